@@ -1,0 +1,60 @@
+/* tap.h -- a minimal TAP producer for the unit programs (automake tap-driver). */
+#ifndef TRIAD_TAP_H
+#define TRIAD_TAP_H
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+static int tap_n = 0, tap_failed = 0;
+
+static inline int tap_ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline int tap_ok(int cond, const char *fmt, ...)
+{
+    va_list ap;
+    printf("%s %d - ", cond ? "ok" : "not ok", ++tap_n);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    fflush(stdout);
+    if (!cond) tap_failed++;
+    return cond;
+}
+
+static inline void tap_diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline void tap_diag(const char *fmt, ...)
+{
+    va_list ap;
+    printf("# ");
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+}
+
+static inline void tap_skip(const char *why)
+{
+    printf("ok %d # SKIP %s\n", ++tap_n, why);
+}
+
+/* Print the plan at the end and return the exit status. */
+static inline int tap_done(void)
+{
+    printf("1..%d\n", tap_n);
+    return tap_failed ? 1 : 0;
+}
+
+/* Largest |a-b| / max(|b|, floor) over n elements (floor avoids dividing by 0). */
+static inline double tap_max_relerr(const double *a, const double *b, size_t n, double floor_)
+{
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double den = fabs(b[i]) > floor_ ? fabs(b[i]) : floor_;
+        double e = fabs(a[i] - b[i]) / den;
+        if (!(e <= worst)) worst = e; /* NaN propagates as a failure */
+    }
+    return worst;
+}
+
+#endif

@@ -1,0 +1,76 @@
+/* backend_ops.h -- declarations of the kernels for one precision.
+ * Included twice by backend.h with KREAL/KNAME set; no include guard. */
+
+/* out (B,T,C) = wte[inp - v0] + wpe[t].  wte holds rows [v0, v0+Vs) of the
+ * vocabulary (a vocabulary-parallel shard; v0 = 0, Vs = Vp without TP); a
+ * token outside the shard contributes 0.  wpe may be NULL (not added). */
+void KNAME(encoder_forward)(KREAL *out, const int32_t *inp, const KREAL *wte,
+                            const KREAL *wpe, int B, int T, int C, int v0, int Vs);
+/* dwte (Vs,C) +=, dwpe (T,C) += (skipped if NULL) from dout (B,T,C). */
+void KNAME(encoder_backward)(KREAL *dwte, KREAL *dwpe, const KREAL *dout,
+                             const int32_t *inp, int B, int T, int C, int v0, int Vs);
+
+/* out (N,C); mean, rstd (N) saved for backward; eps = 1e-5. */
+void KNAME(layernorm_forward)(KREAL *out, KREAL *mean, KREAL *rstd, const KREAL *inp,
+                              const KREAL *weight, const KREAL *bias, int N, int C);
+/* dinp (N,C) +=, dweight (C) +=, dbias (C) +=. */
+void KNAME(layernorm_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias,
+                               const KREAL *dout, const KREAL *inp, const KREAL *weight,
+                               const KREAL *mean, const KREAL *rstd, int N, int C);
+
+/* out (N,OC) = inp (N,C) @ weight(OC,C)^T + bias (OC); bias may be NULL. */
+void KNAME(matmul_forward)(KREAL *out, const KREAL *inp, const KREAL *weight,
+                           const KREAL *bias, int N, int C, int OC);
+/* dinp (N,C) = dout @ weight (overwritten; skipped if NULL);
+ * dweight (OC,C) += dout^T @ inp; dbias (OC) += column sums (skipped if NULL). */
+void KNAME(matmul_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias,
+                            const KREAL *dout, const KREAL *inp, const KREAL *weight,
+                            int N, int C, int OC);
+
+/* Causal self-attention over NH heads of size HS = C/NH.
+ * qkv (B,T,3C): q, k, v blocks of C each, heads contiguous inside a block.
+ * att (B,NH,T,T): softmax probabilities saved for backward (entries above the
+ * diagonal are 0).  out (B,T,C).  Scale 1/sqrt(HS). */
+void KNAME(attention_forward)(KREAL *out, KREAL *att, const KREAL *qkv,
+                              int B, int T, int C, int NH);
+/* dqkv (B,T,3C) overwritten; scratch (B,NH,T,T) is workspace. */
+void KNAME(attention_backward)(KREAL *dqkv, KREAL *scratch, const KREAL *dout,
+                               const KREAL *qkv, const KREAL *att,
+                               int B, int T, int C, int NH);
+
+/* GELU, tanh approximation. out (N); dinp (N) overwritten. */
+void KNAME(gelu_forward)(KREAL *out, const KREAL *inp, size_t N);
+void KNAME(gelu_backward)(KREAL *dinp, const KREAL *inp, const KREAL *dout, size_t N);
+
+/* out = a + b (N). */
+void KNAME(residual_forward)(KREAL *out, const KREAL *a, const KREAL *b, size_t N);
+
+/* Vocabulary-parallel cross-entropy in three local steps; with TP the caller
+ * all-reduces between them (max of maxes, then sum of sums and tlogit).
+ * logits (N,Vs) hold global columns [v0, v0+Vs); only columns < V are real
+ * (the padding never enters the softmax).  targets (N) are global ids < V. */
+/* maxes (N) = max over this shard's real columns (-inf if it has none). */
+void KNAME(crossentropy_max)(KREAL *maxes, const KREAL *logits, int N, int Vs, int v0, int V);
+/* sums (N) = sum exp(logit - maxes); tlogit (N) = logit of the target if this
+ * shard holds it, else 0. */
+void KNAME(crossentropy_sumexp)(KREAL *sums, KREAL *tlogit, const KREAL *logits,
+                                const KREAL *maxes, const int32_t *targets,
+                                int N, int Vs, int v0, int V);
+/* losses (N) = log(sums) + maxes - tlogit (after the reductions). */
+void KNAME(crossentropy_loss)(KREAL *losses, const KREAL *maxes, const KREAL *sums,
+                              const KREAL *tlogit, int N);
+/* dlogits (N,Vs) = (softmax - onehot(target)) * dloss; padded columns 0.
+ * dlogits may alias logits. */
+void KNAME(crossentropy_backward)(KREAL *dlogits, const KREAL *logits,
+                                  const KREAL *maxes, const KREAL *sums,
+                                  const int32_t *targets, KREAL dloss,
+                                  int N, int Vs, int v0, int V);
+
+/* AdamW (PyTorch semantics) on n elements; t >= 1 is the step for bias
+ * correction; wd = 0 for tensors without decay. */
+void KNAME(adamw_update)(KREAL *param, const KREAL *grad, KREAL *m, KREAL *v, size_t n,
+                         KREAL lr, KREAL beta1, KREAL beta2, KREAL eps, KREAL wd, int t);
+
+/* Sum of squares (accumulated in double) and in-place scaling. */
+double KNAME(sumsq)(const KREAL *x, size_t n);
+void KNAME(scale_inplace)(KREAL *x, size_t n, KREAL s);

@@ -1,0 +1,18 @@
+/* gemm.h -- the matmul path.  Row-major C (M,N) = alpha op(A) op(B) + beta C,
+ * op(X) = X or X^T.  gemm_f32 is the program's hot path (the implementation
+ * is chosen by measurement, see docs/performance.md); gemm_f64 is reference
+ * BLAS for the double-precision tests. */
+#ifndef TRIAD_GEMM_H
+#define TRIAD_GEMM_H
+
+void gemm_f32(int transA, int transB, int M, int N, int K, float alpha,
+              const float *A, int lda, const float *B, int ldb, float beta,
+              float *C, int ldc);
+void gemm_f64(int transA, int transB, int M, int N, int K, double alpha,
+              const double *A, int lda, const double *B, int ldb, double beta,
+              double *C, int ldc);
+
+/* Name of the implementation in use (printed at start-up). */
+const char *gemm_backend_name(void);
+
+#endif

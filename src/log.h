@@ -1,0 +1,48 @@
+/* log.h -- rank-0 printing, fatal errors, and checks that name rank, file and line. */
+#ifndef TRIAD_LOG_H
+#define TRIAD_LOG_H
+
+#include <mpi.h>
+#include <stddef.h>
+
+void log_set_rank(int rank);
+int log_rank(void);
+
+/* printf to stdout on rank 0 only (flushed). */
+void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* printf to stderr on every rank, prefixed "[rank r] warning: ". */
+void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* A failure only this rank saw: print "[rank r] error at file:line: msg",
+ * an optional "  hint: ..." line, and abort the whole job with status 1. */
+void die_at(const char *file, int line, const char *hint, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5), noreturn));
+#define die(...) die_at(__FILE__, __LINE__, NULL, __VA_ARGS__)
+#define die_hint(hint, ...) die_at(__FILE__, __LINE__, hint, __VA_ARGS__)
+
+/* A failure every rank sees alike (bad input): rank 0 prints "error: msg" and
+ * the hint once; all ranks finalize MPI and exit with status 1.  Must be
+ * called by every rank of MPI_COMM_WORLD. */
+void die_all(const char *hint, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+
+/* Checked calls. */
+#define MPI_CHECK(call)                                                        \
+    do {                                                                       \
+        int mpi_rc_ = (call);                                                  \
+        if (mpi_rc_ != MPI_SUCCESS) mpi_fail(__FILE__, __LINE__, #call, mpi_rc_); \
+    } while (0)
+void mpi_fail(const char *file, int line, const char *call, int rc) __attribute__((noreturn));
+
+void *xmalloc_at(const char *file, int line, size_t n);
+void *xcalloc_at(const char *file, int line, size_t n, size_t size);
+#define xmalloc(n) xmalloc_at(__FILE__, __LINE__, (n))
+#define xcalloc(n, s) xcalloc_at(__FILE__, __LINE__, (n), (s))
+/* 64-byte aligned, zeroed. */
+void *xalloc_aligned_at(const char *file, int line, size_t n);
+#define xalloc_aligned(n) xalloc_aligned_at(__FILE__, __LINE__, (n))
+
+/* Seconds since an arbitrary origin (MPI_Wtime). */
+double wtime(void);
+
+#endif
