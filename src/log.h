@@ -26,6 +26,9 @@ void die_at(const char *file, int line, const char *hint, const char *fmt, ...)
 void die_all(const char *hint, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
 
+/* Finalize MPI (if running) and exit with status on every rank.  Collective. */
+void exit_all(int status) __attribute__((noreturn));
+
 /* Checked calls. */
 #define MPI_CHECK(call)                                                        \
     do {                                                                       \
@@ -41,6 +44,11 @@ void *xcalloc_at(const char *file, int line, size_t n, size_t size);
 /* 64-byte aligned, zeroed. */
 void *xalloc_aligned_at(const char *file, int line, size_t n);
 #define xalloc_aligned(n) xalloc_aligned_at(__FILE__, __LINE__, (n))
+
+/* Did any rank of comm fail?  Returns 0 if none did; otherwise -1 on every
+ * rank, with msg replaced by the message of the lowest failing rank.
+ * Collective. */
+int mpi_agree_error(MPI_Comm comm, int failed, char *msg, size_t len);
 
 /* Seconds since an arbitrary origin (MPI_Wtime). */
 double wtime(void);

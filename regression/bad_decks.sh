@@ -1,0 +1,120 @@
+#!/bin/sh
+# bad_decks.sh -- every deck in regression/bad/*.nml must make `triad check`
+# fail: exit status 1, nothing on stdout, and on stderr every `! expect:`
+# substring the deck lists; a deck with `! at: LINE:COL` must also name itself
+# and that place ("FILE:LINE:COL: error: ").  Then a bad command-line
+# override, and a bad deck on 2 MPI ranks (the error printed once).  TAP.
+here=$(cd "$(dirname "$0")" && pwd)
+: "${top_srcdir:=$here/..}"
+: "${top_builddir:=$here/..}"
+: "${MPIEXEC:=mpirun}"
+triad="$top_builddir/triad"
+OMPI_ALLOW_RUN_AS_ROOT=1
+OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
+
+if [ ! -x "$triad" ]; then
+    echo "Bail out! $triad is not built (run make first)"
+    exit 1
+fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/bad_decks.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+n=0
+failed=0
+problems=""
+
+# report DESCRIPTION: ok if no problem was noted since the last report.
+report() {
+    n=$((n + 1))
+    if [ -z "$problems" ]; then
+        echo "ok $n - $1"
+    else
+        failed=1
+        echo "not ok $n - $1"
+        printf '%s\n' "$problems" | sed 's/^/#   /'
+        echo "#   stderr was:"
+        sed 's/^/#     /' "$tmp/err"
+    fi
+    problems=""
+}
+
+problem() {
+    problems="${problems:+$problems
+}$1"
+}
+
+# expect_failure: the last run ($rc, $tmp/out, $tmp/err) failed cleanly.
+expect_failure() {
+    [ "$rc" -eq 1 ] || problem "exit status $rc, expected 1"
+    [ -s "$tmp/out" ] && problem "wrote to stdout: $(head -c 200 "$tmp/out")"
+    grep -q 'error: ' "$tmp/err" || problem "no 'error: ' on stderr"
+}
+
+expect_in_stderr() {
+    grep -qF -e "$1" "$tmp/err" || problem "stderr lacks: $1"
+}
+
+# ---------------------------------------------------------------- the corpus
+for f in "$top_srcdir"/regression/bad/*.nml; do
+    name=$(basename "$f")
+    "$triad" check "$f" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    expect_failure
+    sed -n 's/^! expect: //p' "$f" >"$tmp/expect"
+    [ -s "$tmp/expect" ] || problem "$name has no '! expect:' line"
+    while IFS= read -r want; do
+        expect_in_stderr "$want"
+    done <"$tmp/expect"
+    at=$(sed -n 's/^! at: //p' "$f")
+    [ -n "$at" ] && expect_in_stderr "$f:$at: error: "
+    report "$name${at:+ ($at)}: $(head -n 1 "$tmp/expect")"
+done
+
+# ---------------------------------------------------------------- a good deck, echoed
+cat >"$tmp/good.nml" <<'EOF'
+! a valid deck
+&model n_layer = 2, n_head = 2, d_model = 32, seq_len = 16, vocab_size = 256 /
+&train steps = 3, batch_size = 4 /
+EOF
+"$triad" check "$tmp/good.nml" >"$tmp/echo.nml" 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 0 ] || problem "exit status $rc, expected 0"
+[ -s "$tmp/err" ] && problem "wrote to stderr"
+grep -q '^  n_layer *= 2$' "$tmp/echo.nml" || problem "the echo lacks n_layer = 2"
+report "a good deck passes and is echoed"
+
+"$triad" check "$tmp/echo.nml" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 0 ] || problem "exit status $rc, expected 0"
+cmp -s "$tmp/out" "$tmp/echo.nml" || problem "echo of the echo differs: $(diff "$tmp/echo.nml" "$tmp/out" | head -n 5)"
+report "the echo is a deck that echoes to itself"
+
+# ---------------------------------------------------------------- a bad override
+"$triad" check "$tmp/good.nml" model.n_layers=3 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+expect_failure
+expect_in_stderr "command line:1:7: error: unknown key 'n_layers' in &model"
+expect_in_stderr "hint: did you mean 'n_layer'?"
+report "override model.n_layers=3 fails with the nearest name"
+
+# ---------------------------------------------------------------- on 2 ranks
+bad="$top_srcdir/regression/bad/unknown_key_typo.nml"
+$MPIEXEC -n 2 --oversubscribe "$triad" check "$bad" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+expect_failure
+count=$(grep -c "error: unknown key 'n_layers'" "$tmp/err")
+[ "$count" -eq 1 ] || problem "the error is printed $count times, expected once"
+report "a bad deck on 2 ranks: exit 1, the error printed once"
+
+$MPIEXEC -n 2 --oversubscribe "$triad" check "$tmp/good.nml" parallel.dp=4 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+expect_failure
+expect_in_stderr "tp * dp * pp = 1 * 4 * 1 = 4, but 2 ranks were launched"
+expect_in_stderr "hint: set dp = 2"
+count=$(grep -c "error: tp \* dp \* pp" "$tmp/err")
+[ "$count" -eq 1 ] || problem "the error is printed $count times, expected once"
+report "dp = 4 on 2 ranks: the world size is checked, the error printed once"
+
+echo "1..$n"
+exit $failed

@@ -1,0 +1,35 @@
+# lib.sh -- shared set-up for the shell tests (sourced).  Prints TAP.
+: "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
+: "${top_builddir:=$top_srcdir}"
+: "${MPIEXEC:=mpirun}"
+: "${PYTHON3:=/usr/bin/python3}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" OMP_WAIT_POLICY=PASSIVE
+TRIAD="$top_builddir/triad"
+DECKS="$top_srcdir/regression/decks"
+
+tap_n=0
+tap_failed=0
+ok() {   # ok STATUS DESCRIPTION
+    tap_n=$((tap_n + 1))
+    if [ "$1" -eq 0 ]; then echo "ok $tap_n - $2"; else echo "not ok $tap_n - $2"; tap_failed=$((tap_failed + 1)); fi
+}
+skip() { tap_n=$((tap_n + 1)); echo "ok $tap_n # SKIP $1"; }
+diag() { sed 's/^/# /'; }
+done_testing() { echo "1..$tap_n"; [ "$tap_failed" -eq 0 ]; exit $?; }
+
+# A scratch directory removed at exit.
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/triad-test.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+
+# triad_run NP DECK [overrides...]: run, output in $scratch/last.out, status returned.
+triad_run() {
+    np=$1; shift
+    $MPIEXEC -n "$np" "$TRIAD" "$@" > "$scratch/last.out" 2>&1
+}
+
+# compare RUN_A RUN_B RTOL [quantity] -> prints the worst deviation; status 0 if within.
+compare_runs() {
+    "$PYTHON3" "$top_srcdir/regression/compare.py" "$@"
+}

@@ -1,0 +1,242 @@
+/* test_gemm.c -- gemm_f32 / gemm_f64 against a naive double-accumulating
+ * reference: every transpose combination, alpha/beta cases (beta = 0 over NaN
+ * garbage, beta = 1 accumulation), sizes on both sides of every block edge of
+ * the packed kernel (MR 14, NR 32, MC 224, KC 256, NC 1024 in gemm.c),
+ * sub-matrices (lda/ldb/ldc wider than the operand), calls from inside an
+ * OpenMP parallel region, and bitwise determinism. */
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemm.h"
+#include "tap.h"
+
+/* Deterministic fill in [-1, 1). */
+static float frand(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((*s >> 40) * (1.0 / 8388608.0)) - 1.0f;
+}
+
+struct mats {
+    int tA, tB, M, N, K, lda, ldb, ldc;
+    float *A, *B, *C, *C0;       /* C0: C before the call */
+};
+
+/* Operands with leading dimensions `pad` wider than needed; C filled with
+ * NaN when beta == 0 (it must never be read), random otherwise. */
+static struct mats mats_new(int tA, int tB, int M, int N, int K, int pad, float beta, uint64_t seed)
+{
+    struct mats m = {tA, tB, M, N, K, 0, 0, 0, NULL, NULL, NULL, NULL};
+    int rowsA = tA ? K : M, colsA = tA ? M : K;
+    int rowsB = tB ? N : K, colsB = tB ? K : N;
+    m.lda = colsA + pad;
+    m.ldb = colsB + pad;
+    m.ldc = N + pad;
+    size_t na = (size_t)(rowsA > 0 ? rowsA : 1) * m.lda, nb = (size_t)(rowsB > 0 ? rowsB : 1) * m.ldb;
+    size_t nc = (size_t)(M > 0 ? M : 1) * m.ldc;
+    m.A = malloc(na * sizeof(float));
+    m.B = malloc(nb * sizeof(float));
+    m.C = malloc(nc * sizeof(float));
+    m.C0 = malloc(nc * sizeof(float));
+    if (!m.A || !m.B || !m.C || !m.C0) { fprintf(stderr, "test_gemm: out of memory\n"); exit(1); }
+    for (size_t i = 0; i < na; i++) m.A[i] = frand(&seed);
+    for (size_t i = 0; i < nb; i++) m.B[i] = frand(&seed);
+    for (size_t i = 0; i < nc; i++) m.C[i] = beta == 0.0f ? NAN : frand(&seed);
+    memcpy(m.C0, m.C, nc * sizeof(float));
+    return m;
+}
+
+static void mats_free(struct mats *m)
+{
+    free(m->A); free(m->B); free(m->C); free(m->C0);
+}
+
+/* Worst |C - ref| / scale over C, where scale = |alpha| sum_k |a b| + |beta c0|
+ * (the size of what was summed), plus: padding columns of C untouched. */
+static double check_f32(const struct mats *m, float alpha, float beta)
+{
+    double worst = 0.0;
+    for (int i = 0; i < m->M; i++) {
+        for (int j = 0; j < m->N; j++) {
+            double s = 0.0, mag = 0.0;
+            for (int k = 0; k < m->K; k++) {
+                double a = m->tA ? m->A[(size_t)k * m->lda + i] : m->A[(size_t)i * m->lda + k];
+                double b = m->tB ? m->B[(size_t)j * m->ldb + k] : m->B[(size_t)k * m->ldb + j];
+                s += a * b;
+                mag += fabs(a * b);
+            }
+            double c0 = m->C0[(size_t)i * m->ldc + j];
+            double ref = alpha * s, scale = fabs(alpha) * mag;
+            if (beta != 0.0f) { ref += beta * c0; scale += fabs(beta * c0); }
+            double e = fabs(m->C[(size_t)i * m->ldc + j] - ref) / (scale > 1e-30 ? scale : 1e-30);
+            if (!(e <= worst)) worst = e;                  /* NaN counts as a failure */
+        }
+        for (int j = m->N; j < m->ldc; j++) {               /* outside the sub-matrix */
+            float got = m->C[(size_t)i * m->ldc + j], was = m->C0[(size_t)i * m->ldc + j];
+            if (memcmp(&got, &was, sizeof got) != 0) return INFINITY;
+        }
+    }
+    return worst;
+}
+
+static const double TOL = 1e-5;
+
+/* One case: call gemm_f32, compare with the reference.  Returns the error. */
+static double run_case(int tA, int tB, int M, int N, int K, int pad, float alpha, float beta,
+                       uint64_t seed)
+{
+    struct mats m = mats_new(tA, tB, M, N, K, pad, beta, seed);
+    gemm_f32(tA, tB, M, N, K, alpha, m.A, m.lda, m.B, m.ldb, beta, m.C, m.ldc);
+    double e = check_f32(&m, alpha, beta);
+    mats_free(&m);
+    return e;
+}
+
+static void test_shapes(void)
+{
+    /* Each size sits on one side of an edge: MR = 14, NR = 32, MC = 224,
+     * KC = 256, NC = 1024, the 16-wide transposes in packing, and plain odd sizes. */
+    static const int sizes[][3] = {
+        {1, 1, 1},     {7, 13, 17},    {13, 7, 33},    {14, 32, 16},   {15, 33, 15},
+        {17, 31, 129}, {33, 129, 7},   {129, 17, 13},  {223, 65, 255}, {224, 96, 256},
+        {225, 100, 257}, {449, 33, 300}, {30, 1023, 20}, {29, 1025, 31}, {64, 2049, 9},
+        {3, 5, 513},   {2, 1, 1000},   {1, 300, 64},   {300, 1, 64},   {100, 100, 1},
+    };
+    int ncase = (int)(sizeof sizes / sizeof sizes[0]);
+    for (int t = 0; t < 4; t++) {
+        int tA = t >> 1, tB = t & 1;
+        double worst = 0.0;
+        int bad = -1;
+        for (int c = 0; c < ncase; c++) {
+            double e = run_case(tA, tB, sizes[c][0], sizes[c][1], sizes[c][2], c % 3 == 0 ? 0 : 5,
+                                1.0f, 0.0f, 1000u + (uint64_t)c);
+            if (!(e <= worst)) { worst = e; if (!(e <= TOL)) bad = c; }
+        }
+        if (!tap_ok(bad < 0, "gemm_f32 op(A)=%c op(B)=%c, %d sizes across block edges (worst rel. err %.2e)",
+                    tA ? 'T' : 'N', tB ? 'T' : 'N', ncase, worst))
+            tap_diag("first failing size M=%d N=%d K=%d", sizes[bad][0], sizes[bad][1], sizes[bad][2]);
+    }
+}
+
+static void test_alpha_beta(void)
+{
+    static const float ab[][2] = {{1.0f, 0.0f}, {1.0f, 1.0f}, {0.5f, 0.25f}, {-2.0f, 1.0f}, {0.75f, -1.5f}};
+    for (int t = 0; t < 4; t++) {
+        int tA = t >> 1, tB = t & 1;
+        for (int i = 0; i < 5; i++) {
+            /* K = 300 > KC, so beta is applied on the first K block only. */
+            double e = run_case(tA, tB, 37, 45, 300, 3, ab[i][0], ab[i][1], 77u + (uint64_t)i);
+            tap_ok(e <= TOL, "gemm_f32 %c%c alpha=%g beta=%g%s (rel. err %.2e)", tA ? 'T' : 'N',
+                   tB ? 'T' : 'N', ab[i][0], ab[i][1], ab[i][1] == 0.0f ? " over NaN garbage" : "", e);
+        }
+    }
+}
+
+/* alpha = 0 and K = 0: C = beta C, A and B never read (NULL here); M or N = 0: a no-op. */
+static void test_degenerate(void)
+{
+    float C[6] = {1, 2, 3, 4, 5, NAN};
+    gemm_f32(0, 0, 2, 2, 0, 1.0f, NULL, 1, NULL, 2, 2.0f, C, 3);
+    tap_ok(C[0] == 2 && C[1] == 4 && C[3] == 8 && C[4] == 10 && C[2] == 3,
+           "gemm_f32 K=0: C = beta C, padding untouched");
+    gemm_f32(1, 1, 2, 2, 5, 0.0f, NULL, 2, NULL, 5, 0.0f, C, 3);
+    tap_ok(C[0] == 0 && C[1] == 0 && C[3] == 0 && C[4] == 0 && C[2] == 3,
+           "gemm_f32 alpha=0 beta=0: C = 0 without reading A, B");
+    float D[2] = {7, 8};
+    gemm_f32(0, 0, 0, 2, 3, 1.0f, NULL, 3, NULL, 2, 0.0f, D, 2);
+    gemm_f32(0, 0, 1, 0, 3, 1.0f, NULL, 3, NULL, 1, 0.0f, D, 1);
+    tap_ok(D[0] == 7 && D[1] == 8, "gemm_f32 M=0 or N=0: nothing written");
+}
+
+/* Attention calls gemm from inside a parallel region: each thread its own
+ * case, run single-threaded, all correct. */
+static void test_in_parallel(void)
+{
+    enum { NCASE = 8 };
+    double err[NCASE];
+    int inpar[NCASE];
+#pragma omp parallel for schedule(static, 1)
+    for (int c = 0; c < NCASE; c++) {
+        inpar[c] = omp_in_parallel() || omp_get_num_threads() == 1;
+        err[c] = run_case(c & 1, (c >> 1) & 1, 256 - c, 64 + c, 256 + 3 * c, c % 2 ? 0 : 7, 1.0f,
+                          c % 3 == 0 ? 0.0f : 1.0f, 5000u + (uint64_t)c);
+    }
+    double worst = 0.0;
+    int ok = 1;
+    for (int c = 0; c < NCASE; c++) {
+        if (!(err[c] <= worst)) worst = err[c];
+        ok = ok && inpar[c] && err[c] <= TOL;
+    }
+    tap_ok(ok, "gemm_f32 inside an omp parallel region, %d threads, %d cases (worst rel. err %.2e)",
+           omp_get_max_threads(), NCASE, worst);
+}
+
+/* Same inputs -> bitwise the same C: on every call, and (by construction:
+ * fixed K blocking, threads split only M or N) whatever the thread count. */
+static void test_determinism(void)
+{
+    int M = 500, N = 300, K = 700;
+    struct mats m = mats_new(0, 1, M, N, K, 0, 0.0f, 99u);
+    size_t nc = (size_t)M * m.ldc;
+    float *first = malloc(nc * sizeof(float));
+    if (!first) exit(1);
+    int nt = omp_get_max_threads(), same_call = 1, same_threads = 1;
+    gemm_f32(0, 1, M, N, K, 1.0f, m.A, m.lda, m.B, m.ldb, 0.0f, m.C, m.ldc);
+    memcpy(first, m.C, nc * sizeof(float));
+    for (int r = 0; r < 3; r++) {
+        gemm_f32(0, 1, M, N, K, 1.0f, m.A, m.lda, m.B, m.ldb, 0.0f, m.C, m.ldc);
+        same_call = same_call && memcmp(first, m.C, nc * sizeof(float)) == 0;
+    }
+    omp_set_num_threads(1);
+    gemm_f32(0, 1, M, N, K, 1.0f, m.A, m.lda, m.B, m.ldb, 0.0f, m.C, m.ldc);
+    same_threads = memcmp(first, m.C, nc * sizeof(float)) == 0;
+    omp_set_num_threads(nt);
+    tap_ok(same_call, "gemm_f32 bitwise identical on repeated calls (%d threads)", nt);
+    tap_ok(same_threads, "gemm_f32 bitwise identical with 1 and %d threads", nt);
+    free(first);
+    mats_free(&m);
+}
+
+static void test_f64(void)
+{
+    for (int t = 0; t < 4; t++) {
+        int tA = t >> 1, tB = t & 1, M = 19, N = 23, K = 41, pad = 2;
+        int lda = (tA ? M : K) + pad, ldb = (tB ? K : N) + pad, ldc = N + pad;
+        double A[64 * 64], B[64 * 64], C[64 * 64], C0[64 * 64];
+        uint64_t s = 31u + (uint64_t)t;
+        for (int i = 0; i < 64 * 64; i++) {
+            A[i] = frand(&s);
+            B[i] = frand(&s);
+            C0[i] = C[i] = frand(&s);
+        }
+        double alpha = 0.5, beta = -1.25, worst = 0.0;
+        gemm_f64(tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double ref = 0.0;
+                for (int k = 0; k < K; k++)
+                    ref += (tA ? A[k * lda + i] : A[i * lda + k]) * (tB ? B[j * ldb + k] : B[k * ldb + j]);
+                ref = alpha * ref + beta * C0[i * ldc + j];
+                double e = fabs(C[i * ldc + j] - ref) / (fabs(ref) > 1.0 ? fabs(ref) : 1.0);
+                if (!(e <= worst)) worst = e;
+            }
+        tap_ok(worst <= 1e-13, "gemm_f64 %c%c alpha=0.5 beta=-1.25, sub-matrices (rel. err %.2e)",
+               tA ? 'T' : 'N', tB ? 'T' : 'N', worst);
+    }
+}
+
+int main(void)
+{
+    tap_diag("path: %s, %d OpenMP threads", gemm_backend_name(), omp_get_max_threads());
+    test_shapes();
+    test_alpha_beta();
+    test_degenerate();
+    test_in_parallel();
+    test_determinism();
+    test_f64();
+    return tap_done();
+}

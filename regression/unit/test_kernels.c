@@ -1,0 +1,942 @@
+/* test_kernels.c -- every kernel of backend.h, against calculus and against
+ * references written out longhand.
+ *
+ *  (a) each double backward (_f64) against central finite differences of the
+ *      double forward, L = sum(out * w) with random w; step 1e-5, tolerance
+ *      FD_TOL relative (errors divided by max(|ref|, 1e-2 max|ref|));
+ *  (b) each float kernel against the double one on the same (float-rounded)
+ *      inputs, tolerance F32_TOL relative in the same sense;
+ *  (c) exact references: layernorm moments, attention by scalar loops and its
+ *      causality, log(V) for zero logits, sharded cross-entropy, AdamW by hand;
+ *  (d) "+=" outputs accumulate (a second call doubles them) and overwritten
+ *      outputs ignore their old contents (pre-filled with NaN);
+ *  (e) parallel results are bitwise independent of the thread count.
+ */
+#include "backend.h"
+#include "tap.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FD_H 1e-5
+#define FD_TOL 1e-6
+#define F32_TOL 1e-4
+#define EXACT_TOL 1e-12
+
+/* ------------------------------------------------------------ helpers */
+
+static uint64_t rng_s = 0x9E3779B97F4A7C15ull;
+
+static double urand(void) /* uniform in [-1, 1) */
+{
+    rng_s ^= rng_s >> 12;
+    rng_s ^= rng_s << 25;
+    rng_s ^= rng_s >> 27;
+    return (double)((rng_s * 0x2545F4914F6CDD1Dull) >> 11) * 0x1.0p-52 - 1.0;
+}
+
+static int irand(int n) { return (int)((urand() + 1.0) * 0.5 * n) % n; }
+
+static void *xalloc(size_t n)
+{
+    void *p = calloc(n ? n : 1, 1);
+    if (!p) {
+        fprintf(stderr, "test_kernels: out of memory (%zu bytes)\n", n);
+        exit(2);
+    }
+    return p;
+}
+static double *dnew(size_t n) { return xalloc(n * sizeof(double)); }
+static float *fnew(size_t n) { return xalloc(n * sizeof(float)); }
+
+/* Random values already rounded to float, so float and double kernels see
+ * identical inputs. */
+static double *drand_new(size_t n, double scale, double shift)
+{
+    double *x = dnew(n);
+    for (size_t i = 0; i < n; i++) x[i] = (double)(float)(shift + scale * urand());
+    return x;
+}
+static float *tof(const double *x, size_t n)
+{
+    float *f = fnew(n);
+    for (size_t i = 0; i < n; i++) f[i] = (float)x[i];
+    return f;
+}
+static double *dcopy(const double *x, size_t n)
+{
+    double *y = dnew(n);
+    memcpy(y, x, n * sizeof(double));
+    return y;
+}
+static void dnan(double *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) x[i] = NAN;
+}
+static void fnan(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) x[i] = NAN;
+}
+static double dot(const double *a, const double *b, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+static double maxabs(const double *x, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
+    return m;
+}
+/* Relative error, each difference divided by max(|b_i|, 1e-2 max|b|). */
+static double relerr(const double *a, const double *b, size_t n)
+{
+    double fl = 1e-2 * maxabs(b, n);
+    return tap_max_relerr(a, b, n, fl > 1e-300 ? fl : 1e-300);
+}
+static double relerr_f(const float *a, const double *b, size_t n)
+{
+    double *ad = dnew(n);
+    for (size_t i = 0; i < n; i++) ad[i] = a[i];
+    double e = relerr(ad, b, n);
+    free(ad);
+    return e;
+}
+/* a - b, elementwise, into a new array (the increment of a "+=" output). */
+static double *ddiff(const double *a, const double *b, size_t n)
+{
+    double *d = dnew(n);
+    for (size_t i = 0; i < n; i++) d[i] = a[i] - b[i];
+    return d;
+}
+
+/* ------------------------------------------------------------ (a) finite differences */
+
+typedef double (*loss_fn)(void *ctx);
+
+/* Compare an analytic gradient with central differences of f over x. */
+static void check_fd(const char *what, const double *analytic, double *x, size_t n,
+                     loss_fn f, void *ctx)
+{
+    double *num = dnew(n);
+    for (size_t i = 0; i < n; i++) {
+        double x0 = x[i];
+        x[i] = x0 + FD_H;
+        double lp = f(ctx);
+        x[i] = x0 - FD_H;
+        double lm = f(ctx);
+        x[i] = x0;
+        num[i] = (lp - lm) / (2 * FD_H);
+    }
+    double e = relerr(analytic, num, n);
+    tap_ok(e <= FD_TOL, "%s: f64 backward vs finite differences (rel err %.1e <= %.0e)", what, e,
+           FD_TOL);
+    free(num);
+}
+
+static void check_f32(const char *what, const float *a, const double *b, size_t n)
+{
+    double e = relerr_f(a, b, n);
+    tap_ok(e <= F32_TOL, "%s: float vs double (rel err %.1e <= %.0e)", what, e, F32_TOL);
+}
+
+/* ------------------------------------------------------------ encoder */
+
+struct enc {
+    double *out, *wte, *wpe, *w;
+    int32_t *inp;
+    int B, T, C, v0, Vs;
+};
+static double enc_loss(void *p)
+{
+    struct enc *e = p;
+    encoder_forward_f64(e->out, e->inp, e->wte, e->wpe, e->B, e->T, e->C, e->v0, e->Vs);
+    return dot(e->out, e->w, (size_t)e->B * e->T * e->C);
+}
+
+static void test_encoder(void)
+{
+    int B = 2, T = 5, C = 13, v0 = 3, Vs = 7, N = B * T; /* shard holds tokens 3..9 */
+    struct enc e = {.B = B, .T = T, .C = C, .v0 = v0, .Vs = Vs};
+    e.inp = xalloc(N * sizeof(int32_t));
+    for (int n = 0; n < N; n++) e.inp[n] = irand(12);
+    e.inp[0] = 1; e.inp[1] = 11; e.inp[2] = 5; e.inp[3] = 5; e.inp[7] = 5; /* outside; repeats */
+    e.out = dnew((size_t)N * C);
+    e.wte = drand_new((size_t)Vs * C, 1, 0);
+    e.wpe = drand_new((size_t)T * C, 1, 0);
+    e.w = drand_new((size_t)N * C, 1, 0);
+    double *dwte0 = drand_new((size_t)Vs * C, 1, 0), *dwpe0 = drand_new((size_t)T * C, 1, 0);
+    double *dwte = dcopy(dwte0, (size_t)Vs * C), *dwpe = dcopy(dwpe0, (size_t)T * C);
+    encoder_backward_f64(dwte, dwpe, e.w, e.inp, B, T, C, v0, Vs);
+    double *gte = ddiff(dwte, dwte0, (size_t)Vs * C), *gpe = ddiff(dwpe, dwpe0, (size_t)T * C);
+    check_fd("encoder dwte (+=)", gte, e.wte, (size_t)Vs * C, enc_loss, &e);
+    check_fd("encoder dwpe (+=)", gpe, e.wpe, (size_t)T * C, enc_loss, &e);
+
+    /* (c) tokens outside the shard contribute nothing; wpe may be NULL. */
+    enc_loss(&e);
+    int ok = 1;
+    for (int n = 0; n < N; n++) {
+        int tok = e.inp[n] - v0, in = tok >= 0 && tok < Vs;
+        for (int c = 0; c < C; c++) {
+            double want = (in ? e.wte[tok * C + c] : 0.0) + e.wpe[(n % T) * C + c];
+            ok &= e.out[n * C + c] == want;
+        }
+    }
+    tap_ok(ok, "encoder_forward: out = wte[tok-v0] + wpe[t]; tokens outside [v0,v0+Vs) give wpe only");
+    encoder_forward_f64(e.out, e.inp, e.wte, NULL, B, T, C, v0, Vs);
+    ok = 1;
+    for (int n = 0; n < N; n++) {
+        int tok = e.inp[n] - v0, in = tok >= 0 && tok < Vs;
+        for (int c = 0; c < C; c++) ok &= e.out[n * C + c] == (in ? e.wte[tok * C + c] : 0.0);
+    }
+    tap_ok(ok, "encoder_forward: wpe NULL adds no position embedding");
+    double *dwte2 = dcopy(dwte0, (size_t)Vs * C);
+    encoder_backward_f64(dwte2, NULL, e.w, e.inp, B, T, C, v0, Vs);
+    tap_ok(memcmp(dwte2, dwte, (size_t)Vs * C * sizeof(double)) == 0,
+           "encoder_backward: dwpe NULL skipped, dwte unchanged");
+
+    /* (b) float */
+    float *fout = fnew((size_t)N * C), *fwte = tof(e.wte, (size_t)Vs * C),
+          *fwpe = tof(e.wpe, (size_t)T * C), *fw = tof(e.w, (size_t)N * C);
+    float *fdwte = tof(dwte0, (size_t)Vs * C), *fdwpe = tof(dwpe0, (size_t)T * C);
+    enc_loss(&e);
+    encoder_forward(fout, e.inp, fwte, fwpe, B, T, C, v0, Vs);
+    encoder_backward(fdwte, fdwpe, fw, e.inp, B, T, C, v0, Vs);
+    check_f32("encoder_forward", fout, e.out, (size_t)N * C);
+    check_f32("encoder_backward dwte", fdwte, dwte, (size_t)Vs * C);
+    check_f32("encoder_backward dwpe", fdwpe, dwpe, (size_t)T * C);
+
+    free(e.inp); free(e.out); free(e.wte); free(e.wpe); free(e.w);
+    free(dwte0); free(dwpe0); free(dwte); free(dwpe); free(gte); free(gpe); free(dwte2);
+    free(fout); free(fwte); free(fwpe); free(fw); free(fdwte); free(fdwpe);
+}
+
+/* ------------------------------------------------------------ layernorm */
+
+struct ln {
+    double *out, *mean, *rstd, *inp, *weight, *bias, *w;
+    int N, C;
+};
+static double ln_loss(void *p)
+{
+    struct ln *l = p;
+    layernorm_forward_f64(l->out, l->mean, l->rstd, l->inp, l->weight, l->bias, l->N, l->C);
+    return dot(l->out, l->w, (size_t)l->N * l->C);
+}
+
+static void test_layernorm(int N, int C, int do_fd)
+{
+    size_t NC = (size_t)N * C;
+    struct ln l = {.N = N, .C = C};
+    l.out = dnew(NC); l.mean = dnew(N); l.rstd = dnew(N);
+    l.inp = drand_new(NC, 1.5, 0.3);
+    l.weight = drand_new(C, 0.5, 1.0);
+    l.bias = drand_new(C, 0.5, 0);
+    l.w = drand_new(NC, 1, 0);
+    double *di0 = drand_new(NC, 1, 0), *dw0 = drand_new(C, 1, 0), *db0 = drand_new(C, 1, 0);
+    double *di = dcopy(di0, NC), *dw = dcopy(dw0, C), *db = dcopy(db0, C);
+    ln_loss(&l);
+    layernorm_backward_f64(di, dw, db, l.w, l.inp, l.weight, l.mean, l.rstd, N, C);
+    double *gi = ddiff(di, di0, NC), *gw = ddiff(dw, dw0, C), *gb = ddiff(db, db0, C);
+    char what[96];
+    if (do_fd) {
+        snprintf(what, sizeof what, "layernorm N=%d C=%d dinp (+=)", N, C);
+        check_fd(what, gi, l.inp, NC, ln_loss, &l);
+        snprintf(what, sizeof what, "layernorm N=%d C=%d dweight (+=)", N, C);
+        check_fd(what, gw, l.weight, C, ln_loss, &l);
+        snprintf(what, sizeof what, "layernorm N=%d C=%d dbias (+=)", N, C);
+        check_fd(what, gb, l.bias, C, ln_loss, &l);
+    }
+
+    /* (b) float */
+    float *fo = fnew(NC), *fm = fnew(N), *fr = fnew(N), *fx = tof(l.inp, NC),
+          *fwt = tof(l.weight, C), *fb = tof(l.bias, C), *fd = tof(l.w, NC);
+    float *fdi = tof(di0, NC), *fdw = tof(dw0, C), *fdb = tof(db0, C);
+    ln_loss(&l);
+    layernorm_forward(fo, fm, fr, fx, fwt, fb, N, C);
+    layernorm_backward(fdi, fdw, fdb, fd, fx, fwt, fm, fr, N, C);
+    snprintf(what, sizeof what, "layernorm N=%d C=%d forward out", N, C);
+    check_f32(what, fo, l.out, NC);
+    snprintf(what, sizeof what, "layernorm N=%d C=%d forward mean, rstd", N, C);
+    double e1 = relerr_f(fm, l.mean, N), e2 = relerr_f(fr, l.rstd, N);
+    tap_ok(e1 <= F32_TOL && e2 <= F32_TOL, "%s (rel err %.1e, %.1e)", what, e1, e2);
+    snprintf(what, sizeof what, "layernorm N=%d C=%d backward dinp", N, C);
+    check_f32(what, fdi, di, NC);
+    snprintf(what, sizeof what, "layernorm N=%d C=%d backward dweight, dbias", N, C);
+    e1 = relerr_f(fdw, dw, C), e2 = relerr_f(fdb, db, C);
+    tap_ok(e1 <= F32_TOL && e2 <= F32_TOL, "%s (rel err %.1e, %.1e)", what, e1, e2);
+
+    /* (c) before the affine map every row has mean 0 and biased variance
+     * var/(var+eps); mean and rstd are the row's own. */
+    for (int c = 0; c < C; c++) l.weight[c] = 1, l.bias[c] = 0;
+    ln_loss(&l);
+    double worst = 0;
+    for (int n = 0; n < N; n++) {
+        const double *x = l.inp + (size_t)n * C, *o = l.out + (size_t)n * C;
+        double m = 0, v = 0, om = 0, ov = 0;
+        for (int c = 0; c < C; c++) m += x[c];
+        m /= C;
+        for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
+        v /= C;
+        for (int c = 0; c < C; c++) om += o[c], ov += o[c] * o[c];
+        om /= C, ov /= C;
+        double errs[4] = {fabs(om), fabs(ov / (v / (v + 1e-5)) - 1), fabs(l.mean[n] - m),
+                          fabs(l.rstd[n] * sqrt(v + 1e-5) - 1)};
+        for (int k = 0; k < 4; k++) worst = errs[k] > worst ? errs[k] : worst;
+    }
+    tap_ok(worst <= EXACT_TOL, "layernorm N=%d C=%d: mean 0, var v/(v+1e-5), saved mean/rstd (err %.1e)",
+           N, C, worst);
+
+    free(l.out); free(l.mean); free(l.rstd); free(l.inp); free(l.weight); free(l.bias); free(l.w);
+    free(di0); free(dw0); free(db0); free(di); free(dw); free(db); free(gi); free(gw); free(gb);
+    free(fo); free(fm); free(fr); free(fx); free(fwt); free(fb); free(fd);
+    free(fdi); free(fdw); free(fdb);
+}
+
+/* ------------------------------------------------------------ matmul */
+
+struct mm {
+    double *out, *inp, *weight, *bias, *w;
+    int N, C, OC;
+};
+static double mm_loss(void *p)
+{
+    struct mm *m = p;
+    matmul_forward_f64(m->out, m->inp, m->weight, m->bias, m->N, m->C, m->OC);
+    return dot(m->out, m->w, (size_t)m->N * m->OC);
+}
+
+static void test_matmul(void)
+{
+    int N = 7, C = 13, OC = 11;
+    struct mm m = {.N = N, .C = C, .OC = OC};
+    m.out = dnew((size_t)N * OC);
+    m.inp = drand_new((size_t)N * C, 1, 0);
+    m.weight = drand_new((size_t)OC * C, 1, 0);
+    m.bias = drand_new(OC, 1, 0);
+    m.w = drand_new((size_t)N * OC, 1, 0);
+
+    /* (c) forward against the triple loop, with and without bias */
+    double *ref = dnew((size_t)N * OC);
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) {
+            double s = 0;
+            for (int c = 0; c < C; c++) s += m.inp[n * C + c] * m.weight[o * C + c];
+            ref[n * OC + o] = s;
+        }
+    matmul_forward_f64(m.out, m.inp, m.weight, NULL, N, C, OC);
+    double e1 = relerr(m.out, ref, (size_t)N * OC);
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) ref[n * OC + o] += m.bias[o];
+    mm_loss(&m);
+    double e2 = relerr(m.out, ref, (size_t)N * OC);
+    tap_ok(e1 <= EXACT_TOL && e2 <= EXACT_TOL,
+           "matmul_forward = inp weight^T (+ bias) by loops (rel err %.1e, %.1e)", e1, e2);
+
+    double *di = dnew((size_t)N * C), *dw0 = drand_new((size_t)OC * C, 1, 0),
+           *db0 = drand_new(OC, 1, 0);
+    double *dw = dcopy(dw0, (size_t)OC * C), *db = dcopy(db0, OC);
+    dnan(di, (size_t)N * C); /* overwritten */
+    matmul_backward_f64(di, dw, db, m.w, m.inp, m.weight, N, C, OC);
+    double *gw = ddiff(dw, dw0, (size_t)OC * C), *gb = ddiff(db, db0, OC);
+    check_fd("matmul dinp (overwritten)", di, m.inp, (size_t)N * C, mm_loss, &m);
+    check_fd("matmul dweight (+=)", gw, m.weight, (size_t)OC * C, mm_loss, &m);
+    check_fd("matmul dbias (+=)", gb, m.bias, OC, mm_loss, &m);
+
+    double *dw2 = dcopy(dw0, (size_t)OC * C);
+    matmul_backward_f64(NULL, dw2, NULL, m.w, m.inp, m.weight, N, C, OC);
+    tap_ok(relerr(dw2, dw, (size_t)OC * C) <= EXACT_TOL,
+           "matmul_backward: dinp and dbias NULL skipped, dweight unchanged");
+
+    free(m.out); free(m.inp); free(m.weight); free(m.bias); free(m.w); free(ref);
+    free(di); free(dw0); free(db0); free(dw); free(db); free(gw); free(gb); free(dw2);
+}
+
+/* (b) at a size that exercises the gemm's blocking and the tails. */
+static void test_matmul_f32(int N, int C, int OC)
+{
+    size_t NC = (size_t)N * C, NO = (size_t)N * OC, OCC = (size_t)OC * C;
+    double *x = drand_new(NC, 1, 0), *wt = drand_new(OCC, 0.2, 0), *b = drand_new(OC, 1, 0),
+           *d = drand_new(NO, 1, 0);
+    double *out = dnew(NO), *di = dnew(NC), *dw = drand_new(OCC, 1, 0), *db = drand_new(OC, 1, 0);
+    float *fx = tof(x, NC), *fwt = tof(wt, OCC), *fb = tof(b, OC), *fd = tof(d, NO);
+    float *fout = fnew(NO), *fdi = fnew(NC), *fdw = tof(dw, OCC), *fdb = tof(db, OC);
+    fnan(fdi, NC);
+    matmul_forward_f64(out, x, wt, b, N, C, OC);
+    matmul_backward_f64(di, dw, db, d, x, wt, N, C, OC);
+    matmul_forward(fout, fx, fwt, fb, N, C, OC);
+    matmul_backward(fdi, fdw, fdb, fd, fx, fwt, N, C, OC);
+    char what[96];
+    snprintf(what, sizeof what, "matmul N=%d C=%d OC=%d forward", N, C, OC);
+    check_f32(what, fout, out, NO);
+    snprintf(what, sizeof what, "matmul N=%d C=%d OC=%d dinp", N, C, OC);
+    check_f32(what, fdi, di, NC);
+    snprintf(what, sizeof what, "matmul N=%d C=%d OC=%d dweight", N, C, OC);
+    check_f32(what, fdw, dw, OCC);
+    snprintf(what, sizeof what, "matmul N=%d C=%d OC=%d dbias", N, C, OC);
+    check_f32(what, fdb, db, OC);
+    free(x); free(wt); free(b); free(d); free(out); free(di); free(dw); free(db);
+    free(fx); free(fwt); free(fb); free(fd); free(fout); free(fdi); free(fdw); free(fdb);
+}
+
+/* ------------------------------------------------------------ attention */
+
+/* Scalar-loop reference, straight from the definition. */
+static void attention_ref(double *out, double *att, const double *qkv, int B, int T, int C, int NH)
+{
+    int HS = C / NH;
+    double sc = 1.0 / sqrt(HS);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < T; i++) {
+                const double *q = qkv + ((size_t)b * T + i) * 3 * C + h * HS;
+                double *a = att + (((size_t)b * NH + h) * T + i) * T;
+                double mx = -INFINITY, s = 0;
+                for (int j = 0; j < T; j++) {
+                    const double *k = qkv + ((size_t)b * T + j) * 3 * C + C + h * HS;
+                    a[j] = 0;
+                    if (j > i) continue;
+                    for (int d = 0; d < HS; d++) a[j] += q[d] * k[d];
+                    a[j] *= sc;
+                    mx = a[j] > mx ? a[j] : mx;
+                }
+                for (int j = 0; j <= i; j++) s += a[j] = exp(a[j] - mx);
+                for (int j = 0; j <= i; j++) a[j] /= s;
+                for (int d = 0; d < HS; d++) {
+                    double o = 0;
+                    for (int j = 0; j <= i; j++)
+                        o += a[j] * qkv[((size_t)b * T + j) * 3 * C + 2 * C + h * HS + d];
+                    out[((size_t)b * T + i) * C + h * HS + d] = o;
+                }
+            }
+}
+
+struct at {
+    double *out, *att, *qkv, *w;
+    int B, T, C, NH;
+};
+static double at_loss(void *p)
+{
+    struct at *a = p;
+    attention_forward_f64(a->out, a->att, a->qkv, a->B, a->T, a->C, a->NH);
+    return dot(a->out, a->w, (size_t)a->B * a->T * a->C);
+}
+
+static void test_attention(int B, int T, int C, int NH, int do_fd)
+{
+    size_t BTC = (size_t)B * T * C, BT3C = 3 * BTC, ATT = (size_t)B * NH * T * T;
+    struct at a = {.B = B, .T = T, .C = C, .NH = NH};
+    a.out = dnew(BTC); a.att = dnew(ATT);
+    a.qkv = drand_new(BT3C, 1.5, 0);
+    a.w = drand_new(BTC, 1, 0);
+    char what[128], shape[64];
+    snprintf(shape, sizeof shape, "attention B=%d T=%d C=%d NH=%d", B, T, C, NH);
+
+    /* (c) against the scalar loops; att above the diagonal exactly 0. */
+    double *ro = dnew(BTC), *ra = dnew(ATT);
+    attention_ref(ro, ra, a.qkv, B, T, C, NH);
+    dnan(a.out, BTC); dnan(a.att, ATT);
+    at_loss(&a);
+    double e1 = relerr(a.out, ro, BTC), e2 = relerr(a.att, ra, ATT);
+    int zero = 1;
+    for (size_t bh = 0; bh < (size_t)B * NH; bh++)
+        for (int i = 0; i < T; i++)
+            for (int j = i + 1; j < T; j++) zero &= a.att[(bh * T + i) * T + j] == 0.0;
+    tap_ok(e1 <= EXACT_TOL && e2 <= EXACT_TOL && zero,
+           "%s: forward = scalar reference (out %.1e, att %.1e), upper triangle 0", shape, e1, e2);
+
+    /* (a) */
+    double *dqkv = dnew(BT3C), *scr = dnew(ATT);
+    dnan(dqkv, BT3C); dnan(scr, ATT);
+    at_loss(&a);
+    attention_backward_f64(dqkv, scr, a.w, a.qkv, a.att, B, T, C, NH);
+    if (do_fd) {
+        snprintf(what, sizeof what, "%s dqkv (overwritten)", shape);
+        check_fd(what, dqkv, a.qkv, BT3C, at_loss, &a);
+    }
+
+    /* (b) */
+    float *fq = tof(a.qkv, BT3C), *fw = tof(a.w, BTC), *fo = fnew(BTC), *fa = fnew(ATT),
+          *fdq = fnew(BT3C), *fs = fnew(ATT);
+    fnan(fo, BTC); fnan(fa, ATT); fnan(fdq, BT3C); fnan(fs, ATT);
+    at_loss(&a);
+    attention_forward(fo, fa, fq, B, T, C, NH);
+    attention_backward(fdq, fs, fw, fq, fa, B, T, C, NH);
+    snprintf(what, sizeof what, "%s forward out", shape);
+    check_f32(what, fo, a.out, BTC);
+    snprintf(what, sizeof what, "%s forward att", shape);
+    check_f32(what, fa, a.att, ATT);
+    snprintf(what, sizeof what, "%s backward dqkv", shape);
+    check_f32(what, fdq, dqkv, BT3C);
+
+    /* (c) causality: new k and v at position p (every head, batch 0) leave
+     * float outputs before p bitwise unchanged and change position p. */
+    int p = T / 2 + 1;
+    memcpy(fs, fo, BTC * sizeof(float));
+    for (int c = C; c < 3 * C; c++) fq[(size_t)p * 3 * C + c] += 0.5f;
+    attention_forward(fo, fa, fq, B, T, C, NH);
+    int before = memcmp(fo, fs, (size_t)p * C * sizeof(float)) == 0;
+    int at_p = memcmp(fo + (size_t)p * C, fs + (size_t)p * C, C * sizeof(float)) != 0;
+    tap_ok(before && at_p, "%s: causal (k,v at t=%d change nothing before it, change t=%d)", shape,
+           p, p);
+
+    free(a.out); free(a.att); free(a.qkv); free(a.w); free(ro); free(ra); free(dqkv); free(scr);
+    free(fq); free(fw); free(fo); free(fa); free(fdq); free(fs);
+}
+
+/* ------------------------------------------------------------ gelu */
+
+struct ge {
+    double *out, *inp, *w;
+    size_t N;
+};
+static double ge_loss(void *p)
+{
+    struct ge *g = p;
+    gelu_forward_f64(g->out, g->inp, g->N);
+    return dot(g->out, g->w, g->N);
+}
+static double gelu_textbook(double x)
+{
+    return 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+}
+
+static void test_gelu(void)
+{
+    size_t N = 37;
+    struct ge g = {.N = N};
+    g.out = dnew(N);
+    g.inp = drand_new(N, 4, 0);
+    g.w = drand_new(N, 1, 0);
+    double *di = dnew(N), *ref = dnew(N);
+    ge_loss(&g);
+    for (size_t i = 0; i < N; i++) ref[i] = gelu_textbook(g.inp[i]);
+    double e = relerr(g.out, ref, N);
+    tap_ok(e <= EXACT_TOL, "gelu_forward_f64 = 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))) (rel err %.1e)", e);
+    dnan(di, N);
+    gelu_backward_f64(di, g.inp, g.w, N);
+    check_fd("gelu dinp (overwritten)", di, g.inp, N, ge_loss, &g);
+
+    /* (b) over a wide range, tails included; float must stay finite. */
+    size_t M = 10007;
+    double *x = drand_new(M, 8, 0), *d = drand_new(M, 1, 0), *o = dnew(M), *dx = dnew(M);
+    const double tails[] = {-1e4, -100, -30, -12, -9, 0, 9, 12, 30, 100, 1e4};
+    for (size_t k = 0; k < sizeof tails / sizeof *tails; k++) x[k] = tails[k];
+    float *fx = tof(x, M), *fd = tof(d, M), *fo = fnew(M), *fdx = fnew(M);
+    fnan(fdx, M);
+    gelu_forward_f64(o, x, M);
+    gelu_backward_f64(dx, x, d, M);
+    gelu_forward(fo, fx, M);
+    gelu_backward(fdx, fx, fd, M);
+    check_f32("gelu_forward on [-8,8] and tails to 1e4", fo, o, M);
+    check_f32("gelu_backward on [-8,8] and tails to 1e4", fdx, dx, M);
+    int finite = 1;
+    for (size_t i = 0; i < M; i++) finite &= isfinite(fo[i]) && isfinite(fdx[i]);
+    tap_ok(finite, "gelu float: finite everywhere, tails included");
+
+    free(g.out); free(g.inp); free(g.w); free(di); free(ref);
+    free(x); free(d); free(o); free(dx); free(fx); free(fd); free(fo); free(fdx);
+}
+
+/* ------------------------------------------------------------ residual */
+
+static void test_residual(void)
+{
+    size_t N = 20011;
+    double *a = drand_new(N, 1, 0), *b = drand_new(N, 1, 0), *o = dnew(N);
+    float *fa = tof(a, N), *fb = tof(b, N), *fo = fnew(N);
+    residual_forward_f64(o, a, b, N);
+    residual_forward(fo, fa, fb, N);
+    int ok = 1, fok = 1;
+    for (size_t i = 0; i < N; i++) {
+        ok &= o[i] == a[i] + b[i];
+        fok &= fo[i] == fa[i] + fb[i];
+    }
+    tap_ok(ok && fok, "residual_forward: out = a + b exactly (float and double)");
+    free(a); free(b); free(o); free(fa); free(fb); free(fo);
+}
+
+/* ------------------------------------------------------------ cross-entropy */
+
+/* The three steps on one shard, as the model runs them without TP. */
+static void ce_full_f64(double *losses, double *maxes, double *sums, double *tl,
+                        const double *logits, const int32_t *tg, int N, int Vs, int v0, int V)
+{
+    crossentropy_max_f64(maxes, logits, N, Vs, v0, V);
+    crossentropy_sumexp_f64(sums, tl, logits, maxes, tg, N, Vs, v0, V);
+    crossentropy_loss_f64(losses, maxes, sums, tl, N);
+}
+
+struct ce {
+    double *logits, *losses, *maxes, *sums, *tl, dloss;
+    int32_t *tg;
+    int N, Vs, V;
+};
+static double ce_lossfn(void *p)
+{
+    struct ce *c = p;
+    ce_full_f64(c->losses, c->maxes, c->sums, c->tl, c->logits, c->tg, c->N, c->Vs, 0, c->V);
+    double s = 0;
+    for (int n = 0; n < c->N; n++) s += c->losses[n];
+    return c->dloss * s;
+}
+
+static void test_crossentropy_fd(void)
+{
+    int N = 7, V = 11, Vs = 13; /* two padding columns */
+    struct ce c = {.N = N, .Vs = Vs, .V = V, .dloss = 0.37};
+    c.logits = drand_new((size_t)N * Vs, 3, 0);
+    c.losses = dnew(N); c.maxes = dnew(N); c.sums = dnew(N); c.tl = dnew(N);
+    c.tg = xalloc(N * sizeof(int32_t));
+    for (int n = 0; n < N; n++) c.tg[n] = irand(V);
+    c.tg[0] = V - 1;
+    double *dl = dnew((size_t)N * Vs);
+    dnan(dl, (size_t)N * Vs);
+    ce_lossfn(&c);
+    crossentropy_backward_f64(dl, c.logits, c.maxes, c.sums, c.tg, c.dloss, N, Vs, 0, V);
+    check_fd("crossentropy dlogits (padding included)", dl, c.logits, (size_t)N * Vs, ce_lossfn, &c);
+    int pad0 = 1;
+    for (int n = 0; n < N; n++)
+        for (int j = V; j < Vs; j++) pad0 &= dl[n * Vs + j] == 0.0;
+    tap_ok(pad0, "crossentropy_backward: padding columns (>= V) get exactly 0");
+
+    /* loss by the definition: -log softmax(real columns)[target] */
+    double worst = 0;
+    ce_lossfn(&c);
+    for (int n = 0; n < N; n++) {
+        double s = 0;
+        for (int j = 0; j < V; j++) s += exp(c.logits[n * Vs + j]);
+        double want = -log(exp(c.logits[n * Vs + c.tg[n]]) / s);
+        worst = fmax(worst, fabs(c.losses[n] - want) / want);
+    }
+    tap_ok(worst <= EXACT_TOL, "crossentropy loss = -log softmax[target] over real columns (rel err %.1e)",
+           worst);
+
+    /* dlogits may alias logits */
+    double *inplace = dcopy(c.logits, (size_t)N * Vs);
+    crossentropy_backward_f64(inplace, inplace, c.maxes, c.sums, c.tg, c.dloss, N, Vs, 0, V);
+    crossentropy_backward_f64(dl, c.logits, c.maxes, c.sums, c.tg, c.dloss, N, Vs, 0, V);
+    float *fl = tof(c.logits, (size_t)N * Vs), *fdl = fnew((size_t)N * Vs), *fm = fnew(N), *fs = fnew(N),
+          *ft = fnew(N);
+    crossentropy_max(fm, fl, N, Vs, 0, V);
+    crossentropy_sumexp(fs, ft, fl, fm, c.tg, N, Vs, 0, V);
+    crossentropy_backward(fdl, fl, fm, fs, c.tg, 0.37f, N, Vs, 0, V);
+    crossentropy_backward(fl, fl, fm, fs, c.tg, 0.37f, N, Vs, 0, V);
+    tap_ok(memcmp(inplace, dl, (size_t)N * Vs * sizeof(double)) == 0 &&
+               memcmp(fl, fdl, (size_t)N * Vs * sizeof(float)) == 0,
+           "crossentropy_backward in place (dlogits == logits) = out of place, bitwise");
+
+    free(c.logits); free(c.losses); free(c.maxes); free(c.sums); free(c.tl); free(c.tg);
+    free(dl); free(inplace); free(fl); free(fdl); free(fm); free(fs); free(ft);
+}
+
+/* Vocabulary split into S shards of Vs columns, reduced by hand (max of
+ * maxes; sums and target logits added), against one shard of S*Vs. */
+static void test_crossentropy_shards(int S, int Vs, int V)
+{
+    int N = 6, Vp = S * Vs;
+    double *lg = drand_new((size_t)N * Vp, 4, 0), *lg_s = dnew((size_t)N * Vs);
+    int32_t *tg = xalloc(N * sizeof(int32_t));
+    for (int n = 0; n < N; n++) tg[n] = irand(V);
+    tg[0] = 0, tg[1] = V - 1;
+    double *m1 = dnew(N), *s1 = dnew(N), *t1 = dnew(N), *l1 = dnew(N), *d1 = dnew((size_t)N * Vp);
+    ce_full_f64(l1, m1, s1, t1, lg, tg, N, Vp, 0, V);
+    crossentropy_backward_f64(d1, lg, m1, s1, tg, 0.25, N, Vp, 0, V);
+
+    double *ms = dnew((size_t)S * N), *ss = dnew((size_t)S * N), *ts = dnew((size_t)S * N);
+    double *m = dnew(N), *s = dnew(N), *t = dnew(N), *l = dnew(N), *d = dnew((size_t)N * Vp);
+    double *ds = dnew((size_t)N * Vs);
+    int empty_ok = 1;
+    for (int r = 0; r < S; r++) { /* each shard sees only its columns */
+        for (int n = 0; n < N; n++)
+            memcpy(lg_s + (size_t)n * Vs, lg + (size_t)n * Vp + (size_t)r * Vs, Vs * sizeof(double));
+        crossentropy_max_f64(ms + (size_t)r * N, lg_s, N, Vs, r * Vs, V);
+        if (r * Vs >= V)
+            for (int n = 0; n < N; n++) empty_ok &= ms[(size_t)r * N + n] == -INFINITY;
+    }
+    for (int n = 0; n < N; n++) {
+        m[n] = -INFINITY;
+        for (int r = 0; r < S; r++) m[n] = fmax(m[n], ms[(size_t)r * N + n]);
+    }
+    for (int r = 0; r < S; r++) {
+        for (int n = 0; n < N; n++)
+            memcpy(lg_s + (size_t)n * Vs, lg + (size_t)n * Vp + (size_t)r * Vs, Vs * sizeof(double));
+        crossentropy_sumexp_f64(ss + (size_t)r * N, ts + (size_t)r * N, lg_s, m, tg, N, Vs, r * Vs, V);
+    }
+    for (int n = 0; n < N; n++) {
+        s[n] = t[n] = 0;
+        for (int r = 0; r < S; r++) s[n] += ss[(size_t)r * N + n], t[n] += ts[(size_t)r * N + n];
+    }
+    crossentropy_loss_f64(l, m, s, t, N);
+    for (int r = 0; r < S; r++) {
+        for (int n = 0; n < N; n++)
+            memcpy(lg_s + (size_t)n * Vs, lg + (size_t)n * Vp + (size_t)r * Vs, Vs * sizeof(double));
+        crossentropy_backward_f64(ds, lg_s, m, s, tg, 0.25, N, Vs, r * Vs, V);
+        for (int n = 0; n < N; n++)
+            memcpy(d + (size_t)n * Vp + (size_t)r * Vs, ds + (size_t)n * Vs, Vs * sizeof(double));
+        if (r * Vs >= V)
+            for (size_t i = 0; i < (size_t)N * Vs; i++) empty_ok &= ds[i] == 0.0;
+    }
+    double e1 = relerr(l, l1, N), e2 = relerr(d, d1, (size_t)N * Vp);
+    int pad0 = 1;
+    for (int n = 0; n < N; n++)
+        for (int j = V; j < Vp; j++) pad0 &= d[(size_t)n * Vp + j] == 0.0;
+    tap_ok(e1 <= EXACT_TOL && e2 <= EXACT_TOL && pad0 && empty_ok,
+           "crossentropy over %d shards of %d (V=%d) = one shard (loss %.1e, dlogits %.1e), "
+           "padding 0, empty shard max -inf / grad 0",
+           S, Vs, V, e1, e2);
+
+    free(lg); free(lg_s); free(tg); free(m1); free(s1); free(t1); free(l1); free(d1);
+    free(ms); free(ss); free(ts); free(m); free(s); free(t); free(l); free(d); free(ds);
+}
+
+static void test_crossentropy_exact(void)
+{
+    /* zero logits: loss = log V, dlogits = (1/V - onehot) dloss */
+    int N = 5, V = 1000, Vs = 1024;
+    double *lg = dnew((size_t)N * Vs), *m = dnew(N), *s = dnew(N), *t = dnew(N), *l = dnew(N);
+    float *fl = fnew((size_t)N * Vs), *fm = fnew(N), *fs = fnew(N), *ft = fnew(N), *flo = fnew(N);
+    int32_t tg[5] = {0, 1, 500, 998, 999};
+    ce_full_f64(l, m, s, t, lg, tg, N, Vs, 0, V);
+    crossentropy_max(fm, fl, N, Vs, 0, V);
+    crossentropy_sumexp(fs, ft, fl, fm, tg, N, Vs, 0, V);
+    crossentropy_loss(flo, fm, fs, ft, N);
+    double w = 0, fw = 0;
+    for (int n = 0; n < N; n++) {
+        w = fmax(w, fabs(l[n] / log(V) - 1));
+        fw = fmax(fw, fabs(flo[n] / log(V) - 1));
+    }
+    tap_ok(w <= 1e-15 && fw <= 1e-6, "crossentropy of zero logits = log(V) (rel err %.1e; float %.1e)",
+           w, fw);
+
+    /* shift invariance / no overflow at large logits */
+    double *lg2 = drand_new((size_t)N * Vs, 5, 0), *l2 = dnew(N);
+    ce_full_f64(l, m, s, t, lg2, tg, N, Vs, 0, V);
+    for (size_t i = 0; i < (size_t)N * Vs; i++) lg2[i] += 1000;
+    ce_full_f64(l2, m, s, t, lg2, tg, N, Vs, 0, V);
+    double e = relerr(l2, l, N);
+    tap_ok(e <= 1e-9, "crossentropy: logits + 1000 give the same loss (rel err %.1e)", e);
+
+    free(lg); free(m); free(s); free(t); free(l); free(fl); free(fm); free(fs); free(ft); free(flo);
+    free(lg2); free(l2);
+}
+
+/* (b) at a realistic width: float over two shards (the second with 24
+ * padding columns), reduced by hand, against one double shard. */
+static void test_crossentropy_f32(void)
+{
+    int N = 16, V = 1000, Vp = 1024, Vs = 512;
+    size_t NV = (size_t)N * Vp;
+    double *lg = drand_new(NV, 4, 0), *m = dnew(N), *s = dnew(N), *t = dnew(N), *l = dnew(N),
+           *d = dnew(NV);
+    int32_t *tg = xalloc(N * sizeof(int32_t));
+    for (int n = 0; n < N; n++) tg[n] = irand(V);
+    tg[0] = 3, tg[1] = 999;
+    ce_full_f64(l, m, s, t, lg, tg, N, Vp, 0, V);
+    crossentropy_backward_f64(d, lg, m, s, tg, 1.0 / N, N, Vp, 0, V);
+
+    float *fl[2], *fm[2], *fs[2], *ft[2], *fd = fnew(NV), *fds = fnew((size_t)N * Vs);
+    float *m2 = fnew(N), *s2 = fnew(N), *t2 = fnew(N), *flo = fnew(N);
+    for (int r = 0; r < 2; r++) {
+        fl[r] = fnew((size_t)N * Vs), fm[r] = fnew(N), fs[r] = fnew(N), ft[r] = fnew(N);
+        for (size_t i = 0; i < (size_t)N * Vs; i++)
+            fl[r][i] = (float)lg[(i / Vs) * Vp + (size_t)r * Vs + i % Vs];
+        crossentropy_max(fm[r], fl[r], N, Vs, r * Vs, V);
+    }
+    for (int n = 0; n < N; n++) m2[n] = fmaxf(fm[0][n], fm[1][n]);
+    for (int r = 0; r < 2; r++) crossentropy_sumexp(fs[r], ft[r], fl[r], m2, tg, N, Vs, r * Vs, V);
+    for (int n = 0; n < N; n++) s2[n] = fs[0][n] + fs[1][n], t2[n] = ft[0][n] + ft[1][n];
+    crossentropy_loss(flo, m2, s2, t2, N);
+    for (int r = 0; r < 2; r++) {
+        crossentropy_backward(fds, fl[r], m2, s2, tg, 1.0f / N, N, Vs, r * Vs, V);
+        for (size_t i = 0; i < (size_t)N * Vs; i++) fd[(i / Vs) * Vp + (size_t)r * Vs + i % Vs] = fds[i];
+    }
+    check_f32("crossentropy losses (2 float shards, V=1000, Vp=1024)", flo, l, N);
+    check_f32("crossentropy dlogits (2 float shards, V=1000, Vp=1024)", fd, d, NV);
+    free(lg); free(m); free(s); free(t); free(l); free(d); free(tg);
+    for (int r = 0; r < 2; r++) free(fl[r]), free(fm[r]), free(fs[r]), free(ft[r]);
+    free(fd); free(fds); free(m2); free(s2); free(t2); free(flo);
+}
+
+/* ------------------------------------------------------------ AdamW */
+
+static void test_adamw(double wd)
+{
+    size_t n = 37;
+    double lr = 0.05, b1 = 0.9, b2 = 0.95, eps = 1e-8;
+    double *p0 = drand_new(n, 1, 0), *g1 = drand_new(n, 1, 0), *g2 = drand_new(n, 0.01, 0);
+    double *rp = dcopy(p0, n), *rm = dnew(n), *rv = dnew(n);
+    for (int t = 1; t <= 2; t++) { /* torch.optim.AdamW, written out */
+        const double *g = t == 1 ? g1 : g2;
+        for (size_t i = 0; i < n; i++) {
+            rp[i] -= lr * wd * rp[i];
+            rm[i] = b1 * rm[i] + (1 - b1) * g[i];
+            rv[i] = b2 * rv[i] + (1 - b2) * g[i] * g[i];
+            double mhat = rm[i] / (1 - pow(b1, t)), vhat = rv[i] / (1 - pow(b2, t));
+            rp[i] -= lr * mhat / (sqrt(vhat) + eps);
+        }
+    }
+    double *p = dcopy(p0, n), *m = dnew(n), *v = dnew(n);
+    float *fp = tof(p0, n), *fg1 = tof(g1, n), *fg2 = tof(g2, n), *fm = fnew(n), *fv = fnew(n);
+    adamw_update_f64(p, g1, m, v, n, lr, b1, b2, eps, wd, 1);
+    adamw_update_f64(p, g2, m, v, n, lr, b1, b2, eps, wd, 2);
+    adamw_update(fp, fg1, fm, fv, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd, 1);
+    adamw_update(fp, fg2, fm, fv, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd, 2);
+    double e = fmax(relerr(p, rp, n), fmax(relerr(m, rm, n), relerr(v, rv, n)));
+    double fe = fmax(relerr_f(fp, rp, n), fmax(relerr_f(fm, rm, n), relerr_f(fv, rv, n)));
+    tap_ok(e <= EXACT_TOL, "adamw wd=%g: 2 steps = hand-computed PyTorch reference (rel err %.1e)", wd, e);
+    tap_ok(fe <= 1e-5, "adamw wd=%g float: 2 steps = reference (rel err %.1e <= 1e-5)", wd, fe);
+    free(p0); free(g1); free(g2); free(rp); free(rm); free(rv); free(p); free(m); free(v);
+    free(fp); free(fg1); free(fg2); free(fm); free(fv);
+}
+
+/* ------------------------------------------------------------ norms */
+
+static void test_norms(void)
+{
+    size_t n = 1000003;
+    double *x = drand_new(n, 1, 0);
+    float *fx = tof(x, n);
+    double ref = 0;
+    for (size_t i = 0; i < n; i++) ref += x[i] * x[i];
+    double s = sumsq_f64(x, n), fs = sumsq(fx, n);
+    tap_ok(fabs(s / ref - 1) <= EXACT_TOL && fabs(fs / ref - 1) <= EXACT_TOL,
+           "sumsq = sum x^2, float input accumulated in double (rel err %.1e, %.1e)",
+           fabs(s / ref - 1), fabs(fs / ref - 1));
+    tap_ok(sumsq(fx, 0) == 0 && sumsq(fx, 3) == (double)fx[0] * fx[0] + (double)fx[1] * fx[1] +
+                                                      (double)fx[2] * fx[2],
+           "sumsq of 0 and 3 elements");
+    float *fy = tof(x, n);
+    scale_inplace(fy, n, 0.37f);
+    scale_inplace_f64(x, n, 0.37);
+    int ok = 1;
+    for (size_t i = 0; i < n; i++) ok &= fy[i] == fx[i] * 0.37f && x[i] == (double)fx[i] * 0.37;
+    tap_ok(ok, "scale_inplace: x *= s exactly (float and double)");
+    free(x); free(fx); free(fy);
+}
+
+/* ------------------------------------------------------------ (d) accumulate */
+
+/* Every "+=" output: a second identical call doubles it (from zero). */
+static void test_accumulate(void)
+{
+    int B = 2, T = 5, C = 13, N = B * T, Vs = 9, OC = 11;
+    double *d = drand_new((size_t)N * OC, 1, 0), *x = drand_new((size_t)N * C, 1, 0),
+           *w = drand_new((size_t)OC * C, 1, 0), *g = drand_new((size_t)N * C, 1, 0);
+    int32_t *tok = xalloc(N * sizeof(int32_t));
+    for (int n = 0; n < N; n++) tok[n] = irand(Vs);
+    double *mean = dnew(N), *rstd = dnew(N), *o = dnew((size_t)N * C);
+    double *lw = drand_new(C, 0.5, 1), *lb = drand_new(C, 0.5, 0);
+    layernorm_forward_f64(o, mean, rstd, x, lw, lb, N, C);
+
+    struct { const char *name; size_t n; double *buf; } acc[7] = {
+        {"encoder dwte", (size_t)Vs * C, NULL}, {"encoder dwpe", (size_t)T * C, NULL},
+        {"layernorm dinp", (size_t)N * C, NULL}, {"layernorm dweight", C, NULL},
+        {"layernorm dbias", C, NULL}, {"matmul dweight", (size_t)OC * C, NULL},
+        {"matmul dbias", OC, NULL}};
+    double *first[7];
+    for (int k = 0; k < 7; k++) acc[k].buf = dnew(acc[k].n);
+    for (int call = 0; call < 2; call++) {
+        encoder_backward_f64(acc[0].buf, acc[1].buf, g, tok, B, T, C, 0, Vs);
+        layernorm_backward_f64(acc[2].buf, acc[3].buf, acc[4].buf, g, x, lw, mean, rstd, N, C);
+        matmul_backward_f64(NULL, acc[5].buf, acc[6].buf, d, x, w, N, C, OC);
+        if (call == 0)
+            for (int k = 0; k < 7; k++) first[k] = dcopy(acc[k].buf, acc[k].n);
+    }
+    for (int k = 0; k < 7; k++) {
+        for (size_t i = 0; i < acc[k].n; i++) first[k][i] *= 2;
+        double e = relerr(acc[k].buf, first[k], acc[k].n);
+        tap_ok(e <= EXACT_TOL, "%s accumulates (+=): two calls give twice one (rel err %.1e)",
+               acc[k].name, e);
+        free(acc[k].buf); free(first[k]);
+    }
+    free(d); free(x); free(w); free(g); free(tok); free(mean); free(rstd); free(o); free(lw); free(lb);
+}
+
+/* ------------------------------------------------------------ (e) thread count */
+
+static int same_f(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
+
+static void test_threads(void)
+{
+    int B = 4, T = 96, C = 100, NH = 4, N = B * T, Vs = 50, V = 300;
+    size_t NC = (size_t)N * C;
+    double *src[6] = {drand_new(NC, 1, 0), drand_new(NC, 1, 0), drand_new(C, 0.5, 1),
+                      drand_new(C, 0.5, 0), drand_new(3 * NC, 1, 0), drand_new((size_t)N * V, 3, 0)};
+    float *x = tof(src[0], NC), *g = tof(src[1], NC), *lw = tof(src[2], C), *lb = tof(src[3], C),
+          *qkv = tof(src[4], 3 * NC), *lg = tof(src[5], (size_t)N * V);
+    for (int k = 0; k < 6; k++) free(src[k]);
+    int32_t *tok = xalloc(N * sizeof(int32_t));
+    for (int n = 0; n < N; n++) tok[n] = irand(V);
+    const int nth[2] = {1, 3};
+    float *r[2][9];
+    double ss[2];
+    int maxthr = omp_get_max_threads();
+    for (int k = 0; k < 2; k++) {
+        omp_set_num_threads(nth[k]);
+        float **o = r[k];
+        o[0] = fnew((size_t)Vs * C); o[1] = fnew((size_t)T * C);
+        encoder_backward(o[0], o[1], g, tok, B, T, C, 0, Vs);
+        o[2] = fnew(NC); o[3] = fnew(N); o[4] = fnew(N);
+        layernorm_forward(o[2], o[3], o[4], x, lw, lb, N, C);
+        o[5] = fnew(NC + 2 * C); /* dinp, dweight, dbias */
+        layernorm_backward(o[5], o[5] + NC, o[5] + NC + C, g, x, lw, o[3], o[4], N, C);
+        o[6] = fnew((size_t)B * NH * T * T + NC); /* att, out */
+        attention_forward(o[6] + (size_t)B * NH * T * T, o[6], qkv, B, T, C, NH);
+        o[7] = fnew(3 * NC);
+        float *scr = fnew((size_t)B * NH * T * T);
+        attention_backward(o[7], scr, g, qkv, o[6], B, T, C, NH);
+        free(scr);
+        o[8] = fnew((size_t)N * V + 3 * N); /* dlogits, maxes, sums, tlogit */
+        float *mx = o[8] + (size_t)N * V, *sm = mx + N, *tl = sm + N;
+        crossentropy_max(mx, lg, N, V, 0, V);
+        crossentropy_sumexp(sm, tl, lg, mx, tok, N, V, 0, V);
+        crossentropy_backward(o[8], lg, mx, sm, tok, 0.5f, N, V, 0, V);
+        ss[k] = sumsq(lg, (size_t)N * V);
+    }
+    omp_set_num_threads(maxthr);
+    size_t len[9] = {(size_t)Vs * C, (size_t)T * C, NC, N, N, NC + 2 * C,
+                     (size_t)B * NH * T * T + NC, 3 * NC, (size_t)N * V + 3 * N};
+    const char *name[9] = {"encoder_backward dwte", "encoder_backward dwpe", "layernorm_forward out",
+                           "layernorm_forward mean", "layernorm_forward rstd", "layernorm_backward",
+                           "attention_forward", "attention_backward", "crossentropy"};
+    for (int k = 0; k < 9; k++) {
+        tap_ok(same_f(r[0][k], r[1][k], len[k]), "%s: bitwise equal on 1 and 3 threads", name[k]);
+        free(r[0][k]); free(r[1][k]);
+    }
+    tap_ok(ss[0] == ss[1], "sumsq: bitwise equal on 1 and 3 threads");
+    free(x); free(g); free(lw); free(lb); free(qkv); free(lg); free(tok);
+}
+
+int main(void)
+{
+    test_encoder();
+    test_layernorm(7, 13, 1);
+    test_layernorm(3, 37, 1);
+    test_layernorm(2, 100, 1);
+    test_layernorm(64, 200, 0); /* float only: FD round-off grows with the loss */
+    test_matmul();
+    test_matmul_f32(33, 70, 45);
+    test_matmul_f32(130, 257, 300);
+    test_attention(2, 5, 8, 2, 1);
+    test_attention(1, 67, 6, 3, 1);   /* two row blocks of the causal gemm */
+    test_attention(2, 130, 48, 3, 0); /* three blocks, HS = 16 (no FD: too slow) */
+    test_gelu();
+    test_residual();
+    test_crossentropy_fd();
+    test_crossentropy_shards(2, 8, 11);
+    test_crossentropy_shards(3, 8, 11); /* third shard all padding */
+    test_crossentropy_exact();
+    test_crossentropy_f32();
+    test_adamw(0.1);
+    test_adamw(0.0);
+    test_norms();
+    test_accumulate();
+    test_threads();
+    return tap_done();
+}

@@ -1,0 +1,119 @@
+/* test_model_grad.c -- the whole model's gradients against finite differences. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+#include "rng.h"
+#include "tap.h"
+
+enum { B = 2, T = 5 };
+
+static double mean_loss(struct model *m, const int32_t *in, const int32_t *tg)
+{
+    return model_forward(m, in, tg) / (B * T);
+}
+
+/* Copy all parameters out of (dir 0) or into (dir 1) a flat buffer. */
+static void copy_params(struct model *m, float *flat, int into_model)
+{
+    for (int i = 0; i < NUM_PARAMS; i++) {
+        size_t bytes = m->size[i] * sizeof(float);
+        if (into_model) memcpy(m->param[i], flat, bytes);
+        else memcpy(flat, m->param[i], bytes);
+        flat += m->size[i];
+    }
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    struct model_dims d = {.L = 2, .C = 8, .NH = 2, .HS = 4, .T = T, .V = 11, .Vp = 128, .Lp = 2, .l0 = 0};
+    struct model m;
+    model_init(&m, &d, B, 5);
+    /* Larger weights than the 0.02 init so every gradient is well above the
+     * finite-difference noise of a float forward. */
+    for (int i = 0; i < NUM_PARAMS; i++)
+        for (size_t k = 0; k < m.size[i]; k++)
+            if (i != P_WTE || k < (size_t)d.V * d.C)
+                m.param[i][k] = (float)(0.3 * rng_normal(11, (uint64_t)i, k) + (i == P_LN1W || i == P_LN2W || i == P_LNFW));
+    int32_t in[B * T], tg[B * T];
+    for (int i = 0; i < B * T; i++) {
+        in[i] = (int32_t)(rng_uniform(3, 1, (uint64_t)i) * d.V);
+        tg[i] = (int32_t)(rng_uniform(3, 2, (uint64_t)i) * d.V);
+    }
+
+    model_zero_grad(&m);
+    double L0 = mean_loss(&m, in, tg);
+    model_backward(&m, in, tg, 1.0f / (B * T));
+    tap_diag("loss %.6f", L0);
+
+    /* Central differences at h and h/2 combined by Richardson extrapolation:
+     * the O(h^2) truncation error cancels, leaving O(h^4) plus float noise. */
+    const double h = 2e-2;
+    int worst_id = -1;
+    double worst = 0;
+    for (int i = 0; i < NUM_PARAMS; i++) {
+        int bad = 0, checked = 0;
+        size_t n = m.size[i];
+        if (i == P_WTE) n = (size_t)d.V * d.C;
+        for (int s = 0; s < 12; s++) {
+            size_t k = (size_t)(rng_uniform(9, (uint64_t)i, (uint64_t)s) * n);
+            double fd2[2];
+            for (int r = 0; r < 2; r++) {
+                double hr = r ? h / 2 : h;
+                float keep = m.param[i][k];
+                m.param[i][k] = (float)(keep + hr);
+                double lp = mean_loss(&m, in, tg);
+                m.param[i][k] = (float)(keep - hr);
+                double lm = mean_loss(&m, in, tg);
+                m.param[i][k] = keep;
+                fd2[r] = (lp - lm) / (2 * hr);
+            }
+            double fd = (4 * fd2[1] - fd2[0]) / 3, an = m.grad[i][k];
+            double err = fabs(fd - an) / (2e-2 * fabs(an) + 2e-5); /* > 1: outside 2% + 2e-5 */
+            if (err > worst) { worst = err; worst_id = i; }
+            if (err > 1) tap_diag("%s[%zu]: finite difference %.6g, backward %.6g", param_table[i].name, k, fd, an);
+            bad += err > 1;
+            checked++;
+        }
+        tap_ok(bad == 0, "%-9s: %d sampled gradients within 2%% + 2e-5 of finite differences",
+               param_table[i].name, checked);
+    }
+    tap_diag("worst error %.3f of the tolerance, in %s", worst, worst_id >= 0 ? param_table[worst_id].name : "-");
+
+    /* The directional derivative along the gradient is |g|^2, using every entry. */
+    double g2 = 0;
+    for (int i = 0; i < NUM_PARAMS; i++)
+        for (size_t k = 0; k < m.size[i]; k++) g2 += (double)m.grad[i][k] * m.grad[i][k];
+    float *save = malloc(m.num_params * sizeof(float));
+    copy_params(&m, save, 0);
+    double eps = 1e-2 / sqrt(g2), lpm[2];
+    for (int sgn = 0; sgn < 2; sgn++) {
+        for (int i = 0; i < NUM_PARAMS; i++)
+            for (size_t k = 0; k < m.size[i]; k++)
+                m.param[i][k] += (float)((sgn ? -2 : 1) * eps * m.grad[i][k]);
+        lpm[sgn] = mean_loss(&m, in, tg);
+    }
+    double dd = (lpm[0] - lpm[1]) / (2 * eps);
+    tap_diag("directional derivative %.6f, |g|^2 %.6f", dd, g2);
+    tap_ok(fabs(dd - g2) / g2 < 2e-3, "directional derivative along the gradient equals |g|^2 within 0.2%%");
+
+    int pad_zero = 1;
+    for (size_t k = (size_t)d.V * d.C; k < m.size[P_WTE]; k++) pad_zero &= m.grad[P_WTE][k] == 0.0f;
+    tap_ok(pad_zero, "padded vocabulary rows get no gradient");
+
+    /* Accumulation over micro-batches: two backward passes double the gradient. */
+    model_zero_grad(&m);
+    copy_params(&m, save, 1);
+    mean_loss(&m, in, tg);
+    model_backward(&m, in, tg, 1.0f / (B * T));
+    float g1 = m.grad[P_QKVW][3];
+    mean_loss(&m, in, tg);
+    model_backward(&m, in, tg, 1.0f / (B * T));
+    tap_ok(m.grad[P_QKVW][3] == 2 * g1, "gradients accumulate over backward passes");
+    free(save);
+    model_free(&m);
+    MPI_Finalize();
+    return tap_done();
+}

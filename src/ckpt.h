@@ -1,0 +1,39 @@
+/* ckpt.h -- HDF5 checkpoints (DESIGN.md §6): every tensor in its full logical
+ * shape, each rank writing or reading its own hyperslab. */
+#ifndef TRIAD_CKPT_H
+#define TRIAD_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+#include "optim.h"
+#include "topo.h"
+
+#define CKPT_FORMAT_VERSION 1
+
+struct ckpt_state {
+    int64_t step;   /* optimizer steps done */
+    int64_t tokens; /* tokens trained on */
+};
+
+/* Write <run_dir>/ckpt_<step>.h5 atomically (temporary name, close, fsync,
+ * rename) and keep the newest `keep`.  Collective over the world.  Returns 0,
+ * or -1 with err filled on every rank (the previous checkpoints are intact). */
+int ckpt_save(const char *run_dir, const struct ckpt_state *st, const struct model *m,
+              const struct optim *o, const char *deck, const struct grid *g, int keep,
+              char *err, size_t errlen);
+
+/* Read /model of `path` into m (this rank's part).  Collective.  Returns 0 or
+ * -1 with err filled alike on every rank. */
+int ckpt_load_model(const char *path, struct model *m, const struct grid *g, char *err, size_t errlen);
+
+/* Read model, optimizer state and counters for a restart.  Collective. */
+int ckpt_load_all(const char *path, struct model *m, struct optim *o, struct ckpt_state *st,
+                  const struct grid *g, char *err, size_t errlen);
+
+/* The newest checkpoint in run_dir that opens as HDF5 (path into buf), or 0
+ * if there is none.  Rank 0 looks, the answer is broadcast.  Collective. */
+int ckpt_find_latest(const char *run_dir, char *buf, size_t len, const struct grid *g);
+
+#endif

@@ -1,0 +1,139 @@
+/* comm.c -- collectives with accounting.  Counts longer than INT_MAX are cut
+ * into pieces, so any tensor can be reduced. */
+#include "comm.h"
+
+#include <limits.h>
+#include <string.h>
+
+#include "log.h"
+
+static MPI_Comm comm_of(const struct comm *c, enum comm_group g)
+{
+    const struct grid *gr = c->grid;
+    switch (g) {
+    case CG_WORLD: return gr->world_comm;
+    case CG_TP: return gr->tp_comm;
+    case CG_DP: return gr->dp_comm;
+    case CG_PP: return gr->pp_comm;
+    case CG_EMBED: return gr->embed_comm;
+    default: break;
+    }
+    die("unknown communicator %d", (int)g);
+}
+
+const char *comm_group_name(enum comm_group g)
+{
+    static const char *names[CG_COUNT] = {"world", "tp", "dp", "pp", "embed"};
+    return (unsigned)g < CG_COUNT ? names[g] : "?";
+}
+
+const char *comm_op_name(enum comm_op op)
+{
+    static const char *names[CO_COUNT] = {"all-reduce", "all-gather", "reduce-scatter",
+                                          "broadcast", "send", "recv"};
+    return (unsigned)op < CO_COUNT ? names[op] : "?";
+}
+
+void comm_init(struct comm *c, const struct grid *g)
+{
+    memset(c, 0, sizeof *c);
+    c->grid = g;
+}
+
+void comm_step_begin(struct comm *c)
+{
+    for (int g = 0; g < CG_COUNT; g++)
+        for (int o = 0; o < CO_COUNT; o++) {
+            c->total.bytes[g][o] += c->step.bytes[g][o];
+            c->total.seconds[g][o] += c->step.seconds[g][o];
+            c->total.calls[g][o] += c->step.calls[g][o];
+        }
+    memset(&c->step, 0, sizeof c->step);
+}
+
+static void account(struct comm *c, enum comm_group g, enum comm_op op, size_t bytes, double t0)
+{
+    c->step.bytes[g][op] += (double)bytes;
+    c->step.seconds[g][op] += wtime() - t0;
+    c->step.calls[g][op] += 1;
+}
+
+static void allreduce(struct comm *c, enum comm_group g, void *buf, size_t n, size_t elsize,
+                      MPI_Datatype type, MPI_Op op)
+{
+    MPI_Comm mc = comm_of(c, g);
+    double t0 = wtime();
+    char *p = buf;
+    for (size_t done = 0; done < n;) {
+        size_t cnt = n - done < (size_t)INT_MAX ? n - done : (size_t)INT_MAX;
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p + done * elsize, (int)cnt, type, op, mc));
+        done += cnt;
+    }
+    account(c, g, CO_ALLREDUCE, n * elsize, t0);
+}
+
+void comm_allreduce_sum_f32(struct comm *c, enum comm_group g, float *buf, size_t n)
+{
+    allreduce(c, g, buf, n, sizeof *buf, MPI_FLOAT, MPI_SUM);
+}
+
+void comm_allreduce_sum_f64(struct comm *c, enum comm_group g, double *buf, size_t n)
+{
+    allreduce(c, g, buf, n, sizeof *buf, MPI_DOUBLE, MPI_SUM);
+}
+
+void comm_allreduce_max_f64(struct comm *c, enum comm_group g, double *buf, size_t n)
+{
+    allreduce(c, g, buf, n, sizeof *buf, MPI_DOUBLE, MPI_MAX);
+}
+
+void comm_allreduce_max_int(struct comm *c, enum comm_group g, int *buf, size_t n)
+{
+    allreduce(c, g, buf, n, sizeof *buf, MPI_INT, MPI_MAX);
+}
+
+void comm_bcast(struct comm *c, enum comm_group g, void *buf, size_t bytes, int root)
+{
+    MPI_Comm mc = comm_of(c, g);
+    double t0 = wtime();
+    char *p = buf;
+    for (size_t done = 0; done < bytes;) {
+        size_t cnt = bytes - done < (size_t)INT_MAX ? bytes - done : (size_t)INT_MAX;
+        MPI_CHECK(MPI_Bcast(p + done, (int)cnt, MPI_BYTE, root, mc));
+        done += cnt;
+    }
+    account(c, g, CO_BCAST, bytes, t0);
+}
+
+void comm_print_summary(const struct comm *c, FILE *f)
+{
+    enum { NV = CG_COUNT * CO_COUNT };
+    double bytes[NV], secs[NV], calls[NV], smin[NV], smax[NV], ssum[NV], bsum[NV], csum[NV];
+    for (int g = 0; g < CG_COUNT; g++)
+        for (int o = 0; o < CO_COUNT; o++) {
+            int i = g * CO_COUNT + o;
+            bytes[i] = c->total.bytes[g][o] + c->step.bytes[g][o];
+            secs[i] = c->total.seconds[g][o] + c->step.seconds[g][o];
+            calls[i] = (double)(c->total.calls[g][o] + c->step.calls[g][o]);
+        }
+    MPI_Comm w = c->grid->world_comm;
+    MPI_CHECK(MPI_Reduce(secs, smin, NV, MPI_DOUBLE, MPI_MIN, 0, w));
+    MPI_CHECK(MPI_Reduce(secs, smax, NV, MPI_DOUBLE, MPI_MAX, 0, w));
+    MPI_CHECK(MPI_Reduce(secs, ssum, NV, MPI_DOUBLE, MPI_SUM, 0, w));
+    MPI_CHECK(MPI_Reduce(bytes, bsum, NV, MPI_DOUBLE, MPI_SUM, 0, w));
+    MPI_CHECK(MPI_Reduce(calls, csum, NV, MPI_DOUBLE, MPI_SUM, 0, w));
+    if (c->grid->rank != 0) return;
+    int n = c->grid->world;
+    fprintf(f, "communication (per rank; time min / avg / max over %d ranks):\n", n);
+    fprintf(f, "  %-6s %-15s %10s %12s %10s %10s %10s\n", "comm", "operation", "calls", "MiB", "min s",
+            "avg s", "max s");
+    int any = 0;
+    for (int i = 0; i < NV; i++) {
+        if (csum[i] == 0) continue;
+        any = 1;
+        fprintf(f, "  %-6s %-15s %10.0f %12.2f %10.3f %10.3f %10.3f\n",
+                comm_group_name((enum comm_group)(i / CO_COUNT)), comm_op_name((enum comm_op)(i % CO_COUNT)),
+                csum[i] / n, bsum[i] / n / (1024.0 * 1024.0), smin[i], ssum[i] / n, smax[i]);
+    }
+    if (!any) fprintf(f, "  (none)\n");
+}

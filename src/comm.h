@@ -1,0 +1,44 @@
+/* comm.h -- every collective the program makes, with byte and time accounting
+ * per operation kind and per communicator. */
+#ifndef TRIAD_COMM_H
+#define TRIAD_COMM_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "topo.h"
+
+enum comm_group { CG_WORLD, CG_TP, CG_DP, CG_PP, CG_EMBED, CG_COUNT };
+enum comm_op { CO_ALLREDUCE, CO_ALLGATHER, CO_REDUCE_SCATTER, CO_BCAST, CO_SEND, CO_RECV, CO_COUNT };
+
+struct comm_counts {
+    double bytes[CG_COUNT][CO_COUNT];   /* payload bytes this rank contributed */
+    double seconds[CG_COUNT][CO_COUNT]; /* wall time inside the call */
+    long calls[CG_COUNT][CO_COUNT];
+};
+
+struct comm {
+    const struct grid *grid;
+    struct comm_counts step;  /* since comm_step_begin */
+    struct comm_counts total; /* whole run */
+};
+
+void comm_init(struct comm *c, const struct grid *g);
+/* Fold the step's counts into the totals and zero them. */
+void comm_step_begin(struct comm *c);
+
+/* In-place all-reduces over one of the grid's communicators. */
+void comm_allreduce_sum_f32(struct comm *c, enum comm_group g, float *buf, size_t n);
+void comm_allreduce_sum_f64(struct comm *c, enum comm_group g, double *buf, size_t n);
+void comm_allreduce_max_f64(struct comm *c, enum comm_group g, double *buf, size_t n);
+void comm_allreduce_max_int(struct comm *c, enum comm_group g, int *buf, size_t n);
+void comm_bcast(struct comm *c, enum comm_group g, void *buf, size_t bytes, int root);
+
+/* Table of the run's totals (bytes, calls, seconds per communicator and kind),
+ * reduced to min/avg/max over ranks; printed by rank 0.  Collective. */
+void comm_print_summary(const struct comm *c, FILE *f);
+
+const char *comm_group_name(enum comm_group g);
+const char *comm_op_name(enum comm_op op);
+
+#endif

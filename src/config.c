@@ -1,0 +1,1159 @@
+/* config.c -- struct config from params.def: defaults, typed assignment from a
+ * deck (deck.c parses the syntax) or from command-line overrides, the
+ * cross-checks, the echo of the effective deck and the Markdown reference.
+ *
+ * Everything walks one table, keys[], generated from params.def. */
+#include "config.h"
+#include "deck.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum key_type { KEY_INT, KEY_REAL, KEY_BOOL, KEY_STR, KEY_ENUM };
+
+struct key_info {
+    const char *group, *name, *doc;
+    enum key_type type;
+    size_t offset; /* of the field in struct config */
+    int64_t imin, imax, idef;
+    double rmin, rmax, rdef;
+    const char *sdef, *choices; /* choices: "a|b|c" */
+};
+
+struct group_info {
+    const char *name, *doc;
+};
+
+#define GROUP(g, doc)
+#define END_GROUP(g)
+#define INT(g, k, def, lo, hi, doc_)                                                         \
+    { .group = #g, .name = #k, .doc = doc_, .type = KEY_INT,                                 \
+      .offset = offsetof(struct config, g.k), .imin = lo, .imax = hi, .idef = def },
+#define REAL(g, k, def, lo, hi, doc_)                                                        \
+    { .group = #g, .name = #k, .doc = doc_, .type = KEY_REAL,                                \
+      .offset = offsetof(struct config, g.k), .rmin = lo, .rmax = hi, .rdef = def },
+#define BOOL(g, k, def, doc_)                                                                \
+    { .group = #g, .name = #k, .doc = doc_, .type = KEY_BOOL,                                \
+      .offset = offsetof(struct config, g.k), .idef = def },
+#define STR(g, k, def, doc_)                                                                 \
+    { .group = #g, .name = #k, .doc = doc_, .type = KEY_STR,                                 \
+      .offset = offsetof(struct config, g.k), .sdef = def },
+#define ENUM(g, k, def, choices_, doc_)                                                      \
+    { .group = #g, .name = #k, .doc = doc_, .type = KEY_ENUM,                                \
+      .offset = offsetof(struct config, g.k), .sdef = def, .choices = choices_ },
+static const struct key_info keys[] = {
+#include "params.def"
+};
+#undef GROUP
+#undef INT
+#undef REAL
+#undef BOOL
+#undef STR
+#undef ENUM
+
+#define GROUP(g, doc_) { .name = #g, .doc = doc_ },
+#define INT(g, k, def, lo, hi, doc)
+#define REAL(g, k, def, lo, hi, doc)
+#define BOOL(g, k, def, doc)
+#define STR(g, k, def, doc)
+#define ENUM(g, k, def, choices, doc)
+static const struct group_info groups[] = {
+#include "params.def"
+};
+#undef GROUP
+#undef END_GROUP
+#undef INT
+#undef REAL
+#undef BOOL
+#undef STR
+#undef ENUM
+
+enum { NKEYS = sizeof keys / sizeof keys[0], NGROUPS = sizeof groups / sizeof groups[0] };
+
+#define SHOW 60 /* longest user text quoted back in a message */
+
+/* ------------------------------------------------------------ small helpers */
+
+static int64_t *int_field(struct config *cfg, const struct key_info *k)
+{
+    return (int64_t *)((char *)cfg + k->offset);
+}
+static double *real_field(struct config *cfg, const struct key_info *k)
+{
+    return (double *)((char *)cfg + k->offset);
+}
+static int *bool_field(struct config *cfg, const struct key_info *k)
+{
+    return (int *)((char *)cfg + k->offset);
+}
+static char *str_field(struct config *cfg, const struct key_info *k)
+{
+    return (char *)cfg + k->offset;
+}
+static const void *cfield(const struct config *cfg, const struct key_info *k)
+{
+    return (const char *)cfg + k->offset;
+}
+
+static void set_what(struct config_error *err, int line, int col, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void set_what(struct config_error *err, int line, int col, const char *fmt, ...)
+{
+    va_list ap;
+    err->line = line;
+    err->col = col;
+    err->hint[0] = '\0';
+    va_start(ap, fmt);
+    vsnprintf(err->what, sizeof err->what, fmt, ap);
+    va_end(ap);
+}
+
+/* Sets the hint of the error just described; returns -1. */
+static int set_hint(struct config_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int set_hint(struct config_error *err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->hint, sizeof err->hint, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static void append(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t n, const char *fmt, ...)
+{
+    size_t used = strlen(buf);
+    va_list ap;
+    if (used + 1 >= n) return;
+    va_start(ap, fmt);
+    vsnprintf(buf + used, n - used, fmt, ap);
+    va_end(ap);
+}
+
+static int ci_equal_n(const char *a, const char *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (tolower((unsigned char)a[i]) != tolower((unsigned char)b[i])) return 0;
+    return 1;
+}
+
+int config_is(const char *v, const char *word)
+{
+    for (; *v && *word; v++, word++)
+        if (tolower((unsigned char)*v) != tolower((unsigned char)*word)) return 0;
+    return *v == *word;
+}
+
+/* The shortest %g spelling of x that reads back as x (10, not 1e+01). */
+static void fmt_real_short(char *buf, size_t n, double x)
+{
+    char cand[40];
+    buf[0] = '\0';
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(cand, sizeof cand, "%.*g", prec, x);
+        if (strtod(cand, NULL) == x && (!buf[0] || strlen(cand) < strlen(buf))) snprintf(buf, n, "%s", cand);
+    }
+    if (!buf[0]) snprintf(buf, n, "%.17g", x);
+}
+
+/* The same, always spelled as a real (0.5, 25.0, 1e-08). */
+static void fmt_real(char *buf, size_t n, double x)
+{
+    fmt_real_short(buf, n, x);
+    if (!strpbrk(buf, ".eEn")) append(buf, n, ".0");
+}
+
+/* 'text' with quotes doubled, as a namelist string. */
+static void fmt_string(char *buf, size_t n, const char *s)
+{
+    size_t j = 0;
+    if (n < 3) return;
+    buf[j++] = '\'';
+    for (; *s && j + 3 < n; s++) {
+        if (*s == '\'') buf[j++] = '\'';
+        buf[j++] = *s;
+    }
+    buf[j++] = '\'';
+    buf[j] = '\0';
+}
+
+/* The value of key k in cfg, as it is written in a deck. */
+static void fmt_value(char *buf, size_t n, const struct config *cfg, const struct key_info *k)
+{
+    const void *p = cfield(cfg, k);
+    switch (k->type) {
+    case KEY_INT: snprintf(buf, n, "%" PRId64, *(const int64_t *)p); break;
+    case KEY_REAL: fmt_real(buf, n, *(const double *)p); break;
+    case KEY_BOOL: snprintf(buf, n, "%s", *(const int *)p ? ".true." : ".false."); break;
+    case KEY_STR:
+    case KEY_ENUM: fmt_string(buf, n, p); break;
+    }
+}
+
+/* "a, b, c" from "a|b|c", each item wrapped in `open` and `close`. */
+static void fmt_choices(char *buf, size_t n, const char *choices, const char *open, const char *close)
+{
+    buf[0] = '\0';
+    for (const char *c = choices; *c;) {
+        size_t len = strcspn(c, "|");
+        append(buf, n, "%s%s%.*s%s", c == choices ? "" : ", ", open, (int)len, c, close);
+        c += len + (c[len] == '|');
+    }
+}
+
+/* ------------------------------------------------------------ lookup */
+
+static int find_group(const char *name)
+{
+    for (int g = 0; g < NGROUPS; g++)
+        if (strcmp(groups[g].name, name) == 0) return g;
+    return -1;
+}
+
+static const struct key_info *find_key(const char *group, const char *name)
+{
+    for (int i = 0; i < NKEYS; i++)
+        if (strcmp(keys[i].group, group) == 0 && strcmp(keys[i].name, name) == 0) return &keys[i];
+    return NULL;
+}
+
+/* Optimal-string-alignment distance (Levenshtein plus adjacent swaps),
+ * case-insensitive, on the first 63 bytes. */
+static int edit_distance(const char *a, const char *b)
+{
+    enum { M = 64 };
+    int d[M][M];
+    int la = (int)strlen(a), lb = (int)strlen(b);
+    if (la > M - 1) la = M - 1;
+    if (lb > M - 1) lb = M - 1;
+    for (int i = 0; i <= la; i++) d[i][0] = i;
+    for (int j = 0; j <= lb; j++) d[0][j] = j;
+    for (int i = 1; i <= la; i++) {
+        for (int j = 1; j <= lb; j++) {
+            int ca = tolower((unsigned char)a[i - 1]), cb = tolower((unsigned char)b[j - 1]);
+            int best = d[i - 1][j - 1] + (ca != cb);
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && ca == tolower((unsigned char)b[j - 2]) &&
+                cb == tolower((unsigned char)a[i - 2]) && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    }
+    return d[la][lb];
+}
+
+/* Is `name` close enough to `typed` to suggest it?  A third of the typed
+ * length in edits (at least 1, at most 3), or a prefix of 3+ letters. */
+static int is_near(const char *typed, const char *name, int dist)
+{
+    int len = (int)strlen(typed), lim = len / 3;
+    if (lim < 1) lim = 1;
+    if (lim > 3) lim = 3;
+    if (dist <= lim) return 1;
+    return len >= 3 && strncmp(name, typed, (size_t)len) == 0;
+}
+
+/* The key nearest to `name` in `group` (NULL: in any group), or NULL. */
+static const struct key_info *nearest_key(const char *group, const char *name)
+{
+    const struct key_info *best = NULL;
+    int bestd = 1 << 30;
+    for (int i = 0; i < NKEYS; i++) {
+        if (group && strcmp(keys[i].group, group) != 0) continue;
+        int dist = edit_distance(name, keys[i].name);
+        if (dist < bestd && is_near(name, keys[i].name, dist)) {
+            best = &keys[i];
+            bestd = dist;
+        }
+    }
+    return best;
+}
+
+static const char *nearest_choice(const char *choices, const char *typed, char *buf, size_t n)
+{
+    int bestd = 1 << 30;
+    const char *best = NULL;
+    for (const char *c = choices; *c;) {
+        size_t len = strcspn(c, "|");
+        snprintf(buf, n, "%.*s", (int)len, c);
+        int dist = edit_distance(typed, buf);
+        if (dist < bestd && is_near(typed, buf, dist)) {
+            bestd = dist;
+            best = c;
+        }
+        c += len + (c[len] == '|');
+    }
+    if (!best) return NULL;
+    snprintf(buf, n, "%.*s", (int)strcspn(best, "|"), best);
+    return buf;
+}
+
+/* ------------------------------------------------------------ name errors */
+
+static int unknown_group(struct config_error *err, const char *name, int line, int col)
+{
+    char list[256] = "";
+    int best = -1, bestd = 1 << 30;
+    for (int g = 0; g < NGROUPS; g++) {
+        int dist = edit_distance(name, groups[g].name);
+        if (dist < bestd && is_near(name, groups[g].name, dist)) best = g, bestd = dist;
+        append(list, sizeof list, "%s&%s", g ? ", " : "", groups[g].name);
+    }
+    set_what(err, line, col, "unknown group &%.*s", SHOW, name);
+    if (best >= 0) return set_hint(err, "did you mean &%s? (the groups are %s)", groups[best].name, list);
+    return set_hint(err, "the groups are %s", list);
+}
+
+static void list_keys(char *buf, size_t n, const char *group)
+{
+    buf[0] = '\0';
+    for (int i = 0; i < NKEYS; i++)
+        if (strcmp(keys[i].group, group) == 0) append(buf, n, "%s%s", buf[0] ? ", " : "", keys[i].name);
+}
+
+/* A key that &group lacks: say where it belongs, or the nearest name. */
+static int unknown_key(struct config_error *err, const char *group, const char *key, int line, int col)
+{
+    char owners[128] = "", list[512];
+    const char *first = NULL;
+    for (int i = 0; i < NKEYS; i++) {
+        if (strcmp(keys[i].name, key) != 0) continue;
+        append(owners, sizeof owners, "%s&%s", first ? " and " : "", keys[i].group);
+        if (!first) first = keys[i].group;
+    }
+    if (first) {
+        set_what(err, line, col, "'%s' belongs to %s, not &%s", key, owners, group);
+        return set_hint(err, "move it into %s: &%s %s = ... /", owners, first, key);
+    }
+    set_what(err, line, col, "unknown key '%.*s' in &%s", SHOW, key, group);
+    const struct key_info *k = nearest_key(group, key);
+    if (k) return set_hint(err, "did you mean '%s'?", k->name);
+    k = nearest_key(NULL, key);
+    if (k) return set_hint(err, "did you mean '%s'? (it belongs to &%s)", k->name, k->group);
+    list_keys(list, sizeof list, group);
+    return set_hint(err, "the keys of &%s are: %s", group, list);
+}
+
+/* ------------------------------------------------------------ typed assignment */
+
+/* "2.5 (a real)" */
+static void fmt_got(char *buf, size_t n, const struct deck_value *v)
+{
+    snprintf(buf, n, "%.*s (%s)", SHOW, v->raw, deck_kind_name(v->kind));
+}
+
+static int type_error(struct config_error *err, const struct key_info *k, const struct deck_value *v)
+{
+    char got[128], def[64], list[256];
+    struct config d;
+    config_defaults(&d);
+    fmt_value(def, sizeof def, &d, k);
+    fmt_got(got, sizeof got, v);
+    switch (k->type) {
+    case KEY_INT:
+        set_what(err, v->line, v->col, "%s expects an integer, got %s", k->name, got);
+        if (v->kind == DECK_REAL && v->r >= -9e18 && v->r <= 9e18 && v->r == (double)(int64_t)v->r)
+            return set_hint(err, "write %s = %" PRId64 " (integers have no '.' or exponent)", k->name,
+                            (int64_t)v->r);
+        return set_hint(err, "write %s = <an integer from %" PRId64 " to %" PRId64 ">, e.g. the default %s",
+                        k->name, k->imin, k->imax, def);
+    case KEY_REAL:
+        set_what(err, v->line, v->col, "%s expects a real number, got %s", k->name, got);
+        return set_hint(err, "write %s = <a number>, e.g. the default %s (exponents: 6e-4 or 6d-4)", k->name, def);
+    case KEY_BOOL:
+        set_what(err, v->line, v->col, "%s expects a logical, got %s", k->name, got);
+        return set_hint(err, "write %s = .true. or %s = .false. (T and F work too)", k->name, k->name);
+    case KEY_STR:
+    case KEY_ENUM:
+        set_what(err, v->line, v->col, "%s expects a quoted string, got %s", k->name, got);
+        if (k->type == KEY_ENUM) {
+            fmt_choices(list, sizeof list, k->choices, "'", "'");
+            if (v->kind == DECK_WORD) return set_hint(err, "write %s = '%.*s' (one of %s)", k->name, SHOW, v->raw, list);
+            return set_hint(err, "write %s = %s (one of %s)", k->name, def, list);
+        }
+        return set_hint(err, "write %s = '%.*s'", k->name, SHOW, v->raw);
+    }
+    return -1;
+}
+
+static int assign_int(struct config *cfg, const struct key_info *k, const struct deck_value *v,
+                      struct config_error *err)
+{
+    if (v->kind != DECK_INT) return type_error(err, k, v);
+    if (v->i < k->imin || v->i > k->imax) {
+        set_what(err, v->line, v->col, "%s = %" PRId64 " is out of range [%" PRId64 ", %" PRId64 "]", k->name,
+                 v->i, k->imin, k->imax);
+        return set_hint(err, "use %" PRId64 " <= %s <= %" PRId64 " (%s: %s)", k->imin, k->name, k->imax, k->name,
+                        k->doc);
+    }
+    *int_field(cfg, k) = v->i;
+    return 0;
+}
+
+static int assign_real(struct config *cfg, const struct key_info *k, const struct deck_value *v,
+                       struct config_error *err)
+{
+    char x[32], lo[32], hi[32];
+    if (v->kind != DECK_INT && v->kind != DECK_REAL) return type_error(err, k, v);
+    if (v->r < k->rmin || v->r > k->rmax) {
+        fmt_real_short(x, sizeof x, v->r);
+        fmt_real_short(lo, sizeof lo, k->rmin);
+        fmt_real_short(hi, sizeof hi, k->rmax);
+        set_what(err, v->line, v->col, "%s = %s is out of range [%s, %s]", k->name, x, lo, hi);
+        return set_hint(err, "use %s <= %s <= %s (%s: %s)", lo, k->name, hi, k->name, k->doc);
+    }
+    *real_field(cfg, k) = v->r;
+    return 0;
+}
+
+static int assign_bool(struct config *cfg, const struct key_info *k, const struct deck_value *v,
+                       struct config_error *err)
+{
+    if (v->kind != DECK_BOOL) return type_error(err, k, v);
+    *bool_field(cfg, k) = (int)v->i;
+    return 0;
+}
+
+/* STR, or ENUM (stored in the table's spelling). */
+static int assign_str(struct config *cfg, const struct key_info *k, const struct deck_value *v,
+                      struct config_error *err)
+{
+    char list[256], near[64];
+    if (v->kind != DECK_STR) return type_error(err, k, v);
+    size_t len = strlen(v->s);
+    if (len >= CONFIG_STRLEN) {
+        set_what(err, v->line, v->col, "%s is %zu bytes long, more than the %d allowed", k->name, len,
+                 CONFIG_STRLEN - 1);
+        return set_hint(err, "use a shorter value (for a path: a symbolic link or a relative path)");
+    }
+    if (strchr(v->s, '\n')) {
+        set_what(err, v->line, v->col, "%s contains a line break", k->name);
+        return set_hint(err, "remove the line break from the value");
+    }
+    if (k->type == KEY_STR) {
+        memcpy(str_field(cfg, k), v->s, len + 1);
+        return 0;
+    }
+    for (const char *c = k->choices; *c;) {
+        size_t n = strcspn(c, "|");
+        if (n == len && ci_equal_n(c, v->s, n)) {
+            snprintf(str_field(cfg, k), CONFIG_STRLEN, "%.*s", (int)n, c);
+            return 0;
+        }
+        c += n + (c[n] == '|');
+    }
+    fmt_choices(list, sizeof list, k->choices, "'", "'");
+    set_what(err, v->line, v->col, "%s = '%.*s' is not one of %s", k->name, SHOW, v->s, list);
+    if (nearest_choice(k->choices, v->s, near, sizeof near))
+        return set_hint(err, "did you mean %s = '%s'?", k->name, near);
+    return set_hint(err, "choose one of %s (%s: %s)", list, k->name, k->doc);
+}
+
+/* All keys are scalars: exactly one value. */
+static int assign(struct config *cfg, const struct key_info *k, const struct deck_value *v, int n,
+                  struct config_error *err)
+{
+    if (n > 1) {
+        set_what(err, v[1].line, v[1].col, "%s takes a single value, but %d are given", k->name, n);
+        return set_hint(err, "keep one value: %s = %.*s", k->name, SHOW, v[0].raw);
+    }
+    switch (k->type) {
+    case KEY_INT: return assign_int(cfg, k, v, err);
+    case KEY_REAL: return assign_real(cfg, k, v, err);
+    case KEY_BOOL: return assign_bool(cfg, k, v, err);
+    case KEY_STR:
+    case KEY_ENUM: return assign_str(cfg, k, v, err);
+    }
+    return -1;
+}
+
+void config_defaults(struct config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    for (int i = 0; i < NKEYS; i++) {
+        const struct key_info *k = &keys[i];
+        switch (k->type) {
+        case KEY_INT: *int_field(cfg, k) = k->idef; break;
+        case KEY_REAL: *real_field(cfg, k) = k->rdef; break;
+        case KEY_BOOL: *bool_field(cfg, k) = (int)k->idef; break;
+        case KEY_STR:
+        case KEY_ENUM: snprintf(str_field(cfg, k), CONFIG_STRLEN, "%s", k->sdef); break;
+        }
+    }
+}
+
+/* ------------------------------------------------------------ reading */
+
+static void copy_deck_error(struct config_error *err, const struct deck_error *de, int col_shift)
+{
+    err->line = de->line;
+    err->col = de->col ? de->col + col_shift : 0;
+    snprintf(err->what, sizeof err->what, "%s", de->what);
+    snprintf(err->hint, sizeof err->hint, "%s", de->hint);
+}
+
+/* Apply every entry of d; first[i] is the line where keys[i] was set. */
+static int apply_group(struct config *cfg, const struct deck *d, const struct deck_group *g, int *first,
+                       struct config_error *err)
+{
+    for (int e = g->first; e < g->first + g->count; e++) {
+        const struct deck_entry *en = &d->entries[e];
+        const struct key_info *k = find_key(g->name, en->key);
+        if (!k) return unknown_key(err, g->name, en->key, en->line, en->col);
+        int *seen = &first[k - keys];
+        if (*seen) {
+            set_what(err, en->line, en->col, "duplicate key '%s' (first set at line %d)", en->key, *seen);
+            return set_hint(err, "remove one of the two settings of %s", en->key);
+        }
+        *seen = en->line;
+        if (assign(cfg, k, en->values, en->nvalues, err)) return -1;
+    }
+    return 0;
+}
+
+static int apply_deck(struct config *cfg, const struct deck *d, struct config_error *err)
+{
+    int first[NKEYS] = { 0 };
+    for (int gi = 0; gi < d->ngroups; gi++) {
+        const struct deck_group *g = &d->groups[gi];
+        if (find_group(g->name) < 0) return unknown_group(err, g->name, g->line, g->col);
+        if (apply_group(cfg, d, g, first, err)) return -1;
+    }
+    return 0;
+}
+
+static void error_reset(struct config_error *err, const char *file)
+{
+    memset(err, 0, sizeof *err);
+    snprintf(err->file, sizeof err->file, "%s", file ? file : "deck");
+}
+
+int config_read_string(struct config *cfg, const char *text, const char *name, struct config_error *err)
+{
+    struct deck d;
+    struct deck_error de;
+    error_reset(err, name);
+    if (deck_parse(&d, text, &de)) {
+        copy_deck_error(err, &de, 0);
+        return -1;
+    }
+    struct config tmp = *cfg; /* cfg changes only if the whole deck is good */
+    int rc = apply_deck(&tmp, &d, err);
+    deck_free(&d);
+    if (rc == 0) *cfg = tmp;
+    return rc;
+}
+
+/* The whole file, NUL-terminated, or NULL with *err filled. */
+static char *slurp(const char *path, struct config_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        set_what(err, 0, 0, "cannot open the deck: %s", strerror(errno));
+        set_hint(err, "check the file name; a relative path is taken from the directory the job starts in");
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0, got;
+    char *buf = malloc(cap);
+    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (n + 1 == cap) {
+            char *q = realloc(buf, cap *= 2);
+            if (!q) free(buf);
+            buf = q;
+        }
+    }
+    int bad = !buf || ferror(f);
+    fclose(f);
+    if (bad) {
+        set_what(err, 0, 0, "cannot read the deck%s", buf ? "" : ": out of memory");
+        free(buf);
+        set_hint(err, "check that the file is readable and not a directory");
+        return NULL;
+    }
+    buf[n] = '\0';
+    if (strlen(buf) != n) {
+        set_what(err, 0, 0, "the deck contains a NUL byte at offset %zu: it is not a text file", strlen(buf));
+        set_hint(err, "give the namelist text file (*.nml)");
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+int config_read_file(struct config *cfg, const char *path, struct config_error *err)
+{
+    error_reset(err, path);
+    char *text = slurp(path, err);
+    if (!text) return -1;
+    int rc = config_read_string(cfg, text, path, err);
+    free(text);
+    return rc;
+}
+
+/* ------------------------------------------------------------ overrides */
+
+/* "n_layer=3" without a group: name the group(s) that have the key. */
+static int override_without_group(struct config_error *err, const char *arg, const char *key)
+{
+    const struct key_info *k = NULL;
+    for (int i = 0; i < NKEYS && !k; i++)
+        if (strcmp(keys[i].name, key) == 0) k = &keys[i];
+    if (!k) k = nearest_key(NULL, key);
+    set_what(err, 1, 1, "override '%.*s' does not name a group", SHOW, arg);
+    if (k) return set_hint(err, "write group.key=value, e.g. %s.%s%s", k->group, k->name, strchr(arg, '='));
+    return set_hint(err, "write group.key=value, e.g. train.steps=100");
+}
+
+/* The values of an override for key k, whose text starts at column col.
+ * A string key takes the text literally unless it starts with a quote: the
+ * shell has already eaten the quotes a user would type. */
+static int override_values(const struct key_info *k, const char *text, int col, struct deck_value **v,
+                           int *n, struct config_error *err)
+{
+    struct deck_error de;
+    if ((k->type == KEY_STR || k->type == KEY_ENUM) && text[0] != '\'' && text[0] != '"') {
+        *v = calloc(1, sizeof **v);
+        char *s = strdup(text), *raw = strdup(text);
+        if (!*v || !s || !raw) {
+            free(*v), free(s), free(raw);
+            set_what(err, 1, col, "out of memory");
+            return set_hint(err, "use a shorter value");
+        }
+        **v = (struct deck_value){ .kind = DECK_STR, .s = s, .raw = raw, .line = 1, .col = col };
+        *n = 1;
+        return 0;
+    }
+    if (deck_parse_values(text, v, n, &de)) {
+        copy_deck_error(err, &de, col - 1);
+        return -1;
+    }
+    for (int i = 0; i < *n; i++) (*v)[i].col += col - 1;
+    return 0;
+}
+
+/* p[0..len) lower-cased, without surrounding blanks. */
+static void copy_name(char *dst, size_t n, const char *p, int len)
+{
+    while (len > 0 && isspace((unsigned char)*p)) p++, len--;
+    while (len > 0 && isspace((unsigned char)p[len - 1])) len--;
+    snprintf(dst, n, "%.*s", len, p);
+    for (char *c = dst; *c; c++) *c = (char)tolower((unsigned char)*c);
+}
+
+/* group.key=value (the key's part; errors point into the argument). */
+static int override_apply(struct config *cfg, const char *arg, const char *eq, struct config_error *err)
+{
+    char group[64], key[64];
+    const char *dot = memchr(arg, '.', (size_t)(eq - arg));
+    int glen = dot ? (int)(dot - arg) : 0, klen = (int)(eq - arg) - glen - (dot != NULL);
+    copy_name(key, sizeof key, dot ? dot + 1 : arg, klen);
+    if (!dot) return override_without_group(err, arg, key);
+    copy_name(group, sizeof group, arg, glen);
+    if (find_group(group) < 0) return unknown_group(err, group, 1, 1);
+    const struct key_info *k = find_key(group, key);
+    if (!k) return unknown_key(err, group, key, 1, glen + 2);
+    struct deck_value *v;
+    int n, col = (int)(eq - arg) + 2;
+    if (override_values(k, eq + 1, col, &v, &n, err)) return -1;
+    int rc = n == 0 ? -1 : assign(cfg, k, v, n, err);
+    if (n == 0) {
+        set_what(err, 1, col, "missing value for %s.%s", k->group, k->name);
+        set_hint(err, "write %s.%s=value", k->group, k->name);
+    }
+    deck_values_free(v, n);
+    return rc;
+}
+
+int config_override(struct config *cfg, const char *arg, struct config_error *err)
+{
+    error_reset(err, "command line");
+    const char *eq = strchr(arg, '=');
+    int rc;
+    if (!eq) {
+        set_what(err, 1, 1, "override '%.*s' has no '='", SHOW, arg);
+        rc = set_hint(err, "write group.key=value, e.g. train.steps=100");
+    } else {
+        struct config tmp = *cfg;
+        rc = override_apply(&tmp, arg, eq, err);
+        if (rc == 0) *cfg = tmp;
+    }
+    if (rc) append(err->what, sizeof err->what, " (in the override '%.*s')", SHOW, arg);
+    return rc;
+}
+
+/* ------------------------------------------------------------ cross-checks */
+
+/* a * b and a + b for a, b >= 0; -1 when the result does not fit in 64 bits. */
+static int64_t mul64(int64_t a, int64_t b)
+{
+    if (a < 0 || b < 0 || (b != 0 && a > INT64_MAX / b)) return -1;
+    return a * b;
+}
+static int64_t add64(int64_t a, int64_t b)
+{
+    if (a < 0 || b < 0 || a > INT64_MAX - b) return -1;
+    return a + b;
+}
+
+/* "768 or 780": the multiples of m nearest to x that lie in [1, max]
+ * ("" if none does). */
+static const char *near_multiples(char *buf, size_t n, int64_t x, int64_t m, int64_t max)
+{
+    int64_t lo = x / m * m, hi = lo + m;
+    buf[0] = '\0';
+    if (lo > 0) append(buf, n, "%" PRId64, lo);
+    if (hi <= max) append(buf, n, "%s%" PRId64, buf[0] ? " or " : "", hi);
+    return buf;
+}
+
+/* "11 or 14": the divisors of x nearest to d, below and above, that are
+ * at most max. */
+static const char *near_divisors(char *buf, size_t n, int64_t x, int64_t d, int64_t max)
+{
+    int64_t lo = 0, hi = 0;
+    for (int64_t i = 1; i <= x / i; i++) {
+        if (x % i) continue;
+        int64_t pair[2] = { i, x / i };
+        for (int j = 0; j < 2; j++) {
+            if (pair[j] < d && pair[j] > lo) lo = pair[j];
+            if (pair[j] > d && pair[j] <= max && (hi == 0 || pair[j] < hi)) hi = pair[j];
+        }
+    }
+    buf[0] = '\0';
+    if (lo) append(buf, n, "%" PRId64, lo);
+    if (hi) append(buf, n, "%s%" PRId64, buf[0] ? " or " : "", hi);
+    return buf;
+}
+
+/* The hint "use A = x or y, or B = z (why)" from the parts that have values. */
+static int suggest(struct config_error *err, const char *a, const char *av, const char *b, const char *bv,
+                   const char *why)
+{
+    char h[512] = "";
+    if (av[0]) append(h, sizeof h, "use %s = %s", a, av);
+    if (b && bv[0]) append(h, sizeof h, "%s %s = %s", h[0] ? ", or" : "use", b, bv);
+    if (!h[0]) append(h, sizeof h, "change %s%s%s", a, b ? " or " : "", b ? b : "");
+    if (why) append(h, sizeof h, " %s", why);
+    return set_hint(err, "%s", h);
+}
+
+static int64_t key_max(const char *group, const char *name)
+{
+    const struct key_info *k = find_key(group, name);
+    return k ? k->imax : INT64_MAX;
+}
+
+/* The largest divisor of x that is <= cap (>= 1). */
+static int64_t divisor_at_most(int64_t x, int64_t cap)
+{
+    int64_t best = 1;
+    for (int64_t i = 1; i <= x / i; i++) {
+        if (x % i) continue;
+        if (i <= cap && i > best) best = i;
+        if (x / i <= cap && x / i > best) best = x / i;
+    }
+    return best;
+}
+
+static int not_yet(struct config_error *err, const char *fix, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int not_yet(struct config_error *err, const char *fix, const char *fmt, ...)
+{
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    set_what(err, 0, 0, "%s is not available in this build yet", what);
+    return set_hint(err, "%s", fix);
+}
+
+static int check_model(const struct config *cfg, struct config_error *err)
+{
+    int64_t C = cfg->model.d_model, NH = cfg->model.n_head;
+    char m[64], d[64];
+    if (C % NH == 0) return 0;
+    set_what(err, 0, 0, "d_model = %" PRId64 " is not divisible by n_head = %" PRId64, C, NH);
+    return suggest(err, "d_model", near_multiples(m, sizeof m, C, NH, key_max("model", "d_model")), "n_head",
+                   near_divisors(d, sizeof d, C, NH, key_max("model", "n_head")),
+                   "(each head gets d_model / n_head channels)");
+}
+
+/* Keys that only make sense together, then what this build cannot do yet. */
+static int check_features(const struct config *cfg, struct config_error *err)
+{
+    int64_t tp = cfg->parallel.tp, pp = cfg->parallel.pp, vs = cfg->parallel.virtual_stages;
+    if (cfg->parallel.sequence_parallel && tp < 2) {
+        set_what(err, 0, 0, "sequence_parallel = .true. needs tensor parallelism (tp > 1), but tp = %" PRId64, tp);
+        return set_hint(err, "set sequence_parallel = .false.");
+    }
+    if (vs > 1 && !config_is(cfg->parallel.schedule, "interleaved")) {
+        set_what(err, 0, 0, "virtual_stages = %" PRId64 " needs schedule = 'interleaved', but schedule = '%s'", vs,
+                 cfg->parallel.schedule);
+        return set_hint(err, "set schedule = 'interleaved', or virtual_stages = 1");
+    }
+    if (vs > 1 && pp < 2) {
+        set_what(err, 0, 0, "virtual_stages = %" PRId64 " needs pipeline parallelism (pp > 1), but pp = %" PRId64,
+                 vs, pp);
+        return set_hint(err, "set virtual_stages = 1");
+    }
+    if (tp > 1) return not_yet(err, "set tp = 1", "tensor parallelism (tp = %" PRId64 ")", tp);
+    if (pp > 1) return not_yet(err, "set pp = 1", "pipeline parallelism (pp = %" PRId64 ")", pp);
+    if (cfg->parallel.zero_stage > 0)
+        return not_yet(err, "set zero_stage = 0", "ZeRO sharding (zero_stage = %" PRId64 ")", cfg->parallel.zero_stage);
+    if (!config_is(cfg->train.precision, "fp32"))
+        return not_yet(err, "set precision = 'fp32'", "precision = '%s'", cfg->train.precision);
+    if (!config_is(cfg->train.recompute, "none"))
+        return not_yet(err, "set recompute = 'none'", "activation recomputation (recompute = '%s')",
+                       cfg->train.recompute);
+    if (config_is(cfg->train.device, "cuda"))
+        return not_yet(err, "set device = 'cpu'", "the CUDA backend (device = 'cuda')");
+    if (cfg->io.trace) return not_yet(err, "set trace = .false.", "the timeline trace (trace = .true.)");
+    if (cfg->io.restart[0])
+        return not_yet(err, "remove restart from &io (or set restart = '')",
+                       "restarting from a checkpoint (restart = '%.*s')", SHOW, cfg->io.restart);
+    return 0;
+}
+
+/* Heads across tensor ranks, layers across pipeline chunks. */
+static int check_split(const struct config *cfg, struct config_error *err)
+{
+    int64_t NH = cfg->model.n_head, L = cfg->model.n_layer, tp = cfg->parallel.tp;
+    int64_t pp = cfg->parallel.pp, vs = cfg->parallel.virtual_stages, chunks = pp * vs;
+    char a[64], b[64];
+    if (NH % tp) {
+        set_what(err, 0, 0, "n_head = %" PRId64 " is not divisible by tp = %" PRId64
+                 " (heads are split across tensor-parallel ranks)", NH, tp);
+        return suggest(err, "tp", near_divisors(a, sizeof a, NH, tp, key_max("parallel", "tp")), "n_head",
+                       near_multiples(b, sizeof b, NH, tp, key_max("model", "n_head")), NULL);
+    }
+    if (L % chunks) {
+        set_what(err, 0, 0, "n_layer = %" PRId64 " is not divisible by pp * virtual_stages = %" PRId64 " * %" PRId64
+                 " = %" PRId64 " (every model chunk gets the same number of layers)", L, pp, vs, chunks);
+        return suggest(err, "n_layer", near_multiples(a, sizeof a, L, chunks, key_max("model", "n_layer")),
+                       "pp * virtual_stages", near_divisors(b, sizeof b, L, chunks, INT64_MAX), NULL);
+    }
+    return 0;
+}
+
+/* world = tp * dp * pp */
+static int check_world(const struct config *cfg, int world, struct config_error *err)
+{
+    int64_t tp = cfg->parallel.tp, pp = cfg->parallel.pp, dp = cfg->parallel.dp, tp_pp = tp * pp;
+    char m[64];
+    if (world <= 0) return 0;
+    if (dp > 0 && tp_pp * dp != world) {
+        int64_t want = tp_pp * dp;
+        set_what(err, 0, 0, "tp * dp * pp = %" PRId64 " * %" PRId64 " * %" PRId64 " = %" PRId64
+                 ", but %d ranks were launched", tp, dp, pp, want, world);
+        if (world % tp_pp == 0)
+            return set_hint(err, "set dp = %" PRId64 " (or dp = 0 to derive it), or launch %" PRId64
+                            " ranks (mpirun -n %" PRId64 ")", world / tp_pp, want, want);
+        return set_hint(err, "launch %" PRId64 " ranks (mpirun -n %" PRId64 ")", want, want);
+    }
+    if (world % tp_pp) {
+        set_what(err, 0, 0, "%d ranks cannot be split into replicas of tp * pp = %" PRId64 " * %" PRId64
+                 " = %" PRId64 " ranks", world, tp, pp, tp_pp);
+        return set_hint(err, "launch a multiple of %" PRId64 " ranks (mpirun -n %s)", tp_pp,
+                        near_multiples(m, sizeof m, world, tp_pp, INT32_MAX));
+    }
+    return 0;
+}
+
+/* batch_size = dp * micro_batch_size * (micro-batches per replica) */
+static int check_batch(const struct config *cfg, int world, struct config_error *err)
+{
+    int64_t G = cfg->train.batch_size, mb = cfg->train.micro_batch_size, dp = config_dp(cfg, world);
+    int64_t gmax = key_max("train", "batch_size");
+    char a[64], b[64] = "", why[96] = "";
+    if (dp == 0 && mb > 0 && G % mb) { /* world unknown: dp * mb | G needs mb | G */
+        set_what(err, 0, 0, "batch_size = %" PRId64 " is not divisible by micro_batch_size = %" PRId64, G, mb);
+        return suggest(err, "batch_size", near_multiples(a, sizeof a, G, mb, gmax), "micro_batch_size",
+                       near_divisors(b, sizeof b, G, mb, gmax), NULL);
+    }
+    if (dp == 0) return 0;
+    if (mb == 0 && G % dp) {
+        set_what(err, 0, 0, "batch_size = %" PRId64 " is not divisible by dp = %" PRId64
+                 " (micro_batch_size = 0 means batch_size / dp)", G, dp);
+        snprintf(why, sizeof why, "(a multiple of dp = %" PRId64 ")", dp);
+        return suggest(err, "batch_size", near_multiples(a, sizeof a, G, dp, gmax), NULL, NULL, why);
+    }
+    if (mb > 0 && G % (dp * mb)) {
+        set_what(err, 0, 0, "batch_size = %" PRId64 " is not divisible by dp * micro_batch_size = %" PRId64
+                 " * %" PRId64 " = %" PRId64, G, dp, mb, dp * mb);
+        if (G % dp == 0 && near_divisors(b, sizeof b, G / dp, mb, gmax)[0])
+            snprintf(why, sizeof why, "(a divisor of batch_size / dp = %" PRId64 ")", G / dp);
+        return suggest(err, "batch_size", near_multiples(a, sizeof a, G, dp * mb, gmax), "micro_batch_size", b,
+                       why[0] ? why : NULL);
+    }
+    return 0;
+}
+
+/* The hint for a micro-batch whose tensors exceed 32-bit indices when
+ * per_seq elements come per sequence. */
+static int micro_batch_hint(const struct config *cfg, int world, int64_t per_seq, struct config_error *err)
+{
+    int64_t max_b = INT32_MAX / per_seq, dp = config_dp(cfg, world), G = cfg->train.batch_size;
+    if (max_b < 1) return set_hint(err, "reduce seq_len or d_model: even one sequence is too large");
+    if (dp > 0 && G % dp == 0)
+        return set_hint(err, "set micro_batch_size = %" PRId64 " (the largest divisor of batch_size / dp = %" PRId64
+                        " that fits; gradient accumulation keeps batch_size)", divisor_at_most(G / dp, max_b), G / dp);
+    return set_hint(err, "set micro_batch_size to %" PRId64 " or less (gradient accumulation keeps batch_size)",
+                    max_b);
+}
+
+/* Sizes: the parameter count in 64 bits, and every per-rank tensor in 32-bit
+ * int indices (the kernels take int dimensions, backend.h).  With the
+ * micro-batch unknown (world unknown, dp = micro_batch_size = 0) only the
+ * weights are checked. */
+static int check_sizes(const struct config *cfg, int world, struct config_error *err)
+{
+    int64_t B = config_micro_batch(cfg, world), T = cfg->model.seq_len, C = cfg->model.d_model;
+    int64_t L = cfg->model.n_layer, NH = cfg->model.n_head, tp = cfg->parallel.tp, V = cfg->model.vocab_size;
+    int64_t Vp = (V + 128 * tp - 1) / (128 * tp) * (128 * tp);
+    int64_t block = add64(mul64(12, mul64(C, C)), mul64(13, C));
+    int64_t params = add64(add64(mul64(Vp, C), mul64(T, C)), add64(mul64(L, block), mul64(2, C)));
+    if (params < 0) {
+        set_what(err, 0, 0, "the model has more than 2^63 parameters (n_layer = %" PRId64 ", d_model = %" PRId64 ")",
+                 L, C);
+        return set_hint(err, "reduce n_layer or d_model");
+    }
+    const struct { const char *what; int64_t n; int per_seq; } t[] = {
+        { "the MLP activations (micro-batch * seq_len * 4 * d_model / tp)", mul64(T, 4 * C / tp), 1 },
+        { "the attention scores (micro-batch * n_head / tp * seq_len^2)", mul64(NH / tp, mul64(T, T)), 1 },
+        { "the logits (micro-batch * seq_len * padded vocab_size / tp)", mul64(T, Vp / tp), 1 },
+        { "the token embedding (padded vocab_size / tp * d_model)", mul64(Vp / tp, C), 0 },
+        { "the MLP weight (4 * d_model / tp * d_model)", mul64(4 * C / tp, C), 0 },
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        int64_t n = t[i].per_seq ? mul64(B, t[i].n) : t[i].n;
+        if (n >= 0 && n <= INT32_MAX) continue;
+        char count[32] = "over 2^63";
+        if (n > 0) snprintf(count, sizeof count, "%" PRId64, n);
+        if (!t[i].per_seq) {
+            set_what(err, 0, 0, "%s has %s elements per rank, more than the 2147483647 that the kernels' "
+                     "32-bit indices reach", t[i].what, count);
+            return set_hint(err, "reduce d_model or vocab_size");
+        }
+        set_what(err, 0, 0, "a micro-batch of %" PRId64 " sequences is too large: %s would hold %s elements, "
+                 "more than the 2147483647 that the kernels' 32-bit indices reach", B, t[i].what, count);
+        return t[i].n < 0 ? set_hint(err, "reduce seq_len or d_model") : micro_batch_hint(cfg, world, t[i].n, err);
+    }
+    return 0;
+}
+
+static int check_train(const struct config *cfg, struct config_error *err)
+{
+    char lr[32], min_lr[32], tenth[32];
+    int64_t steps = cfg->train.steps, warm = cfg->train.warmup_steps;
+    if (config_is(cfg->train.lr_schedule, "cosine") && cfg->train.min_lr > cfg->train.lr) {
+        fmt_real_short(lr, sizeof lr, cfg->train.lr);
+        fmt_real_short(min_lr, sizeof min_lr, cfg->train.min_lr);
+        snprintf(tenth, sizeof tenth, "%.3g", cfg->train.lr / 10);
+        set_what(err, 0, 0, "min_lr = %s is larger than lr = %s (the cosine decays from lr to min_lr)", min_lr, lr);
+        return set_hint(err, "set min_lr <= %s, e.g. min_lr = %s (lr / 10)", lr, tenth);
+    }
+    if (steps > 0 && warm > steps) {
+        set_what(err, 0, 0, "warmup_steps = %" PRId64 " is larger than steps = %" PRId64, warm, steps);
+        return set_hint(err, "set warmup_steps <= %" PRId64 " (e.g. %" PRId64 ", a tenth of steps), or steps >= %" PRId64,
+                        steps, steps / 10, warm);
+    }
+    return 0;
+}
+
+static int check_data(const struct config *cfg, struct config_error *err)
+{
+    const char *kind = cfg->data.kind;
+    if (config_is(kind, "synthetic") && cfg->data.path[0]) {
+        set_what(err, 0, 0, "path = '%.*s' is set, but kind = 'synthetic' reads no file", SHOW, cfg->data.path);
+        return set_hint(err, "set kind = 'text' (a text file) or kind = 'tokens' (token shards) in &data to "
+                             "train on it, or remove path");
+    }
+    if (!config_is(kind, "synthetic") && !cfg->data.path[0]) {
+        set_what(err, 0, 0, "kind = '%s' needs a file, but path is empty", kind);
+        return set_hint(err, "%s", config_is(kind, "text")
+                                       ? "set path = 'input.txt' in &data (any text file; its bytes are the tokens)"
+                                       : "set path = 'data/train_*.bin' in &data (llm.c token shards)");
+    }
+    if (config_is(kind, "text") && cfg->model.vocab_size < 256) {
+        set_what(err, 0, 0, "kind = 'text' reads bytes (256 token ids), but vocab_size = %" PRId64,
+                 cfg->model.vocab_size);
+        return set_hint(err, "set vocab_size = 256 in &model");
+    }
+    return 0;
+}
+
+int config_validate(const struct config *cfg, int world, struct config_error *err)
+{
+    error_reset(err, "");
+    if (check_model(cfg, err) || check_features(cfg, err) || check_split(cfg, err) ||
+        check_world(cfg, world, err) || check_batch(cfg, world, err) || check_sizes(cfg, world, err) ||
+        check_train(cfg, err) || check_data(cfg, err))
+        return -1;
+    return 0;
+}
+
+int config_dp(const struct config *cfg, int world)
+{
+    int64_t tp_pp = cfg->parallel.tp * cfg->parallel.pp;
+    if (cfg->parallel.dp > 0) return (int)cfg->parallel.dp;
+    if (world <= 0 || world % tp_pp) return 0;
+    return (int)(world / tp_pp);
+}
+
+int config_micro_batch(const struct config *cfg, int world)
+{
+    int dp = config_dp(cfg, world);
+    if (cfg->train.micro_batch_size > 0) return (int)cfg->train.micro_batch_size;
+    return dp > 0 ? (int)(cfg->train.batch_size / dp) : 0;
+}
+
+/* ------------------------------------------------------------ output */
+
+void config_error_print(FILE *f, const struct config_error *err)
+{
+    if (!err->file[0])
+        fprintf(f, "error: %s\n", err->what);
+    else if (err->line <= 0)
+        fprintf(f, "%s: error: %s\n", err->file, err->what);
+    else if (err->col <= 0)
+        fprintf(f, "%s:%d: error: %s\n", err->file, err->line, err->what);
+    else
+        fprintf(f, "%s:%d:%d: error: %s\n", err->file, err->line, err->col, err->what);
+    if (err->hint[0]) fprintf(f, "  hint: %s\n", err->hint);
+}
+
+void config_echo(FILE *f, const struct config *cfg)
+{
+    char v[2 * CONFIG_STRLEN + 4];
+    for (int g = 0; g < NGROUPS; g++) {
+        int width = 0;
+        for (int i = 0; i < NKEYS; i++)
+            if (strcmp(keys[i].group, groups[g].name) == 0 && (int)strlen(keys[i].name) > width)
+                width = (int)strlen(keys[i].name);
+        fprintf(f, "%s&%s\n", g ? "\n" : "", groups[g].name);
+        for (int i = 0; i < NKEYS; i++) {
+            if (strcmp(keys[i].group, groups[g].name) != 0) continue;
+            fmt_value(v, sizeof v, cfg, &keys[i]);
+            fprintf(f, "  %-*s = %s\n", width, keys[i].name, v);
+        }
+        fprintf(f, "/\n");
+    }
+}
+
+/* ------------------------------------------------------------ documentation */
+
+static const char doc_intro[] =
+    "# triad input reference\n"
+    "\n"
+    "<!-- Generated from src/params.def by `triad --doc` (`make docs`). Do not edit. -->\n"
+    "\n"
+    "triad reads its settings from an input deck in Fortran namelist syntax.\n"
+    "Every key has a default, so a deck names only what differs from it.\n"
+    "`triad check deck.nml` validates a deck and prints the effective deck:\n"
+    "every key, defaults filled in, itself a valid deck.\n"
+    "\n"
+    "## Syntax\n"
+    "\n"
+    "```fortran\n"
+    "! a small model on a text file\n"
+    "&model\n"
+    "  n_layer = 4, n_head = 4, d_model = 128   ! commas between keys are optional\n"
+    "  seq_len = 64\n"
+    "  vocab_size = 256\n"
+    "/\n"
+    "&train\n"
+    "  steps = 200, batch_size = 16\n"
+    "  lr = 1d-3, min_lr = 1.0e-4               ! e or d exponents\n"
+    "  warmup_steps = 20\n"
+    "/\n"
+    "&data kind = 'text', path = \"input.txt\" /\n"
+    "```\n"
+    "\n"
+    "- A group starts with `&name` and ends with `/` (or `&end`); a deck holds\n"
+    "  any number of groups, in any order. Group and key names are case-insensitive.\n"
+    "- `!` starts a comment that runs to the end of the line, anywhere outside a string.\n"
+    "- Values: integers (`12`, `-3`), reals (`0.5`, `6e-4`, `1.5d-3`),\n"
+    "  logicals (`.true.`, `.false.`, `.t.`, `.f.`, `T`, `F`), and strings in single or\n"
+    "  double quotes; a quote is written twice inside a string quoted with it\n"
+    "  (`'it''s'`). A string ends on its line.\n"
+    "- A value list may continue over several lines; `3*0.5` repeats a value\n"
+    "  three times. Every key below takes a single value.\n"
+    "- A key may appear only once in a deck.\n"
+    "\n"
+    "Any key can be overridden on the command line as `group.key=value`, after\n"
+    "the deck, with the same value syntax and checks; a string value needs no\n"
+    "quotes there:\n"
+    "\n"
+    "```sh\n"
+    "triad check deck.nml train.steps=100 train.lr=3e-4 data.path=other.txt\n"
+    "```\n"
+    "\n"
+    "Besides the ranges below, a deck is checked as a whole before anything is\n"
+    "allocated: `n_head` divides `d_model`; `world = tp * dp * pp` (`dp = 0` is\n"
+    "derived); `batch_size` is divisible by `dp * micro_batch_size`;\n"
+    "`min_lr <= lr`; `warmup_steps <= steps`; `kind = 'text'` or `'tokens'` needs\n"
+    "`path` (and `'text'` needs `vocab_size >= 256`); one micro-batch fits the\n"
+    "kernels' 32-bit indices. Every error names the key, the place and the fix.\n";
+
+/* Markdown table cell text: escape what would break the table or emphasis. */
+static void md_cell(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (strchr("|*_<>`\\[]", *s)) fputc('\\', f);
+        fputc(*s, f);
+    }
+}
+
+static void doc_allowed(char *buf, size_t n, const struct key_info *k)
+{
+    char lo[32], hi[32];
+    switch (k->type) {
+    case KEY_INT:
+        if (k->imax == INT64_MAX)
+            snprintf(buf, n, ">= %" PRId64, k->imin);
+        else
+            snprintf(buf, n, "%" PRId64 " ... %" PRId64, k->imin, k->imax);
+        break;
+    case KEY_REAL:
+        fmt_real_short(lo, sizeof lo, k->rmin);
+        fmt_real_short(hi, sizeof hi, k->rmax);
+        snprintf(buf, n, "%s ... %s", lo, hi);
+        break;
+    case KEY_BOOL: snprintf(buf, n, "`.true.`, `.false.`"); break;
+    case KEY_STR: snprintf(buf, n, "up to %d bytes", CONFIG_STRLEN - 1); break;
+    case KEY_ENUM: fmt_choices(buf, n, k->choices, "`'", "'`"); break;
+    }
+}
+
+void config_doc_markdown(FILE *f)
+{
+    static const char *const type_name[] = { "integer", "real", "logical", "string", "choice" };
+    struct config def;
+    char v[2 * CONFIG_STRLEN + 4], allowed[256];
+    config_defaults(&def);
+    fputs(doc_intro, f);
+    for (int g = 0; g < NGROUPS; g++) {
+        fprintf(f, "\n## `&%s`: ", groups[g].name);
+        md_cell(f, groups[g].doc);
+        fprintf(f, "\n\n");
+        fprintf(f, "| key | type | default | allowed | description |\n");
+        fprintf(f, "| --- | --- | --- | --- | --- |\n");
+        for (int i = 0; i < NKEYS; i++) {
+            const struct key_info *k = &keys[i];
+            if (strcmp(k->group, groups[g].name) != 0) continue;
+            fmt_value(v, sizeof v, &def, k);
+            doc_allowed(allowed, sizeof allowed, k);
+            fprintf(f, "| `%s` | %s | `%s` | %s | ", k->name, type_name[k->type], v, allowed);
+            md_cell(f, k->doc);
+            fprintf(f, " |\n");
+        }
+    }
+}

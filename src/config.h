@@ -1,0 +1,78 @@
+/* config.h -- the run's configuration, generated from params.def. */
+#ifndef TRIAD_CONFIG_H
+#define TRIAD_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define CONFIG_STRLEN 512 /* STR and ENUM values, including the NUL */
+
+/* struct config: one nested struct per namelist group, one field per key,
+ * e.g. cfg.model.n_layer, cfg.train.lr, cfg.data.path.  Plain data: it is
+ * broadcast as bytes. */
+#define GROUP(g, doc) struct {
+#define END_GROUP(g) } g;
+#define INT(g, k, def, lo, hi, doc) int64_t k;
+#define REAL(g, k, def, lo, hi, doc) double k;
+#define BOOL(g, k, def, doc) int k;
+#define STR(g, k, def, doc) char k[CONFIG_STRLEN];
+#define ENUM(g, k, def, choices, doc) char k[CONFIG_STRLEN];
+struct config {
+#include "params.def"
+};
+#undef GROUP
+#undef END_GROUP
+#undef INT
+#undef REAL
+#undef BOOL
+#undef STR
+#undef ENUM
+
+/* One diagnosed problem in a deck or an override. */
+struct config_error {
+    char file[CONFIG_STRLEN]; /* deck path, or "command line" */
+    int line, col;            /* 1-based; 0 when not applicable */
+    char what[1024];          /* what is wrong */
+    char hint[1024];          /* how to fix it ("" if none) */
+};
+
+/* Fill every key with its default. */
+void config_defaults(struct config *cfg);
+
+/* Parse the namelist text of `path` into cfg (on top of what cfg holds).
+ * Returns 0, or -1 with *err filled.  Never prints. */
+int config_read_file(struct config *cfg, const char *path, struct config_error *err);
+int config_read_string(struct config *cfg, const char *text, const char *name,
+                       struct config_error *err);
+
+/* Apply one command-line override "group.key=value". */
+int config_override(struct config *cfg, const char *arg, struct config_error *err);
+
+/* Cross-checks that need several keys or the world size (divisibility,
+ * features not available, ...).  world <= 0 skips checks that need it.
+ * Returns 0, or -1 with *err filled (file/line 0, what + hint). */
+int config_validate(const struct config *cfg, int world, struct config_error *err);
+
+/* The effective data-parallel degree: dp, or world / (tp*pp) when dp = 0.
+ * 0 when it cannot be derived (world <= 0, or world not a multiple of tp*pp). */
+int config_dp(const struct config *cfg, int world);
+
+/* The effective micro_batch_size: micro_batch_size, or batch_size / dp when it
+ * is 0.  0 when dp cannot be derived (see config_dp). */
+int config_micro_batch(const struct config *cfg, int world);
+
+/* Format an error the way users see it:
+ *   deck.nml:12:5: error: unknown key 'n_layers' in &model
+ *     hint: did you mean 'n_layer'? */
+void config_error_print(FILE *f, const struct config_error *err);
+
+/* Echo the effective deck (all keys, defaults filled) as a valid namelist. */
+void config_echo(FILE *f, const struct config *cfg);
+
+/* Markdown reference of every key (docs/input.md). */
+void config_doc_markdown(FILE *f);
+
+/* Is the ENUM/STR value `v` equal to `word` (case-insensitive)? */
+int config_is(const char *v, const char *word);
+
+#endif

@@ -1,0 +1,538 @@
+/* kernels_cpu.c -- the CPU kernels behind backend.h (GPT-2 as PyTorch / llm.c).
+ *
+ * One source, two precisions: by default float with plain names (the
+ * program); with -DKERNELS_F64 double with names suffixed _f64 (the
+ * finite-difference reference of the unit tests, libkernels64.a).
+ *
+ * Matmuls, including attention's per-(b,h) products, go through gemm.h.
+ * Everything else is OpenMP over rows or elements.  exp in float is a
+ * branch-free polynomial that GCC vectorises (libm's expf does not
+ * vectorise without -ffast-math); double uses libm as the reference.
+ *
+ * Determinism: no atomics, no per-thread partial sums.  Reductions over rows
+ * (parameter gradients) are split by channel (or, for dwte, by owned row),
+ * so each output is summed in row order whatever the thread count; sumsq
+ * uses a fixed chunking.  Every result is therefore bitwise independent of
+ * OMP_NUM_THREADS (given gemm's own guarantee).
+ *
+ * Build note: GCC keeps sqrtf scalar unless -fno-math-errno (errno must be
+ * set for negative arguments), which makes AdamW ~10x slower.
+ */
+#include "backend.h"
+#include "gemm.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef KERNELS_F64
+#define KREAL double
+#define KNAME(n) n##_f64
+#define GEMM gemm_f64
+#define KEXP(x) exp(x)
+#define KSQRT(x) sqrt(x)
+#define KLOG(x) log(x)
+#else
+#define KREAL float
+#define KNAME(n) n
+#define GEMM gemm_f32
+#define KEXP(x) fast_expf(x)
+#define KSQRT(x) sqrtf(x)
+#define KLOG(x) logf(x)
+#endif
+
+#define K(x) ((KREAL)(x))
+
+/* Below this many elements an elementwise kernel stays on one thread. */
+#define PAR_MIN 16384
+/* Row block of the causal attention products: only blocks on or below the
+ * diagonal are computed, which saves ~(1 - (n+1)/2n) of the flops. */
+#ifndef ATT_BLK
+#define ATT_BLK 64
+#endif
+/* Channel granule for the channel-split reductions (one cache line). */
+#define CH_GRAIN 16
+
+static inline int imin(int a, int b) { return a < b ? a : b; }
+
+#ifndef KERNELS_F64
+/* a*b + c, fused where the target has FMA (ISO C mode turns contraction off). */
+#ifdef __FMA__
+#define KFMAF(a, b, c) fmaf(a, b, c)
+#else
+#define KFMAF(a, b, c) ((a) * (b) + (c))
+#endif
+
+/* exp(x) for float: Cephes expf (degree-6 polynomial on [-ln2/2, ln2/2],
+ * about 1 ulp), written without branches or float->int conversions so that
+ * it vectorises inside simd loops.  exp(-inf) = 0, exp(+inf) = inf, NaN in
+ * gives NaN out.  Results below 2.6e-38 flush to 0. */
+static inline float fast_expf(float x)
+{
+    const float lo = -86.5f, hi = 88.7228f;
+    float xc = x < lo ? lo : x;
+    xc = xc > hi ? hi : xc;
+    /* Adding 1.5*2^23 rounds x/ln2 to the nearest integer n, kept in the
+     * low mantissa bits of t. */
+    float t = xc * 1.44269504088896341f + 12582912.0f;
+    float n = t - 12582912.0f;
+    float r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = KFMAF(p, r, 1.3981999507e-3f);
+    p = KFMAF(p, r, 8.3334519073e-3f);
+    p = KFMAF(p, r, 4.1665795894e-2f);
+    p = KFMAF(p, r, 1.6666665459e-1f);
+    p = KFMAF(p, r, 5.0000001201e-1f);
+    float y = KFMAF(p, r * r, r) + 1.0f;
+    /* 2^(n-1) from the bits of t (n in [-125, 128]); times 2 below. */
+    union { float f; uint32_t u; } tb = { .f = t }, sc;
+    sc.u = (tb.u - 0x4B400000u + 126u) << 23;
+    y = y * sc.f * 2.0f;
+    y = x < lo ? 0.0f : y;
+    y = x > hi ? INFINITY : y;
+    return y;
+}
+#endif
+
+/* This thread's share [c0, c1) of C channels, cut at CH_GRAIN boundaries.
+ * Call inside a parallel region. */
+static inline void channel_share(int C, int *c0, int *c1)
+{
+    int nt = omp_get_num_threads(), id = omp_get_thread_num();
+    int nb = (C + CH_GRAIN - 1) / CH_GRAIN;
+    int b0 = (int)((long)nb * id / nt), b1 = (int)((long)nb * (id + 1) / nt);
+    *c0 = imin(C, b0 * CH_GRAIN);
+    *c1 = imin(C, b1 * CH_GRAIN);
+}
+
+/* ------------------------------------------------------------ encoder */
+
+void KNAME(encoder_forward)(KREAL *out, const int32_t *inp, const KREAL *wte,
+                            const KREAL *wpe, int B, int T, int C, int v0, int Vs)
+{
+    long N = (long)B * T;
+#pragma omp parallel for schedule(static) if (N * C >= PAR_MIN)
+    for (long n = 0; n < N; n++) {
+        KREAL *o = out + (size_t)n * C;                       // (C)
+        long tok = (long)inp[n] - v0;
+        const KREAL *w = (tok >= 0 && tok < Vs) ? wte + (size_t)tok * C : NULL;
+        const KREAL *p = wpe ? wpe + (size_t)(n % T) * C : NULL;
+        if (w && p) {
+#pragma omp simd
+            for (int c = 0; c < C; c++) o[c] = w[c] + p[c];
+        } else if (w) {
+#pragma omp simd
+            for (int c = 0; c < C; c++) o[c] = w[c];
+        } else if (p) {
+#pragma omp simd
+            for (int c = 0; c < C; c++) o[c] = p[c];
+        } else {
+#pragma omp simd
+            for (int c = 0; c < C; c++) o[c] = 0;
+        }
+    }
+}
+
+void KNAME(encoder_backward)(KREAL *dwte, KREAL *dwpe, const KREAL *dout,
+                             const int32_t *inp, int B, int T, int C, int v0, int Vs)
+{
+    long N = (long)B * T;
+    /* dwte: each row belongs to one thread (row mod threads); every thread
+     * scans all tokens in order and adds those of its rows, so a row that
+     * several tokens hit is summed in token order on any thread count. */
+#pragma omp parallel if (N * C >= PAR_MIN)
+    {
+        long nt = omp_get_num_threads(), id = omp_get_thread_num();
+        for (long n = 0; n < N; n++) {
+            long tok = (long)inp[n] - v0;
+            if (tok < 0 || tok >= Vs || tok % nt != id) continue;
+            KREAL *dw = dwte + (size_t)tok * C;
+            const KREAL *d = dout + (size_t)n * C;
+#pragma omp simd
+            for (int c = 0; c < C; c++) dw[c] += d[c];
+        }
+    }
+    if (!dwpe) return;
+    /* dwpe (T,C): position t sums its B rows in batch order. */
+#pragma omp parallel for schedule(static) if (N * C >= PAR_MIN)
+    for (int t = 0; t < T; t++) {
+        KREAL *dp = dwpe + (size_t)t * C;
+        for (int b = 0; b < B; b++) {
+            const KREAL *d = dout + ((size_t)b * T + t) * C;
+#pragma omp simd
+            for (int c = 0; c < C; c++) dp[c] += d[c];
+        }
+    }
+}
+
+/* ------------------------------------------------------------ layernorm */
+
+void KNAME(layernorm_forward)(KREAL *out, KREAL *mean, KREAL *rstd, const KREAL *inp,
+                              const KREAL *weight, const KREAL *bias, int N, int C)
+{
+#pragma omp parallel for schedule(static) if ((long)N * C >= PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        const KREAL *x = inp + (size_t)n * C;
+        KREAL *o = out + (size_t)n * C;
+        KREAL s = 0;
+#pragma omp simd reduction(+ : s)
+        for (int c = 0; c < C; c++) s += x[c];
+        KREAL m = s / C;
+        KREAL v = 0; /* two passes: biased variance of the centred values */
+#pragma omp simd reduction(+ : v)
+        for (int c = 0; c < C; c++) {
+            KREAL d = x[c] - m;
+            v += d * d;
+        }
+        v /= C;
+        KREAL rs = K(1) / KSQRT(v + K(1e-5));
+#pragma omp simd
+        for (int c = 0; c < C; c++) o[c] = (x[c] - m) * rs * weight[c] + bias[c];
+        mean[n] = m;
+        rstd[n] = rs;
+    }
+}
+
+void KNAME(layernorm_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias,
+                               const KREAL *dout, const KREAL *inp, const KREAL *weight,
+                               const KREAL *mean, const KREAL *rstd, int N, int C)
+{
+    int par = (long)N * C >= PAR_MIN;
+    /* dinp += (w*dout - mean(w*dout) - norm * mean(w*dout*norm)) * rstd, by row. */
+#pragma omp parallel for schedule(static) if (par)
+    for (int n = 0; n < N; n++) {
+        const KREAL *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
+        KREAL *di = dinp + (size_t)n * C;
+        KREAL m = mean[n], rs = rstd[n];
+        KREAL a = 0, b = 0;
+#pragma omp simd reduction(+ : a, b)
+        for (int c = 0; c < C; c++) {
+            KREAL dn = weight[c] * d[c];
+            a += dn;
+            b += dn * ((x[c] - m) * rs);
+        }
+        a /= C;
+        b /= C;
+#pragma omp simd
+        for (int c = 0; c < C; c++) {
+            KREAL norm = (x[c] - m) * rs;
+            di[c] += (weight[c] * d[c] - a - norm * b) * rs;
+        }
+    }
+    /* dweight, dbias: split by channel, rows in order. */
+#pragma omp parallel if (par)
+    {
+        int c0, c1;
+        channel_share(C, &c0, &c1);
+        for (int n = 0; n < N && c0 < c1; n++) {
+            const KREAL *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
+            KREAL m = mean[n], rs = rstd[n];
+#pragma omp simd
+            for (int c = c0; c < c1; c++) {
+                dweight[c] += d[c] * ((x[c] - m) * rs);
+                dbias[c] += d[c];
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------ matmul */
+
+void KNAME(matmul_forward)(KREAL *out, const KREAL *inp, const KREAL *weight,
+                           const KREAL *bias, int N, int C, int OC)
+{
+    GEMM(0, 1, N, OC, C, K(1), inp, C, weight, C, K(0), out, OC);
+    if (!bias) return;
+#pragma omp parallel for schedule(static) if ((long)N * OC >= PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        KREAL *o = out + (size_t)n * OC;
+#pragma omp simd
+        for (int j = 0; j < OC; j++) o[j] += bias[j];
+    }
+}
+
+void KNAME(matmul_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias,
+                            const KREAL *dout, const KREAL *inp, const KREAL *weight,
+                            int N, int C, int OC)
+{
+    if (dinp) GEMM(0, 0, N, C, OC, K(1), dout, OC, weight, C, K(0), dinp, C);
+    GEMM(1, 0, OC, C, N, K(1), dout, OC, inp, C, K(1), dweight, C);
+    if (!dbias) return;
+#pragma omp parallel if ((long)N * OC >= PAR_MIN)
+    {
+        int j0, j1;
+        channel_share(OC, &j0, &j1);
+        for (int n = 0; n < N && j0 < j1; n++) {
+            const KREAL *d = dout + (size_t)n * OC;
+#pragma omp simd
+            for (int j = j0; j < j1; j++) dbias[j] += d[j];
+        }
+    }
+}
+
+/* ------------------------------------------------------------ attention */
+
+/* Row i of the causal softmax, in place: a[0..i] scaled scores in,
+ * probabilities out; a[i+1..T) set to 0. */
+static inline void softmax_causal_row(KREAL *a, int i, int T)
+{
+    KREAL mx = -K(INFINITY);
+#pragma omp simd reduction(max : mx)
+    for (int j = 0; j <= i; j++) mx = a[j] > mx ? a[j] : mx;
+    KREAL s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int j = 0; j <= i; j++) {
+        KREAL e = KEXP(a[j] - mx);
+        a[j] = e;
+        s += e;
+    }
+    KREAL inv = K(1) / s;
+#pragma omp simd
+    for (int j = 0; j <= i; j++) a[j] *= inv;
+    for (int j = i + 1; j < T; j++) a[j] = 0;
+}
+
+void KNAME(attention_forward)(KREAL *out, KREAL *att, const KREAL *qkv,
+                              int B, int T, int C, int NH)
+{
+    int HS = C / NH, C3 = 3 * C;
+    KREAL scale = K(1) / KSQRT(K(HS));
+    /* One (b,h) per iteration; gemm runs single-threaded inside. */
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const KREAL *q = qkv + (size_t)b * T * C3 + (size_t)h * HS; // (T,HS) ld 3C
+            const KREAL *k = q + C, *v = q + 2 * C;
+            KREAL *a = att + ((size_t)b * NH + h) * T * T;                // (T,T)
+            KREAL *o = out + (size_t)b * T * C + (size_t)h * HS;         // (T,HS) ld C
+            for (int i0 = 0; i0 < T; i0 += ATT_BLK) {
+                int nr = imin(ATT_BLK, T - i0), nc = i0 + nr; /* rows, causal width */
+                GEMM(0, 1, nr, nc, HS, scale, q + (size_t)i0 * C3, C3, k, C3, K(0),
+                     a + (size_t)i0 * T, T);
+                for (int i = i0; i < nc; i++) softmax_causal_row(a + (size_t)i * T, i, T);
+                GEMM(0, 0, nr, HS, nc, K(1), a + (size_t)i0 * T, T, v, C3, K(0),
+                     o + (size_t)i0 * C, C);
+            }
+        }
+}
+
+void KNAME(attention_backward)(KREAL *dqkv, KREAL *scratch, const KREAL *dout,
+                               const KREAL *qkv, const KREAL *att,
+                               int B, int T, int C, int NH)
+{
+    int HS = C / NH, C3 = 3 * C;
+    KREAL scale = K(1) / KSQRT(K(HS));
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            size_t qoff = (size_t)b * T * C3 + (size_t)h * HS;
+            const KREAL *q = qkv + qoff, *k = q + C, *v = q + 2 * C;
+            KREAL *dq = dqkv + qoff, *dk = dq + C, *dv = dq + 2 * C;       // ld 3C
+            const KREAL *a = att + ((size_t)b * NH + h) * T * T;           // (T,T)
+            KREAL *d = scratch + ((size_t)b * NH + h) * T * T;             // (T,T)
+            const KREAL *dout_h = dout + (size_t)b * T * C + (size_t)h * HS; // ld C
+            /* d = datt = dout_h v^T, then through the softmax and the scale;
+             * dq = d k.  Row blocks, causal width only. */
+            for (int i0 = 0; i0 < T; i0 += ATT_BLK) {
+                int nr = imin(ATT_BLK, T - i0), nc = i0 + nr;
+                GEMM(0, 1, nr, nc, HS, K(1), dout_h + (size_t)i0 * C, C, v, C3, K(0),
+                     d + (size_t)i0 * T, T);
+                for (int i = i0; i < nc; i++) {
+                    const KREAL *ar = a + (size_t)i * T;
+                    KREAL *dr = d + (size_t)i * T;
+                    KREAL s = 0;
+#pragma omp simd reduction(+ : s)
+                    for (int j = 0; j <= i; j++) s += ar[j] * dr[j];
+#pragma omp simd
+                    for (int j = 0; j <= i; j++) dr[j] = ar[j] * (dr[j] - s) * scale;
+                    for (int j = i + 1; j < T; j++) dr[j] = 0;
+                }
+                GEMM(0, 0, nr, HS, nc, K(1), d + (size_t)i0 * T, T, k, C3, K(0),
+                     dq + (size_t)i0 * C3, C3);
+            }
+            /* dk = d^T q, dv = att^T dout_h: row j of the result sums over
+             * i >= j only, so column block j0 starts at row j0. */
+            for (int j0 = 0; j0 < T; j0 += ATT_BLK) {
+                int nr = imin(ATT_BLK, T - j0), kk = T - j0;
+                size_t diag = (size_t)j0 * T + j0;
+                GEMM(1, 0, nr, HS, kk, K(1), d + diag, T, q + (size_t)j0 * C3, C3, K(0),
+                     dk + (size_t)j0 * C3, C3);
+                GEMM(1, 0, nr, HS, kk, K(1), a + diag, T, dout_h + (size_t)j0 * C, C, K(0),
+                     dv + (size_t)j0 * C3, C3);
+            }
+        }
+}
+
+/* ------------------------------------------------------------ gelu */
+
+#define GELU_S K(0.7978845608028654) /* sqrt(2/pi) */
+#define GELU_A K(0.044715)
+
+/* float: 0.5x(1 + tanh u) = x sigmoid(2u) = x / (1 + exp(-2u)), with no
+ * cancellation for negative x; double keeps the textbook tanh form, so the
+ * float-vs-double test checks the rewrite. */
+void KNAME(gelu_forward)(KREAL *out, const KREAL *inp, size_t N)
+{
+#pragma omp parallel for simd schedule(static) if (N >= PAR_MIN)
+    for (size_t i = 0; i < N; i++) {
+        KREAL x = inp[i];
+        KREAL u = GELU_S * (x + GELU_A * x * x * x);
+#ifdef KERNELS_F64
+        out[i] = 0.5 * x * (1.0 + tanh(u));
+#else
+        out[i] = x / (1.0f + fast_expf(-2.0f * u));
+#endif
+    }
+}
+
+void KNAME(gelu_backward)(KREAL *dinp, const KREAL *inp, const KREAL *dout, size_t N)
+{
+#pragma omp parallel for simd schedule(static) if (N >= PAR_MIN)
+    for (size_t i = 0; i < N; i++) {
+        KREAL x = inp[i];
+        KREAL u = GELU_S * (x + GELU_A * x * x * x);
+        KREAL du = GELU_S * (K(1) + K(3) * GELU_A * x * x);
+#ifdef KERNELS_F64
+        double th = tanh(u);
+        double g = 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * du;
+#else
+        /* sig = sigmoid(2u), 1 - sig = e sig, sech^2 u = 4 sig (1 - sig);
+         * the exponent is capped so that e sig stays finite. */
+        float mu = -2.0f * u;
+        float e = fast_expf(mu < 80.0f ? mu : 80.0f);
+        float sig = 1.0f / (1.0f + e);
+        float g = sig + 2.0f * x * sig * (e * sig) * du;
+#endif
+        dinp[i] = g * dout[i];
+    }
+}
+
+/* ------------------------------------------------------------ residual */
+
+void KNAME(residual_forward)(KREAL *out, const KREAL *a, const KREAL *b, size_t N)
+{
+#pragma omp parallel for simd schedule(static) if (N >= PAR_MIN)
+    for (size_t i = 0; i < N; i++) out[i] = a[i] + b[i];
+}
+
+/* ------------------------------------------------------------ cross-entropy */
+
+/* Number of real (< V) columns among this shard's [v0, v0+Vs). */
+static inline int ce_real_cols(int Vs, int v0, int V)
+{
+    long r = (long)V - v0;
+    return r < 0 ? 0 : (r > Vs ? Vs : (int)r);
+}
+
+void KNAME(crossentropy_max)(KREAL *maxes, const KREAL *logits, int N, int Vs, int v0, int V)
+{
+    int nv = ce_real_cols(Vs, v0, V);
+#pragma omp parallel for schedule(static) if ((long)N * nv >= PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        const KREAL *l = logits + (size_t)n * Vs;
+        KREAL mx = -K(INFINITY);
+#pragma omp simd reduction(max : mx)
+        for (int j = 0; j < nv; j++) mx = l[j] > mx ? l[j] : mx;
+        maxes[n] = mx;
+    }
+}
+
+void KNAME(crossentropy_sumexp)(KREAL *sums, KREAL *tlogit, const KREAL *logits,
+                                const KREAL *maxes, const int32_t *targets,
+                                int N, int Vs, int v0, int V)
+{
+    int nv = ce_real_cols(Vs, v0, V);
+#pragma omp parallel for schedule(static) if ((long)N * nv >= PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        const KREAL *l = logits + (size_t)n * Vs;
+        KREAL mx = maxes[n], s = 0;
+#pragma omp simd reduction(+ : s)
+        for (int j = 0; j < nv; j++) s += KEXP(l[j] - mx);
+        sums[n] = s;
+        long t = (long)targets[n] - v0;
+        tlogit[n] = (t >= 0 && t < nv) ? l[t] : K(0);
+    }
+}
+
+void KNAME(crossentropy_loss)(KREAL *losses, const KREAL *maxes, const KREAL *sums,
+                              const KREAL *tlogit, int N)
+{
+#pragma omp parallel for schedule(static) if (N >= PAR_MIN)
+    for (int n = 0; n < N; n++) losses[n] = KLOG(sums[n]) + maxes[n] - tlogit[n];
+}
+
+/* dlogits may alias logits: every element is read before it is written. */
+void KNAME(crossentropy_backward)(KREAL *dlogits, const KREAL *logits,
+                                  const KREAL *maxes, const KREAL *sums,
+                                  const int32_t *targets, KREAL dloss,
+                                  int N, int Vs, int v0, int V)
+{
+    int nv = ce_real_cols(Vs, v0, V);
+#pragma omp parallel for schedule(static) if ((long)N * Vs >= PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        const KREAL *l = logits + (size_t)n * Vs;
+        KREAL *d = dlogits + (size_t)n * Vs;
+        KREAL mx = maxes[n], inv = K(1) / sums[n];
+        long t = (long)targets[n] - v0;
+        KREAL pt = (t >= 0 && t < nv) ? KEXP(l[t] - mx) * inv : K(0);
+#pragma omp simd
+        for (int j = 0; j < nv; j++) d[j] = KEXP(l[j] - mx) * inv * dloss;
+        for (int j = nv; j < Vs; j++) d[j] = 0;
+        if (t >= 0 && t < nv) d[t] = (pt - K(1)) * dloss;
+    }
+}
+
+/* ------------------------------------------------------------ AdamW */
+
+/* As torch.optim.AdamW (foreach=False): p *= 1 - lr wd; m = lerp(m, g, 1-b1);
+ * v = b2 v + (1-b2) g^2; p -= (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps). */
+void KNAME(adamw_update)(KREAL *param, const KREAL *grad, KREAL *m, KREAL *v, size_t n,
+                         KREAL lr, KREAL beta1, KREAL beta2, KREAL eps, KREAL wd, int t)
+{
+    double bc1 = 1.0 - pow((double)beta1, t), bc2 = 1.0 - pow((double)beta2, t);
+    KREAL step = (KREAL)((double)lr / bc1);
+    KREAL bc2s = (KREAL)sqrt(bc2);
+    KREAL decay = (KREAL)(1.0 - (double)lr * (double)wd);
+    KREAL w1 = K(1) - beta1, w2 = K(1) - beta2;
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        KREAL g = grad[i];
+        KREAL mi = m[i] + w1 * (g - m[i]);
+        KREAL vi = v[i] * beta2 + w2 * (g * g);
+        KREAL denom = KSQRT(vi) / bc2s + eps;
+        param[i] = param[i] * decay - step * (mi / denom);
+        m[i] = mi;
+        v[i] = vi;
+    }
+}
+
+/* ------------------------------------------------------------ norms */
+
+/* Fixed chunking (not per thread), so the sum is the same on any number of
+ * threads. */
+#define SUMSQ_CHUNKS 256
+
+double KNAME(sumsq)(const KREAL *x, size_t n)
+{
+    double part[SUMSQ_CHUNKS];
+    size_t len = (n + SUMSQ_CHUNKS - 1) / SUMSQ_CHUNKS;
+#pragma omp parallel for schedule(static) if (n >= 4 * PAR_MIN)
+    for (int c = 0; c < SUMSQ_CHUNKS; c++) {
+        size_t lo = (size_t)c * len, hi = lo + len < n ? lo + len : n;
+        double s = 0;
+#pragma omp simd reduction(+ : s)
+        for (size_t i = lo; i < hi; i++) s += (double)x[i] * (double)x[i];
+        part[c] = s;
+    }
+    double total = 0;
+    for (int c = 0; c < SUMSQ_CHUNKS; c++) total += part[c];
+    return total;
+}
+
+void KNAME(scale_inplace)(KREAL *x, size_t n, KREAL s)
+{
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) x[i] *= s;
+}

@@ -1,0 +1,133 @@
+/* log.c -- rank-0 printing, fatal errors, checked allocation. */
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int g_rank = 0; /* the only global: who is talking, for messages */
+
+void log_set_rank(int rank) { g_rank = rank; }
+int log_rank(void) { return g_rank; }
+
+void log_info(const char *fmt, ...)
+{
+    if (g_rank != 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stdout, fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}
+
+void log_warn(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "[rank %d] warning: ", g_rank);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    fflush(stderr);
+}
+
+void die_at(const char *file, int line, const char *hint, const char *fmt, ...)
+{
+    va_list ap;
+    fflush(stdout);
+    fprintf(stderr, "[rank %d] error at %s:%d: ", g_rank, file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    if (hint && *hint) fprintf(stderr, "  hint: %s\n", hint);
+    fflush(stderr);
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (inited && !finalized) MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+void die_all(const char *hint, const char *fmt, ...)
+{
+    if (g_rank == 0) {
+        va_list ap;
+        fflush(stdout);
+        fprintf(stderr, "error: ");
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+        if (hint && *hint) fprintf(stderr, "  hint: %s\n", hint);
+        fflush(stderr);
+    }
+    exit_all(1);
+}
+
+void exit_all(int status)
+{
+    fflush(stdout);
+    fflush(stderr);
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (inited && !finalized) MPI_Finalize();
+    exit(status);
+}
+
+void mpi_fail(const char *file, int line, const char *call, int rc)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    die_at(file, line, "an MPI call failed: check the launcher, the network and that all ranks run the same binary",
+           "%s failed: %s", call, msg);
+}
+
+void *xmalloc_at(const char *file, int line, size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        die_at(file, line, "reduce the model or micro-batch size, or use more ranks (`triad plan` tells what fits)",
+               "out of memory allocating %zu bytes", n);
+    return p;
+}
+
+void *xcalloc_at(const char *file, int line, size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p)
+        die_at(file, line, "reduce the model or micro-batch size, or use more ranks",
+               "out of memory allocating %zu x %zu bytes", n, size);
+    return p;
+}
+
+void *xalloc_aligned_at(const char *file, int line, size_t n)
+{
+    void *p = NULL;
+    size_t rounded = (n + 63) / 64 * 64;
+    if (posix_memalign(&p, 64, rounded ? rounded : 64) != 0)
+        die_at(file, line, "reduce the model or micro-batch size, or use more ranks",
+               "out of memory allocating %zu bytes", n);
+    memset(p, 0, rounded);
+    return p;
+}
+
+int mpi_agree_error(MPI_Comm comm, int failed, char *msg, size_t len)
+{
+    int rank, size, first;
+    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    MPI_CHECK(MPI_Comm_size(comm, &size));
+    int mine = failed ? rank : size;
+    MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm));
+    if (first == size) return 0;
+    char buf[4096] = {0};
+    if (rank == first) snprintf(buf, sizeof buf, "%s", msg);
+    MPI_CHECK(MPI_Bcast(buf, (int)sizeof buf, MPI_CHAR, first, comm));
+    snprintf(msg, len, "%s", buf);
+    return -1;
+}
+
+double wtime(void) { return MPI_Wtime(); }

@@ -1,0 +1,123 @@
+/* main.c -- triad: train a GPT across tp x dp x pp MPI ranks.
+ *
+ *   init MPI -> read the deck -> the process grid -> train -> finalize
+ *
+ * Subcommands: `triad DECK` trains, `triad check DECK` validates and echoes
+ * the effective deck, `triad --doc` prints the input reference. */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "build_config.h"
+#include "config.h"
+#include "gemm.h"
+#include "log.h"
+#include "topo.h"
+#include "train.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: mpirun -n N triad DECK [group.key=value ...]   train as the deck says\n"
+            "       triad check DECK [group.key=value ...]         validate the deck, print the effective deck\n"
+            "       triad --doc                                    print the input reference (docs/input.md)\n"
+            "       triad --help | --version\n"
+            "\n"
+            "DECK is a Fortran namelist (&model, &parallel, &train, &data, &io); any key can be\n"
+            "overridden on the command line, e.g. `triad input/demo.nml train.steps=100`.\n"
+            "The number of ranks must equal tp * dp * pp (dp = 0 in the deck takes the rest).\n"
+            "Exit status: 0 done, 1 error, 3 stopped cleanly with a checkpoint (requeue).\n"
+            "Reference: docs/input.md; files: docs/formats.md.\n");
+}
+
+/* Rank 0 reads and validates; everyone gets the result.  On an error rank 0
+ * prints it once and all ranks exit with status 1. */
+static void read_config(struct config *cfg, const char *path, int noverride, char **overrides, int world)
+{
+    struct config_error err;
+    memset(&err, 0, sizeof err);
+    int rank, rc = 0;
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    if (rank == 0) {
+        config_defaults(cfg);
+        rc = config_read_file(cfg, path, &err);
+        for (int i = 0; rc == 0 && i < noverride; i++) rc = config_override(cfg, overrides[i], &err);
+        if (rc == 0) rc = config_validate(cfg, world, &err);
+        if (rc != 0) config_error_print(stderr, &err);
+    }
+    MPI_CHECK(MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (rc != 0) exit_all(EXIT_ERROR);
+    MPI_CHECK(MPI_Bcast(cfg, (int)sizeof *cfg, MPI_BYTE, 0, MPI_COMM_WORLD));
+}
+
+static char *echo_deck(const struct config *cfg)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) die("open_memstream failed");
+    config_echo(f, cfg);
+    fclose(f);
+    return text;
+}
+
+int main(int argc, char **argv)
+{
+    int provided, rank, world;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
+    log_set_rank(rank);
+
+    if (argc < 2) {
+        if (rank == 0) usage(stderr);
+        exit_all(EXIT_ERROR);
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+        if (rank == 0) usage(stdout);
+        exit_all(EXIT_DONE);
+    }
+    if (!strcmp(cmd, "--version")) {
+        log_info("%s %s\n", PACKAGE_NAME, PACKAGE_VERSION);
+        exit_all(EXIT_DONE);
+    }
+    if (!strcmp(cmd, "--doc")) {
+        if (rank == 0) config_doc_markdown(stdout);
+        exit_all(EXIT_DONE);
+    }
+    int check = !strcmp(cmd, "check");
+    int first = check ? 2 : 1;
+    if (first >= argc || argv[first][0] == '-') {
+        if (rank == 0) {
+            fprintf(stderr, "error: %s\n", first >= argc ? "no deck given" : "unknown option");
+            usage(stderr);
+        }
+        exit_all(EXIT_ERROR);
+    }
+
+    struct config cfg;
+    read_config(&cfg, argv[first], argc - first - 1, argv + first + 1, world);
+    char *deck = echo_deck(&cfg);
+    if (check) {
+        log_info("%s", deck);
+        free(deck);
+        exit_all(EXIT_DONE);
+    }
+
+    if (cfg.train.threads > 0) omp_set_num_threads((int)cfg.train.threads);
+    struct grid g;
+    grid_init(&g, (int)cfg.parallel.tp, config_dp(&cfg, world), (int)cfg.parallel.pp);
+    char desc[256];
+    grid_describe(&g, desc, sizeof desc);
+    log_info("triad %s: %s\n", PACKAGE_VERSION, desc);
+    log_info("effective deck:\n%s", deck);
+
+    int status = train_run(&cfg, &g, deck);
+
+    free(deck);
+    grid_free(&g);
+    MPI_Finalize();
+    return status;
+}

@@ -1,0 +1,64 @@
+/* metrics.h -- timers, the progress line, metrics.h5. */
+#ifndef TRIAD_METRICS_H
+#define TRIAD_METRICS_H
+
+#include <hdf5.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "comm.h"
+
+/* Phases of a step; one table, reduced min/avg/max over ranks at the end. */
+#define TIMER_LIST(X)          \
+    X(T_DATA, "data")          \
+    X(T_FORWARD, "forward")    \
+    X(T_BACKWARD, "backward")  \
+    X(T_DP_REDUCE, "dp reduce") \
+    X(T_OPTIMIZER, "optimizer") \
+    X(T_IO, "io")              \
+    X(T_STEP, "step total")
+#define TIMER_ENUM(id, name) id,
+enum timer_id { TIMER_LIST(TIMER_ENUM) NUM_TIMERS };
+#undef TIMER_ENUM
+
+struct timers {
+    double total[NUM_TIMERS];
+    double started[NUM_TIMERS];
+};
+
+static inline void timer_start(struct timers *t, enum timer_id id) { t->started[id] = MPI_Wtime(); }
+static inline void timer_stop(struct timers *t, enum timer_id id)
+{
+    t->total[id] += MPI_Wtime() - t->started[id];
+}
+
+/* min / avg / max over the world's ranks, printed by rank 0.  Collective. */
+void timers_print_summary(const struct timers *t, MPI_Comm world, int steps, FILE *f);
+
+/* One row of metrics per step. */
+struct step_metrics {
+    int64_t step;           /* 1-based: the number of optimizer steps done */
+    double loss, lr, grad_norm, loss_scale, tokens_per_s, mfu, step_time;
+    int skipped;
+};
+
+/* metrics.h5 (rank 0 only; other ranks hold a closed writer). */
+struct metrics_file {
+    hid_t file;
+    hid_t dset[9];
+    hsize_t rows;
+    int flush_every;
+};
+
+/* Create <run_dir>/metrics.h5, or continue an existing one after a restart,
+ * dropping rows with step > first_step - 1.  deck = the effective deck text. */
+int metrics_open(struct metrics_file *mf, const char *run_dir, const char *deck, int64_t first_step,
+                 int flush_every, char *err, size_t errlen);
+int metrics_append(struct metrics_file *mf, const struct step_metrics *s);
+/* Store per-rank timer totals (gathered) as /timers/<name> [world]. */
+int metrics_close(struct metrics_file *mf, const double *timer_totals_all, int world);
+
+/* The progress line. */
+void metrics_print_step(FILE *f, const struct step_metrics *s, int64_t total_steps, double eta_s);
+
+#endif

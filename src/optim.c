@@ -1,0 +1,83 @@
+/* optim.c -- DP gradient reduction, global-norm clipping, AdamW, lr schedule. */
+#include "optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "log.h"
+
+static const double PI = 3.14159265358979323846;
+
+void optim_init(struct optim *o, const struct model *m, const struct config *cfg)
+{
+    memset(o, 0, sizeof *o);
+    size_t total = 0;
+    for (int i = 0; i < NUM_PARAMS; i++) total += (m->size[i] + 15) / 16 * 16;
+    o->m_mem = xalloc_aligned(total * sizeof(float));
+    o->v_mem = xalloc_aligned(total * sizeof(float));
+    size_t off = 0;
+    for (int i = 0; i < NUM_PARAMS; i++) {
+        o->m[i] = o->m_mem + off;
+        o->v[i] = o->v_mem + off;
+        off += (m->size[i] + 15) / 16 * 16;
+    }
+    o->beta1 = cfg->train.beta1;
+    o->beta2 = cfg->train.beta2;
+    o->eps = cfg->train.eps;
+    o->weight_decay = cfg->train.weight_decay;
+    o->grad_clip = cfg->train.grad_clip;
+}
+
+void optim_free(struct optim *o)
+{
+    free(o->m_mem);
+    free(o->v_mem);
+    memset(o, 0, sizeof *o);
+}
+
+double lr_at(const struct config *cfg, int64_t step)
+{
+    double lr = cfg->train.lr, min_lr = cfg->train.min_lr;
+    int64_t warm = cfg->train.warmup_steps, total = cfg->train.steps;
+    if (step < warm) return lr * (double)(step + 1) / (double)warm;
+    if (config_is(cfg->train.lr_schedule, "constant")) return lr;
+    int64_t span = total - warm;
+    if (span <= 1) return lr;
+    double ratio = (double)(step - warm) / (double)(span - 1); /* 0 .. 1 at the last step */
+    if (ratio > 1) ratio = 1;
+    return min_lr + 0.5 * (1.0 + cos(PI * ratio)) * (lr - min_lr);
+}
+
+void optim_reduce_grads(struct model *m, struct comm *c)
+{
+    if (c->grid->dp == 1) return;
+    /* one call over the contiguous gradient memory (tensors are packed with
+     * 64-byte padding, which is zero and stays zero) */
+    size_t total = 0;
+    for (int i = 0; i < NUM_PARAMS; i++) total += (m->size[i] + 15) / 16 * 16;
+    comm_allreduce_sum_f32(c, CG_DP, m->grads_mem, total);
+}
+
+double optim_grad_norm(const struct model *m, struct comm *c)
+{
+    (void)c; /* with TP/PP the partial sums meet over tp_comm and pp_comm */
+    double ss = 0;
+    for (int i = 0; i < NUM_PARAMS; i++) ss += sumsq(m->grad[i], m->size[i]);
+    return sqrt(ss);
+}
+
+void optim_update(struct optim *o, struct model *m, double grad_norm, double lr, int64_t t)
+{
+    double coef = o->grad_clip > 0 ? o->grad_clip / (grad_norm + 1e-6) : 1.0; /* as PyTorch */
+    if (coef < 1.0) {
+        float s = (float)coef;
+        for (int i = 0; i < NUM_PARAMS; i++) scale_inplace(m->grad[i], m->size[i], s);
+    }
+    for (int i = 0; i < NUM_PARAMS; i++) {
+        float wd = param_table[i].decay ? (float)o->weight_decay : 0.0f;
+        adamw_update(m->param[i], m->grad[i], o->m[i], o->v[i], m->size[i], (float)lr, (float)o->beta1,
+                     (float)o->beta2, (float)o->eps, wd, (int)t);
+    }
+}

@@ -1,0 +1,21 @@
+#!/bin/sh
+# install-deps.sh -- the Debian/Ubuntu packages triad needs to build, test and
+# run (as root, or through sudo).  Does nothing when all are installed.
+set -eu
+PKGS="build-essential autoconf automake libtool pkg-config
+openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libopenblas-dev
+python3 python3-h5py python3-numpy python3-matplotlib"
+
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -z "$missing" ]; then
+    echo "install-deps: all packages present"
+    exit 0
+fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+echo "install-deps: installing$missing"
+$SUDO apt-get update -q
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing

@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""make_tokens.py -- write (or check) llm.c token shards for triad's kind = 'tokens'.
+
+A shard is a header of 256 little-endian int32 (magic 20240520, version 1,
+token count, the rest 0) followed by the tokens as little-endian uint16.
+triad globs the shards, concatenates them in sorted-name order and cuts
+windows of seq_len+1 tokens (docs/data.md).
+
+  make_tokens.py book.txt data/book            the file's bytes are the tokens
+                                               -> data/book_000000.bin, ...
+  make_tokens.py --ints ids.txt data/ids       integers separated by blanks or commas
+  echo 1 2 3 | make_tokens.py --ints - x       '-' reads standard input
+  make_tokens.py --info 'data/book_*.bin'      check shards and summarise them
+
+Only the Python standard library is used.
+"""
+
+import argparse
+import array
+import glob
+import os
+import re
+import struct
+import sys
+
+MAGIC = 20240520
+VERSION = 1
+HEADER_INTS = 256
+HEADER_BYTES = 4 * HEADER_INTS
+MAX_TOKEN = 65535  # uint16
+
+
+def fail(msg, hint=None):
+    sys.stderr.write("make_tokens.py: error: %s\n" % msg)
+    if hint:
+        sys.stderr.write("  hint: %s\n" % hint)
+    sys.exit(1)
+
+
+def read_input(path, ints, vocab_size):
+    """The tokens of `path` as an array('H')."""
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(path, "rb") as f:
+                data = f.read()
+    except OSError as e:
+        fail("cannot read %s: %s" % (path, e.strerror))
+    if not ints:
+        toks = array.array("H", iter(data))  # bytes 0..255, as kind = 'text' reads them
+    else:
+        toks = array.array("H")
+        text = data.decode("ascii", errors="replace")
+        for k, word in enumerate(w for w in re.split(r"[\s,]+", text) if w):
+            try:
+                v = int(word, 0)
+            except ValueError:
+                fail("%s: item %d ('%s') is not an integer" % (path, k, word[:40]))
+            if not 0 <= v <= MAX_TOKEN:
+                fail("%s: item %d is %d, outside [0, %d]" % (path, k, v, MAX_TOKEN),
+                     "llm.c GPT-2 shards hold uint16 tokens")
+            toks.append(v)
+    if vocab_size and toks:
+        mx = max(toks)
+        if mx >= vocab_size:
+            fail("%s: token %d is %d, not below --vocab-size %d"
+                 % (path, toks.index(mx), mx, vocab_size),
+                 "raise the vocabulary to at least %d" % (mx + 1))
+    return toks
+
+
+def write_shards(toks, prefix, shard_tokens):
+    d = os.path.dirname(prefix)
+    if d:
+        os.makedirs(d, exist_ok=True)
+    nshards = max(1, (len(toks) + shard_tokens - 1) // shard_tokens)
+    names = []
+    for s in range(nshards):
+        part = toks[s * shard_tokens:(s + 1) * shard_tokens]
+        if sys.byteorder != "little":
+            part = array.array("H", part)
+            part.byteswap()
+        header = [0] * HEADER_INTS
+        header[0], header[1], header[2] = MAGIC, VERSION, len(part)
+        name = "%s_%06d.bin" % (prefix, s)
+        tmp = name + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(struct.pack("<%di" % HEADER_INTS, *header))
+            f.write(part.tobytes())
+        os.replace(tmp, name)  # never leave a half-written shard under the final name
+        names.append(name)
+    return names
+
+
+def check_shard(path):
+    """(tokens, max token) of a valid shard, or an error string."""
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(HEADER_BYTES)
+            if len(head) < HEADER_BYTES:
+                return "%d bytes, shorter than the %d-byte header" % (size, HEADER_BYTES)
+            magic, version, n = struct.unpack("<3i", head[:12])
+            if magic != MAGIC:
+                return "magic %d, expected %d: not an llm.c token shard" % (magic, MAGIC)
+            if version != VERSION:
+                return "version %d, expected %d" % (version, VERSION)
+            if size != HEADER_BYTES + 2 * n:
+                return "header says %d tokens, the file holds %d" % (n, (size - HEADER_BYTES) // 2)
+            toks = array.array("H", f.read())
+    except OSError as e:
+        return e.strerror
+    if sys.byteorder != "little":
+        toks.byteswap()
+    return n, (max(toks) if toks else 0)
+
+
+def info(pattern):
+    files = sorted(glob.glob(pattern)) or ([pattern] if os.path.exists(pattern) else [])
+    if not files:
+        fail("no file matches '%s'" % pattern)
+    total, mx, bad = 0, 0, 0
+    for name in files:
+        r = check_shard(name)
+        if isinstance(r, str):
+            print("%s: error: %s" % (name, r))
+            bad += 1
+            continue
+        print("%s: %d tokens, max token %d" % (name, r[0], r[1]))
+        total += r[0]
+        mx = max(mx, r[1])
+    print("%d shard(s), %d tokens, max token %d (needs vocab_size >= %d)"
+          % (len(files), total, mx, mx + 1))
+    return 1 if bad else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(
+        description="Convert a text file (bytes as tokens) or a list of integer token ids "
+                    "into llm.c token shards for triad's &data kind = 'tokens'.")
+    ap.add_argument("input", help="input file ('-' for stdin), or with --info a glob of shards")
+    ap.add_argument("output", nargs="?",
+                    help="output prefix: writes PREFIX_000000.bin, PREFIX_000001.bin, ...")
+    ap.add_argument("--ints", action="store_true",
+                    help="input holds integer token ids separated by blanks or commas")
+    ap.add_argument("--shard-tokens", type=int, default=100_000_000,
+                    help="tokens per shard (default 100000000, as llm.c)")
+    ap.add_argument("--vocab-size", type=int, default=0,
+                    help="fail if a token is not below this")
+    ap.add_argument("--info", action="store_true", help="check shards and summarise them")
+    a = ap.parse_args()
+    if a.info:
+        return info(a.input)
+    if not a.output:
+        ap.error("the output prefix is missing")
+    if a.shard_tokens < 1:
+        ap.error("--shard-tokens must be at least 1")
+    toks = read_input(a.input, a.ints, a.vocab_size)
+    names = write_shards(toks, a.output, a.shard_tokens)
+    print("wrote %d shard(s), %d tokens, max token %d; in the deck: kind = 'tokens', path = '%s_*.bin'"
+          % (len(names), len(toks), max(toks) if toks else 0, a.output))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
