@@ -816,9 +816,6 @@ static int check_features(const struct config *cfg, struct config_error *err)
     if (config_is(cfg->train.device, "cuda"))
         return not_yet(err, "set device = 'cpu'", "the CUDA backend (device = 'cuda')");
     if (cfg->io.trace) return not_yet(err, "set trace = .false.", "the timeline trace (trace = .true.)");
-    if (cfg->io.restart[0])
-        return not_yet(err, "remove restart from &io (or set restart = '')",
-                       "restarting from a checkpoint (restart = '%.*s')", SHOW, cfg->io.restart);
     return 0;
 }
 

@@ -43,7 +43,8 @@ static void read_config(struct config *cfg, const char *path, int noverride, cha
         config_defaults(cfg);
         rc = config_read_file(cfg, path, &err);
         for (int i = 0; rc == 0 && i < noverride; i++) rc = config_override(cfg, overrides[i], &err);
-        if (rc == 0) rc = config_validate(cfg, world, &err);
+        if (rc == 0 && (rc = config_validate(cfg, world, &err)) != 0 && !err.file[0])
+            snprintf(err.file, sizeof err.file, "%s", path); /* cross-checks have no line */
         if (rc != 0) config_error_print(stderr, &err);
     }
     MPI_CHECK(MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD));

@@ -365,7 +365,6 @@ static const struct bad_combo bad_combos[] = {
     { "&train recompute = 'full' /", 1, "recompute = 'full') is not available", "set recompute = 'none'" },
     { "&train device = 'cuda' /", 1, "device = 'cuda') is not available", "set device = 'cpu'" },
     { "&io trace = T /", 1, "trace = .true.) is not available", "set trace = .false." },
-    { "&io restart = 'auto' /", 1, "restart = 'auto') is not available", "restart = ''" },
     { "&parallel dp = 4 /", 2, "tp * dp * pp = 1 * 4 * 1 = 4, but 2 ranks were launched",
       "set dp = 2 (or dp = 0 to derive it), or launch 4 ranks" },
     { "&train batch_size = 10 /", 4, "batch_size = 10 is not divisible by dp = 4", "use batch_size = 8 or 12" },
