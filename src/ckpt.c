@@ -25,30 +25,54 @@ static int agree(int rc, char *err, size_t errlen, const struct grid *g)
     return mpi_agree_error(g->world_comm, rc != 0, err, errlen);
 }
 
-/* One tensor of one layer: its dataset path and logical shape. */
+/* One tensor of one layer: its dataset, its logical shape, and the blocks of
+ * it that this rank holds (one, or three for qkv's q/k/v thirds). */
 struct tensor_ref {
     char path[128];
-    hsize_t dims[2];
-    int rank;        /* 1 or 2 */
-    size_t elems;    /* logical elements (wte without padding) */
-    float *local;    /* this rank's copy, or NULL if it holds none */
+    int rank;              /* 1 (vectors) or 2 */
+    hsize_t dims[2];       /* logical shape (wte without padding) */
+    hsize_t start[3][2], count[3][2];
+    int nblocks;
+    size_t elems;          /* elements of this rank's selection */
+    int replicated;        /* identical on every tp rank */
+    float *local;          /* this rank's copy, or NULL if it holds none */
 };
 
 static void tensor_ref(struct tensor_ref *t, const char *prefix, const struct model *m, float *const *base,
                        enum param_id id, int layer)
 {
     const struct model_dims *d = &m->d;
-    size_t rows, cols;
+    size_t rows, cols, lrows, lcols;
     param_shape(d, id, &rows, &cols);
+    param_local_shape(d, id, &lrows, &lcols);
     if (id == P_WTE) rows = (size_t)d->V;
     if (param_table[id].per_layer)
         snprintf(t->path, sizeof t->path, "%s/h.%d/%s", prefix, layer, param_table[id].name);
     else
         snprintf(t->path, sizeof t->path, "%s/%s", prefix, param_table[id].name);
-    t->rank = rows == 1 ? 1 : 2;
-    t->dims[0] = rows == 1 ? cols : rows;
+    t->rank = cols == 1 ? 1 : 2;
+    t->dims[0] = rows;
     t->dims[1] = cols;
-    t->elems = rows * cols;
+    t->replicated = param_table[id].shard == SHARD_NONE;
+
+    /* this rank's blocks, in the order they lie in its local buffer */
+    size_t r0, c0;
+    param_logical_index(d, id, 0, 0, &r0, &c0);
+    t->nblocks = param_table[id].shard == SHARD_ROWS3 ? 3 : 1;
+    size_t brows = lrows / (size_t)t->nblocks;
+    t->elems = 0;
+    for (int b = 0; b < t->nblocks; b++) {
+        size_t rb;
+        param_logical_index(d, id, (size_t)b * brows, 0, &rb, &c0);
+        size_t n = brows;
+        if (rb >= rows) n = 0;                    /* wte: a shard of padding only */
+        else if (rb + n > rows) n = rows - rb;    /* wte: the last real rows */
+        t->start[b][0] = rb;
+        t->start[b][1] = c0;
+        t->count[b][0] = n;
+        t->count[b][1] = lcols;
+        t->elems += n * lcols;
+    }
     t->local = NULL;
     if (!param_table[id].per_layer) {
         t->local = base[id];
@@ -56,6 +80,16 @@ static void tensor_ref(struct tensor_ref *t, const char *prefix, const struct mo
         size_t per = m->size[id] / (size_t)d->Lp;
         t->local = base[id] + (size_t)(layer - d->l0) * per;
     }
+}
+
+/* Select this rank's blocks in the file space (nothing if it has none). */
+static void select_blocks(hid_t fs, const struct tensor_ref *t, int take)
+{
+    H5Sselect_none(fs);
+    if (!take) return;
+    for (int b = 0; b < t->nblocks; b++)
+        if (t->count[b][0] > 0)
+            H5Sselect_hyperslab(fs, H5S_SELECT_OR, t->start[b], NULL, t->count[b], NULL);
 }
 
 /* Walk every tensor of every layer in a fixed order (the same on all ranks). */
@@ -81,10 +115,12 @@ static int write_tensor(hid_t file, struct tensor_ref *t, const struct grid *g, 
     H5Pset_create_intermediate_group(lcpl, 1);
     hid_t fs = H5Screate_simple(t->rank, t->dims, NULL);
     hid_t ds = H5Dcreate2(file, t->path, H5T_NATIVE_FLOAT, fs, lcpl, H5P_DEFAULT, H5P_DEFAULT);
-    int writer = t->local != NULL && g->dp_rank == 0;
+    /* one writer per shard: data-parallel replica 0, and tp rank 0 of a
+     * replicated tensor */
+    int writer = t->local != NULL && g->dp_rank == 0 && (!t->replicated || g->tp_rank == 0);
     hsize_t n = writer ? t->elems : 0;
     hid_t ms = H5Screate_simple(1, &n, NULL);
-    if (!writer) H5Sselect_none(fs);
+    select_blocks(fs, t, writer);
     hid_t dx = H5Pcreate(H5P_DATASET_XFER);
     H5Pset_dxpl_mpio(dx, H5FD_MPIO_COLLECTIVE);
     static const float nothing = 0; /* HDF5 wants a buffer even for an empty selection */
@@ -121,6 +157,7 @@ static int read_tensor(hid_t file, struct tensor_ref *t, const struct grid *g, c
     } else if (t->local) {
         hsize_t n = t->elems;
         hid_t ms = H5Screate_simple(1, &n, NULL);
+        select_blocks(fs, t, 1);
         if (H5Dread(ds, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, t->local) < 0) {
             snprintf(err, errlen, "reading %s failed (truncated or corrupted file?)", t->path);
             rc = -1;

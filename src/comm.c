@@ -51,6 +51,17 @@ void comm_step_begin(struct comm *c)
     memset(&c->step, 0, sizeof c->step);
 }
 
+void comm_totals(const struct comm *c, struct comm_counts *out)
+{
+    *out = c->total;
+    for (int g = 0; g < CG_COUNT; g++)
+        for (int o = 0; o < CO_COUNT; o++) {
+            out->bytes[g][o] += c->step.bytes[g][o];
+            out->seconds[g][o] += c->step.seconds[g][o];
+            out->calls[g][o] += c->step.calls[g][o];
+        }
+}
+
 static void account(struct comm *c, enum comm_group g, enum comm_op op, size_t bytes, double t0)
 {
     c->step.bytes[g][op] += (double)bytes;
@@ -82,6 +93,11 @@ void comm_allreduce_sum_f64(struct comm *c, enum comm_group g, double *buf, size
     allreduce(c, g, buf, n, sizeof *buf, MPI_DOUBLE, MPI_SUM);
 }
 
+void comm_allreduce_max_f32(struct comm *c, enum comm_group g, float *buf, size_t n)
+{
+    allreduce(c, g, buf, n, sizeof *buf, MPI_FLOAT, MPI_MAX);
+}
+
 void comm_allreduce_max_f64(struct comm *c, enum comm_group g, double *buf, size_t n)
 {
     allreduce(c, g, buf, n, sizeof *buf, MPI_DOUBLE, MPI_MAX);
@@ -90,6 +106,29 @@ void comm_allreduce_max_f64(struct comm *c, enum comm_group g, double *buf, size
 void comm_allreduce_max_int(struct comm *c, enum comm_group g, int *buf, size_t n)
 {
     allreduce(c, g, buf, n, sizeof *buf, MPI_INT, MPI_MAX);
+}
+
+static int group_size(const struct comm *c, enum comm_group g)
+{
+    int n;
+    MPI_CHECK(MPI_Comm_size(comm_of(c, g), &n));
+    return n;
+}
+
+void comm_allgather_f32(struct comm *c, enum comm_group g, float *full, const float *part, size_t n)
+{
+    if (n > (size_t)INT_MAX) die("all-gather of %zu elements per rank exceeds MPI's int count", n);
+    double t0 = wtime();
+    MPI_CHECK(MPI_Allgather(part, (int)n, MPI_FLOAT, full, (int)n, MPI_FLOAT, comm_of(c, g)));
+    account(c, g, CO_ALLGATHER, n * sizeof(float) * (size_t)group_size(c, g), t0);
+}
+
+void comm_reduce_scatter_f32(struct comm *c, enum comm_group g, float *part, const float *full, size_t n)
+{
+    if (n > (size_t)INT_MAX) die("reduce-scatter of %zu elements per rank exceeds MPI's int count", n);
+    double t0 = wtime();
+    MPI_CHECK(MPI_Reduce_scatter_block(full, part, (int)n, MPI_FLOAT, MPI_SUM, comm_of(c, g)));
+    account(c, g, CO_REDUCE_SCATTER, n * sizeof(float) * (size_t)group_size(c, g), t0);
 }
 
 void comm_bcast(struct comm *c, enum comm_group g, void *buf, size_t bytes, int root)
@@ -109,12 +148,14 @@ void comm_print_summary(const struct comm *c, FILE *f)
 {
     enum { NV = CG_COUNT * CO_COUNT };
     double bytes[NV], secs[NV], calls[NV], smin[NV], smax[NV], ssum[NV], bsum[NV], csum[NV];
+    struct comm_counts t;
+    comm_totals(c, &t);
     for (int g = 0; g < CG_COUNT; g++)
         for (int o = 0; o < CO_COUNT; o++) {
             int i = g * CO_COUNT + o;
-            bytes[i] = c->total.bytes[g][o] + c->step.bytes[g][o];
-            secs[i] = c->total.seconds[g][o] + c->step.seconds[g][o];
-            calls[i] = (double)(c->total.calls[g][o] + c->step.calls[g][o]);
+            bytes[i] = t.bytes[g][o];
+            secs[i] = t.seconds[g][o];
+            calls[i] = (double)t.calls[g][o];
         }
     MPI_Comm w = c->grid->world_comm;
     MPI_CHECK(MPI_Reduce(secs, smin, NV, MPI_DOUBLE, MPI_MIN, 0, w));

@@ -26,12 +26,20 @@ struct comm {
 void comm_init(struct comm *c, const struct grid *g);
 /* Fold the step's counts into the totals and zero them. */
 void comm_step_begin(struct comm *c);
+/* Totals of the run so far (folded steps plus the current one). */
+void comm_totals(const struct comm *c, struct comm_counts *out);
 
 /* In-place all-reduces over one of the grid's communicators. */
 void comm_allreduce_sum_f32(struct comm *c, enum comm_group g, float *buf, size_t n);
 void comm_allreduce_sum_f64(struct comm *c, enum comm_group g, double *buf, size_t n);
+void comm_allreduce_max_f32(struct comm *c, enum comm_group g, float *buf, size_t n);
 void comm_allreduce_max_f64(struct comm *c, enum comm_group g, double *buf, size_t n);
 void comm_allreduce_max_int(struct comm *c, enum comm_group g, int *buf, size_t n);
+/* Rank i of the group contributes n floats (part); full (size * n) receives
+ * them in rank order. */
+void comm_allgather_f32(struct comm *c, enum comm_group g, float *full, const float *part, size_t n);
+/* full (size * n) summed over the group; rank i keeps block i in part (n). */
+void comm_reduce_scatter_f32(struct comm *c, enum comm_group g, float *part, const float *full, size_t n);
 void comm_bcast(struct comm *c, enum comm_group g, void *buf, size_t bytes, int root);
 
 /* Table of the run's totals (bytes, calls, seconds per communicator and kind),

@@ -804,7 +804,6 @@ static int check_features(const struct config *cfg, struct config_error *err)
                  vs, pp);
         return set_hint(err, "set virtual_stages = 1");
     }
-    if (tp > 1) return not_yet(err, "set tp = 1", "tensor parallelism (tp = %" PRId64 ")", tp);
     if (pp > 1) return not_yet(err, "set pp = 1", "pipeline parallelism (pp = %" PRId64 ")", pp);
     if (cfg->parallel.zero_stage > 0)
         return not_yet(err, "set zero_stage = 0", "ZeRO sharding (zero_stage = %" PRId64 ")", cfg->parallel.zero_stage);
@@ -830,6 +829,13 @@ static int check_split(const struct config *cfg, struct config_error *err)
                  " (heads are split across tensor-parallel ranks)", NH, tp);
         return suggest(err, "tp", near_divisors(a, sizeof a, NH, tp, key_max("parallel", "tp")), "n_head",
                        near_multiples(b, sizeof b, NH, tp, key_max("model", "n_head")), NULL);
+    }
+    int64_t T = cfg->model.seq_len;
+    if (cfg->parallel.sequence_parallel && T % tp) {
+        set_what(err, 0, 0, "seq_len = %" PRId64 " is not divisible by tp = %" PRId64
+                 " (sequence parallelism splits every sequence across the tensor-parallel ranks)", T, tp);
+        return suggest(err, "seq_len", near_multiples(a, sizeof a, T, tp, key_max("model", "seq_len")), "tp",
+                       near_divisors(b, sizeof b, T, tp, key_max("parallel", "tp")), NULL);
     }
     if (L % chunks) {
         set_what(err, 0, 0, "n_layer = %" PRId64 " is not divisible by pp * virtual_stages = %" PRId64 " * %" PRId64

@@ -228,6 +228,7 @@ static void pack_b(int transB, int kc, int n, const float *B, long ldb, float *b
 #endif
 
 /* ------------------------------------------------------------ driver */
+#if GEMM_HAVE_AVX512
 /* Per-thread packing buffers, grown on demand and kept for the thread's life. */
 static _Thread_local float *tl_apack, *tl_bpack;
 
@@ -244,9 +245,45 @@ static float *buf_get(float **buf, size_t nfloat)
     return *buf;
 }
 
+/* A software prefetch cursor over a rows x cols block of floats (row stride
+ * ld): while one block is multiplied, the source of the next one to be packed
+ * is pulled towards L2 a few lines per micro-kernel call, so packing reads
+ * from cache instead of waiting on memory. */
+struct prefetch {
+    const char *row0;      /* first line of the first row */
+    long stride;           /* bytes between rows */
+    int rows, lines, row, line;
+};
+
+static void prefetch_set(struct prefetch *f, const float *base, long ld, int rows, int cols)
+{
+    uintptr_t first = (uintptr_t)base & ~(uintptr_t)63;
+    uintptr_t last = ((uintptr_t)(base + cols) - 1) & ~(uintptr_t)63;
+    f->row0 = (const char *)first;
+    f->stride = ld * (long)sizeof(float);
+    f->rows = base && rows > 0 && cols > 0 ? rows : 0;
+    f->lines = (int)((last - first) / 64) + 1;
+    f->row = f->line = 0;
+}
+
+static inline void prefetch_step(struct prefetch *f, int n)
+{
+    for (; n > 0 && f->row < f->rows; n--) {
+        _mm_prefetch(f->row0 + f->row * f->stride + 64L * f->line, _MM_HINT_T1);
+        if (++f->line == f->lines) { f->line = 0; f->row++; }
+    }
+}
+
+/* Source of the op(A) block (rows ic.., k pc..) as a row-major float block. */
+static void prefetch_a(struct prefetch *f, int transA, const float *A, long lda, int ic, int mc,
+                       int pc, int kc)
+{
+    if (transA) prefetch_set(f, A + (long)pc * lda + ic, lda, kc, mc);
+    else prefetch_set(f, A + (long)ic * lda + pc, lda, mc, kc);
+}
+
 /* One thread's share: C(m,n) = alpha op(A) op(B) + beta C, A/B/C already
  * offset to the slice.  Loop nest jc -> pc -> ic -> jr -> ir. */
-#if GEMM_HAVE_AVX512
 AVX512_TARGET
 static void gemm_serial_avx512(int transA, int transB, int m, int n, int k, float alpha,
                                const float *A, long lda, const float *B, long ldb,
@@ -255,6 +292,7 @@ static void gemm_serial_avx512(int transA, int transB, int m, int n, int k, floa
     float *ap = buf_get(&tl_apack, (size_t)GEMM_MC * GEMM_KC);
     float *bp = buf_get(&tl_bpack, (size_t)GEMM_KC * (GEMM_NC + GEMM_NR));
     float tile[GEMM_MR * GEMM_NR] __attribute__((aligned(64)));
+    struct prefetch pf;
 
     for (int jc = 0; jc < n; jc += GEMM_NC) {
         int nc = n - jc < GEMM_NC ? n - jc : GEMM_NC;
@@ -267,6 +305,17 @@ static void gemm_serial_avx512(int transA, int transB, int m, int n, int k, floa
                 int mc = m - ic < GEMM_MC ? m - ic : GEMM_MC;
                 pack_a(transA, mc, kc, transA ? A + (long)pc * lda + ic : A + (long)ic * lda + pc,
                        lda, ap);
+                /* The next A block: down M, else the next K block, else none. */
+                if (ic + GEMM_MC < m)
+                    prefetch_a(&pf, transA, A, lda, ic + GEMM_MC,
+                               m - ic - GEMM_MC < GEMM_MC ? m - ic - GEMM_MC : GEMM_MC, pc, kc);
+                else if (pc + GEMM_KC < k)
+                    prefetch_a(&pf, transA, A, lda, 0, m < GEMM_MC ? m : GEMM_MC, pc + GEMM_KC,
+                               k - pc - GEMM_KC < GEMM_KC ? k - pc - GEMM_KC : GEMM_KC);
+                else
+                    prefetch_set(&pf, NULL, 0, 0, 0);
+                int calls = ((nc + GEMM_NR - 1) / GEMM_NR) * ((mc + GEMM_MR - 1) / GEMM_MR);
+                int per_call = (pf.rows * pf.lines + calls - 1) / calls;
                 for (int jr = 0; jr < nc; jr += GEMM_NR) {
                     int nr = nc - jr < GEMM_NR ? nc - jr : GEMM_NR;
                     const float *bpj = bp + (long)jr * kc;
@@ -274,6 +323,7 @@ static void gemm_serial_avx512(int transA, int transB, int m, int n, int k, floa
                         int mr = mc - ir < GEMM_MR ? mc - ir : GEMM_MR;
                         const float *api = ap + (long)ir * kc;
                         float *cij = C + (long)(ic + ir) * ldc + jc + jr;
+                        prefetch_step(&pf, per_call);
                         if (mr == GEMM_MR && nr == GEMM_NR) {
                             ukernel_avx512(kc, api, bpj, cij, ldc, alpha, beta_p);
                         } else {                   /* edge: via a full tile */

@@ -33,9 +33,11 @@ void timers_print_summary(const struct timers *t, MPI_Comm world, int steps, FIL
 
 /* ------------------------------------------------------------- metrics.h5 */
 
-enum { M_STEP, M_LOSS, M_LR, M_GNORM, M_SCALE, M_TOKS, M_MFU, M_TIME, M_SKIPPED, M_COUNT };
-static const char *mnames[M_COUNT] = {"step", "loss", "lr", "grad_norm", "loss_scale",
-                                      "tokens_per_s", "mfu", "step_time", "skipped"};
+enum { M_STEP, M_LOSS, M_LR, M_GNORM, M_SCALE, M_TOKS, M_MFU, M_TIME, M_SKIPPED,
+       M_COMM_TP, M_COMM_DP, M_COMM_PP, M_COMM_S, M_COUNT };
+static const char *mnames[M_COUNT] = {"step", "loss", "lr", "grad_norm", "loss_scale", "tokens_per_s", "mfu",
+                                      "step_time", "skipped", "comm_tp_bytes", "comm_dp_bytes",
+                                      "comm_pp_bytes", "comm_seconds"};
 
 static hid_t mtype(int i)
 {
@@ -132,7 +134,8 @@ int metrics_open(struct metrics_file *mf, const char *run_dir, const char *deck,
 int metrics_append(struct metrics_file *mf, const struct step_metrics *s)
 {
     if (mf->file < 0) return 0;
-    double v[M_COUNT] = {0, s->loss, s->lr, s->grad_norm, s->loss_scale, s->tokens_per_s, s->mfu, s->step_time, 0};
+    double v[M_COUNT] = {0, s->loss, s->lr, s->grad_norm, s->loss_scale, s->tokens_per_s, s->mfu, s->step_time, 0,
+                         s->comm_bytes[CG_TP], s->comm_bytes[CG_DP], s->comm_bytes[CG_PP], s->comm_seconds};
     hsize_t newsize = mf->rows + 1, start = mf->rows, one = 1;
     hid_t mem = H5Screate_simple(1, &one, NULL);
     int rc = 0;
@@ -152,10 +155,41 @@ int metrics_append(struct metrics_file *mf, const struct step_metrics *s)
     return rc;
 }
 
-int metrics_close(struct metrics_file *mf, const double *timer_totals_all, int world)
+/* /comm/{bytes,calls,seconds} [communicator][operation] of the whole run. */
+static int write_comm(hid_t file, const struct comm_counts *cc)
+{
+    if (H5Lexists(file, "/comm", H5P_DEFAULT) > 0) H5Ldelete(file, "/comm", H5P_DEFAULT);
+    hid_t g = H5Gcreate2(file, "/comm", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (g < 0) return -1;
+    hsize_t dims[2] = {CG_COUNT, CO_COUNT};
+    hid_t space = H5Screate_simple(2, dims, NULL);
+    double calls[CG_COUNT][CO_COUNT];
+    for (int i = 0; i < CG_COUNT; i++)
+        for (int o = 0; o < CO_COUNT; o++) calls[i][o] = (double)cc->calls[i][o];
+    const char *names[3] = {"bytes", "calls", "seconds"};
+    const void *data[3] = {cc->bytes, calls, cc->seconds};
+    int rc = 0;
+    for (int k = 0; k < 3; k++) {
+        hid_t d = H5Dcreate2(g, names[k], H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        if (d < 0 || H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, data[k]) < 0) rc = -1;
+        if (d >= 0) H5Dclose(d);
+    }
+    char rows[256] = "", cols[256] = "";
+    for (int i = 0; i < CG_COUNT; i++)
+        snprintf(rows + strlen(rows), sizeof rows - strlen(rows), "%s%s", i ? " " : "", comm_group_name(i));
+    for (int o = 0; o < CO_COUNT; o++)
+        snprintf(cols + strlen(cols), sizeof cols - strlen(cols), "%s%s", o ? " " : "", comm_op_name(o));
+    if (write_string_attr(g, "rows", rows) || write_string_attr(g, "columns", cols)) rc = -1;
+    H5Sclose(space);
+    H5Gclose(g);
+    return rc;
+}
+
+int metrics_close(struct metrics_file *mf, const double *timer_totals_all, int world,
+                  const struct comm_counts *comm_totals)
 {
     if (mf->file < 0) return 0;
-    int rc = 0;
+    int rc = comm_totals ? write_comm(mf->file, comm_totals) : 0;
     if (timer_totals_all) {
         if (H5Lexists(mf->file, "/timers", H5P_DEFAULT) > 0) H5Ldelete(mf->file, "/timers", H5P_DEFAULT);
         hid_t g = H5Gcreate2(mf->file, "/timers", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);

@@ -40,12 +40,14 @@ struct step_metrics {
     int64_t step;           /* 1-based: the number of optimizer steps done */
     double loss, lr, grad_norm, loss_scale, tokens_per_s, mfu, step_time;
     int skipped;
+    double comm_bytes[CG_COUNT]; /* this rank's (rank 0's) traffic in the step */
+    double comm_seconds;
 };
 
 /* metrics.h5 (rank 0 only; other ranks hold a closed writer). */
 struct metrics_file {
     hid_t file;
-    hid_t dset[9];
+    hid_t dset[16];
     hsize_t rows;
     int flush_every;
 };
@@ -55,8 +57,10 @@ struct metrics_file {
 int metrics_open(struct metrics_file *mf, const char *run_dir, const char *deck, int64_t first_step,
                  int flush_every, char *err, size_t errlen);
 int metrics_append(struct metrics_file *mf, const struct step_metrics *s);
-/* Store per-rank timer totals (gathered) as /timers/<name> [world]. */
-int metrics_close(struct metrics_file *mf, const double *timer_totals_all, int world);
+/* Store per-rank timer totals (gathered) as /timers/<name> [world] and this
+ * rank's communication totals as /comm/{bytes,calls,seconds}, then close. */
+int metrics_close(struct metrics_file *mf, const double *timer_totals_all, int world,
+                  const struct comm_counts *comm_totals);
 
 /* The progress line. */
 void metrics_print_step(FILE *f, const struct step_metrics *s, int64_t total_steps, double eta_s);

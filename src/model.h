@@ -19,6 +19,13 @@ enum param_id {
 
 enum init_kind { INIT_NORMAL, INIT_NORMAL_SCALED, INIT_ZERO, INIT_ONE };
 
+/* How a tensor is split over the tp ranks (Megatron):
+ *   SHARD_NONE   replicated (LayerNorms, row-parallel biases, wpe)
+ *   SHARD_ROWS   one contiguous block of output rows (fc, vocabulary of wte)
+ *   SHARD_ROWS3  a block of each of the q, k and v thirds (qkv: whole heads)
+ *   SHARD_COLS   one contiguous block of input columns (attproj, fcproj) */
+enum shard_kind { SHARD_NONE, SHARD_ROWS, SHARD_ROWS3, SHARD_COLS };
+
 /* One row of the tensor table, which allocation, initialisation, the
  * optimizer and the checkpoint all walk. */
 struct param_info {
@@ -26,43 +33,59 @@ struct param_info {
     int per_layer;
     int decay;            /* AdamW weight decay applies (2-D weights) */
     enum init_kind init;
+    enum shard_kind shard;
 };
 extern const struct param_info param_table[NUM_PARAMS];
 
 struct model_dims {
     int L, C, NH, HS, T, V, Vp; /* logical sizes; Vp = V padded to 128*tp */
     int Lp, l0;                 /* layers on this rank and the first one's global index */
+    int tp, tp_rank;            /* tensor-parallel split (1, 0 without TP) */
+    int sp;                     /* sequence parallel: the residual stream holds N/tp rows */
 };
 
-/* Logical shape of one tensor (one layer's slice for per-layer tensors). */
+/* Logical shape of one tensor (one layer's slice for per-layer tensors);
+ * vectors are (n, 1).  wte is (Vp, C) here, (V, C) in checkpoints. */
 void param_shape(const struct model_dims *d, enum param_id id, size_t *rows, size_t *cols);
+/* This rank's shard of it. */
+void param_local_shape(const struct model_dims *d, enum param_id id, size_t *rows, size_t *cols);
+/* Logical (row, col) of local element (r, c) of this rank's shard. */
+void param_logical_index(const struct model_dims *d, enum param_id id, size_t r, size_t c,
+                         size_t *lr, size_t *lc);
 
 struct activations {
-    float *encoded;                 /* (B,T,C) */
-    float *ln1, *ln1_mean, *ln1_rstd; /* (Lp,B,T,C), (Lp,B,T) x2 */
-    float *qkv;                     /* (Lp,B,T,3C) */
-    float *atty;                    /* (Lp,B,T,C) */
-    float *att;                     /* (Lp,B,NH,T,T) */
-    float *residual2;               /* (Lp,B,T,C) after attention */
+    /* N = B*T rows; Ns = N/tp with sequence parallelism, else N.  The
+     * residual stream (encoded, residual2/3, LayerNorm statistics) holds Ns
+     * rows; LayerNorm outputs are kept gathered (N rows) for the matmuls. */
+    float *encoded;                 /* (Ns,C) */
+    float *ln1, *ln1_mean, *ln1_rstd; /* (Lp,N,C), (Lp,Ns) x2 */
+    float *qkv;                     /* (Lp,N,3C/tp) */
+    float *atty;                    /* (Lp,N,C/tp) */
+    float *att;                     /* (Lp,B,NH/tp,T,T) */
+    float *residual2;               /* (Lp,Ns,C) after attention */
     float *ln2, *ln2_mean, *ln2_rstd;
-    float *fch, *fch_gelu;          /* (Lp,B,T,4C) */
-    float *residual3;               /* (Lp,B,T,C) block outputs */
-    float *lnf, *lnf_mean, *lnf_rstd; /* (B,T,C), (B,T) x2 */
-    float *logits;                  /* (B,T,Vp); dlogits in place in backward */
-    float *ce_max, *ce_sum, *ce_tlogit, *losses; /* (B,T) */
-    /* backward scratch, reused by every layer */
-    float *dresidual;               /* (B,T,C) gradient of the residual stream */
-    float *dbt_c, *dbt_c2;          /* (B,T,C) */
-    float *dqkv;                    /* (B,T,3C) */
-    float *dfch, *dfch_gelu;        /* (B,T,4C) */
-    float *datt;                    /* (B,NH,T,T) */
-    float *scratch;                 /* (B,T,C) forward temporary */
+    float *fch, *fch_gelu;          /* (Lp,N,4C/tp) */
+    float *residual3;               /* (Lp,Ns,C) block outputs */
+    float *lnf, *lnf_mean, *lnf_rstd; /* (N,C), (Ns) x2 */
+    float *logits;                  /* (B,T,Vp/tp); dlogits in place in backward */
+    float *ce_max, *ce_sums, *losses; /* (N), (2N): sum of exp then target logit, (N) */
+    /* scratch, reused by every layer */
+    float *full;                    /* (N,C) partial sums before a TP reduction */
+    float *part;                    /* (Ns,C) this rank's rows of the residual stream */
+    float *dresidual;               /* (Ns,C) gradient of the residual stream */
+    float *dfull;                   /* (N,C) the gathered dresidual (SP) */
+    float *dln_full, *dln_part;     /* (N,C), (Ns,C) */
+    float *datty;                   /* (N,C/tp) */
+    float *dqkv;                    /* (N,3C/tp) */
+    float *dfch, *dfch_gelu;        /* (N,4C/tp) */
+    float *datt;                    /* (B,NH/tp,T,T) */
     size_t bytes;
 };
 
 struct model {
     struct model_dims d;
     int B;                            /* micro-batch size the activations hold */
+    int N, Ns;                        /* B*T rows, and the residual stream's rows */
     size_t size[NUM_PARAMS];          /* elements of each tensor on this rank */
     size_t num_params;                /* elements on this rank */
     float *params_mem, *grads_mem;
@@ -78,11 +101,13 @@ void model_dims_init(struct model_dims *d, const struct config *cfg, const struc
 void model_init(struct model *m, const struct model_dims *d, int B, uint64_t seed);
 void model_free(struct model *m);
 
-/* Forward of one micro-batch; returns the sum of its token losses. */
-double model_forward(struct model *m, const int32_t *inputs, const int32_t *targets);
+/* Forward of one micro-batch; returns the sum of its token losses.  c may
+ * be NULL when tp = 1 (no collectives). */
+double model_forward(struct model *m, struct comm *c, const int32_t *inputs, const int32_t *targets);
 /* Backward of the micro-batch last run forward, dloss per token (usually
  * 1/(global tokens)); parameter gradients accumulate. */
-void model_backward(struct model *m, const int32_t *inputs, const int32_t *targets, float dloss);
+void model_backward(struct model *m, struct comm *c, const int32_t *inputs, const int32_t *targets,
+                    float dloss);
 void model_zero_grad(struct model *m);
 
 /* 64-bit hash of this rank's parameter bytes (replica consistency checks). */

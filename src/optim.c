@@ -50,8 +50,19 @@ double lr_at(const struct config *cfg, int64_t step)
     return min_lr + 0.5 * (1.0 + cos(PI * ratio)) * (lr - min_lr);
 }
 
+void optim_reduce_tp_grads(struct model *m, struct comm *c)
+{
+    /* With sequence parallelism each tp rank saw only its rows of the
+     * residual stream: the LayerNorm gradients are partial sums over tp. */
+    if (!m->d.sp) return;
+    enum param_id ln[] = {P_LN1W, P_LN1B, P_LN2W, P_LN2B, P_LNFW, P_LNFB};
+    for (size_t i = 0; i < sizeof ln / sizeof ln[0]; i++)
+        comm_allreduce_sum_f32(c, CG_TP, m->grad[ln[i]], m->size[ln[i]]);
+}
+
 void optim_reduce_grads(struct model *m, struct comm *c)
 {
+    optim_reduce_tp_grads(m, c);
     if (c->grid->dp == 1) return;
     /* one call over the contiguous gradient memory (tensors are packed with
      * 64-byte padding, which is zero and stays zero) */
@@ -62,10 +73,13 @@ void optim_reduce_grads(struct model *m, struct comm *c)
 
 double optim_grad_norm(const struct model *m, struct comm *c)
 {
-    (void)c; /* with TP/PP the partial sums meet over tp_comm and pp_comm */
-    double ss = 0;
-    for (int i = 0; i < NUM_PARAMS; i++) ss += sumsq(m->grad[i], m->size[i]);
-    return sqrt(ss);
+    /* sharded tensors: each tp rank holds a disjoint part, sum over tp;
+     * replicated ones are identical on every tp rank, count them once */
+    double ss[2] = {0, 0}; /* sharded, replicated */
+    for (int i = 0; i < NUM_PARAMS; i++)
+        ss[param_table[i].shard == SHARD_NONE] += sumsq(m->grad[i], m->size[i]);
+    if (m->d.tp > 1) comm_allreduce_sum_f64(c, CG_TP, &ss[0], 1);
+    return sqrt(ss[0] + ss[1]);
 }
 
 void optim_update(struct optim *o, struct model *m, double grad_norm, double lr, int64_t t)

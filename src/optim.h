@@ -21,7 +21,11 @@ void optim_free(struct optim *o);
  * min_lr at the last step (or constant). */
 double lr_at(const struct config *cfg, int64_t step);
 
-/* Sum gradients over the data-parallel replicas (each replica's loss is
+/* Complete the gradients of replicated parameters that each tp rank only
+ * saw part of (LayerNorms under sequence parallelism). */
+void optim_reduce_tp_grads(struct model *m, struct comm *c);
+
+/* optim_reduce_tp_grads, then sum gradients over the data-parallel replicas (each replica's loss is
  * already scaled by 1/global tokens, so the sum is the mean). */
 void optim_reduce_grads(struct model *m, struct comm *c);
 

@@ -183,10 +183,10 @@ static double train_step(struct run *r, double *grad_norm, double *lr)
         data_batch(r->data, first, r->micro_batch, r->inputs, r->targets);
         timer_stop(&r->timers, T_DATA);
         timer_start(&r->timers, T_FORWARD);
-        loss += model_forward(&r->model, r->inputs, r->targets);
+        loss += model_forward(&r->model, &r->comm, r->inputs, r->targets);
         timer_stop(&r->timers, T_FORWARD);
         timer_start(&r->timers, T_BACKWARD);
-        model_backward(&r->model, r->inputs, r->targets, dloss);
+        model_backward(&r->model, &r->comm, r->inputs, r->targets, dloss);
         timer_stop(&r->timers, T_BACKWARD);
     }
     timer_start(&r->timers, T_DP_REDUCE);
@@ -272,7 +272,12 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
                     "the loss is %f at step %lld", loss, (long long)r.step);
 
         struct step_metrics sm = {r.step, loss, lr, gnorm, 1.0, step_tokens / dt,
-                                  flops_tok * step_tokens / dt / r.peak_flops, dt, 0};
+                                  flops_tok * step_tokens / dt / r.peak_flops, dt, 0, {0}, 0};
+        for (int cg = 0; cg < CG_COUNT; cg++)
+            for (int op = 0; op < CO_COUNT; op++) {
+                sm.comm_bytes[cg] += r.comm.step.bytes[cg][op];
+                sm.comm_seconds += r.comm.step.seconds[cg][op];
+            }
         double avg = t_steps / (double)(r.step - first_step);
         if (g->rank == 0) {
             timer_start(&r.timers, T_IO);
@@ -295,7 +300,9 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
 
     double *all = g->rank == 0 ? xmalloc((size_t)g->world * NUM_TIMERS * sizeof(double)) : NULL;
     MPI_CHECK(MPI_Gather(r.timers.total, NUM_TIMERS, MPI_DOUBLE, all, NUM_TIMERS, MPI_DOUBLE, 0, g->world_comm));
-    if (g->rank == 0 && metrics_close(&r.metrics, all, g->world) != 0) log_warn("closing metrics.h5 failed");
+    struct comm_counts totals;
+    comm_totals(&r.comm, &totals);
+    if (g->rank == 0 && metrics_close(&r.metrics, all, g->world, &totals) != 0) log_warn("closing metrics.h5 failed");
     free(all);
     timers_print_summary(&r.timers, g->world_comm, (int)(r.step - first_step), stdout);
     comm_print_summary(&r.comm, stdout);

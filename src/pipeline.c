@@ -1,0 +1,507 @@
+/* pipeline.c -- pipeline schedules as data, their simulator and picture
+ * (pure code, no MPI; the contract is in pipeline.h and docs/pipeline.md). */
+#include "pipeline.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *const sched_names[] = {"gpipe", "1f1b", "interleaved"};
+static const char *const kind_names[] = {"RECV_ACT", "FWD", "SEND_ACT", "RECV_GRAD", "BWD", "SEND_GRAD"};
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+enum pp_schedule pp_schedule_from_name(const char *name)
+{
+    for (int i = 0; name && i < 3; i++)
+        if (!strcasecmp(name, sched_names[i])) return (enum pp_schedule)i;
+    return PP_SCHED_NONE;
+}
+
+const char *pp_schedule_name(enum pp_schedule s) { return s >= PP_GPIPE && s <= PP_INTERLEAVED ? sched_names[s] : "?"; }
+
+const char *pp_kind_name(enum pp_kind k) { return k >= PP_RECV_ACT && k <= PP_SEND_GRAD ? kind_names[k] : "?"; }
+
+static int is_compute(enum pp_kind k) { return k == PP_FWD || k == PP_BWD; }
+
+/* ------------------------------------------------------------ generation */
+
+int pp_schedule_check(enum pp_schedule s, int pp, int v, int m, char *err, size_t errlen)
+{
+    if (s < PP_GPIPE || s > PP_INTERLEAVED)
+        return fail(err, errlen, "unknown pipeline schedule (use 'gpipe', '1f1b' or 'interleaved')");
+    if (pp < 1 || v < 1 || m < 1)
+        return fail(err, errlen, "pp = %d, virtual_stages = %d and micro-batches = %d must all be at least 1", pp, v,
+                    m);
+    if (v > 1 && s != PP_INTERLEAVED)
+        return fail(err, errlen, "virtual_stages = %d needs schedule = 'interleaved', not '%s'", v,
+                    pp_schedule_name(s));
+    if (v > 1 && pp < 2)
+        return fail(err, errlen, "virtual_stages = %d needs pp >= 2 (there is nothing to interleave on one stage)",
+                    v);
+    if (v > 1 && m % pp) {
+        int lo = m / pp * pp, hi = lo + pp;
+        if (lo > 0)
+            return fail(err, errlen,
+                        "the interleaved schedule needs the micro-batches per replica (%d) to be a multiple of "
+                        "pp = %d (micro-batches go round the ranks in groups of pp, as in Megatron); "
+                        "use %d or %d (batch_size = dp * micro_batch_size * that), or schedule = '1f1b'",
+                        m, pp, lo, hi);
+        return fail(err, errlen,
+                    "the interleaved schedule needs the micro-batches per replica (%d) to be a multiple of "
+                    "pp = %d (micro-batches go round the ranks in groups of pp, as in Megatron); "
+                    "use %d (batch_size = dp * micro_batch_size * that), or schedule = '1f1b'",
+                    m, pp, hi);
+    }
+    return 0;
+}
+
+static int imin(int a, int b) { return a < b ? a : b; }
+
+/* Forwards in flight before the first backward (the warm-up). */
+static int warmup(enum pp_schedule s, int pp, int v, int m, int rank)
+{
+    if (s == PP_GPIPE) return m;
+    if (s == PP_INTERLEAVED && v > 1) return imin(2 * (pp - rank - 1) + (v - 1) * pp, v * m);
+    return imin(pp - rank - 1, m);
+}
+
+int pp_peak_bound(enum pp_schedule s, int pp, int v, int m, int rank)
+{
+    return s == PP_GPIPE ? m : imin(warmup(s, pp, v, m, rank) + 1, v * m);
+}
+
+/* The k-th forward (bwd = 0) or backward (bwd = 1) of a rank.  v = 1: micro-
+ * batch k.  Interleaved: micro-batches in groups of pp, each group through
+ * every chunk (forward chunk 0 first, backward the last chunk first). */
+static struct pp_action kth(int pp, int v, int k, int bwd)
+{
+    struct pp_action a = {bwd ? PP_BWD : PP_FWD, k, 0, -1};
+    if (v > 1) {
+        int g = k % (pp * v);
+        a.chunk = bwd ? v - 1 - g / pp : g / pp;
+        a.mb = k / (pp * v) * pp + k % pp;
+    }
+    return a;
+}
+
+/* Put compute a on the list with the receive before it and the send after
+ * it; so a phase (between two computes) holds sends first, then receives. */
+static int emit(struct pp_action *o, int n, struct pp_action a, int pp, int v, int rank)
+{
+    int s = a.chunk * pp + rank, last = pp * v - 1, prev = (rank + pp - 1) % pp, next = (rank + 1) % pp;
+    int fwd = a.kind == PP_FWD;
+    if (fwd ? s > 0 : s < last) o[n++] = (struct pp_action){fwd ? PP_RECV_ACT : PP_RECV_GRAD, a.mb, a.chunk,
+                                                           fwd ? prev : next};
+    o[n++] = a;
+    if (fwd ? s < last : s > 0) o[n++] = (struct pp_action){fwd ? PP_SEND_ACT : PP_SEND_GRAD, a.mb, a.chunk,
+                                                           fwd ? next : prev};
+    return n;
+}
+
+int pp_schedule_build(enum pp_schedule s, int pp, int v, int m, int rank, struct pp_action **out, int *n,
+                      char *err, size_t errlen)
+{
+    *out = NULL;
+    *n = 0;
+    if (pp_schedule_check(s, pp, v, m, err, errlen)) return -1;
+    if (rank < 0 || rank >= pp) return fail(err, errlen, "rank %d is not a stage of a %d-stage pipeline", rank, pp);
+    int total = v * m, w = warmup(s, pp, v, m, rank), k = 0;
+    struct pp_action *o = malloc(sizeof *o * 6 * (size_t)total);
+    if (!o) return fail(err, errlen, "out of memory for %d pipeline actions", 6 * total);
+    for (int i = 0; i < w; i++) k = emit(o, k, kth(pp, v, i, 0), pp, v, rank); /* warm-up */
+    for (int i = 0; i < total - w; i++) {                                       /* steady 1F1B */
+        k = emit(o, k, kth(pp, v, w + i, 0), pp, v, rank);
+        k = emit(o, k, kth(pp, v, i, 1), pp, v, rank);
+    }
+    for (int i = total - w; i < total; i++) k = emit(o, k, kth(pp, v, i, 1), pp, v, rank); /* cool-down */
+    *out = o;
+    *n = k;
+    return 0;
+}
+
+/* ------------------------------------------------------------ simulation */
+
+/* What has happened to (mb, chunk) on a rank. */
+enum { GOT_ACT = 1, DID_FWD = 2, SENT_ACT = 4, GOT_GRAD = 8, DID_BWD = 16, SENT_GRAD = 32 };
+
+/* A channel is (sender, direction): ACT goes to sender+1, GRAD to sender-1.
+ * Message k of a channel is the k-th send and matches the k-th receive. */
+struct chan {
+    int nsend, nrecv;
+    int *smb, *sc, *rmb, *rc; /* [cap] (mb, chunk) as sender and receiver name them */
+    long *issued, *posted;    /* [cap] time of Isend / Irecv, -1 until then */
+};
+
+struct sim {
+    int pp, v, m, cap;
+    struct pp_action *const *l;
+    const int *n;
+    struct pp_sim_opts o;
+    struct chan *ch;          /* [2 pp] */
+    int **seq;                /* [pp][n[r]] message number of each communication action */
+    unsigned char **st;       /* [pp][m v] */
+    int *pc, *entered, *live; /* [pp] position, phase entered, in-flight now */
+    long *clock;              /* [pp] */
+};
+
+static int is_send(enum pp_kind k) { return k == PP_SEND_ACT || k == PP_SEND_GRAD; }
+
+/* Channel of a communication action on rank r. */
+static int chan_of(const struct pp_action *a, int r)
+{
+    int grad = a->kind == PP_SEND_GRAD || a->kind == PP_RECV_GRAD;
+    return 2 * (is_send(a->kind) ? r : a->peer) + grad;
+}
+
+static int describe(char *buf, size_t len, const struct pp_action *a)
+{
+    if (is_compute(a->kind)) return snprintf(buf, len, "%s mb %d chunk %d", pp_kind_name(a->kind), a->mb, a->chunk);
+    return snprintf(buf, len, "%s mb %d chunk %d %s rank %d", pp_kind_name(a->kind), a->mb, a->chunk,
+                    is_send(a->kind) ? "to" : "from", a->peer);
+}
+
+/* Each action well formed, numbered on its channel; then the channels matched. */
+static int number_messages(struct sim *S, char *err, size_t errlen)
+{
+    int pp = S->pp, last = pp * S->v - 1;
+    for (int r = 0; r < pp; r++)
+        for (int i = 0; i < S->n[r]; i++) {
+            const struct pp_action *a = &S->l[r][i];
+            char d[96];
+            describe(d, sizeof d, a);
+            if (a->kind < PP_RECV_ACT || a->kind > PP_SEND_GRAD || a->mb < 0 || a->mb >= S->m || a->chunk < 0 ||
+                a->chunk >= S->v)
+                return fail(err, errlen, "rank %d action %d (%s): kind, micro-batch or chunk out of range", r, i,
+                            d);
+            if (is_compute(a->kind)) continue;
+            int s = a->chunk * pp + r, toward_next = a->kind == PP_SEND_ACT || a->kind == PP_RECV_GRAD;
+            int needs = a->kind == PP_RECV_ACT || a->kind == PP_SEND_GRAD ? s > 0 : s < last;
+            int peer = toward_next ? (r + 1) % pp : (r + pp - 1) % pp;
+            if (!needs)
+                return fail(err, errlen, "rank %d action %d (%s): virtual stage %d has no such message", r, i, d, s);
+            if (a->peer != peer)
+                return fail(err, errlen, "rank %d action %d (%s): the peer of virtual stage %d must be rank %d", r,
+                            i, d, s, peer);
+            struct chan *c = &S->ch[chan_of(a, r)];
+            int *cnt = is_send(a->kind) ? &c->nsend : &c->nrecv;
+            if (*cnt == S->cap)
+                return fail(err, errlen, "rank %d action %d (%s): more than %d messages on one channel", r, i, d,
+                            S->cap);
+            S->seq[r][i] = *cnt;
+            (is_send(a->kind) ? c->smb : c->rmb)[*cnt] = a->mb;
+            (is_send(a->kind) ? c->sc : c->rc)[*cnt] = a->chunk;
+            (*cnt)++;
+        }
+    for (int q = 0; q < 2 * pp; q++) {
+        struct chan *c = &S->ch[q];
+        int src = q / 2, grad = q % 2, dst = grad ? (src + pp - 1) % pp : (src + 1) % pp;
+        const char *what = grad ? "gradient" : "activation";
+        if (c->nsend != c->nrecv)
+            return fail(err, errlen, "rank %d sends %d %s messages to rank %d, which receives %d", src, c->nsend,
+                        what, dst, c->nrecv);
+        for (int k = 0; k < c->nsend; k++) {
+            int s = c->sc[k] * pp + src + (grad ? -1 : 1); /* the receiver's virtual stage */
+            if (c->rmb[k] != c->smb[k] || c->rc[k] != s / pp || s % pp != dst)
+                return fail(err, errlen,
+                            "%s message %d from rank %d to rank %d: sent as mb %d chunk %d, received as mb %d "
+                            "chunk %d (sends and receives on a channel must come in the same order)",
+                            what, k, src, dst, c->smb[k], c->sc[k], c->rmb[k], c->rc[k]);
+        }
+    }
+    return 0;
+}
+
+/* End of the phase (run of communication actions) that starts at i. */
+static int phase_end(const struct pp_action *l, int n, int i)
+{
+    while (i < n && !is_compute(l[i].kind)) i++;
+    return i;
+}
+
+/* Checks that a compute or send may happen now on rank r, then records it. */
+static int apply(struct sim *S, int r, int i, char *err, size_t errlen)
+{
+    const struct pp_action *a = &S->l[r][i];
+    unsigned char *st = &S->st[r][a->mb * S->v + a->chunk];
+    int s = a->chunk * S->pp + r, last = S->pp * S->v - 1, need = 0, bad = 0, bit = 0;
+    switch (a->kind) {
+    case PP_RECV_ACT: bit = GOT_ACT; break;
+    case PP_RECV_GRAD: bit = GOT_GRAD; break;
+    case PP_FWD: bit = DID_FWD, need = s > 0 ? GOT_ACT : 0; break;
+    case PP_SEND_ACT: bit = SENT_ACT, need = DID_FWD; break;
+    case PP_BWD: bit = DID_BWD, need = DID_FWD | (s < last ? GOT_GRAD : 0); break;
+    case PP_SEND_GRAD: bit = SENT_GRAD, need = DID_BWD; break;
+    }
+    bad = (*st & bit) ? bit : need & ~*st;
+    if (bad) {
+        char d[96];
+        describe(d, sizeof d, a);
+        const char *why = bad == bit                    ? "done twice"
+                          : bad & DID_FWD && a->kind != PP_FWD ? "before its forward"
+                          : bad & GOT_ACT               ? "before its input activation arrived"
+                          : bad & GOT_GRAD              ? "before its output gradient arrived"
+                                                        : "before its backward";
+        return fail(err, errlen, "rank %d action %d (%s): %s", r, i, d, why);
+    }
+    *st |= (unsigned char)bit;
+    return 0;
+}
+
+/* Try to move rank r on.  Returns 1 if it moved, 0 if blocked or done, -1 on error. */
+static int step(struct sim *S, struct pp_sim *out, int r, char *err, size_t errlen)
+{
+    const struct pp_action *l = S->l[r];
+    int i = S->pc[r];
+    if (i >= S->n[r]) return 0;
+    if (is_compute(l[i].kind)) {
+        if (apply(S, r, i, err, errlen)) return -1;
+        int fwd = l[i].kind == PP_FWD, t = fwd ? S->o.t_fwd : S->o.t_bwd;
+        out->slot[r][out->nslot[r]++] = (struct pp_slot){l[i].kind, l[i].mb, l[i].chunk, S->clock[r],
+                                                         S->clock[r] + t};
+        S->clock[r] += t;
+        out->busy[r] += t;
+        S->live[r] += fwd ? 1 : -1;
+        if (S->live[r] > out->peak[r]) out->peak[r] = S->live[r];
+        S->pc[r]++;
+        return 1;
+    }
+    int e = phase_end(l, S->n[r], i);
+    if (!S->entered[r]) { /* post the receives, issue the sends */
+        for (int j = i; j < e; j++) {
+            struct chan *c = &S->ch[chan_of(&l[j], r)];
+            if (is_send(l[j].kind) && apply(S, r, j, err, errlen)) return -1;
+            (is_send(l[j].kind) ? c->issued : c->posted)[S->seq[r][j]] = S->clock[r];
+        }
+        S->entered[r] = 1;
+    }
+    long t = S->clock[r];
+    for (int j = i; j < e; j++) { /* wait: receives need their send, rendezvous sends their receive */
+        if (is_send(l[j].kind) && S->o.send == PP_SEND_BUFFERED) continue;
+        struct chan *c = &S->ch[chan_of(&l[j], r)];
+        long tj = (is_send(l[j].kind) ? c->posted : c->issued)[S->seq[r][j]];
+        if (tj < 0) return 0;
+        if (tj > t) t = tj;
+    }
+    for (int j = i; j < e; j++)
+        if (!is_send(l[j].kind) && apply(S, r, j, err, errlen)) return -1;
+    S->clock[r] = t;
+    S->pc[r] = e;
+    S->entered[r] = 0;
+    return 1;
+}
+
+/* Nobody can move: say what each unfinished rank waits for. */
+static int deadlock(const struct sim *S, char *err, size_t errlen)
+{
+    size_t k = (size_t)snprintf(err, errlen, "deadlock with %s sends:",
+                                S->o.send == PP_SEND_BUFFERED ? "buffered" : "rendezvous");
+    for (int r = 0; r < S->pp && k < errlen; r++) {
+        int i = S->pc[r], e = phase_end(S->l[r], S->n[r], i);
+        for (int j = i; j < e && k < errlen; j++) {
+            const struct chan *c = &S->ch[chan_of(&S->l[r][j], r)];
+            int snd = is_send(S->l[r][j].kind);
+            if ((snd ? c->posted : c->issued)[S->seq[r][j]] >= 0 || (snd && S->o.send == PP_SEND_BUFFERED)) continue;
+            char d[96];
+            describe(d, sizeof d, &S->l[r][j]);
+            k += (size_t)snprintf(err + k, errlen - k, " rank %d waits at action %d (%s);", r, j, d);
+            break;
+        }
+    }
+    return -1;
+}
+
+static void sim_release(struct sim *S)
+{
+    for (int q = 0; S->ch && q < 2 * S->pp; q++) {
+        struct chan *c = &S->ch[q];
+        free(c->smb), free(c->sc), free(c->rmb), free(c->rc), free(c->issued), free(c->posted);
+    }
+    for (int r = 0; r < S->pp; r++) {
+        if (S->seq) free(S->seq[r]);
+        if (S->st) free(S->st[r]);
+    }
+    free(S->ch), free(S->seq), free(S->st), free(S->pc), free(S->entered), free(S->live), free(S->clock);
+}
+
+void pp_sim_free(struct pp_sim *sim)
+{
+    for (int r = 0; sim->slot && r < sim->pp; r++) free(sim->slot[r]);
+    free(sim->busy), free(sim->idle), free(sim->peak), free(sim->nslot), free(sim->slot);
+    memset(sim, 0, sizeof *sim);
+}
+
+static int sim_alloc(struct sim *S, struct pp_sim *out)
+{
+    int pp = S->pp;
+    S->ch = calloc(2 * (size_t)pp, sizeof *S->ch);
+    S->seq = calloc((size_t)pp, sizeof *S->seq);
+    S->st = calloc((size_t)pp, sizeof *S->st);
+    S->pc = calloc((size_t)pp, sizeof(int)), S->entered = calloc((size_t)pp, sizeof(int));
+    S->live = calloc((size_t)pp, sizeof(int)), S->clock = calloc((size_t)pp, sizeof(long));
+    out->busy = calloc((size_t)pp, sizeof(long)), out->idle = calloc((size_t)pp, sizeof(long));
+    out->peak = calloc((size_t)pp, sizeof(int)), out->nslot = calloc((size_t)pp, sizeof(int));
+    out->slot = calloc((size_t)pp, sizeof *out->slot);
+    if (!S->ch || !S->seq || !S->st || !S->pc || !S->entered || !S->live || !S->clock || !out->busy || !out->idle ||
+        !out->peak || !out->nslot || !out->slot)
+        return -1;
+    for (int q = 0; q < 2 * pp; q++) {
+        struct chan *c = &S->ch[q];
+        size_t cap = (size_t)S->cap;
+        c->smb = malloc(cap * sizeof(int)), c->sc = malloc(cap * sizeof(int));
+        c->rmb = malloc(cap * sizeof(int)), c->rc = malloc(cap * sizeof(int));
+        c->issued = malloc(cap * sizeof(long)), c->posted = malloc(cap * sizeof(long));
+        if (!c->smb || !c->sc || !c->rmb || !c->rc || !c->issued || !c->posted) return -1;
+        for (int k = 0; k < S->cap; k++) c->issued[k] = c->posted[k] = -1;
+    }
+    for (int r = 0; r < pp; r++) {
+        S->seq[r] = calloc((size_t)S->n[r] + 1, sizeof(int));
+        S->st[r] = calloc((size_t)S->m * (size_t)S->v, 1);
+        out->slot[r] = calloc((size_t)S->n[r] + 1, sizeof **out->slot);
+        if (!S->seq[r] || !S->st[r] || !out->slot[r]) return -1;
+    }
+    return 0;
+}
+
+/* Everything that must have happened once the lists ran to the end. */
+static int check_complete(const struct sim *S, char *err, size_t errlen)
+{
+    int last = S->pp * S->v - 1;
+    for (int r = 0; r < S->pp; r++)
+        for (int q = 0; q < S->m * S->v; q++) {
+            int mb = q / S->v, c = q % S->v, s = c * S->pp + r;
+            int want = DID_FWD | DID_BWD | (s > 0 ? GOT_ACT | SENT_GRAD : 0) | (s < last ? SENT_ACT | GOT_GRAD : 0);
+            int miss = want & ~S->st[r][q];
+            if (miss)
+                return fail(err, errlen, "rank %d never does %s of mb %d chunk %d", r,
+                            pp_kind_name(miss & DID_FWD     ? PP_FWD
+                                         : miss & DID_BWD   ? PP_BWD
+                                         : miss & GOT_ACT   ? PP_RECV_ACT
+                                         : miss & SENT_ACT  ? PP_SEND_ACT
+                                         : miss & GOT_GRAD  ? PP_RECV_GRAD
+                                                            : PP_SEND_GRAD),
+                            mb, c);
+        }
+    return 0;
+}
+
+int pp_simulate(int pp, int v, int m, struct pp_action *const *lists, const int *n, const struct pp_sim_opts *opts,
+                struct pp_sim *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (pp < 1 || v < 1 || m < 1) return fail(err, errlen, "pp, v and m must be at least 1");
+    if (opts->t_fwd < 1 || opts->t_bwd < 1) return fail(err, errlen, "forward and backward times must be >= 1");
+    struct sim S = {.pp = pp, .v = v, .m = m, .cap = m * v, .l = lists, .n = n, .o = *opts};
+    *out = (struct pp_sim){.pp = pp, .v = v, .m = m, .sched = PP_SCHED_NONE, .opts = *opts};
+    int rc = sim_alloc(&S, out) ? fail(err, errlen, "out of memory in the pipeline simulator")
+                                : number_messages(&S, err, errlen);
+    for (int moved = 1; rc == 0 && moved;) {
+        moved = 0;
+        for (int r = 0; rc == 0 && r < pp; r++) {
+            int k;
+            while ((k = step(&S, out, r, err, errlen)) == 1) moved = 1;
+            if (k < 0) rc = -1;
+        }
+    }
+    for (int r = 0; rc == 0 && r < pp; r++)
+        if (S.pc[r] < n[r]) rc = deadlock(&S, err, errlen);
+    if (rc == 0) rc = check_complete(&S, err, errlen);
+    for (int r = 0; rc == 0 && r < pp; r++)
+        if (S.clock[r] > out->makespan) out->makespan = S.clock[r];
+    for (int r = 0; rc == 0 && r < pp; r++) out->idle[r] = out->makespan - out->busy[r];
+    sim_release(&S);
+    if (rc) pp_sim_free(out);
+    return rc;
+}
+
+int pp_simulate_schedule(enum pp_schedule s, int pp, int v, int m, const struct pp_sim_opts *opts,
+                         struct pp_sim *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (pp_schedule_check(s, pp, v, m, err, errlen)) return -1;
+    struct pp_action **l = calloc((size_t)pp, sizeof *l);
+    int *n = calloc((size_t)pp, sizeof *n), rc = l && n ? 0 : fail(err, errlen, "out of memory");
+    for (int r = 0; rc == 0 && r < pp; r++) rc = pp_schedule_build(s, pp, v, m, r, &l[r], &n[r], err, errlen);
+    if (rc == 0) rc = pp_simulate(pp, v, m, l, n, opts, out, err, errlen);
+    if (rc == 0) out->sched = s;
+    for (int r = 0; l && r < pp; r++) free(l[r]);
+    free(l), free(n);
+    return rc;
+}
+
+/* ------------------------------------------------------------ bubble, picture */
+
+double pp_bubble(const struct pp_sim *sim, long *num, long *den)
+{
+    long idle = 0, total = (long)sim->pp * sim->makespan;
+    for (int r = 0; r < sim->pp; r++) idle += sim->idle[r];
+    if (num) *num = idle;
+    if (den) *den = total;
+    return total ? (double)idle / (double)total : 0.0;
+}
+
+double pp_bubble_formula(int pp, int v, int m, long *num, long *den)
+{
+    if (num) *num = pp - 1;
+    if (den) *den = (long)v * m + pp - 1;
+    return (double)(pp - 1) / (double)((long)v * m + pp - 1);
+}
+
+static long gcd(long a, long b) { return b ? gcd(b, a % b) : a; }
+
+static int label(char *buf, size_t len, const struct pp_slot *s, int v)
+{
+    if (v > 1) return snprintf(buf, len, "%c%dc%d", s->kind == PP_FWD ? 'F' : 'B', s->mb, s->chunk);
+    return snprintf(buf, len, "%c%d", s->kind == PP_FWD ? 'F' : 'B', s->mb);
+}
+
+void pp_print_table(FILE *f, const struct pp_sim *sim, int width)
+{
+    char buf[32];
+    int cw = snprintf(buf, sizeof buf, "%ld", sim->makespan > 0 ? sim->makespan - 1 : 0), lw = 8;
+    struct pp_slot big = {PP_FWD, sim->m - 1, sim->v - 1, 0, 0};
+    int lab = label(buf, sizeof buf, &big, sim->v);
+    cw = (lab > cw ? lab : cw) + 1;
+    int per = ((width > 0 ? width : 100) - lw) / cw;
+    if (per < 1) per = 1;
+    fprintf(f, "%s schedule: pp = %d, virtual_stages = %d, micro-batches = %d; forward %d, backward %d time units\n",
+            sim->sched == PP_SCHED_NONE ? "pipeline" : pp_schedule_name(sim->sched), sim->pp, sim->v, sim->m,
+            sim->opts.t_fwd, sim->opts.t_bwd);
+    for (long t0 = 0; t0 < sim->makespan; t0 += per) {
+        long t1 = t0 + per < sim->makespan ? t0 + per : sim->makespan;
+        fprintf(f, "%s%-*s", t0 ? "\n" : "", lw, "time");
+        for (long t = t0; t < t1; t++) fprintf(f, "%-*ld", t + 1 < t1 ? cw : 0, t);
+        fputc('\n', f);
+        for (int r = 0; r < sim->pp; r++) {
+            int i = 0;
+            snprintf(buf, sizeof buf, "rank %d", r);
+            fprintf(f, "%-*s", lw, buf);
+            for (long t = t0; t < t1; t++) {
+                while (i < sim->nslot[r] && sim->slot[r][i].end <= t) i++;
+                const struct pp_slot *s = i < sim->nslot[r] && sim->slot[r][i].start <= t ? &sim->slot[r][i] : NULL;
+                if (s) label(buf, sizeof buf, s, sim->v);
+                fprintf(f, "%-*s", t + 1 < t1 ? cw : 0, s ? buf : ".");
+            }
+            fputc('\n', f);
+        }
+    }
+    long num, den, fn, fd;
+    double b = pp_bubble(sim, &num, &den), fb = pp_bubble_formula(sim->pp, sim->v, sim->m, &fn, &fd);
+    long g = gcd(num, den) ? gcd(num, den) : 1;
+    fprintf(f, "bubble fraction %.4f (idle %ld of %ld rank-time units = %ld/%ld); (p-1)/(v*m+p-1) = %ld/%ld = %.4f\n",
+            b, num, den, num / g, den / g, fn, fd, fb);
+    fprintf(f, "peak in flight (mb, chunk) per rank:");
+    for (int r = 0; r < sim->pp; r++) fprintf(f, " %d", sim->peak[r]);
+    fputc('\n', f);
+}

@@ -1,0 +1,127 @@
+/* pipeline.h -- pipeline schedules as data, the simulator that proves them,
+ * and the time x rank picture (pure code, no MPI; docs/pipeline.md).
+ *
+ * Terms.  pp ranks (stages) r = 0 .. pp-1, v model chunks per rank, m
+ * micro-batches per step.  The layers are cut into S = pp*v pieces; chunk c
+ * of rank r holds virtual stage s = c*pp + r, so activations flow
+ * r -> r+1 and from rank pp-1 back to rank 0 one chunk up (Megatron's
+ * interleaved layout; v = 1 is the plain pipeline).
+ *
+ * A schedule is, for each rank, an ordered list of actions.  Compute actions
+ * (FWD, BWD) are separated by "phases": the run of communication actions
+ * between two computes.  The executor contract (proved by pp_simulate under
+ * both send models below):
+ *   1. post the MPI_Irecv of every RECV in a phase, in list order, no later
+ *      than entering the phase (earlier is allowed: look-ahead only helps);
+ *   2. issue the MPI_Isend of every SEND in the phase, in list order;
+ *   3. wait for the phase's receives before the next compute;  its sends may
+ *      be waited at the end of the phase or any time later (before the send
+ *      buffer is reused, at the latest at the end of the step).
+ * Matching is FIFO per (sender, receiver, direction): tag = PP_TAG_ACT or
+ * PP_TAG_GRAD is enough; the simulator checks that the k-th send on each
+ * channel carries the micro-batch and chunk the k-th receive expects. */
+#ifndef TRIAD_PIPELINE_H
+#define TRIAD_PIPELINE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+enum pp_schedule { PP_SCHED_NONE = -1, PP_GPIPE = 0, PP_1F1B, PP_INTERLEAVED };
+
+enum pp_kind {
+    PP_RECV_ACT,  /* wait for the input activation of (mb, chunk) from peer = previous rank */
+    PP_FWD,       /* forward of (mb, chunk) */
+    PP_SEND_ACT,  /* send the output activation of (mb, chunk) to peer = next rank */
+    PP_RECV_GRAD, /* wait for the gradient w.r.t. (mb, chunk)'s output from peer = next rank */
+    PP_BWD,       /* backward of (mb, chunk) */
+    PP_SEND_GRAD  /* send the gradient w.r.t. (mb, chunk)'s input to peer = previous rank */
+};
+
+enum { PP_TAG_ACT = 0, PP_TAG_GRAD = 1 }; /* MPI tags: one per direction */
+
+/* chunk is this rank's chunk (0 .. v-1); the peer's chunk follows from the
+ * virtual stage: sender's s = chunk*pp + rank, receiver's s +- 1.
+ * peer is a rank of pp_comm for communication, -1 for compute. */
+struct pp_action {
+    enum pp_kind kind;
+    int mb, chunk, peer;
+};
+
+enum pp_send_model {
+    PP_SEND_BUFFERED,  /* a send completes when issued (eager/buffered MPI, or sends waited at step end) */
+    PP_SEND_RENDEZVOUS /* a send completes only when the matching receive is posted; phases wait for their sends */
+};
+
+struct pp_sim_opts {
+    int t_fwd, t_bwd;        /* integer time of one chunk's forward and backward (> 0) */
+    enum pp_send_model send; /* communication itself takes no time */
+};
+
+/* One compute action placed in time, for the picture. */
+struct pp_slot {
+    enum pp_kind kind; /* PP_FWD or PP_BWD */
+    int mb, chunk;
+    long start, end;
+};
+
+struct pp_sim {
+    int pp, v, m;
+    enum pp_schedule sched; /* PP_SCHED_NONE when the lists were not built by pp_schedule_build */
+    struct pp_sim_opts opts;
+    long makespan;    /* time at which the last rank finishes */
+    long *busy;       /* [pp] compute time of each rank */
+    long *idle;       /* [pp] makespan - busy */
+    int *peak;        /* [pp] most (mb, chunk) pairs forwarded but not yet backwarded at once */
+    int *nslot;       /* [pp] compute actions of each rank */
+    struct pp_slot **slot; /* [pp][nslot[r]] in list order */
+};
+
+/* "gpipe", "1f1b", "interleaved" (case-insensitive) -> enum; PP_SCHED_NONE otherwise. */
+enum pp_schedule pp_schedule_from_name(const char *name);
+const char *pp_schedule_name(enum pp_schedule s);
+const char *pp_kind_name(enum pp_kind k);
+
+/* 0 if schedule s can run pp ranks, v chunks and m micro-batches; else -1
+ * with the reason and the fix in err. */
+int pp_schedule_check(enum pp_schedule s, int pp, int v, int m, char *err, size_t errlen);
+
+/* Rank `rank`'s action list: *out (malloc'ed, caller frees) of *n actions.
+ * Returns 0, or -1 with err filled (same reasons as pp_schedule_check). */
+int pp_schedule_build(enum pp_schedule s, int pp, int v, int m, int rank, struct pp_action **out, int *n,
+                      char *err, size_t errlen);
+
+/* Predicted peak of in-flight (mb, chunk) pairs on `rank` (the number of
+ * activation sets it must hold): gpipe m; 1f1b min(pp-rank, m);
+ * interleaved min(2(pp-rank-1) + (v-1)pp + 1, v*m). */
+int pp_peak_bound(enum pp_schedule s, int pp, int v, int m, int rank);
+
+/* Run the pp lists against each other under opts.  Proves, or returns -1
+ * with the first violation in err: every action well formed (kind, mb,
+ * chunk, the neighbouring peer); messages match FIFO per channel with the
+ * right (mb, chunk); each (mb, chunk) forwarded and backwarded exactly once,
+ * backward after forward, after its inputs arrived, every required send and
+ * receive present exactly once; no deadlock under opts->send.  On success
+ * fills *out (free with pp_sim_free); out->sched is PP_SCHED_NONE. */
+int pp_simulate(int pp, int v, int m, struct pp_action *const *lists, const int *n, const struct pp_sim_opts *opts,
+                struct pp_sim *out, char *err, size_t errlen);
+
+/* Build every rank's list for schedule s and simulate them. */
+int pp_simulate_schedule(enum pp_schedule s, int pp, int v, int m, const struct pp_sim_opts *opts,
+                         struct pp_sim *out, char *err, size_t errlen);
+
+void pp_sim_free(struct pp_sim *sim);
+
+/* Bubble fraction measured: total idle / (pp * makespan); its exact
+ * rational form in *num / *den when non-NULL. */
+double pp_bubble(const struct pp_sim *sim, long *num, long *den);
+
+/* The analytic bubble fraction (p-1) / (v*m + p-1) (v = 1 for gpipe, 1f1b). */
+double pp_bubble_formula(int pp, int v, int m, long *num, long *den);
+
+/* The picture: one row per rank, one column per time unit (F3 = forward of
+ * micro-batch 3, B3 its backward, F3c1 with the chunk when v > 1, '.' idle),
+ * wrapped every `width` characters (<= 0: 100), then the bubble fraction
+ * measured and by formula and the peak in-flight per rank. */
+void pp_print_table(FILE *f, const struct pp_sim *sim, int width);
+
+#endif
