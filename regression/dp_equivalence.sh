@@ -10,7 +10,7 @@ for dp in 2 4; do
     st=$?
     ok $st "dp = $dp runs"
     [ $st -eq 0 ] || diag < "$scratch/last.out"
-    grep -q "replicas: parameters bitwise identical ($dp replicas" "$scratch/last.out"
+    grep -q "$dp data-parallel replica(s) bitwise identical" "$scratch/last.out"
     ok $? "dp = $dp: replicas end bitwise identical"
     compare_runs "$scratch/dp$dp" "$scratch/dp1" 1e-5 loss grad_norm | diag
     compare_runs "$scratch/dp$dp" "$scratch/dp1" 1e-5 loss grad_norm > /dev/null

@@ -106,16 +106,6 @@ double model_flops_per_token(const struct model_dims *d)
     return 6.0 * n + 12.0 * d->L * d->C * d->T;
 }
 
-uint64_t model_params_hash(const struct model *m)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a over the bytes, tensor by tensor */
-    for (int i = 0; i < NUM_PARAMS; i++) {
-        const unsigned char *p = (const unsigned char *)m->param[i];
-        for (size_t k = 0; k < m->size[i] * sizeof(float); k++) h = (h ^ p[k]) * 1099511628211ull;
-    }
-    return h;
-}
-
 /* ------------------------------------------------------------ allocation */
 
 static float *carve(float **cursor, size_t n)

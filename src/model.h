@@ -110,9 +110,6 @@ void model_backward(struct model *m, struct comm *c, const int32_t *inputs, cons
                     float dloss);
 void model_zero_grad(struct model *m);
 
-/* 64-bit hash of this rank's parameter bytes (replica consistency checks). */
-uint64_t model_params_hash(const struct model *m);
-
 /* Parameters of the whole logical model (all ranks), and the same without
  * the position table: nanoGPT's N for FLOPs per token. */
 int64_t model_logical_params(const struct model_dims *d);

@@ -96,17 +96,24 @@ static struct pp_action kth(int pp, int v, int k, int bwd)
     return a;
 }
 
-/* Put compute a on the list with the receive before it and the send after
- * it; so a phase (between two computes) holds sends first, then receives. */
-static int emit(struct pp_action *o, int n, struct pp_action a, int pp, int v, int rank)
+/* Put the computes a[0..k) on the list as one group: the receives they need,
+ * the computes back to back, then the sends they make.  A phase (the actions
+ * between two computes) thus holds the sends of one group, then the receives
+ * of the next. */
+static int emit(struct pp_action *o, int n, const struct pp_action *a, int k, int pp, int v, int rank)
 {
-    int s = a.chunk * pp + rank, last = pp * v - 1, prev = (rank + pp - 1) % pp, next = (rank + 1) % pp;
-    int fwd = a.kind == PP_FWD;
-    if (fwd ? s > 0 : s < last) o[n++] = (struct pp_action){fwd ? PP_RECV_ACT : PP_RECV_GRAD, a.mb, a.chunk,
-                                                           fwd ? prev : next};
-    o[n++] = a;
-    if (fwd ? s < last : s > 0) o[n++] = (struct pp_action){fwd ? PP_SEND_ACT : PP_SEND_GRAD, a.mb, a.chunk,
-                                                           fwd ? next : prev};
+    int last = pp * v - 1, prev = (rank + pp - 1) % pp, next = (rank + 1) % pp;
+    for (int i = 0; i < k; i++) {
+        int s = a[i].chunk * pp + rank;
+        if (a[i].kind == PP_FWD && s > 0) o[n++] = (struct pp_action){PP_RECV_ACT, a[i].mb, a[i].chunk, prev};
+        if (a[i].kind == PP_BWD && s < last) o[n++] = (struct pp_action){PP_RECV_GRAD, a[i].mb, a[i].chunk, next};
+    }
+    for (int i = 0; i < k; i++) o[n++] = a[i];
+    for (int i = 0; i < k; i++) {
+        int s = a[i].chunk * pp + rank;
+        if (a[i].kind == PP_FWD && s < last) o[n++] = (struct pp_action){PP_SEND_ACT, a[i].mb, a[i].chunk, next};
+        if (a[i].kind == PP_BWD && s > 0) o[n++] = (struct pp_action){PP_SEND_GRAD, a[i].mb, a[i].chunk, prev};
+    }
     return n;
 }
 
@@ -120,12 +127,17 @@ int pp_schedule_build(enum pp_schedule s, int pp, int v, int m, int rank, struct
     int total = v * m, w = warmup(s, pp, v, m, rank), k = 0;
     struct pp_action *o = malloc(sizeof *o * 6 * (size_t)total);
     if (!o) return fail(err, errlen, "out of memory for %d pipeline actions", 6 * total);
-    for (int i = 0; i < w; i++) k = emit(o, k, kth(pp, v, i, 0), pp, v, rank); /* warm-up */
-    for (int i = 0; i < total - w; i++) {                                       /* steady 1F1B */
-        k = emit(o, k, kth(pp, v, w + i, 0), pp, v, rank);
-        k = emit(o, k, kth(pp, v, i, 1), pp, v, rank);
+    /* Interleaved runs each steady forward and backward as one group (as
+     * Megatron does): its phases then pair up across ranks, which rendezvous
+     * sends need.  1F1B pairs up with single computes already. */
+    int pair = s == PP_INTERLEAVED && v > 1;
+    for (int i = 0; i < w; i++) k = emit(o, k, (struct pp_action[]){kth(pp, v, i, 0)}, 1, pp, v, rank); /* warm-up */
+    for (int i = 0; i < total - w; i++) {                                                                 /* steady */
+        struct pp_action fb[2] = {kth(pp, v, w + i, 0), kth(pp, v, i, 1)};
+        if (pair) k = emit(o, k, fb, 2, pp, v, rank);
+        else k = emit(o, emit(o, k, fb, 1, pp, v, rank), fb + 1, 1, pp, v, rank);
     }
-    for (int i = total - w; i < total; i++) k = emit(o, k, kth(pp, v, i, 1), pp, v, rank); /* cool-down */
+    for (int i = total - w; i < total; i++) k = emit(o, k, (struct pp_action[]){kth(pp, v, i, 1)}, 1, pp, v, rank); /* cool-down */
     *out = o;
     *n = k;
     return 0;
@@ -173,32 +185,39 @@ static int describe(char *buf, size_t len, const struct pp_action *a)
 }
 
 /* Each action well formed, numbered on its channel; then the channels matched. */
+static int bad_action(char *err, size_t errlen, int r, int i, const struct pp_action *a, const char *why)
+{
+    char d[96];
+    describe(d, sizeof d, a);
+    return fail(err, errlen, "rank %d action %d (%s): %s", r, i, d, why);
+}
+
+/* Each action well formed, numbered on its channel; then the channels matched. */
 static int number_messages(struct sim *S, char *err, size_t errlen)
 {
     int pp = S->pp, last = pp * S->v - 1;
+    char why[96];
     for (int r = 0; r < pp; r++)
         for (int i = 0; i < S->n[r]; i++) {
             const struct pp_action *a = &S->l[r][i];
-            char d[96];
-            describe(d, sizeof d, a);
             if (a->kind < PP_RECV_ACT || a->kind > PP_SEND_GRAD || a->mb < 0 || a->mb >= S->m || a->chunk < 0 ||
                 a->chunk >= S->v)
-                return fail(err, errlen, "rank %d action %d (%s): kind, micro-batch or chunk out of range", r, i,
-                            d);
+                return bad_action(err, errlen, r, i, a, "kind, micro-batch or chunk out of range");
             if (is_compute(a->kind)) continue;
             int s = a->chunk * pp + r, toward_next = a->kind == PP_SEND_ACT || a->kind == PP_RECV_GRAD;
             int needs = a->kind == PP_RECV_ACT || a->kind == PP_SEND_GRAD ? s > 0 : s < last;
             int peer = toward_next ? (r + 1) % pp : (r + pp - 1) % pp;
-            if (!needs)
-                return fail(err, errlen, "rank %d action %d (%s): virtual stage %d has no such message", r, i, d, s);
-            if (a->peer != peer)
-                return fail(err, errlen, "rank %d action %d (%s): the peer of virtual stage %d must be rank %d", r,
-                            i, d, s, peer);
+            if (!needs) {
+                snprintf(why, sizeof why, "virtual stage %d has no such message", s);
+                return bad_action(err, errlen, r, i, a, why);
+            }
+            if (a->peer != peer) {
+                snprintf(why, sizeof why, "the peer of virtual stage %d is rank %d", s, peer);
+                return bad_action(err, errlen, r, i, a, why);
+            }
             struct chan *c = &S->ch[chan_of(a, r)];
             int *cnt = is_send(a->kind) ? &c->nsend : &c->nrecv;
-            if (*cnt == S->cap)
-                return fail(err, errlen, "rank %d action %d (%s): more than %d messages on one channel", r, i, d,
-                            S->cap);
+            if (*cnt == S->cap) return bad_action(err, errlen, r, i, a, "more than m*v messages on its channel");
             S->seq[r][i] = *cnt;
             (is_send(a->kind) ? c->smb : c->rmb)[*cnt] = a->mb;
             (is_send(a->kind) ? c->sc : c->rc)[*cnt] = a->chunk;
@@ -223,11 +242,27 @@ static int number_messages(struct sim *S, char *err, size_t errlen)
     return 0;
 }
 
-/* End of the phase (run of communication actions) that starts at i. */
-static int phase_end(const struct pp_action *l, int n, int i)
+/* End of the phase (run of communication actions) that starts at i; the
+ * blocking model takes one action at a time. */
+static int phase_end(const struct sim *S, int r, int i)
 {
-    while (i < n && !is_compute(l[i].kind)) i++;
+    if (S->o.send == PP_SEND_BLOCKING) return i + 1;
+    while (i < S->n[r] && !is_compute(S->l[r][i].kind)) i++;
     return i;
+}
+
+/* Look-ahead: post the receives of the `lookahead` phases after index e. */
+static void post_ahead(struct sim *S, int r, int e)
+{
+    const struct pp_action *l = S->l[r];
+    for (int k = 0; k < S->o.lookahead && S->o.send != PP_SEND_BLOCKING; k++) {
+        while (e < S->n[r] && is_compute(l[e].kind)) e++;
+        if (e >= S->n[r]) return;
+        for (int f = phase_end(S, r, e); e < f; e++) {
+            long *posted = &S->ch[chan_of(&l[e], r)].posted[S->seq[r][e]];
+            if (!is_send(l[e].kind) && *posted < 0) *posted = S->clock[r];
+        }
+    }
 }
 
 /* Checks that a compute or send may happen now on rank r, then records it. */
@@ -245,16 +280,13 @@ static int apply(struct sim *S, int r, int i, char *err, size_t errlen)
     case PP_SEND_GRAD: bit = SENT_GRAD, need = DID_BWD; break;
     }
     bad = (*st & bit) ? bit : need & ~*st;
-    if (bad) {
-        char d[96];
-        describe(d, sizeof d, a);
-        const char *why = bad == bit                    ? "done twice"
+    if (bad)
+        return bad_action(err, errlen, r, i, a,
+                          bad == bit                           ? "done twice"
                           : bad & DID_FWD && a->kind != PP_FWD ? "before its forward"
-                          : bad & GOT_ACT               ? "before its input activation arrived"
-                          : bad & GOT_GRAD              ? "before its output gradient arrived"
-                                                        : "before its backward";
-        return fail(err, errlen, "rank %d action %d (%s): %s", r, i, d, why);
-    }
+                          : bad & GOT_ACT                      ? "before its input activation arrived"
+                          : bad & GOT_GRAD                     ? "before its output gradient arrived"
+                                                               : "before its backward");
     *st |= (unsigned char)bit;
     return 0;
 }
@@ -277,13 +309,15 @@ static int step(struct sim *S, struct pp_sim *out, int r, char *err, size_t errl
         S->pc[r]++;
         return 1;
     }
-    int e = phase_end(l, S->n[r], i);
-    if (!S->entered[r]) { /* post the receives, issue the sends */
+    int e = phase_end(S, r, i);
+    if (!S->entered[r]) { /* post the receives (unless posted ahead), issue the sends */
         for (int j = i; j < e; j++) {
             struct chan *c = &S->ch[chan_of(&l[j], r)];
             if (is_send(l[j].kind) && apply(S, r, j, err, errlen)) return -1;
-            (is_send(l[j].kind) ? c->issued : c->posted)[S->seq[r][j]] = S->clock[r];
+            long *t = &(is_send(l[j].kind) ? c->issued : c->posted)[S->seq[r][j]];
+            if (*t < 0) *t = S->clock[r];
         }
+        post_ahead(S, r, e);
         S->entered[r] = 1;
     }
     long t = S->clock[r];
@@ -305,10 +339,10 @@ static int step(struct sim *S, struct pp_sim *out, int r, char *err, size_t errl
 /* Nobody can move: say what each unfinished rank waits for. */
 static int deadlock(const struct sim *S, char *err, size_t errlen)
 {
-    size_t k = (size_t)snprintf(err, errlen, "deadlock with %s sends:",
-                                S->o.send == PP_SEND_BUFFERED ? "buffered" : "rendezvous");
+    static const char *const model[] = {"buffered", "rendezvous", "blocking rendezvous"};
+    size_t k = (size_t)snprintf(err, errlen, "deadlock with %s sends:", model[S->o.send]);
     for (int r = 0; r < S->pp && k < errlen; r++) {
-        int i = S->pc[r], e = phase_end(S->l[r], S->n[r], i);
+        int i = S->pc[r], e = phase_end(S, r, i);
         for (int j = i; j < e && k < errlen; j++) {
             const struct chan *c = &S->ch[chan_of(&S->l[r][j], r)];
             int snd = is_send(S->l[r][j].kind);
@@ -401,7 +435,9 @@ int pp_simulate(int pp, int v, int m, struct pp_action *const *lists, const int 
 {
     memset(out, 0, sizeof *out);
     if (pp < 1 || v < 1 || m < 1) return fail(err, errlen, "pp, v and m must be at least 1");
-    if (opts->t_fwd < 1 || opts->t_bwd < 1) return fail(err, errlen, "forward and backward times must be >= 1");
+    if (opts->t_fwd < 1 || opts->t_bwd < 1 || opts->lookahead < 0 || opts->send < PP_SEND_BUFFERED ||
+        opts->send > PP_SEND_BLOCKING)
+        return fail(err, errlen, "bad simulator options (times >= 1, look-ahead >= 0, a send model)");
     struct sim S = {.pp = pp, .v = v, .m = m, .cap = m * v, .l = lists, .n = n, .o = *opts};
     *out = (struct pp_sim){.pp = pp, .v = v, .m = m, .sched = PP_SCHED_NONE, .opts = *opts};
     int rc = sim_alloc(&S, out) ? fail(err, errlen, "out of memory in the pipeline simulator")

@@ -48,13 +48,16 @@ struct pp_action {
 };
 
 enum pp_send_model {
-    PP_SEND_BUFFERED,  /* a send completes when issued (eager/buffered MPI, or sends waited at step end) */
-    PP_SEND_RENDEZVOUS /* a send completes only when the matching receive is posted; phases wait for their sends */
+    PP_SEND_BUFFERED,   /* a send completes when issued (eager/buffered MPI, or sends waited at step end) */
+    PP_SEND_RENDEZVOUS, /* a send completes only once its receive is posted; each phase waits for its sends */
+    PP_SEND_BLOCKING    /* what the contract forbids, for contrast: one action at a time, MPI_Ssend and
+                         * MPI_Recv in list order; deadlocks (the classic failure of fixed blocking orders) */
 };
 
 struct pp_sim_opts {
     int t_fwd, t_bwd;        /* integer time of one chunk's forward and backward (> 0) */
     enum pp_send_model send; /* communication itself takes no time */
+    int lookahead;           /* entering a phase also posts the receives of the next `lookahead` phases */
 };
 
 /* One compute action placed in time, for the picture. */

@@ -13,6 +13,7 @@
 #include "ckpt.h"
 #include "comm.h"
 #include "data.h"
+#include "diag.h"
 #include "gemm.h"
 #include "log.h"
 #include "metrics.h"
@@ -215,22 +216,6 @@ static void save_checkpoint(struct run *r)
     log_info("checkpoint %s/ckpt_%lld.h5 written\n", r->cfg->io.run_dir, (long long)r->step);
 }
 
-/* Data-parallel replicas must hold bitwise-identical parameters. */
-static void check_replicas(struct run *r)
-{
-    if (r->g->dp == 1) return;
-    uint64_t h = model_params_hash(&r->model), lo, hi;
-    MPI_CHECK(MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, r->g->dp_comm));
-    MPI_CHECK(MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, r->g->dp_comm));
-    int bad = lo != hi, any;
-    MPI_CHECK(MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, r->g->world_comm));
-    if (any)
-        die_all("the data-parallel reduction is not deterministic on this MPI; report it with the MPI version",
-                "data-parallel replicas hold different parameters after step %lld", (long long)r->step);
-    log_info("data-parallel replicas: parameters bitwise identical (%d replicas, hash %016llx)\n", r->g->dp,
-             (unsigned long long)h);
-}
-
 /* Should all ranks stop now (signal or time limit)?  Collective. */
 static int stop_agreed(struct run *r, double t_start, double avg_step)
 {
@@ -286,6 +271,9 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
             if (r.step % cfg->io.log_every == 0 || r.step == cfg->train.steps)
                 metrics_print_step(stdout, &sm, cfg->train.steps, avg * (double)(cfg->train.steps - r.step));
         }
+        if (r.step == 1 && cfg->diag.corrupt_rank == g->rank) diag_corrupt(&r.model);
+        if (cfg->diag.check_every > 0 && r.step % cfg->diag.check_every == 0 && r.step < cfg->train.steps)
+            diag_check_consistency(&r.model, g, cfg, r.step);
         if (cfg->io.checkpoint_every > 0 && r.step % cfg->io.checkpoint_every == 0 && r.step < cfg->train.steps)
             save_checkpoint(&r);
         if (r.step < cfg->train.steps && stop_agreed(&r, t_start, avg)) {
@@ -295,7 +283,7 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
             break;
         }
     }
-    check_replicas(&r);
+    diag_check_consistency(&r.model, g, cfg, r.step);
     if (status == EXIT_STOPPED || cfg->io.save_final) save_checkpoint(&r);
 
     double *all = g->rank == 0 ? xmalloc((size_t)g->world * NUM_TIMERS * sizeof(double)) : NULL;

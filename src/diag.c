@@ -1,0 +1,110 @@
+/* diag.c -- consistency checks across replicas and tensor-parallel ranks. */
+#include "diag.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "log.h"
+
+static uint64_t hash_bytes(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+struct rank_info {
+    int rank, tp, dp, pp;
+    int64_t seed, data_seed;
+    double grad_norm; /* of this rank's local gradients */
+    uint64_t hash;    /* of all its parameters */
+};
+
+/* First tensor whose hash differs inside comm (only replicated tensors when
+ * replicated_only); returns its id and the group ranks that differ, or -1. */
+static int first_mismatch(const uint64_t *mine, MPI_Comm comm, int replicated_only, int *bad_rank)
+{
+    int n;
+    MPI_CHECK(MPI_Comm_size(comm, &n));
+    uint64_t *all = xmalloc((size_t)n * NUM_PARAMS * sizeof *all);
+    MPI_CHECK(MPI_Allgather(mine, NUM_PARAMS, MPI_UINT64_T, all, NUM_PARAMS, MPI_UINT64_T, comm));
+    int found = -1;
+    for (int id = 0; id < NUM_PARAMS && found < 0; id++) {
+        if (replicated_only && param_table[id].shard != SHARD_NONE) continue;
+        for (int r = 1; r < n; r++)
+            if (all[(size_t)r * NUM_PARAMS + id] != all[id]) {
+                found = id;
+                *bad_rank = r;
+                break;
+            }
+    }
+    free(all);
+    return found;
+}
+
+static void print_table(const struct rank_info *info, int world)
+{
+    fprintf(stderr, "  %5s %3s %3s %3s %20s %20s %16s %18s\n", "rank", "tp", "dp", "pp", "train.seed",
+            "data.seed", "local grad norm", "parameter hash");
+    for (int r = 0; r < world; r++)
+        fprintf(stderr, "  %5d %3d %3d %3d %20lld %20lld %16.9e   %016llx\n", info[r].rank, info[r].tp,
+                info[r].dp, info[r].pp, (long long)info[r].seed, (long long)info[r].data_seed,
+                info[r].grad_norm, (unsigned long long)info[r].hash);
+}
+
+void diag_check_consistency(const struct model *m, const struct grid *g, const struct config *cfg, int64_t step)
+{
+    uint64_t h[NUM_PARAMS];
+    double gss = 0;
+    for (int id = 0; id < NUM_PARAMS; id++) {
+        h[id] = hash_bytes(m->param[id], m->size[id] * sizeof(float));
+        gss += sumsq(m->grad[id], m->size[id]);
+    }
+    int dp_bad = -1, tp_bad = -1;
+    int dp_id = g->dp > 1 ? first_mismatch(h, g->dp_comm, 0, &dp_bad) : -1;
+    int tp_id = g->tp > 1 ? first_mismatch(h, g->tp_comm, 1, &tp_bad) : -1;
+    int bad = dp_id >= 0 || tp_id >= 0, any;
+    MPI_CHECK(MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, g->world_comm));
+    if (!any) {
+        log_info("consistency at step %lld: %d data-parallel replica(s) bitwise identical, replicated tensors "
+                 "agree across %d tp rank(s)\n", (long long)step, g->dp, g->tp);
+        return;
+    }
+
+    struct rank_info me = {g->rank, g->tp_rank, g->dp_rank, g->pp_rank, cfg->train.seed, cfg->data.seed,
+                           sqrt(gss), hash_bytes(h, sizeof h)};
+    struct rank_info *all = g->rank == 0 ? xmalloc((size_t)g->world * sizeof *all) : NULL;
+    MPI_CHECK(MPI_Gather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, 0, g->world_comm));
+    /* the lowest world rank that saw a mismatch describes it */
+    char msg[1024] = "";
+    if (dp_id >= 0)
+        snprintf(msg, sizeof msg, "data-parallel replicas diverged at step %lld: tensor %s on world rank %d "
+                 "(dp rank %d of its group) differs from dp rank 0 (world rank %d)", (long long)step,
+                 param_table[dp_id].name, grid_rank_of(g, g->tp_rank, dp_bad, g->pp_rank), dp_bad,
+                 grid_rank_of(g, g->tp_rank, 0, g->pp_rank));
+    else if (tp_id >= 0)
+        snprintf(msg, sizeof msg, "replicated tensor %s disagrees across tensor-parallel ranks at step %lld: "
+                 "world rank %d (tp rank %d) differs from tp rank 0 (world rank %d)", param_table[tp_id].name,
+                 (long long)step, grid_rank_of(g, tp_bad, g->dp_rank, g->pp_rank), tp_bad,
+                 grid_rank_of(g, 0, g->dp_rank, g->pp_rank));
+    mpi_agree_error(g->world_comm, bad, msg, sizeof msg);
+    if (g->rank == 0) {
+        fprintf(stderr, "error: %s\n", msg);
+        print_table(all, g->world);
+        fprintf(stderr, "  hint: replicas must apply identical updates: run the same binary and libraries on "
+                        "every node, keep the MPI reduction deterministic, and check for hardware faults on the "
+                        "named rank (rerun with diag.check_every = 1 to find the first bad step)\n");
+    }
+    free(all);
+    exit_all(1);
+}
+
+void diag_corrupt(struct model *m)
+{
+    m->param[P_LN1W][0] += 1e-3f;
+    log_warn("diag.corrupt_rank: perturbed ln1_w[0] of layer %d on this rank", m->d.l0);
+}
