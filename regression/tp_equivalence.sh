@@ -31,7 +31,8 @@ check_layout tp4sp 4 parallel.tp=4 parallel.sequence_parallel=.true.
 # Counted TP bytes against the analytic volume (payload sizes; fp32).
 # Per micro-batch of N = B*T rows: 2 all-reduces of N*C per layer forward
 # and 2 backward, one each for the embedding and the final LayerNorm, and
-# 3N floats of cross-entropy statistics; per step the 8-byte norm.  With
+# 3N floats of cross-entropy statistics; per step the squared norms of the
+# 4 + 12L logical tensors (doubles) for the gradient norm.  With
 # sequence parallelism every N*C all-reduce becomes an all-gather plus a
 # reduce-scatter, and the LayerNorm gradients (4L+2)C are all-reduced once.
 "$PYTHON3" - "$scratch" <<'PY'
@@ -49,11 +50,12 @@ bad = 0
 for run, sp in (("tp2", 0), ("tp4", 0), ("tp2sp", 1), ("tp4sp", 1)):
     got, per_step = counted(run)
     act = (4 * L + 2) * N * C * 4 * nmb
+    norms = 8 * (4 + 12 * L)
     ce = 3 * N * 4 * nmb
     if sp:
-        want = {"all-reduce": steps * (ce + 8 + (4 * L + 2) * C * 4), "all-gather": steps * act, "reduce-scatter": steps * act}
+        want = {"all-reduce": steps * (ce + norms + (4 * L + 2) * C * 4), "all-gather": steps * act, "reduce-scatter": steps * act}
     else:
-        want = {"all-reduce": steps * (act + ce + 8), "all-gather": 0, "reduce-scatter": 0}
+        want = {"all-reduce": steps * (act + ce + norms), "all-gather": 0, "reduce-scatter": 0}
     for op, w in want.items():
         g = got[op]
         print(f"# {run}: {op:15s} counted {g:12.0f} B, analytic {w:12.0f} B")

@@ -71,15 +71,37 @@ void optim_reduce_grads(struct model *m, struct comm *c)
     comm_allreduce_sum_f32(c, CG_DP, m->grads_mem, total);
 }
 
+/* The squared norm of every logical tensor (one entry per tensor and layer)
+ * meets in one vector and is summed in a fixed order, so the norm is the
+ * same bit for bit however the layers are spread over pipeline stages. */
 double optim_grad_norm(const struct model *m, struct comm *c)
 {
-    /* sharded tensors: each tp rank holds a disjoint part, sum over tp;
-     * replicated ones are identical on every tp rank, count them once */
-    double ss[2] = {0, 0}; /* sharded, replicated */
-    for (int i = 0; i < NUM_PARAMS; i++)
-        ss[param_table[i].shard == SHARD_NONE] += sumsq(m->grad[i], m->size[i]);
-    if (m->d.tp > 1) comm_allreduce_sum_f64(c, CG_TP, &ss[0], 1);
-    return sqrt(ss[0] + ss[1]);
+    const struct model_dims *d = &m->d;
+    int nglobal = 0, nlayer = 0;
+    for (int i = 0; i < NUM_PARAMS; i++) param_table[i].per_layer ? nlayer++ : nglobal++;
+    size_t n = (size_t)nglobal + (size_t)d->L * nlayer;
+    double *e = xcalloc(n, sizeof *e);
+    int g = 0, k = 0;
+    for (int i = 0; i < NUM_PARAMS; i++) {
+        const struct param_info *pi = &param_table[i];
+        /* a replicated tensor is counted on tp rank 0 only */
+        int counts = pi->shard != SHARD_NONE || d->tp_rank == 0;
+        if (!pi->per_layer) {
+            if (counts) e[g] = sumsq(m->grad[i], m->size[i]);
+            g++;
+            continue;
+        }
+        size_t per = m->size[i] / (size_t)d->Lp;
+        for (int l = 0; l < d->Lp && counts; l++)
+            e[nglobal + (size_t)(d->l0 + l) * nlayer + k] = sumsq(m->grad[i] + (size_t)l * per, per);
+        k++;
+    }
+    if (d->tp > 1) comm_allreduce_sum_f64(c, CG_TP, e, n);
+    if (c && c->grid->pp > 1) comm_allreduce_sum_f64(c, CG_PP, e, n);
+    double ss = 0;
+    for (size_t j = 0; j < n; j++) ss += e[j];
+    free(e);
+    return sqrt(ss);
 }
 
 void optim_update(struct optim *o, struct model *m, double grad_norm, double lr, int64_t t)

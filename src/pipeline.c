@@ -51,18 +51,14 @@ int pp_schedule_check(enum pp_schedule s, int pp, int v, int m, char *err, size_
         return fail(err, errlen, "virtual_stages = %d needs pp >= 2 (there is nothing to interleave on one stage)",
                     v);
     if (v > 1 && m % pp) {
-        int lo = m / pp * pp, hi = lo + pp;
-        if (lo > 0)
-            return fail(err, errlen,
-                        "the interleaved schedule needs the micro-batches per replica (%d) to be a multiple of "
-                        "pp = %d (micro-batches go round the ranks in groups of pp, as in Megatron); "
-                        "use %d or %d (batch_size = dp * micro_batch_size * that), or schedule = '1f1b'",
-                        m, pp, lo, hi);
+        char use[64];
+        int lo = m / pp * pp;
+        snprintf(use, sizeof use, lo ? "%d or %d" : "%d", lo ? lo : pp, lo + pp);
         return fail(err, errlen,
-                    "the interleaved schedule needs the micro-batches per replica (%d) to be a multiple of "
-                    "pp = %d (micro-batches go round the ranks in groups of pp, as in Megatron); "
-                    "use %d (batch_size = dp * micro_batch_size * that), or schedule = '1f1b'",
-                    m, pp, hi);
+                    "the interleaved schedule needs the micro-batches per replica (%d) to be a multiple of pp = %d "
+                    "(micro-batches go round the ranks in groups of pp, as in Megatron); use %s "
+                    "(batch_size = dp * micro_batch_size * that), or schedule = '1f1b'",
+                    m, pp, use);
     }
     return 0;
 }
@@ -137,7 +133,8 @@ int pp_schedule_build(enum pp_schedule s, int pp, int v, int m, int rank, struct
         if (pair) k = emit(o, k, fb, 2, pp, v, rank);
         else k = emit(o, emit(o, k, fb, 1, pp, v, rank), fb + 1, 1, pp, v, rank);
     }
-    for (int i = total - w; i < total; i++) k = emit(o, k, (struct pp_action[]){kth(pp, v, i, 1)}, 1, pp, v, rank); /* cool-down */
+    for (int i = total - w; i < total; i++) /* cool-down */
+        k = emit(o, k, (struct pp_action[]){kth(pp, v, i, 1)}, 1, pp, v, rank);
     *out = o;
     *n = k;
     return 0;
@@ -166,7 +163,16 @@ struct sim {
     unsigned char **st;       /* [pp][m v] */
     int *pc, *entered, *live; /* [pp] position, phase entered, in-flight now */
     long *clock;              /* [pp] */
+    int *queue, head, len;    /* [pp] ranks that may be able to move (a ring) */
+    unsigned char *queued;    /* [pp] */
 };
+
+static void wake(struct sim *S, int r)
+{
+    if (S->queued[r]) return;
+    S->queued[r] = 1;
+    S->queue[(S->head + S->len++) % S->pp] = r;
+}
 
 static int is_send(enum pp_kind k) { return k == PP_SEND_ACT || k == PP_SEND_GRAD; }
 
@@ -184,7 +190,7 @@ static int describe(char *buf, size_t len, const struct pp_action *a)
                     is_send(a->kind) ? "to" : "from", a->peer);
 }
 
-/* Each action well formed, numbered on its channel; then the channels matched. */
+/* "rank r action i (FWD mb 3 chunk 0): why" */
 static int bad_action(char *err, size_t errlen, int r, int i, const struct pp_action *a, const char *why)
 {
     char d[96];
@@ -319,6 +325,7 @@ static int step(struct sim *S, struct pp_sim *out, int r, char *err, size_t errl
         }
         post_ahead(S, r, e);
         S->entered[r] = 1;
+        wake(S, (r + 1) % S->pp), wake(S, (r + S->pp - 1) % S->pp); /* whom this may unblock */
     }
     long t = S->clock[r];
     for (int j = i; j < e; j++) { /* wait: receives need their send, rendezvous sends their receive */
@@ -340,6 +347,7 @@ static int step(struct sim *S, struct pp_sim *out, int r, char *err, size_t errl
 static int deadlock(const struct sim *S, char *err, size_t errlen)
 {
     static const char *const model[] = {"buffered", "rendezvous", "blocking rendezvous"};
+    if (!err || !errlen) return -1;
     size_t k = (size_t)snprintf(err, errlen, "deadlock with %s sends:", model[S->o.send]);
     for (int r = 0; r < S->pp && k < errlen; r++) {
         int i = S->pc[r], e = phase_end(S, r, i);
@@ -367,6 +375,7 @@ static void sim_release(struct sim *S)
         if (S->st) free(S->st[r]);
     }
     free(S->ch), free(S->seq), free(S->st), free(S->pc), free(S->entered), free(S->live), free(S->clock);
+    free(S->queue), free(S->queued);
 }
 
 void pp_sim_free(struct pp_sim *sim)
@@ -384,11 +393,12 @@ static int sim_alloc(struct sim *S, struct pp_sim *out)
     S->st = calloc((size_t)pp, sizeof *S->st);
     S->pc = calloc((size_t)pp, sizeof(int)), S->entered = calloc((size_t)pp, sizeof(int));
     S->live = calloc((size_t)pp, sizeof(int)), S->clock = calloc((size_t)pp, sizeof(long));
+    S->queue = calloc((size_t)pp, sizeof(int)), S->queued = calloc((size_t)pp, 1);
     out->busy = calloc((size_t)pp, sizeof(long)), out->idle = calloc((size_t)pp, sizeof(long));
     out->peak = calloc((size_t)pp, sizeof(int)), out->nslot = calloc((size_t)pp, sizeof(int));
     out->slot = calloc((size_t)pp, sizeof *out->slot);
-    if (!S->ch || !S->seq || !S->st || !S->pc || !S->entered || !S->live || !S->clock || !out->busy || !out->idle ||
-        !out->peak || !out->nslot || !out->slot)
+    if (!S->ch || !S->seq || !S->st || !S->pc || !S->entered || !S->live || !S->clock || !S->queue || !S->queued ||
+        !out->busy || !out->idle || !out->peak || !out->nslot || !out->slot)
         return -1;
     for (int q = 0; q < 2 * pp; q++) {
         struct chan *c = &S->ch[q];
@@ -442,13 +452,12 @@ int pp_simulate(int pp, int v, int m, struct pp_action *const *lists, const int 
     *out = (struct pp_sim){.pp = pp, .v = v, .m = m, .sched = PP_SCHED_NONE, .opts = *opts};
     int rc = sim_alloc(&S, out) ? fail(err, errlen, "out of memory in the pipeline simulator")
                                 : number_messages(&S, err, errlen);
-    for (int moved = 1; rc == 0 && moved;) {
-        moved = 0;
-        for (int r = 0; rc == 0 && r < pp; r++) {
-            int k;
-            while ((k = step(&S, out, r, err, errlen)) == 1) moved = 1;
-            if (k < 0) rc = -1;
-        }
+    for (int r = 0; rc == 0 && r < pp; r++) wake(&S, r);
+    while (rc == 0 && S.len > 0) { /* run a rank as far as it goes; entering a phase wakes its neighbours */
+        int r = S.queue[S.head], k;
+        S.head = (S.head + 1) % pp, S.len--, S.queued[r] = 0;
+        while ((k = step(&S, out, r, err, errlen)) == 1) continue;
+        if (k < 0) rc = -1;
     }
     for (int r = 0; rc == 0 && r < pp; r++)
         if (S.pc[r] < n[r]) rc = deadlock(&S, err, errlen);
@@ -505,13 +514,15 @@ static int label(char *buf, size_t len, const struct pp_slot *s, int v)
 void pp_print_table(FILE *f, const struct pp_sim *sim, int width)
 {
     char buf[32];
-    int cw = snprintf(buf, sizeof buf, "%ld", sim->makespan > 0 ? sim->makespan - 1 : 0), lw = 8;
+    int cw = snprintf(buf, sizeof buf, "%ld", sim->makespan > 0 ? sim->makespan - 1 : 0);
+    int lw = snprintf(buf, sizeof buf, "rank %d ", sim->pp - 1);
+    if (lw < 8) lw = 8;
     struct pp_slot big = {PP_FWD, sim->m - 1, sim->v - 1, 0, 0};
     int lab = label(buf, sizeof buf, &big, sim->v);
     cw = (lab > cw ? lab : cw) + 1;
     int per = ((width > 0 ? width : 100) - lw) / cw;
     if (per < 1) per = 1;
-    fprintf(f, "%s schedule: pp = %d, virtual_stages = %d, micro-batches = %d; forward %d, backward %d time units\n",
+    fprintf(f, "%s: pp = %d, virtual_stages = %d, micro-batches = %d; forward %d, backward %d time units\n",
             sim->sched == PP_SCHED_NONE ? "pipeline" : pp_schedule_name(sim->sched), sim->pp, sim->v, sim->m,
             sim->opts.t_fwd, sim->opts.t_bwd);
     for (long t0 = 0; t0 < sim->makespan; t0 += per) {
@@ -535,8 +546,8 @@ void pp_print_table(FILE *f, const struct pp_sim *sim, int width)
     long num, den, fn, fd;
     double b = pp_bubble(sim, &num, &den), fb = pp_bubble_formula(sim->pp, sim->v, sim->m, &fn, &fd);
     long g = gcd(num, den) ? gcd(num, den) : 1;
-    fprintf(f, "bubble fraction %.4f (idle %ld of %ld rank-time units = %ld/%ld); (p-1)/(v*m+p-1) = %ld/%ld = %.4f\n",
-            b, num, den, num / g, den / g, fn, fd, fb);
+    fprintf(f, "bubble fraction %ld/%ld = %.4f: idle %ld of %ld rank-time units\n", num / g, den / g, b, num, den);
+    fprintf(f, "by formula (p-1)/(v*m+p-1) = %ld/%ld = %.4f\n", fn, fd, fb);
     fprintf(f, "peak in flight (mb, chunk) per rank:");
     for (int r = 0; r < sim->pp; r++) fprintf(f, " %d", sim->peak[r]);
     fputc('\n', f);

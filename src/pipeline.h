@@ -2,7 +2,7 @@
  * and the time x rank picture (pure code, no MPI; docs/pipeline.md).
  *
  * Terms.  pp ranks (stages) r = 0 .. pp-1, v model chunks per rank, m
- * micro-batches per step.  The layers are cut into S = pp*v pieces; chunk c
+ * micro-batches per step and DP replica.  The layers are cut into S = pp*v pieces; chunk c
  * of rank r holds virtual stage s = c*pp + r, so activations flow
  * r -> r+1 and from rank pp-1 back to rank 0 one chunk up (Megatron's
  * interleaved layout; v = 1 is the plain pipeline).
@@ -17,9 +17,14 @@
  *   3. wait for the phase's receives before the next compute;  its sends may
  *      be waited at the end of the phase or any time later (before the send
  *      buffer is reused, at the latest at the end of the step).
- * Matching is FIFO per (sender, receiver, direction): tag = PP_TAG_ACT or
- * PP_TAG_GRAD is enough; the simulator checks that the k-th send on each
- * channel carries the micro-batch and chunk the k-th receive expects. */
+ * Within a phase the waits may come in any order (one MPI_Waitall is fine).
+ * The generated lists are deadlock-free with buffered sends and with
+ * rendezvous sends (a send completes only once its receive is posted); they
+ * are NOT with one blocking MPI_Ssend/MPI_Recv at a time in list order
+ * (PP_SEND_BLOCKING shows the deadlock).  Matching is FIFO per (sender,
+ * receiver, direction): tag = PP_TAG_ACT or PP_TAG_GRAD is enough; the
+ * simulator checks that the k-th send on each channel carries the
+ * micro-batch and chunk the k-th receive expects. */
 #ifndef TRIAD_PIPELINE_H
 #define TRIAD_PIPELINE_H
 

@@ -21,8 +21,9 @@ static const char *const check_name[NCHECK] = {
     "deadlock-free, every dependency met, with rendezvous sends waited at the end of each phase (F=1, B=2)",
     "deadlock-free with rendezvous sends and receives posted one and two phases ahead",
     "makespan (v*m+p-1)(tF+tB), so each rank's bubble is exactly (p-1)/(v*m+p-1), at F:B = 1:2, 1:1, 2:3",
-    "peak in-flight (mb, chunk) per rank equals the bound (gpipe m; 1f1b min(pp-rank, m); interleaved "
-    "min(2(pp-rank-1)+(v-1)pp+1, v*m))"};
+    ("peak in-flight (mb, chunk) per rank equals pp_peak_bound (gpipe m; 1f1b min(pp-rank, m); interleaved "
+     "min(2(pp-rank-1)+(v-1)pp+1, v*m))"),
+};
 
 struct tally {
     int combos, fails[NCHECK];
@@ -32,7 +33,7 @@ struct tally {
 static void failed(struct tally *t, int c, enum pp_schedule s, int pp, int v, int m, const char *what)
 {
     if (!t->fails[c]++)
-        snprintf(t->first[c], sizeof t->first[c], "%s pp=%d v=%d m=%d: %s", pp_schedule_name(s), pp, v, m, what);
+        snprintf(t->first[c], sizeof t->first[c], "%s pp=%d v=%d m=%d: %.300s", pp_schedule_name(s), pp, v, m, what);
 }
 
 /* The list property checked without the simulator: per (mb, chunk) and kind,
@@ -89,7 +90,8 @@ static int run(struct pp_action **l, int *n, enum pp_schedule s, int pp, int v, 
         pp_bubble_formula(pp, v, m, &fn, &fd);
         /* idle_r / makespan == (p-1) / (v m + p-1), in integers */
         *bubble_ok &= sim.idle[r] * fd == fn * sim.makespan && sim.busy[r] == (long)v * m * tau;
-        int want = s == PP_GPIPE ? m : s == PP_1F1B ? (pp - r < m ? pp - r : m) : pp_peak_bound(s, pp, v, m, r);
+        int w = s == PP_GPIPE ? m : v == 1 ? pp - r : 2 * (pp - r - 1) + (v - 1) * pp + 1;
+        int want = w < v * m ? w : v * m;
         *peak_ok &= sim.peak[r] == want && want == pp_peak_bound(s, pp, v, m, r);
     }
     pp_sim_free(&sim);
@@ -103,7 +105,10 @@ static void one_combo(struct tally *t, enum pp_schedule s, int pp, int v, int m)
     char err[400];
     t->combos++;
     for (int r = 0; r < pp && ok; r++)
-        if (pp_schedule_build(s, pp, v, m, r, &l[r], &n[r], err, sizeof err)) failed(t, C_BUILD, s, pp, v, m, err), ok = 0;
+        if (pp_schedule_build(s, pp, v, m, r, &l[r], &n[r], err, sizeof err)) {
+            failed(t, C_BUILD, s, pp, v, m, err);
+            ok = 0;
+        }
     for (int r = 0; r < pp && ok; r++) {
         if (!check_list(l[r], n[r], pp, v, m, r, err, sizeof err)) failed(t, C_LIST, s, pp, v, m, err);
         if (!in_order(l[r], n[r], v)) failed(t, C_ORDER, s, pp, v, m, "out of micro-batch order");
@@ -267,13 +272,14 @@ static void test_simulator_catches(void)
 /* ---------------------------------------------------------------- picture */
 
 static const char golden_1f1b_4x4[] =
-    "1f1b schedule: pp = 4, virtual_stages = 1, micro-batches = 4; forward 1, backward 1 time units\n"
+    "1f1b: pp = 4, virtual_stages = 1, micro-batches = 4; forward 1, backward 1 time units\n"
     "time    0  1  2  3  4  5  6  7  8  9  10 11 12 13\n"
     "rank 0  F0 F1 F2 F3 .  .  .  B0 .  B1 .  B2 .  B3\n"
     "rank 1  .  F0 F1 F2 .  .  B0 F3 B1 .  B2 .  B3 .\n"
     "rank 2  .  .  F0 F1 .  B0 F2 B1 F3 B2 .  B3 .  .\n"
     "rank 3  .  .  .  F0 B0 F1 B1 F2 B2 F3 B3 .  .  .\n"
-    "bubble fraction 0.4286 (idle 24 of 56 rank-time units = 3/7); (p-1)/(v*m+p-1) = 3/7 = 0.4286\n"
+    "bubble fraction 3/7 = 0.4286: idle 24 of 56 rank-time units\n"
+    "by formula (p-1)/(v*m+p-1) = 3/7 = 0.4286\n"
     "peak in flight (mb, chunk) per rank: 4 3 2 1\n";
 
 static char *picture(enum pp_schedule s, int pp, int v, int m, int tf, int tb, int width)
