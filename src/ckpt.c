@@ -35,6 +35,7 @@ struct tensor_ref {
     int nblocks;
     size_t elems;          /* elements of this rank's selection */
     int replicated;        /* identical on every tp rank */
+    int primary;           /* this copy is written (the tied wte: first stage's) */
     float *local;          /* this rank's copy, or NULL if it holds none */
 };
 
@@ -74,12 +75,10 @@ static void tensor_ref(struct tensor_ref *t, const char *prefix, const struct mo
         t->elems += n * lcols;
     }
     t->local = NULL;
-    if (!param_table[id].per_layer) {
-        t->local = base[id];
-    } else if (layer >= d->l0 && layer < d->l0 + d->Lp) {
-        size_t per = m->size[id] / (size_t)d->Lp;
-        t->local = base[id] + (size_t)(layer - d->l0) * per;
-    }
+    int j = param_table[id].per_layer ? model_local_layer(d, layer) : 0;
+    if (m->size[id] > 0 && j >= 0)
+        t->local = base[id] + (size_t)j * (m->size[id] / (size_t)(param_table[id].per_layer ? d->Lp : 1));
+    t->primary = id != P_WTE || model_has_embedding(d); /* of wte's two copies, the first stage writes */
 }
 
 /* Select this rank's blocks in the file space (nothing if it has none). */
@@ -117,7 +116,7 @@ static int write_tensor(hid_t file, struct tensor_ref *t, const struct grid *g, 
     hid_t ds = H5Dcreate2(file, t->path, H5T_NATIVE_FLOAT, fs, lcpl, H5P_DEFAULT, H5P_DEFAULT);
     /* one writer per shard: data-parallel replica 0, and tp rank 0 of a
      * replicated tensor */
-    int writer = t->local != NULL && g->dp_rank == 0 && (!t->replicated || g->tp_rank == 0);
+    int writer = t->local != NULL && t->primary && g->dp_rank == 0 && (!t->replicated || g->tp_rank == 0);
     hsize_t n = writer ? t->elems : 0;
     hid_t ms = H5Screate_simple(1, &n, NULL);
     select_blocks(fs, t, writer);

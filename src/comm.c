@@ -131,6 +131,36 @@ void comm_reduce_scatter_f32(struct comm *c, enum comm_group g, float *part, con
     account(c, g, CO_REDUCE_SCATTER, n * sizeof(float) * (size_t)group_size(c, g), t0);
 }
 
+static int p2p_count(size_t n)
+{
+    if (n > (size_t)INT_MAX) die("a point-to-point message of %zu elements exceeds MPI's int count", n);
+    return (int)n;
+}
+
+void comm_isend_f32(struct comm *c, enum comm_group g, const float *buf, size_t n, int peer, int tag,
+                    MPI_Request *req)
+{
+    MPI_CHECK(MPI_Isend(buf, p2p_count(n), MPI_FLOAT, peer, tag, comm_of(c, g), req));
+    c->step.bytes[g][CO_SEND] += (double)(n * sizeof(float));
+    c->step.calls[g][CO_SEND]++;
+}
+
+void comm_irecv_f32(struct comm *c, enum comm_group g, float *buf, size_t n, int peer, int tag, MPI_Request *req)
+{
+    MPI_CHECK(MPI_Irecv(buf, p2p_count(n), MPI_FLOAT, peer, tag, comm_of(c, g), req));
+    c->step.bytes[g][CO_RECV] += (double)(n * sizeof(float));
+    c->step.calls[g][CO_RECV]++;
+}
+
+double comm_wait(struct comm *c, enum comm_group g, enum comm_op op, int n, MPI_Request *reqs)
+{
+    double t0 = wtime();
+    MPI_CHECK(MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE));
+    double dt = wtime() - t0;
+    c->step.seconds[g][op] += dt;
+    return dt;
+}
+
 void comm_bcast(struct comm *c, enum comm_group g, void *buf, size_t bytes, int root)
 {
     MPI_Comm mc = comm_of(c, g);

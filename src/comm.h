@@ -40,6 +40,13 @@ void comm_allreduce_max_int(struct comm *c, enum comm_group g, int *buf, size_t 
 void comm_allgather_f32(struct comm *c, enum comm_group g, float *full, const float *part, size_t n);
 /* full (size * n) summed over the group; rank i keeps block i in part (n). */
 void comm_reduce_scatter_f32(struct comm *c, enum comm_group g, float *part, const float *full, size_t n);
+/* Non-blocking point-to-point of n floats (bytes and calls counted here, the
+ * time in comm_wait). */
+void comm_isend_f32(struct comm *c, enum comm_group g, const float *buf, size_t n, int peer, int tag,
+                    MPI_Request *req);
+void comm_irecv_f32(struct comm *c, enum comm_group g, float *buf, size_t n, int peer, int tag, MPI_Request *req);
+/* Wait for n requests of kind op (CO_SEND or CO_RECV); returns the seconds waited. */
+double comm_wait(struct comm *c, enum comm_group g, enum comm_op op, int n, MPI_Request *reqs);
 void comm_bcast(struct comm *c, enum comm_group g, void *buf, size_t bytes, int root);
 
 /* Table of the run's totals (bytes, calls, seconds per communicator and kind),

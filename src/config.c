@@ -4,6 +4,7 @@
  *
  * Everything walks one table, keys[], generated from params.def. */
 #include "config.h"
+#include "pipeline.h"
 #include "deck.h"
 
 #include <ctype.h>
@@ -804,7 +805,6 @@ static int check_features(const struct config *cfg, struct config_error *err)
                  vs, pp);
         return set_hint(err, "set virtual_stages = 1");
     }
-    if (pp > 1) return not_yet(err, "set pp = 1", "pipeline parallelism (pp = %" PRId64 ")", pp);
     if (cfg->parallel.zero_stage > 0)
         return not_yet(err, "set zero_stage = 0", "ZeRO sharding (zero_stage = %" PRId64 ")", cfg->parallel.zero_stage);
     if (!config_is(cfg->train.precision, "fp32"))
@@ -814,7 +814,6 @@ static int check_features(const struct config *cfg, struct config_error *err)
                        cfg->train.recompute);
     if (config_is(cfg->train.device, "cuda"))
         return not_yet(err, "set device = 'cpu'", "the CUDA backend (device = 'cuda')");
-    if (cfg->io.trace) return not_yet(err, "set trace = .false.", "the timeline trace (trace = .true.)");
     return 0;
 }
 
@@ -993,12 +992,29 @@ static int check_data(const struct config *cfg, struct config_error *err)
     return 0;
 }
 
+/* The pipeline schedule can run this many micro-batches (interleaving needs
+ * a multiple of pp). */
+static int check_schedule(const struct config *cfg, int world, struct config_error *err)
+{
+    int dp = config_dp(cfg, world), mbs = config_micro_batch(cfg, world);
+    if (world <= 0 || dp <= 0 || mbs <= 0) return 0;
+    int m = (int)(cfg->train.batch_size / ((int64_t)dp * mbs));
+    char why[512];
+    if (pp_schedule_check(pp_schedule_from_name(cfg->parallel.schedule), (int)cfg->parallel.pp,
+                          (int)cfg->parallel.virtual_stages, m, why, sizeof why) == 0)
+        return 0;
+    set_what(err, 0, 0, "schedule = '%s' cannot run %d micro-batches per replica on pp = %" PRId64 ": %s",
+             cfg->parallel.schedule, m, cfg->parallel.pp, why);
+    return set_hint(err, "change batch_size or micro_batch_size (micro-batches per replica = batch_size / "
+                         "(dp * micro_batch_size)), or the schedule");
+}
+
 int config_validate(const struct config *cfg, int world, struct config_error *err)
 {
     error_reset(err, "");
     if (check_model(cfg, err) || check_features(cfg, err) || check_split(cfg, err) ||
         check_world(cfg, world, err) || check_batch(cfg, world, err) || check_sizes(cfg, world, err) ||
-        check_train(cfg, err) || check_data(cfg, err))
+        check_train(cfg, err) || check_data(cfg, err) || check_schedule(cfg, world, err))
         return -1;
     return 0;
 }

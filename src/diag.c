@@ -106,5 +106,5 @@ void diag_check_consistency(const struct model *m, const struct grid *g, const s
 void diag_corrupt(struct model *m)
 {
     m->param[P_LN1W][0] += 1e-3f;
-    log_warn("diag.corrupt_rank: perturbed ln1_w[0] of layer %d on this rank", m->d.l0);
+    log_warn("diag.corrupt_rank: perturbed ln1_w[0] of layer %d on this rank", model_global_layer(&m->d, 0));
 }

@@ -12,6 +12,7 @@
 #include "build_config.h"
 #include "config.h"
 #include "gemm.h"
+#include "pipeline.h"
 #include "log.h"
 #include "topo.h"
 #include "train.h"
@@ -21,6 +22,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: mpirun -n N triad DECK [group.key=value ...]   train as the deck says\n"
             "       triad check DECK [group.key=value ...]         validate the deck, print the effective deck\n"
+            "       triad schedule DECK [world=N] [key=value ...]  print the pipeline schedule and its bubble\n"
             "       triad --doc                                    print the input reference (docs/input.md)\n"
             "       triad --help | --version\n"
             "\n"
@@ -50,6 +52,27 @@ static void read_config(struct config *cfg, const char *path, int noverride, cha
     MPI_CHECK(MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (rc != 0) exit_all(EXIT_ERROR);
     MPI_CHECK(MPI_Bcast(cfg, (int)sizeof *cfg, MPI_BYTE, 0, MPI_COMM_WORLD));
+}
+
+/* `triad schedule`: the time x rank table of this rank's pipeline. */
+static int print_schedule(const struct config *cfg, int world)
+{
+    int dp = config_dp(cfg, world), mbs = config_micro_batch(cfg, world);
+    int m = (int)(cfg->train.batch_size / ((int64_t)dp * mbs));
+    int pp = (int)cfg->parallel.pp, v = (int)cfg->parallel.virtual_stages;
+    struct pp_sim_opts o = {1, 2, PP_SEND_RENDEZVOUS, 1}; /* backward takes twice the forward */
+    struct pp_sim sim;
+    char err[512];
+    if (pp_simulate_schedule(pp_schedule_from_name(cfg->parallel.schedule), pp, v, m, &o, &sim, err, sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
+        return EXIT_ERROR;
+    }
+    printf("schedule %s: pp = %d, virtual_stages = %d, %d micro-batches per replica (dp = %d)\n"
+           "F = forward, B = backward (taking twice the forward), . = idle\n\n",
+           cfg->parallel.schedule, pp, v, m, dp);
+    pp_print_table(stdout, &sim, 0);
+    pp_sim_free(&sim);
+    return EXIT_DONE;
 }
 
 static char *echo_deck(const struct config *cfg)
@@ -88,8 +111,8 @@ int main(int argc, char **argv)
         if (rank == 0) config_doc_markdown(stdout);
         exit_all(EXIT_DONE);
     }
-    int check = !strcmp(cmd, "check");
-    int first = check ? 2 : 1;
+    int check = !strcmp(cmd, "check"), schedule = !strcmp(cmd, "schedule");
+    int first = check || schedule ? 2 : 1;
     if (first >= argc || argv[first][0] == '-') {
         if (rank == 0) {
             fprintf(stderr, "error: %s\n", first >= argc ? "no deck given" : "unknown option");
@@ -98,8 +121,27 @@ int main(int argc, char **argv)
         exit_all(EXIT_ERROR);
     }
 
+    /* `schedule` plans for world=N ranks without launching them */
+    int nover = argc - first - 1;
+    char **over = argv + first + 1;
+    if (schedule && nover > 0 && !strncmp(over[0], "world=", 6)) {
+        world = atoi(over[0] + 6);
+        if (world < 1) {
+            if (rank == 0) fprintf(stderr, "error: world=%s is not a positive rank count\n", over[0] + 6);
+            exit_all(EXIT_ERROR);
+        }
+        nover--;
+        over++;
+    } else if (schedule) {
+        world = 0; /* the deck's tp * pp * dp, dp = 0 taken as 1 */
+    }
     struct config cfg;
-    read_config(&cfg, argv[first], argc - first - 1, argv + first + 1, world);
+    read_config(&cfg, argv[first], nover, over, world);
+    if (schedule) {
+        if (world == 0) world = (int)(cfg.parallel.tp * cfg.parallel.pp * (cfg.parallel.dp ? cfg.parallel.dp : 1));
+        int status = rank == 0 ? print_schedule(&cfg, world) : EXIT_DONE;
+        exit_all(status);
+    }
     char *deck = echo_deck(&cfg);
     if (check) {
         log_info("%s", deck);

@@ -86,11 +86,42 @@ void model_dims_init(struct model_dims *d, const struct config *cfg, const struc
     d->V = (int)cfg->model.vocab_size;
     int mult = 128 * g->tp;
     d->Vp = (d->V + mult - 1) / mult * mult;
-    d->Lp = d->L / g->pp;
-    d->l0 = g->pp_rank * d->Lp;
     d->tp = g->tp;
     d->tp_rank = g->tp_rank;
     d->sp = cfg->parallel.sequence_parallel && g->tp > 1;
+    d->pp = g->pp;
+    d->pp_rank = g->pp_rank;
+    d->v = (int)cfg->parallel.virtual_stages;
+    d->Lc = d->L / (d->pp * d->v);
+    d->Lp = d->v * d->Lc;
+}
+
+int model_global_layer(const struct model_dims *d, int j)
+{
+    int chunk = j / d->Lc;
+    return (chunk * d->pp + d->pp_rank) * d->Lc + j % d->Lc;
+}
+
+int model_local_layer(const struct model_dims *d, int l)
+{
+    int s = l / d->Lc; /* virtual stage */
+    if (s % d->pp != d->pp_rank) return -1;
+    return (s / d->pp) * d->Lc + l % d->Lc;
+}
+
+int model_has_embedding(const struct model_dims *d) { return d->pp_rank == 0; }
+int model_has_head(const struct model_dims *d) { return d->pp_rank == d->pp - 1; }
+
+/* Does this rank hold tensor id (per-layer tensors: if it holds any layer)? */
+static int holds(const struct model_dims *d, enum param_id id)
+{
+    switch (id) {
+    case P_WTE: return model_has_embedding(d) || model_has_head(d); /* tied: both ends */
+    case P_WPE: return model_has_embedding(d);
+    case P_LNFW:
+    case P_LNFB: return model_has_head(d);
+    default: return d->Lp > 0;
+    }
 }
 
 int64_t model_logical_params(const struct model_dims *d)
@@ -115,30 +146,81 @@ static float *carve(float **cursor, size_t n)
     return p;
 }
 
-static void activations_alloc(struct activations *a, const struct model_dims *d, int B, int Ns)
+/* One micro-batch's activations for one chunk (head buffers only where the
+ * head lives), carved from one allocation. */
+static size_t slot_layout(struct chunk_acts *a, float *mem, const struct model_dims *d, int B, int Ns)
 {
-    size_t N = (size_t)B * d->T, C = (size_t)d->C, Lp = (size_t)d->Lp, tp = (size_t)d->tp;
+    size_t N = (size_t)B * d->T, C = (size_t)d->C, Lc = (size_t)d->Lc, tp = (size_t)d->tp;
     size_t NHl = (size_t)(d->NH / d->tp), TT = (size_t)d->T * d->T, Cl = C / tp, S = (size_t)Ns;
+    size_t H = model_has_head(d) ? 1 : 0;
     struct { float **p; size_t n; } t[] = {
-        {&a->encoded, S * C},
-        {&a->ln1, Lp * N * C}, {&a->ln1_mean, Lp * S}, {&a->ln1_rstd, Lp * S},
-        {&a->qkv, Lp * N * 3 * Cl}, {&a->atty, Lp * N * Cl}, {&a->att, Lp * B * NHl * TT},
-        {&a->residual2, Lp * S * C},
-        {&a->ln2, Lp * N * C}, {&a->ln2_mean, Lp * S}, {&a->ln2_rstd, Lp * S},
-        {&a->fch, Lp * N * 4 * Cl}, {&a->fch_gelu, Lp * N * 4 * Cl},
-        {&a->residual3, Lp * S * C},
-        {&a->lnf, N * C}, {&a->lnf_mean, S}, {&a->lnf_rstd, S},
-        {&a->logits, N * (size_t)d->Vp / tp}, {&a->ce_max, N}, {&a->ce_sums, 2 * N}, {&a->losses, N},
-        {&a->full, N * C}, {&a->part, S * C}, {&a->dresidual, S * C}, {&a->dfull, N * C},
-        {&a->dln_full, N * C}, {&a->dln_part, S * C}, {&a->datty, N * Cl}, {&a->dqkv, N * 3 * Cl},
-        {&a->dfch, N * 4 * Cl}, {&a->dfch_gelu, N * 4 * Cl}, {&a->datt, B * NHl * TT},
+        {(float **)&a->inputs, N}, {(float **)&a->targets, N},
+        {&a->input, S * C}, {&a->dout, S * C},
+        {&a->ln1, Lc * N * C}, {&a->ln1_mean, Lc * S}, {&a->ln1_rstd, Lc * S},
+        {&a->qkv, Lc * N * 3 * Cl}, {&a->atty, Lc * N * Cl}, {&a->att, Lc * B * NHl * TT},
+        {&a->residual2, Lc * S * C},
+        {&a->ln2, Lc * N * C}, {&a->ln2_mean, Lc * S}, {&a->ln2_rstd, Lc * S},
+        {&a->fch, Lc * N * 4 * Cl}, {&a->fch_gelu, Lc * N * 4 * Cl},
+        {&a->residual3, Lc * S * C},
+        {&a->lnf, H * N * C}, {&a->lnf_mean, H * S}, {&a->lnf_rstd, H * S},
+        {&a->logits, H * N * (size_t)d->Vp / tp}, {&a->ce_max, H * N}, {&a->ce_sums, H * 2 * N},
+        {&a->losses, H * N},
     };
-    size_t total = 0, count = sizeof t / sizeof t[0];
-    for (size_t i = 0; i < count; i++) total += (t[i].n + 15) / 16 * 16;
-    float *cur = xalloc_aligned(total * sizeof(float));
-    for (size_t i = 0; i < count; i++) *t[i].p = carve(&cur, t[i].n);
-    a->bytes = total * sizeof(float);
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        if (mem) *t[i].p = mem + total; /* int32 and float are both 4 bytes */
+        total += (t[i].n + 15) / 16 * 16;
+    }
+    a->mb = -1;
+    return total;
 }
+
+static size_t scratch_layout(struct scratch *s, float *mem, const struct model_dims *d, int B, int Ns)
+{
+    size_t N = (size_t)B * d->T, C = (size_t)d->C, Cl = C / (size_t)d->tp, S = (size_t)Ns;
+    size_t NHl = (size_t)(d->NH / d->tp), TT = (size_t)d->T * d->T;
+    struct { float **p; size_t n; } t[] = {
+        {&s->full, N * C}, {&s->part, S * C}, {&s->dresidual, S * C}, {&s->dfull, N * C},
+        {&s->dln_full, N * C}, {&s->dln_part, S * C}, {&s->datty, N * Cl}, {&s->dqkv, N * 3 * Cl},
+        {&s->dfch, N * 4 * Cl}, {&s->dfch_gelu, N * 4 * Cl}, {&s->datt, B * NHl * TT},
+    };
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        if (mem) *t[i].p = mem + total;
+        total += (t[i].n + 15) / 16 * 16;
+    }
+    return total;
+}
+
+static void activations_alloc(struct model *m, int nslots)
+{
+    struct chunk_acts probe;
+    size_t per = slot_layout(&probe, NULL, &m->d, m->B, m->Ns);
+    size_t scr = scratch_layout(&m->scr, NULL, &m->d, m->B, m->Ns);
+    float *mem = xalloc_aligned((per * (size_t)nslots + scr) * sizeof(float));
+    m->nslots = nslots;
+    m->slot = xcalloc((size_t)nslots, sizeof *m->slot);
+    for (int i = 0; i < nslots; i++) slot_layout(&m->slot[i], mem + per * (size_t)i, &m->d, m->B, m->Ns);
+    scratch_layout(&m->scr, mem + per * (size_t)nslots, &m->d, m->B, m->Ns);
+    m->act_bytes = (per * (size_t)nslots + scr) * sizeof(float);
+}
+
+struct chunk_acts *model_slot(struct model *m, int mb, int chunk)
+{
+    struct chunk_acts *free_slot = NULL;
+    for (int i = 0; i < m->nslots; i++) {
+        if (m->slot[i].mb == mb && m->slot[i].chunk == chunk) return &m->slot[i];
+        if (m->slot[i].mb < 0 && !free_slot) free_slot = &m->slot[i];
+    }
+    if (!free_slot)
+        die("no free activation slot for micro-batch %d, chunk %d (%d in flight): the schedule holds more "
+            "micro-batches than planned", mb, chunk, m->nslots);
+    free_slot->mb = mb;
+    free_slot->chunk = chunk;
+    return free_slot;
+}
+
+void model_slot_release(struct chunk_acts *a) { a->mb = -1; }
 
 /* --------------------------------------------------------- initialisation */
 
@@ -171,7 +253,7 @@ static void init_tensor(float *p, const struct model_dims *d, enum param_id id, 
         }
 }
 
-void model_init(struct model *m, const struct model_dims *d, int B, uint64_t seed)
+void model_init(struct model *m, const struct model_dims *d, int B, int nslots, uint64_t seed)
 {
     memset(m, 0, sizeof *m);
     m->d = *d;
@@ -182,7 +264,7 @@ void model_init(struct model *m, const struct model_dims *d, int B, uint64_t see
     for (int i = 0; i < NUM_PARAMS; i++) {
         size_t r, c;
         param_local_shape(d, (enum param_id)i, &r, &c);
-        m->size[i] = r * c * (param_table[i].per_layer ? (size_t)d->Lp : 1);
+        m->size[i] = holds(d, (enum param_id)i) ? r * c * (param_table[i].per_layer ? (size_t)d->Lp : 1) : 0;
         total += (m->size[i] + 15) / 16 * 16;
     }
     m->params_mem = xalloc_aligned(total * sizeof(float));
@@ -193,25 +275,34 @@ void model_init(struct model *m, const struct model_dims *d, int B, uint64_t see
         m->param[i] = carve(&pc, m->size[i]);
         m->grad[i] = carve(&gc, m->size[i]);
         m->num_params += m->size[i];
-        int layers = param_table[i].per_layer ? d->Lp : 1;
-        size_t per = m->size[i] / (size_t)layers;
-        for (int l = 0; l < layers; l++)
-            init_tensor(m->param[i] + (size_t)l * per, d, (enum param_id)i, d->l0 + l, seed);
+        int layers = m->size[i] == 0 ? 0 : param_table[i].per_layer ? d->Lp : 1;
+        size_t per = layers ? m->size[i] / (size_t)layers : 0;
+        for (int j = 0; j < layers; j++)
+            init_tensor(m->param[i] + (size_t)j * per, d, (enum param_id)i, model_global_layer(d, j), seed);
     }
-    activations_alloc(&m->act, d, B, m->Ns);
+    m->dwte_embed = xalloc_aligned((m->size[P_WTE] ? m->size[P_WTE] : 1) * sizeof(float));
+    activations_alloc(m, nslots);
 }
 
 void model_free(struct model *m)
 {
     free(m->params_mem);
     free(m->grads_mem);
-    free(m->act.encoded);
+    free(m->dwte_embed);
+    if (m->slot) free(m->slot[0].inputs); /* the one activation allocation */
+    free(m->slot);
     memset(m, 0, sizeof *m);
 }
 
 void model_zero_grad(struct model *m)
 {
     for (int i = 0; i < NUM_PARAMS; i++) memset(m->grad[i], 0, m->size[i] * sizeof(float));
+    memset(m->dwte_embed, 0, m->size[P_WTE] * sizeof(float));
+}
+
+void model_merge_embedding_grad(struct model *m)
+{
+    residual_forward(m->grad[P_WTE], m->grad[P_WTE], m->dwte_embed, m->size[P_WTE]);
 }
 
 /* ------------------------------------------------ the TP region operators */
@@ -246,56 +337,72 @@ static const float *reduce_from_tp(const struct model *m, struct comm *c, float 
 static void layernorm_to_tp(struct model *m, struct comm *c, float *full, float *mean, float *rstd,
                             const float *inp, const float *w, const float *b)
 {
-    float *out = m->d.sp ? m->act.part : full;
+    float *out = m->d.sp ? m->scr.part : full;
     layernorm_forward(out, mean, rstd, inp, w, b, m->Ns, m->d.C);
     gather_to_tp(m, c, full, out);
 }
 
 /* ----------------------------------------------------------------- forward */
 
-/* Layer l's slice of a per-layer tensor. */
-#define LAYER(base, id, l) ((base)[id] + (size_t)(l) * (m->size[id] / (size_t)m->d.Lp))
+/* Local layer j's slice of a per-layer tensor. */
+#define LAYER(base, id, j) ((base)[id] + (size_t)(j) * (m->size[id] / (size_t)m->d.Lp))
 
-static void block_forward(struct model *m, struct comm *c, int l, const float *residual)
+/* Layer k of slot a's chunk (local layer j = chunk * Lc + k). */
+static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a, int k, const float *residual)
 {
     const struct model_dims *d = &m->d;
-    struct activations *a = &m->act;
+    struct scratch *s = &m->scr;
     int B = m->B, T = d->T, C = d->C, Cl = C / d->tp, NHl = d->NH / d->tp, N = m->N, Ns = m->Ns;
+    int j = a->chunk * d->Lc + k;
     size_t NC = (size_t)N * C, SC = (size_t)Ns * C;
     float *const *P = m->param;
     const float *no_bias = NULL;
     int root = d->tp_rank == 0; /* adds the replicated bias of a row-parallel matmul once */
-    float *l_ln1 = a->ln1 + l * NC, *l_qkv = a->qkv + l * 3 * (size_t)N * Cl, *l_atty = a->atty + l * (size_t)N * Cl;
-    float *l_att = a->att + (size_t)l * B * NHl * T * T, *l_res2 = a->residual2 + l * SC;
-    float *l_ln2 = a->ln2 + l * NC, *l_fch = a->fch + l * 4 * (size_t)N * Cl;
-    float *l_fchg = a->fch_gelu + l * 4 * (size_t)N * Cl, *l_res3 = a->residual3 + l * SC;
+    float *l_ln1 = a->ln1 + k * NC, *l_qkv = a->qkv + k * 3 * (size_t)N * Cl, *l_atty = a->atty + k * (size_t)N * Cl;
+    float *l_att = a->att + (size_t)k * B * NHl * T * T, *l_res2 = a->residual2 + k * SC;
+    float *l_ln2 = a->ln2 + k * NC, *l_fch = a->fch + k * 4 * (size_t)N * Cl;
+    float *l_fchg = a->fch_gelu + k * 4 * (size_t)N * Cl, *l_res3 = a->residual3 + k * SC;
 
-    layernorm_to_tp(m, c, l_ln1, a->ln1_mean + (size_t)l * Ns, a->ln1_rstd + (size_t)l * Ns, residual,
-                    LAYER(P, P_LN1W, l), LAYER(P, P_LN1B, l));
-    matmul_forward(l_qkv, l_ln1, LAYER(P, P_QKVW, l), LAYER(P, P_QKVB, l), N, C, 3 * Cl); /* column-parallel */
+    layernorm_to_tp(m, c, l_ln1, a->ln1_mean + (size_t)k * Ns, a->ln1_rstd + (size_t)k * Ns, residual,
+                    LAYER(P, P_LN1W, j), LAYER(P, P_LN1B, j));
+    matmul_forward(l_qkv, l_ln1, LAYER(P, P_QKVW, j), LAYER(P, P_QKVB, j), N, C, 3 * Cl); /* column-parallel */
     attention_forward(l_atty, l_att, l_qkv, B, T, Cl, NHl);
-    matmul_forward(a->full, l_atty, LAYER(P, P_ATTPROJW, l), root ? LAYER(P, P_ATTPROJB, l) : no_bias, N, Cl,
+    matmul_forward(s->full, l_atty, LAYER(P, P_ATTPROJW, j), root ? LAYER(P, P_ATTPROJB, j) : no_bias, N, Cl,
                    C); /* row-parallel */
-    residual_forward(l_res2, residual, reduce_from_tp(m, c, a->part, a->full), SC);
+    residual_forward(l_res2, residual, reduce_from_tp(m, c, s->part, s->full), SC);
 
-    layernorm_to_tp(m, c, l_ln2, a->ln2_mean + (size_t)l * Ns, a->ln2_rstd + (size_t)l * Ns, l_res2,
-                    LAYER(P, P_LN2W, l), LAYER(P, P_LN2B, l));
-    matmul_forward(l_fch, l_ln2, LAYER(P, P_FCW, l), LAYER(P, P_FCB, l), N, C, 4 * Cl);
+    layernorm_to_tp(m, c, l_ln2, a->ln2_mean + (size_t)k * Ns, a->ln2_rstd + (size_t)k * Ns, l_res2,
+                    LAYER(P, P_LN2W, j), LAYER(P, P_LN2B, j));
+    matmul_forward(l_fch, l_ln2, LAYER(P, P_FCW, j), LAYER(P, P_FCB, j), N, C, 4 * Cl);
     gelu_forward(l_fchg, l_fch, 4 * (size_t)N * Cl);
-    matmul_forward(a->full, l_fchg, LAYER(P, P_FCPROJW, l), root ? LAYER(P, P_FCPROJB, l) : no_bias, N, 4 * Cl, C);
-    residual_forward(l_res3, l_res2, reduce_from_tp(m, c, a->part, a->full), SC);
+    matmul_forward(s->full, l_fchg, LAYER(P, P_FCPROJW, j), root ? LAYER(P, P_FCPROJB, j) : no_bias, N, 4 * Cl, C);
+    residual_forward(l_res3, l_res2, reduce_from_tp(m, c, s->part, s->full), SC);
 }
 
-/* Vocabulary-parallel cross-entropy: only maxima and sums cross ranks. */
-static double loss_forward(struct model *m, struct comm *c, const int32_t *targets)
+/* Vocabulary-parallel embedding: each rank looks up its rows, the sum over
+ * ranks is the full lookup; tp rank 0 adds the positions. */
+static void embed_forward(struct model *m, struct comm *c, struct chunk_acts *a)
 {
     const struct model_dims *d = &m->d;
-    struct activations *a = &m->act;
+    int Vs = d->Vp / d->tp;
+    float *out = d->tp == 1 ? a->input : m->scr.full;
+    encoder_forward(out, a->inputs, m->param[P_WTE], d->tp_rank == 0 ? m->param[P_WPE] : NULL, m->B, d->T, d->C,
+                    d->tp_rank * Vs, Vs);
+    if (d->tp > 1)
+        memcpy(a->input, reduce_from_tp(m, c, m->scr.part, m->scr.full), (size_t)m->Ns * d->C * sizeof(float));
+}
+
+/* Final LayerNorm, tied LM head and vocabulary-parallel cross-entropy: only
+ * maxima and sums cross ranks.  Returns the sum of the token losses. */
+static double head_forward(struct model *m, struct comm *c, struct chunk_acts *a, const float *residual)
+{
+    const struct model_dims *d = &m->d;
     int N = m->N, Vs = d->Vp / d->tp, v0 = d->tp_rank * Vs;
+    layernorm_to_tp(m, c, a->lnf, a->lnf_mean, a->lnf_rstd, residual, m->param[P_LNFW], m->param[P_LNFB]);
     matmul_forward(a->logits, a->lnf, m->param[P_WTE], NULL, N, d->C, Vs);
     crossentropy_max(a->ce_max, a->logits, N, Vs, v0, d->V);
     if (d->tp > 1) comm_allreduce_max_f32(c, CG_TP, a->ce_max, (size_t)N);
-    crossentropy_sumexp(a->ce_sums, a->ce_sums + N, a->logits, a->ce_max, targets, N, Vs, v0, d->V);
+    crossentropy_sumexp(a->ce_sums, a->ce_sums + N, a->logits, a->ce_max, a->targets, N, Vs, v0, d->V);
     if (d->tp > 1) comm_allreduce_sum_f32(c, CG_TP, a->ce_sums, 2 * (size_t)N);
     crossentropy_loss(a->losses, a->ce_max, a->ce_sums, a->ce_sums + N, N);
     double sum = 0;
@@ -303,25 +410,26 @@ static double loss_forward(struct model *m, struct comm *c, const int32_t *targe
     return sum;
 }
 
-double model_forward(struct model *m, struct comm *c, const int32_t *inputs, const int32_t *targets)
+static int first_stage(const struct model *m, const struct chunk_acts *a)
 {
-    const struct model_dims *d = &m->d;
-    struct activations *a = &m->act;
-    int Vs = d->Vp / d->tp;
-    size_t SC = (size_t)m->Ns * d->C;
+    return a->chunk == 0 && model_has_embedding(&m->d);
+}
 
-    /* vocabulary-parallel embedding: each rank looks up its rows, the sum
-     * over ranks is the full lookup; rank 0 adds the positions */
-    encoder_forward(a->full, inputs, m->param[P_WTE], d->tp_rank == 0 ? m->param[P_WPE] : NULL, m->B, d->T, d->C,
-                    d->tp_rank * Vs, Vs);
-    memcpy(a->encoded, reduce_from_tp(m, c, a->part, a->full), SC * sizeof(float));
-    const float *residual = a->encoded;
-    for (int l = 0; l < d->Lp; l++) {
-        block_forward(m, c, l, residual);
-        residual = a->residual3 + l * SC;
+static int last_stage(const struct model *m, const struct chunk_acts *a)
+{
+    return a->chunk == m->d.v - 1 && model_has_head(&m->d);
+}
+
+double model_chunk_forward(struct model *m, struct comm *c, struct chunk_acts *a)
+{
+    size_t SC = (size_t)m->Ns * m->d.C;
+    if (first_stage(m, a)) embed_forward(m, c, a);
+    const float *residual = a->input;
+    for (int k = 0; k < m->d.Lc; k++) {
+        block_forward(m, c, a, k, residual);
+        residual = a->residual3 + k * SC;
     }
-    layernorm_to_tp(m, c, a->lnf, a->lnf_mean, a->lnf_rstd, residual, m->param[P_LNFW], m->param[P_LNFB]);
-    return loss_forward(m, c, targets);
+    return last_stage(m, a) ? head_forward(m, c, a, residual) : 0.0;
 }
 
 /* ---------------------------------------------------------------- backward */
@@ -331,59 +439,87 @@ double model_forward(struct model *m, struct comm *c, const int32_t *inputs, con
 static void layernorm_from_tp(struct model *m, struct comm *c, float *dln_full, float *dw, float *db,
                               const float *inp, const float *w, const float *mean, const float *rstd)
 {
-    const float *dln = reduce_from_tp(m, c, m->act.dln_part, dln_full);
-    layernorm_backward(m->act.dresidual, dw, db, dln, inp, w, mean, rstd, m->Ns, m->d.C);
+    const float *dln = reduce_from_tp(m, c, m->scr.dln_part, dln_full);
+    layernorm_backward(m->scr.dresidual, dw, db, dln, inp, w, mean, rstd, m->Ns, m->d.C);
 }
 
-static void block_backward(struct model *m, struct comm *c, int l, const float *l_in)
+static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a, int k, const float *l_in)
 {
     const struct model_dims *d = &m->d;
-    struct activations *a = &m->act;
+    struct scratch *s = &m->scr;
     int B = m->B, T = d->T, C = d->C, Cl = C / d->tp, NHl = d->NH / d->tp, N = m->N, Ns = m->Ns;
+    int j = a->chunk * d->Lc + k;
     size_t NC = (size_t)N * C, SC = (size_t)Ns * C;
     float *const *P = m->param, *const *G = m->grad;
-    float *l_ln1 = a->ln1 + l * NC, *l_qkv = a->qkv + l * 3 * (size_t)N * Cl, *l_atty = a->atty + l * (size_t)N * Cl;
-    float *l_att = a->att + (size_t)l * B * NHl * T * T, *l_res2 = a->residual2 + l * SC;
-    float *l_ln2 = a->ln2 + l * NC, *l_fch = a->fch + l * 4 * (size_t)N * Cl;
-    float *l_fchg = a->fch_gelu + l * 4 * (size_t)N * Cl;
+    float *l_ln1 = a->ln1 + k * NC, *l_qkv = a->qkv + k * 3 * (size_t)N * Cl, *l_atty = a->atty + k * (size_t)N * Cl;
+    float *l_att = a->att + (size_t)k * B * NHl * T * T, *l_res2 = a->residual2 + k * SC;
+    float *l_ln2 = a->ln2 + k * NC, *l_fch = a->fch + k * 4 * (size_t)N * Cl;
+    float *l_fchg = a->fch_gelu + k * 4 * (size_t)N * Cl;
 
     /* MLP; dresidual holds d(block output), which is also d(residual2) through the skip */
-    const float *dout = gather_to_tp(m, c, a->dfull, a->dresidual);
-    matmul_backward(a->dfch_gelu, LAYER(G, P_FCPROJW, l), LAYER(G, P_FCPROJB, l), dout, l_fchg,
-                    LAYER(P, P_FCPROJW, l), N, 4 * Cl, C);
-    gelu_backward(a->dfch, l_fch, a->dfch_gelu, 4 * (size_t)N * Cl);
-    matmul_backward(a->dln_full, LAYER(G, P_FCW, l), LAYER(G, P_FCB, l), a->dfch, l_ln2, LAYER(P, P_FCW, l), N, C,
+    const float *dout = gather_to_tp(m, c, s->dfull, s->dresidual);
+    matmul_backward(s->dfch_gelu, LAYER(G, P_FCPROJW, j), LAYER(G, P_FCPROJB, j), dout, l_fchg,
+                    LAYER(P, P_FCPROJW, j), N, 4 * Cl, C);
+    gelu_backward(s->dfch, l_fch, s->dfch_gelu, 4 * (size_t)N * Cl);
+    matmul_backward(s->dln_full, LAYER(G, P_FCW, j), LAYER(G, P_FCB, j), s->dfch, l_ln2, LAYER(P, P_FCW, j), N, C,
                     4 * Cl);
-    layernorm_from_tp(m, c, a->dln_full, LAYER(G, P_LN2W, l), LAYER(G, P_LN2B, l), l_res2, LAYER(P, P_LN2W, l),
-                      a->ln2_mean + (size_t)l * Ns, a->ln2_rstd + (size_t)l * Ns);
+    layernorm_from_tp(m, c, s->dln_full, LAYER(G, P_LN2W, j), LAYER(G, P_LN2B, j), l_res2, LAYER(P, P_LN2W, j),
+                      a->ln2_mean + (size_t)k * Ns, a->ln2_rstd + (size_t)k * Ns);
     /* attention; dresidual now holds d(residual2) = d(block input) through the skip */
-    dout = gather_to_tp(m, c, a->dfull, a->dresidual);
-    matmul_backward(a->datty, LAYER(G, P_ATTPROJW, l), LAYER(G, P_ATTPROJB, l), dout, l_atty,
-                    LAYER(P, P_ATTPROJW, l), N, Cl, C);
-    attention_backward(a->dqkv, a->datt, a->datty, l_qkv, l_att, B, T, Cl, NHl);
-    matmul_backward(a->dln_full, LAYER(G, P_QKVW, l), LAYER(G, P_QKVB, l), a->dqkv, l_ln1, LAYER(P, P_QKVW, l), N,
+    dout = gather_to_tp(m, c, s->dfull, s->dresidual);
+    matmul_backward(s->datty, LAYER(G, P_ATTPROJW, j), LAYER(G, P_ATTPROJB, j), dout, l_atty,
+                    LAYER(P, P_ATTPROJW, j), N, Cl, C);
+    attention_backward(s->dqkv, s->datt, s->datty, l_qkv, l_att, B, T, Cl, NHl);
+    matmul_backward(s->dln_full, LAYER(G, P_QKVW, j), LAYER(G, P_QKVB, j), s->dqkv, l_ln1, LAYER(P, P_QKVW, j), N,
                     C, 3 * Cl);
-    layernorm_from_tp(m, c, a->dln_full, LAYER(G, P_LN1W, l), LAYER(G, P_LN1B, l), l_in, LAYER(P, P_LN1W, l),
-                      a->ln1_mean + (size_t)l * Ns, a->ln1_rstd + (size_t)l * Ns);
+    layernorm_from_tp(m, c, s->dln_full, LAYER(G, P_LN1W, j), LAYER(G, P_LN1B, j), l_in, LAYER(P, P_LN1W, j),
+                      a->ln1_mean + (size_t)k * Ns, a->ln1_rstd + (size_t)k * Ns);
 }
 
-void model_backward(struct model *m, struct comm *c, const int32_t *inputs, const int32_t *targets, float dloss)
+/* Cross-entropy and the tied LM head; leaves d(chunk output) in dresidual.
+ * The head's share of wte's gradient goes to grad[P_WTE]. */
+static void head_backward(struct model *m, struct comm *c, struct chunk_acts *a, const float *residual, float dloss)
 {
     const struct model_dims *d = &m->d;
-    struct activations *a = &m->act;
     int N = m->N, C = d->C, Vs = d->Vp / d->tp, v0 = d->tp_rank * Vs;
-    size_t SC = (size_t)m->Ns * C;
+    crossentropy_backward(a->logits, a->logits, a->ce_max, a->ce_sums, a->targets, dloss, N, Vs, v0, d->V);
+    matmul_backward(m->scr.dln_full, m->grad[P_WTE], NULL, a->logits, a->lnf, m->param[P_WTE], N, C, Vs);
+    memset(m->scr.dresidual, 0, (size_t)m->Ns * C * sizeof(float));
+    layernorm_from_tp(m, c, m->scr.dln_full, m->grad[P_LNFW], m->grad[P_LNFB], residual, m->param[P_LNFW],
+                      a->lnf_mean, a->lnf_rstd);
+}
 
-    crossentropy_backward(a->logits, a->logits, a->ce_max, a->ce_sums, targets, dloss, N, Vs, v0, d->V);
-    matmul_backward(a->dln_full, m->grad[P_WTE], NULL, a->logits, a->lnf, m->param[P_WTE], N, C, Vs);
-    memset(a->dresidual, 0, SC * sizeof(float));
-    const float *last = d->Lp > 0 ? a->residual3 + (size_t)(d->Lp - 1) * SC : a->encoded;
-    layernorm_from_tp(m, c, a->dln_full, m->grad[P_LNFW], m->grad[P_LNFB], last, m->param[P_LNFW], a->lnf_mean,
-                      a->lnf_rstd);
-    for (int l = d->Lp - 1; l >= 0; l--)
-        block_backward(m, c, l, l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * SC);
-    /* every rank needs the full gradient of the embedding output: its
-     * vocabulary rows may be used anywhere in the batch */
-    const float *dout = gather_to_tp(m, c, a->dfull, a->dresidual);
-    encoder_backward(m->grad[P_WTE], m->grad[P_WPE], dout, inputs, m->B, d->T, C, v0, Vs);
+/* Every tp rank needs the full gradient of the embedding output: its
+ * vocabulary rows may be used anywhere in the batch.  wte's share goes to
+ * dwte_embed (summed with the head's once per step, in a fixed order). */
+static void embed_backward(struct model *m, struct comm *c, struct chunk_acts *a)
+{
+    const struct model_dims *d = &m->d;
+    int Vs = d->Vp / d->tp;
+    const float *dout = gather_to_tp(m, c, m->scr.dfull, m->scr.dresidual);
+    encoder_backward(m->dwte_embed, m->grad[P_WPE], dout, a->inputs, m->B, d->T, d->C, d->tp_rank * Vs, Vs);
+}
+
+void model_chunk_backward(struct model *m, struct comm *c, struct chunk_acts *a, float dloss)
+{
+    size_t SC = (size_t)m->Ns * m->d.C;
+    int Lc = m->d.Lc;
+    if (last_stage(m, a)) head_backward(m, c, a, Lc > 0 ? a->residual3 + (size_t)(Lc - 1) * SC : a->input, dloss);
+    else memcpy(m->scr.dresidual, a->dout, SC * sizeof(float));
+    for (int k = Lc - 1; k >= 0; k--) block_backward(m, c, a, k, k == 0 ? a->input : a->residual3 + (size_t)(k - 1) * SC);
+    if (first_stage(m, a)) embed_backward(m, c, a);
+}
+
+double model_forward(struct model *m, struct comm *c, const int32_t *inputs, const int32_t *targets)
+{
+    struct chunk_acts *a = &m->slot[0];
+    a->chunk = 0;
+    memcpy(a->inputs, inputs, (size_t)m->N * sizeof *inputs);
+    memcpy(a->targets, targets, (size_t)m->N * sizeof *targets);
+    return model_chunk_forward(m, c, a);
+}
+
+void model_backward(struct model *m, struct comm *c, float dloss)
+{
+    model_chunk_backward(m, c, &m->slot[0], dloss);
 }

@@ -39,10 +39,22 @@ extern const struct param_info param_table[NUM_PARAMS];
 
 struct model_dims {
     int L, C, NH, HS, T, V, Vp; /* logical sizes; Vp = V padded to 128*tp */
-    int Lp, l0;                 /* layers on this rank and the first one's global index */
     int tp, tp_rank;            /* tensor-parallel split (1, 0 without TP) */
     int sp;                     /* sequence parallel: the residual stream holds N/tp rows */
+    int pp, pp_rank, v;         /* pipeline stages, this rank's, model chunks per rank */
+    int Lc;                     /* layers per chunk: L / (pp * v) */
+    int Lp;                     /* layers on this rank: v * Lc */
 };
+
+/* This rank's local layer j (0 .. Lp-1) is global layer
+ * (chunk * pp + pp_rank) * Lc + j % Lc with chunk = j / Lc: chunk c holds
+ * virtual stage c*pp + pp_rank (Megatron's interleaved layout). */
+int model_global_layer(const struct model_dims *d, int j);
+/* The local index of global layer l, or -1 if another rank holds it. */
+int model_local_layer(const struct model_dims *d, int l);
+/* Does this rank hold the embedding (first virtual stage) / the head (last)? */
+int model_has_embedding(const struct model_dims *d);
+int model_has_head(const struct model_dims *d);
 
 /* Logical shape of one tensor (one layer's slice for per-layer tensors);
  * vectors are (n, 1).  wte is (Vp, C) here, (V, C) in checkpoints. */
@@ -53,23 +65,32 @@ void param_local_shape(const struct model_dims *d, enum param_id id, size_t *row
 void param_logical_index(const struct model_dims *d, enum param_id id, size_t r, size_t c,
                          size_t *lr, size_t *lc);
 
-struct activations {
-    /* N = B*T rows; Ns = N/tp with sequence parallelism, else N.  The
-     * residual stream (encoded, residual2/3, LayerNorm statistics) holds Ns
-     * rows; LayerNorm outputs are kept gathered (N rows) for the matmuls. */
-    float *encoded;                 /* (Ns,C) */
-    float *ln1, *ln1_mean, *ln1_rstd; /* (Lp,N,C), (Lp,Ns) x2 */
-    float *qkv;                     /* (Lp,N,3C/tp) */
-    float *atty;                    /* (Lp,N,C/tp) */
-    float *att;                     /* (Lp,B,NH/tp,T,T) */
-    float *residual2;               /* (Lp,Ns,C) after attention */
+/* The activations of one model chunk for one micro-batch in flight.
+ * N = B*T rows; Ns = N/tp with sequence parallelism, else N.  The residual
+ * stream (input, residual2/3, LayerNorm statistics) holds Ns rows; LayerNorm
+ * outputs are kept gathered (N rows) for the matmuls.  Per-layer buffers
+ * hold the chunk's Lc layers. */
+struct chunk_acts {
+    int mb, chunk;                  /* what the slot holds; mb = -1 when free */
+    int32_t *inputs, *targets;      /* (N) tokens of the micro-batch */
+    float *input;                   /* (Ns,C) the chunk's input: embedding or received */
+    float *dout;                    /* (Ns,C) gradient of the chunk's output (received) */
+    float *ln1, *ln1_mean, *ln1_rstd; /* (Lc,N,C), (Lc,Ns) x2 */
+    float *qkv;                     /* (Lc,N,3C/tp) */
+    float *atty;                    /* (Lc,N,C/tp) */
+    float *att;                     /* (Lc,B,NH/tp,T,T) */
+    float *residual2;               /* (Lc,Ns,C) after attention */
     float *ln2, *ln2_mean, *ln2_rstd;
-    float *fch, *fch_gelu;          /* (Lp,N,4C/tp) */
-    float *residual3;               /* (Lp,Ns,C) block outputs */
+    float *fch, *fch_gelu;          /* (Lc,N,4C/tp) */
+    float *residual3;               /* (Lc,Ns,C) block outputs; the last is the chunk's output */
+    /* the head, on the rank holding the last virtual stage */
     float *lnf, *lnf_mean, *lnf_rstd; /* (N,C), (Ns) x2 */
-    float *logits;                  /* (B,T,Vp/tp); dlogits in place in backward */
+    float *logits;                  /* (N,Vp/tp); dlogits in place in backward */
     float *ce_max, *ce_sums, *losses; /* (N), (2N): sum of exp then target logit, (N) */
-    /* scratch, reused by every layer */
+};
+
+/* Scratch shared by all slots (one forward or backward runs at a time). */
+struct scratch {
     float *full;                    /* (N,C) partial sums before a TP reduction */
     float *part;                    /* (Ns,C) this rank's rows of the residual stream */
     float *dresidual;               /* (Ns,C) gradient of the residual stream */
@@ -79,41 +100,61 @@ struct activations {
     float *dqkv;                    /* (N,3C/tp) */
     float *dfch, *dfch_gelu;        /* (N,4C/tp) */
     float *datt;                    /* (B,NH/tp,T,T) */
-    size_t bytes;
 };
 
 struct model {
     struct model_dims d;
     int B;                            /* micro-batch size the activations hold */
     int N, Ns;                        /* B*T rows, and the residual stream's rows */
-    size_t size[NUM_PARAMS];          /* elements of each tensor on this rank */
+    size_t size[NUM_PARAMS];          /* elements of each tensor on this rank (0: held elsewhere) */
     size_t num_params;                /* elements on this rank */
     float *params_mem, *grads_mem;
     float *param[NUM_PARAMS], *grad[NUM_PARAMS];
-    struct activations act;
+    float *dwte_embed;                /* the embedding's share of wte's gradient; the head's
+                                         accumulates in grad[P_WTE]; optim adds them per step */
+    int nslots;                       /* micro-batches in flight this rank can hold */
+    struct chunk_acts *slot;
+    struct scratch scr;
+    size_t act_bytes;                 /* activations and scratch */
 };
 
 /* Dimensions for cfg on this grid (validated beforehand). */
 void model_dims_init(struct model_dims *d, const struct config *cfg, const struct grid *g);
 
-/* Allocate parameters, gradients (zeroed) and activations for micro-batch B;
- * initialise the weights from seed as DESIGN.md §4 says. */
-void model_init(struct model *m, const struct model_dims *d, int B, uint64_t seed);
+/* Allocate parameters, gradients (zeroed) and `nslots` activation sets for
+ * micro-batches of B sequences; initialise the weights from seed as
+ * DESIGN.md §4 says. */
+void model_init(struct model *m, const struct model_dims *d, int B, int nslots, uint64_t seed);
 void model_free(struct model *m);
 
-/* Forward of one micro-batch; returns the sum of its token losses.  c may
- * be NULL when tp = 1 (no collectives). */
-double model_forward(struct model *m, struct comm *c, const int32_t *inputs, const int32_t *targets);
-/* Backward of the micro-batch last run forward, dloss per token (usually
- * 1/(global tokens)); parameter gradients accumulate. */
-void model_backward(struct model *m, struct comm *c, const int32_t *inputs, const int32_t *targets,
-                    float dloss);
-void model_zero_grad(struct model *m);
+/* A free activation slot for (mb, chunk), or the one holding it already. */
+struct chunk_acts *model_slot(struct model *m, int mb, int chunk);
+void model_slot_release(struct chunk_acts *a);
 
-/* Parameters of the whole logical model (all ranks), and the same without
- * the position table: nanoGPT's N for FLOPs per token. */
+/* Forward of one chunk for the micro-batch in slot a.  The first virtual
+ * stage embeds a->inputs; the others start from a->input.  The last virtual
+ * stage returns the sum of the micro-batch's token losses (0 elsewhere).
+ * c may be NULL when tp = 1. */
+double model_chunk_forward(struct model *m, struct comm *c, struct chunk_acts *a);
+/* Backward of that chunk: the last virtual stage starts from the loss with
+ * dloss per token, the others from a->dout.  Parameter gradients accumulate;
+ * the gradient of the chunk's input is left in m->scr.dresidual (first
+ * virtual stage: consumed by the embedding). */
+void model_chunk_backward(struct model *m, struct comm *c, struct chunk_acts *a, float dloss);
+
+/* The whole model on one rank (pp = 1, v = 1): forward and backward of one
+ * micro-batch through slot 0. */
+double model_forward(struct model *m, struct comm *c, const int32_t *inputs, const int32_t *targets);
+void model_backward(struct model *m, struct comm *c, float dloss);
+void model_zero_grad(struct model *m);
+/* grad[P_WTE] += dwte_embed: the head's and the embedding's shares of the
+ * tied weight's gradient, added once per step (optim then sums the first and
+ * last stage's copies over the embedding group). */
+void model_merge_embedding_grad(struct model *m);
+
+/* Parameters of the whole logical model (all ranks). */
 int64_t model_logical_params(const struct model_dims *d);
-/* Training FLOPs per token: 6N + 12 L C T. */
+/* Training FLOPs per token: 6N + 12 L C T, N without the position table. */
 double model_flops_per_token(const struct model_dims *d);
 
 #endif

@@ -62,6 +62,10 @@ void optim_reduce_tp_grads(struct model *m, struct comm *c)
 
 void optim_reduce_grads(struct model *m, struct comm *c)
 {
+    /* the tied embedding: the first and the last stage hold wte; the sum of
+     * their gradients (embedding + head) is the gradient of both copies */
+    model_merge_embedding_grad(m);
+    if (m->d.pp > 1 && m->size[P_WTE] > 0) comm_allreduce_sum_f32(c, CG_EMBED, m->grad[P_WTE], m->size[P_WTE]);
     optim_reduce_tp_grads(m, c);
     if (c->grid->dp == 1) return;
     /* one call over the contiguous gradient memory (tensors are packed with
@@ -84,16 +88,17 @@ double optim_grad_norm(const struct model *m, struct comm *c)
     int g = 0, k = 0;
     for (int i = 0; i < NUM_PARAMS; i++) {
         const struct param_info *pi = &param_table[i];
-        /* a replicated tensor is counted on tp rank 0 only */
-        int counts = pi->shard != SHARD_NONE || d->tp_rank == 0;
+        /* a replicated tensor is counted on tp rank 0 only, the tied wte on
+         * the first stage only */
+        int counts = (pi->shard != SHARD_NONE || d->tp_rank == 0) && m->size[i] > 0;
         if (!pi->per_layer) {
-            if (counts) e[g] = sumsq(m->grad[i], m->size[i]);
+            if (counts && (i != P_WTE || model_has_embedding(d))) e[g] = sumsq(m->grad[i], m->size[i]);
             g++;
             continue;
         }
         size_t per = m->size[i] / (size_t)d->Lp;
-        for (int l = 0; l < d->Lp && counts; l++)
-            e[nglobal + (size_t)(d->l0 + l) * nlayer + k] = sumsq(m->grad[i] + (size_t)l * per, per);
+        for (int j = 0; j < d->Lp && counts; j++)
+            e[nglobal + (size_t)model_global_layer(d, j) * nlayer + k] = sumsq(m->grad[i] + (size_t)j * per, per);
         k++;
     }
     if (d->tp > 1) comm_allreduce_sum_f64(c, CG_TP, e, n);

@@ -19,6 +19,7 @@
 #include "metrics.h"
 #include "model.h"
 #include "optim.h"
+#include "pipeline_exec.h"
 
 /* Set by SIGUSR1/SIGTERM; read at step boundaries, agreed over all ranks. */
 static volatile sig_atomic_t stop_requested = 0;
@@ -34,8 +35,9 @@ struct run {
     struct data_source *data;
     struct metrics_file metrics;
     struct timers timers;
-    int micro_batch, n_micro;   /* sequences per micro-batch, micro-batches per step */
-    int32_t *inputs, *targets;  /* (micro_batch, T) */
+    int micro_batch, n_micro;   /* sequences per micro-batch, micro-batches per step and replica */
+    struct pp_exec exec;        /* this rank's pipeline schedule (pp = 1: forward, backward, ...) */
+    struct trace trace;
     int64_t step;               /* optimizer steps done */
     int64_t tokens;
     double peak_flops;          /* sum over ranks, FLOP/s */
@@ -134,10 +136,14 @@ static void setup(struct run *r)
     model_dims_init(&d, cfg, g);
     r->micro_batch = config_micro_batch(cfg, g->world);
     r->n_micro = (int)(cfg->train.batch_size / ((int64_t)g->dp * r->micro_batch));
-    model_init(&r->model, &d, r->micro_batch, (uint64_t)cfg->train.seed);
+    int nslots = pp_exec_init(&r->exec, pp_schedule_from_name(cfg->parallel.schedule), g, d.v, r->n_micro);
+    if (cfg->io.trace) {
+        MPI_CHECK(MPI_Barrier(g->world_comm)); /* a common time origin for every track */
+        trace_init(&r->trace);
+        r->exec.trace = &r->trace;
+    }
+    model_init(&r->model, &d, r->micro_batch, nslots, (uint64_t)cfg->train.seed);
     optim_init(&r->optim, &r->model, cfg);
-    r->inputs = xmalloc((size_t)r->micro_batch * d.T * sizeof(int32_t));
-    r->targets = xmalloc((size_t)r->micro_batch * d.T * sizeof(int32_t));
     make_run_dir(r);
     open_data(r);
     load_initial_state(r);
@@ -159,8 +165,15 @@ static void setup(struct run *r)
     log_info("model: L=%d C=%d NH=%d T=%d V=%d (padded %d): %lld parameters, %.1f FLOP/token (x1e6)\n",
              d.L, d.C, d.NH, d.T, d.V, d.Vp, (long long)model_logical_params(&d),
              model_flops_per_token(&d) / 1e6);
-    log_info("per rank: %d micro-batch(es) of %d sequences; memory %.1f MiB state + %.1f MiB activations\n",
-             r->n_micro, r->micro_batch, state / 1048576.0, r->model.act.bytes / 1048576.0);
+    log_info("per rank: %d micro-batch(es) of %d sequences, %d in flight; memory %.1f MiB state + %.1f MiB "
+             "activations (rank 0)\n", r->n_micro, r->micro_batch, nslots, state / 1048576.0,
+             r->model.act_bytes / 1048576.0);
+    if (g->pp > 1) {
+        long num, den;
+        double b = pp_bubble_formula(g->pp, d.v, r->n_micro, &num, &den);
+        log_info("pipeline: %s, %d stages x %d chunk(s), %d layers per chunk; predicted bubble %ld/%ld = %.1f%%\n",
+                 pp_schedule_name(r->exec.sched), g->pp, d.v, d.Lc, num, den, 100 * b);
+    }
     log_info("compute: %d OpenMP thread(s) per rank, matmul: %s, peak %.1f GFLOP/s per rank%s\n",
              omp_get_max_threads(), gemm_backend_name(), peak,
              cfg->train.peak_gflops > 0 ? " (from the deck)" : " (measured)");
@@ -171,36 +184,42 @@ static void setup(struct run *r)
 static double train_step(struct run *r, double *grad_norm, double *lr)
 {
     const struct config *cfg = r->cfg;
-    const struct grid *g = r->g;
-    int T = r->model.d.T;
     int64_t G = cfg->train.batch_size;
-    float dloss = (float)(1.0 / ((double)G * T));
-    double loss = 0;
+    double tokens = (double)G * r->model.d.T;
 
     model_zero_grad(&r->model);
-    for (int mb = 0; mb < r->n_micro; mb++) {
-        timer_start(&r->timers, T_DATA);
-        uint64_t first = data_first_sample(r->step, G, g->dp, g->dp_rank, r->micro_batch, mb);
-        data_batch(r->data, first, r->micro_batch, r->inputs, r->targets);
-        timer_stop(&r->timers, T_DATA);
-        timer_start(&r->timers, T_FORWARD);
-        loss += model_forward(&r->model, &r->comm, r->inputs, r->targets);
-        timer_stop(&r->timers, T_FORWARD);
-        timer_start(&r->timers, T_BACKWARD);
-        model_backward(&r->model, &r->comm, r->inputs, r->targets, dloss);
-        timer_stop(&r->timers, T_BACKWARD);
-    }
+    double loss = pp_exec_step(&r->exec, &r->model, &r->comm, r->data, r->step, G, (float)(1.0 / tokens), &r->timers);
     timer_start(&r->timers, T_DP_REDUCE);
     optim_reduce_grads(&r->model, &r->comm);
+    if (r->g->pp > 1) comm_allreduce_sum_f64(&r->comm, CG_PP, &loss, 1); /* the last stage has it */
     comm_allreduce_sum_f64(&r->comm, CG_DP, &loss, 1);
     timer_stop(&r->timers, T_DP_REDUCE);
 
     timer_start(&r->timers, T_OPTIMIZER);
+    double t0 = wtime();
     *grad_norm = optim_grad_norm(&r->model, &r->comm);
     *lr = lr_at(cfg, r->step);
     optim_update(&r->optim, &r->model, *grad_norm, *lr, r->step + 1);
     timer_stop(&r->timers, T_OPTIMIZER);
-    return loss / ((double)G * T);
+    if (r->exec.trace) trace_add(r->exec.trace, TR_OPTIMIZER, -1, -1, t0, wtime());
+    return loss / tokens;
+}
+
+/* Measured pipeline idle (time waiting for messages) next to the schedule's
+ * bubble.  Collective. */
+static void report_bubble(const struct run *r)
+{
+    const struct grid *g = r->g;
+    if (g->pp == 1) return;
+    double idle = r->timers.total[T_STEP] > 0 ? r->timers.total[T_PP_WAIT] / r->timers.total[T_STEP] : 0;
+    double mn, mx, sum;
+    MPI_CHECK(MPI_Reduce(&idle, &mn, 1, MPI_DOUBLE, MPI_MIN, 0, g->world_comm));
+    MPI_CHECK(MPI_Reduce(&idle, &mx, 1, MPI_DOUBLE, MPI_MAX, 0, g->world_comm));
+    MPI_CHECK(MPI_Reduce(&idle, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, g->world_comm));
+    log_info("pipeline bubble: predicted %.1f%% (%s, pp %d, v %d, m %d); measured idle (waiting for "
+             "activations/gradients) per rank min %.1f%% avg %.1f%% max %.1f%% of the step\n",
+             100 * pp_bubble_formula(g->pp, r->model.d.v, r->n_micro, NULL, NULL), pp_schedule_name(r->exec.sched),
+             g->pp, r->model.d.v, r->n_micro, 100 * mn, 100 * sum / g->world, 100 * mx);
 }
 
 static void save_checkpoint(struct run *r)
@@ -293,12 +312,19 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
     if (g->rank == 0 && metrics_close(&r.metrics, all, g->world, &totals) != 0) log_warn("closing metrics.h5 failed");
     free(all);
     timers_print_summary(&r.timers, g->world_comm, (int)(r.step - first_step), stdout);
+    report_bubble(&r);
+    if (cfg->io.trace) {
+        char path[CONFIG_STRLEN + 16], err[256];
+        snprintf(path, sizeof path, "%s/trace.json", cfg->io.run_dir);
+        if (trace_write(&r.trace, g->world_comm, path, err, sizeof err) != 0) log_warn("%s", err);
+        else log_info("timeline written to %s (open in ui.perfetto.dev or chrome://tracing)\n", path);
+        trace_free(&r.trace);
+    }
     comm_print_summary(&r.comm, stdout);
     fflush(stdout);
 
     data_close(r.data);
-    free(r.inputs);
-    free(r.targets);
+    pp_exec_free(&r.exec);
     optim_free(&r.optim);
     model_free(&r.model);
     return status;

@@ -1,0 +1,165 @@
+/* pipeline_exec.c -- the pipeline executor.
+ *
+ * Walks this rank's action list (pipeline.c).  Communication comes in
+ * phases, the runs of send/receive actions between two computes.  On
+ * entering a phase the executor posts the MPI_Irecv of that phase and of the
+ * next one (look-ahead, so a neighbour's send finds its receive and the
+ * transfer overlaps our compute), issues the phase's MPI_Isend, then waits
+ * for the phase's receives and sends.  pipeline.c's simulator proves this
+ * order deadlock-free for every pp, even if a send completes only once its
+ * receive is posted; no blocking send/recv pair is ever issued in a fixed
+ * order.  Matching is FIFO per (peer, direction): one tag per direction. */
+#include "pipeline_exec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+enum { MAX_POSTED = 8 }; /* receives in flight: <= 2 per phase, this phase and the next */
+
+struct posted {
+    int action;          /* index of the RECV action */
+    MPI_Request req;
+};
+
+int pp_exec_init(struct pp_exec *x, enum pp_schedule s, const struct grid *g, int v, int m)
+{
+    memset(x, 0, sizeof *x);
+    x->sched = s;
+    x->m = m;
+    char err[512];
+    if (pp_schedule_build(s, g->pp, v, m, g->pp_rank, &x->actions, &x->n, err, sizeof err) != 0)
+        die_all("see docs/pipeline.md for what each schedule allows", "pipeline schedule: %s", err);
+    x->phase_end = xmalloc((size_t)(x->n ? x->n : 1) * sizeof *x->phase_end);
+    for (int i = x->n - 1; i >= 0; i--) {
+        int comm = x->actions[i].kind != PP_FWD && x->actions[i].kind != PP_BWD;
+        x->phase_end[i] = !comm ? i : (i + 1 < x->n && x->phase_end[i + 1] > i + 1 ? x->phase_end[i + 1] : i + 1);
+    }
+    int peak = pp_peak_bound(s, g->pp, v, m, g->pp_rank);
+    return peak + (g->pp > 1 ? 2 : 0); /* the look-ahead receives hold a slot early */
+}
+
+void pp_exec_free(struct pp_exec *x)
+{
+    free(x->actions);
+    free(x->phase_end);
+    memset(x, 0, sizeof *x);
+}
+
+static int is_recv(enum pp_kind k) { return k == PP_RECV_ACT || k == PP_RECV_GRAD; }
+static int is_send(enum pp_kind k) { return k == PP_SEND_ACT || k == PP_SEND_GRAD; }
+
+/* The chunk's output: the last block's residual stream. */
+static float *chunk_output(const struct model *m, struct chunk_acts *a)
+{
+    size_t SC = (size_t)m->Ns * m->d.C;
+    return m->d.Lc > 0 ? a->residual3 + (size_t)(m->d.Lc - 1) * SC : a->input;
+}
+
+/* Post the receives of the phase starting at i that are not posted yet. */
+static void post_receives(struct pp_exec *x, int i, struct model *m, struct comm *c, struct posted *p, int *np,
+                          int *next_recv)
+{
+    int end = x->phase_end[i];
+    size_t count = (size_t)m->Ns * m->d.C;
+    for (int k = i; k < end; k++) {
+        const struct pp_action *a = &x->actions[k];
+        if (!is_recv(a->kind) || k < *next_recv) continue;
+        if (*np == MAX_POSTED) die("more than %d pipeline receives in flight", MAX_POSTED);
+        struct chunk_acts *s = model_slot(m, a->mb, a->chunk);
+        float *buf = a->kind == PP_RECV_ACT ? s->input : s->dout;
+        int tag = a->kind == PP_RECV_ACT ? PP_TAG_ACT : PP_TAG_GRAD;
+        p[*np].action = k;
+        comm_irecv_f32(c, CG_PP, buf, count, a->peer, tag, &p[*np].req);
+        (*np)++;
+        *next_recv = k + 1;
+    }
+}
+
+/* One communication phase [i, end): receives (this and the next phase's)
+ * posted, sends issued, then everything of this phase waited for. */
+static void run_phase(struct pp_exec *x, int i, struct model *m, struct comm *c, struct posted *p, int *np,
+                      int *next_recv, struct timers *t)
+{
+    int end = x->phase_end[i];
+    post_receives(x, i, m, c, p, np, next_recv);
+    int nxt = end; /* the next phase: after the compute that follows */
+    while (nxt < x->n && !is_recv(x->actions[nxt].kind) && !is_send(x->actions[nxt].kind)) nxt++;
+    if (nxt < x->n) post_receives(x, nxt, m, c, p, np, next_recv);
+
+    MPI_Request sreq[4], rreq[MAX_POSTED];
+    struct chunk_acts *sent[4];
+    int ns = 0, nr = 0;
+    size_t count = (size_t)m->Ns * m->d.C;
+    double t0 = MPI_Wtime();
+    for (int k = i; k < end; k++) {
+        const struct pp_action *a = &x->actions[k];
+        if (!is_send(a->kind)) continue;
+        if (ns == 4) die("more than 4 pipeline sends in one phase");
+        struct chunk_acts *s = model_slot(m, a->mb, a->chunk);
+        const float *buf = a->kind == PP_SEND_ACT ? chunk_output(m, s) : s->dout;
+        int tag = a->kind == PP_SEND_ACT ? PP_TAG_ACT : PP_TAG_GRAD;
+        sent[ns] = a->kind == PP_SEND_GRAD ? s : NULL; /* its backward is done: free it once sent */
+        comm_isend_f32(c, CG_PP, buf, count, a->peer, tag, &sreq[ns]);
+        ns++;
+    }
+    /* wait for this phase's receives (posted earlier or just now), then its sends */
+    int kept = 0;
+    for (int q = 0; q < *np; q++) {
+        if (p[q].action >= end) p[kept++] = p[q];
+        else rreq[nr++] = p[q].req;
+    }
+    *np = kept;
+    double t1 = MPI_Wtime();
+    comm_wait(c, CG_PP, CO_RECV, nr, rreq);
+    comm_wait(c, CG_PP, CO_SEND, ns, sreq);
+    for (int q = 0; q < ns; q++)
+        if (sent[q]) model_slot_release(sent[q]);
+    double t2 = MPI_Wtime();
+    t->total[T_PP_WAIT] += t2 - t1;
+    if (ns) trace_add(x->trace, TR_SEND, -1, -1, t0, t1);
+    trace_add(x->trace, TR_RECV_WAIT, -1, -1, t1, t2);
+}
+
+double pp_exec_step(struct pp_exec *x, struct model *m, struct comm *c, const struct data_source *data,
+                    int64_t step, int64_t global_batch, float dloss, struct timers *t)
+{
+    const struct grid *g = c->grid;
+    const struct model_dims *d = &m->d;
+    int ends = model_has_embedding(d) || model_has_head(d); /* these need the tokens */
+    struct posted p[MAX_POSTED];
+    int np = 0, next_recv = 0;
+    double loss = 0;
+    for (int i = 0; i < x->n;) {
+        const struct pp_action *a = &x->actions[i];
+        if (a->kind != PP_FWD && a->kind != PP_BWD) {
+            run_phase(x, i, m, c, p, &np, &next_recv, t);
+            i = x->phase_end[i];
+            continue;
+        }
+        struct chunk_acts *s = model_slot(m, a->mb, a->chunk);
+        double t0 = MPI_Wtime();
+        if (a->kind == PP_FWD) {
+            if (ends) {
+                timer_start(t, T_DATA);
+                uint64_t first = data_first_sample(step, global_batch, g->dp, g->dp_rank, m->B, a->mb);
+                data_batch(data, first, m->B, s->inputs, s->targets);
+                timer_stop(t, T_DATA);
+            }
+            timer_start(t, T_FORWARD);
+            loss += model_chunk_forward(m, c, s);
+            timer_stop(t, T_FORWARD);
+        } else {
+            timer_start(t, T_BACKWARD);
+            model_chunk_backward(m, c, s, dloss);
+            timer_stop(t, T_BACKWARD);
+            if (a->chunk == 0 && model_has_embedding(d)) model_slot_release(s); /* nothing to send */
+            else memcpy(s->dout, m->scr.dresidual, (size_t)m->Ns * d->C * sizeof(float));
+        }
+        trace_add(x->trace, a->kind == PP_FWD ? TR_FORWARD : TR_BACKWARD, a->mb, a->chunk, t0, MPI_Wtime());
+        i++;
+    }
+    if (np) die("pipeline step ended with %d receives outstanding", np);
+    return loss;
+}

@@ -1,0 +1,36 @@
+/* pipeline_exec.h -- runs this rank's pipeline action list for one step with
+ * non-blocking MPI point-to-point over pp_comm (the contract of pipeline.h). */
+#ifndef TRIAD_PIPELINE_EXEC_H
+#define TRIAD_PIPELINE_EXEC_H
+
+#include <stdint.h>
+
+#include "comm.h"
+#include "data.h"
+#include "metrics.h"
+#include "model.h"
+#include "pipeline.h"
+
+struct pp_exec {
+    enum pp_schedule sched;
+    int m;                      /* micro-batches per step and replica */
+    struct pp_action *actions;  /* this rank's list */
+    int n;
+    int *phase_end;             /* [n]: index one past the communication run starting at i */
+    struct trace *trace;        /* timeline events, or NULL */
+};
+
+/* Build the list for this rank; returns the slots (activation sets) the
+ * model needs for it.  Dies with the schedule's reason if it cannot run. */
+int pp_exec_init(struct pp_exec *x, enum pp_schedule s, const struct grid *g, int v, int m);
+void pp_exec_free(struct pp_exec *x);
+
+/* One step: forward and backward of every micro-batch through this rank's
+ * chunks.  The global batch's sample order comes from data (step, G, the
+ * replica, micro_batch_size).  Returns the sum of the token losses this rank
+ * computed (non-zero on the last stage only).  Time spent waiting for
+ * messages is added to timers[T_PP_WAIT]. */
+double pp_exec_step(struct pp_exec *x, struct model *mdl, struct comm *c, const struct data_source *data,
+                    int64_t step, int64_t global_batch, float dloss, struct timers *t);
+
+#endif
