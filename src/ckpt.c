@@ -91,32 +91,75 @@ static void select_blocks(hid_t fs, const struct tensor_ref *t, int take)
             H5Sselect_hyperslab(fs, H5S_SELECT_OR, t->start[b], NULL, t->count[b], NULL);
 }
 
-/* Walk every tensor of every layer in a fixed order (the same on all ranks). */
-typedef int (*tensor_fn)(hid_t file, struct tensor_ref *t, const struct grid *g, char *err, size_t errlen);
+/* What a walk over the checkpoint's tensors carries: per-dataset checksums
+ * (partial on this rank, in walk order) and the first error. */
+struct walk_ctx {
+    const struct grid *g;
+    uint64_t *sums;
+    int next;        /* index of the dataset being visited */
+    char *err;
+    size_t errlen;
+};
 
+typedef int (*tensor_fn)(hid_t file, struct tensor_ref *t, struct walk_ctx *w);
+
+/* Visit every tensor of every layer in a fixed order (the same on all ranks). */
 static int walk(hid_t file, const char *prefix, const struct model *m, float *const *base, tensor_fn fn,
-                const struct grid *g, char *err, size_t errlen)
+                struct walk_ctx *w)
 {
     for (int id = 0; id < NUM_PARAMS; id++) {
         int layers = param_table[id].per_layer ? m->d.L : 1;
         for (int l = 0; l < layers; l++) {
             struct tensor_ref t;
             tensor_ref(&t, prefix, m, base, (enum param_id)id, l);
-            if (fn(file, &t, g, err, errlen) != 0) return -1;
+            if (fn(file, &t, w) != 0) return -1;
+            w->next++;
         }
     }
     return 0;
 }
 
-static int write_tensor(hid_t file, struct tensor_ref *t, const struct grid *g, char *err, size_t errlen)
+static int datasets_per_prefix(const struct model *m)
+{
+    int n = 0;
+    for (int id = 0; id < NUM_PARAMS; id++) n += param_table[id].per_layer ? m->d.L : 1;
+    return n;
+}
+
+/* Does this rank own its selection for writing and verifying?  One owner
+ * per element: data-parallel replica 0, tp rank 0 of a replicated tensor,
+ * the first stage's copy of wte. */
+static int owner(const struct tensor_ref *t, const struct grid *g)
+{
+    return t->local != NULL && t->primary && g->dp_rank == 0 && (!t->replicated || g->tp_rank == 0);
+}
+
+/* Order-independent checksum of this rank's selection: the sum (mod 2^64)
+ * of a mix of every element's logical index and bits, so the owners'
+ * partial sums add up to the whole tensor's whatever the decomposition. */
+static uint64_t partial_checksum(const struct tensor_ref *t)
+{
+    uint64_t sum = 0;
+    const uint32_t *bits = (const uint32_t *)t->local;
+    size_t k = 0, cols = t->rank == 2 ? t->dims[1] : 1;
+    for (int b = 0; b < t->nblocks; b++)
+        for (hsize_t r = 0; r < t->count[b][0]; r++)
+            for (hsize_t c = 0; c < t->count[b][1]; c++, k++) {
+                uint64_t x = ((t->start[b][0] + r) * cols + t->start[b][1] + c) * 0x9E3779B97F4A7C15ull ^ bits[k];
+                x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ull; /* splitmix64's finaliser */
+                x ^= x >> 27; x *= 0x94D049BB133111EBull;
+                sum += x ^ (x >> 31);
+            }
+    return sum;
+}
+
+static int write_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
 {
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
     H5Pset_create_intermediate_group(lcpl, 1);
     hid_t fs = H5Screate_simple(t->rank, t->dims, NULL);
     hid_t ds = H5Dcreate2(file, t->path, H5T_NATIVE_FLOAT, fs, lcpl, H5P_DEFAULT, H5P_DEFAULT);
-    /* one writer per shard: data-parallel replica 0, and tp rank 0 of a
-     * replicated tensor */
-    int writer = t->local != NULL && t->primary && g->dp_rank == 0 && (!t->replicated || g->tp_rank == 0);
+    int writer = owner(t, w->g);
     hsize_t n = writer ? t->elems : 0;
     hid_t ms = H5Screate_simple(1, &n, NULL);
     select_blocks(fs, t, writer);
@@ -124,20 +167,20 @@ static int write_tensor(hid_t file, struct tensor_ref *t, const struct grid *g, 
     H5Pset_dxpl_mpio(dx, H5FD_MPIO_COLLECTIVE);
     static const float nothing = 0; /* HDF5 wants a buffer even for an empty selection */
     herr_t rc = ds < 0 ? -1 : H5Dwrite(ds, H5T_NATIVE_FLOAT, ms, fs, dx, writer ? t->local : &nothing);
+    if (writer) w->sums[w->next] = partial_checksum(t);
     H5Pclose(dx);
     H5Sclose(ms);
     if (ds >= 0) H5Dclose(ds);
     H5Sclose(fs);
     H5Pclose(lcpl);
-    if (rc < 0) snprintf(err, errlen, "writing %s failed", t->path);
+    if (rc < 0) snprintf(w->err, w->errlen, "writing %s failed", t->path);
     return rc < 0 ? -1 : 0;
 }
 
-static int read_tensor(hid_t file, struct tensor_ref *t, const struct grid *g, char *err, size_t errlen)
+static int read_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
 {
-    (void)g;
     if (H5Lexists(file, t->path, H5P_DEFAULT) <= 0) {
-        snprintf(err, errlen, "dataset %s is missing", t->path);
+        snprintf(w->err, w->errlen, "dataset %s is missing", t->path);
         return -1;
     }
     hid_t ds = H5Dopen2(file, t->path, H5P_DEFAULT);
@@ -147,7 +190,7 @@ static int read_tensor(hid_t file, struct tensor_ref *t, const struct grid *g, c
     if (rank == t->rank) H5Sget_simple_extent_dims(fs, dims, NULL);
     int rc = 0;
     if (rank != t->rank || dims[0] != t->dims[0] || (rank == 2 && dims[1] != t->dims[1])) {
-        snprintf(err, errlen, "dataset %s has shape [%llu%s%llu], the model needs [%llu%s%llu]: the deck's "
+        snprintf(w->err, w->errlen, "dataset %s has shape [%llu%s%llu], the model needs [%llu%s%llu]: the deck's "
                  "n_layer/d_model/seq_len/vocab_size differ from the checkpoint's", t->path,
                  (unsigned long long)dims[0], rank == 2 ? ", " : "", rank == 2 ? (unsigned long long)dims[1] : 0ull,
                  (unsigned long long)t->dims[0], t->rank == 2 ? ", " : "",
@@ -158,10 +201,11 @@ static int read_tensor(hid_t file, struct tensor_ref *t, const struct grid *g, c
         hid_t ms = H5Screate_simple(1, &n, NULL);
         select_blocks(fs, t, 1);
         if (H5Dread(ds, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, t->local) < 0) {
-            snprintf(err, errlen, "reading %s failed (truncated or corrupted file?)", t->path);
+            snprintf(w->err, w->errlen, "reading %s failed (truncated or corrupted file?)", t->path);
             rc = -1;
         }
         H5Sclose(ms);
+        if (rc == 0 && owner(t, w->g)) w->sums[w->next] = partial_checksum(t);
     }
     if (fs >= 0) H5Sclose(fs);
     if (ds >= 0) H5Dclose(ds);
@@ -253,6 +297,63 @@ static void prune(const char *dir, int keep)
     }
 }
 
+/* Attach the checksum of each dataset (after the owners' partial sums met). */
+static int attach_checksum(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
+{
+    hid_t ds = H5Dopen2(file, t->path, H5P_DEFAULT);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = ds < 0 ? -1 : H5Acreate2(ds, "checksum", H5T_NATIVE_UINT64, sp, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t rc = a < 0 ? -1 : H5Awrite(a, H5T_NATIVE_UINT64, &w->sums[w->next]);
+    if (a >= 0) H5Aclose(a);
+    H5Sclose(sp);
+    if (ds >= 0) H5Dclose(ds);
+    if (rc < 0) snprintf(w->err, w->errlen, "writing the checksum of %s failed", t->path);
+    return rc < 0 ? -1 : 0;
+}
+
+/* Compare the stored checksum (if the file has one) with the data read. */
+static int verify_checksum(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
+{
+    hid_t ds = H5Dopen2(file, t->path, H5P_DEFAULT);
+    if (ds < 0 || H5Aexists(ds, "checksum") <= 0) { /* weights from elsewhere carry none */
+        if (ds >= 0) H5Dclose(ds);
+        return 0;
+    }
+    uint64_t stored = 0;
+    hid_t a = H5Aopen(ds, "checksum", H5P_DEFAULT);
+    herr_t rc = a < 0 ? -1 : H5Aread(a, H5T_NATIVE_UINT64, &stored);
+    if (a >= 0) H5Aclose(a);
+    H5Dclose(ds);
+    if (rc < 0 || stored != w->sums[w->next]) {
+        snprintf(w->err, w->errlen, "checksum mismatch in %s (stored %016llx, data %016llx): the file is corrupted",
+                 t->path, (unsigned long long)stored, (unsigned long long)w->sums[w->next]);
+        return -1;
+    }
+    return 0;
+}
+
+/* Read (or write, then attach checksums to) the tensors under each prefix. */
+static int transfer(hid_t f, const struct model *m, const struct optim *o, int with_optim, int writing,
+                    const struct grid *g, char *err, size_t errlen)
+{
+    const char *prefix[3] = {"/model", "/optim/m", "/optim/v"};
+    float *const *base[3] = {m->param, o ? o->m : NULL, o ? o->v : NULL};
+    int np = with_optim ? 3 : 1, per = datasets_per_prefix(m);
+    struct walk_ctx w = {g, xcalloc((size_t)per * np, sizeof(uint64_t)), 0, err, errlen};
+    int rc = 0;
+    for (int p = 0; p < np && rc == 0; p++) rc = walk(f, prefix[p], m, base[p], writing ? write_tensor : read_tensor, &w);
+    rc = mpi_agree_error(g->world_comm, rc != 0, err, errlen);
+    if (rc == 0) {
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, w.sums, per * np, MPI_UINT64_T, MPI_SUM, g->world_comm));
+        w.next = 0;
+        for (int p = 0; p < np && rc == 0; p++)
+            rc = walk(f, prefix[p], m, base[p], writing ? attach_checksum : verify_checksum, &w);
+        rc = mpi_agree_error(g->world_comm, rc != 0, err, errlen);
+    }
+    free(w.sums);
+    return rc;
+}
+
 int ckpt_save(const char *run_dir, const struct ckpt_state *st, const struct model *m, const struct optim *o,
               const char *deck, const struct grid *g, int keep, char *err, size_t errlen)
 {
@@ -267,9 +368,7 @@ int ckpt_save(const char *run_dir, const struct ckpt_state *st, const struct mod
         rc = -1;
     }
     if (agree(rc, err, errlen, g)) return -1;
-    rc = walk(f, "/model", m, m->param, write_tensor, g, err, errlen);
-    if (rc == 0) rc = walk(f, "/optim/m", m, o->m, write_tensor, g, err, errlen);
-    if (rc == 0) rc = walk(f, "/optim/v", m, o->v, write_tensor, g, err, errlen);
+    rc = transfer(f, m, o, 1, 1, g, err, errlen);
     if (rc == 0) {
         attr_i64(f, "format_version", CKPT_FORMAT_VERSION);
         attr_i64(f, "step", st->step);
@@ -283,6 +382,7 @@ int ckpt_save(const char *run_dir, const struct ckpt_state *st, const struct mod
         snprintf(err, errlen, "closing %s failed (disk full?)", tmp);
         rc = -1;
     }
+    rc = agree(rc, err, errlen, g);
     if (rc == 0 && g->rank == 0) {
         if (fsync_path(tmp) != 0 || rename(tmp, final) != 0) {
             snprintf(err, errlen, "cannot finish %s: %s", final, strerror(errno));
@@ -296,57 +396,68 @@ int ckpt_save(const char *run_dir, const struct ckpt_state *st, const struct mod
     return agree(rc, err, errlen, g);
 }
 
-int ckpt_load_model(const char *path, struct model *m, const struct grid *g, char *err, size_t errlen)
+static int load(const char *path, struct model *m, struct optim *o, struct ckpt_state *st, const struct grid *g,
+                char *err, size_t errlen)
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     int rc = 0;
     hid_t f = access(path, R_OK) == 0 ? open_parallel(path, 0, g) : -1;
     if (f < 0) {
-        snprintf(err, errlen, "cannot open %s as HDF5 (missing, unreadable or not an HDF5 file)", path);
+        snprintf(err, errlen, "cannot open %s as HDF5 (missing, unreadable, truncated or not an HDF5 file)", path);
         rc = -1;
     }
     if (agree(rc, err, errlen, g)) return -1;
-    rc = walk(f, "/model", m, m->param, read_tensor, g, err, errlen);
+    rc = transfer(f, m, o, o != NULL, 0, g, err, errlen);
+    if (rc == 0 && st && (read_attr_i64(f, "step", &st->step) || read_attr_i64(f, "tokens", &st->tokens))) {
+        snprintf(err, errlen, "%s has no step/tokens attributes: not a triad checkpoint", path);
+        rc = -1;
+    }
     H5Fclose(f);
     return agree(rc, err, errlen, g);
+}
+
+int ckpt_load_model(const char *path, struct model *m, const struct grid *g, char *err, size_t errlen)
+{
+    return load(path, m, NULL, NULL, g, err, errlen);
 }
 
 int ckpt_load_all(const char *path, struct model *m, struct optim *o, struct ckpt_state *st,
                   const struct grid *g, char *err, size_t errlen)
 {
-    if (ckpt_load_model(path, m, g, err, errlen) != 0) return -1;
-    hid_t f = open_parallel(path, 0, g);
-    int rc = f < 0 ? -1 : 0;
-    if (rc == 0) rc = walk(f, "/optim/m", m, o->m, read_tensor, g, err, errlen);
-    if (rc == 0) rc = walk(f, "/optim/v", m, o->v, read_tensor, g, err, errlen);
-    if (rc == 0 && (read_attr_i64(f, "step", &st->step) || read_attr_i64(f, "tokens", &st->tokens))) {
-        snprintf(err, errlen, "%s has no step/tokens attributes: not a triad checkpoint", path);
-        rc = -1;
-    }
-    if (f >= 0) H5Fclose(f);
-    return agree(rc, err, errlen, g);
+    return load(path, m, o, st, g, err, errlen);
 }
 
-int ckpt_find_latest(const char *run_dir, char *buf, size_t len, const struct grid *g)
+int ckpt_restart_auto(const char *run_dir, struct model *m, struct optim *o, struct ckpt_state *st,
+                      const struct grid *g, char *path, size_t len, char *err, size_t errlen)
 {
-    char found[4096] = {0};
+    /* rank 0 lists the checkpoints, newest first; everyone tries them in turn */
+    int64_t steps[4096];
+    int n = 0;
     if (g->rank == 0) {
         DIR *dp = opendir(run_dir);
-        int64_t best = -1;
         struct dirent *e;
-        while (dp && (e = readdir(dp))) {
+        while (dp && (e = readdir(dp)) && n < 4096) {
             int64_t s;
-            char path[4096];
-            if (ckpt_step_of(e->d_name, &s) != 0 || s <= best) continue;
-            snprintf(path, sizeof path, "%s/%s", run_dir, e->d_name);
-            if (H5Fis_hdf5(path) > 0) {
-                best = s;
-                snprintf(found, sizeof found, "%s", path);
-            }
+            if (ckpt_step_of(e->d_name, &s) == 0) steps[n++] = s;
         }
         if (dp) closedir(dp);
+        for (int i = 1; i < n; i++) /* insertion sort, newest first */
+            for (int j = i; j > 0 && steps[j] > steps[j - 1]; j--) {
+                int64_t t = steps[j];
+                steps[j] = steps[j - 1];
+                steps[j - 1] = t;
+            }
     }
-    MPI_CHECK(MPI_Bcast(found, (int)sizeof found, MPI_CHAR, 0, g->world_comm));
-    snprintf(buf, len, "%s", found);
-    return found[0] != 0;
+    MPI_CHECK(MPI_Bcast(&n, 1, MPI_INT, 0, g->world_comm));
+    MPI_CHECK(MPI_Bcast(steps, n, MPI_INT64_T, 0, g->world_comm));
+    char why[1024] = "";
+    for (int i = 0; i < n; i++) {
+        snprintf(path, len, "%s/ckpt_%lld.h5", run_dir, (long long)steps[i]);
+        if (load(path, m, o, st, g, why, sizeof why) == 0) return 1;
+        if (g->rank == 0)
+            fprintf(stderr, "warning: checkpoint %s is unusable (%s); trying the previous one\n", path, why);
+    }
+    if (n == 0) return 0;
+    snprintf(err, errlen, "none of the %d checkpoints in %s is usable; the newest failed with: %s", n, run_dir, why);
+    return -1;
 }

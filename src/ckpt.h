@@ -24,16 +24,21 @@ int ckpt_save(const char *run_dir, const struct ckpt_state *st, const struct mod
               const struct optim *o, const char *deck, const struct grid *g, int keep,
               char *err, size_t errlen);
 
-/* Read /model of `path` into m (this rank's part).  Collective.  Returns 0 or
- * -1 with err filled alike on every rank. */
+/* Read /model of `path` into m (this rank's part), verifying each dataset's
+ * checksum where the file has one.  Collective.  Returns 0 or -1 with err
+ * filled alike on every rank. */
 int ckpt_load_model(const char *path, struct model *m, const struct grid *g, char *err, size_t errlen);
 
 /* Read model, optimizer state and counters for a restart.  Collective. */
 int ckpt_load_all(const char *path, struct model *m, struct optim *o, struct ckpt_state *st,
                   const struct grid *g, char *err, size_t errlen);
 
-/* The newest checkpoint in run_dir that opens as HDF5 (path into buf), or 0
- * if there is none.  Rank 0 looks, the answer is broadcast.  Collective. */
-int ckpt_find_latest(const char *run_dir, char *buf, size_t len, const struct grid *g);
+/* restart = 'auto': load the newest checkpoint of run_dir that reads back
+ * completely with matching checksums, reporting (rank 0) and skipping
+ * corrupted or truncated ones.  Returns 1 (loaded; its path in path), 0
+ * (there is none: start fresh) or -1 (all unusable; err says why).
+ * Collective. */
+int ckpt_restart_auto(const char *run_dir, struct model *m, struct optim *o, struct ckpt_state *st,
+                      const struct grid *g, char *path, size_t len, char *err, size_t errlen);
 
 #endif

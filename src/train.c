@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ckpt.h"
 #include "comm.h"
@@ -100,24 +101,28 @@ static void load_initial_state(struct run *r)
 {
     const struct config *cfg = r->cfg;
     char err[1024] = "", path[4096] = "";
-    if (cfg->io.restart[0]) {
-        if (config_is(cfg->io.restart, "auto")) {
-            if (!ckpt_find_latest(cfg->io.run_dir, path, sizeof path, r->g)) {
-                log_info("restart = 'auto': no checkpoint in %s, starting fresh\n", cfg->io.run_dir);
-                path[0] = 0;
-            }
-        } else {
-            snprintf(path, sizeof path, "%s", cfg->io.restart);
-        }
-        if (path[0]) {
-            struct ckpt_state st = {0, 0};
-            if (ckpt_load_all(path, &r->model, &r->optim, &st, r->g, err, sizeof err) != 0)
-                die_all("check io.restart, or remove it to start fresh", "restart from %s: %s", path, err);
-            r->step = st.step;
-            r->tokens = st.tokens;
-            log_info("restarted from %s at step %lld\n", path, (long long)r->step);
-            return;
-        }
+    struct ckpt_state st = {0, 0};
+    double t0 = wtime();
+    int loaded = 0;
+    if (config_is(cfg->io.restart, "auto")) {
+        loaded = ckpt_restart_auto(cfg->io.run_dir, &r->model, &r->optim, &st, r->g, path, sizeof path, err,
+                                   sizeof err);
+        if (loaded < 0)
+            die_all("remove the broken checkpoints from io.run_dir to start fresh, or point io.restart at a good one",
+                    "restart = 'auto': %s", err);
+        if (!loaded) log_info("restart = 'auto': no checkpoint in %s, starting fresh\n", cfg->io.run_dir);
+    } else if (cfg->io.restart[0]) {
+        snprintf(path, sizeof path, "%s", cfg->io.restart);
+        if (ckpt_load_all(path, &r->model, &r->optim, &st, r->g, err, sizeof err) != 0)
+            die_all("check io.restart, or use restart = 'auto' to take the newest good checkpoint",
+                    "restart from %s: %s", path, err);
+        loaded = 1;
+    }
+    if (loaded) {
+        r->step = st.step;
+        r->tokens = st.tokens;
+        log_info("restarted from %s at step %lld (read in %.2f s)\n", path, (long long)r->step, wtime() - t0);
+        return;
     }
     if (cfg->io.init_from[0]) {
         if (ckpt_load_model(cfg->io.init_from, &r->model, r->g, err, sizeof err) != 0)
@@ -226,23 +231,32 @@ static void save_checkpoint(struct run *r)
 {
     char err[1024] = "";
     struct ckpt_state st = {r->step, r->tokens};
+    double t0 = wtime();
     timer_start(&r->timers, T_IO);
     if (ckpt_save(r->cfg->io.run_dir, &st, &r->model, &r->optim, r->deck, r->g,
                   (int)r->cfg->io.keep_checkpoints, err, sizeof err) != 0)
         die_all("check the free space and permissions of io.run_dir; earlier checkpoints are intact",
                 "checkpoint at step %lld failed: %s", (long long)r->step, err);
     timer_stop(&r->timers, T_IO);
-    log_info("checkpoint %s/ckpt_%lld.h5 written\n", r->cfg->io.run_dir, (long long)r->step);
+    double dt = wtime() - t0, mib = 3.0 * model_logical_params(&r->model.d) * sizeof(float) / 1048576.0;
+    log_info("checkpoint %s/ckpt_%lld.h5 written: %.1f MiB in %.2f s (%.0f MiB/s)\n", r->cfg->io.run_dir,
+             (long long)r->step, mib, dt, mib / dt);
 }
 
-/* Should all ranks stop now (signal or time limit)?  Collective. */
-static int stop_agreed(struct run *r, double t_start, double avg_step)
+/* Should all ranks stop now?  A signal, the time limit (io.max_seconds, with
+ * room for two more steps) or the stop file <run_dir>/STOP, which rank 0
+ * removes when it honours it.  Returns the reason, or NULL.  Collective. */
+static const char *stop_agreed(struct run *r, double t_start, double avg_step)
 {
-    int want = stop_requested != 0;
+    enum { SIGNAL = 1, TIME = 2, FILE_ = 4 };
+    int want = stop_requested ? SIGNAL : 0;
     double max_s = r->cfg->io.max_seconds;
-    if (max_s > 0 && wtime() - t_start + 2.0 * avg_step > max_s) want = 1;
-    comm_allreduce_max_int(&r->comm, CG_WORLD, &want, 1);
-    return want;
+    if (max_s > 0 && wtime() - t_start + 2.0 * avg_step > max_s) want |= TIME;
+    char stop[CONFIG_STRLEN + 8];
+    snprintf(stop, sizeof stop, "%s/STOP", r->cfg->io.run_dir);
+    if (r->g->rank == 0 && access(stop, F_OK) == 0 && unlink(stop) == 0) want |= FILE_;
+    comm_allreduce_max_int(&r->comm, CG_WORLD, &want, 1); /* the bits are disjoint per cause; max keeps one */
+    return want & SIGNAL ? "signal" : want & TIME ? "io.max_seconds reached" : want & FILE_ ? "stop file" : NULL;
 }
 
 int train_run(const struct config *cfg, const struct grid *g, const char *deck)
@@ -295,9 +309,9 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
             diag_check_consistency(&r.model, g, cfg, r.step);
         if (cfg->io.checkpoint_every > 0 && r.step % cfg->io.checkpoint_every == 0 && r.step < cfg->train.steps)
             save_checkpoint(&r);
-        if (r.step < cfg->train.steps && stop_agreed(&r, t_start, avg)) {
-            log_info("stopping at step %lld (%s); writing a checkpoint\n", (long long)r.step,
-                     stop_requested ? "signal" : "io.max_seconds reached");
+        const char *why = r.step < cfg->train.steps ? stop_agreed(&r, t_start, avg) : NULL;
+        if (why) {
+            log_info("stopping at step %lld (%s); writing a checkpoint\n", (long long)r.step, why);
             status = EXIT_STOPPED;
             break;
         }

@@ -1,0 +1,104 @@
+#!/bin/sh
+# Checkpoint and restart: stopping cleanly (stop file, SIGUSR1) and after
+# SIGKILL, restart = 'auto' continuing bit for bit, corrupted and truncated
+# checkpoints skipped, a failed write leaving the previous one intact,
+# restarts on other decompositions, metrics.h5 continued without gaps.
+. "$(dirname "$0")/lib.sh"
+
+deck="$DECKS/tiny.nml"
+common="model.n_layer=4 train.steps=30 train.batch_size=8 train.micro_batch_size=2 train.lr=3d-3 io.checkpoint_every=5 io.keep_checkpoints=3"
+triad_run 2 "$deck" $common io.run_dir="'$scratch/ref'"
+ok $? "uninterrupted reference (dp = 2, 30 steps)"
+
+# 1. the stop file: stop after the first step with a checkpoint and status 3
+mkdir -p "$scratch/a" && touch "$scratch/a/STOP"
+triad_run 2 "$deck" $common io.run_dir="'$scratch/a'"
+st=$?
+[ $st -eq 3 ] && [ -f "$scratch/a/ckpt_1.h5" ] && [ ! -f "$scratch/a/STOP" ] && grep -q "stopping at step 1 (stop file)" "$scratch/last.out"
+ok $? "a stop file stops all ranks at the next step with a checkpoint and exit status 3"
+triad_run 2 "$deck" $common io.restart=auto io.run_dir="'$scratch/a'"
+st=$?
+[ $st -eq 0 ] && grep -q "restarted from $scratch/a/ckpt_1.h5 at step 1" "$scratch/last.out"
+ok $? "restart = 'auto' resumes from it and finishes"
+compare_runs "$scratch/a" "$scratch/ref" 0 loss grad_norm lr > /dev/null
+ok $? "the resumed run is bitwise identical to the uninterrupted one; metrics.h5 has every step once"
+
+# 2. SIGUSR1 to mpirun (forwarded to every rank) in the middle of a longer run
+slow="model.n_layer=2 model.d_model=128 model.seq_len=64 model.vocab_size=256 train.steps=60 train.batch_size=16 train.micro_batch_size=4 io.checkpoint_every=1000"
+triad_run 2 "$deck" $slow io.run_dir="'$scratch/sref'"
+ok $? "uninterrupted reference of a slower run"
+$MPIEXEC -n 2 "$TRIAD" "$deck" $slow io.run_dir="'$scratch/s'" > "$scratch/s.out" 2>&1 &
+pid=$!
+i=0
+while [ $i -lt 200 ] && ! grep -q "^step     10/" "$scratch/s.out" 2>/dev/null; do sleep 0.05; i=$((i + 1)); done
+kill -USR1 $pid
+wait $pid
+st=$?
+[ $st -eq 3 ] && grep -q "stopping at step [0-9]* (signal)" "$scratch/s.out"
+ok $? "SIGUSR1 mid-run: checkpoint and exit status 3 (got $st)"
+triad_run 2 "$deck" $slow io.restart=auto io.run_dir="'$scratch/s'"
+ok $? "restart after the signal"
+compare_runs "$scratch/s" "$scratch/sref" 0 loss > /dev/null
+ok $? "signal + restart: losses bitwise identical to the uninterrupted run"
+
+# 3. SIGKILL: at most the steps since the last checkpoint are lost
+$MPIEXEC -n 2 "$TRIAD" "$deck" $common io.run_dir="'$scratch/k'" > "$scratch/k.out" 2>&1 &
+pid=$!
+i=0
+while [ $i -lt 400 ] && [ ! -f "$scratch/k/ckpt_10.h5" ]; do sleep 0.02; i=$((i + 1)); done
+kill -KILL $pid 2>/dev/null; pkill -KILL -f "$scratch/k'" 2>/dev/null
+wait $pid 2>/dev/null
+triad_run 2 "$deck" $common io.restart=auto io.run_dir="'$scratch/k'"
+st=$?
+[ $st -eq 0 ] && grep -q "restarted from" "$scratch/last.out"
+ok $? "after SIGKILL, restart = 'auto' resumes from the newest checkpoint"
+compare_runs "$scratch/k" "$scratch/ref" 0 loss > /dev/null
+ok $? "SIGKILL + restart: losses bitwise identical, no step missing or twice"
+
+# 4. a corrupted and a truncated newest checkpoint are reported and skipped
+mkdir -p "$scratch/c"
+triad_run 2 "$deck" $common io.save_final=.true. io.run_dir="'$scratch/c'"   # keeps 20, 25, 30
+# flip bytes in the middle of ckpt_30 (tensor data), truncate ckpt_25
+"$PYTHON3" - "$scratch/c/ckpt_30.h5" "$scratch/c/ckpt_25.h5" <<'PY'
+import sys, os
+p = sys.argv[1]; n = os.path.getsize(p)
+with open(p, "r+b") as f:
+    f.seek(n // 2); b = f.read(64); f.seek(n // 2); f.write(bytes(x ^ 0x5A for x in b))
+with open(sys.argv[2], "r+b") as f:
+    f.truncate(os.path.getsize(sys.argv[2]) // 2)
+PY
+triad_run 2 "$deck" $common io.restart=auto io.run_dir="'$scratch/c'"
+st=$?
+grep -q "checkpoint $scratch/c/ckpt_30.h5 is unusable (checksum mismatch in" "$scratch/last.out"
+ok $? "a corrupted checkpoint is reported with the dataset whose checksum fails"
+grep -q "checkpoint $scratch/c/ckpt_25.h5 is unusable" "$scratch/last.out" && grep -q "restarted from $scratch/c/ckpt_20.h5 at step 20" "$scratch/last.out"
+ok $? "a truncated one too; the previous good checkpoint (step 20) is used"
+[ $st -eq 0 ] && compare_runs "$scratch/c" "$scratch/ref" 0 loss > /dev/null
+ok $? "and the run still ends bitwise identical to the uninterrupted one"
+triad_run 1 "$deck" $common io.restart="'$scratch/c/ckpt_30.h5'" io.run_dir="'$scratch/c2'"
+[ $? -eq 1 ] && grep -q "checksum mismatch" "$scratch/last.out"
+ok $? "an explicit restart from the corrupted file stops with the reason, status 1"
+
+# 5. a failed write leaves the previous checkpoint intact and stops clearly
+mkdir -p "$scratch/w/ckpt_10.h5.tmp"   # the temporary name cannot be created
+triad_run 2 "$deck" $common io.run_dir="'$scratch/w'"
+st=$?
+[ $st -eq 1 ] && grep -q "checkpoint at step 10 failed: cannot create" "$scratch/last.out" && \
+    "$PYTHON3" -c "import h5py,sys; h5py.File(sys.argv[1])['model/wte']" "$scratch/w/ckpt_5.h5"
+ok $? "a write failure stops with status 1 and the previous checkpoint still reads"
+
+# 6. reshard: a checkpoint written at tp 2 x dp 2 x pp 2 restarts at 1x1x1, 4x1x2 and 1x2x4
+g="model.n_layer=4 train.steps=12 train.batch_size=8 train.micro_batch_size=1 train.lr=3d-3 io.checkpoint_every=6"
+triad_run 1 "$deck" $g io.run_dir="'$scratch/gref'"
+triad_run 8 "$deck" $g parallel.tp=2 parallel.pp=2 train.steps=6 io.run_dir="'$scratch/g222'"
+ok $? "6 steps at tp 2 x dp 2 x pp 2"
+for lay in "1 1 1" "4 1 2" "1 2 4"; do
+    set -- $lay
+    d="$scratch/g$1$2$3"
+    mkdir -p "$d" && cp "$scratch/g222/ckpt_6.h5" "$d/" && cp "$scratch/g222/metrics.h5" "$d/"
+    triad_run $(($1 * $2 * $3)) "$deck" $g parallel.tp=$1 parallel.dp=$2 parallel.pp=$3 io.restart=auto io.run_dir="'$d'"
+    st=$?
+    [ $st -eq 0 ] && compare_runs "$d" "$scratch/gref" 1e-5 loss > /dev/null
+    ok $? "restart of the 2x2x2 checkpoint at tp $1 x dp $2 x pp $3: all 12 steps within 1e-5 of the serial run"
+done
+done_testing
