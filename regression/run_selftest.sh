@@ -80,9 +80,9 @@ runner again.out --refdir "$scratch/empty" serial
 ok $? "and the same build passes against it"
 
 # 5. Twins, skips, a bad case file and a failing run, in one invocation.
-{ printf '! wrong_twin -- lr 1.1e-2 against a twin with lr 1.0e-2.\n! twin: serial\n'
+{ printf '! wrong_twin -- lr 6e-3 against a twin with lr 5e-3.\n! twin: serial\n'
   printf '! twin_compare: loss rtol=1e-5; param_norm rtol=1e-5\n'
-  grep -v '^!' "$CASES/serial.nml" | sed 's/lr = 1.0d-2/lr = 1.1d-2/'; } > "$scratch/cases/wrong_twin.nml"
+  grep -v '^!' "$CASES/serial.nml" | sed 's/ lr = [0-9.d+-]*,/ lr = 6.0d-3,/'; } > "$scratch/cases/wrong_twin.nml"
 printf '! big -- more ranks than allowed.\n! ranks: 64\n! compare: loss rtol=1e-5\n&train steps = 1 /\n' > "$scratch/cases/big.nml"
 printf '! marked -- not yet.\n! skip: feature X is refused by this build\n&train steps = 1 /\n' > "$scratch/cases/marked.nml"
 printf '! gpu -- a device case.\n! needs: gpu\n! compare: loss rtol=1e-5\n&train steps = 1 /\n' > "$scratch/cases/gpu.nml"

@@ -809,9 +809,6 @@ static int check_features(const struct config *cfg, struct config_error *err)
         return not_yet(err, "set zero_stage = 0", "ZeRO sharding (zero_stage = %" PRId64 ")", cfg->parallel.zero_stage);
     if (!config_is(cfg->train.precision, "fp32"))
         return not_yet(err, "set precision = 'fp32'", "precision = '%s'", cfg->train.precision);
-    if (!config_is(cfg->train.recompute, "none"))
-        return not_yet(err, "set recompute = 'none'", "activation recomputation (recompute = '%s')",
-                       cfg->train.recompute);
     if (config_is(cfg->train.device, "cuda"))
         return not_yet(err, "set device = 'cpu'", "the CUDA backend (device = 'cuda')");
     return 0;

@@ -94,6 +94,11 @@ void model_dims_init(struct model_dims *d, const struct config *cfg, const struc
     d->v = (int)cfg->parallel.virtual_stages;
     d->Lc = d->L / (d->pp * d->v);
     d->Lp = d->v * d->Lc;
+    d->recompute = config_is(cfg->train.recompute, "full")        ? RECOMPUTE_FULL
+                   : config_is(cfg->train.recompute, "selective") ? RECOMPUTE_SELECTIVE
+                                                                  : RECOMPUTE_NONE;
+    int64_t n = cfg->train.recompute_layers;
+    d->Lr = d->recompute != RECOMPUTE_FULL ? 0 : n == 0 || n > d->Lc ? d->Lc : (int)n;
 }
 
 int model_global_layer(const struct model_dims *d, int j)
@@ -146,22 +151,37 @@ static float *carve(float **cursor, size_t n)
     return p;
 }
 
+/* Lay out one layer's activations, `layers` of them per field, from mem
+ * (NULL: just count); att only when with_att.  Returns the floats used. */
+static size_t layer_layout(struct layer_acts *la, float *mem, const struct model_dims *d, int B, size_t layers,
+                           int with_att)
+{
+    size_t N = (size_t)B * d->T, C = (size_t)d->C, Cl = C / (size_t)d->tp, S = d->sp ? N / (size_t)d->tp : N;
+    size_t NHl = (size_t)(d->NH / d->tp), TT = (size_t)d->T * d->T, n = layers;
+    struct { float **p; size_t n; } t[] = {
+        {&la->ln1, n * N * C}, {&la->ln1_mean, n * S}, {&la->ln1_rstd, n * S},
+        {&la->qkv, n * N * 3 * Cl}, {&la->atty, n * N * Cl}, {&la->att, with_att ? n * B * NHl * TT : 0},
+        {&la->residual2, n * S * C},
+        {&la->ln2, n * N * C}, {&la->ln2_mean, n * S}, {&la->ln2_rstd, n * S},
+        {&la->fch, n * N * 4 * Cl}, {&la->fch_gelu, n * N * 4 * Cl},
+    };
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        *t[i].p = mem && t[i].n ? mem + total : NULL;
+        total += (t[i].n + 15) / 16 * 16;
+    }
+    return total;
+}
+
 /* One micro-batch's activations for one chunk (head buffers only where the
- * head lives), carved from one allocation. */
-static size_t slot_layout(struct chunk_acts *a, float *mem, const struct model_dims *d, int B, int Ns)
+ * head lives), carved from mem (NULL: just count). */
+static size_t slot_layout(struct chunk_acts *a, float *mem, const struct model_dims *d, int B)
 {
     size_t N = (size_t)B * d->T, C = (size_t)d->C, Lc = (size_t)d->Lc, tp = (size_t)d->tp;
-    size_t NHl = (size_t)(d->NH / d->tp), TT = (size_t)d->T * d->T, Cl = C / tp, S = (size_t)Ns;
-    size_t H = model_has_head(d) ? 1 : 0;
+    size_t S = d->sp ? N / tp : N, H = model_has_head(d) ? 1 : 0;
     struct { float **p; size_t n; } t[] = {
         {(float **)&a->inputs, N}, {(float **)&a->targets, N},
-        {&a->input, S * C}, {&a->dout, S * C},
-        {&a->ln1, Lc * N * C}, {&a->ln1_mean, Lc * S}, {&a->ln1_rstd, Lc * S},
-        {&a->qkv, Lc * N * 3 * Cl}, {&a->atty, Lc * N * Cl}, {&a->att, Lc * B * NHl * TT},
-        {&a->residual2, Lc * S * C},
-        {&a->ln2, Lc * N * C}, {&a->ln2_mean, Lc * S}, {&a->ln2_rstd, Lc * S},
-        {&a->fch, Lc * N * 4 * Cl}, {&a->fch_gelu, Lc * N * 4 * Cl},
-        {&a->residual3, Lc * S * C},
+        {&a->input, S * C}, {&a->dout, S * C}, {&a->residual3, Lc * S * C},
         {&a->lnf, H * N * C}, {&a->lnf_mean, H * S}, {&a->lnf_rstd, H * S},
         {&a->logits, H * N * (size_t)d->Vp / tp}, {&a->ce_max, H * N}, {&a->ce_sums, H * 2 * N},
         {&a->losses, H * N},
@@ -171,37 +191,70 @@ static size_t slot_layout(struct chunk_acts *a, float *mem, const struct model_d
         if (mem) *t[i].p = mem + total; /* int32 and float are both 4 bytes */
         total += (t[i].n + 15) / 16 * 16;
     }
+    /* the layers not recomputed in full keep everything; att only without recomputation */
+    total += layer_layout(&a->stored, mem ? mem + total : NULL, d, B, Lc - (size_t)d->Lr,
+                          d->recompute == RECOMPUTE_NONE || d->recompute == RECOMPUTE_FULL);
     a->mb = -1;
     return total;
 }
 
-static size_t scratch_layout(struct scratch *s, float *mem, const struct model_dims *d, int B, int Ns)
+static size_t scratch_layout(struct scratch *s, float *mem, const struct model_dims *d, int B)
 {
-    size_t N = (size_t)B * d->T, C = (size_t)d->C, Cl = C / (size_t)d->tp, S = (size_t)Ns;
+    size_t N = (size_t)B * d->T, C = (size_t)d->C, Cl = C / (size_t)d->tp, S = d->sp ? N / (size_t)d->tp : N;
     size_t NHl = (size_t)(d->NH / d->tp), TT = (size_t)d->T * d->T;
+    int sel = d->recompute == RECOMPUTE_SELECTIVE;
     struct { float **p; size_t n; } t[] = {
         {&s->full, N * C}, {&s->part, S * C}, {&s->dresidual, S * C}, {&s->dfull, N * C},
         {&s->dln_full, N * C}, {&s->dln_part, S * C}, {&s->datty, N * Cl}, {&s->dqkv, N * 3 * Cl},
         {&s->dfch, N * 4 * Cl}, {&s->dfch_gelu, N * 4 * Cl}, {&s->datt, B * NHl * TT},
+        {&s->atty_discard, sel ? N * Cl : 0},
     };
     size_t total = 0;
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         if (mem) *t[i].p = mem + total;
         total += (t[i].n + 15) / 16 * 16;
     }
+    /* one layer's worth for the recomputed ones: all of it (full), the attention probabilities (selective) */
+    if (d->recompute == RECOMPUTE_FULL) {
+        total += layer_layout(&s->layer, mem ? mem + total : NULL, d, B, 1, 1);
+    } else if (sel) {
+        size_t att = (size_t)B * NHl * TT;
+        memset(&s->layer, 0, sizeof s->layer);
+        if (mem) s->layer.att = mem + total;
+        total += (att + 15) / 16 * 16;
+    } else {
+        memset(&s->layer, 0, sizeof s->layer);
+    }
     return total;
+}
+
+size_t model_slot_floats(const struct model_dims *d, int B)
+{
+    struct chunk_acts probe;
+    return slot_layout(&probe, NULL, d, B);
+}
+
+size_t model_scratch_floats(const struct model_dims *d, int B)
+{
+    struct scratch probe;
+    return scratch_layout(&probe, NULL, d, B);
+}
+
+size_t model_tensor_size(const struct model_dims *d, enum param_id id)
+{
+    size_t r, c;
+    param_local_shape(d, id, &r, &c);
+    return holds(d, id) ? r * c * (param_table[id].per_layer ? (size_t)d->Lp : 1) : 0;
 }
 
 static void activations_alloc(struct model *m, int nslots)
 {
-    struct chunk_acts probe;
-    size_t per = slot_layout(&probe, NULL, &m->d, m->B, m->Ns);
-    size_t scr = scratch_layout(&m->scr, NULL, &m->d, m->B, m->Ns);
+    size_t per = model_slot_floats(&m->d, m->B), scr = model_scratch_floats(&m->d, m->B);
     float *mem = xalloc_aligned((per * (size_t)nslots + scr) * sizeof(float));
     m->nslots = nslots;
     m->slot = xcalloc((size_t)nslots, sizeof *m->slot);
-    for (int i = 0; i < nslots; i++) slot_layout(&m->slot[i], mem + per * (size_t)i, &m->d, m->B, m->Ns);
-    scratch_layout(&m->scr, mem + per * (size_t)nslots, &m->d, m->B, m->Ns);
+    for (int i = 0; i < nslots; i++) slot_layout(&m->slot[i], mem + per * (size_t)i, &m->d, m->B);
+    scratch_layout(&m->scr, mem + per * (size_t)nslots, &m->d, m->B);
     m->act_bytes = (per * (size_t)nslots + scr) * sizeof(float);
 }
 
@@ -262,9 +315,7 @@ void model_init(struct model *m, const struct model_dims *d, int B, int nslots, 
     m->Ns = d->sp ? m->N / d->tp : m->N;
     size_t total = 0;
     for (int i = 0; i < NUM_PARAMS; i++) {
-        size_t r, c;
-        param_local_shape(d, (enum param_id)i, &r, &c);
-        m->size[i] = holds(d, (enum param_id)i) ? r * c * (param_table[i].per_layer ? (size_t)d->Lp : 1) : 0;
+        m->size[i] = model_tensor_size(d, (enum param_id)i);
         total += (m->size[i] + 15) / 16 * 16;
     }
     m->params_mem = xalloc_aligned(total * sizeof(float));
@@ -347,36 +398,61 @@ static void layernorm_to_tp(struct model *m, struct comm *c, float *full, float 
 /* Local layer j's slice of a per-layer tensor. */
 #define LAYER(base, id, j) ((base)[id] + (size_t)(j) * (m->size[id] / (size_t)m->d.Lp))
 
+/* Where layer k of slot a's chunk keeps its activations: the shared
+ * one-layer scratch if it is recomputed in full, else its place among the
+ * slot's stored layers (att in the scratch under selective recomputation). */
+static void layer_acts_of(const struct model *m, const struct chunk_acts *a, int k, struct layer_acts *la)
+{
+    const struct model_dims *d = &m->d;
+    if (k < d->Lr) {
+        *la = m->scr.layer;
+        return;
+    }
+    size_t i = (size_t)(k - d->Lr), N = (size_t)m->N, S = (size_t)m->Ns, C = (size_t)d->C;
+    size_t Cl = C / (size_t)d->tp, att = (size_t)m->B * (size_t)(d->NH / d->tp) * d->T * d->T;
+    const struct layer_acts *st = &a->stored;
+    la->ln1 = st->ln1 + i * N * C;
+    la->ln1_mean = st->ln1_mean + i * S;
+    la->ln1_rstd = st->ln1_rstd + i * S;
+    la->qkv = st->qkv + i * N * 3 * Cl;
+    la->atty = st->atty + i * N * Cl;
+    la->att = d->recompute == RECOMPUTE_SELECTIVE ? m->scr.layer.att : st->att + i * att;
+    la->residual2 = st->residual2 + i * S * C;
+    la->ln2 = st->ln2 + i * N * C;
+    la->ln2_mean = st->ln2_mean + i * S;
+    la->ln2_rstd = st->ln2_rstd + i * S;
+    la->fch = st->fch + i * N * 4 * Cl;
+    la->fch_gelu = st->fch_gelu + i * N * 4 * Cl;
+}
+
 /* Layer k of slot a's chunk (local layer j = chunk * Lc + k). */
 static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a, int k, const float *residual)
 {
     const struct model_dims *d = &m->d;
     struct scratch *s = &m->scr;
-    int B = m->B, T = d->T, C = d->C, Cl = C / d->tp, NHl = d->NH / d->tp, N = m->N, Ns = m->Ns;
+    int B = m->B, T = d->T, C = d->C, Cl = C / d->tp, NHl = d->NH / d->tp, N = m->N;
     int j = a->chunk * d->Lc + k;
-    size_t NC = (size_t)N * C, SC = (size_t)Ns * C;
+    size_t SC = (size_t)m->Ns * C;
     float *const *P = m->param;
     const float *no_bias = NULL;
     int root = d->tp_rank == 0; /* adds the replicated bias of a row-parallel matmul once */
-    float *l_ln1 = a->ln1 + k * NC, *l_qkv = a->qkv + k * 3 * (size_t)N * Cl, *l_atty = a->atty + k * (size_t)N * Cl;
-    float *l_att = a->att + (size_t)k * B * NHl * T * T, *l_res2 = a->residual2 + k * SC;
-    float *l_ln2 = a->ln2 + k * NC, *l_fch = a->fch + k * 4 * (size_t)N * Cl;
-    float *l_fchg = a->fch_gelu + k * 4 * (size_t)N * Cl, *l_res3 = a->residual3 + k * SC;
+    struct layer_acts la;
+    layer_acts_of(m, a, k, &la);
+    float *l_res3 = a->residual3 + k * SC;
 
-    layernorm_to_tp(m, c, l_ln1, a->ln1_mean + (size_t)k * Ns, a->ln1_rstd + (size_t)k * Ns, residual,
-                    LAYER(P, P_LN1W, j), LAYER(P, P_LN1B, j));
-    matmul_forward(l_qkv, l_ln1, LAYER(P, P_QKVW, j), LAYER(P, P_QKVB, j), N, C, 3 * Cl); /* column-parallel */
-    attention_forward(l_atty, l_att, l_qkv, B, T, Cl, NHl);
-    matmul_forward(s->full, l_atty, LAYER(P, P_ATTPROJW, j), root ? LAYER(P, P_ATTPROJB, j) : no_bias, N, Cl,
+    layernorm_to_tp(m, c, la.ln1, la.ln1_mean, la.ln1_rstd, residual, LAYER(P, P_LN1W, j), LAYER(P, P_LN1B, j));
+    matmul_forward(la.qkv, la.ln1, LAYER(P, P_QKVW, j), LAYER(P, P_QKVB, j), N, C, 3 * Cl); /* column-parallel */
+    attention_forward(la.atty, la.att, la.qkv, B, T, Cl, NHl);
+    matmul_forward(s->full, la.atty, LAYER(P, P_ATTPROJW, j), root ? LAYER(P, P_ATTPROJB, j) : no_bias, N, Cl,
                    C); /* row-parallel */
-    residual_forward(l_res2, residual, reduce_from_tp(m, c, s->part, s->full), SC);
+    residual_forward(la.residual2, residual, reduce_from_tp(m, c, s->part, s->full), SC);
 
-    layernorm_to_tp(m, c, l_ln2, a->ln2_mean + (size_t)k * Ns, a->ln2_rstd + (size_t)k * Ns, l_res2,
-                    LAYER(P, P_LN2W, j), LAYER(P, P_LN2B, j));
-    matmul_forward(l_fch, l_ln2, LAYER(P, P_FCW, j), LAYER(P, P_FCB, j), N, C, 4 * Cl);
-    gelu_forward(l_fchg, l_fch, 4 * (size_t)N * Cl);
-    matmul_forward(s->full, l_fchg, LAYER(P, P_FCPROJW, j), root ? LAYER(P, P_FCPROJB, j) : no_bias, N, 4 * Cl, C);
-    residual_forward(l_res3, l_res2, reduce_from_tp(m, c, s->part, s->full), SC);
+    layernorm_to_tp(m, c, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, LAYER(P, P_LN2W, j), LAYER(P, P_LN2B, j));
+    matmul_forward(la.fch, la.ln2, LAYER(P, P_FCW, j), LAYER(P, P_FCB, j), N, C, 4 * Cl);
+    gelu_forward(la.fch_gelu, la.fch, 4 * (size_t)N * Cl);
+    matmul_forward(s->full, la.fch_gelu, LAYER(P, P_FCPROJW, j), root ? LAYER(P, P_FCPROJB, j) : no_bias, N, 4 * Cl,
+                   C);
+    residual_forward(l_res3, la.residual2, reduce_from_tp(m, c, s->part, s->full), SC);
 }
 
 /* Vocabulary-parallel embedding: each rank looks up its rows, the sum over
@@ -447,33 +523,33 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
 {
     const struct model_dims *d = &m->d;
     struct scratch *s = &m->scr;
-    int B = m->B, T = d->T, C = d->C, Cl = C / d->tp, NHl = d->NH / d->tp, N = m->N, Ns = m->Ns;
+    int B = m->B, T = d->T, C = d->C, Cl = C / d->tp, NHl = d->NH / d->tp, N = m->N;
     int j = a->chunk * d->Lc + k;
-    size_t NC = (size_t)N * C, SC = (size_t)Ns * C;
     float *const *P = m->param, *const *G = m->grad;
-    float *l_ln1 = a->ln1 + k * NC, *l_qkv = a->qkv + k * 3 * (size_t)N * Cl, *l_atty = a->atty + k * (size_t)N * Cl;
-    float *l_att = a->att + (size_t)k * B * NHl * T * T, *l_res2 = a->residual2 + k * SC;
-    float *l_ln2 = a->ln2 + k * NC, *l_fch = a->fch + k * 4 * (size_t)N * Cl;
-    float *l_fchg = a->fch_gelu + k * 4 * (size_t)N * Cl;
+    struct layer_acts la;
+    layer_acts_of(m, a, k, &la);
+    /* recomputation: the same arithmetic as the forward, so the result is bitwise the same */
+    if (k < d->Lr) block_forward(m, c, a, k, l_in);
+    else if (d->recompute == RECOMPUTE_SELECTIVE) attention_forward(s->atty_discard, la.att, la.qkv, B, T, Cl, NHl);
 
     /* MLP; dresidual holds d(block output), which is also d(residual2) through the skip */
     const float *dout = gather_to_tp(m, c, s->dfull, s->dresidual);
-    matmul_backward(s->dfch_gelu, LAYER(G, P_FCPROJW, j), LAYER(G, P_FCPROJB, j), dout, l_fchg,
+    matmul_backward(s->dfch_gelu, LAYER(G, P_FCPROJW, j), LAYER(G, P_FCPROJB, j), dout, la.fch_gelu,
                     LAYER(P, P_FCPROJW, j), N, 4 * Cl, C);
-    gelu_backward(s->dfch, l_fch, s->dfch_gelu, 4 * (size_t)N * Cl);
-    matmul_backward(s->dln_full, LAYER(G, P_FCW, j), LAYER(G, P_FCB, j), s->dfch, l_ln2, LAYER(P, P_FCW, j), N, C,
+    gelu_backward(s->dfch, la.fch, s->dfch_gelu, 4 * (size_t)N * Cl);
+    matmul_backward(s->dln_full, LAYER(G, P_FCW, j), LAYER(G, P_FCB, j), s->dfch, la.ln2, LAYER(P, P_FCW, j), N, C,
                     4 * Cl);
-    layernorm_from_tp(m, c, s->dln_full, LAYER(G, P_LN2W, j), LAYER(G, P_LN2B, j), l_res2, LAYER(P, P_LN2W, j),
-                      a->ln2_mean + (size_t)k * Ns, a->ln2_rstd + (size_t)k * Ns);
+    layernorm_from_tp(m, c, s->dln_full, LAYER(G, P_LN2W, j), LAYER(G, P_LN2B, j), la.residual2, LAYER(P, P_LN2W, j),
+                      la.ln2_mean, la.ln2_rstd);
     /* attention; dresidual now holds d(residual2) = d(block input) through the skip */
     dout = gather_to_tp(m, c, s->dfull, s->dresidual);
-    matmul_backward(s->datty, LAYER(G, P_ATTPROJW, j), LAYER(G, P_ATTPROJB, j), dout, l_atty,
+    matmul_backward(s->datty, LAYER(G, P_ATTPROJW, j), LAYER(G, P_ATTPROJB, j), dout, la.atty,
                     LAYER(P, P_ATTPROJW, j), N, Cl, C);
-    attention_backward(s->dqkv, s->datt, s->datty, l_qkv, l_att, B, T, Cl, NHl);
-    matmul_backward(s->dln_full, LAYER(G, P_QKVW, j), LAYER(G, P_QKVB, j), s->dqkv, l_ln1, LAYER(P, P_QKVW, j), N,
+    attention_backward(s->dqkv, s->datt, s->datty, la.qkv, la.att, B, T, Cl, NHl);
+    matmul_backward(s->dln_full, LAYER(G, P_QKVW, j), LAYER(G, P_QKVB, j), s->dqkv, la.ln1, LAYER(P, P_QKVW, j), N,
                     C, 3 * Cl);
     layernorm_from_tp(m, c, s->dln_full, LAYER(G, P_LN1W, j), LAYER(G, P_LN1B, j), l_in, LAYER(P, P_LN1W, j),
-                      a->ln1_mean + (size_t)k * Ns, a->ln1_rstd + (size_t)k * Ns);
+                      la.ln1_mean, la.ln1_rstd);
 }
 
 /* Cross-entropy and the tied LM head; leaves d(chunk output) in dresidual.

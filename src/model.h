@@ -44,7 +44,11 @@ struct model_dims {
     int pp, pp_rank, v;         /* pipeline stages, this rank's, model chunks per rank */
     int Lc;                     /* layers per chunk: L / (pp * v) */
     int Lp;                     /* layers on this rank: v * Lc */
+    int recompute;              /* RECOMPUTE_* */
+    int Lr;                     /* full recompute: the first Lr layers of each chunk */
 };
+
+enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL };
 
 /* This rank's local layer j (0 .. Lp-1) is global layer
  * (chunk * pp + pp_rank) * Lc + j % Lc with chunk = j / Lc: chunk c holds
@@ -65,23 +69,31 @@ void param_local_shape(const struct model_dims *d, enum param_id id, size_t *row
 void param_logical_index(const struct model_dims *d, enum param_id id, size_t r, size_t c,
                          size_t *lr, size_t *lc);
 
-/* The activations of one model chunk for one micro-batch in flight.
- * N = B*T rows; Ns = N/tp with sequence parallelism, else N.  The residual
- * stream (input, residual2/3, LayerNorm statistics) holds Ns rows; LayerNorm
- * outputs are kept gathered (N rows) for the matmuls.  Per-layer buffers
- * hold the chunk's Lc layers. */
+/* What one layer keeps from forward for backward.  N = B*T rows; Ns = N/tp
+ * with sequence parallelism, else N.  The residual stream (residual2,
+ * LayerNorm statistics) holds Ns rows; LayerNorm outputs are kept gathered
+ * (N rows) for the matmuls. */
+struct layer_acts {
+    float *ln1, *ln1_mean, *ln1_rstd; /* (N,C), (Ns) x2 */
+    float *qkv;                     /* (N,3C/tp) */
+    float *atty;                    /* (N,C/tp) */
+    float *att;                     /* (B,NH/tp,T,T) */
+    float *residual2;               /* (Ns,C) after attention */
+    float *ln2, *ln2_mean, *ln2_rstd;
+    float *fch, *fch_gelu;          /* (N,4C/tp) */
+};
+
+/* The activations of one model chunk for one micro-batch in flight.  The
+ * chunk's stored layers (all but the Lr fully recomputed ones) are packed:
+ * each field below holds (Lc - Lr) layers' worth; with selective
+ * recomputation `att` holds none.  Layer outputs are always kept: they are
+ * the inputs a recomputation starts from. */
 struct chunk_acts {
     int mb, chunk;                  /* what the slot holds; mb = -1 when free */
     int32_t *inputs, *targets;      /* (N) tokens of the micro-batch */
     float *input;                   /* (Ns,C) the chunk's input: embedding or received */
     float *dout;                    /* (Ns,C) gradient of the chunk's output (received) */
-    float *ln1, *ln1_mean, *ln1_rstd; /* (Lc,N,C), (Lc,Ns) x2 */
-    float *qkv;                     /* (Lc,N,3C/tp) */
-    float *atty;                    /* (Lc,N,C/tp) */
-    float *att;                     /* (Lc,B,NH/tp,T,T) */
-    float *residual2;               /* (Lc,Ns,C) after attention */
-    float *ln2, *ln2_mean, *ln2_rstd;
-    float *fch, *fch_gelu;          /* (Lc,N,4C/tp) */
+    struct layer_acts stored;       /* each field: (Lc - Lr, shape) */
     float *residual3;               /* (Lc,Ns,C) block outputs; the last is the chunk's output */
     /* the head, on the rank holding the last virtual stage */
     float *lnf, *lnf_mean, *lnf_rstd; /* (N,C), (Ns) x2 */
@@ -100,6 +112,8 @@ struct scratch {
     float *dqkv;                    /* (N,3C/tp) */
     float *dfch, *dfch_gelu;        /* (N,4C/tp) */
     float *datt;                    /* (B,NH/tp,T,T) */
+    struct layer_acts layer;        /* one layer's worth, for recomputed layers (and att, selective) */
+    float *atty_discard;            /* (N,C/tp) the attention output a selective recompute redoes */
 };
 
 struct model {
@@ -117,6 +131,13 @@ struct model {
     struct scratch scr;
     size_t act_bytes;                 /* activations and scratch */
 };
+
+/* Floats of one activation slot and of the shared scratch, for the planner
+ * and the allocator alike. */
+size_t model_slot_floats(const struct model_dims *d, int B);
+size_t model_scratch_floats(const struct model_dims *d, int B);
+/* Elements of tensor id on this rank (0 where another stage holds it). */
+size_t model_tensor_size(const struct model_dims *d, enum param_id id);
 
 /* Dimensions for cfg on this grid (validated beforehand). */
 void model_dims_init(struct model_dims *d, const struct config *cfg, const struct grid *g);

@@ -364,7 +364,6 @@ static const struct bad_combo bad_combos[] = {
       "set sequence_parallel = .false." },
     { "&parallel zero_stage = 1 /", 1, "ZeRO sharding (zero_stage = 1) is not available", "set zero_stage = 0" },
     { "&train precision = 'bf16' /", 1, "precision = 'bf16' is not available", "set precision = 'fp32'" },
-    { "&train recompute = 'full' /", 1, "recompute = 'full') is not available", "set recompute = 'none'" },
     { "&train device = 'cuda' /", 1, "device = 'cuda') is not available", "set device = 'cpu'" },
     { "&parallel dp = 4 /", 2, "tp * dp * pp = 1 * 4 * 1 = 4, but 2 ranks were launched",
       "set dp = 2 (or dp = 0 to derive it), or launch 4 ranks" },
