@@ -123,6 +123,14 @@ void comm_allgather_f32(struct comm *c, enum comm_group g, float *full, const fl
     account(c, g, CO_ALLGATHER, n * sizeof(float) * (size_t)group_size(c, g), t0);
 }
 
+void comm_allgather_inplace_f32(struct comm *c, enum comm_group g, float *full, size_t n)
+{
+    if (n > (size_t)INT_MAX) die("all-gather of %zu elements per rank exceeds MPI's int count", n);
+    double t0 = wtime();
+    MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full, (int)n, MPI_FLOAT, comm_of(c, g)));
+    account(c, g, CO_ALLGATHER, n * sizeof(float) * (size_t)group_size(c, g), t0);
+}
+
 void comm_reduce_scatter_f32(struct comm *c, enum comm_group g, float *part, const float *full, size_t n)
 {
     if (n > (size_t)INT_MAX) die("reduce-scatter of %zu elements per rank exceeds MPI's int count", n);

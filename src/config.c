@@ -805,8 +805,9 @@ static int check_features(const struct config *cfg, struct config_error *err)
                  vs, pp);
         return set_hint(err, "set virtual_stages = 1");
     }
-    if (cfg->parallel.zero_stage > 0)
-        return not_yet(err, "set zero_stage = 0", "ZeRO sharding (zero_stage = %" PRId64 ")", cfg->parallel.zero_stage);
+    if (cfg->parallel.zero_stage > 1)
+        return not_yet(err, "set zero_stage = 1 (optimizer state sharded) or 0",
+                       "gradient sharding (zero_stage = %" PRId64 ")", cfg->parallel.zero_stage);
     if (!config_is(cfg->train.precision, "fp32"))
         return not_yet(err, "set precision = 'fp32'", "precision = '%s'", cfg->train.precision);
     if (config_is(cfg->train.device, "cuda"))

@@ -19,6 +19,7 @@
 
 #include <cblas.h>
 #include <omp.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,26 +60,36 @@ void openblas_set_num_threads(int num_threads);
 #define GEMM_PAR_MIN (64L * 64 * 64)
 
 enum gemm_path { PATH_UNSET, PATH_AVX512, PATH_BLAS };
-static enum gemm_path gemm_path_in_use = PATH_UNSET;
+static _Atomic int gemm_path_in_use = PATH_UNSET;
 
 /* ------------------------------------------------------------ micro-kernel */
 #if GEMM_HAVE_AVX512
 #define AVX512_TARGET __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,fma")))
 
-/* C (MR, NR; row stride ldc) = alpha * Ap Bp + beta * C over kc steps.
+/* C (rows, nr; row stride ldc) = alpha * Ap Bp + beta * C over kc steps, for
+ * a packed A panel (MR floats per k, the first `rows` used) and a packed B
+ * panel (NR floats per k, the first nr used).  Edges are handled here, with
+ * exact row counts and masked columns, so no tile is computed twice.
  * beta == 0 never reads C (it may hold NaN garbage). */
 AVX512_TARGET
-static void ukernel_avx512(int kc, const float *restrict ap, const float *restrict bp,
-                           float *restrict c, long ldc, float alpha, float beta)
+static inline __attribute__((always_inline)) void
+ukernel_body(const int rows, int kc, const float *restrict ap, const float *restrict bp,
+             float *restrict c, long ldc, float alpha, float beta, int nr)
 {
     __m512 acc[GEMM_MR][GEMM_NV];
-#pragma GCC unroll 16
-    for (int i = 0; i < GEMM_MR; i++) {      /* C arrives while we compute */
-        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
-        _mm_prefetch((const char *)(c + i * ldc + GEMM_NR - 1), _MM_HINT_T0);
+    __mmask16 mask[GEMM_NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < GEMM_NV; v++) {
+        int w = nr - 16 * v;
+        mask[v] = w >= 16 ? (__mmask16)0xffff : w > 0 ? (__mmask16)((1u << w) - 1) : 0;
     }
 #pragma GCC unroll 16
-    for (int i = 0; i < GEMM_MR; i++)
+    for (int i = 0; i < rows; i++) {         /* C arrives while we compute */
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + i * ldc + nr - 1), _MM_HINT_T0);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < rows; i++)
 #pragma GCC unroll 4
         for (int v = 0; v < GEMM_NV; v++) acc[i][v] = _mm512_setzero_ps();
 
@@ -87,7 +98,7 @@ static void ukernel_avx512(int kc, const float *restrict ap, const float *restri
 #pragma GCC unroll 4
         for (int v = 0; v < GEMM_NV; v++) b[v] = _mm512_load_ps(bp + v * 16);
 #pragma GCC unroll 16
-        for (int i = 0; i < GEMM_MR; i++) {
+        for (int i = 0; i < rows; i++) {
             __m512 a = _mm512_set1_ps(ap[i]);
 #pragma GCC unroll 4
             for (int v = 0; v < GEMM_NV; v++) acc[i][v] = _mm512_fmadd_ps(a, b[v], acc[i][v]);
@@ -98,16 +109,37 @@ static void ukernel_avx512(int kc, const float *restrict ap, const float *restri
 
     __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
 #pragma GCC unroll 16
-    for (int i = 0; i < GEMM_MR; i++) {
+    for (int i = 0; i < rows; i++) {
         float *ci = c + i * ldc;
 #pragma GCC unroll 4
         for (int v = 0; v < GEMM_NV; v++) {
             __m512 r = _mm512_mul_ps(va, acc[i][v]);
-            if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_loadu_ps(ci + v * 16), r);
-            _mm512_storeu_ps(ci + v * 16, r);
+            if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask[v], ci + v * 16), r);
+            _mm512_mask_storeu_ps(ci + v * 16, mask[v], r);
         }
     }
 }
+
+/* One micro-kernel per row count 1..MR, so an edge panel of 3 rows costs
+ * 3 rows of work, not MR. */
+typedef void ukernel_fn(int kc, const float *ap, const float *bp, float *c, long ldc,
+                        float alpha, float beta, int nr);
+#define UKERNEL(R)                                                                        \
+    AVX512_TARGET static void ukernel_##R(int kc, const float *ap, const float *bp,       \
+                                          float *c, long ldc, float alpha, float beta,    \
+                                          int nr)                                         \
+    {                                                                                     \
+        ukernel_body(R, kc, ap, bp, c, ldc, alpha, beta, nr);                             \
+    }
+UKERNEL(1) UKERNEL(2) UKERNEL(3) UKERNEL(4) UKERNEL(5) UKERNEL(6) UKERNEL(7)
+UKERNEL(8) UKERNEL(9) UKERNEL(10) UKERNEL(11) UKERNEL(12) UKERNEL(13) UKERNEL(14)
+#if GEMM_MR != 14
+#error "the ukernel table below lists row counts 1..14: extend it with GEMM_MR"
+#endif
+static ukernel_fn *const ukernel_rows[GEMM_MR + 1] = {
+    NULL, ukernel_1, ukernel_2, ukernel_3, ukernel_4, ukernel_5, ukernel_6, ukernel_7,
+    ukernel_8, ukernel_9, ukernel_10, ukernel_11, ukernel_12, ukernel_13, ukernel_14,
+};
 
 /* In-register transpose: r[i] lane j  ->  r[j] lane i (16 x 16 floats). */
 AVX512_TARGET
@@ -291,7 +323,6 @@ static void gemm_serial_avx512(int transA, int transB, int m, int n, int k, floa
 {
     float *ap = buf_get(&tl_apack, (size_t)GEMM_MC * GEMM_KC);
     float *bp = buf_get(&tl_bpack, (size_t)GEMM_KC * (GEMM_NC + GEMM_NR));
-    float tile[GEMM_MR * GEMM_NR] __attribute__((aligned(64)));
     struct prefetch pf;
 
     for (int jc = 0; jc < n; jc += GEMM_NC) {
@@ -324,17 +355,7 @@ static void gemm_serial_avx512(int transA, int transB, int m, int n, int k, floa
                         const float *api = ap + (long)ir * kc;
                         float *cij = C + (long)(ic + ir) * ldc + jc + jr;
                         prefetch_step(&pf, per_call);
-                        if (mr == GEMM_MR && nr == GEMM_NR) {
-                            ukernel_avx512(kc, api, bpj, cij, ldc, alpha, beta_p);
-                        } else {                   /* edge: via a full tile */
-                            ukernel_avx512(kc, api, bpj, tile, GEMM_NR, alpha, 0.0f);
-                            for (int i = 0; i < mr; i++)
-                                for (int j = 0; j < nr; j++) {
-                                    float *cc = cij + (long)i * ldc + j;
-                                    float t = tile[i * GEMM_NR + j];
-                                    *cc = beta_p == 0.0f ? t : t + beta_p * *cc;
-                                }
-                        }
+                        ukernel_rows[mr](kc, api, bpj, cij, ldc, alpha, beta_p, nr);
                     }
                 }
             }
@@ -351,30 +372,56 @@ static void scale_c(int m, int n, float beta, float *C, long ldc)
             C[(long)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(long)i * ldc + j];
 }
 
-static void gemm_init(void)
+/* The path is chosen once, on first use (possibly from inside a parallel
+ * region, hence the atomic and the critical section). */
+static enum gemm_path gemm_path(void)
 {
-    if (gemm_path_in_use != PATH_UNSET) return;
-    enum gemm_path p = PATH_BLAS;
+    int p = atomic_load_explicit(&gemm_path_in_use, memory_order_acquire);
+    if (p != PATH_UNSET) return (enum gemm_path)p;
+#pragma omp critical(triad_gemm_init)
+    {
+        p = atomic_load_explicit(&gemm_path_in_use, memory_order_relaxed);
+        if (p == PATH_UNSET) {
+            const char *force = getenv("TRIAD_GEMM");
+            p = PATH_BLAS;
 #if GEMM_HAVE_AVX512
-    const char *force = getenv("TRIAD_GEMM");
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && !(force && strcmp(force, "blas") == 0))
-        p = PATH_AVX512;
+            __builtin_cpu_init();
+            if (__builtin_cpu_supports("avx512f") && !(force && strcmp(force, "blas") == 0))
+                p = PATH_AVX512;
 #endif
-    if (p == PATH_AVX512) openblas_set_num_threads(1);
-    gemm_path_in_use = p;
+            /* OpenMP owns the cores: BLAS only ever runs on the calling thread,
+             * so its own pthreads never wake up to compete with OpenMP's. */
+            openblas_set_num_threads(1);
+            atomic_store_explicit(&gemm_path_in_use, p, memory_order_release);
+        }
+    }
+    return (enum gemm_path)p;
 }
 
-#if GEMM_HAVE_AVX512
-/* Cut C into one slice per thread, along whichever dimension has more
- * register tiles, in whole tiles; each thread packs its own A and B. */
-static void gemm_parallel_avx512(int transA, int transB, int M, int N, int K, float alpha,
-                                 const float *A, long lda, const float *B, long ldb,
-                                 float beta, float *C, long ldc)
+/* One slice of C, on the calling thread. */
+typedef void gemm_slice_fn(int transA, int transB, int m, int n, int k, float alpha,
+                           const float *A, long lda, const float *B, long ldb, float beta,
+                           float *C, long ldc);
+
+static void gemm_serial_blas(int transA, int transB, int m, int n, int k, float alpha,
+                             const float *A, long lda, const float *B, long ldb, float beta,
+                             float *C, long ldc)
+{
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+                transB ? CblasTrans : CblasNoTrans, m, n, k, alpha, A, (int)lda, B, (int)ldb,
+                beta, C, (int)ldc);
+}
+
+/* Cut C into one slice per thread, along M or N in whole register tiles
+ * (gm rows, gn columns), whichever leaves the busiest thread fewer tiles;
+ * each thread then runs the serial product on its slice.  Which thread
+ * computes an element never changes how it is summed. */
+static void gemm_parallel(gemm_slice_fn *slice, int gm, int gn, int transA, int transB, int M,
+                          int N, int K, float alpha, const float *A, long lda, const float *B,
+                          long ldb, float beta, float *C, long ldc)
 {
     int nt = omp_get_max_threads();
-    long mt = (M + GEMM_MR - 1) / GEMM_MR, ntile = (N + GEMM_NR - 1) / GEMM_NR;
-    /* Register tiles on the busiest thread, splitting M or splitting N. */
+    long mt = (M + gm - 1) / gm, ntile = (N + gn - 1) / gn;
     long cost_m = (mt + nt - 1) / nt * ntile, cost_n = (ntile + nt - 1) / nt * mt;
     int split_m = cost_m <= cost_n;
     int tiles = (int)(split_m ? mt : ntile);
@@ -384,44 +431,40 @@ static void gemm_parallel_avx512(int transA, int transB, int M, int N, int K, fl
         int t = omp_get_thread_num(), T = omp_get_num_threads();
         int t0 = (int)((long)tiles * t / T), t1 = (int)((long)tiles * (t + 1) / T);
         if (split_m) {
-            int m0 = t0 * GEMM_MR, m1 = t1 * GEMM_MR < M ? t1 * GEMM_MR : M;
+            int m0 = t0 * gm, m1 = t1 * gm < M ? t1 * gm : M;
             if (m1 > m0)
-                gemm_serial_avx512(transA, transB, m1 - m0, N, K, alpha,
-                                   transA ? A + m0 : A + (long)m0 * lda, lda, B, ldb,
-                                   beta, C + (long)m0 * ldc, ldc);
+                slice(transA, transB, m1 - m0, N, K, alpha, transA ? A + m0 : A + (long)m0 * lda,
+                      lda, B, ldb, beta, C + (long)m0 * ldc, ldc);
         } else {
-            int n0 = t0 * GEMM_NR, n1 = t1 * GEMM_NR < N ? t1 * GEMM_NR : N;
+            int n0 = t0 * gn, n1 = t1 * gn < N ? t1 * gn : N;
             if (n1 > n0)
-                gemm_serial_avx512(transA, transB, M, n1 - n0, K, alpha, A, lda,
-                                   transB ? B + (long)n0 * ldb : B + n0, ldb,
-                                   beta, C + n0, ldc);
+                slice(transA, transB, M, n1 - n0, K, alpha, A, lda,
+                      transB ? B + (long)n0 * ldb : B + n0, ldb, beta, C + n0, ldc);
         }
     }
 }
-#endif
 
 void gemm_f32(int transA, int transB, int M, int N, int K, float alpha,
               const float *A, int lda, const float *B, int ldb, float beta,
               float *C, int ldc)
 {
     if (M <= 0 || N <= 0) return;
-    gemm_init();
+    enum gemm_path path = gemm_path();
     if (K <= 0 || alpha == 0.0f) {
         scale_c(M, N, beta, C, ldc);
         return;
     }
+    gemm_slice_fn *slice = gemm_serial_blas;
 #if GEMM_HAVE_AVX512
-    if (gemm_path_in_use == PATH_AVX512) {
-        if (!omp_in_parallel() && omp_get_max_threads() > 1 && (long)M * N * K >= GEMM_PAR_MIN)
-            gemm_parallel_avx512(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        else
-            gemm_serial_avx512(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        return;
-    }
+    if (path == PATH_AVX512) slice = gemm_serial_avx512;
+#else
+    (void)path;
 #endif
-    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-                transB ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb,
-                beta, C, ldc);
+    if (!omp_in_parallel() && omp_get_max_threads() > 1 && (long)M * N * K >= GEMM_PAR_MIN)
+        gemm_parallel(slice, GEMM_MR, GEMM_NR, transA, transB, M, N, K, alpha, A, lda, B, ldb,
+                      beta, C, ldc);
+    else
+        slice(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void gemm_f64(int transA, int transB, int M, int N, int K, double alpha,
@@ -435,9 +478,8 @@ void gemm_f64(int transA, int transB, int M, int N, int K, double alpha,
 
 const char *gemm_backend_name(void)
 {
-    gemm_init();
-    return gemm_path_in_use == PATH_AVX512 ? "triad AVX-512 sgemm (14x32 micro-kernel)"
-                                           : "cblas_sgemm (OpenBLAS)";
+    return gemm_path() == PATH_AVX512 ? "triad AVX-512 sgemm (14x32 micro-kernel, OpenMP)"
+                                      : "cblas_sgemm (one BLAS thread per OpenMP thread)";
 }
 
 double gemm_peak_gflops(void)

@@ -91,6 +91,7 @@ void model_dims_init(struct model_dims *d, const struct config *cfg, const struc
     d->sp = cfg->parallel.sequence_parallel && g->tp > 1;
     d->pp = g->pp;
     d->pp_rank = g->pp_rank;
+    d->dp = g->dp;
     d->v = (int)cfg->parallel.virtual_stages;
     d->Lc = d->L / (d->pp * d->v);
     d->Lp = d->v * d->Lc;
@@ -318,8 +319,10 @@ void model_init(struct model *m, const struct model_dims *d, int B, int nslots, 
         m->size[i] = model_tensor_size(d, (enum param_id)i);
         total += (m->size[i] + 15) / 16 * 16;
     }
-    m->params_mem = xalloc_aligned(total * sizeof(float));
-    m->grads_mem = xalloc_aligned(total * sizeof(float));
+    size_t quantum = 16 * (size_t)(d->dp > 0 ? d->dp : 1);
+    m->flat = (total + quantum - 1) / quantum * quantum;
+    m->params_mem = xalloc_aligned(m->flat * sizeof(float));
+    m->grads_mem = xalloc_aligned(m->flat * sizeof(float));
     float *pc = m->params_mem, *gc = m->grads_mem;
     m->num_params = 0;
     for (int i = 0; i < NUM_PARAMS; i++) {

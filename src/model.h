@@ -44,6 +44,7 @@ struct model_dims {
     int pp, pp_rank, v;         /* pipeline stages, this rank's, model chunks per rank */
     int Lc;                     /* layers per chunk: L / (pp * v) */
     int Lp;                     /* layers on this rank: v * Lc */
+    int dp;                     /* data-parallel replicas (ZeRO shards the flat buffers over them) */
     int recompute;              /* RECOMPUTE_* */
     int Lr;                     /* full recompute: the first Lr layers of each chunk */
 };
@@ -122,6 +123,8 @@ struct model {
     int N, Ns;                        /* B*T rows, and the residual stream's rows */
     size_t size[NUM_PARAMS];          /* elements of each tensor on this rank (0: held elsewhere) */
     size_t num_params;                /* elements on this rank */
+    size_t flat;                      /* floats in params_mem and grads_mem: every tensor 16-aligned,
+                                         the total a multiple of 16 * dp (ZeRO's equal shards) */
     float *params_mem, *grads_mem;
     float *param[NUM_PARAMS], *grad[NUM_PARAMS];
     float *dwte_embed;                /* the embedding's share of wte's gradient; the head's

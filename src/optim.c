@@ -10,19 +10,26 @@
 
 static const double PI = 3.14159265358979323846;
 
-void optim_init(struct optim *o, const struct model *m, const struct config *cfg)
+/* Point m[] and v[] at the per-tensor places of full-layout moments. */
+static void point_moments(struct optim *o, const struct model *m, float *mfull, float *vfull)
+{
+    for (int i = 0; i < NUM_PARAMS; i++) {
+        size_t at = (size_t)(m->param[i] - m->params_mem);
+        o->m[i] = mfull + at;
+        o->v[i] = vfull + at;
+    }
+}
+
+void optim_init(struct optim *o, const struct model *m, const struct config *cfg, const struct grid *g)
 {
     memset(o, 0, sizeof *o);
-    size_t total = 0;
-    for (int i = 0; i < NUM_PARAMS; i++) total += (m->size[i] + 15) / 16 * 16;
-    o->m_mem = xalloc_aligned(total * sizeof(float));
-    o->v_mem = xalloc_aligned(total * sizeof(float));
-    size_t off = 0;
-    for (int i = 0; i < NUM_PARAMS; i++) {
-        o->m[i] = o->m_mem + off;
-        o->v[i] = o->v_mem + off;
-        off += (m->size[i] + 15) / 16 * 16;
-    }
+    o->zero = cfg->parallel.zero_stage >= 1 && g->dp > 1;
+    o->shard = o->zero ? m->flat / (size_t)g->dp : m->flat;
+    o->offset = o->zero ? (size_t)g->dp_rank * o->shard : 0;
+    o->m_mem = xalloc_aligned(o->shard * sizeof(float));
+    o->v_mem = xalloc_aligned(o->shard * sizeof(float));
+    if (o->zero) o->gshard = xalloc_aligned(o->shard * sizeof(float));
+    else point_moments(o, m, o->m_mem, o->v_mem);
     o->beta1 = cfg->train.beta1;
     o->beta2 = cfg->train.beta2;
     o->eps = cfg->train.eps;
@@ -34,7 +41,35 @@ void optim_free(struct optim *o)
 {
     free(o->m_mem);
     free(o->v_mem);
+    free(o->gshard);
+    optim_drop_full(o);
     memset(o, 0, sizeof *o);
+}
+
+void optim_gather_full(struct optim *o, const struct model *m, struct comm *c)
+{
+    if (!o->zero) return;
+    o->m_full = xalloc_aligned(m->flat * sizeof(float));
+    o->v_full = xalloc_aligned(m->flat * sizeof(float));
+    comm_allgather_f32(c, CG_DP, o->m_full, o->m_mem, o->shard);
+    comm_allgather_f32(c, CG_DP, o->v_full, o->v_mem, o->shard);
+    point_moments(o, m, o->m_full, o->v_full);
+}
+
+void optim_keep_slice(struct optim *o, const struct model *m)
+{
+    (void)m;
+    if (!o->zero) return;
+    memcpy(o->m_mem, o->m_full + o->offset, o->shard * sizeof(float));
+    memcpy(o->v_mem, o->v_full + o->offset, o->shard * sizeof(float));
+}
+
+void optim_drop_full(struct optim *o)
+{
+    free(o->m_full);
+    free(o->v_full);
+    o->m_full = o->v_full = NULL;
+    if (o->zero) memset(o->m, 0, sizeof o->m), memset(o->v, 0, sizeof o->v);
 }
 
 double lr_at(const struct config *cfg, int64_t step)
@@ -60,7 +95,7 @@ void optim_reduce_tp_grads(struct model *m, struct comm *c)
         comm_allreduce_sum_f32(c, CG_TP, m->grad[ln[i]], m->size[ln[i]]);
 }
 
-void optim_reduce_grads(struct model *m, struct comm *c)
+void optim_reduce_grads(struct optim *o, struct model *m, struct comm *c)
 {
     /* the tied embedding: the first and the last stage hold wte; the sum of
      * their gradients (embedding + head) is the gradient of both copies */
@@ -69,16 +104,32 @@ void optim_reduce_grads(struct model *m, struct comm *c)
     optim_reduce_tp_grads(m, c);
     if (c->grid->dp == 1) return;
     /* one call over the contiguous gradient memory (tensors are packed with
-     * 64-byte padding, which is zero and stays zero) */
-    size_t total = 0;
-    for (int i = 0; i < NUM_PARAMS; i++) total += (m->size[i] + 15) / 16 * 16;
-    comm_allreduce_sum_f32(c, CG_DP, m->grads_mem, total);
+     * padding, which is zero and stays zero) */
+    if (o->zero) comm_reduce_scatter_f32(c, CG_DP, o->gshard, m->grads_mem, o->shard);
+    else comm_allreduce_sum_f32(c, CG_DP, m->grads_mem, m->flat);
+}
+
+/* The part [*lo, *hi) of flat range [a, a + n) that this rank updates. */
+static int in_slice(const struct optim *o, size_t a, size_t n, size_t *lo, size_t *hi)
+{
+    *lo = a > o->offset ? a : o->offset;
+    *hi = a + n < o->offset + o->shard ? a + n : o->offset + o->shard;
+    return *lo < *hi;
+}
+
+/* Sum of squares of gradient range [a, a + n) of the flat buffer: from the
+ * full gradients, or (ZeRO) from this rank's part of its slice. */
+static double range_sumsq(const struct optim *o, const struct model *m, size_t a, size_t n)
+{
+    if (!o->zero) return sumsq(m->grads_mem + a, n);
+    size_t lo, hi;
+    return in_slice(o, a, n, &lo, &hi) ? sumsq(o->gshard + (lo - o->offset), hi - lo) : 0.0;
 }
 
 /* The squared norm of every logical tensor (one entry per tensor and layer)
  * meets in one vector and is summed in a fixed order, so the norm is the
  * same bit for bit however the layers are spread over pipeline stages. */
-double optim_grad_norm(const struct model *m, struct comm *c)
+double optim_grad_norm(const struct optim *o, const struct model *m, struct comm *c)
 {
     const struct model_dims *d = &m->d;
     int nglobal = 0, nlayer = 0;
@@ -91,16 +142,18 @@ double optim_grad_norm(const struct model *m, struct comm *c)
         /* a replicated tensor is counted on tp rank 0 only, the tied wte on
          * the first stage only */
         int counts = (pi->shard != SHARD_NONE || d->tp_rank == 0) && m->size[i] > 0;
+        size_t at = (size_t)(m->param[i] - m->params_mem);
         if (!pi->per_layer) {
-            if (counts && (i != P_WTE || model_has_embedding(d))) e[g] = sumsq(m->grad[i], m->size[i]);
+            if (counts && (i != P_WTE || model_has_embedding(d))) e[g] = range_sumsq(o, m, at, m->size[i]);
             g++;
             continue;
         }
         size_t per = m->size[i] / (size_t)d->Lp;
         for (int j = 0; j < d->Lp && counts; j++)
-            e[nglobal + (size_t)model_global_layer(d, j) * nlayer + k] = sumsq(m->grad[i] + (size_t)j * per, per);
+            e[nglobal + (size_t)model_global_layer(d, j) * nlayer + k] = range_sumsq(o, m, at + (size_t)j * per, per);
         k++;
     }
+    if (o->zero) comm_allreduce_sum_f64(c, CG_DP, e, n);
     if (d->tp > 1) comm_allreduce_sum_f64(c, CG_TP, e, n);
     if (c && c->grid->pp > 1) comm_allreduce_sum_f64(c, CG_PP, e, n);
     double ss = 0;
@@ -109,16 +162,18 @@ double optim_grad_norm(const struct model *m, struct comm *c)
     return sqrt(ss);
 }
 
-void optim_update(struct optim *o, struct model *m, double grad_norm, double lr, int64_t t)
+void optim_update(struct optim *o, struct model *m, struct comm *c, double grad_norm, double lr, int64_t t)
 {
+    float *grads = o->zero ? o->gshard : m->grads_mem; /* flat position p lives at grads[p - offset] */
     double coef = o->grad_clip > 0 ? o->grad_clip / (grad_norm + 1e-6) : 1.0; /* as PyTorch */
-    if (coef < 1.0) {
-        float s = (float)coef;
-        for (int i = 0; i < NUM_PARAMS; i++) scale_inplace(m->grad[i], m->size[i], s);
-    }
+    if (coef < 1.0) scale_inplace(grads, o->shard, (float)coef);
     for (int i = 0; i < NUM_PARAMS; i++) {
+        size_t lo, hi, at = (size_t)(m->param[i] - m->params_mem);
+        if (!in_slice(o, at, m->size[i], &lo, &hi)) continue;
         float wd = param_table[i].decay ? (float)o->weight_decay : 0.0f;
-        adamw_update(m->param[i], m->grad[i], o->m[i], o->v[i], m->size[i], (float)lr, (float)o->beta1,
-                     (float)o->beta2, (float)o->eps, wd, (int)t);
+        size_t s = lo - o->offset;
+        adamw_update(m->params_mem + lo, grads + s, o->m_mem + s, o->v_mem + s, hi - lo, (float)lr,
+                     (float)o->beta1, (float)o->beta2, (float)o->eps, wd, (int)t);
     }
+    if (o->zero) comm_allgather_inplace_f32(c, CG_DP, m->params_mem, o->shard);
 }

@@ -8,14 +8,30 @@
 #include "config.h"
 #include "model.h"
 
+/* AdamW state.  Without ZeRO m and v are laid out like the parameters.
+ * With ZeRO-1 (zero_stage = 1) each data-parallel rank keeps and updates one
+ * 1/dp slice [offset, offset + shard) of the flat parameter buffer: the
+ * gradients are reduce-scattered into gshard, the slice is updated, and the
+ * parameters are all-gathered. */
 struct optim {
-    float *m_mem, *v_mem;          /* first and second moments, laid out like params */
-    float *m[NUM_PARAMS], *v[NUM_PARAMS];
+    float *m_mem, *v_mem;          /* moments: flat, or the slice */
+    float *m[NUM_PARAMS], *v[NUM_PARAMS]; /* per tensor, when the full layout is present */
+    int zero;                      /* 1: sharded over dp */
+    size_t shard, offset;          /* the slice of the flat buffers this rank updates */
+    float *gshard;                 /* (shard) its reduced gradient */
+    float *m_full, *v_full;        /* the full moments while a checkpoint is read or written */
     double lr, beta1, beta2, eps, weight_decay, grad_clip;
 };
 
-void optim_init(struct optim *o, const struct model *m, const struct config *cfg);
+void optim_init(struct optim *o, const struct model *m, const struct config *cfg, const struct grid *g);
 void optim_free(struct optim *o);
+
+/* ZeRO: assemble the full moments (o->m[], o->v[] valid) for a checkpoint
+ * write or read; after a read, optim_keep_slice copies this rank's slice
+ * back.  optim_drop_full frees them.  No-ops without ZeRO.  Collective. */
+void optim_gather_full(struct optim *o, const struct model *m, struct comm *c);
+void optim_keep_slice(struct optim *o, const struct model *m);
+void optim_drop_full(struct optim *o);
 
 /* Learning rate at step s (0-based): linear warm-up, then cosine decay to
  * min_lr at the last step (or constant). */
@@ -27,13 +43,13 @@ void optim_reduce_tp_grads(struct model *m, struct comm *c);
 
 /* optim_reduce_tp_grads, then sum gradients over the data-parallel replicas (each replica's loss is
  * already scaled by 1/global tokens, so the sum is the mean). */
-void optim_reduce_grads(struct model *m, struct comm *c);
+void optim_reduce_grads(struct optim *o, struct model *m, struct comm *c);
 
 /* Global gradient L2 norm over the grid, replicated parameters counted once. */
-double optim_grad_norm(const struct model *m, struct comm *c);
+double optim_grad_norm(const struct optim *o, const struct model *m, struct comm *c);
 
 /* Clip to grad_clip (if > 0) given the norm, then one AdamW step with lr.
  * t = 1-based step for bias correction. */
-void optim_update(struct optim *o, struct model *m, double grad_norm, double lr, int64_t t);
+void optim_update(struct optim *o, struct model *m, struct comm *c, double grad_norm, double lr, int64_t t);
 
 #endif

@@ -104,6 +104,7 @@ static void load_initial_state(struct run *r)
     struct ckpt_state st = {0, 0};
     double t0 = wtime();
     int loaded = 0;
+    if (cfg->io.restart[0]) optim_gather_full(&r->optim, &r->model, &r->comm); /* ZeRO: read it all, keep the slice */
     if (config_is(cfg->io.restart, "auto")) {
         loaded = ckpt_restart_auto(cfg->io.run_dir, &r->model, &r->optim, &st, r->g, path, sizeof path, err,
                                    sizeof err);
@@ -118,6 +119,8 @@ static void load_initial_state(struct run *r)
                     "restart from %s: %s", path, err);
         loaded = 1;
     }
+    if (loaded) optim_keep_slice(&r->optim, &r->model);
+    optim_drop_full(&r->optim);
     if (loaded) {
         r->step = st.step;
         r->tokens = st.tokens;
@@ -148,7 +151,7 @@ static void setup(struct run *r)
         r->exec.trace = &r->trace;
     }
     model_init(&r->model, &d, r->micro_batch, nslots, (uint64_t)cfg->train.seed);
-    optim_init(&r->optim, &r->model, cfg);
+    optim_init(&r->optim, &r->model, cfg, g);
     make_run_dir(r);
     open_data(r);
     load_initial_state(r);
@@ -166,7 +169,8 @@ static void setup(struct run *r)
     if (g->rank != 0) r->metrics.file = -1;
     fail_collective(g, failed, msg, "set io.run_dir to a writable directory");
 
-    size_t state = r->model.num_params * sizeof(float) * 4; /* params, grads, m, v */
+    size_t state = (2 * r->model.num_params + 2 * r->optim.shard + (r->optim.zero ? r->optim.shard : 0)) *
+                   sizeof(float); /* params, grads, AdamW m and v (ZeRO: a 1/dp slice, and its gradient) */
     log_info("model: L=%d C=%d NH=%d T=%d V=%d (padded %d): %lld parameters, %.1f FLOP/token (x1e6)\n",
              d.L, d.C, d.NH, d.T, d.V, d.Vp, (long long)model_logical_params(&d),
              model_flops_per_token(&d) / 1e6);
@@ -195,16 +199,16 @@ static double train_step(struct run *r, double *grad_norm, double *lr)
     model_zero_grad(&r->model);
     double loss = pp_exec_step(&r->exec, &r->model, &r->comm, r->data, r->step, G, (float)(1.0 / tokens), &r->timers);
     timer_start(&r->timers, T_DP_REDUCE);
-    optim_reduce_grads(&r->model, &r->comm);
+    optim_reduce_grads(&r->optim, &r->model, &r->comm);
     if (r->g->pp > 1) comm_allreduce_sum_f64(&r->comm, CG_PP, &loss, 1); /* the last stage has it */
     comm_allreduce_sum_f64(&r->comm, CG_DP, &loss, 1);
     timer_stop(&r->timers, T_DP_REDUCE);
 
     timer_start(&r->timers, T_OPTIMIZER);
     double t0 = wtime();
-    *grad_norm = optim_grad_norm(&r->model, &r->comm);
+    *grad_norm = optim_grad_norm(&r->optim, &r->model, &r->comm);
     *lr = lr_at(cfg, r->step);
-    optim_update(&r->optim, &r->model, *grad_norm, *lr, r->step + 1);
+    optim_update(&r->optim, &r->model, &r->comm, *grad_norm, *lr, r->step + 1);
     timer_stop(&r->timers, T_OPTIMIZER);
     if (r->exec.trace) trace_add(r->exec.trace, TR_OPTIMIZER, -1, -1, t0, wtime());
     return loss / tokens;
@@ -233,8 +237,11 @@ static void save_checkpoint(struct run *r)
     struct ckpt_state st = {r->step, r->tokens};
     double t0 = wtime();
     timer_start(&r->timers, T_IO);
-    if (ckpt_save(r->cfg->io.run_dir, &st, &r->model, &r->optim, r->deck, r->g,
-                  (int)r->cfg->io.keep_checkpoints, err, sizeof err) != 0)
+    optim_gather_full(&r->optim, &r->model, &r->comm); /* ZeRO: the whole state, for a reshardable file */
+    int rc = ckpt_save(r->cfg->io.run_dir, &st, &r->model, &r->optim, r->deck, r->g,
+                       (int)r->cfg->io.keep_checkpoints, err, sizeof err);
+    optim_drop_full(&r->optim);
+    if (rc != 0)
         die_all("check the free space and permissions of io.run_dir; earlier checkpoints are intact",
                 "checkpoint at step %lld failed: %s", (long long)r->step, err);
     timer_stop(&r->timers, T_IO);

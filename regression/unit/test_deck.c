@@ -362,7 +362,7 @@ static const struct bad_combo bad_combos[] = {
       "virtual_stages = 1" },
     { "&parallel sequence_parallel = T /", 1, "sequence_parallel = .true. needs tensor parallelism (tp > 1)",
       "set sequence_parallel = .false." },
-    { "&parallel zero_stage = 1 /", 1, "ZeRO sharding (zero_stage = 1) is not available", "set zero_stage = 0" },
+    { "&parallel zero_stage = 2 /", 1, "gradient sharding (zero_stage = 2) is not available", "set zero_stage = 1" },
     { "&train precision = 'bf16' /", 1, "precision = 'bf16' is not available", "set precision = 'fp32'" },
     { "&train device = 'cuda' /", 1, "device = 'cuda') is not available", "set device = 'cpu'" },
     { "&parallel dp = 4 /", 2, "tp * dp * pp = 1 * 4 * 1 = 4, but 2 ranks were launched",
