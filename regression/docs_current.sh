@@ -25,7 +25,7 @@ if diff -u "$doc" "$tmp" >"$tmp.diff" 2>&1; then
     echo "1..1"
     exit 0
 fi
-echo "not ok 1 - docs/input.md is out of date with src/params.def: run \`make docs\`"
+echo "not ok 1 - docs/input.md is out of date with src/params.def: run \`make input-docs\`"
 sed 's/^/# /' "$tmp.diff"
 rm -f "$tmp.diff"
 echo "1..1"
