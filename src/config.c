@@ -1,10 +1,11 @@
 /* config.c -- struct config from params.def: defaults, typed assignment from a
- * deck (deck.c parses the syntax) or from command-line overrides, the
- * cross-checks, the echo of the effective deck and the Markdown reference.
+ * deck (deck.c parses the syntax) or from command-line overrides, the echo
+ * of the effective deck and the Markdown reference.  The cross-checks of
+ * the whole deck are in config_check.c.
  *
  * Everything walks one table, keys[], generated from params.def. */
 #include "config.h"
-#include "pipeline.h"
+#include "config_internal.h"
 #include "deck.h"
 
 #include <ctype.h>
@@ -76,8 +77,6 @@ static const struct group_info groups[] = {
 
 enum { NKEYS = sizeof keys / sizeof keys[0], NGROUPS = sizeof groups / sizeof groups[0] };
 
-#define SHOW 60 /* longest user text quoted back in a message */
-
 /* ------------------------------------------------------------ small helpers */
 
 static int64_t *int_field(struct config *cfg, const struct key_info *k)
@@ -101,9 +100,7 @@ static const void *cfield(const struct config *cfg, const struct key_info *k)
     return (const char *)cfg + k->offset;
 }
 
-static void set_what(struct config_error *err, int line, int col, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void set_what(struct config_error *err, int line, int col, const char *fmt, ...)
+void config_set_what(struct config_error *err, int line, int col, const char *fmt, ...)
 {
     va_list ap;
     err->line = line;
@@ -115,8 +112,7 @@ static void set_what(struct config_error *err, int line, int col, const char *fm
 }
 
 /* Sets the hint of the error just described; returns -1. */
-static int set_hint(struct config_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int set_hint(struct config_error *err, const char *fmt, ...)
+int config_set_hint(struct config_error *err, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -125,8 +121,7 @@ static int set_hint(struct config_error *err, const char *fmt, ...)
     return -1;
 }
 
-static void append(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void append(char *buf, size_t n, const char *fmt, ...)
+void config_append(char *buf, size_t n, const char *fmt, ...)
 {
     size_t used = strlen(buf);
     va_list ap;
@@ -151,7 +146,7 @@ int config_is(const char *v, const char *word)
 }
 
 /* The shortest %g spelling of x that reads back as x (10, not 1e+01). */
-static void fmt_real_short(char *buf, size_t n, double x)
+void config_fmt_real(char *buf, size_t n, double x)
 {
     char cand[40];
     buf[0] = '\0';
@@ -165,8 +160,8 @@ static void fmt_real_short(char *buf, size_t n, double x)
 /* The same, always spelled as a real (0.5, 25.0, 1e-08). */
 static void fmt_real(char *buf, size_t n, double x)
 {
-    fmt_real_short(buf, n, x);
-    if (!strpbrk(buf, ".eEn")) append(buf, n, ".0");
+    config_fmt_real(buf, n, x);
+    if (!strpbrk(buf, ".eEn")) config_append(buf, n, ".0");
 }
 
 /* 'text' with quotes doubled, as a namelist string. */
@@ -202,7 +197,7 @@ static void fmt_choices(char *buf, size_t n, const char *choices, const char *op
     buf[0] = '\0';
     for (const char *c = choices; *c;) {
         size_t len = strcspn(c, "|");
-        append(buf, n, "%s%s%.*s%s", c == choices ? "" : ", ", open, (int)len, c, close);
+        config_append(buf, n, "%s%s%.*s%s", c == choices ? "" : ", ", open, (int)len, c, close);
         c += len + (c[len] == '|');
     }
 }
@@ -304,18 +299,18 @@ static int unknown_group(struct config_error *err, const char *name, int line, i
     for (int g = 0; g < NGROUPS; g++) {
         int dist = edit_distance(name, groups[g].name);
         if (dist < bestd && is_near(name, groups[g].name, dist)) best = g, bestd = dist;
-        append(list, sizeof list, "%s&%s", g ? ", " : "", groups[g].name);
+        config_append(list, sizeof list, "%s&%s", g ? ", " : "", groups[g].name);
     }
-    set_what(err, line, col, "unknown group &%.*s", SHOW, name);
-    if (best >= 0) return set_hint(err, "did you mean &%s? (the groups are %s)", groups[best].name, list);
-    return set_hint(err, "the groups are %s", list);
+    config_set_what(err, line, col, "unknown group &%.*s", SHOW, name);
+    if (best >= 0) return config_set_hint(err, "did you mean &%s? (the groups are %s)", groups[best].name, list);
+    return config_set_hint(err, "the groups are %s", list);
 }
 
 static void list_keys(char *buf, size_t n, const char *group)
 {
     buf[0] = '\0';
     for (int i = 0; i < NKEYS; i++)
-        if (strcmp(keys[i].group, group) == 0) append(buf, n, "%s%s", buf[0] ? ", " : "", keys[i].name);
+        if (strcmp(keys[i].group, group) == 0) config_append(buf, n, "%s%s", buf[0] ? ", " : "", keys[i].name);
 }
 
 /* A key that &group lacks: say where it belongs, or the nearest name. */
@@ -325,20 +320,20 @@ static int unknown_key(struct config_error *err, const char *group, const char *
     const char *first = NULL;
     for (int i = 0; i < NKEYS; i++) {
         if (strcmp(keys[i].name, key) != 0) continue;
-        append(owners, sizeof owners, "%s&%s", first ? " and " : "", keys[i].group);
+        config_append(owners, sizeof owners, "%s&%s", first ? " and " : "", keys[i].group);
         if (!first) first = keys[i].group;
     }
     if (first) {
-        set_what(err, line, col, "'%s' belongs to %s, not &%s", key, owners, group);
-        return set_hint(err, "move it into %s: &%s %s = ... /", owners, first, key);
+        config_set_what(err, line, col, "'%s' belongs to %s, not &%s", key, owners, group);
+        return config_set_hint(err, "move it into %s: &%s %s = ... /", owners, first, key);
     }
-    set_what(err, line, col, "unknown key '%.*s' in &%s", SHOW, key, group);
+    config_set_what(err, line, col, "unknown key '%.*s' in &%s", SHOW, key, group);
     const struct key_info *k = nearest_key(group, key);
-    if (k) return set_hint(err, "did you mean '%s'?", k->name);
+    if (k) return config_set_hint(err, "did you mean '%s'?", k->name);
     k = nearest_key(NULL, key);
-    if (k) return set_hint(err, "did you mean '%s'? (it belongs to &%s)", k->name, k->group);
+    if (k) return config_set_hint(err, "did you mean '%s'? (it belongs to &%s)", k->name, k->group);
     list_keys(list, sizeof list, group);
-    return set_hint(err, "the keys of &%s are: %s", group, list);
+    return config_set_hint(err, "the keys of &%s are: %s", group, list);
 }
 
 /* ------------------------------------------------------------ typed assignment */
@@ -358,27 +353,27 @@ static int type_error(struct config_error *err, const struct key_info *k, const 
     fmt_got(got, sizeof got, v);
     switch (k->type) {
     case KEY_INT:
-        set_what(err, v->line, v->col, "%s expects an integer, got %s", k->name, got);
+        config_set_what(err, v->line, v->col, "%s expects an integer, got %s", k->name, got);
         if (v->kind == DECK_REAL && v->r >= -9e18 && v->r <= 9e18 && v->r == (double)(int64_t)v->r)
-            return set_hint(err, "write %s = %" PRId64 " (integers have no '.' or exponent)", k->name,
+            return config_set_hint(err, "write %s = %" PRId64 " (integers have no '.' or exponent)", k->name,
                             (int64_t)v->r);
-        return set_hint(err, "write %s = <an integer from %" PRId64 " to %" PRId64 ">, e.g. the default %s",
+        return config_set_hint(err, "write %s = <an integer from %" PRId64 " to %" PRId64 ">, e.g. the default %s",
                         k->name, k->imin, k->imax, def);
     case KEY_REAL:
-        set_what(err, v->line, v->col, "%s expects a real number, got %s", k->name, got);
-        return set_hint(err, "write %s = <a number>, e.g. the default %s (exponents: 6e-4 or 6d-4)", k->name, def);
+        config_set_what(err, v->line, v->col, "%s expects a real number, got %s", k->name, got);
+        return config_set_hint(err, "write %s = <a number>, e.g. the default %s (exponents: 6e-4 or 6d-4)", k->name, def);
     case KEY_BOOL:
-        set_what(err, v->line, v->col, "%s expects a logical, got %s", k->name, got);
-        return set_hint(err, "write %s = .true. or %s = .false. (T and F work too)", k->name, k->name);
+        config_set_what(err, v->line, v->col, "%s expects a logical, got %s", k->name, got);
+        return config_set_hint(err, "write %s = .true. or %s = .false. (T and F work too)", k->name, k->name);
     case KEY_STR:
     case KEY_ENUM:
-        set_what(err, v->line, v->col, "%s expects a quoted string, got %s", k->name, got);
+        config_set_what(err, v->line, v->col, "%s expects a quoted string, got %s", k->name, got);
         if (k->type == KEY_ENUM) {
             fmt_choices(list, sizeof list, k->choices, "'", "'");
-            if (v->kind == DECK_WORD) return set_hint(err, "write %s = '%.*s' (one of %s)", k->name, SHOW, v->raw, list);
-            return set_hint(err, "write %s = %s (one of %s)", k->name, def, list);
+            if (v->kind == DECK_WORD) return config_set_hint(err, "write %s = '%.*s' (one of %s)", k->name, SHOW, v->raw, list);
+            return config_set_hint(err, "write %s = %s (one of %s)", k->name, def, list);
         }
-        return set_hint(err, "write %s = '%.*s'", k->name, SHOW, v->raw);
+        return config_set_hint(err, "write %s = '%.*s'", k->name, SHOW, v->raw);
     }
     return -1;
 }
@@ -388,9 +383,9 @@ static int assign_int(struct config *cfg, const struct key_info *k, const struct
 {
     if (v->kind != DECK_INT) return type_error(err, k, v);
     if (v->i < k->imin || v->i > k->imax) {
-        set_what(err, v->line, v->col, "%s = %" PRId64 " is out of range [%" PRId64 ", %" PRId64 "]", k->name,
+        config_set_what(err, v->line, v->col, "%s = %" PRId64 " is out of range [%" PRId64 ", %" PRId64 "]", k->name,
                  v->i, k->imin, k->imax);
-        return set_hint(err, "use %" PRId64 " <= %s <= %" PRId64 " (%s: %s)", k->imin, k->name, k->imax, k->name,
+        return config_set_hint(err, "use %" PRId64 " <= %s <= %" PRId64 " (%s: %s)", k->imin, k->name, k->imax, k->name,
                         k->doc);
     }
     *int_field(cfg, k) = v->i;
@@ -403,11 +398,11 @@ static int assign_real(struct config *cfg, const struct key_info *k, const struc
     char x[32], lo[32], hi[32];
     if (v->kind != DECK_INT && v->kind != DECK_REAL) return type_error(err, k, v);
     if (v->r < k->rmin || v->r > k->rmax) {
-        fmt_real_short(x, sizeof x, v->r);
-        fmt_real_short(lo, sizeof lo, k->rmin);
-        fmt_real_short(hi, sizeof hi, k->rmax);
-        set_what(err, v->line, v->col, "%s = %s is out of range [%s, %s]", k->name, x, lo, hi);
-        return set_hint(err, "use %s <= %s <= %s (%s: %s)", lo, k->name, hi, k->name, k->doc);
+        config_fmt_real(x, sizeof x, v->r);
+        config_fmt_real(lo, sizeof lo, k->rmin);
+        config_fmt_real(hi, sizeof hi, k->rmax);
+        config_set_what(err, v->line, v->col, "%s = %s is out of range [%s, %s]", k->name, x, lo, hi);
+        return config_set_hint(err, "use %s <= %s <= %s (%s: %s)", lo, k->name, hi, k->name, k->doc);
     }
     *real_field(cfg, k) = v->r;
     return 0;
@@ -429,13 +424,13 @@ static int assign_str(struct config *cfg, const struct key_info *k, const struct
     if (v->kind != DECK_STR) return type_error(err, k, v);
     size_t len = strlen(v->s);
     if (len >= CONFIG_STRLEN) {
-        set_what(err, v->line, v->col, "%s is %zu bytes long, more than the %d allowed", k->name, len,
+        config_set_what(err, v->line, v->col, "%s is %zu bytes long, more than the %d allowed", k->name, len,
                  CONFIG_STRLEN - 1);
-        return set_hint(err, "use a shorter value (for a path: a symbolic link or a relative path)");
+        return config_set_hint(err, "use a shorter value (for a path: a symbolic link or a relative path)");
     }
     if (strchr(v->s, '\n')) {
-        set_what(err, v->line, v->col, "%s contains a line break", k->name);
-        return set_hint(err, "remove the line break from the value");
+        config_set_what(err, v->line, v->col, "%s contains a line break", k->name);
+        return config_set_hint(err, "remove the line break from the value");
     }
     if (k->type == KEY_STR) {
         memcpy(str_field(cfg, k), v->s, len + 1);
@@ -450,10 +445,10 @@ static int assign_str(struct config *cfg, const struct key_info *k, const struct
         c += n + (c[n] == '|');
     }
     fmt_choices(list, sizeof list, k->choices, "'", "'");
-    set_what(err, v->line, v->col, "%s = '%.*s' is not one of %s", k->name, SHOW, v->s, list);
+    config_set_what(err, v->line, v->col, "%s = '%.*s' is not one of %s", k->name, SHOW, v->s, list);
     if (nearest_choice(k->choices, v->s, near, sizeof near))
-        return set_hint(err, "did you mean %s = '%s'?", k->name, near);
-    return set_hint(err, "choose one of %s (%s: %s)", list, k->name, k->doc);
+        return config_set_hint(err, "did you mean %s = '%s'?", k->name, near);
+    return config_set_hint(err, "choose one of %s (%s: %s)", list, k->name, k->doc);
 }
 
 /* All keys are scalars: exactly one value. */
@@ -461,8 +456,8 @@ static int assign(struct config *cfg, const struct key_info *k, const struct dec
                   struct config_error *err)
 {
     if (n > 1) {
-        set_what(err, v[1].line, v[1].col, "%s takes a single value, but %d are given", k->name, n);
-        return set_hint(err, "keep one value: %s = %.*s", k->name, SHOW, v[0].raw);
+        config_set_what(err, v[1].line, v[1].col, "%s takes a single value, but %d are given", k->name, n);
+        return config_set_hint(err, "keep one value: %s = %.*s", k->name, SHOW, v[0].raw);
     }
     switch (k->type) {
     case KEY_INT: return assign_int(cfg, k, v, err);
@@ -509,8 +504,8 @@ static int apply_group(struct config *cfg, const struct deck *d, const struct de
         if (!k) return unknown_key(err, g->name, en->key, en->line, en->col);
         int *seen = &first[k - keys];
         if (*seen) {
-            set_what(err, en->line, en->col, "duplicate key '%s' (first set at line %d)", en->key, *seen);
-            return set_hint(err, "remove one of the two settings of %s", en->key);
+            config_set_what(err, en->line, en->col, "duplicate key '%s' (first set at line %d)", en->key, *seen);
+            return config_set_hint(err, "remove one of the two settings of %s", en->key);
         }
         *seen = en->line;
         if (assign(cfg, k, en->values, en->nvalues, err)) return -1;
@@ -529,7 +524,7 @@ static int apply_deck(struct config *cfg, const struct deck *d, struct config_er
     return 0;
 }
 
-static void error_reset(struct config_error *err, const char *file)
+void config_error_reset(struct config_error *err, const char *file)
 {
     memset(err, 0, sizeof *err);
     snprintf(err->file, sizeof err->file, "%s", file ? file : "deck");
@@ -539,7 +534,7 @@ int config_read_string(struct config *cfg, const char *text, const char *name, s
 {
     struct deck d;
     struct deck_error de;
-    error_reset(err, name);
+    config_error_reset(err, name);
     if (deck_parse(&d, text, &de)) {
         copy_deck_error(err, &de, 0);
         return -1;
@@ -556,8 +551,8 @@ static char *slurp(const char *path, struct config_error *err)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        set_what(err, 0, 0, "cannot open the deck: %s", strerror(errno));
-        set_hint(err, "check the file name; a relative path is taken from the directory the job starts in");
+        config_set_what(err, 0, 0, "cannot open the deck: %s", strerror(errno));
+        config_set_hint(err, "check the file name; a relative path is taken from the directory the job starts in");
         return NULL;
     }
     size_t cap = 1 << 16, n = 0, got;
@@ -573,15 +568,15 @@ static char *slurp(const char *path, struct config_error *err)
     int bad = !buf || ferror(f);
     fclose(f);
     if (bad) {
-        set_what(err, 0, 0, "cannot read the deck%s", buf ? "" : ": out of memory");
+        config_set_what(err, 0, 0, "cannot read the deck%s", buf ? "" : ": out of memory");
         free(buf);
-        set_hint(err, "check that the file is readable and not a directory");
+        config_set_hint(err, "check that the file is readable and not a directory");
         return NULL;
     }
     buf[n] = '\0';
     if (strlen(buf) != n) {
-        set_what(err, 0, 0, "the deck contains a NUL byte at offset %zu: it is not a text file", strlen(buf));
-        set_hint(err, "give the namelist text file (*.nml)");
+        config_set_what(err, 0, 0, "the deck contains a NUL byte at offset %zu: it is not a text file", strlen(buf));
+        config_set_hint(err, "give the namelist text file (*.nml)");
         free(buf);
         return NULL;
     }
@@ -590,7 +585,7 @@ static char *slurp(const char *path, struct config_error *err)
 
 int config_read_file(struct config *cfg, const char *path, struct config_error *err)
 {
-    error_reset(err, path);
+    config_error_reset(err, path);
     char *text = slurp(path, err);
     if (!text) return -1;
     int rc = config_read_string(cfg, text, path, err);
@@ -607,9 +602,9 @@ static int override_without_group(struct config_error *err, const char *arg, con
     for (int i = 0; i < NKEYS && !k; i++)
         if (strcmp(keys[i].name, key) == 0) k = &keys[i];
     if (!k) k = nearest_key(NULL, key);
-    set_what(err, 1, 1, "override '%.*s' does not name a group", SHOW, arg);
-    if (k) return set_hint(err, "write group.key=value, e.g. %s.%s%s", k->group, k->name, strchr(arg, '='));
-    return set_hint(err, "write group.key=value, e.g. train.steps=100");
+    config_set_what(err, 1, 1, "override '%.*s' does not name a group", SHOW, arg);
+    if (k) return config_set_hint(err, "write group.key=value, e.g. %s.%s%s", k->group, k->name, strchr(arg, '='));
+    return config_set_hint(err, "write group.key=value, e.g. train.steps=100");
 }
 
 /* The values of an override for key k, whose text starts at column col.
@@ -624,8 +619,8 @@ static int override_values(const struct key_info *k, const char *text, int col, 
         char *s = strdup(text), *raw = strdup(text);
         if (!*v || !s || !raw) {
             free(*v), free(s), free(raw);
-            set_what(err, 1, col, "out of memory");
-            return set_hint(err, "use a shorter value");
+            config_set_what(err, 1, col, "out of memory");
+            return config_set_hint(err, "use a shorter value");
         }
         **v = (struct deck_value){ .kind = DECK_STR, .s = s, .raw = raw, .line = 1, .col = col };
         *n = 1;
@@ -665,8 +660,8 @@ static int override_apply(struct config *cfg, const char *arg, const char *eq, s
     if (override_values(k, eq + 1, col, &v, &n, err)) return -1;
     int rc = n == 0 ? -1 : assign(cfg, k, v, n, err);
     if (n == 0) {
-        set_what(err, 1, col, "missing value for %s.%s", k->group, k->name);
-        set_hint(err, "write %s.%s=value", k->group, k->name);
+        config_set_what(err, 1, col, "missing value for %s.%s", k->group, k->name);
+        config_set_hint(err, "write %s.%s=value", k->group, k->name);
     }
     deck_values_free(v, n);
     return rc;
@@ -674,362 +669,27 @@ static int override_apply(struct config *cfg, const char *arg, const char *eq, s
 
 int config_override(struct config *cfg, const char *arg, struct config_error *err)
 {
-    error_reset(err, "command line");
+    config_error_reset(err, "command line");
     const char *eq = strchr(arg, '=');
     int rc;
     if (!eq) {
-        set_what(err, 1, 1, "override '%.*s' has no '='", SHOW, arg);
-        rc = set_hint(err, "write group.key=value, e.g. train.steps=100");
+        config_set_what(err, 1, 1, "override '%.*s' has no '='", SHOW, arg);
+        rc = config_set_hint(err, "write group.key=value, e.g. train.steps=100");
     } else {
         struct config tmp = *cfg;
         rc = override_apply(&tmp, arg, eq, err);
         if (rc == 0) *cfg = tmp;
     }
-    if (rc) append(err->what, sizeof err->what, " (in the override '%.*s')", SHOW, arg);
+    if (rc) config_append(err->what, sizeof err->what, " (in the override '%.*s')", SHOW, arg);
     return rc;
 }
 
-/* ------------------------------------------------------------ cross-checks */
+/* ------------------------------------------------------------ lookup for the checks */
 
-/* a * b and a + b for a, b >= 0; -1 when the result does not fit in 64 bits. */
-static int64_t mul64(int64_t a, int64_t b)
-{
-    if (a < 0 || b < 0 || (b != 0 && a > INT64_MAX / b)) return -1;
-    return a * b;
-}
-static int64_t add64(int64_t a, int64_t b)
-{
-    if (a < 0 || b < 0 || a > INT64_MAX - b) return -1;
-    return a + b;
-}
-
-/* "768 or 780": the multiples of m nearest to x that lie in [1, max]
- * ("" if none does). */
-static const char *near_multiples(char *buf, size_t n, int64_t x, int64_t m, int64_t max)
-{
-    int64_t lo = x / m * m, hi = lo + m;
-    buf[0] = '\0';
-    if (lo > 0) append(buf, n, "%" PRId64, lo);
-    if (hi <= max) append(buf, n, "%s%" PRId64, buf[0] ? " or " : "", hi);
-    return buf;
-}
-
-/* "11 or 14": the divisors of x nearest to d, below and above, that are
- * at most max. */
-static const char *near_divisors(char *buf, size_t n, int64_t x, int64_t d, int64_t max)
-{
-    int64_t lo = 0, hi = 0;
-    for (int64_t i = 1; i <= x / i; i++) {
-        if (x % i) continue;
-        int64_t pair[2] = { i, x / i };
-        for (int j = 0; j < 2; j++) {
-            if (pair[j] < d && pair[j] > lo) lo = pair[j];
-            if (pair[j] > d && pair[j] <= max && (hi == 0 || pair[j] < hi)) hi = pair[j];
-        }
-    }
-    buf[0] = '\0';
-    if (lo) append(buf, n, "%" PRId64, lo);
-    if (hi) append(buf, n, "%s%" PRId64, buf[0] ? " or " : "", hi);
-    return buf;
-}
-
-/* The hint "use A = x or y, or B = z (why)" from the parts that have values. */
-static int suggest(struct config_error *err, const char *a, const char *av, const char *b, const char *bv,
-                   const char *why)
-{
-    char h[512] = "";
-    if (av[0]) append(h, sizeof h, "use %s = %s", a, av);
-    if (b && bv[0]) append(h, sizeof h, "%s %s = %s", h[0] ? ", or" : "use", b, bv);
-    if (!h[0]) append(h, sizeof h, "change %s%s%s", a, b ? " or " : "", b ? b : "");
-    if (why) append(h, sizeof h, " %s", why);
-    return set_hint(err, "%s", h);
-}
-
-static int64_t key_max(const char *group, const char *name)
+int64_t config_key_max(const char *group, const char *name)
 {
     const struct key_info *k = find_key(group, name);
     return k ? k->imax : INT64_MAX;
-}
-
-/* The largest divisor of x that is <= cap (>= 1). */
-static int64_t divisor_at_most(int64_t x, int64_t cap)
-{
-    int64_t best = 1;
-    for (int64_t i = 1; i <= x / i; i++) {
-        if (x % i) continue;
-        if (i <= cap && i > best) best = i;
-        if (x / i <= cap && x / i > best) best = x / i;
-    }
-    return best;
-}
-
-static int not_yet(struct config_error *err, const char *fix, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int not_yet(struct config_error *err, const char *fix, const char *fmt, ...)
-{
-    char what[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    set_what(err, 0, 0, "%s is not available in this build yet", what);
-    return set_hint(err, "%s", fix);
-}
-
-static int check_model(const struct config *cfg, struct config_error *err)
-{
-    int64_t C = cfg->model.d_model, NH = cfg->model.n_head;
-    char m[64], d[64];
-    if (C % NH == 0) return 0;
-    set_what(err, 0, 0, "d_model = %" PRId64 " is not divisible by n_head = %" PRId64, C, NH);
-    return suggest(err, "d_model", near_multiples(m, sizeof m, C, NH, key_max("model", "d_model")), "n_head",
-                   near_divisors(d, sizeof d, C, NH, key_max("model", "n_head")),
-                   "(each head gets d_model / n_head channels)");
-}
-
-/* Keys that only make sense together, then what this build cannot do yet. */
-static int check_features(const struct config *cfg, struct config_error *err)
-{
-    int64_t tp = cfg->parallel.tp, pp = cfg->parallel.pp, vs = cfg->parallel.virtual_stages;
-    if (cfg->parallel.sequence_parallel && tp < 2) {
-        set_what(err, 0, 0, "sequence_parallel = .true. needs tensor parallelism (tp > 1), but tp = %" PRId64, tp);
-        return set_hint(err, "set sequence_parallel = .false.");
-    }
-    if (vs > 1 && !config_is(cfg->parallel.schedule, "interleaved")) {
-        set_what(err, 0, 0, "virtual_stages = %" PRId64 " needs schedule = 'interleaved', but schedule = '%s'", vs,
-                 cfg->parallel.schedule);
-        return set_hint(err, "set schedule = 'interleaved', or virtual_stages = 1");
-    }
-    if (vs > 1 && pp < 2) {
-        set_what(err, 0, 0, "virtual_stages = %" PRId64 " needs pipeline parallelism (pp > 1), but pp = %" PRId64,
-                 vs, pp);
-        return set_hint(err, "set virtual_stages = 1");
-    }
-    if (cfg->parallel.zero_stage > 1)
-        return not_yet(err, "set zero_stage = 1 (optimizer state sharded) or 0",
-                       "gradient sharding (zero_stage = %" PRId64 ")", cfg->parallel.zero_stage);
-    if (!config_is(cfg->train.precision, "fp32"))
-        return not_yet(err, "set precision = 'fp32'", "precision = '%s'", cfg->train.precision);
-    if (config_is(cfg->train.device, "cuda"))
-        return not_yet(err, "set device = 'cpu'", "the CUDA backend (device = 'cuda')");
-    return 0;
-}
-
-/* Heads across tensor ranks, layers across pipeline chunks. */
-static int check_split(const struct config *cfg, struct config_error *err)
-{
-    int64_t NH = cfg->model.n_head, L = cfg->model.n_layer, tp = cfg->parallel.tp;
-    int64_t pp = cfg->parallel.pp, vs = cfg->parallel.virtual_stages, chunks = pp * vs;
-    char a[64], b[64];
-    if (NH % tp) {
-        set_what(err, 0, 0, "n_head = %" PRId64 " is not divisible by tp = %" PRId64
-                 " (heads are split across tensor-parallel ranks)", NH, tp);
-        return suggest(err, "tp", near_divisors(a, sizeof a, NH, tp, key_max("parallel", "tp")), "n_head",
-                       near_multiples(b, sizeof b, NH, tp, key_max("model", "n_head")), NULL);
-    }
-    int64_t T = cfg->model.seq_len;
-    if (cfg->parallel.sequence_parallel && T % tp) {
-        set_what(err, 0, 0, "seq_len = %" PRId64 " is not divisible by tp = %" PRId64
-                 " (sequence parallelism splits every sequence across the tensor-parallel ranks)", T, tp);
-        return suggest(err, "seq_len", near_multiples(a, sizeof a, T, tp, key_max("model", "seq_len")), "tp",
-                       near_divisors(b, sizeof b, T, tp, key_max("parallel", "tp")), NULL);
-    }
-    if (L % chunks) {
-        set_what(err, 0, 0, "n_layer = %" PRId64 " is not divisible by pp * virtual_stages = %" PRId64 " * %" PRId64
-                 " = %" PRId64 " (every model chunk gets the same number of layers)", L, pp, vs, chunks);
-        return suggest(err, "n_layer", near_multiples(a, sizeof a, L, chunks, key_max("model", "n_layer")),
-                       "pp * virtual_stages", near_divisors(b, sizeof b, L, chunks, INT64_MAX), NULL);
-    }
-    return 0;
-}
-
-/* world = tp * dp * pp */
-static int check_world(const struct config *cfg, int world, struct config_error *err)
-{
-    int64_t tp = cfg->parallel.tp, pp = cfg->parallel.pp, dp = cfg->parallel.dp, tp_pp = tp * pp;
-    char m[64];
-    if (world <= 0) return 0;
-    if (dp > 0 && tp_pp * dp != world) {
-        int64_t want = tp_pp * dp;
-        set_what(err, 0, 0, "tp * dp * pp = %" PRId64 " * %" PRId64 " * %" PRId64 " = %" PRId64
-                 ", but %d ranks were launched", tp, dp, pp, want, world);
-        if (world % tp_pp == 0)
-            return set_hint(err, "set dp = %" PRId64 " (or dp = 0 to derive it), or launch %" PRId64
-                            " ranks (mpirun -n %" PRId64 ")", world / tp_pp, want, want);
-        return set_hint(err, "launch %" PRId64 " ranks (mpirun -n %" PRId64 ")", want, want);
-    }
-    if (world % tp_pp) {
-        set_what(err, 0, 0, "%d ranks cannot be split into replicas of tp * pp = %" PRId64 " * %" PRId64
-                 " = %" PRId64 " ranks", world, tp, pp, tp_pp);
-        return set_hint(err, "launch a multiple of %" PRId64 " ranks (mpirun -n %s)", tp_pp,
-                        near_multiples(m, sizeof m, world, tp_pp, INT32_MAX));
-    }
-    return 0;
-}
-
-/* batch_size = dp * micro_batch_size * (micro-batches per replica) */
-static int check_batch(const struct config *cfg, int world, struct config_error *err)
-{
-    int64_t G = cfg->train.batch_size, mb = cfg->train.micro_batch_size, dp = config_dp(cfg, world);
-    int64_t gmax = key_max("train", "batch_size");
-    char a[64], b[64] = "", why[96] = "";
-    if (dp == 0 && mb > 0 && G % mb) { /* world unknown: dp * mb | G needs mb | G */
-        set_what(err, 0, 0, "batch_size = %" PRId64 " is not divisible by micro_batch_size = %" PRId64, G, mb);
-        return suggest(err, "batch_size", near_multiples(a, sizeof a, G, mb, gmax), "micro_batch_size",
-                       near_divisors(b, sizeof b, G, mb, gmax), NULL);
-    }
-    if (dp == 0) return 0;
-    if (mb == 0 && G % dp) {
-        set_what(err, 0, 0, "batch_size = %" PRId64 " is not divisible by dp = %" PRId64
-                 " (micro_batch_size = 0 means batch_size / dp)", G, dp);
-        snprintf(why, sizeof why, "(a multiple of dp = %" PRId64 ")", dp);
-        return suggest(err, "batch_size", near_multiples(a, sizeof a, G, dp, gmax), NULL, NULL, why);
-    }
-    if (mb > 0 && G % (dp * mb)) {
-        set_what(err, 0, 0, "batch_size = %" PRId64 " is not divisible by dp * micro_batch_size = %" PRId64
-                 " * %" PRId64 " = %" PRId64, G, dp, mb, dp * mb);
-        if (G % dp == 0 && near_divisors(b, sizeof b, G / dp, mb, gmax)[0])
-            snprintf(why, sizeof why, "(a divisor of batch_size / dp = %" PRId64 ")", G / dp);
-        return suggest(err, "batch_size", near_multiples(a, sizeof a, G, dp * mb, gmax), "micro_batch_size", b,
-                       why[0] ? why : NULL);
-    }
-    return 0;
-}
-
-/* The hint for a micro-batch whose tensors exceed 32-bit indices when
- * per_seq elements come per sequence. */
-static int micro_batch_hint(const struct config *cfg, int world, int64_t per_seq, struct config_error *err)
-{
-    int64_t max_b = INT32_MAX / per_seq, dp = config_dp(cfg, world), G = cfg->train.batch_size;
-    if (max_b < 1) return set_hint(err, "reduce seq_len or d_model: even one sequence is too large");
-    if (dp > 0 && G % dp == 0)
-        return set_hint(err, "set micro_batch_size = %" PRId64 " (the largest divisor of batch_size / dp = %" PRId64
-                        " that fits; gradient accumulation keeps batch_size)", divisor_at_most(G / dp, max_b), G / dp);
-    return set_hint(err, "set micro_batch_size to %" PRId64 " or less (gradient accumulation keeps batch_size)",
-                    max_b);
-}
-
-/* Sizes: the parameter count in 64 bits, and every per-rank tensor in 32-bit
- * int indices (the kernels take int dimensions, backend.h).  With the
- * micro-batch unknown (world unknown, dp = micro_batch_size = 0) only the
- * weights are checked. */
-static int check_sizes(const struct config *cfg, int world, struct config_error *err)
-{
-    int64_t B = config_micro_batch(cfg, world), T = cfg->model.seq_len, C = cfg->model.d_model;
-    int64_t L = cfg->model.n_layer, NH = cfg->model.n_head, tp = cfg->parallel.tp, V = cfg->model.vocab_size;
-    int64_t Vp = (V + 128 * tp - 1) / (128 * tp) * (128 * tp);
-    int64_t block = add64(mul64(12, mul64(C, C)), mul64(13, C));
-    int64_t params = add64(add64(mul64(Vp, C), mul64(T, C)), add64(mul64(L, block), mul64(2, C)));
-    if (params < 0) {
-        set_what(err, 0, 0, "the model has more than 2^63 parameters (n_layer = %" PRId64 ", d_model = %" PRId64 ")",
-                 L, C);
-        return set_hint(err, "reduce n_layer or d_model");
-    }
-    const struct { const char *what; int64_t n; int per_seq; } t[] = {
-        { "the MLP activations (micro-batch * seq_len * 4 * d_model / tp)", mul64(T, 4 * C / tp), 1 },
-        { "the attention scores (micro-batch * n_head / tp * seq_len^2)", mul64(NH / tp, mul64(T, T)), 1 },
-        { "the logits (micro-batch * seq_len * padded vocab_size / tp)", mul64(T, Vp / tp), 1 },
-        { "the token embedding (padded vocab_size / tp * d_model)", mul64(Vp / tp, C), 0 },
-        { "the MLP weight (4 * d_model / tp * d_model)", mul64(4 * C / tp, C), 0 },
-    };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        int64_t n = t[i].per_seq ? mul64(B, t[i].n) : t[i].n;
-        if (n >= 0 && n <= INT32_MAX) continue;
-        char count[32] = "over 2^63";
-        if (n > 0) snprintf(count, sizeof count, "%" PRId64, n);
-        if (!t[i].per_seq) {
-            set_what(err, 0, 0, "%s has %s elements per rank, more than the 2147483647 that the kernels' "
-                     "32-bit indices reach", t[i].what, count);
-            return set_hint(err, "reduce d_model or vocab_size");
-        }
-        set_what(err, 0, 0, "a micro-batch of %" PRId64 " sequences is too large: %s would hold %s elements, "
-                 "more than the 2147483647 that the kernels' 32-bit indices reach", B, t[i].what, count);
-        return t[i].n < 0 ? set_hint(err, "reduce seq_len or d_model") : micro_batch_hint(cfg, world, t[i].n, err);
-    }
-    return 0;
-}
-
-static int check_train(const struct config *cfg, struct config_error *err)
-{
-    char lr[32], min_lr[32], tenth[32];
-    int64_t steps = cfg->train.steps, warm = cfg->train.warmup_steps;
-    if (config_is(cfg->train.lr_schedule, "cosine") && cfg->train.min_lr > cfg->train.lr) {
-        fmt_real_short(lr, sizeof lr, cfg->train.lr);
-        fmt_real_short(min_lr, sizeof min_lr, cfg->train.min_lr);
-        snprintf(tenth, sizeof tenth, "%.3g", cfg->train.lr / 10);
-        set_what(err, 0, 0, "min_lr = %s is larger than lr = %s (the cosine decays from lr to min_lr)", min_lr, lr);
-        return set_hint(err, "set min_lr <= %s, e.g. min_lr = %s (lr / 10)", lr, tenth);
-    }
-    if (steps > 0 && warm > steps) {
-        set_what(err, 0, 0, "warmup_steps = %" PRId64 " is larger than steps = %" PRId64, warm, steps);
-        return set_hint(err, "set warmup_steps <= %" PRId64 " (e.g. %" PRId64 ", a tenth of steps), or steps >= %" PRId64,
-                        steps, steps / 10, warm);
-    }
-    return 0;
-}
-
-static int check_data(const struct config *cfg, struct config_error *err)
-{
-    const char *kind = cfg->data.kind;
-    if (config_is(kind, "synthetic") && cfg->data.path[0]) {
-        set_what(err, 0, 0, "path = '%.*s' is set, but kind = 'synthetic' reads no file", SHOW, cfg->data.path);
-        return set_hint(err, "set kind = 'text' (a text file) or kind = 'tokens' (token shards) in &data to "
-                             "train on it, or remove path");
-    }
-    if (!config_is(kind, "synthetic") && !cfg->data.path[0]) {
-        set_what(err, 0, 0, "kind = '%s' needs a file, but path is empty", kind);
-        return set_hint(err, "%s", config_is(kind, "text")
-                                       ? "set path = 'input.txt' in &data (any text file; its bytes are the tokens)"
-                                       : "set path = 'data/train_*.bin' in &data (llm.c token shards)");
-    }
-    if (config_is(kind, "text") && cfg->model.vocab_size < 256) {
-        set_what(err, 0, 0, "kind = 'text' reads bytes (256 token ids), but vocab_size = %" PRId64,
-                 cfg->model.vocab_size);
-        return set_hint(err, "set vocab_size = 256 in &model");
-    }
-    return 0;
-}
-
-/* The pipeline schedule can run this many micro-batches (interleaving needs
- * a multiple of pp). */
-static int check_schedule(const struct config *cfg, int world, struct config_error *err)
-{
-    int dp = config_dp(cfg, world), mbs = config_micro_batch(cfg, world);
-    if (world <= 0 || dp <= 0 || mbs <= 0) return 0;
-    int m = (int)(cfg->train.batch_size / ((int64_t)dp * mbs));
-    char why[512];
-    if (pp_schedule_check(pp_schedule_from_name(cfg->parallel.schedule), (int)cfg->parallel.pp,
-                          (int)cfg->parallel.virtual_stages, m, why, sizeof why) == 0)
-        return 0;
-    set_what(err, 0, 0, "schedule = '%s' cannot run %d micro-batches per replica on pp = %" PRId64 ": %s",
-             cfg->parallel.schedule, m, cfg->parallel.pp, why);
-    return set_hint(err, "change batch_size or micro_batch_size (micro-batches per replica = batch_size / "
-                         "(dp * micro_batch_size)), or the schedule");
-}
-
-int config_validate(const struct config *cfg, int world, struct config_error *err)
-{
-    error_reset(err, "");
-    if (check_model(cfg, err) || check_features(cfg, err) || check_split(cfg, err) ||
-        check_world(cfg, world, err) || check_batch(cfg, world, err) || check_sizes(cfg, world, err) ||
-        check_train(cfg, err) || check_data(cfg, err) || check_schedule(cfg, world, err))
-        return -1;
-    return 0;
-}
-
-int config_dp(const struct config *cfg, int world)
-{
-    int64_t tp_pp = cfg->parallel.tp * cfg->parallel.pp;
-    if (cfg->parallel.dp > 0) return (int)cfg->parallel.dp;
-    if (world <= 0 || world % tp_pp) return 0;
-    return (int)(world / tp_pp);
-}
-
-int config_micro_batch(const struct config *cfg, int world)
-{
-    int dp = config_dp(cfg, world);
-    if (cfg->train.micro_batch_size > 0) return (int)cfg->train.micro_batch_size;
-    return dp > 0 ? (int)(cfg->train.batch_size / dp) : 0;
 }
 
 /* ------------------------------------------------------------ output */
@@ -1140,8 +800,8 @@ static void doc_allowed(char *buf, size_t n, const struct key_info *k)
             snprintf(buf, n, "%" PRId64 " ... %" PRId64, k->imin, k->imax);
         break;
     case KEY_REAL:
-        fmt_real_short(lo, sizeof lo, k->rmin);
-        fmt_real_short(hi, sizeof hi, k->rmax);
+        config_fmt_real(lo, sizeof lo, k->rmin);
+        config_fmt_real(hi, sizeof hi, k->rmax);
         snprintf(buf, n, "%s ... %s", lo, hi);
         break;
     case KEY_BOOL: snprintf(buf, n, "`.true.`, `.false.`"); break;

@@ -1,0 +1,351 @@
+/* config_check.c -- the cross-checks of a whole deck: what needs several
+ * keys or the world size (divisibility, the grid, the batch, sizes, the
+ * pipeline schedule, features not available yet).  Each error says what is
+ * wrong and the fix, with concrete numbers. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "config_internal.h"
+#include "pipeline.h"
+
+/* ------------------------------------------------------------ cross-checks */
+
+/* a * b and a + b for a, b >= 0; -1 when the result does not fit in 64 bits. */
+static int64_t mul64(int64_t a, int64_t b)
+{
+    if (a < 0 || b < 0 || (b != 0 && a > INT64_MAX / b)) return -1;
+    return a * b;
+}
+static int64_t add64(int64_t a, int64_t b)
+{
+    if (a < 0 || b < 0 || a > INT64_MAX - b) return -1;
+    return a + b;
+}
+
+/* "768 or 780": the multiples of m nearest to x that lie in [1, max]
+ * ("" if none does). */
+static const char *near_multiples(char *buf, size_t n, int64_t x, int64_t m, int64_t max)
+{
+    int64_t lo = x / m * m, hi = lo + m;
+    buf[0] = '\0';
+    if (lo > 0) config_append(buf, n, "%" PRId64, lo);
+    if (hi <= max) config_append(buf, n, "%s%" PRId64, buf[0] ? " or " : "", hi);
+    return buf;
+}
+
+/* "11 or 14": the divisors of x nearest to d, below and above, that are
+ * at most max. */
+static const char *near_divisors(char *buf, size_t n, int64_t x, int64_t d, int64_t max)
+{
+    int64_t lo = 0, hi = 0;
+    for (int64_t i = 1; i <= x / i; i++) {
+        if (x % i) continue;
+        int64_t pair[2] = { i, x / i };
+        for (int j = 0; j < 2; j++) {
+            if (pair[j] < d && pair[j] > lo) lo = pair[j];
+            if (pair[j] > d && pair[j] <= max && (hi == 0 || pair[j] < hi)) hi = pair[j];
+        }
+    }
+    buf[0] = '\0';
+    if (lo) config_append(buf, n, "%" PRId64, lo);
+    if (hi) config_append(buf, n, "%s%" PRId64, buf[0] ? " or " : "", hi);
+    return buf;
+}
+
+/* The hint "use A = x or y, or B = z (why)" from the parts that have values. */
+static int suggest(struct config_error *err, const char *a, const char *av, const char *b, const char *bv,
+                   const char *why)
+{
+    char h[512] = "";
+    if (av[0]) config_append(h, sizeof h, "use %s = %s", a, av);
+    if (b && bv[0]) config_append(h, sizeof h, "%s %s = %s", h[0] ? ", or" : "use", b, bv);
+    if (!h[0]) config_append(h, sizeof h, "change %s%s%s", a, b ? " or " : "", b ? b : "");
+    if (why) config_append(h, sizeof h, " %s", why);
+    return config_set_hint(err, "%s", h);
+}
+
+
+/* The largest divisor of x that is <= cap (>= 1). */
+static int64_t divisor_at_most(int64_t x, int64_t cap)
+{
+    int64_t best = 1;
+    for (int64_t i = 1; i <= x / i; i++) {
+        if (x % i) continue;
+        if (i <= cap && i > best) best = i;
+        if (x / i <= cap && x / i > best) best = x / i;
+    }
+    return best;
+}
+
+static int not_yet(struct config_error *err, const char *fix, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int not_yet(struct config_error *err, const char *fix, const char *fmt, ...)
+{
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    config_set_what(err, 0, 0, "%s is not available in this build yet", what);
+    return config_set_hint(err, "%s", fix);
+}
+
+static int check_model(const struct config *cfg, struct config_error *err)
+{
+    int64_t C = cfg->model.d_model, NH = cfg->model.n_head;
+    char m[64], d[64];
+    if (C % NH == 0) return 0;
+    config_set_what(err, 0, 0, "d_model = %" PRId64 " is not divisible by n_head = %" PRId64, C, NH);
+    return suggest(err, "d_model", near_multiples(m, sizeof m, C, NH, config_key_max("model", "d_model")), "n_head",
+                   near_divisors(d, sizeof d, C, NH, config_key_max("model", "n_head")),
+                   "(each head gets d_model / n_head channels)");
+}
+
+/* Keys that only make sense together, then what this build cannot do yet. */
+static int check_features(const struct config *cfg, struct config_error *err)
+{
+    int64_t tp = cfg->parallel.tp, pp = cfg->parallel.pp, vs = cfg->parallel.virtual_stages;
+    if (cfg->parallel.sequence_parallel && tp < 2) {
+        config_set_what(err, 0, 0, "sequence_parallel = .true. needs tensor parallelism (tp > 1), but tp = %" PRId64, tp);
+        return config_set_hint(err, "set sequence_parallel = .false.");
+    }
+    if (vs > 1 && !config_is(cfg->parallel.schedule, "interleaved")) {
+        config_set_what(err, 0, 0, "virtual_stages = %" PRId64 " needs schedule = 'interleaved', but schedule = '%s'", vs,
+                 cfg->parallel.schedule);
+        return config_set_hint(err, "set schedule = 'interleaved', or virtual_stages = 1");
+    }
+    if (vs > 1 && pp < 2) {
+        config_set_what(err, 0, 0, "virtual_stages = %" PRId64 " needs pipeline parallelism (pp > 1), but pp = %" PRId64,
+                 vs, pp);
+        return config_set_hint(err, "set virtual_stages = 1");
+    }
+    if (cfg->parallel.zero_stage > 1)
+        return not_yet(err, "set zero_stage = 1 (optimizer state sharded) or 0",
+                       "gradient sharding (zero_stage = %" PRId64 ")", cfg->parallel.zero_stage);
+    if (!config_is(cfg->train.precision, "fp32"))
+        return not_yet(err, "set precision = 'fp32'", "precision = '%s'", cfg->train.precision);
+    if (config_is(cfg->train.device, "cuda"))
+        return not_yet(err, "set device = 'cpu'", "the CUDA backend (device = 'cuda')");
+    return 0;
+}
+
+/* Heads across tensor ranks, layers across pipeline chunks. */
+static int check_split(const struct config *cfg, struct config_error *err)
+{
+    int64_t NH = cfg->model.n_head, L = cfg->model.n_layer, tp = cfg->parallel.tp;
+    int64_t pp = cfg->parallel.pp, vs = cfg->parallel.virtual_stages, chunks = pp * vs;
+    char a[64], b[64];
+    if (NH % tp) {
+        config_set_what(err, 0, 0, "n_head = %" PRId64 " is not divisible by tp = %" PRId64
+                 " (heads are split across tensor-parallel ranks)", NH, tp);
+        return suggest(err, "tp", near_divisors(a, sizeof a, NH, tp, config_key_max("parallel", "tp")), "n_head",
+                       near_multiples(b, sizeof b, NH, tp, config_key_max("model", "n_head")), NULL);
+    }
+    int64_t T = cfg->model.seq_len;
+    if (cfg->parallel.sequence_parallel && T % tp) {
+        config_set_what(err, 0, 0, "seq_len = %" PRId64 " is not divisible by tp = %" PRId64
+                 " (sequence parallelism splits every sequence across the tensor-parallel ranks)", T, tp);
+        return suggest(err, "seq_len", near_multiples(a, sizeof a, T, tp, config_key_max("model", "seq_len")), "tp",
+                       near_divisors(b, sizeof b, T, tp, config_key_max("parallel", "tp")), NULL);
+    }
+    if (L % chunks) {
+        config_set_what(err, 0, 0, "n_layer = %" PRId64 " is not divisible by pp * virtual_stages = %" PRId64 " * %" PRId64
+                 " = %" PRId64 " (every model chunk gets the same number of layers)", L, pp, vs, chunks);
+        return suggest(err, "n_layer", near_multiples(a, sizeof a, L, chunks, config_key_max("model", "n_layer")),
+                       "pp * virtual_stages", near_divisors(b, sizeof b, L, chunks, INT64_MAX), NULL);
+    }
+    return 0;
+}
+
+/* world = tp * dp * pp */
+static int check_world(const struct config *cfg, int world, struct config_error *err)
+{
+    int64_t tp = cfg->parallel.tp, pp = cfg->parallel.pp, dp = cfg->parallel.dp, tp_pp = tp * pp;
+    char m[64];
+    if (world <= 0) return 0;
+    if (dp > 0 && tp_pp * dp != world) {
+        int64_t want = tp_pp * dp;
+        config_set_what(err, 0, 0, "tp * dp * pp = %" PRId64 " * %" PRId64 " * %" PRId64 " = %" PRId64
+                 ", but %d ranks were launched", tp, dp, pp, want, world);
+        if (world % tp_pp == 0)
+            return config_set_hint(err, "set dp = %" PRId64 " (or dp = 0 to derive it), or launch %" PRId64
+                            " ranks (mpirun -n %" PRId64 ")", world / tp_pp, want, want);
+        return config_set_hint(err, "launch %" PRId64 " ranks (mpirun -n %" PRId64 ")", want, want);
+    }
+    if (world % tp_pp) {
+        config_set_what(err, 0, 0, "%d ranks cannot be split into replicas of tp * pp = %" PRId64 " * %" PRId64
+                 " = %" PRId64 " ranks", world, tp, pp, tp_pp);
+        return config_set_hint(err, "launch a multiple of %" PRId64 " ranks (mpirun -n %s)", tp_pp,
+                        near_multiples(m, sizeof m, world, tp_pp, INT32_MAX));
+    }
+    return 0;
+}
+
+/* batch_size = dp * micro_batch_size * (micro-batches per replica) */
+static int check_batch(const struct config *cfg, int world, struct config_error *err)
+{
+    int64_t G = cfg->train.batch_size, mb = cfg->train.micro_batch_size, dp = config_dp(cfg, world);
+    int64_t gmax = config_key_max("train", "batch_size");
+    char a[64], b[64] = "", why[96] = "";
+    if (dp == 0 && mb > 0 && G % mb) { /* world unknown: dp * mb | G needs mb | G */
+        config_set_what(err, 0, 0, "batch_size = %" PRId64 " is not divisible by micro_batch_size = %" PRId64, G, mb);
+        return suggest(err, "batch_size", near_multiples(a, sizeof a, G, mb, gmax), "micro_batch_size",
+                       near_divisors(b, sizeof b, G, mb, gmax), NULL);
+    }
+    if (dp == 0) return 0;
+    if (mb == 0 && G % dp) {
+        config_set_what(err, 0, 0, "batch_size = %" PRId64 " is not divisible by dp = %" PRId64
+                 " (micro_batch_size = 0 means batch_size / dp)", G, dp);
+        snprintf(why, sizeof why, "(a multiple of dp = %" PRId64 ")", dp);
+        return suggest(err, "batch_size", near_multiples(a, sizeof a, G, dp, gmax), NULL, NULL, why);
+    }
+    if (mb > 0 && G % (dp * mb)) {
+        config_set_what(err, 0, 0, "batch_size = %" PRId64 " is not divisible by dp * micro_batch_size = %" PRId64
+                 " * %" PRId64 " = %" PRId64, G, dp, mb, dp * mb);
+        if (G % dp == 0 && near_divisors(b, sizeof b, G / dp, mb, gmax)[0])
+            snprintf(why, sizeof why, "(a divisor of batch_size / dp = %" PRId64 ")", G / dp);
+        return suggest(err, "batch_size", near_multiples(a, sizeof a, G, dp * mb, gmax), "micro_batch_size", b,
+                       why[0] ? why : NULL);
+    }
+    return 0;
+}
+
+/* The hint for a micro-batch whose tensors exceed 32-bit indices when
+ * per_seq elements come per sequence. */
+static int micro_batch_hint(const struct config *cfg, int world, int64_t per_seq, struct config_error *err)
+{
+    int64_t max_b = INT32_MAX / per_seq, dp = config_dp(cfg, world), G = cfg->train.batch_size;
+    if (max_b < 1) return config_set_hint(err, "reduce seq_len or d_model: even one sequence is too large");
+    if (dp > 0 && G % dp == 0)
+        return config_set_hint(err, "set micro_batch_size = %" PRId64 " (the largest divisor of batch_size / dp = %" PRId64
+                        " that fits; gradient accumulation keeps batch_size)", divisor_at_most(G / dp, max_b), G / dp);
+    return config_set_hint(err, "set micro_batch_size to %" PRId64 " or less (gradient accumulation keeps batch_size)",
+                    max_b);
+}
+
+/* Sizes: the parameter count in 64 bits, and every per-rank tensor in 32-bit
+ * int indices (the kernels take int dimensions, backend.h).  With the
+ * micro-batch unknown (world unknown, dp = micro_batch_size = 0) only the
+ * weights are checked. */
+static int check_sizes(const struct config *cfg, int world, struct config_error *err)
+{
+    int64_t B = config_micro_batch(cfg, world), T = cfg->model.seq_len, C = cfg->model.d_model;
+    int64_t L = cfg->model.n_layer, NH = cfg->model.n_head, tp = cfg->parallel.tp, V = cfg->model.vocab_size;
+    int64_t Vp = (V + 128 * tp - 1) / (128 * tp) * (128 * tp);
+    int64_t block = add64(mul64(12, mul64(C, C)), mul64(13, C));
+    int64_t params = add64(add64(mul64(Vp, C), mul64(T, C)), add64(mul64(L, block), mul64(2, C)));
+    if (params < 0) {
+        config_set_what(err, 0, 0, "the model has more than 2^63 parameters (n_layer = %" PRId64 ", d_model = %" PRId64 ")",
+                 L, C);
+        return config_set_hint(err, "reduce n_layer or d_model");
+    }
+    const struct { const char *what; int64_t n; int per_seq; } t[] = {
+        { "the MLP activations (micro-batch * seq_len * 4 * d_model / tp)", mul64(T, 4 * C / tp), 1 },
+        { "the attention scores (micro-batch * n_head / tp * seq_len^2)", mul64(NH / tp, mul64(T, T)), 1 },
+        { "the logits (micro-batch * seq_len * padded vocab_size / tp)", mul64(T, Vp / tp), 1 },
+        { "the token embedding (padded vocab_size / tp * d_model)", mul64(Vp / tp, C), 0 },
+        { "the MLP weight (4 * d_model / tp * d_model)", mul64(4 * C / tp, C), 0 },
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        int64_t n = t[i].per_seq ? mul64(B, t[i].n) : t[i].n;
+        if (n >= 0 && n <= INT32_MAX) continue;
+        char count[32] = "over 2^63";
+        if (n > 0) snprintf(count, sizeof count, "%" PRId64, n);
+        if (!t[i].per_seq) {
+            config_set_what(err, 0, 0, "%s has %s elements per rank, more than the 2147483647 that the kernels' "
+                     "32-bit indices reach", t[i].what, count);
+            return config_set_hint(err, "reduce d_model or vocab_size");
+        }
+        config_set_what(err, 0, 0, "a micro-batch of %" PRId64 " sequences is too large: %s would hold %s elements, "
+                 "more than the 2147483647 that the kernels' 32-bit indices reach", B, t[i].what, count);
+        return t[i].n < 0 ? config_set_hint(err, "reduce seq_len or d_model") : micro_batch_hint(cfg, world, t[i].n, err);
+    }
+    return 0;
+}
+
+static int check_train(const struct config *cfg, struct config_error *err)
+{
+    char lr[32], min_lr[32], tenth[32];
+    int64_t steps = cfg->train.steps, warm = cfg->train.warmup_steps;
+    if (config_is(cfg->train.lr_schedule, "cosine") && cfg->train.min_lr > cfg->train.lr) {
+        config_fmt_real(lr, sizeof lr, cfg->train.lr);
+        config_fmt_real(min_lr, sizeof min_lr, cfg->train.min_lr);
+        snprintf(tenth, sizeof tenth, "%.3g", cfg->train.lr / 10);
+        config_set_what(err, 0, 0, "min_lr = %s is larger than lr = %s (the cosine decays from lr to min_lr)", min_lr, lr);
+        return config_set_hint(err, "set min_lr <= %s, e.g. min_lr = %s (lr / 10)", lr, tenth);
+    }
+    if (steps > 0 && warm > steps) {
+        config_set_what(err, 0, 0, "warmup_steps = %" PRId64 " is larger than steps = %" PRId64, warm, steps);
+        return config_set_hint(err, "set warmup_steps <= %" PRId64 " (e.g. %" PRId64 ", a tenth of steps), or steps >= %" PRId64,
+                        steps, steps / 10, warm);
+    }
+    return 0;
+}
+
+static int check_data(const struct config *cfg, struct config_error *err)
+{
+    const char *kind = cfg->data.kind;
+    if (config_is(kind, "synthetic") && cfg->data.path[0]) {
+        config_set_what(err, 0, 0, "path = '%.*s' is set, but kind = 'synthetic' reads no file", SHOW, cfg->data.path);
+        return config_set_hint(err, "set kind = 'text' (a text file) or kind = 'tokens' (token shards) in &data to "
+                             "train on it, or remove path");
+    }
+    if (!config_is(kind, "synthetic") && !cfg->data.path[0]) {
+        config_set_what(err, 0, 0, "kind = '%s' needs a file, but path is empty", kind);
+        return config_set_hint(err, "%s", config_is(kind, "text")
+                                       ? "set path = 'input.txt' in &data (any text file; its bytes are the tokens)"
+                                       : "set path = 'data/train_*.bin' in &data (llm.c token shards)");
+    }
+    if (config_is(kind, "text") && cfg->model.vocab_size < 256) {
+        config_set_what(err, 0, 0, "kind = 'text' reads bytes (256 token ids), but vocab_size = %" PRId64,
+                 cfg->model.vocab_size);
+        return config_set_hint(err, "set vocab_size = 256 in &model");
+    }
+    return 0;
+}
+
+/* The pipeline schedule can run this many micro-batches (interleaving needs
+ * a multiple of pp). */
+static int check_schedule(const struct config *cfg, int world, struct config_error *err)
+{
+    int dp = config_dp(cfg, world), mbs = config_micro_batch(cfg, world);
+    if (world <= 0 || dp <= 0 || mbs <= 0) return 0;
+    int m = (int)(cfg->train.batch_size / ((int64_t)dp * mbs));
+    char why[512];
+    if (pp_schedule_check(pp_schedule_from_name(cfg->parallel.schedule), (int)cfg->parallel.pp,
+                          (int)cfg->parallel.virtual_stages, m, why, sizeof why) == 0)
+        return 0;
+    config_set_what(err, 0, 0, "schedule = '%s' cannot run %d micro-batches per replica on pp = %" PRId64 ": %s",
+             cfg->parallel.schedule, m, cfg->parallel.pp, why);
+    return config_set_hint(err, "change batch_size or micro_batch_size (micro-batches per replica = batch_size / "
+                         "(dp * micro_batch_size)), or the schedule");
+}
+
+int config_validate(const struct config *cfg, int world, struct config_error *err)
+{
+    config_error_reset(err, "");
+    if (check_model(cfg, err) || check_features(cfg, err) || check_split(cfg, err) ||
+        check_world(cfg, world, err) || check_batch(cfg, world, err) || check_sizes(cfg, world, err) ||
+        check_train(cfg, err) || check_data(cfg, err) || check_schedule(cfg, world, err))
+        return -1;
+    return 0;
+}
+
+int config_dp(const struct config *cfg, int world)
+{
+    int64_t tp_pp = cfg->parallel.tp * cfg->parallel.pp;
+    if (cfg->parallel.dp > 0) return (int)cfg->parallel.dp;
+    if (world <= 0 || world % tp_pp) return 0;
+    return (int)(world / tp_pp);
+}
+
+int config_micro_batch(const struct config *cfg, int world)
+{
+    int dp = config_dp(cfg, world);
+    if (cfg->train.micro_batch_size > 0) return (int)cfg->train.micro_batch_size;
+    return dp > 0 ? (int)(cfg->train.batch_size / dp) : 0;
+}
+
