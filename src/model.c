@@ -585,7 +585,10 @@ void model_chunk_backward(struct model *m, struct comm *c, struct chunk_acts *a,
     int Lc = m->d.Lc;
     if (last_stage(m, a)) head_backward(m, c, a, Lc > 0 ? a->residual3 + (size_t)(Lc - 1) * SC : a->input, dloss);
     else memcpy(m->scr.dresidual, a->dout, SC * sizeof(float));
-    for (int k = Lc - 1; k >= 0; k--) block_backward(m, c, a, k, k == 0 ? a->input : a->residual3 + (size_t)(k - 1) * SC);
+    for (int k = Lc - 1; k >= 0; k--) {
+        block_backward(m, c, a, k, k == 0 ? a->input : a->residual3 + (size_t)(k - 1) * SC);
+        if (m->layer_done) m->layer_done(m->layer_done_ctx, a->chunk * Lc + k);
+    }
     if (first_stage(m, a)) embed_backward(m, c, a);
 }
 

@@ -133,6 +133,10 @@ struct model {
     struct chunk_acts *slot;
     struct scratch scr;
     size_t act_bytes;                 /* activations and scratch */
+    /* called after the backward of local layer j, when set (overlap of the
+     * data-parallel reduction with the rest of the backward) */
+    void (*layer_done)(void *ctx, int j);
+    void *layer_done_ctx;
 };
 
 /* Floats of one activation slot and of the shared scratch, for the planner

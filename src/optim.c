@@ -95,7 +95,7 @@ void optim_reduce_tp_grads(struct model *m, struct comm *c)
         comm_allreduce_sum_f32(c, CG_TP, m->grad[ln[i]], m->size[ln[i]]);
 }
 
-void optim_reduce_grads(struct optim *o, struct model *m, struct comm *c)
+void optim_reduce_grads(struct optim *o, struct model *m, struct comm *c, int layers_reduced)
 {
     /* the tied embedding: the first and the last stage hold wte; the sum of
      * their gradients (embedding + head) is the gradient of both copies */
@@ -103,6 +103,13 @@ void optim_reduce_grads(struct optim *o, struct model *m, struct comm *c)
     if (m->d.pp > 1 && m->size[P_WTE] > 0) comm_allreduce_sum_f32(c, CG_EMBED, m->grad[P_WTE], m->size[P_WTE]);
     optim_reduce_tp_grads(m, c);
     if (c->grid->dp == 1) return;
+    if (layers_reduced) { /* what the overlapped buckets left */
+        for (int i = 0; i < NUM_PARAMS; i++) {
+            int ln_sp = m->d.sp && (i == P_LN1W || i == P_LN1B || i == P_LN2W || i == P_LN2B);
+            if (!param_table[i].per_layer || ln_sp) comm_allreduce_sum_f32(c, CG_DP, m->grad[i], m->size[i]);
+        }
+        return;
+    }
     /* one call over the contiguous gradient memory (tensors are packed with
      * padding, which is zero and stays zero) */
     if (o->zero) comm_reduce_scatter_f32(c, CG_DP, o->gshard, m->grads_mem, o->shard);

@@ -41,9 +41,11 @@ double lr_at(const struct config *cfg, int64_t step);
  * saw part of (LayerNorms under sequence parallelism). */
 void optim_reduce_tp_grads(struct model *m, struct comm *c);
 
-/* optim_reduce_tp_grads, then sum gradients over the data-parallel replicas (each replica's loss is
+/* optim_reduce_tp_grads, then sum gradients over the data-parallel replicas
+ * (layers_reduced: the per-layer tensors were summed during the backward,
+ * see overlap.h; only the rest is left) (each replica's loss is
  * already scaled by 1/global tokens, so the sum is the mean). */
-void optim_reduce_grads(struct optim *o, struct model *m, struct comm *c);
+void optim_reduce_grads(struct optim *o, struct model *m, struct comm *c, int layers_reduced);
 
 /* Global gradient L2 norm over the grid, replicated parameters counted once. */
 double optim_grad_norm(const struct optim *o, const struct model *m, struct comm *c);

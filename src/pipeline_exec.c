@@ -151,9 +151,12 @@ double pp_exec_step(struct pp_exec *x, struct model *m, struct comm *c, const st
             loss += model_chunk_forward(m, c, s);
             timer_stop(t, T_FORWARD);
         } else {
+            int last = a->mb == x->m - 1; /* the chunk's gradients become final */
+            if (last && x->overlap) overlap_arm(x->overlap);
             timer_start(t, T_BACKWARD);
             model_chunk_backward(m, c, s, dloss);
             timer_stop(t, T_BACKWARD);
+            if (last && x->overlap) overlap_disarm(x->overlap);
             if (a->chunk == 0 && model_has_embedding(d)) model_slot_release(s); /* nothing to send */
             else memcpy(s->dout, m->scr.dresidual, (size_t)m->Ns * d->C * sizeof(float));
         }

@@ -38,6 +38,7 @@ struct run {
     struct timers timers;
     int micro_batch, n_micro;   /* sequences per micro-batch, micro-batches per step and replica */
     struct pp_exec exec;        /* this rank's pipeline schedule (pp = 1: forward, backward, ...) */
+    struct overlap overlap;     /* the DP reduction started during the backward */
     struct trace trace;
     int64_t step;               /* optimizer steps done */
     int64_t tokens;
@@ -152,6 +153,9 @@ static void setup(struct run *r)
     }
     model_init(&r->model, &d, r->micro_batch, nslots, (uint64_t)cfg->train.seed);
     optim_init(&r->optim, &r->model, cfg, g);
+    overlap_init(&r->overlap, &r->model, &r->comm, cfg->parallel.overlap_grad_reduce && !r->optim.zero,
+                 cfg->parallel.bucket_mb);
+    r->exec.overlap = r->overlap.enabled ? &r->overlap : NULL;
     make_run_dir(r);
     open_data(r);
     load_initial_state(r);
@@ -199,7 +203,7 @@ static double train_step(struct run *r, double *grad_norm, double *lr)
     model_zero_grad(&r->model);
     double loss = pp_exec_step(&r->exec, &r->model, &r->comm, r->data, r->step, G, (float)(1.0 / tokens), &r->timers);
     timer_start(&r->timers, T_DP_REDUCE);
-    optim_reduce_grads(&r->optim, &r->model, &r->comm);
+    optim_reduce_grads(&r->optim, &r->model, &r->comm, overlap_finish(&r->overlap));
     if (r->g->pp > 1) comm_allreduce_sum_f64(&r->comm, CG_PP, &loss, 1); /* the last stage has it */
     comm_allreduce_sum_f64(&r->comm, CG_DP, &loss, 1);
     timer_stop(&r->timers, T_DP_REDUCE);
@@ -333,6 +337,9 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
     if (g->rank == 0 && metrics_close(&r.metrics, all, g->world, &totals) != 0) log_warn("closing metrics.h5 failed");
     free(all);
     timers_print_summary(&r.timers, g->world_comm, (int)(r.step - first_step), stdout);
+    if (r.overlap.enabled)
+        log_info("overlapped dp reduction (rank 0): in flight during backward %.3f s, waited for after it %.3f s\n",
+                 r.overlap.hidden_s, r.overlap.wait_s);
     report_bubble(&r);
     if (cfg->io.trace) {
         char path[CONFIG_STRLEN + 16], err[256];
@@ -346,6 +353,7 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
 
     data_close(r.data);
     pp_exec_free(&r.exec);
+    overlap_free(&r.overlap);
     optim_free(&r.optim);
     model_free(&r.model);
     return status;
