@@ -158,7 +158,10 @@ static int write_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
     H5Pset_create_intermediate_group(lcpl, 1);
     hid_t fs = H5Screate_simple(t->rank, t->dims, NULL);
-    hid_t ds = H5Dcreate2(file, t->path, H5T_NATIVE_FLOAT, fs, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER); /* every element is written: no fill pass first */
+    hid_t ds = H5Dcreate2(file, t->path, H5T_NATIVE_FLOAT, fs, lcpl, dcpl, H5P_DEFAULT);
+    H5Pclose(dcpl);
     int writer = owner(t, w->g);
     hsize_t n = writer ? t->elems : 0;
     hid_t ms = H5Screate_simple(1, &n, NULL);
@@ -250,6 +253,9 @@ static hid_t open_parallel(const char *path, int create, const struct grid *g)
 {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5Pset_fapl_mpio(fapl, g->world_comm, MPI_INFO_NULL);
+    H5Pset_all_coll_metadata_ops(fapl, 1); /* metadata read once and broadcast, written collectively */
+    H5Pset_coll_metadata_write(fapl, 1);
+    H5Pset_alignment(fapl, 1 << 20, 1 << 20); /* tensors of 1 MiB and more start on MiB boundaries */
     hid_t f = create ? H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl) : H5Fopen(path, H5F_ACC_RDONLY, fapl);
     H5Pclose(fapl);
     return f;
