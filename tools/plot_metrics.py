@@ -1,0 +1,173 @@
+#!/usr/bin/python3
+"""plot_metrics.py -- plot the per-step metrics of triad runs (RUN_DIR/metrics.h5).
+
+  plot_metrics.py run/demo -o loss.png
+  plot_metrics.py run/a run/b -o cmp.png --quantities loss,lr,grad_norm,tokens_per_s --logy
+  plot_metrics.py run/demo --list              the quantities the file holds
+
+One subplot per quantity (stacked, sharing the step axis), one line per run;
+the legend names each run by its directory (or --labels).  Any dataset under
+/metrics can be plotted: loss lr grad_norm loss_scale tokens_per_s mfu
+step_time skipped comm_tp_bytes comm_dp_bytes comm_pp_bytes comm_seconds
+(docs/formats.md).  A run may be given as its directory or as the
+metrics.h5 file itself, and may still be running (the file is read without
+HDF5's file lock; rows appear as triad flushes them, every io.metrics_flush
+steps).  Writes PNG (or PDF/SVG, by the extension) with matplotlib's Agg
+backend: no display needed.  Needs h5py, numpy and matplotlib
+(/usr/bin/python3 on Debian: python3-h5py python3-numpy python3-matplotlib).
+"""
+
+import argparse
+import os
+import sys
+
+# Read files that a running triad holds open (it does not use SWMR; rows it
+# has flushed are readable).  Must be set before HDF5 is loaded.
+os.environ.setdefault("HDF5_USE_FILE_LOCKING", "FALSE")
+
+try:
+    import h5py
+    import numpy as np
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FormatStrFormatter
+except ImportError as e:  # pragma: no cover
+    sys.exit(f"plot_metrics.py: {e}: install python3-h5py python3-numpy python3-matplotlib "
+             "(or run /usr/bin/python3)")
+
+DEFAULT = "loss,lr,grad_norm,tokens_per_s"
+LABELS = {
+    "loss": "loss (nats)",
+    "lr": "learning rate",
+    "grad_norm": "gradient norm",
+    "loss_scale": "loss scale",
+    "tokens_per_s": "tokens / s",
+    "mfu": "MFU (%)",
+    "step_time": "step time (s)",
+    "skipped": "skipped",
+    "comm_tp_bytes": "tp bytes / step",
+    "comm_dp_bytes": "dp bytes / step",
+    "comm_pp_bytes": "pp bytes / step",
+    "comm_seconds": "comm seconds / step",
+}
+
+
+def metrics_path(run):
+    path = run if run.endswith(".h5") else os.path.join(run, "metrics.h5")
+    if not os.path.exists(path):
+        hint = "" if os.path.isdir(run) or run.endswith(".h5") else f" ({run} does not exist)"
+        raise SystemExit(f"plot_metrics.py: error: no {path}{hint}: give a triad run_dir or its metrics.h5")
+    return path
+
+
+def load(run, quantities):
+    """{quantity: (steps, values)} for one run; missing quantities are left out."""
+    path = metrics_path(run)
+    try:
+        with h5py.File(path, "r") as f:
+            if "metrics" not in f or "step" not in f["metrics"]:
+                raise SystemExit(f"plot_metrics.py: error: {path} has no /metrics/step: not a triad metrics file")
+            g = f["metrics"]
+            steps = g["step"][:]
+            out = {}
+            for q in quantities:
+                if q in g:
+                    v = g[q][:].astype(np.float64)
+                    n = min(len(steps), len(v))  # a live file may be mid-flush
+                    out[q] = (steps[:n], v[:n])
+            available = sorted(g.keys())
+    except OSError as e:
+        raise SystemExit(f"plot_metrics.py: error: cannot read {path}: {e}")
+    if len(steps) > 1 and np.any(np.diff(steps) <= 0):
+        print(f"plot_metrics.py: warning: {path}: steps are not increasing", file=sys.stderr)
+    return out, available
+
+
+def smooth(v, n):
+    if n <= 1 or len(v) < n:
+        return v
+    c = np.cumsum(np.insert(v, 0, 0.0))
+    head = c[1:n] / np.arange(1, n)           # growing window at the start
+    return np.concatenate([head, (c[n:] - c[:-n]) / n])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 epilog="See docs/analysis.md.",
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+", metavar="RUN_DIR", help="triad run directories (or metrics.h5 files)")
+    ap.add_argument("-o", "--output", help="image file to write (.png, .pdf, .svg)")
+    ap.add_argument("--quantities", default=DEFAULT,
+                    help=f"comma-separated /metrics datasets, one subplot each (default {DEFAULT})")
+    ap.add_argument("--logy", action="store_true", help="logarithmic y axis for the loss")
+    ap.add_argument("--smooth", type=int, default=1, metavar="N",
+                    help="running mean over N steps (the raw curve stays, faint)")
+    ap.add_argument("--labels", help="comma-separated legend labels, one per run (default: the run dirs)")
+    ap.add_argument("--title", help="figure title")
+    ap.add_argument("--size", default="7x6.5", help="figure size in inches, WxH (default 7x6.5)")
+    ap.add_argument("--dpi", type=int, default=90, help="resolution of raster output (default 90)")
+    ap.add_argument("--list", action="store_true", help="list the quantities of each run and exit")
+    args = ap.parse_args()
+
+    quantities = [q.strip() for q in args.quantities.split(",") if q.strip()]
+    if args.list:
+        for run in args.runs:
+            _, available = load(run, [])
+            print(f"{run}: {' '.join(q for q in available if q != 'step')}")
+        return 0
+    if not args.output:
+        ap.error("-o/--output is required (or --list)")
+    labels = args.labels.split(",") if args.labels else [r.rstrip("/") for r in args.runs]
+    if len(labels) != len(args.runs):
+        ap.error(f"--labels has {len(labels)} names for {len(args.runs)} runs")
+    try:
+        w, h = (float(x) for x in args.size.lower().split("x"))
+    except ValueError:
+        ap.error(f"--size {args.size}: expected WxH in inches, e.g. 7x6.5")
+
+    data, union = [], set()
+    for run in args.runs:
+        d, available = load(run, quantities)
+        data.append(d)
+        union.update(available)
+    unknown = [q for q in quantities if q not in union]
+    if unknown:
+        raise SystemExit(f"plot_metrics.py: error: no run has {', '.join(unknown)}; "
+                         f"available: {' '.join(sorted(union - {'step'}))}")
+
+    fig, axes = plt.subplots(len(quantities), 1, figsize=(w, h), sharex=True, squeeze=False)
+    axes = axes[:, 0]
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, q in zip(axes, quantities):
+        for i, (d, label) in enumerate(zip(data, labels)):
+            if q not in d:
+                print(f"plot_metrics.py: warning: {args.runs[i]} has no {q}", file=sys.stderr)
+                continue
+            steps, v = d[q]
+            if q == "mfu":
+                v = 100.0 * v
+            c = colors[i % len(colors)]
+            if args.smooth > 1:
+                ax.plot(steps, v, color=c, alpha=0.25, linewidth=0.8)
+                ax.plot(steps, smooth(v, args.smooth), color=c, linewidth=1.4, label=label)
+            else:
+                ax.plot(steps, v, color=c, linewidth=1.2, label=label)
+        ax.set_ylabel(LABELS.get(q, q))
+        if q == "loss" and args.logy:
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))  # 2, 3, 4 rather than 2x10^0
+            ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+        ax.grid(True, alpha=0.3)
+    axes[-1].set_xlabel("step")
+    axes[0].legend(loc="best", fontsize="small", frameon=False)
+    if args.title:
+        fig.suptitle(args.title)
+    fig.tight_layout()
+    fig.savefig(args.output, dpi=args.dpi)
+    print(f"wrote {args.output}: {', '.join(quantities)} for {len(args.runs)} run(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
