@@ -3,20 +3,29 @@
  *
  * Candidates: "triad" = gemm_f32 (whatever gemm.c chose), "openblas" =
  * cblas_sgemm, and with -DHAVE_BLIS "blis" = bli_sgemm with the skx (AVX-512)
- * kernels selected from inside the program (setenv before BLIS initialises).
+ * kernels selected from inside the program (setenv before bli_init).
  *
  * Build (from the repository root; BLIS is optional):
  *   mpicc -std=c11 -O2 -march=native -fopenmp -D_POSIX_C_SOURCE=200809L -Isrc \
  *     -I/usr/include/x86_64-linux-gnu/openblas-pthread bench/gemm_bench.c src/gemm.c \
  *     -lopenblas -lm -o gemm_bench
- *   add  -DHAVE_BLIS -isystem /usr/include/x86_64-linux-gnu/blis-openmp  and
- *   /usr/lib/x86_64-linux-gnu/blis-openmp/libblis.so.4  after -lopenblas.
- * Run:  OMP_NUM_THREADS=2 ./gemm_bench [seconds per shape, default 1]  (about a minute)
+ *   with BLIS add  -DHAVE_BLIS -isystem /usr/include/x86_64-linux-gnu/blis-openmp
+ *   and  /usr/lib/x86_64-linux-gnu/blis-openmp/libblis.so.4  after -lopenblas.
+ * Run:  OMP_NUM_THREADS=2 ./gemm_bench [calls per round, default 20]   (about a minute)
  *
- * Whole products (outside a parallel region) use every thread of each
- * library; attention products run one (b,h) per OpenMP thread with each
- * library held to one thread, as the program calls them.  The figure is the
- * median over interleaved rounds of each case (see run_shape). */
+ * Whole products run outside a parallel region with every thread of each
+ * library, with the program's beta (0 for outputs, 1 for dW += ...).
+ * Attention runs as kernels_cpu.c calls it: one (b,h) per OpenMP thread,
+ * causal row blocks of 64 (only blocks on or below the diagonal), each
+ * library held to one thread; its GFLOP/s counts the flops done.
+ *
+ * Measuring on a shared machine (the reference VM shares its 2 cores and its
+ * memory bandwidth with other work): every call is timed on its own and the
+ * fastest call of 3 rounds x `calls` counts -- the path's speed when nothing
+ * else runs; medians there moved by 2x with the neighbours' load.
+ * Candidates take turns; between turns the bench sleeps 0.15 s so the
+ * previous library's idle threads stop spinning (OpenBLAS's pthreads
+ * busy-wait after a call and would steal the cores from the next one). */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -37,31 +46,30 @@ void openblas_set_num_threads(int num_threads);
 enum cand { CAND_TRIAD, CAND_OPENBLAS, CAND_BLIS, NCAND };
 static const char *cand_name[NCAND] = {"triad", "openblas", "blis"};
 
+enum kind { WHOLE, ATT_FWD, ATT_BWD };
+
 struct shape {
-    const char *what;
-    int tA, tB, M, N, K;
-    int heads;                  /* > 0: `heads` independent products, one per OpenMP thread */
-    int lda, ldb, ldc;          /* 0: tight */
+    char what[40];
+    enum kind kind;
+    int tA, tB, M, N, K;        /* WHOLE; attention: T = M, HS = K, heads = N */
+    float beta;                 /* WHOLE: 0 for outputs, 1 for accumulated gradients */
 };
 
-static void call(enum cand c, int tA, int tB, int M, int N, int K, const float *A, int lda,
-                 const float *B, int ldb, float beta, float *C, int ldc)
+static void call(enum cand c, int tA, int tB, int M, int N, int K, float alpha, const float *A,
+                 int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
     switch (c) {
     case CAND_TRIAD:
-        gemm_f32(tA, tB, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+        gemm_f32(tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         break;
     case CAND_OPENBLAS:
         cblas_sgemm(CblasRowMajor, tA ? CblasTrans : CblasNoTrans, tB ? CblasTrans : CblasNoTrans,
-                    M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+                    M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         break;
     case CAND_BLIS:
 #ifdef HAVE_BLIS
-    {
-        float one = 1.0f, b = beta;
         bli_sgemm(tA ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, tB ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE,
-                  M, N, K, &one, (float *)A, lda, 1, (float *)B, ldb, 1, &b, C, ldc, 1);
-    }
+                  M, N, K, &alpha, (float *)A, lda, 1, (float *)B, ldb, 1, &beta, C, ldc, 1);
 #endif
         break;
     default: break;
@@ -77,128 +85,138 @@ static void set_threads(enum cand c, int nt)
 #endif
 }
 
-/* Lets every library's idle threads fall asleep (see run_shape). */
-static void quiesce(void)
+/* The attention products of one (b,h), as in kernels_cpu.c: q, k, v rows
+ * strided by 3C, att/d (T,T), out/dout rows strided by C.  Returns flops. */
+static double attention_head(enum cand c, int bwd, int T, int HS, int C, const float *q,
+                             float *att, float *d, float *out, float *dq)
 {
-    struct timespec ts = {0, 150 * 1000 * 1000};
+    const int BLK = 64, C3 = 3 * C;
+    const float *k = q + C, *v = q + 2 * C;
+    double flops = 0;
+    for (int i0 = 0; i0 < T; i0 += BLK) {
+        int nr = T - i0 < BLK ? T - i0 : BLK, nc = i0 + nr;
+        if (!bwd) {
+            call(c, 0, 1, nr, nc, HS, 0.125f, q + (size_t)i0 * C3, C3, k, C3, 0.0f, att + (size_t)i0 * T, T);
+            call(c, 0, 0, nr, HS, nc, 1.0f, att + (size_t)i0 * T, T, v, C3, 0.0f, out + (size_t)i0 * C, C);
+        } else {
+            call(c, 0, 1, nr, nc, HS, 1.0f, out + (size_t)i0 * C, C, v, C3, 0.0f, d + (size_t)i0 * T, T);
+            call(c, 0, 0, nr, HS, nc, 1.0f, d + (size_t)i0 * T, T, k, C3, 0.0f, dq + (size_t)i0 * C3, C3);
+        }
+        flops += 4.0 * nr * nc * HS;
+    }
+    if (bwd)
+        for (int j0 = 0; j0 < T; j0 += BLK) {
+            int nr = T - j0 < BLK ? T - j0 : BLK, kk = T - j0;
+            size_t diag = (size_t)j0 * T + j0;
+            call(c, 1, 0, nr, HS, kk, 1.0f, d + diag, T, q + (size_t)j0 * C3, C3, 0.0f,
+                 dq + C + (size_t)j0 * C3, C3);
+            call(c, 1, 0, nr, HS, kk, 1.0f, att + diag, T, out + (size_t)j0 * C, C, 0.0f,
+                 dq + 2 * C + (size_t)j0 * C3, C3);
+            flops += 4.0 * nr * kk * HS;
+        }
+    return flops;
+}
+
+struct bufs { float *A, *B, *C, *D; };
+
+/* Runs one candidate on one shape `reps` times, with the program's beta;
+ * returns flops done, seconds in *dt. */
+static double time_case(enum cand c, const struct shape *s, const struct bufs *b, int nthreads,
+                        int reps, double *dt)
+{
+    double flops = 0;
+    set_threads(c, s->kind == WHOLE ? nthreads : 1);
+    double t0 = omp_get_wtime();
+    for (int r = 0; r < reps; r++) {
+        if (s->kind == WHOLE) {
+            int lda = s->tA ? s->M : s->K, ldb = s->tB ? s->K : s->N;
+            call(c, s->tA, s->tB, s->M, s->N, s->K, 1.0f, b->A, lda, b->B, ldb, s->beta, b->C, s->N);
+            flops += 2.0 * s->M * s->N * s->K;
+        } else {
+            int T = s->M, heads = s->N, HS = s->K, NH = 4, C = NH * HS;
+            double f = 0;
+#pragma omp parallel for schedule(static) reduction(+ : f)
+            for (int h = 0; h < heads; h++) {
+                size_t bt = (size_t)(h / NH) * T, hh = (size_t)(h % NH) * HS;
+                f += attention_head(c, s->kind == ATT_BWD, T, HS, C, b->A + bt * 3 * C + hh,
+                                    b->B + (size_t)h * T * T, b->D + (size_t)h * T * T,
+                                    b->C + bt * C + hh, b->C + (size_t)heads * T * C + bt * 3 * C + hh);
+            }
+            flops += f;
+        }
+    }
+    *dt = omp_get_wtime() - t0;
+    return flops;
+}
+
+static void nap(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (time_t)s) * 1e9)};
     nanosleep(&ts, NULL);
 }
 
-static int cmp_double(const void *a, const void *b)
+/* Best GFLOP/s of each candidate: `rounds` turns each, a turn being `calls`
+ * separately timed calls (one call = one product, or the 32 heads' attention
+ * products); the fastest call counts.  See the header for why. */
+static void run_shape(const struct shape *s, const int *have, const struct bufs *b, int rounds,
+                      int calls, int nthreads, double *gflops)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Runs one candidate on one shape `reps` times (beta = 1, as the gradient
- * accumulations do); returns the seconds taken. */
-static double time_case(enum cand c, const struct shape *s, float *A, float *B, float *C,
-                        int nthreads, int reps)
-{
-    int rowsA = s->tA ? s->K : s->M, colsA = s->tA ? s->M : s->K;
-    int rowsB = s->tB ? s->N : s->K, colsB = s->tB ? s->K : s->N;
-    int lda = s->lda ? s->lda : colsA, ldb = s->ldb ? s->ldb : colsB;
-    int ldc = s->ldc ? s->ldc : s->N;
-    long strideA = (long)rowsA * lda, strideB = (long)rowsB * ldb, strideC = (long)s->M * ldc;
-
-    set_threads(c, s->heads > 0 ? 1 : nthreads);
-    double t0 = omp_get_wtime();
-    for (int r = 0; r < reps; r++) {
-        if (s->heads > 0) {
-#pragma omp parallel for schedule(static)
-            for (int h = 0; h < s->heads; h++)
-                call(c, s->tA, s->tB, s->M, s->N, s->K, A + h * strideA, lda, B + h * strideB, ldb,
-                     1.0f, C + h * strideC, ldc);
-        } else {
-            call(c, s->tA, s->tB, s->M, s->N, s->K, A, lda, B, ldb, 1.0f, C, ldc);
-        }
-    }
-    return omp_get_wtime() - t0;
-}
-
-/* Median GFLOP/s of each candidate on one shape.  The candidates take turns
- * (batches of ~50 ms), so a slow spell of the machine -- it is a shared
- * virtual machine -- hits all of them alike.  Between turns the bench sleeps
- * long enough for the previous library's threads to stop spinning (OpenBLAS's
- * pthreads busy-wait for up to ~2^28 cycles after a call): otherwise they
- * steal the cores from the next candidate and the figures mean nothing. */
-static void run_shape(const struct shape *s, const int *have, float *A, float *B, float *C,
-                      double seconds, int nthreads, double *gflops)
-{
-    enum { MAXROUND = 64 };
-    double flops = 2.0 * s->M * s->N * s->K * (s->heads > 0 ? s->heads : 1);
-    double rate[NCAND][MAXROUND];
-    int reps[NCAND], nround = 0;
-    double t_end;
-
-    for (int c = 0; c < NCAND; c++) {                /* warm up; size the batches */
-        if (!have[c]) continue;
-        time_case((enum cand)c, s, A, B, C, nthreads, 1);
-        double t = time_case((enum cand)c, s, A, B, C, nthreads, 1);
-        reps[c] = t > 0.05 ? 1 : (int)(0.05 / (t > 1e-6 ? t : 1e-6)) + 1;
-        quiesce();
-    }
-    t_end = omp_get_wtime() + seconds;
-    while (nround < MAXROUND && (nround < 3 || omp_get_wtime() < t_end)) {
+    double dt;
+    for (int c = 0; c < NCAND; c++) gflops[c] = 0.0;
+    for (int r = 0; r < rounds; r++)
         for (int c = 0; c < NCAND; c++) {
             if (!have[c]) continue;
-            time_case((enum cand)c, s, A, B, C, nthreads, 1);     /* wake its threads */
-            rate[c][nround] = flops * reps[c] / time_case((enum cand)c, s, A, B, C, nthreads, reps[c]) / 1e9;
-            quiesce();
+            time_case((enum cand)c, s, b, nthreads, 1, &dt);         /* warm up, wake threads */
+            for (int i = 0; i < calls; i++) {
+                double flops = time_case((enum cand)c, s, b, nthreads, 1, &dt);
+                if (flops / dt / 1e9 > gflops[c]) gflops[c] = flops / dt / 1e9;
+            }
+            nap(0.15);   /* let this library's idle threads stop spinning */
         }
-        nround++;
-    }
-    for (int c = 0; c < NCAND; c++) {
-        if (!have[c]) continue;
-        qsort(rate[c], nround, sizeof rate[c][0], cmp_double);
-        gflops[c] = rate[c][nround / 2];
-    }
 }
 
 int main(int argc, char **argv)
 {
-    double seconds = argc > 1 ? atof(argv[1]) : 1.0;
+    int calls = argc > 1 ? atoi(argv[1]) : 20, rounds = 3;
     int nthreads = omp_get_max_threads();
     enum { NT = 2048, T = 256, HS = 64, BH = 32, N2 = 256 };
     static const int small_c_oc[][2] = {{256, 768}, {256, 256}, {256, 1024}, {1024, 256}, {256, 4096}};
     static const int gpt2_c_oc[][2] = {{768, 2304}, {768, 768}, {768, 3072}, {3072, 768}, {768, 50304}};
-    struct shape shapes[64];
-    char names[64][48];
+    struct shape shapes[40];
     int ns = 0;
+    if (calls < 1) calls = 1;
 
     for (int g = 0; g < 2; g++) {
         const int(*c_oc)[2] = g == 0 ? small_c_oc : gpt2_c_oc;
+        const char *cfg = g == 0 ? "small" : "124M";
         int rows = g == 0 ? NT : N2;
         for (int i = 0; i < 5; i++) {
             int C = c_oc[i][0], OC = c_oc[i][1];
-            snprintf(names[ns], sizeof names[ns], "%s fwd  C=%d OC=%d", g ? "124M" : "small", C, OC);
-            shapes[ns] = (struct shape){names[ns], 0, 1, rows, OC, C, 0, 0, 0, 0}; ns++;
-            snprintf(names[ns], sizeof names[ns], "%s dinp C=%d OC=%d", g ? "124M" : "small", C, OC);
-            shapes[ns] = (struct shape){names[ns], 0, 0, rows, C, OC, 0, 0, 0, 0}; ns++;
-            snprintf(names[ns], sizeof names[ns], "%s dW   C=%d OC=%d", g ? "124M" : "small", C, OC);
-            shapes[ns] = (struct shape){names[ns], 1, 0, OC, C, rows, 0, 0, 0, 0}; ns++;
+            struct shape *s = &shapes[ns];
+            snprintf(s[0].what, sizeof s[0].what, "%s fwd  C=%d OC=%d", cfg, C, OC);
+            s[0].kind = WHOLE; s[0].tA = 0; s[0].tB = 1; s[0].M = rows; s[0].N = OC; s[0].K = C; s[0].beta = 0.0f;
+            snprintf(s[1].what, sizeof s[1].what, "%s dinp C=%d OC=%d", cfg, C, OC);
+            s[1].kind = WHOLE; s[1].tA = 0; s[1].tB = 0; s[1].M = rows; s[1].N = C; s[1].K = OC; s[1].beta = 0.0f;
+            snprintf(s[2].what, sizeof s[2].what, "%s dW   C=%d OC=%d", cfg, C, OC);
+            s[2].kind = WHOLE; s[2].tA = 1; s[2].tB = 0; s[2].M = OC; s[2].N = C; s[2].K = rows; s[2].beta = 1.0f;
+            ns += 3;
         }
-        if (g == 0) {   /* attention of the small config: B*NH = 32 heads, q/k/v rows strided by 3C */
-            int ld3 = 3 * 256;
-            shapes[ns++] = (struct shape){"small att QK^T  (x32 heads)", 0, 1, T, T, HS, BH, ld3, ld3, T};
-            shapes[ns++] = (struct shape){"small att P V   (x32 heads)", 0, 0, T, HS, T, BH, T, ld3, 256};
-            shapes[ns++] = (struct shape){"small att dP=dY V^T (x32)", 0, 1, T, T, HS, BH, 256, ld3, T};
-            shapes[ns++] = (struct shape){"small att dV=P^T dY (x32)", 1, 0, T, HS, T, BH, T, 256, ld3};
-            shapes[ns++] = (struct shape){"small att dQ=dS K (x32)", 0, 0, T, HS, T, BH, T, ld3, ld3};
-            shapes[ns++] = (struct shape){"small att dK=dS^T Q (x32)", 1, 0, T, HS, T, BH, T, ld3, ld3};
+        if (g == 0) {   /* attention of the small config: B*NH = 32 heads of T=256, HS=64 */
+            shapes[ns] = (struct shape){"small attention fwd, 32 heads", ATT_FWD, 0, 0, T, BH, HS, 0.0f};
+            shapes[ns + 1] = (struct shape){"small attention bwd, 32 heads", ATT_BWD, 0, 0, T, BH, HS, 0.0f};
+            ns += 2;
         }
     }
 
-    /* Buffers big enough for every case (heads included), filled once. */
-    size_t big = (size_t)50304 * 768 + (size_t)BH * T * 3 * 256;
-    float *A = aligned_alloc(64, big * sizeof(float));
-    float *B = aligned_alloc(64, big * sizeof(float));
-    float *Cb = aligned_alloc(64, big * sizeof(float));
-    if (!A || !B || !Cb) { fprintf(stderr, "gemm_bench: out of memory\n"); return 1; }
+    /* Buffers big enough for every case, filled once. */
+    size_t big = (size_t)50304 * 768 + (size_t)BH * T * T;
+    struct bufs b = {aligned_alloc(64, big * sizeof(float)), aligned_alloc(64, big * sizeof(float)),
+                     aligned_alloc(64, big * sizeof(float)), aligned_alloc(64, big * sizeof(float))};
+    if (!b.A || !b.B || !b.C || !b.D) { fprintf(stderr, "gemm_bench: out of memory\n"); return 1; }
     for (size_t i = 0; i < big; i++) {
-        A[i] = (float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
-        B[i] = (float)((i * 40503u) % 1000) * 1e-3f - 0.5f;
-        Cb[i] = 0.0f;
+        b.A[i] = (float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
+        b.B[i] = (float)((i * 40503u) % 1000) * 1e-3f - 0.5f;
+        b.C[i] = b.D[i] = 0.0f;
     }
 
     int have[NCAND] = {1, 1, 0};
@@ -216,25 +234,28 @@ int main(int argc, char **argv)
     have[CAND_BLIS] = 1;
     printf("# BLIS arch: %s\n", bli_arch_string(bli_arch_query_id()));
 #endif
-    printf("# triad path: %s; %d OpenMP threads; median of rounds over %.2f s per shape\n",
-           gemm_backend_name(), nthreads, seconds);
-    printf("%-34s %-3s %5s %5s %5s |", "shape (M N K)", "op", "M", "N", "K");
+    printf("# triad path: %s; %d OpenMP threads; best of %d rounds x %d calls\n",
+           gemm_backend_name(), nthreads, rounds, calls);
+    printf("%-31s %-2s %5s %5s %5s |", "shape", "op", "M", "N", "K");
     for (int c = 0; c < NCAND; c++)
         if (have[c]) printf(" %9s", cand_name[c]);
     printf("   GFLOP/s\n");
 
     for (int i = 0; i < ns; i++) {
         const struct shape *s = &shapes[i];
-        printf("%-34s %c%c  %5d %5d %5d |", s->what, s->tA ? 'T' : 'N', s->tB ? 'T' : 'N', s->M,
-               s->N, s->K);
         double g[NCAND];
-        run_shape(s, have, A, B, Cb, seconds, nthreads, g);
+        if (s->kind == WHOLE)
+            printf("%-31s %c%c %5d %5d %5d |", s->what, s->tA ? 'T' : 'N', s->tB ? 'T' : 'N', s->M,
+                   s->N, s->K);
+        else
+            printf("%-31s %-2s %5s %5s %5s |", s->what, "*", "T=256", "", "HS=64");
+        run_shape(s, have, &b, rounds, calls, nthreads, g);
         for (int c = 0; c < NCAND; c++)
             if (have[c]) printf(" %9.1f", g[c]);
         printf("\n");
         fflush(stdout);
     }
     printf("# gemm_peak_gflops(): %.1f\n", gemm_peak_gflops());
-    free(A); free(B); free(Cb);
+    free(b.A); free(b.B); free(b.C); free(b.D);
     return 0;
 }

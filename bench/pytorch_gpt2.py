@@ -41,7 +41,8 @@ def parse_args(argv):
     p.add_argument("--batch", type=int, default=8, help="sequences per step (B)")
     p.add_argument("--vocab", type=int, default=4096, help="vocabulary size (V)")
     p.add_argument("--steps", type=int, default=10, help="timed steps")
-    p.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    p.add_argument("--warmup", type=int, default=5,
+                   help="untimed steps first (the first few are slow: allocator, page faults)")
     p.add_argument("--threads", type=int, default=2, help="intra-op threads")
     p.add_argument("--seed", type=int, default=1337)
     a = p.parse_args(argv)

@@ -2,19 +2,23 @@
  *
  * fp32 is the program's hot path.  On x86-64 with AVX-512 it runs our own
  * packed sgemm (Goto/BLIS loop nest, 14x32 register-blocked micro-kernel),
- * because on the reference machine it beats every BLAS available from Debian
- * (the numbers and the reasoning are in docs/performance.md, "Matmul path").
- * Elsewhere it calls cblas_sgemm.  fp64 is always cblas_dgemm (tests only).
+ * because on the reference machine it beat every BLAS available from Debian
+ * on every one of the program's shapes (numbers and reasoning:
+ * docs/performance.md, "Matmul path").  Without AVX-512, or with
+ * TRIAD_GEMM=blas in the environment, it calls cblas_sgemm instead.
+ * fp64 is always cblas_dgemm (the double-precision tests).
  *
  * Threads: the caller's OpenMP owns the cores.  Outside a parallel region a
  * product is cut into one slice of C per OpenMP thread; inside one (attention
- * runs one (b,h) per thread) it runs on the calling thread alone.  OpenBLAS
- * is held to one thread while our kernel is in use, so its pthreads never
- * wake up to compete with OpenMP's.
+ * runs one (b,h) per thread) it runs on the calling thread alone.  BLAS is
+ * held to one thread (openblas_set_num_threads(1)) on both paths, so its
+ * pthreads never wake up to compete with OpenMP's.
  *
- * Determinism: every element of C is summed in the same order (k in blocks of
- * KC, in sequence) whatever the thread count or the slice it falls in, so a
- * result is bitwise reproducible across calls and across thread counts. */
+ * Determinism: on the AVX-512 path every element of C is summed in the same
+ * order (k in blocks of KC, in sequence) whatever the thread count or the
+ * slice it falls in, so a result is bitwise reproducible across calls and
+ * across thread counts.  On the BLAS path, across calls at a fixed thread
+ * count (the slices are fixed; OpenBLAS on one thread is deterministic). */
 #include "gemm.h"
 
 #include <cblas.h>
@@ -277,43 +281,6 @@ static float *buf_get(float **buf, size_t nfloat)
     return *buf;
 }
 
-/* A software prefetch cursor over a rows x cols block of floats (row stride
- * ld): while one block is multiplied, the source of the next one to be packed
- * is pulled towards L2 a few lines per micro-kernel call, so packing reads
- * from cache instead of waiting on memory. */
-struct prefetch {
-    const char *row0;      /* first line of the first row */
-    long stride;           /* bytes between rows */
-    int rows, lines, row, line;
-};
-
-static void prefetch_set(struct prefetch *f, const float *base, long ld, int rows, int cols)
-{
-    uintptr_t first = (uintptr_t)base & ~(uintptr_t)63;
-    uintptr_t last = ((uintptr_t)(base + cols) - 1) & ~(uintptr_t)63;
-    f->row0 = (const char *)first;
-    f->stride = ld * (long)sizeof(float);
-    f->rows = base && rows > 0 && cols > 0 ? rows : 0;
-    f->lines = (int)((last - first) / 64) + 1;
-    f->row = f->line = 0;
-}
-
-static inline void prefetch_step(struct prefetch *f, int n)
-{
-    for (; n > 0 && f->row < f->rows; n--) {
-        _mm_prefetch(f->row0 + f->row * f->stride + 64L * f->line, _MM_HINT_T1);
-        if (++f->line == f->lines) { f->line = 0; f->row++; }
-    }
-}
-
-/* Source of the op(A) block (rows ic.., k pc..) as a row-major float block. */
-static void prefetch_a(struct prefetch *f, int transA, const float *A, long lda, int ic, int mc,
-                       int pc, int kc)
-{
-    if (transA) prefetch_set(f, A + (long)pc * lda + ic, lda, kc, mc);
-    else prefetch_set(f, A + (long)ic * lda + pc, lda, mc, kc);
-}
-
 /* One thread's share: C(m,n) = alpha op(A) op(B) + beta C, A/B/C already
  * offset to the slice.  Loop nest jc -> pc -> ic -> jr -> ir. */
 AVX512_TARGET
@@ -323,7 +290,6 @@ static void gemm_serial_avx512(int transA, int transB, int m, int n, int k, floa
 {
     float *ap = buf_get(&tl_apack, (size_t)GEMM_MC * GEMM_KC);
     float *bp = buf_get(&tl_bpack, (size_t)GEMM_KC * (GEMM_NC + GEMM_NR));
-    struct prefetch pf;
 
     for (int jc = 0; jc < n; jc += GEMM_NC) {
         int nc = n - jc < GEMM_NC ? n - jc : GEMM_NC;
@@ -336,17 +302,6 @@ static void gemm_serial_avx512(int transA, int transB, int m, int n, int k, floa
                 int mc = m - ic < GEMM_MC ? m - ic : GEMM_MC;
                 pack_a(transA, mc, kc, transA ? A + (long)pc * lda + ic : A + (long)ic * lda + pc,
                        lda, ap);
-                /* The next A block: down M, else the next K block, else none. */
-                if (ic + GEMM_MC < m)
-                    prefetch_a(&pf, transA, A, lda, ic + GEMM_MC,
-                               m - ic - GEMM_MC < GEMM_MC ? m - ic - GEMM_MC : GEMM_MC, pc, kc);
-                else if (pc + GEMM_KC < k)
-                    prefetch_a(&pf, transA, A, lda, 0, m < GEMM_MC ? m : GEMM_MC, pc + GEMM_KC,
-                               k - pc - GEMM_KC < GEMM_KC ? k - pc - GEMM_KC : GEMM_KC);
-                else
-                    prefetch_set(&pf, NULL, 0, 0, 0);
-                int calls = ((nc + GEMM_NR - 1) / GEMM_NR) * ((mc + GEMM_MR - 1) / GEMM_MR);
-                int per_call = (pf.rows * pf.lines + calls - 1) / calls;
                 for (int jr = 0; jr < nc; jr += GEMM_NR) {
                     int nr = nc - jr < GEMM_NR ? nc - jr : GEMM_NR;
                     const float *bpj = bp + (long)jr * kc;
@@ -354,7 +309,6 @@ static void gemm_serial_avx512(int transA, int transB, int m, int n, int k, floa
                         int mr = mc - ir < GEMM_MR ? mc - ir : GEMM_MR;
                         const float *api = ap + (long)ir * kc;
                         float *cij = C + (long)(ic + ir) * ldc + jc + jr;
-                        prefetch_step(&pf, per_call);
                         ukernel_rows[mr](kc, api, bpj, cij, ldc, alpha, beta_p, nr);
                     }
                 }

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "gemm.h"
 #include "pipeline.h"
+#include "plan.h"
 #include "log.h"
 #include "topo.h"
 #include "train.h"
@@ -23,6 +24,7 @@ static void usage(FILE *f)
             "usage: mpirun -n N triad DECK [group.key=value ...]   train as the deck says\n"
             "       triad check DECK [group.key=value ...]         validate the deck, print the effective deck\n"
             "       triad schedule DECK [world=N] [key=value ...]  print the pipeline schedule and its bubble\n"
+            "       triad plan DECK [world=N] [key=value ...]      memory per rank, fit, advice, traffic, bubble\n"
             "       triad --doc                                    print the input reference (docs/input.md)\n"
             "       triad --help | --version\n"
             "\n"
@@ -35,7 +37,7 @@ static void usage(FILE *f)
 
 /* Rank 0 reads and validates; everyone gets the result.  On an error rank 0
  * prints it once and all ranks exit with status 1. */
-static void read_config(struct config *cfg, const char *path, int noverride, char **overrides, int world)
+static void read_config(struct config *cfg, const char *path, int noverride, char **overrides, int world, int plan)
 {
     struct config_error err;
     memset(&err, 0, sizeof err);
@@ -45,7 +47,8 @@ static void read_config(struct config *cfg, const char *path, int noverride, cha
         config_defaults(cfg);
         rc = config_read_file(cfg, path, &err);
         for (int i = 0; rc == 0 && i < noverride; i++) rc = config_override(cfg, overrides[i], &err);
-        if (rc == 0 && (rc = config_validate(cfg, world, &err)) != 0 && !err.file[0])
+        if (rc == 0 && (rc = plan ? plan_validate(cfg, world, &err) : config_validate(cfg, world, &err)) != 0 &&
+            !err.file[0])
             snprintf(err.file, sizeof err.file, "%s", path); /* cross-checks have no line */
         if (rc != 0) config_error_print(stderr, &err);
     }
@@ -75,6 +78,24 @@ static int print_schedule(const struct config *cfg, int world)
     return EXIT_DONE;
 }
 
+/* `triad plan`: the memory, traffic and bubble of a run on world ranks, without launching it. */
+static int print_plan(const struct config *cfg, int world)
+{
+    struct plan p;
+    char err[512], source[256];
+    if (plan_compute(&p, cfg, world, 0, err, sizeof err) != 0) {
+        fprintf(stderr, "error: %s\n", err);
+        return EXIT_ERROR;
+    }
+    double avail = plan_memory_available(cfg, world, source, sizeof source);
+    if (cfg->train.memory_gb <= 0 && avail > 0)
+        snprintf(source + strlen(source), sizeof source - strlen(source),
+                 ": all ranks on this machine; set train.memory_gb for another");
+    plan_print(stdout, &p, cfg, avail, source);
+    plan_free(&p);
+    return EXIT_DONE;
+}
+
 static char *echo_deck(const struct config *cfg)
 {
     char *text = NULL;
@@ -89,6 +110,10 @@ static char *echo_deck(const struct config *cfg)
 int main(int argc, char **argv)
 {
     int provided, rank, world;
+    /* Open MPI 4.1's shared-file-pointer component (sharedfp/sm) can hang in
+     * MPI_File_open when two jobs open files at the same time; HDF5 never uses
+     * shared file pointers, so leave it out unless the user chose otherwise. */
+    setenv("OMPI_MCA_sharedfp", "^sm", 0);
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
@@ -111,8 +136,8 @@ int main(int argc, char **argv)
         if (rank == 0) config_doc_markdown(stdout);
         exit_all(EXIT_DONE);
     }
-    int check = !strcmp(cmd, "check"), schedule = !strcmp(cmd, "schedule");
-    int first = check || schedule ? 2 : 1;
+    int check = !strcmp(cmd, "check"), schedule = !strcmp(cmd, "schedule"), plan = !strcmp(cmd, "plan");
+    int first = check || schedule || plan ? 2 : 1;
     if (first >= argc || argv[first][0] == '-') {
         if (rank == 0) {
             fprintf(stderr, "error: %s\n", first >= argc ? "no deck given" : "unknown option");
@@ -121,10 +146,10 @@ int main(int argc, char **argv)
         exit_all(EXIT_ERROR);
     }
 
-    /* `schedule` plans for world=N ranks without launching them */
+    /* `schedule` and `plan` plan for world=N ranks without launching them */
     int nover = argc - first - 1;
     char **over = argv + first + 1;
-    if (schedule && nover > 0 && !strncmp(over[0], "world=", 6)) {
+    if ((schedule || plan) && nover > 0 && !strncmp(over[0], "world=", 6)) {
         world = atoi(over[0] + 6);
         if (world < 1) {
             if (rank == 0) fprintf(stderr, "error: world=%s is not a positive rank count\n", over[0] + 6);
@@ -132,14 +157,17 @@ int main(int argc, char **argv)
         }
         nover--;
         over++;
-    } else if (schedule) {
+    } else if (schedule || plan) {
         world = 0; /* the deck's tp * pp * dp, dp = 0 taken as 1 */
     }
     struct config cfg;
-    read_config(&cfg, argv[first], nover, over, world);
-    if (schedule) {
-        if (world == 0) world = (int)(cfg.parallel.tp * cfg.parallel.pp * (cfg.parallel.dp ? cfg.parallel.dp : 1));
-        int status = rank == 0 ? print_schedule(&cfg, world) : EXIT_DONE;
+    read_config(&cfg, argv[first], nover, over, world, plan);
+    if (schedule || plan) {
+        if (world == 0) {
+            world = (int)(cfg.parallel.tp * cfg.parallel.pp * (cfg.parallel.dp ? cfg.parallel.dp : 1));
+            if (plan) read_config(&cfg, argv[first], nover, over, world, plan); /* the checks that need it */
+        }
+        int status = rank != 0 ? EXIT_DONE : schedule ? print_schedule(&cfg, world) : print_plan(&cfg, world);
         exit_all(status);
     }
     char *deck = echo_deck(&cfg);

@@ -21,6 +21,7 @@
 #include "model.h"
 #include "optim.h"
 #include "pipeline_exec.h"
+#include "plan.h"
 
 /* Set by SIGUSR1/SIGTERM; read at step boundaries, agreed over all ranks. */
 static volatile sig_atomic_t stop_requested = 0;
@@ -151,6 +152,7 @@ static void setup(struct run *r)
         trace_init(&r->trace);
         r->exec.trace = &r->trace;
     }
+    plan_check(cfg, g); /* refuse, with the plan's advice, what would not fit */
     model_init(&r->model, &d, r->micro_batch, nslots, (uint64_t)cfg->train.seed);
     optim_init(&r->optim, &r->model, cfg, g);
     overlap_init(&r->overlap, &r->model, &r->comm, cfg->parallel.overlap_grad_reduce && !r->optim.zero,
@@ -181,6 +183,7 @@ static void setup(struct run *r)
     log_info("per rank: %d micro-batch(es) of %d sequences, %d in flight; memory %.1f MiB state + %.1f MiB "
              "activations (rank 0)\n", r->n_micro, r->micro_batch, nslots, state / 1048576.0,
              r->model.act_bytes / 1048576.0);
+    plan_log_allocated(&r->model, &r->optim, g);
     if (g->pp > 1) {
         long num, den;
         double b = pp_bubble_formula(g->pp, d.v, r->n_micro, &num, &den);

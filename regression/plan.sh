@@ -1,0 +1,93 @@
+#!/bin/sh
+# The memory planner (triad plan, src/plan.c): its parameter, gradient,
+# optimizer and activation bytes equal to the byte what runs allocate, and its
+# traffic per step what they count, for several layouts; the 175B plan; a
+# deck too large for its memory refused before training with the plan's
+# advice; bad decks fail cleanly.  (Its peak against the measured resident
+# set: bench/plan_vs_rss.sh; memory is never measured in a test.)
+. "$(dirname "$0")/lib.sh"
+
+deck="$DECKS/tiny.nml"
+common="train.steps=3 train.warmup_steps=0 train.peak_gflops=1"
+
+# layout NAME NP OVERRIDES...: plan and run; allocated bytes and step-2 traffic compared
+layout() {
+    name=$1; np=$2; shift 2
+    "$TRIAD" plan "$deck" world="$np" $common "$@" > "$scratch/$name.plan" 2>&1
+    ok $? "$name: triad plan"
+    triad_run "$np" "$deck" $common "$@" io.run_dir="'$scratch/$name'"
+    st=$?
+    ok $st "$name: runs on $np ranks"
+    [ $st -eq 0 ] || { diag < "$scratch/last.out"; return; }
+    sed -n 's/^  stage \([0-9]*\): parameters/\1: parameters/p' "$scratch/$name.plan" > "$scratch/$name.want"
+    sed -n 's/^memory allocated, stage \([0-9]*\): parameters/\1: parameters/p' "$scratch/last.out" > "$scratch/$name.got"
+    [ -s "$scratch/$name.want" ] && cmp -s "$scratch/$name.want" "$scratch/$name.got"
+    st=$?
+    [ $st -eq 0 ] || { echo "planned:"; cat "$scratch/$name.want"; echo "allocated:"; cat "$scratch/$name.got"; } | diag
+    ok $st "$name: planned parameter, gradient, optimizer and activation bytes equal the allocated, every stage"
+    want=$(sed -n 's/^  stage 0 traffic per step: tp \([0-9]*\), dp \([0-9]*\), pp \([0-9]*\),.*/\1 \2 \3/p' "$scratch/$name.plan")
+    "$PYTHON3" - "$scratch/$name/metrics.h5" $want <<'PY'
+import sys, h5py
+with h5py.File(sys.argv[1]) as f:
+    got = [f["metrics/comm_%s_bytes" % g][1] for g in ("tp", "dp", "pp")]
+want = [float(x) for x in sys.argv[2:]]
+print("# step 2, rank 0: counted tp dp pp", got, "planned", want)
+sys.exit(int(len(want) != 3 or got != want))
+PY
+    ok $? "$name: planned traffic per step (tp, dp, pp) equals the bytes counted on rank 0"
+}
+layout one       1
+layout tp2       2 parallel.tp=2
+layout tp2sp     2 parallel.tp=2 parallel.sequence_parallel=.true.
+layout pp2       2 parallel.pp=2 train.micro_batch_size=2
+layout dp2zero   2 parallel.zero_stage=1
+layout 3d        8 parallel.tp=2 parallel.pp=2 train.micro_batch_size=2
+layout 3dfull    8 parallel.tp=2 parallel.pp=2 train.micro_batch_size=2 train.recompute=full
+layout selective 1 train.recompute=selective
+layout inter     2 parallel.pp=2 parallel.schedule=interleaved parallel.virtual_stages=2 model.n_layer=4 train.micro_batch_size=2
+
+# GPT-3 175B on 64 GPUs: planned here, launched nowhere
+out="$scratch/175b.plan"
+"$TRIAD" plan "$top_srcdir/input/gpt3_175b_64gpu.nml" world=64 > "$out" 2>&1
+ok $? "triad plan input/gpt3_175b_64gpu.nml world=64"
+grep -q "174604259328 parameters (174.6 billion), 650.5 GiB in fp32 (698.4 GB)" "$out"
+ok $? "175B: 174,604,259,328 parameters (V C + T C + L (12 C^2 + 13 C) + 2 C), 698 GB in fp32"
+grep -q "plan for 64 ranks = tp 8 x dp 1 x pp 8" "$out" && grep -q "bubble: (p-1)/(v\*m+p-1) = 7/71" "$out"
+ok $? "175B: the grid and the bubble 7/71"
+grep -q "^DOES NOT FIT" "$out" && grep -q "recompute 'none' -> 'full' .* fits" "$out"
+ok $? "175B: does not fit 80 GiB as it stands; recompute = 'full' is suggested and fits"
+"$PYTHON3" - "$out" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+floats = sum(int(x) for x in re.findall(r"stage \d+: parameters (\d+)", text)) // 4
+L, C, T, V, Vp, tp = 96, 12288, 2048, 50257, 51200, 8
+logical = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
+# every tp rank of a stage holds its shard of the split tensors and a whole copy of the replicated ones
+# (wpe, LayerNorms, row-parallel biases: T C + L 6C + 2C); the tied wte is held by the first and the last
+# stage, padded to Vp rows; each tensor is padded to 16 floats
+want = logical + (Vp - V) * C + Vp * C + (tp - 1) * (T * C + L * 6 * C + 2 * C)
+print(f"# tp x per-rank parameter floats {tp * floats}, logical {logical}, with copies and padding {want}")
+sys.exit(int(not 0 <= tp * floats - want < tp * 8 * 16 * 16))
+PY
+ok $? "175B: the stages' parameter bytes add up to the 174.6e9 parameters (+ replicas, the second wte, padding)"
+
+# Too little memory: refused before anything is allocated, with the advice
+triad_run 2 "$deck" $common parallel.tp=2 train.memory_gb=0.02 io.run_dir="'$scratch/small'"
+st=$?
+[ $st -eq 1 ] && grep -q "error: not enough memory: the plan needs" "$scratch/last.out" &&
+    grep -q "^suggestions" "$scratch/last.out" && grep -q "DOES NOT FIT" "$scratch/last.out" && [ ! -d "$scratch/small" ]
+ok $? "memory_gb too small: exit status 1 before training, with the plan and its suggestions"
+diag < "$scratch/last.out"
+
+# Bad decks fail cleanly
+"$TRIAD" plan "$top_srcdir/regression/bad/heads_not_dividing.nml" > "$scratch/bad.out" 2>&1
+st=$?
+[ $st -eq 1 ] && grep -q "error:" "$scratch/bad.out"
+ok $? "triad plan of a bad deck: exit status 1 with the error"
+"$TRIAD" plan "$deck" world=3 parallel.tp=2 > "$scratch/bad.out" 2>&1
+st=$?
+[ $st -eq 1 ] && grep -q "3 ranks cannot be split" "$scratch/bad.out"
+ok $? "triad plan world=3 with tp = 2: exit status 1, the world does not split"
+"$TRIAD" plan "$deck" train.device=cuda > "$scratch/cuda.out" 2>&1 && grep -q "fit not checked" "$scratch/cuda.out"
+ok $? "device = 'cuda' without memory_gb: planned, fit not checked"
+done_testing

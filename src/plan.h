@@ -1,0 +1,101 @@
+/* plan.h -- the memory, communication and bubble planner (DESIGN.md: plan.c).
+ *
+ * A plan is a pure function of (config, world): for every pipeline stage
+ * (one rank class; the tp and dp ranks of a stage are alike) the bytes one
+ * rank holds, built from the allocator's own sizes (model_tensor_size,
+ * model_slot_floats, model_scratch_floats, pp_peak_bound) so that it cannot
+ * drift from what a run allocates; the bytes each rank moves per step over
+ * each communicator (the amounts comm.c counts); the pipeline bubble.
+ * `triad plan DECK` prints it; every run checks it before it allocates. */
+#ifndef TRIAD_PLAN_H
+#define TRIAD_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "comm.h"
+#include "config.h"
+#include "topo.h"
+
+struct model;
+struct optim;
+
+/* The rows of a rank's memory, in bytes.  The resident ones stay for the
+ * whole run; of the transient ones only one exists at a time, so the peak is
+ * the resident sum plus the largest transient. */
+enum plan_mem {
+    PM_PARAMS,    /* fp32 parameters, every tensor 64-byte aligned */
+    PM_GRADS,     /* gradients, laid out like the parameters, + the embedding's share of wte's */
+    PM_OPTIM,     /* AdamW m and v (ZeRO-1: a 1/dp slice each, + the reduced gradient slice) */
+    PM_ACTS,      /* activation slots (micro-batches in flight + 2 look-ahead) + the shared scratch */
+    PM_WORK,      /* gemm packing buffers, per thread */
+    PM_RUNTIME,   /* MPI, HDF5, the libraries, the heap (a measured constant) */
+    PM_RESIDENT,  /* -- the transient ones: */
+    PM_COMM = PM_RESIDENT, /* MPI's scratch for its largest collective (Open MPI 4.1, measured) */
+    PM_CKPT,      /* ZeRO-1: the full m and v gathered while a checkpoint is written or read */
+    PM_PROBE,     /* the start-up sgemm that measures the peak rate (unless train.peak_gflops is set) */
+    PM_COUNT
+};
+
+struct plan_stage {
+    int pp_rank, Lp;          /* Lp: layers on the rank */
+    int in_flight, slots;     /* micro-batches (x chunks) the schedule holds at once; slots allocated */
+    size_t params;            /* parameter elements on the rank (unpadded) */
+    size_t bytes[PM_COUNT];
+    size_t peak;              /* the resident bytes + the largest transient */
+    size_t slot_bytes, scratch_bytes;
+    size_t act_by_recompute[3]; /* activations with recompute = none, selective, full (all layers) */
+    double comm[CG_COUNT];    /* bytes per step this rank contributes (as comm.c counts them) */
+};
+
+struct plan {
+    int world, tp, dp, pp, v, B, m; /* B sequences per micro-batch, m micro-batches per replica */
+    int sp, zero, overlap, recompute, threads, cuda;
+    int64_t logical_params;
+    long bubble_num, bubble_den;
+    double bubble;
+    struct plan_stage *stage; /* [pp] */
+    size_t peak;              /* the largest stage peak */
+    int peak_stage;
+};
+
+/* Bytes of the fixed runtime (PM_RUNTIME) and of the CUDA runtime reserve. */
+#define PLAN_RUNTIME_CPU ((size_t)22 << 20)
+#define PLAN_RUNTIME_CUDA ((size_t)2 << 30)
+
+/* Plan cfg (validated for `world`) on world ranks.  threads = OpenMP threads
+ * per rank (0: the deck's train.threads, else omp_get_max_threads()).
+ * Returns 0, or -1 with the reason in err. */
+int plan_compute(struct plan *p, const struct config *cfg, int world, int threads, char *err, size_t errlen);
+void plan_free(struct plan *p);
+
+/* config_validate for a plan: as for a run on world ranks, but any device
+ * (the CUDA backend need not be built to plan for it). */
+int plan_validate(const struct config *cfg, int world, struct config_error *err);
+
+/* Memory per rank in bytes for the fit check: train.memory_gb if set;
+ * else on the CPU the physical memory (or the cgroup limit, if lower) over
+ * ranks_per_node; 0 when unknown (a device without memory_gb).  *source
+ * says where the number came from. */
+double plan_memory_available(const struct config *cfg, int ranks_per_node, char *source, size_t len);
+
+/* The full report of `triad plan`: the model, memory per stage (with and
+ * without recomputation), the fit against `avail` bytes (0: unknown), the
+ * suggestions when it does not fit, communication per step, the bubble. */
+void plan_print(FILE *f, const struct plan *p, const struct config *cfg, double avail, const char *avail_source);
+
+/* The suggestions alone: modified decks re-planned, the largest saving
+ * first, each with its new peak.  Prints nothing when none helps. */
+void plan_print_advice(FILE *f, const struct plan *p, const struct config *cfg, double avail);
+
+/* Before a run allocates: if this rank's stage needs more memory than it
+ * has, rank 0 prints the plan and the advice and every rank exits with
+ * status 1.  Collective over g->world_comm. */
+void plan_check(const struct config *cfg, const struct grid *g);
+
+/* The exact bytes a run allocated, one line per stage (from its tp 0, dp 0
+ * rank), in the words `triad plan` prints them.  Collective. */
+void plan_log_allocated(const struct model *m, const struct optim *o, const struct grid *g);
+
+#endif
