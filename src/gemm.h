@@ -16,7 +16,8 @@ void gemm_f64(int transA, int transB, int M, int N, int K, double alpha,
 const char *gemm_backend_name(void);
 
 /* This path's sgemm rate in GFLOP/s on this rank's threads, measured now on
- * a 1024^3 product (best of a few, about 0.1 s): the peak for MFU. */
+ * a 1024^3 product (best of 5 after a warm-up, about 0.05 s): the peak for
+ * MFU. */
 double gemm_peak_gflops(void);
 
 #endif

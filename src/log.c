@@ -63,6 +63,11 @@ void die_all(const char *hint, const char *fmt, ...)
         if (hint && *hint) fprintf(stderr, "  hint: %s\n", hint);
         fflush(stderr);
     }
+    /* the launcher may kill the job at the first exit: let rank 0 finish printing */
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (inited && !finalized) MPI_Barrier(MPI_COMM_WORLD);
     exit_all(1);
 }
 

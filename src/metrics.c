@@ -185,6 +185,12 @@ static int write_comm(hid_t file, const struct comm_counts *cc)
     return rc;
 }
 
+int metrics_flush(struct metrics_file *mf)
+{
+    if (mf->file < 0) return 0;
+    return H5Fflush(mf->file, H5F_SCOPE_GLOBAL) < 0 ? -1 : 0;
+}
+
 int metrics_close(struct metrics_file *mf, const double *timer_totals_all, int world,
                   const struct comm_counts *comm_totals)
 {

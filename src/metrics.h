@@ -77,6 +77,9 @@ struct metrics_file {
 int metrics_open(struct metrics_file *mf, const char *run_dir, const char *deck, int64_t first_step,
                  int flush_every, char *err, size_t errlen);
 int metrics_append(struct metrics_file *mf, const struct step_metrics *s);
+/* Flush to disk now (with every checkpoint, so a killed run's metrics reach
+ * its last checkpoint). */
+int metrics_flush(struct metrics_file *mf);
 /* Store per-rank timer totals (gathered) as /timers/<name> [world] and this
  * rank's communication totals as /comm/{bytes,calls,seconds}, then close. */
 int metrics_close(struct metrics_file *mf, const double *timer_totals_all, int world,

@@ -244,6 +244,7 @@ static void save_checkpoint(struct run *r)
     struct ckpt_state st = {r->step, r->tokens};
     double t0 = wtime();
     timer_start(&r->timers, T_IO);
+    if (r->g->rank == 0 && metrics_flush(&r->metrics) != 0) log_warn("flushing metrics.h5 failed");
     optim_gather_full(&r->optim, &r->model, &r->comm); /* ZeRO: the whole state, for a reshardable file */
     int rc = ckpt_save(r->cfg->io.run_dir, &st, &r->model, &r->optim, r->deck, r->g,
                        (int)r->cfg->io.keep_checkpoints, err, sizeof err);
