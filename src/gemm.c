@@ -179,7 +179,7 @@ static inline __attribute__((always_inline)) void transpose16(__m512 r[16])
 }
 
 /* Packed A: panels of MR rows; panel p holds op(A)(p*MR + i, k) at [k*MR + i].
- * Rows past m are zero so the micro-kernel never branches on edges. */
+ * Rows past m are zeroed; the edge kernels (ukernel_rows) never read them. */
 AVX512_TARGET
 static void pack_a(int transA, int m, int kc, const float *A, long lda, float *ap)
 {
