@@ -52,7 +52,8 @@ static inline double tap_max_relerr(const double *a, const double *b, size_t n, 
     for (size_t i = 0; i < n; i++) {
         double den = fabs(b[i]) > floor_ ? fabs(b[i]) : floor_;
         double e = fabs(a[i] - b[i]) / den;
-        if (!(e <= worst)) worst = e; /* NaN propagates as a failure */
+        if (isnan(e)) return INFINITY; /* a NaN is a failure, whatever follows */
+        if (e > worst) worst = e;
     }
     return worst;
 }
