@@ -45,6 +45,8 @@ def parse_args(argv):
                    help="untimed steps first (the first few are slow: allocator, page faults)")
     p.add_argument("--threads", type=int, default=2, help="intra-op threads")
     p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--foreach", action="store_true",
+                   help="AdamW(foreach=True): multi-tensor update (PyTorch 1.13's CPU default is off)")
     a = p.parse_args(argv)
     if a.d_model % a.heads:
         p.error(f"--heads {a.heads} must divide --d-model {a.d_model}")
@@ -140,7 +142,7 @@ def main():
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                              {"params": no_decay, "weight_decay": 0.0}],
-                            lr=6e-4, betas=(0.9, 0.95), eps=1e-8)
+                            lr=6e-4, betas=(0.9, 0.95), eps=1e-8, foreach=args.foreach or None)
     gen = torch.Generator().manual_seed(args.seed)
     total = args.warmup + args.steps
     times = []
