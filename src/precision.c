@@ -1,0 +1,105 @@
+/* precision.c -- bf16 and fp16 conversions, rounding and storage. */
+#include "precision.h"
+
+#include <math.h>
+#include <string.h>
+
+enum precision precision_from_name(const char *name)
+{
+    return strcmp(name, "bf16") == 0 ? PREC_BF16 : strcmp(name, "fp16") == 0 ? PREC_FP16 : PREC_FP32;
+}
+
+const char *precision_name(enum precision p)
+{
+    return p == PREC_BF16 ? "bf16" : p == PREC_FP16 ? "fp16" : "fp32";
+}
+
+size_t precision_bytes(enum precision p) { return p == PREC_FP32 ? 4 : 2; }
+
+static uint32_t bits_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float float_of(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+uint16_t bf16_from_f32(float f)
+{
+    uint32_t u = bits_of(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u); /* ties to the even upper half; overflow carries into Inf */
+    return (uint16_t)(u >> 16);
+}
+
+float f32_from_bf16(uint16_t h) { return float_of((uint32_t)h << 16); }
+
+uint16_t fp16_from_f32(float f)
+{
+    uint32_t u = bits_of(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu)); /* quiet NaN */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 (the tie above 65504): Inf */
+    if (a < 0x38800000u) /* below 2^-14: a multiple of 2^-24, scaled exactly and rounded to even */
+        return (uint16_t)(sign | (uint32_t)lrintf(float_of(a) * 16777216.0f));
+    uint32_t r = a - 0x38000000u; /* rebias the exponent from 127 to 15 */
+    r += 0x0fffu + ((r >> 13) & 1u);
+    return (uint16_t)(sign | (r >> 13));
+}
+
+float f32_from_fp16(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+    if (e == 0) { /* zero or subnormal: mant * 2^-24, exact in fp32 */
+        float v = (float)mant * (1.0f / 16777216.0f);
+        return float_of(bits_of(v) | sign);
+    }
+    if (e == 31) return float_of(sign | 0x7f800000u | (mant << 13));
+    return float_of(sign | ((e + 112u) << 23) | (mant << 13));
+}
+
+void lp_round(enum precision p, float *x, size_t n)
+{
+    if (p == PREC_BF16) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+        for (size_t i = 0; i < n; i++) x[i] = f32_from_bf16(bf16_from_f32(x[i]));
+    } else if (p == PREC_FP16) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+        for (size_t i = 0; i < n; i++) x[i] = f32_from_fp16(fp16_from_f32(x[i]));
+    }
+}
+
+void lp_pack(enum precision p, uint16_t *dst, const float *src, size_t n)
+{
+    if (p == PREC_BF16) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+        for (size_t i = 0; i < n; i++) dst[i] = bf16_from_f32(src[i]);
+    } else {
+#pragma omp parallel for schedule(static) if (n > 65536)
+        for (size_t i = 0; i < n; i++) dst[i] = fp16_from_f32(src[i]);
+    }
+}
+
+void lp_unpack(enum precision p, float *dst, const uint16_t *src, size_t n)
+{
+    if (p == PREC_BF16) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+        for (size_t i = 0; i < n; i++) dst[i] = f32_from_bf16(src[i]);
+    } else {
+#pragma omp parallel for schedule(static) if (n > 65536)
+        for (size_t i = 0; i < n; i++) dst[i] = f32_from_fp16(src[i]);
+    }
+}
+
+size_t count_nonfinite(const float *x, size_t n)
+{
+    size_t bad = 0;
+#pragma omp parallel for schedule(static) reduction(+ : bad) if (n > 65536)
+    for (size_t i = 0; i < n; i++) bad += (bits_of(x[i]) & 0x7f800000u) == 0x7f800000u;
+    return bad;
+}

@@ -1,0 +1,36 @@
+/* precision.h -- the low-precision storage formats (DESIGN.md §4, mixed
+ * precision): bf16 and IEEE fp16 as real 16-bit formats with
+ * round-to-nearest-even conversion, used on the CPU to store and round the
+ * parameters and activations that a GPU would keep in 16 bits. */
+#ifndef TRIAD_PRECISION_H
+#define TRIAD_PRECISION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum precision { PREC_FP32, PREC_BF16, PREC_FP16 };
+
+/* From the deck's train.precision ("fp32", "bf16", "fp16"). */
+enum precision precision_from_name(const char *name);
+const char *precision_name(enum precision p);
+/* Bytes of one stored element. */
+size_t precision_bytes(enum precision p);
+
+/* One value.  Round-to-nearest-even; NaN stays a (quiet) NaN; fp16 values of
+ * magnitude >= 65520 become infinities, those below 2^-24 / 2 zero, the rest
+ * below 2^-14 subnormals. */
+uint16_t bf16_from_f32(float f);
+float f32_from_bf16(uint16_t h);
+uint16_t fp16_from_f32(float f);
+float f32_from_fp16(uint16_t h);
+
+/* x[i] = the nearest value of format p (no-op for fp32). */
+void lp_round(enum precision p, float *x, size_t n);
+/* Store n values in format p (rounding), and load them back (exact). */
+void lp_pack(enum precision p, uint16_t *dst, const float *src, size_t n);
+void lp_unpack(enum precision p, float *dst, const uint16_t *src, size_t n);
+
+/* Number of NaN or infinite elements. */
+size_t count_nonfinite(const float *x, size_t n);
+
+#endif
