@@ -235,6 +235,24 @@ static int read_attr_i64(hid_t obj, const char *name, int64_t *v)
     return rc < 0 ? -1 : 0;
 }
 
+static void attr_f64(hid_t obj, const char *name, double v)
+{
+    hid_t s = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(obj, name, H5T_NATIVE_DOUBLE, s, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, H5T_NATIVE_DOUBLE, &v);
+    H5Aclose(a);
+    H5Sclose(s);
+}
+
+static int read_attr_f64(hid_t obj, const char *name, double *v)
+{
+    if (H5Aexists(obj, name) <= 0) return -1;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    herr_t rc = H5Aread(a, H5T_NATIVE_DOUBLE, v);
+    H5Aclose(a);
+    return rc < 0 ? -1 : 0;
+}
+
 static void attr_str(hid_t obj, const char *name, const char *text)
 {
     hid_t t = H5Tcopy(H5T_C_S1);
@@ -343,7 +361,8 @@ static int transfer(hid_t f, const struct model *m, const struct optim *o, int w
                     const struct grid *g, char *err, size_t errlen)
 {
     const char *prefix[3] = {"/model", "/optim/m", "/optim/v"};
-    float *const *base[3] = {m->param, o ? o->m : NULL, o ? o->v : NULL};
+    /* mixed precision: the fp32 master weights are the model */
+    float *const *base[3] = {o && o->master_mem ? o->master : m->param, o ? o->m : NULL, o ? o->v : NULL};
     int np = with_optim ? 3 : 1, per = datasets_per_prefix(m);
     struct walk_ctx w = {g, xcalloc((size_t)per * np, sizeof(uint64_t)), 0, err, errlen};
     int rc = 0;
@@ -379,6 +398,10 @@ int ckpt_save(const char *run_dir, const struct ckpt_state *st, const struct mod
         attr_i64(f, "format_version", CKPT_FORMAT_VERSION);
         attr_i64(f, "step", st->step);
         attr_i64(f, "tokens", st->tokens);
+        attr_i64(f, "optimizer_updates", st->updates);
+        attr_f64(f, "loss_scale", st->loss_scale);
+        attr_i64(f, "loss_scale_good_steps", st->good_steps);
+        attr_i64(f, "loss_scale_hysteresis_left", st->hysteresis_left);
         attr_i64(f, "tp", g->tp);
         attr_i64(f, "dp", g->dp);
         attr_i64(f, "pp", g->pp);
@@ -417,6 +440,13 @@ static int load(const char *path, struct model *m, struct optim *o, struct ckpt_
     if (rc == 0 && st && (read_attr_i64(f, "step", &st->step) || read_attr_i64(f, "tokens", &st->tokens))) {
         snprintf(err, errlen, "%s has no step/tokens attributes: not a triad checkpoint", path);
         rc = -1;
+    }
+    if (rc == 0 && st) { /* optional: absent in files from before mixed precision */
+        st->has_scaler = read_attr_i64(f, "optimizer_updates", &st->updates) == 0 &&
+                         read_attr_f64(f, "loss_scale", &st->loss_scale) == 0 &&
+                         read_attr_i64(f, "loss_scale_good_steps", &st->good_steps) == 0 &&
+                         read_attr_i64(f, "loss_scale_hysteresis_left", &st->hysteresis_left) == 0;
+        if (!st->has_scaler) st->updates = st->step;
     }
     H5Fclose(f);
     return agree(rc, err, errlen, g);

@@ -13,8 +13,12 @@
 #define CKPT_FORMAT_VERSION 1
 
 struct ckpt_state {
-    int64_t step;   /* optimizer steps done */
-    int64_t tokens; /* tokens trained on */
+    int64_t step;      /* optimizer steps done (skipped ones included) */
+    int64_t tokens;    /* tokens trained on */
+    int64_t updates;   /* AdamW updates applied (steps not skipped) */
+    double loss_scale; /* the dynamic loss scaler (scaler.h) */
+    int64_t good_steps, hysteresis_left;
+    int has_scaler;    /* read: the file carries the four above */
 };
 
 /* Write <run_dir>/ckpt_<step>.h5 atomically (temporary name, close, fsync,

@@ -125,8 +125,11 @@ static int check_features(const struct config *cfg, struct config_error *err)
     if (cfg->parallel.zero_stage > 1)
         return not_yet(err, "set zero_stage = 1 (optimizer state sharded) or 0",
                        "gradient sharding (zero_stage = %" PRId64 ")", cfg->parallel.zero_stage);
-    if (!config_is(cfg->train.precision, "fp32"))
-        return not_yet(err, "set precision = 'fp32'", "precision = '%s'", cfg->train.precision);
+    if (config_is(cfg->train.precision, "fp16") && cfg->train.loss_scale_min > cfg->train.loss_scale) {
+        config_set_what(err, 0, 0, "loss_scale_min = %g is above the initial loss_scale = %g", cfg->train.loss_scale_min,
+                        cfg->train.loss_scale);
+        return config_set_hint(err, "set loss_scale_min <= loss_scale");
+    }
     if (config_is(cfg->train.device, "cuda"))
         return not_yet(err, "set device = 'cpu'", "the CUDA backend (device = 'cuda')");
     return 0;

@@ -1,6 +1,7 @@
 /* diag.c -- consistency checks across replicas and tensor-parallel ranks. */
 #include "diag.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,6 +102,56 @@ void diag_check_consistency(const struct model *m, const struct grid *g, const s
     }
     free(all);
     exit_all(1);
+}
+
+/* The grid's least key and the name the rank holding it gives (keys are
+ * LONG_MAX where a rank has none); returns 0 if no rank has one. */
+static int grid_first(const struct grid *g, long key, const char *mine, char *name, size_t len)
+{
+    struct { long key; int rank; } in = {key, g->rank}, out;
+    MPI_CHECK(MPI_Allreduce(&in, &out, 1, MPI_LONG_INT, MPI_MINLOC, g->world_comm));
+    if (out.key == LONG_MAX) return 0;
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", mine);
+    MPI_CHECK(MPI_Bcast(buf, sizeof buf, MPI_CHAR, out.rank, g->world_comm));
+    snprintf(name, len, "%s (world rank %d)", buf, out.rank);
+    return 1;
+}
+
+void diag_report_nonfinite(const struct model *m, const struct grid *g, int64_t first, int64_t last)
+{
+    char pname[64] = "", out[96] = "", par[96] = "";
+    int has_p = model_first_nonfinite_param(m, pname, sizeof pname);
+    /* parameters in forward order: this rank's first global layer decides */
+    long pkey = has_p ? (long)model_global_layer(&m->d, 0) : LONG_MAX;
+    if (has_p && (model_has_embedding(&m->d) && (strcmp(pname, "wte") == 0 || strcmp(pname, "wpe") == 0))) pkey = -1;
+    int found_out = grid_first(g, m->bad_order, m->bad_name, out, sizeof out);
+    int found_par = grid_first(g, pkey, pname, par, sizeof par);
+    die_all("lower train.lr, raise train.warmup_steps or keep train.grad_clip on; with fp16 try bf16 (fp32's range); "
+            "the checkpoints in io.run_dir are intact: restart from one before the trouble",
+            "the loss was not finite for %lld steps in a row (steps %lld-%lld). First non-finite forward output: %s. "
+            "Non-finite parameter: %s", (long long)(last - first + 1), (long long)first, (long long)last,
+            found_out ? out : last > first ? "none seen (the inputs or the loss itself)"
+                                            : "not watched (diag.nonfinite_steps = 1)",
+            found_par ? par : "none (all parameters are finite)");
+}
+
+void diag_inject_nan(struct model *m, const char *name)
+{
+    int layer = -1, id = -1, n = 0;
+    const char *base = name;
+    if (sscanf(name, "h.%d/%n", &layer, &n) == 1 && n > 0) base = name + n;
+    for (int i = 0; i < NUM_PARAMS; i++)
+        if (strcmp(param_table[i].name, base) == 0 && (layer >= 0) == param_table[i].per_layer) id = i;
+    if (id < 0 || layer >= m->d.L)
+        die_all("name a parameter as checkpoints do: wte, wpe, lnf_w, lnf_b, or h.<layer>/<name> with layer < "
+                "n_layer (ln1_w, qkv_w, attproj_w, fc_w, fcproj_w, ...)",
+                "diag.inject_tensor = '%s' names no parameter of this model", name);
+    int j = layer >= 0 ? model_local_layer(&m->d, layer) : 0;
+    if (m->size[id] == 0 || j < 0) return;
+    size_t per = m->size[id] / (size_t)(layer >= 0 ? m->d.Lp : 1);
+    m->param[id][(size_t)j * per] = NAN;
+    log_warn("diag.inject_nan_step: set an element of %s to NaN", name);
 }
 
 void diag_corrupt(struct model *m)

@@ -17,6 +17,17 @@
 void diag_check_consistency(const struct model *m, const struct grid *g, const struct config *cfg,
                             int64_t step);
 
+/* The loss has not been finite for steps first..last: name the first
+ * forward output that went non-finite (model->watch found it) and the first
+ * non-finite parameter, over the whole grid, and stop every rank with
+ * status 1 (the checkpoints already written stay).  Collective. */
+void diag_report_nonfinite(const struct model *m, const struct grid *g, int64_t first, int64_t last);
+
+/* Testing aid (diag.inject_nan_step): set element 0 of this rank's part of
+ * parameter `name` ("h.3/fc_w", "wte") to NaN where this rank holds it.
+ * An unknown name stops the run.  Collective. */
+void diag_inject_nan(struct model *m, const char *name);
+
 /* Testing aid (diag.corrupt_rank): perturb one replicated parameter here. */
 void diag_corrupt(struct model *m);
 

@@ -1,6 +1,7 @@
 /* model.c -- GPT-2 forward and backward on this rank's layers. */
 #include "model.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,6 +99,7 @@ void model_dims_init(struct model_dims *d, const struct config *cfg, const struc
     d->recompute = config_is(cfg->train.recompute, "full")        ? RECOMPUTE_FULL
                    : config_is(cfg->train.recompute, "selective") ? RECOMPUTE_SELECTIVE
                                                                   : RECOMPUTE_NONE;
+    d->prec = precision_from_name(cfg->train.precision);
     int64_t n = cfg->train.recompute_layers;
     d->Lr = d->recompute != RECOMPUTE_FULL ? 0 : n == 0 || n > d->Lc ? d->Lc : (int)n;
 }
@@ -335,6 +337,7 @@ void model_init(struct model *m, const struct model_dims *d, int B, int nslots, 
             init_tensor(m->param[i] + (size_t)j * per, d, (enum param_id)i, model_global_layer(d, j), seed);
     }
     m->dwte_embed = xalloc_aligned((m->size[P_WTE] ? m->size[P_WTE] : 1) * sizeof(float));
+    m->bad_order = LONG_MAX;
     activations_alloc(m, nslots);
 }
 
@@ -358,6 +361,54 @@ void model_merge_embedding_grad(struct model *m)
 {
     residual_forward(m->grad[P_WTE], m->grad[P_WTE], m->dwte_embed, m->size[P_WTE]);
 }
+
+static void tensor_name(const struct model *m, int id, int j, char *name, size_t len)
+{
+    if (param_table[id].per_layer) snprintf(name, len, "h.%d/%s", model_global_layer(&m->d, j), param_table[id].name);
+    else snprintf(name, len, "%s", param_table[id].name);
+}
+
+int model_first_nonfinite_param(const struct model *m, char *name, size_t len)
+{
+    for (int id = 0; id < NUM_PARAMS; id++) {
+        int layers = m->size[id] == 0 ? 0 : param_table[id].per_layer ? m->d.Lp : 1;
+        size_t per = layers ? m->size[id] / (size_t)layers : 0;
+        for (int j = 0; j < layers; j++)
+            if (count_nonfinite(m->param[id] + (size_t)j * per, per)) {
+                tensor_name(m, id, j, name, len);
+                return 1;
+            }
+    }
+    return 0;
+}
+
+/* ------------------------------------------- outputs in storage precision */
+
+/* Where a forward output sits in the model's order: the embedding, then each
+ * global layer's outputs in turn, then the head. */
+enum { OUT_PER_LAYER = 16 };
+static long out_order(const struct model *m, int layer, int op)
+{
+    return (long)(layer + 1) * OUT_PER_LAYER + op; /* layer -1: embedding, L: head */
+}
+
+/* A forward output (n floats at x) is stored in the run's precision: rounded
+ * here (a no-op in fp32).  While watching, the first that holds a value that
+ * is not finite is remembered by name. */
+static void fwd_out(struct model *m, float *x, size_t n, int layer, int op, const char *what)
+{
+    lp_round(m->d.prec, x, n);
+    if (!m->watch || !count_nonfinite(x, n)) return;
+    long order = out_order(m, layer, op);
+    if (order >= m->bad_order) return;
+    m->bad_order = order;
+    if (layer < 0) snprintf(m->bad_name, sizeof m->bad_name, "embedding output");
+    else if (layer >= m->d.L) snprintf(m->bad_name, sizeof m->bad_name, "head: %s", what);
+    else snprintf(m->bad_name, sizeof m->bad_name, "h.%d/%s", layer, what);
+}
+
+/* An activation gradient, stored in the run's precision too. */
+static void bwd_out(const struct model *m, float *x, size_t n) { lp_round(m->d.prec, x, n); }
 
 /* ------------------------------------------------ the TP region operators */
 
@@ -389,10 +440,11 @@ static const float *reduce_from_tp(const struct model *m, struct comm *c, float 
 
 /* LayerNorm of the stream's rows, its output gathered to (N,C) in full. */
 static void layernorm_to_tp(struct model *m, struct comm *c, float *full, float *mean, float *rstd,
-                            const float *inp, const float *w, const float *b)
+                            const float *inp, const float *w, const float *b, int layer, int op, const char *what)
 {
     float *out = m->d.sp ? m->scr.part : full;
     layernorm_forward(out, mean, rstd, inp, w, b, m->Ns, m->d.C);
+    fwd_out(m, out, (size_t)m->Ns * m->d.C, layer, op, what);
     gather_to_tp(m, c, full, out);
 }
 
@@ -434,8 +486,8 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
     const struct model_dims *d = &m->d;
     struct scratch *s = &m->scr;
     int B = m->B, T = d->T, C = d->C, Cl = C / d->tp, NHl = d->NH / d->tp, N = m->N;
-    int j = a->chunk * d->Lc + k;
-    size_t SC = (size_t)m->Ns * C;
+    int j = a->chunk * d->Lc + k, l = model_global_layer(d, j);
+    size_t SC = (size_t)m->Ns * C, NC = (size_t)N * C, NCl = (size_t)N * Cl;
     float *const *P = m->param;
     const float *no_bias = NULL;
     int root = d->tp_rank == 0; /* adds the replicated bias of a row-parallel matmul once */
@@ -443,19 +495,30 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
     layer_acts_of(m, a, k, &la);
     float *l_res3 = a->residual3 + k * SC;
 
-    layernorm_to_tp(m, c, la.ln1, la.ln1_mean, la.ln1_rstd, residual, LAYER(P, P_LN1W, j), LAYER(P, P_LN1B, j));
+    layernorm_to_tp(m, c, la.ln1, la.ln1_mean, la.ln1_rstd, residual, LAYER(P, P_LN1W, j), LAYER(P, P_LN1B, j), l, 0,
+                    "ln1");
     matmul_forward(la.qkv, la.ln1, LAYER(P, P_QKVW, j), LAYER(P, P_QKVB, j), N, C, 3 * Cl); /* column-parallel */
+    fwd_out(m, la.qkv, 3 * NCl, l, 1, "qkv");
     attention_forward(la.atty, la.att, la.qkv, B, T, Cl, NHl);
+    fwd_out(m, la.att, (size_t)B * NHl * T * T, l, 2, "attention probabilities");
+    fwd_out(m, la.atty, NCl, l, 3, "attention output");
     matmul_forward(s->full, la.atty, LAYER(P, P_ATTPROJW, j), root ? LAYER(P, P_ATTPROJB, j) : no_bias, N, Cl,
                    C); /* row-parallel */
+    fwd_out(m, s->full, NC, l, 4, "attention projection");
     residual_forward(la.residual2, residual, reduce_from_tp(m, c, s->part, s->full), SC);
+    fwd_out(m, la.residual2, SC, l, 5, "residual after attention");
 
-    layernorm_to_tp(m, c, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, LAYER(P, P_LN2W, j), LAYER(P, P_LN2B, j));
+    layernorm_to_tp(m, c, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, LAYER(P, P_LN2W, j), LAYER(P, P_LN2B, j),
+                    l, 6, "ln2");
     matmul_forward(la.fch, la.ln2, LAYER(P, P_FCW, j), LAYER(P, P_FCB, j), N, C, 4 * Cl);
-    gelu_forward(la.fch_gelu, la.fch, 4 * (size_t)N * Cl);
+    fwd_out(m, la.fch, 4 * NCl, l, 7, "fc");
+    gelu_forward(la.fch_gelu, la.fch, 4 * NCl);
+    fwd_out(m, la.fch_gelu, 4 * NCl, l, 8, "gelu");
     matmul_forward(s->full, la.fch_gelu, LAYER(P, P_FCPROJW, j), root ? LAYER(P, P_FCPROJB, j) : no_bias, N, 4 * Cl,
                    C);
+    fwd_out(m, s->full, NC, l, 9, "fc projection");
     residual_forward(l_res3, la.residual2, reduce_from_tp(m, c, s->part, s->full), SC);
+    fwd_out(m, l_res3, SC, l, 10, "block output");
 }
 
 /* Vocabulary-parallel embedding: each rank looks up its rows, the sum over
@@ -469,6 +532,7 @@ static void embed_forward(struct model *m, struct comm *c, struct chunk_acts *a)
                     d->tp_rank * Vs, Vs);
     if (d->tp > 1)
         memcpy(a->input, reduce_from_tp(m, c, m->scr.part, m->scr.full), (size_t)m->Ns * d->C * sizeof(float));
+    fwd_out(m, a->input, (size_t)m->Ns * d->C, -1, 0, "embedding");
 }
 
 /* Final LayerNorm, tied LM head and vocabulary-parallel cross-entropy: only
@@ -477,13 +541,19 @@ static double head_forward(struct model *m, struct comm *c, struct chunk_acts *a
 {
     const struct model_dims *d = &m->d;
     int N = m->N, Vs = d->Vp / d->tp, v0 = d->tp_rank * Vs;
-    layernorm_to_tp(m, c, a->lnf, a->lnf_mean, a->lnf_rstd, residual, m->param[P_LNFW], m->param[P_LNFB]);
+    layernorm_to_tp(m, c, a->lnf, a->lnf_mean, a->lnf_rstd, residual, m->param[P_LNFW], m->param[P_LNFB], d->L, 0,
+                    "final layernorm");
     matmul_forward(a->logits, a->lnf, m->param[P_WTE], NULL, N, d->C, Vs);
+    fwd_out(m, a->logits, (size_t)N * Vs, d->L, 1, "logits");
     crossentropy_max(a->ce_max, a->logits, N, Vs, v0, d->V);
     if (d->tp > 1) comm_allreduce_max_f32(c, CG_TP, a->ce_max, (size_t)N);
     crossentropy_sumexp(a->ce_sums, a->ce_sums + N, a->logits, a->ce_max, a->targets, N, Vs, v0, d->V);
     if (d->tp > 1) comm_allreduce_sum_f32(c, CG_TP, a->ce_sums, 2 * (size_t)N);
-    crossentropy_loss(a->losses, a->ce_max, a->ce_sums, a->ce_sums + N, N);
+    crossentropy_loss(a->losses, a->ce_max, a->ce_sums, a->ce_sums + N, N); /* in fp32 */
+    if (m->watch && count_nonfinite(a->losses, (size_t)N) && out_order(m, d->L, 2) < m->bad_order) {
+        m->bad_order = out_order(m, d->L, 2);
+        snprintf(m->bad_name, sizeof m->bad_name, "head: token losses");
+    }
     double sum = 0;
     for (int i = 0; i < N; i++) sum += a->losses[i];
     return sum;
@@ -518,8 +588,10 @@ double model_chunk_forward(struct model *m, struct comm *c, struct chunk_acts *a
 static void layernorm_from_tp(struct model *m, struct comm *c, float *dln_full, float *dw, float *db,
                               const float *inp, const float *w, const float *mean, const float *rstd)
 {
+    bwd_out(m, dln_full, (size_t)m->N * m->d.C);
     const float *dln = reduce_from_tp(m, c, m->scr.dln_part, dln_full);
     layernorm_backward(m->scr.dresidual, dw, db, dln, inp, w, mean, rstd, m->Ns, m->d.C);
+    bwd_out(m, m->scr.dresidual, (size_t)m->Ns * m->d.C);
 }
 
 static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a, int k, const float *l_in)
@@ -533,13 +605,18 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
     layer_acts_of(m, a, k, &la);
     /* recomputation: the same arithmetic as the forward, so the result is bitwise the same */
     if (k < d->Lr) block_forward(m, c, a, k, l_in);
-    else if (d->recompute == RECOMPUTE_SELECTIVE) attention_forward(s->atty_discard, la.att, la.qkv, B, T, Cl, NHl);
+    else if (d->recompute == RECOMPUTE_SELECTIVE) {
+        attention_forward(s->atty_discard, la.att, la.qkv, B, T, Cl, NHl);
+        lp_round(d->prec, la.att, (size_t)B * NHl * T * T); /* as stored in the forward */
+    }
 
     /* MLP; dresidual holds d(block output), which is also d(residual2) through the skip */
     const float *dout = gather_to_tp(m, c, s->dfull, s->dresidual);
     matmul_backward(s->dfch_gelu, LAYER(G, P_FCPROJW, j), LAYER(G, P_FCPROJB, j), dout, la.fch_gelu,
                     LAYER(P, P_FCPROJW, j), N, 4 * Cl, C);
+    bwd_out(m, s->dfch_gelu, 4 * (size_t)N * Cl);
     gelu_backward(s->dfch, la.fch, s->dfch_gelu, 4 * (size_t)N * Cl);
+    bwd_out(m, s->dfch, 4 * (size_t)N * Cl);
     matmul_backward(s->dln_full, LAYER(G, P_FCW, j), LAYER(G, P_FCB, j), s->dfch, la.ln2, LAYER(P, P_FCW, j), N, C,
                     4 * Cl);
     layernorm_from_tp(m, c, s->dln_full, LAYER(G, P_LN2W, j), LAYER(G, P_LN2B, j), la.residual2, LAYER(P, P_LN2W, j),
@@ -548,7 +625,9 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
     dout = gather_to_tp(m, c, s->dfull, s->dresidual);
     matmul_backward(s->datty, LAYER(G, P_ATTPROJW, j), LAYER(G, P_ATTPROJB, j), dout, la.atty,
                     LAYER(P, P_ATTPROJW, j), N, Cl, C);
+    bwd_out(m, s->datty, (size_t)N * Cl);
     attention_backward(s->dqkv, s->datt, s->datty, la.qkv, la.att, B, T, Cl, NHl);
+    bwd_out(m, s->dqkv, 3 * (size_t)N * Cl);
     matmul_backward(s->dln_full, LAYER(G, P_QKVW, j), LAYER(G, P_QKVB, j), s->dqkv, la.ln1, LAYER(P, P_QKVW, j), N,
                     C, 3 * Cl);
     layernorm_from_tp(m, c, s->dln_full, LAYER(G, P_LN1W, j), LAYER(G, P_LN1B, j), l_in, LAYER(P, P_LN1W, j),
@@ -562,6 +641,7 @@ static void head_backward(struct model *m, struct comm *c, struct chunk_acts *a,
     const struct model_dims *d = &m->d;
     int N = m->N, C = d->C, Vs = d->Vp / d->tp, v0 = d->tp_rank * Vs;
     crossentropy_backward(a->logits, a->logits, a->ce_max, a->ce_sums, a->targets, dloss, N, Vs, v0, d->V);
+    bwd_out(m, a->logits, (size_t)N * Vs);
     matmul_backward(m->scr.dln_full, m->grad[P_WTE], NULL, a->logits, a->lnf, m->param[P_WTE], N, C, Vs);
     memset(m->scr.dresidual, 0, (size_t)m->Ns * C * sizeof(float));
     layernorm_from_tp(m, c, m->scr.dln_full, m->grad[P_LNFW], m->grad[P_LNFB], residual, m->param[P_LNFW],

@@ -8,6 +8,7 @@
 
 #include "comm.h"
 #include "config.h"
+#include "precision.h"
 #include "topo.h"
 
 /* The parameter tensors.  Per-layer tensors are stored for this rank's
@@ -47,6 +48,7 @@ struct model_dims {
     int dp;                     /* data-parallel replicas (ZeRO shards the flat buffers over them) */
     int recompute;              /* RECOMPUTE_* */
     int Lr;                     /* full recompute: the first Lr layers of each chunk */
+    enum precision prec;        /* storage precision of parameters and activations */
 };
 
 enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL };
@@ -137,6 +139,11 @@ struct model {
      * data-parallel reduction with the rest of the backward) */
     void (*layer_done)(void *ctx, int j);
     void *layer_done_ctx;
+    /* watching for the first forward output that is not finite (set after a
+     * non-finite loss): its place in forward order, and its name */
+    int watch;
+    long bad_order;                   /* LONG_MAX: none seen */
+    char bad_name[64];
 };
 
 /* Floats of one activation slot and of the shared scratch, for the planner
@@ -179,6 +186,10 @@ void model_zero_grad(struct model *m);
  * tied weight's gradient, added once per step (optim then sums the first and
  * last stage's copies over the embedding group). */
 void model_merge_embedding_grad(struct model *m);
+
+/* The first parameter tensor holding a NaN or infinity on this rank, named
+ * like the checkpoint ("h.3/fc_w"), or 0 if all are finite. */
+int model_first_nonfinite_param(const struct model *m, char *name, size_t len);
 
 /* Parameters of the whole logical model (all ranks). */
 int64_t model_logical_params(const struct model_dims *d);

@@ -10,13 +10,15 @@
 
 static const double PI = 3.14159265358979323846;
 
-/* Point m[] and v[] at the per-tensor places of full-layout moments. */
-static void point_moments(struct optim *o, const struct model *m, float *mfull, float *vfull)
+/* Point m[], v[] (and master[]) at the per-tensor places of full-layout
+ * state. */
+static void point_state(struct optim *o, const struct model *m, float *mfull, float *vfull, float *wfull)
 {
     for (int i = 0; i < NUM_PARAMS; i++) {
         size_t at = (size_t)(m->param[i] - m->params_mem);
         o->m[i] = mfull + at;
         o->v[i] = vfull + at;
+        o->master[i] = wfull ? wfull + at : NULL;
     }
 }
 
@@ -28,8 +30,10 @@ void optim_init(struct optim *o, const struct model *m, const struct config *cfg
     o->offset = o->zero ? (size_t)g->dp_rank * o->shard : 0;
     o->m_mem = xalloc_aligned(o->shard * sizeof(float));
     o->v_mem = xalloc_aligned(o->shard * sizeof(float));
+    o->prec = m->d.prec;
+    if (o->prec != PREC_FP32) o->master_mem = xalloc_aligned(o->shard * sizeof(float));
     if (o->zero) o->gshard = xalloc_aligned(o->shard * sizeof(float));
-    else point_moments(o, m, o->m_mem, o->v_mem);
+    else point_state(o, m, o->m_mem, o->v_mem, o->master_mem);
     o->beta1 = cfg->train.beta1;
     o->beta2 = cfg->train.beta2;
     o->eps = cfg->train.eps;
@@ -42,6 +46,7 @@ void optim_free(struct optim *o)
     free(o->m_mem);
     free(o->v_mem);
     free(o->gshard);
+    free(o->master_mem);
     optim_drop_full(o);
     memset(o, 0, sizeof *o);
 }
@@ -53,7 +58,11 @@ void optim_gather_full(struct optim *o, const struct model *m, struct comm *c)
     o->v_full = xalloc_aligned(m->flat * sizeof(float));
     comm_allgather_f32(c, CG_DP, o->m_full, o->m_mem, o->shard);
     comm_allgather_f32(c, CG_DP, o->v_full, o->v_mem, o->shard);
-    point_moments(o, m, o->m_full, o->v_full);
+    if (o->master_mem) {
+        o->master_full = xalloc_aligned(m->flat * sizeof(float));
+        comm_allgather_f32(c, CG_DP, o->master_full, o->master_mem, o->shard);
+    }
+    point_state(o, m, o->m_full, o->v_full, o->master_full);
 }
 
 void optim_keep_slice(struct optim *o, const struct model *m)
@@ -62,14 +71,35 @@ void optim_keep_slice(struct optim *o, const struct model *m)
     if (!o->zero) return;
     memcpy(o->m_mem, o->m_full + o->offset, o->shard * sizeof(float));
     memcpy(o->v_mem, o->v_full + o->offset, o->shard * sizeof(float));
+    if (o->master_mem) memcpy(o->master_mem, o->master_full + o->offset, o->shard * sizeof(float));
 }
 
 void optim_drop_full(struct optim *o)
 {
     free(o->m_full);
     free(o->v_full);
-    o->m_full = o->v_full = NULL;
-    if (o->zero) memset(o->m, 0, sizeof o->m), memset(o->v, 0, sizeof o->v);
+    free(o->master_full);
+    o->m_full = o->v_full = o->master_full = NULL;
+    if (o->zero) memset(o->m, 0, sizeof o->m), memset(o->v, 0, sizeof o->v), memset(o->master, 0, sizeof o->master);
+}
+
+void optim_master_from_params(struct optim *o, const struct model *m)
+{
+    if (o->master_mem) memcpy(o->master_mem, m->params_mem + o->offset, o->shard * sizeof(float));
+}
+
+void optim_params_from_master(struct optim *o, struct model *m, struct comm *c)
+{
+    if (!o->master_mem) return;
+    float *mine = m->params_mem + o->offset;
+    memcpy(mine, o->master_mem, o->shard * sizeof(float));
+    lp_round(o->prec, mine, o->shard);
+    if (o->zero) comm_allgather_inplace_f32(c, CG_DP, m->params_mem, o->shard);
+}
+
+void optim_unscale(struct optim *o, struct model *m, float inv)
+{
+    scale_inplace(o->zero ? o->gshard : m->grads_mem, o->shard, inv);
 }
 
 double lr_at(const struct config *cfg, int64_t step)
@@ -136,7 +166,7 @@ static double range_sumsq(const struct optim *o, const struct model *m, size_t a
 /* The squared norm of every logical tensor (one entry per tensor and layer)
  * meets in one vector and is summed in a fixed order, so the norm is the
  * same bit for bit however the layers are spread over pipeline stages. */
-double optim_grad_norm(const struct optim *o, const struct model *m, struct comm *c)
+double optim_grad_norm(const struct optim *o, const struct model *m, struct comm *c, int *local_nonfinite)
 {
     const struct model_dims *d = &m->d;
     int nglobal = 0, nlayer = 0;
@@ -160,6 +190,10 @@ double optim_grad_norm(const struct optim *o, const struct model *m, struct comm
             e[nglobal + (size_t)model_global_layer(d, j) * nlayer + k] = range_sumsq(o, m, at + (size_t)j * per, per);
         k++;
     }
+    if (local_nonfinite) {
+        *local_nonfinite = 0;
+        for (size_t j = 0; j < n; j++) *local_nonfinite |= !isfinite(e[j]);
+    }
     if (o->zero) comm_allreduce_sum_f64(c, CG_DP, e, n);
     if (d->tp > 1) comm_allreduce_sum_f64(c, CG_TP, e, n);
     if (c && c->grid->pp > 1) comm_allreduce_sum_f64(c, CG_PP, e, n);
@@ -169,8 +203,9 @@ double optim_grad_norm(const struct optim *o, const struct model *m, struct comm
     return sqrt(ss);
 }
 
-void optim_update(struct optim *o, struct model *m, struct comm *c, double grad_norm, double lr, int64_t t)
+void optim_update(struct optim *o, struct model *m, struct comm *c, double grad_norm, double lr)
 {
+    int t = (int)++o->updates;
     float *grads = o->zero ? o->gshard : m->grads_mem; /* flat position p lives at grads[p - offset] */
     double coef = o->grad_clip > 0 ? o->grad_clip / (grad_norm + 1e-6) : 1.0; /* as PyTorch */
     if (coef < 1.0) scale_inplace(grads, o->shard, (float)coef);
@@ -179,8 +214,20 @@ void optim_update(struct optim *o, struct model *m, struct comm *c, double grad_
         if (!in_slice(o, at, m->size[i], &lo, &hi)) continue;
         float wd = param_table[i].decay ? (float)o->weight_decay : 0.0f;
         size_t s = lo - o->offset;
-        adamw_update(m->params_mem + lo, grads + s, o->m_mem + s, o->v_mem + s, hi - lo, (float)lr,
-                     (float)o->beta1, (float)o->beta2, (float)o->eps, wd, (int)t);
+        float *w = o->master_mem ? o->master_mem + s : m->params_mem + lo;
+        adamw_update(w, grads + s, o->m_mem + s, o->v_mem + s, hi - lo, (float)lr, (float)o->beta1,
+                     (float)o->beta2, (float)o->eps, wd, t);
     }
-    if (o->zero) comm_allgather_inplace_f32(c, CG_DP, m->params_mem, o->shard);
+    if (o->master_mem) optim_params_from_master(o, m, c);
+    else if (o->zero) comm_allgather_inplace_f32(c, CG_DP, m->params_mem, o->shard);
+}
+
+float *optim_some_grad(struct optim *o, struct model *m)
+{
+    for (int i = 0; i < NUM_PARAMS; i++) {
+        size_t lo, hi, at = (size_t)(m->param[i] - m->params_mem);
+        if (m->size[i] && in_slice(o, at, m->size[i], &lo, &hi))
+            return o->zero ? o->gshard + (lo - o->offset) : m->grads_mem + lo;
+    }
+    return NULL;
 }

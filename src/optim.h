@@ -9,6 +9,9 @@
 #include "model.h"
 
 /* AdamW state.  Without ZeRO m and v are laid out like the parameters.
+ * With precision bf16/fp16 the parameters the model computes with hold
+ * values of that format; the optimizer keeps fp32 master weights (laid out
+ * like m and v), updates them, and rounds them into the parameters.
  * With ZeRO-1 (zero_stage = 1) each data-parallel rank keeps and updates one
  * 1/dp slice [offset, offset + shard) of the flat parameter buffer: the
  * gradients are reduce-scattered into gshard, the slice is updated, and the
@@ -20,6 +23,11 @@ struct optim {
     size_t shard, offset;          /* the slice of the flat buffers this rank updates */
     float *gshard;                 /* (shard) its reduced gradient */
     float *m_full, *v_full;        /* the full moments while a checkpoint is read or written */
+    enum precision prec;
+    float *master_mem;             /* fp32 master weights (bf16/fp16): flat, or the slice */
+    float *master[NUM_PARAMS];     /* per tensor, when the full layout is present */
+    float *master_full;
+    int64_t updates;               /* AdamW steps applied (skipped steps do not count) */
     double lr, beta1, beta2, eps, weight_decay, grad_clip;
 };
 
@@ -32,6 +40,18 @@ void optim_free(struct optim *o);
 void optim_gather_full(struct optim *o, const struct model *m, struct comm *c);
 void optim_keep_slice(struct optim *o, const struct model *m);
 void optim_drop_full(struct optim *o);
+
+/* Mixed precision: take the master weights from the parameters (a fresh
+ * start, init_from), and round them into the parameters (after any start or
+ * update; with ZeRO all-gathered).  No-ops in fp32. */
+void optim_master_from_params(struct optim *o, const struct model *m);
+void optim_params_from_master(struct optim *o, struct model *m, struct comm *c);
+
+/* Divide the reduced gradients by the loss scale (times inv). */
+void optim_unscale(struct optim *o, struct model *m, float inv);
+/* One gradient element this rank's update reads (testing aid: an injected
+ * overflow). */
+float *optim_some_grad(struct optim *o, struct model *m);
 
 /* Learning rate at step s (0-based): linear warm-up, then cosine decay to
  * min_lr at the last step (or constant). */
@@ -47,11 +67,13 @@ void optim_reduce_tp_grads(struct model *m, struct comm *c);
  * already scaled by 1/global tokens, so the sum is the mean). */
 void optim_reduce_grads(struct optim *o, struct model *m, struct comm *c, int layers_reduced);
 
-/* Global gradient L2 norm over the grid, replicated parameters counted once. */
-double optim_grad_norm(const struct optim *o, const struct model *m, struct comm *c);
+/* Global gradient L2 norm over the grid, replicated parameters counted once.
+ * *local_nonfinite (if not NULL) tells whether this rank's own share held a
+ * NaN or infinity. */
+double optim_grad_norm(const struct optim *o, const struct model *m, struct comm *c, int *local_nonfinite);
 
-/* Clip to grad_clip (if > 0) given the norm, then one AdamW step with lr.
- * t = 1-based step for bias correction. */
-void optim_update(struct optim *o, struct model *m, struct comm *c, double grad_norm, double lr, int64_t t);
+/* Clip to grad_clip (if > 0) given the norm, then one AdamW step with lr
+ * (bias correction for o->updates + 1 steps). */
+void optim_update(struct optim *o, struct model *m, struct comm *c, double grad_norm, double lr);
 
 #endif

@@ -2,6 +2,7 @@
 #include "train.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
@@ -22,6 +23,7 @@
 #include "optim.h"
 #include "pipeline_exec.h"
 #include "plan.h"
+#include "scaler.h"
 
 /* Set by SIGUSR1/SIGTERM; read at step boundaries, agreed over all ranks. */
 static volatile sig_atomic_t stop_requested = 0;
@@ -40,6 +42,8 @@ struct run {
     int micro_batch, n_micro;   /* sequences per micro-batch, micro-batches per step and replica */
     struct pp_exec exec;        /* this rank's pipeline schedule (pp = 1: forward, backward, ...) */
     struct overlap overlap;     /* the DP reduction started during the backward */
+    struct loss_scaler scaler;  /* fp16: the dynamic loss scale */
+    int nonfinite_streak;       /* steps in a row whose loss was not finite */
     struct trace trace;
     int64_t step;               /* optimizer steps done */
     int64_t tokens;
@@ -103,7 +107,8 @@ static void load_initial_state(struct run *r)
 {
     const struct config *cfg = r->cfg;
     char err[1024] = "", path[4096] = "";
-    struct ckpt_state st = {0, 0};
+    struct ckpt_state st;
+    memset(&st, 0, sizeof st);
     double t0 = wtime();
     int loaded = 0;
     if (cfg->io.restart[0]) optim_gather_full(&r->optim, &r->model, &r->comm); /* ZeRO: read it all, keep the slice */
@@ -126,15 +131,21 @@ static void load_initial_state(struct run *r)
     if (loaded) {
         r->step = st.step;
         r->tokens = st.tokens;
+        r->optim.updates = st.updates;
+        if (st.has_scaler && r->scaler.dynamic) {
+            r->scaler.scale = st.loss_scale;
+            r->scaler.good_steps = st.good_steps;
+            r->scaler.hysteresis_left = st.hysteresis_left;
+        }
         log_info("restarted from %s at step %lld (read in %.2f s)\n", path, (long long)r->step, wtime() - t0);
-        return;
-    }
-    if (cfg->io.init_from[0]) {
+    } else if (cfg->io.init_from[0]) {
         if (ckpt_load_model(cfg->io.init_from, &r->model, r->g, err, sizeof err) != 0)
             die_all("io.init_from must name an HDF5 file with a /model group of this model's shape",
                     "init_from %s: %s", cfg->io.init_from, err);
         log_info("initial weights from %s\n", cfg->io.init_from);
     }
+    if (!loaded) optim_master_from_params(&r->optim, &r->model);
+    optim_params_from_master(&r->optim, &r->model, &r->comm); /* bf16/fp16: round the compute copy */
 }
 
 static void setup(struct run *r)
@@ -155,6 +166,7 @@ static void setup(struct run *r)
     plan_check(cfg, g); /* refuse, with the plan's advice, what would not fit */
     model_init(&r->model, &d, r->micro_batch, nslots, (uint64_t)cfg->train.seed);
     optim_init(&r->optim, &r->model, cfg, g);
+    scaler_init(&r->scaler, cfg);
     overlap_init(&r->overlap, &r->model, &r->comm, cfg->parallel.overlap_grad_reduce && !r->optim.zero,
                  cfg->parallel.bucket_mb);
     r->exec.overlap = r->overlap.enabled ? &r->overlap : NULL;
@@ -194,17 +206,34 @@ static void setup(struct run *r)
              omp_get_max_threads(), gemm_backend_name(), peak,
              cfg->train.peak_gflops > 0 ? " (from the deck)" : " (measured)");
     log_info("data: %s\n", data_describe(r->data));
+    if (d.prec != PREC_FP32)
+        log_info("precision: %s parameters and activations (round to nearest even), fp32 master weights, "
+                 "optimizer state, gradient reductions and loss%s\n", precision_name(d.prec),
+                 r->scaler.dynamic ? "; dynamic loss scale" : "");
 }
 
-/* One optimizer step; returns the mean loss over the global batch. */
-static double train_step(struct run *r, double *grad_norm, double *lr)
+/* Did any rank see a gradient that is not finite?  One consensus over the
+ * whole grid: the lowest such world rank, or -1. */
+static int overflow_consensus(struct run *r, int local)
+{
+    int first = local ? r->g->rank : INT_MAX;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, r->g->world_comm));
+    return first == INT_MAX ? -1 : first;
+}
+
+/* One optimizer step: fills the step's metrics (loss: the mean over the
+ * global batch).  A step whose gradients are not finite anywhere is skipped
+ * on every rank. */
+static void train_step(struct run *r, struct step_metrics *sm)
 {
     const struct config *cfg = r->cfg;
     int64_t G = cfg->train.batch_size;
-    double tokens = (double)G * r->model.d.T;
+    double tokens = (double)G * r->model.d.T, scale = r->scaler.scale;
 
+    if (cfg->diag.inject_nan_step == r->step + 1) diag_inject_nan(&r->model, cfg->diag.inject_tensor);
     model_zero_grad(&r->model);
-    double loss = pp_exec_step(&r->exec, &r->model, &r->comm, r->data, r->step, G, (float)(1.0 / tokens), &r->timers);
+    double loss = pp_exec_step(&r->exec, &r->model, &r->comm, r->data, r->step, G, (float)(scale / tokens),
+                               &r->timers);
     timer_start(&r->timers, T_DP_REDUCE);
     optim_reduce_grads(&r->optim, &r->model, &r->comm, overlap_finish(&r->overlap));
     if (r->g->pp > 1) comm_allreduce_sum_f64(&r->comm, CG_PP, &loss, 1); /* the last stage has it */
@@ -213,12 +242,29 @@ static double train_step(struct run *r, double *grad_norm, double *lr)
 
     timer_start(&r->timers, T_OPTIMIZER);
     double t0 = wtime();
-    *grad_norm = optim_grad_norm(&r->optim, &r->model, &r->comm);
-    *lr = lr_at(cfg, r->step);
-    optim_update(&r->optim, &r->model, &r->comm, *grad_norm, *lr, r->step + 1);
+    if (scale != 1.0) optim_unscale(&r->optim, &r->model, (float)(1.0 / scale));
+    if (cfg->diag.inject_overflow_step == r->step + 1 && cfg->diag.inject_rank == r->g->rank) {
+        float *gp = optim_some_grad(&r->optim, &r->model);
+        if (gp) *gp = INFINITY;
+        log_warn("diag.inject_overflow_step: put an infinity into a gradient on world rank %d", r->g->rank);
+    }
+    int local_bad;
+    sm->grad_norm = optim_grad_norm(&r->optim, &r->model, &r->comm, &local_bad);
+    sm->lr = lr_at(cfg, r->step);
+    sm->loss_scale = scale;
+    int first_bad = overflow_consensus(r, local_bad);
+    sm->skipped = first_bad >= 0;
+    if (!sm->skipped) optim_update(&r->optim, &r->model, &r->comm, sm->grad_norm, sm->lr);
+    if (sm->skipped) {
+        log_info("step %lld: gradients not finite (first on world rank %d): update skipped on every rank\n",
+                 (long long)r->step + 1, first_bad);
+        if (isfinite(sm->grad_norm)) sm->grad_norm = INFINITY; /* this rank's groups summed only finite parts */
+    }
+    if (scaler_update(&r->scaler, sm->skipped))
+        log_info("step %lld: loss scale %g -> %g\n", (long long)r->step + 1, scale, r->scaler.scale);
     timer_stop(&r->timers, T_OPTIMIZER);
     if (r->exec.trace) trace_add(r->exec.trace, TR_OPTIMIZER, -1, -1, t0, wtime());
-    return loss / tokens;
+    sm->loss = loss / tokens;
 }
 
 /* Measured pipeline idle (time waiting for messages) next to the schedule's
@@ -238,10 +284,35 @@ static void report_bubble(const struct run *r)
              g->pp, r->model.d.v, r->n_micro, 100 * mn, 100 * sum / g->world, 100 * mx);
 }
 
+/* A loss that is not finite arms the watch for the first non-finite forward
+ * output; diag.nonfinite_steps of them in a row stop the run with that
+ * tensor's name.  (The loss is the same on every rank.) */
+static void watch_nonfinite(struct run *r, double loss)
+{
+    if (isfinite(loss)) {
+        r->nonfinite_streak = 0;
+        r->model.watch = 0;
+        r->model.bad_order = LONG_MAX;
+        return;
+    }
+    if (++r->nonfinite_streak == 1)
+        log_info("step %lld: the loss is %g; watching for the first tensor that goes non-finite\n",
+                 (long long)r->step, loss);
+    if (r->nonfinite_streak >= r->cfg->diag.nonfinite_steps)
+        diag_report_nonfinite(&r->model, r->g, r->step - r->nonfinite_streak + 1, r->step);
+    r->model.watch = 1;
+}
+
 static void save_checkpoint(struct run *r)
 {
+    if (r->nonfinite_streak > 0) { /* the same on every rank: the loss is global */
+        log_info("no checkpoint at step %lld: the loss is not finite, the state is suspect (the earlier "
+                 "checkpoints are kept)\n", (long long)r->step);
+        return;
+    }
     char err[1024] = "";
-    struct ckpt_state st = {r->step, r->tokens};
+    struct ckpt_state st = {r->step, r->tokens, r->optim.updates, r->scaler.scale, r->scaler.good_steps,
+                            r->scaler.hysteresis_left, 1};
     double t0 = wtime();
     timer_start(&r->timers, T_IO);
     if (r->g->rank == 0 && metrics_flush(&r->metrics) != 0) log_warn("flushing metrics.h5 failed");
@@ -293,19 +364,19 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
     while (r.step < cfg->train.steps) {
         comm_step_begin(&r.comm);
         timer_start(&r.timers, T_STEP);
-        double t0 = wtime(), gnorm, lr;
-        double loss = train_step(&r, &gnorm, &lr);
+        double t0 = wtime();
+        struct step_metrics sm;
+        memset(&sm, 0, sizeof sm);
+        train_step(&r, &sm);
         double dt = wtime() - t0;
         timer_stop(&r.timers, T_STEP);
         r.step++;
         r.tokens += step_tokens;
         t_steps += dt;
-        if (!isfinite(loss))
-            die_all("lower train.lr or raise train.warmup_steps; check the data",
-                    "the loss is %f at step %lld", loss, (long long)r.step);
-
-        struct step_metrics sm = {r.step, loss, lr, gnorm, 1.0, step_tokens / dt,
-                                  flops_tok * step_tokens / dt / r.peak_flops, dt, 0, {0}, 0};
+        sm.step = r.step;
+        sm.tokens_per_s = step_tokens / dt;
+        sm.mfu = flops_tok * step_tokens / dt / r.peak_flops;
+        sm.step_time = dt;
         for (int cg = 0; cg < CG_COUNT; cg++)
             for (int op = 0; op < CO_COUNT; op++) {
                 sm.comm_bytes[cg] += r.comm.step.bytes[cg][op];
@@ -319,6 +390,7 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
             if (r.step % cfg->io.log_every == 0 || r.step == cfg->train.steps)
                 metrics_print_step(stdout, &sm, cfg->train.steps, avg * (double)(cfg->train.steps - r.step));
         }
+        watch_nonfinite(&r, sm.loss);
         if (r.step == 1 && cfg->diag.corrupt_rank == g->rank) diag_corrupt(&r.model);
         if (cfg->diag.check_every > 0 && r.step % cfg->diag.check_every == 0 && r.step < cfg->train.steps)
             diag_check_consistency(&r.model, g, cfg, r.step);
