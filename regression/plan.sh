@@ -44,6 +44,8 @@ layout dp2zero   2 parallel.zero_stage=1
 layout 3d        8 parallel.tp=2 parallel.pp=2 train.micro_batch_size=2
 layout 3dfull    8 parallel.tp=2 parallel.pp=2 train.micro_batch_size=2 train.recompute=full
 layout selective 1 train.recompute=selective
+layout bf16pp    2 parallel.pp=2 train.micro_batch_size=2 train.precision=bf16
+layout fp16zero  2 parallel.zero_stage=1 train.precision=fp16 train.recompute=selective
 layout inter     2 parallel.pp=2 parallel.schedule=interleaved parallel.virtual_stages=2 model.n_layer=4 train.micro_batch_size=2
 
 # GPT-3 175B on 64 GPUs: planned here, launched nowhere

@@ -36,6 +36,16 @@ st=$?
 [ $st -eq 0 ] && compare_runs "$scratch/bf16_3d" "$scratch/bf16" 2e-3 loss > /dev/null
 ok $? "bf16 on tp 2 x pp 2: per-step loss within 2e-3 of serial bf16"
 
+# stored activations are packed in 16 bits (the planner's bytes are the
+# allocator's, regression/plan.sh): 4 micro-batches in flight on stage 0
+acts() {
+    "$TRIAD" plan "$deck" world=2 model.n_layer=8 parallel.pp=2 train.micro_batch_size=1 train.precision="$1" |
+        sed -n 's/^  stage 0: .*activations \([0-9]*\) bytes/\1/p'
+}
+a32=$(acts fp32); a16=$(acts bf16)
+awk "BEGIN { exit !($a16 < 0.65 * $a32) }"
+ok $? "bf16 activations on pp 2 (4 micro-batches in flight): $a16 bytes against $a32 in fp32"
+
 # a forced overflow on one rank: skipped everywhere, replicas stay bitwise equal
 triad_run 4 "$deck" train.precision="'fp16'" parallel.tp=2 train.steps=10 train.loss_scale_window=4 \
     train.loss_scale_hysteresis=1 diag.inject_overflow_step=6 diag.inject_rank=3 diag.check_every=1 \

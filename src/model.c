@@ -154,27 +154,80 @@ static float *carve(float **cursor, size_t n)
     return p;
 }
 
+/* The fields of one layer's activations, `layers` of them per field (att
+ * only when with_att); stat marks the LayerNorm statistics, which stay fp32
+ * whatever the precision. */
+enum { LAYER_FIELDS = 12 };
+struct act_field { float **p; size_t n; int stat; };
+static void layer_fields(struct act_field *t, struct layer_acts *la, const struct model_dims *d, int B,
+                         size_t layers, int with_att)
+{
+    size_t N = (size_t)B * d->T, C = (size_t)d->C, Cl = C / (size_t)d->tp, S = d->sp ? N / (size_t)d->tp : N;
+    size_t NHl = (size_t)(d->NH / d->tp), TT = (size_t)d->T * d->T, n = layers;
+    struct act_field f[LAYER_FIELDS] = {
+        {&la->ln1, n * N * C, 0}, {&la->ln1_mean, n * S, 1}, {&la->ln1_rstd, n * S, 1},
+        {&la->qkv, n * N * 3 * Cl, 0}, {&la->atty, n * N * Cl, 0}, {&la->att, with_att ? n * B * NHl * TT : 0, 0},
+        {&la->residual2, n * S * C, 0},
+        {&la->ln2, n * N * C, 0}, {&la->ln2_mean, n * S, 1}, {&la->ln2_rstd, n * S, 1},
+        {&la->fch, n * N * 4 * Cl, 0}, {&la->fch_gelu, n * N * 4 * Cl, 0},
+    };
+    memcpy(t, f, sizeof f);
+}
+
 /* Lay out one layer's activations, `layers` of them per field, from mem
  * (NULL: just count); att only when with_att.  Returns the floats used. */
 static size_t layer_layout(struct layer_acts *la, float *mem, const struct model_dims *d, int B, size_t layers,
                            int with_att)
 {
-    size_t N = (size_t)B * d->T, C = (size_t)d->C, Cl = C / (size_t)d->tp, S = d->sp ? N / (size_t)d->tp : N;
-    size_t NHl = (size_t)(d->NH / d->tp), TT = (size_t)d->T * d->T, n = layers;
-    struct { float **p; size_t n; } t[] = {
-        {&la->ln1, n * N * C}, {&la->ln1_mean, n * S}, {&la->ln1_rstd, n * S},
-        {&la->qkv, n * N * 3 * Cl}, {&la->atty, n * N * Cl}, {&la->att, with_att ? n * B * NHl * TT : 0},
-        {&la->residual2, n * S * C},
-        {&la->ln2, n * N * C}, {&la->ln2_mean, n * S}, {&la->ln2_rstd, n * S},
-        {&la->fch, n * N * 4 * Cl}, {&la->fch_gelu, n * N * 4 * Cl},
-    };
+    struct act_field t[LAYER_FIELDS];
+    layer_fields(t, la, d, B, layers, with_att);
     size_t total = 0;
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+    for (int i = 0; i < LAYER_FIELDS; i++) {
         *t[i].p = mem && t[i].n ? mem + total : NULL;
         total += (t[i].n + 15) / 16 * 16;
     }
     return total;
 }
+
+/* bf16/fp16: a stored layer is kept packed in 16-bit elements (the
+ * statistics as the two halves of their fp32 bits): its size in uint16. */
+static size_t packed_layer_u16(const struct model_dims *d, int B, int with_att)
+{
+    struct layer_acts probe;
+    struct act_field t[LAYER_FIELDS];
+    layer_fields(t, &probe, d, B, 1, with_att);
+    size_t total = 0;
+    for (int i = 0; i < LAYER_FIELDS; i++) total += ((t[i].stat ? 2 : 1) * t[i].n + 31) / 32 * 32;
+    return total;
+}
+
+/* Store one layer's activations (la, computed in fp32 containers holding
+ * values of the format) into dst, or load them back: exact both ways. */
+static void pack_layer(const struct model *m, uint16_t *dst, struct layer_acts *la, int with_att)
+{
+    struct act_field t[LAYER_FIELDS];
+    layer_fields(t, la, &m->d, m->B, 1, with_att);
+    for (int i = 0; i < LAYER_FIELDS; i++) {
+        if (t[i].stat) memcpy(dst, *t[i].p, t[i].n * sizeof(float));
+        else if (t[i].n) lp_pack(m->d.prec, dst, *t[i].p, t[i].n);
+        dst += ((t[i].stat ? 2 : 1) * t[i].n + 31) / 32 * 32;
+    }
+}
+
+static void unpack_layer(const struct model *m, struct layer_acts *la, const uint16_t *src, int with_att)
+{
+    struct act_field t[LAYER_FIELDS];
+    layer_fields(t, la, &m->d, m->B, 1, with_att);
+    for (int i = 0; i < LAYER_FIELDS; i++) {
+        if (t[i].stat) memcpy(*t[i].p, src, t[i].n * sizeof(float));
+        else if (t[i].n) lp_unpack(m->d.prec, *t[i].p, src, t[i].n);
+        src += ((t[i].stat ? 2 : 1) * t[i].n + 31) / 32 * 32;
+    }
+}
+
+/* Are the stored layers' activations kept packed, and with att? */
+static int packed(const struct model_dims *d) { return d->prec != PREC_FP32; }
+static int stores_att(const struct model_dims *d) { return d->recompute != RECOMPUTE_SELECTIVE; }
 
 /* One micro-batch's activations for one chunk (head buffers only where the
  * head lives), carved from mem (NULL: just count). */
@@ -194,9 +247,18 @@ static size_t slot_layout(struct chunk_acts *a, float *mem, const struct model_d
         if (mem) *t[i].p = mem + total; /* int32 and float are both 4 bytes */
         total += (t[i].n + 15) / 16 * 16;
     }
-    /* the layers not recomputed in full keep everything; att only without recomputation */
-    total += layer_layout(&a->stored, mem ? mem + total : NULL, d, B, Lc - (size_t)d->Lr,
-                          d->recompute == RECOMPUTE_NONE || d->recompute == RECOMPUTE_FULL);
+    /* the layers not recomputed in full keep everything; att only without
+     * selective recomputation; in bf16/fp16 packed in 16 bits */
+    size_t kept = Lc - (size_t)d->Lr;
+    if (packed(d)) {
+        memset(&a->stored, 0, sizeof a->stored);
+        size_t u16 = kept * packed_layer_u16(d, B, stores_att(d));
+        a->packed = mem && u16 ? (uint16_t *)(mem + total) : NULL;
+        total += (u16 / 2 + 15) / 16 * 16;
+    } else {
+        a->packed = NULL;
+        total += layer_layout(&a->stored, mem ? mem + total : NULL, d, B, kept, stores_att(d));
+    }
     a->mb = -1;
     return total;
 }
@@ -217,8 +279,9 @@ static size_t scratch_layout(struct scratch *s, float *mem, const struct model_d
         if (mem) *t[i].p = mem + total;
         total += (t[i].n + 15) / 16 * 16;
     }
-    /* one layer's worth for the recomputed ones: all of it (full), the attention probabilities (selective) */
-    if (d->recompute == RECOMPUTE_FULL) {
+    /* one layer's worth for the recomputed ones (full) and the packed ones
+     * (bf16/fp16): all of it; the attention probabilities (selective) */
+    if (d->recompute == RECOMPUTE_FULL || packed(d)) {
         total += layer_layout(&s->layer, mem ? mem + total : NULL, d, B, 1, 1);
     } else if (sel) {
         size_t att = (size_t)B * NHl * TT;
@@ -459,7 +522,7 @@ static void layernorm_to_tp(struct model *m, struct comm *c, float *full, float 
 static void layer_acts_of(const struct model *m, const struct chunk_acts *a, int k, struct layer_acts *la)
 {
     const struct model_dims *d = &m->d;
-    if (k < d->Lr) {
+    if (k < d->Lr || packed(d)) { /* recomputed, or (un)packed through the scratch */
         *la = m->scr.layer;
         return;
     }
@@ -519,6 +582,8 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
     fwd_out(m, s->full, NC, l, 9, "fc projection");
     residual_forward(l_res3, la.residual2, reduce_from_tp(m, c, s->part, s->full), SC);
     fwd_out(m, l_res3, SC, l, 10, "block output");
+    if (packed(d) && k >= d->Lr) /* a stored layer (a recomputation stores nothing: k < Lr) */
+        pack_layer(m, a->packed + (size_t)(k - d->Lr) * packed_layer_u16(d, B, stores_att(d)), &la, stores_att(d));
 }
 
 /* Vocabulary-parallel embedding: each rank looks up its rows, the sum over
@@ -605,7 +670,9 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
     layer_acts_of(m, a, k, &la);
     /* recomputation: the same arithmetic as the forward, so the result is bitwise the same */
     if (k < d->Lr) block_forward(m, c, a, k, l_in);
-    else if (d->recompute == RECOMPUTE_SELECTIVE) {
+    else if (packed(d))
+        unpack_layer(m, &la, a->packed + (size_t)(k - d->Lr) * packed_layer_u16(d, B, stores_att(d)), stores_att(d));
+    if (k >= d->Lr && d->recompute == RECOMPUTE_SELECTIVE) {
         attention_forward(s->atty_discard, la.att, la.qkv, B, T, Cl, NHl);
         lp_round(d->prec, la.att, (size_t)B * NHl * T * T); /* as stored in the forward */
     }

@@ -96,7 +96,8 @@ struct chunk_acts {
     int32_t *inputs, *targets;      /* (N) tokens of the micro-batch */
     float *input;                   /* (Ns,C) the chunk's input: embedding or received */
     float *dout;                    /* (Ns,C) gradient of the chunk's output (received) */
-    struct layer_acts stored;       /* each field: (Lc - Lr, shape) */
+    struct layer_acts stored;       /* each field: (Lc - Lr, shape) (fp32) */
+    uint16_t *packed;               /* bf16/fp16: the same layers packed in 16 bits, one after the other */
     float *residual3;               /* (Lc,Ns,C) block outputs; the last is the chunk's output */
     /* the head, on the rank holding the last virtual stage */
     float *lnf, *lnf_mean, *lnf_rstd; /* (N,C), (Ns) x2 */

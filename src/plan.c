@@ -144,11 +144,13 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
 
     size_t flat = flat_floats(&d, &s->params), shard = p->zero ? flat / (size_t)p->dp : flat;
     size_t wte = model_tensor_size(&d, P_WTE);
-    s->bytes[PM_PARAMS] = round64(flat * 4);
+    int lp = d.prec != PREC_FP32; /* + fp32 master weights beside m and v */
+    /* bf16/fp16 parameters: fp32 containers on the CPU, 16 bits on a GPU */
+    s->bytes[PM_PARAMS] = round64(flat * (p->cuda && lp ? 2 : 4));
     s->bytes[PM_GRADS] = round64(flat * 4) + round64((wte ? wte : 1) * 4); /* + dwte_embed */
-    s->bytes[PM_OPTIM] = 2 * round64(shard * 4) + (p->zero ? round64(shard * 4) : 0);
+    s->bytes[PM_OPTIM] = (2 + (size_t)lp) * round64(shard * 4) + (p->zero ? round64(shard * 4) : 0);
     int ckpt = cfg->io.save_final || cfg->io.checkpoint_every > 0 || cfg->io.restart[0];
-    s->bytes[PM_CKPT] = p->zero && ckpt ? 2 * round64(flat * 4) : 0; /* optim_gather_full */
+    s->bytes[PM_CKPT] = p->zero && ckpt ? (2 + (size_t)lp) * round64(flat * 4) : 0; /* optim_gather_full */
     s->slot_bytes = model_slot_floats(&d, p->B) * 4;
     s->scratch_bytes = model_scratch_floats(&d, p->B) * 4;
     s->bytes[PM_ACTS] = act_bytes(&d, p->B, s->slots);
@@ -536,10 +538,14 @@ void plan_print(FILE *f, const struct plan *p, const struct config *cfg, double 
     if (p->pp > 1)
         fprintf(f, "pipeline bubble: (p-1)/(v*m+p-1) = %ld/%ld = %.1f%%\n", p->bubble_num, p->bubble_den,
                 100 * p->bubble);
-    fprintf(f, "optimizer: AdamW m and v in fp32, %s\n",
-            p->zero ? "ZeRO-1: a 1/dp slice per rank (the full m and v are gathered while a checkpoint is "
+    int lp = d.prec != PREC_FP32;
+    fprintf(f, "optimizer: AdamW m and v%s in fp32, %s\n", lp ? " and the master weights" : "",
+            p->zero ? "ZeRO-1: a 1/dp slice per rank (the full state is gathered while a checkpoint is "
                       "written or read: column 'ckpt')"
                     : "replicated on every data-parallel rank (zero_stage = 0)");
+    if (lp)
+        fprintf(f, "precision: %s parameters (%s) and activations (stored layers packed in 16 bits), fp32 "
+                   "gradients\n", cfg->train.precision, p->cuda ? "16 bits" : "fp32 containers on the CPU");
     fputc('\n', f);
     print_memory(f, p);
     print_fit(f, p, avail, avail_source);
@@ -610,7 +616,7 @@ void plan_log_allocated(const struct model *m, const struct optim *o, const stru
     unsigned long long mine[4] = {
         round64(m->flat * 4),
         round64(m->flat * 4) + round64((wte ? wte : 1) * 4),
-        2 * round64(o->shard * 4) + (o->gshard ? round64(o->shard * 4) : 0),
+        (2 + (o->master_mem ? 1ull : 0ull)) * round64(o->shard * 4) + (o->gshard ? round64(o->shard * 4) : 0),
         round64(m->act_bytes),
     };
     unsigned long long *all = g->rank == 0 ? xmalloc((size_t)g->world * sizeof mine) : NULL;

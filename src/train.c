@@ -187,8 +187,10 @@ static void setup(struct run *r)
     if (g->rank != 0) r->metrics.file = -1;
     fail_collective(g, failed, msg, "set io.run_dir to a writable directory");
 
-    size_t state = (2 * r->model.num_params + 2 * r->optim.shard + (r->optim.zero ? r->optim.shard : 0)) *
-                   sizeof(float); /* params, grads, AdamW m and v (ZeRO: a 1/dp slice, and its gradient) */
+    size_t state = (2 * r->model.num_params + (2 + (r->optim.master_mem ? 1 : 0)) * r->optim.shard +
+                    (r->optim.zero ? r->optim.shard : 0)) *
+                   sizeof(float); /* params, grads, AdamW m and v, master weights (ZeRO: a 1/dp slice, and its
+                                     gradient) */
     log_info("model: L=%d C=%d NH=%d T=%d V=%d (padded %d): %lld parameters, %.1f FLOP/token (x1e6)\n",
              d.L, d.C, d.NH, d.T, d.V, d.Vp, (long long)model_logical_params(&d),
              model_flops_per_token(&d) / 1e6);
