@@ -139,6 +139,15 @@ void comm_reduce_scatter_f32(struct comm *c, enum comm_group g, float *part, con
     account(c, g, CO_REDUCE_SCATTER, n * sizeof(float) * (size_t)group_size(c, g), t0);
 }
 
+void comm_ireduce_scatter_f32(struct comm *c, enum comm_group g, const float *send, float *recv, const int *counts,
+                              MPI_Request *req)
+{
+    size_t n = 0;
+    for (int i = 0, size = group_size(c, g); i < size; i++) n += (size_t)counts[i];
+    MPI_CHECK(MPI_Ireduce_scatter(send ? send : MPI_IN_PLACE, recv, counts, MPI_FLOAT, MPI_SUM, comm_of(c, g), req));
+    account(c, g, CO_REDUCE_SCATTER, n * sizeof(float), wtime());
+}
+
 static int p2p_count(size_t n)
 {
     if (n > (size_t)INT_MAX) die("a point-to-point message of %zu elements exceeds MPI's int count", n);

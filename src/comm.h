@@ -42,6 +42,12 @@ void comm_allgather_f32(struct comm *c, enum comm_group g, float *full, const fl
 void comm_allgather_inplace_f32(struct comm *c, enum comm_group g, float *full, size_t n);
 /* full (size * n) summed over the group; rank i keeps block i in part (n). */
 void comm_reduce_scatter_f32(struct comm *c, enum comm_group g, float *part, const float *full, size_t n);
+/* send (the sum of counts) summed over the group; rank i keeps counts[i]
+ * elements, the i-th run of send, in recv (send NULL: in place, the input
+ * in recv, the result at its start).  Non-blocking: bytes and calls counted
+ * here, the time in comm_wait. */
+void comm_ireduce_scatter_f32(struct comm *c, enum comm_group g, const float *send, float *recv, const int *counts,
+                              MPI_Request *req);
 /* Non-blocking point-to-point of n floats (bytes and calls counted here, the
  * time in comm_wait). */
 void comm_isend_f32(struct comm *c, enum comm_group g, const float *buf, size_t n, int peer, int tag,

@@ -122,9 +122,6 @@ static int check_features(const struct config *cfg, struct config_error *err)
                  vs, pp);
         return config_set_hint(err, "set virtual_stages = 1");
     }
-    if (cfg->parallel.zero_stage > 1)
-        return not_yet(err, "set zero_stage = 1 (optimizer state sharded) or 0",
-                       "gradient sharding (zero_stage = %" PRId64 ")", cfg->parallel.zero_stage);
     if (config_is(cfg->train.precision, "fp16") && cfg->train.loss_scale_min > cfg->train.loss_scale) {
         config_set_what(err, 0, 0, "loss_scale_min = %g is above the initial loss_scale = %g", cfg->train.loss_scale_min,
                         cfg->train.loss_scale);

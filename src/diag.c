@@ -63,7 +63,7 @@ void diag_check_consistency(const struct model *m, const struct grid *g, const s
     double gss = 0;
     for (int id = 0; id < NUM_PARAMS; id++) {
         h[id] = hash_bytes(m->param[id], m->size[id] * sizeof(float));
-        gss += sumsq(m->grad[id], m->size[id]);
+        if (m->grad[id]) gss += sumsq(m->grad[id], m->size[id]); /* (ZeRO-2: the layers' are sharded) */
     }
     int dp_bad = -1, tp_bad = -1;
     int dp_id = g->dp > 1 ? first_mismatch(h, g->dp_comm, 0, &dp_bad) : -1;

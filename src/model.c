@@ -100,6 +100,7 @@ void model_dims_init(struct model_dims *d, const struct config *cfg, const struc
                    : config_is(cfg->train.recompute, "selective") ? RECOMPUTE_SELECTIVE
                                                                   : RECOMPUTE_NONE;
     d->prec = precision_from_name(cfg->train.precision);
+    d->shard_grads = cfg->parallel.zero_stage >= 2 && g->dp > 1;
     int64_t n = cfg->train.recompute_layers;
     d->Lr = d->recompute != RECOMPUTE_FULL ? 0 : n == 0 || n > d->Lc ? d->Lc : (int)n;
 }
@@ -313,6 +314,22 @@ size_t model_tensor_size(const struct model_dims *d, enum param_id id)
     return holds(d, id) ? r * c * (param_table[id].per_layer ? (size_t)d->Lp : 1) : 0;
 }
 
+size_t model_layer_floats(const struct model_dims *d)
+{
+    size_t n = 0;
+    for (int i = 0; i < NUM_PARAMS; i++)
+        if (param_table[i].per_layer && d->Lp > 0) n += model_tensor_size(d, (enum param_id)i) / (size_t)d->Lp;
+    return n;
+}
+
+size_t model_rest_grad_floats(const struct model_dims *d)
+{
+    size_t n = 0;
+    for (int i = 0; i < NUM_PARAMS; i++)
+        if (!param_table[i].per_layer) n += (model_tensor_size(d, (enum param_id)i) + 15) / 16 * 16;
+    return n > 0 ? n : 16;
+}
+
 static void activations_alloc(struct model *m, int nslots)
 {
     size_t per = model_slot_floats(&m->d, m->B), scr = model_scratch_floats(&m->d, m->B);
@@ -387,12 +404,12 @@ void model_init(struct model *m, const struct model_dims *d, int B, int nslots, 
     size_t quantum = 16 * (size_t)(d->dp > 0 ? d->dp : 1);
     m->flat = (total + quantum - 1) / quantum * quantum;
     m->params_mem = xalloc_aligned(m->flat * sizeof(float));
-    m->grads_mem = xalloc_aligned(m->flat * sizeof(float));
+    m->grads_mem = xalloc_aligned((d->shard_grads ? model_rest_grad_floats(d) : m->flat) * sizeof(float));
     float *pc = m->params_mem, *gc = m->grads_mem;
     m->num_params = 0;
     for (int i = 0; i < NUM_PARAMS; i++) {
         m->param[i] = carve(&pc, m->size[i]);
-        m->grad[i] = carve(&gc, m->size[i]);
+        m->grad[i] = d->shard_grads && param_table[i].per_layer ? NULL : carve(&gc, m->size[i]);
         m->num_params += m->size[i];
         int layers = m->size[i] == 0 ? 0 : param_table[i].per_layer ? d->Lp : 1;
         size_t per = layers ? m->size[i] / (size_t)layers : 0;
@@ -416,7 +433,8 @@ void model_free(struct model *m)
 
 void model_zero_grad(struct model *m)
 {
-    for (int i = 0; i < NUM_PARAMS; i++) memset(m->grad[i], 0, m->size[i] * sizeof(float));
+    for (int i = 0; i < NUM_PARAMS; i++)
+        if (m->grad[i]) memset(m->grad[i], 0, m->size[i] * sizeof(float));
     memset(m->dwte_embed, 0, m->size[P_WTE] * sizeof(float));
 }
 
@@ -659,13 +677,30 @@ static void layernorm_from_tp(struct model *m, struct comm *c, float *dln_full, 
     bwd_out(m, m->scr.dresidual, (size_t)m->Ns * m->d.C);
 }
 
+/* Where local layer j's parameter gradients accumulate: their places in
+ * grad[], or (ZeRO-2) the buffer the layer_grads hook hands out. */
+static void layer_grads(struct model *m, int j, float *G[NUM_PARAMS])
+{
+    float *buf = m->layer_grads ? m->layer_grads(m->layer_grads_ctx, j) : NULL;
+    for (int id = 0; id < NUM_PARAMS; id++) {
+        if (!param_table[id].per_layer) {
+            G[id] = m->grad[id];
+            continue;
+        }
+        size_t per = m->size[id] / (size_t)m->d.Lp;
+        G[id] = buf ? buf : m->grad[id] + (size_t)j * per;
+        if (buf) buf += per;
+    }
+}
+
 static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a, int k, const float *l_in)
 {
     const struct model_dims *d = &m->d;
     struct scratch *s = &m->scr;
     int B = m->B, T = d->T, C = d->C, Cl = C / d->tp, NHl = d->NH / d->tp, N = m->N;
     int j = a->chunk * d->Lc + k;
-    float *const *P = m->param, *const *G = m->grad;
+    float *const *P = m->param, *G[NUM_PARAMS];
+    layer_grads(m, j, G);
     struct layer_acts la;
     layer_acts_of(m, a, k, &la);
     /* recomputation: the same arithmetic as the forward, so the result is bitwise the same */
@@ -679,25 +714,25 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
 
     /* MLP; dresidual holds d(block output), which is also d(residual2) through the skip */
     const float *dout = gather_to_tp(m, c, s->dfull, s->dresidual);
-    matmul_backward(s->dfch_gelu, LAYER(G, P_FCPROJW, j), LAYER(G, P_FCPROJB, j), dout, la.fch_gelu,
+    matmul_backward(s->dfch_gelu, G[P_FCPROJW], G[P_FCPROJB], dout, la.fch_gelu,
                     LAYER(P, P_FCPROJW, j), N, 4 * Cl, C);
     bwd_out(m, s->dfch_gelu, 4 * (size_t)N * Cl);
     gelu_backward(s->dfch, la.fch, s->dfch_gelu, 4 * (size_t)N * Cl);
     bwd_out(m, s->dfch, 4 * (size_t)N * Cl);
-    matmul_backward(s->dln_full, LAYER(G, P_FCW, j), LAYER(G, P_FCB, j), s->dfch, la.ln2, LAYER(P, P_FCW, j), N, C,
+    matmul_backward(s->dln_full, G[P_FCW], G[P_FCB], s->dfch, la.ln2, LAYER(P, P_FCW, j), N, C,
                     4 * Cl);
-    layernorm_from_tp(m, c, s->dln_full, LAYER(G, P_LN2W, j), LAYER(G, P_LN2B, j), la.residual2, LAYER(P, P_LN2W, j),
+    layernorm_from_tp(m, c, s->dln_full, G[P_LN2W], G[P_LN2B], la.residual2, LAYER(P, P_LN2W, j),
                       la.ln2_mean, la.ln2_rstd);
     /* attention; dresidual now holds d(residual2) = d(block input) through the skip */
     dout = gather_to_tp(m, c, s->dfull, s->dresidual);
-    matmul_backward(s->datty, LAYER(G, P_ATTPROJW, j), LAYER(G, P_ATTPROJB, j), dout, la.atty,
+    matmul_backward(s->datty, G[P_ATTPROJW], G[P_ATTPROJB], dout, la.atty,
                     LAYER(P, P_ATTPROJW, j), N, Cl, C);
     bwd_out(m, s->datty, (size_t)N * Cl);
     attention_backward(s->dqkv, s->datt, s->datty, la.qkv, la.att, B, T, Cl, NHl);
     bwd_out(m, s->dqkv, 3 * (size_t)N * Cl);
-    matmul_backward(s->dln_full, LAYER(G, P_QKVW, j), LAYER(G, P_QKVB, j), s->dqkv, la.ln1, LAYER(P, P_QKVW, j), N,
+    matmul_backward(s->dln_full, G[P_QKVW], G[P_QKVB], s->dqkv, la.ln1, LAYER(P, P_QKVW, j), N,
                     C, 3 * Cl);
-    layernorm_from_tp(m, c, s->dln_full, LAYER(G, P_LN1W, j), LAYER(G, P_LN1B, j), l_in, LAYER(P, P_LN1W, j),
+    layernorm_from_tp(m, c, s->dln_full, G[P_LN1W], G[P_LN1B], l_in, LAYER(P, P_LN1W, j),
                       la.ln1_mean, la.ln1_rstd);
 }
 

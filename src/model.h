@@ -46,6 +46,7 @@ struct model_dims {
     int Lc;                     /* layers per chunk: L / (pp * v) */
     int Lp;                     /* layers on this rank: v * Lc */
     int dp;                     /* data-parallel replicas (ZeRO shards the flat buffers over them) */
+    int shard_grads;            /* ZeRO-2: no full per-layer gradients (the layer_grads hook hands out buffers) */
     int recompute;              /* RECOMPUTE_* */
     int Lr;                     /* full recompute: the first Lr layers of each chunk */
     enum precision prec;        /* storage precision of parameters and activations */
@@ -128,8 +129,9 @@ struct model {
     size_t num_params;                /* elements on this rank */
     size_t flat;                      /* floats in params_mem and grads_mem: every tensor 16-aligned,
                                          the total a multiple of 16 * dp (ZeRO's equal shards) */
-    float *params_mem, *grads_mem;
-    float *param[NUM_PARAMS], *grad[NUM_PARAMS];
+    float *params_mem, *grads_mem;    /* grads_mem: the flat layout, or (ZeRO-2) the tensors outside the
+                                         layers, one after the other */
+    float *param[NUM_PARAMS], *grad[NUM_PARAMS]; /* grad: NULL for per-layer tensors under ZeRO-2 */
     float *dwte_embed;                /* the embedding's share of wte's gradient; the head's
                                          accumulates in grad[P_WTE]; optim adds them per step */
     int nslots;                       /* micro-batches in flight this rank can hold */
@@ -140,6 +142,10 @@ struct model {
      * data-parallel reduction with the rest of the backward) */
     void (*layer_done)(void *ctx, int j);
     void *layer_done_ctx;
+    /* ZeRO-2: a zeroed buffer for local layer j's parameter gradients, its
+     * per-layer tensors back to back in table order (model_layer_floats) */
+    float *(*layer_grads)(void *ctx, int j);
+    void *layer_grads_ctx;
     /* watching for the first forward output that is not finite (set after a
      * non-finite loss): its place in forward order, and its name */
     int watch;
@@ -151,6 +157,10 @@ struct model {
  * and the allocator alike. */
 size_t model_slot_floats(const struct model_dims *d, int B);
 size_t model_scratch_floats(const struct model_dims *d, int B);
+/* Floats of one layer's per-layer tensors on this rank. */
+size_t model_layer_floats(const struct model_dims *d);
+/* Floats of grads_mem under ZeRO-2 (the tensors outside the layers). */
+size_t model_rest_grad_floats(const struct model_dims *d);
 /* Elements of tensor id on this rank (0 where another stage holds it). */
 size_t model_tensor_size(const struct model_dims *d, enum param_id id);
 

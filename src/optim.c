@@ -1,6 +1,7 @@
 /* optim.c -- DP gradient reduction, global-norm clipping, AdamW, lr schedule. */
 #include "optim.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@ void optim_init(struct optim *o, const struct model *m, const struct config *cfg
 {
     memset(o, 0, sizeof *o);
     o->zero = cfg->parallel.zero_stage >= 1 && g->dp > 1;
+    o->zero2 = cfg->parallel.zero_stage >= 2 && g->dp > 1;
     o->shard = o->zero ? m->flat / (size_t)g->dp : m->flat;
     o->offset = o->zero ? (size_t)g->dp_rank * o->shard : 0;
     o->m_mem = xalloc_aligned(o->shard * sizeof(float));
@@ -122,7 +124,8 @@ void optim_reduce_tp_grads(struct model *m, struct comm *c)
     if (!m->d.sp) return;
     enum param_id ln[] = {P_LN1W, P_LN1B, P_LN2W, P_LN2B, P_LNFW, P_LNFB};
     for (size_t i = 0; i < sizeof ln / sizeof ln[0]; i++)
-        comm_allreduce_sum_f32(c, CG_TP, m->grad[ln[i]], m->size[ln[i]]);
+        if (m->grad[ln[i]]) /* (ZeRO-2 reduced the layers' own as it went) */
+            comm_allreduce_sum_f32(c, CG_TP, m->grad[ln[i]], m->size[ln[i]]);
 }
 
 void optim_reduce_grads(struct optim *o, struct model *m, struct comm *c, int layers_reduced)
@@ -140,6 +143,22 @@ void optim_reduce_grads(struct optim *o, struct model *m, struct comm *c, int la
         }
         return;
     }
+    if (o->zero2) { /* the layers went during the backward: the tensors outside them */
+        for (int i = 0; i < NUM_PARAMS; i++) {
+            if (param_table[i].per_layer || m->size[i] == 0) continue;
+            struct flat_range r = {(size_t)(m->param[i] - m->params_mem), m->size[i]};
+            int *counts = xmalloc((size_t)c->grid->dp * sizeof *counts);
+            optim_slice_counts(o, &r, 1, c->grid->dp, counts);
+            float *recv = xalloc_aligned(((size_t)counts[c->grid->dp_rank] + 1) * sizeof(float));
+            MPI_Request req;
+            comm_ireduce_scatter_f32(c, CG_DP, m->grad[i], recv, counts, &req);
+            comm_wait(c, CG_DP, CO_REDUCE_SCATTER, 1, &req);
+            optim_add_to_shard(o, &r, 1, recv);
+            free(recv);
+            free(counts);
+        }
+        return;
+    }
     /* one call over the contiguous gradient memory (tensors are packed with
      * padding, which is zero and stays zero) */
     if (o->zero) comm_reduce_scatter_f32(c, CG_DP, o->gshard, m->grads_mem, o->shard);
@@ -152,6 +171,29 @@ static int in_slice(const struct optim *o, size_t a, size_t n, size_t *lo, size_
     *lo = a > o->offset ? a : o->offset;
     *hi = a + n < o->offset + o->shard ? a + n : o->offset + o->shard;
     return *lo < *hi;
+}
+
+void optim_slice_counts(const struct optim *o, const struct flat_range *r, int k, int dp, int *counts)
+{
+    for (int q = 0; q < dp; q++) {
+        size_t lo = (size_t)q * o->shard, hi = lo + o->shard, n = 0;
+        for (int i = 0; i < k; i++) {
+            size_t a = r[i].at > lo ? r[i].at : lo, b = r[i].at + r[i].n < hi ? r[i].at + r[i].n : hi;
+            if (a < b) n += b - a;
+        }
+        if (n > (size_t)INT_MAX) die("a ZeRO-2 gradient block of %zu elements exceeds MPI's int count", n);
+        counts[q] = (int)n;
+    }
+}
+
+void optim_add_to_shard(struct optim *o, const struct flat_range *r, int k, const float *recv)
+{
+    for (int i = 0; i < k; i++) {
+        size_t lo, hi;
+        if (!in_slice(o, r[i].at, r[i].n, &lo, &hi)) continue;
+        residual_forward(o->gshard + (lo - o->offset), o->gshard + (lo - o->offset), recv, hi - lo);
+        recv += hi - lo;
+    }
 }
 
 /* Sum of squares of gradient range [a, a + n) of the flat buffer: from the

@@ -8,6 +8,11 @@
 #include "config.h"
 #include "model.h"
 
+/* A range [at, at + n) of the flat parameter (and gradient) layout. */
+struct flat_range {
+    size_t at, n;
+};
+
 /* AdamW state.  Without ZeRO m and v are laid out like the parameters.
  * With precision bf16/fp16 the parameters the model computes with hold
  * values of that format; the optimizer keeps fp32 master weights (laid out
@@ -19,7 +24,8 @@
 struct optim {
     float *m_mem, *v_mem;          /* moments: flat, or the slice */
     float *m[NUM_PARAMS], *v[NUM_PARAMS]; /* per tensor, when the full layout is present */
-    int zero;                      /* 1: sharded over dp */
+    int zero;                      /* 1: sharded over dp (ZeRO-1 and 2) */
+    int zero2;                     /* ZeRO-2: gradients reduced into gshard layer by layer (zero2.h) */
     size_t shard, offset;          /* the slice of the flat buffers this rank updates */
     float *gshard;                 /* (shard) its reduced gradient */
     float *m_full, *v_full;        /* the full moments while a checkpoint is read or written */
@@ -46,6 +52,12 @@ void optim_drop_full(struct optim *o);
  * update; with ZeRO all-gathered).  No-ops in fp32. */
 void optim_master_from_params(struct optim *o, const struct model *m);
 void optim_params_from_master(struct optim *o, struct model *m, struct comm *c);
+
+/* ZeRO: how many elements of the ranges (increasing, packed back to back)
+ * fall into each data-parallel rank's slice (counts: dp entries), and
+ * gshard += recv, this rank's elements of them in order. */
+void optim_slice_counts(const struct optim *o, const struct flat_range *r, int k, int dp, int *counts);
+void optim_add_to_shard(struct optim *o, const struct flat_range *r, int k, const float *recv);
 
 /* Divide the reduced gradients by the loss scale (times inv). */
 void optim_unscale(struct optim *o, struct model *m, float inv);

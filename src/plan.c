@@ -20,6 +20,7 @@
 #include "model.h"
 #include "optim.h"
 #include "pipeline.h"
+#include "zero2.h"
 
 enum { GEMM_PACK_FLOATS = 14 * 16 * 256 + 256 * (1024 + 32) }; /* gemm.c: MC x KC + KC x (NC + NR) per thread */
 enum { SGEMM_PROBE_BYTES = 3 * 1024 * 1024 * 4 };               /* gemm_peak_gflops: three 1024^2 matrices */
@@ -113,10 +114,16 @@ static void stage_comm(struct plan_stage *s, const struct plan *p, const struct 
          * reduce-scatter with an all-gather beside it */
         double red = 4.0 * d->Lp + 2.0 * d->v * d->Lr + E + H;
         s->comm[CG_TP] = m * red * NC * (d->sp ? 2 : 1) + H * m * 3 * N * 4 + norms;
-        if (d->sp) s->comm[CG_TP] += (4.0 * d->Lp + 2.0 * H) * d->C * 4; /* LayerNorm gradients */
+        if (d->sp) /* LayerNorm gradients (ZeRO-2: the layers' per micro-batch) */
+            s->comm[CG_TP] += ((p->zero2 ? m : 1) * 4.0 * d->Lp + 2.0 * H) * d->C * 4;
     }
     s->comm[CG_DP] = 8; /* the loss */
-    if (p->dp > 1 && p->zero) s->comm[CG_DP] += 2.0 * flat * 4 + norms;
+    if (p->dp > 1 && p->zero2) { /* every layer per micro-batch, the rest once; the parameters gathered */
+        double rest = 0;
+        for (int i = 0; i < NUM_PARAMS; i++)
+            if (!param_table[i].per_layer) rest += (double)model_tensor_size(d, (enum param_id)i) * 4;
+        s->comm[CG_DP] += m * d->Lp * (double)model_layer_floats(d) * 4 + rest + (double)flat * 4 + norms;
+    } else if (p->dp > 1 && p->zero) s->comm[CG_DP] += 2.0 * flat * 4 + norms;
     else if (p->dp > 1 && overlapped(p, d)) s->comm[CG_DP] += (double)s->params * 4; /* tensor by tensor */
     else if (p->dp > 1) s->comm[CG_DP] += (double)flat * 4;                          /* the padded buffer */
     if (p->pp > 1) {
@@ -131,6 +138,16 @@ static void stage_comm(struct plan_stage *s, const struct plan *p, const struct 
     }
 }
 
+/* The gradients: the flat layout, or (ZeRO-2) the tensors outside the
+ * layers and the per-layer working buffers; + dwte_embed. */
+static size_t grad_bytes(const struct model_dims *d, size_t flat, int zero2)
+{
+    size_t wte = model_tensor_size(d, P_WTE);
+    size_t main = zero2 ? round64(model_rest_grad_floats(d) * 4) : round64(flat * 4);
+    size_t buffers = zero2 && d->Lp > 0 ? round64(zero2_buffer_floats(d) * 4) : 0;
+    return main + buffers + round64((wte ? wte : 1) * 4);
+}
+
 static void plan_stage(struct plan_stage *s, const struct plan *p, const struct config *cfg, int r)
 {
     struct model_dims d;
@@ -143,11 +160,10 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
     s->slots = s->in_flight + (p->pp > 1 ? 2 : 0); /* pp_exec_init */
 
     size_t flat = flat_floats(&d, &s->params), shard = p->zero ? flat / (size_t)p->dp : flat;
-    size_t wte = model_tensor_size(&d, P_WTE);
     int lp = d.prec != PREC_FP32; /* + fp32 master weights beside m and v */
     /* bf16/fp16 parameters: fp32 containers on the CPU, 16 bits on a GPU */
     s->bytes[PM_PARAMS] = round64(flat * (p->cuda && lp ? 2 : 4));
-    s->bytes[PM_GRADS] = round64(flat * 4) + round64((wte ? wte : 1) * 4); /* + dwte_embed */
+    s->bytes[PM_GRADS] = grad_bytes(&d, flat, p->zero2);
     s->bytes[PM_OPTIM] = (2 + (size_t)lp) * round64(shard * 4) + (p->zero ? round64(shard * 4) : 0);
     int ckpt = cfg->io.save_final || cfg->io.checkpoint_every > 0 || cfg->io.restart[0];
     s->bytes[PM_CKPT] = p->zero && ckpt ? (2 + (size_t)lp) * round64(flat * 4) : 0; /* optim_gather_full */
@@ -189,6 +205,7 @@ int plan_compute(struct plan *p, const struct config *cfg, int world, int thread
     p->m = (int)(cfg->train.batch_size / ((int64_t)p->dp * p->B));
     p->sp = cfg->parallel.sequence_parallel && p->tp > 1;
     p->zero = cfg->parallel.zero_stage >= 1 && p->dp > 1;
+    p->zero2 = cfg->parallel.zero_stage >= 2 && p->dp > 1;
     p->overlap = cfg->parallel.overlap_grad_reduce && !p->zero && p->dp > 1;
     p->cuda = config_is(cfg->train.device, "cuda");
     p->threads = threads > 0 ? threads : cfg->train.threads > 0 ? (int)cfg->train.threads : omp_get_max_threads();
@@ -540,9 +557,11 @@ void plan_print(FILE *f, const struct plan *p, const struct config *cfg, double 
                 100 * p->bubble);
     int lp = d.prec != PREC_FP32;
     fprintf(f, "optimizer: AdamW m and v%s in fp32, %s\n", lp ? " and the master weights" : "",
-            p->zero ? "ZeRO-1: a 1/dp slice per rank (the full state is gathered while a checkpoint is "
-                      "written or read: column 'ckpt')"
-                    : "replicated on every data-parallel rank (zero_stage = 0)");
+            p->zero2  ? "ZeRO-2: a 1/dp slice per rank, and of the gradients (the full state is gathered while "
+                        "a checkpoint is written or read: column 'ckpt')"
+            : p->zero ? "ZeRO-1: a 1/dp slice per rank (the full state is gathered while a checkpoint is "
+                        "written or read: column 'ckpt')"
+                      : "replicated on every data-parallel rank (zero_stage = 0)");
     if (lp)
         fprintf(f, "precision: %s parameters (%s) and activations (stored layers packed in 16 bits), fp32 "
                    "gradients\n", cfg->train.precision, p->cuda ? "16 bits" : "fp32 containers on the CPU");
@@ -612,10 +631,9 @@ void plan_check(const struct config *cfg, const struct grid *g)
 
 void plan_log_allocated(const struct model *m, const struct optim *o, const struct grid *g)
 {
-    size_t wte = m->size[P_WTE];
     unsigned long long mine[4] = {
         round64(m->flat * 4),
-        round64(m->flat * 4) + round64((wte ? wte : 1) * 4),
+        grad_bytes(&m->d, m->flat, o->zero2),
         (2 + (o->master_mem ? 1ull : 0ull)) * round64(o->shard * 4) + (o->gshard ? round64(o->shard * 4) : 0),
         round64(m->act_bytes),
     };

@@ -51,7 +51,7 @@ struct plan_stage {
 
 struct plan {
     int world, tp, dp, pp, v, B, m; /* B sequences per micro-batch, m micro-batches per replica */
-    int sp, zero, overlap, recompute, threads, cuda;
+    int sp, zero, zero2, overlap, recompute, threads, cuda; /* zero2: ZeRO-2 (zero set too) */
     int64_t logical_params;
     long bubble_num, bubble_den;
     double bubble;

@@ -24,6 +24,7 @@
 #include "pipeline_exec.h"
 #include "plan.h"
 #include "scaler.h"
+#include "zero2.h"
 
 /* Set by SIGUSR1/SIGTERM; read at step boundaries, agreed over all ranks. */
 static volatile sig_atomic_t stop_requested = 0;
@@ -42,6 +43,7 @@ struct run {
     int micro_batch, n_micro;   /* sequences per micro-batch, micro-batches per step and replica */
     struct pp_exec exec;        /* this rank's pipeline schedule (pp = 1: forward, backward, ...) */
     struct overlap overlap;     /* the DP reduction started during the backward */
+    struct zero2 zero2;         /* ZeRO-2: the gradients reduced layer by layer into the slice */
     struct loss_scaler scaler;  /* fp16: the dynamic loss scale */
     int nonfinite_streak;       /* steps in a row whose loss was not finite */
     struct trace trace;
@@ -167,6 +169,7 @@ static void setup(struct run *r)
     model_init(&r->model, &d, r->micro_batch, nslots, (uint64_t)cfg->train.seed);
     optim_init(&r->optim, &r->model, cfg, g);
     scaler_init(&r->scaler, cfg);
+    zero2_init(&r->zero2, &r->model, &r->optim, &r->comm);
     overlap_init(&r->overlap, &r->model, &r->comm, cfg->parallel.overlap_grad_reduce && !r->optim.zero,
                  cfg->parallel.bucket_mb);
     r->exec.overlap = r->overlap.enabled ? &r->overlap : NULL;
@@ -234,9 +237,11 @@ static void train_step(struct run *r, struct step_metrics *sm)
 
     if (cfg->diag.inject_nan_step == r->step + 1) diag_inject_nan(&r->model, cfg->diag.inject_tensor);
     model_zero_grad(&r->model);
+    zero2_begin(&r->zero2);
     double loss = pp_exec_step(&r->exec, &r->model, &r->comm, r->data, r->step, G, (float)(scale / tokens),
                                &r->timers);
     timer_start(&r->timers, T_DP_REDUCE);
+    zero2_finish(&r->zero2);
     optim_reduce_grads(&r->optim, &r->model, &r->comm, overlap_finish(&r->overlap));
     if (r->g->pp > 1) comm_allreduce_sum_f64(&r->comm, CG_PP, &loss, 1); /* the last stage has it */
     comm_allreduce_sum_f64(&r->comm, CG_DP, &loss, 1);
@@ -432,6 +437,7 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
     data_close(r.data);
     pp_exec_free(&r.exec);
     overlap_free(&r.overlap);
+    zero2_free(&r.zero2);
     optim_free(&r.optim);
     model_free(&r.model);
     return status;

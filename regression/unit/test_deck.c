@@ -159,7 +159,7 @@ static void test_round_trip(void)
            "64-bit integers survive the round trip");
     tap_ok(strcmp(r.data.path, "a'b\"c") == 0 && strcmp(r.io.restart, "'") == 0 && r.io.run_dir[0] == '\0',
            "strings with quotes, and the empty string, survive the round trip");
-    tap_ok(strstr(e1, "&model\n  n_layer    = 12\n") && strstr(e1, "  eps              = 1e-300\n"),
+    tap_ok(strstr(e1, "&model\n  n_layer    = 12\n") && strstr(e1, "  eps                   = 1e-300\n"),
            "echo aligns the '=' within each group");
     free(e1);
     free(e2);
@@ -362,8 +362,8 @@ static const struct bad_combo bad_combos[] = {
       "virtual_stages = 1" },
     { "&parallel sequence_parallel = T /", 1, "sequence_parallel = .true. needs tensor parallelism (tp > 1)",
       "set sequence_parallel = .false." },
-    { "&parallel zero_stage = 2 /", 1, "gradient sharding (zero_stage = 2) is not available", "set zero_stage = 1" },
-    { "&train precision = 'bf16' /", 1, "precision = 'bf16' is not available", "set precision = 'fp32'" },
+    { "&train precision = 'fp16', loss_scale = 1024, loss_scale_min = 4096 /", 1,
+      "loss_scale_min = 4096 is above the initial loss_scale = 1024", "set loss_scale_min <= loss_scale" },
     { "&train device = 'cuda' /", 1, "device = 'cuda') is not available", "set device = 'cpu'" },
     { "&parallel dp = 4 /", 2, "tp * dp * pp = 1 * 4 * 1 = 4, but 2 ranks were launched",
       "set dp = 2 (or dp = 0 to derive it), or launch 4 ranks" },
