@@ -440,6 +440,15 @@ static int candidates(struct change *out, int max, const struct config *cfg, int
         ADD("zero_stage 0 -> 1 (optimizer state sharded over dp = %d)", dp);
         LAST->parallel.zero_stage = 1;
     }
+    if (dp > 1 && cfg->parallel.zero_stage < 2) {
+        ADD("zero_stage %lld -> 2 (optimizer state and gradients sharded over dp = %d)",
+            (long long)cfg->parallel.zero_stage, dp);
+        LAST->parallel.zero_stage = 2;
+    }
+    if (config_is(cfg->train.precision, "fp32")) { /* halves the activations kept for backward */
+        ADD("precision 'fp32' -> 'bf16'");
+        snprintf(LAST->train.precision, CONFIG_STRLEN, "bf16");
+    }
     if (dp % 2 == 0) {
         ADD("pp %lld -> %lld, dp %d -> %d (same %d ranks)", (long long)pp, (long long)pp * 2, dp, dp / 2, world);
         LAST->parallel.pp = pp * 2;
@@ -505,15 +514,6 @@ void plan_print_advice(FILE *f, const struct plan *p, const struct config *cfg, 
         human(h, sizeof h, (double)cur.peak);
         fprintf(f, "  together: %s: %s%s\n", chain, h, cur.peak <= avail ? "  fits" : "  (still does not fit)");
     }
-    if (p->dp > 1 && cfg->parallel.zero_stage == 0) {
-        struct config z = *cfg;
-        struct config_error err;
-        z.parallel.zero_stage = 1;
-        z.parallel.dp = p->dp;
-        if (plan_validate(&z, p->world, &err) != 0)
-            fprintf(f, "  (ZeRO-1 would shard the optimizer state over dp = %d: not available in this build)\n",
-                    p->dp);
-    }
     free(c);
 }
 
@@ -532,7 +532,9 @@ static void print_comm(FILE *f, const struct plan *p)
     fprintf(f, "  tp: per micro-batch (4 x layers + embedding + head) x B*T*C*4 bytes (x2 with sequence\n"
                "      parallelism: all-gather + reduce-scatter), + 2 per layer recomputed in full, + the\n"
                "      cross-entropy statistics; dp: the whole gradient all-reduced (ZeRO-1: reduce-scatter +\n"
-               "      all-gather of the parameters); pp: B*T*C*4 (/tp with sequence parallelism) per micro-batch\n"
+               "      all-gather of the parameters; ZeRO-2: each layer's gradients reduce-scattered per\n"
+               "      micro-batch, the rest once per step, + the all-gather); pp: B*T*C*4 (/tp with sequence\n"
+               "      parallelism) per micro-batch\n"
                "      and chunk boundary, sent and received, forward and backward; embed: wte's gradient\n"
                "      all-reduced between the first and the last stage.\n");
 }
