@@ -6,6 +6,7 @@
 # and max / predicted; the target is within 10%.  Memory is measured here, never in a test.
 #   bench/plan_vs_rss.sh            all configs
 #   THREADS=2 bench/plan_vs_rss.sh  OpenMP threads per rank (default 1)
+#   ONLY='ZeRO|bf16' bench/plan_vs_rss.sh  the configs whose names match (grep -E)
 set -u
 cd "$(dirname "$0")/.."
 THREADS=${THREADS:-1}
@@ -25,6 +26,7 @@ PY
 # case NAME NP DECK OVERRIDES...
 case_() {
     name=$1; np=$2; deck=$3; shift 3
+    [ -z "${ONLY:-}" ] || echo "$name" | grep -Eq "$ONLY" || return 0
     common="train.steps=3 train.warmup_steps=0 train.threads=$THREADS io.run_dir='$tmp/run' io.save_final=.false."
     rm -rf "$tmp/run"
     ./triad plan "$deck" world="$np" $common "$@" > "$tmp/plan.out" 2>&1 || { cat "$tmp/plan.out"; exit 1; }
@@ -58,6 +60,12 @@ case_ "124M B4 T64, dp 2 (overlapped)"     2 bench/gpt2_124m.nml train.batch_siz
 case_ "124M B4 T64, dp 2, no overlap"      2 bench/gpt2_124m.nml train.batch_size=8 train.micro_batch_size=4 parallel.overlap_grad_reduce=.false.
 case_ "124M B4 T64, dp 2, ZeRO-1"          2 bench/gpt2_124m.nml train.batch_size=8 train.micro_batch_size=4 parallel.zero_stage=1
 case_ "124M B4 T64, dp 2, ZeRO-1, ckpt"    2 bench/gpt2_124m.nml train.batch_size=8 train.micro_batch_size=4 parallel.zero_stage=1 io.save_final=.true.
+case_ "124M B4 T64, dp 2, ZeRO-2"          2 bench/gpt2_124m.nml train.batch_size=8 train.micro_batch_size=4 parallel.zero_stage=2
+case_ "124M B4 T64, dp 2, ZeRO-2, accum 2"  2 bench/gpt2_124m.nml train.batch_size=8 train.micro_batch_size=2 parallel.zero_stage=2
+case_ "small, bf16"                        1 bench/small.nml train.precision=bf16
+case_ "small, fp16, recompute selective"   1 bench/small.nml train.precision=fp16 train.recompute=selective
+case_ "124M B4 T64, bf16"                  1 bench/gpt2_124m.nml train.precision=bf16
+case_ "124M B4 T64, dp 2, ZeRO-2, bf16"    2 bench/gpt2_124m.nml train.batch_size=8 train.micro_batch_size=4 parallel.zero_stage=2 train.precision=bf16
 case_ "124M B4 T64, tp 2 x pp 2"           4 bench/gpt2_124m.nml parallel.tp=2 parallel.pp=2 train.batch_size=8
 case_ "demo: tp 2 x pp 2 x dp 2"           8 input/demo.nml
 case_ "demo, recompute full"               8 input/demo.nml train.recompute=full

@@ -149,12 +149,10 @@ void optim_reduce_grads(struct optim *o, struct model *m, struct comm *c, int la
             struct flat_range r = {(size_t)(m->param[i] - m->params_mem), m->size[i]};
             int *counts = xmalloc((size_t)c->grid->dp * sizeof *counts);
             optim_slice_counts(o, &r, 1, c->grid->dp, counts);
-            float *recv = xalloc_aligned(((size_t)counts[c->grid->dp_rank] + 1) * sizeof(float));
-            MPI_Request req;
-            comm_ireduce_scatter_f32(c, CG_DP, m->grad[i], recv, counts, &req);
+            MPI_Request req; /* in place: this rank's sum lands at the start of grad[i] */
+            comm_ireduce_scatter_f32(c, CG_DP, NULL, m->grad[i], counts, &req);
             comm_wait(c, CG_DP, CO_REDUCE_SCATTER, 1, &req);
-            optim_add_to_shard(o, &r, 1, recv);
-            free(recv);
+            optim_add_to_shard(o, &r, 1, m->grad[i]);
             free(counts);
         }
         return;

@@ -90,7 +90,11 @@ static size_t overlapped_bytes(const struct model_dims *d)
 static size_t comm_buffer(const struct plan *p, const struct model_dims *d, size_t flat)
 {
     size_t big = 0, NC = (size_t)p->B * d->T * d->C * 4, wte = model_tensor_size(d, P_WTE) * 4, x;
-    if (p->dp > 1)
+    if (p->dp > 1 && p->zero2) /* a layer at a time, then each tensor outside the layers (wte the largest) */
+        big = reduce_scatter_scratch((model_layer_floats(d) > model_tensor_size(d, P_WTE) ? model_layer_floats(d)
+                                                                                           : model_tensor_size(d, P_WTE)) * 4,
+                                     p->dp);
+    else if (p->dp > 1)
         big = p->zero ? reduce_scatter_scratch(flat * 4, p->dp)
             : overlapped(p, d) ? overlapped_bytes(d) : allreduce_scratch(flat * 4, p->dp);
     if (p->dp > 1 && overlapped(p, d) && (x = allreduce_scratch(wte, p->dp)) > big) big = x; /* the rest, after */
