@@ -363,11 +363,23 @@ static int transfer(hid_t f, const struct model *m, const struct optim *o, int w
     const char *prefix[3] = {"/model", "/optim/m", "/optim/v"};
     /* mixed precision: the fp32 master weights are the model */
     float *const *base[3] = {o && o->master_mem ? o->master : m->param, o ? o->m : NULL, o ? o->v : NULL};
+    float *dev[3] = {base[0][0], o ? o->m[0] : NULL, o ? o->v[0] : NULL}; /* each flat buffer's start */
     int np = with_optim ? 3 : 1, per = datasets_per_prefix(m);
     struct walk_ctx w = {g, xcalloc((size_t)per * np, sizeof(uint64_t)), 0, err, errlen};
     int rc = 0;
+    /* state in device memory: HDF5 reads and writes a host copy of each flat buffer */
+    float *host[3] = {NULL, NULL, NULL}, *hbase[3][NUM_PARAMS];
+    if (m->k->on_device)
+        for (int p = 0; p < np; p++) {
+            host[p] = xalloc_aligned(m->flat * sizeof(float)); /* (reading too: what the file lacks stays) */
+            m->k->to_host(host[p], base[p][0], m->flat * sizeof(float));
+            for (int id = 0; id < NUM_PARAMS; id++) hbase[p][id] = host[p] + (base[p][id] - base[p][0]);
+            base[p] = hbase[p];
+        }
     for (int p = 0; p < np && rc == 0; p++) rc = walk(f, prefix[p], m, base[p], writing ? write_tensor : read_tensor, &w);
     rc = mpi_agree_error(g->world_comm, rc != 0, err, errlen);
+    for (int p = 0; p < np && host[p] && !writing && rc == 0; p++)
+        m->k->to_device(dev[p], host[p], m->flat * sizeof(float));
     if (rc == 0) {
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, w.sums, per * np, MPI_UINT64_T, MPI_SUM, g->world_comm));
         w.next = 0;
@@ -376,6 +388,7 @@ static int transfer(hid_t f, const struct model *m, const struct optim *o, int w
         rc = mpi_agree_error(g->world_comm, rc != 0, err, errlen);
     }
     free(w.sums);
+    for (int p = 0; p < np; p++) free(host[p]);
     return rc;
 }
 

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
 #include "log.h"
 
 static uint64_t hash_bytes(const void *p, size_t n)
@@ -61,10 +60,14 @@ void diag_check_consistency(const struct model *m, const struct grid *g, const s
 {
     uint64_t h[NUM_PARAMS];
     double gss = 0;
+    float *host = m->k->on_device ? xalloc_aligned(m->flat * sizeof(float)) : NULL;
+    if (host) m->k->to_host(host, m->params_mem, m->flat * sizeof(float));
     for (int id = 0; id < NUM_PARAMS; id++) {
-        h[id] = hash_bytes(m->param[id], m->size[id] * sizeof(float));
-        if (m->grad[id]) gss += sumsq(m->grad[id], m->size[id]); /* (ZeRO-2: the layers' are sharded) */
+        const float *p = host ? host + (m->param[id] - m->params_mem) : m->param[id];
+        h[id] = hash_bytes(p, m->size[id] * sizeof(float));
+        if (m->grad[id]) gss += m->k->sumsq(m->grad[id], m->size[id]); /* (ZeRO-2: the layers' are sharded) */
     }
+    free(host);
     int dp_bad = -1, tp_bad = -1;
     int dp_id = g->dp > 1 ? first_mismatch(h, g->dp_comm, 0, &dp_bad) : -1;
     int tp_id = g->tp > 1 ? first_mismatch(h, g->tp_comm, 1, &tp_bad) : -1;
@@ -150,12 +153,16 @@ void diag_inject_nan(struct model *m, const char *name)
     int j = layer >= 0 ? model_local_layer(&m->d, layer) : 0;
     if (m->size[id] == 0 || j < 0) return;
     size_t per = m->size[id] / (size_t)(layer >= 0 ? m->d.Lp : 1);
-    m->param[id][(size_t)j * per] = NAN;
+    float nan = NAN;
+    m->k->to_device(m->param[id] + (size_t)j * per, &nan, sizeof nan);
     log_warn("diag.inject_nan_step: set an element of %s to NaN", name);
 }
 
 void diag_corrupt(struct model *m)
 {
-    m->param[P_LN1W][0] += 1e-3f;
+    float x;
+    m->k->to_host(&x, m->param[P_LN1W], sizeof x);
+    x += 1e-3f;
+    m->k->to_device(m->param[P_LN1W], &x, sizeof x);
     log_warn("diag.corrupt_rank: perturbed ln1_w[0] of layer %d on this rank", model_global_layer(&m->d, 0));
 }

@@ -209,8 +209,8 @@ static void pack_layer(const struct model *m, uint16_t *dst, struct layer_acts *
     struct act_field t[LAYER_FIELDS];
     layer_fields(t, la, &m->d, m->B, 1, with_att);
     for (int i = 0; i < LAYER_FIELDS; i++) {
-        if (t[i].stat) memcpy(dst, *t[i].p, t[i].n * sizeof(float));
-        else if (t[i].n) lp_pack(m->d.prec, dst, *t[i].p, t[i].n);
+        if (t[i].stat) m->k->copy(dst, *t[i].p, t[i].n * sizeof(float));
+        else if (t[i].n) m->k->lp_pack(m->d.prec, dst, *t[i].p, t[i].n);
         dst += ((t[i].stat ? 2 : 1) * t[i].n + 31) / 32 * 32;
     }
 }
@@ -220,8 +220,8 @@ static void unpack_layer(const struct model *m, struct layer_acts *la, const uin
     struct act_field t[LAYER_FIELDS];
     layer_fields(t, la, &m->d, m->B, 1, with_att);
     for (int i = 0; i < LAYER_FIELDS; i++) {
-        if (t[i].stat) memcpy(*t[i].p, src, t[i].n * sizeof(float));
-        else if (t[i].n) lp_unpack(m->d.prec, *t[i].p, src, t[i].n);
+        if (t[i].stat) m->k->copy(*t[i].p, src, t[i].n * sizeof(float));
+        else if (t[i].n) m->k->lp_unpack(m->d.prec, *t[i].p, src, t[i].n);
         src += ((t[i].stat ? 2 : 1) * t[i].n + 31) / 32 * 32;
     }
 }
@@ -333,7 +333,7 @@ size_t model_rest_grad_floats(const struct model_dims *d)
 static void activations_alloc(struct model *m, int nslots)
 {
     size_t per = model_slot_floats(&m->d, m->B), scr = model_scratch_floats(&m->d, m->B);
-    float *mem = xalloc_aligned((per * (size_t)nslots + scr) * sizeof(float));
+    float *mem = m->k->alloc((per * (size_t)nslots + scr) * sizeof(float));
     m->nslots = nslots;
     m->slot = xcalloc((size_t)nslots, sizeof *m->slot);
     for (int i = 0; i < nslots; i++) slot_layout(&m->slot[i], mem + per * (size_t)i, &m->d, m->B);
@@ -389,10 +389,12 @@ static void init_tensor(float *p, const struct model_dims *d, enum param_id id, 
         }
 }
 
-void model_init(struct model *m, const struct model_dims *d, int B, int nslots, uint64_t seed)
+void model_init(struct model *m, const struct model_dims *d, const struct kernels *k, int B, int nslots,
+                uint64_t seed)
 {
     memset(m, 0, sizeof *m);
     m->d = *d;
+    m->k = k;
     m->B = B;
     m->N = B * d->T;
     m->Ns = d->sp ? m->N / d->tp : m->N;
@@ -403,30 +405,45 @@ void model_init(struct model *m, const struct model_dims *d, int B, int nslots, 
     }
     size_t quantum = 16 * (size_t)(d->dp > 0 ? d->dp : 1);
     m->flat = (total + quantum - 1) / quantum * quantum;
-    m->params_mem = xalloc_aligned(m->flat * sizeof(float));
-    m->grads_mem = xalloc_aligned((d->shard_grads ? model_rest_grad_floats(d) : m->flat) * sizeof(float));
+    m->params_mem = k->alloc(m->flat * sizeof(float));
+    m->grads_mem = k->alloc((d->shard_grads ? model_rest_grad_floats(d) : m->flat) * sizeof(float));
     float *pc = m->params_mem, *gc = m->grads_mem;
     m->num_params = 0;
+    size_t most = 1; /* the largest tensor slice: the host staging of the initial values */
+    for (int i = 0; i < NUM_PARAMS; i++) most = m->size[i] > most ? m->size[i] : most;
+    float *host = k->on_device ? xalloc_aligned(most * sizeof(float)) : NULL;
     for (int i = 0; i < NUM_PARAMS; i++) {
         m->param[i] = carve(&pc, m->size[i]);
         m->grad[i] = d->shard_grads && param_table[i].per_layer ? NULL : carve(&gc, m->size[i]);
         m->num_params += m->size[i];
         int layers = m->size[i] == 0 ? 0 : param_table[i].per_layer ? d->Lp : 1;
         size_t per = layers ? m->size[i] / (size_t)layers : 0;
-        for (int j = 0; j < layers; j++)
-            init_tensor(m->param[i] + (size_t)j * per, d, (enum param_id)i, model_global_layer(d, j), seed);
+        for (int j = 0; j < layers; j++) {
+            float *dst = m->param[i] + (size_t)j * per;
+            init_tensor(host ? host : dst, d, (enum param_id)i, model_global_layer(d, j), seed);
+            if (host) k->to_device(dst, host, per * sizeof(float));
+        }
     }
-    m->dwte_embed = xalloc_aligned((m->size[P_WTE] ? m->size[P_WTE] : 1) * sizeof(float));
+    free(host);
+    m->dwte_embed = k->alloc((m->size[P_WTE] ? m->size[P_WTE] : 1) * sizeof(float));
+    m->host = xalloc_aligned(2 * (size_t)m->N * sizeof(float)); /* token losses, or a micro-batch's tokens */
     m->bad_order = LONG_MAX;
     activations_alloc(m, nslots);
 }
 
+void model_set_tokens(struct model *m, struct chunk_acts *a, const int32_t *inputs, const int32_t *targets)
+{
+    m->k->to_device(a->inputs, inputs, (size_t)m->N * sizeof *inputs);
+    m->k->to_device(a->targets, targets, (size_t)m->N * sizeof *targets);
+}
+
 void model_free(struct model *m)
 {
-    free(m->params_mem);
-    free(m->grads_mem);
-    free(m->dwte_embed);
-    if (m->slot) free(m->slot[0].inputs); /* the one activation allocation */
+    m->k->release(m->params_mem);
+    m->k->release(m->grads_mem);
+    m->k->release(m->dwte_embed);
+    free(m->host);
+    if (m->slot) m->k->release(m->slot[0].inputs); /* the one activation allocation */
     free(m->slot);
     memset(m, 0, sizeof *m);
 }
@@ -434,13 +451,13 @@ void model_free(struct model *m)
 void model_zero_grad(struct model *m)
 {
     for (int i = 0; i < NUM_PARAMS; i++)
-        if (m->grad[i]) memset(m->grad[i], 0, m->size[i] * sizeof(float));
-    memset(m->dwte_embed, 0, m->size[P_WTE] * sizeof(float));
+        if (m->grad[i]) m->k->zero(m->grad[i], m->size[i] * sizeof(float));
+    m->k->zero(m->dwte_embed, m->size[P_WTE] * sizeof(float));
 }
 
 void model_merge_embedding_grad(struct model *m)
 {
-    residual_forward(m->grad[P_WTE], m->grad[P_WTE], m->dwte_embed, m->size[P_WTE]);
+    m->k->residual_forward(m->grad[P_WTE], m->grad[P_WTE], m->dwte_embed, m->size[P_WTE]);
 }
 
 static void tensor_name(const struct model *m, int id, int j, char *name, size_t len)
@@ -455,7 +472,7 @@ int model_first_nonfinite_param(const struct model *m, char *name, size_t len)
         int layers = m->size[id] == 0 ? 0 : param_table[id].per_layer ? m->d.Lp : 1;
         size_t per = layers ? m->size[id] / (size_t)layers : 0;
         for (int j = 0; j < layers; j++)
-            if (count_nonfinite(m->param[id] + (size_t)j * per, per)) {
+            if (m->k->count_nonfinite(m->param[id] + (size_t)j * per, per)) {
                 tensor_name(m, id, j, name, len);
                 return 1;
             }
@@ -478,8 +495,8 @@ static long out_order(const struct model *m, int layer, int op)
  * is not finite is remembered by name. */
 static void fwd_out(struct model *m, float *x, size_t n, int layer, int op, const char *what)
 {
-    lp_round(m->d.prec, x, n);
-    if (!m->watch || !count_nonfinite(x, n)) return;
+    m->k->lp_round(m->d.prec, x, n);
+    if (!m->watch || !m->k->count_nonfinite(x, n)) return;
     long order = out_order(m, layer, op);
     if (order >= m->bad_order) return;
     m->bad_order = order;
@@ -489,7 +506,7 @@ static void fwd_out(struct model *m, float *x, size_t n, int layer, int op, cons
 }
 
 /* An activation gradient, stored in the run's precision too. */
-static void bwd_out(const struct model *m, float *x, size_t n) { lp_round(m->d.prec, x, n); }
+static void bwd_out(const struct model *m, float *x, size_t n) { m->k->lp_round(m->d.prec, x, n); }
 
 /* ------------------------------------------------ the TP region operators */
 
@@ -524,7 +541,7 @@ static void layernorm_to_tp(struct model *m, struct comm *c, float *full, float 
                             const float *inp, const float *w, const float *b, int layer, int op, const char *what)
 {
     float *out = m->d.sp ? m->scr.part : full;
-    layernorm_forward(out, mean, rstd, inp, w, b, m->Ns, m->d.C);
+    m->k->layernorm_forward(out, mean, rstd, inp, w, b, m->Ns, m->d.C);
     fwd_out(m, out, (size_t)m->Ns * m->d.C, layer, op, what);
     gather_to_tp(m, c, full, out);
 }
@@ -578,27 +595,27 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
 
     layernorm_to_tp(m, c, la.ln1, la.ln1_mean, la.ln1_rstd, residual, LAYER(P, P_LN1W, j), LAYER(P, P_LN1B, j), l, 0,
                     "ln1");
-    matmul_forward(la.qkv, la.ln1, LAYER(P, P_QKVW, j), LAYER(P, P_QKVB, j), N, C, 3 * Cl); /* column-parallel */
+    m->k->matmul_forward(la.qkv, la.ln1, LAYER(P, P_QKVW, j), LAYER(P, P_QKVB, j), N, C, 3 * Cl); /* column-parallel */
     fwd_out(m, la.qkv, 3 * NCl, l, 1, "qkv");
-    attention_forward(la.atty, la.att, la.qkv, B, T, Cl, NHl);
+    m->k->attention_forward(la.atty, la.att, la.qkv, B, T, Cl, NHl);
     fwd_out(m, la.att, (size_t)B * NHl * T * T, l, 2, "attention probabilities");
     fwd_out(m, la.atty, NCl, l, 3, "attention output");
-    matmul_forward(s->full, la.atty, LAYER(P, P_ATTPROJW, j), root ? LAYER(P, P_ATTPROJB, j) : no_bias, N, Cl,
+    m->k->matmul_forward(s->full, la.atty, LAYER(P, P_ATTPROJW, j), root ? LAYER(P, P_ATTPROJB, j) : no_bias, N, Cl,
                    C); /* row-parallel */
     fwd_out(m, s->full, NC, l, 4, "attention projection");
-    residual_forward(la.residual2, residual, reduce_from_tp(m, c, s->part, s->full), SC);
+    m->k->residual_forward(la.residual2, residual, reduce_from_tp(m, c, s->part, s->full), SC);
     fwd_out(m, la.residual2, SC, l, 5, "residual after attention");
 
     layernorm_to_tp(m, c, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, LAYER(P, P_LN2W, j), LAYER(P, P_LN2B, j),
                     l, 6, "ln2");
-    matmul_forward(la.fch, la.ln2, LAYER(P, P_FCW, j), LAYER(P, P_FCB, j), N, C, 4 * Cl);
+    m->k->matmul_forward(la.fch, la.ln2, LAYER(P, P_FCW, j), LAYER(P, P_FCB, j), N, C, 4 * Cl);
     fwd_out(m, la.fch, 4 * NCl, l, 7, "fc");
-    gelu_forward(la.fch_gelu, la.fch, 4 * NCl);
+    m->k->gelu_forward(la.fch_gelu, la.fch, 4 * NCl);
     fwd_out(m, la.fch_gelu, 4 * NCl, l, 8, "gelu");
-    matmul_forward(s->full, la.fch_gelu, LAYER(P, P_FCPROJW, j), root ? LAYER(P, P_FCPROJB, j) : no_bias, N, 4 * Cl,
+    m->k->matmul_forward(s->full, la.fch_gelu, LAYER(P, P_FCPROJW, j), root ? LAYER(P, P_FCPROJB, j) : no_bias, N, 4 * Cl,
                    C);
     fwd_out(m, s->full, NC, l, 9, "fc projection");
-    residual_forward(l_res3, la.residual2, reduce_from_tp(m, c, s->part, s->full), SC);
+    m->k->residual_forward(l_res3, la.residual2, reduce_from_tp(m, c, s->part, s->full), SC);
     fwd_out(m, l_res3, SC, l, 10, "block output");
     if (packed(d) && k >= d->Lr) /* a stored layer (a recomputation stores nothing: k < Lr) */
         pack_layer(m, a->packed + (size_t)(k - d->Lr) * packed_layer_u16(d, B, stores_att(d)), &la, stores_att(d));
@@ -611,10 +628,10 @@ static void embed_forward(struct model *m, struct comm *c, struct chunk_acts *a)
     const struct model_dims *d = &m->d;
     int Vs = d->Vp / d->tp;
     float *out = d->tp == 1 ? a->input : m->scr.full;
-    encoder_forward(out, a->inputs, m->param[P_WTE], d->tp_rank == 0 ? m->param[P_WPE] : NULL, m->B, d->T, d->C,
+    m->k->encoder_forward(out, a->inputs, m->param[P_WTE], d->tp_rank == 0 ? m->param[P_WPE] : NULL, m->B, d->T, d->C,
                     d->tp_rank * Vs, Vs);
     if (d->tp > 1)
-        memcpy(a->input, reduce_from_tp(m, c, m->scr.part, m->scr.full), (size_t)m->Ns * d->C * sizeof(float));
+        m->k->copy(a->input, reduce_from_tp(m, c, m->scr.part, m->scr.full), (size_t)m->Ns * d->C * sizeof(float));
     fwd_out(m, a->input, (size_t)m->Ns * d->C, -1, 0, "embedding");
 }
 
@@ -626,19 +643,24 @@ static double head_forward(struct model *m, struct comm *c, struct chunk_acts *a
     int N = m->N, Vs = d->Vp / d->tp, v0 = d->tp_rank * Vs;
     layernorm_to_tp(m, c, a->lnf, a->lnf_mean, a->lnf_rstd, residual, m->param[P_LNFW], m->param[P_LNFB], d->L, 0,
                     "final layernorm");
-    matmul_forward(a->logits, a->lnf, m->param[P_WTE], NULL, N, d->C, Vs);
+    m->k->matmul_forward(a->logits, a->lnf, m->param[P_WTE], NULL, N, d->C, Vs);
     fwd_out(m, a->logits, (size_t)N * Vs, d->L, 1, "logits");
-    crossentropy_max(a->ce_max, a->logits, N, Vs, v0, d->V);
+    m->k->crossentropy_max(a->ce_max, a->logits, N, Vs, v0, d->V);
     if (d->tp > 1) comm_allreduce_max_f32(c, CG_TP, a->ce_max, (size_t)N);
-    crossentropy_sumexp(a->ce_sums, a->ce_sums + N, a->logits, a->ce_max, a->targets, N, Vs, v0, d->V);
+    m->k->crossentropy_sumexp(a->ce_sums, a->ce_sums + N, a->logits, a->ce_max, a->targets, N, Vs, v0, d->V);
     if (d->tp > 1) comm_allreduce_sum_f32(c, CG_TP, a->ce_sums, 2 * (size_t)N);
-    crossentropy_loss(a->losses, a->ce_max, a->ce_sums, a->ce_sums + N, N); /* in fp32 */
-    if (m->watch && count_nonfinite(a->losses, (size_t)N) && out_order(m, d->L, 2) < m->bad_order) {
+    m->k->crossentropy_loss(a->losses, a->ce_max, a->ce_sums, a->ce_sums + N, N); /* in fp32 */
+    if (m->watch && m->k->count_nonfinite(a->losses, (size_t)N) && out_order(m, d->L, 2) < m->bad_order) {
         m->bad_order = out_order(m, d->L, 2);
         snprintf(m->bad_name, sizeof m->bad_name, "head: token losses");
     }
+    const float *losses = a->losses;
+    if (m->k->on_device) {
+        m->k->to_host(m->host, a->losses, (size_t)N * sizeof(float));
+        losses = m->host;
+    }
     double sum = 0;
-    for (int i = 0; i < N; i++) sum += a->losses[i];
+    for (int i = 0; i < N; i++) sum += losses[i];
     return sum;
 }
 
@@ -673,7 +695,7 @@ static void layernorm_from_tp(struct model *m, struct comm *c, float *dln_full, 
 {
     bwd_out(m, dln_full, (size_t)m->N * m->d.C);
     const float *dln = reduce_from_tp(m, c, m->scr.dln_part, dln_full);
-    layernorm_backward(m->scr.dresidual, dw, db, dln, inp, w, mean, rstd, m->Ns, m->d.C);
+    m->k->layernorm_backward(m->scr.dresidual, dw, db, dln, inp, w, mean, rstd, m->Ns, m->d.C);
     bwd_out(m, m->scr.dresidual, (size_t)m->Ns * m->d.C);
 }
 
@@ -708,29 +730,29 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
     else if (packed(d))
         unpack_layer(m, &la, a->packed + (size_t)(k - d->Lr) * packed_layer_u16(d, B, stores_att(d)), stores_att(d));
     if (k >= d->Lr && d->recompute == RECOMPUTE_SELECTIVE) {
-        attention_forward(s->atty_discard, la.att, la.qkv, B, T, Cl, NHl);
-        lp_round(d->prec, la.att, (size_t)B * NHl * T * T); /* as stored in the forward */
+        m->k->attention_forward(s->atty_discard, la.att, la.qkv, B, T, Cl, NHl);
+        m->k->lp_round(d->prec, la.att, (size_t)B * NHl * T * T); /* as stored in the forward */
     }
 
     /* MLP; dresidual holds d(block output), which is also d(residual2) through the skip */
     const float *dout = gather_to_tp(m, c, s->dfull, s->dresidual);
-    matmul_backward(s->dfch_gelu, G[P_FCPROJW], G[P_FCPROJB], dout, la.fch_gelu,
+    m->k->matmul_backward(s->dfch_gelu, G[P_FCPROJW], G[P_FCPROJB], dout, la.fch_gelu,
                     LAYER(P, P_FCPROJW, j), N, 4 * Cl, C);
     bwd_out(m, s->dfch_gelu, 4 * (size_t)N * Cl);
-    gelu_backward(s->dfch, la.fch, s->dfch_gelu, 4 * (size_t)N * Cl);
+    m->k->gelu_backward(s->dfch, la.fch, s->dfch_gelu, 4 * (size_t)N * Cl);
     bwd_out(m, s->dfch, 4 * (size_t)N * Cl);
-    matmul_backward(s->dln_full, G[P_FCW], G[P_FCB], s->dfch, la.ln2, LAYER(P, P_FCW, j), N, C,
+    m->k->matmul_backward(s->dln_full, G[P_FCW], G[P_FCB], s->dfch, la.ln2, LAYER(P, P_FCW, j), N, C,
                     4 * Cl);
     layernorm_from_tp(m, c, s->dln_full, G[P_LN2W], G[P_LN2B], la.residual2, LAYER(P, P_LN2W, j),
                       la.ln2_mean, la.ln2_rstd);
     /* attention; dresidual now holds d(residual2) = d(block input) through the skip */
     dout = gather_to_tp(m, c, s->dfull, s->dresidual);
-    matmul_backward(s->datty, G[P_ATTPROJW], G[P_ATTPROJB], dout, la.atty,
+    m->k->matmul_backward(s->datty, G[P_ATTPROJW], G[P_ATTPROJB], dout, la.atty,
                     LAYER(P, P_ATTPROJW, j), N, Cl, C);
     bwd_out(m, s->datty, (size_t)N * Cl);
-    attention_backward(s->dqkv, s->datt, s->datty, la.qkv, la.att, B, T, Cl, NHl);
+    m->k->attention_backward(s->dqkv, s->datt, s->datty, la.qkv, la.att, B, T, Cl, NHl);
     bwd_out(m, s->dqkv, 3 * (size_t)N * Cl);
-    matmul_backward(s->dln_full, G[P_QKVW], G[P_QKVB], s->dqkv, la.ln1, LAYER(P, P_QKVW, j), N,
+    m->k->matmul_backward(s->dln_full, G[P_QKVW], G[P_QKVB], s->dqkv, la.ln1, LAYER(P, P_QKVW, j), N,
                     C, 3 * Cl);
     layernorm_from_tp(m, c, s->dln_full, G[P_LN1W], G[P_LN1B], l_in, LAYER(P, P_LN1W, j),
                       la.ln1_mean, la.ln1_rstd);
@@ -742,10 +764,10 @@ static void head_backward(struct model *m, struct comm *c, struct chunk_acts *a,
 {
     const struct model_dims *d = &m->d;
     int N = m->N, C = d->C, Vs = d->Vp / d->tp, v0 = d->tp_rank * Vs;
-    crossentropy_backward(a->logits, a->logits, a->ce_max, a->ce_sums, a->targets, dloss, N, Vs, v0, d->V);
+    m->k->crossentropy_backward(a->logits, a->logits, a->ce_max, a->ce_sums, a->targets, dloss, N, Vs, v0, d->V);
     bwd_out(m, a->logits, (size_t)N * Vs);
-    matmul_backward(m->scr.dln_full, m->grad[P_WTE], NULL, a->logits, a->lnf, m->param[P_WTE], N, C, Vs);
-    memset(m->scr.dresidual, 0, (size_t)m->Ns * C * sizeof(float));
+    m->k->matmul_backward(m->scr.dln_full, m->grad[P_WTE], NULL, a->logits, a->lnf, m->param[P_WTE], N, C, Vs);
+    m->k->zero(m->scr.dresidual, (size_t)m->Ns * C * sizeof(float));
     layernorm_from_tp(m, c, m->scr.dln_full, m->grad[P_LNFW], m->grad[P_LNFB], residual, m->param[P_LNFW],
                       a->lnf_mean, a->lnf_rstd);
 }
@@ -758,7 +780,7 @@ static void embed_backward(struct model *m, struct comm *c, struct chunk_acts *a
     const struct model_dims *d = &m->d;
     int Vs = d->Vp / d->tp;
     const float *dout = gather_to_tp(m, c, m->scr.dfull, m->scr.dresidual);
-    encoder_backward(m->dwte_embed, m->grad[P_WPE], dout, a->inputs, m->B, d->T, d->C, d->tp_rank * Vs, Vs);
+    m->k->encoder_backward(m->dwte_embed, m->grad[P_WPE], dout, a->inputs, m->B, d->T, d->C, d->tp_rank * Vs, Vs);
 }
 
 void model_chunk_backward(struct model *m, struct comm *c, struct chunk_acts *a, float dloss)
@@ -766,7 +788,7 @@ void model_chunk_backward(struct model *m, struct comm *c, struct chunk_acts *a,
     size_t SC = (size_t)m->Ns * m->d.C;
     int Lc = m->d.Lc;
     if (last_stage(m, a)) head_backward(m, c, a, Lc > 0 ? a->residual3 + (size_t)(Lc - 1) * SC : a->input, dloss);
-    else memcpy(m->scr.dresidual, a->dout, SC * sizeof(float));
+    else m->k->copy(m->scr.dresidual, a->dout, SC * sizeof(float));
     for (int k = Lc - 1; k >= 0; k--) {
         block_backward(m, c, a, k, k == 0 ? a->input : a->residual3 + (size_t)(k - 1) * SC);
         if (m->layer_done) m->layer_done(m->layer_done_ctx, a->chunk * Lc + k);
@@ -778,8 +800,7 @@ double model_forward(struct model *m, struct comm *c, const int32_t *inputs, con
 {
     struct chunk_acts *a = &m->slot[0];
     a->chunk = 0;
-    memcpy(a->inputs, inputs, (size_t)m->N * sizeof *inputs);
-    memcpy(a->targets, targets, (size_t)m->N * sizeof *targets);
+    model_set_tokens(m, a, inputs, targets);
     return model_chunk_forward(m, c, a);
 }
 

@@ -8,6 +8,7 @@
 
 #include "comm.h"
 #include "config.h"
+#include "device.h"
 #include "precision.h"
 #include "topo.h"
 
@@ -123,6 +124,8 @@ struct scratch {
 
 struct model {
     struct model_dims d;
+    const struct kernels *k;          /* where the buffers below live and what computes on them */
+    float *host;                      /* host scratch: (2N) floats or int32 */
     int B;                            /* micro-batch size the activations hold */
     int N, Ns;                        /* B*T rows, and the residual stream's rows */
     size_t size[NUM_PARAMS];          /* elements of each tensor on this rank (0: held elsewhere) */
@@ -168,14 +171,17 @@ size_t model_tensor_size(const struct model_dims *d, enum param_id id);
 void model_dims_init(struct model_dims *d, const struct config *cfg, const struct grid *g);
 
 /* Allocate parameters, gradients (zeroed) and `nslots` activation sets for
- * micro-batches of B sequences; initialise the weights from seed as
- * DESIGN.md §4 says. */
-void model_init(struct model *m, const struct model_dims *d, int B, int nslots, uint64_t seed);
+ * micro-batches of B sequences with k's memory; initialise the weights from
+ * seed as DESIGN.md §4 says. */
+void model_init(struct model *m, const struct model_dims *d, const struct kernels *k, int B, int nslots,
+                uint64_t seed);
 void model_free(struct model *m);
 
 /* A free activation slot for (mb, chunk), or the one holding it already. */
 struct chunk_acts *model_slot(struct model *m, int mb, int chunk);
 void model_slot_release(struct chunk_acts *a);
+/* The micro-batch's tokens (host arrays of N) into slot a. */
+void model_set_tokens(struct model *m, struct chunk_acts *a, const int32_t *inputs, const int32_t *targets);
 
 /* Forward of one chunk for the micro-batch in slot a.  The first virtual
  * stage embeds a->inputs; the others start from a->input.  The last virtual

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
 #include "log.h"
 
 static const double PI = 3.14159265358979323846;
@@ -30,11 +29,12 @@ void optim_init(struct optim *o, const struct model *m, const struct config *cfg
     o->zero2 = cfg->parallel.zero_stage >= 2 && g->dp > 1;
     o->shard = o->zero ? m->flat / (size_t)g->dp : m->flat;
     o->offset = o->zero ? (size_t)g->dp_rank * o->shard : 0;
-    o->m_mem = xalloc_aligned(o->shard * sizeof(float));
-    o->v_mem = xalloc_aligned(o->shard * sizeof(float));
+    o->k = m->k;
+    o->m_mem = o->k->alloc(o->shard * sizeof(float));
+    o->v_mem = o->k->alloc(o->shard * sizeof(float));
     o->prec = m->d.prec;
-    if (o->prec != PREC_FP32) o->master_mem = xalloc_aligned(o->shard * sizeof(float));
-    if (o->zero) o->gshard = xalloc_aligned(o->shard * sizeof(float));
+    if (o->prec != PREC_FP32) o->master_mem = o->k->alloc(o->shard * sizeof(float));
+    if (o->zero) o->gshard = o->k->alloc(o->shard * sizeof(float));
     else point_state(o, m, o->m_mem, o->v_mem, o->master_mem);
     o->beta1 = cfg->train.beta1;
     o->beta2 = cfg->train.beta2;
@@ -45,10 +45,11 @@ void optim_init(struct optim *o, const struct model *m, const struct config *cfg
 
 void optim_free(struct optim *o)
 {
-    free(o->m_mem);
-    free(o->v_mem);
-    free(o->gshard);
-    free(o->master_mem);
+    if (!o->k) return;
+    o->k->release(o->m_mem);
+    o->k->release(o->v_mem);
+    if (o->gshard) o->k->release(o->gshard);
+    if (o->master_mem) o->k->release(o->master_mem);
     optim_drop_full(o);
     memset(o, 0, sizeof *o);
 }
@@ -56,12 +57,12 @@ void optim_free(struct optim *o)
 void optim_gather_full(struct optim *o, const struct model *m, struct comm *c)
 {
     if (!o->zero) return;
-    o->m_full = xalloc_aligned(m->flat * sizeof(float));
-    o->v_full = xalloc_aligned(m->flat * sizeof(float));
+    o->m_full = o->k->alloc(m->flat * sizeof(float));
+    o->v_full = o->k->alloc(m->flat * sizeof(float));
     comm_allgather_f32(c, CG_DP, o->m_full, o->m_mem, o->shard);
     comm_allgather_f32(c, CG_DP, o->v_full, o->v_mem, o->shard);
     if (o->master_mem) {
-        o->master_full = xalloc_aligned(m->flat * sizeof(float));
+        o->master_full = o->k->alloc(m->flat * sizeof(float));
         comm_allgather_f32(c, CG_DP, o->master_full, o->master_mem, o->shard);
     }
     point_state(o, m, o->m_full, o->v_full, o->master_full);
@@ -71,37 +72,37 @@ void optim_keep_slice(struct optim *o, const struct model *m)
 {
     (void)m;
     if (!o->zero) return;
-    memcpy(o->m_mem, o->m_full + o->offset, o->shard * sizeof(float));
-    memcpy(o->v_mem, o->v_full + o->offset, o->shard * sizeof(float));
-    if (o->master_mem) memcpy(o->master_mem, o->master_full + o->offset, o->shard * sizeof(float));
+    o->k->copy(o->m_mem, o->m_full + o->offset, o->shard * sizeof(float));
+    o->k->copy(o->v_mem, o->v_full + o->offset, o->shard * sizeof(float));
+    if (o->master_mem) o->k->copy(o->master_mem, o->master_full + o->offset, o->shard * sizeof(float));
 }
 
 void optim_drop_full(struct optim *o)
 {
-    free(o->m_full);
-    free(o->v_full);
-    free(o->master_full);
+    if (o->m_full) o->k->release(o->m_full);
+    if (o->v_full) o->k->release(o->v_full);
+    if (o->master_full) o->k->release(o->master_full);
     o->m_full = o->v_full = o->master_full = NULL;
     if (o->zero) memset(o->m, 0, sizeof o->m), memset(o->v, 0, sizeof o->v), memset(o->master, 0, sizeof o->master);
 }
 
 void optim_master_from_params(struct optim *o, const struct model *m)
 {
-    if (o->master_mem) memcpy(o->master_mem, m->params_mem + o->offset, o->shard * sizeof(float));
+    if (o->master_mem) o->k->copy(o->master_mem, m->params_mem + o->offset, o->shard * sizeof(float));
 }
 
 void optim_params_from_master(struct optim *o, struct model *m, struct comm *c)
 {
     if (!o->master_mem) return;
     float *mine = m->params_mem + o->offset;
-    memcpy(mine, o->master_mem, o->shard * sizeof(float));
-    lp_round(o->prec, mine, o->shard);
+    o->k->copy(mine, o->master_mem, o->shard * sizeof(float));
+    o->k->lp_round(o->prec, mine, o->shard);
     if (o->zero) comm_allgather_inplace_f32(c, CG_DP, m->params_mem, o->shard);
 }
 
 void optim_unscale(struct optim *o, struct model *m, float inv)
 {
-    scale_inplace(o->zero ? o->gshard : m->grads_mem, o->shard, inv);
+    o->k->scale_inplace(o->zero ? o->gshard : m->grads_mem, o->shard, inv);
 }
 
 double lr_at(const struct config *cfg, int64_t step)
@@ -189,7 +190,7 @@ void optim_add_to_shard(struct optim *o, const struct flat_range *r, int k, cons
     for (int i = 0; i < k; i++) {
         size_t lo, hi;
         if (!in_slice(o, r[i].at, r[i].n, &lo, &hi)) continue;
-        residual_forward(o->gshard + (lo - o->offset), o->gshard + (lo - o->offset), recv, hi - lo);
+        o->k->residual_forward(o->gshard + (lo - o->offset), o->gshard + (lo - o->offset), recv, hi - lo);
         recv += hi - lo;
     }
 }
@@ -198,9 +199,9 @@ void optim_add_to_shard(struct optim *o, const struct flat_range *r, int k, cons
  * full gradients, or (ZeRO) from this rank's part of its slice. */
 static double range_sumsq(const struct optim *o, const struct model *m, size_t a, size_t n)
 {
-    if (!o->zero) return sumsq(m->grads_mem + a, n);
+    if (!o->zero) return o->k->sumsq(m->grads_mem + a, n);
     size_t lo, hi;
-    return in_slice(o, a, n, &lo, &hi) ? sumsq(o->gshard + (lo - o->offset), hi - lo) : 0.0;
+    return in_slice(o, a, n, &lo, &hi) ? o->k->sumsq(o->gshard + (lo - o->offset), hi - lo) : 0.0;
 }
 
 /* The squared norm of every logical tensor (one entry per tensor and layer)
@@ -248,14 +249,14 @@ void optim_update(struct optim *o, struct model *m, struct comm *c, double grad_
     int t = (int)++o->updates;
     float *grads = o->zero ? o->gshard : m->grads_mem; /* flat position p lives at grads[p - offset] */
     double coef = o->grad_clip > 0 ? o->grad_clip / (grad_norm + 1e-6) : 1.0; /* as PyTorch */
-    if (coef < 1.0) scale_inplace(grads, o->shard, (float)coef);
+    if (coef < 1.0) o->k->scale_inplace(grads, o->shard, (float)coef);
     for (int i = 0; i < NUM_PARAMS; i++) {
         size_t lo, hi, at = (size_t)(m->param[i] - m->params_mem);
         if (!in_slice(o, at, m->size[i], &lo, &hi)) continue;
         float wd = param_table[i].decay ? (float)o->weight_decay : 0.0f;
         size_t s = lo - o->offset;
         float *w = o->master_mem ? o->master_mem + s : m->params_mem + lo;
-        adamw_update(w, grads + s, o->m_mem + s, o->v_mem + s, hi - lo, (float)lr, (float)o->beta1,
+        o->k->adamw_update(w, grads + s, o->m_mem + s, o->v_mem + s, hi - lo, (float)lr, (float)o->beta1,
                      (float)o->beta2, (float)o->eps, wd, t);
     }
     if (o->master_mem) optim_params_from_master(o, m, c);

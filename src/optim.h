@@ -22,6 +22,7 @@ struct flat_range {
  * gradients are reduce-scattered into gshard, the slice is updated, and the
  * parameters are all-gathered. */
 struct optim {
+    const struct kernels *k;       /* the model's: where the state lives */
     float *m_mem, *v_mem;          /* moments: flat, or the slice */
     float *m[NUM_PARAMS], *v[NUM_PARAMS]; /* per tensor, when the full layout is present */
     int zero;                      /* 1: sharded over dp (ZeRO-1 and 2) */
@@ -62,7 +63,7 @@ void optim_add_to_shard(struct optim *o, const struct flat_range *r, int k, cons
 /* Divide the reduced gradients by the loss scale (times inv). */
 void optim_unscale(struct optim *o, struct model *m, float inv);
 /* One gradient element this rank's update reads (testing aid: an injected
- * overflow). */
+ * overflow; a device address where the model lives on one). */
 float *optim_some_grad(struct optim *o, struct model *m);
 
 /* Learning rate at step s (0-based): linear warm-up, then cosine decay to

@@ -144,7 +144,9 @@ double pp_exec_step(struct pp_exec *x, struct model *m, struct comm *c, const st
             if (ends) {
                 timer_start(t, T_DATA);
                 uint64_t first = data_first_sample(step, global_batch, g->dp, g->dp_rank, m->B, a->mb);
-                data_batch(data, first, m->B, s->inputs, s->targets);
+                int32_t *tok = (int32_t *)m->host; /* host memory: the slot's may be the device's */
+                data_batch(data, first, m->B, tok, tok + m->N);
+                model_set_tokens(m, s, tok, tok + m->N);
                 timer_stop(t, T_DATA);
             }
             timer_start(t, T_FORWARD);
@@ -158,7 +160,7 @@ double pp_exec_step(struct pp_exec *x, struct model *m, struct comm *c, const st
             timer_stop(t, T_BACKWARD);
             if (last && x->overlap) overlap_disarm(x->overlap);
             if (a->chunk == 0 && model_has_embedding(d)) model_slot_release(s); /* nothing to send */
-            else memcpy(s->dout, m->scr.dresidual, (size_t)m->Ns * d->C * sizeof(float));
+            else m->k->copy(s->dout, m->scr.dresidual, (size_t)m->Ns * d->C * sizeof(float));
         }
         trace_add(x->trace, a->kind == PP_FWD ? TR_FORWARD : TR_BACKWARD, a->mb, a->chunk, t0, MPI_Wtime());
         i++;

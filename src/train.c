@@ -166,7 +166,10 @@ static void setup(struct run *r)
         r->exec.trace = &r->trace;
     }
     plan_check(cfg, g); /* refuse, with the plan's advice, what would not fit */
-    model_init(&r->model, &d, r->micro_batch, nslots, (uint64_t)cfg->train.seed);
+    char why[256] = "";
+    const struct kernels *k = kernels_for(cfg->train.device, why, sizeof why);
+    if (!k) die_all("set train.device = 'cpu', or rebuild with ./configure --with-cuda", "%s", why);
+    model_init(&r->model, &d, k, r->micro_batch, nslots, (uint64_t)cfg->train.seed);
     optim_init(&r->optim, &r->model, cfg, g);
     scaler_init(&r->scaler, cfg);
     zero2_init(&r->zero2, &r->model, &r->optim, &r->comm);
@@ -251,8 +254,8 @@ static void train_step(struct run *r, struct step_metrics *sm)
     double t0 = wtime();
     if (scale != 1.0) optim_unscale(&r->optim, &r->model, (float)(1.0 / scale));
     if (cfg->diag.inject_overflow_step == r->step + 1 && cfg->diag.inject_rank == r->g->rank) {
-        float *gp = optim_some_grad(&r->optim, &r->model);
-        if (gp) *gp = INFINITY;
+        float *gp = optim_some_grad(&r->optim, &r->model), inf = INFINITY;
+        if (gp) r->model.k->to_device(gp, &inf, sizeof inf);
         log_warn("diag.inject_overflow_step: put an infinity into a gradient on world rank %d", r->g->rank);
     }
     int local_bad;

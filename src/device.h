@@ -1,0 +1,70 @@
+/* device.h -- where the model's numbers live and which kernels compute on
+ * them: the operations of backend.h, the precision helpers and memory
+ * management behind one table.  The CPU table (device_cpu.c) calls the
+ * kernels of kernels_cpu.c on host memory; the CUDA table (cuda/table.c,
+ * built with ./configure --with-cuda) calls cuda/ on device memory.  The
+ * model, the optimizer, the checkpoints and the collectives reach the
+ * numbers only through it. */
+#ifndef TRIAD_DEVICE_H
+#define TRIAD_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "precision.h"
+
+struct kernels {
+    const char *name;
+    int on_device;  /* buffers are device memory: the host reads them only through to_host */
+
+    /* backend_ops.h, float */
+    void (*encoder_forward)(float *out, const int32_t *inp, const float *wte, const float *wpe, int B, int T, int C,
+                            int v0, int Vs);
+    void (*encoder_backward)(float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T, int C,
+                             int v0, int Vs);
+    void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp, const float *weight,
+                              const float *bias, int N, int C);
+    void (*layernorm_backward)(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                               const float *weight, const float *mean, const float *rstd, int N, int C);
+    void (*matmul_forward)(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC);
+    void (*matmul_backward)(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                            const float *weight, int N, int C, int OC);
+    void (*attention_forward)(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
+    void (*attention_backward)(float *dqkv, float *scratch, const float *dout, const float *qkv, const float *att,
+                               int B, int T, int C, int NH);
+    void (*gelu_forward)(float *out, const float *inp, size_t N);
+    void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t N);
+    void (*residual_forward)(float *out, const float *a, const float *b, size_t N);
+    void (*crossentropy_max)(float *maxes, const float *logits, int N, int Vs, int v0, int V);
+    void (*crossentropy_sumexp)(float *sums, float *tlogit, const float *logits, const float *maxes,
+                                const int32_t *targets, int N, int Vs, int v0, int V);
+    void (*crossentropy_loss)(float *losses, const float *maxes, const float *sums, const float *tlogit, int N);
+    void (*crossentropy_backward)(float *dlogits, const float *logits, const float *maxes, const float *sums,
+                                  const int32_t *targets, float dloss, int N, int Vs, int v0, int V);
+    void (*adamw_update)(float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
+                         float beta2, float eps, float wd, int t);
+    double (*sumsq)(const float *x, size_t n);
+    void (*scale_inplace)(float *x, size_t n, float s);
+
+    /* precision.h */
+    void (*lp_round)(enum precision p, float *x, size_t n);
+    void (*lp_pack)(enum precision p, uint16_t *dst, const float *src, size_t n);
+    void (*lp_unpack)(enum precision p, float *dst, const uint16_t *src, size_t n);
+    size_t (*count_nonfinite)(const float *x, size_t n);
+
+    /* memory: alloc returns zeroed, 64-byte aligned memory (or stops the run) */
+    void *(*alloc)(size_t bytes);
+    void (*release)(void *p);
+    void (*zero)(void *p, size_t bytes);
+    void (*copy)(void *dst, const void *src, size_t bytes);     /* within the device */
+    void (*to_device)(void *dst, const void *src, size_t bytes); /* from host memory */
+    void (*to_host)(void *dst, const void *src, size_t bytes);   /* to host memory */
+};
+
+extern const struct kernels cpu_kernels;
+
+/* The table for train.device ("cpu", "cuda"), or NULL with the reason in
+ * err (a build without the CUDA backend). */
+const struct kernels *kernels_for(const char *device, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,70 @@
+/* device_cpu.c -- the CPU table: kernels_cpu.c and host memory. */
+#include "device.h"
+
+#include "build_config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "log.h"
+
+static void *host_alloc(size_t bytes)
+{
+    void *p = xalloc_aligned(bytes ? bytes : 64);
+    memset(p, 0, bytes);
+    return p;
+}
+
+static void host_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
+static void host_copy(void *dst, const void *src, size_t bytes) { memmove(dst, src, bytes); }
+
+const struct kernels cpu_kernels = {
+    .name = "cpu",
+    .on_device = 0,
+    .encoder_forward = encoder_forward,
+    .encoder_backward = encoder_backward,
+    .layernorm_forward = layernorm_forward,
+    .layernorm_backward = layernorm_backward,
+    .matmul_forward = matmul_forward,
+    .matmul_backward = matmul_backward,
+    .attention_forward = attention_forward,
+    .attention_backward = attention_backward,
+    .gelu_forward = gelu_forward,
+    .gelu_backward = gelu_backward,
+    .residual_forward = residual_forward,
+    .crossentropy_max = crossentropy_max,
+    .crossentropy_sumexp = crossentropy_sumexp,
+    .crossentropy_loss = crossentropy_loss,
+    .crossentropy_backward = crossentropy_backward,
+    .adamw_update = adamw_update,
+    .sumsq = sumsq,
+    .scale_inplace = scale_inplace,
+    .lp_round = lp_round,
+    .lp_pack = lp_pack,
+    .lp_unpack = lp_unpack,
+    .count_nonfinite = count_nonfinite,
+    .alloc = host_alloc,
+    .release = free,
+    .zero = host_zero,
+    .copy = host_copy,
+    .to_device = host_copy,
+    .to_host = host_copy,
+};
+
+#ifdef HAVE_CUDA
+extern const struct kernels cuda_kernels; /* cuda/table.c */
+#endif
+
+const struct kernels *kernels_for(const char *device, char *err, size_t errlen)
+{
+    if (strcmp(device, "cuda") != 0) return &cpu_kernels;
+#ifdef HAVE_CUDA
+    (void)err, (void)errlen;
+    return &cuda_kernels;
+#else
+    snprintf(err, errlen, "this triad was built without the CUDA backend (configure --with-cuda)");
+    return NULL;
+#endif
+}
