@@ -3,6 +3,7 @@
 #include "comm.h"
 
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
@@ -38,7 +39,69 @@ void comm_init(struct comm *c, const struct grid *g)
 {
     memset(c, 0, sizeof *c);
     c->grid = g;
+    c->k = &cpu_kernels;
 }
+
+void comm_use_device(struct comm *c, const struct kernels *k, int mpi_direct)
+{
+    c->k = k;
+    c->staged = k->on_device && !mpi_direct;
+}
+
+void comm_free(struct comm *c)
+{
+    free(c->stage);
+    free(c->pend);
+    c->stage = NULL;
+    c->pend = NULL;
+    c->stage_n = 0;
+    c->npend = c->cap = 0;
+}
+
+/* ------------------------------------------------------------- staging */
+
+/* A host buffer of n floats for a blocking call (reused). */
+static float *stage(struct comm *c, size_t n)
+{
+    if (n > c->stage_n) {
+        free(c->stage);
+        c->stage = xalloc_aligned(n * sizeof(float));
+        c->stage_n = n;
+    }
+    return c->stage;
+}
+
+/* What MPI is given for n floats of model memory at buf (at: where in the
+ * stage, copied in when `in`); and the result copied back out. */
+static float *mpi_view(struct comm *c, const float *buf, size_t n, size_t at, int in)
+{
+    if (!c->staged) return (float *)buf;
+    float *h = c->stage + at;
+    if (in) c->k->to_host(h, buf, n * sizeof(float));
+    return h;
+}
+
+static void mpi_done(struct comm *c, float *buf, const float *h, size_t n)
+{
+    if (c->staged) c->k->to_device(buf, h, n * sizeof(float));
+}
+
+/* A non-blocking call's host buffer, finished in comm_wait. */
+static float *stage_pending(struct comm *c, const float *src, float *dev, size_t n, size_t copy_in)
+{
+    if (c->npend == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 16;
+        struct comm_staged *grown = realloc(c->pend, (size_t)c->cap * sizeof *c->pend);
+        if (!grown) die("out of memory for %d staged requests", c->cap);
+        c->pend = grown;
+    }
+    float *h = xalloc_aligned((copy_in > n ? copy_in : n) * sizeof(float) + 64);
+    if (copy_in) c->k->to_host(h, src, copy_in * sizeof(float));
+    c->pend[c->npend] = (struct comm_staged){MPI_REQUEST_NULL, h, dev, n};
+    return h;
+}
+
+static void pending_started(struct comm *c, MPI_Request req) { c->pend[c->npend++].req = req; }
 
 void comm_step_begin(struct comm *c)
 {
@@ -75,11 +138,14 @@ static void allreduce(struct comm *c, enum comm_group g, void *buf, size_t n, si
     MPI_Comm mc = comm_of(c, g);
     double t0 = wtime();
     char *p = buf;
+    int model = type == MPI_FLOAT && c->staged; /* model memory on a device MPI cannot read */
+    if (model) stage(c, n), p = (char *)mpi_view(c, buf, n, 0, 1);
     for (size_t done = 0; done < n;) {
         size_t cnt = n - done < (size_t)INT_MAX ? n - done : (size_t)INT_MAX;
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p + done * elsize, (int)cnt, type, op, mc));
         done += cnt;
     }
+    if (model) mpi_done(c, buf, (const float *)p, n);
     account(c, g, CO_ALLREDUCE, n * elsize, t0);
 }
 
@@ -119,32 +185,53 @@ void comm_allgather_f32(struct comm *c, enum comm_group g, float *full, const fl
 {
     if (n > (size_t)INT_MAX) die("all-gather of %zu elements per rank exceeds MPI's int count", n);
     double t0 = wtime();
-    MPI_CHECK(MPI_Allgather(part, (int)n, MPI_FLOAT, full, (int)n, MPI_FLOAT, comm_of(c, g)));
-    account(c, g, CO_ALLGATHER, n * sizeof(float) * (size_t)group_size(c, g), t0);
+    size_t all = n * (size_t)group_size(c, g);
+    if (c->staged) stage(c, all + n);
+    float *f = mpi_view(c, full, all, 0, 0), *pt = mpi_view(c, part, n, all, 1);
+    MPI_CHECK(MPI_Allgather(pt, (int)n, MPI_FLOAT, f, (int)n, MPI_FLOAT, comm_of(c, g)));
+    mpi_done(c, full, f, all);
+    account(c, g, CO_ALLGATHER, all * sizeof(float), t0);
 }
 
 void comm_allgather_inplace_f32(struct comm *c, enum comm_group g, float *full, size_t n)
 {
     if (n > (size_t)INT_MAX) die("all-gather of %zu elements per rank exceeds MPI's int count", n);
     double t0 = wtime();
-    MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full, (int)n, MPI_FLOAT, comm_of(c, g)));
-    account(c, g, CO_ALLGATHER, n * sizeof(float) * (size_t)group_size(c, g), t0);
+    size_t all = n * (size_t)group_size(c, g);
+    if (c->staged) stage(c, all);
+    float *f = mpi_view(c, full, all, 0, 1);
+    MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, f, (int)n, MPI_FLOAT, comm_of(c, g)));
+    mpi_done(c, full, f, all);
+    account(c, g, CO_ALLGATHER, all * sizeof(float), t0);
 }
 
 void comm_reduce_scatter_f32(struct comm *c, enum comm_group g, float *part, const float *full, size_t n)
 {
     if (n > (size_t)INT_MAX) die("reduce-scatter of %zu elements per rank exceeds MPI's int count", n);
     double t0 = wtime();
-    MPI_CHECK(MPI_Reduce_scatter_block(full, part, (int)n, MPI_FLOAT, MPI_SUM, comm_of(c, g)));
-    account(c, g, CO_REDUCE_SCATTER, n * sizeof(float) * (size_t)group_size(c, g), t0);
+    size_t all = n * (size_t)group_size(c, g);
+    if (c->staged) stage(c, all + n);
+    float *f = mpi_view(c, full, all, 0, 1), *pt = mpi_view(c, part, n, all, 0);
+    MPI_CHECK(MPI_Reduce_scatter_block(f, pt, (int)n, MPI_FLOAT, MPI_SUM, comm_of(c, g)));
+    mpi_done(c, part, pt, n);
+    account(c, g, CO_REDUCE_SCATTER, all * sizeof(float), t0);
 }
 
 void comm_ireduce_scatter_f32(struct comm *c, enum comm_group g, const float *send, float *recv, const int *counts,
                               MPI_Request *req)
 {
     size_t n = 0;
+    int me;
+    MPI_CHECK(MPI_Comm_rank(comm_of(c, g), &me));
     for (int i = 0, size = group_size(c, g); i < size; i++) n += (size_t)counts[i];
-    MPI_CHECK(MPI_Ireduce_scatter(send ? send : MPI_IN_PLACE, recv, counts, MPI_FLOAT, MPI_SUM, comm_of(c, g), req));
+    if (c->staged) { /* in place on a host copy; this rank's sum goes back in comm_wait */
+        if (send) die("a staged reduce-scatter must be in place");
+        float *h = stage_pending(c, recv, recv, (size_t)counts[me], n);
+        MPI_CHECK(MPI_Ireduce_scatter(MPI_IN_PLACE, h, counts, MPI_FLOAT, MPI_SUM, comm_of(c, g), req));
+        pending_started(c, *req);
+    } else {
+        MPI_CHECK(MPI_Ireduce_scatter(send ? send : MPI_IN_PLACE, recv, counts, MPI_FLOAT, MPI_SUM, comm_of(c, g), req));
+    }
     account(c, g, CO_REDUCE_SCATTER, n * sizeof(float), wtime());
 }
 
@@ -157,22 +244,64 @@ static int p2p_count(size_t n)
 void comm_isend_f32(struct comm *c, enum comm_group g, const float *buf, size_t n, int peer, int tag,
                     MPI_Request *req)
 {
-    MPI_CHECK(MPI_Isend(buf, p2p_count(n), MPI_FLOAT, peer, tag, comm_of(c, g), req));
+    if (c->staged) {
+        float *h = stage_pending(c, buf, NULL, n, n);
+        MPI_CHECK(MPI_Isend(h, p2p_count(n), MPI_FLOAT, peer, tag, comm_of(c, g), req));
+        pending_started(c, *req);
+    } else {
+        MPI_CHECK(MPI_Isend(buf, p2p_count(n), MPI_FLOAT, peer, tag, comm_of(c, g), req));
+    }
     c->step.bytes[g][CO_SEND] += (double)(n * sizeof(float));
     c->step.calls[g][CO_SEND]++;
 }
 
 void comm_irecv_f32(struct comm *c, enum comm_group g, float *buf, size_t n, int peer, int tag, MPI_Request *req)
 {
-    MPI_CHECK(MPI_Irecv(buf, p2p_count(n), MPI_FLOAT, peer, tag, comm_of(c, g), req));
+    if (c->staged) {
+        float *h = stage_pending(c, NULL, buf, n, 0);
+        MPI_CHECK(MPI_Irecv(h, p2p_count(n), MPI_FLOAT, peer, tag, comm_of(c, g), req));
+        pending_started(c, *req);
+    } else {
+        MPI_CHECK(MPI_Irecv(buf, p2p_count(n), MPI_FLOAT, peer, tag, comm_of(c, g), req));
+    }
     c->step.bytes[g][CO_RECV] += (double)(n * sizeof(float));
     c->step.calls[g][CO_RECV]++;
+}
+
+/* Finish the staged calls among reqs (before they are waited for: the
+ * handles become MPI_REQUEST_NULL) once they are complete. */
+static int staged_of(const struct comm *c, MPI_Request r)
+{
+    for (int i = 0; i < c->npend; i++)
+        if (c->pend[i].req == r) return i;
+    return -1;
+}
+
+static void finish_staged(struct comm *c, const int *which, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (which[i] < 0) continue;
+        struct comm_staged *s = &c->pend[which[i]];
+        if (s->dev) c->k->to_device(s->dev, s->host, s->n * sizeof(float));
+        free(s->host);
+        s->host = NULL;
+    }
+    int kept = 0; /* drop the finished entries */
+    for (int i = 0; i < c->npend; i++)
+        if (c->pend[i].host) c->pend[kept++] = c->pend[i];
+    c->npend = kept;
 }
 
 double comm_wait(struct comm *c, enum comm_group g, enum comm_op op, int n, MPI_Request *reqs)
 {
     double t0 = wtime();
+    int *which = NULL;
+    if (c->npend) {
+        which = xmalloc((size_t)(n ? n : 1) * sizeof *which);
+        for (int i = 0; i < n; i++) which[i] = staged_of(c, reqs[i]);
+    }
     MPI_CHECK(MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE));
+    if (which) finish_staged(c, which, n), free(which);
     double dt = wtime() - t0;
     c->step.seconds[g][op] += dt;
     return dt;

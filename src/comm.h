@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "device.h"
 #include "topo.h"
 
 enum comm_group { CG_WORLD, CG_TP, CG_DP, CG_PP, CG_EMBED, CG_COUNT };
@@ -17,19 +18,40 @@ struct comm_counts {
     long calls[CG_COUNT][CO_COUNT];
 };
 
+/* A non-blocking call on device memory staged through the host: finished
+ * in comm_wait (a receive copied to the device, a buffer freed). */
+struct comm_staged {
+    MPI_Request req;
+    float *host, *dev;        /* dev: where a received result goes (NULL for a send) */
+    size_t n;
+};
+
 struct comm {
     const struct grid *grid;
     struct comm_counts step;  /* since comm_step_begin */
     struct comm_counts total; /* whole run */
+    /* the float collectives move model memory; where it is device memory
+     * that MPI cannot read (no CUDA-aware MPI), through host buffers */
+    const struct kernels *k;
+    int staged;
+    float *stage;
+    size_t stage_n;
+    struct comm_staged *pend;
+    int npend, cap;
 };
 
 void comm_init(struct comm *c, const struct grid *g);
+/* The float buffers handed to the calls below are k's memory; mpi_direct:
+ * MPI takes such pointers itself (CUDA-aware MPI), else they are staged. */
+void comm_use_device(struct comm *c, const struct kernels *k, int mpi_direct);
+void comm_free(struct comm *c);
 /* Fold the step's counts into the totals and zero them. */
 void comm_step_begin(struct comm *c);
 /* Totals of the run so far (folded steps plus the current one). */
 void comm_totals(const struct comm *c, struct comm_counts *out);
 
-/* In-place all-reduces over one of the grid's communicators. */
+/* In-place all-reduces over one of the grid's communicators.  The f32 calls
+ * take model memory (comm_use_device), the others host memory. */
 void comm_allreduce_sum_f32(struct comm *c, enum comm_group g, float *buf, size_t n);
 void comm_allreduce_sum_f64(struct comm *c, enum comm_group g, double *buf, size_t n);
 void comm_allreduce_max_f32(struct comm *c, enum comm_group g, float *buf, size_t n);

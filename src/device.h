@@ -59,9 +59,12 @@ struct kernels {
     void (*copy)(void *dst, const void *src, size_t bytes);     /* within the device */
     void (*to_device)(void *dst, const void *src, size_t bytes); /* from host memory */
     void (*to_host)(void *dst, const void *src, size_t bytes);   /* to host memory */
+    /* May MPI be handed these buffers (host memory; device memory with a
+     * CUDA-aware MPI)?  Else comm.c stages them through the host. */
+    int (*mpi_direct)(void);
 };
 
-extern const struct kernels cpu_kernels;
+extern const struct kernels cpu_kernels, cpu_staged_kernels;
 
 /* The table for train.device ("cpu", "cuda"), or NULL with the reason in
  * err (a build without the CUDA backend). */

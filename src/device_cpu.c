@@ -19,38 +19,37 @@ static void *host_alloc(size_t bytes)
 
 static void host_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
 static void host_copy(void *dst, const void *src, size_t bytes) { memmove(dst, src, bytes); }
+static int host_mpi_direct(void) { return 1; }
+static int host_mpi_staged(void) { return 0; }
+
+/* The operations, shared by the two CPU tables. */
+#define CPU_OPERATIONS                                                                                   \
+    .encoder_forward = encoder_forward, .encoder_backward = encoder_backward,                          \
+    .layernorm_forward = layernorm_forward, .layernorm_backward = layernorm_backward,                  \
+    .matmul_forward = matmul_forward, .matmul_backward = matmul_backward,                              \
+    .attention_forward = attention_forward, .attention_backward = attention_backward,                  \
+    .gelu_forward = gelu_forward, .gelu_backward = gelu_backward, .residual_forward = residual_forward, \
+    .crossentropy_max = crossentropy_max, .crossentropy_sumexp = crossentropy_sumexp,                  \
+    .crossentropy_loss = crossentropy_loss, .crossentropy_backward = crossentropy_backward,            \
+    .adamw_update = adamw_update, .sumsq = sumsq, .scale_inplace = scale_inplace, .lp_round = lp_round, \
+    .lp_pack = lp_pack, .lp_unpack = lp_unpack, .count_nonfinite = count_nonfinite, .alloc = host_alloc, \
+    .release = free, .zero = host_zero, .copy = host_copy, .to_device = host_copy, .to_host = host_copy
 
 const struct kernels cpu_kernels = {
     .name = "cpu",
     .on_device = 0,
-    .encoder_forward = encoder_forward,
-    .encoder_backward = encoder_backward,
-    .layernorm_forward = layernorm_forward,
-    .layernorm_backward = layernorm_backward,
-    .matmul_forward = matmul_forward,
-    .matmul_backward = matmul_backward,
-    .attention_forward = attention_forward,
-    .attention_backward = attention_backward,
-    .gelu_forward = gelu_forward,
-    .gelu_backward = gelu_backward,
-    .residual_forward = residual_forward,
-    .crossentropy_max = crossentropy_max,
-    .crossentropy_sumexp = crossentropy_sumexp,
-    .crossentropy_loss = crossentropy_loss,
-    .crossentropy_backward = crossentropy_backward,
-    .adamw_update = adamw_update,
-    .sumsq = sumsq,
-    .scale_inplace = scale_inplace,
-    .lp_round = lp_round,
-    .lp_pack = lp_pack,
-    .lp_unpack = lp_unpack,
-    .count_nonfinite = count_nonfinite,
-    .alloc = host_alloc,
-    .release = free,
-    .zero = host_zero,
-    .copy = host_copy,
-    .to_device = host_copy,
-    .to_host = host_copy,
+    .mpi_direct = host_mpi_direct,
+    CPU_OPERATIONS,
+};
+
+/* diag.stage_through_host: the same, with the model's memory handled as a
+ * device's that MPI cannot read, so every transfer and staged collective a
+ * GPU without CUDA-aware MPI takes runs (and is tested) on the CPU. */
+const struct kernels cpu_staged_kernels = {
+    .name = "cpu, staged through the host as a device",
+    .on_device = 1,
+    .mpi_direct = host_mpi_staged,
+    CPU_OPERATIONS,
 };
 
 #ifdef HAVE_CUDA

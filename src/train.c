@@ -169,12 +169,15 @@ static void setup(struct run *r)
     char why[256] = "";
     const struct kernels *k = kernels_for(cfg->train.device, why, sizeof why);
     if (!k) die_all("set train.device = 'cpu', or rebuild with ./configure --with-cuda", "%s", why);
+    if (cfg->diag.stage_through_host && k == &cpu_kernels) k = &cpu_staged_kernels;
     model_init(&r->model, &d, k, r->micro_batch, nslots, (uint64_t)cfg->train.seed);
+    comm_use_device(&r->comm, k, k->mpi_direct());
     optim_init(&r->optim, &r->model, cfg, g);
     scaler_init(&r->scaler, cfg);
     zero2_init(&r->zero2, &r->model, &r->optim, &r->comm);
-    overlap_init(&r->overlap, &r->model, &r->comm, cfg->parallel.overlap_grad_reduce && !r->optim.zero,
-                 cfg->parallel.bucket_mb);
+    /* (the overlap hands MPI the gradients themselves: not through a host stage) */
+    overlap_init(&r->overlap, &r->model, &r->comm,
+                 cfg->parallel.overlap_grad_reduce && !r->optim.zero && !r->comm.staged, cfg->parallel.bucket_mb);
     r->exec.overlap = r->overlap.enabled ? &r->overlap : NULL;
     make_run_dir(r);
     open_data(r);
@@ -210,6 +213,8 @@ static void setup(struct run *r)
         log_info("pipeline: %s, %d stages x %d chunk(s), %d layers per chunk; predicted bubble %ld/%ld = %.1f%%\n",
                  pp_schedule_name(r->exec.sched), g->pp, d.v, d.Lc, num, den, 100 * b);
     }
+    log_info("device: %s%s\n", r->model.k->name,
+             r->comm.staged ? "; MPI through host buffers (no CUDA-aware MPI), no overlapped reduction" : "");
     log_info("compute: %d OpenMP thread(s) per rank, matmul: %s, peak %.1f GFLOP/s per rank%s\n",
              omp_get_max_threads(), gemm_backend_name(), peak,
              cfg->train.peak_gflops > 0 ? " (from the deck)" : " (measured)");
@@ -443,5 +448,6 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
     zero2_free(&r.zero2);
     optim_free(&r.optim);
     model_free(&r.model);
+    comm_free(&r.comm);
     return status;
 }

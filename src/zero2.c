@@ -48,7 +48,8 @@ static void layer_done(void *ctx, int j)
     /* in place: this rank's sum lands at the start of the buffer */
     comm_ireduce_scatter_f32(z->c, CG_DP, NULL, z->work[b], z->counts + (size_t)j * z->c->grid->dp, &z->req[b]);
     int other = (b + 1) % ZERO2_BUFFERS, done;
-    if (z->layer[other] >= 0) MPI_CHECK(MPI_Test(&z->req[other], &done, MPI_STATUS_IGNORE)); /* progress */
+    if (z->layer[other] >= 0 && !z->c->staged) /* progress (a staged one completes in comm_wait only) */
+        MPI_CHECK(MPI_Test(&z->req[other], &done, MPI_STATUS_IGNORE));
 }
 
 void zero2_init(struct zero2 *z, struct model *m, struct optim *o, struct comm *c)
