@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <mpi.h>
+
 #include "precision.h"
 
 struct kernels {
@@ -69,5 +71,12 @@ extern const struct kernels cpu_kernels, cpu_staged_kernels;
 /* The table for train.device ("cpu", "cuda"), or NULL with the reason in
  * err (a build without the CUDA backend). */
 const struct kernels *kernels_for(const char *device, char *err, size_t errlen);
+
+/* Make k usable on this rank (CUDA: pick the GPU by node-local rank, a clear
+ * error when there is none or, unless allow_shared, when two ranks would
+ * share one), and release it.  Returns 0, or -1 with err filled (this rank
+ * only: agree with mpi_agree_error).  Collective over world. */
+int device_open(const struct kernels *k, MPI_Comm world, int allow_shared, char *err, size_t errlen);
+void device_close(const struct kernels *k);
 
 #endif

@@ -1,9 +1,6 @@
 /* device_cpu.c -- the CPU table: kernels_cpu.c and host memory. */
 #include "device.h"
 
-#include "build_config.h"
-
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,19 +48,3 @@ const struct kernels cpu_staged_kernels = {
     .mpi_direct = host_mpi_staged,
     CPU_OPERATIONS,
 };
-
-#ifdef HAVE_CUDA
-extern const struct kernels cuda_kernels; /* cuda/table.c */
-#endif
-
-const struct kernels *kernels_for(const char *device, char *err, size_t errlen)
-{
-    if (strcmp(device, "cuda") != 0) return &cpu_kernels;
-#ifdef HAVE_CUDA
-    (void)err, (void)errlen;
-    return &cuda_kernels;
-#else
-    snprintf(err, errlen, "this triad was built without the CUDA backend (configure --with-cuda)");
-    return NULL;
-#endif
-}

@@ -170,6 +170,8 @@ static void setup(struct run *r)
     const struct kernels *k = kernels_for(cfg->train.device, why, sizeof why);
     if (!k) die_all("set train.device = 'cpu', or rebuild with ./configure --with-cuda", "%s", why);
     if (cfg->diag.stage_through_host && k == &cpu_kernels) k = &cpu_staged_kernels;
+    fail_collective(g, device_open(k, g->world_comm, cfg->train.share_gpus, why, sizeof why) != 0, why,
+                    "one GPU per rank: launch as many ranks per node as it has GPUs, or set train.share_gpus");
     model_init(&r->model, &d, k, r->micro_batch, nslots, (uint64_t)cfg->train.seed);
     comm_use_device(&r->comm, k, k->mpi_direct());
     optim_init(&r->optim, &r->model, cfg, g);
@@ -447,7 +449,9 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
     overlap_free(&r.overlap);
     zero2_free(&r.zero2);
     optim_free(&r.optim);
+    const struct kernels *k = r.model.k;
     model_free(&r.model);
     comm_free(&r.comm);
+    device_close(k);
     return status;
 }

@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "deck.h"
+#include "build_config.h"
 #include "tap.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -364,7 +365,11 @@ static const struct bad_combo bad_combos[] = {
       "set sequence_parallel = .false." },
     { "&train precision = 'fp16', loss_scale = 1024, loss_scale_min = 4096 /", 1,
       "loss_scale_min = 4096 is above the initial loss_scale = 1024", "set loss_scale_min <= loss_scale" },
+#ifndef HAVE_CUDA
     { "&train device = 'cuda' /", 1, "device = 'cuda') is not available", "set device = 'cpu'" },
+#endif
+    { "&train device = 'cuda' / &diag stage_through_host = T /", 1, "diag.stage_through_host is for device = 'cpu'",
+      "set diag.stage_through_host = .false." },
     { "&parallel dp = 4 /", 2, "tp * dp * pp = 1 * 4 * 1 = 4, but 2 ranks were launched",
       "set dp = 2 (or dp = 0 to derive it), or launch 4 ranks" },
     { "&train batch_size = 10 /", 4, "batch_size = 10 is not divisible by dp = 4", "use batch_size = 8 or 12" },
