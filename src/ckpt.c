@@ -217,41 +217,27 @@ static int read_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
 
 /* ------------------------------------------------------------ attributes */
 
-static void attr_i64(hid_t obj, const char *name, int64_t v)
+/* A scalar attribute of HDF5 type `type` (native int64 or double). */
+static void attr_write(hid_t obj, const char *name, hid_t type, const void *v)
 {
     hid_t s = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(obj, name, H5T_NATIVE_INT64, s, H5P_DEFAULT, H5P_DEFAULT);
-    H5Awrite(a, H5T_NATIVE_INT64, &v);
+    hid_t a = H5Acreate2(obj, name, type, s, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, type, v);
     H5Aclose(a);
     H5Sclose(s);
 }
 
-static int read_attr_i64(hid_t obj, const char *name, int64_t *v)
+static int attr_read(hid_t obj, const char *name, hid_t type, void *v)
 {
     if (H5Aexists(obj, name) <= 0) return -1;
     hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-    herr_t rc = H5Aread(a, H5T_NATIVE_INT64, v);
+    herr_t rc = H5Aread(a, type, v);
     H5Aclose(a);
     return rc < 0 ? -1 : 0;
 }
 
-static void attr_f64(hid_t obj, const char *name, double v)
-{
-    hid_t s = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(obj, name, H5T_NATIVE_DOUBLE, s, H5P_DEFAULT, H5P_DEFAULT);
-    H5Awrite(a, H5T_NATIVE_DOUBLE, &v);
-    H5Aclose(a);
-    H5Sclose(s);
-}
-
-static int read_attr_f64(hid_t obj, const char *name, double *v)
-{
-    if (H5Aexists(obj, name) <= 0) return -1;
-    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-    herr_t rc = H5Aread(a, H5T_NATIVE_DOUBLE, v);
-    H5Aclose(a);
-    return rc < 0 ? -1 : 0;
-}
+static void attr_i64(hid_t obj, const char *name, int64_t v) { attr_write(obj, name, H5T_NATIVE_INT64, &v); }
+static int read_attr_i64(hid_t obj, const char *name, int64_t *v) { return attr_read(obj, name, H5T_NATIVE_INT64, v); }
 
 static void attr_str(hid_t obj, const char *name, const char *text)
 {
@@ -412,7 +398,7 @@ int ckpt_save(const char *run_dir, const struct ckpt_state *st, const struct mod
         attr_i64(f, "step", st->step);
         attr_i64(f, "tokens", st->tokens);
         attr_i64(f, "optimizer_updates", st->updates);
-        attr_f64(f, "loss_scale", st->loss_scale);
+        attr_write(f, "loss_scale", H5T_NATIVE_DOUBLE, &st->loss_scale);
         attr_i64(f, "loss_scale_good_steps", st->good_steps);
         attr_i64(f, "loss_scale_hysteresis_left", st->hysteresis_left);
         attr_i64(f, "tp", g->tp);
@@ -456,7 +442,7 @@ static int load(const char *path, struct model *m, struct optim *o, struct ckpt_
     }
     if (rc == 0 && st) { /* optional: absent in files from before mixed precision */
         st->has_scaler = read_attr_i64(f, "optimizer_updates", &st->updates) == 0 &&
-                         read_attr_f64(f, "loss_scale", &st->loss_scale) == 0 &&
+                         attr_read(f, "loss_scale", H5T_NATIVE_DOUBLE, &st->loss_scale) == 0 &&
                          read_attr_i64(f, "loss_scale_good_steps", &st->good_steps) == 0 &&
                          read_attr_i64(f, "loss_scale_hysteresis_left", &st->hysteresis_left) == 0;
         if (!st->has_scaler) st->updates = st->step;
