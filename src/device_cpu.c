@@ -7,12 +7,7 @@
 #include "backend.h"
 #include "log.h"
 
-static void *host_alloc(size_t bytes)
-{
-    void *p = xalloc_aligned(bytes ? bytes : 64);
-    memset(p, 0, bytes);
-    return p;
-}
+static void *host_alloc(size_t bytes) { return xalloc_aligned(bytes); } /* zeroed */
 
 static void host_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
 static void host_copy(void *dst, const void *src, size_t bytes) { memmove(dst, src, bytes); }

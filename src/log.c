@@ -32,21 +32,35 @@ void log_warn(const char *fmt, ...)
     fflush(stderr);
 }
 
-void die_at(const char *file, int line, const char *hint, const char *fmt, ...)
+/* Is MPI running (initialised, not yet finalised)? */
+static int mpi_live(void)
 {
-    va_list ap;
-    fflush(stdout);
-    fprintf(stderr, "[rank %d] error at %s:%d: ", g_rank, file, line);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    if (hint && *hint) fprintf(stderr, "  hint: %s\n", hint);
-    fflush(stderr);
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);
-    if (inited && !finalized) MPI_Abort(MPI_COMM_WORLD, 1);
+    return inited && !finalized;
+}
+
+/* "<prefix><message>" and the hint line on stderr. */
+static void print_error(const char *prefix, const char *hint, const char *fmt, va_list ap)
+{
+    fflush(stdout);
+    fputs(prefix, stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    if (hint && *hint) fprintf(stderr, "  hint: %s\n", hint);
+    fflush(stderr);
+}
+
+void die_at(const char *file, int line, const char *hint, const char *fmt, ...)
+{
+    char prefix[512];
+    snprintf(prefix, sizeof prefix, "[rank %d] error at %s:%d: ", g_rank, file, line);
+    va_list ap;
+    va_start(ap, fmt);
+    print_error(prefix, hint, fmt, ap);
+    va_end(ap);
+    if (mpi_live()) MPI_Abort(MPI_COMM_WORLD, 1);
     exit(1);
 }
 
@@ -54,20 +68,12 @@ void die_all(const char *hint, const char *fmt, ...)
 {
     if (g_rank == 0) {
         va_list ap;
-        fflush(stdout);
-        fprintf(stderr, "error: ");
         va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
+        print_error("error: ", hint, fmt, ap);
         va_end(ap);
-        fputc('\n', stderr);
-        if (hint && *hint) fprintf(stderr, "  hint: %s\n", hint);
-        fflush(stderr);
     }
     /* the launcher may kill the job at the first exit: let rank 0 finish printing */
-    int inited = 0, finalized = 0;
-    MPI_Initialized(&inited);
-    MPI_Finalized(&finalized);
-    if (inited && !finalized) MPI_Barrier(MPI_COMM_WORLD);
+    if (mpi_live()) MPI_Barrier(MPI_COMM_WORLD);
     exit_all(1);
 }
 
@@ -75,10 +81,7 @@ void exit_all(int status)
 {
     fflush(stdout);
     fflush(stderr);
-    int inited = 0, finalized = 0;
-    MPI_Initialized(&inited);
-    MPI_Finalized(&finalized);
-    if (inited && !finalized) MPI_Finalize();
+    if (mpi_live()) MPI_Finalize();
     exit(status);
 }
 
