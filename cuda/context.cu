@@ -1,0 +1,76 @@
+/* context.cu -- the CUDA backend's state: cuBLAS and cuBLASLt handles, the
+ * cuBLASLt workspace and the reduction scratch, created once per process on
+ * the current device.  The kernels take the same arguments as the CPU ones,
+ * so this is the only place a handle can live. */
+#include "common.cuh"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* cuBLASLt workspace: NVIDIA's recommendation for Hopper (smaller chips
+ * need less; it is a one-off allocation). */
+#define LT_WORK_BYTES ((size_t)32 << 20)
+
+static struct cuda_context ctx;
+static int ctx_ready = 0;
+static int tf32 = 0;
+
+int cuda_device_count(char *why, size_t whylen)
+{
+    int n = 0;
+    cudaError_t rc = cudaGetDeviceCount(&n);
+    if (rc != cudaSuccess) {
+        snprintf(why, whylen, "cudaGetDeviceCount: %s: %s", cudaGetErrorName(rc),
+                 cudaGetErrorString(rc));
+        return 0;
+    }
+    if (n == 0) snprintf(why, whylen, "cudaGetDeviceCount: 0 devices");
+    return n;
+}
+
+static void apply_math_mode(void)
+{
+    CUBLAS_CHECK(cublasSetMathMode(ctx.blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+}
+
+void cuda_backend_init(void)
+{
+    if (ctx_ready) return;
+    CUBLAS_CHECK(cublasCreate(&ctx.blas));
+    CUBLAS_CHECK(cublasLtCreate(&ctx.lt));
+    ctx.lt_work_bytes = LT_WORK_BYTES;
+    CUDA_CHECK(cudaMalloc(&ctx.lt_work, ctx.lt_work_bytes));
+    CUDA_CHECK(cudaMalloc(&ctx.partial, REDUCE_BLOCKS * sizeof(double)));
+    CUDA_CHECK(cudaMalloc(&ctx.result, sizeof(double)));
+    CUDA_CHECK(cudaMalloc(&ctx.count, sizeof(unsigned long long)));
+    ctx_ready = 1;
+    apply_math_mode();
+}
+
+void cuda_backend_finalize(void)
+{
+    if (!ctx_ready) return;
+    CUDA_CHECK(cudaFree(ctx.count));
+    CUDA_CHECK(cudaFree(ctx.result));
+    CUDA_CHECK(cudaFree(ctx.partial));
+    CUDA_CHECK(cudaFree(ctx.lt_work));
+    CUBLAS_CHECK(cublasLtDestroy(ctx.lt));
+    CUBLAS_CHECK(cublasDestroy(ctx.blas));
+    ctx_ready = 0;
+}
+
+void cuda_set_tf32(int on)
+{
+    tf32 = on != 0;
+    if (ctx_ready) apply_math_mode();
+}
+
+const struct cuda_context *cuda_ctx(void)
+{
+    if (!ctx_ready) {
+        fprintf(stderr, "CUDA backend used before cuda_backend_init()\n"
+                        "  hint: select the device, then call cuda_backend_init() once\n");
+        exit(1);
+    }
+    return &ctx;
+}

@@ -1,0 +1,106 @@
+/* cuda_backend.h -- the CUDA kernels: every operation of src/backend_ops.h
+ * as cuda_<op> with the same arguments and semantics ("+=" accumulates,
+ * everything else is overwritten), plus the low-precision helpers.
+ *
+ * All pointers are device pointers.  Kernels run on the default stream in
+ * call order; results that come back to the host (sumsq, count_nonfinite)
+ * synchronise.  Matmuls use cuBLAS.  No kernel here uses floating-point
+ * atomics, and cuBLAS repeats its bits on the same GPU model, so a call
+ * repeated on the same inputs gives the same bits.
+ *
+ * Order of use: pick the device (cuda_device_select, cuda_device.h, or
+ * cudaSetDevice), cuda_backend_init(), kernels, cuda_backend_finalize(). */
+#ifndef TRIAD_CUDA_BACKEND_H
+#define TRIAD_CUDA_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Number of CUDA devices this process sees; 0 with the reason in why
+ * ("cudaGetDeviceCount: <error>" or "cudaGetDeviceCount: 0 devices") when
+ * there is none.  Any error counts as "no GPU". */
+int cuda_device_count(char *why, size_t whylen);
+
+/* Create the cuBLAS/cuBLASLt handles and the workspaces on the current
+ * device; release them.  Every kernel below needs the backend initialised. */
+void cuda_backend_init(void);
+void cuda_backend_finalize(void);
+/* fp32 matmuls (and attention's products) on TF32 tensor cores (1) or in
+ * full fp32 (0, the default). */
+void cuda_set_tf32(int on);
+
+/* ------------------------------------------------------------ model kernels */
+
+void cuda_encoder_forward(float *out, const int32_t *inp, const float *wte, const float *wpe,
+                          int B, int T, int C, int v0, int Vs);
+void cuda_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *inp,
+                           int B, int T, int C, int v0, int Vs);
+
+void cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                            const float *weight, const float *bias, int N, int C);
+void cuda_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                             const float *inp, const float *weight, const float *mean,
+                             const float *rstd, int N, int C);
+
+void cuda_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
+                         int N, int C, int OC);
+void cuda_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                          const float *inp, const float *weight, int N, int C, int OC);
+
+void cuda_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
+void cuda_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                             const float *att, int B, int T, int C, int NH);
+
+void cuda_gelu_forward(float *out, const float *inp, size_t N);
+void cuda_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N);
+
+void cuda_residual_forward(float *out, const float *a, const float *b, size_t N);
+
+void cuda_crossentropy_max(float *maxes, const float *logits, int N, int Vs, int v0, int V);
+void cuda_crossentropy_sumexp(float *sums, float *tlogit, const float *logits, const float *maxes,
+                              const int32_t *targets, int N, int Vs, int v0, int V);
+void cuda_crossentropy_loss(float *losses, const float *maxes, const float *sums,
+                            const float *tlogit, int N);
+void cuda_crossentropy_backward(float *dlogits, const float *logits, const float *maxes,
+                                const float *sums, const int32_t *targets, float dloss,
+                                int N, int Vs, int v0, int V);
+
+void cuda_adamw_update(float *param, const float *grad, float *m, float *v, size_t n,
+                       float lr, float beta1, float beta2, float eps, float wd, int t);
+
+double cuda_sumsq(const float *x, size_t n);
+void cuda_scale_inplace(float *x, size_t n, float s);
+
+/* ------------------------------------------------------------ low precision */
+
+/* The 16-bit formats; a buffer of either holds uint16_t bit patterns. */
+enum cuda_lp { CUDA_BF16, CUDA_FP16 };
+
+/* x[i] = the nearest bf16 / fp16 value, round-to-nearest-even; NaN stays
+ * NaN; fp16 magnitudes >= 65520 become infinities. */
+void cuda_round_bf16(float *x, size_t n);
+void cuda_round_fp16(float *x, size_t n);
+/* Store n values as 16-bit patterns (rounding as above); load them (exact). */
+void cuda_pack_bf16(uint16_t *dst, const float *src, size_t n);
+void cuda_unpack_bf16(float *dst, const uint16_t *src, size_t n);
+void cuda_pack_fp16(uint16_t *dst, const float *src, size_t n);
+void cuda_unpack_fp16(float *dst, const uint16_t *src, size_t n);
+
+/* Number of NaN or infinite elements (the loss scaler's overflow check). */
+size_t cuda_count_nonfinite(const float *x, size_t n);
+
+/* out (N,OC) = inp (N,C) @ weight (OC,C)^T + bias (OC), all in format lp,
+ * products accumulated in fp32 on tensor cores (cuBLASLt) and rounded once
+ * to lp at the end; bias may be NULL. */
+void cuda_matmul_forward_lp(enum cuda_lp lp, uint16_t *out, const uint16_t *inp,
+                            const uint16_t *weight, const uint16_t *bias, int N, int C, int OC);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

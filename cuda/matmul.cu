@@ -1,0 +1,129 @@
+/* matmul.cu -- the linear layer on cuBLAS: fp32 (optionally TF32) forward
+ * and backward, and the bf16/fp16 forward on cuBLASLt.
+ *
+ * Row-major through column-major cuBLAS: the buffer of a row-major (R, K)
+ * matrix, read column-major with the same leading dimension, is its
+ * transpose (K, R).  So each product is computed transposed: out = inp @ W^T
+ * as out^T = W * inp^T, where op T on W's buffer gives W and inp's buffer
+ * is inp^T.  The comment at each call gives the product cuBLAS sees, with
+ * the buffers' column-major shapes. */
+#include "common.cuh"
+
+/* ------------------------------------------------------------ bias */
+
+__global__ void add_bias_kernel(float *out, const float *bias, size_t NOC, int OC)
+{
+    FOR_EACH(i, NOC) out[i] += bias[i % OC];
+}
+
+/* dbias (OC) += column sums of dout (N,OC), rows in order per thread. */
+__global__ void bias_backward_kernel(float *dbias, const float *dout, int N, int OC)
+{
+    int j = blockIdx.x * 32 + threadIdx.x;
+    float s = 0.0f;
+    if (j < OC)
+        for (int n = threadIdx.y; n < N; n += COL_ROWS) s += dout[(size_t)n * OC + j];
+    s = column_total(s);
+    if (threadIdx.y == 0 && j < OC) dbias[j] += s;
+}
+
+/* ------------------------------------------------------------ fp32 */
+
+void cuda_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
+                         int N, int C, int OC)
+{
+    const float one = 1.0f, zero = 0.0f;
+    /* out^T (OC,N) = op_T(weight buffer, (C,OC) ld C) * inp buffer (C,N) ld C */
+    CUBLAS_CHECK(cublasSgemm(cuda_ctx()->blas, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, &one, weight, C,
+                             inp, C, &zero, out, OC));
+    if (bias) {
+        size_t NOC = (size_t)N * OC;
+        CUDA_LAUNCH(add_bias_kernel, grid_for(NOC), BLOCK, out, bias, NOC, OC);
+    }
+}
+
+void cuda_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                          const float *inp, const float *weight, int N, int C, int OC)
+{
+    cublasHandle_t h = cuda_ctx()->blas;
+    const float one = 1.0f, zero = 0.0f;
+    /* dinp = dout @ weight: dinp^T (C,N) = weight buffer (C,OC) * dout buffer (OC,N) */
+    if (dinp)
+        CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one, weight, C, dout, OC,
+                                 &zero, dinp, C));
+    /* dweight += dout^T @ inp: dweight^T (C,OC) += inp buffer (C,N) * op_T(dout buffer (OC,N)) */
+    CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, &one, inp, C, dout, OC, &one,
+                             dweight, C));
+    if (dbias)
+        CUDA_LAUNCH(bias_backward_kernel, (OC + 31) / 32, dim3(32, COL_ROWS), dbias, dout, N, OC);
+}
+
+/* ------------------------------------------------------------ bf16 / fp16 */
+
+/* Largest power of two (at most 256) dividing the address: cuBLASLt assumes
+ * 256-byte alignment unless told, and a tensor inside a larger buffer may
+ * have less. */
+static uint32_t alignment_of(const void *p)
+{
+    uint32_t a = 256;
+    while (a > 1 && (uintptr_t)p % a) a /= 2;
+    return a;
+}
+
+static void set_pref_u32(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr,
+                     uint32_t v)
+{
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &v, sizeof v));
+}
+
+void cuda_matmul_forward_lp(enum cuda_lp lp, uint16_t *out, const uint16_t *inp,
+                            const uint16_t *weight, const uint16_t *bias, int N, int C, int OC)
+{
+    const struct cuda_context *ctx = cuda_ctx();
+    cudaDataType_t t = lp == CUDA_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
+
+    cublasLtMatmulDesc_t desc;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof opN));
+    if (bias) {
+        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                    sizeof bias));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t,
+                                                    sizeof t));
+    }
+    /* out^T (OC,N) = op_T(weight buffer (C,OC)) * inp buffer (C,N) */
+    cublasLtMatrixLayout_t la, lb, ld;
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, t, C, OC, C));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, t, C, N, C));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld, t, OC, N, OC));
+
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t work = ctx->lt_work_bytes;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                      &work, sizeof work));
+    set_pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment_of(weight));
+    set_pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment_of(inp));
+    set_pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment_of(out));
+    set_pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment_of(out));
+
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = 0;
+    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx->lt, desc, la, lb, ld, ld, pref, 1, &heur, &found));
+    if (found == 0)
+        cuda_fail_at(__FILE__, __LINE__, "cublasLtMatmulAlgoGetHeuristic", "no algorithm",
+                     "cuBLASLt has no kernel for this 16-bit matmul shape and alignment");
+    const float one = 1.0f, zero = 0.0f;
+    CUBLAS_CHECK(cublasLtMatmul(ctx->lt, desc, &one, weight, la, inp, lb, &zero, out, ld, out, ld,
+                                &heur.algo, ctx->lt_work, ctx->lt_work_bytes, 0));
+
+    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(ld));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(la));
+    CUBLAS_CHECK(cublasLtMatmulDescDestroy(desc));
+}

@@ -1,0 +1,107 @@
+/* table.c -- the CUDA table of device.h: cuda/ kernels on device memory,
+ * one GPU per rank. */
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <stdio.h>
+
+#include "cuda_backend.h"
+#include "cuda_device.h"
+#include "device.h"
+
+/* A failed CUDA call stops the job: nothing can continue without its memory. */
+static void check(cudaError_t e, const char *what, const char *file, int line)
+{
+    if (e == cudaSuccess) return;
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    fprintf(stderr, "[rank %d] error at %s:%d: %s: %s\n  hint: out of device memory? `triad plan DECK` shows "
+                    "what each rank needs; set train.memory_gb to the GPU's memory\n",
+            rank, file, line, what, cudaGetErrorString(e));
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+#define CU(call) check((call), #call, __FILE__, __LINE__)
+
+static void *dev_alloc(size_t bytes)
+{
+    void *p = NULL;
+    CU(cudaMalloc(&p, bytes ? bytes : 256));
+    CU(cudaMemset(p, 0, bytes));
+    return p;
+}
+
+static void dev_release(void *p) { CU(cudaFree(p)); }
+static void dev_zero(void *p, size_t bytes) { CU(cudaMemset(p, 0, bytes)); }
+static void dev_copy(void *dst, const void *src, size_t bytes)
+{
+    CU(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+}
+static void dev_to_device(void *dst, const void *src, size_t bytes)
+{
+    CU(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+}
+static void dev_to_host(void *dst, const void *src, size_t bytes)
+{
+    CU(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+
+static void round_lp(enum precision p, float *x, size_t n)
+{
+    if (p == PREC_BF16) cuda_round_bf16(x, n);
+    else if (p == PREC_FP16) cuda_round_fp16(x, n);
+}
+
+static void pack_lp(enum precision p, uint16_t *dst, const float *src, size_t n)
+{
+    if (p == PREC_BF16) cuda_pack_bf16(dst, src, n);
+    else cuda_pack_fp16(dst, src, n);
+}
+
+static void unpack_lp(enum precision p, float *dst, const uint16_t *src, size_t n)
+{
+    if (p == PREC_BF16) cuda_unpack_bf16(dst, src, n);
+    else cuda_unpack_fp16(dst, src, n);
+}
+
+const struct kernels cuda_kernels = {
+    .name = "cuda",
+    .on_device = 1,
+    .encoder_forward = cuda_encoder_forward,
+    .encoder_backward = cuda_encoder_backward,
+    .layernorm_forward = cuda_layernorm_forward,
+    .layernorm_backward = cuda_layernorm_backward,
+    .matmul_forward = cuda_matmul_forward,
+    .matmul_backward = cuda_matmul_backward,
+    .attention_forward = cuda_attention_forward,
+    .attention_backward = cuda_attention_backward,
+    .gelu_forward = cuda_gelu_forward,
+    .gelu_backward = cuda_gelu_backward,
+    .residual_forward = cuda_residual_forward,
+    .crossentropy_max = cuda_crossentropy_max,
+    .crossentropy_sumexp = cuda_crossentropy_sumexp,
+    .crossentropy_loss = cuda_crossentropy_loss,
+    .crossentropy_backward = cuda_crossentropy_backward,
+    .adamw_update = cuda_adamw_update,
+    .sumsq = cuda_sumsq,
+    .scale_inplace = cuda_scale_inplace,
+    .lp_round = round_lp,
+    .lp_pack = pack_lp,
+    .lp_unpack = unpack_lp,
+    .count_nonfinite = cuda_count_nonfinite,
+    .alloc = dev_alloc,
+    .release = dev_release,
+    .zero = dev_zero,
+    .copy = dev_copy,
+    .to_device = dev_to_device,
+    .to_host = dev_to_host,
+    .mpi_direct = cuda_mpi_aware,
+};
+
+int cuda_table_open(MPI_Comm world, int allow_shared, char *err, size_t errlen)
+{
+    if (cuda_device_select(world, allow_shared, err, errlen) < 0) return -1;
+    cuda_backend_init();
+    return 0;
+}
+
+void cuda_table_close(void) { cuda_backend_finalize(); }

@@ -1,0 +1,283 @@
+/* test_cuda_kernels.c -- every fp32 CUDA kernel of cuda_backend.h against
+ * the CPU kernel of backend.h on the same seeded random inputs.
+ *
+ * "+=" outputs start from the same random contents on both sides (so the
+ * accumulation is checked); overwritten outputs start as NaN on the GPU.
+ * Shapes are small and odd (not multiples of the warp or block) so that
+ * every tail path runs.  Tolerances (relative, with a floor at 1% of the
+ * array's largest value, cuda_test.h):
+ *   exact       encoder (same additions in the same order), residual,
+ *               scale, cross-entropy max and target logit;
+ *   1e-5        layernorm, GELU, cross-entropy, AdamW (libdevice expf vs
+ *               the CPU's polynomial, reduction order, FMA contraction);
+ *   1e-4        fp32 matmul and attention with TF32 off (cuBLAS sums the
+ *               K products in another order and blocking than gemm.c);
+ *   TF32 on:    5e-3 of the array's largest value (inputs cut to a 10-bit
+ *               mantissa: each product is off by up to ~1e-3);
+ *   1e-10       sumsq (both in double; only the order differs).
+ * No GPU: "1..0 # SKIP no CUDA device: <reason>". */
+#include "backend.h"
+#include "cuda_test.h"
+
+#define TOL_F32 1e-5
+#define TOL_GEMM 1e-4
+#define TOL_TF32 5e-3
+#define TOL_SUMSQ 1e-10
+
+/* ------------------------------------------------------------ encoder */
+
+static void test_encoder(void)
+{
+    int B = 3, T = 37, C = 200, v0 = 20, Vs = 50, N = B * T; /* tokens 0..89: some outside */
+    int32_t *inp = ct_tokens(N, 90);
+    float *wte = ct_frand((size_t)Vs * C, 1, 0), *wpe = ct_frand((size_t)T * C, 1, 0);
+    float *out = ct_alloc(FLOATS((size_t)N * C));
+    int32_t *d_inp = ct_put(inp, N * sizeof(int32_t));
+    float *d_wte = ct_put(wte, FLOATS((size_t)Vs * C)), *d_wpe = ct_put(wpe, FLOATS((size_t)T * C));
+    float *d_out = ct_nan((size_t)N * C);
+
+    encoder_forward(out, inp, wte, wpe, B, T, C, v0, Vs);
+    cuda_encoder_forward(d_out, d_inp, d_wte, d_wpe, B, T, C, v0, Vs);
+    ct_equal("encoder_forward", d_out, out, (size_t)N * C);
+    encoder_forward(out, inp, wte, NULL, B, T, C, v0, Vs);
+    cuda_encoder_forward(d_out, d_inp, d_wte, NULL, B, T, C, v0, Vs);
+    ct_equal("encoder_forward, wpe NULL", d_out, out, (size_t)N * C);
+
+    float *dout = ct_frand((size_t)N * C, 1, 0);
+    float *dwte = ct_frand((size_t)Vs * C, 1, 0), *dwpe = ct_frand((size_t)T * C, 1, 0);
+    float *d_dout = ct_put(dout, FLOATS((size_t)N * C));
+    float *d_dwte = ct_put(dwte, FLOATS((size_t)Vs * C)), *d_dwpe = ct_put(dwpe, FLOATS((size_t)T * C));
+    encoder_backward(dwte, dwpe, dout, inp, B, T, C, v0, Vs);
+    cuda_encoder_backward(d_dwte, d_dwpe, d_dout, d_inp, B, T, C, v0, Vs);
+    ct_equal("encoder_backward dwte (+=, repeated tokens)", d_dwte, dwte, (size_t)Vs * C);
+    ct_equal("encoder_backward dwpe (+=)", d_dwpe, dwpe, (size_t)T * C);
+    encoder_backward(dwte, NULL, dout, inp, B, T, C, v0, Vs);
+    cuda_encoder_backward(d_dwte, NULL, d_dout, d_inp, B, T, C, v0, Vs);
+    ct_equal("encoder_backward dwte, dwpe NULL", d_dwte, dwte, (size_t)Vs * C);
+
+    free(inp), free(wte), free(wpe), free(out), free(dout), free(dwte), free(dwpe);
+    ct_free_all();
+}
+
+/* ------------------------------------------------------------ layernorm */
+
+static void test_layernorm(void)
+{
+    int N = 70, C = 300;
+    size_t NC = (size_t)N * C;
+    float *inp = ct_frand(NC, 2, 0.5), *w = ct_frand(C, 1, 1), *b = ct_frand(C, 1, 0);
+    float *out = ct_alloc(FLOATS(NC)), *mean = ct_alloc(FLOATS(N)), *rstd = ct_alloc(FLOATS(N));
+    float *d_inp = ct_put(inp, FLOATS(NC)), *d_w = ct_put(w, FLOATS(C)), *d_b = ct_put(b, FLOATS(C));
+    float *d_out = ct_nan(NC), *d_mean = ct_nan(N), *d_rstd = ct_nan(N);
+    layernorm_forward(out, mean, rstd, inp, w, b, N, C);
+    cuda_layernorm_forward(d_out, d_mean, d_rstd, d_inp, d_w, d_b, N, C);
+    ct_close("layernorm_forward out", d_out, out, NC, TOL_F32);
+    ct_close("layernorm_forward mean", d_mean, mean, N, TOL_F32);
+    ct_close("layernorm_forward rstd", d_rstd, rstd, N, TOL_F32);
+
+    float *dout = ct_frand(NC, 1, 0);
+    float *dinp = ct_frand(NC, 1, 0), *dw = ct_frand(C, 1, 0), *db = ct_frand(C, 1, 0);
+    float *d_dout = ct_put(dout, FLOATS(NC));
+    float *d_dinp = ct_put(dinp, FLOATS(NC)), *d_dw = ct_put(dw, FLOATS(C)), *d_db = ct_put(db, FLOATS(C));
+    /* both sides from the CPU's mean and rstd */
+    float *d_mean0 = ct_put(mean, FLOATS(N)), *d_rstd0 = ct_put(rstd, FLOATS(N));
+    layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+    cuda_layernorm_backward(d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean0, d_rstd0, N, C);
+    ct_close("layernorm_backward dinp (+=)", d_dinp, dinp, NC, TOL_F32);
+    ct_close("layernorm_backward dweight (+=)", d_dw, dw, C, TOL_F32);
+    ct_close("layernorm_backward dbias (+=)", d_db, db, C, TOL_F32);
+
+    free(inp), free(w), free(b), free(out), free(mean), free(rstd);
+    free(dout), free(dinp), free(dw), free(db);
+    ct_free_all();
+}
+
+/* ------------------------------------------------------------ matmul */
+
+static void test_matmul(int tf32)
+{
+    int N = 65, C = 96, OC = 130;
+    double tol = tf32 ? TOL_TF32 : TOL_GEMM, floor_frac = tf32 ? 1.0 : 1e-2;
+    const char *mode = tf32 ? "TF32" : "fp32";
+    size_t NC = (size_t)N * C, NO = (size_t)N * OC, OCC = (size_t)OC * C;
+    cuda_set_tf32(tf32);
+    float *inp = ct_frand(NC, 1, 0), *w = ct_frand(OCC, 1, 0), *bias = ct_frand(OC, 1, 0);
+    float *out = ct_alloc(FLOATS(NO));
+    float *d_inp = ct_put(inp, FLOATS(NC)), *d_w = ct_put(w, FLOATS(OCC)), *d_bias = ct_put(bias, FLOATS(OC));
+    float *d_out = ct_nan(NO);
+    char what[96];
+    matmul_forward(out, inp, w, bias, N, C, OC);
+    cuda_matmul_forward(d_out, d_inp, d_w, d_bias, N, C, OC);
+    snprintf(what, sizeof what, "matmul_forward (%s)", mode);
+    ct_close_floor(what, d_out, out, NO, tol, floor_frac);
+    matmul_forward(out, inp, w, NULL, N, C, OC);
+    cuda_matmul_forward(d_out, d_inp, d_w, NULL, N, C, OC);
+    snprintf(what, sizeof what, "matmul_forward, bias NULL (%s)", mode);
+    ct_close_floor(what, d_out, out, NO, tol, floor_frac);
+
+    float *dout = ct_frand(NO, 1, 0), *dinp = ct_alloc(FLOATS(NC));
+    float *dw = ct_frand(OCC, 1, 0), *db = ct_frand(OC, 1, 0);
+    float *d_dout = ct_put(dout, FLOATS(NO)), *d_dinp = ct_nan(NC);
+    float *d_dw = ct_put(dw, FLOATS(OCC)), *d_db = ct_put(db, FLOATS(OC));
+    matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC);
+    cuda_matmul_backward(d_dinp, d_dw, d_db, d_dout, d_inp, d_w, N, C, OC);
+    snprintf(what, sizeof what, "matmul_backward dinp (%s)", mode);
+    ct_close_floor(what, d_dinp, dinp, NC, tol, floor_frac);
+    snprintf(what, sizeof what, "matmul_backward dweight (+=, %s)", mode);
+    ct_close_floor(what, d_dw, dw, OCC, tol, floor_frac);
+    ct_close("matmul_backward dbias (+=)", d_db, db, OC, TOL_F32);
+    matmul_backward(NULL, dw, NULL, dout, inp, w, N, C, OC);
+    cuda_matmul_backward(NULL, d_dw, NULL, d_dout, d_inp, d_w, N, C, OC);
+    snprintf(what, sizeof what, "matmul_backward dweight, dinp and dbias NULL (%s)", mode);
+    ct_close_floor(what, d_dw, dw, OCC, tol, floor_frac);
+
+    cuda_set_tf32(0);
+    free(inp), free(w), free(bias), free(out), free(dout), free(dinp), free(dw), free(db);
+    ct_free_all();
+}
+
+/* ------------------------------------------------------------ attention */
+
+static void test_attention(void)
+{
+    int B = 2, T = 67, C = 96, NH = 4;
+    size_t n3 = (size_t)B * T * 3 * C, nc = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+    float *qkv = ct_frand(n3, 1, 0), *out = ct_alloc(FLOATS(nc)), *att = ct_alloc(FLOATS(na));
+    float *d_qkv = ct_put(qkv, FLOATS(n3)), *d_out = ct_nan(nc), *d_att = ct_nan(na);
+    attention_forward(out, att, qkv, B, T, C, NH);
+    cuda_attention_forward(d_out, d_att, d_qkv, B, T, C, NH);
+    ct_close("attention_forward out", d_out, out, nc, TOL_GEMM);
+    ct_close("attention_forward att (zeros above the diagonal)", d_att, att, na, TOL_GEMM);
+
+    float *dout = ct_frand(nc, 1, 0), *dqkv = ct_alloc(FLOATS(n3)), *scratch = ct_alloc(FLOATS(na));
+    float *d_dout = ct_put(dout, FLOATS(nc)), *d_dqkv = ct_nan(n3), *d_scratch = ct_nan(na);
+    float *d_att0 = ct_put(att, FLOATS(na)); /* both sides from the CPU's probabilities */
+    attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH);
+    cuda_attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_att0, B, T, C, NH);
+    ct_close("attention_backward dqkv", d_dqkv, dqkv, n3, TOL_GEMM);
+
+    free(qkv), free(out), free(att), free(dout), free(dqkv), free(scratch);
+    ct_free_all();
+}
+
+/* ------------------------------------------------------------ elementwise */
+
+static void test_elementwise(void)
+{
+    size_t n = 100003;
+    float *x = ct_frand(n, 6, 0), *y = ct_frand(n, 1, 0), *out = ct_alloc(FLOATS(n));
+    float *d_x = ct_put(x, FLOATS(n)), *d_y = ct_put(y, FLOATS(n)), *d_out = ct_nan(n);
+    gelu_forward(out, x, n);
+    cuda_gelu_forward(d_out, d_x, n);
+    ct_close("gelu_forward", d_out, out, n, TOL_F32);
+    gelu_backward(out, x, y, n);
+    cuda_gelu_backward(d_out, d_x, d_y, n);
+    ct_close("gelu_backward", d_out, out, n, TOL_F32);
+    residual_forward(out, x, y, n);
+    cuda_residual_forward(d_out, d_x, d_y, n);
+    ct_equal("residual_forward", d_out, out, n);
+    scale_inplace(x, n, 0.37f);
+    cuda_scale_inplace(d_x, n, 0.37f);
+    ct_equal("scale_inplace", d_x, x, n);
+
+    size_t big = ((size_t)1 << 20) + 7; /* more than one grid-stride pass per thread */
+    float *z = ct_frand(big, 3, 0.1);
+    double want = sumsq(z, big), got = cuda_sumsq(ct_put(z, FLOATS(big)), big);
+    double e = fabs(got - want) / want;
+    tap_ok(e <= TOL_SUMSQ, "sumsq: GPU %.17g vs CPU %.17g (rel err %.1e <= %.0e)", got, want, e,
+           TOL_SUMSQ);
+    free(x), free(y), free(out), free(z);
+    ct_free_all();
+}
+
+/* ------------------------------------------------------------ cross-entropy */
+
+/* One shard [v0, v0+Vs) of a vocabulary of V real ids. */
+static void test_crossentropy(int v0, int Vs, int V)
+{
+    int N = 37;
+    size_t NV = (size_t)N * Vs;
+    char what[128];
+    float *logits = ct_frand(NV, 4, 0);
+    int32_t *tg = ct_tokens(N, V);
+    float *mx = ct_alloc(FLOATS(N)), *sums = ct_alloc(FLOATS(N)), *tl = ct_alloc(FLOATS(N)), *loss = ct_alloc(FLOATS(N));
+    float *dl = ct_alloc(FLOATS(NV));
+    float *d_logits = ct_put(logits, FLOATS(NV));
+    int32_t *d_tg = ct_put(tg, N * sizeof(int32_t));
+    float *d_mx = ct_nan(N), *d_sums = ct_nan(N), *d_tl = ct_nan(N), *d_loss = ct_nan(N);
+    float *d_dl = ct_nan(NV);
+    float dloss = 1.0f / N;
+
+    crossentropy_max(mx, logits, N, Vs, v0, V);
+    cuda_crossentropy_max(d_mx, d_logits, N, Vs, v0, V);
+    snprintf(what, sizeof what, "crossentropy_max, shard [%d,%d) of V=%d", v0, v0 + Vs, V);
+    ct_equal(what, d_mx, mx, N);
+    crossentropy_sumexp(sums, tl, logits, mx, tg, N, Vs, v0, V);
+    cuda_crossentropy_sumexp(d_sums, d_tl, d_logits, d_mx, d_tg, N, Vs, v0, V);
+    if (v0 >= V) { /* no real column: max -inf, sums and tlogit 0, gradient 0 */
+        ct_equal("crossentropy_sumexp sums, empty shard", d_sums, sums, N);
+    } else {
+        snprintf(what, sizeof what, "crossentropy_sumexp sums, shard at %d", v0);
+        ct_close(what, d_sums, sums, N, TOL_F32);
+        crossentropy_loss(loss, mx, sums, tl, N);
+        cuda_crossentropy_loss(d_loss, d_mx, d_sums, d_tl, N);
+        snprintf(what, sizeof what, "crossentropy_loss, shard at %d", v0);
+        ct_close(what, d_loss, loss, N, TOL_F32);
+    }
+    snprintf(what, sizeof what, "crossentropy_sumexp tlogit, shard at %d", v0);
+    ct_equal(what, d_tl, tl, N);
+
+    /* both sides from the CPU's maxes and sums */
+    float *d_mx0 = ct_put(mx, FLOATS(N)), *d_sums0 = ct_put(sums, FLOATS(N));
+    crossentropy_backward(dl, logits, mx, sums, tg, dloss, N, Vs, v0, V);
+    cuda_crossentropy_backward(d_dl, d_logits, d_mx0, d_sums0, d_tg, dloss, N, Vs, v0, V);
+    snprintf(what, sizeof what, "crossentropy_backward, shard at %d (padding 0)", v0);
+    ct_close(what, d_dl, dl, NV, TOL_F32);
+    cuda_crossentropy_backward(d_logits, d_logits, d_mx0, d_sums0, d_tg, dloss, N, Vs, v0, V);
+    snprintf(what, sizeof what, "crossentropy_backward in place (dlogits = logits), shard at %d", v0);
+    ct_close(what, d_logits, dl, NV, TOL_F32);
+
+    free(logits), free(tg), free(mx), free(sums), free(tl), free(loss), free(dl);
+    ct_free_all();
+}
+
+/* ------------------------------------------------------------ AdamW */
+
+/* Parameters of the size of one step (lr 1e-2, values ~1e-2), so the
+ * comparison of param sees an error in the step itself. */
+static void test_adamw(void)
+{
+    size_t n = 100003;
+    float *p = ct_frand(n, 1e-2, 0), *g = ct_frand(n, 1, 0), *m = ct_frand(n, 0.1, 0);
+    float *v = ct_frand(n, 0.05, 0.06);
+    float *d_p = ct_put(p, FLOATS(n)), *d_g = ct_put(g, FLOATS(n)), *d_m = ct_put(m, FLOATS(n)), *d_v = ct_put(v, FLOATS(n));
+    for (int t = 1; t <= 3; t++) {
+        adamw_update(p, g, m, v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
+        cuda_adamw_update(d_p, d_g, d_m, d_v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
+    }
+    ct_close("adamw_update param (3 steps)", d_p, p, n, TOL_F32);
+    ct_close("adamw_update m", d_m, m, n, TOL_F32);
+    ct_close("adamw_update v", d_v, v, n, TOL_F32);
+    adamw_update(p, g, m, v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.0f, 4);
+    cuda_adamw_update(d_p, d_g, d_m, d_v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.0f, 4);
+    ct_close("adamw_update param, wd 0", d_p, p, n, TOL_F32);
+    free(p), free(g), free(m), free(v);
+    ct_free_all();
+}
+
+int main(void)
+{
+    cuda_test_start();
+    test_encoder();
+    test_layernorm();
+    test_matmul(0);
+    test_matmul(1);
+    test_attention();
+    test_elementwise();
+    test_crossentropy(0, 300, 250);   /* one shard, 50 padded columns */
+    test_crossentropy(300, 300, 520); /* second shard, 80 padded */
+    test_crossentropy(600, 300, 520); /* a shard of padding only */
+    test_adamw();
+    cuda_backend_finalize();
+    return tap_done();
+}

@@ -1,0 +1,227 @@
+/* test_cuda_lowp.c -- the low-precision kernels of cuda_backend.h.
+ *
+ *  - rounding, packing and unpacking, bit for bit against the reference
+ *    round-to-nearest-even conversions written below: every one of the
+ *    65536 bf16 and fp16 patterns, the midpoint between every pair of
+ *    neighbouring finite values (a tie: it goes to the even pattern) and
+ *    the floats just either side of it, the overflow edges (fp16 65504 /
+ *    65520, bf16 FLT_MAX), and 2^20 random float bit patterns.  NaN must
+ *    stay NaN (its payload is free);
+ *  - count_nonfinite on planted NaN and infinities;
+ *  - the bf16 / fp16 matmul against the fp32 CPU matmul of the same 16-bit
+ *    values, within one unit in the last place of the format (the GPU
+ *    rounds its fp32 sum once; a sum in another order can round the other
+ *    way), floor 1% of the scale.
+ * No GPU: "1..0 # SKIP no CUDA device: <reason>". */
+#include "backend.h"
+#include "cuda_test.h"
+
+#include <float.h>
+
+#define HALVES(n) ((size_t)(n) * sizeof(uint16_t))
+
+/* ------------------------------------------------------------ references */
+
+static uint32_t bits_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+static float float_of(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static uint16_t ref_to_bf16(float f)
+{
+    uint32_t u = bits_of(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1); /* ties to even; the carry may reach infinity */
+    return (uint16_t)(u >> 16);
+}
+static float ref_from_bf16(uint16_t h) { return float_of((uint32_t)h << 16); }
+
+static uint16_t ref_to_fp16(float f)
+{
+    uint32_t u = bits_of(f), a = u & 0x7fffffffu;
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
+    if (a > 0x7f800000u) return sign | 0x7e00;         /* NaN */
+    if (a >= 0x477ff000u) return sign | 0x7c00;        /* >= 65520: infinity */
+    if (a >= 0x38800000u) {                            /* >= 2^-14: normal */
+        uint32_t m = a - (112u << 23);                 /* exponent bias 127 -> 15 */
+        m += 0xfffu + ((m >> 13) & 1);
+        return sign | (uint16_t)(m >> 13);
+    }
+    if (a <= 0x33000000u) return sign;                 /* <= 2^-25: zero (2^-25 ties to 0) */
+    /* subnormal: the value in units of 2^-24 is mant * 2^(e-126) */
+    uint32_t e = a >> 23, mant = (a & 0x7fffffu) | 0x800000u, shift = 126 - e;
+    uint32_t q = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1))) q++;
+    return sign | (uint16_t)q;
+}
+static float ref_from_fp16(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    if (e == 0) return (sign ? -1.0f : 1.0f) * ldexpf((float)m, -24);
+    if (e == 31) return float_of(sign | 0x7f800000u | (m << 13));
+    return float_of(sign | ((e + 112) << 23) | (m << 13));
+}
+
+struct format {
+    const char *name;
+    uint16_t (*to)(float);
+    float (*from)(uint16_t);
+    void (*round)(float *, size_t);
+    void (*pack)(uint16_t *, const float *, size_t);
+    void (*unpack)(float *, const uint16_t *, size_t);
+};
+static const struct format BF16 = {"bf16", ref_to_bf16, ref_from_bf16, cuda_round_bf16,
+                                   cuda_pack_bf16, cuda_unpack_bf16};
+static const struct format FP16 = {"fp16", ref_to_fp16, ref_from_fp16, cuda_round_fp16,
+                                   cuda_pack_fp16, cuda_unpack_fp16};
+
+/* The same float, or both NaN. */
+static int same_value(float a, float b) { return bits_of(a) == bits_of(b) || (isnan(a) && isnan(b)); }
+
+/* ------------------------------------------------------------ conversions */
+
+/* Pack and round the n floats x on the GPU; both must match the reference. */
+static void check_conversions(const struct format *f, const char *set, const float *x, size_t n)
+{
+    uint16_t *d_h = ct_dalloc(HALVES(n));
+    float *d_x = ct_put(x, FLOATS(n));
+    f->pack(d_h, d_x, n);
+    f->round(d_x, n);
+    uint16_t *h = ct_get(d_h, HALVES(n));
+    float *r = ct_get(d_x, FLOATS(n));
+    size_t bad_pack = 0, bad_round = 0, first = n;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t want = f->to(x[i]);
+        int pack_ok = h[i] == want || (isnan(f->from(want)) && isnan(f->from(h[i])));
+        int round_ok = same_value(r[i], f->from(want));
+        bad_pack += !pack_ok;
+        bad_round += !round_ok;
+        if ((!pack_ok || !round_ok) && first == n) first = i;
+    }
+    if (first < n)
+        tap_diag("first mismatch: x = %a (0x%08x): packed 0x%04x, rounded %a, reference 0x%04x", x[first],
+                 bits_of(x[first]), h[first], r[first], f->to(x[first]));
+    tap_ok(bad_pack == 0, "pack_%s, %s: bit-exact RNE (%zu of %zu differ)", f->name, set, bad_pack, n);
+    tap_ok(bad_round == 0, "round_%s, %s: bit-exact RNE (%zu of %zu differ)", f->name, set, bad_round, n);
+    free(h), free(r);
+}
+
+static void test_format(const struct format *f)
+{
+    size_t n = 65536;
+    uint16_t *pat = ct_alloc(HALVES(n));
+    float *val = ct_alloc(FLOATS(n));
+    for (size_t i = 0; i < n; i++) {
+        pat[i] = (uint16_t)i;
+        val[i] = f->from(pat[i]);
+    }
+    /* unpack: every pattern to its exact float */
+    float *d_val = ct_dalloc(FLOATS(n));
+    f->unpack(d_val, ct_put(pat, HALVES(n)), n);
+    float *got = ct_get(d_val, FLOATS(n));
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += !same_value(got[i], val[i]);
+    tap_ok(bad == 0, "unpack_%s: all 65536 patterns exact (%zu differ)", f->name, bad);
+    check_conversions(f, "all 65536 values (round trip)", val, n);
+
+    /* ties between neighbours of the same sign, and the floats either side */
+    float *ties = ct_alloc(FLOATS(3 * n));
+    size_t nt = 0;
+    for (uint32_t p = 0; p < n; p++) {
+        if ((p & 0x7fff) == 0x7fff) continue;
+        float lo = f->from((uint16_t)p), hi = f->from((uint16_t)(p + 1));
+        if (!isfinite(lo) || !isfinite(hi)) continue;
+        float mid = (float)(0.5 * ((double)lo + (double)hi)); /* exact in float */
+        ties[nt++] = mid;
+        ties[nt++] = nextafterf(mid, INFINITY);
+        ties[nt++] = nextafterf(mid, -INFINITY);
+    }
+    check_conversions(f, "ties and their neighbours", ties, nt);
+
+    const float edges[] = {
+        65504.0f, 65519.0f, nextafterf(65520.0f, 0.0f), 65520.0f, 65536.0f, 1e5f, FLT_MAX, INFINITY,
+        float_of(0x7f7f7fffu), float_of(0x7f7f8000u), float_of(0x7f7f8001u), /* bf16 max region */
+        0x1p-25f, nextafterf(0x1p-25f, 1.0f), 0x1.8p-24f, 0x1p-14f, nextafterf(0x1p-14f, 0.0f),
+        float_of(1), float_of(0x007fffffu), FLT_MIN, 0.0f, NAN, float_of(0x7f800001u), float_of(0xffc12345u)};
+    size_t ne = sizeof edges / sizeof edges[0];
+    float both[2 * sizeof edges / sizeof edges[0]];
+    for (size_t i = 0; i < ne; i++) both[2 * i] = edges[i], both[2 * i + 1] = -edges[i];
+    check_conversions(f, "overflow, subnormal and NaN edges", both, 2 * ne);
+
+    size_t nr = (size_t)1 << 20;
+    float *rnd = ct_alloc(FLOATS(nr));
+    for (size_t i = 0; i < nr; i++) rnd[i] = float_of((uint32_t)(ct_next() >> 32));
+    check_conversions(f, "2^20 random float patterns", rnd, nr);
+
+    free(pat), free(val), free(got), free(ties), free(rnd);
+    ct_free_all();
+}
+
+/* ------------------------------------------------------------ non-finite count */
+
+static void test_count_nonfinite(void)
+{
+    size_t n = 100003;
+    float *x = ct_frand(n, 1e30, 0);
+    float *d_x = ct_put(x, FLOATS(n));
+    size_t c0 = cuda_count_nonfinite(d_x, n);
+    tap_ok(c0 == 0, "count_nonfinite: finite data gives 0 (got %zu)", c0);
+    const size_t at[] = {0, 17, 4095, 50000, 77777, 99999, 100002};
+    const float bad[] = {NAN, INFINITY, -INFINITY, NAN, -NAN, INFINITY, NAN};
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) x[at[i]] = bad[i];
+    d_x = ct_put(x, FLOATS(n));
+    size_t c = cuda_count_nonfinite(d_x, n);
+    tap_ok(c == sizeof at / sizeof at[0], "count_nonfinite: %zu planted NaN/Inf found (got %zu)",
+           sizeof at / sizeof at[0], c);
+    free(x);
+    ct_free_all();
+}
+
+/* ------------------------------------------------------------ 16-bit matmul */
+
+static void test_matmul_lp(const struct format *f, enum cuda_lp lp, double ulp, int N, int C, int OC,
+                           int with_bias)
+{
+    size_t NC = (size_t)N * C, OCC = (size_t)OC * C, NO = (size_t)N * OC;
+    uint16_t *inp = ct_alloc(HALVES(NC)), *w = ct_alloc(HALVES(OCC)), *bias = ct_alloc(HALVES(OC));
+    float *inpf = ct_alloc(FLOATS(NC)), *wf = ct_alloc(FLOATS(OCC)), *bf = ct_alloc(FLOATS(OC));
+    for (size_t i = 0; i < NC; i++) inpf[i] = f->from(inp[i] = f->to((float)ct_urand()));
+    for (size_t i = 0; i < OCC; i++) wf[i] = f->from(w[i] = f->to((float)ct_urand()));
+    for (int i = 0; i < OC; i++) bf[i] = f->from(bias[i] = f->to((float)ct_urand()));
+    float *ref = ct_alloc(FLOATS(NO));
+    matmul_forward(ref, inpf, wf, with_bias ? bf : NULL, N, C, OC);
+
+    uint16_t *d_out = ct_dalloc(HALVES(NO));
+    cuda_matmul_forward_lp(lp, d_out, ct_put(inp, HALVES(NC)), ct_put(w, HALVES(OCC)),
+                           with_bias ? ct_put(bias, HALVES(OC)) : NULL, N, C, OC);
+    uint16_t *out = ct_get(d_out, HALVES(NO));
+    float *outf = ct_alloc(FLOATS(NO));
+    for (size_t i = 0; i < NO; i++) outf[i] = f->from(out[i]);
+    double e = ct_relerr(outf, ref, NO, 1e-2);
+    tap_ok(e <= ulp, "matmul_forward_lp %s (%d,%d)x(%d,%d)^T%s: rel err %.1e <= %.1e (one ulp)",
+           f->name, N, C, OC, C, with_bias ? " + bias" : "", e, ulp);
+    free(inp), free(w), free(bias), free(inpf), free(wf), free(bf), free(ref), free(out), free(outf);
+    ct_free_all();
+}
+
+int main(void)
+{
+    cuda_test_start();
+    test_format(&BF16);
+    test_format(&FP16);
+    test_count_nonfinite();
+    test_matmul_lp(&BF16, CUDA_BF16, 0x1p-7, 64, 96, 80, 1);
+    test_matmul_lp(&BF16, CUDA_BF16, 0x1p-7, 33, 40, 24, 0);
+    test_matmul_lp(&FP16, CUDA_FP16, 0x1p-10, 64, 96, 80, 1);
+    test_matmul_lp(&FP16, CUDA_FP16, 0x1p-10, 33, 40, 24, 0);
+    cuda_backend_finalize();
+    return tap_done();
+}
