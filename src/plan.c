@@ -333,7 +333,7 @@ static void print_memory(FILE *f, const struct plan *p)
     fprintf(f, "  in flight: micro-batches (x chunks) the schedule holds at once / slots allocated%s\n",
             p->pp > 1 ? " (+2 look-ahead receives)" : "");
     if (p->cuda)
-        fprintf(f, "  runtime: CUDA context, cuBLAS, allocator (an estimate: the CUDA backend is not built yet)\n");
+        fprintf(f, "  runtime: CUDA context, cuBLAS, allocator (an estimate, 2 GiB: not yet measured on a GPU)\n");
     else
         fprintf(f, "  workspace: gemm packing, %d thread(s); runtime: MPI, HDF5, the libraries (measured)\n",
                 p->threads);
