@@ -37,13 +37,17 @@ static float float_of(uint32_t u)
     return f;
 }
 
-uint16_t bf16_from_f32(float f)
+/* The bits of f rounded to bf16 (low half zero), without a branch so that
+ * the array loops vectorise: ties to the even upper half, an overflow
+ * carries into Inf, a NaN stays a quiet NaN. */
+static inline uint32_t bf16_bits(uint32_t u)
 {
-    uint32_t u = bits_of(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u); /* ties to the even upper half; overflow carries into Inf */
-    return (uint16_t)(u >> 16);
+    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    uint32_t quiet = (u | 0x00400000u) & 0xffff0000u;
+    return (u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded;
 }
+
+uint16_t bf16_from_f32(float f) { return (uint16_t)(bf16_bits(bits_of(f)) >> 16); }
 
 float f32_from_bf16(uint16_t h) { return float_of((uint32_t)h << 16); }
 
@@ -142,8 +146,8 @@ void lp_round(enum precision p, float *x, size_t n)
     }
 #endif
     if (p == PREC_BF16) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-        for (size_t i = 0; i < n; i++) x[i] = f32_from_bf16(bf16_from_f32(x[i]));
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+        for (size_t i = 0; i < n; i++) x[i] = float_of(bf16_bits(bits_of(x[i])));
     } else if (p == PREC_FP16) {
 #pragma omp parallel for schedule(static) if (n > 65536)
         for (size_t i = 0; i < n; i++) x[i] = f32_from_fp16(fp16_from_f32(x[i]));
@@ -164,8 +168,8 @@ void lp_pack(enum precision p, uint16_t *dst, const float *src, size_t n)
     }
 #endif
     if (p == PREC_BF16) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-        for (size_t i = 0; i < n; i++) dst[i] = bf16_from_f32(src[i]);
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+        for (size_t i = 0; i < n; i++) dst[i] = (uint16_t)(bf16_bits(bits_of(src[i])) >> 16);
     } else {
 #pragma omp parallel for schedule(static) if (n > 65536)
         for (size_t i = 0; i < n; i++) dst[i] = fp16_from_f32(src[i]);
@@ -186,7 +190,7 @@ void lp_unpack(enum precision p, float *dst, const uint16_t *src, size_t n)
     }
 #endif
     if (p == PREC_BF16) {
-#pragma omp parallel for schedule(static) if (n > 65536)
+#pragma omp parallel for simd schedule(static) if (n > 65536)
         for (size_t i = 0; i < n; i++) dst[i] = f32_from_bf16(src[i]);
     } else {
 #pragma omp parallel for schedule(static) if (n > 65536)

@@ -121,32 +121,36 @@ int main(void)
                "%s: rounding in place equals storing and loading, and changes the values", precision_name(ps[k]));
         free(x), free(y), free(z), free(h);
     }
-    /* the array functions (F16C in hardware where there is one) against the
-     * scalar definitions: every pattern, and random floats of every size */
-    {
+    /* the array functions (F16C in hardware where there is one; vectorised
+     * bit arithmetic for bf16) against the scalar definitions: every
+     * pattern, and random floats of every size */
+    for (int k = 0; k < 2; k++) {
+        enum precision pk = k ? PREC_BF16 : PREC_FP16;
+        to_lp to = k ? bf16_from_f32 : fp16_from_f32;
+        from_lp from = k ? f32_from_bf16 : f32_from_fp16;
         size_t n = 65536 + 1000003;
         float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
         uint16_t *h = malloc(n * sizeof *h);
-        for (size_t i = 0; i < 65536; i++) x[i] = f32_from_fp16((uint16_t)i);
+        for (size_t i = 0; i < 65536; i++) x[i] = from((uint16_t)i);
         for (size_t i = 65536; i < n; i++) {
             x[i] = float_of((uint32_t)(rng_uniform(9, 2, i) * 4294967296.0));
             if (i % 3 == 0) x[i] = (float)ldexp(x[i] / 3.4e38, (int)(i % 60) - 30); /* the fp16 range */
         }
         int wrong = 0;
-        lp_pack(PREC_FP16, h, x, n);
+        lp_pack(pk, h, x, n);
         for (size_t i = 0; i < n; i++)
-            if (h[i] != fp16_from_f32(x[i]) && !(isnan(x[i]) && (h[i] & 0x7e00) == 0x7e00)) wrong++;
-        lp_unpack(PREC_FP16, y, h, n);
+            if (h[i] != to(x[i]) && !(isnan(x[i]) && isnan(from(h[i])))) wrong++;
+        lp_unpack(pk, y, h, n);
         for (size_t i = 0; i < n; i++)
-            if (memcmp(&y[i], &(float){f32_from_fp16(h[i])}, sizeof(float)) != 0) wrong++;
+            if (memcmp(&y[i], &(float){from(h[i])}, sizeof(float)) != 0) wrong++;
         memcpy(y, x, n * sizeof *x);
-        lp_round(PREC_FP16, y, n);
+        lp_round(pk, y, n);
         for (size_t i = 0; i < n; i++) {
-            float want = f32_from_fp16(fp16_from_f32(x[i]));
+            float want = from(to(x[i]));
             if (!(isnan(want) ? isnan(y[i]) : y[i] == want && signbit(y[i]) == signbit(want))) wrong++;
         }
-        tap_ok(wrong == 0, "fp16 arrays (pack, unpack, round) equal the scalar conversions on %zu values (%d wrong)",
-               n, wrong);
+        tap_ok(wrong == 0, "%s arrays (pack, unpack, round) equal the scalar conversions on %zu values (%d wrong)",
+               precision_name(pk), n, wrong);
         free(x), free(y), free(h);
     }
     float v[6] = {1, INFINITY, 2, NAN, -INFINITY, 3e38f};
