@@ -38,6 +38,11 @@ triad_run 2 "$deck" $common parallel.tp=2 train.device="'cuda'" train.share_gpus
 st=$?
 [ $st -eq 0 ] && compare_runs "$scratch/gtp" "$scratch/cpu1" 1e-4 loss > /dev/null
 ok $? "tp = 2 on the GPU: per-step losses within 1e-4 of the CPU"
+triad_run 2 "$deck" $common parallel.zero_stage=2 train.micro_batch_size=2 train.device="'cuda'" \
+    train.share_gpus=.true. io.run_dir="'$scratch/gz2'"
+st=$?
+[ $st -eq 0 ] && compare_runs "$scratch/gz2" "$scratch/cpu2" 1e-4 loss > /dev/null
+ok $? "ZeRO-2 on 2 GPUs (gradient slices on the device): per-step losses within 1e-4 of the CPU"
 triad_run 1 "$deck" $common train.precision="'bf16'" train.device="'cuda'" io.run_dir="'$scratch/gbf16'"
 st=$?
 [ $st -eq 0 ] && compare_runs "$scratch/gbf16" "$scratch/cpu1" 1e-2 loss > /dev/null

@@ -95,6 +95,14 @@ st=$?
 [ $st -eq 0 ] && compare_runs "$scratch/rs" "$scratch/full" 0 loss grad_norm loss_scale > /dev/null
 ok $? "fp16 restart at step 6: losses, grad norms and loss scales of steps 7-12 bitwise equal"
 
+# fp16 from a bf16 checkpoint: the file has no scaler, the deck's scale applies
+triad_run 1 "$deck" train.precision="'bf16'" train.steps=12 io.checkpoint_every=6 io.run_dir="'$scratch/b16'"
+mkdir -p "$scratch/x16" && cp "$scratch/b16/ckpt_6.h5" "$scratch/b16/metrics.h5" "$scratch/x16/"
+triad_run 1 "$deck" train.precision="'fp16'" train.steps=12 io.restart=auto io.run_dir="'$scratch/x16'"
+st=$?
+[ $st -eq 0 ] && [ "$(metric loss_scale "$scratch/x16" | sed -n 7p)" = "65536.0" ]
+ok $? "an fp16 run restarted from a bf16 checkpoint starts from the deck's loss scale"
+
 # recomputation stays bitwise in bf16; ZeRO-1 matches plain DP
 triad_run 2 "$deck" train.precision="'bf16'" train.recompute="'full'" io.run_dir="'$scratch/bf16_rc'"
 triad_run 2 "$deck" train.precision="'bf16'" io.save_final=.true. io.run_dir="'$scratch/bf16_2'"

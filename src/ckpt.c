@@ -398,9 +398,11 @@ int ckpt_save(const char *run_dir, const struct ckpt_state *st, const struct mod
         attr_i64(f, "step", st->step);
         attr_i64(f, "tokens", st->tokens);
         attr_i64(f, "optimizer_updates", st->updates);
-        attr_write(f, "loss_scale", H5T_NATIVE_DOUBLE, &st->loss_scale);
-        attr_i64(f, "loss_scale_good_steps", st->good_steps);
-        attr_i64(f, "loss_scale_hysteresis_left", st->hysteresis_left);
+        if (st->has_scaler) { /* fp16's dynamic scale */
+            attr_write(f, "loss_scale", H5T_NATIVE_DOUBLE, &st->loss_scale);
+            attr_i64(f, "loss_scale_good_steps", st->good_steps);
+            attr_i64(f, "loss_scale_hysteresis_left", st->hysteresis_left);
+        }
         attr_i64(f, "tp", g->tp);
         attr_i64(f, "dp", g->dp);
         attr_i64(f, "pp", g->pp);
@@ -440,12 +442,11 @@ static int load(const char *path, struct model *m, struct optim *o, struct ckpt_
         snprintf(err, errlen, "%s has no step/tokens attributes: not a triad checkpoint", path);
         rc = -1;
     }
-    if (rc == 0 && st) { /* optional: absent in files from before mixed precision */
-        st->has_scaler = read_attr_i64(f, "optimizer_updates", &st->updates) == 0 &&
-                         attr_read(f, "loss_scale", H5T_NATIVE_DOUBLE, &st->loss_scale) == 0 &&
+    if (rc == 0 && st) { /* optional: absent in older files, and the scale in runs without fp16 */
+        if (read_attr_i64(f, "optimizer_updates", &st->updates) != 0) st->updates = st->step;
+        st->has_scaler = attr_read(f, "loss_scale", H5T_NATIVE_DOUBLE, &st->loss_scale) == 0 &&
                          read_attr_i64(f, "loss_scale_good_steps", &st->good_steps) == 0 &&
                          read_attr_i64(f, "loss_scale_hysteresis_left", &st->hysteresis_left) == 0;
-        if (!st->has_scaler) st->updates = st->step;
     }
     H5Fclose(f);
     return agree(rc, err, errlen, g);

@@ -18,7 +18,7 @@ struct ckpt_state {
     int64_t updates;   /* AdamW updates applied (steps not skipped) */
     double loss_scale; /* the dynamic loss scaler (scaler.h) */
     int64_t good_steps, hysteresis_left;
-    int has_scaler;    /* read: the file carries the four above */
+    int has_scaler;    /* the three above are there (written by an fp16 run) */
 };
 
 /* Write <run_dir>/ckpt_<step>.h5 atomically (temporary name, close, fsync,

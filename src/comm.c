@@ -50,6 +50,7 @@ void comm_use_device(struct comm *c, const struct kernels *k, int mpi_direct)
 
 void comm_free(struct comm *c)
 {
+    for (int i = 0; i < c->npend; i++) free(c->pend[i].host); /* (none are left after a finished step) */
     free(c->stage);
     free(c->pend);
     c->stage = NULL;

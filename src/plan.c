@@ -165,8 +165,7 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
 
     size_t flat = flat_floats(&d, &s->params), shard = p->zero ? flat / (size_t)p->dp : flat;
     int lp = d.prec != PREC_FP32; /* + fp32 master weights beside m and v */
-    /* bf16/fp16 parameters: fp32 containers on the CPU, 16 bits on a GPU */
-    s->bytes[PM_PARAMS] = round64(flat * (p->cuda && lp ? 2 : 4));
+    s->bytes[PM_PARAMS] = round64(flat * 4); /* bf16/fp16 values in fp32 containers, on the GPU too (so far) */
     s->bytes[PM_GRADS] = grad_bytes(&d, flat, p->zero2);
     s->bytes[PM_OPTIM] = (2 + (size_t)lp) * round64(shard * 4) + (p->zero ? round64(shard * 4) : 0);
     int ckpt = cfg->io.save_final || cfg->io.checkpoint_every > 0 || cfg->io.restart[0];
@@ -569,8 +568,8 @@ void plan_print(FILE *f, const struct plan *p, const struct config *cfg, double 
                         "written or read: column 'ckpt')"
                       : "replicated on every data-parallel rank (zero_stage = 0)");
     if (lp)
-        fprintf(f, "precision: %s parameters (%s) and activations (stored layers packed in 16 bits), fp32 "
-                   "gradients\n", cfg->train.precision, p->cuda ? "16 bits" : "fp32 containers on the CPU");
+        fprintf(f, "precision: %s parameters (values of the format in fp32 containers) and activations (stored "
+                   "layers packed in 16 bits), fp32 gradients\n", cfg->train.precision);
     fputc('\n', f);
     print_memory(f, p);
     print_fit(f, p, avail, avail_source);

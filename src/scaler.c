@@ -22,11 +22,9 @@ int scaler_update(struct loss_scaler *s, int overflow)
     double old = s->scale;
     if (overflow) {
         s->good_steps = 0;
-        if (--s->hysteresis_left <= 0) {
+        if (--s->hysteresis_left <= 0) /* spent: every further overflow backs off until the scale grows */
             s->scale = s->scale * s->backoff > s->min_scale ? s->scale * s->backoff : s->min_scale;
-            s->hysteresis_left = s->hysteresis;
-        }
-    } else if (++s->good_steps == s->window) {
+    } else if (++s->good_steps >= s->window) {
         s->good_steps = 0;
         s->hysteresis_left = s->hysteresis;
         s->scale *= s->growth;

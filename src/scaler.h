@@ -3,10 +3,10 @@
  * The loss (and so every gradient) is multiplied by `scale` so that small
  * gradients survive fp16; the gradients are divided by it again before the
  * update.  A step whose gradients overflowed anywhere is skipped on every
- * rank; after `hysteresis` such steps the scale backs off (times `backoff`,
- * not below `min_scale`); after `window` steps in a row without one it grows
- * (times `growth`) and the hysteresis is restored.  bf16 and fp32 keep the
- * scale at 1. */
+ * rank; each uses up one of `hysteresis`, and once none is left every
+ * overflow backs the scale off (times `backoff`, not below `min_scale`);
+ * after `window` steps in a row without one it grows (times `growth`) and
+ * the hysteresis is restored.  bf16 and fp32 keep the scale at 1. */
 #ifndef TRIAD_SCALER_H
 #define TRIAD_SCALER_H
 

@@ -329,7 +329,7 @@ static void save_checkpoint(struct run *r)
     }
     char err[1024] = "";
     struct ckpt_state st = {r->step, r->tokens, r->optim.updates, r->scaler.scale, r->scaler.good_steps,
-                            r->scaler.hysteresis_left, 1};
+                            r->scaler.hysteresis_left, r->scaler.dynamic};
     double t0 = wtime();
     timer_start(&r->timers, T_IO);
     if (r->g->rank == 0 && metrics_flush(&r->metrics) != 0) log_warn("flushing metrics.h5 failed");

@@ -27,7 +27,7 @@ static float *hand_out(void *ctx, int j)
     retire(z, b); /* the oldest: its reduction has had a layer's backward to progress */
     z->layer[b] = j;
     z->next = (b + 1) % ZERO2_BUFFERS;
-    memset(z->work[b], 0, z->layer_floats * sizeof(float));
+    z->m->k->zero(z->work[b], z->layer_floats * sizeof(float));
     return z->work[b];
 }
 
@@ -77,7 +77,7 @@ void zero2_init(struct zero2 *z, struct model *m, struct optim *o, struct comm *
         optim_slice_counts(o, z->ranges + (size_t)j * z->nranges, z->nranges, dp, z->counts + (size_t)j * dp);
     }
     size_t n = (z->layer_floats + 15) / 16 * 16;
-    float *mem = xalloc_aligned(ZERO2_BUFFERS * n * sizeof(float));
+    float *mem = m->k->alloc(ZERO2_BUFFERS * n * sizeof(float)); /* where the model's gradients live */
     for (int b = 0; b < ZERO2_BUFFERS; b++) {
         z->work[b] = mem + (size_t)b * n;
         z->layer[b] = -1;
@@ -90,7 +90,7 @@ void zero2_init(struct zero2 *z, struct model *m, struct optim *o, struct comm *
 
 void zero2_free(struct zero2 *z)
 {
-    if (z->enabled) free(z->work[0]);
+    if (z->enabled) z->m->k->release(z->work[0]);
     free(z->ranges);
     free(z->counts);
     memset(z, 0, sizeof *z);
@@ -98,7 +98,7 @@ void zero2_free(struct zero2 *z)
 
 void zero2_begin(struct zero2 *z)
 {
-    if (z->enabled) memset(z->o->gshard, 0, z->o->shard * sizeof(float));
+    if (z->enabled) z->o->k->zero(z->o->gshard, z->o->shard * sizeof(float));
 }
 
 void zero2_finish(struct zero2 *z)
