@@ -19,7 +19,9 @@ struct comm_counts {
 };
 
 /* A non-blocking call on device memory staged through the host: finished
- * in comm_wait (a receive copied to the device, a buffer freed). */
+ * in comm_wait (a receive copied to the device, a buffer freed), which finds
+ * it by its request handle, so such a request must be completed by
+ * comm_wait alone, never by an MPI_Test or MPI_Wait of the caller's. */
 struct comm_staged {
     MPI_Request req;
     float *host, *dev;        /* dev: where a received result goes (NULL for a send) */
