@@ -1,48 +1,37 @@
 /* table.c -- the CUDA table of device.h: cuda/ kernels on device memory,
  * one GPU per rank. */
 #include <cuda_runtime.h>
-#include <mpi.h>
-#include <stdio.h>
 
+#include "check.h"
 #include "cuda_backend.h"
 #include "cuda_device.h"
 #include "device.h"
 
-/* A failed CUDA call stops the job: nothing can continue without its memory. */
-static void check(cudaError_t e, const char *what, const char *file, int line)
-{
-    if (e == cudaSuccess) return;
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    fprintf(stderr, "[rank %d] error at %s:%d: %s: %s\n  hint: out of device memory? `triad plan DECK` shows "
-                    "what each rank needs; set train.memory_gb to the GPU's memory\n",
-            rank, file, line, what, cudaGetErrorString(e));
-    fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-}
-#define CU(call) check((call), #call, __FILE__, __LINE__)
-
 static void *dev_alloc(size_t bytes)
 {
     void *p = NULL;
-    CU(cudaMalloc(&p, bytes ? bytes : 256));
-    CU(cudaMemset(p, 0, bytes));
+    cudaError_t rc = cudaMalloc(&p, bytes ? bytes : 256);
+    if (rc == cudaErrorMemoryAllocation)
+        cuda_fail_at(__FILE__, __LINE__, "cudaMalloc", "out of device memory",
+                     "`triad plan DECK` shows what each rank needs; set train.memory_gb to the GPU's memory");
+    CUDA_CHECK(rc);
+    CUDA_CHECK(cudaMemset(p, 0, bytes));
     return p;
 }
 
-static void dev_release(void *p) { CU(cudaFree(p)); }
-static void dev_zero(void *p, size_t bytes) { CU(cudaMemset(p, 0, bytes)); }
+static void dev_release(void *p) { CUDA_CHECK(cudaFree(p)); }
+static void dev_zero(void *p, size_t bytes) { CUDA_CHECK(cudaMemset(p, 0, bytes)); }
 static void dev_copy(void *dst, const void *src, size_t bytes)
 {
-    CU(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+    CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
 }
 static void dev_to_device(void *dst, const void *src, size_t bytes)
 {
-    CU(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
 }
 static void dev_to_host(void *dst, const void *src, size_t bytes)
 {
-    CU(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }
 
 static void round_lp(enum precision p, float *x, size_t n)

@@ -3,9 +3,6 @@
 
 #include <math.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define HAVE_F16C_PATH 1
@@ -74,9 +71,10 @@ float f32_from_fp16(uint16_t h)
     return float_of(sign | ((e + 112u) << 23) | (mant << 13));
 }
 
-/* fp16 arrays through the F16C instructions where the processor has them:
- * the hardware conversion is IEEE round-to-nearest-even, the same results
- * as fp16_from_f32 / f32_from_fp16 (test_precision checks it). */
+/* fp16 arrays go through the F16C instructions where the processor has
+ * them: the hardware conversion is IEEE round-to-nearest-even, the same
+ * results as fp16_from_f32 / f32_from_fp16 (test_precision checks it).
+ * Each returns how many leading elements (a multiple of 8) it did. */
 #ifdef HAVE_F16C_PATH
 __attribute__((target("avx,f16c"))) static size_t fp16_pack_f16c(uint16_t *dst, const float *src, size_t n)
 {
@@ -94,15 +92,6 @@ __attribute__((target("avx,f16c"))) static size_t fp16_unpack_f16c(float *dst, c
     return i;
 }
 
-__attribute__((target("avx,f16c"))) static size_t fp16_round_f16c(float *x, size_t n)
-{
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(x + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i),
-                                                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
-    return i;
-}
-
 static int has_f16c(void)
 {
     static int known = -1; /* a race here writes the same value */
@@ -114,87 +103,66 @@ static int has_f16c(void)
 }
 #endif
 
-/* The part [lo, hi) of n elements that OpenMP thread `t` of `nt` handles,
- * in whole blocks of 8. */
-static void thread_part(size_t n, int t, int nt, size_t *lo, size_t *hi)
+/* One block of an fp16 array: F16C for what it can, the scalar conversion
+ * for the rest. */
+static void fp16_pack_block(uint16_t *dst, const float *src, size_t n)
 {
-    size_t blocks = (n + 7) / 8, per = (blocks + (size_t)nt - 1) / (size_t)nt;
-    *lo = (size_t)t * per * 8 < n ? (size_t)t * per * 8 : n;
-    *hi = *lo + per * 8 < n ? *lo + per * 8 : n;
+    size_t i = 0;
+#ifdef HAVE_F16C_PATH
+    if (has_f16c()) i = fp16_pack_f16c(dst, src, n);
+#endif
+    for (; i < n; i++) dst[i] = fp16_from_f32(src[i]);
 }
 
-#ifdef _OPENMP
-#define THREAD_ID omp_get_thread_num()
-#define THREADS omp_get_num_threads()
-#else
-#define THREAD_ID 0
-#define THREADS 1
+static void fp16_unpack_block(float *dst, const uint16_t *src, size_t n)
+{
+    size_t i = 0;
+#ifdef HAVE_F16C_PATH
+    if (has_f16c()) i = fp16_unpack_f16c(dst, src, n);
 #endif
+    for (; i < n; i++) dst[i] = f32_from_fp16(src[i]);
+}
+
+/* The fp16 arrays are done in blocks, in parallel: a block's fp16 values
+ * sit on the stack between pack and unpack when rounding. */
+enum { FP16_BLOCK = 4096 };
+
+static size_t block_len(size_t at, size_t n) { return n - at < FP16_BLOCK ? n - at : FP16_BLOCK; }
 
 void lp_round(enum precision p, float *x, size_t n)
 {
-#ifdef HAVE_F16C_PATH
-    if (p == PREC_FP16 && has_f16c()) {
-#pragma omp parallel if (n > 65536)
-        {
-            size_t lo, hi;
-            thread_part(n, THREAD_ID, THREADS, &lo, &hi);
-            for (size_t i = lo + fp16_round_f16c(x + lo, hi - lo); i < hi; i++)
-                x[i] = f32_from_fp16(fp16_from_f32(x[i]));
-        }
-        return;
-    }
-#endif
     if (p == PREC_BF16) {
 #pragma omp parallel for simd schedule(static) if (n > 65536)
         for (size_t i = 0; i < n; i++) x[i] = float_of(bf16_bits(bits_of(x[i])));
     } else if (p == PREC_FP16) {
 #pragma omp parallel for schedule(static) if (n > 65536)
-        for (size_t i = 0; i < n; i++) x[i] = f32_from_fp16(fp16_from_f32(x[i]));
+        for (size_t at = 0; at < n; at += FP16_BLOCK) {
+            uint16_t h[FP16_BLOCK];
+            fp16_pack_block(h, x + at, block_len(at, n));
+            fp16_unpack_block(x + at, h, block_len(at, n));
+        }
     }
 }
 
 void lp_pack(enum precision p, uint16_t *dst, const float *src, size_t n)
 {
-#ifdef HAVE_F16C_PATH
-    if (p == PREC_FP16 && has_f16c()) {
-#pragma omp parallel if (n > 65536)
-        {
-            size_t lo, hi;
-            thread_part(n, THREAD_ID, THREADS, &lo, &hi);
-            for (size_t i = lo + fp16_pack_f16c(dst + lo, src + lo, hi - lo); i < hi; i++) dst[i] = fp16_from_f32(src[i]);
-        }
-        return;
-    }
-#endif
     if (p == PREC_BF16) {
 #pragma omp parallel for simd schedule(static) if (n > 65536)
         for (size_t i = 0; i < n; i++) dst[i] = (uint16_t)(bf16_bits(bits_of(src[i])) >> 16);
     } else {
 #pragma omp parallel for schedule(static) if (n > 65536)
-        for (size_t i = 0; i < n; i++) dst[i] = fp16_from_f32(src[i]);
+        for (size_t at = 0; at < n; at += FP16_BLOCK) fp16_pack_block(dst + at, src + at, block_len(at, n));
     }
 }
 
 void lp_unpack(enum precision p, float *dst, const uint16_t *src, size_t n)
 {
-#ifdef HAVE_F16C_PATH
-    if (p == PREC_FP16 && has_f16c()) {
-#pragma omp parallel if (n > 65536)
-        {
-            size_t lo, hi;
-            thread_part(n, THREAD_ID, THREADS, &lo, &hi);
-            for (size_t i = lo + fp16_unpack_f16c(dst + lo, src + lo, hi - lo); i < hi; i++) dst[i] = f32_from_fp16(src[i]);
-        }
-        return;
-    }
-#endif
     if (p == PREC_BF16) {
 #pragma omp parallel for simd schedule(static) if (n > 65536)
         for (size_t i = 0; i < n; i++) dst[i] = f32_from_bf16(src[i]);
     } else {
 #pragma omp parallel for schedule(static) if (n > 65536)
-        for (size_t i = 0; i < n; i++) dst[i] = f32_from_fp16(src[i]);
+        for (size_t at = 0; at < n; at += FP16_BLOCK) fp16_unpack_block(dst + at, src + at, block_len(at, n));
     }
 }
 

@@ -100,10 +100,11 @@ printf '%s\n' $CU | xargs -P "$JOBS" -I{} "$NVCC" -std=c++17 -O3 -arch="$ARCH" \
 $CC -c cuda/check.c -o "$B/check.o" &&
     $CC $MPI_CFLAGS -c cuda/stage.c -o "$B/stage.o" &&
     $CC $BLAS_CFLAGS -c src/kernels_cpu.c -o "$B/kernels_cpu.o" &&
-    $CC $BLAS_CFLAGS -c src/gemm.c -o "$B/gemm.o" || die "gcc failed"
+    $CC $BLAS_CFLAGS -c src/gemm.c -o "$B/gemm.o" &&
+    $CC -c src/precision.c -o "$B/precision.o" || die "gcc failed"
 CUDA_OBJS="$B/context.o $B/kernels.o $B/matmul.o $B/attention.o $B/crossentropy.o $B/lowp.o $B/check.o"
 for t in test_cuda_kernels test_cuda_lowp; do
-    $CC "regression/unit/$t.c" $CUDA_OBJS "$B/kernels_cpu.o" "$B/gemm.o" $BLAS_LIBS $CUDA_LIBS -lm \
+    $CC "regression/unit/$t.c" $CUDA_OBJS "$B/kernels_cpu.o" "$B/gemm.o" "$B/precision.o" $BLAS_LIBS $CUDA_LIBS -lm \
         -o "$B/$t" || die "cannot build $t"
 done
 $CC $MPI_CFLAGS cuda/device.c src/log.c regression/unit/test_cuda_device.c "$B/stage.o" $CUDA_OBJS \

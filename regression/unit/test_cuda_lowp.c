@@ -1,7 +1,8 @@
 /* test_cuda_lowp.c -- the low-precision kernels of cuda_backend.h.
  *
- *  - rounding, packing and unpacking, bit for bit against the reference
- *    round-to-nearest-even conversions written below: every one of the
+ *  - rounding, packing and unpacking, bit for bit against the CPU's
+ *    round-to-nearest-even conversions (src/precision.c, themselves checked
+ *    pattern by pattern in test_precision): every one of the
  *    65536 bf16 and fp16 patterns, the midpoint between every pair of
  *    neighbouring finite values (a tie: it goes to the even pattern) and
  *    the floats just either side of it, the overflow edges (fp16 65504 /
@@ -15,12 +16,13 @@
  * No GPU: "1..0 # SKIP no CUDA device: <reason>". */
 #include "backend.h"
 #include "cuda_test.h"
+#include "precision.h"
 
 #include <float.h>
 
 #define HALVES(n) ((size_t)(n) * sizeof(uint16_t))
 
-/* ------------------------------------------------------------ references */
+/* ------------------------------------------------------------ helpers */
 
 static uint32_t bits_of(float f)
 {
@@ -35,41 +37,6 @@ static float float_of(uint32_t u)
     return f;
 }
 
-static uint16_t ref_to_bf16(float f)
-{
-    uint32_t u = bits_of(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1); /* ties to even; the carry may reach infinity */
-    return (uint16_t)(u >> 16);
-}
-static float ref_from_bf16(uint16_t h) { return float_of((uint32_t)h << 16); }
-
-static uint16_t ref_to_fp16(float f)
-{
-    uint32_t u = bits_of(f), a = u & 0x7fffffffu;
-    uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
-    if (a > 0x7f800000u) return sign | 0x7e00;         /* NaN */
-    if (a >= 0x477ff000u) return sign | 0x7c00;        /* >= 65520: infinity */
-    if (a >= 0x38800000u) {                            /* >= 2^-14: normal */
-        uint32_t m = a - (112u << 23);                 /* exponent bias 127 -> 15 */
-        m += 0xfffu + ((m >> 13) & 1);
-        return sign | (uint16_t)(m >> 13);
-    }
-    if (a <= 0x33000000u) return sign;                 /* <= 2^-25: zero (2^-25 ties to 0) */
-    /* subnormal: the value in units of 2^-24 is mant * 2^(e-126) */
-    uint32_t e = a >> 23, mant = (a & 0x7fffffu) | 0x800000u, shift = 126 - e;
-    uint32_t q = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (q & 1))) q++;
-    return sign | (uint16_t)q;
-}
-static float ref_from_fp16(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    if (e == 0) return (sign ? -1.0f : 1.0f) * ldexpf((float)m, -24);
-    if (e == 31) return float_of(sign | 0x7f800000u | (m << 13));
-    return float_of(sign | ((e + 112) << 23) | (m << 13));
-}
-
 struct format {
     const char *name;
     uint16_t (*to)(float);
@@ -78,9 +45,9 @@ struct format {
     void (*pack)(uint16_t *, const float *, size_t);
     void (*unpack)(float *, const uint16_t *, size_t);
 };
-static const struct format BF16 = {"bf16", ref_to_bf16, ref_from_bf16, cuda_round_bf16,
+static const struct format BF16 = {"bf16", bf16_from_f32, f32_from_bf16, cuda_round_bf16,
                                    cuda_pack_bf16, cuda_unpack_bf16};
-static const struct format FP16 = {"fp16", ref_to_fp16, ref_from_fp16, cuda_round_fp16,
+static const struct format FP16 = {"fp16", fp16_from_f32, f32_from_fp16, cuda_round_fp16,
                                    cuda_pack_fp16, cuda_unpack_fp16};
 
 /* The same float, or both NaN. */
