@@ -28,7 +28,7 @@ static void usage(FILE *f)
             "       triad --doc                                    print the input reference (docs/input.md)\n"
             "       triad --help | --version\n"
             "\n"
-            "DECK is a Fortran namelist (&model, &parallel, &train, &data, &io); any key can be\n"
+            "DECK is a Fortran namelist (&model, &parallel, &train, &data, &io, &diag); any key can be\n"
             "overridden on the command line, e.g. `triad input/demo.nml train.steps=100`.\n"
             "The number of ranks must equal tp * dp * pp (dp = 0 in the deck takes the rest).\n"
             "Exit status: 0 done, 1 error, 3 stopped cleanly with a checkpoint (requeue).\n"

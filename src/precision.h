@@ -13,8 +13,6 @@ enum precision { PREC_FP32, PREC_BF16, PREC_FP16 };
 /* From the deck's train.precision ("fp32", "bf16", "fp16"). */
 enum precision precision_from_name(const char *name);
 const char *precision_name(enum precision p);
-/* Bytes of one stored element. */
-size_t precision_bytes(enum precision p);
 
 /* One value.  Round-to-nearest-even; NaN stays a (quiet) NaN; fp16 values of
  * magnitude >= 65520 become infinities, those below 2^-24 / 2 zero, the rest
