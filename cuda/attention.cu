@@ -8,7 +8,12 @@
  * the results equal the CPU kernel's, which computes only the lower blocks.
  * Matrix shapes in the comments are the column-major views cuBLAS sees
  * (see matmul.cu): q, k, v, dout buffers of one head are (HS,T), att (T,T)
- * read column-major is att^T. */
+ * read column-major is att^T.
+ *
+ * The _tc versions (mixed precision) give the products 16-bit copies of
+ * their operands (the probabilities and the softmax gradient rounded to the
+ * format on the way) and keep the softmax, its backward and every result in
+ * fp32. */
 #include "common.cuh"
 
 /* Row r of the (B*NH*T, T) scores: probabilities for j <= i = r % T, zeros above. */
@@ -50,64 +55,110 @@ __global__ void softmax_causal_backward_kernel(float *d, const float *att, long 
     for (int j = i + 1 + lane; j < T; j += 32) dr[j] = 0.0f;
 }
 
-/* C = alpha op(A) op(B) for each of the NH heads of one sequence. */
-static void heads_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
-                       const float *A, int lda, long long sa, const float *B, int ldb, long long sb,
+/* C = alpha op(A) op(B) for each of the NH heads of one sequence: fp32
+ * operands (lp < 0) or 16-bit ones of format lp on tensor cores; element
+ * offsets and strides are the same either way. */
+static void heads_gemm(int lp, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
+                       const void *A, int lda, long long sa, const void *B, int ldb, long long sb,
                        float *Cm, int ldc, long long sc, int NH)
 {
+    cublasHandle_t h = cuda_ctx()->blas;
     const float beta = 0.0f;
-    CUBLAS_CHECK(cublasSgemmStridedBatched(cuda_ctx()->blas, ta, tb, m, n, k, &alpha, A, lda, sa,
-                                           B, ldb, sb, &beta, Cm, ldc, sc, NH));
+    if (lp < 0) {
+        CUBLAS_CHECK(cublasSgemmStridedBatched(h, ta, tb, m, n, k, &alpha, (const float *)A, lda, sa,
+                                               (const float *)B, ldb, sb, &beta, Cm, ldc, sc, NH));
+        return;
+    }
+    cudaDataType_t t = cuda_lp_type((enum cuda_lp)lp);
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, &alpha, A, t, lda, sa, B, t, ldb, sb, &beta, Cm,
+                                            CUDA_R_32F, ldc, sc, NH, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-void cuda_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH)
+/* Element e of operand x: fp32 or 16-bit. */
+static const void *at(int lp, const void *x, size_t e)
+{
+    return lp < 0 ? (const void *)((const float *)x + e) : (const void *)((const uint16_t *)x + e);
+}
+
+/* The operand the products read: x itself, or its 16-bit copy in slot. */
+static const void *operand(int lp, int slot, const float *x, size_t n)
+{
+    return lp < 0 ? (const void *)x : (const void *)cuda_lp_operand((enum cuda_lp)lp, slot, x, n);
+}
+
+static void attention_forward(int lp, float *out, float *att, const float *qkv, int B, int T, int C, int NH)
 {
     int HS = C / NH, C3 = 3 * C;
     long long TT = (long long)T * T;
     float scale = 1.0f / sqrtf((float)HS);
     const cublasOperation_t N_ = CUBLAS_OP_N, T_ = CUBLAS_OP_T;
+    const void *x = operand(lp, 0, qkv, (size_t)B * T * C3);
     for (int b = 0; b < B; b++) {
-        const float *q = qkv + (size_t)b * T * C3, *k = q + C;
-        float *a = att + (size_t)b * NH * TT;
+        size_t q = (size_t)b * T * C3, k = q + C;
         /* scores = q k^T * scale: (T,T) = op_T(k (HS,T)) * q (HS,T) */
-        heads_gemm(T_, N_, T, T, HS, scale, k, C3, HS, q, C3, HS, a, T, TT, NH);
+        heads_gemm(lp, T_, N_, T, T, HS, scale, at(lp, x, k), C3, HS, at(lp, x, q), C3, HS,
+                   att + (size_t)b * NH * TT, T, TT, NH);
     }
     long rows = (long)B * NH * T;
     CUDA_LAUNCH(softmax_causal_kernel, grid_for_rows(rows), BLOCK, att, rows, T);
+    const void *p = operand(lp, 1, att, (size_t)B * NH * TT);
     for (int b = 0; b < B; b++) {
-        const float *v = qkv + (size_t)b * T * C3 + 2 * C;
-        const float *a = att + (size_t)b * NH * TT;
+        size_t v = (size_t)b * T * C3 + 2 * C;
         /* out = att v: out (HS,T) = v (HS,T) * att buffer (T,T) */
-        heads_gemm(N_, N_, HS, T, T, 1.0f, v, C3, HS, a, T, TT, out + (size_t)b * T * C, C, HS, NH);
+        heads_gemm(lp, N_, N_, HS, T, T, 1.0f, at(lp, x, v), C3, HS, at(lp, p, (size_t)b * NH * TT), T, TT,
+                   out + (size_t)b * T * C, C, HS, NH);
     }
+}
+
+static void attention_backward(int lp, float *dqkv, float *scratch, const float *dout, const float *qkv,
+                               const float *att, int B, int T, int C, int NH)
+{
+    int HS = C / NH, C3 = 3 * C;
+    long long TT = (long long)T * T;
+    float scale = 1.0f / sqrtf((float)HS);
+    const cublasOperation_t N_ = CUBLAS_OP_N, T_ = CUBLAS_OP_T;
+    const void *x = operand(lp, 0, qkv, (size_t)B * T * C3), *dy = operand(lp, 2, dout, (size_t)B * T * C);
+    for (int b = 0; b < B; b++) {
+        size_t v = (size_t)b * T * C3 + 2 * C, dy_b = (size_t)b * T * C;
+        /* datt = dout v^T: (T,T) = op_T(v (HS,T)) * dout (HS,T) */
+        heads_gemm(lp, T_, N_, T, T, HS, 1.0f, at(lp, x, v), C3, HS, at(lp, dy, dy_b), C, HS,
+                   scratch + (size_t)b * NH * TT, T, TT, NH);
+    }
+    long rows = (long)B * NH * T;
+    CUDA_LAUNCH(softmax_causal_backward_kernel, grid_for_rows(rows), BLOCK, scratch, att, rows, T,
+                scale);
+    const void *p = operand(lp, 1, att, (size_t)B * NH * TT), *ds = operand(lp, 3, scratch, (size_t)B * NH * TT);
+    for (int b = 0; b < B; b++) {
+        size_t q = (size_t)b * T * C3, k = q + C, dy_b = (size_t)b * T * C, a = (size_t)b * NH * TT;
+        float *dq = dqkv + q, *dk = dq + C, *dv = dq + 2 * C;
+        /* dq = d k: dq (HS,T) = k (HS,T) * d buffer (T,T) */
+        heads_gemm(lp, N_, N_, HS, T, T, 1.0f, at(lp, x, k), C3, HS, at(lp, ds, a), T, TT, dq, C3, HS, NH);
+        /* dk = d^T q: dk (HS,T) = q (HS,T) * op_T(d buffer) */
+        heads_gemm(lp, N_, T_, HS, T, T, 1.0f, at(lp, x, q), C3, HS, at(lp, ds, a), T, TT, dk, C3, HS, NH);
+        /* dv = att^T dout: dv (HS,T) = dout (HS,T) * op_T(att buffer) */
+        heads_gemm(lp, N_, T_, HS, T, T, 1.0f, at(lp, dy, dy_b), C, HS, at(lp, p, a), T, TT, dv, C3, HS, NH);
+    }
+}
+
+void cuda_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH)
+{
+    attention_forward(-1, out, att, qkv, B, T, C, NH);
 }
 
 void cuda_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                              const float *att, int B, int T, int C, int NH)
 {
-    int HS = C / NH, C3 = 3 * C;
-    long long TT = (long long)T * T;
-    float scale = 1.0f / sqrtf((float)HS);
-    const cublasOperation_t N_ = CUBLAS_OP_N, T_ = CUBLAS_OP_T;
-    for (int b = 0; b < B; b++) {
-        const float *v = qkv + (size_t)b * T * C3 + 2 * C, *dout_b = dout + (size_t)b * T * C;
-        /* datt = dout v^T: (T,T) = op_T(v (HS,T)) * dout (HS,T) */
-        heads_gemm(T_, N_, T, T, HS, 1.0f, v, C3, HS, dout_b, C, HS, scratch + (size_t)b * NH * TT,
-                   T, TT, NH);
-    }
-    long rows = (long)B * NH * T;
-    CUDA_LAUNCH(softmax_causal_backward_kernel, grid_for_rows(rows), BLOCK, scratch, att, rows, T,
-                scale);
-    for (int b = 0; b < B; b++) {
-        size_t off = (size_t)b * T * C3;
-        const float *q = qkv + off, *k = q + C, *dout_b = dout + (size_t)b * T * C;
-        const float *d = scratch + (size_t)b * NH * TT, *a = att + (size_t)b * NH * TT;
-        float *dq = dqkv + off, *dk = dq + C, *dv = dq + 2 * C;
-        /* dq = d k: dq (HS,T) = k (HS,T) * d buffer (T,T) */
-        heads_gemm(N_, N_, HS, T, T, 1.0f, k, C3, HS, d, T, TT, dq, C3, HS, NH);
-        /* dk = d^T q: dk (HS,T) = q (HS,T) * op_T(d buffer) */
-        heads_gemm(N_, T_, HS, T, T, 1.0f, q, C3, HS, d, T, TT, dk, C3, HS, NH);
-        /* dv = att^T dout: dv (HS,T) = dout (HS,T) * op_T(att buffer) */
-        heads_gemm(N_, T_, HS, T, T, 1.0f, dout_b, C, HS, a, T, TT, dv, C3, HS, NH);
-    }
+    attention_backward(-1, dqkv, scratch, dout, qkv, att, B, T, C, NH);
+}
+
+void cuda_attention_forward_tc(enum cuda_lp lp, float *out, float *att, const float *qkv, int B, int T, int C,
+                               int NH)
+{
+    attention_forward((int)lp, out, att, qkv, B, T, C, NH);
+}
+
+void cuda_attention_backward_tc(enum cuda_lp lp, float *dqkv, float *scratch, const float *dout,
+                                const float *qkv, const float *att, int B, int T, int C, int NH)
+{
+    attention_backward((int)lp, dqkv, scratch, dout, qkv, att, B, T, C, NH);
 }

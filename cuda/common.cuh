@@ -4,6 +4,9 @@
 #ifndef TRIAD_CUDA_COMMON_CUH
 #define TRIAD_CUDA_COMMON_CUH
 
+#ifdef TRIAD_CUDA_EMU
+#include "emu_device.h" /* regression/cuda_emu: the kernels on the host */
+#endif
 #include "check.h"
 #include "cuda_backend.h"
 
@@ -19,35 +22,61 @@
                          cublasGetStatusString(cublas_rc_));                      \
     } while (0)
 
-/* kernel<<<grid, block>>>(args...), then the launch error if any. */
+/* kernel<<<grid, block>>>(args...), then the launch error if any.  (The
+ * emulator of regression/cuda_emu runs the kernel on the host instead.) */
+#ifdef TRIAD_CUDA_EMU
+#define CUDA_KERNEL_CALL(kernel, grid, block, ...) emu_launch(kernel, (grid), (block), __VA_ARGS__)
+#else
+#define CUDA_KERNEL_CALL(kernel, grid, block, ...) kernel<<<(grid), (block)>>>(__VA_ARGS__)
+#endif
 #define CUDA_LAUNCH(kernel, grid, block, ...)                                     \
     do {                                                                          \
-        kernel<<<(grid), (block)>>>(__VA_ARGS__);                                 \
+        CUDA_KERNEL_CALL(kernel, grid, block, __VA_ARGS__);                        \
         cudaError_t launch_rc_ = cudaGetLastError();                              \
         if (launch_rc_ != cudaSuccess)                                            \
             cuda_fail_at(__FILE__, __LINE__, "launch of " #kernel,                \
                          cudaGetErrorName(launch_rc_), cudaGetErrorString(launch_rc_)); \
     } while (0)
 
+/* Operand slots of the 16-bit scratch: attention's backward reads four. */
+#define CUDA_LP_SLOTS 4
+
 /* The backend's one piece of state (cuda_backend_init). */
 struct cuda_context {
     cublasHandle_t blas;
     cublasLtHandle_t lt;
-    void *lt_work; /* cuBLASLt workspace */
+    void *lt_work; /* cuBLASLt workspace (cuda_lt_workspace) */
     size_t lt_work_bytes;
     double *partial;               /* (REDUCE_BLOCKS) per-block partial sums */
     double *result;                /* (1) */
     unsigned long long *count;     /* (1) */
+    uint16_t *lp[CUDA_LP_SLOTS];   /* 16-bit operand copies (cuda_lp_operand) */
+    size_t lp_n[CUDA_LP_SLOTS];
 };
 /* The context; fails with a hint when cuda_backend_init was not called. */
 const struct cuda_context *cuda_ctx(void);
+
+/* The cuBLASLt workspace and its size (allocated on the first call). */
+void *cuda_lt_workspace(size_t *bytes);
+
+/* cuBLAS's name for format lp. */
+static inline cudaDataType_t cuda_lp_type(enum cuda_lp lp)
+{
+    return lp == CUDA_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+}
+
+/* The n floats at x as 16-bit patterns of format lp (round to nearest even:
+ * exact for values already in the format), in operand slot `slot` of the
+ * context's scratch, which grows to the largest request and is kept; valid
+ * until the slot is used again. */
+const uint16_t *cuda_lp_operand(enum cuda_lp lp, int slot, const float *x, size_t n);
 
 /* Elementwise kernels: BLOCK threads, grid-stride loops over at most
  * GRID_MAX blocks. */
 #define BLOCK 256
 #define GRID_MAX 65535u
 /* Fixed grid of the deterministic reductions (sumsq). */
-#define REDUCE_BLOCKS 1024
+#define REDUCE_BLOCKS 1024u
 
 static inline unsigned grid_for(size_t n)
 {

@@ -1,6 +1,6 @@
 /* context.cu -- the CUDA backend's state: cuBLAS and cuBLASLt handles, the
- * cuBLASLt workspace and the reduction scratch, created once per process on
- * the current device.  The kernels take the same arguments as the CPU ones,
+ * cuBLASLt workspace, the reduction scratch and the 16-bit operand scratch,
+ * created once per process on the current device.  The kernels take the same arguments as the CPU ones,
  * so this is the only place a handle can live. */
 #include "common.cuh"
 
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 /* cuBLASLt workspace: NVIDIA's recommendation for Hopper (smaller chips
- * need less; it is a one-off allocation). */
+ * need less); allocated on first use (training never calls cuBLASLt). */
 #define LT_WORK_BYTES ((size_t)32 << 20)
 
 static struct cuda_context ctx;
@@ -38,8 +38,6 @@ void cuda_backend_init(void)
     if (ctx_ready) return;
     CUBLAS_CHECK(cublasCreate(&ctx.blas));
     CUBLAS_CHECK(cublasLtCreate(&ctx.lt));
-    ctx.lt_work_bytes = LT_WORK_BYTES;
-    CUDA_CHECK(cudaMalloc(&ctx.lt_work, ctx.lt_work_bytes));
     CUDA_CHECK(cudaMalloc(&ctx.partial, REDUCE_BLOCKS * sizeof(double)));
     CUDA_CHECK(cudaMalloc(&ctx.result, sizeof(double)));
     CUDA_CHECK(cudaMalloc(&ctx.count, sizeof(unsigned long long)));
@@ -50,13 +48,45 @@ void cuda_backend_init(void)
 void cuda_backend_finalize(void)
 {
     if (!ctx_ready) return;
+    for (int i = 0; i < CUDA_LP_SLOTS; i++) {
+        if (ctx.lp[i]) CUDA_CHECK(cudaFree(ctx.lp[i]));
+        ctx.lp[i] = NULL;
+        ctx.lp_n[i] = 0;
+    }
     CUDA_CHECK(cudaFree(ctx.count));
     CUDA_CHECK(cudaFree(ctx.result));
     CUDA_CHECK(cudaFree(ctx.partial));
-    CUDA_CHECK(cudaFree(ctx.lt_work));
+    if (ctx.lt_work) CUDA_CHECK(cudaFree(ctx.lt_work));
+    ctx.lt_work = NULL;
+    ctx.lt_work_bytes = 0;
     CUBLAS_CHECK(cublasLtDestroy(ctx.lt));
     CUBLAS_CHECK(cublasDestroy(ctx.blas));
     ctx_ready = 0;
+}
+
+void *cuda_lt_workspace(size_t *bytes)
+{
+    cuda_ctx(); /* initialised */
+    if (!ctx.lt_work) {
+        CUDA_CHECK(cudaMalloc(&ctx.lt_work, LT_WORK_BYTES));
+        ctx.lt_work_bytes = LT_WORK_BYTES;
+    }
+    *bytes = ctx.lt_work_bytes;
+    return ctx.lt_work;
+}
+
+const uint16_t *cuda_lp_operand(enum cuda_lp lp, int slot, const float *x, size_t n)
+{
+    cuda_ctx(); /* initialised */
+    if (n > ctx.lp_n[slot]) {
+        if (ctx.lp[slot]) CUDA_CHECK(cudaFree(ctx.lp[slot]));
+        ctx.lp[slot] = NULL;
+        CUDA_CHECK(cudaMalloc(&ctx.lp[slot], n * sizeof(uint16_t)));
+        ctx.lp_n[slot] = n;
+    }
+    if (lp == CUDA_BF16) cuda_pack_bf16(ctx.lp[slot], x, n);
+    else cuda_pack_fp16(ctx.lp[slot], x, n);
+    return ctx.lp[slot];
 }
 
 void cuda_set_tf32(int on)

@@ -93,6 +93,22 @@ void cuda_unpack_fp16(float *dst, const uint16_t *src, size_t n);
 /* Number of NaN or infinite elements (the loss scaler's overflow check). */
 size_t cuda_count_nonfinite(const float *x, size_t n);
 
+/* The linear layer and attention of a bf16/fp16 run on tensor cores: the
+ * arguments and results of cuda_matmul_* / cuda_attention_* (fp32 buffers),
+ * the products computed from 16-bit copies of their operands (exact when the
+ * buffers hold values of format lp, as a mixed-precision model's do) with
+ * fp32 accumulation.  The copies live in the backend's scratch, which grows
+ * to the largest operands (attention: (B*NH*T*T) per copy). */
+void cuda_matmul_forward_tc(enum cuda_lp lp, float *out, const float *inp, const float *weight,
+                            const float *bias, int N, int C, int OC);
+void cuda_matmul_backward_tc(enum cuda_lp lp, float *dinp, float *dweight, float *dbias,
+                             const float *dout, const float *inp, const float *weight, int N, int C,
+                             int OC);
+void cuda_attention_forward_tc(enum cuda_lp lp, float *out, float *att, const float *qkv, int B, int T,
+                               int C, int NH);
+void cuda_attention_backward_tc(enum cuda_lp lp, float *dqkv, float *scratch, const float *dout,
+                                const float *qkv, const float *att, int B, int T, int C, int NH);
+
 /* out (N,OC) = inp (N,C) @ weight (OC,C)^T + bias (OC), all in format lp,
  * products accumulated in fp32 on tensor cores (cuBLASLt) and rounded once
  * to lp at the end; bias may be NULL. */

@@ -1,5 +1,6 @@
-/* cuda_device.h -- one GPU per MPI rank, and MPI on device buffers: whether
- * the MPI library takes device pointers, and host staging where it does not. */
+/* cuda_device.h -- one GPU per MPI rank, and whether the MPI library takes
+ * device pointers (where it does not, src/comm.c stages through the pinned
+ * host buffers of the table's host_alloc). */
 #ifndef TRIAD_CUDA_DEVICE_H
 #define TRIAD_CUDA_DEVICE_H
 
@@ -18,20 +19,5 @@ int cuda_device_select(MPI_Comm world, int allow_shared, char *err, size_t errle
 /* 1 if the MPI library accepts device pointers (Open MPI's
  * MPIX_Query_cuda_support), else 0; always 0 for an MPI without the query. */
 int cuda_mpi_aware(void);
-
-/* A reusable pinned host buffer for MPI calls on device data when the MPI
- * is not CUDA-aware; it grows to the largest request.  Zero-initialise. */
-struct cuda_stage {
-    void *host;
-    size_t bytes;
-};
-
-/* The staging buffer, at least bytes long (contents undefined after growth). */
-void *cuda_stage_reserve(struct cuda_stage *s, size_t bytes);
-/* Copy bytes from device memory into the staging buffer; returns it. */
-void *cuda_stage_to_host(struct cuda_stage *s, const void *dev, size_t bytes);
-/* Copy the first bytes of the staging buffer to device memory. */
-void cuda_stage_from_host(const struct cuda_stage *s, void *dev, size_t bytes);
-void cuda_stage_free(struct cuda_stage *s);
 
 #endif

@@ -237,7 +237,7 @@ void cuda_adamw_update(float *param, const float *grad, float *m, float *v, size
 
 /* ------------------------------------------------------------ norms */
 
-/* partial (REDUCE_BLOCKS) = per-block sums of squares in double. */
+/* partial (gridDim.x) = per-block sums of squares in double. */
 __global__ void sumsq_partial_kernel(double *partial, const float *x, size_t n)
 {
     double s = 0.0;
@@ -246,19 +246,22 @@ __global__ void sumsq_partial_kernel(double *partial, const float *x, size_t n)
     if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
-__global__ void sumsq_total_kernel(double *result, const double *partial)
+__global__ void sumsq_total_kernel(double *result, const double *partial, unsigned nblocks)
 {
     double s = 0.0;
-    for (int i = threadIdx.x; i < REDUCE_BLOCKS; i += blockDim.x) s += partial[i];
+    for (unsigned i = threadIdx.x; i < nblocks; i += blockDim.x) s += partial[i];
     s = block_sum(s);
     if (threadIdx.x == 0) *result = s;
 }
 
+/* As many blocks as the elements fill, at most REDUCE_BLOCKS: a fixed
+ * grid for a given n, so the same bits every time. */
 double cuda_sumsq(const float *x, size_t n)
 {
     const struct cuda_context *c = cuda_ctx();
-    CUDA_LAUNCH(sumsq_partial_kernel, REDUCE_BLOCKS, BLOCK, c->partial, x, n);
-    CUDA_LAUNCH(sumsq_total_kernel, 1, BLOCK, c->result, c->partial);
+    unsigned nblocks = grid_for(n) < REDUCE_BLOCKS ? grid_for(n) : REDUCE_BLOCKS;
+    CUDA_LAUNCH(sumsq_partial_kernel, nblocks, BLOCK, c->partial, x, n);
+    CUDA_LAUNCH(sumsq_total_kernel, 1, BLOCK, c->result, c->partial, nblocks);
     double s;
     CUDA_CHECK(cudaMemcpy(&s, c->result, sizeof s, cudaMemcpyDeviceToHost));
     return s;

@@ -1,5 +1,7 @@
 /* matmul.cu -- the linear layer on cuBLAS: fp32 (optionally TF32) forward
- * and backward, and the bf16/fp16 forward on cuBLASLt.
+ * and backward; the same on bf16/fp16 tensor cores (16-bit operands, fp32
+ * accumulation and results) for the mixed-precision runs; and an all-16-bit
+ * forward on cuBLASLt.
  *
  * Row-major through column-major cuBLAS: the buffer of a row-major (R, K)
  * matrix, read column-major with the same leading dimension, is its
@@ -27,38 +29,87 @@ __global__ void bias_backward_kernel(float *dbias, const float *dout, int N, int
     if (threadIdx.y == 0 && j < OC) dbias[j] += s;
 }
 
-/* ------------------------------------------------------------ fp32 */
+/* ------------------------------------------------------------ products */
 
-void cuda_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
-                         int N, int C, int OC)
+/* C (fp32, column-major) = alpha op(A) op(B) + beta C.  A and B are fp32
+ * (lp < 0: cublasSgemm, TF32 as cuda_set_tf32 says) or 16-bit patterns of
+ * format lp (tensor cores, fp32 accumulation). */
+static void gemm(int lp, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
+               const void *A, int lda, const void *B, int ldb, float beta, float *Cm, int ldc)
 {
-    const float one = 1.0f, zero = 0.0f;
+    cublasHandle_t h = cuda_ctx()->blas;
+    if (lp < 0) {
+        CUBLAS_CHECK(cublasSgemm(h, ta, tb, m, n, k, &alpha, (const float *)A, lda, (const float *)B, ldb,
+                                 &beta, Cm, ldc));
+        return;
+    }
+    cudaDataType_t t = cuda_lp_type((enum cuda_lp)lp);
+    CUBLAS_CHECK(cublasGemmEx(h, ta, tb, m, n, k, &alpha, A, t, lda, B, t, ldb, &beta, Cm, CUDA_R_32F, ldc,
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+/* ------------------------------------------------------------ linear layer */
+
+/* lp < 0: fp32 operands as given; else their 16-bit copies. */
+static void linear_forward(int lp, float *out, const float *inp, const float *weight, const float *bias, int N,
+                           int C, int OC)
+{
+    const void *w = weight, *x = inp;
+    if (lp >= 0) {
+        w = cuda_lp_operand((enum cuda_lp)lp, 0, weight, (size_t)OC * C);
+        x = cuda_lp_operand((enum cuda_lp)lp, 1, inp, (size_t)N * C);
+    }
     /* out^T (OC,N) = op_T(weight buffer, (C,OC) ld C) * inp buffer (C,N) ld C */
-    CUBLAS_CHECK(cublasSgemm(cuda_ctx()->blas, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, &one, weight, C,
-                             inp, C, &zero, out, OC));
+    gemm(lp, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, 1.0f, w, C, x, C, 0.0f, out, OC);
     if (bias) {
         size_t NOC = (size_t)N * OC;
         CUDA_LAUNCH(add_bias_kernel, grid_for(NOC), BLOCK, out, bias, NOC, OC);
     }
 }
 
-void cuda_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                          const float *inp, const float *weight, int N, int C, int OC)
+static void linear_backward(int lp, float *dinp, float *dweight, float *dbias, const float *dout,
+                            const float *inp, const float *weight, int N, int C, int OC)
 {
-    cublasHandle_t h = cuda_ctx()->blas;
-    const float one = 1.0f, zero = 0.0f;
+    const void *w = weight, *x = inp, *dy = dout;
+    if (lp >= 0) {
+        dy = cuda_lp_operand((enum cuda_lp)lp, 2, dout, (size_t)N * OC);
+        x = cuda_lp_operand((enum cuda_lp)lp, 1, inp, (size_t)N * C);
+        if (dinp) w = cuda_lp_operand((enum cuda_lp)lp, 0, weight, (size_t)OC * C);
+    }
     /* dinp = dout @ weight: dinp^T (C,N) = weight buffer (C,OC) * dout buffer (OC,N) */
-    if (dinp)
-        CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one, weight, C, dout, OC,
-                                 &zero, dinp, C));
+    if (dinp) gemm(lp, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, 1.0f, w, C, dy, OC, 0.0f, dinp, C);
     /* dweight += dout^T @ inp: dweight^T (C,OC) += inp buffer (C,N) * op_T(dout buffer (OC,N)) */
-    CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, &one, inp, C, dout, OC, &one,
-                             dweight, C));
+    gemm(lp, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, 1.0f, x, C, dy, OC, 1.0f, dweight, C);
     if (dbias)
         CUDA_LAUNCH(bias_backward_kernel, (OC + 31) / 32, dim3(32, COL_ROWS), dbias, dout, N, OC);
 }
 
-/* ------------------------------------------------------------ bf16 / fp16 */
+void cuda_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
+                         int N, int C, int OC)
+{
+    linear_forward(-1, out, inp, weight, bias, N, C, OC);
+}
+
+void cuda_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                          const float *inp, const float *weight, int N, int C, int OC)
+{
+    linear_backward(-1, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+}
+
+void cuda_matmul_forward_tc(enum cuda_lp lp, float *out, const float *inp, const float *weight,
+                            const float *bias, int N, int C, int OC)
+{
+    linear_forward((int)lp, out, inp, weight, bias, N, C, OC);
+}
+
+void cuda_matmul_backward_tc(enum cuda_lp lp, float *dinp, float *dweight, float *dbias,
+                             const float *dout, const float *inp, const float *weight, int N, int C,
+                             int OC)
+{
+    linear_backward((int)lp, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+}
+
+/* ------------------------------------------------------------ all 16-bit */
 
 /* Largest power of two (at most 256) dividing the address: cuBLASLt assumes
  * 256-byte alignment unless told, and a tensor inside a larger buffer may
@@ -80,7 +131,7 @@ void cuda_matmul_forward_lp(enum cuda_lp lp, uint16_t *out, const uint16_t *inp,
                             const uint16_t *weight, const uint16_t *bias, int N, int C, int OC)
 {
     const struct cuda_context *ctx = cuda_ctx();
-    cudaDataType_t t = lp == CUDA_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    cudaDataType_t t = cuda_lp_type(lp);
     cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
 
     cublasLtMatmulDesc_t desc;
@@ -103,7 +154,9 @@ void cuda_matmul_forward_lp(enum cuda_lp lp, uint16_t *out, const uint16_t *inp,
 
     cublasLtMatmulPreference_t pref;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    uint64_t work = ctx->lt_work_bytes;
+    size_t work_bytes;
+    void *work_space = cuda_lt_workspace(&work_bytes);
+    uint64_t work = work_bytes;
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                       &work, sizeof work));
     set_pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment_of(weight));
@@ -119,7 +172,7 @@ void cuda_matmul_forward_lp(enum cuda_lp lp, uint16_t *out, const uint16_t *inp,
                      "cuBLASLt has no kernel for this 16-bit matmul shape and alignment");
     const float one = 1.0f, zero = 0.0f;
     CUBLAS_CHECK(cublasLtMatmul(ctx->lt, desc, &one, weight, la, inp, lb, &zero, out, ld, out, ld,
-                                &heur.algo, ctx->lt_work, ctx->lt_work_bytes, 0));
+                                &heur.algo, work_space, work_bytes, 0));
 
     CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
     CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(ld));

@@ -1,5 +1,5 @@
 /* table.c -- the CUDA table of device.h: cuda/ kernels on device memory,
- * one GPU per rank. */
+ * one GPU per rank; the products of bf16/fp16 runs on tensor cores. */
 #include <cuda_runtime.h>
 
 #include "check.h"
@@ -34,6 +34,49 @@ static void dev_to_host(void *dst, const void *src, size_t bytes)
     CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }
 
+/* Pinned host memory (page-locked: DMA straight from and to it). */
+static void *pinned_alloc(size_t bytes)
+{
+    void *p = NULL;
+    CUDA_CHECK(cudaMallocHost(&p, bytes ? bytes : 64));
+    return p;
+}
+
+static void pinned_release(void *p) { CUDA_CHECK(cudaFreeHost(p)); }
+
+/* fp32 runs multiply in fp32 (TF32 if switched on); bf16 and fp16 runs on
+ * the format's tensor cores. */
+static void matmul_fwd(enum precision p, float *out, const float *inp, const float *weight, const float *bias,
+                       int N, int C, int OC)
+{
+    if (p == PREC_FP32) cuda_matmul_forward(out, inp, weight, bias, N, C, OC);
+    else cuda_matmul_forward_tc(p == PREC_BF16 ? CUDA_BF16 : CUDA_FP16, out, inp, weight, bias, N, C, OC);
+}
+
+static void matmul_bwd(enum precision p, float *dinp, float *dweight, float *dbias, const float *dout,
+                       const float *inp, const float *weight, int N, int C, int OC)
+{
+    if (p == PREC_FP32) cuda_matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+    else
+        cuda_matmul_backward_tc(p == PREC_BF16 ? CUDA_BF16 : CUDA_FP16, dinp, dweight, dbias, dout, inp, weight, N,
+                                C, OC);
+}
+
+static void attention_fwd(enum precision p, float *out, float *att, const float *qkv, int B, int T, int C, int NH)
+{
+    if (p == PREC_FP32) cuda_attention_forward(out, att, qkv, B, T, C, NH);
+    else cuda_attention_forward_tc(p == PREC_BF16 ? CUDA_BF16 : CUDA_FP16, out, att, qkv, B, T, C, NH);
+}
+
+static void attention_bwd(enum precision p, float *dqkv, float *scratch, const float *dout, const float *qkv,
+                          const float *att, int B, int T, int C, int NH)
+{
+    if (p == PREC_FP32) cuda_attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH);
+    else
+        cuda_attention_backward_tc(p == PREC_BF16 ? CUDA_BF16 : CUDA_FP16, dqkv, scratch, dout, qkv, att, B, T, C,
+                                   NH);
+}
+
 static void round_lp(enum precision p, float *x, size_t n)
 {
     if (p == PREC_BF16) cuda_round_bf16(x, n);
@@ -59,10 +102,10 @@ const struct kernels cuda_kernels = {
     .encoder_backward = cuda_encoder_backward,
     .layernorm_forward = cuda_layernorm_forward,
     .layernorm_backward = cuda_layernorm_backward,
-    .matmul_forward = cuda_matmul_forward,
-    .matmul_backward = cuda_matmul_backward,
-    .attention_forward = cuda_attention_forward,
-    .attention_backward = cuda_attention_backward,
+    .matmul_forward = matmul_fwd,
+    .matmul_backward = matmul_bwd,
+    .attention_forward = attention_fwd,
+    .attention_backward = attention_bwd,
     .gelu_forward = cuda_gelu_forward,
     .gelu_backward = cuda_gelu_backward,
     .residual_forward = cuda_residual_forward,
@@ -83,6 +126,8 @@ const struct kernels cuda_kernels = {
     .copy = dev_copy,
     .to_device = dev_to_device,
     .to_host = dev_to_host,
+    .host_alloc = pinned_alloc,
+    .host_release = pinned_release,
     .mpi_direct = cuda_mpi_aware,
 };
 

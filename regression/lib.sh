@@ -6,7 +6,7 @@
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" OMP_WAIT_POLICY=PASSIVE
-TRIAD="$top_builddir/triad"
+TRIAD="${TRIAD_EXE:-$top_builddir/triad}" # TRIAD_EXE: another build of it (regression/cuda_emu)
 DECKS="$top_srcdir/regression/decks"
 
 tap_n=0

@@ -42,20 +42,30 @@ void comm_init(struct comm *c, const struct grid *g)
     c->k = &cpu_kernels;
 }
 
+/* Give back every staging buffer (with the table that made them). */
+static void release_buffers(struct comm *c)
+{
+    for (int i = 0; i < c->npool; i++) c->k->host_release(c->pool[i].p);
+    if (c->stage) c->k->host_release(c->stage);
+    free(c->pool);
+    c->pool = NULL;
+    c->npool = 0;
+    c->stage = NULL;
+    c->stage_n = 0;
+}
+
 void comm_use_device(struct comm *c, const struct kernels *k, int mpi_direct)
 {
+    release_buffers(c);
     c->k = k;
     c->staged = k->on_device && !mpi_direct;
 }
 
 void comm_free(struct comm *c)
 {
-    for (int i = 0; i < c->npend; i++) free(c->pend[i].host); /* (none are left after a finished step) */
-    free(c->stage);
+    release_buffers(c); /* (no request is pending after a finished step) */
     free(c->pend);
-    c->stage = NULL;
     c->pend = NULL;
-    c->stage_n = 0;
     c->npend = c->cap = 0;
 }
 
@@ -65,8 +75,8 @@ void comm_free(struct comm *c)
 static float *stage(struct comm *c, size_t n)
 {
     if (n > c->stage_n) {
-        free(c->stage);
-        c->stage = xalloc_aligned(n * sizeof(float));
+        if (c->stage) c->k->host_release(c->stage);
+        c->stage = c->k->host_alloc(n * sizeof(float));
         c->stage_n = n;
     }
     return c->stage;
@@ -87,7 +97,25 @@ static void mpi_done(struct comm *c, float *buf, const float *h, size_t n)
     if (c->staged) c->k->to_device(buf, h, n * sizeof(float));
 }
 
-/* A non-blocking call's host buffer, finished in comm_wait. */
+/* A free pool buffer of at least n floats (the smallest that fits), or a new one. */
+static int pool_take(struct comm *c, size_t n)
+{
+    int best = -1;
+    for (int i = 0; i < c->npool; i++)
+        if (!c->pool[i].busy && c->pool[i].n >= n && (best < 0 || c->pool[i].n < c->pool[best].n)) best = i;
+    if (best < 0) {
+        struct comm_hostbuf *grown = realloc(c->pool, (size_t)(c->npool + 1) * sizeof *c->pool);
+        if (!grown) die("out of memory for %d staging buffers", c->npool + 1);
+        c->pool = grown;
+        best = c->npool++;
+        c->pool[best] = (struct comm_hostbuf){c->k->host_alloc((n ? n : 1) * sizeof(float)), n ? n : 1, 0};
+    }
+    c->pool[best].busy = 1;
+    return best;
+}
+
+/* A non-blocking call's host buffer, finished in comm_wait: n floats, the
+ * first copy_in of them copied from src. */
 static float *stage_pending(struct comm *c, const float *src, float *dev, size_t n, size_t copy_in)
 {
     if (c->npend == c->cap) {
@@ -96,9 +124,10 @@ static float *stage_pending(struct comm *c, const float *src, float *dev, size_t
         if (!grown) die("out of memory for %d staged requests", c->cap);
         c->pend = grown;
     }
-    float *h = xalloc_aligned((copy_in > n ? copy_in : n) * sizeof(float) + 64);
+    int b = pool_take(c, copy_in > n ? copy_in : n);
+    float *h = c->pool[b].p;
     if (copy_in) c->k->to_host(h, src, copy_in * sizeof(float));
-    c->pend[c->npend] = (struct comm_staged){MPI_REQUEST_NULL, h, dev, n};
+    c->pend[c->npend] = (struct comm_staged){MPI_REQUEST_NULL, b, dev, n};
     return h;
 }
 
@@ -283,13 +312,13 @@ static void finish_staged(struct comm *c, const int *which, int n)
     for (int i = 0; i < n; i++) {
         if (which[i] < 0) continue;
         struct comm_staged *s = &c->pend[which[i]];
-        if (s->dev) c->k->to_device(s->dev, s->host, s->n * sizeof(float));
-        free(s->host);
-        s->host = NULL;
+        if (s->dev) c->k->to_device(s->dev, c->pool[s->buf].p, s->n * sizeof(float));
+        c->pool[s->buf].busy = 0;
+        s->buf = -1;
     }
     int kept = 0; /* drop the finished entries */
     for (int i = 0; i < c->npend; i++)
-        if (c->pend[i].host) c->pend[kept++] = c->pend[i];
+        if (c->pend[i].buf >= 0) c->pend[kept++] = c->pend[i];
     c->npend = kept;
 }
 

@@ -19,13 +19,23 @@ struct comm_counts {
 };
 
 /* A non-blocking call on device memory staged through the host: finished
- * in comm_wait (a receive copied to the device, a buffer freed), which finds
- * it by its request handle, so such a request must be completed by
- * comm_wait alone, never by an MPI_Test or MPI_Wait of the caller's. */
+ * in comm_wait (a receive copied to the device, its host buffer returned to
+ * the pool), which finds it by its request handle, so such a request must be
+ * completed by comm_wait alone, never by an MPI_Test or MPI_Wait of the
+ * caller's. */
 struct comm_staged {
     MPI_Request req;
-    float *host, *dev;        /* dev: where a received result goes (NULL for a send) */
+    int buf;                  /* its host buffer: an index into comm.pool */
+    float *dev;               /* where a received result goes (NULL for a send) */
     size_t n;
+};
+
+/* A host buffer for staging (the device table's host_alloc: pinned on a
+ * GPU), kept for reuse: pinning is slow, so a run allocates them once. */
+struct comm_hostbuf {
+    float *p;
+    size_t n;                 /* floats */
+    int busy;
 };
 
 struct comm {
@@ -36,8 +46,10 @@ struct comm {
      * that MPI cannot read (no CUDA-aware MPI), through host buffers */
     const struct kernels *k;
     int staged;
-    float *stage;
+    float *stage;             /* the blocking calls' buffer */
     size_t stage_n;
+    struct comm_hostbuf *pool; /* the non-blocking calls' buffers */
+    int npool;
     struct comm_staged *pend;
     int npend, cap;
 };

@@ -9,6 +9,7 @@
 
 #include "config.h"
 #include "config_internal.h"
+#include "device.h"
 
 #include "build_config.h"
 #include "pipeline.h"
@@ -82,7 +83,7 @@ static int64_t divisor_at_most(int64_t x, int64_t cap)
     return best;
 }
 
-#ifndef HAVE_CUDA /* what this build cannot do */
+/* What this build cannot do. */
 static int not_yet(struct config_error *err, const char *fix, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int not_yet(struct config_error *err, const char *fix, const char *fmt, ...)
@@ -95,7 +96,6 @@ static int not_yet(struct config_error *err, const char *fix, const char *fmt, .
     config_set_what(err, 0, 0, "%s is not available in this build yet", what);
     return config_set_hint(err, "%s", fix);
 }
-#endif
 
 static int check_model(const struct config *cfg, struct config_error *err)
 {
@@ -136,11 +136,9 @@ static int check_features(const struct config *cfg, struct config_error *err)
                                    "where the MPI is not CUDA-aware");
         return config_set_hint(err, "set diag.stage_through_host = .false.");
     }
-#ifndef HAVE_CUDA
-    if (config_is(cfg->train.device, "cuda"))
+    if (!device_built(cfg->train.device))
         return not_yet(err, "set device = 'cpu', or rebuild with ./configure --with-cuda (docs/cuda.md)",
                        "the CUDA backend (device = 'cuda')");
-#endif
     return 0;
 }
 

@@ -6,17 +6,29 @@
 
 #include "build_config.h"
 
-#ifdef HAVE_CUDA
+/* The CUDA table: a --with-cuda build, or the emulator's (regression/cuda_emu). */
+#if defined(HAVE_CUDA) || defined(TRIAD_CUDA_EMU)
+#define CUDA_TABLE 1
 /* cuda/table.c */
 extern const struct kernels cuda_kernels;
 int cuda_table_open(MPI_Comm world, int allow_shared, char *err, size_t errlen);
 void cuda_table_close(void);
 #endif
 
+int device_built(const char *device)
+{
+#ifdef CUDA_TABLE
+    (void)device;
+    return 1;
+#else
+    return strcmp(device, "cuda") != 0;
+#endif
+}
+
 const struct kernels *kernels_for(const char *device, char *err, size_t errlen)
 {
     if (strcmp(device, "cuda") != 0) return &cpu_kernels;
-#ifdef HAVE_CUDA
+#ifdef CUDA_TABLE
     (void)err, (void)errlen;
     return &cuda_kernels;
 #else
@@ -27,7 +39,7 @@ const struct kernels *kernels_for(const char *device, char *err, size_t errlen)
 
 int device_open(const struct kernels *k, MPI_Comm world, int allow_shared, char *err, size_t errlen)
 {
-#ifdef HAVE_CUDA
+#ifdef CUDA_TABLE
     if (k == &cuda_kernels) return cuda_table_open(world, allow_shared, err, errlen);
 #endif
     (void)k, (void)world, (void)allow_shared, (void)err, (void)errlen;
@@ -36,7 +48,7 @@ int device_open(const struct kernels *k, MPI_Comm world, int allow_shared, char 
 
 void device_close(const struct kernels *k)
 {
-#ifdef HAVE_CUDA
+#ifdef CUDA_TABLE
     if (k == &cuda_kernels) cuda_table_close();
 #endif
     (void)k;

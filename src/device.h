@@ -19,7 +19,7 @@ struct kernels {
     const char *name;
     int on_device;  /* buffers are device memory: the host reads them only through to_host */
 
-    /* backend_ops.h, float */
+    /* backend_ops.h, float (the products with the run's precision) */
     void (*encoder_forward)(float *out, const int32_t *inp, const float *wte, const float *wpe, int B, int T, int C,
                             int v0, int Vs);
     void (*encoder_backward)(float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T, int C,
@@ -28,12 +28,17 @@ struct kernels {
                               const float *bias, int N, int C);
     void (*layernorm_backward)(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                                const float *weight, const float *mean, const float *rstd, int N, int C);
-    void (*matmul_forward)(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC);
-    void (*matmul_backward)(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                            const float *weight, int N, int C, int OC);
-    void (*attention_forward)(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
-    void (*attention_backward)(float *dqkv, float *scratch, const float *dout, const float *qkv, const float *att,
-                               int B, int T, int C, int NH);
+    /* The products' operands hold values of precision p (the run's): a
+     * device with 16-bit units multiplies them there (the CUDA table: tensor
+     * cores, fp32 accumulation); the results are fp32 either way. */
+    void (*matmul_forward)(enum precision p, float *out, const float *inp, const float *weight, const float *bias,
+                           int N, int C, int OC);
+    void (*matmul_backward)(enum precision p, float *dinp, float *dweight, float *dbias, const float *dout,
+                            const float *inp, const float *weight, int N, int C, int OC);
+    void (*attention_forward)(enum precision p, float *out, float *att, const float *qkv, int B, int T, int C,
+                              int NH);
+    void (*attention_backward)(enum precision p, float *dqkv, float *scratch, const float *dout, const float *qkv,
+                               const float *att, int B, int T, int C, int NH);
     void (*gelu_forward)(float *out, const float *inp, size_t N);
     void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t N);
     void (*residual_forward)(float *out, const float *a, const float *b, size_t N);
@@ -61,12 +66,19 @@ struct kernels {
     void (*copy)(void *dst, const void *src, size_t bytes);     /* within the device */
     void (*to_device)(void *dst, const void *src, size_t bytes); /* from host memory */
     void (*to_host)(void *dst, const void *src, size_t bytes);   /* to host memory */
+    /* Host memory for MPI to use on the device's behalf (staging): pinned
+     * for a GPU, so the copies run at full speed.  Not zeroed. */
+    void *(*host_alloc)(size_t bytes);
+    void (*host_release)(void *p);
     /* May MPI be handed these buffers (host memory; device memory with a
      * CUDA-aware MPI)?  Else comm.c stages them through the host. */
     int (*mpi_direct)(void);
 };
 
 extern const struct kernels cpu_kernels, cpu_staged_kernels;
+
+/* 1 if this build has the backend for train.device ("cpu", "cuda"). */
+int device_built(const char *device);
 
 /* The table for train.device ("cpu", "cuda"), or NULL with the reason in
  * err (a build without the CUDA backend). */

@@ -595,25 +595,26 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
 
     layernorm_to_tp(m, c, la.ln1, la.ln1_mean, la.ln1_rstd, residual, LAYER(P, P_LN1W, j), LAYER(P, P_LN1B, j), l, 0,
                     "ln1");
-    m->k->matmul_forward(la.qkv, la.ln1, LAYER(P, P_QKVW, j), LAYER(P, P_QKVB, j), N, C, 3 * Cl); /* column-parallel */
+    m->k->matmul_forward(d->prec, la.qkv, la.ln1, LAYER(P, P_QKVW, j), LAYER(P, P_QKVB, j), N, C,
+                         3 * Cl); /* column-parallel */
     fwd_out(m, la.qkv, 3 * NCl, l, 1, "qkv");
-    m->k->attention_forward(la.atty, la.att, la.qkv, B, T, Cl, NHl);
+    m->k->attention_forward(d->prec, la.atty, la.att, la.qkv, B, T, Cl, NHl);
     fwd_out(m, la.att, (size_t)B * NHl * T * T, l, 2, "attention probabilities");
     fwd_out(m, la.atty, NCl, l, 3, "attention output");
-    m->k->matmul_forward(s->full, la.atty, LAYER(P, P_ATTPROJW, j), root ? LAYER(P, P_ATTPROJB, j) : no_bias, N, Cl,
-                   C); /* row-parallel */
+    m->k->matmul_forward(d->prec, s->full, la.atty, LAYER(P, P_ATTPROJW, j), root ? LAYER(P, P_ATTPROJB, j) : no_bias,
+                         N, Cl, C); /* row-parallel */
     fwd_out(m, s->full, NC, l, 4, "attention projection");
     m->k->residual_forward(la.residual2, residual, reduce_from_tp(m, c, s->part, s->full), SC);
     fwd_out(m, la.residual2, SC, l, 5, "residual after attention");
 
     layernorm_to_tp(m, c, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, LAYER(P, P_LN2W, j), LAYER(P, P_LN2B, j),
                     l, 6, "ln2");
-    m->k->matmul_forward(la.fch, la.ln2, LAYER(P, P_FCW, j), LAYER(P, P_FCB, j), N, C, 4 * Cl);
+    m->k->matmul_forward(d->prec, la.fch, la.ln2, LAYER(P, P_FCW, j), LAYER(P, P_FCB, j), N, C, 4 * Cl);
     fwd_out(m, la.fch, 4 * NCl, l, 7, "fc");
     m->k->gelu_forward(la.fch_gelu, la.fch, 4 * NCl);
     fwd_out(m, la.fch_gelu, 4 * NCl, l, 8, "gelu");
-    m->k->matmul_forward(s->full, la.fch_gelu, LAYER(P, P_FCPROJW, j), root ? LAYER(P, P_FCPROJB, j) : no_bias, N, 4 * Cl,
-                   C);
+    m->k->matmul_forward(d->prec, s->full, la.fch_gelu, LAYER(P, P_FCPROJW, j),
+                         root ? LAYER(P, P_FCPROJB, j) : no_bias, N, 4 * Cl, C);
     fwd_out(m, s->full, NC, l, 9, "fc projection");
     m->k->residual_forward(l_res3, la.residual2, reduce_from_tp(m, c, s->part, s->full), SC);
     fwd_out(m, l_res3, SC, l, 10, "block output");
@@ -643,7 +644,7 @@ static double head_forward(struct model *m, struct comm *c, struct chunk_acts *a
     int N = m->N, Vs = d->Vp / d->tp, v0 = d->tp_rank * Vs;
     layernorm_to_tp(m, c, a->lnf, a->lnf_mean, a->lnf_rstd, residual, m->param[P_LNFW], m->param[P_LNFB], d->L, 0,
                     "final layernorm");
-    m->k->matmul_forward(a->logits, a->lnf, m->param[P_WTE], NULL, N, d->C, Vs);
+    m->k->matmul_forward(d->prec, a->logits, a->lnf, m->param[P_WTE], NULL, N, d->C, Vs);
     fwd_out(m, a->logits, (size_t)N * Vs, d->L, 1, "logits");
     m->k->crossentropy_max(a->ce_max, a->logits, N, Vs, v0, d->V);
     if (d->tp > 1) comm_allreduce_max_f32(c, CG_TP, a->ce_max, (size_t)N);
@@ -730,29 +731,29 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
     else if (packed(d))
         unpack_layer(m, &la, a->packed + (size_t)(k - d->Lr) * packed_layer_u16(d, B, stores_att(d)), stores_att(d));
     if (k >= d->Lr && d->recompute == RECOMPUTE_SELECTIVE) {
-        m->k->attention_forward(s->atty_discard, la.att, la.qkv, B, T, Cl, NHl);
+        m->k->attention_forward(d->prec, s->atty_discard, la.att, la.qkv, B, T, Cl, NHl);
         m->k->lp_round(d->prec, la.att, (size_t)B * NHl * T * T); /* as stored in the forward */
     }
 
     /* MLP; dresidual holds d(block output), which is also d(residual2) through the skip */
     const float *dout = gather_to_tp(m, c, s->dfull, s->dresidual);
-    m->k->matmul_backward(s->dfch_gelu, G[P_FCPROJW], G[P_FCPROJB], dout, la.fch_gelu,
+    m->k->matmul_backward(d->prec, s->dfch_gelu, G[P_FCPROJW], G[P_FCPROJB], dout, la.fch_gelu,
                     LAYER(P, P_FCPROJW, j), N, 4 * Cl, C);
     bwd_out(m, s->dfch_gelu, 4 * (size_t)N * Cl);
     m->k->gelu_backward(s->dfch, la.fch, s->dfch_gelu, 4 * (size_t)N * Cl);
     bwd_out(m, s->dfch, 4 * (size_t)N * Cl);
-    m->k->matmul_backward(s->dln_full, G[P_FCW], G[P_FCB], s->dfch, la.ln2, LAYER(P, P_FCW, j), N, C,
+    m->k->matmul_backward(d->prec, s->dln_full, G[P_FCW], G[P_FCB], s->dfch, la.ln2, LAYER(P, P_FCW, j), N, C,
                     4 * Cl);
     layernorm_from_tp(m, c, s->dln_full, G[P_LN2W], G[P_LN2B], la.residual2, LAYER(P, P_LN2W, j),
                       la.ln2_mean, la.ln2_rstd);
     /* attention; dresidual now holds d(residual2) = d(block input) through the skip */
     dout = gather_to_tp(m, c, s->dfull, s->dresidual);
-    m->k->matmul_backward(s->datty, G[P_ATTPROJW], G[P_ATTPROJB], dout, la.atty,
+    m->k->matmul_backward(d->prec, s->datty, G[P_ATTPROJW], G[P_ATTPROJB], dout, la.atty,
                     LAYER(P, P_ATTPROJW, j), N, Cl, C);
     bwd_out(m, s->datty, (size_t)N * Cl);
-    m->k->attention_backward(s->dqkv, s->datt, s->datty, la.qkv, la.att, B, T, Cl, NHl);
+    m->k->attention_backward(d->prec, s->dqkv, s->datt, s->datty, la.qkv, la.att, B, T, Cl, NHl);
     bwd_out(m, s->dqkv, 3 * (size_t)N * Cl);
-    m->k->matmul_backward(s->dln_full, G[P_QKVW], G[P_QKVB], s->dqkv, la.ln1, LAYER(P, P_QKVW, j), N,
+    m->k->matmul_backward(d->prec, s->dln_full, G[P_QKVW], G[P_QKVB], s->dqkv, la.ln1, LAYER(P, P_QKVW, j), N,
                     C, 3 * Cl);
     layernorm_from_tp(m, c, s->dln_full, G[P_LN1W], G[P_LN1B], l_in, LAYER(P, P_LN1W, j),
                       la.ln1_mean, la.ln1_rstd);
@@ -766,7 +767,8 @@ static void head_backward(struct model *m, struct comm *c, struct chunk_acts *a,
     int N = m->N, C = d->C, Vs = d->Vp / d->tp, v0 = d->tp_rank * Vs;
     m->k->crossentropy_backward(a->logits, a->logits, a->ce_max, a->ce_sums, a->targets, dloss, N, Vs, v0, d->V);
     bwd_out(m, a->logits, (size_t)N * Vs);
-    m->k->matmul_backward(m->scr.dln_full, m->grad[P_WTE], NULL, a->logits, a->lnf, m->param[P_WTE], N, C, Vs);
+    m->k->matmul_backward(d->prec, m->scr.dln_full, m->grad[P_WTE], NULL, a->logits, a->lnf, m->param[P_WTE], N, C,
+                          Vs);
     m->k->zero(m->scr.dresidual, (size_t)m->Ns * C * sizeof(float));
     layernorm_from_tp(m, c, m->scr.dln_full, m->grad[P_LNFW], m->grad[P_LNFB], residual, m->param[P_LNFW],
                       a->lnf_mean, a->lnf_rstd);

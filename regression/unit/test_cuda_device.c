@@ -4,12 +4,14 @@
  * "rank R on host H: no CUDA device (cudaGetDeviceCount: <reason>)".
  * With GPUs: each rank gets node-local rank mod count; when a node has more
  * ranks than devices, selection fails with the sharing message unless
- * allow_shared; staging copies device data to the pinned buffer and back.
+ * allow_shared; the table's pinned host memory takes device data and gives
+ * it back.
  * Any number of ranks; every check must hold on all of them (rank 0 prints
  * TAP, with its own message). */
 #include "check.h"
 #include "cuda_backend.h"
 #include "cuda_device.h"
+#include "device.h"
 #include "tap.h"
 
 #include <cuda_runtime_api.h>
@@ -17,6 +19,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+
+extern const struct kernels cuda_kernels; /* cuda/table.c */
 
 static int rank;
 
@@ -47,26 +51,25 @@ static void test_no_device(const char *why)
     }
 }
 
+/* The table's memory functions, as src/comm.c stages with them: device ->
+ * pinned host -> device. */
 static void test_staging(void)
 {
     enum { n = 4099 };
     static float h[n];
     for (int i = 0; i < n; i++) h[i] = (float)i + 0.25f;
-    float *d;
-    CUDA_CHECK(cudaMalloc((void **)&d, sizeof h));
-    CUDA_CHECK(cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice));
-    struct cuda_stage st = {0};
-    float *s = cuda_stage_to_host(&st, d, sizeof h);
-    int ok = st.bytes >= sizeof h && memcmp(s, h, sizeof h) == 0;
+    float *d = cuda_kernels.alloc(sizeof h);
+    cuda_kernels.to_device(d, h, sizeof h);
+    float *s = cuda_kernels.host_alloc(sizeof h);
+    cuda_kernels.to_host(s, d, sizeof h);
+    int ok = memcmp(s, h, sizeof h) == 0;
     for (int i = 0; i < n; i++) s[i] *= -2.0f;
-    cuda_stage_from_host(&st, d, sizeof h);
-    CUDA_CHECK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    cuda_kernels.to_device(d, s, sizeof h);
+    cuda_kernels.to_host(h, d, sizeof h);
     for (int i = 0; i < n; i++) ok &= h[i] == -2.0f * ((float)i + 0.25f);
-    check_all(ok, "staging: device -> pinned host -> device round trip");
-    void *big = cuda_stage_reserve(&st, 10 * sizeof h);
-    check_all(big != NULL && st.bytes >= 10 * sizeof h, "staging: the buffer grows on demand");
-    cuda_stage_free(&st);
-    CUDA_CHECK(cudaFree(d));
+    check_all(ok, "staging: device -> pinned host -> device round trip through the table");
+    cuda_kernels.host_release(s);
+    cuda_kernels.release(d);
 }
 
 static void test_devices(int count)
