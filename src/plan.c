@@ -152,6 +152,27 @@ static size_t grad_bytes(const struct model_dims *d, size_t flat, int zero2)
     return main + buffers + round64((wte ? wte : 1) * 4);
 }
 
+/* The CUDA table's 16-bit copies of the products' operands in a bf16/fp16
+ * run (cuda_lp_operand): four slots, each as large as the largest operand
+ * it takes: weights or qkv; layer inputs or the attention probabilities;
+ * output gradients; the softmax gradient. */
+static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
+
+static size_t lp_operand_bytes(const struct model_dims *d, int B)
+{
+    if (d->prec == PREC_FP32 || d->Lp == 0) return 0;
+    size_t N = (size_t)B * d->T, C = (size_t)d->C, Cl = C / (size_t)d->tp;
+    size_t att = (size_t)B * (size_t)(d->NH / d->tp) * (size_t)d->T * (size_t)d->T;
+    size_t Vs = model_has_head(d) ? (size_t)d->Vp / (size_t)d->tp : 0;
+    size_t slot[4] = {
+        max_size(max_size(4 * Cl * C, Vs * C), N * 3 * Cl), /* weights, qkv */
+        max_size(max_size(N * 4 * Cl, N * C), att),         /* layer inputs, probabilities */
+        max_size(max_size(N * 4 * Cl, N * C), N * Vs),      /* output gradients */
+        att,                                                /* the softmax gradient */
+    };
+    return 2 * (slot[0] + slot[1] + slot[2] + slot[3]);
+}
+
 static void plan_stage(struct plan_stage *s, const struct plan *p, const struct config *cfg, int r)
 {
     struct model_dims d;
@@ -180,7 +201,7 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
         s->act_by_recompute[rc] = act_bytes(&e, p->B, s->slots);
     }
     s->bytes[PM_COMM] = comm_buffer(p, &d, flat);
-    s->bytes[PM_WORK] = p->cuda ? 0 : (size_t)p->threads * GEMM_PACK_FLOATS * 4;
+    s->bytes[PM_WORK] = p->cuda ? lp_operand_bytes(&d, p->B) : (size_t)p->threads * GEMM_PACK_FLOATS * 4;
     s->bytes[PM_PROBE] = p->cuda || cfg->train.peak_gflops > 0 ? 0 : (size_t)SGEMM_PROBE_BYTES;
     s->bytes[PM_RUNTIME] = p->cuda ? PLAN_RUNTIME_CUDA : PLAN_RUNTIME_CPU;
     size_t transient = 0;
@@ -332,7 +353,8 @@ static void print_memory(FILE *f, const struct plan *p)
     fprintf(f, "  in flight: micro-batches (x chunks) the schedule holds at once / slots allocated%s\n",
             p->pp > 1 ? " (+2 look-ahead receives)" : "");
     if (p->cuda)
-        fprintf(f, "  runtime: CUDA context, cuBLAS, allocator (an estimate, 2 GiB: not yet measured on a GPU)\n");
+        fprintf(f, "  workspace: the 16-bit copies of the products' operands (bf16/fp16 runs); runtime: CUDA "
+                   "context, cuBLAS,\n           allocator (an estimate, 2 GiB: not yet measured on a GPU)\n");
     else
         fprintf(f, "  workspace: gemm packing, %d thread(s); runtime: MPI, HDF5, the libraries (measured)\n",
                 p->threads);

@@ -98,7 +98,6 @@ printf '%s\n' $CU | xargs -P "$JOBS" -I{} "$NVCC" -std=c++17 -O3 -arch="$ARCH" \
     --compiler-options=-Wall,-Wextra,-Wshadow -Werror all-warnings -Icuda -c cuda/{}.cu -o "$B/{}.o" ||
     die "nvcc failed"
 $CC -c cuda/check.c -o "$B/check.o" &&
-    $CC $MPI_CFLAGS -c cuda/stage.c -o "$B/stage.o" &&
     $CC $BLAS_CFLAGS -c src/kernels_cpu.c -o "$B/kernels_cpu.o" &&
     $CC $BLAS_CFLAGS -c src/gemm.c -o "$B/gemm.o" &&
     $CC -c src/precision.c -o "$B/precision.o" || die "gcc failed"
@@ -107,7 +106,7 @@ for t in test_cuda_kernels test_cuda_lowp; do
     $CC "regression/unit/$t.c" $CUDA_OBJS "$B/kernels_cpu.o" "$B/gemm.o" "$B/precision.o" $BLAS_LIBS $CUDA_LIBS -lm \
         -o "$B/$t" || die "cannot build $t"
 done
-$CC $MPI_CFLAGS cuda/device.c src/log.c regression/unit/test_cuda_device.c "$B/stage.o" $CUDA_OBJS \
+$CC $MPI_CFLAGS cuda/device.c cuda/table.c src/log.c regression/unit/test_cuda_device.c $CUDA_OBJS \
     $MPI_LIBS $CUDA_LIBS -lm -o "$B/test_cuda_device" || die "cannot build test_cuda_device"
 "$NVCC" -std=c++17 -O3 -arch="$ARCH" -Icuda bench/cuda_gemm_bench.cu "$B/check.o" "$B/context.o" \
     "$B/matmul.o" "$B/lowp.o" -lcublasLt -lcublas -o "$B/cuda_gemm_bench" || die "cannot build the benchmark"
@@ -219,11 +218,11 @@ build_triad() {
     TCC="gcc -std=c11 -O2 -march=native -fopenmp -fno-math-errno -D_POSIX_C_SOURCE=200809L -Wall -Wextra
         -Wshadow -Wno-unused-parameter -I$o -Isrc -Icuda -I$CUDA_HOME/include $MPI_CFLAGS $HDF5_CFLAGS $BLAS_CFLAGS"
     t0=$(date +%s)
-    # the CUDA objects and check.o/stage.o are the unit tests' (same -arch)
+    # the CUDA objects and check.o are the unit tests' (same -arch)
     ls src/*.c cuda/device.c cuda/table.c |
         xargs -P "$JOBS" -n 1 sh -c 'n=$(echo "$1" | tr / _); exec $0 -c "$1" -o "'"$o"'/${n%.c}.o"' "$TCC" \
         > "$B/triad-build.log" 2>&1 &&
-        LD_LIBRARY_PATH=$TLD gcc -fopenmp -o "$B/triad" "$o"/*.o $CUDA_OBJS "$B/stage.o" \
+        LD_LIBRARY_PATH=$TLD gcc -fopenmp -o "$B/triad" "$o"/*.o $CUDA_OBJS \
             $HDF5_LIBS $MPI_LIBS $BLAS_LIBS $CUDA_LIBS -lm >> "$B/triad-build.log" 2>&1
     brc=$?
     if [ $brc -ne 0 ]; then
