@@ -131,10 +131,11 @@ const struct kernels cuda_kernels = {
     .mpi_direct = cuda_mpi_aware,
 };
 
-int cuda_table_open(MPI_Comm world, int allow_shared, char *err, size_t errlen)
+int cuda_table_open(MPI_Comm world, const struct device_options *opt, char *err, size_t errlen)
 {
-    if (cuda_device_select(world, allow_shared, err, errlen) < 0) return -1;
+    if (cuda_device_select(world, opt->allow_shared, err, errlen) < 0) return -1;
     cuda_backend_init();
+    cuda_set_tf32(opt->tf32);
     return 0;
 }
 

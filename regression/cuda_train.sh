@@ -34,6 +34,14 @@ for np in 1 2; do
     ok $? "$np rank(s): CUDA per-step losses within 1e-4, grad norms within 1e-3 of the CPU backend"
     echo "$out" | diag
 done
+triad_run 2 "$deck" $common train.steps=2 train.warmup_steps=0 train.device="'cuda'" io.run_dir="'$scratch/gshare'"
+st=$?
+if [ $st -ne 0 ]; then
+    grep -q "is also used by node-local rank" "$scratch/last.out" && grep -q "hint: one GPU per rank" "$scratch/last.out"
+    ok $? "2 ranks on one GPU without train.share_gpus: refused, naming the rank that shares it"
+else
+    ok 0 "2 ranks without train.share_gpus: each has a GPU of its own"
+fi
 triad_run 2 "$deck" $common parallel.tp=2 train.device="'cuda'" train.share_gpus=.true. io.run_dir="'$scratch/gtp'"
 st=$?
 [ $st -eq 0 ] && compare_runs "$scratch/gtp" "$scratch/cpu1" 1e-4 loss > /dev/null
@@ -43,10 +51,21 @@ triad_run 2 "$deck" $common parallel.zero_stage=2 train.micro_batch_size=2 train
 st=$?
 [ $st -eq 0 ] && compare_runs "$scratch/gz2" "$scratch/cpu2" 1e-4 loss > /dev/null
 ok $? "ZeRO-2 on 2 GPUs (gradient slices on the device): per-step losses within 1e-4 of the CPU"
+triad_run 1 "$deck" $common train.tf32=.true. train.device="'cuda'" io.run_dir="'$scratch/gtf32'"
+st=$?
+out=$([ $st -eq 0 ] && grep -q "products: TF32 tensor cores" "$scratch/last.out" &&
+      compare_runs "$scratch/gtf32" "$scratch/cpu1" 5e-3 loss)
+st=$?
+# ... and not the fp32 products (those agree within ~1e-6)
+[ $st -eq 0 ] && echo "$out" | awk '/worst relative deviation/ {found = 1; if ($6 + 0 <= 1e-6) exit 1} END {exit !found}'
+ok $? "train.tf32: per-step losses within 5e-3 of the fp32 CPU run, and not equal to fp32's (TF32 is on)"
+echo "$out" | diag
 triad_run 1 "$deck" $common train.precision="'bf16'" train.device="'cuda'" io.run_dir="'$scratch/gbf16'"
 st=$?
-[ $st -eq 0 ] && compare_runs "$scratch/gbf16" "$scratch/cpu1" 1e-2 loss > /dev/null
-ok $? "bf16 on the GPU: per-step losses within 1e-2 of fp32"
+out=$([ $st -eq 0 ] && grep -q "products: bf16 tensor cores" "$scratch/last.out" &&
+      compare_runs "$scratch/gbf16" "$scratch/cpu1" 1e-2 loss)
+ok $? "bf16 on the GPU (tensor cores): per-step losses within 1e-2 of fp32"
+echo "$out" | diag
 triad_run 2 "$deck" $common train.precision="'fp16'" train.loss_scale_hysteresis=1 diag.inject_overflow_step=5 \
     diag.inject_rank=1 train.device="'cuda'" train.share_gpus=.true. io.run_dir="'$scratch/gfp16'"
 st=$?

@@ -136,6 +136,15 @@ static int check_features(const struct config *cfg, struct config_error *err)
                                    "where the MPI is not CUDA-aware");
         return config_set_hint(err, "set diag.stage_through_host = .false.");
     }
+    if (cfg->train.tf32 && !config_is(cfg->train.device, "cuda")) {
+        config_set_what(err, 0, 0, "train.tf32 = .true. is for device = 'cuda' (TF32 is a GPU tensor-core format)");
+        return config_set_hint(err, "set tf32 = .false., or device = 'cuda'");
+    }
+    if (cfg->train.tf32 && !config_is(cfg->train.precision, "fp32")) {
+        config_set_what(err, 0, 0, "train.tf32 = .true. is for precision = 'fp32'; a %s run multiplies on %s tensor cores "
+                                   "already", cfg->train.precision, cfg->train.precision);
+        return config_set_hint(err, "set tf32 = .false.");
+    }
     if (!device_built(cfg->train.device))
         return not_yet(err, "set device = 'cpu', or rebuild with ./configure --with-cuda (docs/cuda.md)",
                        "the CUDA backend (device = 'cuda')");

@@ -11,7 +11,7 @@
 #define CUDA_TABLE 1
 /* cuda/table.c */
 extern const struct kernels cuda_kernels;
-int cuda_table_open(MPI_Comm world, int allow_shared, char *err, size_t errlen);
+int cuda_table_open(MPI_Comm world, const struct device_options *opt, char *err, size_t errlen);
 void cuda_table_close(void);
 #endif
 
@@ -37,12 +37,13 @@ const struct kernels *kernels_for(const char *device, char *err, size_t errlen)
 #endif
 }
 
-int device_open(const struct kernels *k, MPI_Comm world, int allow_shared, char *err, size_t errlen)
+int device_open(const struct kernels *k, MPI_Comm world, const struct device_options *opt, char *err,
+                size_t errlen)
 {
 #ifdef CUDA_TABLE
-    if (k == &cuda_kernels) return cuda_table_open(world, allow_shared, err, errlen);
+    if (k == &cuda_kernels) return cuda_table_open(world, opt, err, errlen);
 #endif
-    (void)k, (void)world, (void)allow_shared, (void)err, (void)errlen;
+    (void)k, (void)world, (void)opt, (void)err, (void)errlen;
     return 0;
 }
 

@@ -84,11 +84,18 @@ int device_built(const char *device);
  * err (a build without the CUDA backend). */
 const struct kernels *kernels_for(const char *device, char *err, size_t errlen);
 
+/* How a device is used (train.share_gpus, train.tf32). */
+struct device_options {
+    int allow_shared; /* several ranks of a node on one GPU */
+    int tf32;         /* fp32 products on TF32 tensor cores */
+};
+
 /* Make k usable on this rank (CUDA: pick the GPU by node-local rank, a clear
  * error when there is none or, unless allow_shared, when two ranks would
  * share one), and release it.  Returns 0, or -1 with err filled (this rank
  * only: agree with mpi_agree_error).  Collective over world. */
-int device_open(const struct kernels *k, MPI_Comm world, int allow_shared, char *err, size_t errlen);
+int device_open(const struct kernels *k, MPI_Comm world, const struct device_options *opt, char *err,
+                size_t errlen);
 void device_close(const struct kernels *k);
 
 #endif

@@ -170,7 +170,8 @@ static void setup(struct run *r)
     const struct kernels *k = kernels_for(cfg->train.device, why, sizeof why);
     if (!k) die_all("set train.device = 'cpu', or rebuild with ./configure --with-cuda", "%s", why);
     if (cfg->diag.stage_through_host && k == &cpu_kernels) k = &cpu_staged_kernels;
-    fail_collective(g, device_open(k, g->world_comm, cfg->train.share_gpus, why, sizeof why) != 0, why,
+    struct device_options dopt = {.allow_shared = (int)cfg->train.share_gpus, .tf32 = (int)cfg->train.tf32};
+    fail_collective(g, device_open(k, g->world_comm, &dopt, why, sizeof why) != 0, why,
                     "one GPU per rank: launch as many ranks per node as it has GPUs, or set train.share_gpus");
     model_init(&r->model, &d, k, r->micro_batch, nslots, (uint64_t)cfg->train.seed);
     comm_use_device(&r->comm, k, k->mpi_direct());
@@ -215,8 +216,17 @@ static void setup(struct run *r)
         log_info("pipeline: %s, %d stages x %d chunk(s), %d layers per chunk; predicted bubble %ld/%ld = %.1f%%\n",
                  pp_schedule_name(r->exec.sched), g->pp, d.v, d.Lc, num, den, 100 * b);
     }
-    log_info("device: %s%s\n", r->model.k->name,
-             r->comm.staged ? "; MPI through host buffers (no CUDA-aware MPI), no overlapped reduction" : "");
+    if (strcmp(r->model.k->name, "cuda") == 0)
+        log_info("device: cuda; products: %s%s\n",
+                 d.prec == PREC_BF16   ? "bf16 tensor cores, fp32 accumulation"
+                 : d.prec == PREC_FP16 ? "fp16 tensor cores, fp32 accumulation"
+                 : cfg->train.tf32     ? "TF32 tensor cores"
+                                       : "fp32",
+                 r->comm.staged ? "; MPI through pinned host buffers (no CUDA-aware MPI), no overlapped reduction"
+                                : "; MPI on device buffers (CUDA-aware)");
+    else
+        log_info("device: %s%s\n", r->model.k->name,
+                 r->comm.staged ? "; MPI through host buffers (no CUDA-aware MPI), no overlapped reduction" : "");
     log_info("compute: %d OpenMP thread(s) per rank, matmul: %s, peak %.1f GFLOP/s per rank%s\n",
              omp_get_max_threads(), gemm_backend_name(), peak,
              cfg->train.peak_gflops > 0 ? " (from the deck)" : " (measured)");

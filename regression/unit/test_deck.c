@@ -370,6 +370,9 @@ static const struct bad_combo bad_combos[] = {
 #endif
     { "&train device = 'cuda' / &diag stage_through_host = T /", 1, "diag.stage_through_host is for device = 'cpu'",
       "set diag.stage_through_host = .false." },
+    { "&train tf32 = T /", 1, "train.tf32 = .true. is for device = 'cuda'", "set tf32 = .false., or device = 'cuda'" },
+    { "&train device = 'cuda', tf32 = T, precision = 'bf16' /", 1,
+      "a bf16 run multiplies on bf16 tensor cores already", "set tf32 = .false." },
     { "&parallel dp = 4 /", 2, "tp * dp * pp = 1 * 4 * 1 = 4, but 2 ranks were launched",
       "set dp = 2 (or dp = 0 to derive it), or launch 4 ranks" },
     { "&train batch_size = 10 /", 4, "batch_size = 10 is not divisible by dp = 4", "use batch_size = 8 or 12" },
