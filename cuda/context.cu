@@ -15,6 +15,16 @@ static struct cuda_context ctx;
 static int ctx_ready = 0;
 static int tf32 = 0;
 
+const char *cuda_device_name(void)
+{
+    static char name[256];
+    int dev = 0;
+    struct cudaDeviceProp prop;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return "a CUDA device";
+    snprintf(name, sizeof name, "%s", prop.name);
+    return name;
+}
+
 int cuda_device_count(char *why, size_t whylen)
 {
     int n = 0;

@@ -11,6 +11,8 @@
  * the buffers' column-major shapes. */
 #include "common.cuh"
 
+#include <time.h>
+
 /* ------------------------------------------------------------ bias */
 
 __global__ void add_bias_kernel(float *out, const float *bias, size_t NOC, int OC)
@@ -46,6 +48,32 @@ static void gemm(int lp, cublasOperation_t ta, cublasOperation_t tb, int m, int 
     cudaDataType_t t = cuda_lp_type((enum cuda_lp)lp);
     CUBLAS_CHECK(cublasGemmEx(h, ta, tb, m, n, k, &alpha, A, t, lda, B, t, ldb, &beta, Cm, CUDA_R_32F, ldc,
                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+double cuda_peak_gflops(int lp, int n)
+{
+    size_t nn = (size_t)n * n, esize = lp < 0 ? sizeof(float) : sizeof(uint16_t);
+    void *A, *B;
+    float *Cm;
+    CUDA_CHECK(cudaMalloc(&A, nn * esize));
+    CUDA_CHECK(cudaMalloc(&B, nn * esize));
+    CUDA_CHECK(cudaMalloc(&Cm, nn * sizeof(float)));
+    /* small nonzero operands (zeros run cooler, hence faster, than data) */
+    CUDA_CHECK(cudaMemset(A, 0x3c, nn * esize));
+    CUDA_CHECK(cudaMemset(B, 0x3b, nn * esize));
+    enum { WARM = 2, REPS = 10 };
+    for (int i = 0; i < WARM; i++) gemm(lp, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, 1.0f, A, n, B, n, 0.0f, Cm, n);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < REPS; i++) gemm(lp, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, 1.0f, A, n, B, n, 0.0f, Cm, n);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    CUDA_CHECK(cudaFree(Cm));
+    CUDA_CHECK(cudaFree(B));
+    CUDA_CHECK(cudaFree(A));
+    double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    return 2.0 * (double)n * n * n * REPS / (dt > 0 ? dt : 1e-9) / 1e9;
 }
 
 /* ------------------------------------------------------------ linear layer */

@@ -1,6 +1,7 @@
 /* table.c -- the CUDA table of device.h: cuda/ kernels on device memory,
  * one GPU per rank; the products of bf16/fp16 runs on tensor cores. */
 #include <cuda_runtime.h>
+#include <stdio.h>
 
 #include "check.h"
 #include "cuda_backend.h"
@@ -77,6 +78,19 @@ static void attention_bwd(enum precision p, float *dqkv, float *scratch, const f
                                    NH);
 }
 
+/* The rate of the products a run in precision p makes (4096^3). */
+static double peak_gflops(enum precision p)
+{
+    return cuda_peak_gflops(p == PREC_FP32 ? -1 : p == PREC_BF16 ? CUDA_BF16 : CUDA_FP16, 4096);
+}
+
+static const char *matmul_name(void)
+{
+    static char s[300];
+    snprintf(s, sizeof s, "cuBLAS on %s", cuda_device_name());
+    return s;
+}
+
 static void round_lp(enum precision p, float *x, size_t n)
 {
     if (p == PREC_BF16) cuda_round_bf16(x, n);
@@ -120,6 +134,8 @@ const struct kernels cuda_kernels = {
     .lp_pack = pack_lp,
     .lp_unpack = unpack_lp,
     .count_nonfinite = cuda_count_nonfinite,
+    .peak_gflops = peak_gflops,
+    .matmul_name = matmul_name,
     .alloc = dev_alloc,
     .release = dev_release,
     .zero = dev_zero,

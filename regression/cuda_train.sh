@@ -8,7 +8,9 @@
 . "$(dirname "$0")/lib.sh"
 
 deck="$DECKS/tiny.nml"
-common="model.n_layer=4 train.steps=20 train.memory_gb=8"
+# CUDA_TRAIN_EXTRA: more settings for every run (the emulator gives the peak
+# rate, which it cannot time)
+common="model.n_layer=4 train.steps=20 train.memory_gb=8 ${CUDA_TRAIN_EXTRA:-}"
 triad_run 1 "$deck" $common train.device="'cuda'" io.run_dir="'$scratch/probe'"
 st=$?
 if grep -q "CUDA backend (device = .cuda.) is not available in this build" "$scratch/last.out"; then

@@ -59,6 +59,12 @@ struct kernels {
     void (*lp_unpack)(enum precision p, float *dst, const uint16_t *src, size_t n);
     size_t (*count_nonfinite)(const float *x, size_t n);
 
+    /* The device's measured dense product rate in GFLOP/s for a run in
+     * precision p (the MFU reference), and what multiplies ("triad AVX-512
+     * sgemm ...", "cuBLAS on NVIDIA H200"). */
+    double (*peak_gflops)(enum precision p);
+    const char *(*matmul_name)(void);
+
     /* memory: alloc returns zeroed, 64-byte aligned memory (or stops the run) */
     void *(*alloc)(size_t bytes);
     void (*release)(void *p);

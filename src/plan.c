@@ -24,6 +24,7 @@
 
 enum { GEMM_PACK_FLOATS = 14 * 16 * 256 + 256 * (1024 + 32) }; /* gemm.c: MC x KC + KC x (NC + NR) per thread */
 enum { SGEMM_PROBE_BYTES = 3 * 1024 * 1024 * 4 };               /* gemm_peak_gflops: three 1024^2 matrices */
+enum { CUDA_PROBE_N = 4096 }; /* the CUDA table's peak_gflops: A, B (4 or 2 bytes) and C (4) of 4096^2 */
 
 static size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; } /* what xalloc_aligned reserves */
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
@@ -202,7 +203,9 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
     }
     s->bytes[PM_COMM] = comm_buffer(p, &d, flat);
     s->bytes[PM_WORK] = p->cuda ? lp_operand_bytes(&d, p->B) : (size_t)p->threads * GEMM_PACK_FLOATS * 4;
-    s->bytes[PM_PROBE] = p->cuda || cfg->train.peak_gflops > 0 ? 0 : (size_t)SGEMM_PROBE_BYTES;
+    s->bytes[PM_PROBE] = cfg->train.peak_gflops > 0 ? 0
+                         : p->cuda ? (size_t)CUDA_PROBE_N * CUDA_PROBE_N * (d.prec == PREC_FP32 ? 12 : 8)
+                                   : (size_t)SGEMM_PROBE_BYTES;
     s->bytes[PM_RUNTIME] = p->cuda ? PLAN_RUNTIME_CUDA : PLAN_RUNTIME_CPU;
     size_t transient = 0;
     for (int i = 0; i < PM_COUNT; i++) {
@@ -361,7 +364,9 @@ static void print_memory(FILE *f, const struct plan *p)
     fprintf(f, "  peak = the resident columns + the largest temporary, one at a time: comm buf (MPI's scratch for\n"
                "        the largest collective)%s%s\n",
             ck ? ", ZeRO ckpt (the full m and v while a checkpoint is written)" : "",
-            p->stage[0].bytes[PM_PROBE] ? ", the start-up sgemm probe (12 MiB)" : "");
+            p->stage[0].bytes[PM_PROBE] ? (p->cuda ? ", the start-up GEMM that measures the peak (4096^2)"
+                                                   : ", the start-up sgemm probe (12 MiB)")
+                                        : "");
     fprintf(f, "\nactivations per rank (%s) by recomputation%s:\n", unit_name(p),
             p->recompute == RECOMPUTE_FULL ? " (full: all layers)" : "");
     fprintf(f, "  %-14s %10s %10s %12s %10s %10s\n", "stage", "per slot", "scratch", "none", "selective", "full");

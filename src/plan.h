@@ -34,7 +34,7 @@ enum plan_mem {
     PM_RESIDENT,  /* -- the transient ones: */
     PM_COMM = PM_RESIDENT, /* MPI's scratch for its largest collective (Open MPI 4.1, measured) */
     PM_CKPT,      /* ZeRO-1: the full m and v gathered while a checkpoint is written or read */
-    PM_PROBE,     /* the start-up sgemm that measures the peak rate (unless train.peak_gflops is set) */
+    PM_PROBE,     /* the start-up GEMM that measures the peak rate (unless train.peak_gflops is set) */
     PM_COUNT
 };
 

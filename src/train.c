@@ -186,7 +186,7 @@ static void setup(struct run *r)
     open_data(r);
     load_initial_state(r);
 
-    double peak = cfg->train.peak_gflops > 0 ? cfg->train.peak_gflops : gemm_peak_gflops();
+    double peak = cfg->train.peak_gflops > 0 ? cfg->train.peak_gflops : k->peak_gflops(d.prec);
     double sum = 0;
     MPI_CHECK(MPI_Allreduce(&peak, &sum, 1, MPI_DOUBLE, MPI_SUM, g->world_comm));
     r->peak_flops = sum * 1e9;
@@ -228,7 +228,7 @@ static void setup(struct run *r)
         log_info("device: %s%s\n", r->model.k->name,
                  r->comm.staged ? "; MPI through host buffers (no CUDA-aware MPI), no overlapped reduction" : "");
     log_info("compute: %d OpenMP thread(s) per rank, matmul: %s, peak %.1f GFLOP/s per rank%s\n",
-             omp_get_max_threads(), gemm_backend_name(), peak,
+             omp_get_max_threads(), r->model.k->matmul_name(), peak,
              cfg->train.peak_gflops > 0 ? " (from the deck)" : " (measured)");
     log_info("data: %s\n", data_describe(r->data));
     if (d.prec != PREC_FP32)

@@ -22,6 +22,7 @@ cudaError_t cudaFreeHost(void *p);
 cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k);
 cudaError_t cudaMemset(void *d, int v, size_t n);
 cudaError_t cudaGetLastError(void);
+cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaSetDevice(int d);
 cudaError_t cudaGetDevice(int *d);
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d);

@@ -26,6 +26,8 @@
 #include "cuda_test.h"
 #include "precision.h"
 
+#include <string.h>
+
 #define TOL_F32 1e-5
 #define TOL_GEMM 1e-4
 #define TOL_TF32 5e-3
@@ -236,6 +238,21 @@ static void test_attention_tc(enum precision p)
     ct_free_all();
 }
 
+/* ------------------------------------------------------------ peak rate */
+
+/* The program's MFU reference: a timed product in each mode (small here;
+ * the program times 4096^3). */
+static void test_peak(void)
+{
+    const int modes[3] = {-1, CUDA_BF16, CUDA_FP16};
+    const char *names[3] = {"fp32", "bf16", "fp16"};
+    for (int i = 0; i < 3; i++) {
+        double g = cuda_peak_gflops(modes[i], 64);
+        tap_ok(isfinite(g) && g > 0, "cuda_peak_gflops (%s, 64^3): %.3g GFLOP/s, finite and positive", names[i], g);
+    }
+    tap_ok(strlen(cuda_device_name()) > 0, "cuda_device_name: \"%s\"", cuda_device_name());
+}
+
 /* ------------------------------------------------------------ elementwise */
 
 static void test_elementwise(void)
@@ -358,6 +375,7 @@ int main(void)
     test_crossentropy(300, 300, 520); /* second shard, 80 padded */
     test_crossentropy(600, 300, 520); /* a shard of padding only */
     test_adamw();
+    test_peak();
     cuda_backend_finalize();
     return tap_done();
 }
