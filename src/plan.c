@@ -25,6 +25,8 @@
 enum { GEMM_PACK_FLOATS = 14 * 16 * 256 + 256 * (1024 + 32) }; /* gemm.c: MC x KC + KC x (NC + NR) per thread */
 enum { SGEMM_PROBE_BYTES = 3 * 1024 * 1024 * 4 };               /* gemm_peak_gflops: three 1024^2 matrices */
 enum { CUDA_PROBE_N = 4096 }; /* the CUDA table's peak_gflops: A, B (4 or 2 bytes) and C (4) of 4096^2 */
+/* cuda/context.cu's reduction scratch: 1024 partial sums, a result and a count, 8 bytes each */
+enum { CUDA_CONTEXT_BYTES = (1024 + 2) * 8 };
 
 static size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; } /* what xalloc_aligned reserves */
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
@@ -161,7 +163,7 @@ static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
 
 static size_t lp_operand_bytes(const struct model_dims *d, int B)
 {
-    if (d->prec == PREC_FP32 || d->Lp == 0) return 0;
+    if (d->prec == PREC_FP32) return 0;
     size_t N = (size_t)B * d->T, C = (size_t)d->C, Cl = C / (size_t)d->tp;
     size_t att = (size_t)B * (size_t)(d->NH / d->tp) * (size_t)d->T * (size_t)d->T;
     size_t Vs = model_has_head(d) ? (size_t)d->Vp / (size_t)d->tp : 0;
@@ -202,7 +204,8 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
         s->act_by_recompute[rc] = act_bytes(&e, p->B, s->slots);
     }
     s->bytes[PM_COMM] = comm_buffer(p, &d, flat);
-    s->bytes[PM_WORK] = p->cuda ? lp_operand_bytes(&d, p->B) : (size_t)p->threads * GEMM_PACK_FLOATS * 4;
+    s->bytes[PM_WORK] = p->cuda ? lp_operand_bytes(&d, p->B) + CUDA_CONTEXT_BYTES
+                                : (size_t)p->threads * GEMM_PACK_FLOATS * 4;
     s->bytes[PM_PROBE] = cfg->train.peak_gflops > 0 ? 0
                          : p->cuda ? (size_t)CUDA_PROBE_N * CUDA_PROBE_N * (d.prec == PREC_FP32 ? 12 : 8)
                                    : (size_t)SGEMM_PROBE_BYTES;
@@ -356,8 +359,9 @@ static void print_memory(FILE *f, const struct plan *p)
     fprintf(f, "  in flight: micro-batches (x chunks) the schedule holds at once / slots allocated%s\n",
             p->pp > 1 ? " (+2 look-ahead receives)" : "");
     if (p->cuda)
-        fprintf(f, "  workspace: the 16-bit copies of the products' operands (bf16/fp16 runs); runtime: CUDA "
-                   "context, cuBLAS,\n           allocator (an estimate, 2 GiB: not yet measured on a GPU)\n");
+        fprintf(f, "  workspace: the backend's reduction scratch and the 16-bit copies of the products' operands\n"
+                   "  (bf16/fp16); runtime: CUDA context, cuBLAS, allocator (an estimate, 2 GiB: not yet measured\n"
+                   "  on a GPU)\n");
     else
         fprintf(f, "  workspace: gemm packing, %d thread(s); runtime: MPI, HDF5, the libraries (measured)\n",
                 p->threads);
@@ -607,6 +611,11 @@ void plan_print(FILE *f, const struct plan *p, const struct config *cfg, double 
         const struct plan_stage *s = &p->stage[r];
         fprintf(f, "  stage %d: parameters %zu, gradients %zu, optimizer %zu, activations %zu bytes\n", r,
                 s->bytes[PM_PARAMS], s->bytes[PM_GRADS], s->bytes[PM_OPTIM], s->bytes[PM_ACTS]);
+    }
+    for (int r = 0; p->cuda && r < p->pp; r++) {
+        const struct plan_stage *s = &p->stage[r];
+        fprintf(f, "  stage %d device memory: %zu bytes (parameters to workspace; not the CUDA runtime's own)\n", r,
+                s->bytes[PM_PARAMS] + s->bytes[PM_GRADS] + s->bytes[PM_OPTIM] + s->bytes[PM_ACTS] + s->bytes[PM_WORK]);
     }
     for (int r = 0; r < p->pp; r++)
         fprintf(f, "  stage %d peak: %zu bytes\n", r, p->stage[r].peak);

@@ -2,7 +2,8 @@
  * for the threads of a block, the device-memory arena and its protection,
  * the runtime calls, and cuBLAS / cuBLASLt as reference loops.
  *
- * TRIAD_EMU_DEVICES (default 1) is the number of GPUs a process sees. */
+ * TRIAD_EMU_DEVICES (default 1) is the number of GPUs a process sees;
+ * TRIAD_EMU_REPORT names a file for the peak of device memory (report). */
 #include "emu_device.h"
 #include "cublasLt.h"
 #include <cstdio>
@@ -133,7 +134,9 @@ void emu_run_block(unsigned nt, void (*body)(void *, unsigned), void *arg)
 #define PAGE 4096
 static char *arena;
 static size_t top;
-static std::map<char *, size_t> live;
+struct block { size_t pages, asked; };
+static std::map<char *, block> live;
+static size_t asked_now, asked_peak; /* bytes cudaMalloc was asked for */
 static std::multimap<size_t, char *> spare;
 static int depth;
 
@@ -179,6 +182,17 @@ struct device_scope {
     ~device_scope() { emu_device_leave(); }
 };
 
+/* TRIAD_EMU_REPORT=FILE: at exit, append this process's peak of device
+ * bytes asked for (what the planner's device columns must cover). */
+static void report(void)
+{
+    const char *path = getenv("TRIAD_EMU_REPORT");
+    FILE *f = path ? fopen(path, "a") : nullptr;
+    if (!f) return;
+    fprintf(f, "device peak %zu bytes\n", asked_peak);
+    fclose(f);
+}
+
 extern "C" {
 static int n_devices(void)
 {
@@ -199,6 +213,7 @@ cudaError_t cudaMalloc(void **p, size_t n)
         sa.sa_sigaction = on_fault;
         sa.sa_flags = SA_SIGINFO;
         sigaction(SIGSEGV, &sa, nullptr);
+        atexit(report);
     }
     size_t bytes = (n + PAGE - 1) / PAGE * PAGE;
     if (bytes == 0) bytes = PAGE;
@@ -214,7 +229,9 @@ cudaError_t cudaMalloc(void **p, size_t n)
         top += bytes;
         if (depth) apply_protection(PROT_READ | PROT_WRITE);
     }
-    live[b] = bytes;
+    live[b] = {bytes, n};
+    asked_now += n;
+    if (asked_now > asked_peak) asked_peak = asked_now;
     device_scope in;
     memset(b, 0xff, bytes); /* not zeroed, as on a GPU: NaN floats */
     *p = b;
@@ -228,8 +245,9 @@ cudaError_t cudaFree(void *p)
         fprintf(stderr, "EMU: cudaFree of %p, not a live device allocation\n", p);
         return cudaErrorInvalidValue;
     }
-    madvise(it->first, it->second, MADV_DONTNEED);
-    spare.emplace(it->second, it->first);
+    madvise(it->first, it->second.pages, MADV_DONTNEED);
+    spare.emplace(it->second.pages, it->first);
+    asked_now -= it->second.asked;
     live.erase(it);
     return cudaSuccess;
 }
