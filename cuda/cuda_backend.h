@@ -32,10 +32,11 @@ void cuda_backend_finalize(void);
 /* fp32 matmuls (and attention's products) on TF32 tensor cores (1) or in
  * full fp32 (0, the default). */
 void cuda_set_tf32(int on);
-/* The dense rate of this GPU in GFLOP/s: n^3 products timed on cuBLAS,
- * 16-bit operands of format lp on tensor cores (lp >= 0, an enum cuda_lp)
- * or fp32 (lp < 0; TF32 as set).  A transient 3 n^2 floats on the device.
- * The program's MFU reference (4096). */
+/* The dense rate of this GPU in GFLOP/s: n^3 products of random operands
+ * on cuBLAS, 16-bit of format lp on tensor cores (lp >= 0, an enum cuda_lp)
+ * or fp32 (lp < 0; TF32 as set), timed for 0.2 s after 0.05 s of warm-up.
+ * Transient device memory: n^2 x (12 bytes fp32, 8 bytes 16-bit).  The
+ * program's MFU reference (n = 4096). */
 double cuda_peak_gflops(int lp, int n);
 /* The current GPU's name ("NVIDIA H200", ...). */
 const char *cuda_device_name(void);

@@ -50,30 +50,68 @@ static void gemm(int lp, cublasOperation_t ta, cublasOperation_t tb, int m, int 
                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+/* x[i] = a pseudo-random value in [-1, 1) from i and seed (a hash: no state). */
+__global__ void fill_kernel(float *x, size_t n, unsigned seed)
+{
+    FOR_EACH(i, n)
+    {
+        unsigned h = (unsigned)i * 2654435761u ^ seed;
+        h ^= h >> 16;
+        h *= 0x7feb352du;
+        h ^= h >> 15;
+        x[i] = (float)(h >> 8) * 0x1.0p-23f - 1.0f;
+    }
+}
+
+static double seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Random operands (a constant pattern would switch few bits and draw too
+ * little power); about WARM_S of products for the clocks to settle, then
+ * as many as fill TIME_S, timed. */
+#define WARM_S 0.05
+#define TIME_S 0.2
 double cuda_peak_gflops(int lp, int n)
 {
-    size_t nn = (size_t)n * n, esize = lp < 0 ? sizeof(float) : sizeof(uint16_t);
-    void *A, *B;
+    size_t nn = (size_t)n * n;
     float *Cm;
-    CUDA_CHECK(cudaMalloc(&A, nn * esize));
-    CUDA_CHECK(cudaMalloc(&B, nn * esize));
+    void *A, *B;
     CUDA_CHECK(cudaMalloc(&Cm, nn * sizeof(float)));
-    /* small nonzero operands (zeros run cooler, hence faster, than data) */
-    CUDA_CHECK(cudaMemset(A, 0x3c, nn * esize));
-    CUDA_CHECK(cudaMemset(B, 0x3b, nn * esize));
-    enum { WARM = 2, REPS = 10 };
-    for (int i = 0; i < WARM; i++) gemm(lp, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, 1.0f, A, n, B, n, 0.0f, Cm, n);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (int i = 0; i < REPS; i++) gemm(lp, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, 1.0f, A, n, B, n, 0.0f, Cm, n);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    CUDA_CHECK(cudaFree(Cm));
+    if (lp < 0) {
+        CUDA_CHECK(cudaMalloc(&A, nn * sizeof(float)));
+        CUDA_CHECK(cudaMalloc(&B, nn * sizeof(float)));
+        CUDA_LAUNCH(fill_kernel, grid_for(nn), BLOCK, (float *)A, nn, 1u);
+        CUDA_LAUNCH(fill_kernel, grid_for(nn), BLOCK, (float *)B, nn, 2u);
+    } else { /* filled through C, then packed */
+        CUDA_CHECK(cudaMalloc(&A, nn * sizeof(uint16_t)));
+        CUDA_CHECK(cudaMalloc(&B, nn * sizeof(uint16_t)));
+        void (*pack)(uint16_t *, const float *, size_t) = lp == CUDA_BF16 ? cuda_pack_bf16 : cuda_pack_fp16;
+        CUDA_LAUNCH(fill_kernel, grid_for(nn), BLOCK, Cm, nn, 1u);
+        pack((uint16_t *)A, Cm, nn);
+        CUDA_LAUNCH(fill_kernel, grid_for(nn), BLOCK, Cm, nn, 2u);
+        pack((uint16_t *)B, Cm, nn);
+    }
+    double t0 = seconds(), t = 0;
+    long reps = 0;
+    for (int timing = 0; timing <= 1; timing++) {
+        double until = timing ? TIME_S : WARM_S;
+        reps = 0;
+        t0 = seconds();
+        do {
+            for (int i = 0; i < 4; i++) gemm(lp, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, 1.0f, A, n, B, n, 0.0f, Cm, n);
+            reps += 4;
+            CUDA_CHECK(cudaDeviceSynchronize());
+            t = seconds() - t0;
+        } while (t < until);
+    }
     CUDA_CHECK(cudaFree(B));
     CUDA_CHECK(cudaFree(A));
-    double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    return 2.0 * (double)n * n * n * REPS / (dt > 0 ? dt : 1e-9) / 1e9;
+    CUDA_CHECK(cudaFree(Cm));
+    return 2.0 * (double)n * n * n * (double)reps / t / 1e9;
 }
 
 /* ------------------------------------------------------------ linear layer */

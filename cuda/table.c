@@ -30,6 +30,8 @@ static void dev_to_device(void *dst, const void *src, size_t bytes)
 {
     CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
 }
+static void dev_sync(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
+
 static void dev_to_host(void *dst, const void *src, size_t bytes)
 {
     CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
@@ -145,6 +147,7 @@ const struct kernels cuda_kernels = {
     .host_alloc = pinned_alloc,
     .host_release = pinned_release,
     .mpi_direct = cuda_mpi_aware,
+    .sync = dev_sync,
 };
 
 int cuda_table_open(MPI_Comm world, const struct device_options *opt, char *err, size_t errlen)

@@ -82,6 +82,13 @@ static float *stage(struct comm *c, size_t n)
     return c->stage;
 }
 
+/* Model memory MPI is about to read or write itself (not staged): on a
+ * device, the kernels queued so far must have finished with it. */
+static void device_ready(const struct comm *c)
+{
+    if (c->k->on_device && !c->staged) c->k->sync();
+}
+
 /* What MPI is given for n floats of model memory at buf (at: where in the
  * stage, copied in when `in`); and the result copied back out. */
 static float *mpi_view(struct comm *c, const float *buf, size_t n, size_t at, int in)
@@ -168,6 +175,7 @@ static void allreduce(struct comm *c, enum comm_group g, void *buf, size_t n, si
     MPI_Comm mc = comm_of(c, g);
     double t0 = wtime();
     char *p = buf;
+    if (type == MPI_FLOAT) device_ready(c); /* the f32 calls take model memory */
     int model = type == MPI_FLOAT && c->staged; /* model memory on a device MPI cannot read */
     if (model) stage(c, n), p = (char *)mpi_view(c, buf, n, 0, 1);
     for (size_t done = 0; done < n;) {
@@ -217,6 +225,7 @@ void comm_allgather_f32(struct comm *c, enum comm_group g, float *full, const fl
     double t0 = wtime();
     size_t all = n * (size_t)group_size(c, g);
     if (c->staged) stage(c, all + n);
+    device_ready(c);
     float *f = mpi_view(c, full, all, 0, 0), *pt = mpi_view(c, part, n, all, 1);
     MPI_CHECK(MPI_Allgather(pt, (int)n, MPI_FLOAT, f, (int)n, MPI_FLOAT, comm_of(c, g)));
     mpi_done(c, full, f, all);
@@ -229,6 +238,7 @@ void comm_allgather_inplace_f32(struct comm *c, enum comm_group g, float *full, 
     double t0 = wtime();
     size_t all = n * (size_t)group_size(c, g);
     if (c->staged) stage(c, all);
+    device_ready(c);
     float *f = mpi_view(c, full, all, 0, 1);
     MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, f, (int)n, MPI_FLOAT, comm_of(c, g)));
     mpi_done(c, full, f, all);
@@ -241,6 +251,7 @@ void comm_reduce_scatter_f32(struct comm *c, enum comm_group g, float *part, con
     double t0 = wtime();
     size_t all = n * (size_t)group_size(c, g);
     if (c->staged) stage(c, all + n);
+    device_ready(c);
     float *f = mpi_view(c, full, all, 0, 1), *pt = mpi_view(c, part, n, all, 0);
     MPI_CHECK(MPI_Reduce_scatter_block(f, pt, (int)n, MPI_FLOAT, MPI_SUM, comm_of(c, g)));
     mpi_done(c, part, pt, n);
@@ -260,6 +271,7 @@ void comm_ireduce_scatter_f32(struct comm *c, enum comm_group g, const float *se
         MPI_CHECK(MPI_Ireduce_scatter(MPI_IN_PLACE, h, counts, MPI_FLOAT, MPI_SUM, comm_of(c, g), req));
         pending_started(c, *req);
     } else {
+        device_ready(c);
         MPI_CHECK(MPI_Ireduce_scatter(send ? send : MPI_IN_PLACE, recv, counts, MPI_FLOAT, MPI_SUM, comm_of(c, g), req));
     }
     account(c, g, CO_REDUCE_SCATTER, n * sizeof(float), wtime());
@@ -279,6 +291,7 @@ void comm_isend_f32(struct comm *c, enum comm_group g, const float *buf, size_t 
         MPI_CHECK(MPI_Isend(h, p2p_count(n), MPI_FLOAT, peer, tag, comm_of(c, g), req));
         pending_started(c, *req);
     } else {
+        device_ready(c);
         MPI_CHECK(MPI_Isend(buf, p2p_count(n), MPI_FLOAT, peer, tag, comm_of(c, g), req));
     }
     c->step.bytes[g][CO_SEND] += (double)(n * sizeof(float));
@@ -292,6 +305,7 @@ void comm_irecv_f32(struct comm *c, enum comm_group g, float *buf, size_t n, int
         MPI_CHECK(MPI_Irecv(h, p2p_count(n), MPI_FLOAT, peer, tag, comm_of(c, g), req));
         pending_started(c, *req);
     } else {
+        device_ready(c);
         MPI_CHECK(MPI_Irecv(buf, p2p_count(n), MPI_FLOAT, peer, tag, comm_of(c, g), req));
     }
     c->step.bytes[g][CO_RECV] += (double)(n * sizeof(float));

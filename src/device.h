@@ -79,6 +79,10 @@ struct kernels {
     /* May MPI be handed these buffers (host memory; device memory with a
      * CUDA-aware MPI)?  Else comm.c stages them through the host. */
     int (*mpi_direct)(void);
+    /* Wait until the device has finished the work queued so far: before MPI
+     * reads or writes device memory itself (a CUDA-aware MPI copies on its
+     * own streams, unordered with the kernels that fill the buffers). */
+    void (*sync)(void);
 };
 
 extern const struct kernels cpu_kernels, cpu_staged_kernels;

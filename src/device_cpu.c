@@ -20,6 +20,7 @@ static double cpu_peak_gflops(enum precision p)
 static void host_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
 static void host_copy(void *dst, const void *src, size_t bytes) { memmove(dst, src, bytes); }
 static int host_mpi_direct(void) { return 1; }
+static void host_sync(void) {} /* the kernels have returned */
 
 /* The CPU multiplies in fp32 whatever the precision: the operands hold the
  * format's values, so the products are exact and only the sums' rounding
@@ -66,7 +67,7 @@ static int host_mpi_staged(void) { return 0; }
     .lp_pack = lp_pack, .lp_unpack = lp_unpack, .count_nonfinite = count_nonfinite,                     \
     .peak_gflops = cpu_peak_gflops, .matmul_name = gemm_backend_name, .alloc = host_alloc,              \
     .release = free, .zero = host_zero, .copy = host_copy, .to_device = host_copy, .to_host = host_copy, \
-    .host_alloc = host_alloc, .host_release = free
+    .host_alloc = host_alloc, .host_release = free, .sync = host_sync
 
 const struct kernels cpu_kernels = {
     .name = "cpu",

@@ -43,6 +43,7 @@ static void start_layer(struct overlap *ov, int j)
 {
     struct model *m = ov->m;
     if (ov->nreq == 0) ov->started_at = MPI_Wtime();
+    m->k->sync(); /* the backward's kernels have written the gradients MPI reads */
     for (int id = 0; id < NUM_PARAMS; id++) {
         if (!overlappable(m, id)) continue;
         size_t per = m->size[id] / (size_t)m->d.Lp;

@@ -186,6 +186,8 @@ static void setup(struct run *r)
     open_data(r);
     load_initial_state(r);
 
+    /* measured by every rank at once: ranks sharing a device then add up to its rate */
+    if (cfg->train.peak_gflops <= 0) MPI_CHECK(MPI_Barrier(g->world_comm));
     double peak = cfg->train.peak_gflops > 0 ? cfg->train.peak_gflops : k->peak_gflops(d.prec);
     double sum = 0;
     MPI_CHECK(MPI_Allreduce(&peak, &sum, 1, MPI_DOUBLE, MPI_SUM, g->world_comm));
