@@ -20,7 +20,8 @@ const char *cuda_device_name(void)
     static char name[256];
     int dev = 0;
     struct cudaDeviceProp prop;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return "a CUDA device";
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess)
+        return "a CUDA device";
     snprintf(name, sizeof name, "%s", prop.name);
     return name;
 }
@@ -88,14 +89,15 @@ void *cuda_lt_workspace(size_t *bytes)
 const uint16_t *cuda_lp_operand(enum cuda_lp lp, int slot, const float *x, size_t n)
 {
     cuda_ctx(); /* initialised */
+    if (slot < 0 || slot >= CUDA_LP_SLOTS)
+        cuda_fail_at(__FILE__, __LINE__, "cuda_lp_operand", "bad slot", "slots are 0 .. CUDA_LP_SLOTS - 1");
     if (n > ctx.lp_n[slot]) {
         if (ctx.lp[slot]) CUDA_CHECK(cudaFree(ctx.lp[slot]));
         ctx.lp[slot] = NULL;
         CUDA_CHECK(cudaMalloc(&ctx.lp[slot], n * sizeof(uint16_t)));
         ctx.lp_n[slot] = n;
     }
-    if (lp == CUDA_BF16) cuda_pack_bf16(ctx.lp[slot], x, n);
-    else cuda_pack_fp16(ctx.lp[slot], x, n);
+    cuda_pack(lp, ctx.lp[slot], x, n);
     return ctx.lp[slot];
 }
 

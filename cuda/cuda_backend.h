@@ -97,6 +97,8 @@ void cuda_pack_bf16(uint16_t *dst, const float *src, size_t n);
 void cuda_unpack_bf16(float *dst, const uint16_t *src, size_t n);
 void cuda_pack_fp16(uint16_t *dst, const float *src, size_t n);
 void cuda_unpack_fp16(float *dst, const uint16_t *src, size_t n);
+/* The pack of format lp. */
+void cuda_pack(enum cuda_lp lp, uint16_t *dst, const float *src, size_t n);
 
 /* Number of NaN or infinite elements (the loss scaler's overflow check). */
 size_t cuda_count_nonfinite(const float *x, size_t n);

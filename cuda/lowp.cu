@@ -61,6 +61,12 @@ void cuda_unpack_fp16(float *dst, const uint16_t *src, size_t n)
     CUDA_LAUNCH(unpack_fp16_kernel, grid_for(n), BLOCK, dst, src, n);
 }
 
+void cuda_pack(enum cuda_lp lp, uint16_t *dst, const float *src, size_t n)
+{
+    if (lp == CUDA_BF16) cuda_pack_bf16(dst, src, n);
+    else cuda_pack_fp16(dst, src, n);
+}
+
 /* Integer atomics are exact, so the count is the same in any order. */
 __global__ void count_nonfinite_kernel(unsigned long long *count, const float *x, size_t n)
 {

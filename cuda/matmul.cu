@@ -89,18 +89,17 @@ double cuda_peak_gflops(int lp, int n)
     } else { /* filled through C, then packed */
         CUDA_CHECK(cudaMalloc(&A, nn * sizeof(uint16_t)));
         CUDA_CHECK(cudaMalloc(&B, nn * sizeof(uint16_t)));
-        void (*pack)(uint16_t *, const float *, size_t) = lp == CUDA_BF16 ? cuda_pack_bf16 : cuda_pack_fp16;
         CUDA_LAUNCH(fill_kernel, grid_for(nn), BLOCK, Cm, nn, 1u);
-        pack((uint16_t *)A, Cm, nn);
+        cuda_pack((enum cuda_lp)lp, (uint16_t *)A, Cm, nn);
         CUDA_LAUNCH(fill_kernel, grid_for(nn), BLOCK, Cm, nn, 2u);
-        pack((uint16_t *)B, Cm, nn);
+        cuda_pack((enum cuda_lp)lp, (uint16_t *)B, Cm, nn);
     }
-    double t0 = seconds(), t = 0;
+    double t = 0;
     long reps = 0;
     for (int timing = 0; timing <= 1; timing++) {
         double until = timing ? TIME_S : WARM_S;
         reps = 0;
-        t0 = seconds();
+        double t0 = seconds();
         do {
             for (int i = 0; i < 4; i++) gemm(lp, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, 1.0f, A, n, B, n, 0.0f, Cm, n);
             reps += 4;

@@ -47,43 +47,41 @@ static void *pinned_alloc(size_t bytes)
 
 static void pinned_release(void *p) { CUDA_CHECK(cudaFreeHost(p)); }
 
+static enum cuda_lp lp_of(enum precision p) { return p == PREC_BF16 ? CUDA_BF16 : CUDA_FP16; }
+
 /* fp32 runs multiply in fp32 (TF32 if switched on); bf16 and fp16 runs on
  * the format's tensor cores. */
 static void matmul_fwd(enum precision p, float *out, const float *inp, const float *weight, const float *bias,
                        int N, int C, int OC)
 {
     if (p == PREC_FP32) cuda_matmul_forward(out, inp, weight, bias, N, C, OC);
-    else cuda_matmul_forward_tc(p == PREC_BF16 ? CUDA_BF16 : CUDA_FP16, out, inp, weight, bias, N, C, OC);
+    else cuda_matmul_forward_tc(lp_of(p), out, inp, weight, bias, N, C, OC);
 }
 
 static void matmul_bwd(enum precision p, float *dinp, float *dweight, float *dbias, const float *dout,
                        const float *inp, const float *weight, int N, int C, int OC)
 {
     if (p == PREC_FP32) cuda_matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
-    else
-        cuda_matmul_backward_tc(p == PREC_BF16 ? CUDA_BF16 : CUDA_FP16, dinp, dweight, dbias, dout, inp, weight, N,
-                                C, OC);
+    else cuda_matmul_backward_tc(lp_of(p), dinp, dweight, dbias, dout, inp, weight, N, C, OC);
 }
 
 static void attention_fwd(enum precision p, float *out, float *att, const float *qkv, int B, int T, int C, int NH)
 {
     if (p == PREC_FP32) cuda_attention_forward(out, att, qkv, B, T, C, NH);
-    else cuda_attention_forward_tc(p == PREC_BF16 ? CUDA_BF16 : CUDA_FP16, out, att, qkv, B, T, C, NH);
+    else cuda_attention_forward_tc(lp_of(p), out, att, qkv, B, T, C, NH);
 }
 
 static void attention_bwd(enum precision p, float *dqkv, float *scratch, const float *dout, const float *qkv,
                           const float *att, int B, int T, int C, int NH)
 {
     if (p == PREC_FP32) cuda_attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH);
-    else
-        cuda_attention_backward_tc(p == PREC_BF16 ? CUDA_BF16 : CUDA_FP16, dqkv, scratch, dout, qkv, att, B, T, C,
-                                   NH);
+    else cuda_attention_backward_tc(lp_of(p), dqkv, scratch, dout, qkv, att, B, T, C, NH);
 }
 
 /* The rate of the products a run in precision p makes (4096^3). */
 static double peak_gflops(enum precision p)
 {
-    return cuda_peak_gflops(p == PREC_FP32 ? -1 : p == PREC_BF16 ? CUDA_BF16 : CUDA_FP16, 4096);
+    return cuda_peak_gflops(p == PREC_FP32 ? -1 : (int)lp_of(p), 4096);
 }
 
 static const char *matmul_name(void)
@@ -101,8 +99,7 @@ static void round_lp(enum precision p, float *x, size_t n)
 
 static void pack_lp(enum precision p, uint16_t *dst, const float *src, size_t n)
 {
-    if (p == PREC_BF16) cuda_pack_bf16(dst, src, n);
-    else cuda_pack_fp16(dst, src, n);
+    cuda_pack(lp_of(p), dst, src, n);
 }
 
 static void unpack_lp(enum precision p, float *dst, const uint16_t *src, size_t n)

@@ -29,7 +29,7 @@ enum plan_mem {
     PM_GRADS,     /* gradients, laid out like the parameters, + the embedding's share of wte's */
     PM_OPTIM,     /* AdamW m and v (ZeRO-1: a 1/dp slice each, + the reduced gradient slice) */
     PM_ACTS,      /* activation slots (micro-batches in flight + 2 look-ahead) + the shared scratch */
-    PM_WORK,      /* CPU: gemm packing buffers, per thread; CUDA: 16-bit operand copies (bf16/fp16) */
+    PM_WORK,      /* CPU: gemm packing buffers, per thread; CUDA: the backend's scratch + 16-bit operand copies */
     PM_RUNTIME,   /* MPI, HDF5, the libraries, the heap (a measured constant) */
     PM_RESIDENT,  /* -- the transient ones: */
     PM_COMM = PM_RESIDENT, /* MPI's scratch for its largest collective (Open MPI 4.1, measured) */

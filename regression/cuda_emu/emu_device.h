@@ -6,8 +6,8 @@
  * so a machine without a GPU still executes every line of cuda/ --
  * indexing, launch geometry, reductions, the table's wiring of the model,
  * the staging of MPI through host buffers.  GPU threads of a block are
- * fibers (ucontext) switched at __syncthreads and warp shuffles; blocks run
- * one after another.  Device memory (cudaMalloc) lies in one arena that is
+ * fibers (runtime.cpp) switched at __syncthreads and warp shuffles; blocks
+ * run one after another.  Device memory (cudaMalloc) lies in one arena that is
  * inaccessible (PROT_NONE) except while a kernel, a copy or a cuBLAS call
  * runs, so host code that touches a device pointer -- or hands one to MPI
  * -- stops with a message naming the address; new allocations are filled
@@ -38,8 +38,8 @@ struct uint3 { unsigned x, y, z; };
 extern uint3 threadIdx, blockIdx;
 extern dim3 blockDim, gridDim;
 
-/* GPU threads of one block are fibers (ucontext) on this one OS thread,
- * switched at barriers; blocks run one after another. */
+/* GPU threads of one block are fibers on this one OS thread, switched at
+ * barriers; blocks run one after another. */
 struct emu_bar { int expected, arrived, gen; };
 void emu_yield(void);
 inline void emu_arrive_and_wait(emu_bar *b)
@@ -80,7 +80,6 @@ inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v)
     return old;
 }
 
-extern int emu_launches;
 /* Device memory is accessible between enter and leave (nested). */
 extern "C" void emu_device_enter(void);
 extern "C" void emu_device_leave(void);
@@ -99,7 +98,6 @@ template <class K, class... A> void emu_thread_body(void *p, unsigned)
 
 template <class K, class... A> void emu_launch(K kernel, dim3 g, dim3 b, A... args)
 {
-    emu_launches++;
     unsigned nt = b.x * b.y * b.z;
     if (g.x == 0 || nt == 0 || nt > 1024 || g.y > 65535 || nt % 32) {
         fprintf(stderr, "EMU: bad launch configuration\n");

@@ -4,7 +4,8 @@
 # touches its model only through the device table: a device pointer read
 # on the host, or handed to MPI, stops the process with the emulator's
 # message; a copy with the wrong kind is an error; proper copies work.
-. "$(dirname "$0")/../lib.sh"
+: "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
+. "$top_srcdir/regression/lib.sh"
 G="$top_builddir/regression/cuda_emu/guard"
 
 "$G" copy > "$scratch/copy.out" 2>&1

@@ -5,7 +5,8 @@
 # stage ("stage S device memory": parameters, gradients, optimizer,
 # activations and the workspace -- the backend's scratch and, in bf16/fp16,
 # the 16-bit operand copies, which grow during the first step).
-. "$(dirname "$0")/../lib.sh"
+: "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
+. "$top_srcdir/regression/lib.sh"
 TRIAD="$top_builddir/regression/cuda_emu/triad"
 deck="$DECKS/tiny.nml"
 common="train.steps=2 train.warmup_steps=0 train.peak_gflops=100 train.device='cuda' train.share_gpus=.true. train.memory_gb=8"

@@ -19,7 +19,6 @@ dim3 blockDim, gridDim;
 emu_bar emu_block_bar;
 emu_warp *emu_my_warp;
 int emu_lane;
-int emu_launches;
 
 /* ------------------------------------------------------------ fibers */
 
@@ -48,7 +47,7 @@ static void set_ids(unsigned t)
 /* Save rbp, rbx, r12-r15 on the current stack and its pointer in *from;
  * continue on stack `to` (pushed the same way, or prepared by fiber_init). */
 extern "C" void emu_switch(void **from, void *to);
-asm(".text\n"
+asm(".pushsection .text\n"
     ".globl emu_switch\n"
     ".type emu_switch, @function\n"
     "emu_switch:\n"
@@ -57,7 +56,8 @@ asm(".text\n"
     "  movq %rsi, %rsp\n"
     "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
     "  ret\n"
-    ".size emu_switch, .-emu_switch\n");
+    ".size emu_switch, .-emu_switch\n"
+    ".popsection\n");
 static void *sched_sp, *fib_sp[EMU_THREADS];
 static void to_scheduler(unsigned t) { emu_switch(&fib_sp[t], sched_sp); }
 static void to_fiber(unsigned t) { emu_switch(&sched_sp, fib_sp[t]); }
@@ -134,7 +134,7 @@ void emu_run_block(unsigned nt, void (*body)(void *, unsigned), void *arg)
 #define PAGE 4096
 static char *arena;
 static size_t top;
-struct block { size_t pages, asked; };
+struct block { size_t bytes, asked; }; /* whole pages; what cudaMalloc was asked for */
 static std::map<char *, block> live;
 static size_t asked_now, asked_peak; /* bytes cudaMalloc was asked for */
 static std::multimap<size_t, char *> spare;
@@ -213,21 +213,22 @@ cudaError_t cudaMalloc(void **p, size_t n)
         sa.sa_sigaction = on_fault;
         sa.sa_flags = SA_SIGINFO;
         sigaction(SIGSEGV, &sa, nullptr);
+        void *frame;
+        backtrace(&frame, 1); /* loads what backtrace needs now, not in the handler */
         atexit(report);
     }
     size_t bytes = (n + PAGE - 1) / PAGE * PAGE;
     if (bytes == 0) bytes = PAGE;
     char *b;
-    auto s = spare.lower_bound(bytes);
-    if (s != spare.end() && s->first == bytes) {
+    auto s = spare.find(bytes);
+    if (s != spare.end()) {
         b = s->second;
         spare.erase(s);
     } else {
         if (top + bytes > ARENA_BYTES) return cudaErrorMemoryAllocation;
-        if (depth) apply_protection(PROT_NONE); /* (re-applied over the new top below) */
         b = arena + top;
         top += bytes;
-        if (depth) apply_protection(PROT_READ | PROT_WRITE);
+        if (depth) apply_protection(PROT_READ | PROT_WRITE); /* the new pages too */
     }
     live[b] = {bytes, n};
     asked_now += n;
@@ -245,8 +246,8 @@ cudaError_t cudaFree(void *p)
         fprintf(stderr, "EMU: cudaFree of %p, not a live device allocation\n", p);
         return cudaErrorInvalidValue;
     }
-    madvise(it->first, it->second.pages, MADV_DONTNEED);
-    spare.emplace(it->second.pages, it->first);
+    madvise(it->first, it->second.bytes, MADV_DONTNEED);
+    spare.emplace(it->second.bytes, it->first);
     asked_now -= it->second.asked;
     live.erase(it);
     return cudaSuccess;

@@ -15,12 +15,13 @@
  *   TF32 on:    5e-3 of the array's largest value (inputs cut to a 10-bit
  *               mantissa: each product is off by up to ~1e-3);
  *   1e-10       sumsq (both in double; only the order differs);
- *   tensor cores (bf16/fp16 runs): operands holding the format's values,
- *               so the 16-bit products are exact: the linear layer within
- *               1e-4 like fp32; attention, which also rounds the
- *               probabilities and the softmax gradient to the format for
- *               its second products, within 8e-3 (bf16: 2^-9 relative per
- *               rounding) or 1e-3 (fp16: 2^-12) of the array's largest value.
+ *   tensor cores (bf16/fp16 runs): fp32 inputs on the GPU, the same
+ *               rounded to the format on the CPU (so only 16-bit copies of
+ *               the right format agree): the linear layer within 1e-4 like
+ *               fp32; attention, which also rounds the probabilities and
+ *               the softmax gradient to the format for its second products,
+ *               within 8e-3 (bf16: 2^-9 relative per rounding) or 1e-3
+ *               (fp16: 2^-12) of the array's largest value.
  * No GPU: "1..0 # SKIP no CUDA device: <reason>". */
 #include "backend.h"
 #include "cuda_test.h"
@@ -174,40 +175,47 @@ static void test_attention(void)
 static const char *format_name(enum precision p) { return p == PREC_BF16 ? "bf16" : "fp16"; }
 static enum cuda_lp lp_of(enum precision p) { return p == PREC_BF16 ? CUDA_BF16 : CUDA_FP16; }
 
-/* n random values of format p (as a mixed-precision model's buffers hold). */
-static float *lp_rand(enum precision p, size_t n)
+/* A copy of the n floats at x rounded to format p: what the products of a
+ * tensor-core kernel given x must see. */
+static float *rounded(enum precision p, const float *x, size_t n)
 {
-    float *x = ct_frand(n, 1, 0);
-    lp_round(p, x, n);
-    return x;
+    float *r = ct_alloc(FLOATS(n));
+    memcpy(r, x, FLOATS(n));
+    lp_round(p, r, n);
+    return r;
 }
 
+/* The GPU gets fp32 inputs, the CPU the same rounded to the format: they
+ * agree only if the kernels multiply 16-bit copies of the right format. */
 static void test_matmul_tc(enum precision p)
 {
     int N = 65, C = 96, OC = 130;
     size_t NC = (size_t)N * C, NO = (size_t)N * OC, OCC = (size_t)OC * C;
-    float *inp = lp_rand(p, NC), *w = lp_rand(p, OCC), *bias = lp_rand(p, OC), *out = ct_alloc(FLOATS(NO));
+    float *inp = ct_frand(NC, 1, 0), *w = ct_frand(OCC, 1, 0), *bias = ct_frand(OC, 1, 0);
+    float *inp_r = rounded(p, inp, NC), *w_r = rounded(p, w, OCC), *out = ct_alloc(FLOATS(NO));
     float *d_inp = ct_put(inp, FLOATS(NC)), *d_w = ct_put(w, FLOATS(OCC)), *d_bias = ct_put(bias, FLOATS(OC));
     float *d_out = ct_nan(NO);
     char what[96];
-    matmul_forward(out, inp, w, bias, N, C, OC);
+    matmul_forward(out, inp_r, w_r, bias, N, C, OC);
     cuda_matmul_forward_tc(lp_of(p), d_out, d_inp, d_w, d_bias, N, C, OC);
     snprintf(what, sizeof what, "matmul_forward_tc (%s)", format_name(p));
     ct_close(what, d_out, out, NO, TOL_GEMM);
 
-    float *dout = lp_rand(p, NO), *dinp = ct_alloc(FLOATS(NC));
-    float *dw = ct_frand(OCC, 1, 0), *db = ct_frand(OC, 1, 0);
+    float *dout = ct_frand(NO, 1, 0), *dout_r = rounded(p, dout, NO), *dinp = ct_alloc(FLOATS(NC));
+    float *dw = ct_frand(OCC, 1, 0), *db = ct_frand(OC, 1, 0), *dw_scratch = ct_alloc(FLOATS(OCC));
     float *d_dout = ct_put(dout, FLOATS(NO)), *d_dinp = ct_nan(NC);
     float *d_dw = ct_put(dw, FLOATS(OCC)), *d_db = ct_put(db, FLOATS(OC));
-    matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC);
+    matmul_backward(dinp, dw, NULL, dout_r, inp_r, w_r, N, C, OC);
+    matmul_backward(NULL, dw_scratch, db, dout, inp, w, N, C, OC); /* the bias sums the fp32 gradients */
     cuda_matmul_backward_tc(lp_of(p), d_dinp, d_dw, d_db, d_dout, d_inp, d_w, N, C, OC);
     snprintf(what, sizeof what, "matmul_backward_tc dinp (%s)", format_name(p));
     ct_close(what, d_dinp, dinp, NC, TOL_GEMM);
     snprintf(what, sizeof what, "matmul_backward_tc dweight (+= in fp32, %s)", format_name(p));
     ct_close(what, d_dw, dw, OCC, TOL_GEMM);
-    snprintf(what, sizeof what, "matmul_backward_tc dbias (+=, %s)", format_name(p));
+    snprintf(what, sizeof what, "matmul_backward_tc dbias (+=, fp32, %s)", format_name(p));
     ct_close(what, d_db, db, OC, TOL_F32);
-    free(inp), free(w), free(bias), free(out), free(dout), free(dinp), free(dw), free(db);
+    free(inp), free(w), free(bias), free(inp_r), free(w_r), free(out);
+    free(dout), free(dout_r), free(dinp), free(dw), free(db), free(dw_scratch);
     ct_free_all();
 }
 
@@ -216,25 +224,27 @@ static void test_attention_tc(enum precision p)
     int B = 2, T = 67, C = 96, NH = 4;
     double tol = p == PREC_BF16 ? 8e-3 : 1e-3;
     size_t n3 = (size_t)B * T * 3 * C, nc = (size_t)B * T * C, na = (size_t)B * NH * T * T;
-    float *qkv = lp_rand(p, n3), *out = ct_alloc(FLOATS(nc)), *att = ct_alloc(FLOATS(na));
+    float *qkv = ct_frand(n3, 1, 0), *qkv_r = rounded(p, qkv, n3);
+    float *out = ct_alloc(FLOATS(nc)), *att = ct_alloc(FLOATS(na));
     float *d_qkv = ct_put(qkv, FLOATS(n3)), *d_out = ct_nan(nc), *d_att = ct_nan(na);
     char what[96];
-    attention_forward(out, att, qkv, B, T, C, NH);
+    attention_forward(out, att, qkv_r, B, T, C, NH);
     cuda_attention_forward_tc(lp_of(p), d_out, d_att, d_qkv, B, T, C, NH);
-    snprintf(what, sizeof what, "attention_forward_tc att (fp32 softmax, %s)", format_name(p));
+    snprintf(what, sizeof what, "attention_forward_tc att (16-bit q, k; fp32 softmax, %s)", format_name(p));
     ct_close(what, d_att, att, na, TOL_GEMM);
     snprintf(what, sizeof what, "attention_forward_tc out (%s)", format_name(p));
     ct_close_floor(what, d_out, out, nc, tol, 1.0);
 
     lp_round(p, att, na); /* as the model stores them */
-    float *dout = lp_rand(p, nc), *dqkv = ct_alloc(FLOATS(n3)), *scratch = ct_alloc(FLOATS(na));
+    float *dout = ct_frand(nc, 1, 0), *dout_r = rounded(p, dout, nc);
+    float *dqkv = ct_alloc(FLOATS(n3)), *scratch = ct_alloc(FLOATS(na));
     float *d_dout = ct_put(dout, FLOATS(nc)), *d_dqkv = ct_nan(n3), *d_scratch = ct_nan(na);
     float *d_att0 = ct_put(att, FLOATS(na));
-    attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH);
+    attention_backward(dqkv, scratch, dout_r, qkv_r, att, B, T, C, NH);
     cuda_attention_backward_tc(lp_of(p), d_dqkv, d_scratch, d_dout, d_qkv, d_att0, B, T, C, NH);
     snprintf(what, sizeof what, "attention_backward_tc dqkv (%s)", format_name(p));
     ct_close_floor(what, d_dqkv, dqkv, n3, tol, 1.0);
-    free(qkv), free(out), free(att), free(dout), free(dqkv), free(scratch);
+    free(qkv), free(qkv_r), free(out), free(att), free(dout), free(dout_r), free(dqkv), free(scratch);
     ct_free_all();
 }
 
