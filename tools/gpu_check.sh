@@ -1,7 +1,8 @@
 #!/bin/sh
 # gpu_check.sh -- on a GPU machine: build the CUDA backend, its unit tests and
 # the GEMM benchmark, and run them; then run the full program on the GPU
-# against the CPU and benchmark GPT-2 124M (docs/cuda.md, "On a GPU machine").
+# against the CPU, benchmark GPT-2 124M, and run the regression suite's GPU
+# cases (docs/cuda.md, "On a GPU machine").
 #
 #   tools/gpu_check.sh          about 5 minutes expected on an H200 machine
 #
@@ -20,6 +21,7 @@
 #                timeout is cut to what is left, steps with no time left fail
 #   TRIAD_BUILD  1: build triad here even if the prebuilt one runs; 0: never
 #   BENCH_STEPS  steps of each GPT-2 124M benchmark run (default 20)
+#   PYTHON3      the regression runner's python, with h5py and numpy (default python3)
 # Prints every test's TAP output, PASS/FAIL lines and a summary; exit status
 # 0 when all passed.  With $OUT set to a folder, the logs are copied there.
 set -u
@@ -407,6 +409,27 @@ bench() { # bench PRECISION PEAK_GFLOPS [PEAK2 LABEL2]
 [ -n "$PEAK_BF16" ] || echo "gpu_check: no bf16 rate from cuda_gemm_bench: MFU not computed"
 bench bf16 "$PEAK_BF16"
 bench fp32 "$PEAK_FP32" "$PEAK_BF16" bf16
+
+# (iv) the regression suite's GPU cases (regression/cases/gpu_*) against
+# their references and CPU twins, where this python has h5py and numpy
+echo "== regression/run 'gpu_*'"
+if [ -z "$TR" ] || [ -n "$NOGPU" ]; then
+    bad "regression cases gpu_*: not run: ${NOGPU:-no triad}"
+elif ! "${PYTHON3:=python3}" -c 'import h5py, numpy' 2> /dev/null; then
+    echo "gpu_check: regression cases gpu_*: not run, $PYTHON3 lacks h5py or numpy (PYTHON3 names another); not counted"
+else
+    rm -rf "$B/regression"
+    LD_LIBRARY_PATH=$TLD REGRESSION_GPU=1 OMPI_MCA_hwloc_base_binding_policy=none top_srcdir=$PWD \
+        top_builddir=$PWD timeout -k 10 "$(tl 180)" "$PYTHON3" regression/run --triad "$TR" \
+        --workdir "$B/regression" 'gpu_*' > "$B/regression_gpu.log" 2>&1
+    rrc=$?
+    grep -E '^(not ok|# )' "$B/regression_gpu.log" | tail -8
+    if [ $rrc -eq 0 ] && ! grep -q '^not ok' "$B/regression_gpu.log"; then
+        ok "regression cases gpu_*: $(grep -c '^ok' "$B/regression_gpu.log") checks against references and CPU twins"
+    else
+        bad "regression cases gpu_* (exit $rrc): $(grep -m1 '^not ok' "$B/regression_gpu.log" || tail -1 "$B/regression_gpu.log")"
+    fi
+fi
 
 # ---------------------------------------------------------------- sanitizer
 # compute-sanitizer: out-of-bounds accesses (memcheck) and shared-memory races
