@@ -84,10 +84,16 @@ static double peak_gflops(enum precision p)
     return cuda_peak_gflops(p == PREC_FP32 ? -1 : (int)lp_of(p), 4096);
 }
 
-static const char *matmul_name(void)
+static int tf32_on; /* train.tf32, set at open */
+
+static const char *matmul_name(enum precision p)
 {
     static char s[300];
-    snprintf(s, sizeof s, "cuBLAS on %s", cuda_device_name());
+    snprintf(s, sizeof s, "cuBLAS on %s, %s", cuda_device_name(),
+             p == PREC_BF16   ? "bf16 tensor cores, fp32 accumulation"
+             : p == PREC_FP16 ? "fp16 tensor cores, fp32 accumulation"
+             : tf32_on        ? "TF32 tensor cores"
+                              : "fp32");
     return s;
 }
 
@@ -151,7 +157,8 @@ int cuda_table_open(MPI_Comm world, const struct device_options *opt, char *err,
 {
     if (cuda_device_select(world, opt->allow_shared, err, errlen) < 0) return -1;
     cuda_backend_init();
-    cuda_set_tf32(opt->tf32);
+    tf32_on = opt->tf32;
+    cuda_set_tf32(tf32_on);
     return 0;
 }
 

@@ -57,7 +57,7 @@ st=$?
 ok $? "ZeRO-2 on 2 GPUs (gradient slices on the device): per-step losses within 1e-4 of the CPU"
 triad_run 1 "$deck" $common train.tf32=.true. train.device="'cuda'" io.run_dir="'$scratch/gtf32'"
 st=$?
-out=$([ $st -eq 0 ] && grep -q "products: TF32 tensor cores" "$scratch/last.out" &&
+out=$([ $st -eq 0 ] && grep -q "matmul: cuBLAS on .*, TF32 tensor cores" "$scratch/last.out" &&
       compare_runs "$scratch/gtf32" "$scratch/cpu1" 5e-3 loss)
 st=$?
 # ... and not the fp32 products (those agree within ~1e-6)
@@ -66,7 +66,7 @@ ok $? "train.tf32: per-step losses within 5e-3 of the fp32 CPU run, and not equa
 echo "$out" | diag
 triad_run 1 "$deck" $common train.precision="'bf16'" train.device="'cuda'" io.run_dir="'$scratch/gbf16'"
 st=$?
-out=$([ $st -eq 0 ] && grep -q "products: bf16 tensor cores" "$scratch/last.out" &&
+out=$([ $st -eq 0 ] && grep -q "matmul: cuBLAS on .*, bf16 tensor cores" "$scratch/last.out" &&
       compare_runs "$scratch/gbf16" "$scratch/cpu1" 1e-2 loss)
 ok $? "bf16 on the GPU (tensor cores): per-step losses within 1e-2 of fp32"
 echo "$out" | diag

@@ -60,10 +60,10 @@ struct kernels {
     size_t (*count_nonfinite)(const float *x, size_t n);
 
     /* The device's measured dense product rate in GFLOP/s for a run in
-     * precision p (the MFU reference), and what multiplies ("triad AVX-512
-     * sgemm ...", "cuBLAS on NVIDIA H200"). */
+     * precision p (the MFU reference), and what multiplies in it ("triad
+     * AVX-512 sgemm ...", "cuBLAS on NVIDIA H200, bf16 tensor cores ..."). */
     double (*peak_gflops)(enum precision p);
-    const char *(*matmul_name)(void);
+    const char *(*matmul_name)(enum precision p);
 
     /* memory: alloc returns zeroed, 64-byte aligned memory (or stops the run) */
     void *(*alloc)(size_t bytes);

@@ -10,11 +10,17 @@
 
 static void *host_alloc(size_t bytes) { return xalloc_aligned(bytes); } /* zeroed */
 
-/* The CPU multiplies in fp32 in every precision: its sgemm's rate. */
+/* The CPU multiplies in fp32 in every precision: its sgemm, at its rate. */
 static double cpu_peak_gflops(enum precision p)
 {
     (void)p;
     return gemm_peak_gflops();
+}
+
+static const char *cpu_matmul_name(enum precision p)
+{
+    (void)p;
+    return gemm_backend_name();
 }
 
 static void host_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
@@ -65,7 +71,7 @@ static int host_mpi_staged(void) { return 0; }
     .crossentropy_loss = crossentropy_loss, .crossentropy_backward = crossentropy_backward,            \
     .adamw_update = adamw_update, .sumsq = sumsq, .scale_inplace = scale_inplace, .lp_round = lp_round, \
     .lp_pack = lp_pack, .lp_unpack = lp_unpack, .count_nonfinite = count_nonfinite,                     \
-    .peak_gflops = cpu_peak_gflops, .matmul_name = gemm_backend_name, .alloc = host_alloc,              \
+    .peak_gflops = cpu_peak_gflops, .matmul_name = cpu_matmul_name, .alloc = host_alloc,              \
     .release = free, .zero = host_zero, .copy = host_copy, .to_device = host_copy, .to_host = host_copy, \
     .host_alloc = host_alloc, .host_release = free, .sync = host_sync
 

@@ -18,7 +18,6 @@ const char *precision_name(enum precision p)
     return p == PREC_BF16 ? "bf16" : p == PREC_FP16 ? "fp16" : "fp32";
 }
 
-
 static uint32_t bits_of(float f)
 {
     uint32_t u;

@@ -218,19 +218,12 @@ static void setup(struct run *r)
         log_info("pipeline: %s, %d stages x %d chunk(s), %d layers per chunk; predicted bubble %ld/%ld = %.1f%%\n",
                  pp_schedule_name(r->exec.sched), g->pp, d.v, d.Lc, num, den, 100 * b);
     }
-    if (strcmp(r->model.k->name, "cuda") == 0)
-        log_info("device: cuda; products: %s%s\n",
-                 d.prec == PREC_BF16   ? "bf16 tensor cores, fp32 accumulation"
-                 : d.prec == PREC_FP16 ? "fp16 tensor cores, fp32 accumulation"
-                 : cfg->train.tf32     ? "TF32 tensor cores"
-                                       : "fp32",
-                 r->comm.staged ? "; MPI through pinned host buffers (no CUDA-aware MPI), no overlapped reduction"
-                                : "; MPI on device buffers (CUDA-aware)");
-    else
-        log_info("device: %s%s\n", r->model.k->name,
-                 r->comm.staged ? "; MPI through host buffers (no CUDA-aware MPI), no overlapped reduction" : "");
+    log_info("device: %s%s\n", k->name,
+             r->comm.staged  ? "; MPI through host buffers (no CUDA-aware MPI), no overlapped reduction"
+             : k->on_device ? "; MPI on device buffers (CUDA-aware)"
+                            : "");
     log_info("compute: %d OpenMP thread(s) per rank, matmul: %s, peak %.1f GFLOP/s per rank%s\n",
-             omp_get_max_threads(), r->model.k->matmul_name(), peak,
+             omp_get_max_threads(), k->matmul_name(d.prec), peak,
              cfg->train.peak_gflops > 0 ? " (from the deck)" : " (measured)");
     log_info("data: %s\n", data_describe(r->data));
     if (d.prec != PREC_FP32)
