@@ -1,7 +1,8 @@
 /* gemm.h -- the matmul path.  Row-major C (M,N) = alpha op(A) op(B) + beta C,
- * op(X) = X or X^T.  gemm_f32 is the program's hot path (the implementation
- * is chosen by measurement, see docs/performance.md); gemm_f64 is reference
- * BLAS for the double-precision tests. */
+ * op(X) = X or X^T.  gemm_f32 is the program's hot path: triad's packed
+ * kernel for the SIMD path in use (cpu.h), bitwise the same on every path,
+ * or cblas_sgemm with TRIAD_GEMM=blas (docs/performance.md); gemm_f64 is
+ * the BLAS's, for the double-precision tests. */
 #ifndef TRIAD_GEMM_H
 #define TRIAD_GEMM_H
 
@@ -11,6 +12,10 @@ void gemm_f32(int transA, int transB, int M, int N, int K, float alpha,
 void gemm_f64(int transA, int transB, int M, int N, int K, double alpha,
               const double *A, int lda, const double *B, int ldb, double beta,
               double *C, int ldc);
+
+/* Choose the path again on the next call (after cpu.h's isa_force or a
+ * change of TRIAD_GEMM): tests, and benchmarks that compare paths. */
+void gemm_reset_path(void);
 
 /* Name of the implementation in use (printed at start-up). */
 const char *gemm_backend_name(void);

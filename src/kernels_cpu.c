@@ -56,13 +56,35 @@
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
 
+/* Deterministic sums: LANES interleaved partial sums (lane l adds the terms
+ * j = l mod LANES, in order), then a fixed tree.  The compiler vectorises
+ * the lanes at whatever width the target has, and the result is the same
+ * for all of them (an `omp simd reduction` would let the width choose the
+ * order: the SIMD paths would then differ).  TYPE total = sum of TERM(j)
+ * over j in [lo, hi). */
+#define LANES 16
+#define LANE_SUM(TYPE, total, lo, hi, j, TERM)                                      \
+    do {                                                                           \
+        TYPE acc_[LANES] = {0};                                                    \
+        long j0_ = (lo), hi_ = (hi);                                               \
+        for (; j0_ + LANES <= hi_; j0_ += LANES) {                                 \
+            _Pragma("omp simd") for (int l_ = 0; l_ < LANES; l_++) {               \
+                long j = j0_ + l_;                                                 \
+                acc_[l_] += (TERM);                                                \
+            }                                                                      \
+        }                                                                          \
+        for (int l_ = 0; j0_ + l_ < hi_; l_++) {                                   \
+            long j = j0_ + l_;                                                     \
+            acc_[l_] += (TERM);                                                    \
+        }                                                                          \
+        for (int w_ = LANES / 2; w_ > 0; w_ /= 2)                                  \
+            for (int l_ = 0; l_ < w_; l_++) acc_[l_] += acc_[l_ + w_];             \
+        (total) = acc_[0];                                                         \
+    } while (0)
+
 #ifndef KERNELS_F64
-/* a*b + c, fused where the target has FMA (ISO C mode turns contraction off). */
-#ifdef __FMA__
-#define KFMAF(a, b, c) fmaf(a, b, c)
-#else
+/* a*b + c, rounded twice on every target (no fmaf: the paths must agree). */
 #define KFMAF(a, b, c) ((a) * (b) + (c))
-#endif
 
 /* exp(x) for float: Cephes expf (degree-6 polynomial on [-ln2/2, ln2/2],
  * about 1 ulp), written without branches or float->int conversions so that
@@ -176,16 +198,11 @@ void KNAME(layernorm_forward)(KREAL *out, KREAL *mean, KREAL *rstd, const KREAL 
     for (int n = 0; n < N; n++) {
         const KREAL *x = inp + (size_t)n * C;
         KREAL *o = out + (size_t)n * C;
-        KREAL s = 0;
-#pragma omp simd reduction(+ : s)
-        for (int c = 0; c < C; c++) s += x[c];
+        KREAL s, v;
+        LANE_SUM(KREAL, s, 0, C, c, x[c]);
         KREAL m = s / C;
-        KREAL v = 0; /* two passes: biased variance of the centred values */
-#pragma omp simd reduction(+ : v)
-        for (int c = 0; c < C; c++) {
-            KREAL d = x[c] - m;
-            v += d * d;
-        }
+        /* two passes: biased variance of the centred values */
+        LANE_SUM(KREAL, v, 0, C, c, (x[c] - m) * (x[c] - m));
         v /= C;
         KREAL rs = K(1) / KSQRT(v + K(1e-5));
 #pragma omp simd
@@ -206,13 +223,9 @@ void KNAME(layernorm_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias,
         const KREAL *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
         KREAL *di = dinp + (size_t)n * C;
         KREAL m = mean[n], rs = rstd[n];
-        KREAL a = 0, b = 0;
-#pragma omp simd reduction(+ : a, b)
-        for (int c = 0; c < C; c++) {
-            KREAL dn = weight[c] * d[c];
-            a += dn;
-            b += dn * ((x[c] - m) * rs);
-        }
+        KREAL a, b;
+        LANE_SUM(KREAL, a, 0, C, c, weight[c] * d[c]);
+        LANE_SUM(KREAL, b, 0, C, c, (weight[c] * d[c]) * ((x[c] - m) * rs));
         a /= C;
         b /= C;
 #pragma omp simd
@@ -281,13 +294,10 @@ static inline void softmax_causal_row(KREAL *a, int i, int T)
     KREAL mx = -K(INFINITY);
 #pragma omp simd reduction(max : mx)
     for (int j = 0; j <= i; j++) mx = a[j] > mx ? a[j] : mx;
-    KREAL s = 0;
-#pragma omp simd reduction(+ : s)
-    for (int j = 0; j <= i; j++) {
-        KREAL e = KEXP(a[j] - mx);
-        a[j] = e;
-        s += e;
-    }
+#pragma omp simd
+    for (int j = 0; j <= i; j++) a[j] = KEXP(a[j] - mx);
+    KREAL s;
+    LANE_SUM(KREAL, s, 0, i + 1, j, a[j]);
     KREAL inv = K(1) / s;
 #pragma omp simd
     for (int j = 0; j <= i; j++) a[j] *= inv;
@@ -342,9 +352,8 @@ void KNAME(attention_backward)(KREAL *dqkv, KREAL *scratch, const KREAL *dout,
                 for (int i = i0; i < nc; i++) {
                     const KREAL *ar = a + (size_t)i * T;
                     KREAL *dr = d + (size_t)i * T;
-                    KREAL s = 0;
-#pragma omp simd reduction(+ : s)
-                    for (int j = 0; j <= i; j++) s += ar[j] * dr[j];
+                    KREAL s;
+                    LANE_SUM(KREAL, s, 0, i + 1, j, ar[j] * dr[j]);
 #pragma omp simd
                     for (int j = 0; j <= i; j++) dr[j] = ar[j] * (dr[j] - s) * scale;
                     for (int j = i + 1; j < T; j++) dr[j] = 0;
@@ -447,9 +456,8 @@ void KNAME(crossentropy_sumexp)(KREAL *sums, KREAL *tlogit, const KREAL *logits,
 #pragma omp parallel for schedule(static) if ((long)N * nv >= PAR_MIN)
     for (int n = 0; n < N; n++) {
         const KREAL *l = logits + (size_t)n * Vs;
-        KREAL mx = maxes[n], s = 0;
-#pragma omp simd reduction(+ : s)
-        for (int j = 0; j < nv; j++) s += KEXP(l[j] - mx);
+        KREAL mx = maxes[n], s;
+        LANE_SUM(KREAL, s, 0, nv, j, KEXP(l[j] - mx));
         sums[n] = s;
         long t = (long)targets[n] - v0;
         tlogit[n] = (t >= 0 && t < nv) ? l[t] : K(0);
@@ -521,9 +529,8 @@ double KNAME(sumsq)(const KREAL *x, size_t n)
 #pragma omp parallel for schedule(static) if (n >= 4 * PAR_MIN)
     for (int c = 0; c < SUMSQ_CHUNKS; c++) {
         size_t lo = (size_t)c * len, hi = lo + len < n ? lo + len : n;
-        double s = 0;
-#pragma omp simd reduction(+ : s)
-        for (size_t i = lo; i < hi; i++) s += (double)x[i] * (double)x[i];
+        double s;
+        LANE_SUM(double, s, (long)lo, (long)(lo < hi ? hi : lo), i, (double)x[i] * (double)x[i]);
         part[c] = s;
     }
     double total = 0;

@@ -1,6 +1,8 @@
 /* precision.c -- bf16 and fp16 conversions, rounding and storage. */
 #include "precision.h"
 
+#include "cpu.h"
+
 #include <math.h>
 #include <string.h>
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -90,14 +92,11 @@ __attribute__((target("avx,f16c"))) static size_t fp16_unpack_f16c(float *dst, c
     return i;
 }
 
+/* On the avx2 and avx512 paths (cpu.h), where the processor has F16C: the
+ * generic path stays in C, so TRIAD_ISA=generic tests the scalar code. */
 static int has_f16c(void)
 {
-    static int known = -1; /* a race here writes the same value */
-    if (known < 0) {
-        __builtin_cpu_init();
-        known = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
-    }
-    return known;
+    return isa_active() >= ISA_AVX2 && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
 }
 #endif
 

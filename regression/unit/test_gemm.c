@@ -3,7 +3,8 @@
  * garbage, beta = 1 accumulation), sizes on both sides of every block edge of
  * the packed kernel (MR 14, NR 32, MC 224, KC 256, NC 1024 in gemm.c),
  * sub-matrices (lda/ldb/ldc wider than the operand), calls from inside an
- * OpenMP parallel region, and bitwise determinism. */
+ * OpenMP parallel region, and bitwise determinism.  Then every SIMD path this
+ * processor runs against the arithmetic gemm_kernels.h defines, bitwise. */
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -11,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "gemm.h"
+#include "gemm_kernels.h"
 #include "tap.h"
 
 /* Deterministic fill in [-1, 1). */
@@ -230,6 +233,76 @@ static void test_f64(void)
     }
 }
 
+/* gemm_kernels.h's arithmetic, one element at a time: K blocks of GEMM_KC,
+ * each summed from 0 by fmaf in order, then C = alpha*acc or
+ * fma(beta or 1, C, alpha*acc). */
+static void spec_gemm(const struct mats *m, float alpha, float beta, float *C)
+{
+    for (int i = 0; i < m->M; i++)
+        for (int j = 0; j < m->N; j++) {
+            float c = m->C0[(size_t)i * m->ldc + j];
+            for (int k0 = 0; k0 < m->K; k0 += GEMM_KC) {
+                float acc = 0.0f;
+                for (int k = k0; k < m->K && k < k0 + GEMM_KC; k++) {
+                    float a = m->tA ? m->A[(size_t)k * m->lda + i] : m->A[(size_t)i * m->lda + k];
+                    float b = m->tB ? m->B[(size_t)j * m->ldb + k] : m->B[(size_t)k * m->ldb + j];
+                    acc = fmaf(a, b, acc);
+                }
+                float b0 = k0 == 0 ? beta : 1.0f, r = alpha * acc;
+                c = b0 != 0.0f ? fmaf(b0, c, r) : r;
+            }
+            C[(size_t)i * m->ldc + j] = c;
+        }
+}
+
+/* Each path the processor runs gives exactly spec_gemm's C: every
+ * transpose, edges of every kernel's blocks, alpha/beta, 1 and N threads.
+ * So the same inputs give bitwise the same C on every path. */
+static void test_paths_bitwise(void)
+{
+    static const int sizes[][3] = {
+        {1, 1, 1}, {5, 7, 3}, {6, 16, 17}, {7, 17, 255}, {13, 31, 256}, {14, 32, 257},
+        {29, 47, 600}, {145, 40, 70}, {225, 33, 9}, {64, 1030, 20}, {100, 64, 513},
+    };
+    static const float ab[][2] = {{1.0f, 0.0f}, {1.0f, 1.0f}, {0.75f, -1.5f}};
+    int ncase = (int)(sizeof sizes / sizeof sizes[0]), nt = omp_get_max_threads();
+    for (int p = 0; p < ISA_COUNT; p++) {
+        if (!isa_supported((enum isa)p)) {
+            char why[96];
+            snprintf(why, sizeof why, "path %s: this processor cannot run it", isa_name((enum isa)p));
+            tap_skip(why);
+            continue;
+        }
+        isa_force((enum isa)p);
+        gemm_reset_path();
+        int bad = -1, checked = 0;
+        for (int c = 0; c < ncase && bad < 0; c++)
+            for (int t = 0; t < 4 && bad < 0; t++)
+                for (int x = 0; x < 3 && bad < 0; x++)
+                    for (int th = 1; th <= nt && bad < 0; th += nt > 1 ? nt - 1 : 1) {
+                        float alpha = ab[x][0], beta = ab[x][1];
+                        struct mats m = mats_new(t >> 1, t & 1, sizes[c][0], sizes[c][1], sizes[c][2], c % 2 * 3,
+                                                 beta, 300u + (uint64_t)(c * 12 + t * 3 + x));
+                        size_t nc = (size_t)m.M * m.ldc;
+                        float *want = malloc(nc * sizeof(float));
+                        if (!want) exit(1);
+                        memcpy(want, m.C0, nc * sizeof(float));
+                        spec_gemm(&m, alpha, beta, want);
+                        omp_set_num_threads(th);
+                        gemm_f32(m.tA, m.tB, m.M, m.N, m.K, alpha, m.A, m.lda, m.B, m.ldb, beta, m.C, m.ldc);
+                        omp_set_num_threads(nt);
+                        if (memcmp(want, m.C, nc * sizeof(float)) != 0) bad = c;
+                        checked++;
+                        free(want);
+                        mats_free(&m);
+                    }
+        if (!tap_ok(bad < 0, "path %s: bitwise equal to the arithmetic of gemm_kernels.h (%d products: every "
+                    "transpose, block edges, alpha/beta, 1 and %d threads)", isa_name((enum isa)p), checked, nt))
+            tap_diag("first failing size M=%d N=%d K=%d", sizes[bad][0], sizes[bad][1], sizes[bad][2]);
+    }
+    gemm_reset_path();
+}
+
 int main(void)
 {
     tap_diag("path: %s, %d OpenMP threads", gemm_backend_name(), omp_get_max_threads());
@@ -239,5 +312,6 @@ int main(void)
     test_in_parallel();
     test_determinism();
     test_f64();
+    if (getenv("TRIAD_GEMM") == NULL) test_paths_bitwise(); /* (the BLAS is not bitwise) */
     return tap_done();
 }

@@ -1,0 +1,178 @@
+/* cpu.c -- the SIMD path of the hot kernels and the processor's nominal peak. */
+#include "cpu.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define CPU_X86 1
+#else
+#define CPU_X86 0
+#endif
+
+static const char *const names[ISA_COUNT] = {"generic", "avx2", "avx512"};
+
+static _Atomic int active = -1;
+static char reason[160];
+
+const char *isa_name(enum isa i) { return i >= 0 && i < ISA_COUNT ? names[i] : "?"; }
+
+int isa_supported(enum isa i)
+{
+    switch (i) {
+    case ISA_GENERIC: return 1;
+#if CPU_X86
+    /* (__builtin_cpu_supports also checks that the OS saves the registers) */
+    case ISA_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case ISA_AVX512:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("fma");
+#endif
+    default: return 0;
+    }
+}
+
+static enum isa isa_best(void)
+{
+    for (int i = ISA_COUNT - 1; i > 0; i--)
+        if (isa_supported((enum isa)i)) return (enum isa)i;
+    return ISA_GENERIC;
+}
+
+static const char *has_text(enum isa i)
+{
+    return i == ISA_AVX512 ? "AVX-512 F/BW/DQ/VL" : i == ISA_AVX2 ? "AVX2 and FMA, no AVX-512" : "no AVX2";
+}
+
+int isa_init(char *err, size_t errlen)
+{
+    if (atomic_load(&active) >= 0) return 0;
+    const char *force = getenv("TRIAD_ISA");
+    enum isa best = isa_best(), pick = best;
+    if (force && *force) {
+        int found = -1;
+        for (int i = 0; i < ISA_COUNT; i++)
+            if (!strcmp(force, names[i])) found = i;
+        if (found < 0) {
+            snprintf(err, errlen, "TRIAD_ISA=%s is not a SIMD path: use generic, avx2 or avx512 (or unset it)",
+                     force);
+            return -1;
+        }
+        if (!isa_supported((enum isa)found)) {
+            snprintf(err, errlen, "TRIAD_ISA=%s: this processor cannot run it (it has %s): use %s or lower, or "
+                     "unset TRIAD_ISA", force, has_text(best), names[best]);
+            return -1;
+        }
+        pick = (enum isa)found;
+        snprintf(reason, sizeof reason, "forced by TRIAD_ISA (the processor has %s)", has_text(best));
+    } else {
+        snprintf(reason, sizeof reason, "the best this processor runs: it has %s", has_text(best));
+    }
+    atomic_store(&active, (int)pick);
+    return 0;
+}
+
+enum isa isa_active(void)
+{
+    int a = atomic_load(&active);
+    if (a >= 0) return (enum isa)a;
+    char err[256];
+#pragma omp critical(triad_isa_init)
+    if (isa_init(err, sizeof err) != 0) {
+        fprintf(stderr, "error: %s\n", err);
+        exit(1);
+    }
+    return (enum isa)atomic_load(&active);
+}
+
+const char *isa_reason(void)
+{
+    isa_active();
+    return reason;
+}
+
+int isa_force(enum isa i)
+{
+    if (!isa_supported(i)) return -1;
+    snprintf(reason, sizeof reason, "set by the program");
+    atomic_store(&active, (int)i);
+    return 0;
+}
+
+/* ------------------------------------------------------------ the processor */
+
+/* The value of the first "key : value" line of /proc/cpuinfo, or "". */
+static void cpuinfo_field(const char *key, char *out, size_t outlen)
+{
+    out[0] = '\0';
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    size_t kl = strlen(key);
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, key, kl) != 0) continue;
+        char *colon = strchr(line, ':');
+        if (!colon || strspn(line + kl, " \t") != (size_t)(colon - line - (long)kl)) continue;
+        char *v = colon + 1 + strspn(colon + 1, " \t");
+        v[strcspn(v, "\n")] = '\0';
+        snprintf(out, outlen, "%s", v);
+        break;
+    }
+    fclose(f);
+}
+
+const char *cpu_model_name(void)
+{
+    static char name[128];
+    static _Atomic int done;
+    if (!atomic_load(&done)) {
+        cpuinfo_field("model name", name, sizeof name);
+        atomic_store(&done, 1);
+    }
+    return name;
+}
+
+/* The highest clock in GHz: sysfs's cpuinfo_max_freq (the rated boost),
+ * else /proc/cpuinfo's "cpu MHz" (a virtual machine's is often the base
+ * clock), else 0. */
+static double max_clock_ghz(const char **src)
+{
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", "r");
+    long khz = 0;
+    if (f) {
+        if (fscanf(f, "%ld", &khz) != 1) khz = 0;
+        fclose(f);
+    }
+    if (khz > 0) {
+        *src = "cpufreq's cpuinfo_max_freq";
+        return khz / 1e6;
+    }
+    char v[64];
+    cpuinfo_field("cpu MHz", v, sizeof v);
+    double mhz = atof(v);
+    *src = mhz > 0 ? "/proc/cpuinfo's cpu MHz" : "unknown";
+    return mhz / 1e3;
+}
+
+void cpu_core_peak(enum isa i, struct cpu_peak *out)
+{
+    const char *src;
+    out->ghz = max_clock_ghz(&src);
+    /* Two FMA pipes of the path's width, 2 flops per lane each; Zen 4
+     * (AMD family 0x19) runs AVX-512 on 256-bit pipes. */
+    int lanes = i == ISA_AVX512 ? 16 : i == ISA_AVX2 ? 8 : 4;
+    const char *note = "";
+#if CPU_X86
+    if (i == ISA_AVX512 && __builtin_cpu_is("amd")) {
+        char fam[16];
+        cpuinfo_field("cpu family", fam, sizeof fam);
+        if (atoi(fam) == 0x19) lanes = 8, note = " (AMD family 0x19: AVX-512 on 256-bit pipes)";
+    }
+#endif
+    out->flops_per_cycle = 2 * lanes * 2;
+    snprintf(out->how, sizeof out->how, "%.2f GHz from %s x 2 FMA pipes x %d fp32 lanes x 2 flops%s", out->ghz,
+             src, lanes, note);
+}

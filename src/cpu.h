@@ -1,0 +1,43 @@
+/* cpu.h -- the processor: which SIMD path the hot kernels take, and its
+ * nominal fp32 peak (the MFU reference on the CPU).
+ *
+ * Paths, lowest first: generic (plain C, any 64-bit CPU), avx2 (AVX2 + FMA),
+ * avx512 (AVX-512 F/BW/DQ/VL).  The best one the processor runs is chosen at
+ * start-up; TRIAD_ISA=generic|avx2|avx512 forces one (a path the processor
+ * cannot run is an error), so one machine can test every lower path.
+ * Every path computes bitwise the same numbers (gemm_kernels.h says how). */
+#ifndef TRIAD_CPU_H
+#define TRIAD_CPU_H
+
+#include <stddef.h>
+
+enum isa { ISA_GENERIC, ISA_AVX2, ISA_AVX512, ISA_COUNT };
+
+const char *isa_name(enum isa i);
+/* 1 if this processor (and this build) can run path i. */
+int isa_supported(enum isa i);
+
+/* Resolve the path once: TRIAD_ISA if set, else the best supported.
+ * Returns 0, or -1 with the reason in err (unknown or unsupported value). */
+int isa_init(char *err, size_t errlen);
+/* The path in use (resolved on first use: a bad TRIAD_ISA stops the
+ * process with the message of isa_init). */
+enum isa isa_active(void);
+/* Why: "forced by TRIAD_ISA", "best this processor runs: it has ...". */
+const char *isa_reason(void);
+/* Run path i from now on (tests): 0, or -1 when the processor cannot. */
+int isa_force(enum isa i);
+
+/* The processor's name (from /proc/cpuinfo), "" if unknown. */
+const char *cpu_model_name(void);
+
+/* Nominal fp32 peak of one core on path i: clock x flop/cycle, with the
+ * clock and the per-cycle rate it took (why: "2 FMA pipes x 8 lanes"). */
+struct cpu_peak {
+    double ghz;            /* maximum clock, 0 when unknown */
+    int flops_per_cycle;   /* fp32, per core */
+    char how[160];         /* where the figures came from */
+};
+void cpu_core_peak(enum isa i, struct cpu_peak *out);
+
+#endif

@@ -1,0 +1,103 @@
+/* gemm_avx2.c -- the AVX2 + FMA packed sgemm kernel: a 6x16 register block
+ * (12 ymm accumulators, 2 for B, 1 broadcast: 15 of the 16 registers), as
+ * BLIS's Haswell kernel.  The arithmetic is gemm_kernels.h's, so it gives
+ * bitwise the same C as the other paths. */
+#include "gemm_kernels.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#include <stddef.h>
+
+#define AVX2_TARGET __attribute__((target("avx2,fma")))
+
+#include "gemm_pack.h"
+
+#define MR 6
+#define NR 16
+
+AVX2_TARGET static void pack_a(int transA, int m, int kc, const float *A, long lda, float *ap)
+{
+    pack_a_c(transA, m, kc, A, lda, ap, MR);
+}
+
+AVX2_TARGET static void pack_b(int transB, int kc, int n, const float *B, long ldb, float *bp)
+{
+    pack_b_c(transB, kc, n, B, ldb, bp, NR);
+}
+
+/* Lanes [0, w) of an 8-float vector, as a maskload/maskstore mask. */
+AVX2_TARGET static inline __m256i lane_mask(int w)
+{
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(w), idx);
+}
+
+AVX2_TARGET static inline __attribute__((always_inline)) void
+ukernel_body(const int rows, int kc, const float *restrict ap, const float *restrict bp, float *restrict c,
+             long ldc, float alpha, float beta, int nr)
+{
+    __m256 acc[MR][2];
+#pragma GCC unroll 6
+    for (int i = 0; i < rows; i++) {
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+        acc[i][0] = _mm256_setzero_ps();
+        acc[i][1] = _mm256_setzero_ps();
+    }
+    for (int k = 0; k < kc; k++) {
+        __m256 b0 = _mm256_load_ps(bp), b1 = _mm256_load_ps(bp + 8);
+#pragma GCC unroll 6
+        for (int i = 0; i < rows; i++) {
+            __m256 a = _mm256_broadcast_ss(ap + i);
+            acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);
+            acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
+        }
+        ap += MR;
+        bp += NR;
+    }
+    __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+    if (nr == NR) {
+#pragma GCC unroll 6
+        for (int i = 0; i < rows; i++) {
+            float *ci = c + i * ldc;
+            __m256 r0 = _mm256_mul_ps(va, acc[i][0]), r1 = _mm256_mul_ps(va, acc[i][1]);
+            if (beta != 0.0f) {
+                r0 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci), r0);
+                r1 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci + 8), r1);
+            }
+            _mm256_storeu_ps(ci, r0);
+            _mm256_storeu_ps(ci + 8, r1);
+        }
+        return;
+    }
+    __m256i m0 = lane_mask(nr), m1 = lane_mask(nr - 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < rows; i++) {
+        float *ci = c + i * ldc;
+        __m256 r0 = _mm256_mul_ps(va, acc[i][0]), r1 = _mm256_mul_ps(va, acc[i][1]);
+        if (beta != 0.0f) {
+            r0 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(ci, m0), r0);
+            r1 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(ci + 8, m1), r1);
+        }
+        _mm256_maskstore_ps(ci, m0, r0);
+        _mm256_maskstore_ps(ci + 8, m1, r1);
+    }
+}
+
+#define UKERNEL(R)                                                                                   \
+    AVX2_TARGET static void ukernel_##R(int kc, const float *ap, const float *bp, float *c, long ldc, \
+                                        float alpha, float beta, int nr)                             \
+    {                                                                                                \
+        ukernel_body(R, kc, ap, bp, c, ldc, alpha, beta, nr);                                        \
+    }
+UKERNEL(1) UKERNEL(2) UKERNEL(3) UKERNEL(4) UKERNEL(5) UKERNEL(6)
+
+static gemm_ukernel_fn *const ukernel_rows[MR + 1] = {
+    NULL, ukernel_1, ukernel_2, ukernel_3, ukernel_4, ukernel_5, ukernel_6,
+};
+
+const struct gemm_kernel gemm_kernel_avx2 = {
+    .name = "triad avx2 sgemm (6x16 micro-kernel)",
+    .mr = MR, .nr = NR, .mc = MR * 24,
+    .pack_a = pack_a, .pack_b = pack_b, .ukernel = ukernel_rows,
+};
+#endif

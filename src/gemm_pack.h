@@ -1,0 +1,57 @@
+/* gemm_pack.h -- packing in plain C for the kernels that have no packing
+ * of their own (generic, avx2): the layouts of gemm_kernels.h for a register
+ * block of MR rows and NR columns.  Included by each kernel's file, so the
+ * loops are compiled (and vectorised) for that kernel's target. */
+#ifndef TRIAD_GEMM_PACK_H
+#define TRIAD_GEMM_PACK_H
+
+static inline __attribute__((always_inline)) void
+pack_a_c(int transA, int m, int kc, const float *restrict A, long lda, float *restrict ap, const int MR)
+{
+    for (int p = 0; p < m; p += MR, ap += (long)MR * kc) {
+        int mr = m - p < MR ? m - p : MR;
+        if (transA) {             /* op(A)(i,k) = A[k*lda + i]: the MR rows lie side by side */
+            for (int k = 0; k < kc; k++) {
+                const float *a = A + (long)k * lda + p;
+                float *d = ap + (long)k * MR;
+                for (int i = 0; i < MR; i++) d[i] = i < mr ? a[i] : 0.0f;
+            }
+        } else {                  /* op(A)(i,k) = A[i*lda + k]: one row at a time */
+            for (int i = 0; i < MR; i++) {
+                const float *a = A + (long)(p + i) * lda;
+                if (i < mr)
+                    for (int k = 0; k < kc; k++) ap[(long)k * MR + i] = a[k];
+                else
+                    for (int k = 0; k < kc; k++) ap[(long)k * MR + i] = 0.0f;
+            }
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+pack_b_c(int transB, int kc, int n, const float *restrict B, long ldb, float *restrict bp, const int NR)
+{
+    for (int q = 0; q < n; q += NR, bp += (long)NR * kc) {
+        int nr = n - q < NR ? n - q : NR;
+        if (!transB) {            /* op(B)(k,j) = B[k*ldb + j]: a row of NR columns per k */
+            for (int k = 0; k < kc; k++) {
+                const float *b = B + (long)k * ldb + q;
+                float *d = bp + (long)k * NR;
+                if (nr == NR)
+                    for (int j = 0; j < NR; j++) d[j] = b[j];
+                else
+                    for (int j = 0; j < NR; j++) d[j] = j < nr ? b[j] : 0.0f;
+            }
+        } else {                  /* op(B)(k,j) = B[j*ldb + k]: one column at a time */
+            for (int j = 0; j < NR; j++) {
+                const float *b = B + (long)(q + j) * ldb;
+                if (j < nr)
+                    for (int k = 0; k < kc; k++) bp[(long)k * NR + j] = b[k];
+                else
+                    for (int k = 0; k < kc; k++) bp[(long)k * NR + j] = 0.0f;
+            }
+        }
+    }
+}
+
+#endif
