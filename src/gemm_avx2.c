@@ -15,9 +15,60 @@
 #define MR 6
 #define NR 16
 
+/* In-register transpose: r[i] lane j  ->  r[j] lane i (8 x 8 floats). */
+AVX2_TARGET static inline __attribute__((always_inline)) void transpose8(__m256 r[8])
+{
+    __m256 t[8], s[8];
+#pragma GCC unroll 4
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < 8; i += 4) {
+        s[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        s[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        s[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        s[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x31);
+    }
+}
+
+/* A row-major (op(A) = A) is packed 8 values of k at a time: the MR rows
+ * (and two of zeros) transposed in registers, each k's MR values stored
+ * with an 8-wide store whose 2 spare lanes the next k overwrites (the last
+ * k of a panel is stored masked). */
 AVX2_TARGET static void pack_a(int transA, int m, int kc, const float *A, long lda, float *ap)
 {
-    pack_a_c(transA, m, kc, A, lda, ap, MR);
+    if (transA) {
+        pack_a_c(transA, m, kc, A, lda, ap, MR);
+        return;
+    }
+    const __m256i last = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0);
+    for (int p = 0; p < m; p += MR, ap += (long)MR * kc) {
+        int mr = m - p < MR ? m - p : MR;
+        const float *a = A + (long)p * lda;
+        int k = 0;
+        for (; k + 8 <= kc; k += 8) {
+            __m256 r[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) r[i] = i < mr ? _mm256_loadu_ps(a + (long)i * lda + k) : _mm256_setzero_ps();
+            transpose8(r);
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) {
+                if (k + j == kc - 1)
+                    _mm256_maskstore_ps(ap + (long)(k + j) * MR, last, r[j]);
+                else
+                    _mm256_storeu_ps(ap + (long)(k + j) * MR, r[j]);
+            }
+        }
+        for (; k < kc; k++)
+            for (int i = 0; i < MR; i++) ap[(long)k * MR + i] = i < mr ? a[(long)i * lda + k] : 0.0f;
+    }
 }
 
 AVX2_TARGET static void pack_b(int transB, int kc, int n, const float *B, long ldb, float *bp)

@@ -1,8 +1,10 @@
 /* kernels_cpu.c -- the CPU kernels behind backend.h (GPT-2 as PyTorch / llm.c).
  *
- * One source, two precisions: by default float with plain names (the
- * program); with -DKERNELS_F64 double with names suffixed _f64 (the
- * finite-difference reference of the unit tests, libkernels64.a).
+ * One source, two precisions: float, compiled once per SIMD path with the
+ * names suffixed _generic, _avx2, _avx512 (kernels_isa.c gives the program
+ * the plain names of the path in use); with -DKERNELS_F64 double with names
+ * suffixed _f64 (the finite-difference reference of the unit tests,
+ * libkernels64.a).
  *
  * Matmuls, including attention's per-(b,h) products, go through gemm.h.
  * Everything else is OpenMP over rows or elements.  exp in float is a
@@ -34,12 +36,22 @@
 #define KSQRT(x) sqrt(x)
 #define KLOG(x) log(x)
 #else
+/* -DKERNELS_SUFFIX=_avx2 etc.: one copy per SIMD path (kernels_isa.c). */
+#ifndef KERNELS_SUFFIX
+#define KERNELS_SUFFIX _generic
+#endif
+#define KPASTE2(a, b) a##b
+#define KPASTE(a, b) KPASTE2(a, b)
 #define KREAL float
-#define KNAME(n) n
+#define KNAME(n) KPASTE(n, KERNELS_SUFFIX)
 #define GEMM gemm_f32
 #define KEXP(x) fast_expf(x)
 #define KSQRT(x) sqrtf(x)
 #define KLOG(x) logf(x)
+#endif
+
+#ifndef KERNELS_F64
+#include "backend_ops.h" /* this copy's names (backend.h declares the plain and _f64 ones) */
 #endif
 
 #define K(x) ((KREAL)(x))
