@@ -36,8 +36,12 @@ const char *cpu_model_name(void);
 struct cpu_peak {
     double ghz;            /* maximum clock, 0 when unknown */
     int flops_per_cycle;   /* fp32, per core */
-    char how[160];         /* where the figures came from */
+    char how[200];         /* where the figures came from */
 };
 void cpu_core_peak(enum isa i, struct cpu_peak *out);
+
+/* Cores this process may run on (its affinity mask: a Slurm allocation's
+ * cpuset), at least 1. */
+int cpu_cores_available(void);
 
 #endif

@@ -4,25 +4,31 @@
  *
  * Subcommands: `triad DECK` trains, `triad check DECK` validates and echoes
  * the effective deck, `triad --doc` prints the input reference. */
+#include <errno.h>
 #include <omp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "build_config.h"
 #include "config.h"
+#include "cpu.h"
 #include "gemm.h"
 #include "pipeline.h"
 #include "plan.h"
 #include "log.h"
 #include "topo.h"
 #include "train.h"
+#include "version.h"
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: mpirun -n N triad DECK [group.key=value ...]   train as the deck says\n"
-            "       triad check DECK [group.key=value ...]         validate the deck, print the effective deck\n"
+            "       triad check DECK [world=N] [key=value ...]     validate the deck for N ranks (default: the\n"
+            "                                                      launched ranks, or the deck's grid on one),\n"
+            "                                                      print the effective deck\n"
             "       triad schedule DECK [world=N] [key=value ...]  print the pipeline schedule and its bubble\n"
             "       triad plan DECK [world=N] [key=value ...]      memory per rank, fit, advice, traffic, bubble\n"
             "       triad --doc                                    print the input reference (docs/input.md)\n"
@@ -119,6 +125,11 @@ int main(int argc, char **argv)
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
     log_set_rank(rank);
 
+    char isa_err[256];
+    if (isa_init(isa_err, sizeof isa_err) != 0) { /* every rank sees the same environment */
+        if (rank == 0) fprintf(stderr, "error: %s\n", isa_err);
+        exit_all(EXIT_ERROR);
+    }
     if (argc < 2) {
         if (rank == 0) usage(stderr);
         exit_all(EXIT_ERROR);
@@ -129,7 +140,7 @@ int main(int argc, char **argv)
         exit_all(EXIT_DONE);
     }
     if (!strcmp(cmd, "--version")) {
-        log_info("%s %s\n", PACKAGE_NAME, PACKAGE_VERSION);
+        if (rank == 0) version_print(stdout);
         exit_all(EXIT_DONE);
     }
     if (!strcmp(cmd, "--doc")) {
@@ -146,33 +157,42 @@ int main(int argc, char **argv)
         exit_all(EXIT_ERROR);
     }
 
-    /* `schedule` and `plan` plan for world=N ranks without launching them */
+    /* `check`, `schedule` and `plan` take world=N: the ranks to check or plan
+     * for, without launching them.  Without it, `check` on one process (and
+     * `schedule` and `plan` always) take the deck's own grid. */
     int nover = argc - first - 1;
     char **over = argv + first + 1;
-    if ((schedule || plan) && nover > 0 && !strncmp(over[0], "world=", 6)) {
-        world = atoi(over[0] + 6);
-        if (world < 1) {
-            if (rank == 0) fprintf(stderr, "error: world=%s is not a positive rank count\n", over[0] + 6);
+    int offline = check || schedule || plan;
+    if (offline && nover > 0 && !strncmp(over[0], "world=", 6)) {
+        char *end;
+        errno = 0;
+        long w = strtol(over[0] + 6, &end, 10);
+        if (errno || end == over[0] + 6 || *end || w < 1 || w > INT32_MAX) {
+            if (rank == 0)
+                fprintf(stderr, "error: world=%s is not a rank count: give a whole number from 1 to %d\n",
+                        over[0] + 6, INT32_MAX);
             exit_all(EXIT_ERROR);
         }
+        world = (int)w;
         nover--;
         over++;
-    } else if (schedule || plan) {
+    } else if (schedule || plan || (check && world == 1)) {
         world = 0; /* the deck's tp * pp * dp, dp = 0 taken as 1 */
     }
     struct config cfg;
     read_config(&cfg, argv[first], nover, over, world, plan);
+    if (offline && world == 0) {
+        world = (int)(cfg.parallel.tp * cfg.parallel.pp * (cfg.parallel.dp ? cfg.parallel.dp : 1));
+        read_config(&cfg, argv[first], nover, over, world, plan); /* the checks that need it */
+    }
     if (schedule || plan) {
-        if (world == 0) {
-            world = (int)(cfg.parallel.tp * cfg.parallel.pp * (cfg.parallel.dp ? cfg.parallel.dp : 1));
-            if (plan) read_config(&cfg, argv[first], nover, over, world, plan); /* the checks that need it */
-        }
         int status = rank != 0 ? EXIT_DONE : schedule ? print_schedule(&cfg, world) : print_plan(&cfg, world);
         exit_all(status);
     }
     char *deck = echo_deck(&cfg);
     if (check) {
-        log_info("%s", deck);
+        log_info("%s! deck valid for %d rank(s): tp %d x dp %d x pp %d\n", deck, world, (int)cfg.parallel.tp,
+                 config_dp(&cfg, world), (int)cfg.parallel.pp);
         free(deck);
         exit_all(EXIT_DONE);
     }
@@ -182,7 +202,8 @@ int main(int argc, char **argv)
     grid_init(&g, (int)cfg.parallel.tp, config_dp(&cfg, world), (int)cfg.parallel.pp);
     char desc[256];
     grid_describe(&g, desc, sizeof desc);
-    log_info("triad %s: %s\n", PACKAGE_VERSION, desc);
+    if (rank == 0) version_print(stdout);
+    log_info("triad %s: %s\n", version_string(), desc);
     log_info("effective deck:\n%s", deck);
 
     int status = train_run(&cfg, &g, deck);

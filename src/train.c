@@ -14,6 +14,7 @@
 
 #include "ckpt.h"
 #include "comm.h"
+#include "cpu.h"
 #include "data.h"
 #include "diag.h"
 #include "gemm.h"
@@ -49,7 +50,8 @@ struct run {
     struct trace trace;
     int64_t step;               /* optimizer steps done */
     int64_t tokens;
-    double peak_flops;          /* sum over ranks, FLOP/s */
+    double peak_flops;          /* MFU's reference: the sum over ranks, FLOP/s */
+    char peak_text[400];        /* how it was found, and the measured rate beside it (rank 0) */
 };
 
 static void fail_collective(const struct grid *g, int failed, const char *what, const char *hint)
@@ -150,6 +152,51 @@ static void load_initial_state(struct run *r)
     optim_params_from_master(&r->optim, &r->model, &r->comm); /* bf16/fp16: round the compute copy */
 }
 
+/* MFU's reference.  On the CPU, the processor's nominal peak (cpu.h:
+ * clock x flop/cycle of the SIMD path) for this rank's share of its node's
+ * cores: its threads, scaled down when the node's ranks have more threads
+ * than cores.  A device without a nominal figure: its measured rate.
+ * train.peak_gflops overrides both.  The achievable rate (the start-up
+ * sgemm, measured by all ranks at once so that ranks sharing cores add up
+ * to their rate) is printed beside it unless the deck gives the peak. */
+static void mfu_reference(struct run *r, const struct kernels *k, enum precision prec)
+{
+    const struct config *cfg = r->cfg;
+    const struct grid *g = r->g;
+    double set = cfg->train.peak_gflops, measured = 0, nominal = 0, cores = 0;
+    struct cpu_peak cp = {0};
+    if (set <= 0) {
+        MPI_CHECK(MPI_Barrier(g->world_comm));
+        measured = k->peak_gflops(prec);
+    }
+    if (set <= 0 && !k->on_device) {
+        MPI_Comm node;
+        MPI_CHECK(MPI_Comm_split_type(g->world_comm, MPI_COMM_TYPE_SHARED, g->rank, MPI_INFO_NULL, &node));
+        int threads = omp_get_max_threads(), node_threads = 0;
+        MPI_CHECK(MPI_Allreduce(&threads, &node_threads, 1, MPI_INT, MPI_SUM, node));
+        MPI_CHECK(MPI_Comm_free(&node));
+        int avail = cpu_cores_available();
+        cores = node_threads > avail ? (double)threads * avail / node_threads : threads;
+        cpu_core_peak(isa_active(), &cp);
+        nominal = cores * cp.ghz * cp.flops_per_cycle;
+    }
+    double mine = set > 0 ? set : nominal > 0 ? nominal : measured, sum = 0;
+    MPI_CHECK(MPI_Allreduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, g->world_comm));
+    r->peak_flops = sum * 1e9;
+    if (set > 0)
+        snprintf(r->peak_text, sizeof r->peak_text,
+                 "%.1f GFLOP/s from the deck (train.peak_gflops); MFU is against it", set);
+    else if (nominal > 0)
+        snprintf(r->peak_text, sizeof r->peak_text,
+                 "nominal %.1f GFLOP/s (%.2f cores x %s), measured sgemm %.1f GFLOP/s (%.0f%% of nominal); "
+                 "MFU is against the nominal (train.peak_gflops overrides)",
+                 nominal, cores, cp.how, measured, 100 * measured / nominal);
+    else
+        snprintf(r->peak_text, sizeof r->peak_text,
+                 "measured %.1f GFLOP/s (no nominal figure for this device); MFU is against it "
+                 "(train.peak_gflops overrides)", measured);
+}
+
 static void setup(struct run *r)
 {
     const struct config *cfg = r->cfg;
@@ -186,12 +233,7 @@ static void setup(struct run *r)
     open_data(r);
     load_initial_state(r);
 
-    /* measured by every rank at once: ranks sharing a device then add up to its rate */
-    if (cfg->train.peak_gflops <= 0) MPI_CHECK(MPI_Barrier(g->world_comm));
-    double peak = cfg->train.peak_gflops > 0 ? cfg->train.peak_gflops : k->peak_gflops(d.prec);
-    double sum = 0;
-    MPI_CHECK(MPI_Allreduce(&peak, &sum, 1, MPI_DOUBLE, MPI_SUM, g->world_comm));
-    r->peak_flops = sum * 1e9;
+    mfu_reference(r, k, d.prec);
 
     char msg[1024] = "";
     int failed = 0;
@@ -222,9 +264,8 @@ static void setup(struct run *r)
              r->comm.staged  ? "; MPI through host buffers (no CUDA-aware MPI), no overlapped reduction"
              : k->on_device ? "; MPI on device buffers (CUDA-aware)"
                             : "");
-    log_info("compute: %d OpenMP thread(s) per rank, matmul: %s, peak %.1f GFLOP/s per rank%s\n",
-             omp_get_max_threads(), k->matmul_name(d.prec), peak,
-             cfg->train.peak_gflops > 0 ? " (from the deck)" : " (measured)");
+    log_info("compute: %d OpenMP thread(s) per rank, matmul: %s\n", omp_get_max_threads(), k->matmul_name(d.prec));
+    log_info("peak (rank 0): %s\n", r->peak_text);
     log_info("data: %s\n", data_describe(r->data));
     if (d.prec != PREC_FP32)
         log_info("precision: %s parameters and activations (round to nearest even), fp32 master weights, "

@@ -1,0 +1,52 @@
+#!/bin/sh
+# Every SIMD path this processor runs (src/cpu.h: TRIAD_ISA=generic|avx2|
+# avx512) gives the same numbers: a few runs (fp32, bf16, fp16 with an
+# overflow on tp 2 x dp 2, the 3-D grid) compared across the paths bitwise,
+# every step's loss and gradient norm and the final parameters; then the
+# whole regression suite under each lower path against the same stored
+# references (the best path runs it as regression/run).
+. "$(dirname "$0")/lib.sh"
+cases="$top_srcdir/regression/cases"
+
+paths=""
+for p in generic avx2 avx512; do
+    if TRIAD_ISA=$p $MPIEXEC -n 1 "$TRIAD" --version > "$scratch/version.$p" 2>&1; then
+        paths="$paths $p"
+    else
+        skip "path $p: $(grep -m1 error "$scratch/version.$p")"
+    fi
+done
+best=${paths##* }
+first=${paths# }
+first=${first%% *}
+
+for c in serial bf16 fp16_overflow_tp2_dp2 grid3d; do
+    ranks=$(sed -n 's/^! ranks: *//p' "$cases/$c.nml")
+    for p in $paths; do
+        (cd "$cases" && TRIAD_ISA=$p triad_run "${ranks:-1}" "$c.nml" io.run_dir="'$scratch/$c.$p'")
+        st=$?
+        grep -q "matmul: triad $p sgemm" "$scratch/last.out" || st=1
+        ok $st "$c on path $p: ran $ranks rank(s) on triad's $p kernels"
+        [ $st -eq 0 ] || tail -5 "$scratch/last.out" | diag
+    done
+    for p in $paths; do
+        [ "$p" = "$first" ] && continue
+        a="$scratch/$c.$p" b="$scratch/$c.$first"
+        out=$(compare_runs "$a" "$b" 0 loss grad_norm 2>&1 &&
+              "$PYTHON3" "$top_srcdir/regression/compare_ckpt.py" "$(ls "$a"/ckpt_*.h5 | tail -1)" \
+                  "$(ls "$b"/ckpt_*.h5 | tail -1)" 0 2>&1)
+        st=$?
+        ok $st "$c: path $p bitwise equal to path $first (every step's loss and grad norm, final parameters)"
+        [ $st -eq 0 ] || echo "$out" | diag
+    done
+done
+
+for p in $paths; do
+    [ "$p" = "$best" ] && continue
+    TRIAD_ISA=$p "$PYTHON3" "$top_srcdir/regression/run" > "$scratch/suite.$p" 2>&1
+    st=$?
+    summary=$(tail -1 "$scratch/suite.$p" | sed 's/^# //')
+    ok $st "path $p: the regression suite against the stored references: $summary"
+    grep '^not ok' "$scratch/suite.$p" | head -20 | diag
+done
+done_testing

@@ -1,0 +1,1 @@
+#define TRIAD_GIT_COMMIT "ac801944a2-dirty"
