@@ -1,17 +1,15 @@
 /* gemm_bench.c -- GFLOP/s of every candidate matmul path on the program's
  * own shapes, side by side, in one run (docs/performance.md, "Matmul path").
  *
- * Candidates: "triad" = gemm_f32 (whatever gemm.c chose), "openblas" =
- * cblas_sgemm, and with -DHAVE_BLIS "blis" = bli_sgemm with the skx (AVX-512)
- * kernels selected from inside the program (setenv before bli_init).
+ * Candidates: triad's gemm_f32 on each SIMD path this processor runs
+ * ("avx512", "avx2": src/cpu.h), the BLAS the build links ("blas":
+ * cblas_sgemm; OpenBLAS by default), and with -DHAVE_BLIS "blis" =
+ * bli_sgemm with the kernels of BLIS_ARCH (default zen3, the AVX2 kernels
+ * of Zen 3; skx for AVX-512), selected from inside the program (setenv
+ * before bli_init).
  *
- * Build (from the repository root; BLIS is optional):
- *   mpicc -std=c11 -O2 -march=native -fopenmp -D_POSIX_C_SOURCE=200809L -Isrc \
- *     -I/usr/include/x86_64-linux-gnu/openblas-pthread bench/gemm_bench.c src/gemm.c \
- *     -lopenblas -lm -o gemm_bench
- *   with BLIS add  -DHAVE_BLIS -isystem /usr/include/x86_64-linux-gnu/blis-openmp
- *   and  /usr/lib/x86_64-linux-gnu/blis-openmp/libblis.so.4  after -lopenblas.
- * Run:  OMP_NUM_THREADS=2 ./gemm_bench [calls per round, default 20]   (about a minute)
+ * Build and run:  make bench/gemm_bench && OMP_NUM_THREADS=2 bench/gemm_bench [calls per round, default 20]
+ * (configure finds Debian's BLIS, libblis-openmp-dev, and adds it; about a minute).
  *
  * Whole products run outside a parallel region with every thread of each
  * library, with the program's beta (0 for outputs, 1 for dW += ...).
@@ -33,18 +31,26 @@
 #include <string.h>
 #include <time.h>
 
+#include "build_config.h"
+#ifdef HAVE_CBLAS_H
 #include <cblas.h>
+#else
+#include <mkl_cblas.h>
+#endif
 
+#include "cpu.h"
 #include "gemm.h"
 
 #ifdef HAVE_BLIS
 #include <blis.h>
 #endif
 
+#ifdef HAVE_OPENBLAS_SET_NUM_THREADS
 void openblas_set_num_threads(int num_threads);
+#endif
 
-enum cand { CAND_TRIAD, CAND_OPENBLAS, CAND_BLIS, NCAND };
-static const char *cand_name[NCAND] = {"triad", "openblas", "blis"};
+enum cand { CAND_AVX512, CAND_AVX2, CAND_BLAS, CAND_BLIS, NCAND };
+static const char *cand_name[NCAND] = {"avx512", "avx2", "blas", "blis"};
 
 enum kind { WHOLE, ATT_FWD, ATT_BWD };
 
@@ -59,10 +65,11 @@ static void call(enum cand c, int tA, int tB, int M, int N, int K, float alpha, 
                  int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
     switch (c) {
-    case CAND_TRIAD:
+    case CAND_AVX512:
+    case CAND_AVX2:
         gemm_f32(tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         break;
-    case CAND_OPENBLAS:
+    case CAND_BLAS:
         cblas_sgemm(CblasRowMajor, tA ? CblasTrans : CblasNoTrans, tB ? CblasTrans : CblasNoTrans,
                     M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         break;
@@ -79,7 +86,13 @@ static void call(enum cand c, int tA, int tB, int M, int N, int K, float alpha, 
 /* Sets each library's thread count for whole products (nt) or per-head ones (1). */
 static void set_threads(enum cand c, int nt)
 {
-    if (c == CAND_OPENBLAS) openblas_set_num_threads(nt);
+    if (c == CAND_AVX512 || c == CAND_AVX2) {   /* triad's path for this candidate */
+        isa_force(c == CAND_AVX512 ? ISA_AVX512 : ISA_AVX2);
+        gemm_reset_path();
+    }
+#ifdef HAVE_OPENBLAS_SET_NUM_THREADS
+    if (c == CAND_BLAS) openblas_set_num_threads(nt);
+#endif
 #ifdef HAVE_BLIS
     if (c == CAND_BLIS) bli_thread_set_num_threads(nt);
 #endif
@@ -219,23 +232,27 @@ int main(int argc, char **argv)
         b.C[i] = b.D[i] = 0.0f;
     }
 
-    int have[NCAND] = {1, 1, 0};
+    int have[NCAND] = {isa_supported(ISA_AVX512), isa_supported(ISA_AVX2), 1, 0};
 #ifdef HAVE_BLIS
     /* BLIS 0.9 reads BLIS_ARCH_TYPE (a number: the arch_t id) once, in
-     * bli_init(): setting it here, before the first BLIS call, selects the
-     * AVX-512 kernels this BLIS does not pick for this processor by itself.
+     * bli_init(): setting it here, before the first BLIS call, selects
+     * kernels this BLIS does not pick for every processor by itself.
      * bli_arch_query_id() before bli_init() aborts, hence the explicit init. */
     {
+        const char *want = getenv("BLIS_ARCH") ? getenv("BLIS_ARCH") : "zen3";
+        arch_t arch = !strcmp(want, "skx") ? BLIS_ARCH_SKX : !strcmp(want, "haswell") ? BLIS_ARCH_HASWELL
+                      : !strcmp(want, "zen2") ? BLIS_ARCH_ZEN2 : !strcmp(want, "zen") ? BLIS_ARCH_ZEN
+                                                                                        : BLIS_ARCH_ZEN3;
         char id[16];
-        snprintf(id, sizeof id, "%d", (int)BLIS_ARCH_SKX);
+        snprintf(id, sizeof id, "%d", (int)arch);
         setenv("BLIS_ARCH_TYPE", id, 0);
         bli_init();
     }
     have[CAND_BLIS] = 1;
-    printf("# BLIS arch: %s\n", bli_arch_string(bli_arch_query_id()));
+    printf("# blis: BLIS %s with its %s kernels\n", bli_info_get_version_str(), bli_arch_string(bli_arch_query_id()));
 #endif
-    printf("# triad path: %s; %d OpenMP threads; best of %d rounds x %d calls\n",
-           gemm_backend_name(), nthreads, rounds, calls);
+    printf("# avx512, avx2: triad's gemm_f32 on that SIMD path; blas: cblas_sgemm of %s\n", BLAS_NAME);
+    printf("# %d OpenMP threads; best of %d rounds x %d calls\n", nthreads, rounds, calls);
     printf("%-31s %-2s %5s %5s %5s |", "shape", "op", "M", "N", "K");
     for (int c = 0; c < NCAND; c++)
         if (have[c]) printf(" %9s", cand_name[c]);
@@ -255,7 +272,11 @@ int main(int argc, char **argv)
         printf("\n");
         fflush(stdout);
     }
-    printf("# gemm_peak_gflops(): %.1f\n", gemm_peak_gflops());
+    for (int c = CAND_AVX512; c <= CAND_AVX2; c++)
+        if (have[c]) {
+            set_threads((enum cand)c, nthreads);
+            printf("# gemm_peak_gflops() on %s: %.1f\n", cand_name[c], gemm_peak_gflops());
+        }
     free(b.A); free(b.B); free(b.C); free(b.D);
     return 0;
 }

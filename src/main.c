@@ -25,25 +25,34 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: mpirun -n N triad DECK [group.key=value ...]   train as the deck says\n"
-            "       triad check DECK [world=N] [key=value ...]     validate the deck for N ranks (default: the\n"
-            "                                                      launched ranks, or the deck's grid on one),\n"
-            "                                                      print the effective deck\n"
-            "       triad schedule DECK [world=N] [key=value ...]  print the pipeline schedule and its bubble\n"
-            "       triad plan DECK [world=N] [key=value ...]      memory per rank, fit, advice, traffic, bubble\n"
-            "       triad --doc                                    print the input reference (docs/input.md)\n"
-            "       triad --help | --version\n"
+            "Usage: mpirun -n N triad DECK [group.key=value ...]\n"
+            "   or: triad check DECK [world=N] [group.key=value ...]\n"
+            "   or: triad schedule DECK [world=N] [group.key=value ...]\n"
+            "   or: triad plan DECK [world=N] [group.key=value ...]\n"
+            "   or: triad --doc | --help | --version\n"
+            "\n"
+            "  DECK         train as the deck says, on N = tp * dp * pp ranks\n"
+            "  check        validate the deck for N ranks (world=N; else the launched ranks, or the\n"
+            "               deck's own grid on one process) and print the effective deck\n"
+            "  schedule     print the pipeline schedule and its bubble\n"
+            "  plan         memory per rank, fit, advice, traffic and bubble, without launching\n"
+            "  --doc        print the input reference (docs/input.md)\n"
+            "  --version    the build: version, commit, compiler, SIMD path, BLAS, MPI, HDF5, CUDA\n"
             "\n"
             "DECK is a Fortran namelist (&model, &parallel, &train, &data, &io, &diag); any key can be\n"
             "overridden on the command line, e.g. `triad input/demo.nml train.steps=100`.\n"
             "The number of ranks must equal tp * dp * pp (dp = 0 in the deck takes the rest).\n"
             "Exit status: 0 done, 1 error, 3 stopped cleanly with a checkpoint (requeue).\n"
+            "Environment: TRIAD_ISA=generic|avx2|avx512 forces a lower SIMD path (--version says which runs);\n"
+            "TRIAD_GEMM=blas multiplies with the BLAS instead of triad's kernels.\n"
             "Reference: docs/input.md; files: docs/formats.md.\n");
 }
 
-/* Rank 0 reads and validates; everyone gets the result.  On an error rank 0
- * prints it once and all ranks exit with status 1. */
-static void read_config(struct config *cfg, const char *path, int noverride, char **overrides, int world, int plan)
+/* Rank 0 reads and validates for *world ranks (0: the deck's own grid,
+ * tp * pp * dp with dp = 0 taken as 1, which *world then holds); everyone
+ * gets the result.  On an error rank 0 prints it once and all ranks exit
+ * with status 1. */
+static void read_config(struct config *cfg, const char *path, int noverride, char **overrides, int *world, int plan)
 {
     struct config_error err;
     memset(&err, 0, sizeof err);
@@ -53,7 +62,11 @@ static void read_config(struct config *cfg, const char *path, int noverride, cha
         config_defaults(cfg);
         rc = config_read_file(cfg, path, &err);
         for (int i = 0; rc == 0 && i < noverride; i++) rc = config_override(cfg, overrides[i], &err);
-        if (rc == 0 && (rc = plan ? plan_validate(cfg, world, &err) : config_validate(cfg, world, &err)) != 0 &&
+        if (rc == 0 && *world == 0) {
+            int64_t w = cfg->parallel.tp * cfg->parallel.pp * (cfg->parallel.dp ? cfg->parallel.dp : 1);
+            *world = w > 0 && w <= INT32_MAX ? (int)w : 0;
+        }
+        if (rc == 0 && (rc = plan ? plan_validate(cfg, *world, &err) : config_validate(cfg, *world, &err)) != 0 &&
             !err.file[0])
             snprintf(err.file, sizeof err.file, "%s", path); /* cross-checks have no line */
         if (rc != 0) config_error_print(stderr, &err);
@@ -61,6 +74,7 @@ static void read_config(struct config *cfg, const char *path, int noverride, cha
     MPI_CHECK(MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (rc != 0) exit_all(EXIT_ERROR);
     MPI_CHECK(MPI_Bcast(cfg, (int)sizeof *cfg, MPI_BYTE, 0, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Bcast(world, 1, MPI_INT, 0, MPI_COMM_WORLD));
 }
 
 /* `triad schedule`: the time x rank table of this rank's pipeline. */
@@ -180,11 +194,7 @@ int main(int argc, char **argv)
         world = 0; /* the deck's tp * pp * dp, dp = 0 taken as 1 */
     }
     struct config cfg;
-    read_config(&cfg, argv[first], nover, over, world, plan);
-    if (offline && world == 0) {
-        world = (int)(cfg.parallel.tp * cfg.parallel.pp * (cfg.parallel.dp ? cfg.parallel.dp : 1));
-        read_config(&cfg, argv[first], nover, over, world, plan); /* the checks that need it */
-    }
+    read_config(&cfg, argv[first], nover, over, &world, plan);
     if (schedule || plan) {
         int status = rank != 0 ? EXIT_DONE : schedule ? print_schedule(&cfg, world) : print_plan(&cfg, world);
         exit_all(status);

@@ -1,1 +1,1 @@
-#define TRIAD_GIT_COMMIT "ac801944a2-dirty"
+#define TRIAD_GIT_COMMIT "0fd4cf483a-dirty"

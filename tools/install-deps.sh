@@ -1,10 +1,12 @@
 #!/bin/sh
 # install-deps.sh -- the Debian/Ubuntu packages triad needs to build, test and
 # run (as root, or through sudo).  Does nothing when all are installed.
-# slurm-wlm and munge are for the test of the job scripts on a local cluster.
+# slurm-wlm and munge are for the test of the job scripts on a local cluster;
+# help2man makes the man page; libblis-openmp-dev is the second BLAS that
+# bench/gemm_bench compares (the build links OpenBLAS).
 set -eu
 PKGS="build-essential autoconf automake libtool pkg-config
-openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libopenblas-dev
+openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libopenblas-dev libblis-openmp-dev help2man
 python3 python3-h5py python3-numpy python3-matplotlib
 slurm-wlm munge"
 
