@@ -2,6 +2,7 @@
 #define _GNU_SOURCE /* sched_getaffinity */
 #include "cpu.h"
 
+#include <omp.h>
 #include <sched.h>
 #include <stdint.h>
 #include <time.h>
@@ -223,6 +224,13 @@ void cpu_core_peak(enum isa i, struct cpu_peak *out)
 
 int cpu_cores_available(void)
 {
+    /* With OMP_PROC_BIND the runtime has already bound this thread to one
+     * place: count the places' processors instead. */
+    if (omp_get_proc_bind() != omp_proc_bind_false && omp_get_num_places() > 0) {
+        int n = 0;
+        for (int p = 0; p < omp_get_num_places(); p++) n += omp_get_place_num_procs(p);
+        if (n > 0) return n;
+    }
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
     long n = sysconf(_SC_NPROCESSORS_ONLN);

@@ -41,7 +41,8 @@ struct cpu_peak {
 void cpu_core_peak(enum isa i, struct cpu_peak *out);
 
 /* Cores this process may run on (its affinity mask: a Slurm allocation's
- * cpuset), at least 1. */
+ * cpuset; with OMP_PROC_BIND, the processors of its OpenMP places), at
+ * least 1. */
 int cpu_cores_available(void);
 
 #endif

@@ -164,7 +164,8 @@ static void scale_c(int m, int n, float beta, float *C, long ldc)
 }
 
 /* Cut C into one slice per thread, along M or N in whole register tiles
- * (gm rows, gn columns), whichever leaves the busiest thread fewer tiles;
+ * (gm rows, gn columns), whichever leaves the busiest thread fewer tiles
+ * (near a tie, the one that reads less);
  * each thread then runs the serial product on its slice.  Which thread
  * computes an element never changes how it is summed. */
 static void gemm_parallel(const struct gemm_kernel *g, int gm, int gn, int transA, int transB, int M, int N,
@@ -175,6 +176,9 @@ static void gemm_parallel(const struct gemm_kernel *g, int gm, int gn, int trans
     long mt = (M + gm - 1) / gm, ntile = (N + gn - 1) / gn;
     long cost_m = (mt + nt - 1) / nt * ntile, cost_n = (ntile + nt - 1) / nt * mt;
     int split_m = cost_m <= cost_n;
+    /* Near a tie, split the larger operand (A is M x K, B is K x N): the
+     * other one is read whole by every thread. */
+    if (cost_m * 10 <= cost_n * 11 && cost_n * 10 <= cost_m * 11) split_m = M >= N;
     int tiles = (int)(split_m ? mt : ntile);
     if (nt > tiles) nt = tiles;
 #pragma omp parallel num_threads(nt)

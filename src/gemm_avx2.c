@@ -15,6 +15,13 @@
 #define MR 6
 #define NR 16
 
+/* Lanes [0, w) of an 8-float vector, as a maskload/maskstore mask. */
+AVX2_TARGET static inline __m256i lane_mask(int w)
+{
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(w), idx);
+}
+
 /* In-register transpose: r[i] lane j  ->  r[j] lane i (8 x 8 floats). */
 AVX2_TARGET static inline __attribute__((always_inline)) void transpose8(__m256 r[8])
 {
@@ -39,16 +46,26 @@ AVX2_TARGET static inline __attribute__((always_inline)) void transpose8(__m256 
 }
 
 /* A row-major (op(A) = A) is packed 8 values of k at a time: the MR rows
- * (and two of zeros) transposed in registers, each k's MR values stored
- * with an 8-wide store whose 2 spare lanes the next k overwrites (the last
- * k of a panel is stored masked). */
+ * (and two of zeros) transposed in registers; A transposed one k at a time.
+ * Each k's MR values go out in an 8-wide store whose 2 spare lanes the next
+ * k overwrites (the last k of a panel is stored masked). */
 AVX2_TARGET static void pack_a(int transA, int m, int kc, const float *A, long lda, float *ap)
 {
-    if (transA) {
-        pack_a_c(transA, m, kc, A, lda, ap, MR);
+    const __m256i last = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0);
+    if (transA) {             /* op(A)(i,k) = A[k*lda + i]: the MR rows side by side, one load per k */
+        for (int p = 0; p < m; p += MR, ap += (long)MR * kc) {
+            int mr = m - p < MR ? m - p : MR;
+            __m256i rows = lane_mask(mr);
+            for (int k = 0; k < kc; k++) {
+                __m256 r = _mm256_maskload_ps(A + (long)k * lda + p, rows);
+                if (k == kc - 1)
+                    _mm256_maskstore_ps(ap + (long)k * MR, last, r);
+                else
+                    _mm256_storeu_ps(ap + (long)k * MR, r);
+            }
+        }
         return;
     }
-    const __m256i last = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0);
     for (int p = 0; p < m; p += MR, ap += (long)MR * kc) {
         int mr = m - p < MR ? m - p : MR;
         const float *a = A + (long)p * lda;
@@ -71,17 +88,36 @@ AVX2_TARGET static void pack_a(int transA, int m, int kc, const float *A, long l
     }
 }
 
+
+/* B transposed (op(B)(k,j) = B[j*ldb + k]) is packed 8 columns by 8 values
+ * of k at a time through register transposes (attention's q k^T is such a
+ * product, with few k per column); B as stored is copied row by row. */
 AVX2_TARGET static void pack_b(int transB, int kc, int n, const float *B, long ldb, float *bp)
 {
-    pack_b_c(transB, kc, n, B, ldb, bp, NR);
+    if (!transB) {
+        pack_b_c(transB, kc, n, B, ldb, bp, NR);
+        return;
+    }
+    for (int q = 0; q < n; q += NR, bp += (long)NR * kc) {
+        int nr = n - q < NR ? n - q : NR;
+        for (int v = 0; v < NR / 8; v++) {
+            const float *b = B + (long)(q + 8 * v) * ldb;
+            int rows = nr - 8 * v;
+            int k = 0;
+            for (; k + 8 <= kc; k += 8) {
+                __m256 r[8];
+#pragma GCC unroll 8
+                for (int i = 0; i < 8; i++) r[i] = i < rows ? _mm256_loadu_ps(b + (long)i * ldb + k) : _mm256_setzero_ps();
+                transpose8(r);
+#pragma GCC unroll 8
+                for (int j = 0; j < 8; j++) _mm256_store_ps(bp + (long)(k + j) * NR + 8 * v, r[j]);
+            }
+            for (; k < kc; k++)
+                for (int j = 0; j < 8; j++) bp[(long)k * NR + 8 * v + j] = j < rows ? b[(long)j * ldb + k] : 0.0f;
+        }
+    }
 }
 
-/* Lanes [0, w) of an 8-float vector, as a maskload/maskstore mask. */
-AVX2_TARGET static inline __m256i lane_mask(int w)
-{
-    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(w), idx);
-}
 
 AVX2_TARGET static inline __attribute__((always_inline)) void
 ukernel_body(const int rows, int kc, const float *restrict ap, const float *restrict bp, float *restrict c,

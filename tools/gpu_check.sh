@@ -92,20 +92,44 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 export OMPI_MCA_btl_vader_single_copy_mechanism=none OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
 
 # ---------------------------------------------------------------- build
-CC="gcc -std=c11 -O2 -march=native -fopenmp -fno-math-errno -D_POSIX_C_SOURCE=200809L
-    -Wall -Wextra -Wshadow -Wno-unused-parameter -Werror -Isrc -Icuda -Iregression/unit -I$CUDA_HOME/include"
+# What configure and make would write: build_config.h and src/version_git.h
+# (the numeric flags are configure.ac's NUMERIC_FLAGS: every SIMD path then
+# gives the CPU numbers of the autotools build).
+NUMERIC=$(sed -n 's/^NUMERIC_FLAGS="\(.*\)"$/\1/p' configure.ac)
+write_config() {
+    ver=$(sed -n 's/^AC_INIT(\[triad\], \[\([^]]*\)\].*/\1/p' configure.ac)
+    cuv=$("$NVCC" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
+    commit=$(git describe --always --dirty --abbrev=10 2> /dev/null || cat .tarball-commit 2> /dev/null || echo unknown)
+    mkdir -p "$1" &&
+    printf '%s\n' '#define HAVE_CUDA 1' '#define HAVE_CBLAS_H 1' '#define HAVE_OPENBLAS_SET_NUM_THREADS 1' \
+        '#define PACKAGE "triad"' '#define PACKAGE_NAME "triad"' "#define PACKAGE_VERSION \"$ver\"" \
+        "#define PACKAGE_STRING \"triad $ver\"" "#define VERSION \"$ver\"" '#define BLAS_NAME "OpenBLAS"' \
+        '#define BUILD_CC "gcc"' '#define BUILD_CFLAGS "-O2"' "#define CUDA_BUILD_VERSION \"$cuv\"" \
+        '#define TRIAD_KERNELS_X86 1' "#define TRIAD_NUMERIC_FLAGS \"$NUMERIC\"" > "$1/build_config.h" &&
+    echo "#define TRIAD_GIT_COMMIT \"$commit (tools/gpu_check.sh)\"" > "$1/version_git.h"
+}
+write_config "$B/cfg" || die "cannot write $B/cfg"
+CC="gcc $NUMERIC -O2 -fopenmp -D_POSIX_C_SOURCE=200809L
+    -Wall -Wextra -Wshadow -Wno-unused-parameter -Werror -I$B/cfg -Isrc -Icuda -Iregression/unit -I$CUDA_HOME/include"
+# the CPU kernels once per SIMD path, as Makefile.am compiles them (src/kernels_isa.c)
+build_kernels() { # CC OUTDIR
+    $1 $BLAS_CFLAGS -c src/kernels_cpu.c -o "$2/kernels_cpu.o" &&
+        $1 $BLAS_CFLAGS -DKERNELS_SUFFIX=_avx2 -mavx2 -mfma -c src/kernels_cpu.c -o "$2/kernels_avx2.o" &&
+        $1 $BLAS_CFLAGS -DKERNELS_SUFFIX=_avx512 -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx2 -mfma \
+            -c src/kernels_cpu.c -o "$2/kernels_avx512.o"
+}
 t0=$(date +%s)
 CU="context kernels matmul attention crossentropy lowp"
 printf '%s\n' $CU | xargs -P "$JOBS" -I{} "$NVCC" -std=c++17 -O3 -arch="$ARCH" \
     --compiler-options=-Wall,-Wextra,-Wshadow -Werror all-warnings -Icuda -c cuda/{}.cu -o "$B/{}.o" ||
     die "nvcc failed"
-$CC -c cuda/check.c -o "$B/check.o" &&
-    $CC $BLAS_CFLAGS -c src/kernels_cpu.c -o "$B/kernels_cpu.o" &&
-    $CC $BLAS_CFLAGS -c src/gemm.c -o "$B/gemm.o" &&
-    $CC -c src/precision.c -o "$B/precision.o" || die "gcc failed"
+CPU_SRC="kernels_isa gemm gemm_generic gemm_avx2 gemm_avx512 cpu precision"
+$CC -c cuda/check.c -o "$B/check.o" && build_kernels "$CC" "$B" &&
+    for f in $CPU_SRC; do $CC $BLAS_CFLAGS -c "src/$f.c" -o "$B/$f.o" || exit 1; done || die "gcc failed"
 CUDA_OBJS="$B/context.o $B/kernels.o $B/matmul.o $B/attention.o $B/crossentropy.o $B/lowp.o $B/check.o"
+CPU_OBJS="$B/kernels_cpu.o $B/kernels_avx2.o $B/kernels_avx512.o $(for f in $CPU_SRC; do printf '%s ' "$B/$f.o"; done)"
 for t in test_cuda_kernels test_cuda_lowp; do
-    $CC "regression/unit/$t.c" $CUDA_OBJS "$B/kernels_cpu.o" "$B/gemm.o" "$B/precision.o" $BLAS_LIBS $CUDA_LIBS -lm \
+    $CC "regression/unit/$t.c" $CUDA_OBJS $CPU_OBJS $BLAS_LIBS $CUDA_LIBS -lm \
         -o "$B/$t" || die "cannot build $t"
 done
 $CC $MPI_CFLAGS cuda/device.c cuda/table.c src/log.c regression/unit/test_cuda_device.c $CUDA_OBJS \
@@ -214,16 +238,14 @@ build_triad() {
         echo "gpu_check: cannot build triad here: no parallel HDF5 headers (bundle or pkg-config)"
         return 1
     fi
-    ver=$(sed -n 's/^AC_INIT(\[triad\], \[\([^]]*\)\].*/\1/p' configure.ac)
-    printf '#define HAVE_CUDA 1\n#define HAVE_CBLAS_H 1\n#define PACKAGE "triad"\n#define PACKAGE_NAME "triad"\n#define PACKAGE_VERSION "%s"\n#define PACKAGE_STRING "triad %s"\n#define VERSION "%s"\n' \
-        "$ver" "$ver" "$ver" > "$o/build_config.h"
-    TCC="gcc -std=c11 -O2 -march=native -fopenmp -fno-math-errno -D_POSIX_C_SOURCE=200809L -Wall -Wextra
-        -Wshadow -Wno-unused-parameter -I$o -Isrc -Icuda -I$CUDA_HOME/include $MPI_CFLAGS $HDF5_CFLAGS $BLAS_CFLAGS"
+    write_config "$o" || return 1
+    TCC="gcc $NUMERIC -O2 -fopenmp -D_POSIX_C_SOURCE=200809L -Wall
+        -Wextra -Wshadow -Wno-unused-parameter -I$o -Isrc -Icuda -I$CUDA_HOME/include $MPI_CFLAGS $HDF5_CFLAGS $BLAS_CFLAGS"
     t0=$(date +%s)
     # the CUDA objects and check.o are the unit tests' (same -arch)
-    ls src/*.c cuda/device.c cuda/table.c |
+    ls src/*.c cuda/device.c cuda/table.c | grep -v '^src/kernels_cpu.c$' |
         xargs -P "$JOBS" -n 1 sh -c 'n=$(echo "$1" | tr / _); exec $0 -c "$1" -o "'"$o"'/${n%.c}.o"' "$TCC" \
-        > "$B/triad-build.log" 2>&1 &&
+        > "$B/triad-build.log" 2>&1 && build_kernels "$TCC" "$o" >> "$B/triad-build.log" 2>&1 &&
         LD_LIBRARY_PATH=$TLD gcc -fopenmp -o "$B/triad" "$o"/*.o $CUDA_OBJS \
             $HDF5_LIBS $MPI_LIBS $BLAS_LIBS $CUDA_LIBS -lm >> "$B/triad-build.log" 2>&1
     brc=$?

@@ -1,1 +1,0 @@
-#define TRIAD_GIT_COMMIT "0fd4cf483a-dirty"
