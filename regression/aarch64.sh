@@ -12,7 +12,7 @@ if ! command -v "$CROSS" > /dev/null || ! command -v qemu-aarch64 > /dev/null; t
     skip "no $CROSS or qemu-aarch64 (apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)"
     done_testing
 fi
-src="$top_srcdir/src" h="$top_srcdir/regression/aarch64"
+src="$top_srcdir/src" h="$top_srcdir/regression/cross_blas"
 NUMERIC=$(sed -n 's/^NUMERIC_FLAGS="\(.*\)"$/\1/p' "$top_srcdir/configure.ac")
 printf '#define HAVE_CBLAS_H 1\n#define BLAS_NAME "a naive stand-in"\n' > "$scratch/build_config.h"
 CC="$CROSS $NUMERIC -O2 -fopenmp -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wno-unused-parameter -Werror

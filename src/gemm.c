@@ -78,7 +78,12 @@ static const struct gemm_kernel *gemm_path(void)
 #pragma omp critical(triad_gemm_init)
     if (!atomic_load_explicit(&path_set, memory_order_relaxed)) {
         const char *force = getenv("TRIAD_GEMM");
-        atomic_store(&path_kernel, force && !strcmp(force, "blas") ? NULL : kernel_of(isa));
+        const struct gemm_kernel *g = force && !strcmp(force, "blas") ? NULL : kernel_of(isa);
+        if (g && (g->mc > GEMM_MC_MAX || g->nr > GEMM_NR_MAX || g->mc % g->mr || GEMM_NC % g->nr)) {
+            fprintf(stderr, "gemm: kernel '%s' does not fit the packing buffers (gemm_kernels.h)\n", g->name);
+            abort();
+        }
+        atomic_store(&path_kernel, g);
         BLAS_ONE_THREAD();
         atomic_store_explicit(&path_set, 1, memory_order_release);
     }
@@ -90,6 +95,11 @@ void gemm_reset_path(void) { atomic_store(&path_set, 0); }
 /* ------------------------------------------------------------ driver */
 /* Per-thread packing buffers, for the largest kernel, kept for the thread's life. */
 static _Thread_local float *tl_apack, *tl_bpack;
+
+#define APACK_FLOATS ((size_t)GEMM_MC_MAX * GEMM_KC)
+#define BPACK_FLOATS ((size_t)GEMM_KC * (GEMM_NC + GEMM_NR_MAX))
+
+size_t gemm_pack_bytes(void) { return (APACK_FLOATS + BPACK_FLOATS) * sizeof(float); }
 
 static float *buf_get(float **buf, size_t nfloat)
 {
@@ -111,8 +121,8 @@ static void gemm_serial_packed(const struct gemm_kernel *g, int transA, int tran
                                float alpha, const float *A, long lda, const float *B, long ldb, float beta,
                                float *C, long ldc)
 {
-    float *ap = buf_get(&tl_apack, (size_t)GEMM_MC_MAX * GEMM_KC);
-    float *bp = buf_get(&tl_bpack, (size_t)GEMM_KC * (GEMM_NC + GEMM_NR_MAX));
+    float *ap = buf_get(&tl_apack, APACK_FLOATS);
+    float *bp = buf_get(&tl_bpack, BPACK_FLOATS);
     const int MR = g->mr, NR = g->nr, MC = g->mc;
 
     for (int jc = 0; jc < n; jc += GEMM_NC) {

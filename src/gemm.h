@@ -6,6 +6,8 @@
 #ifndef TRIAD_GEMM_H
 #define TRIAD_GEMM_H
 
+#include <stddef.h>
+
 void gemm_f32(int transA, int transB, int M, int N, int K, float alpha,
               const float *A, int lda, const float *B, int ldb, float beta,
               float *C, int ldc);
@@ -16,6 +18,10 @@ void gemm_f64(int transA, int transB, int M, int N, int K, double alpha,
 /* Choose the path again on the next call (after cpu.h's isa_force or a
  * change of TRIAD_GEMM): tests, and benchmarks that compare paths. */
 void gemm_reset_path(void);
+
+/* Bytes of packing buffers a thread keeps once it has multiplied (the
+ * planner's workspace). */
+size_t gemm_pack_bytes(void);
 
 /* Name of the implementation in use (printed at start-up). */
 const char *gemm_backend_name(void);

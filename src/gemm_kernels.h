@@ -39,11 +39,10 @@ struct gemm_kernel {
     gemm_ukernel_fn *const *ukernel; /* [rows], rows = 1 .. mr */
 };
 
-/* NULL where the build has no such path (not x86-64). */
+/* gemm_kernel_avx2 and gemm_kernel_avx512 exist in x86-64 builds only. */
 extern const struct gemm_kernel gemm_kernel_generic, gemm_kernel_avx2, gemm_kernel_avx512;
 
-/* The largest MR, NR and MC of the kernels (packing buffer sizes). */
-#define GEMM_MR_MAX 14
+/* The largest NR and MC of the kernels: the packing buffers' sizes. */
 #define GEMM_NR_MAX 32
 #define GEMM_MC_MAX 224
 

@@ -16,13 +16,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gemm.h"
 #include "log.h"
 #include "model.h"
 #include "optim.h"
 #include "pipeline.h"
 #include "zero2.h"
 
-enum { GEMM_PACK_FLOATS = 14 * 16 * 256 + 256 * (1024 + 32) }; /* gemm.c: MC x KC + KC x (NC + NR) per thread */
 enum { SGEMM_PROBE_BYTES = 3 * 1024 * 1024 * 4 };               /* gemm_peak_gflops: three 1024^2 matrices */
 enum { CUDA_PROBE_N = 4096 }; /* the CUDA table's peak_gflops: A, B (4 or 2 bytes) and C (4) of 4096^2 */
 /* cuda/context.cu's reduction scratch: 1024 partial sums, a result and a count, 8 bytes each */
@@ -205,7 +205,7 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
     }
     s->bytes[PM_COMM] = comm_buffer(p, &d, flat);
     s->bytes[PM_WORK] = p->cuda ? lp_operand_bytes(&d, p->B) + CUDA_CONTEXT_BYTES
-                                : (size_t)p->threads * GEMM_PACK_FLOATS * 4;
+                                : (size_t)p->threads * gemm_pack_bytes();
     s->bytes[PM_PROBE] = cfg->train.peak_gflops > 0 ? 0
                          : p->cuda ? (size_t)CUDA_PROBE_N * CUDA_PROBE_N * (d.prec == PREC_FP32 ? 12 : 8)
                                    : (size_t)SGEMM_PROBE_BYTES;
