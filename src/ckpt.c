@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -176,8 +177,40 @@ static int write_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
     if (ds >= 0) H5Dclose(ds);
     H5Sclose(fs);
     H5Pclose(lcpl);
-    if (rc < 0) snprintf(w->err, w->errlen, "writing %s failed", t->path);
+    if (rc < 0) snprintf(w->err, w->errlen, "rank %d: writing %s failed", w->g->rank, t->path);
     return rc < 0 ? -1 : 0;
+}
+
+/* Read back this rank's written selection (if it owns one) and sum it as
+ * write_tensor did, for verify_written. */
+static int reread_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
+{
+    hid_t ds = H5Dopen2(file, t->path, H5P_DEFAULT);
+    if (ds < 0) {
+        snprintf(w->err, w->errlen, "rank %d: dataset %s is missing", w->g->rank, t->path);
+        return -1;
+    }
+    int rc = 0;
+    if (owner(t, w->g) && t->elems > 0) {
+        hid_t fs = H5Dget_space(ds);
+        hsize_t n = t->elems;
+        hid_t ms = H5Screate_simple(1, &n, NULL);
+        select_blocks(fs, t, 1);
+        float *back = xmalloc(t->elems * sizeof(float)), *mine = t->local;
+        if (H5Dread(ds, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, back) < 0) {
+            snprintf(w->err, w->errlen, "rank %d: reading back %s failed", w->g->rank, t->path);
+            rc = -1;
+        } else {
+            t->local = back;
+            w->sums[w->next] = partial_checksum(t);
+            t->local = mine;
+        }
+        free(back);
+        H5Sclose(ms);
+        H5Sclose(fs);
+    }
+    H5Dclose(ds);
+    return rc;
 }
 
 static int read_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
@@ -342,6 +375,43 @@ static int verify_checksum(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
     return 0;
 }
 
+/* A newly written file, before it may replace anything: every tensor reads
+ * back with the checksum stored beside it (each owner re-reads what it
+ * wrote: an I/O error lost inside a collective write, or a short file,
+ * shows here), and its step is the one written.  Collective. */
+static int verify_written(const char *path, const struct model *m, const struct optim *o, int64_t step,
+                          const struct grid *g, char *err, size_t errlen)
+{
+    hid_t f = open_parallel(path, 0, g);
+    int rc = 0;
+    if (f < 0) {
+        snprintf(err, errlen, "rank %d: %s does not open as HDF5 after writing it", g->rank, path);
+        rc = -1;
+    }
+    if (agree(rc, err, errlen, g)) return -1;
+    const char *prefix[3] = {"/model", "/optim/m", "/optim/v"};
+    float *const *base[3] = {o && o->master_mem ? o->master : m->param, o->m, o->v};
+    int per = datasets_per_prefix(m);
+    struct walk_ctx w = {g, xcalloc((size_t)per * 3, sizeof(uint64_t)), 0, err, errlen};
+    for (int p = 0; p < 3 && rc == 0; p++) rc = walk(f, prefix[p], m, base[p], reread_tensor, &w);
+    rc = agree(rc, err, errlen, g);
+    if (rc == 0) {
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, w.sums, per * 3, MPI_UINT64_T, MPI_SUM, g->world_comm));
+        w.next = 0;
+        for (int p = 0; p < 3 && rc == 0; p++) rc = walk(f, prefix[p], m, base[p], verify_checksum, &w);
+        int64_t stored = -1;
+        if (rc == 0 && (read_attr_i64(f, "step", &stored) != 0 || stored != step)) {
+            snprintf(err, errlen, "rank %d: the step attribute reads back as %lld, not %lld", g->rank,
+                     (long long)stored, (long long)step);
+            rc = -1;
+        }
+        rc = agree(rc, err, errlen, g);
+    }
+    free(w.sums);
+    H5Fclose(f);
+    return rc;
+}
+
 /* Read (or write, then attach checksums to) the tensors under each prefix. */
 static int transfer(hid_t f, const struct model *m, const struct optim *o, int with_optim, int writing,
                     const struct grid *g, char *err, size_t errlen)
@@ -388,7 +458,7 @@ int ckpt_save(const char *run_dir, const struct ckpt_state *st, const struct mod
     hid_t f = open_parallel(tmp, 1, g);
     int rc = 0;
     if (f < 0) {
-        snprintf(err, errlen, "cannot create %s: is %s writable and is there space?", tmp, run_dir);
+        snprintf(err, errlen, "rank %d: cannot create %s: is %s writable and is there space?", g->rank, tmp, run_dir);
         rc = -1;
     }
     if (agree(rc, err, errlen, g)) return -1;
@@ -409,21 +479,42 @@ int ckpt_save(const char *run_dir, const struct ckpt_state *st, const struct mod
         attr_str(f, "deck", deck);
     }
     if (H5Fclose(f) < 0 && rc == 0) {
-        snprintf(err, errlen, "closing %s failed (disk full?)", tmp);
+        snprintf(err, errlen, "rank %d: closing %s failed (disk full?)", g->rank, tmp);
         rc = -1;
     }
     rc = agree(rc, err, errlen, g);
+    /* every rank flushes what it wrote (on a parallel file system each
+     * client holds its own dirty pages), then the file is read back */
+    if (rc == 0 && fsync_path(tmp) != 0) {
+        snprintf(err, errlen, "rank %d: fsync of %s failed: %s", g->rank, tmp, strerror(errno));
+        rc = -1;
+    }
+    rc = agree(rc, err, errlen, g);
+    if (rc == 0 && verify_written(tmp, m, o, st->step, g, err, errlen) != 0) {
+        /* (a write error can be lost inside MPI-IO's collective writes: say what the disk has) */
+        char why[1024];
+        snprintf(why, sizeof why, "%s", err);
+        struct statvfs fs;
+        if (statvfs(run_dir, &fs) == 0)
+            snprintf(err, errlen, "%s does not read back as written (%s); the file system of %s has %llu KiB free",
+                     tmp, why, run_dir, (unsigned long long)fs.f_bavail * fs.f_frsize / 1024);
+        else
+            snprintf(err, errlen, "%s does not read back as written (%s)", tmp, why);
+        rc = -1;
+    }
+    /* only a verified file replaces anything, and only then are old ones rotated out */
     if (rc == 0 && g->rank == 0) {
-        if (fsync_path(tmp) != 0 || rename(tmp, final) != 0) {
-            snprintf(err, errlen, "cannot finish %s: %s", final, strerror(errno));
+        if (rename(tmp, final) != 0) {
+            snprintf(err, errlen, "rank 0: cannot rename %s to %s: %s", tmp, final, strerror(errno));
             rc = -1;
         } else {
             fsync_path(run_dir);
             prune(run_dir, keep);
         }
     }
+    rc = agree(rc, err, errlen, g);
     if (rc != 0 && g->rank == 0) unlink(tmp);
-    return agree(rc, err, errlen, g);
+    return rc;
 }
 
 static int load(const char *path, struct model *m, struct optim *o, struct ckpt_state *st, const struct grid *g,

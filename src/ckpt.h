@@ -21,9 +21,11 @@ struct ckpt_state {
     int has_scaler;    /* the three above are there (written by an fp16 run) */
 };
 
-/* Write <run_dir>/ckpt_<step>.h5 atomically (temporary name, close, fsync,
- * rename) and keep the newest `keep`.  Collective over the world.  Returns 0,
- * or -1 with err filled on every rank (the previous checkpoints are intact). */
+/* Write <run_dir>/ckpt_<step>.h5 atomically: a temporary name, close, fsync
+ * on every rank, read back and verified (every tensor's checksum, the step),
+ * then renamed; only then is all but the newest `keep` removed.  Collective
+ * over the world.  Returns 0, or -1 with err filled on every rank, naming
+ * the first rank that failed (the previous checkpoints are intact). */
 int ckpt_save(const char *run_dir, const struct ckpt_state *st, const struct model *m,
               const struct optim *o, const char *deck, const struct grid *g, int keep,
               char *err, size_t errlen);

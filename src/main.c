@@ -134,6 +134,7 @@ int main(int argc, char **argv)
      * MPI_File_open when two jobs open files at the same time; HDF5 never uses
      * shared file pointers, so leave it out unless the user chose otherwise. */
     setenv("OMPI_MCA_sharedfp", "^sm", 0);
+    train_catch_signals(); /* a stop asked for during start-up ends it with status 3 */
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));

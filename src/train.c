@@ -31,6 +31,12 @@
 static volatile sig_atomic_t stop_requested = 0;
 static void on_stop_signal(int sig) { stop_requested = sig; }
 
+void train_catch_signals(void)
+{
+    signal(SIGUSR1, on_stop_signal);
+    signal(SIGTERM, on_stop_signal);
+}
+
 struct run {
     const struct config *cfg;
     const struct grid *g;
@@ -52,6 +58,8 @@ struct run {
     int64_t tokens;
     double peak_flops;          /* MFU's reference: the sum over ranks, FLOP/s */
     char peak_text[400];        /* how it was found, and the measured rate beside it (rank 0) */
+    char last_ckpt[4096];       /* the newest good checkpoint: written or restarted from ("" if none) */
+    int64_t saved_step;         /* the step of the checkpoint written last (-1: none this run) */
 };
 
 static void fail_collective(const struct grid *g, int failed, const char *what, const char *hint)
@@ -142,6 +150,7 @@ static void load_initial_state(struct run *r)
             r->scaler.hysteresis_left = st.hysteresis_left;
         }
         log_info("restarted from %s at step %lld (read in %.2f s)\n", path, (long long)r->step, wtime() - t0);
+        snprintf(r->last_ckpt, sizeof r->last_ckpt, "%s", path);
     } else if (cfg->io.init_from[0]) {
         if (ckpt_load_model(cfg->io.init_from, &r->model, r->g, err, sizeof err) != 0)
             die_all("io.init_from must name an HDF5 file with a /model group of this model's shape",
@@ -366,14 +375,17 @@ static void watch_nonfinite(struct run *r, double loss)
     r->model.watch = 1;
 }
 
-static void save_checkpoint(struct run *r)
+/* Write the checkpoint of this step, once.  Returns 0 (written, or nothing
+ * to write), or -1 with the reason in err (every rank alike; the earlier
+ * checkpoints are intact). */
+static int save_checkpoint(struct run *r, char *err, size_t errlen)
 {
+    if (r->saved_step == r->step) return 0; /* a stop at a checkpoint step: already written */
     if (r->nonfinite_streak > 0) { /* the same on every rank: the loss is global */
         log_info("no checkpoint at step %lld: the loss is not finite, the state is suspect (the earlier "
                  "checkpoints are kept)\n", (long long)r->step);
-        return;
+        return 0;
     }
-    char err[1024] = "";
     struct ckpt_state st = {r->step, r->tokens, r->optim.updates, r->scaler.scale, r->scaler.good_steps,
                             r->scaler.hysteresis_left, r->scaler.dynamic};
     double t0 = wtime();
@@ -381,15 +393,31 @@ static void save_checkpoint(struct run *r)
     if (r->g->rank == 0 && metrics_flush(&r->metrics) != 0) log_warn("flushing metrics.h5 failed");
     optim_gather_full(&r->optim, &r->model, &r->comm); /* ZeRO: the whole state, for a reshardable file */
     int rc = ckpt_save(r->cfg->io.run_dir, &st, &r->model, &r->optim, r->deck, r->g,
-                       (int)r->cfg->io.keep_checkpoints, err, sizeof err);
+                       (int)r->cfg->io.keep_checkpoints, err, errlen);
     optim_drop_full(&r->optim);
-    if (rc != 0)
-        die_all("check the free space and permissions of io.run_dir; earlier checkpoints are intact",
-                "checkpoint at step %lld failed: %s", (long long)r->step, err);
     timer_stop(&r->timers, T_IO);
+    if (rc != 0) return -1;
+    r->saved_step = r->step;
+    snprintf(r->last_ckpt, sizeof r->last_ckpt, "%s/ckpt_%lld.h5", r->cfg->io.run_dir, (long long)r->step);
     double dt = wtime() - t0, mib = 3.0 * model_logical_params(&r->model.d) * sizeof(float) / 1048576.0;
-    log_info("checkpoint %s/ckpt_%lld.h5 written: %.1f MiB in %.2f s (%.0f MiB/s)\n", r->cfg->io.run_dir,
-             (long long)r->step, mib, dt, mib / dt);
+    log_info("checkpoint %s written and verified: %.1f MiB in %.2f s (%.0f MiB/s)\n", r->last_ckpt, mib, dt,
+             mib / dt);
+    return 0;
+}
+
+/* A checkpoint that could not be written ends the run.  While stopping (a
+ * signal or the time limit) with an earlier good checkpoint, the status is 3
+ * all the same: a requeued job resumes from that one. */
+static void checkpoint_failed(const struct run *r, int stopping, const char *err)
+{
+    if (stopping && r->last_ckpt[0]) {
+        if (r->g->rank == 0) fprintf(stderr, "error: checkpoint at step %lld failed: %s\n", (long long)r->step, err);
+        log_info("stopped without a checkpoint of step %lld: the newest good one is %s, which a requeued "
+                 "job resumes from (status 3)\n", (long long)r->step, r->last_ckpt);
+        exit_all(EXIT_STOPPED);
+    }
+    die_all("check the free space and permissions of io.run_dir; earlier checkpoints are intact",
+            "checkpoint at step %lld failed: %s", (long long)r->step, err);
 }
 
 /* Should all ranks stop now?  A signal, the time limit (io.max_seconds, with
@@ -415,9 +443,21 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
     r.cfg = cfg;
     r.g = g;
     r.deck = deck;
+    r.saved_step = -1;
+    train_catch_signals(); /* (main caught them already; a library may have reset them) */
     setup(&r);
-    signal(SIGUSR1, on_stop_signal);
-    signal(SIGTERM, on_stop_signal);
+    /* a stop asked for during start-up (the deck, the plan, a checkpoint read, the probe): nothing new to write */
+    int asked = stop_requested ? 1 : 0;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &asked, 1, MPI_INT, MPI_MAX, g->world_comm));
+    if (asked) {
+        if (r.last_ckpt[0])
+            log_info("stop asked during start-up: nothing written; a requeued job resumes from %s (status 3)\n",
+                     r.last_ckpt);
+        else
+            log_info("stop asked during start-up: nothing written; a requeued job starts from the beginning "
+                     "(status 3)\n");
+        exit_all(EXIT_STOPPED);
+    }
 
     const double flops_tok = model_flops_per_token(&r.model.d);
     const int64_t step_tokens = cfg->train.batch_size * r.model.d.T;
@@ -457,17 +497,22 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
         if (r.step == 1 && cfg->diag.corrupt_rank == g->rank) diag_corrupt(&r.model);
         if (cfg->diag.check_every > 0 && r.step % cfg->diag.check_every == 0 && r.step < cfg->train.steps)
             diag_check_consistency(&r.model, g, cfg, r.step);
-        if (cfg->io.checkpoint_every > 0 && r.step % cfg->io.checkpoint_every == 0 && r.step < cfg->train.steps)
-            save_checkpoint(&r);
+        char err[1024] = "";
+        if (cfg->io.checkpoint_every > 0 && r.step % cfg->io.checkpoint_every == 0 && r.step < cfg->train.steps &&
+            save_checkpoint(&r, err, sizeof err) != 0)
+            checkpoint_failed(&r, stop_agreed(&r, t_start, avg) != NULL, err);
         const char *why = r.step < cfg->train.steps ? stop_agreed(&r, t_start, avg) : NULL;
         if (why) {
-            log_info("stopping at step %lld (%s); writing a checkpoint\n", (long long)r.step, why);
+            log_info("stopping at step %lld (%s); %s\n", (long long)r.step, why,
+                     r.saved_step == r.step ? "its checkpoint is written" : "writing a checkpoint");
             status = EXIT_STOPPED;
             break;
         }
     }
     diag_check_consistency(&r.model, g, cfg, r.step);
-    if (status == EXIT_STOPPED || cfg->io.save_final) save_checkpoint(&r);
+    char why_not[1024] = "";
+    if ((status == EXIT_STOPPED || cfg->io.save_final) && save_checkpoint(&r, why_not, sizeof why_not) != 0)
+        checkpoint_failed(&r, status == EXIT_STOPPED, why_not);
 
     double *all = g->rank == 0 ? xmalloc((size_t)g->world * NUM_TIMERS * sizeof(double)) : NULL;
     MPI_CHECK(MPI_Gather(r.timers.total, NUM_TIMERS, MPI_DOUBLE, all, NUM_TIMERS, MPI_DOUBLE, 0, g->world_comm));
