@@ -90,6 +90,41 @@ rc=$?
 cmp -s "$tmp/out" "$tmp/echo.nml" || problem "echo of the echo differs: $(diff "$tmp/echo.nml" "$tmp/out" | head -n 5)"
 report "the echo is a deck that echoes to itself"
 
+# ---------------------------------------------------------------- line ends, sizes, bytes
+# CR-only (old Mac editors) and CR LF decks read as the LF one: a '!' comment
+# ends where its line does, not at the end of the file.
+tr '\n' '\r' <"$tmp/good.nml" >"$tmp/cr.nml"
+sed 's/$/\r/' "$tmp/good.nml" >"$tmp/crlf.nml"
+for e in cr crlf; do
+    "$triad" check "$tmp/$e.nml" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ "$rc" -eq 0 ] || problem "exit status $rc, expected 0"
+    cmp -s "$tmp/out" "$tmp/echo.nml" || problem "the effective deck differs: $(diff "$tmp/echo.nml" "$tmp/out" | head -n 4)"
+    report "a deck with $e line ends reads as the LF one"
+done
+printf '&model\n  n_layer = 2\n  n_h\000ead = 4 /\n' >"$tmp/nul.nml"
+"$triad" check "$tmp/nul.nml" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+expect_failure
+expect_in_stderr "$tmp/nul.nml:3:6: error: the deck contains a NUL byte"
+report "a NUL byte is reported with its line and column"
+timeout 20 "$triad" check /dev/zero >"$tmp/out" 2>"$tmp/err"
+rc=$?
+expect_failure
+expect_in_stderr "/dev/zero:1:1: error: the deck contains a NUL byte"
+report "check /dev/zero stops at once (no unbounded read)"
+{ echo '&model n_layer = 2 /'; yes '! a comment that pads the deck past its bound' | head -n 40000; } >"$tmp/big.nml"
+"$triad" check "$tmp/big.nml" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+expect_failure
+expect_in_stderr "more than 1024 KiB: it is not a namelist"
+report "a deck over 1 MiB is refused with its size, before reading it"
+yes '! a comment that pads the deck past its bound' | head -n 40000 | "$triad" check /dev/stdin >"$tmp/out" 2>"$tmp/err"
+rc=$?
+expect_failure
+expect_in_stderr "the deck is more than 1024 KiB"
+report "a stream over 1 MiB is refused after reading 1 MiB"
+
 # ---------------------------------------------------------------- a bad override
 "$triad" check "$tmp/good.nml" model.n_layers=3 >"$tmp/out" 2>"$tmp/err"
 rc=$?
@@ -115,6 +150,12 @@ expect_in_stderr "hint: set dp = 2"
 count=$(grep -c "error: tp \* dp \* pp" "$tmp/err")
 [ "$count" -eq 1 ] || problem "the error is printed $count times, expected once"
 report "dp = 4 on 2 ranks: the world size is checked, the error printed once"
+
+"$triad" check "$tmp/good.nml" train.steps=99999999999999999999 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+expect_failure
+expect_in_stderr "does not fit in 64 bits"
+report "an integer override that does not fit is an error"
 
 echo "1..$n"
 exit $failed

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 enum key_type { KEY_INT, KEY_REAL, KEY_BOOL, KEY_STR, KEY_ENUM };
 
@@ -547,6 +548,35 @@ int config_read_string(struct config *cfg, const char *text, const char *name, s
 }
 
 /* The whole file, NUL-terminated, or NULL with *err filled. */
+/* Decks are a few KiB: anything larger is not one (and /dev/zero never ends). */
+#define DECK_MAX_BYTES (1 << 20)
+
+/* Line and column (from 1) of text[at], for an error found while reading. */
+static void line_col(const char *text, size_t at, int *line, int *col)
+{
+    *line = 1, *col = 1;
+    for (size_t i = 0; i < at; i++) {
+        if (text[i] == '\n' || (text[i] == '\r' && text[i + 1] != '\n')) (*line)++, *col = 1;
+        else if (text[i] != '\r') (*col)++;
+    }
+}
+
+/* CR LF and a lone CR (old Mac editors) both end a line: make them LF, so
+ * that a comment ends where the user sees its line end.  In place. */
+static void unify_line_ends(char *text)
+{
+    char *w = text;
+    for (const char *r = text; *r; r++) {
+        if (*r == '\r') {
+            *w++ = '\n';
+            if (r[1] == '\n') r++;
+        } else {
+            *w++ = *r;
+        }
+    }
+    *w = '\0';
+}
+
 static char *slurp(const char *path, struct config_error *err)
 {
     FILE *f = fopen(path, "rb");
@@ -555,11 +585,22 @@ static char *slurp(const char *path, struct config_error *err)
         config_set_hint(err, "check the file name; a relative path is taken from the directory the job starts in");
         return NULL;
     }
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > DECK_MAX_BYTES) {
+        fclose(f);
+        config_set_what(err, 0, 0, "the deck is %lld bytes, more than %d KiB: it is not a namelist",
+                        (long long)sb.st_size, DECK_MAX_BYTES / 1024);
+        config_set_hint(err, "give the namelist text file (*.nml); decks are a few KiB");
+        return NULL;
+    }
     size_t cap = 1 << 16, n = 0, got;
     char *buf = malloc(cap);
-    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+    int nul = 0, big = 0;
+    while (buf && !nul && !big && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        nul = memchr(buf + n, '\0', got) != NULL;
         n += got;
-        if (n + 1 == cap) {
+        big = n > DECK_MAX_BYTES;
+        if (n + 1 == cap && !nul && !big) {
             char *q = realloc(buf, cap *= 2);
             if (!q) free(buf);
             buf = q;
@@ -574,12 +615,22 @@ static char *slurp(const char *path, struct config_error *err)
         return NULL;
     }
     buf[n] = '\0';
-    if (strlen(buf) != n) {
-        config_set_what(err, 0, 0, "the deck contains a NUL byte at offset %zu: it is not a text file", strlen(buf));
+    if (nul) {
+        int line, col;
+        line_col(buf, strlen(buf), &line, &col);
+        config_set_what(err, line, col, "the deck contains a NUL byte: it is not a text file");
         config_set_hint(err, "give the namelist text file (*.nml)");
         free(buf);
         return NULL;
     }
+    if (big) {
+        config_set_what(err, 0, 0, "the deck is more than %d KiB (%zu bytes read, and more follow): it is not a "
+                        "namelist", DECK_MAX_BYTES / 1024, n);
+        config_set_hint(err, "give the namelist text file (*.nml); decks are a few KiB");
+        free(buf);
+        return NULL;
+    }
+    unify_line_ends(buf);
     return buf;
 }
 

@@ -326,6 +326,16 @@ static int check_data(const struct config *cfg, struct config_error *err)
     return 0;
 }
 
+/* Where the run writes: a directory, so never an empty name. */
+static int check_io(const struct config *cfg, struct config_error *err)
+{
+    if (!cfg->io.run_dir[0]) {
+        config_set_what(err, 0, 0, "run_dir = '' in &io: the run needs a directory for its checkpoints and metrics");
+        return config_set_hint(err, "set run_dir = 'run' (the default) or another directory in &io");
+    }
+    return 0;
+}
+
 /* The pipeline schedule can run this many micro-batches (interleaving needs
  * a multiple of pp). */
 static int check_schedule(const struct config *cfg, int world, struct config_error *err)
@@ -348,7 +358,7 @@ int config_validate(const struct config *cfg, int world, struct config_error *er
     config_error_reset(err, "");
     if (check_model(cfg, err) || check_features(cfg, err) || check_split(cfg, err) ||
         check_world(cfg, world, err) || check_batch(cfg, world, err) || check_sizes(cfg, world, err) ||
-        check_train(cfg, err) || check_data(cfg, err) || check_schedule(cfg, world, err))
+        check_train(cfg, err) || check_data(cfg, err) || check_io(cfg, err) || check_schedule(cfg, world, err))
         return -1;
     return 0;
 }

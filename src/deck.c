@@ -7,6 +7,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -338,8 +339,12 @@ static int classify(const char *p, int len, const struct token *t, struct deck_v
         return 0;
     }
     if (is_real(num)) {
+        errno = 0;
         v->r = strtod(num, NULL);
         if (!isfinite(v->r)) return bad_value(err, t, p, len, ": the real is too large for a double");
+        if (errno == ERANGE && fabs(v->r) < DBL_MIN)
+            return bad_value(err, t, p, len, ": the real is too small for a double (it would become 0 or lose "
+                                             "digits)");
         v->kind = DECK_REAL;
         return 0;
     }
