@@ -106,4 +106,15 @@ for lay in "1 1 1" "4 1 2" "1 2 4"; do
         compare_runs "$d" "$scratch/gref" 1e-5 loss > /dev/null
     ok $? "restart of the 2x2x2 checkpoint at tp $1 x dp $2 x pp $3 (from step 6): all 12 steps within 1e-5 of the serial run"
 done
+
+# 7. a checkpoint of another model is refused before any tensor is read, each difference named
+c10="$scratch/ref/ckpt_30.h5"
+[ -f "$c10" ] || c10=$(ls "$scratch"/ref/ckpt_*.h5 | tail -1)
+triad_run 1 "$deck" model.n_layer=4 model.n_head=2 io.restart="'$c10'" io.run_dir="'$scratch/nh'"
+[ $? -eq 1 ] && grep -q "restart from $c10: the checkpoint holds another model (&model: n_head = 2 here, 4 in the checkpoint)" "$scratch/last.out"
+ok $? "a restart with another n_head (same tensor shapes) is refused, naming n_head"
+triad_run 1 "$deck" model.n_layer=3 model.d_model=64 io.restart="'$c10'" io.run_dir="'$scratch/nl'"
+[ $? -eq 1 ] && grep -q "n_layer = 3 here, 4 in the checkpoint; d_model = 64 here, 32 in the checkpoint" "$scratch/last.out"
+ok $? "n_layer and d_model both differ: both are listed"
+grep 'holds another' "$scratch/last.out" | diag
 done_testing

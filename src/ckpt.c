@@ -19,6 +19,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "log.h"
 
 static int agree(int rc, char *err, size_t errlen, const struct grid *g)
@@ -284,6 +285,56 @@ static void attr_str(hid_t obj, const char *name, const char *text)
     H5Tclose(t);
 }
 
+/* The string attribute `name` of obj, malloc'ed, or NULL if it has none. */
+static char *attr_read_str(hid_t obj, const char *name)
+{
+    if (H5Aexists(obj, name) <= 0) return NULL;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    hid_t t = a < 0 ? -1 : H5Aget_type(a);
+    char *text = NULL;
+    if (t >= 0 && H5Tget_class(t) == H5T_STRING && !H5Tis_variable_str(t)) {
+        size_t n = H5Tget_size(t);
+        text = xcalloc(n + 1, 1);
+        if (H5Aread(a, t, text) < 0) free(text), text = NULL;
+    }
+    if (t >= 0) H5Tclose(t);
+    if (a >= 0) H5Aclose(a);
+    return text;
+}
+
+/* A restart or init_from must describe the same model: the stored deck's
+ * shape keys against this run's, every mismatch listed, before any tensor
+ * is read.  Files from elsewhere carry no deck and are checked by shape. */
+static int check_model_keys(hid_t f, const char *path, const struct model_dims *d, char *err, size_t errlen)
+{
+    char *text = attr_read_str(f, "deck");
+    if (!text) return 0;
+    struct config c;
+    struct config_error ce;
+    config_defaults(&c);
+    int rc = config_read_string(&c, text, "the stored deck", &ce);
+    free(text);
+    if (rc != 0) {
+        snprintf(err, errlen, "the file is corrupted: the deck stored in %s does not read (%d:%d: %s)", path,
+                 ce.line, ce.col, ce.what);
+        return -1;
+    }
+    struct { const char *name; int64_t here, there; } k[] = {
+        {"n_layer", d->L, c.model.n_layer},   {"n_head", d->NH, c.model.n_head},
+        {"d_model", d->C, c.model.d_model},   {"seq_len", d->T, c.model.seq_len},
+        {"vocab_size", d->V, c.model.vocab_size},
+    };
+    char list[768] = "";
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (k[i].here != k[i].there)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s = %lld here, %lld in the checkpoint",
+                     list[0] ? "; " : "", k[i].name, (long long)k[i].here, (long long)k[i].there);
+    if (!list[0]) return 0;
+    snprintf(err, errlen, "the checkpoint holds another model (&model: %s): set the deck's &model as the "
+             "checkpoint's, or use another checkpoint", list);
+    return -1;
+}
+
 /* ------------------------------------------------------------------ files */
 
 static hid_t open_parallel(const char *path, int create, const struct grid *g)
@@ -528,9 +579,10 @@ static int load(const char *path, struct model *m, struct optim *o, struct ckpt_
         rc = -1;
     }
     if (agree(rc, err, errlen, g)) return -1;
-    rc = transfer(f, m, o, o != NULL, 0, g, err, errlen);
+    rc = agree(check_model_keys(f, path, &m->d, err, errlen), err, errlen, g);
+    if (rc == 0) rc = transfer(f, m, o, o != NULL, 0, g, err, errlen);
     if (rc == 0 && st && (read_attr_i64(f, "step", &st->step) || read_attr_i64(f, "tokens", &st->tokens))) {
-        snprintf(err, errlen, "%s has no step/tokens attributes: not a triad checkpoint", path);
+        snprintf(err, errlen, "%s has no step/tokens attributes: it is corrupted, or not a triad checkpoint", path);
         rc = -1;
     }
     if (rc == 0 && st) { /* optional: absent in older files, and the scale in runs without fp16 */
@@ -577,14 +629,16 @@ int ckpt_restart_auto(const char *run_dir, struct model *m, struct optim *o, str
     }
     MPI_CHECK(MPI_Bcast(&n, 1, MPI_INT, 0, g->world_comm));
     MPI_CHECK(MPI_Bcast(steps, n, MPI_INT64_T, 0, g->world_comm));
-    char why[1024] = "";
+    char why[1024] = "", newest[1024] = "";
     for (int i = 0; i < n; i++) {
         snprintf(path, len, "%s/ckpt_%lld.h5", run_dir, (long long)steps[i]);
         if (load(path, m, o, st, g, why, sizeof why) == 0) return 1;
+        if (i == 0) snprintf(newest, sizeof newest, "%s", why);
         if (g->rank == 0)
             fprintf(stderr, "warning: checkpoint %s is unusable (%s); trying the previous one\n", path, why);
     }
     if (n == 0) return 0;
-    snprintf(err, errlen, "none of the %d checkpoints in %s is usable; the newest failed with: %s", n, run_dir, why);
+    snprintf(err, errlen, "none of the %d checkpoints in %s is usable; the newest (ckpt_%lld.h5) failed with: %s", n,
+             run_dir, (long long)steps[0], newest);
     return -1;
 }
