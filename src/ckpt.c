@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <hdf5.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,11 +102,27 @@ struct walk_ctx {
     int next;        /* index of the dataset being visited */
     char *err;
     size_t errlen;
+    int failed;      /* an error is in err (later ones are dropped) */
 };
+
+/* Record this rank's first error of the walk. */
+static void walk_fail(struct walk_ctx *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void walk_fail(struct walk_ctx *w, const char *fmt, ...)
+{
+    if (w->failed) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->err, w->errlen, fmt, ap);
+    va_end(ap);
+    w->failed = 1;
+}
 
 typedef int (*tensor_fn)(hid_t file, struct tensor_ref *t, struct walk_ctx *w);
 
-/* Visit every tensor of every layer in a fixed order (the same on all ranks). */
+/* Visit every tensor of every layer in a fixed order (the same on all
+ * ranks), all of them even after an error: the dataset calls are collective,
+ * so a rank that stopped early would leave the others waiting in the next
+ * one.  Returns -1 if this rank failed (the first error in w->err). */
 static int walk(hid_t file, const char *prefix, const struct model *m, float *const *base, tensor_fn fn,
                 struct walk_ctx *w)
 {
@@ -114,11 +131,11 @@ static int walk(hid_t file, const char *prefix, const struct model *m, float *co
         for (int l = 0; l < layers; l++) {
             struct tensor_ref t;
             tensor_ref(&t, prefix, m, base, (enum param_id)id, l);
-            if (fn(file, &t, w) != 0) return -1;
+            if (fn(file, &t, w) != 0 && !w->failed) walk_fail(w, "rank %d: %s failed", w->g->rank, t.path);
             w->next++;
         }
     }
-    return 0;
+    return w->failed ? -1 : 0;
 }
 
 static int datasets_per_prefix(const struct model *m)
@@ -178,7 +195,7 @@ static int write_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
     if (ds >= 0) H5Dclose(ds);
     H5Sclose(fs);
     H5Pclose(lcpl);
-    if (rc < 0) snprintf(w->err, w->errlen, "rank %d: writing %s failed", w->g->rank, t->path);
+    if (rc < 0) walk_fail(w, "rank %d: writing %s failed", w->g->rank, t->path);
     return rc < 0 ? -1 : 0;
 }
 
@@ -188,7 +205,7 @@ static int reread_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
 {
     hid_t ds = H5Dopen2(file, t->path, H5P_DEFAULT);
     if (ds < 0) {
-        snprintf(w->err, w->errlen, "rank %d: dataset %s is missing", w->g->rank, t->path);
+        walk_fail(w, "rank %d: dataset %s is missing", w->g->rank, t->path);
         return -1;
     }
     int rc = 0;
@@ -199,7 +216,7 @@ static int reread_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
         select_blocks(fs, t, 1);
         float *back = xmalloc(t->elems * sizeof(float)), *mine = t->local;
         if (H5Dread(ds, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, back) < 0) {
-            snprintf(w->err, w->errlen, "rank %d: reading back %s failed", w->g->rank, t->path);
+            walk_fail(w, "rank %d: reading back %s failed", w->g->rank, t->path);
             rc = -1;
         } else {
             t->local = back;
@@ -217,7 +234,7 @@ static int reread_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
 static int read_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
 {
     if (H5Lexists(file, t->path, H5P_DEFAULT) <= 0) {
-        snprintf(w->err, w->errlen, "dataset %s is missing", t->path);
+        walk_fail(w, "dataset %s is missing", t->path);
         return -1;
     }
     hid_t ds = H5Dopen2(file, t->path, H5P_DEFAULT);
@@ -227,7 +244,7 @@ static int read_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
     if (rank == t->rank) H5Sget_simple_extent_dims(fs, dims, NULL);
     int rc = 0;
     if (rank != t->rank || dims[0] != t->dims[0] || (rank == 2 && dims[1] != t->dims[1])) {
-        snprintf(w->err, w->errlen, "dataset %s has shape [%llu%s%llu], the model needs [%llu%s%llu]: the deck's "
+        walk_fail(w, "dataset %s has shape [%llu%s%llu], the model needs [%llu%s%llu]: the deck's "
                  "n_layer/d_model/seq_len/vocab_size differ from the checkpoint's", t->path,
                  (unsigned long long)dims[0], rank == 2 ? ", " : "", rank == 2 ? (unsigned long long)dims[1] : 0ull,
                  (unsigned long long)t->dims[0], t->rank == 2 ? ", " : "",
@@ -238,7 +255,7 @@ static int read_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
         hid_t ms = H5Screate_simple(1, &n, NULL);
         select_blocks(fs, t, 1);
         if (H5Dread(ds, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, t->local) < 0) {
-            snprintf(w->err, w->errlen, "reading %s failed (truncated or corrupted file?)", t->path);
+            walk_fail(w, "reading %s failed (truncated or corrupted file?)", t->path);
             rc = -1;
         }
         H5Sclose(ms);
@@ -401,7 +418,7 @@ static int attach_checksum(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
     if (a >= 0) H5Aclose(a);
     H5Sclose(sp);
     if (ds >= 0) H5Dclose(ds);
-    if (rc < 0) snprintf(w->err, w->errlen, "writing the checksum of %s failed", t->path);
+    if (rc < 0) walk_fail(w, "writing the checksum of %s failed", t->path);
     return rc < 0 ? -1 : 0;
 }
 
@@ -419,7 +436,7 @@ static int verify_checksum(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
     if (a >= 0) H5Aclose(a);
     H5Dclose(ds);
     if (rc < 0 || stored != w->sums[w->next]) {
-        snprintf(w->err, w->errlen, "checksum mismatch in %s (stored %016llx, data %016llx): the file is corrupted",
+        walk_fail(w, "checksum mismatch in %s (stored %016llx, data %016llx): the file is corrupted",
                  t->path, (unsigned long long)stored, (unsigned long long)w->sums[w->next]);
         return -1;
     }
@@ -443,13 +460,13 @@ static int verify_written(const char *path, const struct model *m, const struct 
     const char *prefix[3] = {"/model", "/optim/m", "/optim/v"};
     float *const *base[3] = {o && o->master_mem ? o->master : m->param, o->m, o->v};
     int per = datasets_per_prefix(m);
-    struct walk_ctx w = {g, xcalloc((size_t)per * 3, sizeof(uint64_t)), 0, err, errlen};
-    for (int p = 0; p < 3 && rc == 0; p++) rc = walk(f, prefix[p], m, base[p], reread_tensor, &w);
+    struct walk_ctx w = {g, xcalloc((size_t)per * 3, sizeof(uint64_t)), 0, err, errlen, 0};
+    for (int p = 0; p < 3; p++) rc |= walk(f, prefix[p], m, base[p], reread_tensor, &w);
     rc = agree(rc, err, errlen, g);
     if (rc == 0) {
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, w.sums, per * 3, MPI_UINT64_T, MPI_SUM, g->world_comm));
         w.next = 0;
-        for (int p = 0; p < 3 && rc == 0; p++) rc = walk(f, prefix[p], m, base[p], verify_checksum, &w);
+        for (int p = 0; p < 3; p++) rc |= walk(f, prefix[p], m, base[p], verify_checksum, &w);
         int64_t stored = -1;
         if (rc == 0 && (read_attr_i64(f, "step", &stored) != 0 || stored != step)) {
             snprintf(err, errlen, "rank %d: the step attribute reads back as %lld, not %lld", g->rank,
@@ -472,7 +489,7 @@ static int transfer(hid_t f, const struct model *m, const struct optim *o, int w
     float *const *base[3] = {o && o->master_mem ? o->master : m->param, o ? o->m : NULL, o ? o->v : NULL};
     float *dev[3] = {base[0][0], o ? o->m[0] : NULL, o ? o->v[0] : NULL}; /* each flat buffer's start */
     int np = with_optim ? 3 : 1, per = datasets_per_prefix(m);
-    struct walk_ctx w = {g, xcalloc((size_t)per * np, sizeof(uint64_t)), 0, err, errlen};
+    struct walk_ctx w = {g, xcalloc((size_t)per * np, sizeof(uint64_t)), 0, err, errlen, 0};
     int rc = 0;
     /* state in device memory: HDF5 reads and writes a host copy of each flat buffer */
     float *host[3] = {NULL, NULL, NULL}, *hbase[3][NUM_PARAMS];
@@ -483,15 +500,14 @@ static int transfer(hid_t f, const struct model *m, const struct optim *o, int w
             for (int id = 0; id < NUM_PARAMS; id++) hbase[p][id] = host[p] + (base[p][id] - base[p][0]);
             base[p] = hbase[p];
         }
-    for (int p = 0; p < np && rc == 0; p++) rc = walk(f, prefix[p], m, base[p], writing ? write_tensor : read_tensor, &w);
+    for (int p = 0; p < np; p++) rc |= walk(f, prefix[p], m, base[p], writing ? write_tensor : read_tensor, &w);
     rc = mpi_agree_error(g->world_comm, rc != 0, err, errlen);
     for (int p = 0; p < np && host[p] && !writing && rc == 0; p++)
         m->k->to_device(dev[p], host[p], m->flat * sizeof(float));
     if (rc == 0) {
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, w.sums, per * np, MPI_UINT64_T, MPI_SUM, g->world_comm));
         w.next = 0;
-        for (int p = 0; p < np && rc == 0; p++)
-            rc = walk(f, prefix[p], m, base[p], writing ? attach_checksum : verify_checksum, &w);
+        for (int p = 0; p < np; p++) rc |= walk(f, prefix[p], m, base[p], writing ? attach_checksum : verify_checksum, &w);
         rc = mpi_agree_error(g->world_comm, rc != 0, err, errlen);
     }
     free(w.sums);
@@ -499,9 +515,43 @@ static int transfer(hid_t f, const struct model *m, const struct optim *o, int w
     return rc;
 }
 
+/* About the size of a checkpoint file: model, m and v in fp32, each tensor
+ * of 1 MiB or more starting on a MiB boundary (open_parallel), and the
+ * metadata (1 KiB a dataset and 32 KiB more: measured 0.4 KiB). */
+static double file_bytes(const struct model *m)
+{
+    double bytes = 32 << 10;
+    for (int id = 0; id < NUM_PARAMS; id++)
+        for (int l = 0; l < (param_table[id].per_layer ? m->d.L : 1); l++) {
+            struct tensor_ref t;
+            tensor_ref(&t, "/model", m, m->param, (enum param_id)id, l);
+            double b = 4.0 * (double)t.dims[0] * (double)(t.rank == 2 ? t.dims[1] : 1);
+            bytes += 3 * (b + (b >= (1 << 20) ? (1 << 20) : 0) + 1024);
+        }
+    return bytes;
+}
+
+/* Is there room for the file?  Checked before writing: HDF5 1.10 and
+ * Open MPI's MPI-IO can hang in a collective close when a write fails on
+ * some ranks only (a full disk), so a checkpoint that cannot fit is not
+ * started.  Rank 0 asks the file system; the answer is agreed. */
+static int check_room(const char *run_dir, const struct model *m, const struct grid *g, char *err, size_t errlen)
+{
+    int rc = 0;
+    struct statvfs fs;
+    double need = file_bytes(m);
+    if (g->rank == 0 && statvfs(run_dir, &fs) == 0 && (double)fs.f_bavail * (double)fs.f_frsize < need) {
+        snprintf(err, errlen, "not enough space in %s: the checkpoint needs about %.1f MiB, %.1f MiB are free",
+                 run_dir, need / 1048576.0, (double)fs.f_bavail * (double)fs.f_frsize / 1048576.0);
+        rc = -1;
+    }
+    return agree(rc, err, errlen, g);
+}
+
 int ckpt_save(const char *run_dir, const struct ckpt_state *st, const struct model *m, const struct optim *o,
               const char *deck, const struct grid *g, int keep, char *err, size_t errlen)
 {
+    if (check_room(run_dir, m, g, err, errlen) != 0) return -1;
     char final[4096], tmp[4200];
     snprintf(final, sizeof final, "%s/ckpt_%lld.h5", run_dir, (long long)st->step);
     snprintf(tmp, sizeof tmp, "%s.tmp", final);

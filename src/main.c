@@ -130,10 +130,13 @@ static char *echo_deck(const struct config *cfg)
 int main(int argc, char **argv)
 {
     int provided, rank, world;
-    /* Open MPI 4.1's shared-file-pointer component (sharedfp/sm) can hang in
-     * MPI_File_open when two jobs open files at the same time; HDF5 never uses
-     * shared file pointers, so leave it out unless the user chose otherwise. */
-    setenv("OMPI_MCA_sharedfp", "^sm", 0);
+    /* HDF5 never uses MPI-IO's shared file pointers, but Open MPI 4.1's OMPIO
+     * opens a shared-file-pointer component with every file: sharedfp/sm can
+     * hang in MPI_File_open when two jobs open files at once, and
+     * sharedfp/lockedfile writes a .lock file beside each one and spins
+     * forever when the disk is full (or leaves the file behind when killed).
+     * sharedfp/individual needs neither, unless the user chose otherwise. */
+    setenv("OMPI_MCA_sharedfp", "individual", 0);
     train_catch_signals(); /* a stop asked for during start-up ends it with status 3 */
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));

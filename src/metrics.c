@@ -1,6 +1,8 @@
 /* metrics.c -- timers summary, progress line and metrics.h5. */
 #include "metrics.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -96,7 +98,9 @@ static int reopen_datasets(struct metrics_file *mf, int64_t last)
         return -1;
     }
     hsize_t keep = 0;
-    while (keep < n && steps[keep] <= last) keep++;
+    /* the rows of steps 1 .. last, in order; a row out of order (zeros left by
+     * a write that failed) ends them */
+    while (keep < n && steps[keep] <= last && (keep == 0 ? steps[0] >= 1 : steps[keep] > steps[keep - 1])) keep++;
     free(steps);
     for (int i = 0; i < M_COUNT; i++)
         if (H5Dset_extent(mf->dset[i], &keep) < 0) return -1;
@@ -110,15 +114,36 @@ int metrics_open(struct metrics_file *mf, const char *run_dir, const char *deck,
     memset(mf, 0, sizeof *mf);
     mf->file = -1;
     mf->flush_every = flush_every;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* failures are reported here, once, not by HDF5's stack dump */
     char path[4096];
     snprintf(path, sizeof path, "%s/metrics.h5", run_dir);
     struct stat st;
     int exists = stat(path, &st) == 0;
-    int rc;
+    int rc = 0;
     if (exists && first_step > 0) {
         mf->file = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
         rc = mf->file < 0 ? -1 : reopen_datasets(mf, first_step);
-    } else {
+        if (rc != 0) { /* damaged (a full disk in an earlier run): keep it aside, start anew from here */
+            for (int i = 0; i < M_COUNT; i++)
+                if (mf->dset[i] > 0) H5Dclose(mf->dset[i]), mf->dset[i] = -1;
+            if (mf->file >= 0) H5Fclose(mf->file);
+            mf->file = -1;
+            char aside[4200];
+            for (int k = 1; k < 1000; k++) {
+                snprintf(aside, sizeof aside, "%s.damaged.%d", path, k);
+                if (stat(aside, &st) != 0) break;
+            }
+            if (rename(path, aside) != 0) {
+                snprintf(err, errlen, "cannot continue %s and cannot move it aside: %s", path, strerror(errno));
+                return -1;
+            }
+            log_warn("%s could not be continued (damaged: an earlier run's disk was full?): moved to %s; a new "
+                     "metrics.h5 starts at step %lld", path, aside, (long long)first_step + 1);
+            exists = 0;
+            rc = 0;
+        }
+    }
+    if (mf->file < 0) {
         mf->file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
         rc = mf->file < 0 ? -1 : create_datasets(mf);
     }
@@ -129,6 +154,18 @@ int metrics_open(struct metrics_file *mf, const char *run_dir, const char *deck,
         return -1;
     }
     return 0;
+}
+
+/* A write failed (a full disk): the file is closed now, errors ignored, and
+ * never touched again; the rows flushed before stay readable. */
+static void give_up(struct metrics_file *mf, const char *what, int64_t step)
+{
+    snprintf(mf->failed, sizeof mf->failed, "%s %lld to metrics.h5 failed (disk full?); the rows flushed before "
+             "are kept", what, (long long)step);
+    for (int i = 0; i < M_COUNT; i++)
+        if (mf->dset[i] > 0) H5Dclose(mf->dset[i]), mf->dset[i] = -1;
+    H5Fclose(mf->file);
+    mf->file = -1;
 }
 
 int metrics_append(struct metrics_file *mf, const struct step_metrics *s)
@@ -152,6 +189,7 @@ int metrics_append(struct metrics_file *mf, const struct step_metrics *s)
     mf->rows = newsize;
     if (rc == 0 && mf->flush_every > 0 && mf->rows % (hsize_t)mf->flush_every == 0)
         rc = H5Fflush(mf->file, H5F_SCOPE_GLOBAL) < 0 ? -1 : 0;
+    if (rc != 0) give_up(mf, "writing step", s->step);
     return rc;
 }
 
@@ -187,8 +225,12 @@ static int write_comm(hid_t file, const struct comm_counts *cc)
 
 int metrics_flush(struct metrics_file *mf)
 {
-    if (mf->file < 0) return 0;
-    return H5Fflush(mf->file, H5F_SCOPE_GLOBAL) < 0 ? -1 : 0;
+    if (mf->file < 0) return mf->failed[0] ? -1 : 0;
+    if (H5Fflush(mf->file, H5F_SCOPE_GLOBAL) < 0) {
+        give_up(mf, "flushing up to step", (int64_t)mf->rows);
+        return -1;
+    }
+    return 0;
 }
 
 int metrics_close(struct metrics_file *mf, const double *timer_totals_all, int world,

@@ -70,6 +70,7 @@ struct metrics_file {
     hid_t dset[16];
     hsize_t rows;
     int flush_every;
+    char failed[256]; /* why writing stopped ("" while it works): then file < 0 */
 };
 
 /* Create <run_dir>/metrics.h5, or continue an existing one after a restart,

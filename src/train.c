@@ -60,6 +60,7 @@ struct run {
     char peak_text[400];        /* how it was found, and the measured rate beside it (rank 0) */
     char last_ckpt[4096];       /* the newest good checkpoint: written or restarted from ("" if none) */
     int64_t saved_step;         /* the step of the checkpoint written last (-1: none this run) */
+    int metrics_failed;         /* metrics.h5 could not be written: stop (status 1) */
 };
 
 static void fail_collective(const struct grid *g, int failed, const char *what, const char *hint)
@@ -390,7 +391,10 @@ static int save_checkpoint(struct run *r, char *err, size_t errlen)
                             r->scaler.hysteresis_left, r->scaler.dynamic};
     double t0 = wtime();
     timer_start(&r->timers, T_IO);
-    if (r->g->rank == 0 && metrics_flush(&r->metrics) != 0) log_warn("flushing metrics.h5 failed");
+    if (r->g->rank == 0 && metrics_flush(&r->metrics) != 0 && !r->metrics_failed) {
+        fprintf(stderr, "error: %s\n", r->metrics.failed);
+        r->metrics_failed = 1; /* (the run stops at the next step boundary) */
+    }
     optim_gather_full(&r->optim, &r->model, &r->comm); /* ZeRO: the whole state, for a reshardable file */
     int rc = ckpt_save(r->cfg->io.run_dir, &st, &r->model, &r->optim, r->deck, r->g,
                        (int)r->cfg->io.keep_checkpoints, err, errlen);
@@ -425,15 +429,21 @@ static void checkpoint_failed(const struct run *r, int stopping, const char *err
  * removes when it honours it.  Returns the reason, or NULL.  Collective. */
 static const char *stop_agreed(struct run *r, double t_start, double avg_step)
 {
-    enum { SIGNAL = 1, TIME = 2, FILE_ = 4 };
+    enum { SIGNAL = 1, TIME = 2, FILE_ = 4, METRICS = 8 };
     int want = stop_requested ? SIGNAL : 0;
+    if (r->metrics_failed) want |= METRICS;
     double max_s = r->cfg->io.max_seconds;
     if (max_s > 0 && wtime() - t_start + 2.0 * avg_step > max_s) want |= TIME;
     char stop[CONFIG_STRLEN + 8];
     snprintf(stop, sizeof stop, "%s/STOP", r->cfg->io.run_dir);
     if (r->g->rank == 0 && access(stop, F_OK) == 0 && unlink(stop) == 0) want |= FILE_;
     comm_allreduce_max_int(&r->comm, CG_WORLD, &want, 1); /* the bits are disjoint per cause; max keeps one */
-    return want & SIGNAL ? "signal" : want & TIME ? "io.max_seconds reached" : want & FILE_ ? "stop file" : NULL;
+    r->metrics_failed = (want & METRICS) != 0; /* (rank 0 saw it; now every rank knows) */
+    return want & METRICS  ? "metrics.h5 cannot be written"
+           : want & SIGNAL ? "signal"
+           : want & TIME   ? "io.max_seconds reached"
+           : want & FILE_  ? "stop file"
+                           : NULL;
 }
 
 int train_run(const struct config *cfg, const struct grid *g, const char *deck)
@@ -488,7 +498,10 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
         double avg = t_steps / (double)(r.step - first_step);
         if (g->rank == 0) {
             timer_start(&r.timers, T_IO);
-            if (metrics_append(&r.metrics, &sm) != 0) log_warn("writing metrics.h5 failed at step %lld", (long long)r.step);
+            if (metrics_append(&r.metrics, &sm) != 0 && !r.metrics_failed) {
+                fprintf(stderr, "error: %s\n", r.metrics.failed);
+                r.metrics_failed = 1;
+            }
             timer_stop(&r.timers, T_IO);
             if (r.step % cfg->io.log_every == 0 || r.step == cfg->train.steps)
                 metrics_print_step(stdout, &sm, cfg->train.steps, avg * (double)(cfg->train.steps - r.step));
@@ -505,14 +518,21 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
         if (why) {
             log_info("stopping at step %lld (%s); %s\n", (long long)r.step, why,
                      r.saved_step == r.step ? "its checkpoint is written" : "writing a checkpoint");
-            status = EXIT_STOPPED;
+            status = r.metrics_failed ? EXIT_ERROR : EXIT_STOPPED;
             break;
         }
     }
     diag_check_consistency(&r.model, g, cfg, r.step);
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &r.metrics_failed, 1, MPI_INT, MPI_MAX, g->world_comm));
+    if (r.metrics_failed) status = EXIT_ERROR;
     char why_not[1024] = "";
-    if ((status == EXIT_STOPPED || cfg->io.save_final) && save_checkpoint(&r, why_not, sizeof why_not) != 0)
+    if ((status != EXIT_DONE || cfg->io.save_final) && save_checkpoint(&r, why_not, sizeof why_not) != 0)
         checkpoint_failed(&r, status == EXIT_STOPPED, why_not);
+    if (r.metrics_failed && g->rank == 0)
+        fprintf(stderr, "error: the run stopped at step %lld: metrics.h5 cannot be written (%s); the checkpoint of "
+                "step %lld is written\n  hint: free space in io.run_dir and restart with io.restart = 'auto' (a "
+                "damaged metrics.h5 is then moved aside)\n", (long long)r.step, r.metrics.failed,
+                (long long)r.step);
 
     double *all = g->rank == 0 ? xmalloc((size_t)g->world * NUM_TIMERS * sizeof(double)) : NULL;
     MPI_CHECK(MPI_Gather(r.timers.total, NUM_TIMERS, MPI_DOUBLE, all, NUM_TIMERS, MPI_DOUBLE, 0, g->world_comm));
