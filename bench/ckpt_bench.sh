@@ -10,7 +10,7 @@ NP=${NP:-2}
 dir=run/bench_ckpt
 rm -rf "$dir"
 deck="bench/gpt2_124m.nml train.steps=0 parallel.tp=$NP io.save_final=.true. io.run_dir='$dir'"
-w=$(mpirun -n "$NP" --oversubscribe ./triad $deck 2>&1 | sed -n 's/.*written: \([0-9.]*\) MiB in \([0-9.]*\) s.*/\1 \2/p')
+w=$(mpirun -n "$NP" --oversubscribe ./triad $deck 2>&1 | sed -n 's/.*written and verified: \([0-9.]*\) MiB in \([0-9.]*\) s.*/\1 \2/p')
 set -- $w
 mib=$1 wsec=$2
 r=$(mpirun -n "$NP" --oversubscribe ./triad $deck io.restart="'$dir/ckpt_0.h5'" io.save_final=.false. 2>&1 |

@@ -9,7 +9,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS
 printf '%-8s %10s %14s %16s\n' overlap "ms/step" "dp reduce ms" "hidden in bwd ms"
 for ov in .false. .true.; do
     out=$(mpirun -n 2 --bind-to core ./triad bench/small.nml train.batch_size=8 train.micro_batch_size=1 \
-          train.steps=8 train.threads=1 parallel.overlap_grad_reduce=$ov parallel.bucket_mb=4 io.run_dir="'run/bench_ov'" 2>&1) \
+          train.steps=8 train.threads=1 parallel.overlap_grad_reduce=$ov parallel.bucket_mb=4 io.run_dir="'run/bench_ov'" io.overwrite=.true. 2>&1) \
         || { echo "$out"; exit 1; }
     step=$(echo "$out" | awk '$1 == "step" && $2 == "total" { print $4 }')
     dpr=$(echo "$out" | awk '$1 == "dp" && $2 == "reduce" { print $4 }')

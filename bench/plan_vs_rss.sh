@@ -27,7 +27,7 @@ PY
 case_() {
     name=$1; np=$2; deck=$3; shift 3
     [ -z "${ONLY:-}" ] || echo "$name" | grep -Eq "$ONLY" || return 0
-    common="train.steps=3 train.warmup_steps=0 train.threads=$THREADS io.run_dir='$tmp/run' io.save_final=.false."
+    common="train.steps=3 train.warmup_steps=0 train.threads=$THREADS io.run_dir='$tmp/run' io.save_final=.false. io.overwrite=.true."
     rm -rf "$tmp/run"
     ./triad plan "$deck" world="$np" $common "$@" > "$tmp/plan.out" 2>&1 || { cat "$tmp/plan.out"; exit 1; }
     mpirun -n "$np" --oversubscribe --bind-to none python3 "$tmp/rss.py" ./triad "$deck" $common "$@" \

@@ -15,7 +15,7 @@ for sched in gpipe 1f1b interleaved; do
     for m in 4 8 16; do
         out=$(mpirun -n $PP --oversubscribe --bind-to none ./triad bench/small.nml model.n_layer=8 model.seq_len=128 model.vocab_size=256 \
               parallel.pp=$PP parallel.schedule=$sched parallel.virtual_stages=$v train.batch_size=$m \
-              train.micro_batch_size=1 train.steps=6 train.threads=1 io.run_dir="'run/bench_pp'" 2>&1) || { echo "$out"; exit 1; }
+              train.micro_batch_size=1 train.steps=6 train.threads=1 io.run_dir="'run/bench_pp'" io.overwrite=.true. 2>&1) || { echo "$out"; exit 1; }
         line=$(echo "$out" | grep "pipeline bubble:")
         pred=$(echo "$line" | sed -n 's/.*predicted \([0-9.]*%\).*/\1/p')
         meas=$(echo "$line" | sed -n 's/.*min \([0-9.]*%\) avg \([0-9.]*%\) max \([0-9.]*%\).*/\1 \2 \3/p')

@@ -6,7 +6,7 @@ set -u
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 for tp in 1 2; do
-    mpirun -n 2 --bind-to core ./triad bench/small.nml parallel.tp=$tp train.threads=1 io.run_dir="'run/bench_tp$tp'" \
+    mpirun -n 2 --bind-to core ./triad bench/small.nml parallel.tp=$tp train.threads=1 io.run_dir="'run/bench_tp$tp'" io.overwrite=.true. \
         > run/bench_tp$tp.out 2>&1 || { cat run/bench_tp$tp.out; exit 1; }
 done
 /usr/bin/python3 - <<'PY'

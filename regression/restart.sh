@@ -75,7 +75,10 @@ grep -q "checkpoint $scratch/c/ckpt_25.h5 is unusable" "$scratch/last.out" && gr
 ok $? "a truncated one too; the previous good checkpoint (step 20) is used"
 [ $st -eq 0 ] && compare_runs "$scratch/c" "$scratch/ref" 0 loss > /dev/null
 ok $? "and the run still ends bitwise identical to the uninterrupted one"
-triad_run 1 "$deck" $common io.restart="'$scratch/c/ckpt_30.h5'" io.run_dir="'$scratch/c2'"
+# (the restart from step 20 moved the later, unusable ones aside: they are kept, not deleted)
+[ -f "$scratch/c/abandoned.1/ckpt_25.h5" ] && [ -f "$scratch/c/abandoned.1/ckpt_30.h5" ] && [ ! -e "$scratch/c/ckpt_30.h5" ]
+ok $? "the checkpoints later than the one resumed from are moved aside into abandoned.1/"
+triad_run 1 "$deck" $common io.restart="'$scratch/c/abandoned.1/ckpt_30.h5'" io.run_dir="'$scratch/c2'"
 [ $? -eq 1 ] && grep -q "checksum mismatch" "$scratch/last.out"
 ok $? "an explicit restart from the corrupted file stops with the reason, status 1"
 

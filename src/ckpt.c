@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "lineage.h"
 #include "log.h"
 
 static int agree(int rc, char *err, size_t errlen, const struct grid *g)
@@ -384,28 +385,31 @@ static int ckpt_step_of(const char *name, int64_t *step)
     return 0;
 }
 
-/* Remove all but the newest `keep` ckpt_<step>.h5 in dir (rank 0 only). */
-static void prune(const char *dir, int keep)
+/* The new checkpoint of `step` joins run_dir's lineage, and all but its
+ * newest `keep` are removed (rank 0 only).  Only the lineage's own files
+ * are ever removed: another run's checkpoints in the directory stay. */
+static void rotate(const char *dir, int64_t step, int keep)
 {
-    DIR *dp = opendir(dir);
-    if (!dp) return;
-    int64_t steps[4096];
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(dp)) && n < 4096) {
-        int64_t s;
-        if (ckpt_step_of(e->d_name, &s) == 0) steps[n++] = s;
+    static struct lineage l; /* (large: not on the stack) */
+    char err[1024];
+    if (lineage_read(dir, &l, err, sizeof err) != 0) {
+        log_warn("%s; nothing rotated, a new manifest starts with ckpt_%lld.h5", err, (long long)step);
+        l.n = 0;
     }
-    closedir(dp);
-    for (int i = 0; i < n; i++) {
-        int newer = 0;
-        for (int j = 0; j < n; j++) newer += steps[j] > steps[i];
-        if (newer >= keep) {
-            char path[4096];
-            snprintf(path, sizeof path, "%s/ckpt_%lld.h5", dir, (long long)steps[i]);
-            if (unlink(path) != 0) log_warn("cannot remove old checkpoint %s: %s", path, strerror(errno));
-        }
+    if (l.n == 0 || l.step[l.n - 1] != step) {
+        if (l.n == LINEAGE_MAX) memmove(l.step, l.step + 1, (size_t)--l.n * sizeof l.step[0]);
+        l.step[l.n++] = step;
     }
+    int drop = l.n > keep ? l.n - keep : 0;
+    for (int i = 0; i < drop; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/ckpt_%lld.h5", dir, (long long)l.step[i]);
+        if (unlink(path) != 0 && errno != ENOENT)
+            log_warn("cannot remove old checkpoint %s: %s", path, strerror(errno));
+    }
+    l.n -= drop;
+    memmove(l.step, l.step + drop, (size_t)l.n * sizeof l.step[0]);
+    if (lineage_write(dir, &l, err, sizeof err) != 0) log_warn("%s: rotation and restart = 'auto' fall back to step numbers", err);
 }
 
 /* Attach the checksum of each dataset (after the owners' partial sums met). */
@@ -610,7 +614,7 @@ int ckpt_save(const char *run_dir, const struct ckpt_state *st, const struct mod
             rc = -1;
         } else {
             fsync_path(run_dir);
-            prune(run_dir, keep);
+            rotate(run_dir, st->step, keep);
         }
     }
     rc = agree(rc, err, errlen, g);
@@ -662,7 +666,15 @@ int ckpt_restart_auto(const char *run_dir, struct model *m, struct optim *o, str
     /* rank 0 lists the checkpoints, newest first; everyone tries them in turn */
     int64_t steps[4096];
     int n = 0;
-    if (g->rank == 0) {
+    static struct lineage l;
+    char lerr[1024];
+    if (g->rank == 0 && lineage_read(run_dir, &l, lerr, sizeof lerr) != 0) {
+        fprintf(stderr, "warning: %s; taking the checkpoints by step number\n", lerr);
+        l.n = 0;
+    }
+    if (g->rank == 0 && l.n > 0) { /* the lineage, newest first */
+        for (int i = l.n - 1; i >= 0; i--) steps[n++] = l.step[i];
+    } else if (g->rank == 0) { /* no manifest (a directory from elsewhere): by step number */
         DIR *dp = opendir(run_dir);
         struct dirent *e;
         while (dp && (e = readdir(dp)) && n < 4096) {

@@ -1,6 +1,7 @@
 /* train.c -- the training loop (DESIGN.md §2) on this rank's part of the grid. */
 #include "train.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -17,6 +18,7 @@
 #include "cpu.h"
 #include "data.h"
 #include "diag.h"
+#include "lineage.h"
 #include "gemm.h"
 #include "log.h"
 #include "metrics.h"
@@ -116,6 +118,77 @@ static void open_data(struct run *r)
     }
 }
 
+/* The run directory follows the run's lineage (lineage.h).  Restarted from
+ * `path` (loaded): a checkpoint of this directory's lineage becomes its
+ * newest, and the later ones, abandoned, are moved aside (never deleted); a
+ * checkpoint from elsewhere starts the manifest anew.  A fresh start in a
+ * directory that holds another run's output is refused, unless
+ * io.overwrite or restart = 'auto' (which found nothing to resume: a job
+ * killed before its first checkpoint) asks for it: that output is moved
+ * aside into run_dir/superseded.N/.  Rank 0 works; the error is agreed. */
+static void settle_run_dir(struct run *r, const char *path, int loaded)
+{
+    const struct config *cfg = r->cfg;
+    const char *dir = cfg->io.run_dir;
+    static struct lineage l;
+    char msg[4096] = "", what[256] = "", aside[4200] = "";
+    int failed = 0;
+    if (r->g->rank == 0 && loaded) {
+        char pd[4096];
+        snprintf(pd, sizeof pd, "%s", path);
+        char *slash = strrchr(pd, '/');
+        const char *base = slash ? path + (slash - pd) + 1 : path;
+        if (slash) *slash = '\0'; else snprintf(pd, sizeof pd, ".");
+        long long s;
+        char tail[8];
+        struct stat a, b; /* the same directory, however it is spelled */
+        int here = stat(pd, &a) == 0 && stat(dir, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino &&
+                   sscanf(base, "ckpt_%lld.h5%7s", &s, tail) == 1;
+        if (lineage_read(dir, &l, msg, sizeof msg) != 0) l.n = 0; /* damaged: start it anew */
+        msg[0] = '\0';
+        int at = here ? lineage_find(&l, s) : -1;
+        for (int i = at + 1; at >= 0 && i < l.n && !failed; i++) {
+            char name[64];
+            snprintf(name, sizeof name, "ckpt_%lld.h5", (long long)l.step[i]);
+            if (!aside[0]) lineage_fresh_dir(dir, "abandoned", aside, sizeof aside);
+            failed = lineage_move_aside(dir, aside, name, msg, sizeof msg) != 0;
+            if (!failed) log_info("%s is later than the restart's checkpoint: moved to %s/\n", name, aside);
+        }
+        int was = l.n, present = l.present;
+        if (at >= 0) l.n = at + 1;
+        else if (here) l.step[0] = s, l.n = 1;
+        else l.n = 0;
+        /* (unchanged: not rewritten, so that a restart on a full disk reads and fails at its first real write) */
+        if (!failed && (l.n != was || !present)) failed = lineage_write(dir, &l, msg, sizeof msg) != 0;
+    } else if (r->g->rank == 0 && lineage_dir_in_use(dir, what, sizeof what)) {
+        if (!cfg->io.overwrite && !config_is(cfg->io.restart, "auto")) {
+            snprintf(msg, sizeof msg, "io.run_dir = '%s' holds another run's output (%s): a new run would mix "
+                     "with it", dir, what);
+            failed = 2;
+        } else {
+            DIR *dp = opendir(dir);
+            struct dirent *e;
+            lineage_fresh_dir(dir, "superseded", aside, sizeof aside);
+            while (dp && (e = readdir(dp)) && !failed) {
+                long long s;
+                char tail[16];
+                int ours = !strcmp(e->d_name, "metrics.h5") || !strcmp(e->d_name, LINEAGE_FILE) ||
+                           !strcmp(e->d_name, "trace.json") || sscanf(e->d_name, "ckpt_%lld.h5%15s", &s, tail) >= 1;
+                if (ours) failed = lineage_move_aside(dir, aside, e->d_name, msg, sizeof msg) != 0;
+            }
+            if (dp) closedir(dp);
+            if (!failed) log_info("a new run in %s: the earlier run's %s moved to %s/\n", dir, what, aside);
+        }
+    }
+    int any = failed;
+    MPI_CHECK(MPI_Bcast(&any, 1, MPI_INT, 0, r->g->world_comm));
+    if (any == 2)
+        fail_collective(r->g, 1, msg, "continue it with io.restart = 'auto', choose another io.run_dir, or set "
+                                      "io.overwrite = .true. to start over (its files are then moved aside, not "
+                                      "deleted)");
+    fail_collective(r->g, any != 0, msg, "check that io.run_dir is writable");
+}
+
 static void load_initial_state(struct run *r)
 {
     const struct config *cfg = r->cfg;
@@ -158,6 +231,7 @@ static void load_initial_state(struct run *r)
                     "init_from %s: %s", cfg->io.init_from, err);
         log_info("initial weights from %s\n", cfg->io.init_from);
     }
+    settle_run_dir(r, path, loaded);
     if (!loaded) optim_master_from_params(&r->optim, &r->model);
     optim_params_from_master(&r->optim, &r->model, &r->comm); /* bf16/fp16: round the compute copy */
 }
@@ -513,7 +587,7 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
         char err[1024] = "";
         if (cfg->io.checkpoint_every > 0 && r.step % cfg->io.checkpoint_every == 0 && r.step < cfg->train.steps &&
             save_checkpoint(&r, err, sizeof err) != 0)
-            checkpoint_failed(&r, stop_agreed(&r, t_start, avg) != NULL, err);
+            checkpoint_failed(&r, stop_agreed(&r, t_start, avg) != NULL && !r.metrics_failed, err);
         const char *why = r.step < cfg->train.steps ? stop_agreed(&r, t_start, avg) : NULL;
         if (why) {
             log_info("stopping at step %lld (%s); %s\n", (long long)r.step, why,

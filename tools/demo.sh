@@ -5,4 +5,5 @@ set -eu
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
-exec mpirun -n "${NP:-8}" --oversubscribe --bind-to none ./triad input/demo.nml "$@"
+# (a rerun moves the last demo's output aside: io.overwrite)
+exec mpirun -n "${NP:-8}" --oversubscribe --bind-to none ./triad input/demo.nml io.overwrite=.true. "$@"

@@ -201,7 +201,7 @@ trun() {
         return 124
     fi
     LD_LIBRARY_PATH=$TLD OMPI_MCA_hwloc_base_binding_policy=none timeout -k 10 "$tt" \
-        mpirun -n "$tnp" "$TR" "$@" io.run_dir="'$B/run/$tn'" > "$B/run/$tn.log" 2>&1
+        mpirun -n "$tnp" "$TR" "$@" io.run_dir="'$B/run/$tn'" io.overwrite=.true. > "$B/run/$tn.log" 2>&1
     trc=$?
     [ $trc -eq 124 ] && echo "gpu_check: timed out after $tt s" >> "$B/run/$tn.log"
     return $trc

@@ -1,0 +1,51 @@
+#!/bin/sh
+# The run directory follows the run's lineage (run_dir/checkpoints.txt):
+# 1. a new run in a directory that holds another run's output is refused with
+#    the fix; with io.overwrite that output is moved aside, and the new run's
+#    checkpoints are kept although the old run's had higher steps;
+# 2. an explicit restart from an earlier checkpoint moves the later ones
+#    aside (never deleted), and restart = 'auto' then resumes from the new
+#    lineage, not from the abandoned later checkpoint; metrics.h5 holds each
+#    step once.
+. "$(dirname "$0")/lib.sh"
+deck="$DECKS/tiny.nml"
+common="train.steps=20 io.checkpoint_every=5 io.keep_checkpoints=3"
+d="$scratch/run"
+steps() { "$PYTHON3" -c "import h5py,sys; print(' '.join(str(x) for x in h5py.File(sys.argv[1])['metrics/step'][:]))" "$1"; }
+
+triad_run 1 "$deck" $common io.run_dir="'$d'"
+ok $? "a first run of 20 steps, a checkpoint every 5 (the last step writes none here)"
+[ "$(grep -v '^#' "$d/checkpoints.txt" | tr '\n' ' ')" = "ckpt_5.h5 ckpt_10.h5 ckpt_15.h5 " ]
+ok $? "checkpoints.txt lists the lineage, oldest first: $(grep -v '^#' "$d/checkpoints.txt" | tr '\n' ' ')"
+
+# 1. a new run in the same directory
+triad_run 1 "$deck" train.steps=6 io.checkpoint_every=5 io.run_dir="'$d'"
+st=$?
+[ $st -eq 1 ] && grep -q "io.run_dir = '$d' holds another run's output (metrics.h5 and 3 checkpoints)" "$scratch/last.out" &&
+    grep -q "hint: continue it with io.restart = 'auto', choose another io.run_dir, or set io.overwrite = .true." \
+        "$scratch/last.out" && [ -f "$d/ckpt_15.h5" ]
+ok $? "a new run in it is refused (status $st) with the fix, and nothing is touched"
+triad_run 1 "$deck" train.steps=6 io.checkpoint_every=5 io.save_final=.true. io.overwrite=.true. io.run_dir="'$d'"
+st=$?
+[ $st -eq 0 ] && [ -f "$d/superseded.1/ckpt_15.h5" ] && [ -f "$d/superseded.1/metrics.h5" ] &&
+    [ -f "$d/ckpt_5.h5" ] && [ -f "$d/ckpt_6.h5" ] && [ "$(steps "$d/metrics.h5")" = "1 2 3 4 5 6" ]
+ok $? "with io.overwrite the old output moves to superseded.1/; the new run keeps its ckpt_5 and ckpt_6"
+
+# 2. an explicit restart from an earlier checkpoint of the lineage
+e="$scratch/e"
+triad_run 1 "$deck" $common io.run_dir="'$e'"
+triad_run 1 "$deck" $common io.restart="'$e/ckpt_10.h5'" train.steps=12 io.run_dir="'$e'"
+st=$?
+[ $st -eq 0 ] && [ -f "$e/abandoned.1/ckpt_15.h5" ] && [ ! -e "$e/ckpt_15.h5" ] &&
+    grep -q "ckpt_15.h5 is later than the restart's checkpoint: moved to $e/abandoned.1/" "$scratch/last.out"
+ok $? "an explicit restart from ckpt_10 moves the later ckpt_15 aside into abandoned.1/ (status $st)"
+triad_run 1 "$deck" $common io.restart=auto io.run_dir="'$e'"
+st=$?
+[ $st -eq 0 ] && grep -q "restarted from $e/ckpt_10.h5 at step 10" "$scratch/last.out"
+ok $? "restart = 'auto' then resumes from the lineage's ckpt_10, not the abandoned ckpt_15 (status $st)"
+[ "$(steps "$e/metrics.h5")" = "$(seq -s ' ' 1 20)" ]
+ok $? "and metrics.h5 holds each of the 20 steps once"
+triad_run 1 "$deck" $common io.run_dir="'$scratch/u'"
+compare_runs "$e" "$scratch/u" 0 loss > /dev/null
+ok $? "its losses are bitwise those of an uninterrupted run"
+done_testing

@@ -1,0 +1,113 @@
+/* lineage.c -- run_dir/checkpoints.txt: the checkpoints of the run, in order. */
+#include "lineage.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int lineage_read(const char *run_dir, struct lineage *l, char *err, size_t errlen)
+{
+    char path[4096], line[256];
+    snprintf(path, sizeof path, "%s/%s", run_dir, LINEAGE_FILE);
+    l->n = 0;
+    l->present = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        if (errno == ENOENT) return 0;
+        snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    l->present = 1;
+    int lineno = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        if (line[0] == '#' || line[0] == '\n') continue;
+        long long step;
+        char tail[8];
+        if (sscanf(line, "ckpt_%lld.h5%7s", &step, tail) != 1 || l->n == LINEAGE_MAX) {
+            snprintf(err, errlen, "%s:%d is not a checkpoint line ('ckpt_<step>.h5'): the manifest is damaged", path,
+                     lineno);
+            fclose(f);
+            return -1;
+        }
+        l->step[l->n++] = step;
+    }
+    fclose(f);
+    return 0;
+}
+
+int lineage_write(const char *run_dir, const struct lineage *l, char *err, size_t errlen)
+{
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/%s", run_dir, LINEAGE_FILE);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    int rc = f ? 0 : -1;
+    if (f) {
+        fprintf(f, "# the checkpoints of this run, oldest first (triad: rotation and restart = 'auto' follow it)\n");
+        for (int i = 0; i < l->n; i++) fprintf(f, "ckpt_%lld.h5\n", (long long)l->step[i]);
+        if (fflush(f) != 0 || fsync(fileno(f)) != 0) rc = -1;
+        if (fclose(f) != 0) rc = -1;
+    }
+    if (rc == 0 && rename(tmp, path) != 0) rc = -1;
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        unlink(tmp);
+    }
+    return rc;
+}
+
+int lineage_find(const struct lineage *l, int64_t step)
+{
+    for (int i = 0; i < l->n; i++)
+        if (l->step[i] == step) return i;
+    return -1;
+}
+
+int lineage_dir_in_use(const char *run_dir, char *what, size_t whatlen)
+{
+    DIR *dp = opendir(run_dir);
+    int metrics = 0, manifest = 0, ckpts = 0;
+    struct dirent *e;
+    while (dp && (e = readdir(dp))) {
+        long long s;
+        char tail[8];
+        if (!strcmp(e->d_name, "metrics.h5")) metrics = 1;
+        else if (!strcmp(e->d_name, LINEAGE_FILE)) manifest = 1;
+        else if (sscanf(e->d_name, "ckpt_%lld.h5%7s", &s, tail) == 1) ckpts++;
+    }
+    if (dp) closedir(dp);
+    what[0] = '\0';
+    if (metrics) snprintf(what, whatlen, "metrics.h5");
+    if (ckpts)
+        snprintf(what + strlen(what), whatlen - strlen(what), "%s%d checkpoint%s", what[0] ? " and " : "", ckpts,
+                 ckpts > 1 ? "s" : "");
+    if (manifest && !metrics && !ckpts) snprintf(what, whatlen, "%s", LINEAGE_FILE);
+    return metrics || manifest || ckpts;
+}
+
+void lineage_fresh_dir(const char *run_dir, const char *base, char *out, size_t outlen)
+{
+    struct stat st;
+    for (int k = 1; k < 100000; k++) {
+        snprintf(out, outlen, "%s/%s.%d", run_dir, base, k);
+        if (stat(out, &st) != 0) return;
+    }
+}
+
+int lineage_move_aside(const char *run_dir, const char *sub, const char *name, char *err, size_t errlen)
+{
+    char from[4096], to[8400];
+    snprintf(from, sizeof from, "%s/%s", run_dir, name);
+    snprintf(to, sizeof to, "%s/%s", sub, name);
+    if ((mkdir(sub, 0777) != 0 && errno != EEXIST) || rename(from, to) != 0) {
+        snprintf(err, errlen, "cannot move %s to %s: %s", from, to, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
