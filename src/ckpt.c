@@ -522,7 +522,7 @@ static int transfer(hid_t f, const struct model *m, const struct optim *o, int w
 /* About the size of a checkpoint file: model, m and v in fp32, each tensor
  * of 1 MiB or more starting on a MiB boundary (open_parallel), and the
  * metadata (1 KiB a dataset and 32 KiB more: measured 0.4 KiB). */
-static double file_bytes(const struct model *m)
+double ckpt_file_bytes(const struct model *m)
 {
     double bytes = 32 << 10;
     for (int id = 0; id < NUM_PARAMS; id++)
@@ -543,10 +543,10 @@ static int check_room(const char *run_dir, const struct model *m, const struct g
 {
     int rc = 0;
     struct statvfs fs;
-    double need = file_bytes(m);
+    double need = ckpt_file_bytes(m);
     if (g->rank == 0 && statvfs(run_dir, &fs) == 0 && (double)fs.f_bavail * (double)fs.f_frsize < need) {
-        snprintf(err, errlen, "not enough space in %s: the checkpoint needs about %.1f MiB, %.1f MiB are free",
-                 run_dir, need / 1048576.0, (double)fs.f_bavail * (double)fs.f_frsize / 1048576.0);
+        snprintf(err, errlen, "not enough space in %s: the checkpoint needs about %.0f KiB, %.0f KiB are free",
+                 run_dir, need / 1024, (double)fs.f_bavail * (double)fs.f_frsize / 1024);
         rc = -1;
     }
     return agree(rc, err, errlen, g);

@@ -30,6 +30,10 @@ int ckpt_save(const char *run_dir, const struct ckpt_state *st, const struct mod
               const struct optim *o, const char *deck, const struct grid *g, int keep,
               char *err, size_t errlen);
 
+/* About the bytes a checkpoint of m takes on disk (checked against the free
+ * space before one is started). */
+double ckpt_file_bytes(const struct model *m);
+
 /* Read /model of `path` into m (this rank's part), verifying each dataset's
  * checksum where the file has one.  Collective.  Returns 0 or -1 with err
  * filled alike on every rank. */

@@ -156,15 +156,15 @@ int metrics_open(struct metrics_file *mf, const char *run_dir, const char *deck,
     return 0;
 }
 
-/* A write failed (a full disk): the file is closed now, errors ignored, and
- * never touched again; the rows flushed before stay readable. */
+/* A write failed (a full disk): the file is never touched again; the rows
+ * flushed before stay readable. */
 static void give_up(struct metrics_file *mf, const char *what, int64_t step)
 {
     snprintf(mf->failed, sizeof mf->failed, "%s %lld to metrics.h5 failed (disk full?); the rows flushed before "
              "are kept", what, (long long)step);
-    for (int i = 0; i < M_COUNT; i++)
-        if (mf->dset[i] > 0) H5Dclose(mf->dset[i]), mf->dset[i] = -1;
-    H5Fclose(mf->file);
+    /* (not closed: HDF5 1.10's H5Fclose after a failed write leaves the file
+     * half torn down, and the library's own shutdown in MPI_Finalize then
+     * crashes on it; left open, the shutdown's close fails quietly) */
     mf->file = -1;
 }
 

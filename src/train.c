@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "ckpt.h"
@@ -236,6 +237,23 @@ static void load_initial_state(struct run *r)
     optim_params_from_master(&r->optim, &r->model, &r->comm); /* bf16/fp16: round the compute copy */
 }
 
+/* Is there room in run_dir for a checkpoint and some more rows of
+ * metrics.h5?  HDF5 1.10 does not survive a write that fails for lack of
+ * space (the library crashes in its shutdown, and a collective close can
+ * hang), so the run stops while a checkpoint still fits.  Rank 0; 1 if
+ * there is, else 0 with the figures in why. */
+static int disk_has_room(const struct run *r, char *why, size_t len)
+{
+    struct statvfs fs;
+    double need = ckpt_file_bytes(&r->model) + (256 << 10);
+    if (statvfs(r->cfg->io.run_dir, &fs) != 0) return 1; /* (cannot tell: the writes will) */
+    double avail = (double)fs.f_bavail * (double)fs.f_frsize;
+    if (avail >= need) return 1;
+    snprintf(why, len, "the file system of %s has %.0f KiB free, less than a checkpoint and some metrics need "
+             "(%.0f KiB)", r->cfg->io.run_dir, avail / 1024, need / 1024);
+    return 0;
+}
+
 /* MFU's reference.  On the CPU, the processor's nominal peak (cpu.h:
  * clock x flop/cycle of the SIMD path) for this rank's share of its node's
  * cores: its threads, scaled down when the node's ranks have more threads
@@ -320,7 +338,8 @@ static void setup(struct run *r)
     mfu_reference(r, k, d.prec);
 
     char msg[1024] = "";
-    int failed = 0;
+    int failed = g->rank == 0 && !disk_has_room(r, msg, sizeof msg);
+    fail_collective(g, failed, msg, "free space in io.run_dir (or point it elsewhere) before training");
     if (g->rank == 0 && metrics_open(&r->metrics, cfg->io.run_dir, r->deck, r->step,
                                      (int)cfg->io.metrics_flush, msg, sizeof msg) != 0)
         failed = 1;
@@ -513,7 +532,7 @@ static const char *stop_agreed(struct run *r, double t_start, double avg_step)
     if (r->g->rank == 0 && access(stop, F_OK) == 0 && unlink(stop) == 0) want |= FILE_;
     comm_allreduce_max_int(&r->comm, CG_WORLD, &want, 1); /* the bits are disjoint per cause; max keeps one */
     r->metrics_failed = (want & METRICS) != 0; /* (rank 0 saw it; now every rank knows) */
-    return want & METRICS  ? "metrics.h5 cannot be written"
+    return want & METRICS  ? "metrics.h5 cannot be written, or the disk is nearly full"
            : want & SIGNAL ? "signal"
            : want & TIME   ? "io.max_seconds reached"
            : want & FILE_  ? "stop file"
@@ -576,6 +595,11 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
                 fprintf(stderr, "error: %s\n", r.metrics.failed);
                 r.metrics_failed = 1;
             }
+            if (!r.metrics_failed && r.step % cfg->io.metrics_flush == 0 &&
+                !disk_has_room(&r, r.metrics.failed, sizeof r.metrics.failed)) {
+                fprintf(stderr, "error: %s: stopping while a checkpoint still fits\n", r.metrics.failed);
+                r.metrics_failed = 1;
+            }
             timer_stop(&r.timers, T_IO);
             if (r.step % cfg->io.log_every == 0 || r.step == cfg->train.steps)
                 metrics_print_step(stdout, &sm, cfg->train.steps, avg * (double)(cfg->train.steps - r.step));
@@ -603,7 +627,7 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
     if ((status != EXIT_DONE || cfg->io.save_final) && save_checkpoint(&r, why_not, sizeof why_not) != 0)
         checkpoint_failed(&r, status == EXIT_STOPPED, why_not);
     if (r.metrics_failed && g->rank == 0)
-        fprintf(stderr, "error: the run stopped at step %lld: metrics.h5 cannot be written (%s); the checkpoint of "
+        fprintf(stderr, "error: the run stopped at step %lld: %s; the checkpoint of "
                 "step %lld is written\n  hint: free space in io.run_dir and restart with io.restart = 'auto' (a "
                 "damaged metrics.h5 is then moved aside)\n", (long long)r.step, r.metrics.failed,
                 (long long)r.step);
