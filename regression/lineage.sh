@@ -7,6 +7,9 @@
 #    aside (never deleted), and restart = 'auto' then resumes from the new
 #    lineage, not from the abandoned later checkpoint; metrics.h5 holds each
 #    step once.
+# 3. One job per run directory (run_dir/triad.lock), with HDF5's file
+#    locking off as sites set it: a second job is refused naming the first;
+#    a lock left by a process that is gone is taken over.
 . "$(dirname "$0")/lib.sh"
 deck="$DECKS/tiny.nml"
 common="train.steps=20 io.checkpoint_every=5 io.keep_checkpoints=3"
@@ -48,4 +51,25 @@ ok $? "and metrics.h5 holds each of the 20 steps once"
 triad_run 1 "$deck" $common io.run_dir="'$scratch/u'"
 compare_runs "$e" "$scratch/u" 0 loss > /dev/null
 ok $? "its losses are bitwise those of an uninterrupted run"
+# 3. two jobs in one run directory, HDF5 file locking off
+j="$scratch/j"
+HDF5_USE_FILE_LOCKING=FALSE $MPIEXEC -n 1 "$TRIAD" "$deck" train.steps=1000000 \
+    io.checkpoint_every=1000 io.log_every=100000 io.run_dir="'$j'" > "$scratch/first.out" 2>&1 &
+pid=$!
+for i in $(seq 1 600); do [ -e "$j/metrics.h5" ] && break; sleep 0.05; done
+HDF5_USE_FILE_LOCKING=FALSE triad_run 1 "$deck" train.steps=20 io.restart=auto io.run_dir="'$j'"
+st=$?
+touch "$j/STOP"
+wait $pid
+st1=$?
+[ $st -eq 1 ] && grep -q "io.run_dir = '$j' is in use by another job: pid [0-9]* on $(hostname)" "$scratch/last.out"
+ok $? "a second job in a run directory in use is refused (status $st), naming the first; HDF5 locking off"
+grep '^error' "$scratch/last.out" | diag
+[ $st1 -eq 3 ] && [ ! -e "$j/triad.lock" ]
+ok $? "the first job went on undisturbed, stopped cleanly (status $st1) and gave its lock back"
+printf 'host %s pid 999999999 job - since 0\n' "$(hostname)" > "$j/triad.lock"
+triad_run 1 "$deck" train.steps=20 io.restart=auto io.run_dir="'$j'"
+st=$?
+[ $st -eq 0 ] && grep -q "warning: took over $j/triad.lock of a process that is gone" "$scratch/last.out"
+ok $? "a lock left by a process that is gone is taken over with a warning (status $st)"
 done_testing

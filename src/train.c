@@ -26,6 +26,7 @@
 #include "model.h"
 #include "optim.h"
 #include "pipeline_exec.h"
+#include "runlock.h"
 #include "plan.h"
 #include "scaler.h"
 #include "zero2.h"
@@ -96,6 +97,12 @@ static void make_run_dir(const struct run *r)
         failed = 1;
     }
     fail_collective(r->g, failed, msg, "set io.run_dir to a writable directory");
+    /* one job per run directory, before anything in it is read or written */
+    char note[1024] = "";
+    failed = r->g->rank == 0 && runlock_take(r->cfg->io.run_dir, note, sizeof note, msg, sizeof msg) != 0;
+    fail_collective(r->g, failed, msg, "wait for that job, or choose another io.run_dir; if the job is gone (on "
+                                       "another host), remove the lock file");
+    if (note[0]) log_warn("%s", note);
 }
 
 static void open_data(struct run *r)

@@ -1,0 +1,84 @@
+/* runlock.c -- run_dir/triad.lock: one job per run directory. */
+#include "runlock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+static char held[4096]; /* the lock file this process created, "" if none */
+
+void runlock_release(void)
+{
+    if (held[0]) unlink(held);
+    held[0] = '\0';
+}
+
+/* The holder's words, "host pid job start", from an existing lock. */
+struct holder {
+    char host[256], job[64];
+    long pid;
+    long long since;
+};
+
+static int read_holder(const char *path, struct holder *h)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int n = fscanf(f, "host %255s pid %ld job %63s since %lld", h->host, &h->pid, h->job, &h->since);
+    fclose(f);
+    return n == 4 ? 0 : -1;
+}
+
+int runlock_take(const char *run_dir, char *note, size_t notelen, char *err, size_t errlen)
+{
+    char path[4096], host[256] = "?";
+    snprintf(path, sizeof path, "%s/triad.lock", run_dir);
+    gethostname(host, sizeof host - 1);
+    const char *job = getenv("SLURM_JOB_ID");
+    note[0] = '\0';
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (fd >= 0) {
+            char text[512];
+            int n = snprintf(text, sizeof text, "host %s pid %ld job %s since %lld\n", host, (long)getpid(),
+                             job && *job ? job : "-", (long long)time(NULL));
+            int bad = write(fd, text, (size_t)n) != n || fsync(fd) != 0;
+            bad |= close(fd) != 0;
+            if (bad) {
+                unlink(path);
+                snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+                return -1;
+            }
+            snprintf(held, sizeof held, "%s", path);
+            atexit(runlock_release);
+            return 0;
+        }
+        if (errno != EEXIST) {
+            snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+            return -1;
+        }
+        struct holder h;
+        if (read_holder(path, &h) != 0) { /* (being written this instant, or not ours: do not guess) */
+            snprintf(err, errlen, "%s exists and does not say who holds it", path);
+            return -1;
+        }
+        int gone = !strcmp(h.host, host) && h.pid > 0 && kill((pid_t)h.pid, 0) != 0 && errno == ESRCH;
+        int requeued = job && *job && !strcmp(h.job, job);
+        if (!gone && !requeued) {
+            snprintf(err, errlen, "io.run_dir = '%s' is in use by another job: pid %ld on %s (Slurm job %s) since "
+                     "%lld s ago (%s)", run_dir, h.pid, h.host, h.job, (long long)time(NULL) - h.since, path);
+            return -1;
+        }
+        snprintf(note, notelen, "took over %s of %s (pid %ld on %s, Slurm job %s)", path,
+                 gone ? "a process that is gone" : "this job before its requeue", h.pid, h.host, h.job);
+        unlink(path);
+    }
+    snprintf(err, errlen, "cannot take %s: another process took it meanwhile", path);
+    return -1;
+}
