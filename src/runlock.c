@@ -35,6 +35,23 @@ static int read_holder(const char *path, struct holder *h)
     return n == 4 ? 0 : -1;
 }
 
+/* Is pid a live triad on this host?  A zombie, or a pid taken since by
+ * another program, is not. */
+static int alive(long pid)
+{
+    if (pid <= 0 || (kill((pid_t)pid, 0) != 0 && errno == ESRCH)) return 0;
+    char path[64], buf[512] = "";
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 1; /* (no /proc: trust kill) */
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *close = strrchr(buf, ')');
+    if (!close || close[1] != ' ' || close[2] == 'Z' || close[2] == 'X') return 0;
+    return strstr(buf, "triad") != NULL; /* the command name, in parentheses */
+}
+
 int runlock_take(const char *run_dir, char *note, size_t notelen, char *err, size_t errlen)
 {
     char path[4096], host[256] = "?";
@@ -49,10 +66,16 @@ int runlock_take(const char *run_dir, char *note, size_t notelen, char *err, siz
             int n = snprintf(text, sizeof text, "host %s pid %ld job %s since %lld\n", host, (long)getpid(),
                              job && *job ? job : "-", (long long)time(NULL));
             int bad = write(fd, text, (size_t)n) != n || fsync(fd) != 0;
+            int why = errno;
             bad |= close(fd) != 0;
             if (bad) {
                 unlink(path);
-                snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+                if (why == ENOSPC || why == EDQUOT) { /* reading needs no space: the first write will say */
+                    snprintf(note, notelen, "cannot write %s (%s): running without the lock", path,
+                             strerror(why));
+                    return 0;
+                }
+                snprintf(err, errlen, "cannot write %s: %s", path, strerror(why));
                 return -1;
             }
             snprintf(held, sizeof held, "%s", path);
@@ -68,7 +91,12 @@ int runlock_take(const char *run_dir, char *note, size_t notelen, char *err, siz
             snprintf(err, errlen, "%s exists and does not say who holds it", path);
             return -1;
         }
-        int gone = !strcmp(h.host, host) && h.pid > 0 && kill((pid_t)h.pid, 0) != 0 && errno == ESRCH;
+        int here = !strcmp(h.host, host), gone = here && !alive(h.pid);
+        for (int wait = 0; here && !gone && wait < 20; wait++) { /* (a killed job may take a moment to go) */
+            struct timespec ts = {0, 100000000};
+            nanosleep(&ts, NULL);
+            gone = !alive(h.pid);
+        }
         int requeued = job && *job && !strcmp(h.job, job);
         if (!gone && !requeued) {
             snprintf(err, errlen, "io.run_dir = '%s' is in use by another job: pid %ld on %s (Slurm job %s) since "
