@@ -157,10 +157,10 @@ static int owner(const struct tensor_ref *t, const struct grid *g)
 /* Order-independent checksum of this rank's selection: the sum (mod 2^64)
  * of a mix of every element's logical index and bits, so the owners'
  * partial sums add up to the whole tensor's whatever the decomposition. */
-static uint64_t partial_checksum(const struct tensor_ref *t)
+static uint64_t partial_checksum(const struct tensor_ref *t, const float *data)
 {
     uint64_t sum = 0;
-    const uint32_t *bits = (const uint32_t *)t->local;
+    const uint32_t *bits = (const uint32_t *)data;
     size_t k = 0, cols = t->rank == 2 ? t->dims[1] : 1;
     for (int b = 0; b < t->nblocks; b++)
         for (hsize_t r = 0; r < t->count[b][0]; r++)
@@ -190,7 +190,7 @@ static int write_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
     H5Pset_dxpl_mpio(dx, H5FD_MPIO_COLLECTIVE);
     static const float nothing = 0; /* HDF5 wants a buffer even for an empty selection */
     herr_t rc = ds < 0 ? -1 : H5Dwrite(ds, H5T_NATIVE_FLOAT, ms, fs, dx, writer ? t->local : &nothing);
-    if (writer) w->sums[w->next] = partial_checksum(t);
+    if (writer) w->sums[w->next] = partial_checksum(t, t->local);
     H5Pclose(dx);
     H5Sclose(ms);
     if (ds >= 0) H5Dclose(ds);
@@ -215,14 +215,12 @@ static int reread_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
         hsize_t n = t->elems;
         hid_t ms = H5Screate_simple(1, &n, NULL);
         select_blocks(fs, t, 1);
-        float *back = xmalloc(t->elems * sizeof(float)), *mine = t->local;
+        float *back = xmalloc(t->elems * sizeof(float));
         if (H5Dread(ds, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, back) < 0) {
             walk_fail(w, "rank %d: reading back %s failed", w->g->rank, t->path);
             rc = -1;
         } else {
-            t->local = back;
-            w->sums[w->next] = partial_checksum(t);
-            t->local = mine;
+            w->sums[w->next] = partial_checksum(t, back);
         }
         free(back);
         H5Sclose(ms);
@@ -260,7 +258,7 @@ static int read_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
             rc = -1;
         }
         H5Sclose(ms);
-        if (rc == 0 && owner(t, w->g)) w->sums[w->next] = partial_checksum(t);
+        if (rc == 0 && owner(t, w->g)) w->sums[w->next] = partial_checksum(t, t->local);
     }
     if (fs >= 0) H5Sclose(fs);
     if (ds >= 0) H5Dclose(ds);
@@ -447,6 +445,17 @@ static int verify_checksum(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
     return 0;
 }
 
+/* The groups of a checkpoint, and the state each holds (o may be NULL: the
+ * model alone).  Mixed precision: the fp32 master weights are the model. */
+static const char *const prefix[3] = {"/model", "/optim/m", "/optim/v"};
+
+static void state_bases(const struct model *m, const struct optim *o, float *const *base[3])
+{
+    base[0] = o && o->master_mem ? o->master : m->param;
+    base[1] = o ? o->m : NULL;
+    base[2] = o ? o->v : NULL;
+}
+
 /* A newly written file, before it may replace anything: every tensor reads
  * back with the checksum stored beside it (each owner re-reads what it
  * wrote: an I/O error lost inside a collective write, or a short file,
@@ -461,8 +470,8 @@ static int verify_written(const char *path, const struct model *m, const struct 
         rc = -1;
     }
     if (agree(rc, err, errlen, g)) return -1;
-    const char *prefix[3] = {"/model", "/optim/m", "/optim/v"};
-    float *const *base[3] = {o && o->master_mem ? o->master : m->param, o->m, o->v};
+    float *const *base[3];
+    state_bases(m, o, base);
     int per = datasets_per_prefix(m);
     struct walk_ctx w = {g, xcalloc((size_t)per * 3, sizeof(uint64_t)), 0, err, errlen, 0};
     for (int p = 0; p < 3; p++) rc |= walk(f, prefix[p], m, base[p], reread_tensor, &w);
@@ -488,9 +497,8 @@ static int verify_written(const char *path, const struct model *m, const struct 
 static int transfer(hid_t f, const struct model *m, const struct optim *o, int with_optim, int writing,
                     const struct grid *g, char *err, size_t errlen)
 {
-    const char *prefix[3] = {"/model", "/optim/m", "/optim/v"};
-    /* mixed precision: the fp32 master weights are the model */
-    float *const *base[3] = {o && o->master_mem ? o->master : m->param, o ? o->m : NULL, o ? o->v : NULL};
+    float *const *base[3];
+    state_bases(m, o, base);
     float *dev[3] = {base[0][0], o ? o->m[0] : NULL, o ? o->v[0] : NULL}; /* each flat buffer's start */
     int np = with_optim ? 3 : 1, per = datasets_per_prefix(m);
     struct walk_ctx w = {g, xcalloc((size_t)per * np, sizeof(uint64_t)), 0, err, errlen, 0};

@@ -69,17 +69,28 @@ int lineage_find(const struct lineage *l, int64_t step)
     return -1;
 }
 
+/* What kind of a run's output a directory entry is: 'm' metrics.h5, 'l' the
+ * manifest, 'c' a checkpoint, 'o' another file of a run (a temporary
+ * checkpoint, the trace), 0 none. */
+static int output_kind(const char *name)
+{
+    long long s;
+    char tail[16];
+    if (!strcmp(name, "metrics.h5")) return 'm';
+    if (!strcmp(name, LINEAGE_FILE)) return 'l';
+    int n = sscanf(name, "ckpt_%lld.h5%15s", &s, tail);
+    if (n == 1) return 'c';
+    return n == 2 || !strcmp(name, "trace.json") ? 'o' : 0;
+}
+
 int lineage_dir_in_use(const char *run_dir, char *what, size_t whatlen)
 {
     DIR *dp = opendir(run_dir);
     int metrics = 0, manifest = 0, ckpts = 0;
     struct dirent *e;
     while (dp && (e = readdir(dp))) {
-        long long s;
-        char tail[8];
-        if (!strcmp(e->d_name, "metrics.h5")) metrics = 1;
-        else if (!strcmp(e->d_name, LINEAGE_FILE)) manifest = 1;
-        else if (sscanf(e->d_name, "ckpt_%lld.h5%7s", &s, tail) == 1) ckpts++;
+        int k = output_kind(e->d_name);
+        metrics |= k == 'm', manifest |= k == 'l', ckpts += k == 'c';
     }
     if (dp) closedir(dp);
     what[0] = '\0';
@@ -110,4 +121,16 @@ int lineage_move_aside(const char *run_dir, const char *sub, const char *name, c
         return -1;
     }
     return 0;
+}
+
+int lineage_move_output(const char *run_dir, char *sub, size_t sublen, char *err, size_t errlen)
+{
+    lineage_fresh_dir(run_dir, "superseded", sub, sublen);
+    DIR *dp = opendir(run_dir);
+    struct dirent *e;
+    int rc = 0;
+    while (dp && (e = readdir(dp)) && rc == 0)
+        if (output_kind(e->d_name)) rc = lineage_move_aside(run_dir, sub, e->d_name, err, errlen);
+    if (dp) closedir(dp);
+    return rc;
 }

@@ -32,10 +32,15 @@ int lineage_find(const struct lineage *l, int64_t step);
  * Names what it found in what (e.g. "metrics.h5 and 3 checkpoints"). */
 int lineage_dir_in_use(const char *run_dir, char *what, size_t whatlen);
 
-/* Move path into run_dir/<sub>/ (created), keeping its name.  0 or -1 (err). */
+/* Move run_dir/name into the folder sub (a path; created), keeping its name.
+ * 0 or -1 (err). */
 int lineage_move_aside(const char *run_dir, const char *sub, const char *name, char *err, size_t errlen);
 
 /* A fresh sub-folder name of run_dir: "<base>.1", "<base>.2", ... */
 void lineage_fresh_dir(const char *run_dir, const char *base, char *out, size_t outlen);
+
+/* Move every file of a run's output (metrics.h5, the manifest, checkpoints,
+ * the trace) into a fresh run_dir/superseded.N/, named in sub.  0 or -1. */
+int lineage_move_output(const char *run_dir, char *sub, size_t sublen, char *err, size_t errlen);
 
 #endif

@@ -11,10 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "build_config.h"
 #include "config.h"
 #include "cpu.h"
-#include "gemm.h"
 #include "pipeline.h"
 #include "plan.h"
 #include "log.h"

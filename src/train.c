@@ -1,7 +1,6 @@
 /* train.c -- the training loop (DESIGN.md §2) on this rank's part of the grid. */
 #include "train.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -64,7 +63,9 @@ struct run {
     char peak_text[400];        /* how it was found, and the measured rate beside it (rank 0) */
     char last_ckpt[4096];       /* the newest good checkpoint: written or restarted from ("" if none) */
     int64_t saved_step;         /* the step of the checkpoint written last (-1: none this run) */
-    int metrics_failed;         /* metrics.h5 could not be written: stop (status 1) */
+    int io_stop;                /* metrics.h5 cannot be written, or the disk is nearly full: stop (status 1) */
+    char io_why[512];           /* why (rank 0) */
+    double ckpt_bytes;          /* about the size of a checkpoint file (ckpt_file_bytes) */
 };
 
 static void fail_collective(const struct grid *g, int failed, const char *what, const char *hint)
@@ -174,17 +175,7 @@ static void settle_run_dir(struct run *r, const char *path, int loaded)
                      "with it", dir, what);
             failed = 2;
         } else {
-            DIR *dp = opendir(dir);
-            struct dirent *e;
-            lineage_fresh_dir(dir, "superseded", aside, sizeof aside);
-            while (dp && (e = readdir(dp)) && !failed) {
-                long long s;
-                char tail[16];
-                int ours = !strcmp(e->d_name, "metrics.h5") || !strcmp(e->d_name, LINEAGE_FILE) ||
-                           !strcmp(e->d_name, "trace.json") || sscanf(e->d_name, "ckpt_%lld.h5%15s", &s, tail) >= 1;
-                if (ours) failed = lineage_move_aside(dir, aside, e->d_name, msg, sizeof msg) != 0;
-            }
-            if (dp) closedir(dp);
+            failed = lineage_move_output(dir, aside, sizeof aside, msg, sizeof msg) != 0;
             if (!failed) log_info("a new run in %s: the earlier run's %s moved to %s/\n", dir, what, aside);
         }
     }
@@ -252,13 +243,23 @@ static void load_initial_state(struct run *r)
 static int disk_has_room(const struct run *r, char *why, size_t len)
 {
     struct statvfs fs;
-    double need = ckpt_file_bytes(&r->model) + (256 << 10);
+    double need = r->ckpt_bytes + (256 << 10);
     if (statvfs(r->cfg->io.run_dir, &fs) != 0) return 1; /* (cannot tell: the writes will) */
     double avail = (double)fs.f_bavail * (double)fs.f_frsize;
     if (avail >= need) return 1;
     snprintf(why, len, "the file system of %s has %.0f KiB free, less than a checkpoint and some metrics need "
              "(%.0f KiB)", r->cfg->io.run_dir, avail / 1024, need / 1024);
     return 0;
+}
+
+/* Rank 0 saw an I/O failure: say it once; the run stops at the step's end
+ * (stop_agreed tells every rank). */
+static void io_stop(struct run *r, const char *why, const char *then)
+{
+    if (r->io_stop) return;
+    snprintf(r->io_why, sizeof r->io_why, "%s", why);
+    fprintf(stderr, "error: %s%s\n", why, then);
+    r->io_stop = 1;
 }
 
 /* MFU's reference.  On the CPU, the processor's nominal peak (cpu.h:
@@ -330,6 +331,7 @@ static void setup(struct run *r)
     fail_collective(g, device_open(k, g->world_comm, &dopt, why, sizeof why) != 0, why,
                     "one GPU per rank: launch as many ranks per node as it has GPUs, or set train.share_gpus");
     model_init(&r->model, &d, k, r->micro_batch, nslots, (uint64_t)cfg->train.seed);
+    r->ckpt_bytes = ckpt_file_bytes(&r->model);
     comm_use_device(&r->comm, k, k->mpi_direct());
     optim_init(&r->optim, &r->model, cfg, g);
     scaler_init(&r->scaler, cfg);
@@ -491,10 +493,7 @@ static int save_checkpoint(struct run *r, char *err, size_t errlen)
                             r->scaler.hysteresis_left, r->scaler.dynamic};
     double t0 = wtime();
     timer_start(&r->timers, T_IO);
-    if (r->g->rank == 0 && metrics_flush(&r->metrics) != 0 && !r->metrics_failed) {
-        fprintf(stderr, "error: %s\n", r->metrics.failed);
-        r->metrics_failed = 1; /* (the run stops at the next step boundary) */
-    }
+    if (r->g->rank == 0 && metrics_flush(&r->metrics) != 0) io_stop(r, r->metrics.failed, "");
     optim_gather_full(&r->optim, &r->model, &r->comm); /* ZeRO: the whole state, for a reshardable file */
     int rc = ckpt_save(r->cfg->io.run_dir, &st, &r->model, &r->optim, r->deck, r->g,
                        (int)r->cfg->io.keep_checkpoints, err, errlen);
@@ -531,14 +530,14 @@ static const char *stop_agreed(struct run *r, double t_start, double avg_step)
 {
     enum { SIGNAL = 1, TIME = 2, FILE_ = 4, METRICS = 8 };
     int want = stop_requested ? SIGNAL : 0;
-    if (r->metrics_failed) want |= METRICS;
+    if (r->io_stop) want |= METRICS;
     double max_s = r->cfg->io.max_seconds;
     if (max_s > 0 && wtime() - t_start + 2.0 * avg_step > max_s) want |= TIME;
     char stop[CONFIG_STRLEN + 8];
     snprintf(stop, sizeof stop, "%s/STOP", r->cfg->io.run_dir);
     if (r->g->rank == 0 && access(stop, F_OK) == 0 && unlink(stop) == 0) want |= FILE_;
     comm_allreduce_max_int(&r->comm, CG_WORLD, &want, 1); /* the bits are disjoint per cause; max keeps one */
-    r->metrics_failed = (want & METRICS) != 0; /* (rank 0 saw it; now every rank knows) */
+    r->io_stop = (want & METRICS) != 0; /* (rank 0 saw it; now every rank knows) */
     return want & METRICS  ? "metrics.h5 cannot be written, or the disk is nearly full"
            : want & SIGNAL ? "signal"
            : want & TIME   ? "io.max_seconds reached"
@@ -598,15 +597,10 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
         double avg = t_steps / (double)(r.step - first_step);
         if (g->rank == 0) {
             timer_start(&r.timers, T_IO);
-            if (metrics_append(&r.metrics, &sm) != 0 && !r.metrics_failed) {
-                fprintf(stderr, "error: %s\n", r.metrics.failed);
-                r.metrics_failed = 1;
-            }
-            if (!r.metrics_failed && r.step % cfg->io.metrics_flush == 0 &&
-                !disk_has_room(&r, r.metrics.failed, sizeof r.metrics.failed)) {
-                fprintf(stderr, "error: %s: stopping while a checkpoint still fits\n", r.metrics.failed);
-                r.metrics_failed = 1;
-            }
+            char why[512];
+            if (metrics_append(&r.metrics, &sm) != 0) io_stop(&r, r.metrics.failed, "");
+            if (r.step % cfg->io.metrics_flush == 0 && !r.io_stop && !disk_has_room(&r, why, sizeof why))
+                io_stop(&r, why, ": stopping while a checkpoint still fits");
             timer_stop(&r.timers, T_IO);
             if (r.step % cfg->io.log_every == 0 || r.step == cfg->train.steps)
                 metrics_print_step(stdout, &sm, cfg->train.steps, avg * (double)(cfg->train.steps - r.step));
@@ -618,25 +612,25 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
         char err[1024] = "";
         if (cfg->io.checkpoint_every > 0 && r.step % cfg->io.checkpoint_every == 0 && r.step < cfg->train.steps &&
             save_checkpoint(&r, err, sizeof err) != 0)
-            checkpoint_failed(&r, stop_agreed(&r, t_start, avg) != NULL && !r.metrics_failed, err);
+            checkpoint_failed(&r, stop_agreed(&r, t_start, avg) != NULL && !r.io_stop, err);
         const char *why = r.step < cfg->train.steps ? stop_agreed(&r, t_start, avg) : NULL;
         if (why) {
             log_info("stopping at step %lld (%s); %s\n", (long long)r.step, why,
                      r.saved_step == r.step ? "its checkpoint is written" : "writing a checkpoint");
-            status = r.metrics_failed ? EXIT_ERROR : EXIT_STOPPED;
+            status = r.io_stop ? EXIT_ERROR : EXIT_STOPPED;
             break;
         }
     }
     diag_check_consistency(&r.model, g, cfg, r.step);
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &r.metrics_failed, 1, MPI_INT, MPI_MAX, g->world_comm));
-    if (r.metrics_failed) status = EXIT_ERROR;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &r.io_stop, 1, MPI_INT, MPI_MAX, g->world_comm));
+    if (r.io_stop) status = EXIT_ERROR;
     char why_not[1024] = "";
     if ((status != EXIT_DONE || cfg->io.save_final) && save_checkpoint(&r, why_not, sizeof why_not) != 0)
         checkpoint_failed(&r, status == EXIT_STOPPED, why_not);
-    if (r.metrics_failed && g->rank == 0)
+    if (r.io_stop && g->rank == 0)
         fprintf(stderr, "error: the run stopped at step %lld: %s; the checkpoint of "
                 "step %lld is written\n  hint: free space in io.run_dir and restart with io.restart = 'auto' (a "
-                "damaged metrics.h5 is then moved aside)\n", (long long)r.step, r.metrics.failed,
+                "damaged metrics.h5 is then moved aside)\n", (long long)r.step, r.io_why,
                 (long long)r.step);
 
     double *all = g->rank == 0 ? xmalloc((size_t)g->world * NUM_TIMERS * sizeof(double)) : NULL;
