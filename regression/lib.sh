@@ -21,7 +21,7 @@ done_testing() { echo "1..$tap_n"; [ "$tap_failed" -eq 0 ]; exit $?; }
 
 # A scratch directory removed at exit.
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/triad-test.XXXXXX")
-trap 'rm -rf "$scratch"' EXIT
+trap '[ -n "$KEEP_SCRATCH" ] || rm -rf "$scratch"' EXIT
 
 # triad_run NP DECK [overrides...]: run, output in $scratch/last.out, status returned.
 triad_run() {

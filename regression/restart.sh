@@ -1,7 +1,8 @@
 #!/bin/sh
 # Checkpoint and restart: stopping cleanly (stop file, SIGUSR1) and after
 # SIGKILL, restart = 'auto' continuing bit for bit, corrupted and truncated
-# checkpoints skipped, a failed write leaving the previous one intact,
+# checkpoints skipped, a failed write and a write stored wrongly (caught by
+# the read-back) leaving the previous one intact,
 # restarts on other decompositions, metrics.h5 continued without gaps.
 . "$(dirname "$0")/lib.sh"
 
@@ -46,7 +47,7 @@ $MPIEXEC -n 2 "$TRIAD" "$deck" $common io.run_dir="'$scratch/k'" > "$scratch/k.o
 pid=$!
 i=0
 while [ $i -lt 400 ] && [ ! -f "$scratch/k/ckpt_10.h5" ]; do sleep 0.02; i=$((i + 1)); done
-kill -KILL $pid 2>/dev/null; pkill -KILL -f "$scratch/k'" 2>/dev/null
+pkill -KILL -P $pid 2>/dev/null; kill -KILL $pid 2>/dev/null   # the ranks (mpirun's children), then mpirun
 wait $pid 2>/dev/null
 triad_run 2 "$deck" $common io.restart=auto io.run_dir="'$scratch/k'"
 st=$?
@@ -89,6 +90,28 @@ st=$?
 [ $st -eq 1 ] && grep -q "checkpoint at step 10 failed: rank [0-9]*: cannot create" "$scratch/last.out" && \
     "$PYTHON3" -c "import h5py,sys; h5py.File(sys.argv[1])['model/wte']" "$scratch/w/ckpt_5.h5"
 ok $? "a write failure stops with status 1 and the previous checkpoint still reads"
+
+# 5b. a disk that reports a write as done and stores other bytes (an
+# LD_PRELOAD shim flips a byte of every write into ckpt_10.h5.tmp): the
+# read-back finds it before the rename; the previous checkpoint is kept
+shim="$scratch/bad_write.so"
+if ${CC:-cc} -shared -fPIC -o "$shim" "$top_srcdir/regression/faults/bad_write.c" -ldl 2> "$scratch/cc.err"; then
+    LD_PRELOAD="$shim" TRIAD_FAULT_PATH=ckpt_10.h5.tmp triad_run 2 "$deck" $common io.run_dir="'$scratch/bw'"
+    st=$?
+    grep '^error\|hint' "$scratch/last.out" | diag
+    [ $st -eq 1 ] && grep -q "checkpoint at step 10 failed: $scratch/bw/ckpt_10.h5.tmp does not read back as written (" \
+        "$scratch/last.out" && grep -q "the newest good checkpoint, $scratch/bw/ckpt_5.h5, is intact" "$scratch/last.out" &&
+        [ ! -e "$scratch/bw/ckpt_10.h5" ] && [ ! -e "$scratch/bw/ckpt_10.h5.tmp" ] &&
+        "$PYTHON3" "$top_srcdir/tools/ckpt_info.py" --verify "$scratch/bw/ckpt_5.h5" > /dev/null 2>&1
+    ok $? "a write stored wrongly is caught by the read-back: status 1 (got $st), what failed named, ckpt_5.h5 kept and whole"
+    triad_run 2 "$deck" $common io.restart=auto io.run_dir="'$scratch/bw'"
+    [ $? -eq 0 ] && grep -q "restarted from $scratch/bw/ckpt_5.h5 at step 5" "$scratch/last.out" &&
+        compare_runs "$scratch/bw" "$scratch/ref" 0 loss > /dev/null
+    ok $? "restart = 'auto' resumes from ckpt_5.h5: losses bitwise equal to the uninterrupted run"
+else
+    skip "cannot build the LD_PRELOAD shim ($(head -1 "$scratch/cc.err"))"
+    skip "(the restart after it)"
+fi
 
 # 6. reshard: a checkpoint written at tp 2 x dp 2 x pp 2 restarts at 1x1x1, 4x1x2 and 1x2x4
 g="model.n_layer=4 train.steps=12 train.batch_size=8 train.micro_batch_size=1 train.lr=3d-3 io.checkpoint_every=6"

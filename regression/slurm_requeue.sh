@@ -7,7 +7,8 @@
 # second run resumes from the checkpoint (io.restart = 'auto') and finishes.
 # The loss series must be bitwise that of an uninterrupted run without Slurm,
 # with one metrics row per step.  A second job is stopped through the stop
-# file RUN_DIR/STOP: checkpoint, exit 3, no requeue.  SKIPs without
+# file RUN_DIR/STOP: checkpoint, exit 3, no requeue.  A third is cancelled
+# (scancel: SIGTERM to everything): checkpoint, exit 3, no requeue.  SKIPs without
 # slurm-wlm and munge, or when not root (slurmd must run as root).  The
 # daemons are stopped and the scratch directory removed at exit, whatever
 # happened; every wait is bounded.  docs/slurm.md describes it.
@@ -320,8 +321,26 @@ st=$?
 grep "^step\|^written\|^model\|^checksums\|^verdict\|error" "$S/info.out" | diag
 ok $st "tools/ckpt_info.py --verify: ckpt_${stop2:-?}.h5 is whole, every checksum matches"
 
+# ---------------------------------------------------------------- job 3: scancel
+# A plain scancel (what the time limit itself does): Slurm sends SIGTERM to
+# the batch shell and to every process of the job; srun forwards it to the
+# ranks.  triad checkpoints within KillWait (5 s here) and exits 3; the
+# script reports the cancellation and does not requeue.
+log3=$S/work/cancel.out
+job3=$(submit cancel "$S/work/run3")
+jobs="$jobs $job3"
+wait_for 120 test -f "$S/work/run3/ckpt_$EVERY.h5" && timeout 10 scancel "$job3"
+wait_for 120 job_ended "$job3"
+restarts=$(job_field "$job3" Restarts)
+grep "^===\|stopping at\|written and verified" "$log3" | diag
+stop3=$(sed -n 's/.*stopping at step \([0-9]*\) (signal).*/\1/p' "$log3" | head -n 1)
+[ -n "$stop3" ] && grep -q "^=== triad exited with status 3" "$log3" &&
+    grep -q "^=== cancelled (SIGTERM): not requeued" "$log3" && [ "$restarts" = 0 ] &&
+    "$PYTHON3" "$top_srcdir/tools/ckpt_info.py" --verify "$S/work/run3/ckpt_$stop3.h5" > "$S/info.out" 2>&1
+ok $? "scancel $job3: stopped at step ${stop3:-?} with a verified checkpoint, status 3, not requeued (Restarts=${restarts:-?})"
+
 if [ "$tap_failed" -ne 0 ]; then
-    { for f in "$log" "$log2"; do echo "--- $f"; cat "$f"; done
+    { for f in "$log" "$log2" "$log3"; do echo "--- $f"; cat "$f"; done
       echo "--- slurmctld.log"; tail -30 "$S/log/slurmctld.log"; } 2>&1 | diag
 fi
 done_testing

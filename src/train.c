@@ -519,8 +519,14 @@ static void checkpoint_failed(const struct run *r, int stopping, const char *err
                  "job resumes from (status 3)\n", (long long)r->step, r->last_ckpt);
         exit_all(EXIT_STOPPED);
     }
-    die_all("check the free space and permissions of io.run_dir; earlier checkpoints are intact",
-            "checkpoint at step %lld failed: %s", (long long)r->step, err);
+    char hint[sizeof r->last_ckpt + 160];
+    if (r->last_ckpt[0])
+        snprintf(hint, sizeof hint, "check the free space and permissions of io.run_dir; the newest good "
+                 "checkpoint, %s, is intact and restart = 'auto' resumes from it", r->last_ckpt);
+    else
+        snprintf(hint, sizeof hint, "check the free space and permissions of io.run_dir; no checkpoint of this "
+                 "run was written before");
+    die_all(hint, "checkpoint at step %lld failed: %s", (long long)r->step, err);
 }
 
 /* Should all ranks stop now?  A signal, the time limit (io.max_seconds, with

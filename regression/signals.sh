@@ -1,0 +1,114 @@
+#!/bin/sh
+# Signals, honoured from the first instruction, the way Slurm, mpirun and
+# the job scripts deliver them.  Only the processes this test started are
+# signalled: mpirun (its pid) and its children (the ranks, found with
+# pgrep -P), never anything found by name.
+# 1. SIGUSR1 during start-up (forwarded by mpirun): status 3, nothing written.
+# 2. SIGTERM to each rank during a restart's start-up (how scancel and the
+#    time limit reach ranks): status 3 naming the checkpoint it restarted
+#    from; the next restart ends bitwise equal to the uninterrupted run.
+# 3. SIGTERM to mpirun mid-run.  Open MPI 4's mpirun does not forward TERM:
+#    it sends the ranks SIGCONT, SIGTERM odls_base_sigkill_timeout seconds
+#    later, SIGKILL as long after that, and reports 1 whatever they exit
+#    with.  The ranks checkpoint in that window: the checkpoint is written
+#    and verified, the lock of the killed run is taken over, the restart is
+#    bitwise.
+# 4. The job script given SIGTERM (template.sbatch, here outside Slurm with
+#    mpirun as its launcher) asks triad to stop through SIGUSR1, which
+#    mpirun forwards: status 3, the checkpoint written; it resumes bitwise.
+. "$(dirname "$0")/lib.sh"
+deck="$DECKS/tiny.nml"
+
+# caught PID SIGNUM: has process PID installed its handler for SIGNUM?
+caught() {
+    _m=$(sed -n 's/^SigCgt:[[:space:]]*//p' "/proc/$1/status" 2> /dev/null)
+    [ -n "$_m" ] && [ $(( 0x$_m >> ($2 - 1) & 1 )) -eq 1 ]
+}
+# ranks_ready PID NP SIGNUM: mpirun PID has NP children and each catches SIGNUM
+ranks_ready() {
+    _n=0
+    for _r in $(pgrep -P "$1"); do caught "$_r" "$3" && _n=$((_n + 1)); done
+    [ "$_n" -eq "$2" ]
+}
+# wait_until TENTHS COMMAND...: poll every 0.02 s, for at most TENTHS/10 s
+wait_until() {
+    _t=$(($1 * 5)); shift
+    while [ $_t -gt 0 ]; do "$@" && return 0; sleep 0.02; _t=$((_t - 1)); done
+    return 1
+}
+started() { grep -q "^step  *$2/" "$1" 2> /dev/null; }
+# A start-up of most of a second (initialising 5M parameters or reading
+# them, the plan, the sgemm probe); the signal goes within 0.02 s of the
+# ranks' handlers appearing, before MPI_Init has returned.
+med="model.n_layer=4 model.n_head=8 model.d_model=256 model.seq_len=64 model.vocab_size=8192
+     train.batch_size=2 train.micro_batch_size=1 train.steps=4 train.warmup_steps=0"
+
+# 1. SIGUSR1 through mpirun while the ranks start
+$MPIEXEC -n 2 "$TRIAD" "$deck" $med io.run_dir="'$scratch/u'" > "$scratch/u.out" 2>&1 &
+pid=$!
+wait_until 300 ranks_ready $pid 2 10 && kill -USR1 $pid
+wait $pid
+st=$?
+[ $st -eq 3 ] && grep -q "stop asked during start-up: nothing written; a requeued job starts from the beginning" \
+    "$scratch/u.out" && ! ls "$scratch/u"/ckpt_* > /dev/null 2>&1 && ! grep -q "^step" "$scratch/u.out"
+ok $? "SIGUSR1 during start-up: status 3 (got $st), no step run, nothing written"
+grep "stop asked\|^error" "$scratch/u.out" | diag
+
+# 2. SIGTERM to the ranks during a restart's start-up
+triad_run 2 "$deck" $med io.checkpoint_every=2 io.run_dir="'$scratch/t'"
+[ $? -eq 0 ] && [ -f "$scratch/t/ckpt_2.h5" ] && mkdir -p "$scratch/ref" && cp "$scratch/t/metrics.h5" "$scratch/ref/"
+ok $? "an uninterrupted 4-step run (2 ranks) with a checkpoint at step 2"
+$MPIEXEC -n 2 "$TRIAD" "$deck" $med io.checkpoint_every=2 io.restart=auto io.run_dir="'$scratch/t'" > "$scratch/t.out" 2>&1 &
+pid=$!
+wait_until 300 ranks_ready $pid 2 15 && for r in $(pgrep -P $pid); do kill -TERM "$r"; done
+wait $pid
+st=$?
+[ $st -eq 3 ] && grep -q "stop asked during start-up: nothing written; a requeued job resumes from $scratch/t/ckpt_2.h5" \
+    "$scratch/t.out" && ! grep -q "^step" "$scratch/t.out"
+ok $? "SIGTERM to the ranks while a restart starts: status 3 (got $st), naming the checkpoint it resumes from"
+grep "stop asked\|^error" "$scratch/t.out" | diag
+triad_run 2 "$deck" $med io.checkpoint_every=2 io.restart=auto io.run_dir="'$scratch/t'"
+[ $? -eq 0 ] && grep -q "restarted from $scratch/t/ckpt_2.h5 at step 2" "$scratch/last.out" &&
+    compare_runs "$scratch/t" "$scratch/ref" 0 loss grad_norm > "$scratch/cmp.out"
+ok $? "the restart after it: every step's loss and grad norm bitwise equal to the uninterrupted run"
+diag < "$scratch/cmp.out"
+
+# 3. SIGTERM to mpirun in the middle of a run (600 steps of about 9 ms)
+slow="model.n_layer=2 model.d_model=128 model.seq_len=64 model.vocab_size=256 train.steps=600 train.batch_size=16
+      train.micro_batch_size=4 io.checkpoint_every=1000 io.log_every=50"
+triad_run 2 "$deck" $slow io.run_dir="'$scratch/sref'"
+ok $? "uninterrupted reference of a 600-step run"
+OMPI_MCA_odls_base_sigkill_timeout=2 $MPIEXEC -n 2 "$TRIAD" "$deck" $slow io.run_dir="'$scratch/s'" \
+    > "$scratch/s.out" 2>&1 &
+pid=$!
+wait_until 300 started "$scratch/s.out" 50 && kill -TERM $pid
+wait $pid
+st=$?
+stop=$(sed -n 's/.*stopping at step \([0-9]*\) (signal).*/\1/p' "$scratch/s.out" | head -n 1)
+[ -n "$stop" ] && grep -q "checkpoint $scratch/s/ckpt_$stop.h5 written and verified" "$scratch/s.out" &&
+    "$PYTHON3" "$top_srcdir/tools/ckpt_info.py" --verify "$scratch/s/ckpt_$stop.h5" > "$scratch/verify.out" 2>&1
+ok $? "SIGTERM to mpirun at step 50: the ranks stop at step ${stop:-?} with a verified checkpoint (mpirun's status: $st)"
+triad_run 2 "$deck" $slow io.restart=auto io.run_dir="'$scratch/s'"
+[ $? -eq 0 ] && grep -q "restarted from $scratch/s/ckpt_$stop.h5 at step $stop" "$scratch/last.out" &&
+    compare_runs "$scratch/s" "$scratch/sref" 0 loss grad_norm > "$scratch/cmp.out"
+ok $? "its restart (taking over the killed run's lock): losses bitwise equal to the uninterrupted run"
+grep "lock" "$scratch/last.out" | diag
+
+# 4. the job script, given SIGTERM, stops triad through SIGUSR1 (mpirun forwards it): status 3
+mkdir -p "$scratch/job"
+(cd "$scratch/job" && TRIAD="$TRIAD" TRIAD_LAUNCH="$MPIEXEC -n 2" \
+    exec bash "$top_srcdir/jobscripts/template.sbatch" "$deck" $slow io.run_dir="'$scratch/j'") \
+    > "$scratch/job.out" 2>&1 &
+pid=$!
+wait_until 300 started "$scratch/job.out" 50 && kill -TERM $pid
+wait $pid
+st=$?
+stop=$(sed -n 's/.*stopping at step \([0-9]*\) (signal).*/\1/p' "$scratch/job.out" | head -n 1)
+[ $st -eq 3 ] && [ -n "$stop" ] && grep -q "^=== triad exited with status 3" "$scratch/job.out" &&
+    grep -q "^=== cancelled (SIGTERM): not requeued" "$scratch/job.out" && [ -f "$scratch/j/ckpt_$stop.h5" ]
+ok $? "template.sbatch given SIGTERM: triad stops at step ${stop:-?} with a checkpoint, the job's status is 3 (got $st)"
+grep "^===" "$scratch/job.out" | diag
+triad_run 2 "$deck" $slow io.restart=auto io.run_dir="'$scratch/j'"
+[ $? -eq 0 ] && compare_runs "$scratch/j" "$scratch/sref" 0 loss grad_norm > /dev/null
+ok $? "and the job resubmitted ends bitwise equal to the uninterrupted run"
+done_testing
