@@ -16,6 +16,7 @@
 # 4. The job script given SIGTERM (template.sbatch, here outside Slurm with
 #    mpirun as its launcher) asks triad to stop through SIGUSR1, which
 #    mpirun forwards: status 3, the checkpoint written; it resumes bitwise.
+# 5. SIGUSR1 at a checkpoint step (every step is one): written once.
 . "$(dirname "$0")/lib.sh"
 deck="$DECKS/tiny.nml"
 
@@ -111,4 +112,18 @@ grep "^===" "$scratch/job.out" | diag
 triad_run 2 "$deck" $slow io.restart=auto io.run_dir="'$scratch/j'"
 [ $? -eq 0 ] && compare_runs "$scratch/j" "$scratch/sref" 0 loss grad_norm > /dev/null
 ok $? "and the job resubmitted ends bitwise equal to the uninterrupted run"
+
+# 5. a signal at a checkpoint step: that checkpoint, written once
+$MPIEXEC -n 2 "$TRIAD" "$deck" $slow io.checkpoint_every=1 io.run_dir="'$scratch/e'" > "$scratch/e.out" 2>&1 &
+pid=$!
+wait_until 300 started "$scratch/e.out" 50 && kill -USR1 $pid
+wait $pid
+st=$?
+stop=$(sed -n 's/.*stopping at step \([0-9]*\) (signal).*/\1/p' "$scratch/e.out" | head -n 1)
+[ $st -eq 3 ] && [ -n "$stop" ] && [ "$(grep -c "checkpoint $scratch/e/ckpt_$stop.h5 written" "$scratch/e.out")" -eq 1 ]
+ok $? "SIGUSR1 with a checkpoint every step: status 3 (got $st), ckpt_${stop:-?}.h5 written once"
+triad_run 2 "$deck" $slow io.restart=auto io.run_dir="'$scratch/e'"
+[ $? -eq 0 ] && grep -q "restarted from $scratch/e/ckpt_$stop.h5 at step $stop" "$scratch/last.out" &&
+    compare_runs "$scratch/e" "$scratch/sref" 0 loss grad_norm > /dev/null
+ok $? "and resumes from it: losses bitwise equal to the uninterrupted run"
 done_testing
