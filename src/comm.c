@@ -54,11 +54,11 @@ static void release_buffers(struct comm *c)
     c->stage_n = 0;
 }
 
-void comm_use_device(struct comm *c, const struct kernels *k, int mpi_direct)
+void comm_use_device(struct comm *c, const struct kernels *k)
 {
     release_buffers(c);
     c->k = k;
-    c->staged = k->on_device && !mpi_direct;
+    c->staged = kernels_staged(k);
 }
 
 void comm_free(struct comm *c)

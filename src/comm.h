@@ -55,9 +55,9 @@ struct comm {
 };
 
 void comm_init(struct comm *c, const struct grid *g);
-/* The float buffers handed to the calls below are k's memory; mpi_direct:
- * MPI takes such pointers itself (CUDA-aware MPI), else they are staged. */
-void comm_use_device(struct comm *c, const struct kernels *k, int mpi_direct);
+/* The float buffers handed to the calls below are k's memory: MPI takes
+ * such pointers itself, or they are staged (kernels_staged). */
+void comm_use_device(struct comm *c, const struct kernels *k);
 void comm_free(struct comm *c);
 /* Fold the step's counts into the totals and zero them. */
 void comm_step_begin(struct comm *c);

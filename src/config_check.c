@@ -13,20 +13,9 @@
 
 #include "build_config.h"
 #include "pipeline.h"
+#include "shape.h"
 
 /* ------------------------------------------------------------ cross-checks */
-
-/* a * b and a + b for a, b >= 0; -1 when the result does not fit in 64 bits. */
-static int64_t mul64(int64_t a, int64_t b)
-{
-    if (a < 0 || b < 0 || (b != 0 && a > INT64_MAX / b)) return -1;
-    return a * b;
-}
-static int64_t add64(int64_t a, int64_t b)
-{
-    if (a < 0 || b < 0 || a > INT64_MAX - b) return -1;
-    return a + b;
-}
 
 /* "768 or 780": the multiples of m nearest to x that lie in [1, max]
  * ("" if none does). */
@@ -253,9 +242,7 @@ static int check_sizes(const struct config *cfg, int world, struct config_error 
 {
     int64_t B = config_micro_batch(cfg, world), T = cfg->model.seq_len, C = cfg->model.d_model;
     int64_t L = cfg->model.n_layer, NH = cfg->model.n_head, tp = cfg->parallel.tp, V = cfg->model.vocab_size;
-    int64_t Vp = (V + 128 * tp - 1) / (128 * tp) * (128 * tp);
-    int64_t block = add64(mul64(12, mul64(C, C)), mul64(13, C));
-    int64_t params = add64(add64(mul64(Vp, C), mul64(T, C)), add64(mul64(L, block), mul64(2, C)));
+    int64_t Vp = shape_padded_vocab(V, tp), params = shape_params(L, C, T, Vp);
     if (params < 0) {
         config_set_what(err, 0, 0, "the model has more than 2^63 parameters (n_layer = %" PRId64 ", d_model = %" PRId64 ")",
                  L, C);
@@ -340,9 +327,10 @@ static int check_io(const struct config *cfg, struct config_error *err)
  * a multiple of pp). */
 static int check_schedule(const struct config *cfg, int world, struct config_error *err)
 {
-    int dp = config_dp(cfg, world), mbs = config_micro_batch(cfg, world);
-    if (world <= 0 || dp <= 0 || mbs <= 0) return 0;
-    int m = (int)(cfg->train.batch_size / ((int64_t)dp * mbs));
+    struct run_shape s;
+    run_shape_init(&s, cfg, world, 0);
+    if (s.n_micro <= 0) return 0;
+    int m = s.n_micro;
     char why[512];
     if (pp_schedule_check(pp_schedule_from_name(cfg->parallel.schedule), (int)cfg->parallel.pp,
                           (int)cfg->parallel.virtual_stages, m, why, sizeof why) == 0)

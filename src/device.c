@@ -25,9 +25,9 @@ int device_built(const char *device)
 #endif
 }
 
-const struct kernels *kernels_for(const char *device, char *err, size_t errlen)
+const struct kernels *kernels_for(const struct config *cfg, char *err, size_t errlen)
 {
-    if (strcmp(device, "cuda") != 0) return &cpu_kernels;
+    if (!config_is(cfg->train.device, "cuda")) return cfg->diag.stage_through_host ? &cpu_staged_kernels : &cpu_kernels;
 #ifdef CUDA_TABLE
     (void)err, (void)errlen;
     return &cuda_kernels;
@@ -36,6 +36,8 @@ const struct kernels *kernels_for(const char *device, char *err, size_t errlen)
     return NULL;
 #endif
 }
+
+int kernels_staged(const struct kernels *k) { return k->on_device && !k->mpi_direct(); }
 
 int device_open(const struct kernels *k, MPI_Comm world, const struct device_options *opt, char *err,
                 size_t errlen)

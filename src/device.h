@@ -13,6 +13,8 @@
 
 #include <mpi.h>
 
+#include "config.h"
+
 #include "precision.h"
 
 struct kernels {
@@ -90,9 +92,15 @@ extern const struct kernels cpu_kernels, cpu_staged_kernels;
 /* 1 if this build has the backend for train.device ("cpu", "cuda"). */
 int device_built(const char *device);
 
-/* The table for train.device ("cpu", "cuda"), or NULL with the reason in
- * err (a build without the CUDA backend). */
-const struct kernels *kernels_for(const char *device, char *err, size_t errlen);
+/* The table for the deck's train.device ("cpu", "cuda"; on the CPU with
+ * diag.stage_through_host, the one whose memory MPI reaches through host
+ * buffers only), or NULL with the reason in err (a build without the CUDA
+ * backend). */
+const struct kernels *kernels_for(const struct config *cfg, char *err, size_t errlen);
+
+/* Does MPI reach k's memory only through host buffers (a device MPI cannot
+ * read: comm.c stages, and the reduction cannot overlap)? */
+int kernels_staged(const struct kernels *k);
 
 /* How a device is used (train.share_gpus, train.tf32). */
 struct device_options {

@@ -15,6 +15,7 @@
 #include "cpu.h"
 #include "pipeline.h"
 #include "plan.h"
+#include "shape.h"
 #include "log.h"
 #include "topo.h"
 #include "train.h"
@@ -78,9 +79,9 @@ static void read_config(struct config *cfg, const char *path, int noverride, cha
 /* `triad schedule`: the time x rank table of this rank's pipeline. */
 static int print_schedule(const struct config *cfg, int world)
 {
-    int dp = config_dp(cfg, world), mbs = config_micro_batch(cfg, world);
-    int m = (int)(cfg->train.batch_size / ((int64_t)dp * mbs));
-    int pp = (int)cfg->parallel.pp, v = (int)cfg->parallel.virtual_stages;
+    struct run_shape s;
+    run_shape_init(&s, cfg, world, 0);
+    int dp = s.dp, m = s.n_micro, pp = s.pp, v = s.v;
     struct pp_sim_opts o = {1, 2, PP_SEND_RENDEZVOUS, 1}; /* backward takes twice the forward */
     struct pp_sim sim;
     char err[512];

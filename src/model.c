@@ -14,21 +14,23 @@
 const struct param_info param_table[NUM_PARAMS] = {
     [P_WTE] = {"wte", 0, 1, INIT_NORMAL, SHARD_ROWS},
     [P_WPE] = {"wpe", 0, 1, INIT_NORMAL, SHARD_NONE},
-    [P_LN1W] = {"ln1_w", 1, 0, INIT_ONE, SHARD_NONE},
-    [P_LN1B] = {"ln1_b", 1, 0, INIT_ZERO, SHARD_NONE},
+    [P_LN1W] = {"ln1_w", 1, 0, INIT_ONE, SHARD_NONE, 1},
+    [P_LN1B] = {"ln1_b", 1, 0, INIT_ZERO, SHARD_NONE, 1},
     [P_QKVW] = {"qkv_w", 1, 1, INIT_NORMAL, SHARD_ROWS3},
     [P_QKVB] = {"qkv_b", 1, 0, INIT_ZERO, SHARD_ROWS3},
     [P_ATTPROJW] = {"attproj_w", 1, 1, INIT_NORMAL_SCALED, SHARD_COLS},
     [P_ATTPROJB] = {"attproj_b", 1, 0, INIT_ZERO, SHARD_NONE},
-    [P_LN2W] = {"ln2_w", 1, 0, INIT_ONE, SHARD_NONE},
-    [P_LN2B] = {"ln2_b", 1, 0, INIT_ZERO, SHARD_NONE},
+    [P_LN2W] = {"ln2_w", 1, 0, INIT_ONE, SHARD_NONE, 1},
+    [P_LN2B] = {"ln2_b", 1, 0, INIT_ZERO, SHARD_NONE, 1},
     [P_FCW] = {"fc_w", 1, 1, INIT_NORMAL, SHARD_ROWS},
     [P_FCB] = {"fc_b", 1, 0, INIT_ZERO, SHARD_ROWS},
     [P_FCPROJW] = {"fcproj_w", 1, 1, INIT_NORMAL_SCALED, SHARD_COLS},
     [P_FCPROJB] = {"fcproj_b", 1, 0, INIT_ZERO, SHARD_NONE},
-    [P_LNFW] = {"lnf_w", 0, 0, INIT_ONE, SHARD_NONE},
-    [P_LNFB] = {"lnf_b", 0, 0, INIT_ZERO, SHARD_NONE},
+    [P_LNFW] = {"lnf_w", 0, 0, INIT_ONE, SHARD_NONE, 1},
+    [P_LNFB] = {"lnf_b", 0, 0, INIT_ZERO, SHARD_NONE, 1},
 };
+
+int param_sp_partial(const struct model_dims *d, enum param_id id) { return d->sp && param_table[id].sp_partial; }
 
 void param_shape(const struct model_dims *d, enum param_id id, size_t *rows, size_t *cols)
 {
@@ -76,7 +78,7 @@ void param_logical_index(const struct model_dims *d, enum param_id id, size_t r,
     }
 }
 
-void model_dims_init(struct model_dims *d, const struct config *cfg, const struct grid *g)
+void model_dims_init(struct model_dims *d, const struct config *cfg, const struct run_shape *s, const struct grid *g)
 {
     memset(d, 0, sizeof *d);
     d->L = (int)cfg->model.n_layer;
@@ -85,22 +87,21 @@ void model_dims_init(struct model_dims *d, const struct config *cfg, const struc
     d->HS = d->C / d->NH;
     d->T = (int)cfg->model.seq_len;
     d->V = (int)cfg->model.vocab_size;
-    int mult = 128 * g->tp;
-    d->Vp = (d->V + mult - 1) / mult * mult;
-    d->tp = g->tp;
+    d->Vp = (int)s->Vp;
+    d->tp = s->tp;
     d->tp_rank = g->tp_rank;
-    d->sp = cfg->parallel.sequence_parallel && g->tp > 1;
-    d->pp = g->pp;
+    d->sp = s->sp;
+    d->pp = s->pp;
     d->pp_rank = g->pp_rank;
-    d->dp = g->dp;
-    d->v = (int)cfg->parallel.virtual_stages;
+    d->dp = s->dp;
+    d->v = s->v;
     d->Lc = d->L / (d->pp * d->v);
     d->Lp = d->v * d->Lc;
     d->recompute = config_is(cfg->train.recompute, "full")        ? RECOMPUTE_FULL
                    : config_is(cfg->train.recompute, "selective") ? RECOMPUTE_SELECTIVE
                                                                   : RECOMPUTE_NONE;
     d->prec = precision_from_name(cfg->train.precision);
-    d->shard_grads = cfg->parallel.zero_stage >= 2 && g->dp > 1;
+    d->shard_grads = s->zero2;
     int64_t n = cfg->train.recompute_layers;
     d->Lr = d->recompute != RECOMPUTE_FULL ? 0 : n == 0 || n > d->Lc ? d->Lc : (int)n;
 }
@@ -133,12 +134,7 @@ static int holds(const struct model_dims *d, enum param_id id)
     }
 }
 
-int64_t model_logical_params(const struct model_dims *d)
-{
-    int64_t C = d->C, L = d->L;
-    int64_t per_layer = 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + 4 * C * C + 4 * C + 4 * C * C + C;
-    return (int64_t)d->V * C + (int64_t)d->T * C + L * per_layer + 2 * C;
-}
+int64_t model_logical_params(const struct model_dims *d) { return shape_params(d->L, d->C, d->T, d->V); }
 
 double model_flops_per_token(const struct model_dims *d)
 {

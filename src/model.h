@@ -10,6 +10,7 @@
 #include "config.h"
 #include "device.h"
 #include "precision.h"
+#include "shape.h"
 #include "topo.h"
 
 /* The parameter tensors.  Per-layer tensors are stored for this rank's
@@ -36,6 +37,7 @@ struct param_info {
     int decay;            /* AdamW weight decay applies (2-D weights) */
     enum init_kind init;
     enum shard_kind shard;
+    int sp_partial;       /* under sequence parallelism each tp rank's gradient is a partial sum (LayerNorms) */
 };
 extern const struct param_info param_table[NUM_PARAMS];
 
@@ -64,6 +66,10 @@ int model_local_layer(const struct model_dims *d, int l);
 /* Does this rank hold the embedding (first virtual stage) / the head (last)? */
 int model_has_embedding(const struct model_dims *d);
 int model_has_head(const struct model_dims *d);
+
+/* Is this rank's gradient of tensor id only its share of a sum over tp (a
+ * replicated tensor applied to the N/tp rows of sequence parallelism)? */
+int param_sp_partial(const struct model_dims *d, enum param_id id);
 
 /* Logical shape of one tensor (one layer's slice for per-layer tensors);
  * vectors are (n, 1).  wte is (Vp, C) here, (V, C) in checkpoints. */
@@ -167,8 +173,8 @@ size_t model_rest_grad_floats(const struct model_dims *d);
 /* Elements of tensor id on this rank (0 where another stage holds it). */
 size_t model_tensor_size(const struct model_dims *d, enum param_id id);
 
-/* Dimensions for cfg on this grid (validated beforehand). */
-void model_dims_init(struct model_dims *d, const struct config *cfg, const struct grid *g);
+/* Dimensions for cfg of shape s, this rank's coordinates from g (validated beforehand). */
+void model_dims_init(struct model_dims *d, const struct config *cfg, const struct run_shape *s, const struct grid *g);
 
 /* Allocate parameters, gradients (zeroed) and `nslots` activation sets for
  * micro-batches of B sequences with k's memory; initialise the weights from

@@ -22,12 +22,13 @@ static void point_state(struct optim *o, const struct model *m, float *mfull, fl
     }
 }
 
-void optim_init(struct optim *o, const struct model *m, const struct config *cfg, const struct grid *g)
+void optim_init(struct optim *o, const struct model *m, const struct config *cfg, const struct run_shape *s,
+                const struct grid *g)
 {
     memset(o, 0, sizeof *o);
-    o->zero = cfg->parallel.zero_stage >= 1 && g->dp > 1;
-    o->zero2 = cfg->parallel.zero_stage >= 2 && g->dp > 1;
-    o->shard = o->zero ? m->flat / (size_t)g->dp : m->flat;
+    o->zero = s->zero;
+    o->zero2 = s->zero2;
+    o->shard = o->zero ? m->flat / (size_t)s->dp : m->flat;
     o->offset = o->zero ? (size_t)g->dp_rank * o->shard : 0;
     o->k = m->k;
     o->m_mem = o->k->alloc(o->shard * sizeof(float));
@@ -122,11 +123,9 @@ void optim_reduce_tp_grads(struct model *m, struct comm *c)
 {
     /* With sequence parallelism each tp rank saw only its rows of the
      * residual stream: the LayerNorm gradients are partial sums over tp. */
-    if (!m->d.sp) return;
-    enum param_id ln[] = {P_LN1W, P_LN1B, P_LN2W, P_LN2B, P_LNFW, P_LNFB};
-    for (size_t i = 0; i < sizeof ln / sizeof ln[0]; i++)
-        if (m->grad[ln[i]]) /* (ZeRO-2 reduced the layers' own as it went) */
-            comm_allreduce_sum_f32(c, CG_TP, m->grad[ln[i]], m->size[ln[i]]);
+    for (int i = 0; i < NUM_PARAMS; i++)
+        if (param_sp_partial(&m->d, (enum param_id)i) && m->grad[i]) /* (ZeRO-2 reduced the layers' own as it went) */
+            comm_allreduce_sum_f32(c, CG_TP, m->grad[i], m->size[i]);
 }
 
 void optim_reduce_grads(struct optim *o, struct model *m, struct comm *c, int layers_reduced)
@@ -139,8 +138,8 @@ void optim_reduce_grads(struct optim *o, struct model *m, struct comm *c, int la
     if (c->grid->dp == 1) return;
     if (layers_reduced) { /* what the overlapped buckets left */
         for (int i = 0; i < NUM_PARAMS; i++) {
-            int ln_sp = m->d.sp && (i == P_LN1W || i == P_LN1B || i == P_LN2W || i == P_LN2B);
-            if (!param_table[i].per_layer || ln_sp) comm_allreduce_sum_f32(c, CG_DP, m->grad[i], m->size[i]);
+            if (!param_table[i].per_layer || param_sp_partial(&m->d, (enum param_id)i))
+                comm_allreduce_sum_f32(c, CG_DP, m->grad[i], m->size[i]);
         }
         return;
     }

@@ -38,7 +38,8 @@ struct optim {
     double lr, beta1, beta2, eps, weight_decay, grad_clip;
 };
 
-void optim_init(struct optim *o, const struct model *m, const struct config *cfg, const struct grid *g);
+void optim_init(struct optim *o, const struct model *m, const struct config *cfg, const struct run_shape *s,
+                const struct grid *g);
 void optim_free(struct optim *o);
 
 /* ZeRO: assemble the full moments (o->m[], o->v[] valid) for a checkpoint

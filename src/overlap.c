@@ -11,15 +11,13 @@
  * their partial sums over tp (optim_reduce_tp_grads). */
 static int overlappable(const struct model *m, int id)
 {
-    if (!param_table[id].per_layer) return 0;
-    int ln = id == P_LN1W || id == P_LN1B || id == P_LN2W || id == P_LN2B;
-    return !(ln && m->d.sp);
+    return param_table[id].per_layer && !param_sp_partial(&m->d, (enum param_id)id);
 }
 
 void overlap_init(struct overlap *ov, struct model *m, struct comm *c, int enabled, double bucket_mb)
 {
     memset(ov, 0, sizeof *ov);
-    ov->enabled = enabled && c->grid->dp > 1 && m->d.Lp > 0;
+    ov->enabled = enabled && m->d.Lp > 0; /* (a stage may hold no layer) */
     ov->bucket_bytes = (size_t)(bucket_mb * 1048576.0);
     ov->m = m;
     ov->c = c;

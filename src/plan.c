@@ -43,7 +43,7 @@ static void stage_dims(struct model_dims *d, const struct config *cfg, const str
     g.pp = p->pp;
     g.pp_rank = pp_rank;
     g.world_comm = g.tp_comm = g.dp_comm = g.pp_comm = g.embed_comm = MPI_COMM_NULL;
-    model_dims_init(d, cfg, &g);
+    model_dims_init(d, cfg, &p->shape, &g);
 }
 
 /* Floats of params_mem / grads_mem: every tensor 16-aligned, the total a
@@ -80,10 +80,9 @@ static int overlapped(const struct plan *p, const struct model_dims *d) { return
 static size_t overlapped_bytes(const struct model_dims *d)
 {
     size_t n = 0;
-    for (int i = 0; i < NUM_PARAMS; i++) {
-        int ln = i == P_LN1W || i == P_LN1B || i == P_LN2W || i == P_LN2B;
-        if (param_table[i].per_layer && !(ln && d->sp)) n += model_tensor_size(d, (enum param_id)i) * 4;
-    }
+    for (int i = 0; i < NUM_PARAMS; i++)
+        if (param_table[i].per_layer && !param_sp_partial(d, (enum param_id)i))
+            n += model_tensor_size(d, (enum param_id)i) * 4;
     return n;
 }
 
@@ -222,21 +221,25 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
 int plan_compute(struct plan *p, const struct config *cfg, int world, int threads, char *err, size_t errlen)
 {
     memset(p, 0, sizeof *p);
-    p->tp = (int)cfg->parallel.tp;
-    p->pp = (int)cfg->parallel.pp;
-    p->dp = config_dp(cfg, world);
-    p->B = config_micro_batch(cfg, world);
+    char why[256];
+    const struct kernels *k = kernels_for(cfg, why, sizeof why); /* (NULL: planned for an unbuilt device) */
+    struct run_shape *s = &p->shape;
+    run_shape_init(s, cfg, world, k ? kernels_staged(k) : 0);
+    p->tp = s->tp;
+    p->pp = s->pp;
+    p->dp = s->dp;
+    p->B = s->micro_batch;
     if (p->dp <= 0 || p->B <= 0 || (int64_t)p->tp * p->pp * p->dp != world) {
         snprintf(err, errlen, "%d ranks do not make a grid of tp = %d x pp = %d x dp", world, p->tp, p->pp);
         return -1;
     }
     p->world = world;
-    p->v = (int)cfg->parallel.virtual_stages;
-    p->m = (int)(cfg->train.batch_size / ((int64_t)p->dp * p->B));
-    p->sp = cfg->parallel.sequence_parallel && p->tp > 1;
-    p->zero = cfg->parallel.zero_stage >= 1 && p->dp > 1;
-    p->zero2 = cfg->parallel.zero_stage >= 2 && p->dp > 1;
-    p->overlap = cfg->parallel.overlap_grad_reduce && !p->zero && p->dp > 1;
+    p->v = s->v;
+    p->m = s->n_micro;
+    p->sp = s->sp;
+    p->zero = s->zero;
+    p->zero2 = s->zero2;
+    p->overlap = s->overlap;
     p->cuda = config_is(cfg->train.device, "cuda");
     p->threads = threads > 0 ? threads : cfg->train.threads > 0 ? (int)cfg->train.threads : omp_get_max_threads();
     p->bubble = pp_bubble_formula(p->pp, p->v, p->m, &p->bubble_num, &p->bubble_den);

@@ -16,6 +16,7 @@
 
 #include "comm.h"
 #include "config.h"
+#include "shape.h"
 #include "topo.h"
 
 struct model;
@@ -50,6 +51,7 @@ struct plan_stage {
 };
 
 struct plan {
+    struct run_shape shape;   /* the run's shape; the fields below are copied from it */
     int world, tp, dp, pp, v, B, m; /* B sequences per micro-batch, m micro-batches per replica */
     int sp, zero, zero2, overlap, recompute, threads, cuda; /* zero2: ZeRO-2 (zero set too) */
     int64_t logical_params;

@@ -50,7 +50,7 @@ struct run {
     struct data_source *data;
     struct metrics_file metrics;
     struct timers timers;
-    int micro_batch, n_micro;   /* sequences per micro-batch, micro-batches per step and replica */
+    struct run_shape shape;     /* the grid, micro-batches, ZeRO/overlap/staging modes (shape.h) */
     struct pp_exec exec;        /* this rank's pipeline schedule (pp = 1: forward, backward, ...) */
     struct overlap overlap;     /* the DP reduction started during the backward */
     struct zero2 zero2;         /* ZeRO-2: the gradients reduced layer by layer into the slice */
@@ -312,33 +312,31 @@ static void setup(struct run *r)
     const struct config *cfg = r->cfg;
     const struct grid *g = r->g;
     comm_init(&r->comm, g);
+    char why[256] = "";
+    const struct kernels *k = kernels_for(cfg, why, sizeof why);
+    if (!k) die_all("set train.device = 'cpu', or rebuild with ./configure --with-cuda", "%s", why);
+    run_shape_init(&r->shape, cfg, g->world, kernels_staged(k));
+    const struct run_shape *s = &r->shape;
     struct model_dims d;
-    model_dims_init(&d, cfg, g);
-    r->micro_batch = config_micro_batch(cfg, g->world);
-    r->n_micro = (int)(cfg->train.batch_size / ((int64_t)g->dp * r->micro_batch));
-    int nslots = pp_exec_init(&r->exec, pp_schedule_from_name(cfg->parallel.schedule), g, d.v, r->n_micro);
+    model_dims_init(&d, cfg, s, g);
+    int nslots = pp_exec_init(&r->exec, pp_schedule_from_name(cfg->parallel.schedule), g, d.v, s->n_micro);
     if (cfg->io.trace) {
         MPI_CHECK(MPI_Barrier(g->world_comm)); /* a common time origin for every track */
         trace_init(&r->trace);
         r->exec.trace = &r->trace;
     }
     plan_check(cfg, g); /* refuse, with the plan's advice, what would not fit */
-    char why[256] = "";
-    const struct kernels *k = kernels_for(cfg->train.device, why, sizeof why);
-    if (!k) die_all("set train.device = 'cpu', or rebuild with ./configure --with-cuda", "%s", why);
-    if (cfg->diag.stage_through_host && k == &cpu_kernels) k = &cpu_staged_kernels;
     struct device_options dopt = {.allow_shared = (int)cfg->train.share_gpus, .tf32 = (int)cfg->train.tf32};
     fail_collective(g, device_open(k, g->world_comm, &dopt, why, sizeof why) != 0, why,
                     "one GPU per rank: launch as many ranks per node as it has GPUs, or set train.share_gpus");
-    model_init(&r->model, &d, k, r->micro_batch, nslots, (uint64_t)cfg->train.seed);
+    model_init(&r->model, &d, k, s->micro_batch, nslots, (uint64_t)cfg->train.seed);
     r->ckpt_bytes = ckpt_file_bytes(&r->model);
-    comm_use_device(&r->comm, k, k->mpi_direct());
-    optim_init(&r->optim, &r->model, cfg, g);
+    comm_use_device(&r->comm, k);
+    optim_init(&r->optim, &r->model, cfg, s, g);
     scaler_init(&r->scaler, cfg);
     zero2_init(&r->zero2, &r->model, &r->optim, &r->comm);
     /* (the overlap hands MPI the gradients themselves: not through a host stage) */
-    overlap_init(&r->overlap, &r->model, &r->comm,
-                 cfg->parallel.overlap_grad_reduce && !r->optim.zero && !r->comm.staged, cfg->parallel.bucket_mb);
+    overlap_init(&r->overlap, &r->model, &r->comm, s->overlap, cfg->parallel.bucket_mb);
     r->exec.overlap = r->overlap.enabled ? &r->overlap : NULL;
     make_run_dir(r);
     open_data(r);
@@ -363,12 +361,12 @@ static void setup(struct run *r)
              d.L, d.C, d.NH, d.T, d.V, d.Vp, (long long)model_logical_params(&d),
              model_flops_per_token(&d) / 1e6);
     log_info("per rank: %d micro-batch(es) of %d sequences, %d in flight; memory %.1f MiB state + %.1f MiB "
-             "activations (rank 0)\n", r->n_micro, r->micro_batch, nslots, state / 1048576.0,
+             "activations (rank 0)\n", s->n_micro, s->micro_batch, nslots, state / 1048576.0,
              r->model.act_bytes / 1048576.0);
     plan_log_allocated(&r->model, &r->optim, g);
     if (g->pp > 1) {
         long num, den;
-        double b = pp_bubble_formula(g->pp, d.v, r->n_micro, &num, &den);
+        double b = pp_bubble_formula(g->pp, d.v, s->n_micro, &num, &den);
         log_info("pipeline: %s, %d stages x %d chunk(s), %d layers per chunk; predicted bubble %ld/%ld = %.1f%%\n",
                  pp_schedule_name(r->exec.sched), g->pp, d.v, d.Lc, num, den, 100 * b);
     }
@@ -455,8 +453,8 @@ static void report_bubble(const struct run *r)
     MPI_CHECK(MPI_Reduce(&idle, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, g->world_comm));
     log_info("pipeline bubble: predicted %.1f%% (%s, pp %d, v %d, m %d); measured idle (waiting for "
              "activations/gradients) per rank min %.1f%% avg %.1f%% max %.1f%% of the step\n",
-             100 * pp_bubble_formula(g->pp, r->model.d.v, r->n_micro, NULL, NULL), pp_schedule_name(r->exec.sched),
-             g->pp, r->model.d.v, r->n_micro, 100 * mn, 100 * sum / g->world, 100 * mx);
+             100 * pp_bubble_formula(g->pp, r->model.d.v, r->shape.n_micro, NULL, NULL), pp_schedule_name(r->exec.sched),
+             g->pp, r->model.d.v, r->shape.n_micro, 100 * mn, 100 * sum / g->world, 100 * mx);
 }
 
 /* A loss that is not finite arms the watch for the first non-finite forward

@@ -41,7 +41,7 @@ static void layer_done(void *ctx, int j)
         for (int id = 0; id < NUM_PARAMS; id++) {
             if (!param_table[id].per_layer) continue;
             size_t per = m->size[id] / (size_t)m->d.Lp;
-            if (id == P_LN1W || id == P_LN1B || id == P_LN2W || id == P_LN2B) comm_allreduce_sum_f32(z->c, CG_TP, p, per);
+            if (param_sp_partial(&m->d, (enum param_id)id)) comm_allreduce_sum_f32(z->c, CG_TP, p, per);
             p += per;
         }
     }

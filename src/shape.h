@@ -1,0 +1,55 @@
+/* shape.h -- the shape of a run: everything that follows from the deck and
+ * the world size, computed once (run_shape_init) and read by the training
+ * loop, the optimizer, the data-parallel reduction, the planner, the
+ * diagnostics and the deck checks, so that each rule is written here only:
+ * the data-parallel degree and the micro-batches of a step, the padded
+ * vocabulary, the parameter count, and which ZeRO stage, overlap and MPI
+ * staging are in effect. */
+#ifndef TRIAD_SHAPE_H
+#define TRIAD_SHAPE_H
+
+#include <stdint.h>
+
+#include "config.h"
+
+struct run_shape {
+    int world;            /* ranks (0: not known yet, e.g. `triad check` without world=) */
+    int tp, pp, dp, v;    /* the grid; v: model chunks per pipeline rank (virtual stages) */
+    int sp;               /* sequence parallelism in effect (asked and tp > 1) */
+    int micro_batch;      /* sequences per micro-batch (0 when dp is unknown) */
+    int n_micro;          /* micro-batches per step and replica (0 when dp is unknown) */
+    int64_t V, Vp;        /* vocabulary; padded to a multiple of 128 * tp (whole tiles on every tp rank) */
+    int64_t params;       /* logical parameters (V rows of wte; -1 beyond 2^63) */
+    int zero;             /* optimizer state sharded over dp (zero_stage >= 1 and dp > 1) */
+    int zero2;            /* gradients sharded too (zero_stage >= 2 and dp > 1; zero is set) */
+    int staged;           /* MPI reaches model memory only through host buffers */
+    int overlap;          /* the dp all-reduce runs in buckets during the backward: asked, dp > 1,
+                             no ZeRO, not staged (MPI reads the gradients themselves) */
+};
+
+/* The shape of cfg on world ranks.  staged: the device's memory is not
+ * readable by MPI (comm_use_device; the planner passes what the deck
+ * implies).  Fields that need the world size are 0 when world <= 0. */
+void run_shape_init(struct run_shape *s, const struct config *cfg, int world, int staged);
+
+/* The padded vocabulary: V rounded up to a multiple of 128 * tp. */
+int64_t shape_padded_vocab(int64_t V, int64_t tp);
+
+/* GPT-2's logical parameter count (tied wte of V rows, wpe, L blocks, the
+ * final LayerNorm); -1 beyond 2^63. */
+int64_t shape_params(int64_t L, int64_t C, int64_t T, int64_t V);
+
+/* a * b and a + b for a, b >= 0; -1 when the result does not fit in 64 bits
+ * (or an operand is already -1). */
+static inline int64_t mul64(int64_t a, int64_t b)
+{
+    if (a < 0 || b < 0 || (b != 0 && a > INT64_MAX / b)) return -1;
+    return a * b;
+}
+static inline int64_t add64(int64_t a, int64_t b)
+{
+    if (a < 0 || b < 0 || a > INT64_MAX - b) return -1;
+    return a + b;
+}
+
+#endif
