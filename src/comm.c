@@ -277,6 +277,22 @@ void comm_ireduce_scatter_f32(struct comm *c, enum comm_group g, const float *se
     account(c, g, CO_REDUCE_SCATTER, n * sizeof(float), wtime());
 }
 
+void comm_iallreduce_sum_f32(struct comm *c, enum comm_group g, float *buf, size_t n, MPI_Request *req)
+{
+    if (c->staged) die("a non-blocking all-reduce of model memory that MPI cannot read (staged)");
+    if (n > (size_t)INT_MAX) die("a non-blocking all-reduce of %zu elements exceeds MPI's int count", n);
+    device_ready(c);
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, comm_of(c, g), req));
+    account(c, g, CO_ALLREDUCE, n * sizeof(float), wtime());
+}
+
+void comm_progress(struct comm *c, int n, MPI_Request *reqs)
+{
+    int done;
+    if (c->staged || n <= 0) return;
+    MPI_CHECK(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE));
+}
+
 static int p2p_count(size_t n)
 {
     if (n > (size_t)INT_MAX) die("a point-to-point message of %zu elements exceeds MPI's int count", n);

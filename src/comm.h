@@ -84,6 +84,13 @@ void comm_reduce_scatter_f32(struct comm *c, enum comm_group g, float *part, con
  * here, the time in comm_wait. */
 void comm_ireduce_scatter_f32(struct comm *c, enum comm_group g, const float *send, float *recv, const int *counts,
                               MPI_Request *req);
+/* Non-blocking in-place all-reduce (sum) of n floats of model memory that
+ * MPI reads itself (never staged: the caller checks kernels_staged); bytes
+ * and calls counted here, the time in comm_wait. */
+void comm_iallreduce_sum_f32(struct comm *c, enum comm_group g, float *buf, size_t n, MPI_Request *req);
+/* Let MPI progress n requests in flight (MPI_Testall).  A staged request is
+ * left alone: it completes in comm_wait only. */
+void comm_progress(struct comm *c, int n, MPI_Request *reqs);
 /* Non-blocking point-to-point of n floats (bytes and calls counted here, the
  * time in comm_wait). */
 void comm_isend_f32(struct comm *c, enum comm_group g, const float *buf, size_t n, int peer, int tag,

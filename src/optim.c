@@ -1,4 +1,4 @@
-/* optim.c -- DP gradient reduction, global-norm clipping, AdamW, lr schedule. */
+/* optim.c -- global-norm clipping, AdamW, the ZeRO slice, lr schedule. */
 #include "optim.h"
 
 #include <limits.h>
@@ -119,88 +119,13 @@ double lr_at(const struct config *cfg, int64_t step)
     return min_lr + 0.5 * (1.0 + cos(PI * ratio)) * (lr - min_lr);
 }
 
-void optim_reduce_tp_grads(struct model *m, struct comm *c)
-{
-    /* With sequence parallelism each tp rank saw only its rows of the
-     * residual stream: the LayerNorm gradients are partial sums over tp. */
-    for (int i = 0; i < NUM_PARAMS; i++)
-        if (param_sp_partial(&m->d, (enum param_id)i) && m->grad[i]) /* (ZeRO-2 reduced the layers' own as it went) */
-            comm_allreduce_sum_f32(c, CG_TP, m->grad[i], m->size[i]);
-}
-
-void optim_reduce_grads(struct optim *o, struct model *m, struct comm *c, int layers_reduced)
-{
-    /* the tied embedding: the first and the last stage hold wte; the sum of
-     * their gradients (embedding + head) is the gradient of both copies */
-    model_merge_embedding_grad(m);
-    if (m->d.pp > 1 && m->size[P_WTE] > 0) comm_allreduce_sum_f32(c, CG_EMBED, m->grad[P_WTE], m->size[P_WTE]);
-    optim_reduce_tp_grads(m, c);
-    if (c->grid->dp == 1) return;
-    if (layers_reduced) { /* what the overlapped buckets left */
-        for (int i = 0; i < NUM_PARAMS; i++) {
-            if (!param_table[i].per_layer || param_sp_partial(&m->d, (enum param_id)i))
-                comm_allreduce_sum_f32(c, CG_DP, m->grad[i], m->size[i]);
-        }
-        return;
-    }
-    if (o->zero2) { /* the layers went during the backward: the tensors outside them */
-        for (int i = 0; i < NUM_PARAMS; i++) {
-            if (param_table[i].per_layer || m->size[i] == 0) continue;
-            struct flat_range r = {(size_t)(m->param[i] - m->params_mem), m->size[i]};
-            int *counts = xmalloc((size_t)c->grid->dp * sizeof *counts);
-            optim_slice_counts(o, &r, 1, c->grid->dp, counts);
-            MPI_Request req; /* in place: this rank's sum lands at the start of grad[i] */
-            comm_ireduce_scatter_f32(c, CG_DP, NULL, m->grad[i], counts, &req);
-            comm_wait(c, CG_DP, CO_REDUCE_SCATTER, 1, &req);
-            optim_add_to_shard(o, &r, 1, m->grad[i]);
-            free(counts);
-        }
-        return;
-    }
-    /* one call over the contiguous gradient memory (tensors are packed with
-     * padding, which is zero and stays zero) */
-    if (o->zero) comm_reduce_scatter_f32(c, CG_DP, o->gshard, m->grads_mem, o->shard);
-    else comm_allreduce_sum_f32(c, CG_DP, m->grads_mem, m->flat);
-}
-
-/* The part [*lo, *hi) of flat range [a, a + n) that this rank updates. */
-static int in_slice(const struct optim *o, size_t a, size_t n, size_t *lo, size_t *hi)
-{
-    *lo = a > o->offset ? a : o->offset;
-    *hi = a + n < o->offset + o->shard ? a + n : o->offset + o->shard;
-    return *lo < *hi;
-}
-
-void optim_slice_counts(const struct optim *o, const struct flat_range *r, int k, int dp, int *counts)
-{
-    for (int q = 0; q < dp; q++) {
-        size_t lo = (size_t)q * o->shard, hi = lo + o->shard, n = 0;
-        for (int i = 0; i < k; i++) {
-            size_t a = r[i].at > lo ? r[i].at : lo, b = r[i].at + r[i].n < hi ? r[i].at + r[i].n : hi;
-            if (a < b) n += b - a;
-        }
-        if (n > (size_t)INT_MAX) die("a ZeRO-2 gradient block of %zu elements exceeds MPI's int count", n);
-        counts[q] = (int)n;
-    }
-}
-
-void optim_add_to_shard(struct optim *o, const struct flat_range *r, int k, const float *recv)
-{
-    for (int i = 0; i < k; i++) {
-        size_t lo, hi;
-        if (!in_slice(o, r[i].at, r[i].n, &lo, &hi)) continue;
-        o->k->residual_forward(o->gshard + (lo - o->offset), o->gshard + (lo - o->offset), recv, hi - lo);
-        recv += hi - lo;
-    }
-}
-
 /* Sum of squares of gradient range [a, a + n) of the flat buffer: from the
  * full gradients, or (ZeRO) from this rank's part of its slice. */
 static double range_sumsq(const struct optim *o, const struct model *m, size_t a, size_t n)
 {
     if (!o->zero) return o->k->sumsq(m->grads_mem + a, n);
     size_t lo, hi;
-    return in_slice(o, a, n, &lo, &hi) ? o->k->sumsq(o->gshard + (lo - o->offset), hi - lo) : 0.0;
+    return optim_slice_part(o, a, n, &lo, &hi) ? o->k->sumsq(o->gshard + (lo - o->offset), hi - lo) : 0.0;
 }
 
 /* The squared norm of every logical tensor (one entry per tensor and layer)
@@ -251,7 +176,7 @@ void optim_update(struct optim *o, struct model *m, struct comm *c, double grad_
     if (coef < 1.0) o->k->scale_inplace(grads, o->shard, (float)coef);
     for (int i = 0; i < NUM_PARAMS; i++) {
         size_t lo, hi, at = (size_t)(m->param[i] - m->params_mem);
-        if (!in_slice(o, at, m->size[i], &lo, &hi)) continue;
+        if (!optim_slice_part(o, at, m->size[i], &lo, &hi)) continue;
         float wd = param_table[i].decay ? (float)o->weight_decay : 0.0f;
         size_t s = lo - o->offset;
         float *w = o->master_mem ? o->master_mem + s : m->params_mem + lo;
@@ -266,7 +191,7 @@ float *optim_some_grad(struct optim *o, struct model *m)
 {
     for (int i = 0; i < NUM_PARAMS; i++) {
         size_t lo, hi, at = (size_t)(m->param[i] - m->params_mem);
-        if (m->size[i] && in_slice(o, at, m->size[i], &lo, &hi))
+        if (m->size[i] && optim_slice_part(o, at, m->size[i], &lo, &hi))
             return o->zero ? o->gshard + (lo - o->offset) : m->grads_mem + lo;
     }
     return NULL;

@@ -1,4 +1,5 @@
-/* optim.h -- gradient reduction, clipping, AdamW and the learning-rate schedule. */
+/* optim.h -- clipping, AdamW, the ZeRO slice and the learning-rate schedule (the
+ * reduction over dp: dp.h). */
 #ifndef TRIAD_OPTIM_H
 #define TRIAD_OPTIM_H
 
@@ -26,7 +27,7 @@ struct optim {
     float *m_mem, *v_mem;          /* moments: flat, or the slice */
     float *m[NUM_PARAMS], *v[NUM_PARAMS]; /* per tensor, when the full layout is present */
     int zero;                      /* 1: sharded over dp (ZeRO-1 and 2) */
-    int zero2;                     /* ZeRO-2: gradients reduced into gshard layer by layer (zero2.h) */
+    int zero2;                     /* ZeRO-2: gradients reduced into gshard layer by layer (dp.h) */
     size_t shard, offset;          /* the slice of the flat buffers this rank updates */
     float *gshard;                 /* (shard) its reduced gradient */
     float *m_full, *v_full;        /* the full moments while a checkpoint is read or written */
@@ -55,11 +56,14 @@ void optim_drop_full(struct optim *o);
 void optim_master_from_params(struct optim *o, const struct model *m);
 void optim_params_from_master(struct optim *o, struct model *m, struct comm *c);
 
-/* ZeRO: how many elements of the ranges (increasing, packed back to back)
- * fall into each data-parallel rank's slice (counts: dp entries), and
- * gshard += recv, this rank's elements of them in order. */
-void optim_slice_counts(const struct optim *o, const struct flat_range *r, int k, int dp, int *counts);
-void optim_add_to_shard(struct optim *o, const struct flat_range *r, int k, const float *recv);
+/* The part [*lo, *hi) of flat range [a, a + n) that this rank updates (all
+ * of it without ZeRO); 0 if none. */
+static inline int optim_slice_part(const struct optim *o, size_t a, size_t n, size_t *lo, size_t *hi)
+{
+    *lo = a > o->offset ? a : o->offset;
+    *hi = a + n < o->offset + o->shard ? a + n : o->offset + o->shard;
+    return *lo < *hi;
+}
 
 /* Divide the reduced gradients by the loss scale (times inv). */
 void optim_unscale(struct optim *o, struct model *m, float inv);
@@ -70,16 +74,6 @@ float *optim_some_grad(struct optim *o, struct model *m);
 /* Learning rate at step s (0-based): linear warm-up, then cosine decay to
  * min_lr at the last step (or constant). */
 double lr_at(const struct config *cfg, int64_t step);
-
-/* Complete the gradients of replicated parameters that each tp rank only
- * saw part of (LayerNorms under sequence parallelism). */
-void optim_reduce_tp_grads(struct model *m, struct comm *c);
-
-/* optim_reduce_tp_grads, then sum gradients over the data-parallel replicas
- * (layers_reduced: the per-layer tensors were summed during the backward,
- * see overlap.h; only the rest is left) (each replica's loss is
- * already scaled by 1/global tokens, so the sum is the mean). */
-void optim_reduce_grads(struct optim *o, struct model *m, struct comm *c, int layers_reduced);
 
 /* Global gradient L2 norm over the grid, replicated parameters counted once.
  * *local_nonfinite (if not NULL) tells whether this rank's own share held a

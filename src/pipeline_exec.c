@@ -154,11 +154,11 @@ double pp_exec_step(struct pp_exec *x, struct model *m, struct comm *c, const st
             timer_stop(t, T_FORWARD);
         } else {
             int last = a->mb == x->m - 1; /* the chunk's gradients become final */
-            if (last && x->overlap) overlap_arm(x->overlap);
+            if (last && x->dp) dp_arm(x->dp);
             timer_start(t, T_BACKWARD);
             model_chunk_backward(m, c, s, dloss);
             timer_stop(t, T_BACKWARD);
-            if (last && x->overlap) overlap_disarm(x->overlap);
+            if (last && x->dp) dp_disarm(x->dp);
             if (a->chunk == 0 && model_has_embedding(d)) model_slot_release(s); /* nothing to send */
             else m->k->copy(s->dout, m->scr.dresidual, (size_t)m->Ns * d->C * sizeof(float));
         }

@@ -9,7 +9,7 @@
 #include "data.h"
 #include "metrics.h"
 #include "model.h"
-#include "overlap.h"
+#include "dp.h"
 #include "pipeline.h"
 
 struct pp_exec {
@@ -19,7 +19,7 @@ struct pp_exec {
     int n;
     int *phase_end;             /* [n]: index one past the communication run starting at i */
     struct trace *trace;        /* timeline events, or NULL */
-    struct overlap *overlap;    /* started by each chunk's last backward, or NULL */
+    struct dp *dp;              /* armed around each chunk's last backward, or NULL */
 };
 
 /* Build the list for this rank; returns the slots (activation sets) the

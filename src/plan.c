@@ -21,7 +21,7 @@
 #include "model.h"
 #include "optim.h"
 #include "pipeline.h"
-#include "zero2.h"
+#include "dp.h"
 
 enum { SGEMM_PROBE_BYTES = 3 * 1024 * 1024 * 4 };               /* gemm_peak_gflops: three 1024^2 matrices */
 enum { CUDA_PROBE_N = 4096 }; /* the CUDA table's peak_gflops: A, B (4 or 2 bytes) and C (4) of 4096^2 */
@@ -73,10 +73,10 @@ static size_t act_bytes(const struct model_dims *d, int B, int slots)
 static size_t allreduce_scratch(size_t n, int g) { return g < 2 ? 0 : n / 2; }
 static size_t reduce_scatter_scratch(size_t n, int g) { return g < 2 ? 0 : g == 2 ? n : 2 * n; }
 
-/* Does the data-parallel all-reduce run in buckets during the backward (overlap.c)? */
+/* Does the data-parallel all-reduce run in buckets during the backward (dp.c, DP_OVERLAP)? */
 static int overlapped(const struct plan *p, const struct model_dims *d) { return p->overlap && d->Lp > 0; }
 
-/* Per-layer gradients overlap.c reduces in flight (LayerNorms under sequence parallelism wait). */
+/* Per-layer gradients dp.c reduces in flight (LayerNorms under sequence parallelism wait). */
 static size_t overlapped_bytes(const struct model_dims *d)
 {
     size_t n = 0;
@@ -150,7 +150,7 @@ static size_t grad_bytes(const struct model_dims *d, size_t flat, int zero2)
 {
     size_t wte = model_tensor_size(d, P_WTE);
     size_t main = zero2 ? round64(model_rest_grad_floats(d) * 4) : round64(flat * 4);
-    size_t buffers = zero2 && d->Lp > 0 ? round64(zero2_buffer_floats(d) * 4) : 0;
+    size_t buffers = zero2 && d->Lp > 0 ? round64(dp_zero2_buffer_floats(d) * 4) : 0;
     return main + buffers + round64((wte ? wte : 1) * 4);
 }
 

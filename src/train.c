@@ -28,7 +28,6 @@
 #include "runlock.h"
 #include "plan.h"
 #include "scaler.h"
-#include "zero2.h"
 
 /* Set by SIGUSR1/SIGTERM; read at step boundaries, agreed over all ranks. */
 static volatile sig_atomic_t stop_requested = 0;
@@ -52,8 +51,7 @@ struct run {
     struct timers timers;
     struct run_shape shape;     /* the grid, micro-batches, ZeRO/overlap/staging modes (shape.h) */
     struct pp_exec exec;        /* this rank's pipeline schedule (pp = 1: forward, backward, ...) */
-    struct overlap overlap;     /* the DP reduction started during the backward */
-    struct zero2 zero2;         /* ZeRO-2: the gradients reduced layer by layer into the slice */
+    struct dp dp;               /* the data-parallel gradient reduction (dp.h) */
     struct loss_scaler scaler;  /* fp16: the dynamic loss scale */
     int nonfinite_streak;       /* steps in a row whose loss was not finite */
     struct trace trace;
@@ -334,10 +332,8 @@ static void setup(struct run *r)
     comm_use_device(&r->comm, k);
     optim_init(&r->optim, &r->model, cfg, s, g);
     scaler_init(&r->scaler, cfg);
-    zero2_init(&r->zero2, &r->model, &r->optim, &r->comm);
-    /* (the overlap hands MPI the gradients themselves: not through a host stage) */
-    overlap_init(&r->overlap, &r->model, &r->comm, s->overlap, cfg->parallel.bucket_mb);
-    r->exec.overlap = r->overlap.enabled ? &r->overlap : NULL;
+    dp_init(&r->dp, &r->model, &r->optim, &r->comm, s, cfg->parallel.bucket_mb);
+    r->exec.dp = &r->dp;
     make_run_dir(r);
     open_data(r);
     load_initial_state(r);
@@ -403,12 +399,11 @@ static void train_step(struct run *r, struct step_metrics *sm)
 
     if (cfg->diag.inject_nan_step == r->step + 1) diag_inject_nan(&r->model, cfg->diag.inject_tensor);
     model_zero_grad(&r->model);
-    zero2_begin(&r->zero2);
+    dp_begin(&r->dp);
     double loss = pp_exec_step(&r->exec, &r->model, &r->comm, r->data, r->step, G, (float)(scale / tokens),
                                &r->timers);
     timer_start(&r->timers, T_DP_REDUCE);
-    zero2_finish(&r->zero2);
-    optim_reduce_grads(&r->optim, &r->model, &r->comm, overlap_finish(&r->overlap));
+    dp_finish(&r->dp);
     if (r->g->pp > 1) comm_allreduce_sum_f64(&r->comm, CG_PP, &loss, 1); /* the last stage has it */
     comm_allreduce_sum_f64(&r->comm, CG_DP, &loss, 1);
     timer_stop(&r->timers, T_DP_REDUCE);
@@ -644,9 +639,9 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
     if (g->rank == 0 && metrics_close(&r.metrics, all, g->world, &totals) != 0) log_warn("closing metrics.h5 failed");
     free(all);
     timers_print_summary(&r.timers, g->world_comm, (int)(r.step - first_step), stdout);
-    if (r.overlap.enabled)
+    if (r.dp.strategy == DP_OVERLAP)
         log_info("overlapped dp reduction (rank 0): in flight during backward %.3f s, waited for after it %.3f s\n",
-                 r.overlap.hidden_s, r.overlap.wait_s);
+                 r.dp.hidden_s, r.dp.wait_s);
     report_bubble(&r);
     if (cfg->io.trace) {
         char path[CONFIG_STRLEN + 16], err[256];
@@ -660,8 +655,7 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
 
     data_close(r.data);
     pp_exec_free(&r.exec);
-    overlap_free(&r.overlap);
-    zero2_free(&r.zero2);
+    dp_free(&r.dp);
     optim_free(&r.optim);
     const struct kernels *k = r.model.k;
     model_free(&r.model);

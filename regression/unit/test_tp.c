@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "dp.h"
 #include "model.h"
 #include "optim.h"
 #include "rng.h"
@@ -106,7 +107,7 @@ static void check(int tp, int sp, const int32_t *in, const int32_t *tg, int rank
     model_backward(&ms, NULL, 1.0f / (B * T));
     model_merge_embedding_grad(&mt);
     model_merge_embedding_grad(&ms);
-    optim_reduce_tp_grads(&mt, &cm);
+    dp_reduce_tp_partial(&mt, &cm);
     for (int l = 0; l < L; l++) {
         double worst = 0;
         int worst_id = 0;

@@ -1,0 +1,283 @@
+/* dp.c -- the data-parallel gradient reduction and its strategies. */
+#include "dp.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+const char *dp_strategy_name(enum dp_strategy s)
+{
+    static const char *names[] = {"none", "flat all-reduce", "bucketed all-reduce during the backward",
+                                  "ZeRO-1 reduce-scatter", "ZeRO-2 per-layer reduce-scatter"};
+    return names[s];
+}
+
+/* ------------------------------------------------------------ ZeRO slices */
+
+/* How many elements of the ranges (increasing, packed back to back) fall
+ * into each dp rank's slice of the optimizer (counts: dp entries). */
+static void slice_counts(const struct optim *o, const struct flat_range *r, int k, int dp, int *counts)
+{
+    for (int q = 0; q < dp; q++) {
+        size_t lo = (size_t)q * o->shard, hi = lo + o->shard, n = 0;
+        for (int i = 0; i < k; i++) {
+            size_t a = r[i].at > lo ? r[i].at : lo, b = r[i].at + r[i].n < hi ? r[i].at + r[i].n : hi;
+            if (a < b) n += b - a;
+        }
+        if (n > (size_t)INT_MAX) die("a ZeRO-2 gradient block of %zu elements exceeds MPI's int count", n);
+        counts[q] = (int)n;
+    }
+}
+
+/* gshard += recv: this rank's elements of the ranges, in order. */
+static void add_to_shard(struct optim *o, const struct flat_range *r, int k, const float *recv)
+{
+    for (int i = 0; i < k; i++) {
+        size_t lo, hi;
+        if (!optim_slice_part(o, r[i].at, r[i].n, &lo, &hi)) continue;
+        o->k->residual_forward(o->gshard + (lo - o->offset), o->gshard + (lo - o->offset), recv, hi - lo);
+        recv += hi - lo;
+    }
+}
+
+/* ------------------------------------------------------------ overlap */
+
+/* Per-layer tensors whose gradient is final once the layer's last backward
+ * ran: all but those partial under SP, which first need their sums over tp. */
+static int overlappable(const struct model *m, int id)
+{
+    return param_table[id].per_layer && !param_sp_partial(&m->d, (enum param_id)id);
+}
+
+/* Start the all-reduces of local layer j's gradients. */
+static void start_layer(struct dp *p, int j)
+{
+    struct model *m = p->m;
+    if (p->nreq == 0) p->started_at = MPI_Wtime();
+    for (int id = 0; id < NUM_PARAMS; id++) {
+        if (!overlappable(m, id)) continue;
+        size_t per = m->size[id] / (size_t)m->d.Lp;
+        comm_iallreduce_sum_f32(p->c, CG_DP, m->grad[id] + (size_t)j * per, per, &p->req[p->nreq++]);
+    }
+    p->layer_sent[j] = 1;
+}
+
+static void flush(struct dp *p)
+{
+    for (int i = 0; i < p->npending; i++) start_layer(p, p->pending[i]);
+    p->npending = 0;
+    p->pending_bytes = 0;
+}
+
+static void overlap_layer_done(void *ctx, int j)
+{
+    struct dp *p = ctx;
+    struct model *m = p->m;
+    size_t bytes = 0;
+    for (int id = 0; id < NUM_PARAMS; id++)
+        if (overlappable(m, id)) bytes += m->size[id] / (size_t)m->d.Lp * sizeof(float);
+    p->pending[p->npending++] = j;
+    p->pending_bytes += bytes;
+    if (p->pending_bytes >= p->bucket_bytes) flush(p);
+    comm_progress(p->c, p->nreq, p->req); /* give MPI a chance to progress what is in flight */
+}
+
+/* Start what is left, wait for everything. */
+static void overlap_finish(struct dp *p)
+{
+    flush(p);
+    for (int j = 0; j < p->m->d.Lp; j++)
+        if (!p->layer_sent[j]) start_layer(p, j);
+    if (p->nreq) p->hidden_s += MPI_Wtime() - p->started_at;
+    p->wait_s += comm_wait(p->c, CG_DP, CO_ALLREDUCE, p->nreq, p->req);
+    p->nreq = 0;
+    memset(p->layer_sent, 0, (size_t)p->m->d.Lp * sizeof *p->layer_sent);
+}
+
+static void overlap_init(struct dp *p, double bucket_mb)
+{
+    int Lp = p->m->d.Lp;
+    p->bucket_bytes = (size_t)(bucket_mb * 1048576.0);
+    p->layer_sent = xcalloc((size_t)Lp, sizeof *p->layer_sent);
+    p->pending = xcalloc((size_t)Lp, sizeof *p->pending);
+    p->cap = Lp * NUM_PARAMS;
+    p->req = xcalloc((size_t)p->cap, sizeof *p->req);
+}
+
+/* ------------------------------------------------------------ ZeRO-2 */
+
+size_t dp_zero2_buffer_floats(const struct model_dims *d)
+{
+    return DP_ZERO2_BUFFERS * ((model_layer_floats(d) + 15) / 16 * 16);
+}
+
+/* Wait for buffer b's reduction and add this rank's part to gshard. */
+static void retire(struct dp *p, int b)
+{
+    if (p->layer[b] < 0) return;
+    comm_wait(p->c, CG_DP, CO_REDUCE_SCATTER, 1, &p->zreq[b]);
+    add_to_shard(p->o, p->ranges + (size_t)p->layer[b] * p->nranges, p->nranges, p->work[b]);
+    p->layer[b] = -1;
+}
+
+static float *zero2_hand_out(void *ctx, int j)
+{
+    struct dp *p = ctx;
+    int b = p->next;
+    retire(p, b); /* the oldest: its reduction has had a layer's backward to progress */
+    p->layer[b] = j;
+    p->next = (b + 1) % DP_ZERO2_BUFFERS;
+    p->m->k->zero(p->work[b], p->layer_floats * sizeof(float));
+    return p->work[b];
+}
+
+static void zero2_layer_done(void *ctx, int j)
+{
+    struct dp *p = ctx;
+    int b = (p->next + DP_ZERO2_BUFFERS - 1) % DP_ZERO2_BUFFERS; /* the one just handed out */
+    struct model *m = p->m;
+    float *g = p->work[b];
+    for (int id = 0; id < NUM_PARAMS; id++) { /* the partial sums over tp first */
+        if (!param_table[id].per_layer) continue;
+        size_t per = m->size[id] / (size_t)m->d.Lp;
+        if (param_sp_partial(&m->d, (enum param_id)id)) comm_allreduce_sum_f32(p->c, CG_TP, g, per);
+        g += per;
+    }
+    /* in place: this rank's sum lands at the start of the buffer */
+    comm_ireduce_scatter_f32(p->c, CG_DP, NULL, p->work[b], p->counts + (size_t)j * p->c->grid->dp, &p->zreq[b]);
+    int other = (b + 1) % DP_ZERO2_BUFFERS;
+    if (p->layer[other] >= 0) comm_progress(p->c, 1, &p->zreq[other]);
+}
+
+static void zero2_init(struct dp *p)
+{
+    struct model *m = p->m;
+    int Lp = m->d.Lp, dp = p->c->grid->dp;
+    p->layer_floats = model_layer_floats(&m->d);
+    for (int id = 0; id < NUM_PARAMS; id++) p->nranges += param_table[id].per_layer;
+    p->ranges = xcalloc((size_t)Lp * p->nranges, sizeof *p->ranges);
+    p->counts = xcalloc((size_t)Lp * dp, sizeof *p->counts);
+    for (int j = 0; j < Lp; j++) {
+        struct flat_range *r = p->ranges + (size_t)j * p->nranges;
+        for (int id = 0; id < NUM_PARAMS; id++) {
+            if (!param_table[id].per_layer) continue;
+            size_t per = m->size[id] / (size_t)Lp;
+            r->at = (size_t)(m->param[id] - m->params_mem) + (size_t)j * per;
+            r->n = per;
+            r++;
+        }
+        slice_counts(p->o, p->ranges + (size_t)j * p->nranges, p->nranges, dp, p->counts + (size_t)j * dp);
+    }
+    size_t n = (p->layer_floats + 15) / 16 * 16;
+    float *mem = m->k->alloc(DP_ZERO2_BUFFERS * n * sizeof(float)); /* where the model's gradients live */
+    for (int b = 0; b < DP_ZERO2_BUFFERS; b++) {
+        p->work[b] = mem + (size_t)b * n;
+        p->layer[b] = -1;
+    }
+    /* armed for good: every micro-batch's layers go through the buffers */
+    m->layer_grads = zero2_hand_out;
+    m->layer_grads_ctx = p;
+    m->layer_done = zero2_layer_done;
+    m->layer_done_ctx = p;
+}
+
+/* The tensors outside the layers, each reduce-scattered into the slice. */
+static void zero2_rest(struct dp *p)
+{
+    struct model *m = p->m;
+    struct comm *c = p->c;
+    for (int i = 0; i < NUM_PARAMS; i++) {
+        if (param_table[i].per_layer || m->size[i] == 0) continue;
+        struct flat_range r = {(size_t)(m->param[i] - m->params_mem), m->size[i]};
+        int *counts = xmalloc((size_t)c->grid->dp * sizeof *counts);
+        slice_counts(p->o, &r, 1, c->grid->dp, counts);
+        MPI_Request req; /* in place: this rank's sum lands at the start of grad[i] */
+        comm_ireduce_scatter_f32(c, CG_DP, NULL, m->grad[i], counts, &req);
+        comm_wait(c, CG_DP, CO_REDUCE_SCATTER, 1, &req);
+        add_to_shard(p->o, &r, 1, m->grad[i]);
+        free(counts);
+    }
+}
+
+/* ------------------------------------------------------------ the interface */
+
+void dp_init(struct dp *p, struct model *m, struct optim *o, struct comm *c, const struct run_shape *s,
+             double bucket_mb)
+{
+    memset(p, 0, sizeof *p);
+    p->m = m;
+    p->o = o;
+    p->c = c;
+    p->strategy = s->dp == 1              ? DP_NONE
+                  : s->zero2              ? DP_ZERO2
+                  : s->zero               ? DP_ZERO1
+                  : s->overlap && m->d.Lp ? DP_OVERLAP /* (a stage may hold no layer) */
+                                          : DP_FLAT;
+    if (p->strategy == DP_OVERLAP) overlap_init(p, bucket_mb);
+    if (p->strategy == DP_ZERO2 && m->d.Lp > 0) zero2_init(p);
+}
+
+void dp_free(struct dp *p)
+{
+    if (p->work[0]) p->m->k->release(p->work[0]);
+    free(p->layer_sent);
+    free(p->pending);
+    free(p->req);
+    free(p->ranges);
+    free(p->counts);
+    memset(p, 0, sizeof *p);
+}
+
+void dp_begin(struct dp *p)
+{
+    if (p->strategy == DP_ZERO2) p->o->k->zero(p->o->gshard, p->o->shard * sizeof(float));
+}
+
+void dp_arm(struct dp *p)
+{
+    if (p->strategy != DP_OVERLAP) return;
+    p->m->layer_done = overlap_layer_done;
+    p->m->layer_done_ctx = p;
+}
+
+void dp_disarm(struct dp *p)
+{
+    if (p->strategy != DP_OVERLAP) return;
+    p->m->layer_done = NULL;
+    p->m->layer_done_ctx = NULL;
+}
+
+void dp_reduce_tp_partial(struct model *m, struct comm *c)
+{
+    for (int i = 0; i < NUM_PARAMS; i++)
+        if (param_sp_partial(&m->d, (enum param_id)i) && m->grad[i]) /* (ZeRO-2 reduced the layers' own as it went) */
+            comm_allreduce_sum_f32(c, CG_TP, m->grad[i], m->size[i]);
+}
+
+void dp_finish(struct dp *p)
+{
+    struct model *m = p->m;
+    struct comm *c = p->c;
+    if (p->strategy == DP_ZERO2 && p->work[0])
+        for (int i = 0; i < DP_ZERO2_BUFFERS; i++) retire(p, (p->next + i) % DP_ZERO2_BUFFERS); /* oldest first */
+    if (p->strategy == DP_OVERLAP) overlap_finish(p);
+    /* the tied embedding: the first and the last stage hold wte; the sum of
+     * their gradients (embedding + head) is the gradient of both copies */
+    model_merge_embedding_grad(m);
+    if (m->d.pp > 1 && m->size[P_WTE] > 0) comm_allreduce_sum_f32(c, CG_EMBED, m->grad[P_WTE], m->size[P_WTE]);
+    dp_reduce_tp_partial(m, c);
+    switch (p->strategy) {
+    case DP_NONE: break;
+    case DP_OVERLAP: /* what the buckets left */
+        for (int i = 0; i < NUM_PARAMS; i++)
+            if (!overlappable(m, i)) comm_allreduce_sum_f32(c, CG_DP, m->grad[i], m->size[i]);
+        break;
+    case DP_ZERO2: zero2_rest(p); break;
+    /* one call over the contiguous gradient memory (tensors are packed with
+     * padding, which is zero and stays zero) */
+    case DP_ZERO1: comm_reduce_scatter_f32(c, CG_DP, p->o->gshard, m->grads_mem, p->o->shard); break;
+    case DP_FLAT: comm_allreduce_sum_f32(c, CG_DP, m->grads_mem, m->flat); break;
+    }
+}

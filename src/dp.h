@@ -1,0 +1,86 @@
+/* dp.h -- data parallelism: once per step the gradients are completed (the
+ * tied embedding's two shares, the partial sums over tp of sequence
+ * parallelism) and summed over the dp replicas, by one of four strategies
+ * behind one interface:
+ *
+ *   DP_FLAT     one all-reduce of the flat gradient buffer after the backward;
+ *   DP_OVERLAP  as soon as a layer's gradients are final (the backward of the
+ *               step's last micro-batch has passed it) they join a bucket
+ *               (bucket_mb); a full bucket starts non-blocking all-reduces,
+ *               progressed after every later layer; the rest (embeddings,
+ *               the final LayerNorm, the tensors partial under SP) after;
+ *   DP_ZERO1    one reduce-scatter of the flat buffer into the optimizer's
+ *               1/dp slice;
+ *   DP_ZERO2    each layer's gradients go into a small working buffer that is
+ *               reduce-scattered into the slice as soon as the layer's
+ *               backward ends (two buffers: one filling, one in flight); the
+ *               tensors outside the layers once per step.  Peak gradient
+ *               memory: those tensors, two layers and the slice.
+ *
+ * A step: dp_begin; the pipeline calls dp_arm / dp_disarm around each
+ * chunk's last backward; dp_finish after the last backward.  Every message
+ * goes through comm.c (counted there). */
+#ifndef TRIAD_DP_H
+#define TRIAD_DP_H
+
+#include <mpi.h>
+#include <stddef.h>
+
+#include "comm.h"
+#include "model.h"
+#include "optim.h"
+#include "shape.h"
+
+enum dp_strategy { DP_NONE, DP_FLAT, DP_OVERLAP, DP_ZERO1, DP_ZERO2 };
+
+enum { DP_ZERO2_BUFFERS = 2 }; /* one filling, one in flight */
+
+struct dp {
+    enum dp_strategy strategy;  /* DP_NONE: one replica (the completion over tp and pp still runs) */
+    struct model *m;
+    struct optim *o;
+    struct comm *c;
+    /* DP_OVERLAP */
+    size_t bucket_bytes;
+    int *layer_sent;            /* [Lp] this step */
+    size_t pending_bytes;       /* ready, not started yet */
+    int *pending;               /* local layers waiting in the bucket */
+    int npending;
+    MPI_Request *req;           /* started all-reduces */
+    int nreq, cap;
+    double started_at, wait_s, hidden_s; /* time the collectives ran during the backward, and waited after it */
+    /* DP_ZERO2 */
+    size_t layer_floats;        /* one layer's per-layer tensors, packed */
+    struct flat_range *ranges;  /* per local layer: its range list */
+    int nranges;                /* ranges per layer */
+    int *counts;                /* per local layer: dp counts */
+    float *work[DP_ZERO2_BUFFERS]; /* a layer's gradients; after its reduction this rank's part, in front */
+    int layer[DP_ZERO2_BUFFERS];   /* the local layer a buffer holds; -1 free */
+    MPI_Request zreq[DP_ZERO2_BUFFERS];
+    int next;                   /* the buffer handed out next (round robin: the oldest) */
+};
+
+/* The strategy of shape s (overlap and ZeRO need dp > 1; a stage without
+ * layers reduces flat). */
+void dp_init(struct dp *p, struct model *m, struct optim *o, struct comm *c, const struct run_shape *s,
+             double bucket_mb);
+void dp_free(struct dp *p);
+const char *dp_strategy_name(enum dp_strategy s);
+
+/* Start of a step (ZeRO-2: the slice's gradient = 0). */
+void dp_begin(struct dp *p);
+/* Around the last micro-batch's backward of a chunk: its layers' gradients become final. */
+void dp_arm(struct dp *p);
+void dp_disarm(struct dp *p);
+/* After the last backward: the gradients complete and summed over dp (in
+ * the slice under ZeRO).  Collective. */
+void dp_finish(struct dp *p);
+
+/* Complete the gradients that each tp rank saw only part of (the tensors
+ * param_sp_partial names; ZeRO-2's layers are done as they go). */
+void dp_reduce_tp_partial(struct model *m, struct comm *c);
+
+/* Floats of ZeRO-2's working buffers (for the planner). */
+size_t dp_zero2_buffer_floats(const struct model_dims *d);
+
+#endif
