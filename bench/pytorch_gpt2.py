@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """pytorch_gpt2.py -- the PyTorch peer of triad's training step, for speed.
 
-The same GPT-2 as DESIGN.md section 4: token + learned position embedding,
+The same GPT-2 as triad (docs/design.md, docs/precision.md): token + learned position embedding,
 L pre-LN blocks (LayerNorm eps 1e-5 -> causal self-attention with fused qkv,
 scale 1/sqrt(HS) -> residual; LayerNorm -> Linear(C,4C) -> GELU(tanh) ->
 Linear(4C,C) -> residual), final LayerNorm, LM head tied to wte, mean

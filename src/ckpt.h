@@ -1,4 +1,4 @@
-/* ckpt.h -- HDF5 checkpoints (DESIGN.md §6): every tensor in its full logical
+/* ckpt.h -- HDF5 checkpoints (docs/formats.md): every tensor in its full logical
  * shape, each rank writing or reading its own hyperslab. */
 #ifndef TRIAD_CKPT_H
 #define TRIAD_CKPT_H

@@ -30,8 +30,7 @@ const char *comm_group_name(enum comm_group g)
 
 const char *comm_op_name(enum comm_op op)
 {
-    static const char *names[CO_COUNT] = {"all-reduce", "all-gather", "reduce-scatter",
-                                          "broadcast", "send", "recv"};
+    static const char *names[CO_COUNT] = {"all-reduce", "all-gather", "reduce-scatter", "send", "recv"};
     return (unsigned)op < CO_COUNT ? names[op] : "?";
 }
 
@@ -202,11 +201,6 @@ void comm_allreduce_max_f32(struct comm *c, enum comm_group g, float *buf, size_
     allreduce(c, g, buf, n, sizeof *buf, MPI_FLOAT, MPI_MAX);
 }
 
-void comm_allreduce_max_f64(struct comm *c, enum comm_group g, double *buf, size_t n)
-{
-    allreduce(c, g, buf, n, sizeof *buf, MPI_DOUBLE, MPI_MAX);
-}
-
 void comm_allreduce_max_int(struct comm *c, enum comm_group g, int *buf, size_t n)
 {
     allreduce(c, g, buf, n, sizeof *buf, MPI_INT, MPI_MAX);
@@ -365,19 +359,6 @@ double comm_wait(struct comm *c, enum comm_group g, enum comm_op op, int n, MPI_
     double dt = wtime() - t0;
     c->step.seconds[g][op] += dt;
     return dt;
-}
-
-void comm_bcast(struct comm *c, enum comm_group g, void *buf, size_t bytes, int root)
-{
-    MPI_Comm mc = comm_of(c, g);
-    double t0 = wtime();
-    char *p = buf;
-    for (size_t done = 0; done < bytes;) {
-        size_t cnt = bytes - done < (size_t)INT_MAX ? bytes - done : (size_t)INT_MAX;
-        MPI_CHECK(MPI_Bcast(p + done, (int)cnt, MPI_BYTE, root, mc));
-        done += cnt;
-    }
-    account(c, g, CO_BCAST, bytes, t0);
 }
 
 void comm_print_summary(const struct comm *c, FILE *f)

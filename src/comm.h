@@ -10,7 +10,7 @@
 #include "topo.h"
 
 enum comm_group { CG_WORLD, CG_TP, CG_DP, CG_PP, CG_EMBED, CG_COUNT };
-enum comm_op { CO_ALLREDUCE, CO_ALLGATHER, CO_REDUCE_SCATTER, CO_BCAST, CO_SEND, CO_RECV, CO_COUNT };
+enum comm_op { CO_ALLREDUCE, CO_ALLGATHER, CO_REDUCE_SCATTER, CO_SEND, CO_RECV, CO_COUNT };
 
 struct comm_counts {
     double bytes[CG_COUNT][CO_COUNT];   /* payload bytes this rank contributed */
@@ -69,7 +69,6 @@ void comm_totals(const struct comm *c, struct comm_counts *out);
 void comm_allreduce_sum_f32(struct comm *c, enum comm_group g, float *buf, size_t n);
 void comm_allreduce_sum_f64(struct comm *c, enum comm_group g, double *buf, size_t n);
 void comm_allreduce_max_f32(struct comm *c, enum comm_group g, float *buf, size_t n);
-void comm_allreduce_max_f64(struct comm *c, enum comm_group g, double *buf, size_t n);
 void comm_allreduce_max_int(struct comm *c, enum comm_group g, int *buf, size_t n);
 /* Rank i of the group contributes n floats (part); full (size * n) receives
  * them in rank order. */
@@ -98,7 +97,6 @@ void comm_isend_f32(struct comm *c, enum comm_group g, const float *buf, size_t 
 void comm_irecv_f32(struct comm *c, enum comm_group g, float *buf, size_t n, int peer, int tag, MPI_Request *req);
 /* Wait for n requests of kind op (CO_SEND or CO_RECV); returns the seconds waited. */
 double comm_wait(struct comm *c, enum comm_group g, enum comm_op op, int n, MPI_Request *reqs);
-void comm_bcast(struct comm *c, enum comm_group g, void *buf, size_t bytes, int root);
 
 /* Table of the run's totals (bytes, calls, seconds per communicator and kind),
  * reduced to min/avg/max over ranks; printed by rank 0.  Collective. */

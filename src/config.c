@@ -3,7 +3,7 @@
  * of the effective deck and the Markdown reference.  The cross-checks of
  * the whole deck are in config_check.c.
  *
- * Everything walks one table, keys[], generated from params.def. */
+ * Everything walks one table, config_keys[], generated from params.def. */
 #include "config.h"
 #include "config_internal.h"
 #include "deck.h"
@@ -17,20 +17,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-enum key_type { KEY_INT, KEY_REAL, KEY_BOOL, KEY_STR, KEY_ENUM };
-
-struct key_info {
-    const char *group, *name, *doc;
-    enum key_type type;
-    size_t offset; /* of the field in struct config */
-    int64_t imin, imax, idef;
-    double rmin, rmax, rdef;
-    const char *sdef, *choices; /* choices: "a|b|c" */
-};
-
-struct group_info {
-    const char *name, *doc;
-};
 
 #define GROUP(g, doc)
 #define END_GROUP(g)
@@ -49,7 +35,7 @@ struct group_info {
 #define ENUM(g, k, def, choices_, doc_)                                                      \
     { .group = #g, .name = #k, .doc = doc_, .type = KEY_ENUM,                                \
       .offset = offsetof(struct config, g.k), .sdef = def, .choices = choices_ },
-static const struct key_info keys[] = {
+const struct key_info config_keys[] = {
 #include "params.def"
 };
 #undef GROUP
@@ -65,7 +51,7 @@ static const struct key_info keys[] = {
 #define BOOL(g, k, def, doc)
 #define STR(g, k, def, doc)
 #define ENUM(g, k, def, choices, doc)
-static const struct group_info groups[] = {
+const struct group_info config_groups[] = {
 #include "params.def"
 };
 #undef GROUP
@@ -76,7 +62,8 @@ static const struct group_info groups[] = {
 #undef STR
 #undef ENUM
 
-enum { NKEYS = sizeof keys / sizeof keys[0], NGROUPS = sizeof groups / sizeof groups[0] };
+const int config_nkeys = sizeof config_keys / sizeof config_keys[0];
+const int config_ngroups = sizeof config_groups / sizeof config_groups[0];
 
 /* ------------------------------------------------------------ small helpers */
 
@@ -180,7 +167,7 @@ static void fmt_string(char *buf, size_t n, const char *s)
 }
 
 /* The value of key k in cfg, as it is written in a deck. */
-static void fmt_value(char *buf, size_t n, const struct config *cfg, const struct key_info *k)
+void config_fmt_value(char *buf, size_t n, const struct config *cfg, const struct key_info *k)
 {
     const void *p = cfield(cfg, k);
     switch (k->type) {
@@ -193,7 +180,7 @@ static void fmt_value(char *buf, size_t n, const struct config *cfg, const struc
 }
 
 /* "a, b, c" from "a|b|c", each item wrapped in `open` and `close`. */
-static void fmt_choices(char *buf, size_t n, const char *choices, const char *open, const char *close)
+void config_fmt_choices(char *buf, size_t n, const char *choices, const char *open, const char *close)
 {
     buf[0] = '\0';
     for (const char *c = choices; *c;) {
@@ -207,15 +194,15 @@ static void fmt_choices(char *buf, size_t n, const char *choices, const char *op
 
 static int find_group(const char *name)
 {
-    for (int g = 0; g < NGROUPS; g++)
-        if (strcmp(groups[g].name, name) == 0) return g;
+    for (int g = 0; g < config_ngroups; g++)
+        if (strcmp(config_groups[g].name, name) == 0) return g;
     return -1;
 }
 
 static const struct key_info *find_key(const char *group, const char *name)
 {
-    for (int i = 0; i < NKEYS; i++)
-        if (strcmp(keys[i].group, group) == 0 && strcmp(keys[i].name, name) == 0) return &keys[i];
+    for (int i = 0; i < config_nkeys; i++)
+        if (strcmp(config_keys[i].group, group) == 0 && strcmp(config_keys[i].name, name) == 0) return &config_keys[i];
     return NULL;
 }
 
@@ -261,11 +248,11 @@ static const struct key_info *nearest_key(const char *group, const char *name)
 {
     const struct key_info *best = NULL;
     int bestd = 1 << 30;
-    for (int i = 0; i < NKEYS; i++) {
-        if (group && strcmp(keys[i].group, group) != 0) continue;
-        int dist = edit_distance(name, keys[i].name);
-        if (dist < bestd && is_near(name, keys[i].name, dist)) {
-            best = &keys[i];
+    for (int i = 0; i < config_nkeys; i++) {
+        if (group && strcmp(config_keys[i].group, group) != 0) continue;
+        int dist = edit_distance(name, config_keys[i].name);
+        if (dist < bestd && is_near(name, config_keys[i].name, dist)) {
+            best = &config_keys[i];
             bestd = dist;
         }
     }
@@ -297,21 +284,21 @@ static int unknown_group(struct config_error *err, const char *name, int line, i
 {
     char list[256] = "";
     int best = -1, bestd = 1 << 30;
-    for (int g = 0; g < NGROUPS; g++) {
-        int dist = edit_distance(name, groups[g].name);
-        if (dist < bestd && is_near(name, groups[g].name, dist)) best = g, bestd = dist;
-        config_append(list, sizeof list, "%s&%s", g ? ", " : "", groups[g].name);
+    for (int g = 0; g < config_ngroups; g++) {
+        int dist = edit_distance(name, config_groups[g].name);
+        if (dist < bestd && is_near(name, config_groups[g].name, dist)) best = g, bestd = dist;
+        config_append(list, sizeof list, "%s&%s", g ? ", " : "", config_groups[g].name);
     }
     config_set_what(err, line, col, "unknown group &%.*s", SHOW, name);
-    if (best >= 0) return config_set_hint(err, "did you mean &%s? (the groups are %s)", groups[best].name, list);
+    if (best >= 0) return config_set_hint(err, "did you mean &%s? (the groups are %s)", config_groups[best].name, list);
     return config_set_hint(err, "the groups are %s", list);
 }
 
 static void list_keys(char *buf, size_t n, const char *group)
 {
     buf[0] = '\0';
-    for (int i = 0; i < NKEYS; i++)
-        if (strcmp(keys[i].group, group) == 0) config_append(buf, n, "%s%s", buf[0] ? ", " : "", keys[i].name);
+    for (int i = 0; i < config_nkeys; i++)
+        if (strcmp(config_keys[i].group, group) == 0) config_append(buf, n, "%s%s", buf[0] ? ", " : "", config_keys[i].name);
 }
 
 /* A key that &group lacks: say where it belongs, or the nearest name. */
@@ -319,10 +306,10 @@ static int unknown_key(struct config_error *err, const char *group, const char *
 {
     char owners[128] = "", list[512];
     const char *first = NULL;
-    for (int i = 0; i < NKEYS; i++) {
-        if (strcmp(keys[i].name, key) != 0) continue;
-        config_append(owners, sizeof owners, "%s&%s", first ? " and " : "", keys[i].group);
-        if (!first) first = keys[i].group;
+    for (int i = 0; i < config_nkeys; i++) {
+        if (strcmp(config_keys[i].name, key) != 0) continue;
+        config_append(owners, sizeof owners, "%s&%s", first ? " and " : "", config_keys[i].group);
+        if (!first) first = config_keys[i].group;
     }
     if (first) {
         config_set_what(err, line, col, "'%s' belongs to %s, not &%s", key, owners, group);
@@ -350,7 +337,7 @@ static int type_error(struct config_error *err, const struct key_info *k, const 
     char got[128], def[64], list[256];
     struct config d;
     config_defaults(&d);
-    fmt_value(def, sizeof def, &d, k);
+    config_fmt_value(def, sizeof def, &d, k);
     fmt_got(got, sizeof got, v);
     switch (k->type) {
     case KEY_INT:
@@ -370,7 +357,7 @@ static int type_error(struct config_error *err, const struct key_info *k, const 
     case KEY_ENUM:
         config_set_what(err, v->line, v->col, "%s expects a quoted string, got %s", k->name, got);
         if (k->type == KEY_ENUM) {
-            fmt_choices(list, sizeof list, k->choices, "'", "'");
+            config_fmt_choices(list, sizeof list, k->choices, "'", "'");
             if (v->kind == DECK_WORD) return config_set_hint(err, "write %s = '%.*s' (one of %s)", k->name, SHOW, v->raw, list);
             return config_set_hint(err, "write %s = %s (one of %s)", k->name, def, list);
         }
@@ -445,7 +432,7 @@ static int assign_str(struct config *cfg, const struct key_info *k, const struct
         }
         c += n + (c[n] == '|');
     }
-    fmt_choices(list, sizeof list, k->choices, "'", "'");
+    config_fmt_choices(list, sizeof list, k->choices, "'", "'");
     config_set_what(err, v->line, v->col, "%s = '%.*s' is not one of %s", k->name, SHOW, v->s, list);
     if (nearest_choice(k->choices, v->s, near, sizeof near))
         return config_set_hint(err, "did you mean %s = '%s'?", k->name, near);
@@ -473,8 +460,8 @@ static int assign(struct config *cfg, const struct key_info *k, const struct dec
 void config_defaults(struct config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    for (int i = 0; i < NKEYS; i++) {
-        const struct key_info *k = &keys[i];
+    for (int i = 0; i < config_nkeys; i++) {
+        const struct key_info *k = &config_keys[i];
         switch (k->type) {
         case KEY_INT: *int_field(cfg, k) = k->idef; break;
         case KEY_REAL: *real_field(cfg, k) = k->rdef; break;
@@ -495,7 +482,7 @@ static void copy_deck_error(struct config_error *err, const struct deck_error *d
     snprintf(err->hint, sizeof err->hint, "%s", de->hint);
 }
 
-/* Apply every entry of d; first[i] is the line where keys[i] was set. */
+/* Apply every entry of d; first[i] is the line where config_keys[i] was set. */
 static int apply_group(struct config *cfg, const struct deck *d, const struct deck_group *g, int *first,
                        struct config_error *err)
 {
@@ -503,7 +490,7 @@ static int apply_group(struct config *cfg, const struct deck *d, const struct de
         const struct deck_entry *en = &d->entries[e];
         const struct key_info *k = find_key(g->name, en->key);
         if (!k) return unknown_key(err, g->name, en->key, en->line, en->col);
-        int *seen = &first[k - keys];
+        int *seen = &first[k - config_keys];
         if (*seen) {
             config_set_what(err, en->line, en->col, "duplicate key '%s' (first set at line %d)", en->key, *seen);
             return config_set_hint(err, "remove one of the two settings of %s", en->key);
@@ -516,7 +503,7 @@ static int apply_group(struct config *cfg, const struct deck *d, const struct de
 
 static int apply_deck(struct config *cfg, const struct deck *d, struct config_error *err)
 {
-    int first[NKEYS] = { 0 };
+    int first[sizeof config_keys / sizeof config_keys[0]] = { 0 };
     for (int gi = 0; gi < d->ngroups; gi++) {
         const struct deck_group *g = &d->groups[gi];
         if (find_group(g->name) < 0) return unknown_group(err, g->name, g->line, g->col);
@@ -650,8 +637,8 @@ int config_read_file(struct config *cfg, const char *path, struct config_error *
 static int override_without_group(struct config_error *err, const char *arg, const char *key)
 {
     const struct key_info *k = NULL;
-    for (int i = 0; i < NKEYS && !k; i++)
-        if (strcmp(keys[i].name, key) == 0) k = &keys[i];
+    for (int i = 0; i < config_nkeys && !k; i++)
+        if (strcmp(config_keys[i].name, key) == 0) k = &config_keys[i];
     if (!k) k = nearest_key(NULL, key);
     config_set_what(err, 1, 1, "override '%.*s' does not name a group", SHOW, arg);
     if (k) return config_set_hint(err, "write group.key=value, e.g. %s.%s%s", k->group, k->name, strchr(arg, '='));
@@ -756,132 +743,4 @@ void config_error_print(FILE *f, const struct config_error *err)
     else
         fprintf(f, "%s:%d:%d: error: %s\n", err->file, err->line, err->col, err->what);
     if (err->hint[0]) fprintf(f, "  hint: %s\n", err->hint);
-}
-
-void config_echo(FILE *f, const struct config *cfg)
-{
-    char v[2 * CONFIG_STRLEN + 4];
-    for (int g = 0; g < NGROUPS; g++) {
-        int width = 0;
-        for (int i = 0; i < NKEYS; i++)
-            if (strcmp(keys[i].group, groups[g].name) == 0 && (int)strlen(keys[i].name) > width)
-                width = (int)strlen(keys[i].name);
-        fprintf(f, "%s&%s\n", g ? "\n" : "", groups[g].name);
-        for (int i = 0; i < NKEYS; i++) {
-            if (strcmp(keys[i].group, groups[g].name) != 0) continue;
-            fmt_value(v, sizeof v, cfg, &keys[i]);
-            fprintf(f, "  %-*s = %s\n", width, keys[i].name, v);
-        }
-        fprintf(f, "/\n");
-    }
-}
-
-/* ------------------------------------------------------------ documentation */
-
-static const char doc_intro[] =
-    "# triad input reference\n"
-    "\n"
-    "<!-- Generated from src/params.def by `triad --doc` (`make input-docs`). Do not edit. -->\n"
-    "\n"
-    "triad reads its settings from an input deck in Fortran namelist syntax.\n"
-    "Every key has a default, so a deck names only what differs from it.\n"
-    "`triad check deck.nml` validates a deck and prints the effective deck:\n"
-    "every key, defaults filled in, itself a valid deck.\n"
-    "\n"
-    "## Syntax\n"
-    "\n"
-    "```fortran\n"
-    "! a small model on a text file\n"
-    "&model\n"
-    "  n_layer = 4, n_head = 4, d_model = 128   ! commas between keys are optional\n"
-    "  seq_len = 64\n"
-    "  vocab_size = 256\n"
-    "/\n"
-    "&train\n"
-    "  steps = 200, batch_size = 16\n"
-    "  lr = 1d-3, min_lr = 1.0e-4               ! e or d exponents\n"
-    "  warmup_steps = 20\n"
-    "/\n"
-    "&data kind = 'text', path = \"input.txt\" /\n"
-    "```\n"
-    "\n"
-    "- A group starts with `&name` and ends with `/` (or `&end`); a deck holds\n"
-    "  any number of groups, in any order. Group and key names are case-insensitive.\n"
-    "- `!` starts a comment that runs to the end of the line, anywhere outside a string.\n"
-    "- Values: integers (`12`, `-3`), reals (`0.5`, `6e-4`, `1.5d-3`),\n"
-    "  logicals (`.true.`, `.false.`, `.t.`, `.f.`, `T`, `F`), and strings in single or\n"
-    "  double quotes; a quote is written twice inside a string quoted with it\n"
-    "  (`'it''s'`). A string ends on its line.\n"
-    "- A value list may continue over several lines; `3*0.5` repeats a value\n"
-    "  three times. Every key below takes a single value.\n"
-    "- A key may appear only once in a deck.\n"
-    "\n"
-    "Any key can be overridden on the command line as `group.key=value`, after\n"
-    "the deck, with the same value syntax and checks; a string value needs no\n"
-    "quotes there:\n"
-    "\n"
-    "```sh\n"
-    "triad check deck.nml train.steps=100 train.lr=3e-4 data.path=other.txt\n"
-    "```\n"
-    "\n"
-    "Besides the ranges below, a deck is checked as a whole before anything is\n"
-    "allocated: `n_head` divides `d_model`; `world = tp * dp * pp` (`dp = 0` is\n"
-    "derived); `batch_size` is divisible by `dp * micro_batch_size`;\n"
-    "`min_lr <= lr`; `warmup_steps <= steps`; `kind = 'text'` or `'tokens'` needs\n"
-    "`path` (and `'text'` needs `vocab_size >= 256`); one micro-batch fits the\n"
-    "kernels' 32-bit indices. Every error names the key, the place and the fix.\n";
-
-/* Markdown table cell text: escape what would break the table or emphasis. */
-static void md_cell(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        if (strchr("|*_<>`\\[]", *s)) fputc('\\', f);
-        fputc(*s, f);
-    }
-}
-
-static void doc_allowed(char *buf, size_t n, const struct key_info *k)
-{
-    char lo[32], hi[32];
-    switch (k->type) {
-    case KEY_INT:
-        if (k->imax == INT64_MAX)
-            snprintf(buf, n, ">= %" PRId64, k->imin);
-        else
-            snprintf(buf, n, "%" PRId64 " ... %" PRId64, k->imin, k->imax);
-        break;
-    case KEY_REAL:
-        config_fmt_real(lo, sizeof lo, k->rmin);
-        config_fmt_real(hi, sizeof hi, k->rmax);
-        snprintf(buf, n, "%s ... %s", lo, hi);
-        break;
-    case KEY_BOOL: snprintf(buf, n, "`.true.`, `.false.`"); break;
-    case KEY_STR: snprintf(buf, n, "up to %d bytes", CONFIG_STRLEN - 1); break;
-    case KEY_ENUM: fmt_choices(buf, n, k->choices, "`'", "'`"); break;
-    }
-}
-
-void config_doc_markdown(FILE *f)
-{
-    static const char *const type_name[] = { "integer", "real", "logical", "string", "choice" };
-    struct config def;
-    char v[2 * CONFIG_STRLEN + 4], allowed[256];
-    config_defaults(&def);
-    fputs(doc_intro, f);
-    for (int g = 0; g < NGROUPS; g++) {
-        fprintf(f, "\n## `&%s`: ", groups[g].name);
-        md_cell(f, groups[g].doc);
-        fprintf(f, "\n\n");
-        fprintf(f, "| key | type | default | allowed | description |\n");
-        fprintf(f, "| --- | --- | --- | --- | --- |\n");
-        for (int i = 0; i < NKEYS; i++) {
-            const struct key_info *k = &keys[i];
-            if (strcmp(k->group, groups[g].name) != 0) continue;
-            fmt_value(v, sizeof v, &def, k);
-            doc_allowed(allowed, sizeof allowed, k);
-            fprintf(f, "| `%s` | %s | `%s` | %s | ", k->name, type_name[k->type], v, allowed);
-            md_cell(f, k->doc);
-            fprintf(f, " |\n");
-        }
-    }
 }

@@ -1,4 +1,5 @@
-/* config_internal.h -- what config.c shares with config_check.c. */
+/* config_internal.h -- what config.c (the registry, reading) shares with
+ * config_check.c (the cross-checks) and config_doc.c (echo, documentation). */
 #ifndef TRIAD_CONFIG_INTERNAL_H
 #define TRIAD_CONFIG_INTERNAL_H
 
@@ -21,5 +22,30 @@ void config_error_reset(struct config_error *err, const char *file);
 void config_fmt_real(char *buf, size_t n, double x);
 /* The upper bound of an integer key in params.def. */
 int64_t config_key_max(const char *group, const char *name);
+
+/* The registry: every key of params.def, and its groups, in deck order. */
+enum key_type { KEY_INT, KEY_REAL, KEY_BOOL, KEY_STR, KEY_ENUM };
+
+struct key_info {
+    const char *group, *name, *doc;
+    enum key_type type;
+    size_t offset; /* of the field in struct config */
+    int64_t imin, imax, idef;
+    double rmin, rmax, rdef;
+    const char *sdef, *choices; /* choices: "a|b|c" */
+};
+
+struct group_info {
+    const char *name, *doc;
+};
+extern const struct key_info config_keys[];
+extern const int config_nkeys;
+extern const struct group_info config_groups[];
+extern const int config_ngroups;
+
+/* A key's value in cfg as a deck writes it; "a, b, c" from "a|b|c", each
+ * item wrapped in open and close. */
+void config_fmt_value(char *buf, size_t n, const struct config *cfg, const struct key_info *k);
+void config_fmt_choices(char *buf, size_t n, const char *choices, const char *open, const char *close);
 
 #endif

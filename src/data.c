@@ -1,4 +1,4 @@
-/* data.c -- data sources and the deterministic global-batch order (DESIGN.md §5).
+/* data.c -- data sources and the deterministic global-batch order (docs/data.md).
  *
  * Three sources, one contract: sample i (T+1 tokens) is a pure function of
  * (source, seed, i), so every rank computes any sample without talking to

@@ -1,4 +1,4 @@
-/* data.h -- data sources and the deterministic global-batch order (DESIGN.md §5).
+/* data.h -- data sources and the deterministic global-batch order (docs/data.md).
  *
  * Sample i (T+1 tokens: T inputs and the T shifted targets) is a pure function
  * of (source, seed, i).  Step s uses samples s*G ... s*G+G-1; DP replica d

@@ -9,7 +9,6 @@
 static int g_rank = 0; /* the only global: who is talking, for messages */
 
 void log_set_rank(int rank) { g_rank = rank; }
-int log_rank(void) { return g_rank; }
 
 void log_info(const char *fmt, ...)
 {

@@ -6,7 +6,6 @@
 #include <stddef.h>
 
 void log_set_rank(int rank);
-int log_rank(void);
 
 /* printf to stdout on rank 0 only (flushed). */
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -18,7 +17,6 @@ void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void die_at(const char *file, int line, const char *hint, const char *fmt, ...)
     __attribute__((format(printf, 4, 5), noreturn));
 #define die(...) die_at(__FILE__, __LINE__, NULL, __VA_ARGS__)
-#define die_hint(hint, ...) die_at(__FILE__, __LINE__, hint, __VA_ARGS__)
 
 /* A failure every rank sees alike (bad input): rank 0 prints "error: msg" and
  * the hint once; all ranks finalize MPI and exit with status 1.  Must be

@@ -2,8 +2,9 @@
  *
  *   init MPI -> read the deck -> the process grid -> train -> finalize
  *
- * Subcommands: `triad DECK` trains, `triad check DECK` validates and echoes
- * the effective deck, `triad --doc` prints the input reference. */
+ * `triad DECK` trains (train); the subcommands that only look at a deck
+ * (check, schedule, plan) and the options that need none (--help,
+ * --version, --doc) are the tables below main's helpers. */
 #include <errno.h>
 #include <omp.h>
 #include <stdint.h>
@@ -126,6 +127,79 @@ static char *echo_deck(const struct config *cfg)
     return text;
 }
 
+/* `triad check`: the deck is valid for world ranks; print the effective deck. */
+static int check_deck(const struct config *cfg, int world)
+{
+    char *deck = echo_deck(cfg);
+    struct run_shape s;
+    run_shape_init(&s, cfg, world, 0);
+    log_info("%s! deck valid for %d rank(s): tp %d x dp %d x pp %d\n", deck, world, s.tp, s.dp, s.pp);
+    free(deck);
+    return EXIT_DONE;
+}
+
+/* The subcommands that look at a deck without training: run on rank 0, for
+ * world= ranks if given, else (deck_grid) the deck's own grid, or (check)
+ * the launched ranks, the deck's own grid on one process. */
+static const struct subcommand {
+    const char *name;
+    int deck_grid;          /* without world=: the deck's grid even when launched on several ranks */
+    int planning;           /* validated as a plan: any device, built or not */
+    int (*run)(const struct config *cfg, int world);
+} subcommands[] = {
+    {"check", 0, 0, check_deck},
+    {"schedule", 1, 0, print_schedule},
+    {"plan", 1, 1, print_plan},
+};
+
+/* The options that need no deck. */
+static void print_usage(void) { usage(stdout); }
+static void print_doc(void) { config_doc_markdown(stdout); }
+static void print_version(void) { version_print(stdout); }
+static const struct {
+    const char *name;
+    void (*print)(void);
+} info_options[] = {
+    {"--help", print_usage}, {"-h", print_usage}, {"--version", print_version}, {"--doc", print_doc},
+};
+
+/* world=N as the first override: the rank count to check or plan for.
+ * Returns N, 0 if absent; exits on a malformed one. */
+static int parse_world(const char *arg, int rank)
+{
+    if (strncmp(arg, "world=", 6) != 0) return 0;
+    char *end;
+    errno = 0;
+    long w = strtol(arg + 6, &end, 10);
+    if (errno || end == arg + 6 || *end || w < 1 || w > INT32_MAX) {
+        if (rank == 0)
+            fprintf(stderr, "error: world=%s is not a rank count: give a whole number from 1 to %d\n", arg + 6,
+                    INT32_MAX);
+        exit_all(EXIT_ERROR);
+    }
+    return (int)w;
+}
+
+/* Train on the launched ranks. */
+static int train(const struct config *cfg, int world)
+{
+    if (cfg->train.threads > 0) omp_set_num_threads((int)cfg->train.threads);
+    struct run_shape s;
+    run_shape_init(&s, cfg, world, 0);
+    struct grid g;
+    grid_init(&g, s.tp, s.dp, s.pp);
+    char desc[256];
+    grid_describe(&g, desc, sizeof desc);
+    char *deck = echo_deck(cfg);
+    if (g.rank == 0) version_print(stdout);
+    log_info("triad %s: %s\n", version_string(), desc);
+    log_info("effective deck:\n%s", deck);
+    int status = train_run(cfg, &g, deck);
+    free(deck);
+    grid_free(&g);
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     int provided, rank, world;
@@ -151,21 +225,15 @@ int main(int argc, char **argv)
         if (rank == 0) usage(stderr);
         exit_all(EXIT_ERROR);
     }
-    const char *cmd = argv[1];
-    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
-        if (rank == 0) usage(stdout);
-        exit_all(EXIT_DONE);
-    }
-    if (!strcmp(cmd, "--version")) {
-        if (rank == 0) version_print(stdout);
-        exit_all(EXIT_DONE);
-    }
-    if (!strcmp(cmd, "--doc")) {
-        if (rank == 0) config_doc_markdown(stdout);
-        exit_all(EXIT_DONE);
-    }
-    int check = !strcmp(cmd, "check"), schedule = !strcmp(cmd, "schedule"), plan = !strcmp(cmd, "plan");
-    int first = check || schedule || plan ? 2 : 1;
+    for (size_t i = 0; i < sizeof info_options / sizeof info_options[0]; i++)
+        if (!strcmp(argv[1], info_options[i].name)) {
+            if (rank == 0) info_options[i].print();
+            exit_all(EXIT_DONE);
+        }
+    const struct subcommand *sc = NULL;
+    for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+        if (!strcmp(argv[1], subcommands[i].name)) sc = &subcommands[i];
+    int first = sc ? 2 : 1; /* the deck */
     if (first >= argc || argv[first][0] == '-') {
         if (rank == 0) {
             fprintf(stderr, "error: %s\n", first >= argc ? "no deck given" : "unknown option");
@@ -173,56 +241,17 @@ int main(int argc, char **argv)
         }
         exit_all(EXIT_ERROR);
     }
-
-    /* `check`, `schedule` and `plan` take world=N: the ranks to check or plan
-     * for, without launching them.  Without it, `check` on one process (and
-     * `schedule` and `plan` always) take the deck's own grid. */
     int nover = argc - first - 1;
     char **over = argv + first + 1;
-    int offline = check || schedule || plan;
-    if (offline && nover > 0 && !strncmp(over[0], "world=", 6)) {
-        char *end;
-        errno = 0;
-        long w = strtol(over[0] + 6, &end, 10);
-        if (errno || end == over[0] + 6 || *end || w < 1 || w > INT32_MAX) {
-            if (rank == 0)
-                fprintf(stderr, "error: world=%s is not a rank count: give a whole number from 1 to %d\n",
-                        over[0] + 6, INT32_MAX);
-            exit_all(EXIT_ERROR);
-        }
-        world = (int)w;
-        nover--;
-        over++;
-    } else if (schedule || plan || (check && world == 1)) {
-        world = 0; /* the deck's tp * pp * dp, dp = 0 taken as 1 */
+    if (sc) {
+        int w = nover > 0 ? parse_world(over[0], rank) : 0;
+        if (w > 0) world = w, nover--, over++;
+        else if (sc->deck_grid || world == 1) world = 0; /* the deck's tp * pp * dp, dp = 0 taken as 1 */
     }
     struct config cfg;
-    read_config(&cfg, argv[first], nover, over, &world, plan);
-    if (schedule || plan) {
-        int status = rank != 0 ? EXIT_DONE : schedule ? print_schedule(&cfg, world) : print_plan(&cfg, world);
-        exit_all(status);
-    }
-    char *deck = echo_deck(&cfg);
-    if (check) {
-        log_info("%s! deck valid for %d rank(s): tp %d x dp %d x pp %d\n", deck, world, (int)cfg.parallel.tp,
-                 config_dp(&cfg, world), (int)cfg.parallel.pp);
-        free(deck);
-        exit_all(EXIT_DONE);
-    }
-
-    if (cfg.train.threads > 0) omp_set_num_threads((int)cfg.train.threads);
-    struct grid g;
-    grid_init(&g, (int)cfg.parallel.tp, config_dp(&cfg, world), (int)cfg.parallel.pp);
-    char desc[256];
-    grid_describe(&g, desc, sizeof desc);
-    if (rank == 0) version_print(stdout);
-    log_info("triad %s: %s\n", version_string(), desc);
-    log_info("effective deck:\n%s", deck);
-
-    int status = train_run(&cfg, &g, deck);
-
-    free(deck);
-    grid_free(&g);
+    read_config(&cfg, argv[first], nover, over, &world, sc && sc->planning);
+    int status = sc ? (rank == 0 ? sc->run(&cfg, world) : EXIT_DONE) : train(&cfg, world);
+    if (sc) exit_all(status);
     MPI_Finalize();
     return status;
 }

@@ -1,4 +1,6 @@
-/* model.c -- GPT-2 forward and backward on this rank's layers. */
+/* model.c -- GPT-2 on this rank's layers: the model's life (allocation,
+ * initial values, gradients, the NaN watch), the TP region operators, and
+ * forward and backward of the embedding, the blocks and the head. */
 #include "model.h"
 
 #include <limits.h>
@@ -9,381 +11,7 @@
 
 #include "backend.h"
 #include "log.h"
-#include "rng.h"
-
-const struct param_info param_table[NUM_PARAMS] = {
-    [P_WTE] = {"wte", 0, 1, INIT_NORMAL, SHARD_ROWS},
-    [P_WPE] = {"wpe", 0, 1, INIT_NORMAL, SHARD_NONE},
-    [P_LN1W] = {"ln1_w", 1, 0, INIT_ONE, SHARD_NONE, 1},
-    [P_LN1B] = {"ln1_b", 1, 0, INIT_ZERO, SHARD_NONE, 1},
-    [P_QKVW] = {"qkv_w", 1, 1, INIT_NORMAL, SHARD_ROWS3},
-    [P_QKVB] = {"qkv_b", 1, 0, INIT_ZERO, SHARD_ROWS3},
-    [P_ATTPROJW] = {"attproj_w", 1, 1, INIT_NORMAL_SCALED, SHARD_COLS},
-    [P_ATTPROJB] = {"attproj_b", 1, 0, INIT_ZERO, SHARD_NONE},
-    [P_LN2W] = {"ln2_w", 1, 0, INIT_ONE, SHARD_NONE, 1},
-    [P_LN2B] = {"ln2_b", 1, 0, INIT_ZERO, SHARD_NONE, 1},
-    [P_FCW] = {"fc_w", 1, 1, INIT_NORMAL, SHARD_ROWS},
-    [P_FCB] = {"fc_b", 1, 0, INIT_ZERO, SHARD_ROWS},
-    [P_FCPROJW] = {"fcproj_w", 1, 1, INIT_NORMAL_SCALED, SHARD_COLS},
-    [P_FCPROJB] = {"fcproj_b", 1, 0, INIT_ZERO, SHARD_NONE},
-    [P_LNFW] = {"lnf_w", 0, 0, INIT_ONE, SHARD_NONE, 1},
-    [P_LNFB] = {"lnf_b", 0, 0, INIT_ZERO, SHARD_NONE, 1},
-};
-
-int param_sp_partial(const struct model_dims *d, enum param_id id) { return d->sp && param_table[id].sp_partial; }
-
-void param_shape(const struct model_dims *d, enum param_id id, size_t *rows, size_t *cols)
-{
-    size_t C = (size_t)d->C;
-    size_t r = C, c = 1; /* vectors are (n, 1) */
-    switch (id) {
-    case P_WTE: r = (size_t)d->Vp; c = C; break;
-    case P_WPE: r = (size_t)d->T; c = C; break;
-    case P_QKVW: r = 3 * C; c = C; break;
-    case P_QKVB: r = 3 * C; break;
-    case P_ATTPROJW: c = C; break;
-    case P_FCW: r = 4 * C; c = C; break;
-    case P_FCB: r = 4 * C; break;
-    case P_FCPROJW: c = 4 * C; break;
-    default: break;
-    }
-    *rows = r;
-    *cols = c;
-}
-
-void param_local_shape(const struct model_dims *d, enum param_id id, size_t *rows, size_t *cols)
-{
-    param_shape(d, id, rows, cols);
-    enum shard_kind k = param_table[id].shard;
-    if (k == SHARD_ROWS || k == SHARD_ROWS3) *rows /= (size_t)d->tp;
-    if (k == SHARD_COLS) *cols /= (size_t)d->tp;
-}
-
-void param_logical_index(const struct model_dims *d, enum param_id id, size_t r, size_t c, size_t *lr,
-                         size_t *lc)
-{
-    size_t rows, cols, tr = (size_t)d->tp_rank;
-    param_local_shape(d, id, &rows, &cols);
-    *lr = r;
-    *lc = c;
-    switch (param_table[id].shard) {
-    case SHARD_ROWS: *lr = tr * rows + r; break;
-    case SHARD_ROWS3: { /* q, k, v thirds: this rank's heads of each */
-        size_t third = rows / 3, blk = r / third;
-        *lr = blk * third * (size_t)d->tp + tr * third + r % third;
-        break;
-    }
-    case SHARD_COLS: *lc = tr * cols + c; break;
-    default: break;
-    }
-}
-
-void model_dims_init(struct model_dims *d, const struct config *cfg, const struct run_shape *s, const struct grid *g)
-{
-    memset(d, 0, sizeof *d);
-    d->L = (int)cfg->model.n_layer;
-    d->C = (int)cfg->model.d_model;
-    d->NH = (int)cfg->model.n_head;
-    d->HS = d->C / d->NH;
-    d->T = (int)cfg->model.seq_len;
-    d->V = (int)cfg->model.vocab_size;
-    d->Vp = (int)s->Vp;
-    d->tp = s->tp;
-    d->tp_rank = g->tp_rank;
-    d->sp = s->sp;
-    d->pp = s->pp;
-    d->pp_rank = g->pp_rank;
-    d->dp = s->dp;
-    d->v = s->v;
-    d->Lc = d->L / (d->pp * d->v);
-    d->Lp = d->v * d->Lc;
-    d->recompute = config_is(cfg->train.recompute, "full")        ? RECOMPUTE_FULL
-                   : config_is(cfg->train.recompute, "selective") ? RECOMPUTE_SELECTIVE
-                                                                  : RECOMPUTE_NONE;
-    d->prec = precision_from_name(cfg->train.precision);
-    d->shard_grads = s->zero2;
-    int64_t n = cfg->train.recompute_layers;
-    d->Lr = d->recompute != RECOMPUTE_FULL ? 0 : n == 0 || n > d->Lc ? d->Lc : (int)n;
-}
-
-int model_global_layer(const struct model_dims *d, int j)
-{
-    int chunk = j / d->Lc;
-    return (chunk * d->pp + d->pp_rank) * d->Lc + j % d->Lc;
-}
-
-int model_local_layer(const struct model_dims *d, int l)
-{
-    int s = l / d->Lc; /* virtual stage */
-    if (s % d->pp != d->pp_rank) return -1;
-    return (s / d->pp) * d->Lc + l % d->Lc;
-}
-
-int model_has_embedding(const struct model_dims *d) { return d->pp_rank == 0; }
-int model_has_head(const struct model_dims *d) { return d->pp_rank == d->pp - 1; }
-
-/* Does this rank hold tensor id (per-layer tensors: if it holds any layer)? */
-static int holds(const struct model_dims *d, enum param_id id)
-{
-    switch (id) {
-    case P_WTE: return model_has_embedding(d) || model_has_head(d); /* tied: both ends */
-    case P_WPE: return model_has_embedding(d);
-    case P_LNFW:
-    case P_LNFB: return model_has_head(d);
-    default: return d->Lp > 0;
-    }
-}
-
-int64_t model_logical_params(const struct model_dims *d) { return shape_params(d->L, d->C, d->T, d->V); }
-
-double model_flops_per_token(const struct model_dims *d)
-{
-    double n = (double)(model_logical_params(d) - (int64_t)d->T * d->C);
-    return 6.0 * n + 12.0 * d->L * d->C * d->T;
-}
-
-/* ------------------------------------------------------------ allocation */
-
-static float *carve(float **cursor, size_t n)
-{
-    float *p = *cursor;
-    *cursor += (n + 15) / 16 * 16; /* keep every tensor 64-byte aligned */
-    return p;
-}
-
-/* The fields of one layer's activations, `layers` of them per field (att
- * only when with_att); stat marks the LayerNorm statistics, which stay fp32
- * whatever the precision. */
-enum { LAYER_FIELDS = 12 };
-struct act_field { float **p; size_t n; int stat; };
-static void layer_fields(struct act_field *t, struct layer_acts *la, const struct model_dims *d, int B,
-                         size_t layers, int with_att)
-{
-    size_t N = (size_t)B * d->T, C = (size_t)d->C, Cl = C / (size_t)d->tp, S = d->sp ? N / (size_t)d->tp : N;
-    size_t NHl = (size_t)(d->NH / d->tp), TT = (size_t)d->T * d->T, n = layers;
-    struct act_field f[LAYER_FIELDS] = {
-        {&la->ln1, n * N * C, 0}, {&la->ln1_mean, n * S, 1}, {&la->ln1_rstd, n * S, 1},
-        {&la->qkv, n * N * 3 * Cl, 0}, {&la->atty, n * N * Cl, 0}, {&la->att, with_att ? n * B * NHl * TT : 0, 0},
-        {&la->residual2, n * S * C, 0},
-        {&la->ln2, n * N * C, 0}, {&la->ln2_mean, n * S, 1}, {&la->ln2_rstd, n * S, 1},
-        {&la->fch, n * N * 4 * Cl, 0}, {&la->fch_gelu, n * N * 4 * Cl, 0},
-    };
-    memcpy(t, f, sizeof f);
-}
-
-/* Lay out one layer's activations, `layers` of them per field, from mem
- * (NULL: just count); att only when with_att.  Returns the floats used. */
-static size_t layer_layout(struct layer_acts *la, float *mem, const struct model_dims *d, int B, size_t layers,
-                           int with_att)
-{
-    struct act_field t[LAYER_FIELDS];
-    layer_fields(t, la, d, B, layers, with_att);
-    size_t total = 0;
-    for (int i = 0; i < LAYER_FIELDS; i++) {
-        *t[i].p = mem && t[i].n ? mem + total : NULL;
-        total += (t[i].n + 15) / 16 * 16;
-    }
-    return total;
-}
-
-/* bf16/fp16: a stored layer is kept packed in 16-bit elements (the
- * statistics as the two halves of their fp32 bits): its size in uint16. */
-static size_t packed_layer_u16(const struct model_dims *d, int B, int with_att)
-{
-    struct layer_acts probe;
-    struct act_field t[LAYER_FIELDS];
-    layer_fields(t, &probe, d, B, 1, with_att);
-    size_t total = 0;
-    for (int i = 0; i < LAYER_FIELDS; i++) total += ((t[i].stat ? 2 : 1) * t[i].n + 31) / 32 * 32;
-    return total;
-}
-
-/* Store one layer's activations (la, computed in fp32 containers holding
- * values of the format) into dst, or load them back: exact both ways. */
-static void pack_layer(const struct model *m, uint16_t *dst, struct layer_acts *la, int with_att)
-{
-    struct act_field t[LAYER_FIELDS];
-    layer_fields(t, la, &m->d, m->B, 1, with_att);
-    for (int i = 0; i < LAYER_FIELDS; i++) {
-        if (t[i].stat) m->k->copy(dst, *t[i].p, t[i].n * sizeof(float));
-        else if (t[i].n) m->k->lp_pack(m->d.prec, dst, *t[i].p, t[i].n);
-        dst += ((t[i].stat ? 2 : 1) * t[i].n + 31) / 32 * 32;
-    }
-}
-
-static void unpack_layer(const struct model *m, struct layer_acts *la, const uint16_t *src, int with_att)
-{
-    struct act_field t[LAYER_FIELDS];
-    layer_fields(t, la, &m->d, m->B, 1, with_att);
-    for (int i = 0; i < LAYER_FIELDS; i++) {
-        if (t[i].stat) m->k->copy(*t[i].p, src, t[i].n * sizeof(float));
-        else if (t[i].n) m->k->lp_unpack(m->d.prec, *t[i].p, src, t[i].n);
-        src += ((t[i].stat ? 2 : 1) * t[i].n + 31) / 32 * 32;
-    }
-}
-
-/* Are the stored layers' activations kept packed, and with att? */
-static int packed(const struct model_dims *d) { return d->prec != PREC_FP32; }
-static int stores_att(const struct model_dims *d) { return d->recompute != RECOMPUTE_SELECTIVE; }
-
-/* One micro-batch's activations for one chunk (head buffers only where the
- * head lives), carved from mem (NULL: just count). */
-static size_t slot_layout(struct chunk_acts *a, float *mem, const struct model_dims *d, int B)
-{
-    size_t N = (size_t)B * d->T, C = (size_t)d->C, Lc = (size_t)d->Lc, tp = (size_t)d->tp;
-    size_t S = d->sp ? N / tp : N, H = model_has_head(d) ? 1 : 0;
-    struct { float **p; size_t n; } t[] = {
-        {(float **)&a->inputs, N}, {(float **)&a->targets, N},
-        {&a->input, S * C}, {&a->dout, S * C}, {&a->residual3, Lc * S * C},
-        {&a->lnf, H * N * C}, {&a->lnf_mean, H * S}, {&a->lnf_rstd, H * S},
-        {&a->logits, H * N * (size_t)d->Vp / tp}, {&a->ce_max, H * N}, {&a->ce_sums, H * 2 * N},
-        {&a->losses, H * N},
-    };
-    size_t total = 0;
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        if (mem) *t[i].p = mem + total; /* int32 and float are both 4 bytes */
-        total += (t[i].n + 15) / 16 * 16;
-    }
-    /* the layers not recomputed in full keep everything; att only without
-     * selective recomputation; in bf16/fp16 packed in 16 bits */
-    size_t kept = Lc - (size_t)d->Lr;
-    if (packed(d)) {
-        memset(&a->stored, 0, sizeof a->stored);
-        size_t u16 = kept * packed_layer_u16(d, B, stores_att(d));
-        a->packed = mem && u16 ? (uint16_t *)(mem + total) : NULL;
-        total += (u16 / 2 + 15) / 16 * 16;
-    } else {
-        a->packed = NULL;
-        total += layer_layout(&a->stored, mem ? mem + total : NULL, d, B, kept, stores_att(d));
-    }
-    a->mb = -1;
-    return total;
-}
-
-static size_t scratch_layout(struct scratch *s, float *mem, const struct model_dims *d, int B)
-{
-    size_t N = (size_t)B * d->T, C = (size_t)d->C, Cl = C / (size_t)d->tp, S = d->sp ? N / (size_t)d->tp : N;
-    size_t NHl = (size_t)(d->NH / d->tp), TT = (size_t)d->T * d->T;
-    int sel = d->recompute == RECOMPUTE_SELECTIVE;
-    struct { float **p; size_t n; } t[] = {
-        {&s->full, N * C}, {&s->part, S * C}, {&s->dresidual, S * C}, {&s->dfull, N * C},
-        {&s->dln_full, N * C}, {&s->dln_part, S * C}, {&s->datty, N * Cl}, {&s->dqkv, N * 3 * Cl},
-        {&s->dfch, N * 4 * Cl}, {&s->dfch_gelu, N * 4 * Cl}, {&s->datt, B * NHl * TT},
-        {&s->atty_discard, sel ? N * Cl : 0},
-    };
-    size_t total = 0;
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        if (mem) *t[i].p = mem + total;
-        total += (t[i].n + 15) / 16 * 16;
-    }
-    /* one layer's worth for the recomputed ones (full) and the packed ones
-     * (bf16/fp16): all of it; the attention probabilities (selective) */
-    if (d->recompute == RECOMPUTE_FULL || packed(d)) {
-        total += layer_layout(&s->layer, mem ? mem + total : NULL, d, B, 1, 1);
-    } else if (sel) {
-        size_t att = (size_t)B * NHl * TT;
-        memset(&s->layer, 0, sizeof s->layer);
-        if (mem) s->layer.att = mem + total;
-        total += (att + 15) / 16 * 16;
-    } else {
-        memset(&s->layer, 0, sizeof s->layer);
-    }
-    return total;
-}
-
-size_t model_slot_floats(const struct model_dims *d, int B)
-{
-    struct chunk_acts probe;
-    return slot_layout(&probe, NULL, d, B);
-}
-
-size_t model_scratch_floats(const struct model_dims *d, int B)
-{
-    struct scratch probe;
-    return scratch_layout(&probe, NULL, d, B);
-}
-
-size_t model_tensor_size(const struct model_dims *d, enum param_id id)
-{
-    size_t r, c;
-    param_local_shape(d, id, &r, &c);
-    return holds(d, id) ? r * c * (param_table[id].per_layer ? (size_t)d->Lp : 1) : 0;
-}
-
-size_t model_layer_floats(const struct model_dims *d)
-{
-    size_t n = 0;
-    for (int i = 0; i < NUM_PARAMS; i++)
-        if (param_table[i].per_layer && d->Lp > 0) n += model_tensor_size(d, (enum param_id)i) / (size_t)d->Lp;
-    return n;
-}
-
-size_t model_rest_grad_floats(const struct model_dims *d)
-{
-    size_t n = 0;
-    for (int i = 0; i < NUM_PARAMS; i++)
-        if (!param_table[i].per_layer) n += (model_tensor_size(d, (enum param_id)i) + 15) / 16 * 16;
-    return n > 0 ? n : 16;
-}
-
-static void activations_alloc(struct model *m, int nslots)
-{
-    size_t per = model_slot_floats(&m->d, m->B), scr = model_scratch_floats(&m->d, m->B);
-    float *mem = m->k->alloc((per * (size_t)nslots + scr) * sizeof(float));
-    m->nslots = nslots;
-    m->slot = xcalloc((size_t)nslots, sizeof *m->slot);
-    for (int i = 0; i < nslots; i++) slot_layout(&m->slot[i], mem + per * (size_t)i, &m->d, m->B);
-    scratch_layout(&m->scr, mem + per * (size_t)nslots, &m->d, m->B);
-    m->act_bytes = (per * (size_t)nslots + scr) * sizeof(float);
-}
-
-struct chunk_acts *model_slot(struct model *m, int mb, int chunk)
-{
-    struct chunk_acts *free_slot = NULL;
-    for (int i = 0; i < m->nslots; i++) {
-        if (m->slot[i].mb == mb && m->slot[i].chunk == chunk) return &m->slot[i];
-        if (m->slot[i].mb < 0 && !free_slot) free_slot = &m->slot[i];
-    }
-    if (!free_slot)
-        die("no free activation slot for micro-batch %d, chunk %d (%d in flight): the schedule holds more "
-            "micro-batches than planned", mb, chunk, m->nslots);
-    free_slot->mb = mb;
-    free_slot->chunk = chunk;
-    return free_slot;
-}
-
-void model_slot_release(struct chunk_acts *a) { a->mb = -1; }
-
-/* --------------------------------------------------------- initialisation */
-
-/* Each element draws the number of its logical position, so every
- * decomposition starts from the serial run's weights. */
-static void init_tensor(float *p, const struct model_dims *d, enum param_id id, int layer, uint64_t seed)
-{
-    const struct param_info *pi = &param_table[id];
-    size_t rows, cols, lrows, lcols;
-    param_local_shape(d, id, &rows, &cols);
-    param_shape(d, id, &lrows, &lcols);
-    if (pi->init == INIT_ZERO || pi->init == INIT_ONE) {
-        float v = pi->init == INIT_ONE ? 1.0f : 0.0f;
-        for (size_t i = 0; i < rows * cols; i++) p[i] = v;
-        return;
-    }
-    double std = 0.02;
-    if (pi->init == INIT_NORMAL_SCALED) std = 0.02 / sqrt(2.0 * d->L);
-    char key[64];
-    if (pi->per_layer) snprintf(key, sizeof key, "h.%d/%s", layer, pi->name);
-    else snprintf(key, sizeof key, "%s", pi->name);
-    uint64_t stream = rng_stream_id(key);
-    size_t real_rows = id == P_WTE ? (size_t)d->V : lrows; /* padded vocabulary rows stay zero */
-#pragma omp parallel for schedule(static)
-    for (size_t r = 0; r < rows; r++)
-        for (size_t c = 0; c < cols; c++) {
-            size_t lr, lc;
-            param_logical_index(d, id, r, c, &lr, &lc);
-            p[r * cols + c] = lr < real_rows ? (float)(std * rng_normal(seed, stream, lr * lcols + lc)) : 0.0f;
-        }
-}
+#include "model_internal.h"
 
 void model_init(struct model *m, const struct model_dims *d, const struct kernels *k, int B, int nslots,
                 uint64_t seed)
@@ -409,14 +37,14 @@ void model_init(struct model *m, const struct model_dims *d, const struct kernel
     for (int i = 0; i < NUM_PARAMS; i++) most = m->size[i] > most ? m->size[i] : most;
     float *host = k->on_device ? xalloc_aligned(most * sizeof(float)) : NULL;
     for (int i = 0; i < NUM_PARAMS; i++) {
-        m->param[i] = carve(&pc, m->size[i]);
-        m->grad[i] = d->shard_grads && param_table[i].per_layer ? NULL : carve(&gc, m->size[i]);
+        m->param[i] = model_carve(&pc, m->size[i]);
+        m->grad[i] = d->shard_grads && param_table[i].per_layer ? NULL : model_carve(&gc, m->size[i]);
         m->num_params += m->size[i];
         int layers = m->size[i] == 0 ? 0 : param_table[i].per_layer ? d->Lp : 1;
         size_t per = layers ? m->size[i] / (size_t)layers : 0;
         for (int j = 0; j < layers; j++) {
             float *dst = m->param[i] + (size_t)j * per;
-            init_tensor(host ? host : dst, d, (enum param_id)i, model_global_layer(d, j), seed);
+            model_init_tensor(host ? host : dst, d, (enum param_id)i, model_global_layer(d, j), seed);
             if (host) k->to_device(dst, host, per * sizeof(float));
         }
     }
@@ -424,7 +52,7 @@ void model_init(struct model *m, const struct model_dims *d, const struct kernel
     m->dwte_embed = k->alloc((m->size[P_WTE] ? m->size[P_WTE] : 1) * sizeof(float));
     m->host = xalloc_aligned(2 * (size_t)m->N * sizeof(float)); /* token losses, or a micro-batch's tokens */
     m->bad_order = LONG_MAX;
-    activations_alloc(m, nslots);
+    model_acts_alloc(m, nslots);
 }
 
 void model_set_tokens(struct model *m, struct chunk_acts *a, const int32_t *inputs, const int32_t *targets)
@@ -547,33 +175,6 @@ static void layernorm_to_tp(struct model *m, struct comm *c, float *full, float 
 /* Local layer j's slice of a per-layer tensor. */
 #define LAYER(base, id, j) ((base)[id] + (size_t)(j) * (m->size[id] / (size_t)m->d.Lp))
 
-/* Where layer k of slot a's chunk keeps its activations: the shared
- * one-layer scratch if it is recomputed in full, else its place among the
- * slot's stored layers (att in the scratch under selective recomputation). */
-static void layer_acts_of(const struct model *m, const struct chunk_acts *a, int k, struct layer_acts *la)
-{
-    const struct model_dims *d = &m->d;
-    if (k < d->Lr || packed(d)) { /* recomputed, or (un)packed through the scratch */
-        *la = m->scr.layer;
-        return;
-    }
-    size_t i = (size_t)(k - d->Lr), N = (size_t)m->N, S = (size_t)m->Ns, C = (size_t)d->C;
-    size_t Cl = C / (size_t)d->tp, att = (size_t)m->B * (size_t)(d->NH / d->tp) * d->T * d->T;
-    const struct layer_acts *st = &a->stored;
-    la->ln1 = st->ln1 + i * N * C;
-    la->ln1_mean = st->ln1_mean + i * S;
-    la->ln1_rstd = st->ln1_rstd + i * S;
-    la->qkv = st->qkv + i * N * 3 * Cl;
-    la->atty = st->atty + i * N * Cl;
-    la->att = d->recompute == RECOMPUTE_SELECTIVE ? m->scr.layer.att : st->att + i * att;
-    la->residual2 = st->residual2 + i * S * C;
-    la->ln2 = st->ln2 + i * N * C;
-    la->ln2_mean = st->ln2_mean + i * S;
-    la->ln2_rstd = st->ln2_rstd + i * S;
-    la->fch = st->fch + i * N * 4 * Cl;
-    la->fch_gelu = st->fch_gelu + i * N * 4 * Cl;
-}
-
 /* Layer k of slot a's chunk (local layer j = chunk * Lc + k). */
 static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a, int k, const float *residual)
 {
@@ -586,7 +187,7 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
     const float *no_bias = NULL;
     int root = d->tp_rank == 0; /* adds the replicated bias of a row-parallel matmul once */
     struct layer_acts la;
-    layer_acts_of(m, a, k, &la);
+    model_layer_acts(m, a, k, &la);
     float *l_res3 = a->residual3 + k * SC;
 
     layernorm_to_tp(m, c, la.ln1, la.ln1_mean, la.ln1_rstd, residual, LAYER(P, P_LN1W, j), LAYER(P, P_LN1B, j), l, 0,
@@ -614,8 +215,7 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
     fwd_out(m, s->full, NC, l, 9, "fc projection");
     m->k->residual_forward(l_res3, la.residual2, reduce_from_tp(m, c, s->part, s->full), SC);
     fwd_out(m, l_res3, SC, l, 10, "block output");
-    if (packed(d) && k >= d->Lr) /* a stored layer (a recomputation stores nothing: k < Lr) */
-        pack_layer(m, a->packed + (size_t)(k - d->Lr) * packed_layer_u16(d, B, stores_att(d)), &la, stores_att(d));
+    model_pack_layer(m, a, k, &la);
 }
 
 /* Vocabulary-parallel embedding: each rank looks up its rows, the sum over
@@ -721,11 +321,10 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
     float *const *P = m->param, *G[NUM_PARAMS];
     layer_grads(m, j, G);
     struct layer_acts la;
-    layer_acts_of(m, a, k, &la);
+    model_layer_acts(m, a, k, &la);
     /* recomputation: the same arithmetic as the forward, so the result is bitwise the same */
     if (k < d->Lr) block_forward(m, c, a, k, l_in);
-    else if (packed(d))
-        unpack_layer(m, &la, a->packed + (size_t)(k - d->Lr) * packed_layer_u16(d, B, stores_att(d)), stores_att(d));
+    else model_unpack_layer(m, a, k, &la);
     if (k >= d->Lr && d->recompute == RECOMPUTE_SELECTIVE) {
         m->k->attention_forward(d->prec, s->atty_discard, la.att, la.qkv, B, T, Cl, NHl);
         m->k->lp_round(d->prec, la.att, (size_t)B * NHl * T * T); /* as stored in the forward */
@@ -792,17 +391,4 @@ void model_chunk_backward(struct model *m, struct comm *c, struct chunk_acts *a,
         if (m->layer_done) m->layer_done(m->layer_done_ctx, a->chunk * Lc + k);
     }
     if (first_stage(m, a)) embed_backward(m, c, a);
-}
-
-double model_forward(struct model *m, struct comm *c, const int32_t *inputs, const int32_t *targets)
-{
-    struct chunk_acts *a = &m->slot[0];
-    a->chunk = 0;
-    model_set_tokens(m, a, inputs, targets);
-    return model_chunk_forward(m, c, a);
-}
-
-void model_backward(struct model *m, struct comm *c, float dloss)
-{
-    model_chunk_backward(m, c, &m->slot[0], dloss);
 }

@@ -1,5 +1,5 @@
 /* model.h -- GPT-2 parameters (this rank's shards), activations, forward and
- * backward of this rank's layers (DESIGN.md §4). */
+ * backward of this rank's layers (docs/design.md). */
 #ifndef TRIAD_MODEL_H
 #define TRIAD_MODEL_H
 
@@ -178,7 +178,7 @@ void model_dims_init(struct model_dims *d, const struct config *cfg, const struc
 
 /* Allocate parameters, gradients (zeroed) and `nslots` activation sets for
  * micro-batches of B sequences with k's memory; initialise the weights from
- * seed as DESIGN.md §4 says. */
+ * seed (model_init_tensor: each element from its logical position). */
 void model_init(struct model *m, const struct model_dims *d, const struct kernels *k, int B, int nslots,
                 uint64_t seed);
 void model_free(struct model *m);
@@ -200,10 +200,6 @@ double model_chunk_forward(struct model *m, struct comm *c, struct chunk_acts *a
  * virtual stage: consumed by the embedding). */
 void model_chunk_backward(struct model *m, struct comm *c, struct chunk_acts *a, float dloss);
 
-/* The whole model on one rank (pp = 1, v = 1): forward and backward of one
- * micro-batch through slot 0. */
-double model_forward(struct model *m, struct comm *c, const int32_t *inputs, const int32_t *targets);
-void model_backward(struct model *m, struct comm *c, float dloss);
 void model_zero_grad(struct model *m);
 /* grad[P_WTE] += dwte_embed: the head's and the embedding's shares of the
  * tied weight's gradient, added once per step (optim then sums the first and

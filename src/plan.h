@@ -1,4 +1,4 @@
-/* plan.h -- the memory, communication and bubble planner (DESIGN.md: plan.c).
+/* plan.h -- the memory, communication and bubble planner (docs/design.md).
  *
  * A plan is a pure function of (config, world): for every pipeline stage
  * (one rank class; the tp and dp ranks of a stage are alike) the bytes one

@@ -1,6 +1,6 @@
-/* precision.h -- the low-precision storage formats (DESIGN.md §4, mixed
- * precision): bf16 and IEEE fp16 as real 16-bit formats with
- * round-to-nearest-even conversion, used on the CPU to store and round the
+/* precision.h -- the low-precision storage formats (docs/precision.md):
+ * bf16 and IEEE fp16 as real 16-bit formats with round-to-nearest-even
+ * conversion, used on the CPU to store and round the
  * parameters and activations that a GPU would keep in 16 bits. */
 #ifndef TRIAD_PRECISION_H
 #define TRIAD_PRECISION_H

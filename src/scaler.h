@@ -1,4 +1,4 @@
-/* scaler.h -- the dynamic loss scale of fp16 training (DESIGN.md §4).
+/* scaler.h -- the dynamic loss scale of fp16 training (docs/precision.md).
  *
  * The loss (and so every gradient) is multiplied by `scale` so that small
  * gradients survive fp16; the gradients are divided by it again before the

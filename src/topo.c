@@ -1,4 +1,4 @@
-/* topo.c -- the process grid and its communicators (DESIGN.md §3). */
+/* topo.c -- the process grid and its communicators (docs/design.md). */
 #include "topo.h"
 
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* train.c -- the training loop (DESIGN.md §2) on this rank's part of the grid. */
+/* train.c -- the training loop (docs/design.md, "One training step") on this rank's part of the grid. */
 #include "train.h"
 
 #include <errno.h>

@@ -6,12 +6,13 @@
 #include "model.h"
 #include "rng.h"
 #include "tap.h"
+#include "whole_model.h"
 
 enum { B = 2, T = 5 };
 
 static double mean_loss(struct model *m, const int32_t *in, const int32_t *tg)
 {
-    return model_forward(m, NULL, in, tg) / (B * T);
+    return whole_forward(m, NULL, in, tg) / (B * T);
 }
 
 /* Copy all parameters out of (dir 0) or into (dir 1) a flat buffer. */
@@ -45,7 +46,7 @@ int main(int argc, char **argv)
 
     model_zero_grad(&m);
     double L0 = mean_loss(&m, in, tg);
-    model_backward(&m, NULL, 1.0f / (B * T));
+    whole_backward(&m, NULL, 1.0f / (B * T));
     model_merge_embedding_grad(&m);
     tap_diag("loss %.6f", L0);
 
@@ -108,10 +109,10 @@ int main(int argc, char **argv)
     model_zero_grad(&m);
     copy_params(&m, save, 1);
     mean_loss(&m, in, tg);
-    model_backward(&m, NULL, 1.0f / (B * T));
+    whole_backward(&m, NULL, 1.0f / (B * T));
     float g1 = m.grad[P_QKVW][3];
     mean_loss(&m, in, tg);
-    model_backward(&m, NULL, 1.0f / (B * T));
+    whole_backward(&m, NULL, 1.0f / (B * T));
     tap_ok(m.grad[P_QKVW][3] == 2 * g1, "gradients accumulate over backward passes");
     free(save);
     model_free(&m);

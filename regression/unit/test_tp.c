@@ -14,6 +14,7 @@
 #include "optim.h"
 #include "rng.h"
 #include "tap.h"
+#include "whole_model.h"
 #include "topo.h"
 
 enum { B = 2, T = 8, L = 2, C = 16, NH = 4, V = 50 };
@@ -83,7 +84,7 @@ static void check(int tp, int sp, const int32_t *in, const int32_t *tg, int rank
     set_params(&ms);
     const char *what = sp ? "tp+sp" : "tp";
 
-    double lt = model_forward(&mt, &cm, in, tg), ls = model_forward(&ms, NULL, in, tg);
+    double lt = whole_forward(&mt, &cm, in, tg), ls = whole_forward(&ms, NULL, in, tg);
     double dl = fabs(lt - ls) / fabs(ls), dlmax;
     MPI_Allreduce(&dl, &dlmax, 1, MPI_DOUBLE, MPI_MAX, g.world_comm);
     /* each layer's output: this rank's rows of the residual stream */
@@ -103,8 +104,8 @@ static void check(int tp, int sp, const int32_t *in, const int32_t *tg, int rank
 
     model_zero_grad(&mt);
     model_zero_grad(&ms);
-    model_backward(&mt, &cm, 1.0f / (B * T));
-    model_backward(&ms, NULL, 1.0f / (B * T));
+    whole_backward(&mt, &cm, 1.0f / (B * T));
+    whole_backward(&ms, NULL, 1.0f / (B * T));
     model_merge_embedding_grad(&mt);
     model_merge_embedding_grad(&ms);
     dp_reduce_tp_partial(&mt, &cm);

@@ -1,0 +1,137 @@
+/* config_doc.c -- the registry written out: the effective deck (every key,
+ * defaults filled) as a namelist, and docs/input.md (`triad --doc`). */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config_internal.h"
+
+void config_echo(FILE *f, const struct config *cfg)
+{
+    char v[2 * CONFIG_STRLEN + 4];
+    for (int g = 0; g < config_ngroups; g++) {
+        int width = 0;
+        for (int i = 0; i < config_nkeys; i++)
+            if (strcmp(config_keys[i].group, config_groups[g].name) == 0 && (int)strlen(config_keys[i].name) > width)
+                width = (int)strlen(config_keys[i].name);
+        fprintf(f, "%s&%s\n", g ? "\n" : "", config_groups[g].name);
+        for (int i = 0; i < config_nkeys; i++) {
+            if (strcmp(config_keys[i].group, config_groups[g].name) != 0) continue;
+            config_fmt_value(v, sizeof v, cfg, &config_keys[i]);
+            fprintf(f, "  %-*s = %s\n", width, config_keys[i].name, v);
+        }
+        fprintf(f, "/\n");
+    }
+}
+
+/* ------------------------------------------------------------ documentation */
+
+static const char doc_intro[] =
+    "# triad input reference\n"
+    "\n"
+    "<!-- Generated from src/params.def by `triad --doc` (`make input-docs`). Do not edit. -->\n"
+    "\n"
+    "triad reads its settings from an input deck in Fortran namelist syntax.\n"
+    "Every key has a default, so a deck names only what differs from it.\n"
+    "`triad check deck.nml` validates a deck and prints the effective deck:\n"
+    "every key, defaults filled in, itself a valid deck.\n"
+    "\n"
+    "## Syntax\n"
+    "\n"
+    "```fortran\n"
+    "! a small model on a text file\n"
+    "&model\n"
+    "  n_layer = 4, n_head = 4, d_model = 128   ! commas between keys are optional\n"
+    "  seq_len = 64\n"
+    "  vocab_size = 256\n"
+    "/\n"
+    "&train\n"
+    "  steps = 200, batch_size = 16\n"
+    "  lr = 1d-3, min_lr = 1.0e-4               ! e or d exponents\n"
+    "  warmup_steps = 20\n"
+    "/\n"
+    "&data kind = 'text', path = \"input.txt\" /\n"
+    "```\n"
+    "\n"
+    "- A group starts with `&name` and ends with `/` (or `&end`); a deck holds\n"
+    "  any number of groups, in any order. Group and key names are case-insensitive.\n"
+    "- `!` starts a comment that runs to the end of the line, anywhere outside a string.\n"
+    "- Values: integers (`12`, `-3`), reals (`0.5`, `6e-4`, `1.5d-3`),\n"
+    "  logicals (`.true.`, `.false.`, `.t.`, `.f.`, `T`, `F`), and strings in single or\n"
+    "  double quotes; a quote is written twice inside a string quoted with it\n"
+    "  (`'it''s'`). A string ends on its line.\n"
+    "- A value list may continue over several lines; `3*0.5` repeats a value\n"
+    "  three times. Every key below takes a single value.\n"
+    "- A key may appear only once in a deck.\n"
+    "\n"
+    "Any key can be overridden on the command line as `group.key=value`, after\n"
+    "the deck, with the same value syntax and checks; a string value needs no\n"
+    "quotes there:\n"
+    "\n"
+    "```sh\n"
+    "triad check deck.nml train.steps=100 train.lr=3e-4 data.path=other.txt\n"
+    "```\n"
+    "\n"
+    "Besides the ranges below, a deck is checked as a whole before anything is\n"
+    "allocated: `n_head` divides `d_model`; `world = tp * dp * pp` (`dp = 0` is\n"
+    "derived); `batch_size` is divisible by `dp * micro_batch_size`;\n"
+    "`min_lr <= lr`; `warmup_steps <= steps`; `kind = 'text'` or `'tokens'` needs\n"
+    "`path` (and `'text'` needs `vocab_size >= 256`); one micro-batch fits the\n"
+    "kernels' 32-bit indices. Every error names the key, the place and the fix.\n";
+
+/* Markdown table cell text: escape what would break the table or emphasis. */
+static void md_cell(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (strchr("|*_<>`\\[]", *s)) fputc('\\', f);
+        fputc(*s, f);
+    }
+}
+
+static void doc_allowed(char *buf, size_t n, const struct key_info *k)
+{
+    char lo[32], hi[32];
+    switch (k->type) {
+    case KEY_INT:
+        if (k->imax == INT64_MAX)
+            snprintf(buf, n, ">= %" PRId64, k->imin);
+        else
+            snprintf(buf, n, "%" PRId64 " ... %" PRId64, k->imin, k->imax);
+        break;
+    case KEY_REAL:
+        config_fmt_real(lo, sizeof lo, k->rmin);
+        config_fmt_real(hi, sizeof hi, k->rmax);
+        snprintf(buf, n, "%s ... %s", lo, hi);
+        break;
+    case KEY_BOOL: snprintf(buf, n, "`.true.`, `.false.`"); break;
+    case KEY_STR: snprintf(buf, n, "up to %d bytes", CONFIG_STRLEN - 1); break;
+    case KEY_ENUM: config_fmt_choices(buf, n, k->choices, "`'", "'`"); break;
+    }
+}
+
+void config_doc_markdown(FILE *f)
+{
+    static const char *const type_name[] = { "integer", "real", "logical", "string", "choice" };
+    struct config def;
+    char v[2 * CONFIG_STRLEN + 4], allowed[256];
+    config_defaults(&def);
+    fputs(doc_intro, f);
+    for (int g = 0; g < config_ngroups; g++) {
+        fprintf(f, "\n## `&%s`: ", config_groups[g].name);
+        md_cell(f, config_groups[g].doc);
+        fprintf(f, "\n\n");
+        fprintf(f, "| key | type | default | allowed | description |\n");
+        fprintf(f, "| --- | --- | --- | --- | --- |\n");
+        for (int i = 0; i < config_nkeys; i++) {
+            const struct key_info *k = &config_keys[i];
+            if (strcmp(k->group, config_groups[g].name) != 0) continue;
+            config_fmt_value(v, sizeof v, &def, k);
+            doc_allowed(allowed, sizeof allowed, k);
+            fprintf(f, "| `%s` | %s | `%s` | %s | ", k->name, type_name[k->type], v, allowed);
+            md_cell(f, k->doc);
+            fprintf(f, " |\n");
+        }
+    }
+}

@@ -1,0 +1,239 @@
+/* model_acts.c -- activations: what a slot keeps of each layer for the
+ * backward (fp32, or packed in 16 bits under bf16/fp16, LayerNorm
+ * statistics always fp32), the shared one-layer scratch, and the slots of
+ * the micro-batches in flight. */
+#include "model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "model_internal.h"
+
+float *model_carve(float **cursor, size_t n)
+{
+    float *p = *cursor;
+    *cursor += (n + 15) / 16 * 16; /* keep every tensor 64-byte aligned */
+    return p;
+}
+
+/* The fields of one layer's activations, `layers` of them per field (att
+ * only when with_att); stat marks the LayerNorm statistics, which stay fp32
+ * whatever the precision. */
+enum { LAYER_FIELDS = 12 };
+struct act_field { float **p; size_t n; int stat; };
+static void layer_fields(struct act_field *t, struct layer_acts *la, const struct model_dims *d, int B,
+                         size_t layers, int with_att)
+{
+    size_t N = (size_t)B * d->T, C = (size_t)d->C, Cl = C / (size_t)d->tp, S = d->sp ? N / (size_t)d->tp : N;
+    size_t NHl = (size_t)(d->NH / d->tp), TT = (size_t)d->T * d->T, n = layers;
+    struct act_field f[LAYER_FIELDS] = {
+        {&la->ln1, n * N * C, 0}, {&la->ln1_mean, n * S, 1}, {&la->ln1_rstd, n * S, 1},
+        {&la->qkv, n * N * 3 * Cl, 0}, {&la->atty, n * N * Cl, 0}, {&la->att, with_att ? n * B * NHl * TT : 0, 0},
+        {&la->residual2, n * S * C, 0},
+        {&la->ln2, n * N * C, 0}, {&la->ln2_mean, n * S, 1}, {&la->ln2_rstd, n * S, 1},
+        {&la->fch, n * N * 4 * Cl, 0}, {&la->fch_gelu, n * N * 4 * Cl, 0},
+    };
+    memcpy(t, f, sizeof f);
+}
+
+/* Lay out one layer's activations, `layers` of them per field, from mem
+ * (NULL: just count); att only when with_att.  Returns the floats used. */
+static size_t layer_layout(struct layer_acts *la, float *mem, const struct model_dims *d, int B, size_t layers,
+                           int with_att)
+{
+    struct act_field t[LAYER_FIELDS];
+    layer_fields(t, la, d, B, layers, with_att);
+    size_t total = 0;
+    for (int i = 0; i < LAYER_FIELDS; i++) {
+        *t[i].p = mem && t[i].n ? mem + total : NULL;
+        total += (t[i].n + 15) / 16 * 16;
+    }
+    return total;
+}
+
+/* bf16/fp16: a stored layer is kept packed in 16-bit elements (the
+ * statistics as the two halves of their fp32 bits): its size in uint16. */
+static size_t packed_layer_u16(const struct model_dims *d, int B, int with_att)
+{
+    struct layer_acts probe;
+    struct act_field t[LAYER_FIELDS];
+    layer_fields(t, &probe, d, B, 1, with_att);
+    size_t total = 0;
+    for (int i = 0; i < LAYER_FIELDS; i++) total += ((t[i].stat ? 2 : 1) * t[i].n + 31) / 32 * 32;
+    return total;
+}
+
+/* Store one layer's activations (la, computed in fp32 containers holding
+ * values of the format) into dst, or load them back: exact both ways. */
+static void pack_layer(const struct model *m, uint16_t *dst, struct layer_acts *la, int with_att)
+{
+    struct act_field t[LAYER_FIELDS];
+    layer_fields(t, la, &m->d, m->B, 1, with_att);
+    for (int i = 0; i < LAYER_FIELDS; i++) {
+        if (t[i].stat) m->k->copy(dst, *t[i].p, t[i].n * sizeof(float));
+        else if (t[i].n) m->k->lp_pack(m->d.prec, dst, *t[i].p, t[i].n);
+        dst += ((t[i].stat ? 2 : 1) * t[i].n + 31) / 32 * 32;
+    }
+}
+
+static void unpack_layer(const struct model *m, struct layer_acts *la, const uint16_t *src, int with_att)
+{
+    struct act_field t[LAYER_FIELDS];
+    layer_fields(t, la, &m->d, m->B, 1, with_att);
+    for (int i = 0; i < LAYER_FIELDS; i++) {
+        if (t[i].stat) m->k->copy(*t[i].p, src, t[i].n * sizeof(float));
+        else if (t[i].n) m->k->lp_unpack(m->d.prec, *t[i].p, src, t[i].n);
+        src += ((t[i].stat ? 2 : 1) * t[i].n + 31) / 32 * 32;
+    }
+}
+
+/* Are the stored layers' activations kept packed, and with att? */
+static int packed(const struct model_dims *d) { return d->prec != PREC_FP32; }
+static int stores_att(const struct model_dims *d) { return d->recompute != RECOMPUTE_SELECTIVE; }
+
+/* One micro-batch's activations for one chunk (head buffers only where the
+ * head lives), carved from mem (NULL: just count). */
+static size_t slot_layout(struct chunk_acts *a, float *mem, const struct model_dims *d, int B)
+{
+    size_t N = (size_t)B * d->T, C = (size_t)d->C, Lc = (size_t)d->Lc, tp = (size_t)d->tp;
+    size_t S = d->sp ? N / tp : N, H = model_has_head(d) ? 1 : 0;
+    struct { float **p; size_t n; } t[] = {
+        {(float **)&a->inputs, N}, {(float **)&a->targets, N},
+        {&a->input, S * C}, {&a->dout, S * C}, {&a->residual3, Lc * S * C},
+        {&a->lnf, H * N * C}, {&a->lnf_mean, H * S}, {&a->lnf_rstd, H * S},
+        {&a->logits, H * N * (size_t)d->Vp / tp}, {&a->ce_max, H * N}, {&a->ce_sums, H * 2 * N},
+        {&a->losses, H * N},
+    };
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        if (mem) *t[i].p = mem + total; /* int32 and float are both 4 bytes */
+        total += (t[i].n + 15) / 16 * 16;
+    }
+    /* the layers not recomputed in full keep everything; att only without
+     * selective recomputation; in bf16/fp16 packed in 16 bits */
+    size_t kept = Lc - (size_t)d->Lr;
+    if (packed(d)) {
+        memset(&a->stored, 0, sizeof a->stored);
+        size_t u16 = kept * packed_layer_u16(d, B, stores_att(d));
+        a->packed = mem && u16 ? (uint16_t *)(mem + total) : NULL;
+        total += (u16 / 2 + 15) / 16 * 16;
+    } else {
+        a->packed = NULL;
+        total += layer_layout(&a->stored, mem ? mem + total : NULL, d, B, kept, stores_att(d));
+    }
+    a->mb = -1;
+    return total;
+}
+
+static size_t scratch_layout(struct scratch *s, float *mem, const struct model_dims *d, int B)
+{
+    size_t N = (size_t)B * d->T, C = (size_t)d->C, Cl = C / (size_t)d->tp, S = d->sp ? N / (size_t)d->tp : N;
+    size_t NHl = (size_t)(d->NH / d->tp), TT = (size_t)d->T * d->T;
+    int sel = d->recompute == RECOMPUTE_SELECTIVE;
+    struct { float **p; size_t n; } t[] = {
+        {&s->full, N * C}, {&s->part, S * C}, {&s->dresidual, S * C}, {&s->dfull, N * C},
+        {&s->dln_full, N * C}, {&s->dln_part, S * C}, {&s->datty, N * Cl}, {&s->dqkv, N * 3 * Cl},
+        {&s->dfch, N * 4 * Cl}, {&s->dfch_gelu, N * 4 * Cl}, {&s->datt, B * NHl * TT},
+        {&s->atty_discard, sel ? N * Cl : 0},
+    };
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        if (mem) *t[i].p = mem + total;
+        total += (t[i].n + 15) / 16 * 16;
+    }
+    /* one layer's worth for the recomputed ones (full) and the packed ones
+     * (bf16/fp16): all of it; the attention probabilities (selective) */
+    if (d->recompute == RECOMPUTE_FULL || packed(d)) {
+        total += layer_layout(&s->layer, mem ? mem + total : NULL, d, B, 1, 1);
+    } else if (sel) {
+        size_t att = (size_t)B * NHl * TT;
+        memset(&s->layer, 0, sizeof s->layer);
+        if (mem) s->layer.att = mem + total;
+        total += (att + 15) / 16 * 16;
+    } else {
+        memset(&s->layer, 0, sizeof s->layer);
+    }
+    return total;
+}
+
+size_t model_slot_floats(const struct model_dims *d, int B)
+{
+    struct chunk_acts probe;
+    return slot_layout(&probe, NULL, d, B);
+}
+
+size_t model_scratch_floats(const struct model_dims *d, int B)
+{
+    struct scratch probe;
+    return scratch_layout(&probe, NULL, d, B);
+}
+
+void model_acts_alloc(struct model *m, int nslots)
+{
+    size_t per = model_slot_floats(&m->d, m->B), scr = model_scratch_floats(&m->d, m->B);
+    float *mem = m->k->alloc((per * (size_t)nslots + scr) * sizeof(float));
+    m->nslots = nslots;
+    m->slot = xcalloc((size_t)nslots, sizeof *m->slot);
+    for (int i = 0; i < nslots; i++) slot_layout(&m->slot[i], mem + per * (size_t)i, &m->d, m->B);
+    scratch_layout(&m->scr, mem + per * (size_t)nslots, &m->d, m->B);
+    m->act_bytes = (per * (size_t)nslots + scr) * sizeof(float);
+}
+
+struct chunk_acts *model_slot(struct model *m, int mb, int chunk)
+{
+    struct chunk_acts *free_slot = NULL;
+    for (int i = 0; i < m->nslots; i++) {
+        if (m->slot[i].mb == mb && m->slot[i].chunk == chunk) return &m->slot[i];
+        if (m->slot[i].mb < 0 && !free_slot) free_slot = &m->slot[i];
+    }
+    if (!free_slot)
+        die("no free activation slot for micro-batch %d, chunk %d (%d in flight): the schedule holds more "
+            "micro-batches than planned", mb, chunk, m->nslots);
+    free_slot->mb = mb;
+    free_slot->chunk = chunk;
+    return free_slot;
+}
+
+void model_slot_release(struct chunk_acts *a) { a->mb = -1; }
+
+/* Where layer k of slot a's chunk keeps its activations: the shared
+ * one-layer scratch if it is recomputed in full, else its place among the
+ * slot's stored layers (att in the scratch under selective recomputation). */
+void model_layer_acts(const struct model *m, const struct chunk_acts *a, int k, struct layer_acts *la)
+{
+    const struct model_dims *d = &m->d;
+    if (k < d->Lr || packed(d)) { /* recomputed, or (un)packed through the scratch */
+        *la = m->scr.layer;
+        return;
+    }
+    size_t i = (size_t)(k - d->Lr), N = (size_t)m->N, S = (size_t)m->Ns, C = (size_t)d->C;
+    size_t Cl = C / (size_t)d->tp, att = (size_t)m->B * (size_t)(d->NH / d->tp) * d->T * d->T;
+    const struct layer_acts *st = &a->stored;
+    la->ln1 = st->ln1 + i * N * C;
+    la->ln1_mean = st->ln1_mean + i * S;
+    la->ln1_rstd = st->ln1_rstd + i * S;
+    la->qkv = st->qkv + i * N * 3 * Cl;
+    la->atty = st->atty + i * N * Cl;
+    la->att = d->recompute == RECOMPUTE_SELECTIVE ? m->scr.layer.att : st->att + i * att;
+    la->residual2 = st->residual2 + i * S * C;
+    la->ln2 = st->ln2 + i * N * C;
+    la->ln2_mean = st->ln2_mean + i * S;
+    la->ln2_rstd = st->ln2_rstd + i * S;
+    la->fch = st->fch + i * N * 4 * Cl;
+    la->fch_gelu = st->fch_gelu + i * N * 4 * Cl;
+}
+
+void model_pack_layer(struct model *m, struct chunk_acts *a, int k, struct layer_acts *la)
+{
+    const struct model_dims *d = &m->d;
+    if (packed(d) && k >= d->Lr) /* a stored layer (a recomputation stores nothing: k < Lr) */
+        pack_layer(m, a->packed + (size_t)(k - d->Lr) * packed_layer_u16(d, m->B, stores_att(d)), la, stores_att(d));
+}
+
+void model_unpack_layer(const struct model *m, const struct chunk_acts *a, int k, struct layer_acts *la)
+{
+    const struct model_dims *d = &m->d;
+    if (packed(d) && k >= d->Lr)
+        unpack_layer(m, la, a->packed + (size_t)(k - d->Lr) * packed_layer_u16(d, m->B, stores_att(d)), stores_att(d));
+}

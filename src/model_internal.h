@@ -1,0 +1,31 @@
+/* model_internal.h -- what the model's files share and nothing else uses:
+ * model_params.c (the tensors), model_acts.c (the activations), model.c
+ * (the maths). */
+#ifndef TRIAD_MODEL_INTERNAL_H
+#define TRIAD_MODEL_INTERNAL_H
+
+#include "model.h"
+
+/* The next n floats of an allocation, every tensor 64-byte aligned. */
+float *model_carve(float **cursor, size_t n);
+
+/* The initial values of tensor id's slice of global layer `layer` on this
+ * rank: each element draws the number of its logical position, so every
+ * decomposition starts from the serial run's weights. */
+void model_init_tensor(float *p, const struct model_dims *d, enum param_id id, int layer, uint64_t seed);
+
+/* Allocate nslots activation slots and the scratch. */
+void model_acts_alloc(struct model *m, int nslots);
+
+/* Where layer k of slot a's chunk keeps its activations: the shared
+ * one-layer scratch if it is recomputed in full or stored packed, else its
+ * place among the slot's stored layers. */
+void model_layer_acts(const struct model *m, const struct chunk_acts *a, int k, struct layer_acts *la);
+
+/* bf16/fp16: store layer k's activations (la) into the slot's packed
+ * memory after its forward, and load them back before its backward (exact
+ * both ways); no-ops in fp32 and for recomputed layers. */
+void model_pack_layer(struct model *m, struct chunk_acts *a, int k, struct layer_acts *la);
+void model_unpack_layer(const struct model *m, const struct chunk_acts *a, int k, struct layer_acts *la);
+
+#endif

@@ -1,0 +1,195 @@
+/* model_params.c -- GPT-2's parameter table: each tensor's shape, its split
+ * over the tp ranks, the layers each pipeline rank holds, the sizes, the
+ * logical parameter count and the initial values. */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "model_internal.h"
+#include "rng.h"
+
+const struct param_info param_table[NUM_PARAMS] = {
+    [P_WTE] = {"wte", 0, 1, INIT_NORMAL, SHARD_ROWS},
+    [P_WPE] = {"wpe", 0, 1, INIT_NORMAL, SHARD_NONE},
+    [P_LN1W] = {"ln1_w", 1, 0, INIT_ONE, SHARD_NONE, 1},
+    [P_LN1B] = {"ln1_b", 1, 0, INIT_ZERO, SHARD_NONE, 1},
+    [P_QKVW] = {"qkv_w", 1, 1, INIT_NORMAL, SHARD_ROWS3},
+    [P_QKVB] = {"qkv_b", 1, 0, INIT_ZERO, SHARD_ROWS3},
+    [P_ATTPROJW] = {"attproj_w", 1, 1, INIT_NORMAL_SCALED, SHARD_COLS},
+    [P_ATTPROJB] = {"attproj_b", 1, 0, INIT_ZERO, SHARD_NONE},
+    [P_LN2W] = {"ln2_w", 1, 0, INIT_ONE, SHARD_NONE, 1},
+    [P_LN2B] = {"ln2_b", 1, 0, INIT_ZERO, SHARD_NONE, 1},
+    [P_FCW] = {"fc_w", 1, 1, INIT_NORMAL, SHARD_ROWS},
+    [P_FCB] = {"fc_b", 1, 0, INIT_ZERO, SHARD_ROWS},
+    [P_FCPROJW] = {"fcproj_w", 1, 1, INIT_NORMAL_SCALED, SHARD_COLS},
+    [P_FCPROJB] = {"fcproj_b", 1, 0, INIT_ZERO, SHARD_NONE},
+    [P_LNFW] = {"lnf_w", 0, 0, INIT_ONE, SHARD_NONE, 1},
+    [P_LNFB] = {"lnf_b", 0, 0, INIT_ZERO, SHARD_NONE, 1},
+};
+
+int param_sp_partial(const struct model_dims *d, enum param_id id) { return d->sp && param_table[id].sp_partial; }
+
+void param_shape(const struct model_dims *d, enum param_id id, size_t *rows, size_t *cols)
+{
+    size_t C = (size_t)d->C;
+    size_t r = C, c = 1; /* vectors are (n, 1) */
+    switch (id) {
+    case P_WTE: r = (size_t)d->Vp; c = C; break;
+    case P_WPE: r = (size_t)d->T; c = C; break;
+    case P_QKVW: r = 3 * C; c = C; break;
+    case P_QKVB: r = 3 * C; break;
+    case P_ATTPROJW: c = C; break;
+    case P_FCW: r = 4 * C; c = C; break;
+    case P_FCB: r = 4 * C; break;
+    case P_FCPROJW: c = 4 * C; break;
+    default: break;
+    }
+    *rows = r;
+    *cols = c;
+}
+
+void param_local_shape(const struct model_dims *d, enum param_id id, size_t *rows, size_t *cols)
+{
+    param_shape(d, id, rows, cols);
+    enum shard_kind k = param_table[id].shard;
+    if (k == SHARD_ROWS || k == SHARD_ROWS3) *rows /= (size_t)d->tp;
+    if (k == SHARD_COLS) *cols /= (size_t)d->tp;
+}
+
+void param_logical_index(const struct model_dims *d, enum param_id id, size_t r, size_t c, size_t *lr,
+                         size_t *lc)
+{
+    size_t rows, cols, tr = (size_t)d->tp_rank;
+    param_local_shape(d, id, &rows, &cols);
+    *lr = r;
+    *lc = c;
+    switch (param_table[id].shard) {
+    case SHARD_ROWS: *lr = tr * rows + r; break;
+    case SHARD_ROWS3: { /* q, k, v thirds: this rank's heads of each */
+        size_t third = rows / 3, blk = r / third;
+        *lr = blk * third * (size_t)d->tp + tr * third + r % third;
+        break;
+    }
+    case SHARD_COLS: *lc = tr * cols + c; break;
+    default: break;
+    }
+}
+
+void model_dims_init(struct model_dims *d, const struct config *cfg, const struct run_shape *s, const struct grid *g)
+{
+    memset(d, 0, sizeof *d);
+    d->L = (int)cfg->model.n_layer;
+    d->C = (int)cfg->model.d_model;
+    d->NH = (int)cfg->model.n_head;
+    d->HS = d->C / d->NH;
+    d->T = (int)cfg->model.seq_len;
+    d->V = (int)cfg->model.vocab_size;
+    d->Vp = (int)s->Vp;
+    d->tp = s->tp;
+    d->tp_rank = g->tp_rank;
+    d->sp = s->sp;
+    d->pp = s->pp;
+    d->pp_rank = g->pp_rank;
+    d->dp = s->dp;
+    d->v = s->v;
+    d->Lc = d->L / (d->pp * d->v);
+    d->Lp = d->v * d->Lc;
+    d->recompute = config_is(cfg->train.recompute, "full")        ? RECOMPUTE_FULL
+                   : config_is(cfg->train.recompute, "selective") ? RECOMPUTE_SELECTIVE
+                                                                  : RECOMPUTE_NONE;
+    d->prec = precision_from_name(cfg->train.precision);
+    d->shard_grads = s->zero2;
+    int64_t n = cfg->train.recompute_layers;
+    d->Lr = d->recompute != RECOMPUTE_FULL ? 0 : n == 0 || n > d->Lc ? d->Lc : (int)n;
+}
+
+int model_global_layer(const struct model_dims *d, int j)
+{
+    int chunk = j / d->Lc;
+    return (chunk * d->pp + d->pp_rank) * d->Lc + j % d->Lc;
+}
+
+int model_local_layer(const struct model_dims *d, int l)
+{
+    int s = l / d->Lc; /* virtual stage */
+    if (s % d->pp != d->pp_rank) return -1;
+    return (s / d->pp) * d->Lc + l % d->Lc;
+}
+
+int model_has_embedding(const struct model_dims *d) { return d->pp_rank == 0; }
+int model_has_head(const struct model_dims *d) { return d->pp_rank == d->pp - 1; }
+
+/* Does this rank hold tensor id (per-layer tensors: if it holds any layer)? */
+static int holds(const struct model_dims *d, enum param_id id)
+{
+    switch (id) {
+    case P_WTE: return model_has_embedding(d) || model_has_head(d); /* tied: both ends */
+    case P_WPE: return model_has_embedding(d);
+    case P_LNFW:
+    case P_LNFB: return model_has_head(d);
+    default: return d->Lp > 0;
+    }
+}
+
+int64_t model_logical_params(const struct model_dims *d) { return shape_params(d->L, d->C, d->T, d->V); }
+
+double model_flops_per_token(const struct model_dims *d)
+{
+    double n = (double)(model_logical_params(d) - (int64_t)d->T * d->C);
+    return 6.0 * n + 12.0 * d->L * d->C * d->T;
+}
+
+
+size_t model_tensor_size(const struct model_dims *d, enum param_id id)
+{
+    size_t r, c;
+    param_local_shape(d, id, &r, &c);
+    return holds(d, id) ? r * c * (param_table[id].per_layer ? (size_t)d->Lp : 1) : 0;
+}
+
+size_t model_layer_floats(const struct model_dims *d)
+{
+    size_t n = 0;
+    for (int i = 0; i < NUM_PARAMS; i++)
+        if (param_table[i].per_layer && d->Lp > 0) n += model_tensor_size(d, (enum param_id)i) / (size_t)d->Lp;
+    return n;
+}
+
+size_t model_rest_grad_floats(const struct model_dims *d)
+{
+    size_t n = 0;
+    for (int i = 0; i < NUM_PARAMS; i++)
+        if (!param_table[i].per_layer) n += (model_tensor_size(d, (enum param_id)i) + 15) / 16 * 16;
+    return n > 0 ? n : 16;
+}
+
+/* --------------------------------------------------------- initialisation */
+
+void model_init_tensor(float *p, const struct model_dims *d, enum param_id id, int layer, uint64_t seed)
+{
+    const struct param_info *pi = &param_table[id];
+    size_t rows, cols, lrows, lcols;
+    param_local_shape(d, id, &rows, &cols);
+    param_shape(d, id, &lrows, &lcols);
+    if (pi->init == INIT_ZERO || pi->init == INIT_ONE) {
+        float v = pi->init == INIT_ONE ? 1.0f : 0.0f;
+        for (size_t i = 0; i < rows * cols; i++) p[i] = v;
+        return;
+    }
+    double std = 0.02;
+    if (pi->init == INIT_NORMAL_SCALED) std = 0.02 / sqrt(2.0 * d->L);
+    char key[64];
+    if (pi->per_layer) snprintf(key, sizeof key, "h.%d/%s", layer, pi->name);
+    else snprintf(key, sizeof key, "%s", pi->name);
+    uint64_t stream = rng_stream_id(key);
+    size_t real_rows = id == P_WTE ? (size_t)d->V : lrows; /* padded vocabulary rows stay zero */
+#pragma omp parallel for schedule(static)
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++) {
+            size_t lr, lc;
+            param_logical_index(d, id, r, c, &lr, &lc);
+            p[r * cols + c] = lr < real_rows ? (float)(std * rng_normal(seed, stream, lr * lcols + lc)) : 0.0f;
+        }
+}
