@@ -9,6 +9,7 @@
 #endif
 #include "check.h"
 #include "cuda_backend.h"
+#include "cuda_sizes.h"
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -76,7 +77,7 @@ const uint16_t *cuda_lp_operand(enum cuda_lp lp, int slot, const float *x, size_
 #define BLOCK 256
 #define GRID_MAX 65535u
 /* Fixed grid of the deterministic reductions (sumsq). */
-#define REDUCE_BLOCKS 1024u
+#define REDUCE_BLOCKS CUDA_REDUCE_BLOCKS
 
 static inline unsigned grid_for(size_t n)
 {

@@ -5,6 +5,7 @@
 
 #include "check.h"
 #include "cuda_backend.h"
+#include "cuda_sizes.h"
 #include "cuda_device.h"
 #include "device.h"
 
@@ -78,10 +79,10 @@ static void attention_bwd(enum precision p, float *dqkv, float *scratch, const f
     else cuda_attention_backward_tc(lp_of(p), dqkv, scratch, dout, qkv, att, B, T, C, NH);
 }
 
-/* The rate of the products a run in precision p makes (4096^3). */
+/* The rate of the products a run in precision p makes (CUDA_PROBE_N^3). */
 static double peak_gflops(enum precision p)
 {
-    return cuda_peak_gflops(p == PREC_FP32 ? -1 : (int)lp_of(p), 4096);
+    return cuda_peak_gflops(p == PREC_FP32 ? -1 : (int)lp_of(p), CUDA_PROBE_N);
 }
 
 static int tf32_on; /* train.tf32, set at open */

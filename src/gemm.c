@@ -244,9 +244,13 @@ const char *gemm_backend_name(void)
     return name;
 }
 
+enum { PROBE_N = 1024 }; /* gemm_peak_gflops: three PROBE_N^2 matrices */
+
+size_t gemm_probe_bytes(void) { return 3 * (size_t)PROBE_N * PROBE_N * sizeof(float); }
+
 double gemm_peak_gflops(void)
 {
-    enum { S = 1024 };
+    enum { S = PROBE_N };
     float *A = aligned_alloc(64, (size_t)S * S * sizeof(float));
     float *B = aligned_alloc(64, (size_t)S * S * sizeof(float));
     float *C = aligned_alloc(64, (size_t)S * S * sizeof(float));

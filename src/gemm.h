@@ -22,6 +22,8 @@ void gemm_reset_path(void);
 /* Bytes of packing buffers a thread keeps once it has multiplied (the
  * planner's workspace). */
 size_t gemm_pack_bytes(void);
+/* Bytes gemm_peak_gflops allocates while it measures (the planner's probe). */
+size_t gemm_probe_bytes(void);
 
 /* Name of the implementation in use (printed at start-up). */
 const char *gemm_backend_name(void);

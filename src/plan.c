@@ -21,12 +21,9 @@
 #include "model.h"
 #include "optim.h"
 #include "pipeline.h"
+#include "cuda_sizes.h"
 #include "dp.h"
 
-enum { SGEMM_PROBE_BYTES = 3 * 1024 * 1024 * 4 };               /* gemm_peak_gflops: three 1024^2 matrices */
-enum { CUDA_PROBE_N = 4096 }; /* the CUDA table's peak_gflops: A, B (4 or 2 bytes) and C (4) of 4096^2 */
-/* cuda/context.cu's reduction scratch: 1024 partial sums, a result and a count, 8 bytes each */
-enum { CUDA_CONTEXT_BYTES = (1024 + 2) * 8 };
 
 static size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; } /* what xalloc_aligned reserves */
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
@@ -203,11 +200,11 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
         s->act_by_recompute[rc] = act_bytes(&e, p->B, s->slots);
     }
     s->bytes[PM_COMM] = comm_buffer(p, &d, flat);
-    s->bytes[PM_WORK] = p->cuda ? lp_operand_bytes(&d, p->B) + CUDA_CONTEXT_BYTES
+    s->bytes[PM_WORK] = p->cuda ? lp_operand_bytes(&d, p->B) + CUDA_CONTEXT_SCRATCH_BYTES
                                 : (size_t)p->threads * gemm_pack_bytes();
     s->bytes[PM_PROBE] = cfg->train.peak_gflops > 0 ? 0
-                         : p->cuda ? (size_t)CUDA_PROBE_N * CUDA_PROBE_N * (d.prec == PREC_FP32 ? 12 : 8)
-                                   : (size_t)SGEMM_PROBE_BYTES;
+                         : p->cuda ? (size_t)CUDA_PROBE_N * CUDA_PROBE_N * (d.prec == PREC_FP32 ? 12 : 8) /* A, B, C */
+                                   : gemm_probe_bytes();
     s->bytes[PM_RUNTIME] = p->cuda ? PLAN_RUNTIME_CUDA : PLAN_RUNTIME_CPU;
     size_t transient = 0;
     for (int i = 0; i < PM_COUNT; i++) {
@@ -368,12 +365,14 @@ static void print_memory(FILE *f, const struct plan *p)
     else
         fprintf(f, "  workspace: gemm packing, %d thread(s); runtime: MPI, HDF5, the libraries (measured)\n",
                 p->threads);
+    char probe[96] = "";
+    if (p->stage[0].bytes[PM_PROBE] && p->cuda)
+        snprintf(probe, sizeof probe, ", the start-up GEMM that measures the peak (%d^2)", CUDA_PROBE_N);
+    else if (p->stage[0].bytes[PM_PROBE])
+        snprintf(probe, sizeof probe, ", the start-up sgemm probe (%.0f MiB)", gemm_probe_bytes() / 1048576.0);
     fprintf(f, "  peak = the resident columns + the largest temporary, one at a time: comm buf (MPI's scratch for\n"
                "        the largest collective)%s%s\n",
-            ck ? ", ZeRO ckpt (the full m and v while a checkpoint is written)" : "",
-            p->stage[0].bytes[PM_PROBE] ? (p->cuda ? ", the start-up GEMM that measures the peak (4096^2)"
-                                                   : ", the start-up sgemm probe (12 MiB)")
-                                        : "");
+            ck ? ", ZeRO ckpt (the full m and v while a checkpoint is written)" : "", probe);
     fprintf(f, "\nactivations per rank (%s) by recomputation%s:\n", unit_name(p),
             p->recompute == RECOMPUTE_FULL ? " (full: all layers)" : "");
     fprintf(f, "  %-14s %10s %10s %12s %10s %10s\n", "stage", "per slot", "scratch", "none", "selective", "full");

@@ -121,7 +121,7 @@ build_kernels() { # CC OUTDIR
 t0=$(date +%s)
 CU="context kernels matmul attention crossentropy lowp"
 printf '%s\n' $CU | xargs -P "$JOBS" -I{} "$NVCC" -std=c++17 -O3 -arch="$ARCH" \
-    --compiler-options=-Wall,-Wextra,-Wshadow -Werror all-warnings -Icuda -c cuda/{}.cu -o "$B/{}.o" ||
+    --compiler-options=-Wall,-Wextra,-Wshadow -Werror all-warnings -Icuda -Isrc -c cuda/{}.cu -o "$B/{}.o" ||
     die "nvcc failed"
 CPU_SRC="kernels_isa gemm gemm_generic gemm_avx2 gemm_avx512 cpu precision"
 $CC -c cuda/check.c -o "$B/check.o" && build_kernels "$CC" "$B" &&
@@ -134,7 +134,7 @@ for t in test_cuda_kernels test_cuda_lowp; do
 done
 $CC $MPI_CFLAGS cuda/device.c cuda/table.c src/log.c regression/unit/test_cuda_device.c $CUDA_OBJS \
     $MPI_LIBS $CUDA_LIBS -lm -o "$B/test_cuda_device" || die "cannot build test_cuda_device"
-"$NVCC" -std=c++17 -O3 -arch="$ARCH" -Icuda bench/cuda_gemm_bench.cu "$B/check.o" "$B/context.o" \
+"$NVCC" -std=c++17 -O3 -arch="$ARCH" -Icuda -Isrc bench/cuda_gemm_bench.cu "$B/check.o" "$B/context.o" \
     "$B/matmul.o" "$B/lowp.o" -lcublasLt -lcublas -o "$B/cuda_gemm_bench" || die "cannot build the benchmark"
 echo "gpu_check: built in $(($(date +%s) - t0)) s"
 
