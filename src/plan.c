@@ -16,21 +16,20 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cuda_sizes.h"
+#include "dp.h"
 #include "gemm.h"
 #include "log.h"
 #include "model.h"
 #include "optim.h"
 #include "pipeline.h"
-#include "cuda_sizes.h"
-#include "dp.h"
+#include "plan_internal.h"
 
 
 static size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; } /* what xalloc_aligned reserves */
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
-/* The dims a rank of stage pp_rank gets: model_dims_init reads the grid's
- * sizes and coordinates only. */
-static void stage_dims(struct model_dims *d, const struct config *cfg, const struct plan *p, int pp_rank)
+void plan_stage_dims(struct model_dims *d, const struct config *cfg, const struct plan *p, int pp_rank)
 {
     struct grid g;
     memset(&g, 0, sizeof g);
@@ -175,7 +174,7 @@ static size_t lp_operand_bytes(const struct model_dims *d, int B)
 static void plan_stage(struct plan_stage *s, const struct plan *p, const struct config *cfg, int r)
 {
     struct model_dims d;
-    stage_dims(&d, cfg, p, r);
+    plan_stage_dims(&d, cfg, p, r);
     memset(s, 0, sizeof *s);
     s->pp_rank = r;
     s->Lp = d.Lp;
@@ -246,7 +245,7 @@ int plan_compute(struct plan *p, const struct config *cfg, int world, int thread
         if (p->stage[r].peak > p->peak) p->peak = p->stage[r].peak, p->peak_stage = r;
     }
     struct model_dims d;
-    stage_dims(&d, cfg, p, 0);
+    plan_stage_dims(&d, cfg, p, 0);
     p->logical_params = model_logical_params(&d);
     p->recompute = d.recompute;
     return 0;
@@ -298,334 +297,6 @@ double plan_memory_available(const struct config *cfg, int ranks_per_node, char 
     return (lim > 0 && lim < phys ? lim : phys) / n;
 }
 
-/* ------------------------------------------------------------ printing */
-
-/* Bytes in the unit of the table: GiB when the peak reaches 1 GiB, else MiB. */
-static double unit_div(const struct plan *p) { return p->peak >= ((size_t)1 << 30) ? 1073741824.0 : 1048576.0; }
-static const char *unit_name(const struct plan *p) { return p->peak >= ((size_t)1 << 30) ? "GiB" : "MiB"; }
-
-static void human(char *buf, size_t n, double bytes)
-{
-    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-    int i = 0;
-    while (bytes >= 1024 && i < 5) bytes /= 1024, i++;
-    snprintf(buf, n, i == 0 ? "%.0f %s" : "%.1f %s", bytes, u[i]);
-}
-
-/* Stages a..b print as one row when every number of theirs is the same. */
-static int same_stage(const struct plan_stage *a, const struct plan_stage *b)
-{
-    return a->Lp == b->Lp && a->slots == b->slots && a->in_flight == b->in_flight && a->params == b->params &&
-           !memcmp(a->bytes, b->bytes, sizeof a->bytes) &&
-           !memcmp(a->act_by_recompute, b->act_by_recompute, sizeof a->act_by_recompute) &&
-           !memcmp(a->comm, b->comm, sizeof a->comm);
-}
-
-static void stage_label(char *buf, size_t n, const struct plan *p, int a, int b)
-{
-    const char *what = p->pp == 1 ? "" : a == 0 ? " (embed)" : b == p->pp - 1 ? " (head)" : "";
-    if (p->pp == 1) snprintf(buf, n, "all");
-    else if (a == b) snprintf(buf, n, "%d%s", a, what);
-    else snprintf(buf, n, "%d-%d%s", a, b, what);
-}
-
-/* The last stage of the run of stages alike to stage a. */
-static int run_end(const struct plan *p, int a)
-{
-    int b = a;
-    while (b + 1 < p->pp && same_stage(&p->stage[a], &p->stage[b + 1])) b++;
-    return b;
-}
-
-static void print_memory(FILE *f, const struct plan *p)
-{
-    double u = unit_div(p);
-    int ck = 0;
-    for (int r = 0; r < p->pp; r++) ck |= p->stage[r].bytes[PM_CKPT] > 0;
-    fprintf(f, "memory per rank (%s):\n", unit_name(p));
-    fprintf(f, "  %-11s %6s %9s %8s %8s %9s %11s %9s %7s %8s%s %8s\n", "stage", "layers", "in flight", "params",
-            "grads", "optimizer", "activations", "workspace", "runtime", "comm buf", ck ? "  ZeRO ckpt" : "", "peak");
-    for (int a = 0, b = 0; a < p->pp; a = b + 1) {
-        b = run_end(p, a);
-        const struct plan_stage *s = &p->stage[a];
-        char lab[48], inf[24], cks[24] = "";
-        stage_label(lab, sizeof lab, p, a, b);
-        snprintf(inf, sizeof inf, "%d/%d", s->in_flight, s->slots);
-        if (ck) snprintf(cks, sizeof cks, " %10.2f", s->bytes[PM_CKPT] / u);
-        fprintf(f, "  %-11s %6d %9s %8.2f %8.2f %9.2f %11.2f %9.2f %7.2f %8.2f%s %8.2f\n", lab, s->Lp, inf,
-                s->bytes[PM_PARAMS] / u, s->bytes[PM_GRADS] / u, s->bytes[PM_OPTIM] / u, s->bytes[PM_ACTS] / u,
-                s->bytes[PM_WORK] / u, s->bytes[PM_RUNTIME] / u, s->bytes[PM_COMM] / u, cks, s->peak / u);
-    }
-    fprintf(f, "  in flight: micro-batches (x chunks) the schedule holds at once / slots allocated%s\n",
-            p->pp > 1 ? " (+2 look-ahead receives)" : "");
-    if (p->cuda)
-        fprintf(f, "  workspace: the backend's reduction scratch and the 16-bit copies of the products' operands\n"
-                   "  (bf16/fp16); runtime: CUDA context, cuBLAS, allocator (an estimate, 2 GiB: not yet measured\n"
-                   "  on a GPU)\n");
-    else
-        fprintf(f, "  workspace: gemm packing, %d thread(s); runtime: MPI, HDF5, the libraries (measured)\n",
-                p->threads);
-    char probe[96] = "";
-    if (p->stage[0].bytes[PM_PROBE] && p->cuda)
-        snprintf(probe, sizeof probe, ", the start-up GEMM that measures the peak (%d^2)", CUDA_PROBE_N);
-    else if (p->stage[0].bytes[PM_PROBE])
-        snprintf(probe, sizeof probe, ", the start-up sgemm probe (%.0f MiB)", gemm_probe_bytes() / 1048576.0);
-    fprintf(f, "  peak = the resident columns + the largest temporary, one at a time: comm buf (MPI's scratch for\n"
-               "        the largest collective)%s%s\n",
-            ck ? ", ZeRO ckpt (the full m and v while a checkpoint is written)" : "", probe);
-    fprintf(f, "\nactivations per rank (%s) by recomputation%s:\n", unit_name(p),
-            p->recompute == RECOMPUTE_FULL ? " (full: all layers)" : "");
-    fprintf(f, "  %-14s %10s %10s %12s %10s %10s\n", "stage", "per slot", "scratch", "none", "selective", "full");
-    for (int a = 0, b = 0; a < p->pp; a = b + 1) {
-        b = run_end(p, a);
-        const struct plan_stage *s = &p->stage[a];
-        char lab[48];
-        stage_label(lab, sizeof lab, p, a, b);
-        fprintf(f, "  %-14s %10.2f %10.2f %12.2f %10.2f %10.2f\n", lab, s->slot_bytes / u, s->scratch_bytes / u,
-                s->act_by_recompute[0] / u, s->act_by_recompute[1] / u, s->act_by_recompute[2] / u);
-    }
-}
-
-static void print_fit(FILE *f, const struct plan *p, double avail, const char *source)
-{
-    char need[32], have[32];
-    human(need, sizeof need, (double)p->peak);
-    if (avail <= 0) {
-        fprintf(f, "\nmemory available: %s; peak %s per rank (stage %d): fit not checked\n", source, need,
-                p->peak_stage);
-        return;
-    }
-    human(have, sizeof have, avail);
-    fprintf(f, "\nmemory available: %s per rank (%s)\n", have, source);
-    if ((double)p->peak <= avail)
-        fprintf(f, "FITS: peak %s per rank (stage %d), %.0f%% of the memory\n", need, p->peak_stage,
-                100.0 * p->peak / avail);
-    else
-        fprintf(f, "DOES NOT FIT: stage %d needs %s per rank, %.2fx the %s available\n", p->peak_stage, need,
-                p->peak / avail, have);
-}
-
-/* ------------------------------------------------------------ suggestions */
-
-int plan_validate(const struct config *cfg, int world, struct config_error *err)
-{
-    struct config c = *cfg;
-    snprintf(c.train.device, CONFIG_STRLEN, "cpu"); /* the plan's arithmetic is the same on any device */
-    return config_validate(&c, world, err);
-}
-
-struct change {
-    struct config cfg;
-    int world;
-    char what[160];
-    size_t peak;
-};
-
-/* Re-plan c; 0 if it is a valid deck that lowers the peak below `than`. */
-static int replan(struct change *c, size_t than)
-{
-    struct config_error err;
-    struct plan q;
-    char e[256];
-    if (plan_validate(&c->cfg, c->world, &err) != 0) return -1;
-    if (plan_compute(&q, &c->cfg, c->world, 0, e, sizeof e) != 0) return -1;
-    c->peak = q.peak;
-    plan_free(&q);
-    return c->peak < than ? 0 : -1;
-}
-
-/* The single changes worth trying on cfg (world ranks). */
-static int candidates(struct change *out, int max, const struct config *cfg, int world)
-{
-    int n = 0, dp = config_dp(cfg, world), B = config_micro_batch(cfg, world);
-    int64_t tp = cfg->parallel.tp, pp = cfg->parallel.pp;
-#define ADD(...)                                                                  \
-    do {                                                                          \
-        if (n < max) {                                                            \
-            out[n].cfg = *cfg;                                                    \
-            out[n].cfg.parallel.dp = dp;                                          \
-            out[n].world = world;                                                 \
-            snprintf(out[n].what, sizeof out[n].what, __VA_ARGS__);               \
-            n++;                                                                  \
-        }                                                                         \
-    } while (0)
-#define LAST (&out[n - 1].cfg)
-    for (int nb = B / 2; nb >= 1; nb = nb > 1 ? 1 : 0) {
-        ADD("micro_batch_size %d -> %d", B, nb);
-        LAST->train.micro_batch_size = nb;
-        if (nb == 1) break;
-    }
-    if (!config_is(cfg->train.recompute, "selective") && !config_is(cfg->train.recompute, "full")) {
-        ADD("recompute '%.16s' -> 'selective'", cfg->train.recompute);
-        snprintf(LAST->train.recompute, CONFIG_STRLEN, "selective");
-    }
-    if (!config_is(cfg->train.recompute, "full") || cfg->train.recompute_layers > 0) {
-        ADD("recompute '%.16s' -> 'full'%s", cfg->train.recompute, cfg->train.recompute_layers ? " (all layers)" : "");
-        snprintf(LAST->train.recompute, CONFIG_STRLEN, "full");
-        LAST->train.recompute_layers = 0;
-    }
-    if (tp > 1 && !cfg->parallel.sequence_parallel) {
-        ADD("sequence_parallel .false. -> .true.");
-        LAST->parallel.sequence_parallel = 1;
-    }
-    if (!config_is(cfg->parallel.schedule, "1f1b") && cfg->parallel.virtual_stages == 1) {
-        ADD("schedule '%.16s' -> '1f1b'", cfg->parallel.schedule);
-        snprintf(LAST->parallel.schedule, CONFIG_STRLEN, "1f1b");
-    }
-    if (dp > 1 && cfg->parallel.zero_stage == 0) {
-        ADD("zero_stage 0 -> 1 (optimizer state sharded over dp = %d)", dp);
-        LAST->parallel.zero_stage = 1;
-    }
-    if (dp > 1 && cfg->parallel.zero_stage < 2) {
-        ADD("zero_stage %lld -> 2 (optimizer state and gradients sharded over dp = %d)",
-            (long long)cfg->parallel.zero_stage, dp);
-        LAST->parallel.zero_stage = 2;
-    }
-    if (config_is(cfg->train.precision, "fp32")) { /* halves the activations kept for backward */
-        ADD("precision 'fp32' -> 'bf16'");
-        snprintf(LAST->train.precision, CONFIG_STRLEN, "bf16");
-    }
-    if (dp % 2 == 0) {
-        ADD("pp %lld -> %lld, dp %d -> %d (same %d ranks)", (long long)pp, (long long)pp * 2, dp, dp / 2, world);
-        LAST->parallel.pp = pp * 2;
-        LAST->parallel.dp = dp / 2;
-        ADD("tp %lld -> %lld, dp %d -> %d (same %d ranks)", (long long)tp, (long long)tp * 2, dp, dp / 2, world);
-        LAST->parallel.tp = tp * 2;
-        LAST->parallel.dp = dp / 2;
-    }
-    ADD("pp %lld -> %lld (%d -> %d ranks)", (long long)pp, (long long)pp * 2, world, world * 2);
-    LAST->parallel.pp = pp * 2;
-    out[n - 1].world = world * 2;
-    ADD("tp %lld -> %lld (%d -> %d ranks)", (long long)tp, (long long)tp * 2, world, world * 2);
-    LAST->parallel.tp = tp * 2;
-    out[n - 1].world = world * 2;
-#undef ADD
-#undef LAST
-    return n;
-}
-
-static int by_peak(const void *a, const void *b)
-{
-    size_t x = ((const struct change *)a)->peak, y = ((const struct change *)b)->peak;
-    return x < y ? -1 : x > y;
-}
-
-enum { MAX_CHANGES = 16 };
-
-void plan_print_advice(FILE *f, const struct plan *p, const struct config *cfg, double avail)
-{
-    struct change *c = xcalloc(MAX_CHANGES, sizeof *c);
-    int n = candidates(c, MAX_CHANGES, cfg, p->world), k = 0;
-    for (int i = 0; i < n; i++)
-        if (replan(&c[i], p->peak) == 0) c[k++] = c[i];
-    qsort(c, (size_t)k, sizeof *c, by_peak);
-    if (k == 0) {
-        fprintf(f, "\nno single change to the deck lowers the peak\n");
-        free(c);
-        return;
-    }
-    char h[32];
-    fprintf(f, "\nsuggestions (each deck re-planned; lowest peak first):\n");
-    for (int i = 0; i < k; i++) {
-        human(h, sizeof h, (double)c[i].peak);
-        fprintf(f, "  %-58s %10s%s\n", c[i].what, h, avail <= 0 ? "" : c[i].peak <= avail ? "  fits" : "");
-    }
-    /* nothing fits alone: apply the best change, re-plan, repeat */
-    if (avail > 0 && c[0].peak > avail) {
-        struct change cur = c[0];
-        char chain[640];
-        snprintf(chain, sizeof chain, "%s", c[0].what);
-        for (int step = 0; step < 4 && cur.peak > avail; step++) {
-            struct change *d = xcalloc(MAX_CHANGES, sizeof *d);
-            int m = candidates(d, MAX_CHANGES, &cur.cfg, cur.world), best = -1;
-            for (int i = 0; i < m; i++)
-                if (replan(&d[i], cur.peak) == 0 && (best < 0 || d[i].peak < d[best].peak)) best = i;
-            if (best >= 0) {
-                snprintf(chain + strlen(chain), sizeof chain - strlen(chain), " + %s", d[best].what);
-                cur = d[best];
-            }
-            free(d);
-            if (best < 0) break;
-        }
-        human(h, sizeof h, (double)cur.peak);
-        fprintf(f, "  together: %s: %s%s\n", chain, h, cur.peak <= avail ? "  fits" : "  (still does not fit)");
-    }
-    free(c);
-}
-
-static void print_comm(FILE *f, const struct plan *p)
-{
-    const enum comm_group cg[] = {CG_TP, CG_DP, CG_PP, CG_EMBED};
-    fprintf(f, "\ncommunication per step and rank (payload bytes, as the run's counters count them):\n");
-    fprintf(f, "  %-14s %12s %12s %12s %12s\n", "stage", "tp", "dp", "pp", "embed");
-    for (int a = 0, b = 0; a < p->pp; a = b + 1) {
-        b = run_end(p, a);
-        char lab[48], v[4][32];
-        stage_label(lab, sizeof lab, p, a, b);
-        for (int i = 0; i < 4; i++) human(v[i], sizeof v[i], p->stage[a].comm[cg[i]]);
-        fprintf(f, "  %-14s %12s %12s %12s %12s\n", lab, v[0], v[1], v[2], v[3]);
-    }
-    fprintf(f, "  tp: per micro-batch (4 x layers + embedding + head) x B*T*C*4 bytes (x2 with sequence\n"
-               "      parallelism: all-gather + reduce-scatter), + 2 per layer recomputed in full, + the\n"
-               "      cross-entropy statistics; dp: the whole gradient all-reduced (ZeRO-1: reduce-scatter +\n"
-               "      all-gather of the parameters; ZeRO-2: each layer's gradients reduce-scattered per\n"
-               "      micro-batch, the rest once per step, + the all-gather); pp: B*T*C*4 (/tp with sequence\n"
-               "      parallelism) per micro-batch\n"
-               "      and chunk boundary, sent and received, forward and backward; embed: wte's gradient\n"
-               "      all-reduced between the first and the last stage.\n");
-}
-
-void plan_print(FILE *f, const struct plan *p, const struct config *cfg, double avail, const char *avail_source)
-{
-    struct model_dims d;
-    stage_dims(&d, cfg, p, 0);
-    char full[32];
-    human(full, sizeof full, (double)p->logical_params * 4);
-    fprintf(f, "plan for %d ranks = tp %d x dp %d x pp %d (device '%s', %s)\n", p->world, p->tp, p->dp, p->pp,
-            cfg->train.device, cfg->train.precision);
-    int big = p->logical_params >= 1000000000;
-    fprintf(f, "model: L=%d C=%d NH=%d T=%d V=%d (padded %d): %lld parameters (%.1f %s), %s in fp32 (%.1f GB)\n",
-            d.L, d.C, d.NH, d.T, d.V, d.Vp, (long long)p->logical_params, p->logical_params / (big ? 1e9 : 1e6),
-            big ? "billion" : "million", full, p->logical_params * 4 / 1e9);
-    fprintf(f, "batch: %lld sequences per step: %d micro-batch(es) of %d per replica; schedule %s, %d chunk(s) "
-               "per rank, %d layers per chunk; recompute '%s'%s\n", (long long)cfg->train.batch_size, p->m, p->B,
-            cfg->parallel.schedule, p->v, d.Lc, cfg->train.recompute, p->sp ? "; sequence parallel" : "");
-    if (p->pp > 1)
-        fprintf(f, "pipeline bubble: (p-1)/(v*m+p-1) = %ld/%ld = %.1f%%\n", p->bubble_num, p->bubble_den,
-                100 * p->bubble);
-    int lp = d.prec != PREC_FP32;
-    fprintf(f, "optimizer: AdamW m and v%s in fp32, %s\n", lp ? " and the master weights" : "",
-            p->zero2  ? "ZeRO-2: a 1/dp slice per rank, and of the gradients (the full state is gathered while "
-                        "a checkpoint is written or read: column 'ckpt')"
-            : p->zero ? "ZeRO-1: a 1/dp slice per rank (the full state is gathered while a checkpoint is "
-                        "written or read: column 'ckpt')"
-                      : "replicated on every data-parallel rank (zero_stage = 0)");
-    if (lp)
-        fprintf(f, "precision: %s parameters (values of the format in fp32 containers) and activations (stored "
-                   "layers packed in 16 bits), fp32 gradients\n", cfg->train.precision);
-    fputc('\n', f);
-    print_memory(f, p);
-    print_fit(f, p, avail, avail_source);
-    if (avail > 0 && (double)p->peak > avail) plan_print_advice(f, p, cfg, avail);
-    print_comm(f, p);
-    fprintf(f, "\nexact bytes per rank (what a run allocates, as its log prints them; what it counts):\n");
-    for (int r = 0; r < p->pp; r++) {
-        const struct plan_stage *s = &p->stage[r];
-        fprintf(f, "  stage %d: parameters %zu, gradients %zu, optimizer %zu, activations %zu bytes\n", r,
-                s->bytes[PM_PARAMS], s->bytes[PM_GRADS], s->bytes[PM_OPTIM], s->bytes[PM_ACTS]);
-    }
-    for (int r = 0; p->cuda && r < p->pp; r++) {
-        const struct plan_stage *s = &p->stage[r];
-        fprintf(f, "  stage %d device memory: %zu bytes (parameters to workspace; not the CUDA runtime's own)\n", r,
-                s->bytes[PM_PARAMS] + s->bytes[PM_GRADS] + s->bytes[PM_OPTIM] + s->bytes[PM_ACTS] + s->bytes[PM_WORK]);
-    }
-    for (int r = 0; r < p->pp; r++)
-        fprintf(f, "  stage %d peak: %zu bytes\n", r, p->stage[r].peak);
-    for (int r = 0; r < p->pp; r++)
-        fprintf(f, "  stage %d traffic per step: tp %.0f, dp %.0f, pp %.0f, embed %.0f bytes\n", r,
-                p->stage[r].comm[CG_TP], p->stage[r].comm[CG_DP], p->stage[r].comm[CG_PP], p->stage[r].comm[CG_EMBED]);
-}
-
 /* ------------------------------------------------------------ in a run */
 
 void plan_check(const struct config *cfg, const struct grid *g)
@@ -646,8 +317,8 @@ void plan_check(const struct config *cfg, const struct grid *g)
     MPI_CHECK(MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, g->world_comm));
     MPI_CHECK(MPI_Allreduce(&have, &least, 1, MPI_DOUBLE, MPI_MIN, g->world_comm));
     char h_need[32], h_have[32];
-    human(h_need, sizeof h_need, (double)p.peak);
-    human(h_have, sizeof h_have, isinf(least) ? 0 : least);
+    plan_human(h_need, sizeof h_need, (double)p.peak);
+    plan_human(h_have, sizeof h_have, isinf(least) ? 0 : least);
     if (!any) {
         if (isinf(least)) log_info("memory plan: peak %s per rank (stage %d); memory available: %s\n", h_need,
                                    p.peak_stage, source);
@@ -658,8 +329,8 @@ void plan_check(const struct config *cfg, const struct grid *g)
     }
     /* everything printed before any rank leaves: mpirun aborts the job on the first exit status 1 */
     if (g->rank == 0) {
-        print_memory(stdout, &p);
-        print_fit(stdout, &p, least, source);
+        plan_print_memory(stdout, &p);
+        plan_print_fit(stdout, &p, least, source);
         plan_print_advice(stdout, &p, cfg, least);
         fflush(stdout);
         fprintf(stderr, "error: not enough memory: the plan needs %s per rank, %s is available (%s)\n"

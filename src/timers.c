@@ -1,0 +1,30 @@
+/* timers.c -- the phases' names and their summary over ranks. */
+#include "timers.h"
+
+#include "log.h"
+
+static const char *timer_names[NUM_TIMERS] = {
+#define TIMER_NAME(id, name) name,
+    TIMER_LIST(TIMER_NAME)
+#undef TIMER_NAME
+};
+
+const char *timer_name(enum timer_id id) { return timer_names[id]; }
+
+void timers_print_summary(const struct timers *t, MPI_Comm world, int steps, FILE *f)
+{
+    double mn[NUM_TIMERS], mx[NUM_TIMERS], sum[NUM_TIMERS];
+    int rank, n;
+    MPI_CHECK(MPI_Comm_rank(world, &rank));
+    MPI_CHECK(MPI_Comm_size(world, &n));
+    MPI_CHECK(MPI_Reduce(t->total, mn, NUM_TIMERS, MPI_DOUBLE, MPI_MIN, 0, world));
+    MPI_CHECK(MPI_Reduce(t->total, mx, NUM_TIMERS, MPI_DOUBLE, MPI_MAX, 0, world));
+    MPI_CHECK(MPI_Reduce(t->total, sum, NUM_TIMERS, MPI_DOUBLE, MPI_SUM, 0, world));
+    if (rank != 0) return;
+    fprintf(f, "timing over %d steps (seconds; min / avg / max over %d ranks):\n", steps, n);
+    fprintf(f, "  %-12s %10s %10s %10s %8s\n", "phase", "min", "avg", "max", "% step");
+    double step = sum[T_STEP] / n;
+    for (int i = 0; i < NUM_TIMERS; i++)
+        fprintf(f, "  %-12s %10.3f %10.3f %10.3f %7.1f%%\n", timer_names[i], mn[i], sum[i] / n, mx[i],
+                step > 0 ? 100.0 * (sum[i] / n) / step : 0.0);
+}
