@@ -38,6 +38,20 @@ wait_until() {
     return 1
 }
 started() { grep -q "^step  *$2/" "$1" 2> /dev/null; }
+# signal_at PID LOG SIGNAL: once LOG shows step 50, send SIGNAL to PID and
+# wait for it; sets st (its status) and stop (the step triad stopped at).
+signal_at() {
+    wait_until 300 started "$2" 50 && kill -"$3" "$1"
+    wait "$1"
+    st=$?
+    stop=$(sed -n 's/.*stopping at step \([0-9]*\) (signal).*/\1/p' "$2" | head -n 1)
+}
+# resume DIR: restart = 'auto' in DIR; to the end bitwise equal to the uninterrupted run?
+resume() {
+    triad_run 2 "$deck" $slow io.restart=auto io.run_dir="'$1'" &&
+        grep -q "restarted from $1/ckpt_$stop.h5 at step $stop" "$scratch/last.out" &&
+        compare_runs "$1" "$scratch/sref" 0 loss grad_norm > "$scratch/cmp.out"
+}
 # A start-up of most of a second (initialising 5M parameters or reading
 # them, the plan, the sgemm probe); the signal goes within 0.02 s of the
 # ranks' handlers appearing, before MPI_Init has returned.
@@ -81,17 +95,11 @@ triad_run 2 "$deck" $slow io.run_dir="'$scratch/sref'"
 ok $? "uninterrupted reference of a 600-step run"
 OMPI_MCA_odls_base_sigkill_timeout=2 $MPIEXEC -n 2 "$TRIAD" "$deck" $slow io.run_dir="'$scratch/s'" \
     > "$scratch/s.out" 2>&1 &
-pid=$!
-wait_until 300 started "$scratch/s.out" 50 && kill -TERM $pid
-wait $pid
-st=$?
-stop=$(sed -n 's/.*stopping at step \([0-9]*\) (signal).*/\1/p' "$scratch/s.out" | head -n 1)
+signal_at $! "$scratch/s.out" TERM
 [ -n "$stop" ] && grep -q "checkpoint $scratch/s/ckpt_$stop.h5 written and verified" "$scratch/s.out" &&
     "$PYTHON3" "$top_srcdir/tools/ckpt_info.py" --verify "$scratch/s/ckpt_$stop.h5" > "$scratch/verify.out" 2>&1
 ok $? "SIGTERM to mpirun at step 50: the ranks stop at step ${stop:-?} with a verified checkpoint (mpirun's status: $st)"
-triad_run 2 "$deck" $slow io.restart=auto io.run_dir="'$scratch/s'"
-[ $? -eq 0 ] && grep -q "restarted from $scratch/s/ckpt_$stop.h5 at step $stop" "$scratch/last.out" &&
-    compare_runs "$scratch/s" "$scratch/sref" 0 loss grad_norm > "$scratch/cmp.out"
+resume "$scratch/s"
 ok $? "its restart (taking over the killed run's lock): losses bitwise equal to the uninterrupted run"
 grep "lock" "$scratch/last.out" | diag
 
@@ -100,30 +108,19 @@ mkdir -p "$scratch/job"
 (cd "$scratch/job" && TRIAD="$TRIAD" TRIAD_LAUNCH="$MPIEXEC -n 2" \
     exec bash "$top_srcdir/jobscripts/template.sbatch" "$deck" $slow io.run_dir="'$scratch/j'") \
     > "$scratch/job.out" 2>&1 &
-pid=$!
-wait_until 300 started "$scratch/job.out" 50 && kill -TERM $pid
-wait $pid
-st=$?
-stop=$(sed -n 's/.*stopping at step \([0-9]*\) (signal).*/\1/p' "$scratch/job.out" | head -n 1)
+signal_at $! "$scratch/job.out" TERM
 [ $st -eq 3 ] && [ -n "$stop" ] && grep -q "^=== triad exited with status 3" "$scratch/job.out" &&
     grep -q "^=== cancelled (SIGTERM): not requeued" "$scratch/job.out" && [ -f "$scratch/j/ckpt_$stop.h5" ]
 ok $? "template.sbatch given SIGTERM: triad stops at step ${stop:-?} with a checkpoint, the job's status is 3 (got $st)"
 grep "^===" "$scratch/job.out" | diag
-triad_run 2 "$deck" $slow io.restart=auto io.run_dir="'$scratch/j'"
-[ $? -eq 0 ] && compare_runs "$scratch/j" "$scratch/sref" 0 loss grad_norm > /dev/null
+resume "$scratch/j"
 ok $? "and the job resubmitted ends bitwise equal to the uninterrupted run"
 
 # 5. a signal at a checkpoint step: that checkpoint, written once
 $MPIEXEC -n 2 "$TRIAD" "$deck" $slow io.checkpoint_every=1 io.run_dir="'$scratch/e'" > "$scratch/e.out" 2>&1 &
-pid=$!
-wait_until 300 started "$scratch/e.out" 50 && kill -USR1 $pid
-wait $pid
-st=$?
-stop=$(sed -n 's/.*stopping at step \([0-9]*\) (signal).*/\1/p' "$scratch/e.out" | head -n 1)
+signal_at $! "$scratch/e.out" USR1
 [ $st -eq 3 ] && [ -n "$stop" ] && [ "$(grep -c "checkpoint $scratch/e/ckpt_$stop.h5 written" "$scratch/e.out")" -eq 1 ]
 ok $? "SIGUSR1 with a checkpoint every step: status 3 (got $st), ckpt_${stop:-?}.h5 written once"
-triad_run 2 "$deck" $slow io.restart=auto io.run_dir="'$scratch/e'"
-[ $? -eq 0 ] && grep -q "restarted from $scratch/e/ckpt_$stop.h5 at step $stop" "$scratch/last.out" &&
-    compare_runs "$scratch/e" "$scratch/sref" 0 loss grad_norm > /dev/null
+resume "$scratch/e"
 ok $? "and resumes from it: losses bitwise equal to the uninterrupted run"
 done_testing

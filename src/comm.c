@@ -218,23 +218,12 @@ void comm_allgather_f32(struct comm *c, enum comm_group g, float *full, const fl
     if (n > (size_t)INT_MAX) die("all-gather of %zu elements per rank exceeds MPI's int count", n);
     double t0 = wtime();
     size_t all = n * (size_t)group_size(c, g);
-    if (c->staged) stage(c, all + n);
+    if (c->staged) stage(c, all + (part ? n : 0));
     device_ready(c);
-    float *f = mpi_view(c, full, all, 0, 0), *pt = mpi_view(c, part, n, all, 1);
-    MPI_CHECK(MPI_Allgather(pt, (int)n, MPI_FLOAT, f, (int)n, MPI_FLOAT, comm_of(c, g)));
-    mpi_done(c, full, f, all);
-    account(c, g, CO_ALLGATHER, all * sizeof(float), t0);
-}
-
-void comm_allgather_inplace_f32(struct comm *c, enum comm_group g, float *full, size_t n)
-{
-    if (n > (size_t)INT_MAX) die("all-gather of %zu elements per rank exceeds MPI's int count", n);
-    double t0 = wtime();
-    size_t all = n * (size_t)group_size(c, g);
-    if (c->staged) stage(c, all);
-    device_ready(c);
-    float *f = mpi_view(c, full, all, 0, 1);
-    MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, f, (int)n, MPI_FLOAT, comm_of(c, g)));
+    float *f = mpi_view(c, full, all, 0, !part); /* in place: this rank's part is read from full */
+    const void *send = part ? (const void *)mpi_view(c, part, n, all, 1) : MPI_IN_PLACE;
+    MPI_CHECK(MPI_Allgather(send, part ? (int)n : 0, part ? MPI_FLOAT : MPI_DATATYPE_NULL, f, (int)n, MPI_FLOAT,
+                            comm_of(c, g)));
     mpi_done(c, full, f, all);
     account(c, g, CO_ALLGATHER, all * sizeof(float), t0);
 }

@@ -70,11 +70,9 @@ void comm_allreduce_sum_f32(struct comm *c, enum comm_group g, float *buf, size_
 void comm_allreduce_sum_f64(struct comm *c, enum comm_group g, double *buf, size_t n);
 void comm_allreduce_max_f32(struct comm *c, enum comm_group g, float *buf, size_t n);
 void comm_allreduce_max_int(struct comm *c, enum comm_group g, int *buf, size_t n);
-/* Rank i of the group contributes n floats (part); full (size * n) receives
- * them in rank order. */
+/* Rank i of the group contributes n floats (part; NULL: its block is
+ * already in place in full); full (size * n) receives them in rank order. */
 void comm_allgather_f32(struct comm *c, enum comm_group g, float *full, const float *part, size_t n);
-/* The same with this rank's block already in place in full. */
-void comm_allgather_inplace_f32(struct comm *c, enum comm_group g, float *full, size_t n);
 /* full (size * n) summed over the group; rank i keeps block i in part (n). */
 void comm_reduce_scatter_f32(struct comm *c, enum comm_group g, float *part, const float *full, size_t n);
 /* send (the sum of counts) summed over the group; rank i keeps counts[i]

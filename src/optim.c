@@ -98,7 +98,7 @@ void optim_params_from_master(struct optim *o, struct model *m, struct comm *c)
     float *mine = m->params_mem + o->offset;
     o->k->copy(mine, o->master_mem, o->shard * sizeof(float));
     o->k->lp_round(o->prec, mine, o->shard);
-    if (o->zero) comm_allgather_inplace_f32(c, CG_DP, m->params_mem, o->shard);
+    if (o->zero) comm_allgather_f32(c, CG_DP, m->params_mem, NULL, o->shard);
 }
 
 void optim_unscale(struct optim *o, struct model *m, float inv)
@@ -184,7 +184,7 @@ void optim_update(struct optim *o, struct model *m, struct comm *c, double grad_
                      (float)o->beta2, (float)o->eps, wd, t);
     }
     if (o->master_mem) optim_params_from_master(o, m, c);
-    else if (o->zero) comm_allgather_inplace_f32(c, CG_DP, m->params_mem, o->shard);
+    else if (o->zero) comm_allgather_f32(c, CG_DP, m->params_mem, NULL, o->shard);
 }
 
 float *optim_some_grad(struct optim *o, struct model *m)

@@ -33,10 +33,10 @@ void plan_stage_dims(struct model_dims *d, const struct config *cfg, const struc
 {
     struct grid g;
     memset(&g, 0, sizeof g);
-    g.world = p->world;
-    g.tp = p->tp;
-    g.dp = p->dp;
-    g.pp = p->pp;
+    g.world = p->shape.world;
+    g.tp = p->shape.tp;
+    g.dp = p->shape.dp;
+    g.pp = p->shape.pp;
     g.pp_rank = pp_rank;
     g.world_comm = g.tp_comm = g.dp_comm = g.pp_comm = g.embed_comm = MPI_COMM_NULL;
     model_dims_init(d, cfg, &p->shape, &g);
@@ -70,7 +70,7 @@ static size_t allreduce_scratch(size_t n, int g) { return g < 2 ? 0 : n / 2; }
 static size_t reduce_scatter_scratch(size_t n, int g) { return g < 2 ? 0 : g == 2 ? n : 2 * n; }
 
 /* Does the data-parallel all-reduce run in buckets during the backward (dp.c, DP_OVERLAP)? */
-static int overlapped(const struct plan *p, const struct model_dims *d) { return p->overlap && d->Lp > 0; }
+static int overlapped(const struct plan *p, const struct model_dims *d) { return p->shape.overlap && d->Lp > 0; }
 
 /* Per-layer gradients dp.c reduces in flight (LayerNorms under sequence parallelism wait). */
 static size_t overlapped_bytes(const struct model_dims *d)
@@ -87,17 +87,17 @@ static size_t overlapped_bytes(const struct model_dims *d)
  * once before the final wait: up to all the per-layer gradients. */
 static size_t comm_buffer(const struct plan *p, const struct model_dims *d, size_t flat)
 {
-    size_t big = 0, NC = (size_t)p->B * d->T * d->C * 4, wte = model_tensor_size(d, P_WTE) * 4, x;
-    if (p->dp > 1 && p->zero2) /* a layer at a time, then each tensor outside the layers (wte the largest) */
+    size_t big = 0, NC = (size_t)p->shape.micro_batch * d->T * d->C * 4, wte = model_tensor_size(d, P_WTE) * 4, x;
+    if (p->shape.dp > 1 && p->shape.zero2) /* a layer at a time, then each tensor outside the layers (wte the largest) */
         big = reduce_scatter_scratch((model_layer_floats(d) > model_tensor_size(d, P_WTE) ? model_layer_floats(d)
                                                                                            : model_tensor_size(d, P_WTE)) * 4,
-                                     p->dp);
-    else if (p->dp > 1)
-        big = p->zero ? reduce_scatter_scratch(flat * 4, p->dp)
-            : overlapped(p, d) ? overlapped_bytes(d) : allreduce_scratch(flat * 4, p->dp);
-    if (p->dp > 1 && overlapped(p, d) && (x = allreduce_scratch(wte, p->dp)) > big) big = x; /* the rest, after */
-    if (p->tp > 1 && (x = p->sp ? reduce_scatter_scratch(NC, p->tp) : allreduce_scratch(NC, p->tp)) > big) big = x;
-    if (p->pp > 1 && (x = allreduce_scratch(wte, 2)) > big) big = x;
+                                     p->shape.dp);
+    else if (p->shape.dp > 1)
+        big = p->shape.zero ? reduce_scatter_scratch(flat * 4, p->shape.dp)
+            : overlapped(p, d) ? overlapped_bytes(d) : allreduce_scratch(flat * 4, p->shape.dp);
+    if (p->shape.dp > 1 && overlapped(p, d) && (x = allreduce_scratch(wte, p->shape.dp)) > big) big = x; /* the rest, after */
+    if (p->shape.tp > 1 && (x = p->shape.sp ? reduce_scatter_scratch(NC, p->shape.tp) : allreduce_scratch(NC, p->shape.tp)) > big) big = x;
+    if (p->shape.pp > 1 && (x = allreduce_scratch(wte, 2)) > big) big = x;
     return big;
 }
 
@@ -105,10 +105,10 @@ static size_t comm_buffer(const struct plan *p, const struct model_dims *d, size
  * comm.c counts them (all-gather and reduce-scatter: the full buffer). */
 static void stage_comm(struct plan_stage *s, const struct plan *p, const struct model_dims *d, size_t flat)
 {
-    double N = (double)p->B * d->T, NC = N * d->C * 4, Ns = d->sp ? N / d->tp : N;
+    double N = (double)p->shape.micro_batch * d->T, NC = N * d->C * 4, Ns = d->sp ? N / d->tp : N;
     int E = model_has_embedding(d), H = model_has_head(d);
     double norms = 8.0 * (4 + 12.0 * d->L); /* one double per logical tensor (optim_grad_norm) */
-    double m = p->m;
+    double m = p->shape.n_micro;
     memset(s->comm, 0, sizeof s->comm);
     if (d->tp > 1) {
         /* per micro-batch: 4 reductions per layer (2 forward, 2 backward), 2 more per layer recomputed in
@@ -117,18 +117,18 @@ static void stage_comm(struct plan_stage *s, const struct plan *p, const struct 
         double red = 4.0 * d->Lp + 2.0 * d->v * d->Lr + E + H;
         s->comm[CG_TP] = m * red * NC * (d->sp ? 2 : 1) + H * m * 3 * N * 4 + norms;
         if (d->sp) /* LayerNorm gradients (ZeRO-2: the layers' per micro-batch) */
-            s->comm[CG_TP] += ((p->zero2 ? m : 1) * 4.0 * d->Lp + 2.0 * H) * d->C * 4;
+            s->comm[CG_TP] += ((p->shape.zero2 ? m : 1) * 4.0 * d->Lp + 2.0 * H) * d->C * 4;
     }
     s->comm[CG_DP] = 8; /* the loss */
-    if (p->dp > 1 && p->zero2) { /* every layer per micro-batch, the rest once; the parameters gathered */
+    if (p->shape.dp > 1 && p->shape.zero2) { /* every layer per micro-batch, the rest once; the parameters gathered */
         double rest = 0;
         for (int i = 0; i < NUM_PARAMS; i++)
             if (!param_table[i].per_layer) rest += (double)model_tensor_size(d, (enum param_id)i) * 4;
         s->comm[CG_DP] += m * d->Lp * (double)model_layer_floats(d) * 4 + rest + (double)flat * 4 + norms;
-    } else if (p->dp > 1 && p->zero) s->comm[CG_DP] += 2.0 * flat * 4 + norms;
-    else if (p->dp > 1 && overlapped(p, d)) s->comm[CG_DP] += (double)s->params * 4; /* tensor by tensor */
-    else if (p->dp > 1) s->comm[CG_DP] += (double)flat * 4;                          /* the padded buffer */
-    if (p->pp > 1) {
+    } else if (p->shape.dp > 1 && p->shape.zero) s->comm[CG_DP] += 2.0 * flat * 4 + norms;
+    else if (p->shape.dp > 1 && overlapped(p, d)) s->comm[CG_DP] += (double)s->params * 4; /* tensor by tensor */
+    else if (p->shape.dp > 1) s->comm[CG_DP] += (double)flat * 4;                          /* the padded buffer */
+    if (p->shape.pp > 1) {
         int S = d->pp * d->v;
         double msgs = 0;
         for (int c = 0; c < d->v; c++) {
@@ -179,27 +179,27 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
     s->pp_rank = r;
     s->Lp = d.Lp;
     enum pp_schedule sched = pp_schedule_from_name(cfg->parallel.schedule);
-    s->in_flight = pp_peak_bound(sched, p->pp, p->v, p->m, r);
-    s->slots = s->in_flight + (p->pp > 1 ? 2 : 0); /* pp_exec_init */
+    s->in_flight = pp_peak_bound(sched, p->shape.pp, p->shape.v, p->shape.n_micro, r);
+    s->slots = s->in_flight + (p->shape.pp > 1 ? 2 : 0); /* pp_exec_init */
 
-    size_t flat = flat_floats(&d, &s->params), shard = p->zero ? flat / (size_t)p->dp : flat;
+    size_t flat = flat_floats(&d, &s->params), shard = p->shape.zero ? flat / (size_t)p->shape.dp : flat;
     int lp = d.prec != PREC_FP32; /* + fp32 master weights beside m and v */
     s->bytes[PM_PARAMS] = round64(flat * 4); /* bf16/fp16 values in fp32 containers, on the GPU too (so far) */
-    s->bytes[PM_GRADS] = grad_bytes(&d, flat, p->zero2);
-    s->bytes[PM_OPTIM] = (2 + (size_t)lp) * round64(shard * 4) + (p->zero ? round64(shard * 4) : 0);
+    s->bytes[PM_GRADS] = grad_bytes(&d, flat, p->shape.zero2);
+    s->bytes[PM_OPTIM] = (2 + (size_t)lp) * round64(shard * 4) + (p->shape.zero ? round64(shard * 4) : 0);
     int ckpt = cfg->io.save_final || cfg->io.checkpoint_every > 0 || cfg->io.restart[0];
-    s->bytes[PM_CKPT] = p->zero && ckpt ? (2 + (size_t)lp) * round64(flat * 4) : 0; /* optim_gather_full */
-    s->slot_bytes = model_slot_floats(&d, p->B) * 4;
-    s->scratch_bytes = model_scratch_floats(&d, p->B) * 4;
-    s->bytes[PM_ACTS] = act_bytes(&d, p->B, s->slots);
+    s->bytes[PM_CKPT] = p->shape.zero && ckpt ? (2 + (size_t)lp) * round64(flat * 4) : 0; /* optim_gather_full */
+    s->slot_bytes = model_slot_floats(&d, p->shape.micro_batch) * 4;
+    s->scratch_bytes = model_scratch_floats(&d, p->shape.micro_batch) * 4;
+    s->bytes[PM_ACTS] = act_bytes(&d, p->shape.micro_batch, s->slots);
     for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++) {
         struct model_dims e = d;
         e.recompute = rc;
         e.Lr = rc == RECOMPUTE_FULL ? d.Lc : 0;
-        s->act_by_recompute[rc] = act_bytes(&e, p->B, s->slots);
+        s->act_by_recompute[rc] = act_bytes(&e, p->shape.micro_batch, s->slots);
     }
     s->bytes[PM_COMM] = comm_buffer(p, &d, flat);
-    s->bytes[PM_WORK] = p->cuda ? lp_operand_bytes(&d, p->B) + CUDA_CONTEXT_SCRATCH_BYTES
+    s->bytes[PM_WORK] = p->cuda ? lp_operand_bytes(&d, p->shape.micro_batch) + CUDA_CONTEXT_SCRATCH_BYTES
                                 : (size_t)p->threads * gemm_pack_bytes();
     s->bytes[PM_PROBE] = cfg->train.peak_gflops > 0 ? 0
                          : p->cuda ? (size_t)CUDA_PROBE_N * CUDA_PROBE_N * (d.prec == PREC_FP32 ? 12 : 8) /* A, B, C */
@@ -221,26 +221,15 @@ int plan_compute(struct plan *p, const struct config *cfg, int world, int thread
     const struct kernels *k = kernels_for(cfg, why, sizeof why); /* (NULL: planned for an unbuilt device) */
     struct run_shape *s = &p->shape;
     run_shape_init(s, cfg, world, k ? kernels_staged(k) : 0);
-    p->tp = s->tp;
-    p->pp = s->pp;
-    p->dp = s->dp;
-    p->B = s->micro_batch;
-    if (p->dp <= 0 || p->B <= 0 || (int64_t)p->tp * p->pp * p->dp != world) {
-        snprintf(err, errlen, "%d ranks do not make a grid of tp = %d x pp = %d x dp", world, p->tp, p->pp);
+    if (p->shape.dp <= 0 || p->shape.micro_batch <= 0 || (int64_t)p->shape.tp * p->shape.pp * p->shape.dp != world) {
+        snprintf(err, errlen, "%d ranks do not make a grid of tp = %d x pp = %d x dp", world, p->shape.tp, p->shape.pp);
         return -1;
     }
-    p->world = world;
-    p->v = s->v;
-    p->m = s->n_micro;
-    p->sp = s->sp;
-    p->zero = s->zero;
-    p->zero2 = s->zero2;
-    p->overlap = s->overlap;
     p->cuda = config_is(cfg->train.device, "cuda");
     p->threads = threads > 0 ? threads : cfg->train.threads > 0 ? (int)cfg->train.threads : omp_get_max_threads();
-    p->bubble = pp_bubble_formula(p->pp, p->v, p->m, &p->bubble_num, &p->bubble_den);
-    p->stage = xcalloc((size_t)p->pp, sizeof *p->stage);
-    for (int r = 0; r < p->pp; r++) {
+    p->bubble = pp_bubble_formula(p->shape.pp, p->shape.v, p->shape.n_micro, &p->bubble_num, &p->bubble_den);
+    p->stage = xcalloc((size_t)p->shape.pp, sizeof *p->stage);
+    for (int r = 0; r < p->shape.pp; r++) {
         plan_stage(&p->stage[r], p, cfg, r);
         if (p->stage[r].peak > p->peak) p->peak = p->stage[r].peak, p->peak_stage = r;
     }

@@ -51,9 +51,8 @@ struct plan_stage {
 };
 
 struct plan {
-    struct run_shape shape;   /* the run's shape; the fields below are copied from it */
-    int world, tp, dp, pp, v, B, m; /* B sequences per micro-batch, m micro-batches per replica */
-    int sp, zero, zero2, overlap, recompute, threads, cuda; /* zero2: ZeRO-2 (zero set too) */
+    struct run_shape shape;   /* the grid, micro-batches, SP, ZeRO and overlap (shape.h) */
+    int recompute, threads, cuda;
     int64_t logical_params;
     long bubble_num, bubble_den;
     double bubble;

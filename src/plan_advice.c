@@ -119,7 +119,7 @@ enum { MAX_CHANGES = 16 };
 void plan_print_advice(FILE *f, const struct plan *p, const struct config *cfg, double avail)
 {
     struct change *c = xcalloc(MAX_CHANGES, sizeof *c);
-    int n = candidates(c, MAX_CHANGES, cfg, p->world), k = 0;
+    int n = candidates(c, MAX_CHANGES, cfg, p->shape.world), k = 0;
     for (int i = 0; i < n; i++)
         if (replan(&c[i], p->peak) == 0) c[k++] = c[i];
     qsort(c, (size_t)k, sizeof *c, by_peak);

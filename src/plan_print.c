@@ -35,8 +35,8 @@ static int same_stage(const struct plan_stage *a, const struct plan_stage *b)
 
 static void stage_label(char *buf, size_t n, const struct plan *p, int a, int b)
 {
-    const char *what = p->pp == 1 ? "" : a == 0 ? " (embed)" : b == p->pp - 1 ? " (head)" : "";
-    if (p->pp == 1) snprintf(buf, n, "all");
+    const char *what = p->shape.pp == 1 ? "" : a == 0 ? " (embed)" : b == p->shape.pp - 1 ? " (head)" : "";
+    if (p->shape.pp == 1) snprintf(buf, n, "all");
     else if (a == b) snprintf(buf, n, "%d%s", a, what);
     else snprintf(buf, n, "%d-%d%s", a, b, what);
 }
@@ -45,7 +45,7 @@ static void stage_label(char *buf, size_t n, const struct plan *p, int a, int b)
 static int run_end(const struct plan *p, int a)
 {
     int b = a;
-    while (b + 1 < p->pp && same_stage(&p->stage[a], &p->stage[b + 1])) b++;
+    while (b + 1 < p->shape.pp && same_stage(&p->stage[a], &p->stage[b + 1])) b++;
     return b;
 }
 
@@ -53,11 +53,11 @@ void plan_print_memory(FILE *f, const struct plan *p)
 {
     double u = unit_div(p);
     int ck = 0;
-    for (int r = 0; r < p->pp; r++) ck |= p->stage[r].bytes[PM_CKPT] > 0;
+    for (int r = 0; r < p->shape.pp; r++) ck |= p->stage[r].bytes[PM_CKPT] > 0;
     fprintf(f, "memory per rank (%s):\n", unit_name(p));
     fprintf(f, "  %-11s %6s %9s %8s %8s %9s %11s %9s %7s %8s%s %8s\n", "stage", "layers", "in flight", "params",
             "grads", "optimizer", "activations", "workspace", "runtime", "comm buf", ck ? "  ZeRO ckpt" : "", "peak");
-    for (int a = 0, b = 0; a < p->pp; a = b + 1) {
+    for (int a = 0, b = 0; a < p->shape.pp; a = b + 1) {
         b = run_end(p, a);
         const struct plan_stage *s = &p->stage[a];
         char lab[48], inf[24], cks[24] = "";
@@ -69,7 +69,7 @@ void plan_print_memory(FILE *f, const struct plan *p)
                 s->bytes[PM_WORK] / u, s->bytes[PM_RUNTIME] / u, s->bytes[PM_COMM] / u, cks, s->peak / u);
     }
     fprintf(f, "  in flight: micro-batches (x chunks) the schedule holds at once / slots allocated%s\n",
-            p->pp > 1 ? " (+2 look-ahead receives)" : "");
+            p->shape.pp > 1 ? " (+2 look-ahead receives)" : "");
     if (p->cuda)
         fprintf(f, "  workspace: the backend's reduction scratch and the 16-bit copies of the products' operands\n"
                    "  (bf16/fp16); runtime: CUDA context, cuBLAS, allocator (an estimate, 2 GiB: not yet measured\n"
@@ -88,7 +88,7 @@ void plan_print_memory(FILE *f, const struct plan *p)
     fprintf(f, "\nactivations per rank (%s) by recomputation%s:\n", unit_name(p),
             p->recompute == RECOMPUTE_FULL ? " (full: all layers)" : "");
     fprintf(f, "  %-14s %10s %10s %12s %10s %10s\n", "stage", "per slot", "scratch", "none", "selective", "full");
-    for (int a = 0, b = 0; a < p->pp; a = b + 1) {
+    for (int a = 0, b = 0; a < p->shape.pp; a = b + 1) {
         b = run_end(p, a);
         const struct plan_stage *s = &p->stage[a];
         char lab[48];
@@ -122,7 +122,7 @@ static void print_comm(FILE *f, const struct plan *p)
     const enum comm_group cg[] = {CG_TP, CG_DP, CG_PP, CG_EMBED};
     fprintf(f, "\ncommunication per step and rank (payload bytes, as the run's counters count them):\n");
     fprintf(f, "  %-14s %12s %12s %12s %12s\n", "stage", "tp", "dp", "pp", "embed");
-    for (int a = 0, b = 0; a < p->pp; a = b + 1) {
+    for (int a = 0, b = 0; a < p->shape.pp; a = b + 1) {
         b = run_end(p, a);
         char lab[48], v[4][32];
         stage_label(lab, sizeof lab, p, a, b);
@@ -145,23 +145,23 @@ void plan_print(FILE *f, const struct plan *p, const struct config *cfg, double 
     plan_stage_dims(&d, cfg, p, 0);
     char full[32];
     plan_human(full, sizeof full, (double)p->logical_params * 4);
-    fprintf(f, "plan for %d ranks = tp %d x dp %d x pp %d (device '%s', %s)\n", p->world, p->tp, p->dp, p->pp,
+    fprintf(f, "plan for %d ranks = tp %d x dp %d x pp %d (device '%s', %s)\n", p->shape.world, p->shape.tp, p->shape.dp, p->shape.pp,
             cfg->train.device, cfg->train.precision);
     int big = p->logical_params >= 1000000000;
     fprintf(f, "model: L=%d C=%d NH=%d T=%d V=%d (padded %d): %lld parameters (%.1f %s), %s in fp32 (%.1f GB)\n",
             d.L, d.C, d.NH, d.T, d.V, d.Vp, (long long)p->logical_params, p->logical_params / (big ? 1e9 : 1e6),
             big ? "billion" : "million", full, p->logical_params * 4 / 1e9);
     fprintf(f, "batch: %lld sequences per step: %d micro-batch(es) of %d per replica; schedule %s, %d chunk(s) "
-               "per rank, %d layers per chunk; recompute '%s'%s\n", (long long)cfg->train.batch_size, p->m, p->B,
-            cfg->parallel.schedule, p->v, d.Lc, cfg->train.recompute, p->sp ? "; sequence parallel" : "");
-    if (p->pp > 1)
+               "per rank, %d layers per chunk; recompute '%s'%s\n", (long long)cfg->train.batch_size, p->shape.n_micro, p->shape.micro_batch,
+            cfg->parallel.schedule, p->shape.v, d.Lc, cfg->train.recompute, p->shape.sp ? "; sequence parallel" : "");
+    if (p->shape.pp > 1)
         fprintf(f, "pipeline bubble: (p-1)/(v*m+p-1) = %ld/%ld = %.1f%%\n", p->bubble_num, p->bubble_den,
                 100 * p->bubble);
     int lp = d.prec != PREC_FP32;
     fprintf(f, "optimizer: AdamW m and v%s in fp32, %s\n", lp ? " and the master weights" : "",
-            p->zero2  ? "ZeRO-2: a 1/dp slice per rank, and of the gradients (the full state is gathered while "
+            p->shape.zero2  ? "ZeRO-2: a 1/dp slice per rank, and of the gradients (the full state is gathered while "
                         "a checkpoint is written or read: column 'ckpt')"
-            : p->zero ? "ZeRO-1: a 1/dp slice per rank (the full state is gathered while a checkpoint is "
+            : p->shape.zero ? "ZeRO-1: a 1/dp slice per rank (the full state is gathered while a checkpoint is "
                         "written or read: column 'ckpt')"
                       : "replicated on every data-parallel rank (zero_stage = 0)");
     if (lp)
@@ -173,19 +173,19 @@ void plan_print(FILE *f, const struct plan *p, const struct config *cfg, double 
     if (avail > 0 && (double)p->peak > avail) plan_print_advice(f, p, cfg, avail);
     print_comm(f, p);
     fprintf(f, "\nexact bytes per rank (what a run allocates, as its log prints them; what it counts):\n");
-    for (int r = 0; r < p->pp; r++) {
+    for (int r = 0; r < p->shape.pp; r++) {
         const struct plan_stage *s = &p->stage[r];
         fprintf(f, "  stage %d: parameters %zu, gradients %zu, optimizer %zu, activations %zu bytes\n", r,
                 s->bytes[PM_PARAMS], s->bytes[PM_GRADS], s->bytes[PM_OPTIM], s->bytes[PM_ACTS]);
     }
-    for (int r = 0; p->cuda && r < p->pp; r++) {
+    for (int r = 0; p->cuda && r < p->shape.pp; r++) {
         const struct plan_stage *s = &p->stage[r];
         fprintf(f, "  stage %d device memory: %zu bytes (parameters to workspace; not the CUDA runtime's own)\n", r,
                 s->bytes[PM_PARAMS] + s->bytes[PM_GRADS] + s->bytes[PM_OPTIM] + s->bytes[PM_ACTS] + s->bytes[PM_WORK]);
     }
-    for (int r = 0; r < p->pp; r++)
+    for (int r = 0; r < p->shape.pp; r++)
         fprintf(f, "  stage %d peak: %zu bytes\n", r, p->stage[r].peak);
-    for (int r = 0; r < p->pp; r++)
+    for (int r = 0; r < p->shape.pp; r++)
         fprintf(f, "  stage %d traffic per step: tp %.0f, dp %.0f, pp %.0f, embed %.0f bytes\n", r,
                 p->stage[r].comm[CG_TP], p->stage[r].comm[CG_DP], p->stage[r].comm[CG_PP], p->stage[r].comm[CG_EMBED]);
 }
