@@ -29,6 +29,20 @@ triad_run() {
     $MPIEXEC -n "$np" "$TRIAD" "$@" > "$scratch/last.out" 2>&1
 }
 
+# allocated RUN_DIR COLUMNS [RANK]: the bytes rank RANK (default 0) allocated,
+# summed over COLUMNS (of parameters, gradients, optimizer, activations),
+# from metrics.h5's /memory/allocated.
+allocated() {
+    "$PYTHON3" - "$1/metrics.h5" "$2" "${3:-0}" <<'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    d = f["memory/allocated"]
+    cols = d.attrs["columns"].decode().split()
+    row = d[int(sys.argv[3])]
+    print(sum(int(row[cols.index(c)]) for c in sys.argv[2].split(",")))
+PY
+}
+
 # compare RUN_A RUN_B RTOL [quantity] -> prints the worst deviation; status 0 if within.
 compare_runs() {
     "$PYTHON3" "$top_srcdir/regression/compare.py" "$@"

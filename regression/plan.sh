@@ -19,11 +19,24 @@ layout() {
     st=$?
     ok $st "$name: runs on $np ranks"
     [ $st -eq 0 ] || { diag < "$scratch/last.out"; return; }
-    sed -n 's/^  stage \([0-9]*\): parameters/\1: parameters/p' "$scratch/$name.plan" > "$scratch/$name.want"
-    sed -n 's/^memory allocated, stage \([0-9]*\): parameters/\1: parameters/p' "$scratch/last.out" > "$scratch/$name.got"
-    [ -s "$scratch/$name.want" ] && cmp -s "$scratch/$name.want" "$scratch/$name.got"
+    # the plan's lines "  stage R: parameters P, gradients G, optimizer O, activations A bytes" against
+    # metrics.h5's /memory/allocated row of each stage's first rank (tp 0, dp 0: world rank R * tp * dp)
+    "$PYTHON3" - "$scratch/$name.plan" "$scratch/$name/metrics.h5" > "$scratch/$name.cmp" 2>&1 <<'PY'
+import re, sys, h5py
+text = open(sys.argv[1]).read()
+tp, dp = (int(x) for x in re.search(r"^plan for \d+ ranks = tp (\d+) x dp (\d+)", text, re.M).groups())
+want = {int(r): [int(x) for x in v] for r, *v in
+        re.findall(r"^  stage (\d+): parameters (\d+), gradients (\d+), optimizer (\d+), activations (\d+) bytes", text, re.M)}
+with h5py.File(sys.argv[2], "r") as f:
+    d = f["memory/allocated"]
+    assert d.attrs["columns"].decode().split() == ["parameters", "gradients", "optimizer", "activations"]
+    got = {r: [int(x) for x in d[r * tp * dp]] for r in want}
+for r in sorted(want):
+    print(f"stage {r}: planned {want[r]}, allocated {got[r]}")
+sys.exit(int(not want or want != got))
+PY
     st=$?
-    [ $st -eq 0 ] || { echo "planned:"; cat "$scratch/$name.want"; echo "allocated:"; cat "$scratch/$name.got"; } | diag
+    [ $st -eq 0 ] || diag < "$scratch/$name.cmp"
     ok $st "$name: planned parameter, gradient, optimizer and activation bytes equal the allocated, every stage"
     want=$(sed -n 's/^  stage 0 traffic per step: tp \([0-9]*\), dp \([0-9]*\), pp \([0-9]*\),.*/\1 \2 \3/p' "$scratch/$name.plan")
     "$PYTHON3" - "$scratch/$name/metrics.h5" $want <<'PY'

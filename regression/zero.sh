@@ -7,26 +7,27 @@
 
 deck="$DECKS/tiny.nml"
 common="model.n_layer=4 train.steps=20 train.micro_batch_size=2 train.lr=3d-3 io.checkpoint_every=10"
-state() { sed -n 's/.*memory \([0-9.]*\) MiB state.*/\1/p' "$scratch/last.out"; }
-grads() { sed -n 's/^memory allocated, stage 0: .*gradients \([0-9]*\),.*/\1/p' "$scratch/last.out"; }
+# rank 0's model state and gradients, in bytes (metrics.h5: /memory/allocated)
+state() { allocated "$scratch/$1" parameters,gradients,optimizer; }
+grads() { allocated "$scratch/$1" gradients; }
 for layout in "2" "4" "4 parallel.tp=2" "4 parallel.pp=2" "4 parallel.tp=2 parallel.sequence_parallel=.true."; do
     set -- $layout
     np=$1; shift
     name=$(echo "$np $*" | tr -c 'a-z0-9\n' '_')
     triad_run "$np" "$deck" $common "$@" io.run_dir="'$scratch/plain$name'"
-    plain=$(state)
+    plain=$(state "plain$name")
     triad_run "$np" "$deck" $common "$@" parallel.zero_stage=1 io.run_dir="'$scratch/zero$name'"
     st=$?
-    zero=$(state)
-    g1=$(grads)
+    zero=$(state "zero$name")
+    g1=$(grads "zero$name")
     [ $st -eq 0 ] && compare_runs "$scratch/zero$name" "$scratch/plain$name" 1e-6 loss grad_norm > /dev/null
     ok $? "zero_stage = 1 on $np ranks $*: per-step loss and grad norm within 1e-6 of plain data parallelism"
     awk "BEGIN { exit !($zero < $plain) }"
-    ok $? "zero_stage = 1 on $np ranks $*: state per rank $zero MiB < $plain MiB"
+    ok $? "zero_stage = 1 on $np ranks $*: state per rank $zero < $plain bytes"
     # ZeRO-2 reduces each micro-batch's layers as they finish: another summation order
     triad_run "$np" "$deck" $common "$@" parallel.zero_stage=2 io.run_dir="'$scratch/zero2$name'"
     st=$?
-    g2=$(grads)
+    g2=$(grads "zero2$name")
     out=$([ $st -eq 0 ] && compare_runs "$scratch/zero2$name" "$scratch/plain$name" 1e-6 loss &&
           compare_runs "$scratch/zero2$name" "$scratch/plain$name" 1e-5 grad_norm)
     ok $? "zero_stage = 2 on $np ranks $*: per-step loss within 1e-6, grad norm within 1e-5 of plain data parallelism"

@@ -199,6 +199,25 @@ static int write_comm(hid_t file, const struct comm_counts *cc)
     return rc;
 }
 
+int metrics_memory(struct metrics_file *mf, const unsigned long long *per_rank, int world)
+{
+    if (mf->file < 0) return mf->failed[0] ? -1 : 0;
+    if (H5Lexists(mf->file, "memory", H5P_DEFAULT) > 0) H5Ldelete(mf->file, "memory", H5P_DEFAULT); /* a restart's */
+    hsize_t dims[2] = {(hsize_t)world, 4};
+    hid_t g = H5Gcreate2(mf->file, "memory", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t space = H5Screate_simple(2, dims, NULL);
+    int rc = g < 0 || space < 0 ? -1 : 0;
+    hid_t d = rc ? -1 : H5Dcreate2(g, "allocated", H5T_NATIVE_ULLONG, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (d < 0 || H5Dwrite(d, H5T_NATIVE_ULLONG, H5S_ALL, H5S_ALL, H5P_DEFAULT, per_rank) < 0 ||
+        write_string_attr(d, "columns", "parameters gradients optimizer activations"))
+        rc = -1;
+    if (d >= 0) H5Dclose(d);
+    if (space >= 0) H5Sclose(space);
+    if (g >= 0) H5Gclose(g);
+    if (rc) give_up(mf, "writing /memory at step", (int64_t)mf->rows);
+    return rc;
+}
+
 int metrics_flush(struct metrics_file *mf)
 {
     if (mf->file < 0) return mf->failed[0] ? -1 : 0;

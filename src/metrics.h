@@ -33,6 +33,10 @@ struct metrics_file {
 int metrics_open(struct metrics_file *mf, const char *run_dir, const char *deck, int64_t first_step,
                  int flush_every, char *err, size_t errlen);
 int metrics_append(struct metrics_file *mf, const struct step_metrics *s);
+/* The bytes every rank allocated (world rows of parameters, gradients,
+ * optimizer state, activations: plan_allocated) as /memory/allocated,
+ * replacing a restarted run's.  Rank 0. */
+int metrics_memory(struct metrics_file *mf, const unsigned long long *per_rank, int world);
 /* Flush to disk now (with every checkpoint, so a killed run's metrics reach
  * its last checkpoint). */
 int metrics_flush(struct metrics_file *mf);

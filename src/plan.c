@@ -332,7 +332,7 @@ void plan_check(const struct config *cfg, const struct grid *g)
     exit_all(1);
 }
 
-void plan_log_allocated(const struct model *m, const struct optim *o, const struct grid *g)
+unsigned long long *plan_allocated(const struct model *m, const struct optim *o, const struct grid *g)
 {
     unsigned long long mine[4] = {
         round64(m->flat * 4),
@@ -342,11 +342,11 @@ void plan_log_allocated(const struct model *m, const struct optim *o, const stru
     };
     unsigned long long *all = g->rank == 0 ? xmalloc((size_t)g->world * sizeof mine) : NULL;
     MPI_CHECK(MPI_Gather(mine, 4, MPI_UNSIGNED_LONG_LONG, all, 4, MPI_UNSIGNED_LONG_LONG, 0, g->world_comm));
-    if (g->rank != 0) return;
+    if (g->rank != 0) return NULL;
     for (int r = 0; r < g->pp; r++) {
         const unsigned long long *s = all + 4 * grid_rank_of(g, 0, 0, r);
         log_info("memory allocated, stage %d: parameters %llu, gradients %llu, optimizer %llu, activations %llu "
                  "bytes\n", r, s[0], s[1], s[2], s[3]);
     }
-    free(all);
+    return all;
 }

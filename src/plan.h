@@ -95,8 +95,11 @@ void plan_print_advice(FILE *f, const struct plan *p, const struct config *cfg, 
  * status 1.  Collective over g->world_comm. */
 void plan_check(const struct config *cfg, const struct grid *g);
 
-/* The exact bytes a run allocated, one line per stage (from its tp 0, dp 0
- * rank), in the words `triad plan` prints them.  Collective. */
-void plan_log_allocated(const struct model *m, const struct optim *o, const struct grid *g);
+/* The exact bytes each rank allocated (parameters, gradients, optimizer
+ * state, activations), gathered to rank 0, which logs one line per stage
+ * (from its tp 0, dp 0 rank) in the words `triad plan` prints them and
+ * returns the world x 4 table (the caller frees it; NULL elsewhere).
+ * Collective. */
+unsigned long long *plan_allocated(const struct model *m, const struct optim *o, const struct grid *g);
 
 #endif

@@ -359,7 +359,9 @@ static void setup(struct run *r)
     log_info("per rank: %d micro-batch(es) of %d sequences, %d in flight; memory %.1f MiB state + %.1f MiB "
              "activations (rank 0)\n", s->n_micro, s->micro_batch, nslots, state / 1048576.0,
              r->model.act_bytes / 1048576.0);
-    plan_log_allocated(&r->model, &r->optim, g);
+    unsigned long long *allocated = plan_allocated(&r->model, &r->optim, g);
+    if (allocated && metrics_memory(&r->metrics, allocated, g->world) != 0) io_stop(r, r->metrics.failed, "");
+    free(allocated);
     if (g->pp > 1) {
         long num, den;
         double b = pp_bubble_formula(g->pp, d.v, s->n_micro, &num, &den);
@@ -544,6 +546,103 @@ static const char *stop_agreed(struct run *r, double t_start, double avg_step)
                            : NULL;
 }
 
+/* A stop asked for during start-up (the deck, the plan, a checkpoint read,
+ * the probe): nothing new to write; status 3.  Collective. */
+static void stop_if_asked_during_startup(const struct run *r)
+{
+    int asked = stop_requested ? 1 : 0;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &asked, 1, MPI_INT, MPI_MAX, r->g->world_comm));
+    if (!asked) return;
+    if (r->last_ckpt[0])
+        log_info("stop asked during start-up: nothing written; a requeued job resumes from %s (status 3)\n",
+                 r->last_ckpt);
+    else
+        log_info("stop asked during start-up: nothing written; a requeued job starts from the beginning "
+                 "(status 3)\n");
+    exit_all(EXIT_STOPPED);
+}
+
+/* The step just done (dt seconds; avg: the mean so far): its rates and
+ * traffic, metrics.h5's row (with the disk check at each flush), the
+ * progress line. */
+static void record_step(struct run *r, struct step_metrics *sm, double dt, double avg)
+{
+    const struct config *cfg = r->cfg;
+    const int64_t step_tokens = cfg->train.batch_size * r->model.d.T;
+    sm->step = r->step;
+    sm->tokens_per_s = step_tokens / dt;
+    sm->mfu = model_flops_per_token(&r->model.d) * step_tokens / dt / r->peak_flops;
+    sm->step_time = dt;
+    for (int cg = 0; cg < CG_COUNT; cg++)
+        for (int op = 0; op < CO_COUNT; op++) {
+            sm->comm_bytes[cg] += r->comm.step.bytes[cg][op];
+            sm->comm_seconds += r->comm.step.seconds[cg][op];
+        }
+    if (r->g->rank != 0) return;
+    timer_start(&r->timers, T_IO);
+    char why[512];
+    if (metrics_append(&r->metrics, sm) != 0) io_stop(r, r->metrics.failed, "");
+    if (r->step % cfg->io.metrics_flush == 0 && !r->io_stop && !disk_has_room(r, why, sizeof why))
+        io_stop(r, why, ": stopping while a checkpoint still fits");
+    timer_stop(&r->timers, T_IO);
+    if (r->step % cfg->io.log_every == 0 || r->step == cfg->train.steps)
+        metrics_print_step(stdout, sm, cfg->train.steps, avg * (double)(cfg->train.steps - r->step));
+}
+
+/* The end of the run: the last checks and checkpoint, then the figures
+ * (metrics.h5's timers and traffic, the summaries, the trace).  Returns the
+ * exit status.  Collective. */
+static int finish_run(struct run *r, int status, int64_t first_step)
+{
+    const struct config *cfg = r->cfg;
+    const struct grid *g = r->g;
+    diag_check_consistency(&r->model, g, cfg, r->step);
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &r->io_stop, 1, MPI_INT, MPI_MAX, g->world_comm));
+    if (r->io_stop) status = EXIT_ERROR;
+    char why_not[1024] = "";
+    if ((status != EXIT_DONE || cfg->io.save_final) && save_checkpoint(r, why_not, sizeof why_not) != 0)
+        checkpoint_failed(r, status == EXIT_STOPPED, why_not);
+    if (r->io_stop && g->rank == 0)
+        fprintf(stderr, "error: the run stopped at step %lld: %s; the checkpoint of "
+                "step %lld is written\n  hint: free space in io.run_dir and restart with io.restart = 'auto' (a "
+                "damaged metrics.h5 is then moved aside)\n", (long long)r->step, r->io_why,
+                (long long)r->step);
+
+    double *all = g->rank == 0 ? xmalloc((size_t)g->world * NUM_TIMERS * sizeof(double)) : NULL;
+    MPI_CHECK(MPI_Gather(r->timers.total, NUM_TIMERS, MPI_DOUBLE, all, NUM_TIMERS, MPI_DOUBLE, 0, g->world_comm));
+    struct comm_counts totals;
+    comm_totals(&r->comm, &totals);
+    if (g->rank == 0 && metrics_close(&r->metrics, all, g->world, &totals) != 0) log_warn("closing metrics.h5 failed");
+    free(all);
+    timers_print_summary(&r->timers, g->world_comm, (int)(r->step - first_step), stdout);
+    if (r->dp.strategy == DP_OVERLAP)
+        log_info("overlapped dp reduction (rank 0): in flight during backward %.3f s, waited for after it %.3f s\n",
+                 r->dp.hidden_s, r->dp.wait_s);
+    report_bubble(r);
+    if (cfg->io.trace) {
+        char path[CONFIG_STRLEN + 16], err[256];
+        snprintf(path, sizeof path, "%s/trace.json", cfg->io.run_dir);
+        if (trace_write(&r->trace, g->world_comm, path, err, sizeof err) != 0) log_warn("%s", err);
+        else log_info("timeline written to %s (open in ui.perfetto.dev or chrome://tracing)\n", path);
+        trace_free(&r->trace);
+    }
+    comm_print_summary(&r->comm, stdout);
+    fflush(stdout);
+    return status;
+}
+
+static void teardown(struct run *r)
+{
+    data_close(r->data);
+    pp_exec_free(&r->exec);
+    dp_free(&r->dp);
+    optim_free(&r->optim);
+    const struct kernels *k = r->model.k;
+    model_free(&r->model);
+    comm_free(&r->comm);
+    device_close(k);
+}
+
 int train_run(const struct config *cfg, const struct grid *g, const char *deck)
 {
     struct run r;
@@ -554,21 +653,8 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
     r.saved_step = -1;
     train_catch_signals(); /* (main caught them already; a library may have reset them) */
     setup(&r);
-    /* a stop asked for during start-up (the deck, the plan, a checkpoint read, the probe): nothing new to write */
-    int asked = stop_requested ? 1 : 0;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &asked, 1, MPI_INT, MPI_MAX, g->world_comm));
-    if (asked) {
-        if (r.last_ckpt[0])
-            log_info("stop asked during start-up: nothing written; a requeued job resumes from %s (status 3)\n",
-                     r.last_ckpt);
-        else
-            log_info("stop asked during start-up: nothing written; a requeued job starts from the beginning "
-                     "(status 3)\n");
-        exit_all(EXIT_STOPPED);
-    }
+    stop_if_asked_during_startup(&r);
 
-    const double flops_tok = model_flops_per_token(&r.model.d);
-    const int64_t step_tokens = cfg->train.batch_size * r.model.d.T;
     const int64_t first_step = r.step;
     double t_start = wtime(), t_steps = 0;
     int status = EXIT_DONE;
@@ -582,28 +668,10 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
         double dt = wtime() - t0;
         timer_stop(&r.timers, T_STEP);
         r.step++;
-        r.tokens += step_tokens;
+        r.tokens += cfg->train.batch_size * r.model.d.T;
         t_steps += dt;
-        sm.step = r.step;
-        sm.tokens_per_s = step_tokens / dt;
-        sm.mfu = flops_tok * step_tokens / dt / r.peak_flops;
-        sm.step_time = dt;
-        for (int cg = 0; cg < CG_COUNT; cg++)
-            for (int op = 0; op < CO_COUNT; op++) {
-                sm.comm_bytes[cg] += r.comm.step.bytes[cg][op];
-                sm.comm_seconds += r.comm.step.seconds[cg][op];
-            }
         double avg = t_steps / (double)(r.step - first_step);
-        if (g->rank == 0) {
-            timer_start(&r.timers, T_IO);
-            char why[512];
-            if (metrics_append(&r.metrics, &sm) != 0) io_stop(&r, r.metrics.failed, "");
-            if (r.step % cfg->io.metrics_flush == 0 && !r.io_stop && !disk_has_room(&r, why, sizeof why))
-                io_stop(&r, why, ": stopping while a checkpoint still fits");
-            timer_stop(&r.timers, T_IO);
-            if (r.step % cfg->io.log_every == 0 || r.step == cfg->train.steps)
-                metrics_print_step(stdout, &sm, cfg->train.steps, avg * (double)(cfg->train.steps - r.step));
-        }
+        record_step(&r, &sm, dt, avg);
         watch_nonfinite(&r, sm.loss);
         if (r.step == 1 && cfg->diag.corrupt_rank == g->rank) diag_corrupt(&r.model);
         if (cfg->diag.check_every > 0 && r.step % cfg->diag.check_every == 0 && r.step < cfg->train.steps)
@@ -620,46 +688,7 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
             break;
         }
     }
-    diag_check_consistency(&r.model, g, cfg, r.step);
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &r.io_stop, 1, MPI_INT, MPI_MAX, g->world_comm));
-    if (r.io_stop) status = EXIT_ERROR;
-    char why_not[1024] = "";
-    if ((status != EXIT_DONE || cfg->io.save_final) && save_checkpoint(&r, why_not, sizeof why_not) != 0)
-        checkpoint_failed(&r, status == EXIT_STOPPED, why_not);
-    if (r.io_stop && g->rank == 0)
-        fprintf(stderr, "error: the run stopped at step %lld: %s; the checkpoint of "
-                "step %lld is written\n  hint: free space in io.run_dir and restart with io.restart = 'auto' (a "
-                "damaged metrics.h5 is then moved aside)\n", (long long)r.step, r.io_why,
-                (long long)r.step);
-
-    double *all = g->rank == 0 ? xmalloc((size_t)g->world * NUM_TIMERS * sizeof(double)) : NULL;
-    MPI_CHECK(MPI_Gather(r.timers.total, NUM_TIMERS, MPI_DOUBLE, all, NUM_TIMERS, MPI_DOUBLE, 0, g->world_comm));
-    struct comm_counts totals;
-    comm_totals(&r.comm, &totals);
-    if (g->rank == 0 && metrics_close(&r.metrics, all, g->world, &totals) != 0) log_warn("closing metrics.h5 failed");
-    free(all);
-    timers_print_summary(&r.timers, g->world_comm, (int)(r.step - first_step), stdout);
-    if (r.dp.strategy == DP_OVERLAP)
-        log_info("overlapped dp reduction (rank 0): in flight during backward %.3f s, waited for after it %.3f s\n",
-                 r.dp.hidden_s, r.dp.wait_s);
-    report_bubble(&r);
-    if (cfg->io.trace) {
-        char path[CONFIG_STRLEN + 16], err[256];
-        snprintf(path, sizeof path, "%s/trace.json", cfg->io.run_dir);
-        if (trace_write(&r.trace, g->world_comm, path, err, sizeof err) != 0) log_warn("%s", err);
-        else log_info("timeline written to %s (open in ui.perfetto.dev or chrome://tracing)\n", path);
-        trace_free(&r.trace);
-    }
-    comm_print_summary(&r.comm, stdout);
-    fflush(stdout);
-
-    data_close(r.data);
-    pp_exec_free(&r.exec);
-    dp_free(&r.dp);
-    optim_free(&r.optim);
-    const struct kernels *k = r.model.k;
-    model_free(&r.model);
-    comm_free(&r.comm);
-    device_close(k);
+    status = finish_run(&r, status, first_step);
+    teardown(&r);
     return status;
 }

@@ -1,32 +1,24 @@
 #!/bin/sh
-# Tensor parallelism end to end: tp = 2, 4, 2 x dp 2 and 2 with sequence
-# parallelism against tp = 1 on the same deck; the counted TP traffic against
-# the analytic volume; a checkpoint written at tp = 2 read back at tp = 1 and 4.
+# Tensor-parallel traffic and resharding.  (That tp = 2, 4, tp 2 x dp 2 and
+# sequence parallelism at tp = 2 and 4 reproduce the serial run is the
+# regression suite's: cases tp2, tp4, tp2_dp2, tp2_sp, tp4_sp and their
+# twin.)  Here: the TP bytes each run counts against the analytic volume,
+# and a checkpoint written at tp 2 x dp 2 read back at tp = 1 and 4.
 . "$(dirname "$0")/lib.sh"
 
-# 20 steps of 4 micro-batches; lr 1e-2 bounds how far the key biases can drift
 common="train.steps=20 train.batch_size=8 train.micro_batch_size=2 io.save_final=.true."
-triad_run 1 "$DECKS/tiny.nml" $common io.run_dir="'$scratch/tp1'"
-ok $? "tp = 1 reference"
-
-check_layout() {   # NAME NP OVERRIDES...
+run() {   # NAME NP OVERRIDES...
     name=$1; np=$2; shift 2
     triad_run "$np" "$DECKS/tiny.nml" $common io.run_dir="'$scratch/$name'" "$@"
     st=$?
     ok $st "$name runs on $np ranks"
-    [ $st -eq 0 ] || { diag < "$scratch/last.out"; return; }
-    compare_runs "$scratch/$name" "$scratch/tp1" 1e-5 loss grad_norm | diag
-    compare_runs "$scratch/$name" "$scratch/tp1" 1e-5 loss grad_norm > /dev/null
-    ok $? "$name: per-step loss and grad norm within 1e-5 relative of tp = 1 over 20 steps"
-    "$PYTHON3" "$top_srcdir/regression/compare_ckpt.py" "$scratch/$name/ckpt_20.h5" "$scratch/tp1/ckpt_20.h5" 1e-4 1e-2 | diag
-    "$PYTHON3" "$top_srcdir/regression/compare_ckpt.py" "$scratch/$name/ckpt_20.h5" "$scratch/tp1/ckpt_20.h5" 1e-4 1e-2 > /dev/null
-    ok $? "$name: parameters after the run within 1e-4 of the tensor's largest element (key biases: within lr)"
+    [ $st -eq 0 ] || diag < "$scratch/last.out"
 }
-check_layout tp2 2 parallel.tp=2
-check_layout tp4 4 parallel.tp=4
-check_layout tp2dp2 4 parallel.tp=2
-check_layout tp2sp 2 parallel.tp=2 parallel.sequence_parallel=.true.
-check_layout tp4sp 4 parallel.tp=4 parallel.sequence_parallel=.true.
+run tp2 2 parallel.tp=2
+run tp4 4 parallel.tp=4
+run tp2dp2 4 parallel.tp=2
+run tp2sp 2 parallel.tp=2 parallel.sequence_parallel=.true.
+run tp4sp 4 parallel.tp=4 parallel.sequence_parallel=.true.
 
 # Counted TP bytes against the analytic volume (payload sizes; fp32).
 # Per micro-batch of N = B*T rows: 2 all-reduces of N*C per layer forward
