@@ -7,6 +7,7 @@
 #include "config.h"
 #include "config_internal.h"
 #include "deck.h"
+#include "log.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -32,9 +33,12 @@
 #define STR(g, k, def, doc_)                                                                 \
     { .group = #g, .name = #k, .doc = doc_, .type = KEY_STR,                                 \
       .offset = offsetof(struct config, g.k), .sdef = def },
+/* an ENUM's words as "a|b|c" (the list below makes "|a|b|c": the first '|' is skipped) */
+#define CHOICE_WORD(P, word) "|" #word
 #define ENUM(g, k, def, choices_, doc_)                                                      \
     { .group = #g, .name = #k, .doc = doc_, .type = KEY_ENUM,                                \
-      .offset = offsetof(struct config, g.k), .sdef = def, .choices = choices_ },
+      .offset = offsetof(struct config, g.k), .id_offset = offsetof(struct config, g.k##_id), \
+      .sdef = def, .choices = choices_(CHOICE_WORD, ~) + 1 },
 const struct key_info config_keys[] = {
 #include "params.def"
 };
@@ -404,6 +408,27 @@ static int assign_bool(struct config *cfg, const struct key_info *k, const struc
     return 0;
 }
 
+/* The index of word (len bytes, any case) in choices "a|b|c", or -1. */
+static int choice_index(const char *choices, const char *word, size_t len)
+{
+    int i = 0;
+    for (const char *c = choices; *c; i++) {
+        size_t n = strcspn(c, "|");
+        if (n == len && ci_equal_n(c, word, n)) return i;
+        c += n + (c[n] == '|');
+    }
+    return -1;
+}
+
+/* Set ENUM key k to its choice i: the word in the table's spelling, and its enum. */
+static void set_choice(struct config *cfg, const struct key_info *k, int i)
+{
+    const char *c = k->choices;
+    for (int j = 0; j < i; j++) c += strcspn(c, "|") + 1;
+    snprintf(str_field(cfg, k), CONFIG_STRLEN, "%.*s", (int)strcspn(c, "|"), c);
+    *(int *)((char *)cfg + k->id_offset) = i; /* (an enum has the size of an int here: see config_defaults) */
+}
+
 /* STR, or ENUM (stored in the table's spelling). */
 static int assign_str(struct config *cfg, const struct key_info *k, const struct deck_value *v,
                       struct config_error *err)
@@ -424,13 +449,10 @@ static int assign_str(struct config *cfg, const struct key_info *k, const struct
         memcpy(str_field(cfg, k), v->s, len + 1);
         return 0;
     }
-    for (const char *c = k->choices; *c;) {
-        size_t n = strcspn(c, "|");
-        if (n == len && ci_equal_n(c, v->s, n)) {
-            snprintf(str_field(cfg, k), CONFIG_STRLEN, "%.*s", (int)n, c);
-            return 0;
-        }
-        c += n + (c[n] == '|');
+    int i = choice_index(k->choices, v->s, len);
+    if (i >= 0) {
+        set_choice(cfg, k, i);
+        return 0;
     }
     config_fmt_choices(list, sizeof list, k->choices, "'", "'");
     config_set_what(err, v->line, v->col, "%s = '%.*s' is not one of %s", k->name, SHOW, v->s, list);
@@ -466,8 +488,14 @@ void config_defaults(struct config *cfg)
         case KEY_INT: *int_field(cfg, k) = k->idef; break;
         case KEY_REAL: *real_field(cfg, k) = k->rdef; break;
         case KEY_BOOL: *bool_field(cfg, k) = (int)k->idef; break;
-        case KEY_STR:
-        case KEY_ENUM: snprintf(str_field(cfg, k), CONFIG_STRLEN, "%s", k->sdef); break;
+        case KEY_STR: snprintf(str_field(cfg, k), CONFIG_STRLEN, "%s", k->sdef); break;
+        case KEY_ENUM: {
+            int c = choice_index(k->choices, k->sdef, strlen(k->sdef));
+            if (c < 0 || sizeof(enum train_device) != sizeof(int)) /* a params.def whose default is not a choice */
+                die("params.def: the default '%s' of %s.%s is not one of %s", k->sdef, k->group, k->name, k->choices);
+            set_choice(cfg, k, c);
+            break;
+        }
         }
     }
 }

@@ -7,16 +7,35 @@
 
 #define CONFIG_STRLEN 512 /* STR and ENUM values, including the NUL */
 
+/* The C enum of each ENUM key, generated from its word list: enum
+ * train_device { TRAIN_DEVICE_cpu, TRAIN_DEVICE_cuda }, ... */
+#define CONFIG_ENUMERATOR(P, word) P##_##word,
+#define GROUP(g, doc)
+#define END_GROUP(g)
+#define INT(g, k, def, lo, hi, doc)
+#define REAL(g, k, def, lo, hi, doc)
+#define BOOL(g, k, def, doc)
+#define STR(g, k, def, doc)
+#define ENUM(g, k, def, choices, doc) enum g##_##k { choices(CONFIG_ENUMERATOR, choices) };
+#include "params.def"
+#undef GROUP
+#undef END_GROUP
+#undef INT
+#undef REAL
+#undef BOOL
+#undef STR
+#undef ENUM
+
 /* struct config: one nested struct per namelist group, one field per key,
- * e.g. cfg.model.n_layer, cfg.train.lr, cfg.data.path.  Plain data: it is
- * broadcast as bytes. */
+ * e.g. cfg.model.n_layer, cfg.train.lr, cfg.data.path; an ENUM key also
+ * has its enum, cfg.train.device_id.  Plain data: it is broadcast as bytes. */
 #define GROUP(g, doc) struct {
 #define END_GROUP(g) } g;
 #define INT(g, k, def, lo, hi, doc) int64_t k;
 #define REAL(g, k, def, lo, hi, doc) double k;
 #define BOOL(g, k, def, doc) int k;
 #define STR(g, k, def, doc) char k[CONFIG_STRLEN];
-#define ENUM(g, k, def, choices, doc) char k[CONFIG_STRLEN];
+#define ENUM(g, k, def, choices, doc) char k[CONFIG_STRLEN]; enum g##_##k k##_id;
 struct config {
 #include "params.def"
 };

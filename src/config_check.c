@@ -105,7 +105,7 @@ static int check_features(const struct config *cfg, struct config_error *err)
         config_set_what(err, 0, 0, "sequence_parallel = .true. needs tensor parallelism (tp > 1), but tp = %" PRId64, tp);
         return config_set_hint(err, "set sequence_parallel = .false.");
     }
-    if (vs > 1 && !config_is(cfg->parallel.schedule, "interleaved")) {
+    if (vs > 1 && cfg->parallel.schedule_id != PARALLEL_SCHEDULE_interleaved) {
         config_set_what(err, 0, 0, "virtual_stages = %" PRId64 " needs schedule = 'interleaved', but schedule = '%s'", vs,
                  cfg->parallel.schedule);
         return config_set_hint(err, "set schedule = 'interleaved', or virtual_stages = 1");
@@ -115,21 +115,21 @@ static int check_features(const struct config *cfg, struct config_error *err)
                  vs, pp);
         return config_set_hint(err, "set virtual_stages = 1");
     }
-    if (config_is(cfg->train.precision, "fp16") && cfg->train.loss_scale_min > cfg->train.loss_scale) {
+    if (cfg->train.precision_id == TRAIN_PRECISION_fp16 && cfg->train.loss_scale_min > cfg->train.loss_scale) {
         config_set_what(err, 0, 0, "loss_scale_min = %g is above the initial loss_scale = %g", cfg->train.loss_scale_min,
                         cfg->train.loss_scale);
         return config_set_hint(err, "set loss_scale_min <= loss_scale");
     }
-    if (cfg->diag.stage_through_host && config_is(cfg->train.device, "cuda")) {
+    if (cfg->diag.stage_through_host && cfg->train.device_id == TRAIN_DEVICE_cuda) {
         config_set_what(err, 0, 0, "diag.stage_through_host is for device = 'cpu'; device = 'cuda' stages by itself "
                                    "where the MPI is not CUDA-aware");
         return config_set_hint(err, "set diag.stage_through_host = .false.");
     }
-    if (cfg->train.tf32 && !config_is(cfg->train.device, "cuda")) {
+    if (cfg->train.tf32 && cfg->train.device_id != TRAIN_DEVICE_cuda) {
         config_set_what(err, 0, 0, "train.tf32 = .true. is for device = 'cuda' (TF32 is a GPU tensor-core format)");
         return config_set_hint(err, "set tf32 = .false., or device = 'cuda'");
     }
-    if (cfg->train.tf32 && !config_is(cfg->train.precision, "fp32")) {
+    if (cfg->train.tf32 && cfg->train.precision_id != TRAIN_PRECISION_fp32) {
         config_set_what(err, 0, 0, "train.tf32 = .true. is for precision = 'fp32'; a %s run multiplies on %s tensor cores "
                                    "already", cfg->train.precision, cfg->train.precision);
         return config_set_hint(err, "set tf32 = .false.");
@@ -276,7 +276,7 @@ static int check_train(const struct config *cfg, struct config_error *err)
 {
     char lr[32], min_lr[32], tenth[32];
     int64_t steps = cfg->train.steps, warm = cfg->train.warmup_steps;
-    if (config_is(cfg->train.lr_schedule, "cosine") && cfg->train.min_lr > cfg->train.lr) {
+    if (cfg->train.lr_schedule_id == TRAIN_LR_SCHEDULE_cosine && cfg->train.min_lr > cfg->train.lr) {
         config_fmt_real(lr, sizeof lr, cfg->train.lr);
         config_fmt_real(min_lr, sizeof min_lr, cfg->train.min_lr);
         snprintf(tenth, sizeof tenth, "%.3g", cfg->train.lr / 10);
@@ -294,18 +294,19 @@ static int check_train(const struct config *cfg, struct config_error *err)
 static int check_data(const struct config *cfg, struct config_error *err)
 {
     const char *kind = cfg->data.kind;
-    if (config_is(kind, "synthetic") && cfg->data.path[0]) {
+    enum data_kind id = cfg->data.kind_id;
+    if (id == DATA_KIND_synthetic && cfg->data.path[0]) {
         config_set_what(err, 0, 0, "path = '%.*s' is set, but kind = 'synthetic' reads no file", SHOW, cfg->data.path);
         return config_set_hint(err, "set kind = 'text' (a text file) or kind = 'tokens' (token shards) in &data to "
                              "train on it, or remove path");
     }
-    if (!config_is(kind, "synthetic") && !cfg->data.path[0]) {
+    if (id != DATA_KIND_synthetic && !cfg->data.path[0]) {
         config_set_what(err, 0, 0, "kind = '%s' needs a file, but path is empty", kind);
-        return config_set_hint(err, "%s", config_is(kind, "text")
+        return config_set_hint(err, "%s", id == DATA_KIND_text
                                        ? "set path = 'input.txt' in &data (any text file; its bytes are the tokens)"
                                        : "set path = 'data/train_*.bin' in &data (llm.c token shards)");
     }
-    if (config_is(kind, "text") && cfg->model.vocab_size < 256) {
+    if (id == DATA_KIND_text && cfg->model.vocab_size < 256) {
         config_set_what(err, 0, 0, "kind = 'text' reads bytes (256 token ids), but vocab_size = %" PRId64,
                  cfg->model.vocab_size);
         return config_set_hint(err, "set vocab_size = 256 in &model");

@@ -30,6 +30,7 @@ struct key_info {
     const char *group, *name, *doc;
     enum key_type type;
     size_t offset; /* of the field in struct config */
+    size_t id_offset; /* ENUM: of its enum field (the index of the word in choices) */
     int64_t imin, imax, idef;
     double rmin, rmax, rdef;
     const char *sdef, *choices; /* choices: "a|b|c" */

@@ -56,7 +56,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum data_kind { DATA_SYNTHETIC, DATA_TEXT, DATA_TOKENS };
 
 #define SHARD_MAGIC 20240520
 #define SHARD_VERSION 1
@@ -562,7 +561,7 @@ struct data_source *data_open(const struct config *cfg, int V, int T, struct con
     ds->shuffle = cfg->data.shuffle != 0;
 
     if (strcasecmp(kind, "synthetic") == 0) {
-        ds->kind = DATA_SYNTHETIC;
+        ds->kind = DATA_KIND_synthetic;
         ds->shuffle = 0; /* every sample is fresh */
         synthetic_setup(ds);
         snprintf(ds->desc, sizeof ds->desc,
@@ -585,7 +584,7 @@ struct data_source *data_open(const struct config *cfg, int V, int T, struct con
                                     "writes shards)",
                     "kind = '%s' needs data.path", text ? "text" : "tokens");
     }
-    ds->kind = text ? DATA_TEXT : DATA_TOKENS;
+    ds->kind = text ? DATA_KIND_text : DATA_KIND_tokens;
     ds->width = text ? 1 : 2;
     if ((text ? open_text(ds, path, err) : open_shards(ds, path, err)) != 0) {
         data_close(ds);
@@ -644,7 +643,7 @@ uint64_t data_windows(const struct data_source *ds)
 
 void data_sample(const struct data_source *ds, uint64_t i, int32_t *seq)
 {
-    if (ds->kind == DATA_SYNTHETIC)
+    if (ds->kind == DATA_KIND_synthetic)
         seq[0] = synthetic_gen(ds, i, seq + 1);
     else
         copy_tokens(ds, window_of(ds, i) * (uint64_t)ds->T, ds->T + 1, seq);
@@ -656,7 +655,7 @@ void data_batch(const struct data_source *ds, uint64_t first, int n, int32_t *in
     const int T = ds->T;
     for (int j = 0; j < n; j++) {
         int32_t *in = inputs + (size_t)j * T, *tg = targets + (size_t)j * T; /* (T) each */
-        if (ds->kind == DATA_SYNTHETIC) {
+        if (ds->kind == DATA_KIND_synthetic) {
             in[0] = synthetic_gen(ds, first + j, tg);
             memcpy(in + 1, tg, (size_t)(T - 1) * sizeof *in);
         } else {

@@ -27,7 +27,7 @@ int device_built(const char *device)
 
 const struct kernels *kernels_for(const struct config *cfg, char *err, size_t errlen)
 {
-    if (!config_is(cfg->train.device, "cuda")) return cfg->diag.stage_through_host ? &cpu_staged_kernels : &cpu_kernels;
+    if (cfg->train.device_id != TRAIN_DEVICE_cuda) return cfg->diag.stage_through_host ? &cpu_staged_kernels : &cpu_kernels;
 #ifdef CUDA_TABLE
     (void)err, (void)errlen;
     return &cuda_kernels;

@@ -96,8 +96,8 @@ void model_dims_init(struct model_dims *d, const struct config *cfg, const struc
     d->v = s->v;
     d->Lc = d->L / (d->pp * d->v);
     d->Lp = d->v * d->Lc;
-    d->recompute = config_is(cfg->train.recompute, "full")        ? RECOMPUTE_FULL
-                   : config_is(cfg->train.recompute, "selective") ? RECOMPUTE_SELECTIVE
+    d->recompute = cfg->train.recompute_id == TRAIN_RECOMPUTE_full        ? RECOMPUTE_FULL
+                   : cfg->train.recompute_id == TRAIN_RECOMPUTE_selective ? RECOMPUTE_SELECTIVE
                                                                   : RECOMPUTE_NONE;
     d->prec = precision_from_name(cfg->train.precision);
     d->shard_grads = s->zero2;

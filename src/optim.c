@@ -111,7 +111,7 @@ double lr_at(const struct config *cfg, int64_t step)
     double lr = cfg->train.lr, min_lr = cfg->train.min_lr;
     int64_t warm = cfg->train.warmup_steps, total = cfg->train.steps;
     if (step < warm) return lr * (double)(step + 1) / (double)warm;
-    if (config_is(cfg->train.lr_schedule, "constant")) return lr;
+    if (cfg->train.lr_schedule_id == TRAIN_LR_SCHEDULE_constant) return lr;
     int64_t span = total - warm;
     if (span <= 1) return lr;
     double ratio = (double)(step - warm) / (double)(span - 1); /* 0 .. 1 at the last step */

@@ -225,7 +225,7 @@ int plan_compute(struct plan *p, const struct config *cfg, int world, int thread
         snprintf(err, errlen, "%d ranks do not make a grid of tp = %d x pp = %d x dp", world, p->shape.tp, p->shape.pp);
         return -1;
     }
-    p->cuda = config_is(cfg->train.device, "cuda");
+    p->cuda = cfg->train.device_id == TRAIN_DEVICE_cuda;
     p->threads = threads > 0 ? threads : cfg->train.threads > 0 ? (int)cfg->train.threads : omp_get_max_threads();
     p->bubble = pp_bubble_formula(p->shape.pp, p->shape.v, p->shape.n_micro, &p->bubble_num, &p->bubble_den);
     p->stage = xcalloc((size_t)p->shape.pp, sizeof *p->stage);
@@ -270,7 +270,7 @@ double plan_memory_available(const struct config *cfg, int ranks_per_node, char 
         snprintf(source, len, "train.memory_gb");
         return cfg->train.memory_gb * 1073741824.0;
     }
-    if (config_is(cfg->train.device, "cuda")) {
+    if (cfg->train.device_id == TRAIN_DEVICE_cuda) {
         snprintf(source, len, "unknown: set train.memory_gb to the device memory");
         return 0;
     }

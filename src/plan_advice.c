@@ -11,10 +11,17 @@
 
 /* ------------------------------------------------------------ suggestions */
 
+/* Change one key of c as a deck would ("train.recompute='full'"): an ENUM's word and its enum together. */
+static void set(struct config *c, const char *assignment)
+{
+    struct config_error e;
+    if (config_override(c, assignment, &e) != 0) die("the planner's change %s: %s", assignment, e.what);
+}
+
 int plan_validate(const struct config *cfg, int world, struct config_error *err)
 {
     struct config c = *cfg;
-    snprintf(c.train.device, CONFIG_STRLEN, "cpu"); /* the plan's arithmetic is the same on any device */
+    set(&c, "train.device='cpu'"); /* the plan's arithmetic is the same on any device */
     return config_validate(&c, world, err);
 }
 
@@ -59,22 +66,22 @@ static int candidates(struct change *out, int max, const struct config *cfg, int
         LAST->train.micro_batch_size = nb;
         if (nb == 1) break;
     }
-    if (!config_is(cfg->train.recompute, "selective") && !config_is(cfg->train.recompute, "full")) {
+    if (cfg->train.recompute_id != TRAIN_RECOMPUTE_selective && cfg->train.recompute_id != TRAIN_RECOMPUTE_full) {
         ADD("recompute '%.16s' -> 'selective'", cfg->train.recompute);
-        snprintf(LAST->train.recompute, CONFIG_STRLEN, "selective");
+        set(LAST, "train.recompute='selective'");
     }
-    if (!config_is(cfg->train.recompute, "full") || cfg->train.recompute_layers > 0) {
+    if (cfg->train.recompute_id != TRAIN_RECOMPUTE_full || cfg->train.recompute_layers > 0) {
         ADD("recompute '%.16s' -> 'full'%s", cfg->train.recompute, cfg->train.recompute_layers ? " (all layers)" : "");
-        snprintf(LAST->train.recompute, CONFIG_STRLEN, "full");
+        set(LAST, "train.recompute='full'");
         LAST->train.recompute_layers = 0;
     }
     if (tp > 1 && !cfg->parallel.sequence_parallel) {
         ADD("sequence_parallel .false. -> .true.");
         LAST->parallel.sequence_parallel = 1;
     }
-    if (!config_is(cfg->parallel.schedule, "1f1b") && cfg->parallel.virtual_stages == 1) {
+    if (cfg->parallel.schedule_id != PARALLEL_SCHEDULE_1f1b && cfg->parallel.virtual_stages == 1) {
         ADD("schedule '%.16s' -> '1f1b'", cfg->parallel.schedule);
-        snprintf(LAST->parallel.schedule, CONFIG_STRLEN, "1f1b");
+        set(LAST, "parallel.schedule='1f1b'");
     }
     if (dp > 1 && cfg->parallel.zero_stage == 0) {
         ADD("zero_stage 0 -> 1 (optimizer state sharded over dp = %d)", dp);
@@ -85,9 +92,9 @@ static int candidates(struct change *out, int max, const struct config *cfg, int
             (long long)cfg->parallel.zero_stage, dp);
         LAST->parallel.zero_stage = 2;
     }
-    if (config_is(cfg->train.precision, "fp32")) { /* halves the activations kept for backward */
+    if (cfg->train.precision_id == TRAIN_PRECISION_fp32) { /* halves the activations kept for backward */
         ADD("precision 'fp32' -> 'bf16'");
-        snprintf(LAST->train.precision, CONFIG_STRLEN, "bf16");
+        set(LAST, "train.precision='bf16'");
     }
     if (dp % 2 == 0) {
         ADD("pp %lld -> %lld, dp %d -> %d (same %d ranks)", (long long)pp, (long long)pp * 2, dp, dp / 2, world);

@@ -6,7 +6,7 @@
 void scaler_init(struct loss_scaler *s, const struct config *cfg)
 {
     memset(s, 0, sizeof *s);
-    s->dynamic = config_is(cfg->train.precision, "fp16");
+    s->dynamic = cfg->train.precision_id == TRAIN_PRECISION_fp16;
     s->scale = s->dynamic ? cfg->train.loss_scale : 1.0;
     s->growth = cfg->train.loss_scale_growth;
     s->backoff = cfg->train.loss_scale_backoff;
