@@ -115,7 +115,18 @@ static void unpack_lp(enum precision p, float *dst, const uint16_t *src, size_t 
     else cuda_unpack_fp16(dst, src, n);
 }
 
-const struct kernels cuda_kernels = {
+static int table_open(MPI_Comm world, const struct device_options *opt, char *err, size_t errlen)
+{
+    if (cuda_device_select(world, opt->allow_shared, err, errlen) < 0) return -1;
+    cuda_backend_init();
+    tf32_on = opt->tf32;
+    cuda_set_tf32(tf32_on);
+    return 0;
+}
+
+static void table_close(void) { cuda_backend_finalize(); }
+
+const struct device cuda_device = {
     .name = "cuda",
     .on_device = 1,
     .encoder_forward = cuda_encoder_forward,
@@ -152,15 +163,6 @@ const struct kernels cuda_kernels = {
     .host_release = pinned_release,
     .mpi_direct = cuda_mpi_aware,
     .sync = dev_sync,
+    .open = table_open,
+    .close = table_close,
 };
-
-int cuda_table_open(MPI_Comm world, const struct device_options *opt, char *err, size_t errlen)
-{
-    if (cuda_device_select(world, opt->allow_shared, err, errlen) < 0) return -1;
-    cuda_backend_init();
-    tf32_on = opt->tf32;
-    cuda_set_tf32(tf32_on);
-    return 0;
-}
-
-void cuda_table_close(void) { cuda_backend_finalize(); }

@@ -38,7 +38,7 @@ void comm_init(struct comm *c, const struct grid *g)
 {
     memset(c, 0, sizeof *c);
     c->grid = g;
-    c->k = &cpu_kernels;
+    c->k = &cpu_device;
 }
 
 /* Give back every staging buffer (with the table that made them). */
@@ -53,11 +53,11 @@ static void release_buffers(struct comm *c)
     c->stage_n = 0;
 }
 
-void comm_use_device(struct comm *c, const struct kernels *k)
+void comm_use_device(struct comm *c, const struct device *k)
 {
     release_buffers(c);
     c->k = k;
-    c->staged = kernels_staged(k);
+    c->staged = device_staged(k);
 }
 
 void comm_free(struct comm *c)

@@ -44,7 +44,7 @@ struct comm {
     struct comm_counts total; /* whole run */
     /* the float collectives move model memory; where it is device memory
      * that MPI cannot read (no CUDA-aware MPI), through host buffers */
-    const struct kernels *k;
+    const struct device *k;
     int staged;
     float *stage;             /* the blocking calls' buffer */
     size_t stage_n;
@@ -56,8 +56,8 @@ struct comm {
 
 void comm_init(struct comm *c, const struct grid *g);
 /* The float buffers handed to the calls below are k's memory: MPI takes
- * such pointers itself, or they are staged (kernels_staged). */
-void comm_use_device(struct comm *c, const struct kernels *k);
+ * such pointers itself, or they are staged (device_staged). */
+void comm_use_device(struct comm *c, const struct device *k);
 void comm_free(struct comm *c);
 /* Fold the step's counts into the totals and zero them. */
 void comm_step_begin(struct comm *c);
@@ -82,7 +82,7 @@ void comm_reduce_scatter_f32(struct comm *c, enum comm_group g, float *part, con
 void comm_ireduce_scatter_f32(struct comm *c, enum comm_group g, const float *send, float *recv, const int *counts,
                               MPI_Request *req);
 /* Non-blocking in-place all-reduce (sum) of n floats of model memory that
- * MPI reads itself (never staged: the caller checks kernels_staged); bytes
+ * MPI reads itself (never staged: the caller checks device_staged); bytes
  * and calls counted here, the time in comm_wait. */
 void comm_iallreduce_sum_f32(struct comm *c, enum comm_group g, float *buf, size_t n, MPI_Request *req);
 /* Let MPI progress n requests in flight (MPI_Testall).  A staged request is

@@ -17,7 +17,13 @@
 
 #include "precision.h"
 
-struct kernels {
+/* How a device is used (train.share_gpus, train.tf32). */
+struct device_options {
+    int allow_shared; /* several ranks of a node on one GPU */
+    int tf32;         /* fp32 products on TF32 tensor cores */
+};
+
+struct device {
     const char *name;
     int on_device;  /* buffers are device memory: the host reads them only through to_host */
 
@@ -85,9 +91,17 @@ struct kernels {
      * reads or writes device memory itself (a CUDA-aware MPI copies on its
      * own streams, unordered with the kernels that fill the buffers). */
     void (*sync)(void);
+
+    /* Make the device usable on this rank (CUDA: pick the GPU by node-local
+     * rank, a clear error when there is none or, unless allow_shared, when
+     * two ranks would share one; NULL: nothing to do), and release it.
+     * Returns 0, or -1 with err filled (this rank only).  Collective over
+     * world. */
+    int (*open)(MPI_Comm world, const struct device_options *opt, char *err, size_t errlen);
+    void (*close)(void);
 };
 
-extern const struct kernels cpu_kernels, cpu_staged_kernels;
+extern const struct device cpu_device, cpu_staged_device;
 
 /* 1 if this build has the backend for train.device ("cpu", "cuda"). */
 int device_built(const char *device);
@@ -96,24 +110,11 @@ int device_built(const char *device);
  * diag.stage_through_host, the one whose memory MPI reaches through host
  * buffers only), or NULL with the reason in err (a build without the CUDA
  * backend). */
-const struct kernels *kernels_for(const struct config *cfg, char *err, size_t errlen);
+const struct device *device_for(const struct config *cfg, char *err, size_t errlen);
 
 /* Does MPI reach k's memory only through host buffers (a device MPI cannot
  * read: comm.c stages, and the reduction cannot overlap)? */
-int kernels_staged(const struct kernels *k);
+int device_staged(const struct device *k);
 
-/* How a device is used (train.share_gpus, train.tf32). */
-struct device_options {
-    int allow_shared; /* several ranks of a node on one GPU */
-    int tf32;         /* fp32 products on TF32 tensor cores */
-};
-
-/* Make k usable on this rank (CUDA: pick the GPU by node-local rank, a clear
- * error when there is none or, unless allow_shared, when two ranks would
- * share one), and release it.  Returns 0, or -1 with err filled (this rank
- * only: agree with mpi_agree_error).  Collective over world. */
-int device_open(const struct kernels *k, MPI_Comm world, const struct device_options *opt, char *err,
-                size_t errlen);
-void device_close(const struct kernels *k);
 
 #endif

@@ -75,7 +75,7 @@ static int host_mpi_staged(void) { return 0; }
     .release = free, .zero = host_zero, .copy = host_copy, .to_device = host_copy, .to_host = host_copy, \
     .host_alloc = host_alloc, .host_release = free, .sync = host_sync
 
-const struct kernels cpu_kernels = {
+const struct device cpu_device = {
     .name = "cpu",
     .on_device = 0,
     .mpi_direct = host_mpi_direct,
@@ -85,7 +85,7 @@ const struct kernels cpu_kernels = {
 /* diag.stage_through_host: the same, with the model's memory handled as a
  * device's that MPI cannot read, so every transfer and staged collective a
  * GPU without CUDA-aware MPI takes runs (and is tested) on the CPU. */
-const struct kernels cpu_staged_kernels = {
+const struct device cpu_staged_device = {
     .name = "cpu, staged through the host as a device",
     .on_device = 1,
     .mpi_direct = host_mpi_staged,

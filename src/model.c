@@ -13,7 +13,7 @@
 #include "log.h"
 #include "model_internal.h"
 
-void model_init(struct model *m, const struct model_dims *d, const struct kernels *k, int B, int nslots,
+void model_init(struct model *m, const struct model_dims *d, const struct device *k, int B, int nslots,
                 uint64_t seed)
 {
     memset(m, 0, sizeof *m);

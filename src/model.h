@@ -130,7 +130,7 @@ struct scratch {
 
 struct model {
     struct model_dims d;
-    const struct kernels *k;          /* where the buffers below live and what computes on them */
+    const struct device *k;          /* where the buffers below live and what computes on them */
     float *host;                      /* host scratch: (2N) floats or int32 */
     int B;                            /* micro-batch size the activations hold */
     int N, Ns;                        /* B*T rows, and the residual stream's rows */
@@ -179,7 +179,7 @@ void model_dims_init(struct model_dims *d, const struct config *cfg, const struc
 /* Allocate parameters, gradients (zeroed) and `nslots` activation sets for
  * micro-batches of B sequences with k's memory; initialise the weights from
  * seed (model_init_tensor: each element from its logical position). */
-void model_init(struct model *m, const struct model_dims *d, const struct kernels *k, int B, int nslots,
+void model_init(struct model *m, const struct model_dims *d, const struct device *k, int B, int nslots,
                 uint64_t seed);
 void model_free(struct model *m);
 

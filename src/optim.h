@@ -23,7 +23,7 @@ struct flat_range {
  * gradients are reduce-scattered into gshard, the slice is updated, and the
  * parameters are all-gathered. */
 struct optim {
-    const struct kernels *k;       /* the model's: where the state lives */
+    const struct device *k;       /* the model's: where the state lives */
     float *m_mem, *v_mem;          /* moments: flat, or the slice */
     float *m[NUM_PARAMS], *v[NUM_PARAMS]; /* per tensor, when the full layout is present */
     int zero;                      /* 1: sharded over dp (ZeRO-1 and 2) */

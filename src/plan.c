@@ -218,9 +218,9 @@ int plan_compute(struct plan *p, const struct config *cfg, int world, int thread
 {
     memset(p, 0, sizeof *p);
     char why[256];
-    const struct kernels *k = kernels_for(cfg, why, sizeof why); /* (NULL: planned for an unbuilt device) */
+    const struct device *k = device_for(cfg, why, sizeof why); /* (NULL: planned for an unbuilt device) */
     struct run_shape *s = &p->shape;
-    run_shape_init(s, cfg, world, k ? kernels_staged(k) : 0);
+    run_shape_init(s, cfg, world, k ? device_staged(k) : 0);
     if (p->shape.dp <= 0 || p->shape.micro_batch <= 0 || (int64_t)p->shape.tp * p->shape.pp * p->shape.dp != world) {
         snprintf(err, errlen, "%d ranks do not make a grid of tp = %d x pp = %d x dp", world, p->shape.tp, p->shape.pp);
         return -1;

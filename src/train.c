@@ -267,7 +267,7 @@ static void io_stop(struct run *r, const char *why, const char *then)
  * train.peak_gflops overrides both.  The achievable rate (the start-up
  * sgemm, measured by all ranks at once so that ranks sharing cores add up
  * to their rate) is printed beside it unless the deck gives the peak. */
-static void mfu_reference(struct run *r, const struct kernels *k, enum precision prec)
+static void mfu_reference(struct run *r, const struct device *k, enum precision prec)
 {
     const struct config *cfg = r->cfg;
     const struct grid *g = r->g;
@@ -311,9 +311,9 @@ static void setup(struct run *r)
     const struct grid *g = r->g;
     comm_init(&r->comm, g);
     char why[256] = "";
-    const struct kernels *k = kernels_for(cfg, why, sizeof why);
+    const struct device *k = device_for(cfg, why, sizeof why);
     if (!k) die_all("set train.device = 'cpu', or rebuild with ./configure --with-cuda", "%s", why);
-    run_shape_init(&r->shape, cfg, g->world, kernels_staged(k));
+    run_shape_init(&r->shape, cfg, g->world, device_staged(k));
     const struct run_shape *s = &r->shape;
     struct model_dims d;
     model_dims_init(&d, cfg, s, g);
@@ -325,7 +325,7 @@ static void setup(struct run *r)
     }
     plan_check(cfg, g); /* refuse, with the plan's advice, what would not fit */
     struct device_options dopt = {.allow_shared = (int)cfg->train.share_gpus, .tf32 = (int)cfg->train.tf32};
-    fail_collective(g, device_open(k, g->world_comm, &dopt, why, sizeof why) != 0, why,
+    fail_collective(g, k->open && k->open(g->world_comm, &dopt, why, sizeof why) != 0, why,
                     "one GPU per rank: launch as many ranks per node as it has GPUs, or set train.share_gpus");
     model_init(&r->model, &d, k, s->micro_batch, nslots, (uint64_t)cfg->train.seed);
     r->ckpt_bytes = ckpt_file_bytes(&r->model);
@@ -637,10 +637,10 @@ static void teardown(struct run *r)
     pp_exec_free(&r->exec);
     dp_free(&r->dp);
     optim_free(&r->optim);
-    const struct kernels *k = r->model.k;
+    const struct device *k = r->model.k;
     model_free(&r->model);
     comm_free(&r->comm);
-    device_close(k);
+    if (k->close) k->close();
 }
 
 int train_run(const struct config *cfg, const struct grid *g, const char *deck)

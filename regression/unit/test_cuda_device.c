@@ -20,7 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
-extern const struct kernels cuda_kernels; /* cuda/table.c */
+extern const struct device cuda_device; /* cuda/table.c */
 
 static int rank;
 
@@ -58,18 +58,18 @@ static void test_staging(void)
     enum { n = 4099 };
     static float h[n];
     for (int i = 0; i < n; i++) h[i] = (float)i + 0.25f;
-    float *d = cuda_kernels.alloc(sizeof h);
-    cuda_kernels.to_device(d, h, sizeof h);
-    float *s = cuda_kernels.host_alloc(sizeof h);
-    cuda_kernels.to_host(s, d, sizeof h);
+    float *d = cuda_device.alloc(sizeof h);
+    cuda_device.to_device(d, h, sizeof h);
+    float *s = cuda_device.host_alloc(sizeof h);
+    cuda_device.to_host(s, d, sizeof h);
     int ok = memcmp(s, h, sizeof h) == 0;
     for (int i = 0; i < n; i++) s[i] *= -2.0f;
-    cuda_kernels.to_device(d, s, sizeof h);
-    cuda_kernels.to_host(h, d, sizeof h);
+    cuda_device.to_device(d, s, sizeof h);
+    cuda_device.to_host(h, d, sizeof h);
     for (int i = 0; i < n; i++) ok &= h[i] == -2.0f * ((float)i + 0.25f);
     check_all(ok, "staging: device -> pinned host -> device round trip through the table");
-    cuda_kernels.host_release(s);
-    cuda_kernels.release(d);
+    cuda_device.host_release(s);
+    cuda_device.release(d);
 }
 
 static void test_devices(int count)

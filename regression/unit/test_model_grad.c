@@ -31,7 +31,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     struct model_dims d = {.L = 2, .C = 8, .NH = 2, .HS = 4, .T = T, .V = 11, .Vp = 128, .tp = 1, .tp_rank = 0, .sp = 0, .pp = 1, .pp_rank = 0, .dp = 1, .v = 1, .Lc = 2, .Lp = 2};
     struct model m;
-    model_init(&m, &d, &cpu_kernels, B, 1, 5);
+    model_init(&m, &d, &cpu_device, B, 1, 5);
     /* Larger weights than the 0.02 init so every gradient is well above the
      * finite-difference noise of a float forward. */
     for (int i = 0; i < NUM_PARAMS; i++)

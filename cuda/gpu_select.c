@@ -1,4 +1,4 @@
-/* device.c -- one GPU per rank, and whether MPI takes device pointers. */
+/* gpu_select.c -- one GPU per rank, and whether MPI takes device pointers. */
 #include "check.h"
 #include "cuda_backend.h"
 #include "cuda_device.h"
