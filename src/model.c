@@ -117,7 +117,7 @@ static long out_order(const struct model *m, int layer, int op)
 /* A forward output (n floats at x) is stored in the run's precision: rounded
  * here (a no-op in fp32).  While watching, the first that holds a value that
  * is not finite is remembered by name. */
-static void fwd_out(struct model *m, float *x, size_t n, int layer, int op, const char *what)
+void model_fwd_out(struct model *m, float *x, size_t n, int layer, int op, const char *what)
 {
     m->k->lp_round(m->d.prec, x, n);
     if (!m->watch || !m->k->count_nonfinite(x, n)) return;
@@ -130,45 +130,7 @@ static void fwd_out(struct model *m, float *x, size_t n, int layer, int op, cons
 }
 
 /* An activation gradient, stored in the run's precision too. */
-static void bwd_out(const struct model *m, float *x, size_t n) { m->k->lp_round(m->d.prec, x, n); }
-
-/* ------------------------------------------------ the TP region operators */
-
-/* Megatron's conjugate pairs over tp_comm.  Without sequence parallelism the
- * residual stream is replicated: entering the TP region is the identity
- * (all-reduce in backward) and leaving it an all-reduce.  With it the stream
- * holds Ns = N/tp rows: entering is an all-gather (reduce-scatter in
- * backward), leaving a reduce-scatter (all-gather in backward). */
-
-/* Rows (Ns,C) -> the full (N,C) the column-parallel matmul reads. */
-static const float *gather_to_tp(const struct model *m, struct comm *c, float *full, const float *rows)
-{
-    if (!m->d.sp) return rows;
-    comm_allgather_f32(c, CG_TP, full, rows, (size_t)m->Ns * m->d.C);
-    return full;
-}
-
-/* Partial sums (N,C) of a row-parallel matmul -> the stream's rows. */
-static const float *reduce_from_tp(const struct model *m, struct comm *c, float *rows, float *partial)
-{
-    if (m->d.tp == 1) return partial;
-    if (!m->d.sp) {
-        comm_allreduce_sum_f32(c, CG_TP, partial, (size_t)m->N * m->d.C);
-        return partial;
-    }
-    comm_reduce_scatter_f32(c, CG_TP, rows, partial, (size_t)m->Ns * m->d.C);
-    return rows;
-}
-
-/* LayerNorm of the stream's rows, its output gathered to (N,C) in full. */
-static void layernorm_to_tp(struct model *m, struct comm *c, float *full, float *mean, float *rstd,
-                            const float *inp, const float *w, const float *b, int layer, int op, const char *what)
-{
-    float *out = m->d.sp ? m->scr.part : full;
-    m->k->layernorm_forward(out, mean, rstd, inp, w, b, m->Ns, m->d.C);
-    fwd_out(m, out, (size_t)m->Ns * m->d.C, layer, op, what);
-    gather_to_tp(m, c, full, out);
-}
+void model_bwd_out(const struct model *m, float *x, size_t n) { m->k->lp_round(m->d.prec, x, n); }
 
 /* ----------------------------------------------------------------- forward */
 
@@ -190,31 +152,31 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
     model_layer_acts(m, a, k, &la);
     float *l_res3 = a->residual3 + k * SC;
 
-    layernorm_to_tp(m, c, la.ln1, la.ln1_mean, la.ln1_rstd, residual, LAYER(P, P_LN1W, j), LAYER(P, P_LN1B, j), l, 0,
+    model_layernorm_to_tp(m, c, la.ln1, la.ln1_mean, la.ln1_rstd, residual, LAYER(P, P_LN1W, j), LAYER(P, P_LN1B, j), l, 0,
                     "ln1");
     m->k->matmul_forward(d->prec, la.qkv, la.ln1, LAYER(P, P_QKVW, j), LAYER(P, P_QKVB, j), N, C,
                          3 * Cl); /* column-parallel */
-    fwd_out(m, la.qkv, 3 * NCl, l, 1, "qkv");
+    model_fwd_out(m, la.qkv, 3 * NCl, l, 1, "qkv");
     m->k->attention_forward(d->prec, la.atty, la.att, la.qkv, B, T, Cl, NHl);
-    fwd_out(m, la.att, (size_t)B * NHl * T * T, l, 2, "attention probabilities");
-    fwd_out(m, la.atty, NCl, l, 3, "attention output");
+    model_fwd_out(m, la.att, (size_t)B * NHl * T * T, l, 2, "attention probabilities");
+    model_fwd_out(m, la.atty, NCl, l, 3, "attention output");
     m->k->matmul_forward(d->prec, s->full, la.atty, LAYER(P, P_ATTPROJW, j), root ? LAYER(P, P_ATTPROJB, j) : no_bias,
                          N, Cl, C); /* row-parallel */
-    fwd_out(m, s->full, NC, l, 4, "attention projection");
-    m->k->residual_forward(la.residual2, residual, reduce_from_tp(m, c, s->part, s->full), SC);
-    fwd_out(m, la.residual2, SC, l, 5, "residual after attention");
+    model_fwd_out(m, s->full, NC, l, 4, "attention projection");
+    m->k->residual_forward(la.residual2, residual, model_reduce_from_tp(m, c, s->part, s->full), SC);
+    model_fwd_out(m, la.residual2, SC, l, 5, "residual after attention");
 
-    layernorm_to_tp(m, c, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, LAYER(P, P_LN2W, j), LAYER(P, P_LN2B, j),
+    model_layernorm_to_tp(m, c, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, LAYER(P, P_LN2W, j), LAYER(P, P_LN2B, j),
                     l, 6, "ln2");
     m->k->matmul_forward(d->prec, la.fch, la.ln2, LAYER(P, P_FCW, j), LAYER(P, P_FCB, j), N, C, 4 * Cl);
-    fwd_out(m, la.fch, 4 * NCl, l, 7, "fc");
+    model_fwd_out(m, la.fch, 4 * NCl, l, 7, "fc");
     m->k->gelu_forward(la.fch_gelu, la.fch, 4 * NCl);
-    fwd_out(m, la.fch_gelu, 4 * NCl, l, 8, "gelu");
+    model_fwd_out(m, la.fch_gelu, 4 * NCl, l, 8, "gelu");
     m->k->matmul_forward(d->prec, s->full, la.fch_gelu, LAYER(P, P_FCPROJW, j),
                          root ? LAYER(P, P_FCPROJB, j) : no_bias, N, 4 * Cl, C);
-    fwd_out(m, s->full, NC, l, 9, "fc projection");
-    m->k->residual_forward(l_res3, la.residual2, reduce_from_tp(m, c, s->part, s->full), SC);
-    fwd_out(m, l_res3, SC, l, 10, "block output");
+    model_fwd_out(m, s->full, NC, l, 9, "fc projection");
+    m->k->residual_forward(l_res3, la.residual2, model_reduce_from_tp(m, c, s->part, s->full), SC);
+    model_fwd_out(m, l_res3, SC, l, 10, "block output");
     model_pack_layer(m, a, k, &la);
 }
 
@@ -228,8 +190,8 @@ static void embed_forward(struct model *m, struct comm *c, struct chunk_acts *a)
     m->k->encoder_forward(out, a->inputs, m->param[P_WTE], d->tp_rank == 0 ? m->param[P_WPE] : NULL, m->B, d->T, d->C,
                     d->tp_rank * Vs, Vs);
     if (d->tp > 1)
-        m->k->copy(a->input, reduce_from_tp(m, c, m->scr.part, m->scr.full), (size_t)m->Ns * d->C * sizeof(float));
-    fwd_out(m, a->input, (size_t)m->Ns * d->C, -1, 0, "embedding");
+        m->k->copy(a->input, model_reduce_from_tp(m, c, m->scr.part, m->scr.full), (size_t)m->Ns * d->C * sizeof(float));
+    model_fwd_out(m, a->input, (size_t)m->Ns * d->C, -1, 0, "embedding");
 }
 
 /* Final LayerNorm, tied LM head and vocabulary-parallel cross-entropy: only
@@ -238,10 +200,10 @@ static double head_forward(struct model *m, struct comm *c, struct chunk_acts *a
 {
     const struct model_dims *d = &m->d;
     int N = m->N, Vs = d->Vp / d->tp, v0 = d->tp_rank * Vs;
-    layernorm_to_tp(m, c, a->lnf, a->lnf_mean, a->lnf_rstd, residual, m->param[P_LNFW], m->param[P_LNFB], d->L, 0,
+    model_layernorm_to_tp(m, c, a->lnf, a->lnf_mean, a->lnf_rstd, residual, m->param[P_LNFW], m->param[P_LNFB], d->L, 0,
                     "final layernorm");
     m->k->matmul_forward(d->prec, a->logits, a->lnf, m->param[P_WTE], NULL, N, d->C, Vs);
-    fwd_out(m, a->logits, (size_t)N * Vs, d->L, 1, "logits");
+    model_fwd_out(m, a->logits, (size_t)N * Vs, d->L, 1, "logits");
     m->k->crossentropy_max(a->ce_max, a->logits, N, Vs, v0, d->V);
     if (d->tp > 1) comm_allreduce_max_f32(c, CG_TP, a->ce_max, (size_t)N);
     m->k->crossentropy_sumexp(a->ce_sums, a->ce_sums + N, a->logits, a->ce_max, a->targets, N, Vs, v0, d->V);
@@ -285,17 +247,6 @@ double model_chunk_forward(struct model *m, struct comm *c, struct chunk_acts *a
 
 /* ---------------------------------------------------------------- backward */
 
-/* The gradient of a LayerNorm output (partial sums over tp of a column-
- * parallel matmul's input gradient) back into the residual stream. */
-static void layernorm_from_tp(struct model *m, struct comm *c, float *dln_full, float *dw, float *db,
-                              const float *inp, const float *w, const float *mean, const float *rstd)
-{
-    bwd_out(m, dln_full, (size_t)m->N * m->d.C);
-    const float *dln = reduce_from_tp(m, c, m->scr.dln_part, dln_full);
-    m->k->layernorm_backward(m->scr.dresidual, dw, db, dln, inp, w, mean, rstd, m->Ns, m->d.C);
-    bwd_out(m, m->scr.dresidual, (size_t)m->Ns * m->d.C);
-}
-
 /* Where local layer j's parameter gradients accumulate: their places in
  * grad[], or (ZeRO-2) the buffer the layer_grads hook hands out. */
 static void layer_grads(struct model *m, int j, float *G[NUM_PARAMS])
@@ -331,26 +282,26 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
     }
 
     /* MLP; dresidual holds d(block output), which is also d(residual2) through the skip */
-    const float *dout = gather_to_tp(m, c, s->dfull, s->dresidual);
+    const float *dout = model_gather_to_tp(m, c, s->dfull, s->dresidual);
     m->k->matmul_backward(d->prec, s->dfch_gelu, G[P_FCPROJW], G[P_FCPROJB], dout, la.fch_gelu,
                     LAYER(P, P_FCPROJW, j), N, 4 * Cl, C);
-    bwd_out(m, s->dfch_gelu, 4 * (size_t)N * Cl);
+    model_bwd_out(m, s->dfch_gelu, 4 * (size_t)N * Cl);
     m->k->gelu_backward(s->dfch, la.fch, s->dfch_gelu, 4 * (size_t)N * Cl);
-    bwd_out(m, s->dfch, 4 * (size_t)N * Cl);
+    model_bwd_out(m, s->dfch, 4 * (size_t)N * Cl);
     m->k->matmul_backward(d->prec, s->dln_full, G[P_FCW], G[P_FCB], s->dfch, la.ln2, LAYER(P, P_FCW, j), N, C,
                     4 * Cl);
-    layernorm_from_tp(m, c, s->dln_full, G[P_LN2W], G[P_LN2B], la.residual2, LAYER(P, P_LN2W, j),
+    model_layernorm_from_tp(m, c, s->dln_full, G[P_LN2W], G[P_LN2B], la.residual2, LAYER(P, P_LN2W, j),
                       la.ln2_mean, la.ln2_rstd);
     /* attention; dresidual now holds d(residual2) = d(block input) through the skip */
-    dout = gather_to_tp(m, c, s->dfull, s->dresidual);
+    dout = model_gather_to_tp(m, c, s->dfull, s->dresidual);
     m->k->matmul_backward(d->prec, s->datty, G[P_ATTPROJW], G[P_ATTPROJB], dout, la.atty,
                     LAYER(P, P_ATTPROJW, j), N, Cl, C);
-    bwd_out(m, s->datty, (size_t)N * Cl);
+    model_bwd_out(m, s->datty, (size_t)N * Cl);
     m->k->attention_backward(d->prec, s->dqkv, s->datt, s->datty, la.qkv, la.att, B, T, Cl, NHl);
-    bwd_out(m, s->dqkv, 3 * (size_t)N * Cl);
+    model_bwd_out(m, s->dqkv, 3 * (size_t)N * Cl);
     m->k->matmul_backward(d->prec, s->dln_full, G[P_QKVW], G[P_QKVB], s->dqkv, la.ln1, LAYER(P, P_QKVW, j), N,
                     C, 3 * Cl);
-    layernorm_from_tp(m, c, s->dln_full, G[P_LN1W], G[P_LN1B], l_in, LAYER(P, P_LN1W, j),
+    model_layernorm_from_tp(m, c, s->dln_full, G[P_LN1W], G[P_LN1B], l_in, LAYER(P, P_LN1W, j),
                       la.ln1_mean, la.ln1_rstd);
 }
 
@@ -361,11 +312,11 @@ static void head_backward(struct model *m, struct comm *c, struct chunk_acts *a,
     const struct model_dims *d = &m->d;
     int N = m->N, C = d->C, Vs = d->Vp / d->tp, v0 = d->tp_rank * Vs;
     m->k->crossentropy_backward(a->logits, a->logits, a->ce_max, a->ce_sums, a->targets, dloss, N, Vs, v0, d->V);
-    bwd_out(m, a->logits, (size_t)N * Vs);
+    model_bwd_out(m, a->logits, (size_t)N * Vs);
     m->k->matmul_backward(d->prec, m->scr.dln_full, m->grad[P_WTE], NULL, a->logits, a->lnf, m->param[P_WTE], N, C,
                           Vs);
     m->k->zero(m->scr.dresidual, (size_t)m->Ns * C * sizeof(float));
-    layernorm_from_tp(m, c, m->scr.dln_full, m->grad[P_LNFW], m->grad[P_LNFB], residual, m->param[P_LNFW],
+    model_layernorm_from_tp(m, c, m->scr.dln_full, m->grad[P_LNFW], m->grad[P_LNFB], residual, m->param[P_LNFW],
                       a->lnf_mean, a->lnf_rstd);
 }
 
@@ -376,7 +327,7 @@ static void embed_backward(struct model *m, struct comm *c, struct chunk_acts *a
 {
     const struct model_dims *d = &m->d;
     int Vs = d->Vp / d->tp;
-    const float *dout = gather_to_tp(m, c, m->scr.dfull, m->scr.dresidual);
+    const float *dout = model_gather_to_tp(m, c, m->scr.dfull, m->scr.dresidual);
     m->k->encoder_backward(m->dwte_embed, m->grad[P_WPE], dout, a->inputs, m->B, d->T, d->C, d->tp_rank * Vs, Vs);
 }
 

@@ -1,6 +1,6 @@
 /* model_internal.h -- what the model's files share and nothing else uses:
- * model_params.c (the tensors), model_acts.c (the activations), model.c
- * (the maths). */
+ * model_params.c (the tensors), model_acts.c (the activations), model_tp.c
+ * (the TP region operators), model.c (the maths). */
 #ifndef TRIAD_MODEL_INTERNAL_H
 #define TRIAD_MODEL_INTERNAL_H
 
@@ -27,5 +27,22 @@ void model_layer_acts(const struct model *m, const struct chunk_acts *a, int k, 
  * both ways); no-ops in fp32 and for recomputed layers. */
 void model_pack_layer(struct model *m, struct chunk_acts *a, int k, struct layer_acts *la);
 void model_unpack_layer(const struct model *m, const struct chunk_acts *a, int k, struct layer_acts *la);
+
+/* An output in the storage precision (bf16/fp16: rounded), forward with
+ * the NaN watch's name and place, backward. */
+void model_fwd_out(struct model *m, float *x, size_t n, int layer, int op, const char *what);
+void model_bwd_out(const struct model *m, float *x, size_t n);
+
+/* The TP region operators (model_tp.c): Megatron's conjugate pairs over
+ * tp_comm.  rows (Ns,C) -> the full (N,C) a column-parallel matmul reads;
+ * partial sums (N,C) of a row-parallel matmul -> the stream's rows; a
+ * LayerNorm of the stream's rows gathered in full; and the gradient of a
+ * LayerNorm output back into the stream (scr.dresidual). */
+const float *model_gather_to_tp(const struct model *m, struct comm *c, float *full, const float *rows);
+const float *model_reduce_from_tp(const struct model *m, struct comm *c, float *rows, float *partial);
+void model_layernorm_to_tp(struct model *m, struct comm *c, float *full, float *mean, float *rstd, const float *inp,
+                           const float *w, const float *b, int layer, int op, const char *what);
+void model_layernorm_from_tp(struct model *m, struct comm *c, float *dln_full, float *dw, float *db,
+                             const float *inp, const float *w, const float *mean, const float *rstd);
 
 #endif

@@ -1,0 +1,52 @@
+/* model_tp.c -- the tensor-parallel region operators: how the residual
+ * stream enters and leaves the column- and row-parallel matmuls. */
+#include "model.h"
+
+#include "model_internal.h"
+
+/* Megatron's conjugate pairs over tp_comm.  Without sequence parallelism the
+ * residual stream is replicated: entering the TP region is the identity
+ * (all-reduce in backward) and leaving it an all-reduce.  With it the stream
+ * holds Ns = N/tp rows: entering is an all-gather (reduce-scatter in
+ * backward), leaving a reduce-scatter (all-gather in backward). */
+
+/* Rows (Ns,C) -> the full (N,C) the column-parallel matmul reads. */
+const float *model_gather_to_tp(const struct model *m, struct comm *c, float *full, const float *rows)
+{
+    if (!m->d.sp) return rows;
+    comm_allgather_f32(c, CG_TP, full, rows, (size_t)m->Ns * m->d.C);
+    return full;
+}
+
+/* Partial sums (N,C) of a row-parallel matmul -> the stream's rows. */
+const float *model_reduce_from_tp(const struct model *m, struct comm *c, float *rows, float *partial)
+{
+    if (m->d.tp == 1) return partial;
+    if (!m->d.sp) {
+        comm_allreduce_sum_f32(c, CG_TP, partial, (size_t)m->N * m->d.C);
+        return partial;
+    }
+    comm_reduce_scatter_f32(c, CG_TP, rows, partial, (size_t)m->Ns * m->d.C);
+    return rows;
+}
+
+/* LayerNorm of the stream's rows, its output gathered to (N,C) in full. */
+void model_layernorm_to_tp(struct model *m, struct comm *c, float *full, float *mean, float *rstd,
+                            const float *inp, const float *w, const float *b, int layer, int op, const char *what)
+{
+    float *out = m->d.sp ? m->scr.part : full;
+    m->k->layernorm_forward(out, mean, rstd, inp, w, b, m->Ns, m->d.C);
+    model_fwd_out(m, out, (size_t)m->Ns * m->d.C, layer, op, what);
+    model_gather_to_tp(m, c, full, out);
+}
+
+/* The gradient of a LayerNorm output (partial sums over tp of a column-
+ * parallel matmul's input gradient) back into the residual stream. */
+void model_layernorm_from_tp(struct model *m, struct comm *c, float *dln_full, float *dw, float *db,
+                              const float *inp, const float *w, const float *mean, const float *rstd)
+{
+    model_bwd_out(m, dln_full, (size_t)m->N * m->d.C);
+    const float *dln = model_reduce_from_tp(m, c, m->scr.dln_part, dln_full);
+    m->k->layernorm_backward(m->scr.dresidual, dw, db, dln, inp, w, mean, rstd, m->Ns, m->d.C);
+    model_bwd_out(m, m->scr.dresidual, (size_t)m->Ns * m->d.C);
+}
