@@ -3,38 +3,26 @@
 # fail: exit status 1, nothing on stdout, and on stderr every `! expect:`
 # substring the deck lists; a deck with `! at: LINE:COL` must also name itself
 # and that place ("FILE:LINE:COL: error: ").  Then a bad command-line
-# override, and a bad deck on 2 MPI ranks (the error printed once).  TAP.
-here=$(cd "$(dirname "$0")" && pwd)
-: "${top_srcdir:=$here/..}"
-: "${top_builddir:=$here/..}"
-: "${MPIEXEC:=mpirun}"
-triad="$top_builddir/triad"
-OMPI_ALLOW_RUN_AS_ROOT=1
-OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
-
+# override, and a bad deck on 2 MPI ranks (the error printed once).
+. "$(dirname "$0")/lib.sh"
+triad=$TRIAD
+tmp=$scratch
 if [ ! -x "$triad" ]; then
     echo "Bail out! $triad is not built (run make first)"
     exit 1
 fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/bad_decks.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
 
-n=0
-failed=0
 problems=""
 
-# report DESCRIPTION: ok if no problem was noted since the last report.
+# report DESCRIPTION: ok if no problem was noted since the last report (the
+# problems and the run's stderr as diagnostics otherwise).
 report() {
-    n=$((n + 1))
-    if [ -z "$problems" ]; then
-        echo "ok $n - $1"
-    else
-        failed=1
-        echo "not ok $n - $1"
-        printf '%s\n' "$problems" | sed 's/^/#   /'
-        echo "#   stderr was:"
-        sed 's/^/#     /' "$tmp/err"
+    [ -z "$problems" ]
+    ok $? "$1"
+    if [ -n "$problems" ]; then
+        printf '%s\n' "$problems" | diag
+        echo "stderr was:" | diag
+        diag < "$tmp/err"
     fi
     problems=""
 }
@@ -157,5 +145,4 @@ expect_failure
 expect_in_stderr "does not fit in 64 bits"
 report "an integer override that does not fit is an error"
 
-echo "1..$n"
-exit $failed
+done_testing
