@@ -50,29 +50,30 @@ static void pinned_release(void *p) { CUDA_CHECK(cudaFreeHost(p)); }
 
 static enum cuda_lp lp_of(enum precision p) { return p == PREC_BF16 ? CUDA_BF16 : CUDA_FP16; }
 
-/* fp32 runs multiply in fp32 (TF32 if switched on); bf16 and fp16 runs on
- * the format's tensor cores. */
-static void matmul_fwd(enum precision p, float *out, const float *inp, const float *weight, const float *bias,
+/* The operations that multiply in the run's precision (OP_P of ops.def):
+ * fp32 runs in fp32 (TF32 if switched on), bf16 and fp16 runs on the
+ * format's tensor cores. */
+static void dev_matmul_forward(enum precision p, float *out, const float *inp, const float *weight, const float *bias,
                        int N, int C, int OC)
 {
     if (p == PREC_FP32) cuda_matmul_forward(out, inp, weight, bias, N, C, OC);
     else cuda_matmul_forward_tc(lp_of(p), out, inp, weight, bias, N, C, OC);
 }
 
-static void matmul_bwd(enum precision p, float *dinp, float *dweight, float *dbias, const float *dout,
+static void dev_matmul_backward(enum precision p, float *dinp, float *dweight, float *dbias, const float *dout,
                        const float *inp, const float *weight, int N, int C, int OC)
 {
     if (p == PREC_FP32) cuda_matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
     else cuda_matmul_backward_tc(lp_of(p), dinp, dweight, dbias, dout, inp, weight, N, C, OC);
 }
 
-static void attention_fwd(enum precision p, float *out, float *att, const float *qkv, int B, int T, int C, int NH)
+static void dev_attention_forward(enum precision p, float *out, float *att, const float *qkv, int B, int T, int C, int NH)
 {
     if (p == PREC_FP32) cuda_attention_forward(out, att, qkv, B, T, C, NH);
     else cuda_attention_forward_tc(lp_of(p), out, att, qkv, B, T, C, NH);
 }
 
-static void attention_bwd(enum precision p, float *dqkv, float *scratch, const float *dout, const float *qkv,
+static void dev_attention_backward(enum precision p, float *dqkv, float *scratch, const float *dout, const float *qkv,
                           const float *att, int B, int T, int C, int NH)
 {
     if (p == PREC_FP32) cuda_attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH);
@@ -126,27 +127,21 @@ static int table_open(MPI_Comm world, const struct device_options *opt, char *er
 
 static void table_close(void) { cuda_backend_finalize(); }
 
+/* The operations whose arithmetic is the same in every precision: cuda/'s
+ * kernel of the same name. */
+#define OP(ret, name, params, args) \
+    static ret dev_##name DEVICE_PARAMS params { (void)p; DEVICE_FORWARD(ret, cuda_##name args); }
+#define OP_P(ret, name, params, args)
+#include "ops.def"
+#undef OP
+#undef OP_P
+
+#define OP(ret, name, params, args) .name = dev_##name,
+#define OP_P OP
 const struct device cuda_device = {
     .name = "cuda",
     .on_device = 1,
-    .encoder_forward = cuda_encoder_forward,
-    .encoder_backward = cuda_encoder_backward,
-    .layernorm_forward = cuda_layernorm_forward,
-    .layernorm_backward = cuda_layernorm_backward,
-    .matmul_forward = matmul_fwd,
-    .matmul_backward = matmul_bwd,
-    .attention_forward = attention_fwd,
-    .attention_backward = attention_bwd,
-    .gelu_forward = cuda_gelu_forward,
-    .gelu_backward = cuda_gelu_backward,
-    .residual_forward = cuda_residual_forward,
-    .crossentropy_max = cuda_crossentropy_max,
-    .crossentropy_sumexp = cuda_crossentropy_sumexp,
-    .crossentropy_loss = cuda_crossentropy_loss,
-    .crossentropy_backward = cuda_crossentropy_backward,
-    .adamw_update = cuda_adamw_update,
-    .sumsq = cuda_sumsq,
-    .scale_inplace = cuda_scale_inplace,
+#include "ops.def"
     .lp_round = round_lp,
     .lp_pack = pack_lp,
     .lp_unpack = unpack_lp,
@@ -166,3 +161,5 @@ const struct device cuda_device = {
     .open = table_open,
     .close = table_close,
 };
+#undef OP
+#undef OP_P

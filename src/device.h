@@ -17,6 +17,13 @@
 
 #include "precision.h"
 
+/* A device operation's parameters: the precision, then those of ops.def. */
+#define DEVICE_PARAMS(...) (enum precision p, __VA_ARGS__)
+/* The body that forwards to call: `return` for a value, nothing for void. */
+#define DEVICE_FORWARD_void(call) call
+#define DEVICE_FORWARD_double(call) return call
+#define DEVICE_FORWARD(ret, call) DEVICE_FORWARD_##ret(call)
+
 /* How a device is used (train.share_gpus, train.tf32). */
 struct device_options {
     int allow_shared; /* several ranks of a node on one GPU */
@@ -27,39 +34,15 @@ struct device {
     const char *name;
     int on_device;  /* buffers are device memory: the host reads them only through to_host */
 
-    /* backend_ops.h, float (the products with the run's precision) */
-    void (*encoder_forward)(float *out, const int32_t *inp, const float *wte, const float *wpe, int B, int T, int C,
-                            int v0, int Vs);
-    void (*encoder_backward)(float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T, int C,
-                             int v0, int Vs);
-    void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp, const float *weight,
-                              const float *bias, int N, int C);
-    void (*layernorm_backward)(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                               const float *weight, const float *mean, const float *rstd, int N, int C);
-    /* The products' operands hold values of precision p (the run's): a
-     * device with 16-bit units multiplies them there (the CUDA table: tensor
-     * cores, fp32 accumulation); the results are fp32 either way. */
-    void (*matmul_forward)(enum precision p, float *out, const float *inp, const float *weight, const float *bias,
-                           int N, int C, int OC);
-    void (*matmul_backward)(enum precision p, float *dinp, float *dweight, float *dbias, const float *dout,
-                            const float *inp, const float *weight, int N, int C, int OC);
-    void (*attention_forward)(enum precision p, float *out, float *att, const float *qkv, int B, int T, int C,
-                              int NH);
-    void (*attention_backward)(enum precision p, float *dqkv, float *scratch, const float *dout, const float *qkv,
-                               const float *att, int B, int T, int C, int NH);
-    void (*gelu_forward)(float *out, const float *inp, size_t N);
-    void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t N);
-    void (*residual_forward)(float *out, const float *a, const float *b, size_t N);
-    void (*crossentropy_max)(float *maxes, const float *logits, int N, int Vs, int v0, int V);
-    void (*crossentropy_sumexp)(float *sums, float *tlogit, const float *logits, const float *maxes,
-                                const int32_t *targets, int N, int Vs, int v0, int V);
-    void (*crossentropy_loss)(float *losses, const float *maxes, const float *sums, const float *tlogit, int N);
-    void (*crossentropy_backward)(float *dlogits, const float *logits, const float *maxes, const float *sums,
-                                  const int32_t *targets, float dloss, int N, int Vs, int v0, int V);
-    void (*adamw_update)(float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
-                         float beta2, float eps, float wd, int t);
-    double (*sumsq)(const float *x, size_t n);
-    void (*scale_inplace)(float *x, size_t n, float s);
+    /* the operations of ops.def, each taking the run's precision first: the
+     * products' operands hold values of that precision, and a device with
+     * 16-bit units multiplies them there (the CUDA table: tensor cores, fp32
+     * accumulation); the results are fp32 either way */
+#define OP(ret, name, params, args) ret (*name) DEVICE_PARAMS params;
+#define OP_P OP
+#include "ops.def"
+#undef OP
+#undef OP_P
 
     /* precision.h */
     void (*lp_round)(enum precision p, float *x, size_t n);

@@ -65,7 +65,7 @@ void diag_check_consistency(const struct model *m, const struct grid *g, const s
     for (int id = 0; id < NUM_PARAMS; id++) {
         const float *p = host ? host + (m->param[id] - m->params_mem) : m->param[id];
         h[id] = hash_bytes(p, m->size[id] * sizeof(float));
-        if (m->grad[id]) gss += m->k->sumsq(m->grad[id], m->size[id]); /* (ZeRO-2: the layers' are sharded) */
+        if (m->grad[id]) gss += m->k->sumsq(m->d.prec, m->grad[id], m->size[id]); /* (ZeRO-2: the layers' are sharded) */
     }
     free(host);
     int dp_bad = -1, tp_bad = -1;

@@ -37,7 +37,7 @@ static void add_to_shard(struct optim *o, const struct flat_range *r, int k, con
     for (int i = 0; i < k; i++) {
         size_t lo, hi;
         if (!optim_slice_part(o, r[i].at, r[i].n, &lo, &hi)) continue;
-        o->k->residual_forward(o->gshard + (lo - o->offset), o->gshard + (lo - o->offset), recv, hi - lo);
+        o->k->residual_forward(o->prec, o->gshard + (lo - o->offset), o->gshard + (lo - o->offset), recv, hi - lo);
         recv += hi - lo;
     }
 }

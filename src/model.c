@@ -81,7 +81,7 @@ void model_zero_grad(struct model *m)
 
 void model_merge_embedding_grad(struct model *m)
 {
-    m->k->residual_forward(m->grad[P_WTE], m->grad[P_WTE], m->dwte_embed, m->size[P_WTE]);
+    m->k->residual_forward(m->d.prec, m->grad[P_WTE], m->grad[P_WTE], m->dwte_embed, m->size[P_WTE]);
 }
 
 static void tensor_name(const struct model *m, int id, int j, char *name, size_t len)
@@ -163,19 +163,19 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
     m->k->matmul_forward(d->prec, s->full, la.atty, LAYER(P, P_ATTPROJW, j), root ? LAYER(P, P_ATTPROJB, j) : no_bias,
                          N, Cl, C); /* row-parallel */
     model_fwd_out(m, s->full, NC, l, 4, "attention projection");
-    m->k->residual_forward(la.residual2, residual, model_reduce_from_tp(m, c, s->part, s->full), SC);
+    m->k->residual_forward(m->d.prec, la.residual2, residual, model_reduce_from_tp(m, c, s->part, s->full), SC);
     model_fwd_out(m, la.residual2, SC, l, 5, "residual after attention");
 
     model_layernorm_to_tp(m, c, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, LAYER(P, P_LN2W, j), LAYER(P, P_LN2B, j),
                     l, 6, "ln2");
     m->k->matmul_forward(d->prec, la.fch, la.ln2, LAYER(P, P_FCW, j), LAYER(P, P_FCB, j), N, C, 4 * Cl);
     model_fwd_out(m, la.fch, 4 * NCl, l, 7, "fc");
-    m->k->gelu_forward(la.fch_gelu, la.fch, 4 * NCl);
+    m->k->gelu_forward(m->d.prec, la.fch_gelu, la.fch, 4 * NCl);
     model_fwd_out(m, la.fch_gelu, 4 * NCl, l, 8, "gelu");
     m->k->matmul_forward(d->prec, s->full, la.fch_gelu, LAYER(P, P_FCPROJW, j),
                          root ? LAYER(P, P_FCPROJB, j) : no_bias, N, 4 * Cl, C);
     model_fwd_out(m, s->full, NC, l, 9, "fc projection");
-    m->k->residual_forward(l_res3, la.residual2, model_reduce_from_tp(m, c, s->part, s->full), SC);
+    m->k->residual_forward(m->d.prec, l_res3, la.residual2, model_reduce_from_tp(m, c, s->part, s->full), SC);
     model_fwd_out(m, l_res3, SC, l, 10, "block output");
     model_pack_layer(m, a, k, &la);
 }
@@ -187,7 +187,7 @@ static void embed_forward(struct model *m, struct comm *c, struct chunk_acts *a)
     const struct model_dims *d = &m->d;
     int Vs = d->Vp / d->tp;
     float *out = d->tp == 1 ? a->input : m->scr.full;
-    m->k->encoder_forward(out, a->inputs, m->param[P_WTE], d->tp_rank == 0 ? m->param[P_WPE] : NULL, m->B, d->T, d->C,
+    m->k->encoder_forward(m->d.prec, out, a->inputs, m->param[P_WTE], d->tp_rank == 0 ? m->param[P_WPE] : NULL, m->B, d->T, d->C,
                     d->tp_rank * Vs, Vs);
     if (d->tp > 1)
         m->k->copy(a->input, model_reduce_from_tp(m, c, m->scr.part, m->scr.full), (size_t)m->Ns * d->C * sizeof(float));
@@ -204,11 +204,11 @@ static double head_forward(struct model *m, struct comm *c, struct chunk_acts *a
                     "final layernorm");
     m->k->matmul_forward(d->prec, a->logits, a->lnf, m->param[P_WTE], NULL, N, d->C, Vs);
     model_fwd_out(m, a->logits, (size_t)N * Vs, d->L, 1, "logits");
-    m->k->crossentropy_max(a->ce_max, a->logits, N, Vs, v0, d->V);
+    m->k->crossentropy_max(m->d.prec, a->ce_max, a->logits, N, Vs, v0, d->V);
     if (d->tp > 1) comm_allreduce_max_f32(c, CG_TP, a->ce_max, (size_t)N);
-    m->k->crossentropy_sumexp(a->ce_sums, a->ce_sums + N, a->logits, a->ce_max, a->targets, N, Vs, v0, d->V);
+    m->k->crossentropy_sumexp(m->d.prec, a->ce_sums, a->ce_sums + N, a->logits, a->ce_max, a->targets, N, Vs, v0, d->V);
     if (d->tp > 1) comm_allreduce_sum_f32(c, CG_TP, a->ce_sums, 2 * (size_t)N);
-    m->k->crossentropy_loss(a->losses, a->ce_max, a->ce_sums, a->ce_sums + N, N); /* in fp32 */
+    m->k->crossentropy_loss(m->d.prec, a->losses, a->ce_max, a->ce_sums, a->ce_sums + N, N); /* in fp32 */
     if (m->watch && m->k->count_nonfinite(a->losses, (size_t)N) && out_order(m, d->L, 2) < m->bad_order) {
         m->bad_order = out_order(m, d->L, 2);
         snprintf(m->bad_name, sizeof m->bad_name, "head: token losses");
@@ -286,7 +286,7 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
     m->k->matmul_backward(d->prec, s->dfch_gelu, G[P_FCPROJW], G[P_FCPROJB], dout, la.fch_gelu,
                     LAYER(P, P_FCPROJW, j), N, 4 * Cl, C);
     model_bwd_out(m, s->dfch_gelu, 4 * (size_t)N * Cl);
-    m->k->gelu_backward(s->dfch, la.fch, s->dfch_gelu, 4 * (size_t)N * Cl);
+    m->k->gelu_backward(m->d.prec, s->dfch, la.fch, s->dfch_gelu, 4 * (size_t)N * Cl);
     model_bwd_out(m, s->dfch, 4 * (size_t)N * Cl);
     m->k->matmul_backward(d->prec, s->dln_full, G[P_FCW], G[P_FCB], s->dfch, la.ln2, LAYER(P, P_FCW, j), N, C,
                     4 * Cl);
@@ -311,7 +311,7 @@ static void head_backward(struct model *m, struct comm *c, struct chunk_acts *a,
 {
     const struct model_dims *d = &m->d;
     int N = m->N, C = d->C, Vs = d->Vp / d->tp, v0 = d->tp_rank * Vs;
-    m->k->crossentropy_backward(a->logits, a->logits, a->ce_max, a->ce_sums, a->targets, dloss, N, Vs, v0, d->V);
+    m->k->crossentropy_backward(m->d.prec, a->logits, a->logits, a->ce_max, a->ce_sums, a->targets, dloss, N, Vs, v0, d->V);
     model_bwd_out(m, a->logits, (size_t)N * Vs);
     m->k->matmul_backward(d->prec, m->scr.dln_full, m->grad[P_WTE], NULL, a->logits, a->lnf, m->param[P_WTE], N, C,
                           Vs);
@@ -328,7 +328,7 @@ static void embed_backward(struct model *m, struct comm *c, struct chunk_acts *a
     const struct model_dims *d = &m->d;
     int Vs = d->Vp / d->tp;
     const float *dout = model_gather_to_tp(m, c, m->scr.dfull, m->scr.dresidual);
-    m->k->encoder_backward(m->dwte_embed, m->grad[P_WPE], dout, a->inputs, m->B, d->T, d->C, d->tp_rank * Vs, Vs);
+    m->k->encoder_backward(m->d.prec, m->dwte_embed, m->grad[P_WPE], dout, a->inputs, m->B, d->T, d->C, d->tp_rank * Vs, Vs);
 }
 
 void model_chunk_backward(struct model *m, struct comm *c, struct chunk_acts *a, float dloss)

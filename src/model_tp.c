@@ -35,7 +35,7 @@ void model_layernorm_to_tp(struct model *m, struct comm *c, float *full, float *
                             const float *inp, const float *w, const float *b, int layer, int op, const char *what)
 {
     float *out = m->d.sp ? m->scr.part : full;
-    m->k->layernorm_forward(out, mean, rstd, inp, w, b, m->Ns, m->d.C);
+    m->k->layernorm_forward(m->d.prec, out, mean, rstd, inp, w, b, m->Ns, m->d.C);
     model_fwd_out(m, out, (size_t)m->Ns * m->d.C, layer, op, what);
     model_gather_to_tp(m, c, full, out);
 }
@@ -47,6 +47,6 @@ void model_layernorm_from_tp(struct model *m, struct comm *c, float *dln_full, f
 {
     model_bwd_out(m, dln_full, (size_t)m->N * m->d.C);
     const float *dln = model_reduce_from_tp(m, c, m->scr.dln_part, dln_full);
-    m->k->layernorm_backward(m->scr.dresidual, dw, db, dln, inp, w, mean, rstd, m->Ns, m->d.C);
+    m->k->layernorm_backward(m->d.prec, m->scr.dresidual, dw, db, dln, inp, w, mean, rstd, m->Ns, m->d.C);
     model_bwd_out(m, m->scr.dresidual, (size_t)m->Ns * m->d.C);
 }

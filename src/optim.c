@@ -103,7 +103,7 @@ void optim_params_from_master(struct optim *o, struct model *m, struct comm *c)
 
 void optim_unscale(struct optim *o, struct model *m, float inv)
 {
-    o->k->scale_inplace(o->zero ? o->gshard : m->grads_mem, o->shard, inv);
+    o->k->scale_inplace(o->prec, o->zero ? o->gshard : m->grads_mem, o->shard, inv);
 }
 
 double lr_at(const struct config *cfg, int64_t step)
@@ -123,9 +123,9 @@ double lr_at(const struct config *cfg, int64_t step)
  * full gradients, or (ZeRO) from this rank's part of its slice. */
 static double range_sumsq(const struct optim *o, const struct model *m, size_t a, size_t n)
 {
-    if (!o->zero) return o->k->sumsq(m->grads_mem + a, n);
+    if (!o->zero) return o->k->sumsq(o->prec, m->grads_mem + a, n);
     size_t lo, hi;
-    return optim_slice_part(o, a, n, &lo, &hi) ? o->k->sumsq(o->gshard + (lo - o->offset), hi - lo) : 0.0;
+    return optim_slice_part(o, a, n, &lo, &hi) ? o->k->sumsq(o->prec, o->gshard + (lo - o->offset), hi - lo) : 0.0;
 }
 
 /* The squared norm of every logical tensor (one entry per tensor and layer)
@@ -173,14 +173,14 @@ void optim_update(struct optim *o, struct model *m, struct comm *c, double grad_
     int t = (int)++o->updates;
     float *grads = o->zero ? o->gshard : m->grads_mem; /* flat position p lives at grads[p - offset] */
     double coef = o->grad_clip > 0 ? o->grad_clip / (grad_norm + 1e-6) : 1.0; /* as PyTorch */
-    if (coef < 1.0) o->k->scale_inplace(grads, o->shard, (float)coef);
+    if (coef < 1.0) o->k->scale_inplace(o->prec, grads, o->shard, (float)coef);
     for (int i = 0; i < NUM_PARAMS; i++) {
         size_t lo, hi, at = (size_t)(m->param[i] - m->params_mem);
         if (!optim_slice_part(o, at, m->size[i], &lo, &hi)) continue;
         float wd = param_table[i].decay ? (float)o->weight_decay : 0.0f;
         size_t s = lo - o->offset;
         float *w = o->master_mem ? o->master_mem + s : m->params_mem + lo;
-        o->k->adamw_update(w, grads + s, o->m_mem + s, o->v_mem + s, hi - lo, (float)lr, (float)o->beta1,
+        o->k->adamw_update(o->prec, w, grads + s, o->m_mem + s, o->v_mem + s, hi - lo, (float)lr, (float)o->beta1,
                      (float)o->beta2, (float)o->eps, wd, t);
     }
     if (o->master_mem) optim_params_from_master(o, m, c);
