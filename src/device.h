@@ -15,14 +15,8 @@
 
 #include "config.h"
 
+#include "ops.h"
 #include "precision.h"
-
-/* A device operation's parameters: the precision, then those of ops.def. */
-#define DEVICE_PARAMS(...) (enum precision p, __VA_ARGS__)
-/* The body that forwards to call: `return` for a value, nothing for void. */
-#define DEVICE_FORWARD_void(call) call
-#define DEVICE_FORWARD_double(call) return call
-#define DEVICE_FORWARD(ret, call) DEVICE_FORWARD_##ret(call)
 
 /* How a device is used (train.share_gpus, train.tf32). */
 struct device_options {

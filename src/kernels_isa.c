@@ -9,7 +9,7 @@
 #include "backend.h"
 #include "build_config.h"
 #include "cpu.h"
-#include "device.h"
+#include "ops.h"
 
 #define KREAL float
 #define KNAME(n) n##_generic

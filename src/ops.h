@@ -1,0 +1,15 @@
+/* ops.h -- what the users of ops.def need to expand it (plain C, no MPI: the
+ * kernels' own files include it). */
+#ifndef TRIAD_OPS_H
+#define TRIAD_OPS_H
+
+#include "precision.h"
+
+/* A device operation's parameters: the precision, then those of ops.def. */
+#define DEVICE_PARAMS(...) (enum precision p, __VA_ARGS__)
+/* The body that forwards to call: `return` for a value, nothing for void. */
+#define DEVICE_FORWARD_void(call) call
+#define DEVICE_FORWARD_double(call) return call
+#define DEVICE_FORWARD(ret, call) DEVICE_FORWARD_##ret(call)
+
+#endif
