@@ -210,124 +210,6 @@ static const struct key_info *find_key(const char *group, const char *name)
     return NULL;
 }
 
-/* Optimal-string-alignment distance (Levenshtein plus adjacent swaps),
- * case-insensitive, on the first 63 bytes. */
-static int edit_distance(const char *a, const char *b)
-{
-    enum { M = 64 };
-    int d[M][M];
-    int la = (int)strlen(a), lb = (int)strlen(b);
-    if (la > M - 1) la = M - 1;
-    if (lb > M - 1) lb = M - 1;
-    for (int i = 0; i <= la; i++) d[i][0] = i;
-    for (int j = 0; j <= lb; j++) d[0][j] = j;
-    for (int i = 1; i <= la; i++) {
-        for (int j = 1; j <= lb; j++) {
-            int ca = tolower((unsigned char)a[i - 1]), cb = tolower((unsigned char)b[j - 1]);
-            int best = d[i - 1][j - 1] + (ca != cb);
-            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
-            if (i > 1 && j > 1 && ca == tolower((unsigned char)b[j - 2]) &&
-                cb == tolower((unsigned char)a[i - 2]) && d[i - 2][j - 2] + 1 < best)
-                best = d[i - 2][j - 2] + 1;
-            d[i][j] = best;
-        }
-    }
-    return d[la][lb];
-}
-
-/* Is `name` close enough to `typed` to suggest it?  A third of the typed
- * length in edits (at least 1, at most 3), or a prefix of 3+ letters. */
-static int is_near(const char *typed, const char *name, int dist)
-{
-    int len = (int)strlen(typed), lim = len / 3;
-    if (lim < 1) lim = 1;
-    if (lim > 3) lim = 3;
-    if (dist <= lim) return 1;
-    return len >= 3 && strncmp(name, typed, (size_t)len) == 0;
-}
-
-/* The key nearest to `name` in `group` (NULL: in any group), or NULL. */
-static const struct key_info *nearest_key(const char *group, const char *name)
-{
-    const struct key_info *best = NULL;
-    int bestd = 1 << 30;
-    for (int i = 0; i < config_nkeys; i++) {
-        if (group && strcmp(config_keys[i].group, group) != 0) continue;
-        int dist = edit_distance(name, config_keys[i].name);
-        if (dist < bestd && is_near(name, config_keys[i].name, dist)) {
-            best = &config_keys[i];
-            bestd = dist;
-        }
-    }
-    return best;
-}
-
-static const char *nearest_choice(const char *choices, const char *typed, char *buf, size_t n)
-{
-    int bestd = 1 << 30;
-    const char *best = NULL;
-    for (const char *c = choices; *c;) {
-        size_t len = strcspn(c, "|");
-        snprintf(buf, n, "%.*s", (int)len, c);
-        int dist = edit_distance(typed, buf);
-        if (dist < bestd && is_near(typed, buf, dist)) {
-            bestd = dist;
-            best = c;
-        }
-        c += len + (c[len] == '|');
-    }
-    if (!best) return NULL;
-    snprintf(buf, n, "%.*s", (int)strcspn(best, "|"), best);
-    return buf;
-}
-
-/* ------------------------------------------------------------ name errors */
-
-static int unknown_group(struct config_error *err, const char *name, int line, int col)
-{
-    char list[256] = "";
-    int best = -1, bestd = 1 << 30;
-    for (int g = 0; g < config_ngroups; g++) {
-        int dist = edit_distance(name, config_groups[g].name);
-        if (dist < bestd && is_near(name, config_groups[g].name, dist)) best = g, bestd = dist;
-        config_append(list, sizeof list, "%s&%s", g ? ", " : "", config_groups[g].name);
-    }
-    config_set_what(err, line, col, "unknown group &%.*s", SHOW, name);
-    if (best >= 0) return config_set_hint(err, "did you mean &%s? (the groups are %s)", config_groups[best].name, list);
-    return config_set_hint(err, "the groups are %s", list);
-}
-
-static void list_keys(char *buf, size_t n, const char *group)
-{
-    buf[0] = '\0';
-    for (int i = 0; i < config_nkeys; i++)
-        if (strcmp(config_keys[i].group, group) == 0) config_append(buf, n, "%s%s", buf[0] ? ", " : "", config_keys[i].name);
-}
-
-/* A key that &group lacks: say where it belongs, or the nearest name. */
-static int unknown_key(struct config_error *err, const char *group, const char *key, int line, int col)
-{
-    char owners[128] = "", list[512];
-    const char *first = NULL;
-    for (int i = 0; i < config_nkeys; i++) {
-        if (strcmp(config_keys[i].name, key) != 0) continue;
-        config_append(owners, sizeof owners, "%s&%s", first ? " and " : "", config_keys[i].group);
-        if (!first) first = config_keys[i].group;
-    }
-    if (first) {
-        config_set_what(err, line, col, "'%s' belongs to %s, not &%s", key, owners, group);
-        return config_set_hint(err, "move it into %s: &%s %s = ... /", owners, first, key);
-    }
-    config_set_what(err, line, col, "unknown key '%.*s' in &%s", SHOW, key, group);
-    const struct key_info *k = nearest_key(group, key);
-    if (k) return config_set_hint(err, "did you mean '%s'?", k->name);
-    k = nearest_key(NULL, key);
-    if (k) return config_set_hint(err, "did you mean '%s'? (it belongs to &%s)", k->name, k->group);
-    list_keys(list, sizeof list, group);
-    return config_set_hint(err, "the keys of &%s are: %s", group, list);
-}
-
 /* ------------------------------------------------------------ typed assignment */
 
 /* "2.5 (a real)" */
@@ -456,7 +338,7 @@ static int assign_str(struct config *cfg, const struct key_info *k, const struct
     }
     config_fmt_choices(list, sizeof list, k->choices, "'", "'");
     config_set_what(err, v->line, v->col, "%s = '%.*s' is not one of %s", k->name, SHOW, v->s, list);
-    if (nearest_choice(k->choices, v->s, near, sizeof near))
+    if (config_nearest_choice(k->choices, v->s, near, sizeof near))
         return config_set_hint(err, "did you mean %s = '%s'?", k->name, near);
     return config_set_hint(err, "choose one of %s (%s: %s)", list, k->name, k->doc);
 }
@@ -517,7 +399,7 @@ static int apply_group(struct config *cfg, const struct deck *d, const struct de
     for (int e = g->first; e < g->first + g->count; e++) {
         const struct deck_entry *en = &d->entries[e];
         const struct key_info *k = find_key(g->name, en->key);
-        if (!k) return unknown_key(err, g->name, en->key, en->line, en->col);
+        if (!k) return config_unknown_key(err, g->name, en->key, en->line, en->col);
         int *seen = &first[k - config_keys];
         if (*seen) {
             config_set_what(err, en->line, en->col, "duplicate key '%s' (first set at line %d)", en->key, *seen);
@@ -534,7 +416,7 @@ static int apply_deck(struct config *cfg, const struct deck *d, struct config_er
     int first[sizeof config_keys / sizeof config_keys[0]] = { 0 };
     for (int gi = 0; gi < d->ngroups; gi++) {
         const struct deck_group *g = &d->groups[gi];
-        if (find_group(g->name) < 0) return unknown_group(err, g->name, g->line, g->col);
+        if (find_group(g->name) < 0) return config_unknown_group(err, g->name, g->line, g->col);
         if (apply_group(cfg, d, g, first, err)) return -1;
     }
     return 0;
@@ -667,7 +549,7 @@ static int override_without_group(struct config_error *err, const char *arg, con
     const struct key_info *k = NULL;
     for (int i = 0; i < config_nkeys && !k; i++)
         if (strcmp(config_keys[i].name, key) == 0) k = &config_keys[i];
-    if (!k) k = nearest_key(NULL, key);
+    if (!k) k = config_nearest_key(NULL, key);
     config_set_what(err, 1, 1, "override '%.*s' does not name a group", SHOW, arg);
     if (k) return config_set_hint(err, "write group.key=value, e.g. %s.%s%s", k->group, k->name, strchr(arg, '='));
     return config_set_hint(err, "write group.key=value, e.g. train.steps=100");
@@ -718,9 +600,9 @@ static int override_apply(struct config *cfg, const char *arg, const char *eq, s
     copy_name(key, sizeof key, dot ? dot + 1 : arg, klen);
     if (!dot) return override_without_group(err, arg, key);
     copy_name(group, sizeof group, arg, glen);
-    if (find_group(group) < 0) return unknown_group(err, group, 1, 1);
+    if (find_group(group) < 0) return config_unknown_group(err, group, 1, 1);
     const struct key_info *k = find_key(group, key);
-    if (!k) return unknown_key(err, group, key, 1, glen + 2);
+    if (!k) return config_unknown_key(err, group, key, 1, glen + 2);
     struct deck_value *v;
     int n, col = (int)(eq - arg) + 2;
     if (override_values(k, eq + 1, col, &v, &n, err)) return -1;

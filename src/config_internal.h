@@ -1,5 +1,6 @@
 /* config_internal.h -- what config.c (the registry, reading) shares with
- * config_check.c (the cross-checks) and config_doc.c (echo, documentation). */
+ * config_check.c (the cross-checks), config_suggest.c (the nearest names)
+ * and config_doc.c (echo, documentation). */
 #ifndef TRIAD_CONFIG_INTERNAL_H
 #define TRIAD_CONFIG_INTERNAL_H
 
@@ -48,5 +49,13 @@ extern const int config_ngroups;
  * item wrapped in open and close. */
 void config_fmt_value(char *buf, size_t n, const struct config *cfg, const struct key_info *k);
 void config_fmt_choices(char *buf, size_t n, const char *choices, const char *open, const char *close);
+
+/* config_suggest.c: an unknown group or key described in err, with the
+ * nearest name or the list (return -1); the nearest key (in group, or in
+ * any group when group is NULL) or choice to a misspelt one, or NULL. */
+int config_unknown_group(struct config_error *err, const char *name, int line, int col);
+int config_unknown_key(struct config_error *err, const char *group, const char *key, int line, int col);
+const struct key_info *config_nearest_key(const char *group, const char *name);
+const char *config_nearest_choice(const char *choices, const char *typed, char *buf, size_t n);
 
 #endif
