@@ -42,14 +42,9 @@
 const struct key_info config_keys[] = {
 #include "params.def"
 };
-#undef GROUP
-#undef INT
-#undef REAL
-#undef BOOL
-#undef STR
-#undef ENUM
 
 #define GROUP(g, doc_) { .name = #g, .doc = doc_ },
+#define END_GROUP(g)
 #define INT(g, k, def, lo, hi, doc)
 #define REAL(g, k, def, lo, hi, doc)
 #define BOOL(g, k, def, doc)
@@ -58,13 +53,6 @@ const struct key_info config_keys[] = {
 const struct group_info config_groups[] = {
 #include "params.def"
 };
-#undef GROUP
-#undef END_GROUP
-#undef INT
-#undef REAL
-#undef BOOL
-#undef STR
-#undef ENUM
 
 const int config_nkeys = sizeof config_keys / sizeof config_keys[0];
 const int config_ngroups = sizeof config_groups / sizeof config_groups[0];
@@ -308,7 +296,8 @@ static void set_choice(struct config *cfg, const struct key_info *k, int i)
     const char *c = k->choices;
     for (int j = 0; j < i; j++) c += strcspn(c, "|") + 1;
     snprintf(str_field(cfg, k), CONFIG_STRLEN, "%.*s", (int)strcspn(c, "|"), c);
-    *(int *)((char *)cfg + k->id_offset) = i; /* (an enum has the size of an int here: see config_defaults) */
+    _Static_assert(sizeof(enum train_device) == sizeof(int), "an ENUM key's enum is stored as an int");
+    *(int *)((char *)cfg + k->id_offset) = i;
 }
 
 /* STR, or ENUM (stored in the table's spelling). */
@@ -373,7 +362,7 @@ void config_defaults(struct config *cfg)
         case KEY_STR: snprintf(str_field(cfg, k), CONFIG_STRLEN, "%s", k->sdef); break;
         case KEY_ENUM: {
             int c = choice_index(k->choices, k->sdef, strlen(k->sdef));
-            if (c < 0 || sizeof(enum train_device) != sizeof(int)) /* a params.def whose default is not a choice */
+            if (c < 0) /* a params.def whose default is not a choice */
                 die("params.def: the default '%s' of %s.%s is not one of %s", k->sdef, k->group, k->name, k->choices);
             set_choice(cfg, k, c);
             break;

@@ -18,13 +18,6 @@
 #define STR(g, k, def, doc)
 #define ENUM(g, k, def, choices, doc) enum g##_##k { choices(CONFIG_ENUMERATOR, choices) };
 #include "params.def"
-#undef GROUP
-#undef END_GROUP
-#undef INT
-#undef REAL
-#undef BOOL
-#undef STR
-#undef ENUM
 
 /* struct config: one nested struct per namelist group, one field per key,
  * e.g. cfg.model.n_layer, cfg.train.lr, cfg.data.path; an ENUM key also
@@ -39,13 +32,6 @@
 struct config {
 #include "params.def"
 };
-#undef GROUP
-#undef END_GROUP
-#undef INT
-#undef REAL
-#undef BOOL
-#undef STR
-#undef ENUM
 
 /* One diagnosed problem in a deck or an override. */
 struct config_error {
