@@ -39,6 +39,14 @@ expect_failure() {
     grep -q 'error: ' "$tmp/err" || problem "no 'error: ' on stderr"
 }
 
+# fails COMMAND...: run it (stdout and stderr into $tmp/out, $tmp/err); it
+# must fail cleanly.
+fails() {
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    expect_failure
+}
+
 expect_in_stderr() {
     grep -qF -e "$1" "$tmp/err" || problem "stderr lacks: $1"
 }
@@ -46,9 +54,7 @@ expect_in_stderr() {
 # ---------------------------------------------------------------- the corpus
 for f in "$top_srcdir"/regression/bad/*.nml; do
     name=$(basename "$f")
-    "$triad" check "$f" >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    expect_failure
+    fails "$triad" check "$f"
     sed -n 's/^! expect: //p' "$f" >"$tmp/expect"
     [ -s "$tmp/expect" ] || problem "$name has no '! expect:' line"
     while IFS= read -r want; do
@@ -91,20 +97,14 @@ for e in cr crlf; do
     report "a deck with $e line ends reads as the LF one"
 done
 printf '&model\n  n_layer = 2\n  n_h\000ead = 4 /\n' >"$tmp/nul.nml"
-"$triad" check "$tmp/nul.nml" >"$tmp/out" 2>"$tmp/err"
-rc=$?
-expect_failure
+fails "$triad" check "$tmp/nul.nml"
 expect_in_stderr "$tmp/nul.nml:3:6: error: the deck contains a NUL byte"
 report "a NUL byte is reported with its line and column"
-timeout 20 "$triad" check /dev/zero >"$tmp/out" 2>"$tmp/err"
-rc=$?
-expect_failure
+fails timeout 20 "$triad" check /dev/zero
 expect_in_stderr "/dev/zero:1:1: error: the deck contains a NUL byte"
 report "check /dev/zero stops at once (no unbounded read)"
 { echo '&model n_layer = 2 /'; yes '! a comment that pads the deck past its bound' | head -n 40000; } >"$tmp/big.nml"
-"$triad" check "$tmp/big.nml" >"$tmp/out" 2>"$tmp/err"
-rc=$?
-expect_failure
+fails "$triad" check "$tmp/big.nml"
 expect_in_stderr "more than 1024 KiB: it is not a namelist"
 report "a deck over 1 MiB is refused with its size, before reading it"
 yes '! a comment that pads the deck past its bound' | head -n 40000 | "$triad" check /dev/stdin >"$tmp/out" 2>"$tmp/err"
@@ -114,34 +114,26 @@ expect_in_stderr "the deck is more than 1024 KiB"
 report "a stream over 1 MiB is refused after reading 1 MiB"
 
 # ---------------------------------------------------------------- a bad override
-"$triad" check "$tmp/good.nml" model.n_layers=3 >"$tmp/out" 2>"$tmp/err"
-rc=$?
-expect_failure
+fails "$triad" check "$tmp/good.nml" model.n_layers=3
 expect_in_stderr "command line:1:7: error: unknown key 'n_layers' in &model"
 expect_in_stderr "hint: did you mean 'n_layer'?"
 report "override model.n_layers=3 fails with the nearest name"
 
 # ---------------------------------------------------------------- on 2 ranks
 bad="$top_srcdir/regression/bad/unknown_key_typo.nml"
-$MPIEXEC -n 2 --oversubscribe "$triad" check "$bad" >"$tmp/out" 2>"$tmp/err"
-rc=$?
-expect_failure
+fails $MPIEXEC -n 2 --oversubscribe "$triad" check "$bad"
 count=$(grep -c "error: unknown key 'n_layers'" "$tmp/err")
 [ "$count" -eq 1 ] || problem "the error is printed $count times, expected once"
 report "a bad deck on 2 ranks: exit 1, the error printed once"
 
-$MPIEXEC -n 2 --oversubscribe "$triad" check "$tmp/good.nml" parallel.dp=4 >"$tmp/out" 2>"$tmp/err"
-rc=$?
-expect_failure
+fails $MPIEXEC -n 2 --oversubscribe "$triad" check "$tmp/good.nml" parallel.dp=4
 expect_in_stderr "tp * dp * pp = 1 * 4 * 1 = 4, but 2 ranks were launched"
 expect_in_stderr "hint: set dp = 2"
 count=$(grep -c "error: tp \* dp \* pp" "$tmp/err")
 [ "$count" -eq 1 ] || problem "the error is printed $count times, expected once"
 report "dp = 4 on 2 ranks: the world size is checked, the error printed once"
 
-"$triad" check "$tmp/good.nml" train.steps=99999999999999999999 >"$tmp/out" 2>"$tmp/err"
-rc=$?
-expect_failure
+fails "$triad" check "$tmp/good.nml" train.steps=99999999999999999999
 expect_in_stderr "does not fit in 64 bits"
 report "an integer override that does not fit is an error"
 

@@ -326,7 +326,7 @@ static int check_model_keys(hid_t f, const char *path, const struct model_dims *
     char *text = attr_read_str(f, "deck");
     if (!text) return 0;
     struct config c;
-    struct config_error ce;
+    struct deck_error ce;
     config_defaults(&c);
     int rc = config_read_string(&c, text, "the stored deck", &ce);
     free(text);

@@ -80,27 +80,6 @@ static const void *cfield(const struct config *cfg, const struct key_info *k)
     return (const char *)cfg + k->offset;
 }
 
-void config_set_what(struct config_error *err, int line, int col, const char *fmt, ...)
-{
-    va_list ap;
-    err->line = line;
-    err->col = col;
-    err->hint[0] = '\0';
-    va_start(ap, fmt);
-    vsnprintf(err->what, sizeof err->what, fmt, ap);
-    va_end(ap);
-}
-
-/* Sets the hint of the error just described; returns -1. */
-int config_set_hint(struct config_error *err, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->hint, sizeof err->hint, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 void config_append(char *buf, size_t n, const char *fmt, ...)
 {
     size_t used = strlen(buf);
@@ -206,7 +185,7 @@ static void fmt_got(char *buf, size_t n, const struct deck_value *v)
     snprintf(buf, n, "%.*s (%s)", SHOW, v->raw, deck_kind_name(v->kind));
 }
 
-static int type_error(struct config_error *err, const struct key_info *k, const struct deck_value *v)
+static int type_error(struct deck_error *err, const struct key_info *k, const struct deck_value *v)
 {
     char got[128], def[64], list[256];
     struct config d;
@@ -215,39 +194,39 @@ static int type_error(struct config_error *err, const struct key_info *k, const 
     fmt_got(got, sizeof got, v);
     switch (k->type) {
     case KEY_INT:
-        config_set_what(err, v->line, v->col, "%s expects an integer, got %s", k->name, got);
+        deck_error_set(err, v->line, v->col, "%s expects an integer, got %s", k->name, got);
         if (v->kind == DECK_REAL && v->r >= -9e18 && v->r <= 9e18 && v->r == (double)(int64_t)v->r)
-            return config_set_hint(err, "write %s = %" PRId64 " (integers have no '.' or exponent)", k->name,
+            return deck_error_hint(err, "write %s = %" PRId64 " (integers have no '.' or exponent)", k->name,
                             (int64_t)v->r);
-        return config_set_hint(err, "write %s = <an integer from %" PRId64 " to %" PRId64 ">, e.g. the default %s",
+        return deck_error_hint(err, "write %s = <an integer from %" PRId64 " to %" PRId64 ">, e.g. the default %s",
                         k->name, k->imin, k->imax, def);
     case KEY_REAL:
-        config_set_what(err, v->line, v->col, "%s expects a real number, got %s", k->name, got);
-        return config_set_hint(err, "write %s = <a number>, e.g. the default %s (exponents: 6e-4 or 6d-4)", k->name, def);
+        deck_error_set(err, v->line, v->col, "%s expects a real number, got %s", k->name, got);
+        return deck_error_hint(err, "write %s = <a number>, e.g. the default %s (exponents: 6e-4 or 6d-4)", k->name, def);
     case KEY_BOOL:
-        config_set_what(err, v->line, v->col, "%s expects a logical, got %s", k->name, got);
-        return config_set_hint(err, "write %s = .true. or %s = .false. (T and F work too)", k->name, k->name);
+        deck_error_set(err, v->line, v->col, "%s expects a logical, got %s", k->name, got);
+        return deck_error_hint(err, "write %s = .true. or %s = .false. (T and F work too)", k->name, k->name);
     case KEY_STR:
     case KEY_ENUM:
-        config_set_what(err, v->line, v->col, "%s expects a quoted string, got %s", k->name, got);
+        deck_error_set(err, v->line, v->col, "%s expects a quoted string, got %s", k->name, got);
         if (k->type == KEY_ENUM) {
             config_fmt_choices(list, sizeof list, k->choices, "'", "'");
-            if (v->kind == DECK_WORD) return config_set_hint(err, "write %s = '%.*s' (one of %s)", k->name, SHOW, v->raw, list);
-            return config_set_hint(err, "write %s = %s (one of %s)", k->name, def, list);
+            if (v->kind == DECK_WORD) return deck_error_hint(err, "write %s = '%.*s' (one of %s)", k->name, SHOW, v->raw, list);
+            return deck_error_hint(err, "write %s = %s (one of %s)", k->name, def, list);
         }
-        return config_set_hint(err, "write %s = '%.*s'", k->name, SHOW, v->raw);
+        return deck_error_hint(err, "write %s = '%.*s'", k->name, SHOW, v->raw);
     }
     return -1;
 }
 
 static int assign_int(struct config *cfg, const struct key_info *k, const struct deck_value *v,
-                      struct config_error *err)
+                      struct deck_error *err)
 {
     if (v->kind != DECK_INT) return type_error(err, k, v);
     if (v->i < k->imin || v->i > k->imax) {
-        config_set_what(err, v->line, v->col, "%s = %" PRId64 " is out of range [%" PRId64 ", %" PRId64 "]", k->name,
+        deck_error_set(err, v->line, v->col, "%s = %" PRId64 " is out of range [%" PRId64 ", %" PRId64 "]", k->name,
                  v->i, k->imin, k->imax);
-        return config_set_hint(err, "use %" PRId64 " <= %s <= %" PRId64 " (%s: %s)", k->imin, k->name, k->imax, k->name,
+        return deck_error_hint(err, "use %" PRId64 " <= %s <= %" PRId64 " (%s: %s)", k->imin, k->name, k->imax, k->name,
                         k->doc);
     }
     *int_field(cfg, k) = v->i;
@@ -255,7 +234,7 @@ static int assign_int(struct config *cfg, const struct key_info *k, const struct
 }
 
 static int assign_real(struct config *cfg, const struct key_info *k, const struct deck_value *v,
-                       struct config_error *err)
+                       struct deck_error *err)
 {
     char x[32], lo[32], hi[32];
     if (v->kind != DECK_INT && v->kind != DECK_REAL) return type_error(err, k, v);
@@ -263,15 +242,15 @@ static int assign_real(struct config *cfg, const struct key_info *k, const struc
         config_fmt_real(x, sizeof x, v->r);
         config_fmt_real(lo, sizeof lo, k->rmin);
         config_fmt_real(hi, sizeof hi, k->rmax);
-        config_set_what(err, v->line, v->col, "%s = %s is out of range [%s, %s]", k->name, x, lo, hi);
-        return config_set_hint(err, "use %s <= %s <= %s (%s: %s)", lo, k->name, hi, k->name, k->doc);
+        deck_error_set(err, v->line, v->col, "%s = %s is out of range [%s, %s]", k->name, x, lo, hi);
+        return deck_error_hint(err, "use %s <= %s <= %s (%s: %s)", lo, k->name, hi, k->name, k->doc);
     }
     *real_field(cfg, k) = v->r;
     return 0;
 }
 
 static int assign_bool(struct config *cfg, const struct key_info *k, const struct deck_value *v,
-                       struct config_error *err)
+                       struct deck_error *err)
 {
     if (v->kind != DECK_BOOL) return type_error(err, k, v);
     *bool_field(cfg, k) = (int)v->i;
@@ -302,19 +281,19 @@ static void set_choice(struct config *cfg, const struct key_info *k, int i)
 
 /* STR, or ENUM (stored in the table's spelling). */
 static int assign_str(struct config *cfg, const struct key_info *k, const struct deck_value *v,
-                      struct config_error *err)
+                      struct deck_error *err)
 {
     char list[256], near[64];
     if (v->kind != DECK_STR) return type_error(err, k, v);
     size_t len = strlen(v->s);
     if (len >= CONFIG_STRLEN) {
-        config_set_what(err, v->line, v->col, "%s is %zu bytes long, more than the %d allowed", k->name, len,
+        deck_error_set(err, v->line, v->col, "%s is %zu bytes long, more than the %d allowed", k->name, len,
                  CONFIG_STRLEN - 1);
-        return config_set_hint(err, "use a shorter value (for a path: a symbolic link or a relative path)");
+        return deck_error_hint(err, "use a shorter value (for a path: a symbolic link or a relative path)");
     }
     if (strchr(v->s, '\n')) {
-        config_set_what(err, v->line, v->col, "%s contains a line break", k->name);
-        return config_set_hint(err, "remove the line break from the value");
+        deck_error_set(err, v->line, v->col, "%s contains a line break", k->name);
+        return deck_error_hint(err, "remove the line break from the value");
     }
     if (k->type == KEY_STR) {
         memcpy(str_field(cfg, k), v->s, len + 1);
@@ -326,19 +305,19 @@ static int assign_str(struct config *cfg, const struct key_info *k, const struct
         return 0;
     }
     config_fmt_choices(list, sizeof list, k->choices, "'", "'");
-    config_set_what(err, v->line, v->col, "%s = '%.*s' is not one of %s", k->name, SHOW, v->s, list);
+    deck_error_set(err, v->line, v->col, "%s = '%.*s' is not one of %s", k->name, SHOW, v->s, list);
     if (config_nearest_choice(k->choices, v->s, near, sizeof near))
-        return config_set_hint(err, "did you mean %s = '%s'?", k->name, near);
-    return config_set_hint(err, "choose one of %s (%s: %s)", list, k->name, k->doc);
+        return deck_error_hint(err, "did you mean %s = '%s'?", k->name, near);
+    return deck_error_hint(err, "choose one of %s (%s: %s)", list, k->name, k->doc);
 }
 
 /* All keys are scalars: exactly one value. */
 static int assign(struct config *cfg, const struct key_info *k, const struct deck_value *v, int n,
-                  struct config_error *err)
+                  struct deck_error *err)
 {
     if (n > 1) {
-        config_set_what(err, v[1].line, v[1].col, "%s takes a single value, but %d are given", k->name, n);
-        return config_set_hint(err, "keep one value: %s = %.*s", k->name, SHOW, v[0].raw);
+        deck_error_set(err, v[1].line, v[1].col, "%s takes a single value, but %d are given", k->name, n);
+        return deck_error_hint(err, "keep one value: %s = %.*s", k->name, SHOW, v[0].raw);
     }
     switch (k->type) {
     case KEY_INT: return assign_int(cfg, k, v, err);
@@ -373,17 +352,9 @@ void config_defaults(struct config *cfg)
 
 /* ------------------------------------------------------------ reading */
 
-static void copy_deck_error(struct config_error *err, const struct deck_error *de, int col_shift)
-{
-    err->line = de->line;
-    err->col = de->col ? de->col + col_shift : 0;
-    snprintf(err->what, sizeof err->what, "%s", de->what);
-    snprintf(err->hint, sizeof err->hint, "%s", de->hint);
-}
-
 /* Apply every entry of d; first[i] is the line where config_keys[i] was set. */
 static int apply_group(struct config *cfg, const struct deck *d, const struct deck_group *g, int *first,
-                       struct config_error *err)
+                       struct deck_error *err)
 {
     for (int e = g->first; e < g->first + g->count; e++) {
         const struct deck_entry *en = &d->entries[e];
@@ -391,8 +362,8 @@ static int apply_group(struct config *cfg, const struct deck *d, const struct de
         if (!k) return config_unknown_key(err, g->name, en->key, en->line, en->col);
         int *seen = &first[k - config_keys];
         if (*seen) {
-            config_set_what(err, en->line, en->col, "duplicate key '%s' (first set at line %d)", en->key, *seen);
-            return config_set_hint(err, "remove one of the two settings of %s", en->key);
+            deck_error_set(err, en->line, en->col, "duplicate key '%s' (first set at line %d)", en->key, *seen);
+            return deck_error_hint(err, "remove one of the two settings of %s", en->key);
         }
         *seen = en->line;
         if (assign(cfg, k, en->values, en->nvalues, err)) return -1;
@@ -400,7 +371,7 @@ static int apply_group(struct config *cfg, const struct deck *d, const struct de
     return 0;
 }
 
-static int apply_deck(struct config *cfg, const struct deck *d, struct config_error *err)
+static int apply_deck(struct config *cfg, const struct deck *d, struct deck_error *err)
 {
     int first[sizeof config_keys / sizeof config_keys[0]] = { 0 };
     for (int gi = 0; gi < d->ngroups; gi++) {
@@ -411,21 +382,17 @@ static int apply_deck(struct config *cfg, const struct deck *d, struct config_er
     return 0;
 }
 
-void config_error_reset(struct config_error *err, const char *file)
+void config_error_reset(struct deck_error *err, const char *file)
 {
     memset(err, 0, sizeof *err);
     snprintf(err->file, sizeof err->file, "%s", file ? file : "deck");
 }
 
-int config_read_string(struct config *cfg, const char *text, const char *name, struct config_error *err)
+int config_read_string(struct config *cfg, const char *text, const char *name, struct deck_error *err)
 {
     struct deck d;
-    struct deck_error de;
     config_error_reset(err, name);
-    if (deck_parse(&d, text, &de)) {
-        copy_deck_error(err, &de, 0);
-        return -1;
-    }
+    if (deck_parse(&d, text, err)) return -1;
     struct config tmp = *cfg; /* cfg changes only if the whole deck is good */
     int rc = apply_deck(&tmp, &d, err);
     deck_free(&d);
@@ -463,20 +430,20 @@ static void unify_line_ends(char *text)
     *w = '\0';
 }
 
-static char *slurp(const char *path, struct config_error *err)
+static char *slurp(const char *path, struct deck_error *err)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        config_set_what(err, 0, 0, "cannot open the deck: %s", strerror(errno));
-        config_set_hint(err, "check the file name; a relative path is taken from the directory the job starts in");
+        deck_error_set(err, 0, 0, "cannot open the deck: %s", strerror(errno));
+        deck_error_hint(err, "check the file name; a relative path is taken from the directory the job starts in");
         return NULL;
     }
     struct stat sb;
     if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > DECK_MAX_BYTES) {
         fclose(f);
-        config_set_what(err, 0, 0, "the deck is %lld bytes, more than %d KiB: it is not a namelist",
+        deck_error_set(err, 0, 0, "the deck is %lld bytes, more than %d KiB: it is not a namelist",
                         (long long)sb.st_size, DECK_MAX_BYTES / 1024);
-        config_set_hint(err, "give the namelist text file (*.nml); decks are a few KiB");
+        deck_error_hint(err, "give the namelist text file (*.nml); decks are a few KiB");
         return NULL;
     }
     size_t cap = 1 << 16, n = 0, got;
@@ -495,24 +462,24 @@ static char *slurp(const char *path, struct config_error *err)
     int bad = !buf || ferror(f);
     fclose(f);
     if (bad) {
-        config_set_what(err, 0, 0, "cannot read the deck%s", buf ? "" : ": out of memory");
+        deck_error_set(err, 0, 0, "cannot read the deck%s", buf ? "" : ": out of memory");
         free(buf);
-        config_set_hint(err, "check that the file is readable and not a directory");
+        deck_error_hint(err, "check that the file is readable and not a directory");
         return NULL;
     }
     buf[n] = '\0';
     if (nul) {
         int line, col;
         line_col(buf, strlen(buf), &line, &col);
-        config_set_what(err, line, col, "the deck contains a NUL byte: it is not a text file");
-        config_set_hint(err, "give the namelist text file (*.nml)");
+        deck_error_set(err, line, col, "the deck contains a NUL byte: it is not a text file");
+        deck_error_hint(err, "give the namelist text file (*.nml)");
         free(buf);
         return NULL;
     }
     if (big) {
-        config_set_what(err, 0, 0, "the deck is more than %d KiB (%zu bytes read, and more follow): it is not a "
+        deck_error_set(err, 0, 0, "the deck is more than %d KiB (%zu bytes read, and more follow): it is not a "
                         "namelist", DECK_MAX_BYTES / 1024, n);
-        config_set_hint(err, "give the namelist text file (*.nml); decks are a few KiB");
+        deck_error_hint(err, "give the namelist text file (*.nml); decks are a few KiB");
         free(buf);
         return NULL;
     }
@@ -520,7 +487,7 @@ static char *slurp(const char *path, struct config_error *err)
     return buf;
 }
 
-int config_read_file(struct config *cfg, const char *path, struct config_error *err)
+int config_read_file(struct config *cfg, const char *path, struct deck_error *err)
 {
     config_error_reset(err, path);
     char *text = slurp(path, err);
@@ -533,38 +500,37 @@ int config_read_file(struct config *cfg, const char *path, struct config_error *
 /* ------------------------------------------------------------ overrides */
 
 /* "n_layer=3" without a group: name the group(s) that have the key. */
-static int override_without_group(struct config_error *err, const char *arg, const char *key)
+static int override_without_group(struct deck_error *err, const char *arg, const char *key)
 {
     const struct key_info *k = NULL;
     for (int i = 0; i < config_nkeys && !k; i++)
         if (strcmp(config_keys[i].name, key) == 0) k = &config_keys[i];
     if (!k) k = config_nearest_key(NULL, key);
-    config_set_what(err, 1, 1, "override '%.*s' does not name a group", SHOW, arg);
-    if (k) return config_set_hint(err, "write group.key=value, e.g. %s.%s%s", k->group, k->name, strchr(arg, '='));
-    return config_set_hint(err, "write group.key=value, e.g. train.steps=100");
+    deck_error_set(err, 1, 1, "override '%.*s' does not name a group", SHOW, arg);
+    if (k) return deck_error_hint(err, "write group.key=value, e.g. %s.%s%s", k->group, k->name, strchr(arg, '='));
+    return deck_error_hint(err, "write group.key=value, e.g. train.steps=100");
 }
 
 /* The values of an override for key k, whose text starts at column col.
  * A string key takes the text literally unless it starts with a quote: the
  * shell has already eaten the quotes a user would type. */
 static int override_values(const struct key_info *k, const char *text, int col, struct deck_value **v,
-                           int *n, struct config_error *err)
+                           int *n, struct deck_error *err)
 {
-    struct deck_error de;
     if ((k->type == KEY_STR || k->type == KEY_ENUM) && text[0] != '\'' && text[0] != '"') {
         *v = calloc(1, sizeof **v);
         char *s = strdup(text), *raw = strdup(text);
         if (!*v || !s || !raw) {
             free(*v), free(s), free(raw);
-            config_set_what(err, 1, col, "out of memory");
-            return config_set_hint(err, "use a shorter value");
+            deck_error_set(err, 1, col, "out of memory");
+            return deck_error_hint(err, "use a shorter value");
         }
         **v = (struct deck_value){ .kind = DECK_STR, .s = s, .raw = raw, .line = 1, .col = col };
         *n = 1;
         return 0;
     }
-    if (deck_parse_values(text, v, n, &de)) {
-        copy_deck_error(err, &de, col - 1);
+    if (deck_parse_values(text, v, n, err)) {
+        if (err->col) err->col += col - 1;
         return -1;
     }
     for (int i = 0; i < *n; i++) (*v)[i].col += col - 1;
@@ -581,7 +547,7 @@ static void copy_name(char *dst, size_t n, const char *p, int len)
 }
 
 /* group.key=value (the key's part; errors point into the argument). */
-static int override_apply(struct config *cfg, const char *arg, const char *eq, struct config_error *err)
+static int override_apply(struct config *cfg, const char *arg, const char *eq, struct deck_error *err)
 {
     char group[64], key[64];
     const char *dot = memchr(arg, '.', (size_t)(eq - arg));
@@ -597,21 +563,21 @@ static int override_apply(struct config *cfg, const char *arg, const char *eq, s
     if (override_values(k, eq + 1, col, &v, &n, err)) return -1;
     int rc = n == 0 ? -1 : assign(cfg, k, v, n, err);
     if (n == 0) {
-        config_set_what(err, 1, col, "missing value for %s.%s", k->group, k->name);
-        config_set_hint(err, "write %s.%s=value", k->group, k->name);
+        deck_error_set(err, 1, col, "missing value for %s.%s", k->group, k->name);
+        deck_error_hint(err, "write %s.%s=value", k->group, k->name);
     }
     deck_values_free(v, n);
     return rc;
 }
 
-int config_override(struct config *cfg, const char *arg, struct config_error *err)
+int config_override(struct config *cfg, const char *arg, struct deck_error *err)
 {
     config_error_reset(err, "command line");
     const char *eq = strchr(arg, '=');
     int rc;
     if (!eq) {
-        config_set_what(err, 1, 1, "override '%.*s' has no '='", SHOW, arg);
-        rc = config_set_hint(err, "write group.key=value, e.g. train.steps=100");
+        deck_error_set(err, 1, 1, "override '%.*s' has no '='", SHOW, arg);
+        rc = deck_error_hint(err, "write group.key=value, e.g. train.steps=100");
     } else {
         struct config tmp = *cfg;
         rc = override_apply(&tmp, arg, eq, err);
@@ -631,7 +597,7 @@ int64_t config_key_max(const char *group, const char *name)
 
 /* ------------------------------------------------------------ output */
 
-void config_error_print(FILE *f, const struct config_error *err)
+void config_error_print(FILE *f, const struct deck_error *err)
 {
     if (!err->file[0])
         fprintf(f, "error: %s\n", err->what);

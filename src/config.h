@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "deck.h" /* struct deck_error: a problem in a deck or an override */
+
 #define CONFIG_STRLEN 512 /* STR and ENUM values, including the NUL */
 
 /* The C enum of each ENUM key, generated from its word list: enum
@@ -33,30 +35,22 @@ struct config {
 #include "params.def"
 };
 
-/* One diagnosed problem in a deck or an override. */
-struct config_error {
-    char file[CONFIG_STRLEN]; /* deck path, or "command line" */
-    int line, col;            /* 1-based; 0 when not applicable */
-    char what[1024];          /* what is wrong */
-    char hint[1024];          /* how to fix it ("" if none) */
-};
-
 /* Fill every key with its default. */
 void config_defaults(struct config *cfg);
 
 /* Parse the namelist text of `path` into cfg (on top of what cfg holds).
  * Returns 0, or -1 with *err filled.  Never prints. */
-int config_read_file(struct config *cfg, const char *path, struct config_error *err);
+int config_read_file(struct config *cfg, const char *path, struct deck_error *err);
 int config_read_string(struct config *cfg, const char *text, const char *name,
-                       struct config_error *err);
+                       struct deck_error *err);
 
 /* Apply one command-line override "group.key=value". */
-int config_override(struct config *cfg, const char *arg, struct config_error *err);
+int config_override(struct config *cfg, const char *arg, struct deck_error *err);
 
 /* Cross-checks that need several keys or the world size (divisibility,
  * features not available, ...).  world <= 0 skips checks that need it.
  * Returns 0, or -1 with *err filled (file/line 0, what + hint). */
-int config_validate(const struct config *cfg, int world, struct config_error *err);
+int config_validate(const struct config *cfg, int world, struct deck_error *err);
 
 /* The effective data-parallel degree: dp, or world / (tp*pp) when dp = 0.
  * 0 when it cannot be derived (world <= 0, or world not a multiple of tp*pp). */
@@ -69,7 +63,7 @@ int config_micro_batch(const struct config *cfg, int world);
 /* Format an error the way users see it:
  *   deck.nml:12:5: error: unknown key 'n_layers' in &model
  *     hint: did you mean 'n_layer'? */
-void config_error_print(FILE *f, const struct config_error *err);
+void config_error_print(FILE *f, const struct deck_error *err);
 
 /* Echo the effective deck (all keys, defaults filled) as a valid namelist. */
 void config_echo(FILE *f, const struct config *cfg);

@@ -48,7 +48,7 @@ static const char *near_divisors(char *buf, size_t n, int64_t x, int64_t d, int6
 }
 
 /* The hint "use A = x or y, or B = z (why)" from the parts that have values. */
-static int suggest(struct config_error *err, const char *a, const char *av, const char *b, const char *bv,
+static int suggest(struct deck_error *err, const char *a, const char *av, const char *b, const char *bv,
                    const char *why)
 {
     char h[512] = "";
@@ -56,7 +56,7 @@ static int suggest(struct config_error *err, const char *a, const char *av, cons
     if (b && bv[0]) config_append(h, sizeof h, "%s %s = %s", h[0] ? ", or" : "use", b, bv);
     if (!h[0]) config_append(h, sizeof h, "change %s%s%s", a, b ? " or " : "", b ? b : "");
     if (why) config_append(h, sizeof h, " %s", why);
-    return config_set_hint(err, "%s", h);
+    return deck_error_hint(err, "%s", h);
 }
 
 
@@ -73,66 +73,66 @@ static int64_t divisor_at_most(int64_t x, int64_t cap)
 }
 
 /* What this build cannot do. */
-static int not_yet(struct config_error *err, const char *fix, const char *fmt, ...)
+static int not_yet(struct deck_error *err, const char *fix, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static int not_yet(struct config_error *err, const char *fix, const char *fmt, ...)
+static int not_yet(struct deck_error *err, const char *fix, const char *fmt, ...)
 {
     char what[256];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    config_set_what(err, 0, 0, "%s is not available in this build yet", what);
-    return config_set_hint(err, "%s", fix);
+    deck_error_set(err, 0, 0, "%s is not available in this build yet", what);
+    return deck_error_hint(err, "%s", fix);
 }
 
-static int check_model(const struct config *cfg, struct config_error *err)
+static int check_model(const struct config *cfg, struct deck_error *err)
 {
     int64_t C = cfg->model.d_model, NH = cfg->model.n_head;
     char m[64], d[64];
     if (C % NH == 0) return 0;
-    config_set_what(err, 0, 0, "d_model = %" PRId64 " is not divisible by n_head = %" PRId64, C, NH);
+    deck_error_set(err, 0, 0, "d_model = %" PRId64 " is not divisible by n_head = %" PRId64, C, NH);
     return suggest(err, "d_model", near_multiples(m, sizeof m, C, NH, config_key_max("model", "d_model")), "n_head",
                    near_divisors(d, sizeof d, C, NH, config_key_max("model", "n_head")),
                    "(each head gets d_model / n_head channels)");
 }
 
 /* Keys that only make sense together, then what this build cannot do yet. */
-static int check_features(const struct config *cfg, struct config_error *err)
+static int check_features(const struct config *cfg, struct deck_error *err)
 {
     int64_t tp = cfg->parallel.tp, pp = cfg->parallel.pp, vs = cfg->parallel.virtual_stages;
     if (cfg->parallel.sequence_parallel && tp < 2) {
-        config_set_what(err, 0, 0, "sequence_parallel = .true. needs tensor parallelism (tp > 1), but tp = %" PRId64, tp);
-        return config_set_hint(err, "set sequence_parallel = .false.");
+        deck_error_set(err, 0, 0, "sequence_parallel = .true. needs tensor parallelism (tp > 1), but tp = %" PRId64, tp);
+        return deck_error_hint(err, "set sequence_parallel = .false.");
     }
     if (vs > 1 && cfg->parallel.schedule_id != PARALLEL_SCHEDULE_interleaved) {
-        config_set_what(err, 0, 0, "virtual_stages = %" PRId64 " needs schedule = 'interleaved', but schedule = '%s'", vs,
+        deck_error_set(err, 0, 0, "virtual_stages = %" PRId64 " needs schedule = 'interleaved', but schedule = '%s'", vs,
                  cfg->parallel.schedule);
-        return config_set_hint(err, "set schedule = 'interleaved', or virtual_stages = 1");
+        return deck_error_hint(err, "set schedule = 'interleaved', or virtual_stages = 1");
     }
     if (vs > 1 && pp < 2) {
-        config_set_what(err, 0, 0, "virtual_stages = %" PRId64 " needs pipeline parallelism (pp > 1), but pp = %" PRId64,
+        deck_error_set(err, 0, 0, "virtual_stages = %" PRId64 " needs pipeline parallelism (pp > 1), but pp = %" PRId64,
                  vs, pp);
-        return config_set_hint(err, "set virtual_stages = 1");
+        return deck_error_hint(err, "set virtual_stages = 1");
     }
     if (cfg->train.precision_id == TRAIN_PRECISION_fp16 && cfg->train.loss_scale_min > cfg->train.loss_scale) {
-        config_set_what(err, 0, 0, "loss_scale_min = %g is above the initial loss_scale = %g", cfg->train.loss_scale_min,
+        deck_error_set(err, 0, 0, "loss_scale_min = %g is above the initial loss_scale = %g", cfg->train.loss_scale_min,
                         cfg->train.loss_scale);
-        return config_set_hint(err, "set loss_scale_min <= loss_scale");
+        return deck_error_hint(err, "set loss_scale_min <= loss_scale");
     }
     if (cfg->diag.stage_through_host && cfg->train.device_id == TRAIN_DEVICE_cuda) {
-        config_set_what(err, 0, 0, "diag.stage_through_host is for device = 'cpu'; device = 'cuda' stages by itself "
+        deck_error_set(err, 0, 0, "diag.stage_through_host is for device = 'cpu'; device = 'cuda' stages by itself "
                                    "where the MPI is not CUDA-aware");
-        return config_set_hint(err, "set diag.stage_through_host = .false.");
+        return deck_error_hint(err, "set diag.stage_through_host = .false.");
     }
     if (cfg->train.tf32 && cfg->train.device_id != TRAIN_DEVICE_cuda) {
-        config_set_what(err, 0, 0, "train.tf32 = .true. is for device = 'cuda' (TF32 is a GPU tensor-core format)");
-        return config_set_hint(err, "set tf32 = .false., or device = 'cuda'");
+        deck_error_set(err, 0, 0, "train.tf32 = .true. is for device = 'cuda' (TF32 is a GPU tensor-core format)");
+        return deck_error_hint(err, "set tf32 = .false., or device = 'cuda'");
     }
     if (cfg->train.tf32 && cfg->train.precision_id != TRAIN_PRECISION_fp32) {
-        config_set_what(err, 0, 0, "train.tf32 = .true. is for precision = 'fp32'; a %s run multiplies on %s tensor cores "
+        deck_error_set(err, 0, 0, "train.tf32 = .true. is for precision = 'fp32'; a %s run multiplies on %s tensor cores "
                                    "already", cfg->train.precision, cfg->train.precision);
-        return config_set_hint(err, "set tf32 = .false.");
+        return deck_error_hint(err, "set tf32 = .false.");
     }
     if (!device_built(cfg->train.device))
         return not_yet(err, "set device = 'cpu', or rebuild with ./configure --with-cuda (docs/cuda.md)",
@@ -141,26 +141,26 @@ static int check_features(const struct config *cfg, struct config_error *err)
 }
 
 /* Heads across tensor ranks, layers across pipeline chunks. */
-static int check_split(const struct config *cfg, struct config_error *err)
+static int check_split(const struct config *cfg, struct deck_error *err)
 {
     int64_t NH = cfg->model.n_head, L = cfg->model.n_layer, tp = cfg->parallel.tp;
     int64_t pp = cfg->parallel.pp, vs = cfg->parallel.virtual_stages, chunks = pp * vs;
     char a[64], b[64];
     if (NH % tp) {
-        config_set_what(err, 0, 0, "n_head = %" PRId64 " is not divisible by tp = %" PRId64
+        deck_error_set(err, 0, 0, "n_head = %" PRId64 " is not divisible by tp = %" PRId64
                  " (heads are split across tensor-parallel ranks)", NH, tp);
         return suggest(err, "tp", near_divisors(a, sizeof a, NH, tp, config_key_max("parallel", "tp")), "n_head",
                        near_multiples(b, sizeof b, NH, tp, config_key_max("model", "n_head")), NULL);
     }
     int64_t T = cfg->model.seq_len;
     if (cfg->parallel.sequence_parallel && T % tp) {
-        config_set_what(err, 0, 0, "seq_len = %" PRId64 " is not divisible by tp = %" PRId64
+        deck_error_set(err, 0, 0, "seq_len = %" PRId64 " is not divisible by tp = %" PRId64
                  " (sequence parallelism splits every sequence across the tensor-parallel ranks)", T, tp);
         return suggest(err, "seq_len", near_multiples(a, sizeof a, T, tp, config_key_max("model", "seq_len")), "tp",
                        near_divisors(b, sizeof b, T, tp, config_key_max("parallel", "tp")), NULL);
     }
     if (L % chunks) {
-        config_set_what(err, 0, 0, "n_layer = %" PRId64 " is not divisible by pp * virtual_stages = %" PRId64 " * %" PRId64
+        deck_error_set(err, 0, 0, "n_layer = %" PRId64 " is not divisible by pp * virtual_stages = %" PRId64 " * %" PRId64
                  " = %" PRId64 " (every model chunk gets the same number of layers)", L, pp, vs, chunks);
         return suggest(err, "n_layer", near_multiples(a, sizeof a, L, chunks, config_key_max("model", "n_layer")),
                        "pp * virtual_stages", near_divisors(b, sizeof b, L, chunks, INT64_MAX), NULL);
@@ -169,49 +169,49 @@ static int check_split(const struct config *cfg, struct config_error *err)
 }
 
 /* world = tp * dp * pp */
-static int check_world(const struct config *cfg, int world, struct config_error *err)
+static int check_world(const struct config *cfg, int world, struct deck_error *err)
 {
     int64_t tp = cfg->parallel.tp, pp = cfg->parallel.pp, dp = cfg->parallel.dp, tp_pp = tp * pp;
     char m[64];
     if (world <= 0) return 0;
     if (dp > 0 && tp_pp * dp != world) {
         int64_t want = tp_pp * dp;
-        config_set_what(err, 0, 0, "tp * dp * pp = %" PRId64 " * %" PRId64 " * %" PRId64 " = %" PRId64
+        deck_error_set(err, 0, 0, "tp * dp * pp = %" PRId64 " * %" PRId64 " * %" PRId64 " = %" PRId64
                  ", but %d ranks were launched", tp, dp, pp, want, world);
         if (world % tp_pp == 0)
-            return config_set_hint(err, "set dp = %" PRId64 " (or dp = 0 to derive it), or launch %" PRId64
+            return deck_error_hint(err, "set dp = %" PRId64 " (or dp = 0 to derive it), or launch %" PRId64
                             " ranks (mpirun -n %" PRId64 ")", world / tp_pp, want, want);
-        return config_set_hint(err, "launch %" PRId64 " ranks (mpirun -n %" PRId64 ")", want, want);
+        return deck_error_hint(err, "launch %" PRId64 " ranks (mpirun -n %" PRId64 ")", want, want);
     }
     if (world % tp_pp) {
-        config_set_what(err, 0, 0, "%d ranks cannot be split into replicas of tp * pp = %" PRId64 " * %" PRId64
+        deck_error_set(err, 0, 0, "%d ranks cannot be split into replicas of tp * pp = %" PRId64 " * %" PRId64
                  " = %" PRId64 " ranks", world, tp, pp, tp_pp);
-        return config_set_hint(err, "launch a multiple of %" PRId64 " ranks (mpirun -n %s)", tp_pp,
+        return deck_error_hint(err, "launch a multiple of %" PRId64 " ranks (mpirun -n %s)", tp_pp,
                         near_multiples(m, sizeof m, world, tp_pp, INT32_MAX));
     }
     return 0;
 }
 
 /* batch_size = dp * micro_batch_size * (micro-batches per replica) */
-static int check_batch(const struct config *cfg, int world, struct config_error *err)
+static int check_batch(const struct config *cfg, int world, struct deck_error *err)
 {
     int64_t G = cfg->train.batch_size, mb = cfg->train.micro_batch_size, dp = config_dp(cfg, world);
     int64_t gmax = config_key_max("train", "batch_size");
     char a[64], b[64] = "", why[96] = "";
     if (dp == 0 && mb > 0 && G % mb) { /* world unknown: dp * mb | G needs mb | G */
-        config_set_what(err, 0, 0, "batch_size = %" PRId64 " is not divisible by micro_batch_size = %" PRId64, G, mb);
+        deck_error_set(err, 0, 0, "batch_size = %" PRId64 " is not divisible by micro_batch_size = %" PRId64, G, mb);
         return suggest(err, "batch_size", near_multiples(a, sizeof a, G, mb, gmax), "micro_batch_size",
                        near_divisors(b, sizeof b, G, mb, gmax), NULL);
     }
     if (dp == 0) return 0;
     if (mb == 0 && G % dp) {
-        config_set_what(err, 0, 0, "batch_size = %" PRId64 " is not divisible by dp = %" PRId64
+        deck_error_set(err, 0, 0, "batch_size = %" PRId64 " is not divisible by dp = %" PRId64
                  " (micro_batch_size = 0 means batch_size / dp)", G, dp);
         snprintf(why, sizeof why, "(a multiple of dp = %" PRId64 ")", dp);
         return suggest(err, "batch_size", near_multiples(a, sizeof a, G, dp, gmax), NULL, NULL, why);
     }
     if (mb > 0 && G % (dp * mb)) {
-        config_set_what(err, 0, 0, "batch_size = %" PRId64 " is not divisible by dp * micro_batch_size = %" PRId64
+        deck_error_set(err, 0, 0, "batch_size = %" PRId64 " is not divisible by dp * micro_batch_size = %" PRId64
                  " * %" PRId64 " = %" PRId64, G, dp, mb, dp * mb);
         if (G % dp == 0 && near_divisors(b, sizeof b, G / dp, mb, gmax)[0])
             snprintf(why, sizeof why, "(a divisor of batch_size / dp = %" PRId64 ")", G / dp);
@@ -223,14 +223,14 @@ static int check_batch(const struct config *cfg, int world, struct config_error 
 
 /* The hint for a micro-batch whose tensors exceed 32-bit indices when
  * per_seq elements come per sequence. */
-static int micro_batch_hint(const struct config *cfg, int world, int64_t per_seq, struct config_error *err)
+static int micro_batch_hint(const struct config *cfg, int world, int64_t per_seq, struct deck_error *err)
 {
     int64_t max_b = INT32_MAX / per_seq, dp = config_dp(cfg, world), G = cfg->train.batch_size;
-    if (max_b < 1) return config_set_hint(err, "reduce seq_len or d_model: even one sequence is too large");
+    if (max_b < 1) return deck_error_hint(err, "reduce seq_len or d_model: even one sequence is too large");
     if (dp > 0 && G % dp == 0)
-        return config_set_hint(err, "set micro_batch_size = %" PRId64 " (the largest divisor of batch_size / dp = %" PRId64
+        return deck_error_hint(err, "set micro_batch_size = %" PRId64 " (the largest divisor of batch_size / dp = %" PRId64
                         " that fits; gradient accumulation keeps batch_size)", divisor_at_most(G / dp, max_b), G / dp);
-    return config_set_hint(err, "set micro_batch_size to %" PRId64 " or less (gradient accumulation keeps batch_size)",
+    return deck_error_hint(err, "set micro_batch_size to %" PRId64 " or less (gradient accumulation keeps batch_size)",
                     max_b);
 }
 
@@ -238,15 +238,15 @@ static int micro_batch_hint(const struct config *cfg, int world, int64_t per_seq
  * int indices (the kernels take int dimensions, backend.h).  With the
  * micro-batch unknown (world unknown, dp = micro_batch_size = 0) only the
  * weights are checked. */
-static int check_sizes(const struct config *cfg, int world, struct config_error *err)
+static int check_sizes(const struct config *cfg, int world, struct deck_error *err)
 {
     int64_t B = config_micro_batch(cfg, world), T = cfg->model.seq_len, C = cfg->model.d_model;
     int64_t L = cfg->model.n_layer, NH = cfg->model.n_head, tp = cfg->parallel.tp, V = cfg->model.vocab_size;
     int64_t Vp = shape_padded_vocab(V, tp), params = shape_params(L, C, T, Vp);
     if (params < 0) {
-        config_set_what(err, 0, 0, "the model has more than 2^63 parameters (n_layer = %" PRId64 ", d_model = %" PRId64 ")",
+        deck_error_set(err, 0, 0, "the model has more than 2^63 parameters (n_layer = %" PRId64 ", d_model = %" PRId64 ")",
                  L, C);
-        return config_set_hint(err, "reduce n_layer or d_model");
+        return deck_error_hint(err, "reduce n_layer or d_model");
     }
     const struct { const char *what; int64_t n; int per_seq; } t[] = {
         { "the MLP activations (micro-batch * seq_len * 4 * d_model / tp)", mul64(T, 4 * C / tp), 1 },
@@ -261,18 +261,18 @@ static int check_sizes(const struct config *cfg, int world, struct config_error 
         char count[32] = "over 2^63";
         if (n > 0) snprintf(count, sizeof count, "%" PRId64, n);
         if (!t[i].per_seq) {
-            config_set_what(err, 0, 0, "%s has %s elements per rank, more than the 2147483647 that the kernels' "
+            deck_error_set(err, 0, 0, "%s has %s elements per rank, more than the 2147483647 that the kernels' "
                      "32-bit indices reach", t[i].what, count);
-            return config_set_hint(err, "reduce d_model or vocab_size");
+            return deck_error_hint(err, "reduce d_model or vocab_size");
         }
-        config_set_what(err, 0, 0, "a micro-batch of %" PRId64 " sequences is too large: %s would hold %s elements, "
+        deck_error_set(err, 0, 0, "a micro-batch of %" PRId64 " sequences is too large: %s would hold %s elements, "
                  "more than the 2147483647 that the kernels' 32-bit indices reach", B, t[i].what, count);
-        return t[i].n < 0 ? config_set_hint(err, "reduce seq_len or d_model") : micro_batch_hint(cfg, world, t[i].n, err);
+        return t[i].n < 0 ? deck_error_hint(err, "reduce seq_len or d_model") : micro_batch_hint(cfg, world, t[i].n, err);
     }
     return 0;
 }
 
-static int check_train(const struct config *cfg, struct config_error *err)
+static int check_train(const struct config *cfg, struct deck_error *err)
 {
     char lr[32], min_lr[32], tenth[32];
     int64_t steps = cfg->train.steps, warm = cfg->train.warmup_steps;
@@ -280,53 +280,53 @@ static int check_train(const struct config *cfg, struct config_error *err)
         config_fmt_real(lr, sizeof lr, cfg->train.lr);
         config_fmt_real(min_lr, sizeof min_lr, cfg->train.min_lr);
         snprintf(tenth, sizeof tenth, "%.3g", cfg->train.lr / 10);
-        config_set_what(err, 0, 0, "min_lr = %s is larger than lr = %s (the cosine decays from lr to min_lr)", min_lr, lr);
-        return config_set_hint(err, "set min_lr <= %s, e.g. min_lr = %s (lr / 10)", lr, tenth);
+        deck_error_set(err, 0, 0, "min_lr = %s is larger than lr = %s (the cosine decays from lr to min_lr)", min_lr, lr);
+        return deck_error_hint(err, "set min_lr <= %s, e.g. min_lr = %s (lr / 10)", lr, tenth);
     }
     if (steps > 0 && warm > steps) {
-        config_set_what(err, 0, 0, "warmup_steps = %" PRId64 " is larger than steps = %" PRId64, warm, steps);
-        return config_set_hint(err, "set warmup_steps <= %" PRId64 " (e.g. %" PRId64 ", a tenth of steps), or steps >= %" PRId64,
+        deck_error_set(err, 0, 0, "warmup_steps = %" PRId64 " is larger than steps = %" PRId64, warm, steps);
+        return deck_error_hint(err, "set warmup_steps <= %" PRId64 " (e.g. %" PRId64 ", a tenth of steps), or steps >= %" PRId64,
                         steps, steps / 10, warm);
     }
     return 0;
 }
 
-static int check_data(const struct config *cfg, struct config_error *err)
+static int check_data(const struct config *cfg, struct deck_error *err)
 {
     const char *kind = cfg->data.kind;
     enum data_kind id = cfg->data.kind_id;
     if (id == DATA_KIND_synthetic && cfg->data.path[0]) {
-        config_set_what(err, 0, 0, "path = '%.*s' is set, but kind = 'synthetic' reads no file", SHOW, cfg->data.path);
-        return config_set_hint(err, "set kind = 'text' (a text file) or kind = 'tokens' (token shards) in &data to "
+        deck_error_set(err, 0, 0, "path = '%.*s' is set, but kind = 'synthetic' reads no file", SHOW, cfg->data.path);
+        return deck_error_hint(err, "set kind = 'text' (a text file) or kind = 'tokens' (token shards) in &data to "
                              "train on it, or remove path");
     }
     if (id != DATA_KIND_synthetic && !cfg->data.path[0]) {
-        config_set_what(err, 0, 0, "kind = '%s' needs a file, but path is empty", kind);
-        return config_set_hint(err, "%s", id == DATA_KIND_text
+        deck_error_set(err, 0, 0, "kind = '%s' needs a file, but path is empty", kind);
+        return deck_error_hint(err, "%s", id == DATA_KIND_text
                                        ? "set path = 'input.txt' in &data (any text file; its bytes are the tokens)"
                                        : "set path = 'data/train_*.bin' in &data (llm.c token shards)");
     }
     if (id == DATA_KIND_text && cfg->model.vocab_size < 256) {
-        config_set_what(err, 0, 0, "kind = 'text' reads bytes (256 token ids), but vocab_size = %" PRId64,
+        deck_error_set(err, 0, 0, "kind = 'text' reads bytes (256 token ids), but vocab_size = %" PRId64,
                  cfg->model.vocab_size);
-        return config_set_hint(err, "set vocab_size = 256 in &model");
+        return deck_error_hint(err, "set vocab_size = 256 in &model");
     }
     return 0;
 }
 
 /* Where the run writes: a directory, so never an empty name. */
-static int check_io(const struct config *cfg, struct config_error *err)
+static int check_io(const struct config *cfg, struct deck_error *err)
 {
     if (!cfg->io.run_dir[0]) {
-        config_set_what(err, 0, 0, "run_dir = '' in &io: the run needs a directory for its checkpoints and metrics");
-        return config_set_hint(err, "set run_dir = 'run' (the default) or another directory in &io");
+        deck_error_set(err, 0, 0, "run_dir = '' in &io: the run needs a directory for its checkpoints and metrics");
+        return deck_error_hint(err, "set run_dir = 'run' (the default) or another directory in &io");
     }
     return 0;
 }
 
 /* The pipeline schedule can run this many micro-batches (interleaving needs
  * a multiple of pp). */
-static int check_schedule(const struct config *cfg, int world, struct config_error *err)
+static int check_schedule(const struct config *cfg, int world, struct deck_error *err)
 {
     struct run_shape s;
     run_shape_init(&s, cfg, world, 0);
@@ -336,13 +336,13 @@ static int check_schedule(const struct config *cfg, int world, struct config_err
     if (pp_schedule_check(pp_schedule_from_name(cfg->parallel.schedule), (int)cfg->parallel.pp,
                           (int)cfg->parallel.virtual_stages, m, why, sizeof why) == 0)
         return 0;
-    config_set_what(err, 0, 0, "schedule = '%s' cannot run %d micro-batches per replica on pp = %" PRId64 ": %s",
+    deck_error_set(err, 0, 0, "schedule = '%s' cannot run %d micro-batches per replica on pp = %" PRId64 ": %s",
              cfg->parallel.schedule, m, cfg->parallel.pp, why);
-    return config_set_hint(err, "change batch_size or micro_batch_size (micro-batches per replica = batch_size / "
+    return deck_error_hint(err, "change batch_size or micro_batch_size (micro-batches per replica = batch_size / "
                          "(dp * micro_batch_size)), or the schedule");
 }
 
-int config_validate(const struct config *cfg, int world, struct config_error *err)
+int config_validate(const struct config *cfg, int world, struct deck_error *err)
 {
     config_error_reset(err, "");
     if (check_model(cfg, err) || check_features(cfg, err) || check_split(cfg, err) ||

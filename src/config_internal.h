@@ -9,14 +9,9 @@
 
 #include "config.h"
 
-/* Describe an error (line/col 0 when not applicable); clears the hint. */
-void config_set_what(struct config_error *err, int line, int col, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-/* Set the hint of the error just described; returns -1. */
-int config_set_hint(struct config_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* printf at the end of buf. */
 void config_append(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void config_error_reset(struct config_error *err, const char *file);
+void config_error_reset(struct deck_error *err, const char *file);
 #define SHOW 60 /* longest user text quoted back in a message */
 
 /* The shortest %g form of x that reads back as x. */
@@ -53,8 +48,8 @@ void config_fmt_choices(char *buf, size_t n, const char *choices, const char *op
 /* config_suggest.c: an unknown group or key described in err, with the
  * nearest name or the list (return -1); the nearest key (in group, or in
  * any group when group is NULL) or choice to a misspelt one, or NULL. */
-int config_unknown_group(struct config_error *err, const char *name, int line, int col);
-int config_unknown_key(struct config_error *err, const char *group, const char *key, int line, int col);
+int config_unknown_group(struct deck_error *err, const char *name, int line, int col);
+int config_unknown_key(struct deck_error *err, const char *group, const char *key, int line, int col);
 const struct key_info *config_nearest_key(const char *group, const char *name);
 const char *config_nearest_choice(const char *choices, const char *typed, char *buf, size_t n);
 

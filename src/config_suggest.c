@@ -81,7 +81,7 @@ const char *config_nearest_choice(const char *choices, const char *typed, char *
 
 /* ------------------------------------------------------------ name errors */
 
-int config_unknown_group(struct config_error *err, const char *name, int line, int col)
+int config_unknown_group(struct deck_error *err, const char *name, int line, int col)
 {
     char list[256] = "";
     int best = -1, bestd = 1 << 30;
@@ -90,9 +90,9 @@ int config_unknown_group(struct config_error *err, const char *name, int line, i
         if (dist < bestd && is_near(name, config_groups[g].name, dist)) best = g, bestd = dist;
         config_append(list, sizeof list, "%s&%s", g ? ", " : "", config_groups[g].name);
     }
-    config_set_what(err, line, col, "unknown group &%.*s", SHOW, name);
-    if (best >= 0) return config_set_hint(err, "did you mean &%s? (the groups are %s)", config_groups[best].name, list);
-    return config_set_hint(err, "the groups are %s", list);
+    deck_error_set(err, line, col, "unknown group &%.*s", SHOW, name);
+    if (best >= 0) return deck_error_hint(err, "did you mean &%s? (the groups are %s)", config_groups[best].name, list);
+    return deck_error_hint(err, "the groups are %s", list);
 }
 
 static void list_keys(char *buf, size_t n, const char *group)
@@ -103,7 +103,7 @@ static void list_keys(char *buf, size_t n, const char *group)
 }
 
 /* A key that &group lacks: say where it belongs, or the nearest name. */
-int config_unknown_key(struct config_error *err, const char *group, const char *key, int line, int col)
+int config_unknown_key(struct deck_error *err, const char *group, const char *key, int line, int col)
 {
     char owners[128] = "", list[512];
     const char *first = NULL;
@@ -113,14 +113,14 @@ int config_unknown_key(struct config_error *err, const char *group, const char *
         if (!first) first = config_keys[i].group;
     }
     if (first) {
-        config_set_what(err, line, col, "'%s' belongs to %s, not &%s", key, owners, group);
-        return config_set_hint(err, "move it into %s: &%s %s = ... /", owners, first, key);
+        deck_error_set(err, line, col, "'%s' belongs to %s, not &%s", key, owners, group);
+        return deck_error_hint(err, "move it into %s: &%s %s = ... /", owners, first, key);
     }
-    config_set_what(err, line, col, "unknown key '%.*s' in &%s", SHOW, key, group);
+    deck_error_set(err, line, col, "unknown key '%.*s' in &%s", SHOW, key, group);
     const struct key_info *k = config_nearest_key(group, key);
-    if (k) return config_set_hint(err, "did you mean '%s'?", k->name);
+    if (k) return deck_error_hint(err, "did you mean '%s'?", k->name);
     k = config_nearest_key(NULL, key);
-    if (k) return config_set_hint(err, "did you mean '%s'? (it belongs to &%s)", k->name, k->group);
+    if (k) return deck_error_hint(err, "did you mean '%s'? (it belongs to &%s)", k->name, k->group);
     list_keys(list, sizeof list, group);
-    return config_set_hint(err, "the keys of &%s are: %s", group, list);
+    return deck_error_hint(err, "the keys of &%s are: %s", group, list);
 }

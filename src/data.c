@@ -131,9 +131,9 @@ static uint32_t below(uint64_t h, uint64_t m)
 
 /* ---- errors ---- */
 
-static void *fail(struct config_error *err, const char *file, const char *hint,
+static void *fail(struct deck_error *err, const char *file, const char *hint,
                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void *fail(struct config_error *err, const char *file, const char *hint,
+static void *fail(struct deck_error *err, const char *file, const char *hint,
                   const char *fmt, ...)
 {
     if (!err) return NULL;
@@ -321,7 +321,7 @@ static void dir_of(const char *pattern, char *dir, size_t len)
 }
 
 /* Map one file read-only.  0, or -1 with *err filled. */
-static int map_file(struct shard *s, const char *path, struct config_error *err)
+static int map_file(struct shard *s, const char *path, struct deck_error *err)
 {
     int fd = open(path, O_RDONLY);
     if (fd < 0) {
@@ -378,7 +378,7 @@ static const char *magic_meaning(int32_t magic)
 }
 
 /* Check the header of shard s (mapped); set s->tok, s->n.  0 or -1. */
-static int check_shard(struct shard *s, struct config_error *err)
+static int check_shard(struct shard *s, struct deck_error *err)
 {
     const char *p = s->path;
     if (s->maplen < SHARD_HEADER_BYTES) {
@@ -452,7 +452,7 @@ static int32_t shard_max(const struct shard *s)
 }
 
 /* Every token < V, or -1 with the first offender and the global max. */
-static int check_tokens(const struct data_source *ds, struct config_error *err)
+static int check_tokens(const struct data_source *ds, struct deck_error *err)
 {
     if (ds->V > 65535) return 0; /* uint16 */
     int32_t mx = 0;
@@ -475,7 +475,7 @@ static int check_tokens(const struct data_source *ds, struct config_error *err)
 }
 
 /* Glob `pattern` into ds->shard, sorted by name.  0 or -1. */
-static int open_shards(struct data_source *ds, const char *pattern, struct config_error *err)
+static int open_shards(struct data_source *ds, const char *pattern, struct deck_error *err)
 {
     glob_t g;
     memset(&g, 0, sizeof g);
@@ -521,7 +521,7 @@ static int open_shards(struct data_source *ds, const char *pattern, struct confi
     return check_tokens(ds, err);
 }
 
-static int open_text(struct data_source *ds, const char *path, struct config_error *err)
+static int open_text(struct data_source *ds, const char *path, struct deck_error *err)
 {
     if (ds->V < 256) {
         char hint[128];
@@ -546,7 +546,7 @@ static int open_text(struct data_source *ds, const char *path, struct config_err
 
 /* ---- the interface ---- */
 
-struct data_source *data_open(const struct config *cfg, int V, int T, struct config_error *err)
+struct data_source *data_open(const struct config *cfg, int V, int T, struct deck_error *err)
 {
     const char *kind = cfg->data.kind, *path = cfg->data.path;
     if (V < 2 || T < 1) {

@@ -18,7 +18,7 @@ struct data_source;
  * at least one window).  Returns NULL with *err filled (file/line where
  * meaningful, what, hint).  Never prints. */
 struct data_source *data_open(const struct config *cfg, int V, int T,
-                              struct config_error *err);
+                              struct deck_error *err);
 void data_close(struct data_source *ds);
 
 /* Short description for the start-up banner, e.g.

@@ -36,9 +36,7 @@ struct parser {
 
 /* ------------------------------------------------------------ errors */
 
-static void set_error(struct deck_error *err, int line, int col, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void set_error(struct deck_error *err, int line, int col, const char *fmt, ...)
+void deck_error_set(struct deck_error *err, int line, int col, const char *fmt, ...)
 {
     va_list ap;
     err->line = line;
@@ -49,10 +47,7 @@ static void set_error(struct deck_error *err, int line, int col, const char *fmt
     va_end(ap);
 }
 
-/* Sets the hint of the error just set; returns -1 so callers can
- * `return set_hint(...)`. */
-static int set_hint(struct deck_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int set_hint(struct deck_error *err, const char *fmt, ...)
+int deck_error_hint(struct deck_error *err, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -63,8 +58,8 @@ static int set_hint(struct deck_error *err, const char *fmt, ...)
 
 static int out_of_memory(struct deck_error *err)
 {
-    set_error(err, 0, 0, "out of memory while reading the deck");
-    return set_hint(err, "the deck is too large for the memory available");
+    deck_error_set(err, 0, 0, "out of memory while reading the deck");
+    return deck_error_hint(err, "the deck is too large for the memory available");
 }
 
 /* A token for messages, shortened: 'abc', '/', the string 'x y'. */
@@ -169,9 +164,9 @@ static int lex_string(struct cursor *c, struct token *t, struct deck_error *err)
     advance(c);
     for (;;) {
         if (*c->p == '\0' || *c->p == '\n') {
-            set_error(err, t->line, t->col, "unterminated string: the %c opened here is not closed on its line",
+            deck_error_set(err, t->line, t->col, "unterminated string: the %c opened here is not closed on its line",
                       q);
-            return set_hint(err, "close the string with %c (write %c%c for a %c inside it)", q, q, q, q);
+            return deck_error_hint(err, "close the string with %c (write %c%c for a %c inside it)", q, q, q, q);
         }
         if (*c->p == q && c->p[1] == q) {
             advance(c);
@@ -194,8 +189,8 @@ static int lex_group(struct cursor *c, struct token *t, struct deck_error *err)
     while (is_name_char(*c->p)) advance(c);
     t->len = (int)(c->p - t->p);
     if (t->len == 1) {
-        set_error(err, t->line, t->col, "empty group name after '&'");
-        return set_hint(err, "write the group name right after the '&', e.g. &model");
+        deck_error_set(err, t->line, t->col, "empty group name after '&'");
+        return deck_error_hint(err, "write the group name right after the '&', e.g. &model");
     }
     t->type = (t->len == 4 && ci_equal(t->p + 1, "end", 3)) ? TK_END : TK_GROUP;
     return 0;
@@ -306,8 +301,8 @@ static int is_real(const char *s)
 
 static int bad_value(struct deck_error *err, const struct token *t, const char *p, int len, const char *why)
 {
-    set_error(err, t->line, t->col, "'%.*s' is not a valid value%s", len > 40 ? 40 : len, p, why);
-    return set_hint(err, "integers look like 12 or -3, reals like 0.5, 6e-4 or 1.5d-3, "
+    deck_error_set(err, t->line, t->col, "'%.*s' is not a valid value%s", len > 40 ? 40 : len, p, why);
+    return deck_error_hint(err, "integers look like 12 or -3, reals like 0.5, 6e-4 or 1.5d-3, "
                          "logicals .true. or .false. (T, F), strings 'text' (quoted)");
 }
 
@@ -406,9 +401,9 @@ static int64_t repeat_count(const struct token *t, const char **star, struct dec
         return bad_value(err, t, t->p, t->len, ": a repeat is written count*value, e.g. 3*0.5");
     int64_t r = strtoll(t->p, NULL, 10);
     if (r < 1 || r > MAX_REPEAT) {
-        set_error(err, t->line, t->col, "repeat count %" PRId64 " in '%.*s' is not in [1, %d]", r, show,
+        deck_error_set(err, t->line, t->col, "repeat count %" PRId64 " in '%.*s' is not in [1, %d]", r, show,
                   t->p, MAX_REPEAT);
-        return set_hint(err, "write count*value with a positive count, e.g. 3*0.5");
+        return deck_error_hint(err, "write count*value with a positive count, e.g. 3*0.5");
     }
     return r;
 }
@@ -430,9 +425,9 @@ static int parse_value(struct parser *ps, struct deck_entry *e, int *cap)
         if (len == 0) {
             const struct token *s = &ps->t[ps->pos];
             if (s->type != TK_STR || s->p != p) {
-                set_error(err, t->line, t->col, "repeat '%.*s' has no value after the '*'",
+                deck_error_set(err, t->line, t->col, "repeat '%.*s' has no value after the '*'",
                           t->len > 40 ? 40 : t->len, t->p);
-                return set_hint(err, "write count*value, e.g. 3*0.5 (empty values are not supported)");
+                return deck_error_hint(err, "write count*value, e.g. 3*0.5 (empty values are not supported)");
             }
             t = &ps->t[ps->pos++];
         }
@@ -466,11 +461,11 @@ static int missing_value(struct deck_error *err, const struct token *at, const c
 {
     char buf[80];
     if (!key) {
-        set_error(err, at->line, at->col, "missing value: found %s", tok_show(at, buf, sizeof buf));
-        return set_hint(err, "write group.key=value");
+        deck_error_set(err, at->line, at->col, "missing value: found %s", tok_show(at, buf, sizeof buf));
+        return deck_error_hint(err, "write group.key=value");
     }
-    set_error(err, at->line, at->col, "missing value for '%s': found %s", key, tok_show(at, buf, sizeof buf));
-    return set_hint(err, "write %s = value (empty values are not supported)", key);
+    deck_error_set(err, at->line, at->col, "missing value for '%s': found %s", key, tok_show(at, buf, sizeof buf));
+    return deck_error_hint(err, "write %s = value (empty values are not supported)", key);
 }
 
 /* "key = ..." without the '='. */
@@ -478,11 +473,11 @@ static int missing_equals(struct deck_error *err, const struct token *key, const
 {
     char buf[80];
     int klen = key->len > 40 ? 40 : key->len, flen = found->len > 40 ? 40 : found->len;
-    set_error(err, key->line, key->col, "expected '=' after '%.*s', found %s", klen, key->p,
+    deck_error_set(err, key->line, key->col, "expected '=' after '%.*s', found %s", klen, key->p,
               tok_show(found, buf, sizeof buf));
     if (found->type == TK_STR || found->type == TK_WORD)
-        return set_hint(err, "write %.*s = %.*s", klen, key->p, flen, found->p);
-    return set_hint(err, "write %.*s = value; a string value needs quotes ('text')", klen, key->p);
+        return deck_error_hint(err, "write %.*s = %.*s", klen, key->p, flen, found->p);
+    return deck_error_hint(err, "write %.*s = value; a string value needs quotes ('text')", klen, key->p);
 }
 
 /* Is token t a word that names the next key (identifier followed by '=')? */
@@ -502,17 +497,17 @@ static int parse_values(struct parser *ps, struct deck_entry *e, int standalone)
         if (t->type == TK_COMMA) {
             if (e->nvalues == 0) return missing_value(err, t, e->key);
             if (last_comma) {
-                set_error(err, t->line, t->col, "empty value between two commas in '%s'", e->key ? e->key : "value");
-                return set_hint(err, "remove one comma (empty values are not supported)");
+                deck_error_set(err, t->line, t->col, "empty value between two commas in '%s'", e->key ? e->key : "value");
+                return deck_error_hint(err, "remove one comma (empty values are not supported)");
             }
             last_comma = 1;
             ps->pos++;
             continue;
         }
         if (t->type == TK_EQ) {
-            set_error(err, t->line, t->col, "unexpected '=' in the value%s%s", e->key ? " of " : "",
+            deck_error_set(err, t->line, t->col, "unexpected '=' in the value%s%s", e->key ? " of " : "",
                       e->key ? e->key : "");
-            return set_hint(err, "write key = value; a string containing '=' needs quotes");
+            return deck_error_hint(err, "write key = value; a string containing '=' needs quotes");
         }
         if (t->type != TK_STR && t->type != TK_WORD) break;
         if (!standalone && starts_key(ps, t)) break;
@@ -540,8 +535,8 @@ static int parse_entry(struct parser *ps)
     struct deck_error *err = ps->err;
     char buf[80];
     if (k->type != TK_WORD || !is_identifier(k->p, k->len)) {
-        set_error(err, k->line, k->col, "expected a key name, found %s", tok_show(k, buf, sizeof buf));
-        return set_hint(err, "write key = value; key names are letters, digits and _, starting with a letter");
+        deck_error_set(err, k->line, k->col, "expected a key name, found %s", tok_show(k, buf, sizeof buf));
+        return deck_error_hint(err, "write key = value; key names are letters, digits and _, starting with a letter");
     }
     if (peek(ps, 1)->type != TK_EQ) return missing_equals(err, k, peek(ps, 1));
     ps->pos += 2;
@@ -566,12 +561,12 @@ static int parse_entry(struct parser *ps)
 static int unclosed_group(struct deck_error *err, const struct deck_group *g, const struct token *t)
 {
     if (t->type == TK_EOF) {
-        set_error(err, g->line, g->col, "&%s is not closed: the input ends before its '/'", g->name);
-        return set_hint(err, "end the group with '/' after its last value");
+        deck_error_set(err, g->line, g->col, "&%s is not closed: the input ends before its '/'", g->name);
+        return deck_error_hint(err, "end the group with '/' after its last value");
     }
-    set_error(err, t->line, t->col, "%.*s starts before &%s (opened at line %d) is closed with '/'",
+    deck_error_set(err, t->line, t->col, "%.*s starts before &%s (opened at line %d) is closed with '/'",
               t->len > 40 ? 40 : t->len, t->p, g->name, g->line);
-    return set_hint(err, "end &%s with '/' after its last value", g->name);
+    return deck_error_hint(err, "end &%s with '/' after its last value", g->name);
 }
 
 /* &name entries... / */
@@ -613,9 +608,9 @@ static int parse_top(struct parser *ps)
             if (parse_group(ps)) return -1;
             continue;
         }
-        set_error(ps->err, t->line, t->col, "%s outside a group: %s",
+        deck_error_set(ps->err, t->line, t->col, "%s outside a group: %s",
                   t->type == TK_END ? "group end" : "text", tok_show(t, buf, sizeof buf));
-        return set_hint(ps->err, t->type == TK_END
+        return deck_error_hint(ps->err, t->type == TK_END
                                      ? "remove it: every '/' must close a group opened with &name"
                                      : "write keys inside a group (&model n_layer = 4 /); "
                                        "comments start with '!'");
@@ -657,8 +652,8 @@ int deck_parse_values(const char *text, struct deck_value **values, int *n, stru
     const struct token *t = peek(&ps, 0);
     if (rc == 0 && t->type != TK_EOF) {
         char buf[80];
-        set_error(err, t->line, t->col, "unexpected %s in a value", tok_show(t, buf, sizeof buf));
-        rc = set_hint(err, "a value is a number, a logical or a string; quote strings that contain %s",
+        deck_error_set(err, t->line, t->col, "unexpected %s in a value", tok_show(t, buf, sizeof buf));
+        rc = deck_error_hint(err, "a value is a number, a logical or a string; quote strings that contain %s",
                       tok_show(t, buf, sizeof buf));
     }
     free(toks);

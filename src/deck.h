@@ -55,11 +55,22 @@ struct deck {
     struct deck_entry *entries;
 };
 
+/* One diagnosed problem in a deck or an override (the parser's, and the
+ * configuration's: config.h). */
 struct deck_error {
-    int line, col; /* 1-based; 0 when not applicable */
-    char what[1024];
-    char hint[1024];
+    char file[512];  /* deck path, or "command line": set by the reader (config.c) */
+    int line, col;   /* 1-based; 0 when not applicable */
+    char what[1024]; /* what is wrong */
+    char hint[1024]; /* how to fix it ("" if none) */
 };
+
+/* Describe an error (line/col 0 when not applicable); clears the hint and
+ * leaves the file as it is. */
+void deck_error_set(struct deck_error *err, int line, int col, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Set the hint of the error just described; returns -1 so callers can
+ * `return deck_error_hint(...)`. */
+int deck_error_hint(struct deck_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Parse a whole namelist text.  Returns 0, or -1 with *err filled (and *d
  * empty).  deck_free releases what a successful parse allocated. */

@@ -45,13 +45,37 @@ AVX2_TARGET static inline __attribute__((always_inline)) void transpose8(__m256 
     }
 }
 
-/* A row-major (op(A) = A) is packed 8 values of k at a time: the MR rows
- * (and two of zeros) transposed in registers; A transposed one k at a time.
- * Each k's MR values go out in an 8-wide store whose 2 spare lanes the next
- * k overwrites (the last k of a panel is stored masked). */
+/* dst[k*stride + i] = src[i*ld + k] for i < lanes (<= 8), k < kc: rows
+ * i >= rows are zeros.  8 values of k at a time through transpose8; each
+ * k's lanes go out in an 8-wide store whose spare lanes the next k
+ * overwrites (the last k of the panel is stored masked). */
+AVX2_TARGET static inline __attribute__((always_inline)) void
+pack_transposed(const float *src, long ld, int rows, int kc, float *dst, long stride, int lanes)
+{
+    const __m256i out = lane_mask(lanes);
+    int k = 0;
+    for (; k + 8 <= kc; k += 8) {
+        __m256 r[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) r[i] = i < rows ? _mm256_loadu_ps(src + (long)i * ld + k) : _mm256_setzero_ps();
+        transpose8(r);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            if (lanes < 8 && k + j == kc - 1)
+                _mm256_maskstore_ps(dst + (long)(k + j) * stride, out, r[j]);
+            else
+                _mm256_storeu_ps(dst + (long)(k + j) * stride, r[j]);
+        }
+    }
+    for (; k < kc; k++)
+        for (int i = 0; i < lanes; i++) dst[(long)k * stride + i] = i < rows ? src[(long)i * ld + k] : 0.0f;
+}
+
+/* A row-major (op(A) = A) is packed through pack_transposed (the MR rows and
+ * two of zeros); A transposed one k at a time, with the same 8-wide stores. */
 AVX2_TARGET static void pack_a(int transA, int m, int kc, const float *A, long lda, float *ap)
 {
-    const __m256i last = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0);
+    const __m256i last = lane_mask(MR);
     if (transA) {             /* op(A)(i,k) = A[k*lda + i]: the MR rows side by side, one load per k */
         for (int p = 0; p < m; p += MR, ap += (long)MR * kc) {
             int mr = m - p < MR ? m - p : MR;
@@ -68,26 +92,9 @@ AVX2_TARGET static void pack_a(int transA, int m, int kc, const float *A, long l
     }
     for (int p = 0; p < m; p += MR, ap += (long)MR * kc) {
         int mr = m - p < MR ? m - p : MR;
-        const float *a = A + (long)p * lda;
-        int k = 0;
-        for (; k + 8 <= kc; k += 8) {
-            __m256 r[8];
-#pragma GCC unroll 8
-            for (int i = 0; i < 8; i++) r[i] = i < mr ? _mm256_loadu_ps(a + (long)i * lda + k) : _mm256_setzero_ps();
-            transpose8(r);
-#pragma GCC unroll 8
-            for (int j = 0; j < 8; j++) {
-                if (k + j == kc - 1)
-                    _mm256_maskstore_ps(ap + (long)(k + j) * MR, last, r[j]);
-                else
-                    _mm256_storeu_ps(ap + (long)(k + j) * MR, r[j]);
-            }
-        }
-        for (; k < kc; k++)
-            for (int i = 0; i < MR; i++) ap[(long)k * MR + i] = i < mr ? a[(long)i * lda + k] : 0.0f;
+        pack_transposed(A + (long)p * lda, lda, mr, kc, ap, MR, MR);
     }
 }
-
 
 /* B transposed (op(B)(k,j) = B[j*ldb + k]) is packed 8 columns by 8 values
  * of k at a time through register transposes (attention's q k^T is such a
@@ -100,21 +107,8 @@ AVX2_TARGET static void pack_b(int transB, int kc, int n, const float *B, long l
     }
     for (int q = 0; q < n; q += NR, bp += (long)NR * kc) {
         int nr = n - q < NR ? n - q : NR;
-        for (int v = 0; v < NR / 8; v++) {
-            const float *b = B + (long)(q + 8 * v) * ldb;
-            int rows = nr - 8 * v;
-            int k = 0;
-            for (; k + 8 <= kc; k += 8) {
-                __m256 r[8];
-#pragma GCC unroll 8
-                for (int i = 0; i < 8; i++) r[i] = i < rows ? _mm256_loadu_ps(b + (long)i * ldb + k) : _mm256_setzero_ps();
-                transpose8(r);
-#pragma GCC unroll 8
-                for (int j = 0; j < 8; j++) _mm256_store_ps(bp + (long)(k + j) * NR + 8 * v, r[j]);
-            }
-            for (; k < kc; k++)
-                for (int j = 0; j < 8; j++) bp[(long)k * NR + 8 * v + j] = j < rows ? b[(long)j * ldb + k] : 0.0f;
-        }
+        for (int v = 0; v < NR / 8; v++)
+            pack_transposed(B + (long)(q + 8 * v) * ldb, ldb, nr - 8 * v, kc, bp + 8 * v, NR, 8);
     }
 }
 

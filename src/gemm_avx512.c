@@ -83,6 +83,14 @@ static gemm_ukernel_fn *const ukernel_rows[GEMM_MR + 1] = {
     ukernel_8, ukernel_9, ukernel_10, ukernel_11, ukernel_12, ukernel_13, ukernel_14,
 };
 
+/* dst[x] = the even 128-bit quarters of src[x] then src[y]; dst[y] the odd. */
+AVX512_TARGET
+static inline __attribute__((always_inline)) void lanes128(__m512 *dst, const __m512 *src, int x, int y)
+{
+    dst[x] = _mm512_shuffle_f32x4(src[x], src[y], 0x88);
+    dst[y] = _mm512_shuffle_f32x4(src[x], src[y], 0xdd);
+}
+
 /* In-register transpose: r[i] lane j  ->  r[j] lane i (16 x 16 floats). */
 AVX512_TARGET
 static inline __attribute__((always_inline)) void transpose16(__m512 r[16])
@@ -100,20 +108,36 @@ static inline __attribute__((always_inline)) void transpose16(__m512 r[16])
         r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
         r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
     }
-#pragma GCC unroll 16
+#pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
-        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
-        t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
-        t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
-        t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
+        lanes128(t, r, i, i + 4);
+        lanes128(t, r, i + 8, i + 12);
     }
-#pragma GCC unroll 16
+#pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
-        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
-        r[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
-        r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xdd);
+        lanes128(r, t, i, i + 8);
+        lanes128(r, t, i + 4, i + 12);
     }
+}
+
+/* dst[k*stride + i] = src[i*ld + k] for i < lanes (<= 16), k < kc: rows
+ * i >= rows are zeros.  16 values of k at a time through transpose16. */
+AVX512_TARGET
+static inline __attribute__((always_inline)) void pack_transposed(const float *src, long ld, int rows, int kc,
+                                                                  float *dst, long stride, int lanes)
+{
+    const __mmask16 out = (__mmask16)((1u << lanes) - 1);
+    int k = 0;
+    for (; k + 16 <= kc; k += 16) {
+        __m512 r[16];
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) r[i] = i < rows ? _mm512_loadu_ps(src + (long)i * ld + k) : _mm512_setzero_ps();
+        transpose16(r);
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; j++) _mm512_mask_storeu_ps(dst + (long)(k + j) * stride, out, r[j]);
+    }
+    for (; k < kc; k++)
+        for (int i = 0; i < lanes; i++) dst[(long)k * stride + i] = i < rows ? src[(long)i * ld + k] : 0.0f;
 }
 
 /* Packed A: panels of MR rows; panel p holds op(A)(p*MR + i, k) at [k*MR + i].
@@ -136,23 +160,8 @@ static void pack_a(int transA, int m, int kc, const float *A, long lda, float *a
         return;
     }
     for (int p = 0; p < m; p += GEMM_MR, ap += (long)GEMM_MR * kc) {
-        int mr = m - p < GEMM_MR ? m - p : GEMM_MR;
-        const float *a = A + (long)p * lda;   /* op(A)(i,k) = A[i*lda + k]: transpose 16 k at a time */
-        int k = 0;
-        for (; k + 16 <= kc; k += 16) {
-            __m512 r[16];
-#pragma GCC unroll 16
-            for (int i = 0; i < 16; i++)
-                r[i] = i < mr ? _mm512_loadu_ps(a + (long)i * lda + k) : _mm512_setzero_ps();
-            transpose16(r);
-#pragma GCC unroll 16
-            for (int j = 0; j < 16; j++)
-                _mm512_mask_storeu_ps(ap + (long)(k + j) * GEMM_MR, full, r[j]);
-        }
-        for (; k < kc; k++)
-#pragma GCC unroll 16
-            for (int i = 0; i < GEMM_MR; i++)
-                ap[(long)k * GEMM_MR + i] = i < mr ? a[(long)i * lda + k] : 0.0f;
+        int mr = m - p < GEMM_MR ? m - p : GEMM_MR;   /* op(A)(i,k) = A[i*lda + k] */
+        pack_transposed(A + (long)p * lda, lda, mr, kc, ap, GEMM_MR, GEMM_MR);
     }
 }
 
@@ -178,25 +187,8 @@ static void pack_b(int transB, int kc, int n, const float *B, long ldb, float *b
     for (int q = 0; q < n; q += GEMM_NR, bp += (long)GEMM_NR * kc) {
         int nr = n - q < GEMM_NR ? n - q : GEMM_NR;
 #pragma GCC unroll 16
-        for (int v = 0; v < GEMM_NV; v++) {   /* op(B)(k,j) = B[j*ldb + k]: transpose 16 k at a time */
-            const float *b = B + (long)(q + 16 * v) * ldb;
-            int rows = nr - 16 * v;
-            int k = 0;
-            for (; k + 16 <= kc; k += 16) {
-                __m512 r[16];
-#pragma GCC unroll 16
-                for (int i = 0; i < 16; i++)
-                    r[i] = i < rows ? _mm512_loadu_ps(b + (long)i * ldb + k) : _mm512_setzero_ps();
-                transpose16(r);
-#pragma GCC unroll 16
-                for (int j = 0; j < 16; j++)
-                    _mm512_store_ps(bp + (long)(k + j) * GEMM_NR + 16 * v, r[j]);
-            }
-            for (; k < kc; k++)
-#pragma GCC unroll 16
-                for (int j = 0; j < 16; j++)
-                    bp[(long)k * GEMM_NR + 16 * v + j] = j < rows ? b[(long)j * ldb + k] : 0.0f;
-        }
+        for (int v = 0; v < GEMM_NV; v++)     /* op(B)(k,j) = B[j*ldb + k] */
+            pack_transposed(B + (long)(q + 16 * v) * ldb, ldb, nr - 16 * v, kc, bp + 16 * v, GEMM_NR, 16);
     }
 }
 

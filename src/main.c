@@ -54,7 +54,7 @@ static void usage(FILE *f)
  * with status 1. */
 static void read_config(struct config *cfg, const char *path, int noverride, char **overrides, int *world, int plan)
 {
-    struct config_error err;
+    struct deck_error err;
     memset(&err, 0, sizeof err);
     int rank, rc = 0;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));

@@ -73,7 +73,7 @@ void plan_free(struct plan *p);
 
 /* config_validate for a plan: as for a run on world ranks, but any device
  * (the CUDA backend need not be built to plan for it). */
-int plan_validate(const struct config *cfg, int world, struct config_error *err);
+int plan_validate(const struct config *cfg, int world, struct deck_error *err);
 
 /* Memory per rank in bytes for the fit check: train.memory_gb if set;
  * else on the CPU the physical memory (or the cgroup limit, if lower) over

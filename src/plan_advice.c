@@ -14,11 +14,11 @@
 /* Change one key of c as a deck would ("train.recompute='full'"): an ENUM's word and its enum together. */
 static void set(struct config *c, const char *assignment)
 {
-    struct config_error e;
+    struct deck_error e;
     if (config_override(c, assignment, &e) != 0) die("the planner's change %s: %s", assignment, e.what);
 }
 
-int plan_validate(const struct config *cfg, int world, struct config_error *err)
+int plan_validate(const struct config *cfg, int world, struct deck_error *err)
 {
     struct config c = *cfg;
     set(&c, "train.device='cpu'"); /* the plan's arithmetic is the same on any device */
@@ -35,7 +35,7 @@ struct change {
 /* Re-plan c; 0 if it is a valid deck that lowers the peak below `than`. */
 static int replan(struct change *c, size_t than)
 {
-    struct config_error err;
+    struct deck_error err;
     struct plan q;
     char e[256];
     if (plan_validate(&c->cfg, c->world, &err) != 0) return -1;

@@ -7,12 +7,28 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 enum precision { PREC_FP32, PREC_BF16, PREC_FP16 };
 
 /* From the deck's train.precision ("fp32", "bf16", "fp16"). */
 enum precision precision_from_name(const char *name);
 const char *precision_name(enum precision p);
+
+/* The bits of a float, and the float of some bits. */
+static inline uint32_t f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float f32_of_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
 
 /* One value.  Round-to-nearest-even; NaN stays a (quiet) NaN; fp16 values of
  * magnitude >= 65520 become infinities, those below 2^-24 / 2 zero, the rest

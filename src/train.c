@@ -106,7 +106,7 @@ static void make_run_dir(const struct run *r)
 
 static void open_data(struct run *r)
 {
-    struct config_error err;
+    struct deck_error err;
     memset(&err, 0, sizeof err);
     const struct model_dims *d = &r->model.d;
     r->data = data_open(r->cfg, d->V, d->T, &err);

@@ -24,19 +24,6 @@
 
 /* ------------------------------------------------------------ helpers */
 
-static uint32_t bits_of(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-static float float_of(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 struct format {
     const char *name;
     uint16_t (*to)(float);
@@ -51,7 +38,7 @@ static const struct format FP16 = {"fp16", fp16_from_f32, f32_from_fp16, cuda_ro
                                    cuda_pack_fp16, cuda_unpack_fp16};
 
 /* The same float, or both NaN. */
-static int same_value(float a, float b) { return bits_of(a) == bits_of(b) || (isnan(a) && isnan(b)); }
+static int same_value(float a, float b) { return f32_bits(a) == f32_bits(b) || (isnan(a) && isnan(b)); }
 
 /* ------------------------------------------------------------ conversions */
 
@@ -75,7 +62,7 @@ static void check_conversions(const struct format *f, const char *set, const flo
     }
     if (first < n)
         tap_diag("first mismatch: x = %a (0x%08x): packed 0x%04x, rounded %a, reference 0x%04x", x[first],
-                 bits_of(x[first]), h[first], r[first], f->to(x[first]));
+                 f32_bits(x[first]), h[first], r[first], f->to(x[first]));
     tap_ok(bad_pack == 0, "pack_%s, %s: bit-exact RNE (%zu of %zu differ)", f->name, set, bad_pack, n);
     tap_ok(bad_round == 0, "round_%s, %s: bit-exact RNE (%zu of %zu differ)", f->name, set, bad_round, n);
     free(h), free(r);
@@ -115,9 +102,9 @@ static void test_format(const struct format *f)
 
     const float edges[] = {
         65504.0f, 65519.0f, nextafterf(65520.0f, 0.0f), 65520.0f, 65536.0f, 1e5f, FLT_MAX, INFINITY,
-        float_of(0x7f7f7fffu), float_of(0x7f7f8000u), float_of(0x7f7f8001u), /* bf16 max region */
+        f32_of_bits(0x7f7f7fffu), f32_of_bits(0x7f7f8000u), f32_of_bits(0x7f7f8001u), /* bf16 max region */
         0x1p-25f, nextafterf(0x1p-25f, 1.0f), 0x1.8p-24f, 0x1p-14f, nextafterf(0x1p-14f, 0.0f),
-        float_of(1), float_of(0x007fffffu), FLT_MIN, 0.0f, NAN, float_of(0x7f800001u), float_of(0xffc12345u)};
+        f32_of_bits(1), f32_of_bits(0x007fffffu), FLT_MIN, 0.0f, NAN, f32_of_bits(0x7f800001u), f32_of_bits(0xffc12345u)};
     size_t ne = sizeof edges / sizeof edges[0];
     float both[2 * sizeof edges / sizeof edges[0]];
     for (size_t i = 0; i < ne; i++) both[2 * i] = edges[i], both[2 * i + 1] = -edges[i];
@@ -125,7 +112,7 @@ static void test_format(const struct format *f)
 
     size_t nr = (size_t)1 << 20;
     float *rnd = ct_alloc(FLOATS(nr));
-    for (size_t i = 0; i < nr; i++) rnd[i] = float_of((uint32_t)(ct_next() >> 32));
+    for (size_t i = 0; i < nr; i++) rnd[i] = f32_of_bits((uint32_t)(ct_next() >> 32));
     check_conversions(f, "2^20 random float patterns", rnd, nr);
 
     free(pat), free(val), free(got), free(ties), free(rnd);

@@ -84,7 +84,7 @@ static void write_shard(const char *name, const uint16_t *tok, int n)
 static int fails_with(struct config cfg, int V, int T, const char *w1, const char *w2,
                       const char *h)
 {
-    struct config_error err;
+    struct deck_error err;
     memset(&err, 0, sizeof err);
     struct data_source *ds = data_open(&cfg, V, T, &err);
     if (ds) {
@@ -99,7 +99,7 @@ static int fails_with(struct config cfg, int V, int T, const char *w1, const cha
 
 static struct data_source *must_open(struct config cfg, int V, int T)
 {
-    struct config_error err;
+    struct deck_error err;
     struct data_source *ds = data_open(&cfg, V, T, &err);
     if (!ds) {
         printf("Bail out! data_open: %s (%s): %s\n", err.what, err.file, err.hint);
@@ -459,7 +459,7 @@ static void test_errors(void)
 {
     uint16_t t[64];
     for (int k = 0; k < 64; k++) t[k] = (uint16_t)k;
-    struct config_error err;
+    struct deck_error err;
 
     tap_ok(fails_with(cfg_of("tokens", tpath("zz_*.bin"), 1, 0), 256, 4, "no file matches",
                       "zz_*.bin", "data.path"),

@@ -33,11 +33,11 @@ static void put_error(FILE *f, const void *err) { config_error_print(f, err); }
 
 static char *echo_text(const struct config *cfg) { return capture(put_echo, cfg); }
 static char *doc_text(void) { return capture(put_doc, NULL); }
-static char *print_text(const struct config_error *err) { return capture(put_error, err); }
+static char *print_text(const struct deck_error *err) { return capture(put_error, err); }
 
 static int read_ok(struct config *cfg, const char *text)
 {
-    struct config_error err;
+    struct deck_error err;
     config_defaults(cfg);
     if (config_read_string(cfg, text, "good.nml", &err) == 0) return 1;
     tap_diag("unexpected error: %s:%d:%d: %s (hint: %s)", err.file, err.line, err.col, err.what, err.hint);
@@ -148,7 +148,7 @@ static void test_round_trip(void)
                          "&io run_dir = '', restart = \"'\" /\n");
     char *e1 = echo_text(&c);
     config_defaults(&r);
-    struct config_error err;
+    struct deck_error err;
     int rc = config_read_string(&r, e1, "echo", &err);
     char *e2 = echo_text(&r);
     tap_ok(ok && rc == 0, "the echo parses as a deck");
@@ -171,7 +171,7 @@ static void test_round_trip(void)
 static void test_overrides(void)
 {
     struct config c;
-    struct config_error err;
+    struct deck_error err;
     int ok = read_ok(&c, "&model n_layer = 4 /");
     const char *args[] = { "model.n_layer=3", "TRAIN.LR=1d-3", "data.path=dir/x,y.txt", "io.run_dir='my run'",
                            "parallel.sequence_parallel=T", "train.device=CPU", "train.steps = 7" };
@@ -264,7 +264,7 @@ static const struct bad bad_decks[] = {
     { "&train lr = 2*0.5 /", "lr takes a single value, but 2 are given", 1, 13, NULL },
 };
 
-static int check_error(int rc, const struct config_error *err, const char *what, int line, int col,
+static int check_error(int rc, const struct deck_error *err, const char *what, int line, int col,
                        const char *hint)
 {
     int ok = rc == -1 && strstr(err->what, what) && err->line == line && err->col == col && err->hint[0] &&
@@ -275,16 +275,25 @@ static int check_error(int rc, const struct config_error *err, const char *what,
     return ok;
 }
 
-static void test_bad_decks(void)
+static int read_bad_deck(struct config *cfg, const char *text, struct deck_error *err)
 {
-    for (size_t i = 0; i < sizeof bad_decks / sizeof bad_decks[0]; i++) {
-        const struct bad *b = &bad_decks[i];
+    return config_read_string(cfg, text, "bad.nml", err);
+}
+
+/* Each of n bad texts, read by read on the defaults, fails with its message
+ * at its place, in file. */
+static void test_bad(const struct bad *list, size_t n, int (*read)(struct config *, const char *, struct deck_error *),
+                     const char *file)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct bad *b = &list[i];
         struct config c;
-        struct config_error err;
+        struct deck_error err;
         config_defaults(&c);
-        int rc = config_read_string(&c, b->text, "bad.nml", &err);
-        tap_ok(check_error(rc, &err, b->what, b->line, b->col, b->hint) && strcmp(err.file, "bad.nml") == 0,
-               "bad deck %zu -> %d:%d %s", i + 1, b->line, b->col, b->what);
+        int rc = read(&c, b->text, &err);
+        tap_ok(check_error(rc, &err, b->what, b->line, b->col, b->hint) && strcmp(err.file, file) == 0,
+               "bad %s %zu -> %d:%d %s", read == config_override ? "override" : "deck", i + 1, b->line, b->col,
+               b->what);
     }
 }
 
@@ -292,7 +301,7 @@ static void test_long_string_and_atomic(void)
 {
     char text[1024];
     struct config c, d;
-    struct config_error err;
+    struct deck_error err;
     snprintf(text, sizeof text, "&data path = '%0600d' /", 0);
     config_defaults(&c);
     int rc = config_read_string(&c, text, "long.nml", &err);
@@ -326,19 +335,6 @@ static const struct bad bad_overrides[] = {
     { "parallel.schedule=zigzag", "schedule = 'zigzag' is not one of", 1, 19, NULL },
     { "train.steps=5/", "unexpected '/' in a value", 1, 14, NULL },
 };
-
-static void test_bad_overrides(void)
-{
-    for (size_t i = 0; i < sizeof bad_overrides / sizeof bad_overrides[0]; i++) {
-        const struct bad *b = &bad_overrides[i];
-        struct config c;
-        struct config_error err;
-        config_defaults(&c);
-        int rc = config_override(&c, b->text, &err);
-        tap_ok(check_error(rc, &err, b->what, b->line, b->col, b->hint) && strcmp(err.file, "command line") == 0,
-               "bad override '%s' -> col %d %s", b->text, b->col, b->what);
-    }
-}
 
 /* ------------------------------------------------------------ cross-checks */
 
@@ -401,13 +397,13 @@ static void test_validate(void)
     for (size_t i = 0; i < sizeof bad_combos / sizeof bad_combos[0]; i++) {
         const struct bad_combo *b = &bad_combos[i];
         struct config c;
-        struct config_error err;
+        struct deck_error err;
         int ok = read_ok(&c, b->text), rc = config_validate(&c, b->world, &err);
         tap_ok(ok && check_error(rc, &err, b->what, 0, 0, b->hint), "cross-check on %d ranks: %s", b->world,
                b->what);
     }
     struct config c;
-    struct config_error err;
+    struct deck_error err;
     config_defaults(&c);
     tap_ok(config_validate(&c, 1, &err) == 0 && config_validate(&c, 8, &err) == 0 &&
                config_validate(&c, 0, &err) == 0,
@@ -429,7 +425,7 @@ static void test_validate(void)
 
 static void test_print(void)
 {
-    struct config_error e = { .file = "d.nml", .line = 3, .col = 7, .what = "bad", .hint = "fix" };
+    struct deck_error e = { .file = "d.nml", .line = 3, .col = 7, .what = "bad", .hint = "fix" };
     char *s = print_text(&e);
     tap_ok(strcmp(s, "d.nml:3:7: error: bad\n  hint: fix\n") == 0, "error print: file:line:col and the hint");
     free(s);
@@ -460,7 +456,7 @@ static void test_doc(void)
     /* The example deck in the reference must itself be a valid deck. */
     char *start = strstr(doc, "```fortran\n"), *end = start ? strstr(start + 11, "```\n") : NULL;
     struct config c;
-    struct config_error err;
+    struct deck_error err;
     int ok = 0;
     if (start && end) {
         *end = '\0';
@@ -478,9 +474,9 @@ int main(void)
     test_empty_and_comments();
     test_round_trip();
     test_overrides();
-    test_bad_decks();
+    test_bad(bad_decks, sizeof bad_decks / sizeof bad_decks[0], read_bad_deck, "bad.nml");
     test_long_string_and_atomic();
-    test_bad_overrides();
+    test_bad(bad_overrides, sizeof bad_overrides / sizeof bad_overrides[0], config_override, "command line");
     test_validate();
     test_print();
     test_doc();

@@ -12,13 +12,6 @@
 typedef uint16_t (*to_lp)(float);
 typedef float (*from_lp)(uint16_t);
 
-static float float_of(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 /* The value of fp16 pattern h, from its definition. */
 static double fp16_value(uint16_t h)
 {
@@ -63,7 +56,7 @@ static void nearest(const char *name, to_lp to, from_lp from)
 {
     int bad = 0;
     for (uint64_t i = 0; i < 1000000; i++) {
-        float f = float_of((uint32_t)(rng_uniform(7, 1, i) * 4294967296.0));
+        float f = f32_of_bits((uint32_t)(rng_uniform(7, 1, i) * 4294967296.0));
         if (isnan(f)) continue;
         uint16_t h = to(f);
         double v = from(h);
@@ -105,7 +98,7 @@ int main(void)
                fp16_from_f32(ldexpf(2047, -25)) == 0x0400 && fp16_from_f32(-ldexpf(1, -26)) == 0x8000,
            "fp16 subnormals: 2^-24 is the smallest, half of it a tie to zero, the carry reaches the normals");
     tap_ok(isnan(f32_from_bf16(bf16_from_f32(NAN))) && isnan(f32_from_fp16(fp16_from_f32(-NAN))) &&
-               (bf16_from_f32(float_of(0x7f800001u)) & 0x7fc0) == 0x7fc0,
+               (bf16_from_f32(f32_of_bits(0x7f800001u)) & 0x7fc0) == 0x7fc0,
            "NaN stays NaN (a signalling NaN becomes quiet, not infinite)");
 
     enum precision ps[2] = {PREC_BF16, PREC_FP16};
@@ -133,7 +126,7 @@ int main(void)
         uint16_t *h = malloc(n * sizeof *h);
         for (size_t i = 0; i < 65536; i++) x[i] = from((uint16_t)i);
         for (size_t i = 65536; i < n; i++) {
-            x[i] = float_of((uint32_t)(rng_uniform(9, 2, i) * 4294967296.0));
+            x[i] = f32_of_bits((uint32_t)(rng_uniform(9, 2, i) * 4294967296.0));
             if (i % 3 == 0) x[i] = (float)ldexp(x[i] / 3.4e38, (int)(i % 60) - 30); /* the fp16 range */
         }
         int wrong = 0;

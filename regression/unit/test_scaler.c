@@ -12,7 +12,7 @@ static struct loss_scaler make(const char *precision, double scale, int64_t wind
     struct config c;
     config_defaults(&c);
     char set[64];
-    struct config_error err;
+    struct deck_error err;
     snprintf(set, sizeof set, "train.precision='%s'", precision);
     if (config_override(&c, set, &err) != 0) fprintf(stderr, "%s\n", err.what);
     c.train.loss_scale = scale;
