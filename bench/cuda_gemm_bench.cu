@@ -1,10 +1,11 @@
-/* cuda_gemm_bench.cu -- the card's dense matmul rate through the backend's
- * own calls: cuda_matmul_forward_lp in bf16 and fp16 (cuBLASLt, fp32
- * accumulation, tensor cores) and cuda_matmul_forward in fp32 and TF32
- * (cuBLAS), on an S x S x S product (default 8192).
+/* cuda_gemm_bench.cu -- the card's dense matmul rate: bf16 and fp16 with
+ * 16-bit operands and output (cuBLASLt, fp32 accumulation, tensor cores:
+ * the peak that tools/gpu_check.sh divides the model's rate by for MFU), and
+ * the backend's own cuda_matmul_forward in fp32 and TF32 (cuBLAS), on an
+ * S x S x S product (default 8192).
  *
  * Build (repository root; tools/gpu_check.sh does this):
- *   nvcc -std=c++17 -O3 -arch=sm_90 -Icuda bench/cuda_gemm_bench.cu \
+ *   nvcc -std=c++17 -O3 -arch=sm_90 -Icuda -Isrc bench/cuda_gemm_bench.cu \
  *     cuda/check.c cuda/context.cu cuda/matmul.cu cuda/lowp.cu -lcublasLt -lcublas \
  *     -o cuda_gemm_bench
  * Run:  ./cuda_gemm_bench [S] [reps]      (default 8192 20; about 10 s on an H200)
@@ -12,8 +13,9 @@
  * Inputs are random (a matmul of zeros runs faster on tensor cores, the
  * power draw being lower); each format gets 3 warm-up products, then reps
  * timed back to back with CUDA events; the rate is 2 S^3 reps / time. */
-#include "check.h"
-#include "cuda_backend.h"
+#include "common.cuh"
+
+#include <cublasLt.h>
 
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -48,11 +50,50 @@ struct operands {
     uint16_t *a16, *b16, *c16;
 };
 
+/* The bench's own cuBLASLt (the backend has none: training multiplies
+ * 16-bit operands into fp32 results with cublasGemmEx); the workspace is
+ * NVIDIA's recommendation for Hopper. */
+static cublasLtHandle_t lt;
+static void *lt_work;
+static const size_t lt_work_bytes = (size_t)32 << 20;
+
+/* c (S,S) = a (S,S) @ b (S,S)^T, all three in format lp (cudaMalloc's
+ * 256-byte alignment). */
+static void product16(enum cuda_lp lp, uint16_t *c, const uint16_t *a, const uint16_t *b, int S)
+{
+    cudaDataType_t t = cuda_lp_type(lp);
+    cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
+    cublasLtMatmulDesc_t desc;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof opN));
+    cublasLtMatrixLayout_t l;
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, t, S, S, S));
+    uint64_t work64 = lt_work_bytes;
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &work64,
+                                                      sizeof work64));
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = 0;
+    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, desc, l, l, l, l, pref, 1, &heur, &found));
+    if (found == 0) {
+        fprintf(stderr, "cuda_gemm_bench: cuBLASLt has no %s kernel for S = %d\n", lp == CUDA_BF16 ? "bf16" : "fp16",
+                S);
+        exit(1);
+    }
+    const float one = 1.0f, zero = 0.0f;
+    CUBLAS_CHECK(cublasLtMatmul(lt, desc, &one, b, l, a, l, &zero, c, l, c, l, &heur.algo, lt_work,
+                                lt_work_bytes, 0));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(l));
+    CUBLAS_CHECK(cublasLtMatmulDescDestroy(desc));
+}
+
 static void product(const struct operands *o, enum mode m)
 {
     if (m == BF16 || m == FP16)
-        cuda_matmul_forward_lp(m == BF16 ? CUDA_BF16 : CUDA_FP16, o->c16, o->a16, o->b16, NULL, o->S,
-                               o->S, o->S);
+        product16(m == BF16 ? CUDA_BF16 : CUDA_FP16, o->c16, o->a16, o->b16, o->S);
     else
         cuda_matmul_forward(o->c, o->a, o->b, NULL, o->S, o->S, o->S);
 }
@@ -94,6 +135,8 @@ int main(int argc, char **argv)
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     CUDA_CHECK(cudaSetDevice(0));
     cuda_backend_init();
+    CUBLAS_CHECK(cublasLtCreate(&lt));
+    CUDA_CHECK(cudaMalloc(&lt_work, lt_work_bytes));
     size_t n = (size_t)S * S;
     struct operands o = {S, random_device(n), random_device(n), NULL, NULL, NULL, NULL};
     CUDA_CHECK(cudaMalloc(&o.c, n * sizeof(float)));
@@ -111,6 +154,8 @@ int main(int argc, char **argv)
     CUDA_CHECK(cudaFree(o.a16));
     CUDA_CHECK(cudaFree(o.b16));
     CUDA_CHECK(cudaFree(o.c16));
+    CUDA_CHECK(cudaFree(lt_work));
+    CUBLAS_CHECK(cublasLtDestroy(lt));
     cuda_backend_finalize();
     return 0;
 }

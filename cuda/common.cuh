@@ -11,7 +11,6 @@
 #include "cuda_backend.h"
 #include "cuda_sizes.h"
 
-#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <stddef.h>
 
@@ -45,9 +44,6 @@
 /* The backend's one piece of state (cuda_backend_init). */
 struct cuda_context {
     cublasHandle_t blas;
-    cublasLtHandle_t lt;
-    void *lt_work; /* cuBLASLt workspace (cuda_lt_workspace) */
-    size_t lt_work_bytes;
     double *partial;               /* (REDUCE_BLOCKS) per-block partial sums */
     double *result;                /* (1) */
     unsigned long long *count;     /* (1) */
@@ -56,9 +52,6 @@ struct cuda_context {
 };
 /* The context; fails with a hint when cuda_backend_init was not called. */
 const struct cuda_context *cuda_ctx(void);
-
-/* The cuBLASLt workspace and its size (allocated on the first call). */
-void *cuda_lt_workspace(size_t *bytes);
 
 /* cuBLAS's name for format lp. */
 static inline cudaDataType_t cuda_lp_type(enum cuda_lp lp)

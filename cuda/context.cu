@@ -1,15 +1,11 @@
-/* context.cu -- the CUDA backend's state: cuBLAS and cuBLASLt handles, the
- * cuBLASLt workspace, the reduction scratch and the 16-bit operand scratch,
+/* context.cu -- the CUDA backend's state: the cuBLAS handle, the reduction
+ * scratch and the 16-bit operand scratch,
  * created once per process on the current device.  The kernels take the same arguments as the CPU ones,
  * so this is the only place a handle can live. */
 #include "common.cuh"
 
 #include <stdio.h>
 #include <stdlib.h>
-
-/* cuBLASLt workspace: NVIDIA's recommendation for Hopper (smaller chips
- * need less); allocated on first use (training never calls cuBLASLt). */
-#define LT_WORK_BYTES ((size_t)32 << 20)
 
 static struct cuda_context ctx;
 static int ctx_ready = 0;
@@ -48,7 +44,6 @@ void cuda_backend_init(void)
 {
     if (ctx_ready) return;
     CUBLAS_CHECK(cublasCreate(&ctx.blas));
-    CUBLAS_CHECK(cublasLtCreate(&ctx.lt));
     CUDA_CHECK(cudaMalloc(&ctx.partial, REDUCE_BLOCKS * sizeof(double)));
     CUDA_CHECK(cudaMalloc(&ctx.result, sizeof(double)));
     CUDA_CHECK(cudaMalloc(&ctx.count, sizeof(unsigned long long)));
@@ -67,23 +62,8 @@ void cuda_backend_finalize(void)
     CUDA_CHECK(cudaFree(ctx.count));
     CUDA_CHECK(cudaFree(ctx.result));
     CUDA_CHECK(cudaFree(ctx.partial));
-    if (ctx.lt_work) CUDA_CHECK(cudaFree(ctx.lt_work));
-    ctx.lt_work = NULL;
-    ctx.lt_work_bytes = 0;
-    CUBLAS_CHECK(cublasLtDestroy(ctx.lt));
     CUBLAS_CHECK(cublasDestroy(ctx.blas));
     ctx_ready = 0;
-}
-
-void *cuda_lt_workspace(size_t *bytes)
-{
-    cuda_ctx(); /* initialised */
-    if (!ctx.lt_work) {
-        CUDA_CHECK(cudaMalloc(&ctx.lt_work, LT_WORK_BYTES));
-        ctx.lt_work_bytes = LT_WORK_BYTES;
-    }
-    *bytes = ctx.lt_work_bytes;
-    return ctx.lt_work;
 }
 
 const uint16_t *cuda_lp_operand(enum cuda_lp lp, int slot, const float *x, size_t n)

@@ -25,7 +25,7 @@ extern "C" {
  * there is none.  Any error counts as "no GPU". */
 int cuda_device_count(char *why, size_t whylen);
 
-/* Create the cuBLAS/cuBLASLt handles and the workspaces on the current
+/* Create the cuBLAS handle and the workspaces on the current
  * device; release them.  Every kernel below needs the backend initialised. */
 void cuda_backend_init(void);
 void cuda_backend_finalize(void);
@@ -118,12 +118,6 @@ void cuda_attention_forward_tc(enum cuda_lp lp, float *out, float *att, const fl
                                int C, int NH);
 void cuda_attention_backward_tc(enum cuda_lp lp, float *dqkv, float *scratch, const float *dout,
                                 const float *qkv, const float *att, int B, int T, int C, int NH);
-
-/* out (N,OC) = inp (N,C) @ weight (OC,C)^T + bias (OC), all in format lp,
- * products accumulated in fp32 on tensor cores (cuBLASLt) and rounded once
- * to lp at the end; bias may be NULL. */
-void cuda_matmul_forward_lp(enum cuda_lp lp, uint16_t *out, const uint16_t *inp,
-                            const uint16_t *weight, const uint16_t *bias, int N, int C, int OC);
 
 #ifdef __cplusplus
 }

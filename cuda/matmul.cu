@@ -1,7 +1,6 @@
 /* matmul.cu -- the linear layer on cuBLAS: fp32 (optionally TF32) forward
  * and backward; the same on bf16/fp16 tensor cores (16-bit operands, fp32
- * accumulation and results) for the mixed-precision runs; and an all-16-bit
- * forward on cuBLASLt.
+ * accumulation and results) for the mixed-precision runs.
  *
  * Row-major through column-major cuBLAS: the buffer of a row-major (R, K)
  * matrix, read column-major with the same leading dimension, is its
@@ -172,76 +171,4 @@ void cuda_matmul_backward_tc(enum cuda_lp lp, float *dinp, float *dweight, float
                              int OC)
 {
     linear_backward((int)lp, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
-}
-
-/* ------------------------------------------------------------ all 16-bit */
-
-/* Largest power of two (at most 256) dividing the address: cuBLASLt assumes
- * 256-byte alignment unless told, and a tensor inside a larger buffer may
- * have less. */
-static uint32_t alignment_of(const void *p)
-{
-    uint32_t a = 256;
-    while (a > 1 && (uintptr_t)p % a) a /= 2;
-    return a;
-}
-
-static void set_pref_u32(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr,
-                     uint32_t v)
-{
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &v, sizeof v));
-}
-
-void cuda_matmul_forward_lp(enum cuda_lp lp, uint16_t *out, const uint16_t *inp,
-                            const uint16_t *weight, const uint16_t *bias, int N, int C, int OC)
-{
-    const struct cuda_context *ctx = cuda_ctx();
-    cudaDataType_t t = cuda_lp_type(lp);
-    cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
-
-    cublasLtMatmulDesc_t desc;
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof opN));
-    if (bias) {
-        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                                    sizeof bias));
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t,
-                                                    sizeof t));
-    }
-    /* out^T (OC,N) = op_T(weight buffer (C,OC)) * inp buffer (C,N) */
-    cublasLtMatrixLayout_t la, lb, ld;
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, t, C, OC, C));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, t, C, N, C));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld, t, OC, N, OC));
-
-    cublasLtMatmulPreference_t pref;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    size_t work_bytes;
-    void *work_space = cuda_lt_workspace(&work_bytes);
-    uint64_t work = work_bytes;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                      &work, sizeof work));
-    set_pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment_of(weight));
-    set_pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment_of(inp));
-    set_pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment_of(out));
-    set_pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment_of(out));
-
-    cublasLtMatmulHeuristicResult_t heur;
-    int found = 0;
-    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx->lt, desc, la, lb, ld, ld, pref, 1, &heur, &found));
-    if (found == 0)
-        cuda_fail_at(__FILE__, __LINE__, "cublasLtMatmulAlgoGetHeuristic", "no algorithm",
-                     "cuBLASLt has no kernel for this 16-bit matmul shape and alignment");
-    const float one = 1.0f, zero = 0.0f;
-    CUBLAS_CHECK(cublasLtMatmul(ctx->lt, desc, &one, weight, la, inp, lb, &zero, out, ld, out, ld,
-                                &heur.algo, work_space, work_bytes, 0));
-
-    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(ld));
-    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lb));
-    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(la));
-    CUBLAS_CHECK(cublasLtMatmulDescDestroy(desc));
 }

@@ -34,7 +34,7 @@ BUDGET=${BUDGET:-480}
 MA=x86_64-linux-gnu
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 CUDA_HOME=$(dirname "$(dirname "$(readlink -f "$NVCC")")")
-CUDA_LIBS="-L$CUDA_HOME/lib64 -Wl,-rpath,$CUDA_HOME/lib64 -lcublasLt -lcublas -lcudart -lstdc++"
+CUDA_LIBS="-L$CUDA_HOME/lib64 -Wl,-rpath,$CUDA_HOME/lib64 -lcublas -lcudart -lstdc++"
 passed=0
 failed=0
 

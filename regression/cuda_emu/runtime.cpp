@@ -1,11 +1,11 @@
 /* runtime.cpp -- the CUDA emulator's host side (see emu_device.h): fibers
  * for the threads of a block, the device-memory arena and its protection,
- * the runtime calls, and cuBLAS / cuBLASLt as reference loops.
+ * the runtime calls, and cuBLAS as reference loops.
  *
  * TRIAD_EMU_DEVICES (default 1) is the number of GPUs a process sees;
  * TRIAD_EMU_REPORT names a file for the peak of device memory (report). */
 #include "emu_device.h"
-#include "cublasLt.h"
+#include "cublas_v2.h"
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -408,71 +408,4 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t ta, 
                    (float *)C, ldc, sC, count);
 }
 
-struct emu_lt { int x; };
-struct emu_desc { cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N; int bias_epi = 0; const void *bias = nullptr; cudaDataType_t bt = CUDA_R_32F; };
-struct emu_layout { cudaDataType_t t; uint64_t rows, cols; int64_t ld; };
-struct emu_pref { int x; };
-cublasStatus_t cublasLtCreate(cublasLtHandle_t *h) { *h = new emu_lt{}; return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) { delete h; return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t c, cudaDataType_t s)
-{ if (c != CUBLAS_COMPUTE_32F || s != CUDA_R_32F) return CUBLAS_STATUS_INVALID_VALUE; *d = new emu_desc; return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) { delete d; return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, const void *v, size_t n)
-{
-    switch (a) {
-    case CUBLASLT_MATMUL_DESC_TRANSA: if (n != sizeof(int)) return CUBLAS_STATUS_INVALID_VALUE; memcpy(&d->ta, v, n); break;
-    case CUBLASLT_MATMUL_DESC_TRANSB: if (n != sizeof(int)) return CUBLAS_STATUS_INVALID_VALUE; memcpy(&d->tb, v, n); break;
-    case CUBLASLT_MATMUL_DESC_EPILOGUE: { int e; memcpy(&e, v, sizeof e); d->bias_epi = e == CUBLASLT_EPILOGUE_BIAS; break; }
-    case CUBLASLT_MATMUL_DESC_BIAS_POINTER: if (n != sizeof(void *)) return CUBLAS_STATUS_INVALID_VALUE; memcpy(&d->bias, v, n); break;
-    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: memcpy(&d->bt, v, sizeof(int)); break;
-    }
-    return CUBLAS_STATUS_SUCCESS;
-}
-cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType_t t, uint64_t r, uint64_t c, int64_t ld)
-{ if (ld < (int64_t)r) return CUBLAS_STATUS_INVALID_VALUE; *l = new emu_layout{t, r, c, ld}; return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l) { delete l; return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p) { *p = new emu_pref{}; return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) { delete p; return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t, cublasLtMatmulPreferenceAttributes_t a, const void *v, size_t n)
-{
-    if (a == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES) return n == 8 ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
-    uint32_t x; if (n != 4) return CUBLAS_STATUS_INVALID_VALUE; memcpy(&x, v, 4);
-    if (x == 0 || (x & (x - 1))) return CUBLAS_STATUS_INVALID_VALUE;
-    return CUBLAS_STATUS_SUCCESS;
-}
-cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
-  cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatmulPreference_t, int, cublasLtMatmulHeuristicResult_t *r, int *found)
-{ r->algo.id = 1; r->workspaceSize = 0; *found = 1; return CUBLAS_STATUS_SUCCESS; }
-
-static void store(cudaDataType_t t, void *p, size_t i, float f)
-{
-    ((uint16_t *)p)[i] = t == CUDA_R_16BF ? __bfloat16_as_ushort(__float2bfloat16_rn(f)) : __half_as_ushort(__float2half_rn(f));
-}
-cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const void *alpha, const void *A, cublasLtMatrixLayout_t la,
-  const void *B, cublasLtMatrixLayout_t lb, const void *beta, const void *C, cublasLtMatrixLayout_t lc, void *D, cublasLtMatrixLayout_t ld,
-  const cublasLtMatmulAlgo_t *, void *, size_t, cudaStream_t)
-{
-    uint64_t m = ld->rows, n = ld->cols, k = d->ta == CUBLAS_OP_N ? la->cols : la->rows;
-    uint64_t am = d->ta == CUBLAS_OP_N ? la->rows : la->cols, bk = d->tb == CUBLAS_OP_N ? lb->rows : lb->cols;
-    uint64_t bn = d->tb == CUBLAS_OP_N ? lb->cols : lb->rows;
-    if (am != m || bk != k || bn != n || lc->rows != m || lc->cols != n) { fprintf(stderr, "EMU Lt: shape mismatch\n"); return CUBLAS_STATUS_INVALID_VALUE; }
-    if (la->t != ld->t || lb->t != ld->t || (d->bias_epi && d->bt != ld->t)) { fprintf(stderr, "EMU Lt: types\n"); return CUBLAS_STATUS_INVALID_VALUE; }
-    if (!on_device("cublasLtMatmul", A, B, D)) return CUBLAS_STATUS_INVALID_VALUE;
-    device_scope in;
-    float al = *(const float *)alpha, be = *(const float *)beta;
-    for (uint64_t j = 0; j < n; j++)
-        for (uint64_t i = 0; i < m; i++) {
-            float s = 0;
-            for (uint64_t p = 0; p < k; p++) {
-                float a = d->ta == CUBLAS_OP_N ? elem(la->t, A, i + p * la->ld) : elem(la->t, A, p + i * la->ld);
-                float b = d->tb == CUBLAS_OP_N ? elem(lb->t, B, p + j * lb->ld) : elem(lb->t, B, j + p * lb->ld);
-                s += a * b;
-            }
-            float r = al * s;
-            if (be != 0) r += be * elem(lc->t, C, i + j * lc->ld);
-            if (d->bias_epi) r += elem(d->bt, d->bias, i);
-            store(ld->t, D, i + j * ld->ld, r);
-        }
-    return CUBLAS_STATUS_SUCCESS;
-}
 }

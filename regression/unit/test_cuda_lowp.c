@@ -141,41 +141,12 @@ static void test_count_nonfinite(void)
 
 /* ------------------------------------------------------------ 16-bit matmul */
 
-static void test_matmul_lp(const struct format *f, enum cuda_lp lp, double ulp, int N, int C, int OC,
-                           int with_bias)
-{
-    size_t NC = (size_t)N * C, OCC = (size_t)OC * C, NO = (size_t)N * OC;
-    uint16_t *inp = ct_alloc(HALVES(NC)), *w = ct_alloc(HALVES(OCC)), *bias = ct_alloc(HALVES(OC));
-    float *inpf = ct_alloc(FLOATS(NC)), *wf = ct_alloc(FLOATS(OCC)), *bf = ct_alloc(FLOATS(OC));
-    for (size_t i = 0; i < NC; i++) inpf[i] = f->from(inp[i] = f->to((float)ct_urand()));
-    for (size_t i = 0; i < OCC; i++) wf[i] = f->from(w[i] = f->to((float)ct_urand()));
-    for (int i = 0; i < OC; i++) bf[i] = f->from(bias[i] = f->to((float)ct_urand()));
-    float *ref = ct_alloc(FLOATS(NO));
-    matmul_forward(ref, inpf, wf, with_bias ? bf : NULL, N, C, OC);
-
-    uint16_t *d_out = ct_dalloc(HALVES(NO));
-    cuda_matmul_forward_lp(lp, d_out, ct_put(inp, HALVES(NC)), ct_put(w, HALVES(OCC)),
-                           with_bias ? ct_put(bias, HALVES(OC)) : NULL, N, C, OC);
-    uint16_t *out = ct_get(d_out, HALVES(NO));
-    float *outf = ct_alloc(FLOATS(NO));
-    for (size_t i = 0; i < NO; i++) outf[i] = f->from(out[i]);
-    double e = ct_relerr(outf, ref, NO, 1e-2);
-    tap_ok(e <= ulp, "matmul_forward_lp %s (%d,%d)x(%d,%d)^T%s: rel err %.1e <= %.1e (one ulp)",
-           f->name, N, C, OC, C, with_bias ? " + bias" : "", e, ulp);
-    free(inp), free(w), free(bias), free(inpf), free(wf), free(bf), free(ref), free(out), free(outf);
-    ct_free_all();
-}
-
 int main(void)
 {
     cuda_test_start();
     test_format(&BF16);
     test_format(&FP16);
     test_count_nonfinite();
-    test_matmul_lp(&BF16, CUDA_BF16, 0x1p-7, 64, 96, 80, 1);
-    test_matmul_lp(&BF16, CUDA_BF16, 0x1p-7, 33, 40, 24, 0);
-    test_matmul_lp(&FP16, CUDA_FP16, 0x1p-10, 64, 96, 80, 1);
-    test_matmul_lp(&FP16, CUDA_FP16, 0x1p-10, 33, 40, 24, 0);
     cuda_backend_finalize();
     return tap_done();
 }
