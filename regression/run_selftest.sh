@@ -81,12 +81,13 @@ ok $? "and the same build passes against it"
 
 # 5. Twins, skips, a bad case file and a failing run, in one invocation.
 { printf '! wrong_twin -- lr 6e-3 against a twin with lr 5e-3.\n! twin: serial\n'
-  printf '! twin_compare: loss rtol=1e-5; param_norm rtol=1e-5\n'
+  printf '! twin_compare: loss rtol=1e-5; param_norm rtol=1e-5\n! twin_memory: activations < 0.5; gradients <= 1\n'
   grep -v '^!' "$CASES/serial.nml" | sed 's/ lr = [0-9.d+-]*,/ lr = 6.0d-3,/'; } > "$scratch/cases/wrong_twin.nml"
 printf '! big -- more ranks than allowed.\n! ranks: 64\n! compare: loss rtol=1e-5\n&train steps = 1 /\n' > "$scratch/cases/big.nml"
 printf '! marked -- not yet.\n! skip: feature X is refused by this build\n&train steps = 1 /\n' > "$scratch/cases/marked.nml"
 printf '! gpu -- a device case.\n! needs: gpu\n! compare: loss rtol=1e-5\n&train steps = 1 /\n' > "$scratch/cases/gpu.nml"
 printf '! typo -- a misspelt key.\n! twn: serial\n&train steps = 1 /\n' > "$scratch/cases/typo.nml"
+printf '! badmem -- an unknown memory column.\n! twin: serial\n! twin_compare: loss exact\n! twin_memory: weights < 1\n&train steps = 1 /\n' > "$scratch/cases/badmem.nml"
 { printf '! crash -- heads do not divide d_model.\n'
   grep -v '^!' "$CASES/serial.nml" | sed 's/n_head = 4/n_head = 5/'; } > "$scratch/cases/crash.nml"
 cp "$REFS/serial.ref" "$scratch/refs/"
@@ -102,6 +103,11 @@ has mixed.out '^ok [0-9]+ - gpu # SKIP needs a GPU'
 ok $? "a case needing a GPU is skipped when there is none"
 has mixed.out "^not ok [0-9]+ - typo: bad case file: .*unknown metadata key 'twn:'"
 ok $? "a misspelt metadata key is an error, not silently ignored"
+has mixed.out "^not ok [0-9]+ - badmem: bad case file: .*twin_memory: unknown column 'weights'"
+ok $? "an unknown twin_memory column is an error naming it"
+has mixed.out '^not ok [0-9]+ - wrong_twin vs twin serial: memory activations: [0-9]+ bytes on rank 0 < 0.5 x [0-9]+$' &&
+    has mixed.out '^ok [0-9]+ - wrong_twin vs twin serial: memory gradients: [0-9]+ bytes on rank 0 <= 1 x [0-9]+$'
+ok $? "twin_memory compares rank 0's allocated bytes with the twin's: a bound it misses fails, one it meets passes"
 has mixed.out '^not ok [0-9]+ - crash: run 1 of 1 exited with status 1' && has mixed.out '^#   .*n_head'
 ok $? "a failing run is 'not ok' with the tail of its output"
 has mixed.out '^not ok [0-9]+ - wrong_twin vs twin serial: same problem, the decks differ in train.lr' &&
