@@ -31,15 +31,7 @@ b=$(dev bf16); h=$(dev fp16)
 awk "BEGIN { exit !($b > 1e-5 && $h > 1e-6 && $h < $b) }"
 ok $? "the formats are real: bf16 deviates from fp32 ($b), fp16 less ($h)"
 
-# stored activations are packed in 16 bits (the planner's bytes are the
-# allocator's, regression/plan.sh): 4 micro-batches in flight on stage 0
-acts() {
-    "$TRIAD" plan "$deck" world=2 model.n_layer=8 parallel.pp=2 train.micro_batch_size=1 train.precision="$1" |
-        sed -n 's/^  stage 0: .*activations \([0-9]*\) bytes/\1/p'
-}
-a32=$(acts fp32); a16=$(acts bf16)
-awk "BEGIN { exit !($a16 < 0.65 * $a32) }"
-ok $? "bf16 activations on pp 2 (4 micro-batches in flight): $a16 bytes against $a32 in fp32"
+# (stored activations packed in 16 bits: the regression case bf16_pp2_1f1b)
 
 # a forced overflow on one rank: skipped everywhere, replicas stay bitwise equal
 triad_run 4 "$deck" train.precision="'fp16'" parallel.tp=2 train.steps=10 train.loss_scale_window=4 \
