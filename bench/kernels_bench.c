@@ -100,9 +100,9 @@ int main(int argc, char **argv)
     TIME(s, matmul_backward(dx, dw, db, qkv, x, w, N, C, 3 * C));
     report("matmul_backward qkv", s, 0, 4.0 * N * C * 3 * C);
     double attflops = 4.0 * B * NH * ((double)T * (T + 1) / 2) * HS;
-    TIME(s, attention_forward(y, att, qkv, B, T, C, NH));
+    TIME(s, attention_forward(y, att, qkv, B, T, NH, NH, C / NH));
     report("attention_forward", s, 0, attflops);
-    TIME(s, attention_backward(dqkv, scr, dy, qkv, att, B, T, C, NH));
+    TIME(s, attention_backward(dqkv, scr, dy, qkv, att, B, T, NH, NH, C / NH));
     report("attention_backward", s, 0, 2 * attflops);
     TIME(s, gelu_forward(gh, h, 4 * NC));
     report("gelu_forward", s, 2 * 4 * NC * f, 0);

@@ -1,7 +1,10 @@
-/* attention.cu -- causal self-attention: the products on cuBLAS, batched
- * over the NH heads of one sequence (strided batches: head h starts HS
- * floats after head h-1 in qkv and out, T*T after it in att), the causal
- * softmax and its backward a warp per row.
+/* attention.cu -- causal self-attention with NH query heads sharing NKV
+ * key/value heads (group G = NH/NKV; G = 1 is multi-head attention): the
+ * products on cuBLAS, batched over the kv heads of one sequence, one batch
+ * per member r of a group (strided batches: query head g*G + r starts G*HS
+ * floats after the previous one in qkv and out, G*T*T in att; kv head g HS
+ * after its predecessor), the causal softmax and its backward a warp per
+ * row.  A kv head's gradients add its query heads' shares in order r.
  *
  * The products cover the full (T,T) square; the softmax then writes the
  * probabilities on and below the diagonal and zeros above it, so att and
@@ -59,11 +62,10 @@ __global__ void softmax_causal_backward_kernel(float *d, const float *att, long 
  * operands (lp < 0) or 16-bit ones of format lp on tensor cores; element
  * offsets and strides are the same either way. */
 static void heads_gemm(int lp, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
-                       const void *A, int lda, long long sa, const void *B, int ldb, long long sb,
+                       const void *A, int lda, long long sa, const void *B, int ldb, long long sb, float beta,
                        float *Cm, int ldc, long long sc, int NH)
 {
     cublasHandle_t h = cuda_ctx()->blas;
-    const float beta = 0.0f;
     if (lp < 0) {
         CUBLAS_CHECK(cublasSgemmStridedBatched(h, ta, tb, m, n, k, &alpha, (const float *)A, lda, sa,
                                                (const float *)B, ldb, sb, &beta, Cm, ldc, sc, NH));
@@ -86,79 +88,88 @@ static const void *operand(int lp, int slot, const float *x, size_t n)
     return lp < 0 ? (const void *)x : (const void *)cuda_lp_operand((enum cuda_lp)lp, slot, x, n);
 }
 
-static void attention_forward(int lp, float *out, float *att, const float *qkv, int B, int T, int C, int NH)
+static void attention_forward(int lp, float *out, float *att, const float *qkv, int B, int T, int NH, int NKV,
+                              int HS)
 {
-    int HS = C / NH, C3 = 3 * C;
-    long long TT = (long long)T * T;
+    int W = (NH + 2 * NKV) * HS, C = NH * HS, G = NH / NKV;
+    long long TT = (long long)T * T, qs = (long long)G * HS, as = G * TT;
     float scale = 1.0f / sqrtf((float)HS);
     const cublasOperation_t N_ = CUBLAS_OP_N, T_ = CUBLAS_OP_T;
-    const void *x = operand(lp, 0, qkv, (size_t)B * T * C3);
-    for (int b = 0; b < B; b++) {
-        size_t q = (size_t)b * T * C3, k = q + C;
-        /* scores = q k^T * scale: (T,T) = op_T(k (HS,T)) * q (HS,T) */
-        heads_gemm(lp, T_, N_, T, T, HS, scale, at(lp, x, k), C3, HS, at(lp, x, q), C3, HS,
-                   att + (size_t)b * NH * TT, T, TT, NH);
-    }
+    const void *x = operand(lp, 0, qkv, (size_t)B * T * W);
+    for (int b = 0; b < B; b++)
+        for (int r = 0; r < G; r++) {
+            size_t q = (size_t)b * T * W + (size_t)r * HS, k = (size_t)b * T * W + (size_t)NH * HS;
+            /* scores = q k^T * scale: (T,T) = op_T(k (HS,T)) * q (HS,T) */
+            heads_gemm(lp, T_, N_, T, T, HS, scale, at(lp, x, k), W, HS, at(lp, x, q), W, qs, 0.0f,
+                       att + ((size_t)b * NH + r) * TT, T, as, NKV);
+        }
     long rows = (long)B * NH * T;
     CUDA_LAUNCH(softmax_causal_kernel, grid_for_rows(rows), BLOCK, att, rows, T);
     const void *p = operand(lp, 1, att, (size_t)B * NH * TT);
-    for (int b = 0; b < B; b++) {
-        size_t v = (size_t)b * T * C3 + 2 * C;
-        /* out = att v: out (HS,T) = v (HS,T) * att buffer (T,T) */
-        heads_gemm(lp, N_, N_, HS, T, T, 1.0f, at(lp, x, v), C3, HS, at(lp, p, (size_t)b * NH * TT), T, TT,
-                   out + (size_t)b * T * C, C, HS, NH);
-    }
+    for (int b = 0; b < B; b++)
+        for (int r = 0; r < G; r++) {
+            size_t v = (size_t)b * T * W + (size_t)(NH + NKV) * HS;
+            /* out = att v: out (HS,T) = v (HS,T) * att buffer (T,T) */
+            heads_gemm(lp, N_, N_, HS, T, T, 1.0f, at(lp, x, v), W, HS, at(lp, p, ((size_t)b * NH + r) * TT), T, as,
+                       0.0f, out + (size_t)b * T * C + (size_t)r * HS, C, qs, NKV);
+        }
 }
 
 static void attention_backward(int lp, float *dqkv, float *scratch, const float *dout, const float *qkv,
-                               const float *att, int B, int T, int C, int NH)
+                               const float *att, int B, int T, int NH, int NKV, int HS)
 {
-    int HS = C / NH, C3 = 3 * C;
-    long long TT = (long long)T * T;
+    int W = (NH + 2 * NKV) * HS, C = NH * HS, G = NH / NKV;
+    long long TT = (long long)T * T, qs = (long long)G * HS, as = G * TT;
     float scale = 1.0f / sqrtf((float)HS);
     const cublasOperation_t N_ = CUBLAS_OP_N, T_ = CUBLAS_OP_T;
-    const void *x = operand(lp, 0, qkv, (size_t)B * T * C3), *dy = operand(lp, 2, dout, (size_t)B * T * C);
-    for (int b = 0; b < B; b++) {
-        size_t v = (size_t)b * T * C3 + 2 * C, dy_b = (size_t)b * T * C;
-        /* datt = dout v^T: (T,T) = op_T(v (HS,T)) * dout (HS,T) */
-        heads_gemm(lp, T_, N_, T, T, HS, 1.0f, at(lp, x, v), C3, HS, at(lp, dy, dy_b), C, HS,
-                   scratch + (size_t)b * NH * TT, T, TT, NH);
-    }
+    const void *x = operand(lp, 0, qkv, (size_t)B * T * W), *dy = operand(lp, 2, dout, (size_t)B * T * C);
+    for (int b = 0; b < B; b++)
+        for (int r = 0; r < G; r++) {
+            size_t v = (size_t)b * T * W + (size_t)(NH + NKV) * HS, dy_h = (size_t)b * T * C + (size_t)r * HS;
+            /* datt = dout v^T: (T,T) = op_T(v (HS,T)) * dout (HS,T) */
+            heads_gemm(lp, T_, N_, T, T, HS, 1.0f, at(lp, x, v), W, HS, at(lp, dy, dy_h), C, qs, 0.0f,
+                       scratch + ((size_t)b * NH + r) * TT, T, as, NKV);
+        }
     long rows = (long)B * NH * T;
     CUDA_LAUNCH(softmax_causal_backward_kernel, grid_for_rows(rows), BLOCK, scratch, att, rows, T,
                 scale);
     const void *p = operand(lp, 1, att, (size_t)B * NH * TT), *ds = operand(lp, 3, scratch, (size_t)B * NH * TT);
-    for (int b = 0; b < B; b++) {
-        size_t q = (size_t)b * T * C3, k = q + C, dy_b = (size_t)b * T * C, a = (size_t)b * NH * TT;
-        float *dq = dqkv + q, *dk = dq + C, *dv = dq + 2 * C;
-        /* dq = d k: dq (HS,T) = k (HS,T) * d buffer (T,T) */
-        heads_gemm(lp, N_, N_, HS, T, T, 1.0f, at(lp, x, k), C3, HS, at(lp, ds, a), T, TT, dq, C3, HS, NH);
-        /* dk = d^T q: dk (HS,T) = q (HS,T) * op_T(d buffer) */
-        heads_gemm(lp, N_, T_, HS, T, T, 1.0f, at(lp, x, q), C3, HS, at(lp, ds, a), T, TT, dk, C3, HS, NH);
-        /* dv = att^T dout: dv (HS,T) = dout (HS,T) * op_T(att buffer) */
-        heads_gemm(lp, N_, T_, HS, T, T, 1.0f, at(lp, dy, dy_b), C, HS, at(lp, p, a), T, TT, dv, C3, HS, NH);
-    }
+    for (int b = 0; b < B; b++)
+        for (int r = 0; r < G; r++) {
+            size_t base = (size_t)b * T * W, q = base + (size_t)r * HS, k = base + (size_t)NH * HS;
+            size_t v = k + (size_t)NKV * HS, dy_h = (size_t)b * T * C + (size_t)r * HS, a = ((size_t)b * NH + r) * TT;
+            float beta = r == 0 ? 0.0f : 1.0f; /* the group's first query head overwrites dk, dv */
+            /* dq = d k: dq (HS,T) = k (HS,T) * d buffer (T,T) */
+            heads_gemm(lp, N_, N_, HS, T, T, 1.0f, at(lp, x, k), W, HS, at(lp, ds, a), T, as, 0.0f, dqkv + q, W, qs,
+                       NKV);
+            /* dk += d^T q: dk (HS,T) = q (HS,T) * op_T(d buffer) */
+            heads_gemm(lp, N_, T_, HS, T, T, 1.0f, at(lp, x, q), W, qs, at(lp, ds, a), T, as, beta, dqkv + k, W, HS,
+                       NKV);
+            /* dv += att^T dout: dv (HS,T) = dout (HS,T) * op_T(att buffer) */
+            heads_gemm(lp, N_, T_, HS, T, T, 1.0f, at(lp, dy, dy_h), C, qs, at(lp, p, a), T, as, beta, dqkv + v, W,
+                       HS, NKV);
+        }
 }
 
-void cuda_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH)
+void cuda_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH, int NKV, int HS)
 {
-    attention_forward(-1, out, att, qkv, B, T, C, NH);
+    attention_forward(-1, out, att, qkv, B, T, NH, NKV, HS);
 }
 
 void cuda_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                             const float *att, int B, int T, int C, int NH)
+                             const float *att, int B, int T, int NH, int NKV, int HS)
 {
-    attention_backward(-1, dqkv, scratch, dout, qkv, att, B, T, C, NH);
+    attention_backward(-1, dqkv, scratch, dout, qkv, att, B, T, NH, NKV, HS);
 }
 
-void cuda_attention_forward_tc(enum cuda_lp lp, float *out, float *att, const float *qkv, int B, int T, int C,
-                               int NH)
+void cuda_attention_forward_tc(enum cuda_lp lp, float *out, float *att, const float *qkv, int B, int T, int NH,
+                               int NKV, int HS)
 {
-    attention_forward((int)lp, out, att, qkv, B, T, C, NH);
+    attention_forward((int)lp, out, att, qkv, B, T, NH, NKV, HS);
 }
 
 void cuda_attention_backward_tc(enum cuda_lp lp, float *dqkv, float *scratch, const float *dout,
-                                const float *qkv, const float *att, int B, int T, int C, int NH)
+                                const float *qkv, const float *att, int B, int T, int NH, int NKV, int HS)
 {
-    attention_backward((int)lp, dqkv, scratch, dout, qkv, att, B, T, C, NH);
+    attention_backward((int)lp, dqkv, scratch, dout, qkv, att, B, T, NH, NKV, HS);
 }

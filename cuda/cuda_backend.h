@@ -59,9 +59,18 @@ void cuda_matmul_forward(float *out, const float *inp, const float *weight, cons
 void cuda_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                           const float *inp, const float *weight, int N, int C, int OC);
 
-void cuda_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
+void cuda_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C, float eps);
+void cuda_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                           const float *rstd, int N, int C);
+
+void cuda_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH, int NKV, int HS);
 void cuda_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                             const float *att, int B, int T, int C, int NH);
+                             const float *att, int B, int T, int NH, int NKV, int HS);
+void cuda_rope_forward(float *qkv, const float *cos, const float *sin, int B, int T, int NH, int NKV, int HS);
+void cuda_rope_backward(float *dqkv, const float *cos, const float *sin, int B, int T, int NH, int NKV, int HS);
+
+void cuda_swiglu_forward(float *out, const float *inp, size_t N, int F);
+void cuda_swiglu_backward(float *dinp, const float *inp, const float *dout, size_t N, int F);
 
 void cuda_gelu_forward(float *out, const float *inp, size_t N);
 void cuda_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N);
@@ -115,9 +124,9 @@ void cuda_matmul_backward_tc(enum cuda_lp lp, float *dinp, float *dweight, float
                              const float *dout, const float *inp, const float *weight, int N, int C,
                              int OC);
 void cuda_attention_forward_tc(enum cuda_lp lp, float *out, float *att, const float *qkv, int B, int T,
-                               int C, int NH);
+                               int NH, int NKV, int HS);
 void cuda_attention_backward_tc(enum cuda_lp lp, float *dqkv, float *scratch, const float *dout,
-                                const float *qkv, const float *att, int B, int T, int C, int NH);
+                                const float *qkv, const float *att, int B, int T, int NH, int NKV, int HS);
 
 #ifdef __cplusplus
 }

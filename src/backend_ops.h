@@ -18,6 +18,13 @@ void KNAME(layernorm_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias,
                                const KREAL *dout, const KREAL *inp, const KREAL *weight,
                                const KREAL *mean, const KREAL *rstd, int N, int C);
 
+/* RMSNorm: out (N,C) = inp * rstd * weight, rstd (N) = 1 / sqrt(mean(inp^2) + eps)
+ * saved for backward.  backward: dinp (N,C) +=, dweight (C) +=. */
+void KNAME(rmsnorm_forward)(KREAL *out, KREAL *rstd, const KREAL *inp, const KREAL *weight, int N, int C,
+                            KREAL eps);
+void KNAME(rmsnorm_backward)(KREAL *dinp, KREAL *dweight, const KREAL *dout, const KREAL *inp,
+                             const KREAL *weight, const KREAL *rstd, int N, int C);
+
 /* out (N,OC) = inp (N,C) @ weight(OC,C)^T + bias (OC); bias may be NULL. */
 void KNAME(matmul_forward)(KREAL *out, const KREAL *inp, const KREAL *weight,
                            const KREAL *bias, int N, int C, int OC);
@@ -27,20 +34,38 @@ void KNAME(matmul_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias,
                             const KREAL *dout, const KREAL *inp, const KREAL *weight,
                             int N, int C, int OC);
 
-/* Causal self-attention over NH heads of size HS = C/NH.
- * qkv (B,T,3C): q, k, v blocks of C each, heads contiguous inside a block.
- * att (B,NH,T,T): softmax probabilities saved for backward (entries above the
- * diagonal are 0).  out (B,T,C).  Scale 1/sqrt(HS). */
+/* Causal self-attention over NH query heads of size HS sharing NKV key/value
+ * heads (grouped-query attention: query head h reads kv head h / (NH/NKV);
+ * NKV = NH is multi-head attention).  qkv (B,T,(NH+2NKV)*HS): the q heads,
+ * then the k heads, then the v heads, each head's HS values contiguous.
+ * att (B,NH,T,T): softmax probabilities saved for backward (entries above
+ * the diagonal are 0).  out (B,T,NH*HS).  Scale 1/sqrt(HS). */
 void KNAME(attention_forward)(KREAL *out, KREAL *att, const KREAL *qkv,
-                              int B, int T, int C, int NH);
-/* dqkv (B,T,3C) overwritten; scratch (B,NH,T,T) is workspace. */
+                              int B, int T, int NH, int NKV, int HS);
+/* dqkv (B,T,(NH+2NKV)*HS) overwritten (a kv head's gradient sums over its
+ * query heads in head order); scratch (B,NH,T,T) is workspace. */
 void KNAME(attention_backward)(KREAL *dqkv, KREAL *scratch, const KREAL *dout,
                                const KREAL *qkv, const KREAL *att,
-                               int B, int T, int C, int NH);
+                               int B, int T, int NH, int NKV, int HS);
+
+/* Rotary position embedding of the q and k heads of qkv (layout as above),
+ * in place, Hugging Face's rotate_half convention: for i < HS/2 the pair
+ * (x[i], x[i + HS/2]) of position t turns by the angle whose cosine and
+ * sine are cos[t*HS/2 + i], sin[t*HS/2 + i] (tables (T, HS/2)).  The v
+ * heads are left alone.  backward: the same turn reversed on dqkv (its
+ * transpose), in place. */
+void KNAME(rope_forward)(KREAL *qkv, const KREAL *cos, const KREAL *sin, int B, int T, int NH, int NKV, int HS);
+void KNAME(rope_backward)(KREAL *dqkv, const KREAL *cos, const KREAL *sin, int B, int T, int NH, int NKV, int HS);
 
 /* GELU, tanh approximation. out (N); dinp (N) overwritten. */
 void KNAME(gelu_forward)(KREAL *out, const KREAL *inp, size_t N);
 void KNAME(gelu_backward)(KREAL *dinp, const KREAL *inp, const KREAL *dout, size_t N);
+
+/* SwiGLU over N rows: inp (N, 2F) holds each row's gate then its up values;
+ * out (N, F) = silu(gate) * up, silu(x) = x / (1 + exp(-x)).  backward:
+ * dinp (N, 2F) overwritten from dout (N, F). */
+void KNAME(swiglu_forward)(KREAL *out, const KREAL *inp, size_t N, int F);
+void KNAME(swiglu_backward)(KREAL *dinp, const KREAL *inp, const KREAL *dout, size_t N, int F);
 
 /* out = a + b (N). */
 void KNAME(residual_forward)(KREAL *out, const KREAL *a, const KREAL *b, size_t N);

@@ -50,7 +50,7 @@ static void tensor_ref(struct tensor_ref *t, const char *prefix, const struct mo
     size_t rows, cols, lrows, lcols;
     param_shape(d, id, &rows, &cols);
     param_local_shape(d, id, &lrows, &lcols);
-    if (id == P_WTE) rows = (size_t)d->V;
+    if (id == P_WTE || id == P_LMHEAD) rows = (size_t)d->V; /* the padding is not stored */
     if (param_table[id].per_layer)
         snprintf(t->path, sizeof t->path, "%s/h.%d/%s", prefix, layer, param_table[id].name);
     else
@@ -60,16 +60,22 @@ static void tensor_ref(struct tensor_ref *t, const char *prefix, const struct mo
     t->dims[1] = cols;
     t->replicated = param_table[id].shard == SHARD_NONE;
 
-    /* this rank's blocks, in the order they lie in its local buffer */
-    size_t r0, c0;
+    /* this rank's blocks, in the order they lie in its local buffer: one per
+     * row part (q, k, v; gate, up) of a row-split tensor */
+    size_t r0, c0, part[3], at = 0;
     param_logical_index(d, id, 0, 0, &r0, &c0);
-    t->nblocks = param_table[id].shard == SHARD_ROWS3 ? 3 : 1;
-    size_t brows = lrows / (size_t)t->nblocks;
+    t->nblocks = 1;
+    part[0] = lrows;
+    if (param_table[id].shard == SHARD_ROWS) {
+        t->nblocks = param_row_parts(d, id, part);
+        for (int b = 0; b < t->nblocks; b++) part[b] /= (size_t)d->tp;
+    }
     t->elems = 0;
     for (int b = 0; b < t->nblocks; b++) {
         size_t rb;
-        param_logical_index(d, id, (size_t)b * brows, 0, &rb, &c0);
-        size_t n = brows;
+        param_logical_index(d, id, at, 0, &rb, &c0);
+        size_t n = part[b];
+        at += part[b];
         if (rb >= rows) n = 0;                    /* wte: a shard of padding only */
         else if (rb + n > rows) n = rows - rb;    /* wte: the last real rows */
         t->start[b][0] = rb;
@@ -82,7 +88,7 @@ static void tensor_ref(struct tensor_ref *t, const char *prefix, const struct mo
     int j = param_table[id].per_layer ? model_local_layer(d, layer) : 0;
     if (m->size[id] > 0 && j >= 0)
         t->local = base[id] + (size_t)j * (m->size[id] / (size_t)(param_table[id].per_layer ? d->Lp : 1));
-    t->primary = id != P_WTE || model_has_embedding(d); /* of wte's two copies, the first stage writes */
+    t->primary = id != P_WTE || model_has_embedding(d); /* of a tied wte's two copies, the first stage writes */
 }
 
 /* Select this rank's blocks in the file space (nothing if it has none). */
@@ -128,7 +134,7 @@ static int walk(hid_t file, const char *prefix, const struct model *m, float *co
                 struct walk_ctx *w)
 {
     for (int id = 0; id < NUM_PARAMS; id++) {
-        int layers = param_table[id].per_layer ? m->d.L : 1;
+        int layers = !param_present(&m->d, (enum param_id)id) ? 0 : param_table[id].per_layer ? m->d.L : 1;
         for (int l = 0; l < layers; l++) {
             struct tensor_ref t;
             tensor_ref(&t, prefix, m, base, (enum param_id)id, l);
@@ -142,7 +148,8 @@ static int walk(hid_t file, const char *prefix, const struct model *m, float *co
 static int datasets_per_prefix(const struct model *m)
 {
     int n = 0;
-    for (int id = 0; id < NUM_PARAMS; id++) n += param_table[id].per_layer ? m->d.L : 1;
+    for (int id = 0; id < NUM_PARAMS; id++)
+        if (param_present(&m->d, (enum param_id)id)) n += param_table[id].per_layer ? m->d.L : 1;
     return n;
 }
 
@@ -335,12 +342,18 @@ static int check_model_keys(hid_t f, const char *path, const struct model_dims *
                  ce.line, ce.col, ce.what);
         return -1;
     }
+    struct model_family fam;
+    shape_family(&fam, &c); /* the stored deck's n_kv_head, ffn_hidden, tie_embeddings as they were in effect */
     struct { const char *name; int64_t here, there; } k[] = {
         {"n_layer", d->L, c.model.n_layer},   {"n_head", d->NH, c.model.n_head},
         {"d_model", d->C, c.model.d_model},   {"seq_len", d->T, c.model.seq_len},
-        {"vocab_size", d->V, c.model.vocab_size},
+        {"vocab_size", d->V, c.model.vocab_size}, {"n_kv_head", d->NKV, fam.NKV},
+        {"ffn_hidden", d->F, fam.F},          {"tie_embeddings", d->tied, fam.tied},
     };
     char list[768] = "";
+    if (d->llama != fam.llama)
+        snprintf(list, sizeof list, "arch = '%s' here, '%s' in the checkpoint", d->llama ? "llama" : "gpt2",
+                 c.model.arch);
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
         if (k[i].here != k[i].there)
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s = %lld here, %lld in the checkpoint",

@@ -50,6 +50,9 @@ int config_override(struct config *cfg, const char *arg, struct deck_error *err)
 /* Cross-checks that need several keys or the world size (divisibility,
  * features not available, ...).  world <= 0 skips checks that need it.
  * Returns 0, or -1 with *err filled (file/line 0, what + hint). */
+/* Give the keys whose default is the family's (model.tie_embeddings) their
+ * value, after the deck and the overrides are read. */
+void config_resolve(struct config *cfg);
 int config_validate(const struct config *cfg, int world, struct deck_error *err);
 
 /* The effective data-parallel degree: dp, or world / (tp*pp) when dp = 0.

@@ -86,15 +86,46 @@ static int not_yet(struct deck_error *err, const char *fix, const char *fmt, ...
     return deck_error_hint(err, "%s", fix);
 }
 
+void config_resolve(struct config *cfg)
+{
+    struct model_family f;
+    shape_family(&f, cfg);
+    cfg->model.tie_embeddings = f.tied;
+}
+
 static int check_model(const struct config *cfg, struct deck_error *err)
 {
-    int64_t C = cfg->model.d_model, NH = cfg->model.n_head;
+    int64_t C = cfg->model.d_model, NH = cfg->model.n_head, NKV = cfg->model.n_kv_head;
+    int llama = cfg->model.arch_id == MODEL_ARCH_llama;
     char m[64], d[64];
-    if (C % NH == 0) return 0;
-    deck_error_set(err, 0, 0, "d_model = %" PRId64 " is not divisible by n_head = %" PRId64, C, NH);
-    return suggest(err, "d_model", near_multiples(m, sizeof m, C, NH, config_key_max("model", "d_model")), "n_head",
-                   near_divisors(d, sizeof d, C, NH, config_key_max("model", "n_head")),
-                   "(each head gets d_model / n_head channels)");
+    if (C % NH) {
+        deck_error_set(err, 0, 0, "d_model = %" PRId64 " is not divisible by n_head = %" PRId64, C, NH);
+        return suggest(err, "d_model", near_multiples(m, sizeof m, C, NH, config_key_max("model", "d_model")),
+                       "n_head", near_divisors(d, sizeof d, C, NH, config_key_max("model", "n_head")),
+                       "(each head gets d_model / n_head channels)");
+    }
+    if (!llama && NKV && NKV != NH) {
+        deck_error_set(err, 0, 0, "n_kv_head = %" PRId64 " with arch = 'gpt2': grouped-query attention is the llama "
+                                   "family's (gpt2 has n_head = %" PRId64 " key/value heads)", NKV, NH);
+        return deck_error_hint(err, "set arch = 'llama', or n_kv_head = 0");
+    }
+    if (NKV && NH % NKV) {
+        deck_error_set(err, 0, 0, "n_head = %" PRId64 " is not divisible by n_kv_head = %" PRId64
+                                   " (each key/value head serves a whole group of query heads)", NH, NKV);
+        return suggest(err, "n_kv_head", near_divisors(d, sizeof d, NH, NKV, NH), "n_head",
+                       near_multiples(m, sizeof m, NH, NKV, config_key_max("model", "n_head")), NULL);
+    }
+    if (llama && (C / NH) % 2) {
+        deck_error_set(err, 0, 0, "the head size d_model / n_head = %" PRId64 " / %" PRId64 " = %" PRId64
+                                   " is odd: the rotary embedding turns pairs of channels", C, NH, C / NH);
+        return deck_error_hint(err, "choose d_model and n_head with an even quotient");
+    }
+    if (!llama && cfg->model.norm_eps != 1e-5) {
+        deck_error_set(err, 0, 0, "norm_eps = %g with arch = 'gpt2': GPT-2's LayerNorm epsilon is 1e-5 here "
+                                   "(norm_eps sets llama's RMSNorm)", cfg->model.norm_eps);
+        return deck_error_hint(err, "remove norm_eps, or set arch = 'llama'");
+    }
+    return 0;
 }
 
 /* Keys that only make sense together, then what this build cannot do yet. */
@@ -151,6 +182,20 @@ static int check_split(const struct config *cfg, struct deck_error *err)
                  " (heads are split across tensor-parallel ranks)", NH, tp);
         return suggest(err, "tp", near_divisors(a, sizeof a, NH, tp, config_key_max("parallel", "tp")), "n_head",
                        near_multiples(b, sizeof b, NH, tp, config_key_max("model", "n_head")), NULL);
+    }
+    struct model_family f;
+    shape_family(&f, cfg);
+    if (f.NKV % tp) {
+        deck_error_set(err, 0, 0, "n_kv_head = %" PRId64 " is not divisible by tp = %" PRId64
+                                   " (each tensor-parallel rank holds whole key/value heads)", f.NKV, tp);
+        return suggest(err, "tp", near_divisors(a, sizeof a, f.NKV, tp, config_key_max("parallel", "tp")),
+                       "n_kv_head", near_multiples(b, sizeof b, f.NKV, tp, NH), NULL);
+    }
+    if (f.F % tp) {
+        deck_error_set(err, 0, 0, "the MLP hidden width %" PRId64 " (ffn_hidden%s) is not divisible by tp = %" PRId64,
+                       f.F, cfg->model.ffn_hidden ? "" : ", the family's", tp);
+        return suggest(err, "ffn_hidden", near_multiples(a, sizeof a, f.F, tp, config_key_max("model", "ffn_hidden")),
+                       "tp", near_divisors(b, sizeof b, f.F, tp, config_key_max("parallel", "tp")), NULL);
     }
     int64_t T = cfg->model.seq_len;
     if (cfg->parallel.sequence_parallel && T % tp) {
@@ -242,18 +287,21 @@ static int check_sizes(const struct config *cfg, int world, struct deck_error *e
 {
     int64_t B = config_micro_batch(cfg, world), T = cfg->model.seq_len, C = cfg->model.d_model;
     int64_t L = cfg->model.n_layer, NH = cfg->model.n_head, tp = cfg->parallel.tp, V = cfg->model.vocab_size;
-    int64_t Vp = shape_padded_vocab(V, tp), params = shape_params(L, C, T, Vp);
+    int64_t Vp = shape_padded_vocab(V, tp), params = shape_params(cfg, Vp);
+    struct model_family f;
+    shape_family(&f, cfg);
+    int64_t FC = (f.llama ? 2 : 1) * f.F; /* the MLP's first product: llama's gate and up */
     if (params < 0) {
         deck_error_set(err, 0, 0, "the model has more than 2^63 parameters (n_layer = %" PRId64 ", d_model = %" PRId64 ")",
                  L, C);
         return deck_error_hint(err, "reduce n_layer or d_model");
     }
     const struct { const char *what; int64_t n; int per_seq; } t[] = {
-        { "the MLP activations (micro-batch * seq_len * 4 * d_model / tp)", mul64(T, 4 * C / tp), 1 },
+        { "the MLP activations (micro-batch * seq_len * MLP width / tp)", mul64(T, FC / tp), 1 },
         { "the attention scores (micro-batch * n_head / tp * seq_len^2)", mul64(NH / tp, mul64(T, T)), 1 },
         { "the logits (micro-batch * seq_len * padded vocab_size / tp)", mul64(T, Vp / tp), 1 },
         { "the token embedding (padded vocab_size / tp * d_model)", mul64(Vp / tp, C), 0 },
-        { "the MLP weight (4 * d_model / tp * d_model)", mul64(4 * C / tp, C), 0 },
+        { "the MLP weight (MLP width / tp * d_model)", mul64(FC / tp, C), 0 },
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         int64_t n = t[i].per_seq ? mul64(B, t[i].n) : t[i].n;

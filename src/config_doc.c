@@ -129,7 +129,10 @@ void config_doc_markdown(FILE *f)
             if (strcmp(k->group, config_groups[g].name) != 0) continue;
             config_fmt_value(v, sizeof v, &def, k);
             doc_allowed(allowed, sizeof allowed, k);
-            fprintf(f, "| `%s` | %s | `%s` | %s | ", k->name, type_name[k->type], v, allowed);
+            if (k->type == KEY_BOOL && k->idef < 0) /* resolved after reading (config_resolve) */
+                fprintf(f, "| `%s` | %s | the family's | %s | ", k->name, type_name[k->type], allowed);
+            else
+                fprintf(f, "| `%s` | %s | `%s` | %s | ", k->name, type_name[k->type], v, allowed);
             md_cell(f, k->doc);
             fprintf(f, " |\n");
         }

@@ -263,6 +263,53 @@ void KNAME(layernorm_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias,
     }
 }
 
+/* ------------------------------------------------------------ rmsnorm */
+
+void KNAME(rmsnorm_forward)(KREAL *out, KREAL *rstd, const KREAL *inp, const KREAL *weight, int N, int C,
+                            KREAL eps)
+{
+#pragma omp parallel for schedule(static) if ((long)N * C >= PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        const KREAL *x = inp + (size_t)n * C;
+        KREAL *o = out + (size_t)n * C;
+        KREAL s;
+        LANE_SUM(KREAL, s, 0, C, c, x[c] * x[c]);
+        KREAL rs = K(1) / KSQRT(s / C + eps);
+#pragma omp simd
+        for (int c = 0; c < C; c++) o[c] = x[c] * rs * weight[c];
+        rstd[n] = rs;
+    }
+}
+
+void KNAME(rmsnorm_backward)(KREAL *dinp, KREAL *dweight, const KREAL *dout, const KREAL *inp,
+                             const KREAL *weight, const KREAL *rstd, int N, int C)
+{
+    int par = (long)N * C >= PAR_MIN;
+    /* dinp += (w*dout - norm * mean(w*dout*norm)) * rstd, norm = x * rstd, by row. */
+#pragma omp parallel for schedule(static) if (par)
+    for (int n = 0; n < N; n++) {
+        const KREAL *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
+        KREAL *di = dinp + (size_t)n * C;
+        KREAL rs = rstd[n], b;
+        LANE_SUM(KREAL, b, 0, C, c, (weight[c] * d[c]) * (x[c] * rs));
+        b /= C;
+#pragma omp simd
+        for (int c = 0; c < C; c++) di[c] += (weight[c] * d[c] - (x[c] * rs) * b) * rs;
+    }
+    /* dweight: split by channel, rows in order. */
+#pragma omp parallel if (par)
+    {
+        int c0, c1;
+        channel_share(C, &c0, &c1);
+        for (int n = 0; n < N && c0 < c1; n++) {
+            const KREAL *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
+            KREAL rs = rstd[n];
+#pragma omp simd
+            for (int c = c0; c < c1; c++) dweight[c] += d[c] * (x[c] * rs);
+        }
+    }
+}
+
 /* ------------------------------------------------------------ matmul */
 
 void KNAME(matmul_forward)(KREAL *out, const KREAL *inp, const KREAL *weight,
@@ -317,73 +364,110 @@ static inline void softmax_causal_row(KREAL *a, int i, int T)
 }
 
 void KNAME(attention_forward)(KREAL *out, KREAL *att, const KREAL *qkv,
-                              int B, int T, int C, int NH)
+                              int B, int T, int NH, int NKV, int HS)
 {
-    int HS = C / NH, C3 = 3 * C;
+    int W = (NH + 2 * NKV) * HS, C = NH * HS, G = NH / NKV; /* qkv row width, out row width, group */
     KREAL scale = K(1) / KSQRT(K(HS));
     /* One (b,h) per iteration; gemm runs single-threaded inside. */
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
-            const KREAL *q = qkv + (size_t)b * T * C3 + (size_t)h * HS; // (T,HS) ld 3C
-            const KREAL *k = q + C, *v = q + 2 * C;
-            KREAL *a = att + ((size_t)b * NH + h) * T * T;                // (T,T)
-            KREAL *o = out + (size_t)b * T * C + (size_t)h * HS;         // (T,HS) ld C
+            const KREAL *row = qkv + (size_t)b * T * W;
+            const KREAL *q = row + (size_t)h * HS;                          // (T,HS) ld W
+            const KREAL *k = row + (size_t)(NH + h / G) * HS;
+            const KREAL *v = k + (size_t)NKV * HS;
+            KREAL *a = att + ((size_t)b * NH + h) * T * T;                  // (T,T)
+            KREAL *o = out + (size_t)b * T * C + (size_t)h * HS;           // (T,HS) ld C
             for (int i0 = 0; i0 < T; i0 += ATT_BLK) {
                 int nr = imin(ATT_BLK, T - i0), nc = i0 + nr; /* rows, causal width */
-                GEMM(0, 1, nr, nc, HS, scale, q + (size_t)i0 * C3, C3, k, C3, K(0),
-                     a + (size_t)i0 * T, T);
+                GEMM(0, 1, nr, nc, HS, scale, q + (size_t)i0 * W, W, k, W, K(0), a + (size_t)i0 * T, T);
                 for (int i = i0; i < nc; i++) softmax_causal_row(a + (size_t)i * T, i, T);
-                GEMM(0, 0, nr, HS, nc, K(1), a + (size_t)i0 * T, T, v, C3, K(0),
-                     o + (size_t)i0 * C, C);
+                GEMM(0, 0, nr, HS, nc, K(1), a + (size_t)i0 * T, T, v, W, K(0), o + (size_t)i0 * C, C);
             }
         }
 }
 
 void KNAME(attention_backward)(KREAL *dqkv, KREAL *scratch, const KREAL *dout,
                                const KREAL *qkv, const KREAL *att,
-                               int B, int T, int C, int NH)
+                               int B, int T, int NH, int NKV, int HS)
 {
-    int HS = C / NH, C3 = 3 * C;
+    int W = (NH + 2 * NKV) * HS, C = NH * HS, G = NH / NKV;
     KREAL scale = K(1) / KSQRT(K(HS));
+    /* One (b, kv head) per iteration: its query heads in order, each adding
+     * its share to the kv head's gradients (the first overwrites). */
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            size_t qoff = (size_t)b * T * C3 + (size_t)h * HS;
-            const KREAL *q = qkv + qoff, *k = q + C, *v = q + 2 * C;
-            KREAL *dq = dqkv + qoff, *dk = dq + C, *dv = dq + 2 * C;       // ld 3C
-            const KREAL *a = att + ((size_t)b * NH + h) * T * T;           // (T,T)
-            KREAL *d = scratch + ((size_t)b * NH + h) * T * T;             // (T,T)
-            const KREAL *dout_h = dout + (size_t)b * T * C + (size_t)h * HS; // ld C
-            /* d = datt = dout_h v^T, then through the softmax and the scale;
-             * dq = d k.  Row blocks, causal width only. */
-            for (int i0 = 0; i0 < T; i0 += ATT_BLK) {
-                int nr = imin(ATT_BLK, T - i0), nc = i0 + nr;
-                GEMM(0, 1, nr, nc, HS, K(1), dout_h + (size_t)i0 * C, C, v, C3, K(0),
-                     d + (size_t)i0 * T, T);
-                for (int i = i0; i < nc; i++) {
-                    const KREAL *ar = a + (size_t)i * T;
-                    KREAL *dr = d + (size_t)i * T;
-                    KREAL s;
-                    LANE_SUM(KREAL, s, 0, i + 1, j, ar[j] * dr[j]);
+        for (int g = 0; g < NKV; g++)
+            for (int r = 0; r < G; r++) {
+                int h = g * G + r;
+                size_t base = (size_t)b * T * W, qoff = base + (size_t)h * HS, koff = base + (size_t)(NH + g) * HS;
+                size_t voff = koff + (size_t)NKV * HS;
+                const KREAL *q = qkv + qoff, *k = qkv + koff, *v = qkv + voff;
+                KREAL *dq = dqkv + qoff, *dk = dqkv + koff, *dv = dqkv + voff; // ld W
+                const KREAL *a = att + ((size_t)b * NH + h) * T * T;             // (T,T)
+                KREAL *d = scratch + ((size_t)b * NH + h) * T * T;               // (T,T)
+                const KREAL *dout_h = dout + (size_t)b * T * C + (size_t)h * HS;   // ld C
+                KREAL beta = r == 0 ? K(0) : K(1);
+                /* d = datt = dout_h v^T, then through the softmax and the scale;
+                 * dq = d k.  Row blocks, causal width only. */
+                for (int i0 = 0; i0 < T; i0 += ATT_BLK) {
+                    int nr = imin(ATT_BLK, T - i0), nc = i0 + nr;
+                    GEMM(0, 1, nr, nc, HS, K(1), dout_h + (size_t)i0 * C, C, v, W, K(0), d + (size_t)i0 * T, T);
+                    for (int i = i0; i < nc; i++) {
+                        const KREAL *ar = a + (size_t)i * T;
+                        KREAL *dr = d + (size_t)i * T;
+                        KREAL s;
+                        LANE_SUM(KREAL, s, 0, i + 1, j, ar[j] * dr[j]);
 #pragma omp simd
-                    for (int j = 0; j <= i; j++) dr[j] = ar[j] * (dr[j] - s) * scale;
-                    for (int j = i + 1; j < T; j++) dr[j] = 0;
+                        for (int j = 0; j <= i; j++) dr[j] = ar[j] * (dr[j] - s) * scale;
+                        for (int j = i + 1; j < T; j++) dr[j] = 0;
+                    }
+                    GEMM(0, 0, nr, HS, nc, K(1), d + (size_t)i0 * T, T, k, W, K(0), dq + (size_t)i0 * W, W);
                 }
-                GEMM(0, 0, nr, HS, nc, K(1), d + (size_t)i0 * T, T, k, C3, K(0),
-                     dq + (size_t)i0 * C3, C3);
+                /* dk += d^T q, dv += att^T dout_h: row j of the result sums over
+                 * i >= j only, so column block j0 starts at row j0. */
+                for (int j0 = 0; j0 < T; j0 += ATT_BLK) {
+                    int nr = imin(ATT_BLK, T - j0), kk = T - j0;
+                    size_t diag = (size_t)j0 * T + j0;
+                    GEMM(1, 0, nr, HS, kk, K(1), d + diag, T, q + (size_t)j0 * W, W, beta, dk + (size_t)j0 * W, W);
+                    GEMM(1, 0, nr, HS, kk, K(1), a + diag, T, dout_h + (size_t)j0 * C, C, beta,
+                         dv + (size_t)j0 * W, W);
+                }
             }
-            /* dk = d^T q, dv = att^T dout_h: row j of the result sums over
-             * i >= j only, so column block j0 starts at row j0. */
-            for (int j0 = 0; j0 < T; j0 += ATT_BLK) {
-                int nr = imin(ATT_BLK, T - j0), kk = T - j0;
-                size_t diag = (size_t)j0 * T + j0;
-                GEMM(1, 0, nr, HS, kk, K(1), d + diag, T, q + (size_t)j0 * C3, C3, K(0),
-                     dk + (size_t)j0 * C3, C3);
-                GEMM(1, 0, nr, HS, kk, K(1), a + diag, T, dout_h + (size_t)j0 * C, C, K(0),
-                     dv + (size_t)j0 * C3, C3);
+}
+
+/* ------------------------------------------------------------ rotary positions */
+
+/* Turn the pairs (x[i], x[i + HS/2]) of every q and k head of each row by
+ * the angle of its position; sign -1 turns back (the backward). */
+static void rope_turn(KREAL *qkv, const KREAL *cos, const KREAL *sin, int B, int T, int NH, int NKV, int HS,
+                      KREAL sign)
+{
+    int W = (NH + 2 * NKV) * HS, half = HS / 2, heads = NH + NKV;
+#pragma omp parallel for schedule(static) if ((long)B * T * W >= PAR_MIN)
+    for (long r = 0; r < (long)B * T; r++) {
+        const KREAL *cr = cos + (size_t)(r % T) * half, *sr = sin + (size_t)(r % T) * half;
+        KREAL *row = qkv + (size_t)r * W;
+        for (int h = 0; h < heads; h++) {
+            KREAL *x = row + (size_t)h * HS;
+#pragma omp simd
+            for (int i = 0; i < half; i++) {
+                KREAL x1 = x[i], x2 = x[i + half], s = sign * sr[i];
+                x[i] = x1 * cr[i] - x2 * s;
+                x[i + half] = x2 * cr[i] + x1 * s;
             }
         }
+    }
+}
+
+void KNAME(rope_forward)(KREAL *qkv, const KREAL *cos, const KREAL *sin, int B, int T, int NH, int NKV, int HS)
+{
+    rope_turn(qkv, cos, sin, B, T, NH, NKV, HS, K(1));
+}
+
+void KNAME(rope_backward)(KREAL *dqkv, const KREAL *cos, const KREAL *sin, int B, int T, int NH, int NKV, int HS)
+{
+    rope_turn(dqkv, cos, sin, B, T, NH, NKV, HS, K(-1));
 }
 
 /* ------------------------------------------------------------ gelu */
@@ -427,6 +511,34 @@ void KNAME(gelu_backward)(KREAL *dinp, const KREAL *inp, const KREAL *dout, size
         float g = sig + 2.0f * x * sig * (e * sig) * du;
 #endif
         dinp[i] = g * dout[i];
+    }
+}
+
+/* ------------------------------------------------------------ swiglu */
+
+void KNAME(swiglu_forward)(KREAL *out, const KREAL *inp, size_t N, int F)
+{
+#pragma omp parallel for schedule(static) if (N * (size_t)F >= PAR_MIN)
+    for (size_t n = 0; n < N; n++) {
+        const KREAL *g = inp + n * 2 * (size_t)F, *u = g + F;
+        KREAL *o = out + n * (size_t)F;
+#pragma omp simd
+        for (int i = 0; i < F; i++) o[i] = g[i] / (K(1) + KEXP(-g[i])) * u[i];
+    }
+}
+
+void KNAME(swiglu_backward)(KREAL *dinp, const KREAL *inp, const KREAL *dout, size_t N, int F)
+{
+#pragma omp parallel for schedule(static) if (N * (size_t)F >= PAR_MIN)
+    for (size_t n = 0; n < N; n++) {
+        const KREAL *g = inp + n * 2 * (size_t)F, *u = g + F, *d = dout + n * (size_t)F;
+        KREAL *dg = dinp + n * 2 * (size_t)F, *du = dg + F;
+#pragma omp simd
+        for (int i = 0; i < F; i++) {
+            KREAL sg = K(1) / (K(1) + KEXP(-g[i])), silu = g[i] * sg;
+            dg[i] = d[i] * u[i] * (sg * (K(1) + g[i] * (K(1) - sg)));
+            du[i] = d[i] * silu;
+        }
     }
 }
 

@@ -62,6 +62,7 @@ static void read_config(struct config *cfg, const char *path, int noverride, cha
         config_defaults(cfg);
         rc = config_read_file(cfg, path, &err);
         for (int i = 0; rc == 0 && i < noverride; i++) rc = config_override(cfg, overrides[i], &err);
+        if (rc == 0) config_resolve(cfg);
         if (rc == 0 && *world == 0) {
             int64_t w = cfg->parallel.tp * cfg->parallel.pp * (cfg->parallel.dp ? cfg->parallel.dp : 1);
             *world = w > 0 && w <= INT32_MAX ? (int)w : 0;

@@ -1,6 +1,8 @@
-/* model.c -- GPT-2 on this rank's layers: the model's life (allocation,
- * initial values, gradients, the NaN watch), the TP region operators, and
- * forward and backward of the embedding, the blocks and the head. */
+/* model.c -- the model on this rank's layers: its life (allocation, initial
+ * values, gradients, the NaN watch) and forward and backward of the
+ * embedding, the blocks and the head.  One block for both families: gpt2's
+ * LayerNorm, biases and GELU; llama's RMSNorm (model_norm_to_tp), rotary
+ * positions on q and k, grouped-query attention and SwiGLU, no biases. */
 #include "model.h"
 
 #include <limits.h>
@@ -12,6 +14,26 @@
 #include "backend.h"
 #include "log.h"
 #include "model_internal.h"
+
+/* llama: the rotary embedding's cosines and sines (T, HS/2): position t
+ * turns pair i by t * theta^(-2i/HS) (Hugging Face's inv_freq), in double
+ * and rounded once. */
+static void rope_tables(struct model *m)
+{
+    const struct model_dims *d = &m->d;
+    size_t half = (size_t)d->HS / 2, n = (size_t)d->T * half;
+    float *c = xalloc_aligned(2 * n * sizeof(float)), *s = c + n;
+    for (int t = 0; t < d->T; t++)
+        for (size_t i = 0; i < half; i++) {
+            double a = t * pow(d->rope_theta, -2.0 * (double)i / d->HS);
+            c[(size_t)t * half + i] = (float)cos(a);
+            s[(size_t)t * half + i] = (float)sin(a);
+        }
+    m->rope_cos = m->k->alloc(2 * n * sizeof(float));
+    m->rope_sin = m->rope_cos + n;
+    m->k->to_device(m->rope_cos, c, 2 * n * sizeof(float));
+    free(c);
+}
 
 void model_init(struct model *m, const struct model_dims *d, const struct device *k, int B, int nslots,
                 uint64_t seed)
@@ -50,6 +72,7 @@ void model_init(struct model *m, const struct model_dims *d, const struct device
     }
     free(host);
     m->dwte_embed = k->alloc((m->size[P_WTE] ? m->size[P_WTE] : 1) * sizeof(float));
+    if (d->llama) rope_tables(m);
     m->host = xalloc_aligned(2 * (size_t)m->N * sizeof(float)); /* token losses, or a micro-batch's tokens */
     m->bad_order = LONG_MAX;
     model_acts_alloc(m, nslots);
@@ -66,6 +89,7 @@ void model_free(struct model *m)
     m->k->release(m->params_mem);
     m->k->release(m->grads_mem);
     m->k->release(m->dwte_embed);
+    if (m->rope_cos) m->k->release(m->rope_cos);
     free(m->host);
     if (m->slot) m->k->release(m->slot[0].inputs); /* the one activation allocation */
     free(m->slot);
@@ -134,15 +158,18 @@ void model_bwd_out(const struct model *m, float *x, size_t n) { m->k->lp_round(m
 
 /* ----------------------------------------------------------------- forward */
 
-/* Local layer j's slice of a per-layer tensor. */
-#define LAYER(base, id, j) ((base)[id] + (size_t)(j) * (m->size[id] / (size_t)m->d.Lp))
+/* Local layer j's slice of a per-layer tensor; NULL where the family has
+ * none (llama's biases), so that the kernels skip it. */
+#define LAYER(base, id, j) (m->size[id] ? (base)[id] + (size_t)(j) * (m->size[id] / (size_t)m->d.Lp) : NULL)
 
 /* Layer k of slot a's chunk (local layer j = chunk * Lc + k). */
 static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a, int k, const float *residual)
 {
     const struct model_dims *d = &m->d;
     struct scratch *s = &m->scr;
-    int B = m->B, T = d->T, C = d->C, Cl = C / d->tp, NHl = d->NH / d->tp, N = m->N;
+    int B = m->B, T = d->T, C = d->C, Cl = C / d->tp, N = m->N;
+    int NHl = model_q_heads(d), NKVl = model_kv_heads(d), QKV = model_qkv_cols(d);
+    int FC = model_fc_cols(d), Fl = model_hidden_cols(d);
     int j = a->chunk * d->Lc + k, l = model_global_layer(d, j);
     size_t SC = (size_t)m->Ns * C, NC = (size_t)N * C, NCl = (size_t)N * Cl;
     float *const *P = m->param;
@@ -152,12 +179,13 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
     model_layer_acts(m, a, k, &la);
     float *l_res3 = a->residual3 + k * SC;
 
-    model_layernorm_to_tp(m, c, la.ln1, la.ln1_mean, la.ln1_rstd, residual, LAYER(P, P_LN1W, j), LAYER(P, P_LN1B, j), l, 0,
-                    "ln1");
+    model_norm_to_tp(m, c, la.ln1, la.ln1_mean, la.ln1_rstd, residual, LAYER(P, P_LN1W, j), LAYER(P, P_LN1B, j), l, 0,
+                     "ln1");
     m->k->matmul_forward(d->prec, la.qkv, la.ln1, LAYER(P, P_QKVW, j), LAYER(P, P_QKVB, j), N, C,
-                         3 * Cl); /* column-parallel */
-    model_fwd_out(m, la.qkv, 3 * NCl, l, 1, "qkv");
-    m->k->attention_forward(d->prec, la.atty, la.att, la.qkv, B, T, Cl, NHl);
+                         QKV); /* column-parallel */
+    if (d->llama) m->k->rope_forward(d->prec, la.qkv, m->rope_cos, m->rope_sin, B, T, NHl, NKVl, d->HS);
+    model_fwd_out(m, la.qkv, (size_t)N * QKV, l, 1, "qkv");
+    m->k->attention_forward(d->prec, la.atty, la.att, la.qkv, B, T, NHl, NKVl, d->HS);
     model_fwd_out(m, la.att, (size_t)B * NHl * T * T, l, 2, "attention probabilities");
     model_fwd_out(m, la.atty, NCl, l, 3, "attention output");
     m->k->matmul_forward(d->prec, s->full, la.atty, LAYER(P, P_ATTPROJW, j), root ? LAYER(P, P_ATTPROJB, j) : no_bias,
@@ -166,14 +194,15 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
     m->k->residual_forward(m->d.prec, la.residual2, residual, model_reduce_from_tp(m, c, s->part, s->full), SC);
     model_fwd_out(m, la.residual2, SC, l, 5, "residual after attention");
 
-    model_layernorm_to_tp(m, c, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, LAYER(P, P_LN2W, j), LAYER(P, P_LN2B, j),
-                    l, 6, "ln2");
-    m->k->matmul_forward(d->prec, la.fch, la.ln2, LAYER(P, P_FCW, j), LAYER(P, P_FCB, j), N, C, 4 * Cl);
-    model_fwd_out(m, la.fch, 4 * NCl, l, 7, "fc");
-    m->k->gelu_forward(m->d.prec, la.fch_gelu, la.fch, 4 * NCl);
-    model_fwd_out(m, la.fch_gelu, 4 * NCl, l, 8, "gelu");
+    model_norm_to_tp(m, c, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, LAYER(P, P_LN2W, j), LAYER(P, P_LN2B, j),
+                     l, 6, "ln2");
+    m->k->matmul_forward(d->prec, la.fch, la.ln2, LAYER(P, P_FCW, j), LAYER(P, P_FCB, j), N, C, FC);
+    model_fwd_out(m, la.fch, (size_t)N * FC, l, 7, "fc");
+    if (d->llama) m->k->swiglu_forward(m->d.prec, la.fch_gelu, la.fch, (size_t)N, Fl);
+    else m->k->gelu_forward(m->d.prec, la.fch_gelu, la.fch, (size_t)N * Fl);
+    model_fwd_out(m, la.fch_gelu, (size_t)N * Fl, l, 8, d->llama ? "swiglu" : "gelu");
     m->k->matmul_forward(d->prec, s->full, la.fch_gelu, LAYER(P, P_FCPROJW, j),
-                         root ? LAYER(P, P_FCPROJB, j) : no_bias, N, 4 * Cl, C);
+                         root ? LAYER(P, P_FCPROJB, j) : no_bias, N, Fl, C);
     model_fwd_out(m, s->full, NC, l, 9, "fc projection");
     m->k->residual_forward(m->d.prec, l_res3, la.residual2, model_reduce_from_tp(m, c, s->part, s->full), SC);
     model_fwd_out(m, l_res3, SC, l, 10, "block output");
@@ -181,28 +210,32 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
 }
 
 /* Vocabulary-parallel embedding: each rank looks up its rows, the sum over
- * ranks is the full lookup; tp rank 0 adds the positions. */
+ * ranks is the full lookup; tp rank 0 adds gpt2's positions. */
 static void embed_forward(struct model *m, struct comm *c, struct chunk_acts *a)
 {
     const struct model_dims *d = &m->d;
     int Vs = d->Vp / d->tp;
     float *out = d->tp == 1 ? a->input : m->scr.full;
-    m->k->encoder_forward(m->d.prec, out, a->inputs, m->param[P_WTE], d->tp_rank == 0 ? m->param[P_WPE] : NULL, m->B, d->T, d->C,
-                    d->tp_rank * Vs, Vs);
+    const float *wpe = d->tp_rank == 0 && m->size[P_WPE] ? m->param[P_WPE] : NULL;
+    m->k->encoder_forward(m->d.prec, out, a->inputs, m->param[P_WTE], wpe, m->B, d->T, d->C, d->tp_rank * Vs, Vs);
     if (d->tp > 1)
         m->k->copy(a->input, model_reduce_from_tp(m, c, m->scr.part, m->scr.full), (size_t)m->Ns * d->C * sizeof(float));
     model_fwd_out(m, a->input, (size_t)m->Ns * d->C, -1, 0, "embedding");
 }
 
-/* Final LayerNorm, tied LM head and vocabulary-parallel cross-entropy: only
- * maxima and sums cross ranks.  Returns the sum of the token losses. */
+/* The LM head's weight: wte (tied) or lm_head; and where its gradient goes. */
+static float *head_weight(const struct model *m) { return m->param[m->d.tied ? P_WTE : P_LMHEAD]; }
+static float *head_grad(const struct model *m) { return m->grad[m->d.tied ? P_WTE : P_LMHEAD]; }
+
+/* Final norm, LM head and vocabulary-parallel cross-entropy: only maxima
+ * and sums cross ranks.  Returns the sum of the token losses. */
 static double head_forward(struct model *m, struct comm *c, struct chunk_acts *a, const float *residual)
 {
     const struct model_dims *d = &m->d;
     int N = m->N, Vs = d->Vp / d->tp, v0 = d->tp_rank * Vs;
-    model_layernorm_to_tp(m, c, a->lnf, a->lnf_mean, a->lnf_rstd, residual, m->param[P_LNFW], m->param[P_LNFB], d->L, 0,
-                    "final layernorm");
-    m->k->matmul_forward(d->prec, a->logits, a->lnf, m->param[P_WTE], NULL, N, d->C, Vs);
+    model_norm_to_tp(m, c, a->lnf, a->lnf_mean, a->lnf_rstd, residual, m->param[P_LNFW],
+                     m->size[P_LNFB] ? m->param[P_LNFB] : NULL, d->L, 0, "final norm");
+    m->k->matmul_forward(d->prec, a->logits, a->lnf, head_weight(m), NULL, N, d->C, Vs);
     model_fwd_out(m, a->logits, (size_t)N * Vs, d->L, 1, "logits");
     m->k->crossentropy_max(m->d.prec, a->ce_max, a->logits, N, Vs, v0, d->V);
     if (d->tp > 1) comm_allreduce_max_f32(c, CG_TP, a->ce_max, (size_t)N);
@@ -258,7 +291,7 @@ static void layer_grads(struct model *m, int j, float *G[NUM_PARAMS])
             continue;
         }
         size_t per = m->size[id] / (size_t)m->d.Lp;
-        G[id] = buf ? buf : m->grad[id] + (size_t)j * per;
+        G[id] = per == 0 ? NULL : buf ? buf : m->grad[id] + (size_t)j * per; /* NULL: absent from the family */
         if (buf) buf += per;
     }
 }
@@ -267,7 +300,9 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
 {
     const struct model_dims *d = &m->d;
     struct scratch *s = &m->scr;
-    int B = m->B, T = d->T, C = d->C, Cl = C / d->tp, NHl = d->NH / d->tp, N = m->N;
+    int B = m->B, T = d->T, C = d->C, Cl = C / d->tp, N = m->N;
+    int NHl = model_q_heads(d), NKVl = model_kv_heads(d), QKV = model_qkv_cols(d);
+    int FC = model_fc_cols(d), Fl = model_hidden_cols(d);
     int j = a->chunk * d->Lc + k;
     float *const *P = m->param, *G[NUM_PARAMS];
     layer_grads(m, j, G);
@@ -277,47 +312,47 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
     if (k < d->Lr) block_forward(m, c, a, k, l_in);
     else model_unpack_layer(m, a, k, &la);
     if (k >= d->Lr && d->recompute == RECOMPUTE_SELECTIVE) {
-        m->k->attention_forward(d->prec, s->atty_discard, la.att, la.qkv, B, T, Cl, NHl);
+        m->k->attention_forward(d->prec, s->atty_discard, la.att, la.qkv, B, T, NHl, NKVl, d->HS);
         m->k->lp_round(d->prec, la.att, (size_t)B * NHl * T * T); /* as stored in the forward */
     }
 
     /* MLP; dresidual holds d(block output), which is also d(residual2) through the skip */
     const float *dout = model_gather_to_tp(m, c, s->dfull, s->dresidual);
     m->k->matmul_backward(d->prec, s->dfch_gelu, G[P_FCPROJW], G[P_FCPROJB], dout, la.fch_gelu,
-                    LAYER(P, P_FCPROJW, j), N, 4 * Cl, C);
-    model_bwd_out(m, s->dfch_gelu, 4 * (size_t)N * Cl);
-    m->k->gelu_backward(m->d.prec, s->dfch, la.fch, s->dfch_gelu, 4 * (size_t)N * Cl);
-    model_bwd_out(m, s->dfch, 4 * (size_t)N * Cl);
-    m->k->matmul_backward(d->prec, s->dln_full, G[P_FCW], G[P_FCB], s->dfch, la.ln2, LAYER(P, P_FCW, j), N, C,
-                    4 * Cl);
-    model_layernorm_from_tp(m, c, s->dln_full, G[P_LN2W], G[P_LN2B], la.residual2, LAYER(P, P_LN2W, j),
-                      la.ln2_mean, la.ln2_rstd);
+                          LAYER(P, P_FCPROJW, j), N, Fl, C);
+    model_bwd_out(m, s->dfch_gelu, (size_t)N * Fl);
+    if (d->llama) m->k->swiglu_backward(m->d.prec, s->dfch, la.fch, s->dfch_gelu, (size_t)N, Fl);
+    else m->k->gelu_backward(m->d.prec, s->dfch, la.fch, s->dfch_gelu, (size_t)N * Fl);
+    model_bwd_out(m, s->dfch, (size_t)N * FC);
+    m->k->matmul_backward(d->prec, s->dln_full, G[P_FCW], G[P_FCB], s->dfch, la.ln2, LAYER(P, P_FCW, j), N, C, FC);
+    model_norm_from_tp(m, c, s->dln_full, G[P_LN2W], G[P_LN2B], la.residual2, LAYER(P, P_LN2W, j), la.ln2_mean,
+                       la.ln2_rstd);
     /* attention; dresidual now holds d(residual2) = d(block input) through the skip */
     dout = model_gather_to_tp(m, c, s->dfull, s->dresidual);
     m->k->matmul_backward(d->prec, s->datty, G[P_ATTPROJW], G[P_ATTPROJB], dout, la.atty,
-                    LAYER(P, P_ATTPROJW, j), N, Cl, C);
+                          LAYER(P, P_ATTPROJW, j), N, Cl, C);
     model_bwd_out(m, s->datty, (size_t)N * Cl);
-    m->k->attention_backward(d->prec, s->dqkv, s->datt, s->datty, la.qkv, la.att, B, T, Cl, NHl);
-    model_bwd_out(m, s->dqkv, 3 * (size_t)N * Cl);
-    m->k->matmul_backward(d->prec, s->dln_full, G[P_QKVW], G[P_QKVB], s->dqkv, la.ln1, LAYER(P, P_QKVW, j), N,
-                    C, 3 * Cl);
-    model_layernorm_from_tp(m, c, s->dln_full, G[P_LN1W], G[P_LN1B], l_in, LAYER(P, P_LN1W, j),
-                      la.ln1_mean, la.ln1_rstd);
+    m->k->attention_backward(d->prec, s->dqkv, s->datt, s->datty, la.qkv, la.att, B, T, NHl, NKVl, d->HS);
+    if (d->llama) m->k->rope_backward(d->prec, s->dqkv, m->rope_cos, m->rope_sin, B, T, NHl, NKVl, d->HS);
+    model_bwd_out(m, s->dqkv, (size_t)N * QKV);
+    m->k->matmul_backward(d->prec, s->dln_full, G[P_QKVW], G[P_QKVB], s->dqkv, la.ln1, LAYER(P, P_QKVW, j), N, C,
+                          QKV);
+    model_norm_from_tp(m, c, s->dln_full, G[P_LN1W], G[P_LN1B], l_in, LAYER(P, P_LN1W, j), la.ln1_mean,
+                       la.ln1_rstd);
 }
 
-/* Cross-entropy and the tied LM head; leaves d(chunk output) in dresidual.
- * The head's share of wte's gradient goes to grad[P_WTE]. */
+/* Cross-entropy and the LM head; leaves d(chunk output) in dresidual.  A
+ * tied head's share of wte's gradient goes to grad[P_WTE]. */
 static void head_backward(struct model *m, struct comm *c, struct chunk_acts *a, const float *residual, float dloss)
 {
     const struct model_dims *d = &m->d;
     int N = m->N, C = d->C, Vs = d->Vp / d->tp, v0 = d->tp_rank * Vs;
     m->k->crossentropy_backward(m->d.prec, a->logits, a->logits, a->ce_max, a->ce_sums, a->targets, dloss, N, Vs, v0, d->V);
     model_bwd_out(m, a->logits, (size_t)N * Vs);
-    m->k->matmul_backward(d->prec, m->scr.dln_full, m->grad[P_WTE], NULL, a->logits, a->lnf, m->param[P_WTE], N, C,
-                          Vs);
+    m->k->matmul_backward(d->prec, m->scr.dln_full, head_grad(m), NULL, a->logits, a->lnf, head_weight(m), N, C, Vs);
     m->k->zero(m->scr.dresidual, (size_t)m->Ns * C * sizeof(float));
-    model_layernorm_from_tp(m, c, m->scr.dln_full, m->grad[P_LNFW], m->grad[P_LNFB], residual, m->param[P_LNFW],
-                      a->lnf_mean, a->lnf_rstd);
+    model_norm_from_tp(m, c, m->scr.dln_full, m->grad[P_LNFW], m->size[P_LNFB] ? m->grad[P_LNFB] : NULL, residual,
+                       m->param[P_LNFW], a->lnf_mean, a->lnf_rstd);
 }
 
 /* Every tp rank needs the full gradient of the embedding output: its
@@ -328,7 +363,8 @@ static void embed_backward(struct model *m, struct comm *c, struct chunk_acts *a
     const struct model_dims *d = &m->d;
     int Vs = d->Vp / d->tp;
     const float *dout = model_gather_to_tp(m, c, m->scr.dfull, m->scr.dresidual);
-    m->k->encoder_backward(m->d.prec, m->dwte_embed, m->grad[P_WPE], dout, a->inputs, m->B, d->T, d->C, d->tp_rank * Vs, Vs);
+    m->k->encoder_backward(m->d.prec, m->dwte_embed, m->size[P_WPE] ? m->grad[P_WPE] : NULL, dout, a->inputs, m->B,
+                           d->T, d->C, d->tp_rank * Vs, Vs);
 }
 
 void model_chunk_backward(struct model *m, struct comm *c, struct chunk_acts *a, float dloss)

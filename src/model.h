@@ -1,5 +1,6 @@
-/* model.h -- GPT-2 parameters (this rank's shards), activations, forward and
- * backward of this rank's layers (docs/design.md). */
+/* model.h -- the model's parameters (this rank's shards), activations,
+ * forward and backward of this rank's layers, for both block families:
+ * gpt2 and llama (docs/design.md, docs/formats.md). */
 #ifndef TRIAD_MODEL_H
 #define TRIAD_MODEL_H
 
@@ -14,20 +15,24 @@
 #include "topo.h"
 
 /* The parameter tensors.  Per-layer tensors are stored for this rank's
- * layers back to back: (Lp, shape...). */
+ * layers back to back: (Lp, shape...).  A family leaves some out
+ * (param_present): llama has no wpe and no biases, and its LN weights are
+ * RMSNorm's; fc is gate and up stacked, fcproj is down; lm_head is the
+ * untied LM head (tie_embeddings = .false.). */
 enum param_id {
     P_WTE, P_WPE, P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB,
-    P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPROJW, P_FCPROJB, P_LNFW, P_LNFB, NUM_PARAMS
+    P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPROJW, P_FCPROJB, P_LNFW, P_LNFB, P_LMHEAD, NUM_PARAMS
 };
 
 enum init_kind { INIT_NORMAL, INIT_NORMAL_SCALED, INIT_ZERO, INIT_ONE };
 
 /* How a tensor is split over the tp ranks (Megatron):
- *   SHARD_NONE   replicated (LayerNorms, row-parallel biases, wpe)
- *   SHARD_ROWS   one contiguous block of output rows (fc, vocabulary of wte)
- *   SHARD_ROWS3  a block of each of the q, k and v thirds (qkv: whole heads)
+ *   SHARD_NONE   replicated (norms, row-parallel biases, wpe)
+ *   SHARD_ROWS   a contiguous block of the output rows of each of its row
+ *                parts: the vocabulary of wte and lm_head, gpt2's fc; q, k
+ *                and v of qkv (whole heads of each); llama's gate and up
  *   SHARD_COLS   one contiguous block of input columns (attproj, fcproj) */
-enum shard_kind { SHARD_NONE, SHARD_ROWS, SHARD_ROWS3, SHARD_COLS };
+enum shard_kind { SHARD_NONE, SHARD_ROWS, SHARD_COLS };
 
 /* One row of the tensor table, which allocation, initialisation, the
  * optimizer and the checkpoint all walk. */
@@ -43,6 +48,12 @@ extern const struct param_info param_table[NUM_PARAMS];
 
 struct model_dims {
     int L, C, NH, HS, T, V, Vp; /* logical sizes; Vp = V padded to 128*tp */
+    int llama;                  /* the block family (model.arch) */
+    int NKV, F;                 /* key/value heads; MLP hidden width */
+    int tied;                   /* the LM head is wte */
+    float eps;                  /* of the norms */
+    double rope_theta;
+    int64_t params;             /* logical parameters (run_shape) */
     int tp, tp_rank;            /* tensor-parallel split (1, 0 without TP) */
     int sp;                     /* sequence parallel: the residual stream holds N/tp rows */
     int pp, pp_rank, v;         /* pipeline stages, this rank's, model chunks per rank */
@@ -57,6 +68,15 @@ struct model_dims {
 
 enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL };
 
+/* This rank's widths: its query and kv heads, the columns of qkv (its q, k
+ * and v heads), of the MLP's first product (llama: gate and up) and of the
+ * MLP's hidden activation. */
+static inline int model_q_heads(const struct model_dims *d) { return d->NH / d->tp; }
+static inline int model_kv_heads(const struct model_dims *d) { return d->NKV / d->tp; }
+static inline int model_qkv_cols(const struct model_dims *d) { return (d->NH + 2 * d->NKV) / d->tp * d->HS; }
+static inline int model_fc_cols(const struct model_dims *d) { return (d->llama ? 2 : 1) * d->F / d->tp; }
+static inline int model_hidden_cols(const struct model_dims *d) { return d->F / d->tp; }
+
 /* This rank's local layer j (0 .. Lp-1) is global layer
  * (chunk * pp + pp_rank) * Lc + j % Lc with chunk = j / Lc: chunk c holds
  * virtual stage c*pp + pp_rank (Megatron's interleaved layout). */
@@ -66,6 +86,13 @@ int model_local_layer(const struct model_dims *d, int l);
 /* Does this rank hold the embedding (first virtual stage) / the head (last)? */
 int model_has_embedding(const struct model_dims *d);
 int model_has_head(const struct model_dims *d);
+
+/* The row parts of a SHARD_ROWS tensor, each split over tp on its own (q,
+ * k and v of qkv: whole heads of each; llama's gate and up of fc): their
+ * logical rows into part[], their number returned. */
+int param_row_parts(const struct model_dims *d, enum param_id id, size_t part[3]);
+/* Does the family have tensor id at all? */
+int param_present(const struct model_dims *d, enum param_id id);
 
 /* Is this rank's gradient of tensor id only its share of a sum over tp (a
  * replicated tensor applied to the N/tp rows of sequence parallelism)? */
@@ -85,13 +112,14 @@ void param_logical_index(const struct model_dims *d, enum param_id id, size_t r,
  * LayerNorm statistics) holds Ns rows; LayerNorm outputs are kept gathered
  * (N rows) for the matmuls. */
 struct layer_acts {
-    float *ln1, *ln1_mean, *ln1_rstd; /* (N,C), (Ns) x2 */
-    float *qkv;                     /* (N,3C/tp) */
+    float *ln1, *ln1_mean, *ln1_rstd; /* (N,C), (Ns) x2 (RMSNorm: no mean) */
+    float *qkv;                     /* (N, model_qkv_cols): llama's q and k after the rotary embedding */
     float *atty;                    /* (N,C/tp) */
     float *att;                     /* (B,NH/tp,T,T) */
     float *residual2;               /* (Ns,C) after attention */
     float *ln2, *ln2_mean, *ln2_rstd;
-    float *fch, *fch_gelu;          /* (N,4C/tp) */
+    float *fch;                     /* (N, model_fc_cols) the MLP's first product */
+    float *fch_gelu;                /* (N, model_hidden_cols) its activation (GELU, SwiGLU) */
 };
 
 /* The activations of one model chunk for one micro-batch in flight.  The
@@ -121,8 +149,8 @@ struct scratch {
     float *dfull;                   /* (N,C) the gathered dresidual (SP) */
     float *dln_full, *dln_part;     /* (N,C), (Ns,C) */
     float *datty;                   /* (N,C/tp) */
-    float *dqkv;                    /* (N,3C/tp) */
-    float *dfch, *dfch_gelu;        /* (N,4C/tp) */
+    float *dqkv;                    /* (N, model_qkv_cols) */
+    float *dfch, *dfch_gelu;        /* (N, model_fc_cols), (N, model_hidden_cols) */
     float *datt;                    /* (B,NH/tp,T,T) */
     struct layer_acts layer;        /* one layer's worth, for recomputed layers (and att, selective) */
     float *atty_discard;            /* (N,C/tp) the attention output a selective recompute redoes */
@@ -142,7 +170,8 @@ struct model {
                                          layers, one after the other */
     float *param[NUM_PARAMS], *grad[NUM_PARAMS]; /* grad: NULL for per-layer tensors under ZeRO-2 */
     float *dwte_embed;                /* the embedding's share of wte's gradient; the head's
-                                         accumulates in grad[P_WTE]; optim adds them per step */
+                                         accumulates in grad[P_WTE] (tied); optim adds them per step */
+    float *rope_cos, *rope_sin;       /* llama: (T, HS/2) the rotary embedding's angles */
     int nslots;                       /* micro-batches in flight this rank can hold */
     struct chunk_acts *slot;
     struct scratch scr;

@@ -26,13 +26,13 @@ static void layer_fields(struct act_field *t, struct layer_acts *la, const struc
                          size_t layers, int with_att)
 {
     size_t N = (size_t)B * d->T, C = (size_t)d->C, Cl = C / (size_t)d->tp, S = d->sp ? N / (size_t)d->tp : N;
-    size_t NHl = (size_t)(d->NH / d->tp), TT = (size_t)d->T * d->T, n = layers;
+    size_t NHl = (size_t)model_q_heads(d), TT = (size_t)d->T * d->T, n = layers, M = d->llama ? 0 : S;
     struct act_field f[LAYER_FIELDS] = {
-        {&la->ln1, n * N * C, 0}, {&la->ln1_mean, n * S, 1}, {&la->ln1_rstd, n * S, 1},
-        {&la->qkv, n * N * 3 * Cl, 0}, {&la->atty, n * N * Cl, 0}, {&la->att, with_att ? n * B * NHl * TT : 0, 0},
-        {&la->residual2, n * S * C, 0},
-        {&la->ln2, n * N * C, 0}, {&la->ln2_mean, n * S, 1}, {&la->ln2_rstd, n * S, 1},
-        {&la->fch, n * N * 4 * Cl, 0}, {&la->fch_gelu, n * N * 4 * Cl, 0},
+        {&la->ln1, n * N * C, 0}, {&la->ln1_mean, n * M, 1}, {&la->ln1_rstd, n * S, 1},
+        {&la->qkv, n * N * (size_t)model_qkv_cols(d), 0}, {&la->atty, n * N * Cl, 0},
+        {&la->att, with_att ? n * B * NHl * TT : 0, 0}, {&la->residual2, n * S * C, 0},
+        {&la->ln2, n * N * C, 0}, {&la->ln2_mean, n * M, 1}, {&la->ln2_rstd, n * S, 1},
+        {&la->fch, n * N * (size_t)model_fc_cols(d), 0}, {&la->fch_gelu, n * N * (size_t)model_hidden_cols(d), 0},
     };
     memcpy(t, f, sizeof f);
 }
@@ -97,17 +97,17 @@ static int stores_att(const struct model_dims *d) { return d->recompute != RECOM
 static size_t slot_layout(struct chunk_acts *a, float *mem, const struct model_dims *d, int B)
 {
     size_t N = (size_t)B * d->T, C = (size_t)d->C, Lc = (size_t)d->Lc, tp = (size_t)d->tp;
-    size_t S = d->sp ? N / tp : N, H = model_has_head(d) ? 1 : 0;
+    size_t S = d->sp ? N / tp : N, H = model_has_head(d) ? 1 : 0, M = d->llama ? 0 : S;
     struct { float **p; size_t n; } t[] = {
         {(float **)&a->inputs, N}, {(float **)&a->targets, N},
         {&a->input, S * C}, {&a->dout, S * C}, {&a->residual3, Lc * S * C},
-        {&a->lnf, H * N * C}, {&a->lnf_mean, H * S}, {&a->lnf_rstd, H * S},
+        {&a->lnf, H * N * C}, {&a->lnf_mean, H * M}, {&a->lnf_rstd, H * S},
         {&a->logits, H * N * (size_t)d->Vp / tp}, {&a->ce_max, H * N}, {&a->ce_sums, H * 2 * N},
         {&a->losses, H * N},
     };
     size_t total = 0;
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        if (mem) *t[i].p = mem + total; /* int32 and float are both 4 bytes */
+        if (mem) *t[i].p = t[i].n ? mem + total : NULL; /* int32 and float are both 4 bytes */
         total += (t[i].n + 15) / 16 * 16;
     }
     /* the layers not recomputed in full keep everything; att only without
@@ -129,12 +129,13 @@ static size_t slot_layout(struct chunk_acts *a, float *mem, const struct model_d
 static size_t scratch_layout(struct scratch *s, float *mem, const struct model_dims *d, int B)
 {
     size_t N = (size_t)B * d->T, C = (size_t)d->C, Cl = C / (size_t)d->tp, S = d->sp ? N / (size_t)d->tp : N;
-    size_t NHl = (size_t)(d->NH / d->tp), TT = (size_t)d->T * d->T;
+    size_t NHl = (size_t)model_q_heads(d), TT = (size_t)d->T * d->T;
     int sel = d->recompute == RECOMPUTE_SELECTIVE;
     struct { float **p; size_t n; } t[] = {
         {&s->full, N * C}, {&s->part, S * C}, {&s->dresidual, S * C}, {&s->dfull, N * C},
-        {&s->dln_full, N * C}, {&s->dln_part, S * C}, {&s->datty, N * Cl}, {&s->dqkv, N * 3 * Cl},
-        {&s->dfch, N * 4 * Cl}, {&s->dfch_gelu, N * 4 * Cl}, {&s->datt, B * NHl * TT},
+        {&s->dln_full, N * C}, {&s->dln_part, S * C}, {&s->datty, N * Cl}, {&s->dqkv, N * (size_t)model_qkv_cols(d)},
+        {&s->dfch, N * (size_t)model_fc_cols(d)}, {&s->dfch_gelu, N * (size_t)model_hidden_cols(d)},
+        {&s->datt, B * NHl * TT},
         {&s->atty_discard, sel ? N * Cl : 0},
     };
     size_t total = 0;
@@ -208,20 +209,21 @@ void model_layer_acts(const struct model *m, const struct chunk_acts *a, int k, 
         return;
     }
     size_t i = (size_t)(k - d->Lr), N = (size_t)m->N, S = (size_t)m->Ns, C = (size_t)d->C;
-    size_t Cl = C / (size_t)d->tp, att = (size_t)m->B * (size_t)(d->NH / d->tp) * d->T * d->T;
+    size_t Cl = C / (size_t)d->tp, att = (size_t)m->B * (size_t)model_q_heads(d) * d->T * d->T;
+    size_t M = d->llama ? 0 : S;
     const struct layer_acts *st = &a->stored;
     la->ln1 = st->ln1 + i * N * C;
-    la->ln1_mean = st->ln1_mean + i * S;
+    la->ln1_mean = d->llama ? NULL : st->ln1_mean + i * M;
     la->ln1_rstd = st->ln1_rstd + i * S;
-    la->qkv = st->qkv + i * N * 3 * Cl;
+    la->qkv = st->qkv + i * N * (size_t)model_qkv_cols(d);
     la->atty = st->atty + i * N * Cl;
     la->att = d->recompute == RECOMPUTE_SELECTIVE ? m->scr.layer.att : st->att + i * att;
     la->residual2 = st->residual2 + i * S * C;
     la->ln2 = st->ln2 + i * N * C;
-    la->ln2_mean = st->ln2_mean + i * S;
+    la->ln2_mean = d->llama ? NULL : st->ln2_mean + i * M;
     la->ln2_rstd = st->ln2_rstd + i * S;
-    la->fch = st->fch + i * N * 4 * Cl;
-    la->fch_gelu = st->fch_gelu + i * N * 4 * Cl;
+    la->fch = st->fch + i * N * (size_t)model_fc_cols(d);
+    la->fch_gelu = st->fch_gelu + i * N * (size_t)model_hidden_cols(d);
 }
 
 void model_pack_layer(struct model *m, struct chunk_acts *a, int k, struct layer_acts *la)

@@ -35,14 +35,14 @@ void model_bwd_out(const struct model *m, float *x, size_t n);
 
 /* The TP region operators (model_tp.c): Megatron's conjugate pairs over
  * tp_comm.  rows (Ns,C) -> the full (N,C) a column-parallel matmul reads;
- * partial sums (N,C) of a row-parallel matmul -> the stream's rows; a
- * LayerNorm of the stream's rows gathered in full; and the gradient of a
- * LayerNorm output back into the stream (scr.dresidual). */
+ * partial sums (N,C) of a row-parallel matmul -> the stream's rows; the
+ * family's norm of the stream's rows gathered in full; and the gradient of a
+ * norm's output back into the stream (scr.dresidual). */
 const float *model_gather_to_tp(const struct model *m, struct comm *c, float *full, const float *rows);
 const float *model_reduce_from_tp(const struct model *m, struct comm *c, float *rows, float *partial);
-void model_layernorm_to_tp(struct model *m, struct comm *c, float *full, float *mean, float *rstd, const float *inp,
-                           const float *w, const float *b, int layer, int op, const char *what);
-void model_layernorm_from_tp(struct model *m, struct comm *c, float *dln_full, float *dw, float *db,
-                             const float *inp, const float *w, const float *mean, const float *rstd);
+void model_norm_to_tp(struct model *m, struct comm *c, float *full, float *mean, float *rstd, const float *inp,
+                      const float *w, const float *b, int layer, int op, const char *what);
+void model_norm_from_tp(struct model *m, struct comm *c, float *dln_full, float *dw, float *db, const float *inp,
+                        const float *w, const float *mean, const float *rstd);
 
 #endif

@@ -1,6 +1,7 @@
-/* model_params.c -- GPT-2's parameter table: each tensor's shape, its split
- * over the tp ranks, the layers each pipeline rank holds, the sizes, the
- * logical parameter count and the initial values. */
+/* model_params.c -- the parameter table of both block families: each
+ * tensor's shape (none: absent from the family), its split over the tp
+ * ranks, the layers each pipeline rank holds, the sizes, the logical
+ * parameter count and the initial values. */
 #include "model.h"
 
 #include <math.h>
@@ -15,8 +16,8 @@ const struct param_info param_table[NUM_PARAMS] = {
     [P_WPE] = {"wpe", 0, 1, INIT_NORMAL, SHARD_NONE},
     [P_LN1W] = {"ln1_w", 1, 0, INIT_ONE, SHARD_NONE, 1},
     [P_LN1B] = {"ln1_b", 1, 0, INIT_ZERO, SHARD_NONE, 1},
-    [P_QKVW] = {"qkv_w", 1, 1, INIT_NORMAL, SHARD_ROWS3},
-    [P_QKVB] = {"qkv_b", 1, 0, INIT_ZERO, SHARD_ROWS3},
+    [P_QKVW] = {"qkv_w", 1, 1, INIT_NORMAL, SHARD_ROWS},
+    [P_QKVB] = {"qkv_b", 1, 0, INIT_ZERO, SHARD_ROWS},
     [P_ATTPROJW] = {"attproj_w", 1, 1, INIT_NORMAL_SCALED, SHARD_COLS},
     [P_ATTPROJB] = {"attproj_b", 1, 0, INIT_ZERO, SHARD_NONE},
     [P_LN2W] = {"ln2_w", 1, 0, INIT_ONE, SHARD_NONE, 1},
@@ -27,49 +28,84 @@ const struct param_info param_table[NUM_PARAMS] = {
     [P_FCPROJB] = {"fcproj_b", 1, 0, INIT_ZERO, SHARD_NONE},
     [P_LNFW] = {"lnf_w", 0, 0, INIT_ONE, SHARD_NONE, 1},
     [P_LNFB] = {"lnf_b", 0, 0, INIT_ZERO, SHARD_NONE, 1},
+    [P_LMHEAD] = {"lm_head", 0, 1, INIT_NORMAL, SHARD_ROWS},
 };
 
 int param_sp_partial(const struct model_dims *d, enum param_id id) { return d->sp && param_table[id].sp_partial; }
 
+int param_row_parts(const struct model_dims *d, enum param_id id, size_t part[3])
+{
+    size_t C = (size_t)d->C, KV = (size_t)d->NKV * (size_t)d->HS, F = (size_t)d->F;
+    switch (id) {
+    case P_QKVW:
+    case P_QKVB: part[0] = C, part[1] = KV, part[2] = KV; return 3;
+    case P_FCW:
+    case P_FCB: part[0] = F, part[1] = F; return d->llama ? 2 : 1;
+    default: part[0] = (size_t)d->Vp; return 1; /* the vocabulary of wte and lm_head */
+    }
+}
+
 void param_shape(const struct model_dims *d, enum param_id id, size_t *rows, size_t *cols)
 {
-    size_t C = (size_t)d->C;
+    size_t C = (size_t)d->C, F = (size_t)d->F, part[3];
     size_t r = C, c = 1; /* vectors are (n, 1) */
+    int gpt2 = !d->llama;
     switch (id) {
     case P_WTE: r = (size_t)d->Vp; c = C; break;
-    case P_WPE: r = (size_t)d->T; c = C; break;
-    case P_QKVW: r = 3 * C; c = C; break;
-    case P_QKVB: r = 3 * C; break;
+    case P_WPE: r = gpt2 ? (size_t)d->T : 0; c = C; break;
+    case P_QKVW: r = C + 2 * (size_t)d->NKV * (size_t)d->HS; c = C; break;
+    case P_QKVB: r = gpt2 ? C + 2 * (size_t)d->NKV * (size_t)d->HS : 0; break;
     case P_ATTPROJW: c = C; break;
-    case P_FCW: r = 4 * C; c = C; break;
-    case P_FCB: r = 4 * C; break;
-    case P_FCPROJW: c = 4 * C; break;
+    case P_FCW: r = (size_t)param_row_parts(d, id, part) * F; c = C; break;
+    case P_FCB: r = gpt2 ? F : 0; break;
+    case P_FCPROJW: c = F; break;
+    case P_LN1B:
+    case P_ATTPROJB:
+    case P_LN2B:
+    case P_FCPROJB:
+    case P_LNFB: r = gpt2 ? C : 0; break; /* llama: no biases */
+    case P_LMHEAD: r = d->tied ? 0 : (size_t)d->Vp; c = C; break;
     default: break;
     }
     *rows = r;
     *cols = c;
 }
 
+int param_present(const struct model_dims *d, enum param_id id)
+{
+    size_t r, c;
+    param_shape(d, id, &r, &c);
+    return r * c > 0;
+}
+
 void param_local_shape(const struct model_dims *d, enum param_id id, size_t *rows, size_t *cols)
 {
     param_shape(d, id, rows, cols);
     enum shard_kind k = param_table[id].shard;
-    if (k == SHARD_ROWS || k == SHARD_ROWS3) *rows /= (size_t)d->tp;
+    if (k == SHARD_ROWS) *rows /= (size_t)d->tp;
     if (k == SHARD_COLS) *cols /= (size_t)d->tp;
 }
 
 void param_logical_index(const struct model_dims *d, enum param_id id, size_t r, size_t c, size_t *lr,
                          size_t *lc)
 {
-    size_t rows, cols, tr = (size_t)d->tp_rank;
+    size_t rows, cols, tr = (size_t)d->tp_rank, tp = (size_t)d->tp, part[3];
     param_local_shape(d, id, &rows, &cols);
     *lr = r;
     *lc = c;
     switch (param_table[id].shard) {
-    case SHARD_ROWS: *lr = tr * rows + r; break;
-    case SHARD_ROWS3: { /* q, k, v thirds: this rank's heads of each */
-        size_t third = rows / 3, blk = r / third;
-        *lr = blk * third * (size_t)d->tp + tr * third + r % third;
+    case SHARD_ROWS: { /* this rank's block of each row part */
+        int n = param_row_parts(d, id, part);
+        size_t start = 0; /* the part's first logical row */
+        for (int p = 0; p < n; p++) {
+            size_t local = part[p] / tp;
+            if (r < local || p == n - 1) {
+                *lr = start + tr * local + r;
+                break;
+            }
+            r -= local;
+            start += part[p];
+        }
         break;
     }
     case SHARD_COLS: *lc = tr * cols + c; break;
@@ -84,6 +120,13 @@ void model_dims_init(struct model_dims *d, const struct config *cfg, const struc
     d->C = (int)cfg->model.d_model;
     d->NH = (int)cfg->model.n_head;
     d->HS = d->C / d->NH;
+    d->llama = s->fam.llama;
+    d->NKV = (int)s->fam.NKV;
+    d->F = (int)s->fam.F;
+    d->tied = s->fam.tied;
+    d->eps = (float)cfg->model.norm_eps;
+    d->rope_theta = cfg->model.rope_theta;
+    d->params = s->params;
     d->T = (int)cfg->model.seq_len;
     d->V = (int)cfg->model.vocab_size;
     d->Vp = (int)s->Vp;
@@ -125,19 +168,20 @@ int model_has_head(const struct model_dims *d) { return d->pp_rank == d->pp - 1;
 static int holds(const struct model_dims *d, enum param_id id)
 {
     switch (id) {
-    case P_WTE: return model_has_embedding(d) || model_has_head(d); /* tied: both ends */
+    case P_WTE: return model_has_embedding(d) || (d->tied && model_has_head(d)); /* tied: both ends */
     case P_WPE: return model_has_embedding(d);
+    case P_LMHEAD: return model_has_head(d);
     case P_LNFW:
     case P_LNFB: return model_has_head(d);
     default: return d->Lp > 0;
     }
 }
 
-int64_t model_logical_params(const struct model_dims *d) { return shape_params(d->L, d->C, d->T, d->V); }
+int64_t model_logical_params(const struct model_dims *d) { return d->params; }
 
 double model_flops_per_token(const struct model_dims *d)
 {
-    double n = (double)(model_logical_params(d) - (int64_t)d->T * d->C);
+    double n = (double)model_logical_params(d) - (d->llama ? 0.0 : (double)d->T * d->C); /* no position table */
     return 6.0 * n + 12.0 * d->L * d->C * d->T;
 }
 
@@ -184,7 +228,7 @@ void model_init_tensor(float *p, const struct model_dims *d, enum param_id id, i
     if (pi->per_layer) snprintf(key, sizeof key, "h.%d/%s", layer, pi->name);
     else snprintf(key, sizeof key, "%s", pi->name);
     uint64_t stream = rng_stream_id(key);
-    size_t real_rows = id == P_WTE ? (size_t)d->V : lrows; /* padded vocabulary rows stay zero */
+    size_t real_rows = id == P_WTE || id == P_LMHEAD ? (size_t)d->V : lrows; /* padded vocabulary rows stay zero */
 #pragma omp parallel for schedule(static)
     for (size_t r = 0; r < rows; r++)
         for (size_t c = 0; c < cols; c++) {

@@ -30,23 +30,26 @@ const float *model_reduce_from_tp(const struct model *m, struct comm *c, float *
     return rows;
 }
 
-/* LayerNorm of the stream's rows, its output gathered to (N,C) in full. */
-void model_layernorm_to_tp(struct model *m, struct comm *c, float *full, float *mean, float *rstd,
-                            const float *inp, const float *w, const float *b, int layer, int op, const char *what)
+/* The family's norm of the stream's rows (LayerNorm; llama: RMSNorm, no
+ * mean, no bias), its output gathered to (N,C) in full. */
+void model_norm_to_tp(struct model *m, struct comm *c, float *full, float *mean, float *rstd, const float *inp,
+                      const float *w, const float *b, int layer, int op, const char *what)
 {
     float *out = m->d.sp ? m->scr.part : full;
-    m->k->layernorm_forward(m->d.prec, out, mean, rstd, inp, w, b, m->Ns, m->d.C);
+    if (m->d.llama) m->k->rmsnorm_forward(m->d.prec, out, rstd, inp, w, m->Ns, m->d.C, m->d.eps);
+    else m->k->layernorm_forward(m->d.prec, out, mean, rstd, inp, w, b, m->Ns, m->d.C);
     model_fwd_out(m, out, (size_t)m->Ns * m->d.C, layer, op, what);
     model_gather_to_tp(m, c, full, out);
 }
 
-/* The gradient of a LayerNorm output (partial sums over tp of a column-
+/* The gradient of a norm's output (partial sums over tp of a column-
  * parallel matmul's input gradient) back into the residual stream. */
-void model_layernorm_from_tp(struct model *m, struct comm *c, float *dln_full, float *dw, float *db,
-                              const float *inp, const float *w, const float *mean, const float *rstd)
+void model_norm_from_tp(struct model *m, struct comm *c, float *dln_full, float *dw, float *db, const float *inp,
+                        const float *w, const float *mean, const float *rstd)
 {
     model_bwd_out(m, dln_full, (size_t)m->N * m->d.C);
     const float *dln = model_reduce_from_tp(m, c, m->scr.dln_part, dln_full);
-    m->k->layernorm_backward(m->d.prec, m->scr.dresidual, dw, db, dln, inp, w, mean, rstd, m->Ns, m->d.C);
+    if (m->d.llama) m->k->rmsnorm_backward(m->d.prec, m->scr.dresidual, dw, dln, inp, w, rstd, m->Ns, m->d.C);
+    else m->k->layernorm_backward(m->d.prec, m->scr.dresidual, dw, db, dln, inp, w, mean, rstd, m->Ns, m->d.C);
     model_bwd_out(m, m->scr.dresidual, (size_t)m->Ns * m->d.C);
 }

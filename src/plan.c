@@ -136,7 +136,7 @@ static void stage_comm(struct plan_stage *s, const struct plan *p, const struct 
             msgs += 2 * (vs > 0) + 2 * (vs < S - 1); /* activation in and gradient out; out and in */
         }
         s->comm[CG_PP] = m * msgs * Ns * d->C * 4 + 8 + norms;
-        if (E || H) s->comm[CG_EMBED] = (double)model_tensor_size(d, P_WTE) * 4;
+        if ((E || H) && d->tied) s->comm[CG_EMBED] = (double)model_tensor_size(d, P_WTE) * 4;
     }
 }
 

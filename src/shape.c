@@ -9,11 +9,30 @@ int64_t shape_padded_vocab(int64_t V, int64_t tp)
     return (V + mult - 1) / mult * mult;
 }
 
-int64_t shape_params(int64_t L, int64_t C, int64_t T, int64_t V)
+void shape_family(struct model_family *f, const struct config *cfg)
 {
-    /* a block: 2 LayerNorms (2C each), qkv (3C^2 + 3C), attproj (C^2 + C), fc (4C^2 + 4C), fcproj (4C^2 + C) */
-    int64_t block = add64(mul64(12, mul64(C, C)), mul64(13, C));
-    return add64(add64(mul64(V, C), mul64(T, C)), add64(mul64(L, block), mul64(2, C)));
+    int64_t C = cfg->model.d_model;
+    f->llama = cfg->model.arch_id == MODEL_ARCH_llama;
+    f->NKV = cfg->model.n_kv_head ? cfg->model.n_kv_head : cfg->model.n_head;
+    f->F = cfg->model.ffn_hidden;
+    if (f->F == 0) f->F = f->llama ? (8 * C / 3 + 255) / 256 * 256 : 4 * C;
+    f->tied = cfg->model.tie_embeddings < 0 ? !f->llama : cfg->model.tie_embeddings != 0;
+}
+
+int64_t shape_params(const struct config *cfg, int64_t V)
+{
+    struct model_family f;
+    shape_family(&f, cfg);
+    int64_t L = cfg->model.n_layer, C = cfg->model.d_model, T = cfg->model.seq_len;
+    int64_t KV = mul64(f.NKV, C / cfg->model.n_head), QKV = add64(C, mul64(2, KV)), F = f.F;
+    /* a block: q, k and v (C + 2 KV rows of C), the attention projection (C^2), the MLP (gpt2: C -> F -> C;
+     * llama: gate and up C -> F, down F -> C); gpt2 adds two LayerNorms (2C each) and the biases,
+     * llama has two RMSNorms (C each) */
+    int64_t block = add64(add64(mul64(QKV, C), mul64(C, C)), mul64(mul64(f.llama ? 3 : 2, F), C));
+    block = f.llama ? add64(block, mul64(2, C)) : add64(block, add64(add64(mul64(4, C), QKV), add64(C, add64(F, C))));
+    int64_t rest = add64(mul64(V, C), f.llama ? C : add64(mul64(T, C), mul64(2, C)));
+    if (!f.tied) rest = add64(rest, mul64(V, C));
+    return add64(mul64(L, block), rest);
 }
 
 void run_shape_init(struct run_shape *s, const struct config *cfg, int world, int staged)
@@ -30,7 +49,8 @@ void run_shape_init(struct run_shape *s, const struct config *cfg, int world, in
         s->n_micro = (int)(cfg->train.batch_size / ((int64_t)s->dp * s->micro_batch));
     s->V = cfg->model.vocab_size;
     s->Vp = shape_padded_vocab(s->V, s->tp);
-    s->params = shape_params(cfg->model.n_layer, cfg->model.d_model, cfg->model.seq_len, s->V);
+    shape_family(&s->fam, cfg);
+    s->params = shape_params(cfg, s->V);
     s->zero = cfg->parallel.zero_stage >= 1 && s->dp > 1;
     s->zero2 = cfg->parallel.zero_stage >= 2 && s->dp > 1;
     s->staged = staged;

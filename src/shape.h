@@ -12,6 +12,15 @@
 
 #include "config.h"
 
+/* The model's family (model.arch) and the keys whose 0 (or unset) means
+ * the family's value. */
+struct model_family {
+    int llama;            /* model.arch = 'llama': RMSNorm, RoPE, GQA, SwiGLU, no biases, no position table */
+    int64_t NKV;          /* key/value heads: n_kv_head, or n_head */
+    int64_t F;            /* MLP hidden width: ffn_hidden, or 4C (gpt2) or 8C/3 up to a multiple of 256 (llama) */
+    int tied;             /* the LM head is wte: tie_embeddings, or .true. for gpt2 and .false. for llama */
+};
+
 struct run_shape {
     int world;            /* ranks (0: not known yet, e.g. `triad check` without world=) */
     int tp, pp, dp, v;    /* the grid; v: model chunks per pipeline rank (virtual stages) */
@@ -19,6 +28,7 @@ struct run_shape {
     int micro_batch;      /* sequences per micro-batch (0 when dp is unknown) */
     int n_micro;          /* micro-batches per step and replica (0 when dp is unknown) */
     int64_t V, Vp;        /* vocabulary; padded to a multiple of 128 * tp (whole tiles on every tp rank) */
+    struct model_family fam;
     int64_t params;       /* logical parameters (V rows of wte; -1 beyond 2^63) */
     int zero;             /* optimizer state sharded over dp (zero_stage >= 1 and dp > 1) */
     int zero2;            /* gradients sharded too (zero_stage >= 2 and dp > 1; zero is set) */
@@ -35,9 +45,13 @@ void run_shape_init(struct run_shape *s, const struct config *cfg, int world, in
 /* The padded vocabulary: V rounded up to a multiple of 128 * tp. */
 int64_t shape_padded_vocab(int64_t V, int64_t tp);
 
-/* GPT-2's logical parameter count (tied wte of V rows, wpe, L blocks, the
- * final LayerNorm); -1 beyond 2^63. */
-int64_t shape_params(int64_t L, int64_t C, int64_t T, int64_t V);
+/* The family of cfg's model. */
+void shape_family(struct model_family *f, const struct config *cfg);
+
+/* The logical parameter count of cfg's model with a vocabulary of V (wte of
+ * V rows, gpt2's position table, L blocks, the final norm, an untied head of
+ * V rows); -1 beyond 2^63. */
+int64_t shape_params(const struct config *cfg, int64_t V);
 
 /* a * b and a + b for a, b >= 0; -1 when the result does not fit in 64 bits
  * (or an operand is already -1). */

@@ -119,14 +119,14 @@ build_kernels() { # CC OUTDIR
             -c src/kernels_cpu.c -o "$2/kernels_avx512.o"
 }
 t0=$(date +%s)
-CU="context kernels matmul attention crossentropy lowp"
+CU="context kernels llama matmul attention crossentropy lowp"
 printf '%s\n' $CU | xargs -P "$JOBS" -I{} "$NVCC" -std=c++17 -O3 -arch="$ARCH" \
     --compiler-options=-Wall,-Wextra,-Wshadow -Werror all-warnings -Icuda -Isrc -c cuda/{}.cu -o "$B/{}.o" ||
     die "nvcc failed"
 CPU_SRC="kernels_isa gemm gemm_generic gemm_avx2 gemm_avx512 cpu precision"
 $CC -c cuda/check.c -o "$B/check.o" && build_kernels "$CC" "$B" &&
     for f in $CPU_SRC; do $CC $BLAS_CFLAGS -c "src/$f.c" -o "$B/$f.o" || exit 1; done || die "gcc failed"
-CUDA_OBJS="$B/context.o $B/kernels.o $B/matmul.o $B/attention.o $B/crossentropy.o $B/lowp.o $B/check.o"
+CUDA_OBJS="$B/context.o $B/kernels.o $B/llama.o $B/matmul.o $B/attention.o $B/crossentropy.o $B/lowp.o $B/check.o"
 CPU_OBJS="$B/kernels_cpu.o $B/kernels_avx2.o $B/kernels_avx512.o $(for f in $CPU_SRC; do printf '%s ' "$B/$f.o"; done)"
 for t in test_cuda_kernels test_cuda_lowp; do
     $CC "regression/unit/$t.c" $CUDA_OBJS $CPU_OBJS $BLAS_LIBS $CUDA_LIBS -lm \

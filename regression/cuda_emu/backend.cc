@@ -2,6 +2,7 @@
  * one translation unit, built with -DTRIAD_CUDA_EMU. */
 #include "context.cu"
 #include "kernels.cu"
+#include "llama.cu"
 #include "matmul.cu"
 #include "attention.cu"
 #include "crossentropy.cu"

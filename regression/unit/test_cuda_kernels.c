@@ -8,7 +8,8 @@
  * array's largest value, cuda_test.h):
  *   exact       encoder (same additions in the same order), residual,
  *               scale, cross-entropy max and target logit;
- *   1e-5        layernorm, GELU, cross-entropy, AdamW (libdevice expf vs
+ *   1e-5        layernorm, RMSNorm, rotary embedding, GELU, SwiGLU,
+ *               cross-entropy, AdamW (libdevice expf vs
  *               the CPU's polynomial, reduction order, FMA contraction);
  *   1e-4        fp32 matmul and attention with TF32 off (cuBLAS sums the
  *               K products in another order and blocking than gemm.c);
@@ -148,25 +149,73 @@ static void test_matmul(int tf32)
 
 /* ------------------------------------------------------------ attention */
 
-static void test_attention(void)
+/* NKV = NH: multi-head; fewer: grouped-query (each kv head's gradient sums its query heads'). */
+static void test_attention(int NH, int NKV)
 {
-    int B = 2, T = 67, C = 96, NH = 4;
-    size_t n3 = (size_t)B * T * 3 * C, nc = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+    int B = 2, T = 67, HS = 24, C = NH * HS;
+    size_t n3 = (size_t)B * T * (NH + 2 * NKV) * HS, nc = (size_t)B * T * C, na = (size_t)B * NH * T * T;
     float *qkv = ct_frand(n3, 1, 0), *out = ct_alloc(FLOATS(nc)), *att = ct_alloc(FLOATS(na));
     float *d_qkv = ct_put(qkv, FLOATS(n3)), *d_out = ct_nan(nc), *d_att = ct_nan(na);
-    attention_forward(out, att, qkv, B, T, C, NH);
-    cuda_attention_forward(d_out, d_att, d_qkv, B, T, C, NH);
-    ct_close("attention_forward out", d_out, out, nc, TOL_GEMM);
-    ct_close("attention_forward att (zeros above the diagonal)", d_att, att, na, TOL_GEMM);
+    char what[128];
+    attention_forward(out, att, qkv, B, T, NH, NKV, HS);
+    cuda_attention_forward(d_out, d_att, d_qkv, B, T, NH, NKV, HS);
+    snprintf(what, sizeof what, "attention_forward out (NH %d, NKV %d)", NH, NKV);
+    ct_close(what, d_out, out, nc, TOL_GEMM);
+    snprintf(what, sizeof what, "attention_forward att (zeros above the diagonal; NH %d, NKV %d)", NH, NKV);
+    ct_close(what, d_att, att, na, TOL_GEMM);
 
     float *dout = ct_frand(nc, 1, 0), *dqkv = ct_alloc(FLOATS(n3)), *scratch = ct_alloc(FLOATS(na));
     float *d_dout = ct_put(dout, FLOATS(nc)), *d_dqkv = ct_nan(n3), *d_scratch = ct_nan(na);
     float *d_att0 = ct_put(att, FLOATS(na)); /* both sides from the CPU's probabilities */
-    attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH);
-    cuda_attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_att0, B, T, C, NH);
-    ct_close("attention_backward dqkv", d_dqkv, dqkv, n3, TOL_GEMM);
+    attention_backward(dqkv, scratch, dout, qkv, att, B, T, NH, NKV, HS);
+    cuda_attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_att0, B, T, NH, NKV, HS);
+    snprintf(what, sizeof what, "attention_backward dqkv (NH %d, NKV %d)", NH, NKV);
+    ct_close(what, d_dqkv, dqkv, n3, TOL_GEMM);
 
     free(qkv), free(out), free(att), free(dout), free(dqkv), free(scratch);
+    ct_free_all();
+}
+
+/* ------------------------------------------------------------ llama's kernels */
+
+static void test_llama_kernels(void)
+{
+    int N = 70, C = 300, B = 2, T = 37, NH = 4, NKV = 2, HS = 10, F = 333;
+    size_t NC = (size_t)N * C, nq = (size_t)B * T * (NH + 2 * NKV) * HS, nt = (size_t)T * HS / 2, NF = (size_t)N * F;
+    float *inp = ct_frand(NC, 2, 0.5), *w = ct_frand(C, 1, 1), *out = ct_alloc(FLOATS(NC)), *rstd = ct_alloc(FLOATS(N));
+    float *d_inp = ct_put(inp, FLOATS(NC)), *d_w = ct_put(w, FLOATS(C)), *d_out = ct_nan(NC), *d_rstd = ct_nan(N);
+    rmsnorm_forward(out, rstd, inp, w, N, C, 1e-6f);
+    cuda_rmsnorm_forward(d_out, d_rstd, d_inp, d_w, N, C, 1e-6f);
+    ct_close("rmsnorm_forward out", d_out, out, NC, TOL_F32);
+    ct_close("rmsnorm_forward rstd", d_rstd, rstd, N, TOL_F32);
+    float *dout = ct_frand(NC, 1, 0), *dinp = ct_frand(NC, 1, 0), *dw = ct_frand(C, 1, 0);
+    float *d_dout = ct_put(dout, FLOATS(NC)), *d_dinp = ct_put(dinp, FLOATS(NC)), *d_dw = ct_put(dw, FLOATS(C));
+    float *d_rstd0 = ct_put(rstd, FLOATS(N)); /* both sides from the CPU's rstd */
+    rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C);
+    cuda_rmsnorm_backward(d_dinp, d_dw, d_dout, d_inp, d_w, d_rstd0, N, C);
+    ct_close("rmsnorm_backward dinp (+=)", d_dinp, dinp, NC, TOL_F32);
+    ct_close("rmsnorm_backward dweight (+=)", d_dw, dw, C, TOL_F32);
+
+    float *qkv = ct_frand(nq, 1, 0), *cs = ct_frand(nt, 1, 0), *sn = ct_frand(nt, 1, 0);
+    float *d_qkv = ct_put(qkv, FLOATS(nq)), *d_cs = ct_put(cs, FLOATS(nt)), *d_sn = ct_put(sn, FLOATS(nt));
+    rope_forward(qkv, cs, sn, B, T, NH, NKV, HS);
+    cuda_rope_forward(d_qkv, d_cs, d_sn, B, T, NH, NKV, HS);
+    ct_close("rope_forward (in place; v heads untouched)", d_qkv, qkv, nq, TOL_F32);
+    rope_backward(qkv, cs, sn, B, T, NH, NKV, HS);
+    cuda_rope_backward(d_qkv, d_cs, d_sn, B, T, NH, NKV, HS);
+    ct_close("rope_backward (in place)", d_qkv, qkv, nq, TOL_F32);
+
+    float *gu = ct_frand(2 * NF, 4, 0), *h = ct_alloc(FLOATS(NF)), *dh = ct_frand(NF, 1, 0);
+    float *dgu = ct_alloc(FLOATS(2 * NF));
+    float *d_gu = ct_put(gu, FLOATS(2 * NF)), *d_h = ct_nan(NF), *d_dh = ct_put(dh, FLOATS(NF)), *d_dgu = ct_nan(2 * NF);
+    swiglu_forward(h, gu, (size_t)N, F);
+    cuda_swiglu_forward(d_h, d_gu, (size_t)N, F);
+    ct_close("swiglu_forward", d_h, h, NF, TOL_F32);
+    swiglu_backward(dgu, gu, dh, (size_t)N, F);
+    cuda_swiglu_backward(d_dgu, d_gu, d_dh, (size_t)N, F);
+    ct_close("swiglu_backward", d_dgu, dgu, 2 * NF, TOL_F32);
+    free(inp), free(w), free(out), free(rstd), free(dout), free(dinp), free(dw), free(qkv), free(cs), free(sn);
+    free(gu), free(h), free(dh), free(dgu);
     ct_free_all();
 }
 
@@ -219,20 +268,21 @@ static void test_matmul_tc(enum precision p)
     ct_free_all();
 }
 
-static void test_attention_tc(enum precision p)
+static void test_attention_tc(enum precision p, int NH, int NKV)
 {
-    int B = 2, T = 67, C = 96, NH = 4;
+    int B = 2, T = 67, HS = 24, C = NH * HS;
     double tol = p == PREC_BF16 ? 8e-3 : 1e-3;
-    size_t n3 = (size_t)B * T * 3 * C, nc = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+    size_t n3 = (size_t)B * T * (NH + 2 * NKV) * HS, nc = (size_t)B * T * C, na = (size_t)B * NH * T * T;
     float *qkv = ct_frand(n3, 1, 0), *qkv_r = rounded(p, qkv, n3);
     float *out = ct_alloc(FLOATS(nc)), *att = ct_alloc(FLOATS(na));
     float *d_qkv = ct_put(qkv, FLOATS(n3)), *d_out = ct_nan(nc), *d_att = ct_nan(na);
     char what[96];
-    attention_forward(out, att, qkv_r, B, T, C, NH);
-    cuda_attention_forward_tc(lp_of(p), d_out, d_att, d_qkv, B, T, C, NH);
-    snprintf(what, sizeof what, "attention_forward_tc att (16-bit q, k; fp32 softmax, %s)", format_name(p));
+    attention_forward(out, att, qkv_r, B, T, NH, NKV, HS);
+    cuda_attention_forward_tc(lp_of(p), d_out, d_att, d_qkv, B, T, NH, NKV, HS);
+    snprintf(what, sizeof what, "attention_forward_tc att (16-bit q, k; fp32 softmax, %s, NKV %d)", format_name(p),
+             NKV);
     ct_close(what, d_att, att, na, TOL_GEMM);
-    snprintf(what, sizeof what, "attention_forward_tc out (%s)", format_name(p));
+    snprintf(what, sizeof what, "attention_forward_tc out (%s, NKV %d)", format_name(p), NKV);
     ct_close_floor(what, d_out, out, nc, tol, 1.0);
 
     lp_round(p, att, na); /* as the model stores them */
@@ -240,9 +290,9 @@ static void test_attention_tc(enum precision p)
     float *dqkv = ct_alloc(FLOATS(n3)), *scratch = ct_alloc(FLOATS(na));
     float *d_dout = ct_put(dout, FLOATS(nc)), *d_dqkv = ct_nan(n3), *d_scratch = ct_nan(na);
     float *d_att0 = ct_put(att, FLOATS(na));
-    attention_backward(dqkv, scratch, dout_r, qkv_r, att, B, T, C, NH);
-    cuda_attention_backward_tc(lp_of(p), d_dqkv, d_scratch, d_dout, d_qkv, d_att0, B, T, C, NH);
-    snprintf(what, sizeof what, "attention_backward_tc dqkv (%s)", format_name(p));
+    attention_backward(dqkv, scratch, dout_r, qkv_r, att, B, T, NH, NKV, HS);
+    cuda_attention_backward_tc(lp_of(p), d_dqkv, d_scratch, d_dout, d_qkv, d_att0, B, T, NH, NKV, HS);
+    snprintf(what, sizeof what, "attention_backward_tc dqkv (%s, NKV %d)", format_name(p), NKV);
     ct_close_floor(what, d_dqkv, dqkv, n3, tol, 1.0);
     free(qkv), free(qkv_r), free(out), free(att), free(dout), free(dout_r), free(dqkv), free(scratch);
     ct_free_all();
@@ -375,11 +425,14 @@ int main(void)
     test_layernorm();
     test_matmul(0);
     test_matmul(1);
-    test_attention();
+    test_attention(4, 4);
+    test_attention(4, 2);
+    test_llama_kernels();
     test_matmul_tc(PREC_BF16);
     test_matmul_tc(PREC_FP16);
-    test_attention_tc(PREC_BF16);
-    test_attention_tc(PREC_FP16);
+    test_attention_tc(PREC_BF16, 4, 4);
+    test_attention_tc(PREC_FP16, 4, 4);
+    test_attention_tc(PREC_BF16, 4, 1);
     test_elementwise();
     test_crossentropy(0, 300, 250);   /* one shard, 50 padded columns */
     test_crossentropy(300, 300, 520); /* second shard, 80 padded */

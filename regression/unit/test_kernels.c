@@ -1,19 +1,20 @@
-/* test_kernels.c -- every kernel of backend.h, against calculus and against
- * references written out longhand.
+/* test_kernels.c -- the kernels of backend.h (attention and the llama
+ * family's: test_block_kernels.c), against calculus and against references
+ * written out longhand.
  *
  *  (a) each double backward (_f64) against central finite differences of the
  *      double forward, L = sum(out * w) with random w; step 1e-5, tolerance
  *      FD_TOL relative (errors divided by max(|ref|, 1e-2 max|ref|));
  *  (b) each float kernel against the double one on the same (float-rounded)
  *      inputs, tolerance F32_TOL relative in the same sense;
- *  (c) exact references: layernorm moments, attention by scalar loops and its
- *      causality, log(V) for zero logits, sharded cross-entropy, AdamW by hand;
+ *  (c) exact references: layernorm moments, log(V) for zero logits, sharded
+ *      cross-entropy, AdamW by hand;
  *  (d) "+=" outputs accumulate (a second call doubles them) and overwritten
  *      outputs ignore their old contents (pre-filled with NaN);
  *  (e) parallel results are bitwise independent of the thread count.
  */
 #include "backend.h"
-#include "tap.h"
+#include "kernel_check.h"
 
 #include <math.h>
 #include <omp.h>
@@ -21,129 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define FD_H 1e-5
-#define FD_TOL 1e-6
-#define F32_TOL 1e-4
-#define EXACT_TOL 1e-12
-
-/* ------------------------------------------------------------ helpers */
-
-static uint64_t rng_s = 0x9E3779B97F4A7C15ull;
-
-static double urand(void) /* uniform in [-1, 1) */
-{
-    rng_s ^= rng_s >> 12;
-    rng_s ^= rng_s << 25;
-    rng_s ^= rng_s >> 27;
-    return (double)((rng_s * 0x2545F4914F6CDD1Dull) >> 11) * 0x1.0p-52 - 1.0;
-}
-
-static int irand(int n) { return (int)((urand() + 1.0) * 0.5 * n) % n; }
-
-static void *xalloc(size_t n)
-{
-    void *p = calloc(n ? n : 1, 1);
-    if (!p) {
-        fprintf(stderr, "test_kernels: out of memory (%zu bytes)\n", n);
-        exit(2);
-    }
-    return p;
-}
-static double *dnew(size_t n) { return xalloc(n * sizeof(double)); }
-static float *fnew(size_t n) { return xalloc(n * sizeof(float)); }
-
-/* Random values already rounded to float, so float and double kernels see
- * identical inputs. */
-static double *drand_new(size_t n, double scale, double shift)
-{
-    double *x = dnew(n);
-    for (size_t i = 0; i < n; i++) x[i] = (double)(float)(shift + scale * urand());
-    return x;
-}
-static float *tof(const double *x, size_t n)
-{
-    float *f = fnew(n);
-    for (size_t i = 0; i < n; i++) f[i] = (float)x[i];
-    return f;
-}
-static double *dcopy(const double *x, size_t n)
-{
-    double *y = dnew(n);
-    memcpy(y, x, n * sizeof(double));
-    return y;
-}
-static void dnan(double *x, size_t n)
-{
-    for (size_t i = 0; i < n; i++) x[i] = NAN;
-}
-static void fnan(float *x, size_t n)
-{
-    for (size_t i = 0; i < n; i++) x[i] = NAN;
-}
-static double dot(const double *a, const double *b, size_t n)
-{
-    double s = 0;
-    for (size_t i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
-}
-static double maxabs(const double *x, size_t n)
-{
-    double m = 0;
-    for (size_t i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
-    return m;
-}
-/* Relative error, each difference divided by max(|b_i|, 1e-2 max|b|). */
-static double relerr(const double *a, const double *b, size_t n)
-{
-    double fl = 1e-2 * maxabs(b, n);
-    return tap_max_relerr(a, b, n, fl > 1e-300 ? fl : 1e-300);
-}
-static double relerr_f(const float *a, const double *b, size_t n)
-{
-    double *ad = dnew(n);
-    for (size_t i = 0; i < n; i++) ad[i] = a[i];
-    double e = relerr(ad, b, n);
-    free(ad);
-    return e;
-}
-/* a - b, elementwise, into a new array (the increment of a "+=" output). */
-static double *ddiff(const double *a, const double *b, size_t n)
-{
-    double *d = dnew(n);
-    for (size_t i = 0; i < n; i++) d[i] = a[i] - b[i];
-    return d;
-}
-
-/* ------------------------------------------------------------ (a) finite differences */
-
-typedef double (*loss_fn)(void *ctx);
-
-/* Compare an analytic gradient with central differences of f over x. */
-static void check_fd(const char *what, const double *analytic, double *x, size_t n,
-                     loss_fn f, void *ctx)
-{
-    double *num = dnew(n);
-    for (size_t i = 0; i < n; i++) {
-        double x0 = x[i];
-        x[i] = x0 + FD_H;
-        double lp = f(ctx);
-        x[i] = x0 - FD_H;
-        double lm = f(ctx);
-        x[i] = x0;
-        num[i] = (lp - lm) / (2 * FD_H);
-    }
-    double e = relerr(analytic, num, n);
-    tap_ok(e <= FD_TOL, "%s: f64 backward vs finite differences (rel err %.1e <= %.0e)", what, e,
-           FD_TOL);
-    free(num);
-}
-
-static void check_f32(const char *what, const float *a, const double *b, size_t n)
-{
-    double e = relerr_f(a, b, n);
-    tap_ok(e <= F32_TOL, "%s: float vs double (rel err %.1e <= %.0e)", what, e, F32_TOL);
-}
 
 /* ------------------------------------------------------------ encoder */
 
@@ -382,111 +260,6 @@ static void test_matmul_f32(int N, int C, int OC)
     check_f32(what, fdb, db, OC);
     free(x); free(wt); free(b); free(d); free(out); free(di); free(dw); free(db);
     free(fx); free(fwt); free(fb); free(fd); free(fout); free(fdi); free(fdw); free(fdb);
-}
-
-/* ------------------------------------------------------------ attention */
-
-/* Scalar-loop reference, straight from the definition. */
-static void attention_ref(double *out, double *att, const double *qkv, int B, int T, int C, int NH)
-{
-    int HS = C / NH;
-    double sc = 1.0 / sqrt(HS);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
-            for (int i = 0; i < T; i++) {
-                const double *q = qkv + ((size_t)b * T + i) * 3 * C + h * HS;
-                double *a = att + (((size_t)b * NH + h) * T + i) * T;
-                double mx = -INFINITY, s = 0;
-                for (int j = 0; j < T; j++) {
-                    const double *k = qkv + ((size_t)b * T + j) * 3 * C + C + h * HS;
-                    a[j] = 0;
-                    if (j > i) continue;
-                    for (int d = 0; d < HS; d++) a[j] += q[d] * k[d];
-                    a[j] *= sc;
-                    mx = a[j] > mx ? a[j] : mx;
-                }
-                for (int j = 0; j <= i; j++) s += a[j] = exp(a[j] - mx);
-                for (int j = 0; j <= i; j++) a[j] /= s;
-                for (int d = 0; d < HS; d++) {
-                    double o = 0;
-                    for (int j = 0; j <= i; j++)
-                        o += a[j] * qkv[((size_t)b * T + j) * 3 * C + 2 * C + h * HS + d];
-                    out[((size_t)b * T + i) * C + h * HS + d] = o;
-                }
-            }
-}
-
-struct at {
-    double *out, *att, *qkv, *w;
-    int B, T, C, NH;
-};
-static double at_loss(void *p)
-{
-    struct at *a = p;
-    attention_forward_f64(a->out, a->att, a->qkv, a->B, a->T, a->C, a->NH);
-    return dot(a->out, a->w, (size_t)a->B * a->T * a->C);
-}
-
-static void test_attention(int B, int T, int C, int NH, int do_fd)
-{
-    size_t BTC = (size_t)B * T * C, BT3C = 3 * BTC, ATT = (size_t)B * NH * T * T;
-    struct at a = {.B = B, .T = T, .C = C, .NH = NH};
-    a.out = dnew(BTC); a.att = dnew(ATT);
-    a.qkv = drand_new(BT3C, 1.5, 0);
-    a.w = drand_new(BTC, 1, 0);
-    char what[128], shape[64];
-    snprintf(shape, sizeof shape, "attention B=%d T=%d C=%d NH=%d", B, T, C, NH);
-
-    /* (c) against the scalar loops; att above the diagonal exactly 0. */
-    double *ro = dnew(BTC), *ra = dnew(ATT);
-    attention_ref(ro, ra, a.qkv, B, T, C, NH);
-    dnan(a.out, BTC); dnan(a.att, ATT);
-    at_loss(&a);
-    double e1 = relerr(a.out, ro, BTC), e2 = relerr(a.att, ra, ATT);
-    int zero = 1;
-    for (size_t bh = 0; bh < (size_t)B * NH; bh++)
-        for (int i = 0; i < T; i++)
-            for (int j = i + 1; j < T; j++) zero &= a.att[(bh * T + i) * T + j] == 0.0;
-    tap_ok(e1 <= EXACT_TOL && e2 <= EXACT_TOL && zero,
-           "%s: forward = scalar reference (out %.1e, att %.1e), upper triangle 0", shape, e1, e2);
-
-    /* (a) */
-    double *dqkv = dnew(BT3C), *scr = dnew(ATT);
-    dnan(dqkv, BT3C); dnan(scr, ATT);
-    at_loss(&a);
-    attention_backward_f64(dqkv, scr, a.w, a.qkv, a.att, B, T, C, NH);
-    if (do_fd) {
-        snprintf(what, sizeof what, "%s dqkv (overwritten)", shape);
-        check_fd(what, dqkv, a.qkv, BT3C, at_loss, &a);
-    }
-
-    /* (b) */
-    float *fq = tof(a.qkv, BT3C), *fw = tof(a.w, BTC), *fo = fnew(BTC), *fa = fnew(ATT),
-          *fdq = fnew(BT3C), *fs = fnew(ATT);
-    fnan(fo, BTC); fnan(fa, ATT); fnan(fdq, BT3C); fnan(fs, ATT);
-    at_loss(&a);
-    attention_forward(fo, fa, fq, B, T, C, NH);
-    attention_backward(fdq, fs, fw, fq, fa, B, T, C, NH);
-    snprintf(what, sizeof what, "%s forward out", shape);
-    check_f32(what, fo, a.out, BTC);
-    snprintf(what, sizeof what, "%s forward att", shape);
-    check_f32(what, fa, a.att, ATT);
-    snprintf(what, sizeof what, "%s backward dqkv", shape);
-    check_f32(what, fdq, dqkv, BT3C);
-
-    /* (c) causality: new k and v at position p (every head, batch 0) leave
-     * float outputs before p bitwise unchanged and change position p. */
-    int p = T / 2 + 1;
-    memcpy(fs, fo, BTC * sizeof(float));
-    for (int c = C; c < 3 * C; c++) fq[(size_t)p * 3 * C + c] += 0.5f;
-    attention_forward(fo, fa, fq, B, T, C, NH);
-    int before = memcmp(fo, fs, (size_t)p * C * sizeof(float)) == 0;
-    int at_p = memcmp(fo + (size_t)p * C, fs + (size_t)p * C, C * sizeof(float)) != 0;
-    tap_ok(before && at_p, "%s: causal (k,v at t=%d change nothing before it, change t=%d)", shape,
-           p, p);
-
-    free(a.out); free(a.att); free(a.qkv); free(a.w); free(ro); free(ra); free(dqkv); free(scr);
-    free(fq); free(fw); free(fo); free(fa); free(fdq); free(fs);
 }
 
 /* ------------------------------------------------------------ gelu */
@@ -887,10 +660,10 @@ static void test_threads(void)
         o[5] = fnew(NC + 2 * C); /* dinp, dweight, dbias */
         layernorm_backward(o[5], o[5] + NC, o[5] + NC + C, g, x, lw, o[3], o[4], N, C);
         o[6] = fnew((size_t)B * NH * T * T + NC); /* att, out */
-        attention_forward(o[6] + (size_t)B * NH * T * T, o[6], qkv, B, T, C, NH);
+        attention_forward(o[6] + (size_t)B * NH * T * T, o[6], qkv, B, T, NH, NH, C / NH);
         o[7] = fnew(3 * NC);
         float *scr = fnew((size_t)B * NH * T * T);
-        attention_backward(o[7], scr, g, qkv, o[6], B, T, C, NH);
+        attention_backward(o[7], scr, g, qkv, o[6], B, T, NH, NH, C / NH);
         free(scr);
         o[8] = fnew((size_t)N * V + 3 * N); /* dlogits, maxes, sums, tlogit */
         float *mx = o[8] + (size_t)N * V, *sm = mx + N, *tl = sm + N;
@@ -923,9 +696,6 @@ int main(void)
     test_matmul();
     test_matmul_f32(33, 70, 45);
     test_matmul_f32(130, 257, 300);
-    test_attention(2, 5, 8, 2, 1);
-    test_attention(1, 67, 6, 3, 1);   /* two row blocks of the causal gemm */
-    test_attention(2, 130, 48, 3, 0); /* three blocks, HS = 16 (no FD: too slow) */
     test_gelu();
     test_residual();
     test_crossentropy_fd();

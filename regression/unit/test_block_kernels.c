@@ -1,0 +1,380 @@
+/* test_block_kernels.c -- the attention kernels (multi-head and grouped-
+ * query) and the llama family's: the rotary embedding, RMSNorm, SwiGLU; the
+ * same checks as test_kernels.c:
+ *
+ *  (a) each double backward against central finite differences of the
+ *      double forward, L = sum(out * w);
+ *  (b) each float kernel against the double one on the same inputs;
+ *  (c) exact references written out longhand: attention by scalar loops
+ *      (each query head on its group's kv head) and its causality, the
+ *      rotary turn by Hugging Face's formula q*cos + rotate_half(q)*sin,
+ *      RMSNorm and SwiGLU by their definitions; "+=" outputs accumulate,
+ *      overwritten ones ignore their old contents (NaN-filled). */
+#include "backend.h"
+#include "kernel_check.h"
+
+/* ------------------------------------------------------------ attention */
+
+/* Scalar-loop reference: query head h of NH reads kv head h / (NH / NKV). */
+static void attention_ref(double *out, double *att, const double *qkv, int B, int T, int NH, int NKV, int HS)
+{
+    int W = (NH + 2 * NKV) * HS, C = NH * HS, G = NH / NKV;
+    double sc = 1.0 / sqrt(HS);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < T; i++) {
+                const double *q = qkv + ((size_t)b * T + i) * W + h * HS;
+                double *a = att + (((size_t)b * NH + h) * T + i) * T;
+                double mx = -INFINITY, s = 0;
+                for (int j = 0; j < T; j++) {
+                    const double *k = qkv + ((size_t)b * T + j) * W + (NH + h / G) * HS;
+                    a[j] = 0;
+                    if (j > i) continue;
+                    for (int d = 0; d < HS; d++) a[j] += q[d] * k[d];
+                    a[j] *= sc;
+                    mx = a[j] > mx ? a[j] : mx;
+                }
+                for (int j = 0; j <= i; j++) s += a[j] = exp(a[j] - mx);
+                for (int j = 0; j <= i; j++) a[j] /= s;
+                for (int d = 0; d < HS; d++) {
+                    double o = 0;
+                    for (int j = 0; j <= i; j++) o += a[j] * qkv[((size_t)b * T + j) * W + (NH + NKV + h / G) * HS + d];
+                    out[((size_t)b * T + i) * C + h * HS + d] = o;
+                }
+            }
+}
+
+struct at {
+    double *out, *att, *qkv, *w;
+    int B, T, NH, NKV, HS;
+};
+static double at_loss(void *p)
+{
+    struct at *a = p;
+    attention_forward_f64(a->out, a->att, a->qkv, a->B, a->T, a->NH, a->NKV, a->HS);
+    return dot(a->out, a->w, (size_t)a->B * a->T * a->NH * a->HS);
+}
+
+static void test_attention(int B, int T, int NH, int NKV, int HS, int do_fd)
+{
+    int C = NH * HS, W = (NH + 2 * NKV) * HS;
+    size_t BTC = (size_t)B * T * C, BTW = (size_t)B * T * W, ATT = (size_t)B * NH * T * T;
+    struct at a = {.B = B, .T = T, .NH = NH, .NKV = NKV, .HS = HS};
+    a.out = dnew(BTC);
+    a.att = dnew(ATT);
+    a.qkv = drand_new(BTW, 1.5, 0);
+    a.w = drand_new(BTC, 1, 0);
+    char what[160], shape[96];
+    snprintf(shape, sizeof shape, "attention B=%d T=%d NH=%d NKV=%d HS=%d", B, T, NH, NKV, HS);
+
+    /* (c) against the scalar loops; att above the diagonal exactly 0. */
+    double *ro = dnew(BTC), *ra = dnew(ATT);
+    attention_ref(ro, ra, a.qkv, B, T, NH, NKV, HS);
+    dnan(a.out, BTC);
+    dnan(a.att, ATT);
+    at_loss(&a);
+    double e1 = relerr(a.out, ro, BTC), e2 = relerr(a.att, ra, ATT);
+    int zero = 1;
+    for (size_t bh = 0; bh < (size_t)B * NH; bh++)
+        for (int i = 0; i < T; i++)
+            for (int j = i + 1; j < T; j++) zero &= a.att[(bh * T + i) * T + j] == 0.0;
+    tap_ok(e1 <= EXACT_TOL && e2 <= EXACT_TOL && zero,
+           "%s: forward = scalar reference (out %.1e, att %.1e), upper triangle 0", shape, e1, e2);
+
+    /* (a) */
+    double *dqkv = dnew(BTW), *scr = dnew(ATT);
+    dnan(dqkv, BTW);
+    dnan(scr, ATT);
+    at_loss(&a);
+    attention_backward_f64(dqkv, scr, a.w, a.qkv, a.att, B, T, NH, NKV, HS);
+    if (do_fd) {
+        snprintf(what, sizeof what, "%s dqkv (overwritten)", shape);
+        check_fd(what, dqkv, a.qkv, BTW, at_loss, &a);
+    }
+
+    /* (b) */
+    float *fq = tof(a.qkv, BTW), *fw = tof(a.w, BTC), *fo = fnew(BTC), *fa = fnew(ATT), *fdq = fnew(BTW),
+          *fs = fnew(ATT);
+    fnan(fo, BTC);
+    fnan(fa, ATT);
+    fnan(fdq, BTW);
+    fnan(fs, ATT);
+    at_loss(&a);
+    attention_forward(fo, fa, fq, B, T, NH, NKV, HS);
+    attention_backward(fdq, fs, fw, fq, fa, B, T, NH, NKV, HS);
+    snprintf(what, sizeof what, "%s forward out", shape);
+    check_f32(what, fo, a.out, BTC);
+    snprintf(what, sizeof what, "%s forward att", shape);
+    check_f32(what, fa, a.att, ATT);
+    snprintf(what, sizeof what, "%s backward dqkv", shape);
+    check_f32(what, fdq, dqkv, BTW);
+
+    /* (c) causality: new k and v at position p (every head, batch 0) leave
+     * float outputs before p bitwise unchanged and change position p. */
+    int p = T / 2 + 1;
+    memcpy(fs, fo, BTC * sizeof(float));
+    for (int c = C; c < W; c++) fq[(size_t)p * W + c] += 0.5f;
+    attention_forward(fo, fa, fq, B, T, NH, NKV, HS);
+    int before = memcmp(fo, fs, (size_t)p * C * sizeof(float)) == 0;
+    int at_p = memcmp(fo + (size_t)p * C, fs + (size_t)p * C, C * sizeof(float)) != 0;
+    tap_ok(before && at_p, "%s: causal (k,v at t=%d change nothing before it, change t=%d)", shape, p, p);
+
+    free(a.out), free(a.att), free(a.qkv), free(a.w), free(ro), free(ra), free(dqkv), free(scr);
+    free(fq), free(fw), free(fo), free(fa), free(fdq), free(fs);
+}
+
+/* Grouped-query attention is multi-head attention with each kv head copied
+ * to its query heads: the same outputs, and the kv gradients the sums of
+ * the copies' (float kernels, within rounding). */
+static void test_gqa_is_mha_with_copies(int B, int T, int NH, int NKV, int HS)
+{
+    int C = NH * HS, W = (NH + 2 * NKV) * HS, W3 = 3 * C, G = NH / NKV;
+    size_t BT = (size_t)B * T, ATT = (size_t)B * NH * T * T;
+    double *qkv = drand_new(BT * W, 1.5, 0), *dout = drand_new(BT * C, 1, 0);
+    double *full = dnew(BT * W3), *o1 = dnew(BT * C), *o2 = dnew(BT * C), *a1 = dnew(ATT), *a2 = dnew(ATT);
+    double *d1 = dnew(BT * W), *d2 = dnew(BT * W3), *s = dnew(ATT);
+    for (size_t r = 0; r < BT; r++)
+        for (int h = 0; h < NH; h++)
+            for (int d = 0; d < HS; d++) {
+                full[r * W3 + h * HS + d] = qkv[r * W + h * HS + d];
+                full[r * W3 + C + h * HS + d] = qkv[r * W + (NH + h / G) * HS + d];
+                full[r * W3 + 2 * C + h * HS + d] = qkv[r * W + (NH + NKV + h / G) * HS + d];
+            }
+    attention_forward_f64(o1, a1, qkv, B, T, NH, NKV, HS);
+    attention_forward_f64(o2, a2, full, B, T, NH, NH, HS);
+    attention_backward_f64(d1, s, dout, qkv, a1, B, T, NH, NKV, HS);
+    attention_backward_f64(d2, s, dout, full, a2, B, T, NH, NH, HS);
+    double *sum = dnew(BT * W);
+    for (size_t r = 0; r < BT; r++)
+        for (int h = 0; h < NH; h++)
+            for (int d = 0; d < HS; d++) {
+                sum[r * W + h * HS + d] = d2[r * W3 + h * HS + d];
+                sum[r * W + (NH + h / G) * HS + d] += d2[r * W3 + C + h * HS + d];
+                sum[r * W + (NH + NKV + h / G) * HS + d] += d2[r * W3 + 2 * C + h * HS + d];
+            }
+    double eo = relerr(o1, o2, BT * C), ed = relerr(d1, sum, BT * W);
+    tap_ok(eo <= EXACT_TOL && ed <= EXACT_TOL,
+           "attention NH=%d NKV=%d: = multi-head attention on copied kv heads (out %.1e), kv gradients = the "
+           "copies' sums (%.1e)", NH, NKV, eo, ed);
+    free(qkv), free(dout), free(full), free(o1), free(o2), free(a1), free(a2), free(d1), free(d2), free(s);
+    free(sum);
+}
+
+/* ------------------------------------------------------------ rotary embedding */
+
+/* Tables as the model makes them: pair i of position t turns by t * theta^(-2i/HS). */
+static void rope_tables(double *cs, double *sn, int T, int HS, double theta)
+{
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < HS / 2; i++) {
+            double a = t * pow(theta, -2.0 * i / HS);
+            cs[t * HS / 2 + i] = cos(a);
+            sn[t * HS / 2 + i] = sin(a);
+        }
+}
+
+struct rp {
+    double *y, *x, *cs, *sn, *w;
+    int B, T, NH, NKV, HS;
+};
+static double rope_loss(void *p)
+{
+    struct rp *r = p;
+    size_t n = (size_t)r->B * r->T * (r->NH + 2 * r->NKV) * r->HS;
+    memcpy(r->y, r->x, n * sizeof(double));
+    rope_forward_f64(r->y, r->cs, r->sn, r->B, r->T, r->NH, r->NKV, r->HS);
+    return dot(r->y, r->w, n);
+}
+
+static void test_rope(int B, int T, int NH, int NKV, int HS)
+{
+    int W = (NH + 2 * NKV) * HS, half = HS / 2;
+    size_t n = (size_t)B * T * W, nt = (size_t)T * half;
+    struct rp r = {.B = B, .T = T, .NH = NH, .NKV = NKV, .HS = HS};
+    r.x = drand_new(n, 1, 0);
+    r.w = drand_new(n, 1, 0);
+    r.y = dnew(n);
+    r.cs = dnew(nt);
+    r.sn = dnew(nt);
+    rope_tables(r.cs, r.sn, T, HS, 10000.0);
+    char shape[96], what[160];
+    snprintf(shape, sizeof shape, "rope B=%d T=%d NH=%d NKV=%d HS=%d", B, T, NH, NKV, HS);
+
+    /* (c) Hugging Face: x*cos + rotate_half(x)*sin on q and k, cos/sin = cat(freqs, freqs); v untouched */
+    rope_loss(&r);
+    double worst = 0;
+    int v_same = 1;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < NH + 2 * NKV; h++)
+                for (int d = 0; d < HS; d++) {
+                    size_t e = ((size_t)b * T + t) * W + (size_t)h * HS + d;
+                    if (h >= NH + NKV) {
+                        v_same &= r.y[e] == r.x[e];
+                        continue;
+                    }
+                    const double *x = r.x + e - d;
+                    int i = d % half;
+                    double rot = d < half ? -x[d + half] : x[d - half];
+                    double want = x[d] * r.cs[t * half + i] + rot * r.sn[t * half + i];
+                    worst = fmax(worst, fabs(r.y[e] - want));
+                }
+    tap_ok(worst <= EXACT_TOL && v_same, "%s: = q cos + rotate_half(q) sin on q and k (%.1e), v untouched", shape,
+           worst);
+
+    /* (a) the backward turns back: the gradient of sum(y * w) */
+    double *g = dcopy(r.w, n);
+    rope_backward_f64(g, r.cs, r.sn, B, T, NH, NKV, HS);
+    snprintf(what, sizeof what, "%s backward", shape);
+    check_fd(what, g, r.x, n, rope_loss, &r);
+    rope_loss(&r); /* (the finite differences left y of a perturbed x) */
+    double *back = dcopy(r.y, n);
+    rope_backward_f64(back, r.cs, r.sn, B, T, NH, NKV, HS);
+    tap_ok(relerr(back, r.x, n) <= EXACT_TOL, "%s: the backward of the forward is the identity (a rotation)", shape);
+
+    /* (b) */
+    float *fy = tof(r.x, n), *fc = tof(r.cs, nt), *fsn = tof(r.sn, nt), *fg = tof(r.w, n);
+    rope_forward(fy, fc, fsn, B, T, NH, NKV, HS);
+    rope_backward(fg, fc, fsn, B, T, NH, NKV, HS);
+    snprintf(what, sizeof what, "%s forward", shape);
+    check_f32(what, fy, r.y, n);
+    snprintf(what, sizeof what, "%s backward", shape);
+    check_f32(what, fg, g, n);
+    free(r.x), free(r.w), free(r.y), free(r.cs), free(r.sn), free(g), free(back), free(fy), free(fc), free(fsn);
+    free(fg);
+}
+
+/* ------------------------------------------------------------ rmsnorm */
+
+struct rn {
+    double *out, *rstd, *inp, *weight, *w;
+    int N, C;
+    double eps;
+};
+static double rn_loss(void *p)
+{
+    struct rn *r = p;
+    rmsnorm_forward_f64(r->out, r->rstd, r->inp, r->weight, r->N, r->C, r->eps);
+    return dot(r->out, r->w, (size_t)r->N * r->C);
+}
+
+static void test_rmsnorm(int N, int C, double eps)
+{
+    size_t NC = (size_t)N * C;
+    struct rn r = {.N = N, .C = C, .eps = eps};
+    r.inp = drand_new(NC, 2, 0.3);
+    r.weight = drand_new(C, 1, 1);
+    r.w = drand_new(NC, 1, 0);
+    r.out = dnew(NC);
+    r.rstd = dnew(N);
+    char shape[64], what[128];
+    snprintf(shape, sizeof shape, "rmsnorm N=%d C=%d eps=%g", N, C, eps);
+
+    /* (c) the definition: x / sqrt(mean(x^2) + eps) * weight */
+    dnan(r.out, NC);
+    rn_loss(&r);
+    double worst = 0;
+    for (int n = 0; n < N; n++) {
+        double ms = 0;
+        for (int c = 0; c < C; c++) ms += r.inp[(size_t)n * C + c] * r.inp[(size_t)n * C + c];
+        double rs = 1 / sqrt(ms / C + eps);
+        for (int c = 0; c < C; c++)
+            worst = fmax(worst, fabs(r.out[(size_t)n * C + c] - r.inp[(size_t)n * C + c] * rs * r.weight[c]));
+        worst = fmax(worst, fabs(r.rstd[n] - rs));
+    }
+    tap_ok(worst <= EXACT_TOL, "%s: = x / sqrt(mean(x^2) + eps) * weight, rstd saved (%.1e)", shape, worst);
+
+    /* (a), (c) "+=": a second backward doubles the increments */
+    double *di = dnew(NC), *dw = dnew(C); /* zeros: the first increment */
+    rmsnorm_backward_f64(di, dw, r.w, r.inp, r.weight, r.rstd, N, C);
+    snprintf(what, sizeof what, "%s dinp", shape);
+    check_fd(what, di, r.inp, NC, rn_loss, &r);
+    rn_loss(&r);
+    double *di2 = dcopy(di, NC), *dw2 = dcopy(dw, C);
+    rmsnorm_backward_f64(di2, dw2, r.w, r.inp, r.weight, r.rstd, N, C);
+    double *inc = ddiff(di2, di, NC), *incw = ddiff(dw2, dw, C);
+    tap_ok(relerr(inc, di, NC) <= EXACT_TOL && relerr(incw, dw, C) <= EXACT_TOL,
+           "%s: dinp and dweight accumulate (+=)", shape);
+    snprintf(what, sizeof what, "%s dweight", shape);
+    check_fd(what, dw, r.weight, C, rn_loss, &r);
+
+    /* (b) */
+    rn_loss(&r);
+    float *fx = tof(r.inp, NC), *fwt = tof(r.weight, C), *fd = tof(r.w, NC), *fo = fnew(NC), *fr = fnew(N);
+    float *fdi = fnew(NC), *fdw = fnew(C);
+    rmsnorm_forward(fo, fr, fx, fwt, N, C, (float)eps);
+    rmsnorm_backward(fdi, fdw, fd, fx, fwt, fr, N, C);
+    snprintf(what, sizeof what, "%s forward", shape);
+    check_f32(what, fo, r.out, NC);
+    snprintf(what, sizeof what, "%s dinp", shape);
+    check_f32(what, fdi, di, NC);
+    snprintf(what, sizeof what, "%s dweight", shape);
+    check_f32(what, fdw, dw, C);
+    free(r.inp), free(r.weight), free(r.w), free(r.out), free(r.rstd), free(di), free(dw), free(di2), free(dw2);
+    free(inc), free(incw), free(fx), free(fwt), free(fd), free(fo), free(fr), free(fdi), free(fdw);
+}
+
+/* ------------------------------------------------------------ swiglu */
+
+struct sg {
+    double *out, *inp, *w;
+    size_t N;
+    int F;
+};
+static double sg_loss(void *p)
+{
+    struct sg *s = p;
+    swiglu_forward_f64(s->out, s->inp, s->N, s->F);
+    return dot(s->out, s->w, s->N * (size_t)s->F);
+}
+
+static void test_swiglu(size_t N, int F)
+{
+    size_t NF = N * (size_t)F;
+    struct sg s = {.N = N, .F = F};
+    s.inp = drand_new(2 * NF, 4, 0);
+    s.w = drand_new(NF, 1, 0);
+    s.out = dnew(NF);
+    char shape[64], what[128];
+    snprintf(shape, sizeof shape, "swiglu N=%zu F=%d", N, F);
+    dnan(s.out, NF);
+    sg_loss(&s);
+    double worst = 0;
+    for (size_t n = 0; n < N; n++)
+        for (int i = 0; i < F; i++) {
+            double g = s.inp[n * 2 * F + i], u = s.inp[n * 2 * F + F + i];
+            worst = fmax(worst, fabs(s.out[n * F + i] - g / (1 + exp(-g)) * u));
+        }
+    tap_ok(worst <= EXACT_TOL, "%s: = silu(gate) * up (%.1e)", shape, worst);
+    double *di = dnew(2 * NF);
+    dnan(di, 2 * NF);
+    swiglu_backward_f64(di, s.inp, s.w, N, F);
+    snprintf(what, sizeof what, "%s dinp (overwritten)", shape);
+    check_fd(what, di, s.inp, 2 * NF, sg_loss, &s);
+    float *fx = tof(s.inp, 2 * NF), *fd = tof(s.w, NF), *fo = fnew(NF), *fdi = fnew(2 * NF);
+    fnan(fdi, 2 * NF);
+    swiglu_forward(fo, fx, N, F);
+    swiglu_backward(fdi, fx, fd, N, F);
+    snprintf(what, sizeof what, "%s forward", shape);
+    check_f32(what, fo, s.out, NF);
+    snprintf(what, sizeof what, "%s backward", shape);
+    check_f32(what, fdi, di, 2 * NF);
+    free(s.inp), free(s.w), free(s.out), free(di), free(fx), free(fd), free(fo), free(fdi);
+}
+
+int main(void)
+{
+    test_attention(2, 5, 2, 2, 4, 1);
+    test_attention(1, 67, 3, 3, 2, 1);   /* two row blocks of the causal gemm */
+    test_attention(2, 130, 3, 3, 16, 0); /* three blocks, HS = 16 (no FD: too slow) */
+    test_attention(2, 7, 4, 2, 4, 1);    /* grouped-query: 2 query heads per kv head */
+    test_attention(1, 67, 6, 1, 2, 1);   /* multi-query: one kv head */
+    test_gqa_is_mha_with_copies(2, 9, 6, 2, 4);
+    test_rope(2, 5, 2, 1, 4);
+    test_rope(1, 9, 4, 2, 6);
+    test_rmsnorm(5, 16, 1e-5);
+    test_rmsnorm(3, 37, 1e-6);
+    test_swiglu(4, 8);
+    test_swiglu(3, 33);
+    return tap_done();
+}
