@@ -160,7 +160,7 @@ static void test_round_trip(void)
            "64-bit integers survive the round trip");
     tap_ok(strcmp(r.data.path, "a'b\"c") == 0 && strcmp(r.io.restart, "'") == 0 && r.io.run_dir[0] == '\0',
            "strings with quotes, and the empty string, survive the round trip");
-    tap_ok(strstr(e1, "&model\n  n_layer    = 12\n") && strstr(e1, "  eps                   = 1e-300\n"),
+    tap_ok(strstr(e1, "&model\n  arch           = 'gpt2'\n  n_layer        = 12\n") && strstr(e1, "  eps                   = 1e-300\n"),
            "echo aligns the '=' within each group");
     free(e1);
     free(e2);
@@ -237,7 +237,7 @@ static const struct bad bad_decks[] = {
     { "&model seed = 1 /", "'seed' belongs to &train and &data, not &model", 1, 8, NULL },
     { "&model batch_sise = 1 /", "unknown key 'batch_sise' in &model", 1, 8,
       "did you mean 'batch_size'? (it belongs to &train)" },
-    { "&model xyzzy = 1 /", "unknown key 'xyzzy' in &model", 1, 8, "the keys of &model are: n_layer, n_head" },
+    { "&model xyzzy = 1 /", "unknown key 'xyzzy' in &model", 1, 8, "the keys of &model are: arch, n_layer, n_head" },
     { "! c\n&modle n_layer = 2 /", "unknown group &modle", 2, 1, "did you mean &model?" },
     { "&optim /", "unknown group &optim", 1, 1, "the groups are &model, &parallel, &train, &data, &io" },
     /* types */
