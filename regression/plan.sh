@@ -58,6 +58,10 @@ layout 3d        8 parallel.tp=2 parallel.pp=2 train.micro_batch_size=2
 layout 3dfull    8 parallel.tp=2 parallel.pp=2 train.micro_batch_size=2 train.recompute=full
 layout selective 1 train.recompute=selective
 layout bf16pp    2 parallel.pp=2 train.micro_batch_size=2 train.precision=bf16
+llama="model.arch=llama model.n_kv_head=2"
+layout llama     1 $llama
+layout llama3d   8 $llama parallel.tp=2 parallel.pp=2 parallel.sequence_parallel=.true. train.micro_batch_size=2
+layout llamazero 2 $llama parallel.zero_stage=2 train.micro_batch_size=2 train.recompute=selective train.precision=bf16
 layout fp16zero  2 parallel.zero_stage=1 train.precision=fp16 train.recompute=selective
 layout inter     2 parallel.pp=2 parallel.schedule=interleaved parallel.virtual_stages=2 model.n_layer=4 train.micro_batch_size=2
 

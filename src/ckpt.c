@@ -145,13 +145,7 @@ static int walk(hid_t file, const char *prefix, const struct model *m, float *co
     return w->failed ? -1 : 0;
 }
 
-static int datasets_per_prefix(const struct model *m)
-{
-    int n = 0;
-    for (int id = 0; id < NUM_PARAMS; id++)
-        if (param_present(&m->d, (enum param_id)id)) n += param_table[id].per_layer ? m->d.L : 1;
-    return n;
-}
+static int datasets_per_prefix(const struct model *m) { return model_logical_tensors(&m->d); }
 
 /* Does this rank own its selection for writing and verifying?  One owner
  * per element: data-parallel replica 0, tp rank 0 of a replicated tensor,

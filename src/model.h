@@ -199,6 +199,9 @@ size_t model_scratch_floats(const struct model_dims *d, int B);
 size_t model_layer_floats(const struct model_dims *d);
 /* Floats of grads_mem under ZeRO-2 (the tensors outside the layers). */
 size_t model_rest_grad_floats(const struct model_dims *d);
+/* The logical tensors of the family, one per layer of a per-layer tensor:
+ * the datasets of a checkpoint, the entries of the gradient norm. */
+int model_logical_tensors(const struct model_dims *d);
 /* Elements of tensor id on this rank (0 where another stage holds it). */
 size_t model_tensor_size(const struct model_dims *d, enum param_id id);
 

@@ -186,6 +186,14 @@ double model_flops_per_token(const struct model_dims *d)
 }
 
 
+int model_logical_tensors(const struct model_dims *d)
+{
+    int n = 0;
+    for (int id = 0; id < NUM_PARAMS; id++)
+        if (param_present(d, (enum param_id)id)) n += param_table[id].per_layer ? d->L : 1;
+    return n;
+}
+
 size_t model_tensor_size(const struct model_dims *d, enum param_id id)
 {
     size_t r, c;

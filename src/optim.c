@@ -135,12 +135,14 @@ double optim_grad_norm(const struct optim *o, const struct model *m, struct comm
 {
     const struct model_dims *d = &m->d;
     int nglobal = 0, nlayer = 0;
-    for (int i = 0; i < NUM_PARAMS; i++) param_table[i].per_layer ? nlayer++ : nglobal++;
-    size_t n = (size_t)nglobal + (size_t)d->L * nlayer;
+    for (int i = 0; i < NUM_PARAMS; i++)
+        if (param_present(d, (enum param_id)i)) param_table[i].per_layer ? nlayer++ : nglobal++;
+    size_t n = (size_t)model_logical_tensors(d);
     double *e = xcalloc(n, sizeof *e);
     int g = 0, k = 0;
     for (int i = 0; i < NUM_PARAMS; i++) {
         const struct param_info *pi = &param_table[i];
+        if (!param_present(d, (enum param_id)i)) continue;
         /* a replicated tensor is counted on tp rank 0 only, the tied wte on
          * the first stage only */
         int counts = (pi->shard != SHARD_NONE || d->tp_rank == 0) && m->size[i] > 0;

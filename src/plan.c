@@ -107,7 +107,7 @@ static void stage_comm(struct plan_stage *s, const struct plan *p, const struct 
 {
     double N = (double)p->shape.micro_batch * d->T, NC = N * d->C * 4, Ns = d->sp ? N / d->tp : N;
     int E = model_has_embedding(d), H = model_has_head(d);
-    double norms = 8.0 * (4 + 12.0 * d->L); /* one double per logical tensor (optim_grad_norm) */
+    double norms = 8.0 * model_logical_tensors(d); /* one double per logical tensor (optim_grad_norm) */
     double m = p->shape.n_micro;
     memset(s->comm, 0, sizeof s->comm);
     if (d->tp > 1) {
@@ -116,8 +116,13 @@ static void stage_comm(struct plan_stage *s, const struct plan *p, const struct 
          * reduce-scatter with an all-gather beside it */
         double red = 4.0 * d->Lp + 2.0 * d->v * d->Lr + E + H;
         s->comm[CG_TP] = m * red * NC * (d->sp ? 2 : 1) + H * m * 3 * N * 4 + norms;
-        if (d->sp) /* LayerNorm gradients (ZeRO-2: the layers' per micro-batch) */
-            s->comm[CG_TP] += ((p->shape.zero2 ? m : 1) * 4.0 * d->Lp + 2.0 * H) * d->C * 4;
+        if (d->sp) { /* the norms' gradients, partial under SP (ZeRO-2: the layers' per micro-batch) */
+            double layers = 0, rest = 0;
+            for (int i = 0; i < NUM_PARAMS; i++)
+                if (param_table[i].sp_partial)
+                    *(param_table[i].per_layer ? &layers : &rest) += (double)model_tensor_size(d, (enum param_id)i);
+            s->comm[CG_TP] += ((p->shape.zero2 ? m : 1) * layers + rest) * 4;
+        }
     }
     s->comm[CG_DP] = 8; /* the loss */
     if (p->shape.dp > 1 && p->shape.zero2) { /* every layer per micro-batch, the rest once; the parameters gathered */
