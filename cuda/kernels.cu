@@ -1,5 +1,6 @@
 /* kernels.cu -- the CUDA versions of the element- and row-wise kernels of
- * backend_ops.h: encoder, layernorm, GELU, residual, AdamW, sumsq, scale.
+ * backend_ops.h: encoder, layernorm and RMSNorm, GELU, residual, AdamW,
+ * sumsq, scale.
  * Formulas as kernels_cpu.c (same float expressions, libdevice expf for
  * the CPU's polynomial).
  *
@@ -66,7 +67,7 @@ void cuda_encoder_backward(float *dwte, float *dwpe, const float *dout, const in
         CUDA_LAUNCH(encoder_backward_wpe_kernel, grid_for((size_t)T * C), BLOCK, dwpe, dout, B, T, C);
 }
 
-/* ------------------------------------------------------------ layernorm */
+/* ------------------------------------------------------------ layernorm, rmsnorm */
 
 /* One warp per row: mean, then the biased variance of the centred values. */
 __global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd, const float *inp,
@@ -101,7 +102,30 @@ void cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *i
                 N, C);
 }
 
-/* dinp += (w*dout - mean(w*dout) - norm * mean(w*dout*norm)) * rstd, a warp per row. */
+/* RMSNorm: x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps), a warp per row. */
+__global__ void rmsnorm_forward_kernel(float *out, float *rstd, const float *inp, const float *weight, int N, int C,
+                                       float eps)
+{
+    int lane = threadIdx.x % 32;
+    long n = WARP_ROW();
+    if (n >= N) return;
+    const float *x = inp + (size_t)n * C;
+    float *o = out + (size_t)n * C;
+    float s = 0.0f;
+    for (int c = lane; c < C; c += 32) s += x[c] * x[c];
+    float rs = 1.0f / sqrtf(warp_sum(s) / C + eps);
+    for (int c = lane; c < C; c += 32) o[c] = x[c] * rs * weight[c];
+    if (lane == 0) rstd[n] = rs;
+}
+
+void cuda_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C, float eps)
+{
+    CUDA_LAUNCH(rmsnorm_forward_kernel, grid_for_rows(N), BLOCK, out, rstd, inp, weight, N, C, eps);
+}
+
+/* The backward of both norms (mean NULL: RMSNorm, no centring and no
+ * bias): dinp += (w*dout - mean(w*dout) - norm * mean(w*dout*norm)) * rstd,
+ * a warp per row. */
 __global__ void layernorm_backward_dinp_kernel(float *dinp, const float *dout, const float *inp,
                                                const float *weight, const float *mean,
                                                const float *rstd, int N, int C)
@@ -111,13 +135,13 @@ __global__ void layernorm_backward_dinp_kernel(float *dinp, const float *dout, c
     if (n >= N) return;
     const float *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
     float *di = dinp + (size_t)n * C;
-    float m = mean[n], rs = rstd[n], a = 0.0f, b = 0.0f;
+    float m = mean ? mean[n] : 0.0f, rs = rstd[n], a = 0.0f, b = 0.0f;
     for (int c = lane; c < C; c += 32) {
         float dn = weight[c] * d[c];
         a += dn;
         b += dn * ((x[c] - m) * rs);
     }
-    a = warp_sum(a) / C;
+    a = mean ? warp_sum(a) / C : 0.0f;
     b = warp_sum(b) / C;
     for (int c = lane; c < C; c += 32) {
         float norm = (x[c] - m) * rs;
@@ -135,14 +159,14 @@ __global__ void layernorm_backward_dparams_kernel(float *dweight, float *dbias, 
     if (c < C)
         for (int n = threadIdx.y; n < N; n += COL_ROWS) {
             float d = dout[(size_t)n * C + c];
-            sw += d * ((inp[(size_t)n * C + c] - mean[n]) * rstd[n]);
+            sw += d * ((inp[(size_t)n * C + c] - (mean ? mean[n] : 0.0f)) * rstd[n]);
             sb += d;
         }
     sw = column_total(sw);
     sb = column_total(sb);
     if (threadIdx.y == 0 && c < C) {
         dweight[c] += sw;
-        dbias[c] += sb;
+        if (dbias) dbias[c] += sb;
     }
 }
 
@@ -154,6 +178,12 @@ void cuda_layernorm_backward(float *dinp, float *dweight, float *dbias, const fl
                 rstd, N, C);
     CUDA_LAUNCH(layernorm_backward_dparams_kernel, (C + 31) / 32, dim3(32, COL_ROWS), dweight, dbias,
                 dout, inp, mean, rstd, N, C);
+}
+
+void cuda_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                           const float *rstd, int N, int C)
+{
+    cuda_layernorm_backward(dinp, dweight, NULL, dout, inp, weight, NULL, rstd, N, C);
 }
 
 /* ------------------------------------------------------------ gelu */

@@ -1,66 +1,8 @@
-/* llama.cu -- the CUDA kernels of the llama family's blocks (backend_ops.h):
- * RMSNorm, rotary position embedding, SwiGLU.  Formulas as kernels_cpu.c
- * (the same float expressions, libdevice expf for the CPU's polynomial);
- * the same determinism rules as kernels.cu: a warp per row, each column sum
- * over rows in one thread's row order. */
+/* llama.cu -- the CUDA kernels of the llama family's blocks (backend_ops.h)
+ * beside RMSNorm (kernels.cu, with LayerNorm): the rotary position
+ * embedding and SwiGLU.  Formulas as kernels_cpu.c (the same float
+ * expressions, libdevice expf for the CPU's polynomial). */
 #include "common.cuh"
-
-/* ------------------------------------------------------------ rmsnorm */
-
-__global__ void rmsnorm_forward_kernel(float *out, float *rstd, const float *inp, const float *weight, int N, int C,
-                                       float eps)
-{
-    int lane = threadIdx.x % 32;
-    long n = WARP_ROW();
-    if (n >= N) return;
-    const float *x = inp + (size_t)n * C;
-    float *o = out + (size_t)n * C;
-    float s = 0.0f;
-    for (int c = lane; c < C; c += 32) s += x[c] * x[c];
-    float rs = 1.0f / sqrtf(warp_sum(s) / C + eps);
-    for (int c = lane; c < C; c += 32) o[c] = x[c] * rs * weight[c];
-    if (lane == 0) rstd[n] = rs;
-}
-
-void cuda_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C, float eps)
-{
-    CUDA_LAUNCH(rmsnorm_forward_kernel, grid_for_rows(N), BLOCK, out, rstd, inp, weight, N, C, eps);
-}
-
-/* dinp += (w*dout - norm * mean(w*dout*norm)) * rstd, a warp per row. */
-__global__ void rmsnorm_backward_dinp_kernel(float *dinp, const float *dout, const float *inp, const float *weight,
-                                             const float *rstd, int N, int C)
-{
-    int lane = threadIdx.x % 32;
-    long n = WARP_ROW();
-    if (n >= N) return;
-    const float *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
-    float *di = dinp + (size_t)n * C;
-    float rs = rstd[n], b = 0.0f;
-    for (int c = lane; c < C; c += 32) b += (weight[c] * d[c]) * (x[c] * rs);
-    b = warp_sum(b) / C;
-    for (int c = lane; c < C; c += 32) di[c] += (weight[c] * d[c] - (x[c] * rs) * b) * rs;
-}
-
-/* dweight += sum_n dout * norm: 32 channels a block. */
-__global__ void rmsnorm_backward_dweight_kernel(float *dweight, const float *dout, const float *inp,
-                                                const float *rstd, int N, int C)
-{
-    int c = blockIdx.x * 32 + threadIdx.x;
-    float sw = 0.0f;
-    if (c < C)
-        for (int n = threadIdx.y; n < N; n += COL_ROWS)
-            sw += dout[(size_t)n * C + c] * (inp[(size_t)n * C + c] * rstd[n]);
-    sw = column_total(sw);
-    if (threadIdx.y == 0 && c < C) dweight[c] += sw;
-}
-
-void cuda_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
-                           const float *rstd, int N, int C)
-{
-    CUDA_LAUNCH(rmsnorm_backward_dinp_kernel, grid_for_rows(N), BLOCK, dinp, dout, inp, weight, rstd, N, C);
-    CUDA_LAUNCH(rmsnorm_backward_dweight_kernel, (C + 31) / 32, dim3(32, COL_ROWS), dweight, dout, inp, rstd, N, C);
-}
 
 /* ------------------------------------------------------------ rotary positions */
 

@@ -201,7 +201,7 @@ void KNAME(encoder_backward)(KREAL *dwte, KREAL *dwpe, const KREAL *dout,
     }
 }
 
-/* ------------------------------------------------------------ layernorm */
+/* ------------------------------------------------------------ layernorm, rmsnorm */
 
 void KNAME(layernorm_forward)(KREAL *out, KREAL *mean, KREAL *rstd, const KREAL *inp,
                               const KREAL *weight, const KREAL *bias, int N, int C)
@@ -224,21 +224,25 @@ void KNAME(layernorm_forward)(KREAL *out, KREAL *mean, KREAL *rstd, const KREAL 
     }
 }
 
-void KNAME(layernorm_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias,
-                               const KREAL *dout, const KREAL *inp, const KREAL *weight,
-                               const KREAL *mean, const KREAL *rstd, int N, int C)
+/* The backward of both norms (mean NULL: RMSNorm, no centring, no bias):
+ * dinp += (w*dout - mean(w*dout) - norm * mean(w*dout*norm)) * rstd with
+ * norm = (x - mean) * rstd, by row (RMSNorm: the mean and its term are 0);
+ * dweight += dout * norm and dbias += dout, split by channel, rows in order. */
+static void norm_backward(KREAL *dinp, KREAL *dweight, KREAL *dbias, const KREAL *dout, const KREAL *inp,
+                          const KREAL *weight, const KREAL *mean, const KREAL *rstd, int N, int C)
 {
     int par = (long)N * C >= PAR_MIN;
-    /* dinp += (w*dout - mean(w*dout) - norm * mean(w*dout*norm)) * rstd, by row. */
 #pragma omp parallel for schedule(static) if (par)
     for (int n = 0; n < N; n++) {
         const KREAL *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
         KREAL *di = dinp + (size_t)n * C;
-        KREAL m = mean[n], rs = rstd[n];
-        KREAL a, b;
-        LANE_SUM(KREAL, a, 0, C, c, weight[c] * d[c]);
+        KREAL m = mean ? mean[n] : K(0), rs = rstd[n];
+        KREAL a = 0, b;
+        if (mean) {
+            LANE_SUM(KREAL, a, 0, C, c, weight[c] * d[c]);
+            a /= C;
+        }
         LANE_SUM(KREAL, b, 0, C, c, (weight[c] * d[c]) * ((x[c] - m) * rs));
-        a /= C;
         b /= C;
 #pragma omp simd
         for (int c = 0; c < C; c++) {
@@ -246,24 +250,29 @@ void KNAME(layernorm_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias,
             di[c] += (weight[c] * d[c] - a - norm * b) * rs;
         }
     }
-    /* dweight, dbias: split by channel, rows in order. */
 #pragma omp parallel if (par)
     {
         int c0, c1;
         channel_share(C, &c0, &c1);
         for (int n = 0; n < N && c0 < c1; n++) {
             const KREAL *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
-            KREAL m = mean[n], rs = rstd[n];
+            KREAL m = mean ? mean[n] : K(0), rs = rstd[n];
 #pragma omp simd
-            for (int c = c0; c < c1; c++) {
-                dweight[c] += d[c] * ((x[c] - m) * rs);
-                dbias[c] += d[c];
+            for (int c = c0; c < c1; c++) dweight[c] += d[c] * ((x[c] - m) * rs);
+            if (dbias) {
+#pragma omp simd
+                for (int c = c0; c < c1; c++) dbias[c] += d[c];
             }
         }
     }
 }
 
-/* ------------------------------------------------------------ rmsnorm */
+void KNAME(layernorm_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias,
+                               const KREAL *dout, const KREAL *inp, const KREAL *weight,
+                               const KREAL *mean, const KREAL *rstd, int N, int C)
+{
+    norm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+}
 
 void KNAME(rmsnorm_forward)(KREAL *out, KREAL *rstd, const KREAL *inp, const KREAL *weight, int N, int C,
                             KREAL eps)
@@ -284,30 +293,7 @@ void KNAME(rmsnorm_forward)(KREAL *out, KREAL *rstd, const KREAL *inp, const KRE
 void KNAME(rmsnorm_backward)(KREAL *dinp, KREAL *dweight, const KREAL *dout, const KREAL *inp,
                              const KREAL *weight, const KREAL *rstd, int N, int C)
 {
-    int par = (long)N * C >= PAR_MIN;
-    /* dinp += (w*dout - norm * mean(w*dout*norm)) * rstd, norm = x * rstd, by row. */
-#pragma omp parallel for schedule(static) if (par)
-    for (int n = 0; n < N; n++) {
-        const KREAL *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
-        KREAL *di = dinp + (size_t)n * C;
-        KREAL rs = rstd[n], b;
-        LANE_SUM(KREAL, b, 0, C, c, (weight[c] * d[c]) * (x[c] * rs));
-        b /= C;
-#pragma omp simd
-        for (int c = 0; c < C; c++) di[c] += (weight[c] * d[c] - (x[c] * rs) * b) * rs;
-    }
-    /* dweight: split by channel, rows in order. */
-#pragma omp parallel if (par)
-    {
-        int c0, c1;
-        channel_share(C, &c0, &c1);
-        for (int n = 0; n < N && c0 < c1; n++) {
-            const KREAL *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
-            KREAL rs = rstd[n];
-#pragma omp simd
-            for (int c = c0; c < c1; c++) dweight[c] += d[c] * (x[c] * rs);
-        }
-    }
+    norm_backward(dinp, dweight, NULL, dout, inp, weight, NULL, rstd, N, C);
 }
 
 /* ------------------------------------------------------------ matmul */

@@ -162,14 +162,28 @@ void model_bwd_out(const struct model *m, float *x, size_t n) { m->k->lp_round(m
  * none (llama's biases), so that the kernels skip it. */
 #define LAYER(base, id, j) (m->size[id] ? (base)[id] + (size_t)(j) * (m->size[id] / (size_t)m->d.Lp) : NULL)
 
+/* A block's sizes on this rank: rows, widths (model.h) and heads. */
+struct block_sizes {
+    int B, T, C, Cl, N;  /* micro-batch, sequence, width and this rank's share of it, rows */
+    int NHl, NKVl;       /* query and kv heads on this rank */
+    int QKV, FC, Fl;     /* columns of qkv, of the MLP's first product, of its activation */
+};
+
+static struct block_sizes block_sizes(const struct model *m)
+{
+    const struct model_dims *d = &m->d;
+    return (struct block_sizes){ .B = m->B, .T = d->T, .C = d->C, .Cl = d->C / d->tp, .N = m->N,
+                                 .NHl = model_q_heads(d), .NKVl = model_kv_heads(d), .QKV = model_qkv_cols(d),
+                                 .FC = model_fc_cols(d), .Fl = model_hidden_cols(d) };
+}
+
 /* Layer k of slot a's chunk (local layer j = chunk * Lc + k). */
 static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a, int k, const float *residual)
 {
     const struct model_dims *d = &m->d;
     struct scratch *s = &m->scr;
-    int B = m->B, T = d->T, C = d->C, Cl = C / d->tp, N = m->N;
-    int NHl = model_q_heads(d), NKVl = model_kv_heads(d), QKV = model_qkv_cols(d);
-    int FC = model_fc_cols(d), Fl = model_hidden_cols(d);
+    const struct block_sizes z = block_sizes(m);
+    int B = z.B, T = z.T, C = z.C, Cl = z.Cl, N = z.N, NHl = z.NHl, NKVl = z.NKVl, QKV = z.QKV, FC = z.FC, Fl = z.Fl;
     int j = a->chunk * d->Lc + k, l = model_global_layer(d, j);
     size_t SC = (size_t)m->Ns * C, NC = (size_t)N * C, NCl = (size_t)N * Cl;
     float *const *P = m->param;
@@ -300,9 +314,8 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
 {
     const struct model_dims *d = &m->d;
     struct scratch *s = &m->scr;
-    int B = m->B, T = d->T, C = d->C, Cl = C / d->tp, N = m->N;
-    int NHl = model_q_heads(d), NKVl = model_kv_heads(d), QKV = model_qkv_cols(d);
-    int FC = model_fc_cols(d), Fl = model_hidden_cols(d);
+    const struct block_sizes z = block_sizes(m);
+    int B = z.B, T = z.T, C = z.C, Cl = z.Cl, N = z.N, NHl = z.NHl, NKVl = z.NKVl, QKV = z.QKV, FC = z.FC, Fl = z.Fl;
     int j = a->chunk * d->Lc + k;
     float *const *P = m->param, *G[NUM_PARAMS];
     layer_grads(m, j, G);

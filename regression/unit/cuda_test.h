@@ -45,15 +45,7 @@ static inline uint64_t ct_next(void) /* xorshift64* */
 static inline double ct_urand(void) { return (double)(ct_next() >> 11) * 0x1.0p-52 - 1.0; } /* [-1,1) */
 static inline int ct_irand(int n) { return (int)(ct_next() >> 33) % n; }
 
-static inline void *ct_alloc(size_t bytes)
-{
-    void *p = calloc(bytes ? bytes : 1, 1);
-    if (!p) {
-        fprintf(stderr, "out of memory (%zu bytes)\n", bytes);
-        exit(2);
-    }
-    return p;
-}
+static inline void *ct_alloc(size_t bytes) { return tap_alloc(bytes); }
 
 /* n floats uniform in [shift - scale, shift + scale). */
 static inline float *ct_frand(size_t n, double scale, double shift)

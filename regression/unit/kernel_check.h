@@ -33,15 +33,7 @@ static inline double urand(void) /* uniform in [-1, 1) */
 
 static inline int irand(int n) { return (int)((urand() + 1.0) * 0.5 * n) % n; }
 
-static inline void *xalloc(size_t n)
-{
-    void *p = calloc(n ? n : 1, 1);
-    if (!p) {
-        fprintf(stderr, "kernel test: out of memory (%zu bytes)\n", n);
-        exit(2);
-    }
-    return p;
-}
+static inline void *xalloc(size_t n) { return tap_alloc(n); }
 static inline double *dnew(size_t n) { return xalloc(n * sizeof(double)); }
 static inline float *fnew(size_t n) { return xalloc(n * sizeof(float)); }
 

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 static int tap_n = 0, tap_failed = 0;
 
@@ -43,6 +44,17 @@ static inline int tap_done(void)
 {
     printf("1..%d\n", tap_n);
     return tap_failed ? 1 : 0;
+}
+
+/* n zeroed bytes, or the test stops with status 2 (out of memory). */
+static inline void *tap_alloc(size_t n)
+{
+    void *p = calloc(n ? n : 1, 1);
+    if (!p) {
+        fprintf(stderr, "test: out of memory (%zu bytes)\n", n);
+        exit(2);
+    }
+    return p;
 }
 
 /* Largest |a-b| / max(|b|, floor) over n elements (floor avoids dividing by 0). */
