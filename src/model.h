@@ -244,7 +244,8 @@ int model_first_nonfinite_param(const struct model *m, char *name, size_t len);
 
 /* Parameters of the whole logical model (all ranks). */
 int64_t model_logical_params(const struct model_dims *d);
-/* Training FLOPs per token: 6N + 12 L C T, N without the position table. */
+/* Training FLOPs per token: 6N + 12 L C T, N the parameters a token is multiplied by (not gpt2's
+ * position table, nor the embedding of an untied head). */
 double model_flops_per_token(const struct model_dims *d);
 
 #endif

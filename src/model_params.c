@@ -181,7 +181,9 @@ int64_t model_logical_params(const struct model_dims *d) { return d->params; }
 
 double model_flops_per_token(const struct model_dims *d)
 {
-    double n = (double)model_logical_params(d) - (d->llama ? 0.0 : (double)d->T * d->C); /* no position table */
+    /* the parameters a token multiplies by: not gpt2's position table, nor an untied head's embedding */
+    double n = (double)model_logical_params(d) - (d->llama ? 0.0 : (double)d->T * d->C) -
+               (d->tied ? 0.0 : (double)d->V * d->C);
     return 6.0 * n + 12.0 * d->L * d->C * d->T;
 }
 

@@ -2,9 +2,9 @@
  * the world size, computed once (run_shape_init) and read by the training
  * loop, the optimizer, the data-parallel reduction, the planner, the
  * diagnostics and the deck checks, so that each rule is written here only:
- * the data-parallel degree and the micro-batches of a step, the padded
- * vocabulary, the parameter count, and which ZeRO stage, overlap and MPI
- * staging are in effect. */
+ * the model's family and the sizes it derives, the data-parallel degree and
+ * the micro-batches of a step, the padded vocabulary, the parameter count,
+ * and which ZeRO stage, overlap and MPI staging are in effect. */
 #ifndef TRIAD_SHAPE_H
 #define TRIAD_SHAPE_H
 

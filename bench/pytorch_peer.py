@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""pytorch_gpt2.py -- the PyTorch peer of triad's training step, for speed.
+"""pytorch_peer.py -- the PyTorch peer of triad's training step, for speed.
 
-The same GPT-2 as triad (docs/design.md, docs/precision.md): token + learned position embedding,
+--arch gpt2 (default): the same GPT-2 as triad (docs/design.md, docs/precision.md): token + learned position embedding,
 L pre-LN blocks (LayerNorm eps 1e-5 -> causal self-attention with fused qkv,
 scale 1/sqrt(HS) -> residual; LayerNorm -> Linear(C,4C) -> GELU(tanh) ->
 Linear(4C,C) -> residual), final LayerNorm, LM head tied to wte, mean
@@ -10,6 +10,12 @@ normal(0, 0.02/sqrt(2L)), biases 0.  AdamW as triad's defaults (lr 6e-4,
 betas 0.9/0.95, eps 1e-8, weight decay 0.1 on 2-D weights only), warm-up +
 cosine schedule, global-norm clipping at 1.0.  It trains on random tokens:
 only the time matters here.
+
+--arch llama: the LLaMA block of triad's model.arch = 'llama' (RMSNorm eps
+1e-5, rotary embedding of theta 10000 on q and k, --kv-heads key/value heads
+shared by the query heads, SwiGLU of --ffn hidden units, no biases, untied
+head), trained the same way.  (Its numerics against triad:
+regression/llama_torch.py.)
 
 Threads: OMP_WAIT_POLICY=PASSIVE is set before torch is imported (unless the
 caller set it), because OpenMP threads that spin between parallel regions
@@ -21,7 +27,7 @@ Prints one line after the warm-up steps, with the median of the timed steps:
   pytorch: L=4 C=256 NH=4 T=256 B=8 V=4096 threads=2 tokens/s=... ms/step=...
 
 Usage (Debian's python3-torch, PyTorch 1.13, CPU):
-  /usr/bin/python3 bench/pytorch_gpt2.py --layers 4 --d-model 256 --heads 4 \\
+  /usr/bin/python3 bench/pytorch_peer.py --layers 4 --d-model 256 --heads 4 \\
       --seq-len 256 --batch 8 --vocab 4096 --steps 10 --threads 2
 """
 import argparse
@@ -37,6 +43,9 @@ def parse_args(argv):
     p.add_argument("--layers", type=int, default=4, help="transformer blocks (L)")
     p.add_argument("--d-model", type=int, default=256, help="embedding width (C)")
     p.add_argument("--heads", type=int, default=4, help="attention heads (NH)")
+    p.add_argument("--arch", choices=("gpt2", "llama"), default="gpt2", help="block family")
+    p.add_argument("--kv-heads", type=int, default=0, help="llama: key/value heads (0: --heads)")
+    p.add_argument("--ffn", type=int, default=0, help="llama: SwiGLU hidden width (0: 8C/3 up to 256s)")
     p.add_argument("--seq-len", type=int, default=256, help="sequence length (T)")
     p.add_argument("--batch", type=int, default=8, help="sequences per step (B)")
     p.add_argument("--vocab", type=int, default=4096, help="vocabulary size (V)")
@@ -121,6 +130,68 @@ class GPT2(nn.Module):
         return F.cross_entropy(logits.view(B * T, -1), targets.view(B * T))
 
 
+class LlamaBlock(nn.Module):
+    def __init__(self, C, NH, NKV, F_):
+        super().__init__()
+        self.NH, self.NKV, self.HS = NH, NKV, C // NH
+        self.n1 = nn.Parameter(torch.ones(C))
+        self.qkv = nn.Linear(C, (NH + 2 * NKV) * self.HS, bias=False)  # rows q, k, v
+        self.o = nn.Linear(C, C, bias=False)
+        self.n2 = nn.Parameter(torch.ones(C))
+        self.gate_up = nn.Linear(C, 2 * F_, bias=False)
+        self.down = nn.Linear(F_, C, bias=False)
+
+    @staticmethod
+    def rms(x, w):
+        return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5))
+
+    @staticmethod
+    def rope(x, cos, sin):
+        h = x.shape[-1] // 2
+        return x * cos + torch.cat((-x[..., h:], x[..., :h]), dim=-1) * sin
+
+    def forward(self, x, mask, cos, sin):
+        B, T, C = x.shape
+        G = self.NH // self.NKV
+        q, k, v = self.qkv(self.rms(x, self.n1)).split([C, self.NKV * self.HS, self.NKV * self.HS], dim=2)
+        q = self.rope(q.view(B, T, self.NH, self.HS).transpose(1, 2), cos, sin)
+        k = self.rope(k.view(B, T, self.NKV, self.HS).transpose(1, 2), cos, sin)
+        v = v.view(B, T, self.NKV, self.HS).transpose(1, 2)
+        k = k.repeat_interleave(G, dim=1)
+        v = v.repeat_interleave(G, dim=1)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.HS))
+        att = att.masked_fill(mask[:T, :T], float("-inf")).softmax(dim=-1)
+        x = x + self.o((att @ v).transpose(1, 2).contiguous().view(B, T, C))
+        g, u = self.gate_up(self.rms(x, self.n2)).chunk(2, dim=-1)
+        return x + self.down(F.silu(g) * u)
+
+
+class Llama(nn.Module):
+    def __init__(self, L, C, NH, NKV, F_, T, V):
+        super().__init__()
+        self.wte = nn.Embedding(V, C)
+        self.blocks = nn.ModuleList(LlamaBlock(C, NH, NKV, F_) for _ in range(L))
+        self.norm = nn.Parameter(torch.ones(C))
+        self.head = nn.Linear(C, V, bias=False)
+        self.register_buffer("mask", torch.triu(torch.ones(T, T, dtype=torch.bool), 1))
+        HS = C // NH
+        inv = 1.0 / (10000.0 ** (torch.arange(0, HS, 2).float() / HS))
+        emb = torch.outer(torch.arange(T).float(), inv).repeat(1, 2)
+        self.register_buffer("cos", emb.cos())
+        self.register_buffer("sin", emb.sin())
+        for name, p in self.named_parameters():
+            if p.dim() == 2:
+                nn.init.normal_(p, 0.0, 0.02)
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        x = self.wte(idx)
+        for blk in self.blocks:
+            x = blk(x, self.mask, self.cos[:T], self.sin[:T])
+        logits = self.head(LlamaBlock.rms(x, self.norm))
+        return F.cross_entropy(logits.view(B * T, -1), targets.view(B * T))
+
+
 def lr_at(step, total, lr=6e-4, min_lr=6e-5, warmup=0):
     """triad's schedule: linear warm-up, then cosine from lr to min_lr."""
     if warmup and step < warmup:
@@ -137,7 +208,12 @@ def main():
         pass  # already fixed by an earlier parallel call
     torch.manual_seed(args.seed)
     L, C, NH, T, B, V = args.layers, args.d_model, args.heads, args.seq_len, args.batch, args.vocab
-    model = GPT2(L, C, NH, T, V)
+    if args.arch == "llama":
+        NKV = args.kv_heads or NH
+        F_ = args.ffn or (8 * C // 3 + 255) // 256 * 256
+        model = Llama(L, C, NH, NKV, F_, T, V)
+    else:
+        model = GPT2(L, C, NH, T, V)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
@@ -162,7 +238,7 @@ def main():
             times.append(time.perf_counter() - t0)
     ms = statistics.median(times) * 1e3
     nparam = sum(p.numel() for p in model.parameters())
-    print(f"pytorch: L={L} C={C} NH={NH} T={T} B={B} V={V} threads={args.threads} "
+    print(f"pytorch {args.arch}: L={L} C={C} NH={NH} T={T} B={B} V={V} threads={args.threads} "
           f"params={nparam} tokens/s={B * T / (ms / 1e3):.0f} ms/step={ms:.1f} "
           f"(torch {torch.__version__}, median of {len(times)} steps)")
 
