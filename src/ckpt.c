@@ -338,11 +338,13 @@ static int check_model_keys(hid_t f, const char *path, const struct model_dims *
     }
     struct model_family fam;
     shape_family(&fam, &c); /* the stored deck's n_kv_head, ffn_hidden, tie_embeddings as they were in effect */
+    /* the derived sizes only where the key they follow from agrees (n_head, d_model) */
+    int kv = d->NH == c.model.n_head, ffn = d->C == c.model.d_model;
     struct { const char *name; int64_t here, there; } k[] = {
         {"n_layer", d->L, c.model.n_layer},   {"n_head", d->NH, c.model.n_head},
         {"d_model", d->C, c.model.d_model},   {"seq_len", d->T, c.model.seq_len},
-        {"vocab_size", d->V, c.model.vocab_size}, {"n_kv_head", d->NKV, fam.NKV},
-        {"ffn_hidden", d->F, fam.F},          {"tie_embeddings", d->tied, fam.tied},
+        {"vocab_size", d->V, c.model.vocab_size}, {"n_kv_head", kv ? d->NKV : 0, kv ? fam.NKV : 0},
+        {"ffn_hidden", ffn ? d->F : 0, ffn ? fam.F : 0}, {"tie_embeddings", d->tied, fam.tied},
     };
     char list[768] = "";
     if (d->llama != fam.llama)

@@ -4,7 +4,8 @@
  *
  * `triad DECK` trains (train); the subcommands that only look at a deck
  * (check, schedule, plan) and the options that need none (--help,
- * --version, --doc) are the tables below main's helpers. */
+ * --version, --doc) are the tables below main's helpers; `triad export`
+ * turns a checkpoint into a Hugging Face folder. */
 #include <errno.h>
 #include <omp.h>
 #include <stdint.h>
@@ -14,6 +15,7 @@
 
 #include "config.h"
 #include "cpu.h"
+#include "hf.h"
 #include "pipeline.h"
 #include "plan.h"
 #include "shape.h"
@@ -29,6 +31,7 @@ static void usage(FILE *f)
             "   or: triad check DECK [world=N] [group.key=value ...]\n"
             "   or: triad schedule DECK [world=N] [group.key=value ...]\n"
             "   or: triad plan DECK [world=N] [group.key=value ...]\n"
+            "   or: triad export CKPT DIR [export.dtype=fp32|bf16|fp16]\n"
             "   or: triad --doc | --help | --version\n"
             "\n"
             "  DECK         train as the deck says, on N = tp * dp * pp ranks\n"
@@ -36,10 +39,12 @@ static void usage(FILE *f)
             "               deck's own grid on one process) and print the effective deck\n"
             "  schedule     print the pipeline schedule and its bubble\n"
             "  plan         memory per rank, fit, advice, traffic and bubble, without launching\n"
+            "  export       write checkpoint CKPT as a Hugging Face model folder DIR (config.json,\n"
+            "               model.safetensors), whatever grid wrote it\n"
             "  --doc        print the input reference (docs/input.md)\n"
             "  --version    the build: version, commit, compiler, SIMD path, BLAS, MPI, HDF5, CUDA\n"
             "\n"
-            "DECK is a Fortran namelist (&model, &parallel, &train, &data, &io, &diag); any key can be\n"
+            "DECK is a Fortran namelist (&model, &parallel, &train, &data, &io, &export, &diag); any key can be\n"
             "overridden on the command line, e.g. `triad input/demo.nml train.steps=100`.\n"
             "The number of ranks must equal tp * dp * pp (dp = 0 in the deck takes the rest).\n"
             "Exit status: 0 done, 1 error, 3 stopped cleanly with a checkpoint (requeue).\n"
@@ -153,6 +158,33 @@ static const struct subcommand {
     {"plan", 1, 1, print_plan},
 };
 
+/* `triad export CKPT DIR [export.key=value ...]`: rank 0 writes the folder. */
+static int export_checkpoint(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "error: triad export needs a checkpoint and a folder: triad export CKPT DIR\n");
+        return EXIT_ERROR;
+    }
+    struct config cfg;
+    struct deck_error err;
+    config_defaults(&cfg);
+    for (int i = 4; i < argc; i++)
+        if (config_override(&cfg, argv[i], &err) != 0) {
+            config_error_print(stderr, &err);
+            return EXIT_ERROR;
+        }
+    enum st_dtype dt = cfg.export.dtype_id == EXPORT_DTYPE_bf16   ? ST_BF16
+                       : cfg.export.dtype_id == EXPORT_DTYPE_fp16 ? ST_F16
+                                                                  : ST_F32;
+    char why[1024];
+    if (hf_export(argv[2], argv[3], dt, why, sizeof why) != 0) {
+        fprintf(stderr, "error: triad export %s %s: %s\n", argv[2], argv[3], why);
+        return EXIT_ERROR;
+    }
+    printf("exported %s to %s (config.json, model.safetensors in %s)\n", argv[2], argv[3], st_dtype_name(dt));
+    return EXIT_DONE;
+}
+
 /* The options that need no deck. */
 static void print_usage(void) { usage(stdout); }
 static void print_doc(void) { config_doc_markdown(stdout); }
@@ -231,6 +263,7 @@ int main(int argc, char **argv)
             if (rank == 0) info_options[i].print();
             exit_all(EXIT_DONE);
         }
+    if (!strcmp(argv[1], "export")) exit_all(rank == 0 ? export_checkpoint(argc, argv) : EXIT_DONE);
     const struct subcommand *sc = NULL;
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
         if (!strcmp(argv[1], subcommands[i].name)) sc = &subcommands[i];

@@ -18,6 +18,7 @@
 #include "cpu.h"
 #include "data.h"
 #include "diag.h"
+#include "hf.h"
 #include "lineage.h"
 #include "gemm.h"
 #include "log.h"
@@ -223,10 +224,17 @@ static void load_initial_state(struct run *r)
         log_info("restarted from %s at step %lld (read in %.2f s)\n", path, (long long)r->step, wtime() - t0);
         snprintf(r->last_ckpt, sizeof r->last_ckpt, "%s", path);
     } else if (cfg->io.init_from[0]) {
-        if (ckpt_load_model(cfg->io.init_from, &r->model, r->g, err, sizeof err) != 0)
-            die_all("io.init_from must name an HDF5 file with a /model group of this model's shape",
-                    "init_from %s: %s", cfg->io.init_from, err);
-        log_info("initial weights from %s\n", cfg->io.init_from);
+        const char *from = cfg->io.init_from;
+        enum weights_kind kind = weights_kind_of(from);
+        int rc = kind == WEIGHTS_HF     ? hf_load(from, &r->model, r->g, err, sizeof err)
+                 : kind == WEIGHTS_LLMC ? llmc_load(from, &r->model, r->g, err, sizeof err)
+                                        : ckpt_load_model(from, &r->model, r->g, err, sizeof err);
+        if (rc != 0)
+            die_all("io.init_from names a triad checkpoint (HDF5 with /model), a Hugging Face model folder or an "
+                    "llm.c GPT-2 checkpoint, of this deck's model (docs/formats.md)",
+                    "init_from %s: %s", from, err);
+        log_info("initial weights from %s (%s)\n", from,
+                 kind == WEIGHTS_HF ? "Hugging Face folder" : kind == WEIGHTS_LLMC ? "llm.c checkpoint" : "HDF5");
     }
     settle_run_dir(r, path, loaded);
     if (!loaded) optim_master_from_params(&r->optim, &r->model);

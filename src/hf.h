@@ -1,0 +1,33 @@
+/* hf.h -- weights from other tools (io.init_from): a Hugging Face model
+ * folder (config.json and model.safetensors, or the shards of
+ * model.safetensors.index.json) of LlamaForCausalLM or GPT2LMHeadModel, and
+ * llm.c's GPT-2 checkpoint (gpt2_124M.bin); and a checkpoint written out as
+ * a Hugging Face folder (`triad export`).  docs/formats.md gives the names
+ * and layouts. */
+#ifndef TRIAD_HF_H
+#define TRIAD_HF_H
+
+#include <stddef.h>
+
+#include "model.h"
+#include "safetensors.h"
+#include "topo.h"
+
+/* What io.init_from names: a directory (a Hugging Face folder), an llm.c
+ * checkpoint (its magic number), or anything else (triad's HDF5). */
+enum weights_kind { WEIGHTS_HDF5, WEIGHTS_HF, WEIGHTS_LLMC };
+enum weights_kind weights_kind_of(const char *path);
+
+/* Collective: every rank reads its own shard of every tensor (pread of just
+ * those bytes; F16 and BF16 converted), after the deck's &model has been
+ * checked against the file's description (each differing key listed with
+ * both values).  0, or -1 on every rank with the first failing rank's
+ * reason in err. */
+int hf_load(const char *dir, struct model *m, const struct grid *g, char *err, size_t errlen);
+int llmc_load(const char *path, struct model *m, const struct grid *g, char *err, size_t errlen);
+
+/* `triad export`: one process writes dir/config.json and dir/model.safetensors
+ * (in dtype) from the checkpoint ckpt, whatever grid wrote it. */
+int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,241 @@
+/* hf_export.c -- `triad export CKPT DIR`: a checkpoint's model as a Hugging
+ * Face folder (hf.h): config.json with the family's model_type,
+ * architectures and shape keys, and model.safetensors.  The checkpoint holds
+ * every tensor in its logical shape whatever grid wrote it, so one process
+ * reads it tensor by tensor (serial HDF5) and writes the folder; both files
+ * are written under temporary names, fsynced and renamed, and a folder that
+ * already holds a model is refused. */
+#include "hf.h"
+
+#include <errno.h>
+#include <hdf5.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "shape.h"
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* One tensor of the folder: its name and shape, and where it comes from:
+ * rows [r0, r0 + rows) of the checkpoint's dataset, transposed (GPT-2's
+ * Conv1D [in, out]). */
+struct piece {
+    char name[160];
+    char dataset[96];
+    int64_t r0, rows, cols;
+    int rank, transposed;
+};
+
+static void piece(struct piece *p, const char *name, int l, const char *dataset, int64_t r0, int64_t rows,
+                  int64_t cols, int transposed)
+{
+    snprintf(p->name, sizeof p->name, name, l);
+    snprintf(p->dataset, sizeof p->dataset, dataset, l);
+    p->r0 = r0, p->rows = rows, p->cols = cols, p->transposed = transposed;
+    p->rank = cols == 1 ? 1 : 2;
+}
+
+/* The folder's tensors for model d, in writing order; returns their number. */
+static int pieces(const struct model_dims *d, struct piece *p)
+{
+    int64_t C = d->C, F = d->F, KV = (int64_t)d->NKV * d->HS, V = d->V;
+    int n = 0;
+    if (d->llama) {
+        piece(&p[n++], "model.embed_tokens.weight", 0, "/model/wte", 0, V, C, 0);
+        for (int l = 0; l < d->L; l++) {
+            piece(&p[n++], "model.layers.%d.input_layernorm.weight", l, "/model/h.%d/ln1_w", 0, C, 1, 0);
+            piece(&p[n++], "model.layers.%d.self_attn.q_proj.weight", l, "/model/h.%d/qkv_w", 0, C, C, 0);
+            piece(&p[n++], "model.layers.%d.self_attn.k_proj.weight", l, "/model/h.%d/qkv_w", C, KV, C, 0);
+            piece(&p[n++], "model.layers.%d.self_attn.v_proj.weight", l, "/model/h.%d/qkv_w", C + KV, KV, C, 0);
+            piece(&p[n++], "model.layers.%d.self_attn.o_proj.weight", l, "/model/h.%d/attproj_w", 0, C, C, 0);
+            piece(&p[n++], "model.layers.%d.post_attention_layernorm.weight", l, "/model/h.%d/ln2_w", 0, C, 1, 0);
+            piece(&p[n++], "model.layers.%d.mlp.gate_proj.weight", l, "/model/h.%d/fc_w", 0, F, C, 0);
+            piece(&p[n++], "model.layers.%d.mlp.up_proj.weight", l, "/model/h.%d/fc_w", F, F, C, 0);
+            piece(&p[n++], "model.layers.%d.mlp.down_proj.weight", l, "/model/h.%d/fcproj_w", 0, C, F, 0);
+        }
+        piece(&p[n++], "model.norm.weight", 0, "/model/lnf_w", 0, C, 1, 0);
+        if (!d->tied) piece(&p[n++], "lm_head.weight", 0, "/model/lm_head", 0, V, C, 0);
+        return n;
+    }
+    int64_t QKV = C + 2 * KV;
+    piece(&p[n++], "wte.weight", 0, "/model/wte", 0, V, C, 0);
+    piece(&p[n++], "wpe.weight", 0, "/model/wpe", 0, d->T, C, 0);
+    for (int l = 0; l < d->L; l++) {
+        piece(&p[n++], "h.%d.ln_1.weight", l, "/model/h.%d/ln1_w", 0, C, 1, 0);
+        piece(&p[n++], "h.%d.ln_1.bias", l, "/model/h.%d/ln1_b", 0, C, 1, 0);
+        piece(&p[n++], "h.%d.attn.c_attn.weight", l, "/model/h.%d/qkv_w", 0, QKV, C, 1);
+        piece(&p[n++], "h.%d.attn.c_attn.bias", l, "/model/h.%d/qkv_b", 0, QKV, 1, 0);
+        piece(&p[n++], "h.%d.attn.c_proj.weight", l, "/model/h.%d/attproj_w", 0, C, C, 1);
+        piece(&p[n++], "h.%d.attn.c_proj.bias", l, "/model/h.%d/attproj_b", 0, C, 1, 0);
+        piece(&p[n++], "h.%d.ln_2.weight", l, "/model/h.%d/ln2_w", 0, C, 1, 0);
+        piece(&p[n++], "h.%d.ln_2.bias", l, "/model/h.%d/ln2_b", 0, C, 1, 0);
+        piece(&p[n++], "h.%d.mlp.c_fc.weight", l, "/model/h.%d/fc_w", 0, F, C, 1);
+        piece(&p[n++], "h.%d.mlp.c_fc.bias", l, "/model/h.%d/fc_b", 0, F, 1, 0);
+        piece(&p[n++], "h.%d.mlp.c_proj.weight", l, "/model/h.%d/fcproj_w", 0, C, F, 1);
+        piece(&p[n++], "h.%d.mlp.c_proj.bias", l, "/model/h.%d/fcproj_b", 0, C, 1, 0);
+    }
+    piece(&p[n++], "ln_f.weight", 0, "/model/lnf_w", 0, C, 1, 0);
+    piece(&p[n++], "ln_f.bias", 0, "/model/lnf_b", 0, C, 1, 0);
+    if (!d->tied) piece(&p[n++], "lm_head.weight", 0, "/model/lm_head", 0, V, C, 0);
+    return n;
+}
+
+/* A real as JSON: the shortest of %.15g / %.17g that reads back exactly. */
+static void fmt_real(char *buf, size_t n, double x)
+{
+    snprintf(buf, n, "%.15g", x);
+    if (strtod(buf, NULL) != x) snprintf(buf, n, "%.17g", x);
+}
+
+static int write_config(const char *path, const struct model_dims *d, enum st_dtype dtype)
+{
+    FILE *fp = fopen(path, "w");
+    if (!fp) return -1;
+    const char *torch_dtype = dtype == ST_BF16 ? "bfloat16" : dtype == ST_F16 ? "float16" : "float32";
+    char eps[32], theta[32];
+    for (int digits = 6; digits <= 9; digits++) { /* the float epsilon as the deck wrote it */
+        snprintf(eps, sizeof eps, "%.*g", digits, (double)d->eps);
+        if ((float)strtod(eps, NULL) == d->eps) break;
+    }
+    fmt_real(theta, sizeof theta, d->rope_theta);
+    if (d->llama)
+        fprintf(fp, "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
+                "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n  \"num_attention_heads\": %d,\n"
+                "  \"num_hidden_layers\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
+                "  \"vocab_size\": %d,\n  \"max_position_embeddings\": %d,\n  \"rms_norm_eps\": %s,\n"
+                "  \"rope_theta\": %s,\n  \"rope_scaling\": null,\n  \"hidden_act\": \"silu\",\n"
+                "  \"attention_bias\": false,\n  \"mlp_bias\": false,\n  \"tie_word_embeddings\": %s,\n"
+                "  \"torch_dtype\": \"%s\"\n}\n",
+                d->C, d->F, d->NH, d->L, d->NKV, d->HS, d->V, d->T, eps, theta, d->tied ? "true" : "false",
+                torch_dtype);
+    else
+        fprintf(fp, "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
+                "  \"n_embd\": %d,\n  \"n_head\": %d,\n  \"n_layer\": %d,\n  \"n_inner\": %d,\n"
+                "  \"n_positions\": %d,\n  \"n_ctx\": %d,\n  \"vocab_size\": %d,\n"
+                "  \"activation_function\": \"gelu_new\",\n  \"layer_norm_epsilon\": 1e-05,\n"
+                "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"%s\"\n}\n",
+                d->C, d->NH, d->L, d->F, d->T, d->T, d->V, d->tied ? "true" : "false", torch_dtype);
+    int rc = ferror(fp) || fflush(fp) != 0 || fsync(fileno(fp)) != 0;
+    return fclose(fp) != 0 || rc ? -1 : 0;
+}
+
+/* The model described by the checkpoint's stored deck, on one process. */
+static int ckpt_dims(hid_t f, const char *path, struct model_dims *d, char *err, size_t errlen)
+{
+    hid_t a = H5Aexists(f, "deck") > 0 ? H5Aopen(f, "deck", H5P_DEFAULT) : -1;
+    if (a < 0) return fail(err, errlen, "%s: no stored deck: not a triad checkpoint", path);
+    hid_t t = H5Aget_type(a);
+    size_t n = H5Tget_size(t);
+    char *text = calloc(n + 1, 1);
+    int rc = text && H5Aread(a, t, text) >= 0 ? 0 : -1;
+    H5Tclose(t);
+    H5Aclose(a);
+    struct config cfg;
+    struct deck_error de;
+    config_defaults(&cfg);
+    if (rc == 0 && config_read_string(&cfg, text, "the stored deck", &de) != 0) rc = -1;
+    free(text);
+    if (rc) return fail(err, errlen, "%s: the stored deck does not read: the file is corrupted", path);
+    config_resolve(&cfg);
+    cfg.parallel.tp = cfg.parallel.pp = cfg.parallel.dp = cfg.parallel.virtual_stages = 1; /* the whole model */
+    cfg.parallel.sequence_parallel = 0;
+    struct run_shape s;
+    run_shape_init(&s, &cfg, 1, 0);
+    struct grid g;
+    memset(&g, 0, sizeof g);
+    model_dims_init(d, &cfg, &s, &g);
+    return 0;
+}
+
+/* Rows [r0, r0 + rows) of a dataset of cols columns, as floats. */
+static int read_rows(hid_t f, const struct piece *p, float *buf)
+{
+    hid_t ds = H5Dopen2(f, p->dataset, H5P_DEFAULT);
+    if (ds < 0) return -1;
+    hid_t fs = H5Dget_space(ds);
+    int rank = H5Sget_simple_extent_ndims(fs);
+    hsize_t start[2] = {(hsize_t)p->r0, 0}, count[2] = {(hsize_t)p->rows, (hsize_t)p->cols};
+    herr_t rc = H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
+    hid_t ms = H5Screate_simple(rank, count, NULL);
+    if (rc >= 0) rc = H5Dread(ds, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, buf);
+    H5Sclose(ms);
+    H5Sclose(fs);
+    H5Dclose(ds);
+    return rc < 0 ? -1 : 0;
+}
+
+static int write_tensors(hid_t f, const char *path, const struct model_dims *d, enum st_dtype dtype, char *err,
+                         size_t errlen)
+{
+    struct piece *p = calloc((size_t)(16 + 12 * d->L), sizeof *p);
+    struct st_out *out = calloc((size_t)(16 + 12 * d->L), sizeof *out);
+    if (!p || !out) return free(p), free(out), fail(err, errlen, "out of memory");
+    int n = pieces(d, p);
+    for (int i = 0; i < n; i++) {
+        out[i].name = p[i].name;
+        out[i].rank = p[i].rank;
+        out[i].shape[0] = p[i].transposed ? p[i].cols : p[i].rows;
+        out[i].shape[1] = p[i].transposed ? p[i].rows : p[i].cols;
+    }
+    struct st_writer w;
+    int rc = st_begin(&w, path, dtype, out, n, "{\"format\":\"pt\"}", err, errlen);
+    for (int i = 0; rc == 0 && i < n; i++) {
+        size_t e = (size_t)(p[i].rows * p[i].cols);
+        float *buf = malloc(e * sizeof *buf), *tr = p[i].transposed ? malloc(e * sizeof *tr) : NULL;
+        if (!buf || (p[i].transposed && !tr)) rc = fail(err, errlen, "out of memory");
+        if (rc == 0 && read_rows(f, &p[i], buf) != 0)
+            rc = fail(err, errlen, "cannot read %s from the checkpoint", p[i].dataset);
+        if (rc == 0 && tr)
+            for (int64_t r = 0; r < p[i].rows; r++)
+                for (int64_t c = 0; c < p[i].cols; c++) tr[c * p[i].rows + r] = buf[r * p[i].cols + c];
+        if (rc == 0) st_put(&w, tr ? tr : buf, e);
+        free(buf);
+        free(tr);
+    }
+    if (w.fp && st_end(&w, err, errlen) != 0 && rc == 0) rc = -1;
+    free(p);
+    free(out);
+    return rc;
+}
+
+int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err, size_t errlen)
+{
+    char cfg_path[4096], st_path[4096], tmp_cfg[4200], tmp_st[4200];
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
+    snprintf(st_path, sizeof st_path, "%s/model.safetensors", dir);
+    if (access(cfg_path, F_OK) == 0 || access(st_path, F_OK) == 0)
+        return fail(err, errlen, "%s already holds a model (config.json or model.safetensors): export into a "
+                        "new folder, or remove them first", dir);
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return fail(err, errlen, "cannot create the folder %s: %s", dir, strerror(errno));
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t f = H5Fopen(ckpt, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return fail(err, errlen, "cannot open %s as HDF5 (missing, unreadable or not a checkpoint)", ckpt);
+    struct model_dims d;
+    int rc = ckpt_dims(f, ckpt, &d, err, errlen);
+    snprintf(tmp_cfg, sizeof tmp_cfg, "%s.tmp", cfg_path);
+    snprintf(tmp_st, sizeof tmp_st, "%s.tmp", st_path);
+    if (rc == 0) rc = write_tensors(f, tmp_st, &d, dtype, err, errlen);
+    if (rc == 0 && write_config(tmp_cfg, &d, dtype) != 0)
+        rc = fail(err, errlen, "cannot write %s: %s", tmp_cfg, strerror(errno));
+    H5Fclose(f);
+    if (rc == 0 && (rename(tmp_st, st_path) != 0 || rename(tmp_cfg, cfg_path) != 0))
+        rc = fail(err, errlen, "cannot rename into %s: %s", dir, strerror(errno));
+    if (rc) unlink(tmp_st), unlink(tmp_cfg);
+    return rc;
+}

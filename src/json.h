@@ -1,0 +1,34 @@
+/* json.h -- a small JSON reader (RFC 8259) for the files triad reads from
+ * other tools: Hugging Face's config.json, a safetensors header, a sharded
+ * model's index.  The whole text is parsed into a tree of values; a syntax
+ * error names its line and column.  Numbers are doubles (integers up to 2^53
+ * are exact: safetensors offsets stay far below), strings are UTF-8 with
+ * their escapes resolved. */
+#ifndef TRIAD_JSON_H
+#define TRIAD_JSON_H
+
+#include <stddef.h>
+
+enum json_kind { JSON_NULL, JSON_FALSE, JSON_TRUE, JSON_NUMBER, JSON_STRING, JSON_ARRAY, JSON_OBJECT };
+
+struct json {
+    enum json_kind kind;
+    double number;
+    char *string;          /* JSON_STRING: the text (NUL-terminated; an embedded \u0000 is refused) */
+    int n;                 /* JSON_ARRAY, JSON_OBJECT: elements */
+    struct json *item;     /* their values */
+    char **key;            /* JSON_OBJECT: their names */
+};
+
+/* Parse text[0..len); NULL with a message in err ("line L, column C: ...") on
+ * a malformed text.  json_free releases a tree. */
+struct json *json_parse(const char *text, size_t len, char *err, size_t errlen);
+void json_free(struct json *v);
+
+/* The member called key of an object (the last if repeated), or NULL. */
+const struct json *json_get(const struct json *obj, const char *key);
+/* The number at key as an integer: 0 if it is one (whole, within +-2^53), -1 if
+ * absent or not. */
+int json_int(const struct json *obj, const char *key, long long *out);
+
+#endif
