@@ -1,0 +1,109 @@
+#!/bin/sh
+# Weights in and out against files made and read by an independent
+# implementation of the formats (regression/hf_files.py, from their
+# definitions): Hugging Face folders of LlamaForCausalLM (F32, BF16 and F16
+# tensors, two shards with an index) and GPT2LMHeadModel (Conv1D weights,
+# "transformer." names), and an llm.c GPT-2 checkpoint, read into every
+# tensor bit for bit on one rank and on tp 2 x pp 2; `triad export` of a
+# trained llama and GPT-2, read back by the independent reader and imported
+# again bitwise; a config.json of another model, damaged safetensors files
+# and a refused export each give a clear error.
+. "$(dirname "$0")/lib.sh"
+
+H="$PYTHON3 $top_srcdir/regression/hf_files.py"
+KL='{"L":2,"C":32,"NH":4,"NKV":2,"F":64,"V":64,"T":16,"eps":1e-6,"theta":500000,"tied":false}'
+KG='{"L":2,"C":32,"NH":4,"NKV":4,"F":128,"V":64,"T":16,"eps":1e-5,"theta":10000,"tied":true}'
+cat > "$scratch/llama.nml" << 'EOF2'
+&model
+  arch = 'llama', n_layer = 2, n_head = 4, n_kv_head = 2, d_model = 32, ffn_hidden = 64, seq_len = 16
+  vocab_size = 64, norm_eps = 1e-6, rope_theta = 500000
+/
+&train
+  steps = 0, batch_size = 4, peak_gflops = 100.0
+/
+EOF2
+cat > "$scratch/gpt2.nml" << 'EOF2'
+&model
+  n_layer = 2, n_head = 4, d_model = 32, seq_len = 16, vocab_size = 64
+/
+&train
+  steps = 0, batch_size = 4, peak_gflops = 100.0
+/
+EOF2
+grid="parallel.tp=2 parallel.pp=2 train.micro_batch_size=2"
+
+# imported WHAT DECK SRC K NP [overrides]: train.steps = 0 from SRC, the step-0 checkpoint against SRC
+n=0
+imported() {
+    what=$1 deck=$2 src=$3 k=$4 np=$5
+    shift 5
+    n=$((n + 1))
+    triad_run "$np" "$scratch/$deck.nml" "$@" io.init_from="'$src'" io.run_dir="'$scratch/in$n'"
+    st=$?
+    out=$([ $st -eq 0 ] && $H check "$src" "$scratch/in$n/ckpt_0.h5" "$k" 2>&1)
+    ok $? "$what: every tensor read bit for bit on $np rank(s)"
+    echo "$out" | diag
+    [ $st -eq 0 ] || diag < "$scratch/last.out"
+}
+
+$H make llama "$scratch/hf_llama" "$KL" --dtypes
+imported "a LlamaForCausalLM folder (F32, BF16, F16 tensors)" llama "$scratch/hf_llama" "$KL" 1
+imported "the same on tp 2 x pp 2 (each rank its shard)" llama "$scratch/hf_llama" "$KL" 4 $grid
+$H make llama "$scratch/hf_sharded" "$KL" --shards 2
+imported "a LlamaForCausalLM folder in 2 shards with model.safetensors.index.json" llama "$scratch/hf_sharded" "$KL" 1
+$H make gpt2 "$scratch/hf_gpt2" "$KG" --dtypes
+imported "a GPT2LMHeadModel folder (Conv1D [in, out], 24 positions for seq_len 16)" gpt2 "$scratch/hf_gpt2" "$KG" 1
+imported "the same on tp 2 x pp 2" gpt2 "$scratch/hf_gpt2" "$KG" 4 $grid
+$H llmc "$scratch/gpt2.bin" "$KG"
+imported "an llm.c GPT-2 checkpoint (magic 20240326, version 3, padded vocabulary)" gpt2 "$scratch/gpt2.bin" "$KG" 2 \
+    parallel.tp=2
+
+# continue training from the folder, then export, read back independently, import again
+for fam in llama gpt2; do
+    [ $fam = llama ] && k=$KL || k=$KG
+    triad_run 4 "$scratch/$fam.nml" $grid train.steps=6 io.init_from="'$scratch/hf_$fam'" io.run_dir="'$scratch/t_$fam'"
+    ok $? "$fam: 6 steps on tp 2 x pp 2 from the Hugging Face folder"
+    "$TRIAD" export "$scratch/t_$fam/ckpt_6.h5" "$scratch/ex_$fam" > "$scratch/last.out" 2>&1 &&
+        $H check "$scratch/ex_$fam" "$scratch/t_$fam/ckpt_6.h5" "$k" > "$scratch/cmp" 2>&1
+    ok $? "$fam: triad export of the tp 2 x pp 2 checkpoint reads back (independent reader) as the checkpoint's tensors"
+    diag < "$scratch/cmp"
+    imported "$fam: the exported folder imported again" "$fam" "$scratch/ex_$fam" "$k" 1
+done
+"$TRIAD" export "$scratch/t_llama/ckpt_6.h5" "$scratch/ex_bf16" export.dtype=bf16 > "$scratch/last.out" 2>&1 &&
+    grep -q '"torch_dtype": "bfloat16"' "$scratch/ex_bf16/config.json" &&
+    grep -q '"num_key_value_heads": 2' "$scratch/ex_bf16/config.json" &&
+    "$PYTHON3" -c "import sys, json, struct; f = open(sys.argv[1], 'rb'); n = struct.unpack('<Q', f.read(8))[0];
+h = json.loads(f.read(n)); sys.exit(any(v['dtype'] != 'BF16' for k, v in h.items() if k != '__metadata__'))" \
+        "$scratch/ex_bf16/model.safetensors"
+ok $? "export.dtype = 'bf16': every tensor BF16, config.json says bfloat16 and the kv heads"
+"$TRIAD" export "$scratch/t_llama/ckpt_6.h5" "$scratch/ex_llama" > "$scratch/last.out" 2>&1
+[ $? -eq 1 ] && grep -q "already holds a model" "$scratch/last.out"
+ok $? "an export into a folder that holds a model is refused (nothing overwritten)"
+
+# errors: each a clear message and status 1
+# refused WHAT PATTERN DECK SRC [overrides]
+refused() {
+    what=$1 pattern=$2 deck=$3 src=$4
+    shift 4
+    triad_run 1 "$scratch/$deck.nml" "$@" io.init_from="'$src'" io.run_dir="'$scratch/bad$n'"
+    st=$?
+    n=$((n + 1))
+    [ $st -eq 1 ] && grep -q -e "$pattern" "$scratch/last.out"
+    ok $? "$what"
+    grep "error" "$scratch/last.out" | head -n 2 | diag
+}
+refused "config.json of another model: each differing key with both values" \
+    "n_layer = 3 in the deck, num_hidden_layers = 2 in config.json; d_model = 64 in the deck, hidden_size = 32" \
+    llama "$scratch/hf_llama" model.n_layer=3 model.d_model=64 model.ffn_hidden=64
+refused "a llama folder for a gpt2 deck" "model_type 'llama', but the deck's arch = 'gpt2'" gpt2 "$scratch/hf_llama"
+for kind in header offsets dtype shape; do
+    cp -r "$scratch/hf_llama" "$scratch/bad_$kind"
+    $H corrupt $kind "$scratch/bad_$kind"
+done
+refused "a header length past the end of the file" "does not fit the file" llama "$scratch/bad_header"
+refused "data offsets past the end of the data" "reach past the end of the data" llama "$scratch/bad_offsets"
+refused "a dtype triad does not read" "dtype I64: triad reads F32, F16 and BF16" llama "$scratch/bad_dtype"
+refused "a tensor of the wrong shape" "; this model needs \[" llama "$scratch/bad_shape"
+head -c 3000 "$scratch/gpt2.bin" > "$scratch/short.bin"
+refused "a truncated llm.c checkpoint" "the file is truncated" gpt2 "$scratch/short.bin"
+done_testing
