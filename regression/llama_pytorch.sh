@@ -3,7 +3,8 @@
 # Hugging Face's LlamaForCausalLM (regression/llama_torch.py): from the same
 # initial weights and the same text, 20 AdamW steps of per-step fp32 losses
 # within 1e-5 relative; grouped-query and multi-head attention, an untied
-# and a tied head, on one rank and on tp 2 (sequence parallel) x pp 2.
+# and a tied head, on one rank and on tp 2 (sequence parallel) x pp 2; and
+# the held-out loss (train.eval_every) after steps 5, 10, 15, 20 too.
 . "$(dirname "$0")/lib.sh"
 
 if ! "$PYTHON3" -c "import torch" 2> /dev/null; then
@@ -18,9 +19,10 @@ cat > "$scratch/llama.nml" << EOF2
 /
 &train
   steps = 20, batch_size = 4, lr = 3.0d-3, min_lr = 3.0d-4, warmup_steps = 3, seed = 11, peak_gflops = 100.0
+  eval_every = 5, eval_batches = 3
 /
 &data
-  kind = 'text', path = '$corpus', shuffle = .false.
+  kind = 'text', path = '$corpus', shuffle = .false., val_path = '$corpus'
 /
 EOF2
 # reference WHAT NP [overrides]: a run on NP ranks against the PyTorch
@@ -37,8 +39,9 @@ reference() {
         "$PYTHON3" "$top_srcdir/regression/llama_torch.py" "$r" "$r.0/ckpt_0.h5" "$corpus" > "$r.cmp" 2>&1
     st=$?
     worst=$(sed -n 's/^worst //p' "$r.cmp")
-    [ $st -eq 0 ] && [ "$(grep -c '^ *[0-9]' "$r.cmp")" -eq 20 ] && awk "BEGIN { exit !($worst <= 1e-5) }"
-    ok $? "$what: 20 steps of per-step losses within 1e-5 of PyTorch (worst ${worst:-none})"
+    [ $st -eq 0 ] && [ "$(grep -c '^ *[0-9]' "$r.cmp")" -eq 20 ] && [ "$(grep -c '^eval' "$r.cmp")" -eq 4 ] &&
+        awk "BEGIN { exit !($worst <= 1e-5) }"
+    ok $? "$what: 20 steps of per-step losses and 4 held-out losses within 1e-5 of PyTorch (worst ${worst:-none})"
     [ -n "$worst" ] || diag < "$scratch/last.out"
     tail -n 4 "$r.cmp" | diag
 }

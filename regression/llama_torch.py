@@ -11,7 +11,11 @@ the per-step losses); CKPT_0 the checkpoint of the same deck with
 train.steps = 0 (the initial weights); CORPUS the text file of
 data.kind = 'text' (bytes are the tokens) read without shuffling.  The
 reference trains as many steps as the run has rows and prints one line per
-step, `step triad reference rel_err`, then `worst REL` and exits 0.
+step, `step triad reference rel_err`, then `worst REL` and exits 0.  When
+the run evaluated (train.eval_every, its /eval in metrics.h5) the reference
+computes the same held-out loss after those steps, the first
+train.eval_batches global batches of data.val_path in order, and prints
+`eval step triad reference rel_err` lines; `worst` covers them too.
 
 The semantics, as Hugging Face defines them (not as triad computes them):
   * embedding lookup; no position table;
@@ -134,6 +138,9 @@ def main(argv):
         deck = f.attrs["deck"]
         cfg = deck_values(deck.decode() if isinstance(deck, bytes) else str(deck))
         triad_loss = np.asarray(f["metrics/loss"][...], dtype=np.float64)
+        evals = {}
+        if "eval" in f:
+            evals = dict(zip((int(x) for x in f["eval/step"][...]), (float(x) for x in f["eval/loss"][...])))
     with h5py.File(ckpt0, "r") as ck:
         model = Llama(ck, cfg)
     V, T = int(cfg["model.vocab_size"]), int(cfg["model.seq_len"])
@@ -166,6 +173,15 @@ def main(argv):
         e = abs(triad_loss[s] - ref) / abs(ref)
         worst = max(worst, e)
         print("%3d %.9e %.9e %.2e" % (s + 1, triad_loss[s], ref, e))
+        if s + 1 in evals:
+            val = np.frombuffer(open(cfg["data.val_path"], "rb").read(), dtype=np.uint8).astype(np.int64)
+            nb = int(cfg["train.eval_batches"]) or ((len(val) - 1) // T) // Bg
+            with torch.no_grad():
+                seq = torch.tensor(np.stack([val[w * T:w * T + T + 1] for w in range(nb * Bg)]))
+                ref = float(torch.nn.functional.cross_entropy(model(seq[:, :-1]).reshape(-1, V), seq[:, 1:].reshape(-1)))
+            e = abs(evals[s + 1] - ref) / abs(ref)
+            worst = max(worst, e)
+            print("eval %3d %.9e %.9e %.2e" % (s + 1, evals[s + 1], ref, e))
     print("worst %.3e" % worst)
     return 0
 

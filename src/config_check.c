@@ -359,6 +359,21 @@ static int check_data(const struct config *cfg, struct deck_error *err)
                  cfg->model.vocab_size);
         return deck_error_hint(err, "set vocab_size = 256 in &model");
     }
+    if (cfg->data.val_path[0] && id == DATA_KIND_synthetic) {
+        deck_error_set(err, 0, 0, "val_path = '%.*s' is set, but kind = 'synthetic' reads no file", SHOW,
+                       cfg->data.val_path);
+        return deck_error_hint(err, "use kind = 'text' or 'tokens' for held-out data, or remove val_path");
+    }
+    if (cfg->train.eval_every > 0 && !cfg->data.val_path[0]) {
+        deck_error_set(err, 0, 0, "eval_every = %" PRId64 " needs held-out data, but data.val_path is empty",
+                       cfg->train.eval_every);
+        return deck_error_hint(err, "set val_path in &data (the same kind of file as path), or eval_every = 0");
+    }
+    if (cfg->data.val_path[0] && cfg->train.eval_every == 0) {
+        deck_error_set(err, 0, 0, "data.val_path = '%.*s' is set, but train.eval_every = 0 never reads it", SHOW,
+                       cfg->data.val_path);
+        return deck_error_hint(err, "set eval_every in &train (e.g. 100), or remove val_path");
+    }
     return 0;
 }
 

@@ -55,6 +55,84 @@ static int create_datasets(struct metrics_file *mf)
     return rc;
 }
 
+static void give_up(struct metrics_file *mf, const char *what, int64_t step);
+
+/* /eval/{step, loss, tokens}: a group of extendible datasets, created on the
+ * first evaluation; a restarted run drops the rows after its step. */
+static const char *const enames[3] = {"step", "loss", "tokens"};
+
+static int eval_truncate(hid_t file, int64_t last)
+{
+    if (H5Lexists(file, "/eval", H5P_DEFAULT) <= 0) return 0;
+    hid_t d[3];
+    int rc = 0;
+    for (int i = 0; i < 3; i++) {
+        char path[32];
+        snprintf(path, sizeof path, "/eval/%s", enames[i]);
+        d[i] = H5Dopen2(file, path, H5P_DEFAULT);
+        if (d[i] < 0) rc = -1;
+    }
+    hsize_t n = 0, keep = 0;
+    if (rc == 0) {
+        hid_t sp = H5Dget_space(d[0]);
+        H5Sget_simple_extent_dims(sp, &n, NULL);
+        H5Sclose(sp);
+        int64_t *steps = xmalloc((n ? n : 1) * sizeof *steps);
+        if (n && H5Dread(d[0], H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, steps) < 0) rc = -1;
+        while (rc == 0 && keep < n && steps[keep] <= last) keep++;
+        free(steps);
+    }
+    for (int i = 0; i < 3; i++) {
+        if (rc == 0 && H5Dset_extent(d[i], &keep) < 0) rc = -1;
+        if (d[i] >= 0) H5Dclose(d[i]);
+    }
+    return rc;
+}
+
+int metrics_eval(struct metrics_file *mf, int64_t step, double loss, int64_t tokens)
+{
+    if (mf->file < 0) return 0;
+    int rc = 0;
+    if (H5Lexists(mf->file, "/eval", H5P_DEFAULT) <= 0) {
+        hid_t g = H5Gcreate2(mf->file, "/eval", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        hsize_t zero = 0, maxdims = H5S_UNLIMITED, chunk = 64;
+        hid_t space = H5Screate_simple(1, &zero, &maxdims), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+        H5Pset_chunk(dcpl, 1, &chunk);
+        for (int i = 0; i < 3 && g >= 0; i++) {
+            hid_t d = H5Dcreate2(g, enames[i], i == 1 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT64, space, H5P_DEFAULT, dcpl,
+                                 H5P_DEFAULT);
+            if (d < 0) rc = -1;
+            else H5Dclose(d);
+        }
+        if (g < 0) rc = -1;
+        else H5Gclose(g);
+        H5Pclose(dcpl);
+        H5Sclose(space);
+    }
+    const void *v[3] = {&step, &loss, &tokens};
+    for (int i = 0; i < 3 && rc == 0; i++) {
+        char path[32];
+        snprintf(path, sizeof path, "/eval/%s", enames[i]);
+        hid_t d = H5Dopen2(mf->file, path, H5P_DEFAULT);
+        hid_t fs = d < 0 ? -1 : H5Dget_space(d);
+        hsize_t n = 0, one = 1;
+        if (fs >= 0) H5Sget_simple_extent_dims(fs, &n, NULL), H5Sclose(fs);
+        hsize_t grown = n + 1;
+        if (d < 0 || H5Dset_extent(d, &grown) < 0) rc = -1;
+        fs = rc ? -1 : H5Dget_space(d);
+        hid_t mem = H5Screate_simple(1, &one, NULL);
+        if (fs >= 0 && (H5Sselect_hyperslab(fs, H5S_SELECT_SET, &n, NULL, &one, NULL) < 0 ||
+                        H5Dwrite(d, i == 1 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT64, mem, fs, H5P_DEFAULT, v[i]) < 0))
+            rc = -1;
+        if (fs >= 0) H5Sclose(fs);
+        H5Sclose(mem);
+        if (d >= 0) H5Dclose(d);
+    }
+    if (rc == 0) rc = H5Fflush(mf->file, H5F_SCOPE_GLOBAL) < 0 ? -1 : 0;
+    if (rc != 0) give_up(mf, "writing the evaluation after step", step);
+    return rc;
+}
+
 /* Re-open the datasets of an existing file and keep rows with step <= last. */
 static int reopen_datasets(struct metrics_file *mf, int64_t last)
 {
@@ -99,6 +177,7 @@ int metrics_open(struct metrics_file *mf, const char *run_dir, const char *deck,
     if (exists && first_step > 0) {
         mf->file = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
         rc = mf->file < 0 ? -1 : reopen_datasets(mf, first_step);
+        if (rc == 0) rc = eval_truncate(mf->file, first_step);
         if (rc != 0) { /* damaged (a full disk in an earlier run): keep it aside, start anew from here */
             for (int i = 0; i < M_COUNT; i++)
                 if (mf->dset[i] > 0) H5Dclose(mf->dset[i]), mf->dset[i] = -1;
@@ -269,8 +348,10 @@ void metrics_print_step(FILE *f, const struct step_metrics *s, int64_t total_ste
 {
     char eta[32];
     fmt_duration(eta, sizeof eta, eta_s);
-    fprintf(f, "step %6lld/%lld | loss %.6f | lr %.3e | grad norm %.4f | %9.0f tok/s | MFU %5.1f%% | %7.1f ms | ETA %s%s\n",
-            (long long)s->step, (long long)total_steps, s->loss, s->lr, s->grad_norm, s->tokens_per_s,
+    char val[40] = "";
+    if (s->val_loss == s->val_loss) snprintf(val, sizeof val, " | val loss %.6f", s->val_loss);
+    fprintf(f, "step %6lld/%lld | loss %.6f%s | lr %.3e | grad norm %.4f | %9.0f tok/s | MFU %5.1f%% | %7.1f ms | ETA %s%s\n",
+            (long long)s->step, (long long)total_steps, s->loss, val, s->lr, s->grad_norm, s->tokens_per_s,
             100.0 * s->mfu, 1e3 * s->step_time, eta, s->skipped ? " | skipped" : "");
     fflush(f);
 }

@@ -17,6 +17,7 @@ struct step_metrics {
     int skipped;
     double comm_bytes[CG_COUNT]; /* this rank's (rank 0's) traffic in the step */
     double comm_seconds;
+    double val_loss;        /* the held-out loss measured after this step, or NaN */
 };
 
 /* metrics.h5 (rank 0 only; other ranks hold a closed writer). */
@@ -33,6 +34,9 @@ struct metrics_file {
 int metrics_open(struct metrics_file *mf, const char *run_dir, const char *deck, int64_t first_step,
                  int flush_every, char *err, size_t errlen);
 int metrics_append(struct metrics_file *mf, const struct step_metrics *s);
+/* A held-out evaluation after step (train.eval_every): a row of
+ * /eval/{step, loss, tokens}.  Rank 0. */
+int metrics_eval(struct metrics_file *mf, int64_t step, double loss, int64_t tokens);
 /* The bytes every rank allocated (world rows of parameters, gradients,
  * optimizer state, activations: plan_allocated) as /memory/allocated,
  * replacing a restarted run's.  Rank 0. */

@@ -23,6 +23,15 @@ struct posted {
     MPI_Request req;
 };
 
+/* phase_end[i]: one past the run of communication actions starting at i. */
+static void phase_ends(struct pp_exec *x)
+{
+    for (int i = x->n - 1; i >= 0; i--) {
+        int comm = x->actions[i].kind != PP_FWD && x->actions[i].kind != PP_BWD;
+        x->phase_end[i] = !comm ? i : (i + 1 < x->n && x->phase_end[i + 1] > i + 1 ? x->phase_end[i + 1] : i + 1);
+    }
+}
+
 int pp_exec_init(struct pp_exec *x, enum pp_schedule s, const struct grid *g, int v, int m)
 {
     memset(x, 0, sizeof *x);
@@ -32,12 +41,21 @@ int pp_exec_init(struct pp_exec *x, enum pp_schedule s, const struct grid *g, in
     if (pp_schedule_build(s, g->pp, v, m, g->pp_rank, &x->actions, &x->n, err, sizeof err) != 0)
         die_all("see docs/pipeline.md for what each schedule allows", "pipeline schedule: %s", err);
     x->phase_end = xmalloc((size_t)(x->n ? x->n : 1) * sizeof *x->phase_end);
-    for (int i = x->n - 1; i >= 0; i--) {
-        int comm = x->actions[i].kind != PP_FWD && x->actions[i].kind != PP_BWD;
-        x->phase_end[i] = !comm ? i : (i + 1 < x->n && x->phase_end[i + 1] > i + 1 ? x->phase_end[i + 1] : i + 1);
-    }
+    phase_ends(x);
     int peak = pp_peak_bound(s, g->pp, v, m, g->pp_rank);
     return peak + (g->pp > 1 ? 2 : 0); /* the look-ahead receives hold a slot early */
+}
+
+void pp_exec_init_forward(struct pp_exec *x, enum pp_schedule s, const struct grid *g, int v, int m)
+{
+    pp_exec_init(x, s, g, v, m);
+    int n = 0;
+    for (int i = 0; i < x->n; i++)
+        if (x->actions[i].kind == PP_RECV_ACT || x->actions[i].kind == PP_FWD || x->actions[i].kind == PP_SEND_ACT)
+            x->actions[n++] = x->actions[i];
+    x->n = n;
+    phase_ends(x);
+    x->forward_only = 1;
 }
 
 void pp_exec_free(struct pp_exec *x)
@@ -100,7 +118,8 @@ static void run_phase(struct pp_exec *x, int i, struct model *m, struct comm *c,
         struct chunk_acts *s = model_slot(m, a->mb, a->chunk);
         const float *buf = a->kind == PP_SEND_ACT ? chunk_output(m, s) : s->dout;
         int tag = a->kind == PP_SEND_ACT ? PP_TAG_ACT : PP_TAG_GRAD;
-        sent[ns] = a->kind == PP_SEND_GRAD ? s : NULL; /* its backward is done: free it once sent */
+        /* its backward is done (or, forward only, its output is the next stage's): free it once sent */
+        sent[ns] = a->kind == PP_SEND_GRAD || x->forward_only ? s : NULL;
         comm_isend_f32(c, CG_PP, buf, count, a->peer, tag, &sreq[ns]);
         ns++;
     }
@@ -152,6 +171,7 @@ double pp_exec_step(struct pp_exec *x, struct model *m, struct comm *c, const st
             timer_start(t, T_FORWARD);
             loss += model_chunk_forward(m, c, s);
             timer_stop(t, T_FORWARD);
+            if (x->forward_only && a->chunk == d->v - 1 && model_has_head(d)) model_slot_release(s); /* the loss is in */
         } else {
             int last = a->mb == x->m - 1; /* the chunk's gradients become final */
             if (last && x->dp) dp_arm(x->dp);

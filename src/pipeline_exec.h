@@ -20,12 +20,17 @@ struct pp_exec {
     int *phase_end;             /* [n]: index one past the communication run starting at i */
     struct trace *trace;        /* timeline events, or NULL */
     struct dp *dp;              /* armed around each chunk's last backward, or NULL */
+    int forward_only;           /* evaluation: the schedule's forwards alone, each slot freed once its output left */
 };
 
 /* Build the list for this rank; returns the slots (activation sets) the
  * model needs for it.  Dies with the schedule's reason if it cannot run. */
 int pp_exec_init(struct pp_exec *x, enum pp_schedule s, const struct grid *g, int v, int m);
 void pp_exec_free(struct pp_exec *x);
+
+/* The forwards of schedule s alone (evaluation: no gradients).  Messages
+ * flow one way, so any prefix order of the forwards is deadlock-free. */
+void pp_exec_init_forward(struct pp_exec *x, enum pp_schedule s, const struct grid *g, int v, int m);
 
 /* One step: forward and backward of every micro-batch through this rank's
  * chunks.  The global batch's sample order comes from data (step, G, the

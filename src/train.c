@@ -18,6 +18,7 @@
 #include "cpu.h"
 #include "data.h"
 #include "diag.h"
+#include "eval.h"
 #include "hf.h"
 #include "lineage.h"
 #include "gemm.h"
@@ -53,6 +54,7 @@ struct run {
     struct run_shape shape;     /* the grid, micro-batches, ZeRO/overlap/staging modes (shape.h) */
     struct pp_exec exec;        /* this rank's pipeline schedule (pp = 1: forward, backward, ...) */
     struct dp dp;               /* the data-parallel gradient reduction (dp.h) */
+    struct eval eval;           /* the held-out loss (train.eval_every) */
     struct loss_scaler scaler;  /* fp16: the dynamic loss scale */
     int nonfinite_streak;       /* steps in a row whose loss was not finite */
     struct trace trace;
@@ -342,6 +344,7 @@ static void setup(struct run *r)
     scaler_init(&r->scaler, cfg);
     dp_init(&r->dp, &r->model, &r->optim, &r->comm, s, cfg->parallel.bucket_mb);
     r->exec.dp = &r->dp;
+    eval_init(&r->eval, cfg, s, g, d.V, d.T);
     make_run_dir(r);
     open_data(r);
     load_initial_state(r);
@@ -443,6 +446,21 @@ static void train_step(struct run *r, struct step_metrics *sm)
     timer_stop(&r->timers, T_OPTIMIZER);
     if (r->exec.trace) trace_add(r->exec.trace, TR_OPTIMIZER, -1, -1, t0, wtime());
     sm->loss = loss / tokens;
+}
+
+/* The held-out loss after this step (train.eval_every): into the step's
+ * progress line and metrics.h5's /eval.  Collective. */
+static void evaluate(struct run *r, struct step_metrics *sm)
+{
+    struct timers scratch; /* its forwards are not the step's */
+    memset(&scratch, 0, sizeof scratch);
+    double t0 = wtime();
+    int64_t tokens;
+    sm->val_loss = eval_run(&r->eval, &r->model, &r->comm, &scratch, &tokens);
+    if (r->g->rank != 0) return;
+    log_info("step %lld: validation loss %.6f over %lld tokens of %s (%.2f s)\n", (long long)r->step, sm->val_loss,
+             (long long)tokens, r->cfg->data.val_path, wtime() - t0);
+    if (metrics_eval(&r->metrics, r->step, sm->val_loss, tokens) != 0) io_stop(r, r->metrics.failed, "");
 }
 
 /* Measured pipeline idle (time waiting for messages) next to the schedule's
@@ -642,6 +660,7 @@ static int finish_run(struct run *r, int status, int64_t first_step)
 static void teardown(struct run *r)
 {
     data_close(r->data);
+    eval_free(&r->eval);
     pp_exec_free(&r->exec);
     dp_free(&r->dp);
     optim_free(&r->optim);
@@ -672,10 +691,13 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
         double t0 = wtime();
         struct step_metrics sm;
         memset(&sm, 0, sizeof sm);
+        sm.val_loss = NAN;
         train_step(&r, &sm);
         double dt = wtime() - t0;
         timer_stop(&r.timers, T_STEP);
         r.step++;
+        if (r.eval.batches && (r.step % cfg->train.eval_every == 0 || r.step == cfg->train.steps))
+            evaluate(&r, &sm);
         r.tokens += cfg->train.batch_size * r.model.d.T;
         t_steps += dt;
         double avg = t_steps / (double)(r.step - first_step);

@@ -6,7 +6,9 @@
   plot_metrics.py run/demo --list              the quantities the file holds
 
 One subplot per quantity (stacked, sharing the step axis), one line per run;
-the legend names each run by its directory (or --labels).  Any dataset under
+the legend names each run by its directory (or --labels).  A run that
+evaluated (train.eval_every) adds its held-out loss (/eval) to the loss
+subplot as a second, dashed curve with markers.  Any dataset under
 /metrics can be plotted: loss lr grad_norm loss_scale tokens_per_s mfu
 step_time skipped comm_tp_bytes comm_dp_bytes comm_pp_bytes comm_seconds
 (docs/formats.md).  A run may be given as its directory or as the
@@ -77,6 +79,8 @@ def load(run, quantities):
                     n = min(len(steps), len(v))  # a live file may be mid-flush
                     out[q] = (steps[:n], v[:n])
             available = sorted(g.keys())
+            if "eval" in f and "loss" in quantities:
+                out["eval_loss"] = (f["eval/step"][:], f["eval/loss"][:].astype(np.float64))
     except OSError as e:
         raise SystemExit(f"plot_metrics.py: error: cannot read {path}: {e}")
     if len(steps) > 1 and np.any(np.diff(steps) <= 0):
@@ -153,6 +157,10 @@ def main():
                 ax.plot(steps, smooth(v, args.smooth), color=c, linewidth=1.4, label=label)
             else:
                 ax.plot(steps, v, color=c, linewidth=1.2, label=label)
+            if q == "loss" and "eval_loss" in d:
+                es, ev = d["eval_loss"]
+                ax.plot(es, ev, color=c, linestyle="--", marker="o", markersize=3, linewidth=1.0,
+                        label=f"{label} (held-out)")
         ax.set_ylabel(LABELS.get(q, q))
         if q == "loss" and args.logy:
             ax.set_yscale("log")

@@ -1,0 +1,59 @@
+/* eval.c -- the held-out loss (eval.h). */
+#include "eval.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "pipeline.h"
+#include "train.h"
+
+void eval_init(struct eval *ev, const struct config *cfg, const struct run_shape *s, const struct grid *g, int V,
+               int T)
+{
+    memset(ev, 0, sizeof *ev);
+    if (cfg->train.eval_every == 0) return;
+    struct config vcfg = *cfg; /* the held-out file, in order */
+    snprintf(vcfg.data.path, sizeof vcfg.data.path, "%s", cfg->data.val_path);
+    vcfg.data.shuffle = 0;
+    struct deck_error err;
+    memset(&err, 0, sizeof err);
+    ev->data = data_open(&vcfg, V, T, &err);
+    char msg[4096] = "";
+    ev->G = cfg->train.batch_size;
+    if (ev->data) {
+        int64_t whole = (int64_t)(data_windows(ev->data) / (uint64_t)ev->G);
+        ev->batches = cfg->train.eval_batches ? cfg->train.eval_batches : whole;
+        if (whole == 0 || ev->batches > whole)
+            snprintf(msg, sizeof msg, "error: data.val_path = '%s' holds %llu sequences of seq_len + 1 tokens; "
+                     "%s %lld global batches of batch_size = %lld\n  hint: %s\n", cfg->data.val_path,
+                     (unsigned long long)data_windows(ev->data), whole == 0 ? "not one of the" : "fewer than the",
+                     (long long)(whole == 0 ? 1 : ev->batches), (long long)ev->G,
+                     whole == 0 ? "give a longer held-out file, or a smaller batch_size"
+                                : "set train.eval_batches = 0 (all of it) or fewer");
+    } else {
+        snprintf(msg, sizeof msg, "data.val_path: %s\n  hint: %s\n", err.what, err.hint);
+    }
+    if (mpi_agree_error(g->world_comm, msg[0] != '\0', msg, sizeof msg) != 0) {
+        if (g->rank == 0) fputs(msg, stderr);
+        exit_all(EXIT_ERROR);
+    }
+    pp_exec_init_forward(&ev->exec, pp_schedule_from_name(cfg->parallel.schedule), g, s->v, s->n_micro);
+}
+
+double eval_run(struct eval *ev, struct model *m, struct comm *c, struct timers *t, int64_t *tokens)
+{
+    double sum = 0;
+    for (int64_t b = 0; b < ev->batches; b++) sum += pp_exec_step(&ev->exec, m, c, ev->data, b, ev->G, 0.0f, t);
+    if (c->grid->pp > 1) comm_allreduce_sum_f64(c, CG_PP, &sum, 1); /* the last stage has it */
+    comm_allreduce_sum_f64(c, CG_DP, &sum, 1);
+    *tokens = ev->batches * ev->G * m->d.T;
+    return sum / (double)*tokens;
+}
+
+void eval_free(struct eval *ev)
+{
+    if (ev->data) data_close(ev->data);
+    pp_exec_free(&ev->exec);
+    memset(ev, 0, sizeof *ev);
+}

@@ -1,0 +1,34 @@
+/* eval.h -- the held-out loss (train.eval_every): the forwards of the
+ * training schedule over data.val_path's first train.eval_batches global
+ * batches, in order, on the whole grid; nothing of the training state is
+ * touched (parameters, gradients, optimizer, the data order), so a run's
+ * training numbers are bitwise the same with and without it. */
+#ifndef TRIAD_EVAL_H
+#define TRIAD_EVAL_H
+
+#include <stdint.h>
+
+#include "comm.h"
+#include "config.h"
+#include "data.h"
+#include "model.h"
+#include "pipeline_exec.h"
+#include "shape.h"
+
+struct eval {
+    struct pp_exec exec;      /* the schedule's forwards alone */
+    struct data_source *data; /* data.val_path, unshuffled */
+    int64_t batches;          /* global batches per evaluation */
+    int64_t G;                /* sequences per global batch */
+};
+
+/* Collective: open data.val_path (errors agreed, printed once, status 1).
+ * Does nothing (ev->batches = 0) when train.eval_every is 0. */
+void eval_init(struct eval *ev, const struct config *cfg, const struct run_shape *s, const struct grid *g, int V,
+               int T);
+/* Collective: the mean token loss over the held-out batches; *tokens gets
+ * how many tokens it covered.  Timers: the forward time goes to t. */
+double eval_run(struct eval *ev, struct model *m, struct comm *c, struct timers *t, int64_t *tokens);
+void eval_free(struct eval *ev);
+
+#endif
