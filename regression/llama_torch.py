@@ -5,6 +5,8 @@ no `transformers` package) and of the training run triad makes of it, for
 regression/llama_pytorch.sh.
 
     llama_torch.py RUN_DIR CKPT_0 CORPUS
+    llama_torch.py --greedy CKPT PROMPT N     the prompt's bytes and N greedy tokens
+                                              after them (full forwards, no cache)
 
 RUN_DIR is a finished triad run (its metrics.h5 holds the deck it ran and
 the per-step losses); CKPT_0 the checkpoint of the same deck with
@@ -130,7 +132,23 @@ class Llama(torch.nn.Module):
         return x @ (self.embed if self.tied else self.lm_head).T
 
 
+def greedy(ckpt, prompt, n):
+    with h5py.File(ckpt, "r") as f:
+        deck = f.attrs["deck"]
+        cfg = deck_values(deck.decode() if isinstance(deck, bytes) else str(deck))
+        model = Llama(f, cfg)
+    ids = list(prompt.encode())
+    with torch.no_grad():
+        for _ in range(n):
+            logits = model(torch.tensor([ids]))[0, -1, : int(cfg["model.vocab_size"])]
+            ids.append(int(torch.argmax(logits)))
+    sys.stdout.buffer.write(bytes(ids) + b"\n")
+    return 0
+
+
 def main(argv):
+    if argv[1] == "--greedy":
+        return greedy(argv[2], argv[3], int(argv[4]))
     run_dir, ckpt0, corpus = argv[1:4]
     torch.manual_seed(0)
     torch.set_num_threads(1)

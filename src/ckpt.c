@@ -319,6 +319,33 @@ static char *attr_read_str(hid_t obj, const char *name)
     return text;
 }
 
+int ckpt_read_config(const char *path, struct config *cfg, char *err, size_t errlen)
+{
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t f = access(path, R_OK) == 0 ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
+    if (f < 0) {
+        snprintf(err, errlen, "cannot open %s as HDF5 (missing, unreadable or not a checkpoint)", path);
+        return -1;
+    }
+    char *text = attr_read_str(f, "deck");
+    H5Fclose(f);
+    if (!text) {
+        snprintf(err, errlen, "%s has no stored deck: not a triad checkpoint", path);
+        return -1;
+    }
+    struct deck_error de;
+    config_defaults(cfg);
+    int rc = config_read_string(cfg, text, "the stored deck", &de);
+    free(text);
+    if (rc != 0) {
+        snprintf(err, errlen, "%s: the stored deck does not read (%d:%d: %s): the file is corrupted", path, de.line,
+                 de.col, de.what);
+        return -1;
+    }
+    config_resolve(cfg);
+    return 0;
+}
+
 /* A restart or init_from must describe the same model: the stored deck's
  * shape keys against this run's, every mismatch listed, before any tensor
  * is read.  Files from elsewhere carry no deck and are checked by shape. */

@@ -34,6 +34,10 @@ int ckpt_save(const char *run_dir, const struct ckpt_state *st, const struct mod
  * space before one is started). */
 double ckpt_file_bytes(const struct model *m);
 
+/* The deck a checkpoint was written with (its model's family and shape),
+ * read on one process.  0, or -1 with the reason. */
+int ckpt_read_config(const char *path, struct config *cfg, char *err, size_t errlen);
+
 /* Read /model of `path` into m (this rank's part), verifying each dataset's
  * checksum where the file has one.  Collective.  Returns 0 or -1 with err
  * filled alike on every rank. */

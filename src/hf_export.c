@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt.h"
 #include "config.h"
 #include "log.h"
 #include "shape.h"
@@ -134,25 +135,12 @@ static int write_config(const char *path, const struct model_dims *d, enum st_dt
     return fclose(fp) != 0 || rc ? -1 : 0;
 }
 
-/* The model described by the checkpoint's stored deck, on one process. */
-static int ckpt_dims(hid_t f, const char *path, struct model_dims *d, char *err, size_t errlen)
+/* The whole model the checkpoint's stored deck describes. */
+static int ckpt_dims(const char *path, struct model_dims *d, char *err, size_t errlen)
 {
-    hid_t a = H5Aexists(f, "deck") > 0 ? H5Aopen(f, "deck", H5P_DEFAULT) : -1;
-    if (a < 0) return fail(err, errlen, "%s: no stored deck: not a triad checkpoint", path);
-    hid_t t = H5Aget_type(a);
-    size_t n = H5Tget_size(t);
-    char *text = calloc(n + 1, 1);
-    int rc = text && H5Aread(a, t, text) >= 0 ? 0 : -1;
-    H5Tclose(t);
-    H5Aclose(a);
     struct config cfg;
-    struct deck_error de;
-    config_defaults(&cfg);
-    if (rc == 0 && config_read_string(&cfg, text, "the stored deck", &de) != 0) rc = -1;
-    free(text);
-    if (rc) return fail(err, errlen, "%s: the stored deck does not read: the file is corrupted", path);
-    config_resolve(&cfg);
-    cfg.parallel.tp = cfg.parallel.pp = cfg.parallel.dp = cfg.parallel.virtual_stages = 1; /* the whole model */
+    if (ckpt_read_config(path, &cfg, err, errlen) != 0) return -1;
+    cfg.parallel.tp = cfg.parallel.pp = cfg.parallel.dp = cfg.parallel.virtual_stages = 1;
     cfg.parallel.sequence_parallel = 0;
     struct run_shape s;
     run_shape_init(&s, &cfg, 1, 0);
@@ -223,11 +211,11 @@ int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err,
                         "new folder, or remove them first", dir);
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return fail(err, errlen, "cannot create the folder %s: %s", dir, strerror(errno));
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    struct model_dims d;
+    if (ckpt_dims(ckpt, &d, err, errlen) != 0) return -1;
     hid_t f = H5Fopen(ckpt, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) return fail(err, errlen, "cannot open %s as HDF5 (missing, unreadable or not a checkpoint)", ckpt);
-    struct model_dims d;
-    int rc = ckpt_dims(f, ckpt, &d, err, errlen);
+    int rc = 0;
     snprintf(tmp_cfg, sizeof tmp_cfg, "%s.tmp", cfg_path);
     snprintf(tmp_st, sizeof tmp_st, "%s.tmp", st_path);
     if (rc == 0) rc = write_tensors(f, tmp_st, &d, dtype, err, errlen);

@@ -5,7 +5,8 @@
  * `triad DECK` trains (train); the subcommands that only look at a deck
  * (check, schedule, plan) and the options that need none (--help,
  * --version, --doc) are the tables below main's helpers; `triad export`
- * turns a checkpoint into a Hugging Face folder. */
+ * turns a checkpoint into a Hugging Face folder, `triad sample` generates
+ * from one. */
 #include <errno.h>
 #include <omp.h>
 #include <stdint.h>
@@ -18,6 +19,7 @@
 #include "hf.h"
 #include "pipeline.h"
 #include "plan.h"
+#include "sample.h"
 #include "shape.h"
 #include "log.h"
 #include "topo.h"
@@ -32,6 +34,7 @@ static void usage(FILE *f)
             "   or: triad schedule DECK [world=N] [group.key=value ...]\n"
             "   or: triad plan DECK [world=N] [group.key=value ...]\n"
             "   or: triad export CKPT DIR [export.dtype=fp32|bf16|fp16]\n"
+            "   or: mpirun -n N triad sample CKPT [sample.key=value ...]\n"
             "   or: triad --doc | --help | --version\n"
             "\n"
             "  DECK         train as the deck says, on N = tp * dp * pp ranks\n"
@@ -41,6 +44,8 @@ static void usage(FILE *f)
             "  plan         memory per rank, fit, advice, traffic and bubble, without launching\n"
             "  export       write checkpoint CKPT as a Hugging Face model folder DIR (config.json,\n"
             "               model.safetensors), whatever grid wrote it\n"
+            "  sample       generate from checkpoint CKPT (&sample: prompt or prompt_tokens, max_new_tokens,\n"
+            "               temperature, top_k, top_p, seed); N ranks split the model by tensor parallelism\n"
             "  --doc        print the input reference (docs/input.md)\n"
             "  --version    the build: version, commit, compiler, SIMD path, BLAS, MPI, HDF5, CUDA\n"
             "\n"
@@ -185,6 +190,24 @@ static int export_checkpoint(int argc, char **argv)
     return EXIT_DONE;
 }
 
+/* `mpirun -n N triad sample CKPT [sample.key=value ...]`: every rank. */
+static int sample_command(int argc, char **argv, int rank)
+{
+    if (argc < 3) {
+        if (rank == 0) fprintf(stderr, "error: triad sample needs a checkpoint: triad sample CKPT [sample.key=value]\n");
+        return EXIT_ERROR;
+    }
+    struct config opts;
+    struct deck_error err;
+    config_defaults(&opts);
+    for (int i = 3; i < argc; i++)
+        if (config_override(&opts, argv[i], &err) != 0) {
+            if (rank == 0) config_error_print(stderr, &err);
+            return EXIT_ERROR;
+        }
+    return sample_checkpoint(argv[2], &opts);
+}
+
 /* The options that need no deck. */
 static void print_usage(void) { usage(stdout); }
 static void print_doc(void) { config_doc_markdown(stdout); }
@@ -264,6 +287,7 @@ int main(int argc, char **argv)
             exit_all(EXIT_DONE);
         }
     if (!strcmp(argv[1], "export")) exit_all(rank == 0 ? export_checkpoint(argc, argv) : EXIT_DONE);
+    if (!strcmp(argv[1], "sample")) exit_all(sample_command(argc, argv, rank));
     const struct subcommand *sc = NULL;
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
         if (!strcmp(argv[1], subcommands[i].name)) sc = &subcommands[i];
