@@ -36,16 +36,6 @@ enum weights_kind weights_kind_of(const char *path)
     return magic == LLMC_MAGIC ? WEIGHTS_LLMC : WEIGHTS_HDF5;
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 /* ------------------------------------------------------------ reading a shard */
 
 /* A tensor's elements in a file: (r, c) of rows x cols at byte at + (r * cols
@@ -71,7 +61,7 @@ static int load_tensor(struct model *m, enum param_id id, int j, const struct sr
     param_local_shape(d, id, &rows, &cols);
     param_shape(d, id, &lrows, &lcols);
     int nparts = param_table[id].shard == SHARD_ROWS ? param_row_parts(d, id, part) : (part[0] = lrows, 1);
-    if (nsrc != 1 && nsrc != nparts) return fail(err, errlen, "internal: %d sources for %d parts", nsrc, nparts);
+    if (nsrc != 1 && nsrc != nparts) return errorf(err, errlen, "internal: %d sources for %d parts", nsrc, nparts);
     size_t real = id == P_WTE || id == P_LMHEAD ? (size_t)d->V : lrows;
     float *host = xalloc_aligned(rows * cols * sizeof(float) + 16);
     int rc = 0;
@@ -93,7 +83,7 @@ static int load_tensor(struct model *m, enum param_id id, int j, const struct sr
             for (size_t c = 0; c < cols && rc == 0; c++)
                 rc = st_pread(f->fd, f->at + ((lc0 + c) * (size_t)f->rows + fr) * es, f->dtype, 1, out + c);
         }
-        if (rc) rc = fail(err, errlen, "%s: %s", f->name, strerror(errno));
+        if (rc) rc = errorf(err, errlen, "%s: %s", f->name, strerror(errno));
     }
     if (rc == 0) {
         size_t per = m->size[id] / (size_t)(param_table[id].per_layer ? d->Lp : 1);
@@ -196,7 +186,7 @@ static int check_config(const struct model_dims *d, const struct json *cfg, cons
     const struct json *mt = json_get(cfg, "model_type");
     const char *type = mt && mt->kind == JSON_STRING ? mt->string : "";
     if (strcmp(type, d->llama ? "llama" : "gpt2") != 0)
-        return fail(err, errlen, "%s: model_type '%s', but the deck's arch = '%s' (triad reads model_type 'llama' "
+        return errorf(err, errlen, "%s: model_type '%s', but the deck's arch = '%s' (triad reads model_type 'llama' "
                     "as arch = 'llama' and 'gpt2' as arch = 'gpt2')", path, type, d->llama ? "llama" : "gpt2");
     double NaN = nan("");
     struct key_check k[12];
@@ -236,12 +226,12 @@ static int check_config(const struct model_dims *d, const struct json *cfg, cons
                      k[i].deck, k[i].here, k[i].file, k[i].there);
     }
     if (list[0])
-        return fail(err, errlen, "%s describes another model: %s; set the deck's &model as config.json's", path,
+        return errorf(err, errlen, "%s describes another model: %s; set the deck's &model as config.json's", path,
                     list);
     if (!d->llama) {
         long long npos = 0;
         if (json_int(cfg, "n_positions", &npos) != 0 || npos < d->T)
-            return fail(err, errlen, "%s: n_positions = %lld, fewer than the deck's seq_len = %d positions", path,
+            return errorf(err, errlen, "%s: n_positions = %lld, fewer than the deck's seq_len = %d positions", path,
                         npos, d->T);
         return 0;
     }
@@ -249,11 +239,11 @@ static int check_config(const struct model_dims *d, const struct json *cfg, cons
     const struct json *mb = json_get(cfg, "mlp_bias");
     long long hd = 0;
     if (rs && rs->kind != JSON_NULL)
-        return fail(err, errlen, "%s: rope_scaling is set; triad's rotary embedding has no scaling", path);
+        return errorf(err, errlen, "%s: rope_scaling is set; triad's rotary embedding has no scaling", path);
     if ((ab && ab->kind == JSON_TRUE) || (mb && mb->kind == JSON_TRUE))
-        return fail(err, errlen, "%s: attention_bias or mlp_bias is true; triad's llama blocks have no biases", path);
+        return errorf(err, errlen, "%s: attention_bias or mlp_bias is true; triad's llama blocks have no biases", path);
     if (json_int(cfg, "head_dim", &hd) == 0 && hd != d->HS)
-        return fail(err, errlen, "%s: head_dim = %lld, but d_model / n_head = %d", path, hd, d->HS);
+        return errorf(err, errlen, "%s: head_dim = %lld, but d_model / n_head = %d", path, hd, d->HS);
     return 0;
 }
 
@@ -288,11 +278,11 @@ static int folder_open(struct folder *f, const char *dir, char *err, size_t errl
         const struct json *map = json_get(idx, "weight_map");
         if (!map || map->kind != JSON_OBJECT) {
             json_free(idx);
-            return fail(err, errlen, "%s: %s", path, idx ? "no \"weight_map\" object" : jerr);
+            return errorf(err, errlen, "%s: %s", path, idx ? "no \"weight_map\" object" : jerr);
         }
         for (int i = 0; i < map->n; i++) {
             if (map->item[i].kind != JSON_STRING || strchr(map->item[i].string, '/'))
-                return json_free(idx), fail(err, errlen, "%s: weight_map['%s'] is not a file name in the folder",
+                return json_free(idx), errorf(err, errlen, "%s: weight_map['%s'] is not a file name in the folder",
                                             path, map->key[i]);
             int seen = 0;
             for (int k = 0; k < n; k++) seen |= strcmp(names[k], map->item[i].string) == 0;
@@ -302,7 +292,7 @@ static int folder_open(struct folder *f, const char *dir, char *err, size_t errl
         names[n++] = "model.safetensors";
     }
     f->files = calloc((size_t)n, sizeof *f->files);
-    int rc = f->files ? 0 : fail(err, errlen, "out of memory");
+    int rc = f->files ? 0 : errorf(err, errlen, "out of memory");
     for (int i = 0; rc == 0 && i < n; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         rc = st_open(&f->files[i], path, err, errlen);
@@ -324,10 +314,10 @@ static int folder_find(const struct folder *f, const char *name, struct src *s, 
         s->dtype = t->dtype;
         s->rows = t->rank > 0 ? t->shape[0] : 1;
         s->cols = t->rank > 1 ? t->shape[1] : 1;
-        if (t->rank > 2) return fail(err, errlen, "%s: tensor '%s' has %d dimensions", f->files[i].path, name, t->rank);
+        if (t->rank > 2) return errorf(err, errlen, "%s: tensor '%s' has %d dimensions", f->files[i].path, name, t->rank);
         return 0;
     }
-    return fail(err, errlen, "no tensor '%s' in the folder's safetensors files", name);
+    return errorf(err, errlen, "no tensor '%s' in the folder's safetensors files", name);
 }
 
 /* Every tensor this rank holds, from the folder. */
@@ -353,7 +343,7 @@ static int load_folder(struct model *m, const struct folder *f, char *err, size_
                 expected_shape(d, (enum param_id)id, n, p, tr, &er, &ec);
                 int pos = id == P_WPE && s[p].rows >= er && s[p].cols == ec; /* the first T of n_positions */
                 if (!pos && (s[p].rows != er || s[p].cols != ec))
-                    return fail(err, errlen, "tensor '%s' is [%lld, %lld]; this model needs [%lld, %lld]", s[p].name,
+                    return errorf(err, errlen, "tensor '%s' is [%lld, %lld]; this model needs [%lld, %lld]", s[p].name,
                                 (long long)s[p].rows, (long long)s[p].cols, (long long)er, (long long)ec);
                 if (tr) s[p].rows = ec, s[p].cols = er; /* as triad sees it */
             }
@@ -372,12 +362,12 @@ int hf_load(const char *dir, struct model *m, const struct grid *g, char *err, s
     int rc = 0;
     struct json *cfg = NULL;
     if (read_text(path, &text, &len) != 0) {
-        rc = fail(err, errlen, "%s: cannot read it (%s): a Hugging Face model folder has config.json and "
+        rc = errorf(err, errlen, "%s: cannot read it (%s): a Hugging Face model folder has config.json and "
                   "model.safetensors", path, strerror(errno));
     } else {
         cfg = json_parse(text, len, jerr, sizeof jerr);
         free(text);
-        if (!cfg || cfg->kind != JSON_OBJECT) rc = fail(err, errlen, "%s: not a JSON object (%s)", path, cfg ? "" : jerr);
+        if (!cfg || cfg->kind != JSON_OBJECT) rc = errorf(err, errlen, "%s: not a JSON object (%s)", path, cfg ? "" : jerr);
     }
     if (rc == 0) rc = check_config(&m->d, cfg, path, err, errlen);
     json_free(cfg);
@@ -400,15 +390,15 @@ int llmc_load(const char *path, struct model *m, const struct grid *g, char *err
     int32_t h[LLMC_HEADER];
     int rc = 0, fd = open(path, O_RDONLY);
     if (fd < 0 || pread(fd, h, sizeof h, 0) != (ssize_t)sizeof h)
-        rc = fail(err, errlen, "%s: cannot read its header (%s)", path, strerror(errno));
+        rc = errorf(err, errlen, "%s: cannot read its header (%s)", path, strerror(errno));
     enum st_dtype dt = rc == 0 && h[1] == 5 ? ST_BF16 : ST_F32;
     if (rc == 0 && h[1] != 3 && h[1] != 5)
-        rc = fail(err, errlen, "%s: llm.c checkpoint version %d; triad reads versions 3 (fp32) and 5 (bf16)", path,
+        rc = errorf(err, errlen, "%s: llm.c checkpoint version %d; triad reads versions 3 (fp32) and 5 (bf16)", path,
                   h[1]);
     int64_t maxT = h[2], V = h[3], L = h[4], NH = h[5], C = h[6], Vp = h[7];
     if (rc == 0 && (d->llama || L != d->L || NH != d->NH || C != d->C || V != d->V || maxT < d->T || Vp < V ||
                     d->F != 4 * d->C || !d->tied))
-        rc = fail(err, errlen, "%s holds GPT-2 with n_layer = %lld, n_head = %lld, d_model = %lld, vocab_size = %lld, "
+        rc = errorf(err, errlen, "%s holds GPT-2 with n_layer = %lld, n_head = %lld, d_model = %lld, vocab_size = %lld, "
                   "%lld positions; the deck has arch = '%s', n_layer = %d, n_head = %d, d_model = %d, vocab_size = %d, "
                   "seq_len = %d (ffn_hidden 4C and tied embeddings needed): set the deck's &model as the file's",
                   path, (long long)L, (long long)NH, (long long)C, (long long)V, (long long)maxT,
@@ -425,7 +415,7 @@ int llmc_load(const char *path, struct model *m, const struct grid *g, char *err
         total += (uint64_t)(param_table[order[i].id].per_layer ? L : 1) * (uint64_t)(order[i].rows * order[i].cols) * es;
     struct stat sb;
     if (rc == 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size < total)
-        rc = fail(err, errlen, "%s: %lld bytes, but its header promises %llu: the file is truncated", path,
+        rc = errorf(err, errlen, "%s: %lld bytes, but its header promises %llu: the file is truncated", path,
                   (long long)sb.st_size, (unsigned long long)total);
     for (size_t i = 0; rc == 0 && i < sizeof order / sizeof order[0]; i++) {
         enum param_id id = order[i].id;

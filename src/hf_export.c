@@ -22,16 +22,6 @@
 #include "log.h"
 #include "shape.h"
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 /* One tensor of the folder: its name and shape, and where it comes from:
  * rows [r0, r0 + rows) of the checkpoint's dataset, transposed (GPT-2's
  * Conv1D [in, out]). */
@@ -51,47 +41,46 @@ static void piece(struct piece *p, const char *name, int l, const char *dataset,
     p->rank = cols == 1 ? 1 : 2;
 }
 
+/* One per-layer tensor of the folder: its name after the layer's prefix,
+ * triad's dataset, the first row and the size. */
+struct layer_piece {
+    const char *name, *dataset;
+    int64_t r0, rows, cols;
+    int transposed;
+};
+
 /* The folder's tensors for model d, in writing order; returns their number. */
 static int pieces(const struct model_dims *d, struct piece *p)
 {
-    int64_t C = d->C, F = d->F, KV = (int64_t)d->NKV * d->HS, V = d->V;
-    int n = 0;
-    if (d->llama) {
-        piece(&p[n++], "model.embed_tokens.weight", 0, "/model/wte", 0, V, C, 0);
-        for (int l = 0; l < d->L; l++) {
-            piece(&p[n++], "model.layers.%d.input_layernorm.weight", l, "/model/h.%d/ln1_w", 0, C, 1, 0);
-            piece(&p[n++], "model.layers.%d.self_attn.q_proj.weight", l, "/model/h.%d/qkv_w", 0, C, C, 0);
-            piece(&p[n++], "model.layers.%d.self_attn.k_proj.weight", l, "/model/h.%d/qkv_w", C, KV, C, 0);
-            piece(&p[n++], "model.layers.%d.self_attn.v_proj.weight", l, "/model/h.%d/qkv_w", C + KV, KV, C, 0);
-            piece(&p[n++], "model.layers.%d.self_attn.o_proj.weight", l, "/model/h.%d/attproj_w", 0, C, C, 0);
-            piece(&p[n++], "model.layers.%d.post_attention_layernorm.weight", l, "/model/h.%d/ln2_w", 0, C, 1, 0);
-            piece(&p[n++], "model.layers.%d.mlp.gate_proj.weight", l, "/model/h.%d/fc_w", 0, F, C, 0);
-            piece(&p[n++], "model.layers.%d.mlp.up_proj.weight", l, "/model/h.%d/fc_w", F, F, C, 0);
-            piece(&p[n++], "model.layers.%d.mlp.down_proj.weight", l, "/model/h.%d/fcproj_w", 0, C, F, 0);
+    int64_t C = d->C, F = d->F, KV = (int64_t)d->NKV * d->HS, V = d->V, QKV = C + 2 * KV;
+    const struct layer_piece llama[] = {
+        {"input_layernorm.weight", "ln1_w", 0, C, 1, 0},    {"self_attn.q_proj.weight", "qkv_w", 0, C, C, 0},
+        {"self_attn.k_proj.weight", "qkv_w", C, KV, C, 0},  {"self_attn.v_proj.weight", "qkv_w", C + KV, KV, C, 0},
+        {"self_attn.o_proj.weight", "attproj_w", 0, C, C, 0}, {"post_attention_layernorm.weight", "ln2_w", 0, C, 1, 0},
+        {"mlp.gate_proj.weight", "fc_w", 0, F, C, 0},       {"mlp.up_proj.weight", "fc_w", F, F, C, 0},
+        {"mlp.down_proj.weight", "fcproj_w", 0, C, F, 0},
+    };
+    const struct layer_piece gpt2[] = { /* Conv1D weights [in, out]: transposed */
+        {"ln_1.weight", "ln1_w", 0, C, 1, 0},           {"ln_1.bias", "ln1_b", 0, C, 1, 0},
+        {"attn.c_attn.weight", "qkv_w", 0, QKV, C, 1},  {"attn.c_attn.bias", "qkv_b", 0, QKV, 1, 0},
+        {"attn.c_proj.weight", "attproj_w", 0, C, C, 1}, {"attn.c_proj.bias", "attproj_b", 0, C, 1, 0},
+        {"ln_2.weight", "ln2_w", 0, C, 1, 0},           {"ln_2.bias", "ln2_b", 0, C, 1, 0},
+        {"mlp.c_fc.weight", "fc_w", 0, F, C, 1},        {"mlp.c_fc.bias", "fc_b", 0, F, 1, 0},
+        {"mlp.c_proj.weight", "fcproj_w", 0, C, F, 1},  {"mlp.c_proj.bias", "fcproj_b", 0, C, 1, 0},
+    };
+    const struct layer_piece *lp = d->llama ? llama : gpt2;
+    int nl = d->llama ? (int)(sizeof llama / sizeof llama[0]) : (int)(sizeof gpt2 / sizeof gpt2[0]), n = 0;
+    piece(&p[n++], d->llama ? "model.embed_tokens.weight" : "wte.weight", 0, "/model/wte", 0, V, C, 0);
+    if (!d->llama) piece(&p[n++], "wpe.weight", 0, "/model/wpe", 0, d->T, C, 0);
+    for (int l = 0; l < d->L; l++)
+        for (int k = 0; k < nl; k++) {
+            char name[160], dataset[96];
+            snprintf(name, sizeof name, d->llama ? "model.layers.%%d.%s" : "h.%%d.%s", lp[k].name);
+            snprintf(dataset, sizeof dataset, "/model/h.%%d/%s", lp[k].dataset);
+            piece(&p[n++], name, l, dataset, lp[k].r0, lp[k].rows, lp[k].cols, lp[k].transposed);
         }
-        piece(&p[n++], "model.norm.weight", 0, "/model/lnf_w", 0, C, 1, 0);
-        if (!d->tied) piece(&p[n++], "lm_head.weight", 0, "/model/lm_head", 0, V, C, 0);
-        return n;
-    }
-    int64_t QKV = C + 2 * KV;
-    piece(&p[n++], "wte.weight", 0, "/model/wte", 0, V, C, 0);
-    piece(&p[n++], "wpe.weight", 0, "/model/wpe", 0, d->T, C, 0);
-    for (int l = 0; l < d->L; l++) {
-        piece(&p[n++], "h.%d.ln_1.weight", l, "/model/h.%d/ln1_w", 0, C, 1, 0);
-        piece(&p[n++], "h.%d.ln_1.bias", l, "/model/h.%d/ln1_b", 0, C, 1, 0);
-        piece(&p[n++], "h.%d.attn.c_attn.weight", l, "/model/h.%d/qkv_w", 0, QKV, C, 1);
-        piece(&p[n++], "h.%d.attn.c_attn.bias", l, "/model/h.%d/qkv_b", 0, QKV, 1, 0);
-        piece(&p[n++], "h.%d.attn.c_proj.weight", l, "/model/h.%d/attproj_w", 0, C, C, 1);
-        piece(&p[n++], "h.%d.attn.c_proj.bias", l, "/model/h.%d/attproj_b", 0, C, 1, 0);
-        piece(&p[n++], "h.%d.ln_2.weight", l, "/model/h.%d/ln2_w", 0, C, 1, 0);
-        piece(&p[n++], "h.%d.ln_2.bias", l, "/model/h.%d/ln2_b", 0, C, 1, 0);
-        piece(&p[n++], "h.%d.mlp.c_fc.weight", l, "/model/h.%d/fc_w", 0, F, C, 1);
-        piece(&p[n++], "h.%d.mlp.c_fc.bias", l, "/model/h.%d/fc_b", 0, F, 1, 0);
-        piece(&p[n++], "h.%d.mlp.c_proj.weight", l, "/model/h.%d/fcproj_w", 0, C, F, 1);
-        piece(&p[n++], "h.%d.mlp.c_proj.bias", l, "/model/h.%d/fcproj_b", 0, C, 1, 0);
-    }
-    piece(&p[n++], "ln_f.weight", 0, "/model/lnf_w", 0, C, 1, 0);
-    piece(&p[n++], "ln_f.bias", 0, "/model/lnf_b", 0, C, 1, 0);
+    piece(&p[n++], d->llama ? "model.norm.weight" : "ln_f.weight", 0, "/model/lnf_w", 0, C, 1, 0);
+    if (!d->llama) piece(&p[n++], "ln_f.bias", 0, "/model/lnf_b", 0, C, 1, 0);
     if (!d->tied) piece(&p[n++], "lm_head.weight", 0, "/model/lm_head", 0, V, C, 0);
     return n;
 }
@@ -172,7 +161,7 @@ static int write_tensors(hid_t f, const char *path, const struct model_dims *d, 
 {
     struct piece *p = calloc((size_t)(16 + 12 * d->L), sizeof *p);
     struct st_out *out = calloc((size_t)(16 + 12 * d->L), sizeof *out);
-    if (!p || !out) return free(p), free(out), fail(err, errlen, "out of memory");
+    if (!p || !out) return free(p), free(out), errorf(err, errlen, "out of memory");
     int n = pieces(d, p);
     for (int i = 0; i < n; i++) {
         out[i].name = p[i].name;
@@ -185,9 +174,9 @@ static int write_tensors(hid_t f, const char *path, const struct model_dims *d, 
     for (int i = 0; rc == 0 && i < n; i++) {
         size_t e = (size_t)(p[i].rows * p[i].cols);
         float *buf = malloc(e * sizeof *buf), *tr = p[i].transposed ? malloc(e * sizeof *tr) : NULL;
-        if (!buf || (p[i].transposed && !tr)) rc = fail(err, errlen, "out of memory");
+        if (!buf || (p[i].transposed && !tr)) rc = errorf(err, errlen, "out of memory");
         if (rc == 0 && read_rows(f, &p[i], buf) != 0)
-            rc = fail(err, errlen, "cannot read %s from the checkpoint", p[i].dataset);
+            rc = errorf(err, errlen, "cannot read %s from the checkpoint", p[i].dataset);
         if (rc == 0 && tr)
             for (int64_t r = 0; r < p[i].rows; r++)
                 for (int64_t c = 0; c < p[i].cols; c++) tr[c * p[i].rows + r] = buf[r * p[i].cols + c];
@@ -207,23 +196,23 @@ int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err,
     snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
     snprintf(st_path, sizeof st_path, "%s/model.safetensors", dir);
     if (access(cfg_path, F_OK) == 0 || access(st_path, F_OK) == 0)
-        return fail(err, errlen, "%s already holds a model (config.json or model.safetensors): export into a "
+        return errorf(err, errlen, "%s already holds a model (config.json or model.safetensors): export into a "
                         "new folder, or remove them first", dir);
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return fail(err, errlen, "cannot create the folder %s: %s", dir, strerror(errno));
+        return errorf(err, errlen, "cannot create the folder %s: %s", dir, strerror(errno));
     struct model_dims d;
     if (ckpt_dims(ckpt, &d, err, errlen) != 0) return -1;
     hid_t f = H5Fopen(ckpt, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) return fail(err, errlen, "cannot open %s as HDF5 (missing, unreadable or not a checkpoint)", ckpt);
+    if (f < 0) return errorf(err, errlen, "cannot open %s as HDF5 (missing, unreadable or not a checkpoint)", ckpt);
     int rc = 0;
     snprintf(tmp_cfg, sizeof tmp_cfg, "%s.tmp", cfg_path);
     snprintf(tmp_st, sizeof tmp_st, "%s.tmp", st_path);
     if (rc == 0) rc = write_tensors(f, tmp_st, &d, dtype, err, errlen);
     if (rc == 0 && write_config(tmp_cfg, &d, dtype) != 0)
-        rc = fail(err, errlen, "cannot write %s: %s", tmp_cfg, strerror(errno));
+        rc = errorf(err, errlen, "cannot write %s: %s", tmp_cfg, strerror(errno));
     H5Fclose(f);
     if (rc == 0 && (rename(tmp_st, st_path) != 0 || rename(tmp_cfg, cfg_path) != 0))
-        rc = fail(err, errlen, "cannot rename into %s: %s", dir, strerror(errno));
+        rc = errorf(err, errlen, "cannot rename into %s: %s", dir, strerror(errno));
     if (rc) unlink(tmp_st), unlink(tmp_cfg);
     return rc;
 }

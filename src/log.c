@@ -122,6 +122,15 @@ void *xalloc_aligned_at(const char *file, int line, size_t n)
     return p;
 }
 
+int errorf(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
 int mpi_agree_error(MPI_Comm comm, int failed, char *msg, size_t len)
 {
     int rank, size, first;

@@ -43,6 +43,10 @@ void *xcalloc_at(const char *file, int line, size_t n, size_t size);
 void *xalloc_aligned_at(const char *file, int line, size_t n);
 #define xalloc_aligned(n) xalloc_aligned_at(__FILE__, __LINE__, (n))
 
+/* Format a message into err[0..errlen) and return -1, for
+ * `return errorf(err, errlen, ...)`. */
+int errorf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Did any rank of comm fail?  Returns 0 if none did; otherwise -1 on every
  * rank, with msg replaced by the message of the lowest failing rank.
  * Collective. */

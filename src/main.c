@@ -163,6 +163,20 @@ static const struct subcommand {
     {"plan", 1, 1, print_plan},
 };
 
+/* The defaults with the overrides argv[first..argc): 0, or -1 with the
+ * error printed (by rank 0). */
+static int read_options(struct config *cfg, int argc, char **argv, int first, int rank)
+{
+    struct deck_error err;
+    config_defaults(cfg);
+    for (int i = first; i < argc; i++)
+        if (config_override(cfg, argv[i], &err) != 0) {
+            if (rank == 0) config_error_print(stderr, &err);
+            return -1;
+        }
+    return 0;
+}
+
 /* `triad export CKPT DIR [export.key=value ...]`: rank 0 writes the folder. */
 static int export_checkpoint(int argc, char **argv)
 {
@@ -171,13 +185,7 @@ static int export_checkpoint(int argc, char **argv)
         return EXIT_ERROR;
     }
     struct config cfg;
-    struct deck_error err;
-    config_defaults(&cfg);
-    for (int i = 4; i < argc; i++)
-        if (config_override(&cfg, argv[i], &err) != 0) {
-            config_error_print(stderr, &err);
-            return EXIT_ERROR;
-        }
+    if (read_options(&cfg, argc, argv, 4, 0) != 0) return EXIT_ERROR;
     enum st_dtype dt = cfg.export.dtype_id == EXPORT_DTYPE_bf16   ? ST_BF16
                        : cfg.export.dtype_id == EXPORT_DTYPE_fp16 ? ST_F16
                                                                   : ST_F32;
@@ -198,13 +206,7 @@ static int sample_command(int argc, char **argv, int rank)
         return EXIT_ERROR;
     }
     struct config opts;
-    struct deck_error err;
-    config_defaults(&opts);
-    for (int i = 3; i < argc; i++)
-        if (config_override(&opts, argv[i], &err) != 0) {
-            if (rank == 0) config_error_print(stderr, &err);
-            return EXIT_ERROR;
-        }
+    if (read_options(&opts, argc, argv, 3, rank) != 0) return EXIT_ERROR;
     return sample_checkpoint(argv[2], &opts);
 }
 
