@@ -108,37 +108,49 @@ static void expected_shape(const struct model_dims *d, enum param_id id, int nsr
 
 /* ------------------------------------------------------------ Hugging Face names */
 
-/* The file's names for tensor id of global layer l: one per row part
- * (llama's q, k, v; gate, up) or one; 0 when the family has no such tensor. */
+int hf_tensors(const struct model_dims *d, const struct hf_tensor **t)
+{
+    static const struct hf_tensor llama[] = {
+        {"model.embed_tokens.weight", P_WTE, -1, 0},
+        {"model.layers.%d.input_layernorm.weight", P_LN1W, -1, 0},
+        {"model.layers.%d.self_attn.q_proj.weight", P_QKVW, 0, 0},
+        {"model.layers.%d.self_attn.k_proj.weight", P_QKVW, 1, 0},
+        {"model.layers.%d.self_attn.v_proj.weight", P_QKVW, 2, 0},
+        {"model.layers.%d.self_attn.o_proj.weight", P_ATTPROJW, -1, 0},
+        {"model.layers.%d.post_attention_layernorm.weight", P_LN2W, -1, 0},
+        {"model.layers.%d.mlp.gate_proj.weight", P_FCW, 0, 0},
+        {"model.layers.%d.mlp.up_proj.weight", P_FCW, 1, 0},
+        {"model.layers.%d.mlp.down_proj.weight", P_FCPROJW, -1, 0},
+        {"model.norm.weight", P_LNFW, -1, 0},
+        {"lm_head.weight", P_LMHEAD, -1, 0},
+    };
+    static const struct hf_tensor gpt2[] = {
+        {"wte.weight", P_WTE, -1, 0},                  {"wpe.weight", P_WPE, -1, 0},
+        {"h.%d.ln_1.weight", P_LN1W, -1, 0},           {"h.%d.ln_1.bias", P_LN1B, -1, 0},
+        {"h.%d.attn.c_attn.weight", P_QKVW, -1, 1},    {"h.%d.attn.c_attn.bias", P_QKVB, -1, 0},
+        {"h.%d.attn.c_proj.weight", P_ATTPROJW, -1, 1}, {"h.%d.attn.c_proj.bias", P_ATTPROJB, -1, 0},
+        {"h.%d.ln_2.weight", P_LN2W, -1, 0},           {"h.%d.ln_2.bias", P_LN2B, -1, 0},
+        {"h.%d.mlp.c_fc.weight", P_FCW, -1, 1},        {"h.%d.mlp.c_fc.bias", P_FCB, -1, 0},
+        {"h.%d.mlp.c_proj.weight", P_FCPROJW, -1, 1},  {"h.%d.mlp.c_proj.bias", P_FCPROJB, -1, 0},
+        {"ln_f.weight", P_LNFW, -1, 0},                {"ln_f.bias", P_LNFB, -1, 0},
+        {"lm_head.weight", P_LMHEAD, -1, 0},
+    };
+    *t = d->llama ? llama : gpt2;
+    return d->llama ? (int)(sizeof llama / sizeof llama[0]) : (int)(sizeof gpt2 / sizeof gpt2[0]);
+}
+
+/* The file's names for tensor id of global layer l, one per row part it is
+ * kept in there, in part order; 0 when the family has no such tensor. */
 static int hf_names(const struct model_dims *d, enum param_id id, int l, char names[3][160], int *transposed)
 {
-    static const char *const gpt2[NUM_PARAMS] = {
-        [P_WTE] = "wte.weight", [P_WPE] = "wpe.weight", [P_LN1W] = "h.%d.ln_1.weight", [P_LN1B] = "h.%d.ln_1.bias",
-        [P_QKVW] = "h.%d.attn.c_attn.weight", [P_QKVB] = "h.%d.attn.c_attn.bias",
-        [P_ATTPROJW] = "h.%d.attn.c_proj.weight", [P_ATTPROJB] = "h.%d.attn.c_proj.bias",
-        [P_LN2W] = "h.%d.ln_2.weight", [P_LN2B] = "h.%d.ln_2.bias", [P_FCW] = "h.%d.mlp.c_fc.weight",
-        [P_FCB] = "h.%d.mlp.c_fc.bias", [P_FCPROJW] = "h.%d.mlp.c_proj.weight", [P_FCPROJB] = "h.%d.mlp.c_proj.bias",
-        [P_LNFW] = "ln_f.weight", [P_LNFB] = "ln_f.bias", [P_LMHEAD] = "lm_head.weight",
-    };
-    static const char *const llama[NUM_PARAMS][3] = {
-        [P_WTE] = {"model.embed_tokens.weight"}, [P_LN1W] = {"model.layers.%d.input_layernorm.weight"},
-        [P_QKVW] = {"model.layers.%d.self_attn.q_proj.weight", "model.layers.%d.self_attn.k_proj.weight",
-                    "model.layers.%d.self_attn.v_proj.weight"},
-        [P_ATTPROJW] = {"model.layers.%d.self_attn.o_proj.weight"},
-        [P_LN2W] = {"model.layers.%d.post_attention_layernorm.weight"},
-        [P_FCW] = {"model.layers.%d.mlp.gate_proj.weight", "model.layers.%d.mlp.up_proj.weight"},
-        [P_FCPROJW] = {"model.layers.%d.mlp.down_proj.weight"}, [P_LNFW] = {"model.norm.weight"},
-        [P_LMHEAD] = {"lm_head.weight"},
-    };
+    const struct hf_tensor *t;
+    int nt = hf_tensors(d, &t), n = 0;
     if (!param_present(d, id)) return 0;
-    *transposed = 0;
-    if (!d->llama) {
-        snprintf(names[0], sizeof names[0], gpt2[id], l);
-        *transposed = id == P_QKVW || id == P_ATTPROJW || id == P_FCW || id == P_FCPROJW; /* Conv1D */
-        return 1;
-    }
-    int n = 0;
-    while (n < 3 && llama[id][n]) snprintf(names[n], sizeof names[0], llama[id][n], l), n++;
+    for (int i = 0; i < nt && n < 3; i++)
+        if (t[i].id == id) {
+            snprintf(names[n++], sizeof names[0], t[i].name, l);
+            *transposed = t[i].transposed;
+        }
     return n;
 }
 

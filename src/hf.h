@@ -13,6 +13,19 @@
 #include "safetensors.h"
 #include "topo.h"
 
+/* One tensor of a Hugging Face folder: its name (a format taking the
+ * layer for per-layer tensors), triad's tensor, which of its row parts it
+ * is (param_row_parts; -1: all of it), and whether it is stored transposed
+ * (GPT-2's Conv1D, [in, out]).  hf_tensors gives the family's, in the order
+ * a folder lists them (globals, then each layer's, then the rest); both the
+ * reader and `triad export` walk it. */
+struct hf_tensor {
+    const char *name;
+    enum param_id id;
+    int part, transposed;
+};
+int hf_tensors(const struct model_dims *d, const struct hf_tensor **t);
+
 /* What io.init_from names: a directory (a Hugging Face folder), an llm.c
  * checkpoint (its magic number), or anything else (triad's HDF5). */
 enum weights_kind { WEIGHTS_HDF5, WEIGHTS_HF, WEIGHTS_LLMC };

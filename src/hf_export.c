@@ -41,47 +41,34 @@ static void piece(struct piece *p, const char *name, int l, const char *dataset,
     p->rank = cols == 1 ? 1 : 2;
 }
 
-/* One per-layer tensor of the folder: its name after the layer's prefix,
- * triad's dataset, the first row and the size. */
-struct layer_piece {
-    const char *name, *dataset;
-    int64_t r0, rows, cols;
-    int transposed;
-};
-
-/* The folder's tensors for model d, in writing order; returns their number. */
+/* The folder's tensors for model d (hf_tensors), in writing order; returns
+ * their number. */
 static int pieces(const struct model_dims *d, struct piece *p)
 {
-    int64_t C = d->C, F = d->F, KV = (int64_t)d->NKV * d->HS, V = d->V, QKV = C + 2 * KV;
-    const struct layer_piece llama[] = {
-        {"input_layernorm.weight", "ln1_w", 0, C, 1, 0},    {"self_attn.q_proj.weight", "qkv_w", 0, C, C, 0},
-        {"self_attn.k_proj.weight", "qkv_w", C, KV, C, 0},  {"self_attn.v_proj.weight", "qkv_w", C + KV, KV, C, 0},
-        {"self_attn.o_proj.weight", "attproj_w", 0, C, C, 0}, {"post_attention_layernorm.weight", "ln2_w", 0, C, 1, 0},
-        {"mlp.gate_proj.weight", "fc_w", 0, F, C, 0},       {"mlp.up_proj.weight", "fc_w", F, F, C, 0},
-        {"mlp.down_proj.weight", "fcproj_w", 0, C, F, 0},
-    };
-    const struct layer_piece gpt2[] = { /* Conv1D weights [in, out]: transposed */
-        {"ln_1.weight", "ln1_w", 0, C, 1, 0},           {"ln_1.bias", "ln1_b", 0, C, 1, 0},
-        {"attn.c_attn.weight", "qkv_w", 0, QKV, C, 1},  {"attn.c_attn.bias", "qkv_b", 0, QKV, 1, 0},
-        {"attn.c_proj.weight", "attproj_w", 0, C, C, 1}, {"attn.c_proj.bias", "attproj_b", 0, C, 1, 0},
-        {"ln_2.weight", "ln2_w", 0, C, 1, 0},           {"ln_2.bias", "ln2_b", 0, C, 1, 0},
-        {"mlp.c_fc.weight", "fc_w", 0, F, C, 1},        {"mlp.c_fc.bias", "fc_b", 0, F, 1, 0},
-        {"mlp.c_proj.weight", "fcproj_w", 0, C, F, 1},  {"mlp.c_proj.bias", "fcproj_b", 0, C, 1, 0},
-    };
-    const struct layer_piece *lp = d->llama ? llama : gpt2;
-    int nl = d->llama ? (int)(sizeof llama / sizeof llama[0]) : (int)(sizeof gpt2 / sizeof gpt2[0]), n = 0;
-    piece(&p[n++], d->llama ? "model.embed_tokens.weight" : "wte.weight", 0, "/model/wte", 0, V, C, 0);
-    if (!d->llama) piece(&p[n++], "wpe.weight", 0, "/model/wpe", 0, d->T, C, 0);
-    for (int l = 0; l < d->L; l++)
-        for (int k = 0; k < nl; k++) {
-            char name[160], dataset[96];
-            snprintf(name, sizeof name, d->llama ? "model.layers.%%d.%s" : "h.%%d.%s", lp[k].name);
-            snprintf(dataset, sizeof dataset, "/model/h.%%d/%s", lp[k].dataset);
-            piece(&p[n++], name, l, dataset, lp[k].r0, lp[k].rows, lp[k].cols, lp[k].transposed);
-        }
-    piece(&p[n++], d->llama ? "model.norm.weight" : "ln_f.weight", 0, "/model/lnf_w", 0, C, 1, 0);
-    if (!d->llama) piece(&p[n++], "ln_f.bias", 0, "/model/lnf_b", 0, C, 1, 0);
-    if (!d->tied) piece(&p[n++], "lm_head.weight", 0, "/model/lm_head", 0, V, C, 0);
+    const struct hf_tensor *t;
+    int nt = hf_tensors(d, &t), n = 0, first_layer = 0, last_layer = nt;
+    while (first_layer < nt && !param_table[t[first_layer].id].per_layer) first_layer++;
+    while (last_layer > first_layer && !param_table[t[last_layer - 1].id].per_layer) last_layer--;
+    /* the globals before the layers, each layer's tensors, the globals after */
+    for (int pass = 0; pass < 3; pass++)
+        for (int l = 0; l < (pass == 1 ? d->L : 1); l++)
+            for (int i = pass == 0 ? 0 : pass == 1 ? first_layer : last_layer;
+                 i < (pass == 0 ? first_layer : pass == 1 ? last_layer : nt); i++) {
+                enum param_id id = t[i].id;
+                if (!param_present(d, id)) continue;
+                size_t rows, cols, part[3] = {0, 0, 0}, r0 = 0;
+                param_shape(d, id, &rows, &cols);
+                if (id == P_WTE || id == P_LMHEAD) rows = (size_t)d->V; /* no padding */
+                if (t[i].part >= 0) {
+                    param_row_parts(d, id, part);
+                    for (int k = 0; k < t[i].part; k++) r0 += part[k];
+                    rows = part[t[i].part];
+                }
+                char dataset[96];
+                if (param_table[id].per_layer) snprintf(dataset, sizeof dataset, "/model/h.%%d/%s", param_table[id].name);
+                else snprintf(dataset, sizeof dataset, "/model/%s", param_table[id].name);
+                piece(&p[n++], t[i].name, l, dataset, (int64_t)r0, (int64_t)rows, (int64_t)cols, t[i].transposed);
+            }
     return n;
 }
 
