@@ -107,14 +107,18 @@ int config_unknown_key(struct deck_error *err, const char *group, const char *ke
 {
     char owners[128] = "", list[512];
     const char *first = NULL;
-    for (int i = 0; i < config_nkeys; i++) {
+    int n = 0, total = 0;
+    for (int i = 0; i < config_nkeys; i++) total += strcmp(config_keys[i].name, key) == 0;
+    for (int i = 0; i < config_nkeys; i++) { /* "&a", "&a and &b", "&a, &b and &c" */
         if (strcmp(config_keys[i].name, key) != 0) continue;
-        config_append(owners, sizeof owners, "%s&%s", first ? " and " : "", config_keys[i].group);
+        n++;
+        config_append(owners, sizeof owners, "%s&%s", n == 1 ? "" : n == total ? " and " : ", ", config_keys[i].group);
         if (!first) first = config_keys[i].group;
     }
     if (first) {
         deck_error_set(err, line, col, "'%s' belongs to %s, not &%s", key, owners, group);
-        return deck_error_hint(err, "move it into %s: &%s %s = ... /", owners, first, key);
+        return deck_error_hint(err, "move it into %s: &%s %s = ... /", total > 1 ? "the group it sets" : owners, first,
+                               key);
     }
     deck_error_set(err, line, col, "unknown key '%.*s' in &%s", SHOW, key, group);
     const struct key_info *k = config_nearest_key(group, key);

@@ -234,7 +234,7 @@ static const struct bad bad_decks[] = {
     { "&train stpes = 4 /", "unknown key 'stpes' in &train", 1, 8, "did you mean 'steps'?" },
     { "&train warmup = 4 /", "unknown key 'warmup'", 1, 8, "did you mean 'warmup_steps'?" },
     { "&model lr = 1e-3 /", "'lr' belongs to &train, not &model", 1, 8, "move it into &train" },
-    { "&model seed = 1 /", "'seed' belongs to &train and &data, not &model", 1, 8, NULL },
+    { "&model seed = 1 /", "'seed' belongs to &train, &data and &sample, not &model", 1, 8, NULL },
     { "&model batch_sise = 1 /", "unknown key 'batch_sise' in &model", 1, 8,
       "did you mean 'batch_size'? (it belongs to &train)" },
     { "&model xyzzy = 1 /", "unknown key 'xyzzy' in &model", 1, 8, "the keys of &model are: arch, n_layer, n_head" },
