@@ -49,6 +49,39 @@ struct src {
     char name[160];
 };
 
+/* host (n floats) into local layer j's slice of tensor id. */
+static void to_model(struct model *m, enum param_id id, int j, const float *host, size_t n)
+{
+    size_t per = m->size[id] / (size_t)(param_table[id].per_layer ? m->d.Lp : 1);
+    m->k->to_device(m->param[id] + (size_t)j * per, host, n * sizeof(float));
+}
+
+/* A transposed source ([in, out]: GPT-2's Conv1D): the shard's rows come in
+ * runs of consecutive logical rows (one per q/k/v part), each a segment of
+ * every file row of its columns: parts x columns reads. */
+static int load_transposed(struct model *m, enum param_id id, int j, const struct src *f, size_t rows, size_t cols,
+                           float *host, char *err, size_t errlen)
+{
+    const struct model_dims *d = &m->d;
+    size_t es = st_dtype_size(f->dtype);
+    float *seg = xmalloc(rows * sizeof *seg);
+    int rc = 0;
+    for (size_t r = 0; r < rows && rc == 0;) {
+        size_t lr, lc0, len = 1, x, y;
+        param_logical_index(d, id, r, 0, &lr, &lc0);
+        while (r + len < rows && (param_logical_index(d, id, r + len, 0, &x, &y), x == lr + len)) len++;
+        for (size_t c = 0; c < cols && rc == 0; c++) {
+            rc = st_pread(f->fd, f->at + ((lc0 + c) * (size_t)f->rows + lr) * es, f->dtype, len, seg);
+            for (size_t i = 0; i < len && rc == 0; i++) host[(r + i) * cols + c] = seg[i];
+        }
+        if (rc) rc = errorf(err, errlen, "%s: %s", f->name, strerror(errno));
+        r += len;
+    }
+    free(seg);
+    if (rc == 0) to_model(m, id, j, host, rows * cols);
+    return rc;
+}
+
 /* This rank's shard of tensor id, local layer j, from nsrc sources (one per
  * row part, or one for the whole tensor), through host memory.  Rows past
  * the file's (the padded vocabulary) are zero; gpt2's position table takes
@@ -65,6 +98,11 @@ static int load_tensor(struct model *m, enum param_id id, int j, const struct sr
     size_t real = id == P_WTE || id == P_LMHEAD ? (size_t)d->V : lrows;
     float *host = xalloc_aligned(rows * cols * sizeof(float) + 16);
     int rc = 0;
+    if (s[0].transposed) { /* [in, out] in the file (one source) */
+        rc = load_transposed(m, id, j, &s[0], rows, cols, host, err, errlen);
+        free(host);
+        return rc;
+    }
     for (size_t r = 0; r < rows && rc == 0; r++) {
         size_t lr, lc0, p = 0, start = 0;
         param_logical_index(d, id, r, 0, &lr, &lc0);
@@ -77,18 +115,10 @@ static int load_tensor(struct model *m, enum param_id id, int j, const struct sr
             while (p + 1 < (size_t)nparts && lr >= start + part[p]) start += part[p++];
         const struct src *f = &s[nsrc > 1 ? p : 0];
         size_t fr = lr - start, es = st_dtype_size(f->dtype); /* the row in source f, its elements' size */
-        if (!f->transposed) {
-            rc = st_pread(f->fd, f->at + (fr * (size_t)f->cols + lc0) * es, f->dtype, cols, out);
-        } else { /* [in, out] in the file: this row is a column there */
-            for (size_t c = 0; c < cols && rc == 0; c++)
-                rc = st_pread(f->fd, f->at + ((lc0 + c) * (size_t)f->rows + fr) * es, f->dtype, 1, out + c);
-        }
+        rc = st_pread(f->fd, f->at + (fr * (size_t)f->cols + lc0) * es, f->dtype, cols, out);
         if (rc) rc = errorf(err, errlen, "%s: %s", f->name, strerror(errno));
     }
-    if (rc == 0) {
-        size_t per = m->size[id] / (size_t)(param_table[id].per_layer ? d->Lp : 1);
-        m->k->to_device(m->param[id] + (size_t)j * per, host, rows * cols * sizeof(float));
-    }
+    if (rc == 0) to_model(m, id, j, host, rows * cols);
     free(host);
     return rc;
 }
