@@ -21,6 +21,29 @@ ok $? "loss starts at log(V) and falls below 3.0 in 60 steps; metrics.h5 has one
 
 grep -q "^step     60/60 | loss" "$scratch/last.out"
 ok $? "a progress line per step"
+grep -q "^step     60/60 | loss .* | elapsed [0-9]*s | ETA 0s$" "$scratch/last.out"
+ok $? "the progress line gives the elapsed time and the ETA"
+
+# metrics.h5 describes itself: units and a description on every dataset, no
+# spaces in names, a wall-clock time per row
+"$PYTHON3" - "$scratch/run" > "$scratch/desc" 2>&1 <<'PY'
+import sys, time, h5py, numpy as np
+bad = []
+with h5py.File(sys.argv[1] + "/metrics.h5") as f:
+    def visit(name, obj):
+        if isinstance(obj, h5py.Dataset):
+            if " " in name or not obj.attrs.get("units") or not obj.attrs.get("description"):
+                bad.append(name)
+    f.visititems(visit)
+    t = f["metrics/time"][:]
+if bad:
+    print("datasets without units, description or with spaces in the name:", bad)
+ok = not bad and len(t) == 60 and np.all(np.diff(t) >= 0) and abs(t[-1] - time.time()) < 600
+print("# last row at %.0f s since the epoch" % t[-1])
+sys.exit(0 if ok else 1)
+PY
+ok $? "every metrics.h5 dataset has units and a description, no name has a space, /metrics/time is wall-clock"
+diag < "$scratch/desc"
 grep -q "timing over 60 steps" "$scratch/last.out"
 ok $? "timing summary at the end"
 done_testing

@@ -6,16 +6,34 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "log.h"
 
 /* ------------------------------------------------------------- metrics.h5 */
 
 enum { M_STEP, M_LOSS, M_LR, M_GNORM, M_SCALE, M_TOKS, M_MFU, M_TIME, M_SKIPPED,
-       M_COMM_TP, M_COMM_DP, M_COMM_PP, M_COMM_S, M_COUNT };
+       M_COMM_TP, M_COMM_DP, M_COMM_PP, M_COMM_S, M_WALL, M_COUNT };
 static const char *mnames[M_COUNT] = {"step", "loss", "lr", "grad_norm", "loss_scale", "tokens_per_s", "mfu",
                                       "step_time", "skipped", "comm_tp_bytes", "comm_dp_bytes",
-                                      "comm_pp_bytes", "comm_seconds"};
+                                      "comm_pp_bytes", "comm_seconds", "time"};
+/* Every dataset says what it holds: attributes units and description. */
+static const char *const munits[M_COUNT][2] = {
+    {"1", "optimizer steps done (1-based)"},
+    {"nats", "mean cross-entropy over the global batch"},
+    {"1", "learning rate used in the step"},
+    {"1", "global L2 norm of the gradient before clipping"},
+    {"1", "loss scale the step ran with (1 in fp32 and bf16)"},
+    {"tokens/s", "global-batch tokens / step time"},
+    {"1", "model FLOPs utilisation (6N + 12LCT per token) against the summed per-rank peak"},
+    {"s", "wall-clock seconds of the step, rank 0"},
+    {"1", "1 if the update was skipped (a gradient somewhere was not finite)"},
+    {"bytes", "payload bytes rank 0 moved on the tp communicator in the step"},
+    {"bytes", "payload bytes rank 0 moved on the dp communicator in the step"},
+    {"bytes", "payload bytes rank 0 moved on the pp communicator in the step"},
+    {"s", "seconds rank 0 spent in collectives in the step"},
+    {"s since 1970-01-01 UTC", "wall-clock time at the end of the step, rank 0"},
+};
 
 static hid_t mtype(int i)
 {
@@ -36,6 +54,11 @@ static int write_string_attr(hid_t obj, const char *name, const char *text)
     return rc < 0 ? -1 : 0;
 }
 
+static int describe(hid_t obj, const char *units, const char *description)
+{
+    return write_string_attr(obj, "units", units) || write_string_attr(obj, "description", description) ? -1 : 0;
+}
+
 static int create_datasets(struct metrics_file *mf)
 {
     hid_t g = H5Gcreate2(mf->file, "/metrics", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
@@ -47,7 +70,7 @@ static int create_datasets(struct metrics_file *mf)
     int rc = 0;
     for (int i = 0; i < M_COUNT; i++) {
         mf->dset[i] = H5Dcreate2(g, mnames[i], mtype(i), space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-        if (mf->dset[i] < 0) rc = -1;
+        if (mf->dset[i] < 0 || describe(mf->dset[i], munits[i][0], munits[i][1])) rc = -1;
     }
     H5Pclose(dcpl);
     H5Sclose(space);
@@ -99,10 +122,13 @@ int metrics_eval(struct metrics_file *mf, int64_t step, double loss, int64_t tok
         hid_t space = H5Screate_simple(1, &zero, &maxdims), dcpl = H5Pcreate(H5P_DATASET_CREATE);
         H5Pset_chunk(dcpl, 1, &chunk);
         for (int i = 0; i < 3 && g >= 0; i++) {
+            static const char *const eunits[3][2] = {{"1", "the step after which the held-out loss was measured"},
+                                                      {"nats", "mean cross-entropy over the held-out tokens"},
+                                                      {"tokens", "held-out tokens the loss covers"}};
             hid_t d = H5Dcreate2(g, enames[i], i == 1 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT64, space, H5P_DEFAULT, dcpl,
                                  H5P_DEFAULT);
-            if (d < 0) rc = -1;
-            else H5Dclose(d);
+            if (d < 0 || describe(d, eunits[i][0], eunits[i][1])) rc = -1;
+            if (d >= 0) H5Dclose(d);
         }
         if (g < 0) rc = -1;
         else H5Gclose(g);
@@ -139,7 +165,16 @@ static int reopen_datasets(struct metrics_file *mf, int64_t last)
     for (int i = 0; i < M_COUNT; i++) {
         char path[64];
         snprintf(path, sizeof path, "/metrics/%s", mnames[i]);
-        mf->dset[i] = H5Dopen2(mf->file, path, H5P_DEFAULT);
+        mf->dset[i] = H5Lexists(mf->file, path, H5P_DEFAULT) > 0 ? H5Dopen2(mf->file, path, H5P_DEFAULT) : -1;
+        if (mf->dset[i] < 0 && i == M_WALL) { /* a file of an older version: the column starts here (0 before) */
+            hsize_t zero = 0, maxdims = H5S_UNLIMITED, chunk = 256;
+            hid_t space = H5Screate_simple(1, &zero, &maxdims), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+            H5Pset_chunk(dcpl, 1, &chunk);
+            mf->dset[i] = H5Dcreate2(mf->file, path, mtype(i), space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+            H5Pclose(dcpl);
+            H5Sclose(space);
+            if (mf->dset[i] >= 0) describe(mf->dset[i], munits[i][0], munits[i][1]);
+        }
         if (mf->dset[i] < 0) return -1;
     }
     hid_t space = H5Dget_space(mf->dset[M_STEP]);
@@ -226,8 +261,11 @@ static void give_up(struct metrics_file *mf, const char *what, int64_t step)
 int metrics_append(struct metrics_file *mf, const struct step_metrics *s)
 {
     if (mf->file < 0) return 0;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
     double v[M_COUNT] = {0, s->loss, s->lr, s->grad_norm, s->loss_scale, s->tokens_per_s, s->mfu, s->step_time, 0,
-                         s->comm_bytes[CG_TP], s->comm_bytes[CG_DP], s->comm_bytes[CG_PP], s->comm_seconds};
+                         s->comm_bytes[CG_TP], s->comm_bytes[CG_DP], s->comm_bytes[CG_PP], s->comm_seconds,
+                         (double)now.tv_sec + 1e-9 * (double)now.tv_nsec};
     hsize_t newsize = mf->rows + 1, start = mf->rows, one = 1;
     hid_t mem = H5Screate_simple(1, &one, NULL);
     int rc = 0;
@@ -263,7 +301,11 @@ static int write_comm(hid_t file, const struct comm_counts *cc)
     const void *data[3] = {cc->bytes, calls, cc->seconds};
     int rc = 0;
     for (int k = 0; k < 3; k++) {
+        static const char *const cunits[3][2] = {{"bytes", "payload bytes rank 0 moved in the run"},
+                                                  {"calls", "calls rank 0 made in the run"},
+                                                  {"s", "seconds rank 0 spent in them"}};
         hid_t d = H5Dcreate2(g, names[k], H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        if (d >= 0 && describe(d, cunits[k][0], cunits[k][1])) rc = -1;
         if (d < 0 || H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, data[k]) < 0) rc = -1;
         if (d >= 0) H5Dclose(d);
     }
@@ -288,7 +330,8 @@ int metrics_memory(struct metrics_file *mf, const unsigned long long *per_rank, 
     int rc = g < 0 || space < 0 ? -1 : 0;
     hid_t d = rc ? -1 : H5Dcreate2(g, "allocated", H5T_NATIVE_ULLONG, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     if (d < 0 || H5Dwrite(d, H5T_NATIVE_ULLONG, H5S_ALL, H5S_ALL, H5P_DEFAULT, per_rank) < 0 ||
-        write_string_attr(d, "columns", "parameters gradients optimizer activations"))
+        write_string_attr(d, "columns", "parameters gradients optimizer activations") ||
+        describe(d, "bytes", "bytes each rank (row) allocated at start-up, by kind (columns)"))
         rc = -1;
     if (d >= 0) H5Dclose(d);
     if (space >= 0) H5Sclose(space);
@@ -320,9 +363,13 @@ int metrics_close(struct metrics_file *mf, const double *timer_totals_all, int w
         double *col = xmalloc((size_t)world * sizeof *col);
         for (int t = 0; t < NUM_TIMERS; t++) {
             for (int r = 0; r < world; r++) col[r] = timer_totals_all[(size_t)r * NUM_TIMERS + t];
-            hid_t d = H5Dcreate2(g, timer_name((enum timer_id)t), H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, H5P_DEFAULT,
-                                 H5P_DEFAULT);
-            if (d < 0 || H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, col) < 0) rc = -1;
+            char name[32], what[96]; /* the phase's name without spaces */
+            snprintf(name, sizeof name, "%s", timer_name((enum timer_id)t));
+            for (char *q = name; *q; q++) *q = *q == ' ' ? '_' : *q;
+            snprintf(what, sizeof what, "each rank's total seconds in %s", timer_name((enum timer_id)t));
+            hid_t d = H5Dcreate2(g, name, H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+            if (d < 0 || H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, col) < 0 || describe(d, "s", what))
+                rc = -1;
             if (d >= 0) H5Dclose(d);
         }
         free(col);
@@ -344,14 +391,16 @@ static void fmt_duration(char *buf, size_t n, double s)
     else snprintf(buf, n, "%dh%02dm", (int)(s / 3600), ((int)s % 3600) / 60);
 }
 
-void metrics_print_step(FILE *f, const struct step_metrics *s, int64_t total_steps, double eta_s)
+void metrics_print_step(FILE *f, const struct step_metrics *s, int64_t total_steps, double elapsed_s, double eta_s)
 {
-    char eta[32];
+    char eta[32], elapsed[32];
     fmt_duration(eta, sizeof eta, eta_s);
+    fmt_duration(elapsed, sizeof elapsed, elapsed_s);
     char val[40] = "";
     if (s->val_loss == s->val_loss) snprintf(val, sizeof val, " | val loss %.6f", s->val_loss);
-    fprintf(f, "step %6lld/%lld | loss %.6f%s | lr %.3e | grad norm %.4f | %9.0f tok/s | MFU %5.1f%% | %7.1f ms | ETA %s%s\n",
+    fprintf(f, "step %6lld/%lld | loss %.6f%s | lr %.3e | grad norm %.4f | %9.0f tok/s | MFU %5.1f%% | %7.1f ms | "
+            "elapsed %s | ETA %s%s\n",
             (long long)s->step, (long long)total_steps, s->loss, val, s->lr, s->grad_norm, s->tokens_per_s,
-            100.0 * s->mfu, 1e3 * s->step_time, eta, s->skipped ? " | skipped" : "");
+            100.0 * s->mfu, 1e3 * s->step_time, elapsed, eta, s->skipped ? " | skipped" : "");
     fflush(f);
 }

@@ -50,6 +50,6 @@ int metrics_close(struct metrics_file *mf, const double *timer_totals_all, int w
                   const struct comm_counts *comm_totals);
 
 /* The progress line. */
-void metrics_print_step(FILE *f, const struct step_metrics *s, int64_t total_steps, double eta_s);
+void metrics_print_step(FILE *f, const struct step_metrics *s, int64_t total_steps, double elapsed_s, double eta_s);
 
 #endif

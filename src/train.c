@@ -67,6 +67,7 @@ struct run {
     int io_stop;                /* metrics.h5 cannot be written, or the disk is nearly full: stop (status 1) */
     char io_why[512];           /* why (rank 0) */
     double ckpt_bytes;          /* about the size of a checkpoint file (ckpt_file_bytes) */
+    double t_start;             /* wtime() when training began (the progress line's elapsed time) */
 };
 
 static void fail_collective(const struct grid *g, int failed, const char *what, const char *hint)
@@ -612,7 +613,8 @@ static void record_step(struct run *r, struct step_metrics *sm, double dt, doubl
         io_stop(r, why, ": stopping while a checkpoint still fits");
     timer_stop(&r->timers, T_IO);
     if (r->step % cfg->io.log_every == 0 || r->step == cfg->train.steps)
-        metrics_print_step(stdout, sm, cfg->train.steps, avg * (double)(cfg->train.steps - r->step));
+        metrics_print_step(stdout, sm, cfg->train.steps, wtime() - r->t_start,
+                           avg * (double)(cfg->train.steps - r->step));
 }
 
 /* The end of the run: the last checks and checkpoint, then the figures
@@ -684,6 +686,7 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
 
     const int64_t first_step = r.step;
     double t_start = wtime(), t_steps = 0;
+    r.t_start = t_start;
     int status = EXIT_DONE;
     while (r.step < cfg->train.steps) {
         comm_step_begin(&r.comm);
