@@ -19,17 +19,32 @@ ok $? "the grid is reported"
 grep -q "pipeline bubble: predicted 20.0% (1f1b, pp 2, v 1, m 4); measured idle" "$scratch/last.out"
 ok $? "the measured idle is reported next to the predicted bubble"
 
-# the timeline: valid JSON, one track per rank, every F and B of every step
-"$PYTHON3" - "$scratch/3d/trace.json" <<'PY'
-import json, sys, collections
+# the timeline: valid JSON, a process per rank, every step, every F and B, and the communication of
+# every communicator as spans with their bytes
+"$PYTHON3" - "$scratch/3d/trace.json" "$scratch/3d/metrics.h5" > "$scratch/trace.cmp" 2>&1 <<'PY'
+import json, sys, collections, h5py
 ev = json.load(open(sys.argv[1]))["traceEvents"]
-tracks = {e["tid"] for e in ev if e["ph"] == "M"}
-fb = collections.Counter((e["tid"], e["cat"]) for e in ev if e["ph"] == "X" and e["cat"] in ("F", "B"))
-ok = tracks == set(range(8)) and all(fb[(r, k)] == 20 * 4 for r in range(8) for k in ("F", "B"))
-ok = ok and any(e.get("cat") == "recv wait (idle)" for e in ev) and any(e.get("cat") == "send" for e in ev)
+with h5py.File(sys.argv[2]) as f:
+    totals = f["comm/bytes"][:].sum(axis=1)  # rank 0's run totals, rows world tp dp pp embed
+procs = {e["pid"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
+spans = [e for e in ev if e["ph"] == "X"]
+fb = collections.Counter((e["pid"], e["cat"]) for e in spans if e["cat"] in ("F", "B"))
+steps = collections.Counter(e["pid"] for e in spans if e["cat"] == "step")
+comm = collections.defaultdict(float)
+for e in spans:
+    if e["cat"].startswith("comm "):
+        comm[(e["pid"], e["args"]["communicator"])] += e["args"]["bytes"]
+ok = procs == set(range(8)) and all(fb[(r, k)] == 20 * 4 for r in range(8) for k in ("F", "B"))
+ok = ok and all(steps[r] == 20 for r in range(8))
+ok = ok and all(comm[(r, g)] > 0 for r in range(8) for g in ("tp", "dp", "pp"))
+ok = ok and any(e["cat"] == "recv wait (idle)" for e in spans) and any(e["cat"] == "send" for e in spans)
+ok = ok and all(e["dur"] >= 0 and e["ts"] >= 0 for e in spans)
+ok = ok and all(comm[(0, g)] == totals[i] for i, g in enumerate(("world", "tp", "dp", "pp", "embed")))
+print("# %d events; rank 0 moved %s bytes" % (len(ev), {g: int(comm[(0, g)]) for g in ("tp", "dp", "pp")}))
 sys.exit(0 if ok else 1)
 PY
-ok $? "trace.json: one track per rank, 80 forwards and 80 backwards on each (4 per step), sends and idle waits"
+ok $? "trace.json: a process per rank, 20 steps and 80 forwards and backwards on each, tp/dp/pp communication spans whose bytes add up to metrics.h5's /comm totals, sends and idle waits"
+diag < "$scratch/trace.cmp"
 
 # reshard: the 2 x 2 x 2 checkpoint continues at 1 x 1 x 1 and at tp 1 x dp 2 x pp 4
 triad_run 1 "$DECKS/tiny.nml" model.n_layer=8 train.steps=5 train.lr=3d-3 io.init_from="'$scratch/3d/ckpt_20.h5'" io.run_dir="'$scratch/r1'"

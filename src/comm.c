@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "trace.h"
 
 static MPI_Comm comm_of(const struct comm *c, enum comm_group g)
 {
@@ -163,9 +164,11 @@ void comm_totals(const struct comm *c, struct comm_counts *out)
 
 static void account(struct comm *c, enum comm_group g, enum comm_op op, size_t bytes, double t0)
 {
+    double t1 = wtime();
     c->step.bytes[g][op] += (double)bytes;
-    c->step.seconds[g][op] += wtime() - t0;
+    c->step.seconds[g][op] += t1 - t0;
     c->step.calls[g][op] += 1;
+    trace_comm(c->trace, g, op, (double)bytes, t0, t1);
 }
 
 static void allreduce(struct comm *c, enum comm_group g, void *buf, size_t n, size_t elsize,
@@ -293,8 +296,7 @@ void comm_isend_f32(struct comm *c, enum comm_group g, const float *buf, size_t 
         device_ready(c);
         MPI_CHECK(MPI_Isend(buf, p2p_count(n), MPI_FLOAT, peer, tag, comm_of(c, g), req));
     }
-    c->step.bytes[g][CO_SEND] += (double)(n * sizeof(float));
-    c->step.calls[g][CO_SEND]++;
+    account(c, g, CO_SEND, n * sizeof(float), wtime()); /* the time: in comm_wait */
 }
 
 void comm_irecv_f32(struct comm *c, enum comm_group g, float *buf, size_t n, int peer, int tag, MPI_Request *req)
@@ -307,8 +309,7 @@ void comm_irecv_f32(struct comm *c, enum comm_group g, float *buf, size_t n, int
         device_ready(c);
         MPI_CHECK(MPI_Irecv(buf, p2p_count(n), MPI_FLOAT, peer, tag, comm_of(c, g), req));
     }
-    c->step.bytes[g][CO_RECV] += (double)(n * sizeof(float));
-    c->step.calls[g][CO_RECV]++;
+    account(c, g, CO_RECV, n * sizeof(float), wtime()); /* the time: in comm_wait */
 }
 
 /* Finish the staged calls among reqs (before they are waited for: the
@@ -345,8 +346,9 @@ double comm_wait(struct comm *c, enum comm_group g, enum comm_op op, int n, MPI_
     }
     MPI_CHECK(MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE));
     if (which) finish_staged(c, which, n), free(which);
-    double dt = wtime() - t0;
+    double t1 = wtime(), dt = t1 - t0;
     c->step.seconds[g][op] += dt;
+    if (n) trace_comm(c->trace, g, op, 0, t0, t1); /* the wait (its bytes are counted where the call began) */
     return dt;
 }
 

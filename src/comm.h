@@ -9,6 +9,8 @@
 #include "device.h"
 #include "topo.h"
 
+struct trace; /* trace.h */
+
 enum comm_group { CG_WORLD, CG_TP, CG_DP, CG_PP, CG_EMBED, CG_COUNT };
 enum comm_op { CO_ALLREDUCE, CO_ALLGATHER, CO_REDUCE_SCATTER, CO_SEND, CO_RECV, CO_COUNT };
 
@@ -52,6 +54,7 @@ struct comm {
     int npool;
     struct comm_staged *pend;
     int npend, cap;
+    struct trace *trace;      /* io.trace: every call as a span, or NULL */
 };
 
 void comm_init(struct comm *c, const struct grid *g);

@@ -1,5 +1,8 @@
 /* trace.c -- the timeline: events per rank, gathered to rank 0 and written
- * as Chrome-trace JSON (Perfetto, chrome://tracing). */
+ * as Chrome-trace JSON (Perfetto, chrome://tracing): a process per rank, its
+ * steps, forwards, backwards, pipeline sends and waits and the optimizer on
+ * one thread, every communication call (communicator, operation, bytes) on
+ * another. */
 #include "trace.h"
 
 #include <stdio.h>
@@ -23,7 +26,14 @@ void trace_add(struct trace *t, enum trace_kind kind, int mb, int chunk, double 
         if (!ev) die("out of memory growing the trace to %zu events", t->cap);
         t->ev = ev;
     }
-    t->ev[t->n++] = (struct trace_event){t0 - t->origin, t1 - t->origin, kind, mb, chunk};
+    t->ev[t->n++] = (struct trace_event){t0 - t->origin, t1 - t->origin, kind, mb, chunk, 0};
+}
+
+void trace_comm(struct trace *t, int g, int op, double bytes, double t0, double t1)
+{
+    if (!t) return;
+    trace_add(t, TR_COMM, g, op, t0, t1);
+    t->ev[t->n - 1].bytes = bytes;
 }
 
 void trace_free(struct trace *t)
@@ -32,7 +42,30 @@ void trace_free(struct trace *t)
     memset(t, 0, sizeof *t);
 }
 
-static const char *trace_names[TR_COUNT] = {"F", "B", "send", "recv wait (idle)", "optimizer"};
+static const char *trace_names[TR_COUNT] = {"F", "B", "send", "recv wait (idle)", "optimizer", "step", "comm"};
+static const char *const group_names[] = {"world", "tp", "dp", "pp", "embed"}; /* comm.h's order */
+static const char *const op_names[] = {"all-reduce", "all-gather", "reduce-scatter", "send", "recv"};
+
+/* One event as a Chrome-trace span on process (rank) r. */
+static void write_event(FILE *f, const struct trace_event *e, int r)
+{
+    char name[64]; /* F3, B3, F3c1 for chunk 1; step 7; tp all-reduce */
+    const char *cat = trace_names[e->kind];
+    if (e->kind == TR_STEP) snprintf(name, sizeof name, "step %d", e->mb);
+    else if (e->kind == TR_COMM) {
+        snprintf(name, sizeof name, "%s %s", group_names[e->mb], op_names[e->chunk]);
+        fprintf(f, ",\n{\"name\": \"%s\", \"cat\": \"comm %s\", \"ph\": \"X\", \"pid\": %d, \"tid\": 1, "
+                   "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"communicator\": \"%s\", \"op\": \"%s\", \"bytes\": %.0f}}",
+                name, group_names[e->mb], r, 1e6 * e->t0, 1e6 * (e->t1 - e->t0), group_names[e->mb], op_names[e->chunk],
+                e->bytes);
+        return;
+    } else if (e->kind > TR_BACKWARD) snprintf(name, sizeof name, "%s", cat);
+    else if (e->chunk > 0) snprintf(name, sizeof name, "%s%dc%d", cat, e->mb, e->chunk);
+    else snprintf(name, sizeof name, "%s%d", cat, e->mb);
+    fprintf(f, ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": 0, \"ts\": %.3f, "
+               "\"dur\": %.3f, \"args\": {\"mb\": %d, \"chunk\": %d}}",
+            name, cat, r, 1e6 * e->t0, 1e6 * (e->t1 - e->t0), e->mb, e->chunk);
+}
 
 int trace_write(const struct trace *t, MPI_Comm world, const char *path, char *err, size_t errlen)
 {
@@ -63,23 +96,15 @@ int trace_write(const struct trace *t, MPI_Comm world, const char *path, char *e
             rc = -1;
         } else {
             fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
-            int first = 1;
-            for (int r = 0; r < n; r++) {
-                fprintf(f, "%s{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": %d, "
-                           "\"args\": {\"name\": \"rank %d\"}}", first ? "" : ",\n", r, r);
-                first = 0;
+            for (int r = 0; r < n; r++) { /* a process per rank: compute on thread 0, communication on 1 */
+                fprintf(f, "%s{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": \"rank %d\"}},\n"
+                           "{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"sort_index\": %d}},\n"
+                           "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 0, \"args\": {\"name\": \"compute\"}},\n"
+                           "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 1, "
+                           "\"args\": {\"name\": \"communication\"}}",
+                        r ? ",\n" : "", r, r, r, r, r, r);
                 const struct trace_event *ev = (const struct trace_event *)(all + displs[r]);
-                for (size_t i = 0; i < (size_t)counts[r] / sizeof *ev; i++) {
-                    char name[48]; /* F3, B3, F3c1 for chunk 1 */
-                    if (ev[i].kind > TR_BACKWARD) snprintf(name, sizeof name, "%s", trace_names[ev[i].kind]);
-                    else if (ev[i].chunk > 0)
-                        snprintf(name, sizeof name, "%s%dc%d", trace_names[ev[i].kind], ev[i].mb, ev[i].chunk);
-                    else snprintf(name, sizeof name, "%s%d", trace_names[ev[i].kind], ev[i].mb);
-                    fprintf(f, ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 0, \"tid\": %d, "
-                               "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"mb\": %d, \"chunk\": %d}}",
-                            name, trace_names[ev[i].kind], r, 1e6 * ev[i].t0, 1e6 * (ev[i].t1 - ev[i].t0),
-                            ev[i].mb, ev[i].chunk);
-                }
+                for (size_t i = 0; i < (size_t)counts[r] / sizeof *ev; i++) write_event(f, &ev[i], r);
             }
             fprintf(f, "\n]}\n");
             if (fclose(f) != 0) {

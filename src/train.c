@@ -333,6 +333,7 @@ static void setup(struct run *r)
         MPI_CHECK(MPI_Barrier(g->world_comm)); /* a common time origin for every track */
         trace_init(&r->trace);
         r->exec.trace = &r->trace;
+        r->comm.trace = &r->trace;
     }
     plan_check(cfg, g); /* refuse, with the plan's advice, what would not fit */
     struct device_options dopt = {.allow_shared = (int)cfg->train.share_gpus, .tf32 = (int)cfg->train.tf32};
@@ -704,6 +705,7 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
         r.tokens += cfg->train.batch_size * r.model.d.T;
         t_steps += dt;
         double avg = t_steps / (double)(r.step - first_step);
+        if (r.exec.trace) trace_add(r.exec.trace, TR_STEP, (int)r.step, -1, t0, t0 + dt);
         record_step(&r, &sm, dt, avg);
         watch_nonfinite(&r, sm.loss);
         if (r.step == 1 && cfg->diag.corrupt_rank == g->rank) diag_corrupt(&r.model);
