@@ -17,6 +17,9 @@
 #    mpirun as its launcher) asks triad to stop through SIGUSR1, which
 #    mpirun forwards: status 3, the checkpoint written; it resumes bitwise.
 # 5. SIGUSR1 at a checkpoint step (every step is one): written once.
+# 6. SIGKILL of one rank: the launcher ends the job within seconds, naming
+#    the rank (Open MPI does; the job scripts ask srun for the same with
+#    --kill-on-bad-exit).
 . "$(dirname "$0")/lib.sh"
 deck="$DECKS/tiny.nml"
 
@@ -125,4 +128,19 @@ signal_at $! "$scratch/e.out" USR1
 ok $? "SIGUSR1 with a checkpoint every step: status 3 (got $st), ckpt_${stop:-?}.h5 written once"
 resume "$scratch/e"
 ok $? "and resumes from it: losses bitwise equal to the uninterrupted run"
+
+# 6. a rank killed outright (SIGKILL, as the OOM killer does): the whole job ends soon, naming it
+$MPIEXEC -n 4 "$TRIAD" "$deck" $slow train.steps=1000000 parallel.pp=2 train.micro_batch_size=2 io.run_dir="'$scratch/k'" \
+    > "$scratch/k.out" 2>&1 &
+mp=$!
+wait_until 300 started "$scratch/k.out" 20
+victim=$(pgrep -P "$mp" | sed -n 3p)
+t0=$(date +%s)
+[ -n "$victim" ] && kill -KILL "$victim"
+wait "$mp"
+st=$?
+dt=$(($(date +%s) - t0))
+[ -n "$victim" ] && [ $st -ne 0 ] && [ $dt -le 60 ] && grep -q "process rank [0-9]* .*exited on signal 9" "$scratch/k.out"
+ok $? "SIGKILL of one of 4 ranks: the job ends in ${dt} s (status $st), the launcher names the rank"
+grep "exited on signal" "$scratch/k.out" | diag
 done_testing
