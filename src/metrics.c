@@ -13,10 +13,11 @@
 /* ------------------------------------------------------------- metrics.h5 */
 
 enum { M_STEP, M_LOSS, M_LR, M_GNORM, M_SCALE, M_TOKS, M_MFU, M_TIME, M_SKIPPED,
-       M_COMM_TP, M_COMM_DP, M_COMM_PP, M_COMM_S, M_WALL, M_COUNT };
+       M_COMM_TP, M_COMM_DP, M_COMM_PP, M_COMM_S, M_WALL, M_BUSY_MIN, M_BUSY_MED, M_BUSY_MAX, M_SLOWEST, M_COUNT };
 static const char *mnames[M_COUNT] = {"step", "loss", "lr", "grad_norm", "loss_scale", "tokens_per_s", "mfu",
                                       "step_time", "skipped", "comm_tp_bytes", "comm_dp_bytes",
-                                      "comm_pp_bytes", "comm_seconds", "time"};
+                                      "comm_pp_bytes", "comm_seconds", "time", "busy_min", "busy_median",
+                                      "busy_max", "slowest_rank"};
 /* Every dataset says what it holds: attributes units and description. */
 static const char *const munits[M_COUNT][2] = {
     {"1", "optimizer steps done (1-based)"},
@@ -33,11 +34,15 @@ static const char *const munits[M_COUNT][2] = {
     {"bytes", "payload bytes rank 0 moved on the pp communicator in the step"},
     {"s", "seconds rank 0 spent in collectives in the step"},
     {"s since 1970-01-01 UTC", "wall-clock time at the end of the step, rank 0"},
+    {"s", "the least busy rank's forward, backward and optimizer seconds in the step"},
+    {"s", "the median over ranks of those seconds"},
+    {"s", "the busiest rank's"},
+    {"1", "the busiest rank (world rank)"},
 };
 
 static hid_t mtype(int i)
 {
-    return i == M_STEP ? H5T_NATIVE_INT64 : i == M_SKIPPED ? H5T_NATIVE_INT32 : H5T_NATIVE_DOUBLE;
+    return i == M_STEP ? H5T_NATIVE_INT64 : i == M_SKIPPED || i == M_SLOWEST ? H5T_NATIVE_INT32 : H5T_NATIVE_DOUBLE;
 }
 
 static int write_string_attr(hid_t obj, const char *name, const char *text)
@@ -166,7 +171,7 @@ static int reopen_datasets(struct metrics_file *mf, int64_t last)
         char path[64];
         snprintf(path, sizeof path, "/metrics/%s", mnames[i]);
         mf->dset[i] = H5Lexists(mf->file, path, H5P_DEFAULT) > 0 ? H5Dopen2(mf->file, path, H5P_DEFAULT) : -1;
-        if (mf->dset[i] < 0 && i == M_WALL) { /* a file of an older version: the column starts here (0 before) */
+        if (mf->dset[i] < 0 && i > M_COMM_S) { /* a file of an older version: the column starts here (0 before) */
             hsize_t zero = 0, maxdims = H5S_UNLIMITED, chunk = 256;
             hid_t space = H5Screate_simple(1, &zero, &maxdims), dcpl = H5Pcreate(H5P_DATASET_CREATE);
             H5Pset_chunk(dcpl, 1, &chunk);
@@ -265,7 +270,7 @@ int metrics_append(struct metrics_file *mf, const struct step_metrics *s)
     clock_gettime(CLOCK_REALTIME, &now);
     double v[M_COUNT] = {0, s->loss, s->lr, s->grad_norm, s->loss_scale, s->tokens_per_s, s->mfu, s->step_time, 0,
                          s->comm_bytes[CG_TP], s->comm_bytes[CG_DP], s->comm_bytes[CG_PP], s->comm_seconds,
-                         (double)now.tv_sec + 1e-9 * (double)now.tv_nsec};
+                         (double)now.tv_sec + 1e-9 * (double)now.tv_nsec, s->busy_min, s->busy_median, s->busy_max, 0};
     hsize_t newsize = mf->rows + 1, start = mf->rows, one = 1;
     hid_t mem = H5Screate_simple(1, &one, NULL);
     int rc = 0;
@@ -274,7 +279,7 @@ int metrics_append(struct metrics_file *mf, const struct step_metrics *s)
         hid_t fs = H5Dget_space(mf->dset[i]);
         H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &one, NULL);
         const void *src = i == M_STEP ? (const void *)&s->step : i == M_SKIPPED ? (const void *)&s->skipped
-                                                                                : (const void *)&v[i];
+                          : i == M_SLOWEST ? (const void *)&s->slowest_rank : (const void *)&v[i];
         if (H5Dwrite(mf->dset[i], mtype(i), mem, fs, H5P_DEFAULT, src) < 0) rc = -1;
         H5Sclose(fs);
     }
@@ -340,6 +345,24 @@ int metrics_memory(struct metrics_file *mf, const unsigned long long *per_rank, 
     return rc;
 }
 
+int metrics_peak_rss(struct metrics_file *mf, const unsigned long long *per_rank, int world)
+{
+    if (mf->file < 0) return mf->failed[0] ? -1 : 0;
+    hsize_t n = (hsize_t)world;
+    if (H5Lexists(mf->file, "/memory/peak_rss", H5P_DEFAULT) > 0) H5Ldelete(mf->file, "/memory/peak_rss", H5P_DEFAULT);
+    hid_t g = H5Lexists(mf->file, "/memory", H5P_DEFAULT) > 0 ? H5Gopen2(mf->file, "/memory", H5P_DEFAULT)
+                                                             : H5Gcreate2(mf->file, "/memory", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t space = H5Screate_simple(1, &n, NULL);
+    hid_t d = g < 0 ? -1 : H5Dcreate2(g, "peak_rss", H5T_NATIVE_ULLONG, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    int rc = d < 0 || H5Dwrite(d, H5T_NATIVE_ULLONG, H5S_ALL, H5S_ALL, H5P_DEFAULT, per_rank) < 0 ||
+             describe(d, "bytes", "each rank's peak resident set size (getrusage) at the end of the run")
+                 ? -1 : 0;
+    if (d >= 0) H5Dclose(d);
+    H5Sclose(space);
+    if (g >= 0) H5Gclose(g);
+    return rc;
+}
+
 int metrics_flush(struct metrics_file *mf)
 {
     if (mf->file < 0) return mf->failed[0] ? -1 : 0;
@@ -396,11 +419,14 @@ void metrics_print_step(FILE *f, const struct step_metrics *s, int64_t total_ste
     char eta[32], elapsed[32];
     fmt_duration(eta, sizeof eta, eta_s);
     fmt_duration(elapsed, sizeof elapsed, elapsed_s);
-    char val[40] = "";
+    char val[40] = "", slow[64] = "";
     if (s->val_loss == s->val_loss) snprintf(val, sizeof val, " | val loss %.6f", s->val_loss);
+    if (s->straggler >= 0)
+        snprintf(slow, sizeof slow, " | straggler rank %d (+%.0f%%)", s->straggler,
+                 100.0 * (s->busy_max / (s->busy_median > 0 ? s->busy_median : 1) - 1));
     fprintf(f, "step %6lld/%lld | loss %.6f%s | lr %.3e | grad norm %.4f | %9.0f tok/s | MFU %5.1f%% | %7.1f ms | "
-            "elapsed %s | ETA %s%s\n",
+            "elapsed %s | ETA %s%s%s\n",
             (long long)s->step, (long long)total_steps, s->loss, val, s->lr, s->grad_norm, s->tokens_per_s,
-            100.0 * s->mfu, 1e3 * s->step_time, elapsed, eta, s->skipped ? " | skipped" : "");
+            100.0 * s->mfu, 1e3 * s->step_time, elapsed, eta, s->skipped ? " | skipped" : "", slow);
     fflush(f);
 }

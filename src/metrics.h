@@ -18,12 +18,15 @@ struct step_metrics {
     double comm_bytes[CG_COUNT]; /* this rank's (rank 0's) traffic in the step */
     double comm_seconds;
     double val_loss;        /* the held-out loss measured after this step, or NaN */
+    double busy_min, busy_median, busy_max; /* the ranks' busy seconds in the step (ranks.h) */
+    int slowest_rank;       /* the busiest rank */
+    int straggler;          /* a rank persistently slower than the others, or -1 */
 };
 
 /* metrics.h5 (rank 0 only; other ranks hold a closed writer). */
 struct metrics_file {
     hid_t file;
-    hid_t dset[16];
+    hid_t dset[24]; /* M_COUNT of metrics.c */
     hsize_t rows;
     int flush_every;
     char failed[256]; /* why writing stopped ("" while it works): then file < 0 */
@@ -41,6 +44,8 @@ int metrics_eval(struct metrics_file *mf, int64_t step, double loss, int64_t tok
  * optimizer state, activations: plan_allocated) as /memory/allocated,
  * replacing a restarted run's.  Rank 0. */
 int metrics_memory(struct metrics_file *mf, const unsigned long long *per_rank, int world);
+/* Each rank's peak resident set size (bytes) as /memory/peak_rss [world].  Rank 0. */
+int metrics_peak_rss(struct metrics_file *mf, const unsigned long long *per_rank, int world);
 /* Flush to disk now (with every checkpoint, so a killed run's metrics reach
  * its last checkpoint). */
 int metrics_flush(struct metrics_file *mf);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ckpt.h"
@@ -19,6 +20,7 @@
 #include "data.h"
 #include "diag.h"
 #include "eval.h"
+#include "ranks.h"
 #include "hf.h"
 #include "lineage.h"
 #include "gemm.h"
@@ -55,6 +57,7 @@ struct run {
     struct pp_exec exec;        /* this rank's pipeline schedule (pp = 1: forward, backward, ...) */
     struct dp dp;               /* the data-parallel gradient reduction (dp.h) */
     struct eval eval;           /* the held-out loss (train.eval_every) */
+    struct ranks ranks;         /* the ranks' busy time per step, side by side (stragglers) */
     struct loss_scaler scaler;  /* fp16: the dynamic loss scale */
     int nonfinite_streak;       /* steps in a row whose loss was not finite */
     struct trace trace;
@@ -68,6 +71,7 @@ struct run {
     char io_why[512];           /* why (rank 0) */
     double ckpt_bytes;          /* about the size of a checkpoint file (ckpt_file_bytes) */
     double t_start;             /* wtime() when training began (the progress line's elapsed time) */
+    unsigned long long *allocated; /* rank 0: [world x 4] the bytes each rank allocated (plan_allocated) */
 };
 
 static void fail_collective(const struct grid *g, int failed, const char *what, const char *hint)
@@ -347,6 +351,7 @@ static void setup(struct run *r)
     dp_init(&r->dp, &r->model, &r->optim, &r->comm, s, cfg->parallel.bucket_mb);
     r->exec.dp = &r->dp;
     eval_init(&r->eval, cfg, s, g, d.V, d.T);
+    ranks_init(&r->ranks, g->world);
     make_run_dir(r);
     open_data(r);
     load_initial_state(r);
@@ -372,9 +377,8 @@ static void setup(struct run *r)
     log_info("per rank: %d micro-batch(es) of %d sequences, %d in flight; memory %.1f MiB state + %.1f MiB "
              "activations (rank 0)\n", s->n_micro, s->micro_batch, nslots, state / 1048576.0,
              r->model.act_bytes / 1048576.0);
-    unsigned long long *allocated = plan_allocated(&r->model, &r->optim, g);
-    if (allocated && metrics_memory(&r->metrics, allocated, g->world) != 0) io_stop(r, r->metrics.failed, "");
-    free(allocated);
+    r->allocated = plan_allocated(&r->model, &r->optim, g);
+    if (r->allocated && metrics_memory(&r->metrics, r->allocated, g->world) != 0) io_stop(r, r->metrics.failed, "");
     if (g->pp > 1) {
         long num, den;
         double b = pp_bubble_formula(g->pp, d.v, s->n_micro, &num, &den);
@@ -414,6 +418,13 @@ static void train_step(struct run *r, struct step_metrics *sm)
 
     if (cfg->diag.inject_nan_step == r->step + 1) diag_inject_nan(&r->model, cfg->diag.inject_tensor);
     model_zero_grad(&r->model);
+    if (cfg->diag.slow_rank == r->g->rank) { /* testing aid: a straggler */
+        timer_start(&r->timers, T_FORWARD);
+        struct timespec ts = {(time_t)cfg->diag.slow_seconds,
+                              (long)(1e9 * (cfg->diag.slow_seconds - floor(cfg->diag.slow_seconds)))};
+        nanosleep(&ts, NULL);
+        timer_stop(&r->timers, T_FORWARD);
+    }
     dp_begin(&r->dp);
     double loss = pp_exec_step(&r->exec, &r->model, &r->comm, r->data, r->step, G, (float)(scale / tokens),
                                &r->timers);
@@ -637,6 +648,7 @@ static int finish_run(struct run *r, int status, int64_t first_step)
                 "damaged metrics.h5 is then moved aside)\n", (long long)r->step, r->io_why,
                 (long long)r->step);
 
+    ranks_peak_memory(&r->comm, r->allocated, &r->metrics, stdout);
     double *all = g->rank == 0 ? xmalloc((size_t)g->world * NUM_TIMERS * sizeof(double)) : NULL;
     MPI_CHECK(MPI_Gather(r->timers.total, NUM_TIMERS, MPI_DOUBLE, all, NUM_TIMERS, MPI_DOUBLE, 0, g->world_comm));
     struct comm_counts totals;
@@ -664,6 +676,8 @@ static void teardown(struct run *r)
 {
     data_close(r->data);
     eval_free(&r->eval);
+    ranks_free(&r->ranks);
+    free(r->allocated);
     pp_exec_free(&r->exec);
     dp_free(&r->dp);
     optim_free(&r->optim);
@@ -696,6 +710,7 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
         struct step_metrics sm;
         memset(&sm, 0, sizeof sm);
         sm.val_loss = NAN;
+        sm.straggler = -1;
         train_step(&r, &sm);
         double dt = wtime() - t0;
         timer_stop(&r.timers, T_STEP);
@@ -706,6 +721,7 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
         t_steps += dt;
         double avg = t_steps / (double)(r.step - first_step);
         if (r.exec.trace) trace_add(r.exec.trace, TR_STEP, (int)r.step, -1, t0, t0 + dt);
+        ranks_step(&r.ranks, &r.comm, &r.timers, &sm);
         record_step(&r, &sm, dt, avg);
         watch_nonfinite(&r, sm.loss);
         if (r.step == 1 && cfg->diag.corrupt_rank == g->rank) diag_corrupt(&r.model);
