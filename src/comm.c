@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "flight.h"
 #include "log.h"
 #include "trace.h"
 
@@ -176,6 +177,7 @@ static void allreduce(struct comm *c, enum comm_group g, void *buf, size_t n, si
 {
     MPI_Comm mc = comm_of(c, g);
     double t0 = wtime();
+    flight_begin(g, CO_ALLREDUCE, -1, (double)(n * elsize));
     char *p = buf;
     if (type == MPI_FLOAT) device_ready(c); /* the f32 calls take model memory */
     int model = type == MPI_FLOAT && c->staged; /* model memory on a device MPI cannot read */
@@ -186,6 +188,7 @@ static void allreduce(struct comm *c, enum comm_group g, void *buf, size_t n, si
         done += cnt;
     }
     if (model) mpi_done(c, buf, (const float *)p, n);
+    flight_end();
     account(c, g, CO_ALLREDUCE, n * elsize, t0);
 }
 
@@ -221,6 +224,7 @@ void comm_allgather_f32(struct comm *c, enum comm_group g, float *full, const fl
     if (n > (size_t)INT_MAX) die("all-gather of %zu elements per rank exceeds MPI's int count", n);
     double t0 = wtime();
     size_t all = n * (size_t)group_size(c, g);
+    flight_begin(g, CO_ALLGATHER, -1, (double)(all * sizeof(float)));
     if (c->staged) stage(c, all + (part ? n : 0));
     device_ready(c);
     float *f = mpi_view(c, full, all, 0, !part); /* in place: this rank's part is read from full */
@@ -228,6 +232,7 @@ void comm_allgather_f32(struct comm *c, enum comm_group g, float *full, const fl
     MPI_CHECK(MPI_Allgather(send, part ? (int)n : 0, part ? MPI_FLOAT : MPI_DATATYPE_NULL, f, (int)n, MPI_FLOAT,
                             comm_of(c, g)));
     mpi_done(c, full, f, all);
+    flight_end();
     account(c, g, CO_ALLGATHER, all * sizeof(float), t0);
 }
 
@@ -236,11 +241,13 @@ void comm_reduce_scatter_f32(struct comm *c, enum comm_group g, float *part, con
     if (n > (size_t)INT_MAX) die("reduce-scatter of %zu elements per rank exceeds MPI's int count", n);
     double t0 = wtime();
     size_t all = n * (size_t)group_size(c, g);
+    flight_begin(g, CO_REDUCE_SCATTER, -1, (double)(all * sizeof(float)));
     if (c->staged) stage(c, all + n);
     device_ready(c);
     float *f = mpi_view(c, full, all, 0, 1), *pt = mpi_view(c, part, n, all, 0);
     MPI_CHECK(MPI_Reduce_scatter_block(f, pt, (int)n, MPI_FLOAT, MPI_SUM, comm_of(c, g)));
     mpi_done(c, part, pt, n);
+    flight_end();
     account(c, g, CO_REDUCE_SCATTER, all * sizeof(float), t0);
 }
 
@@ -339,6 +346,7 @@ static void finish_staged(struct comm *c, const int *which, int n)
 double comm_wait(struct comm *c, enum comm_group g, enum comm_op op, int n, MPI_Request *reqs)
 {
     double t0 = wtime();
+    flight_begin(g, op, -1, 0);
     int *which = NULL;
     if (c->npend) {
         which = xmalloc((size_t)(n ? n : 1) * sizeof *which);
@@ -348,6 +356,7 @@ double comm_wait(struct comm *c, enum comm_group g, enum comm_op op, int n, MPI_
     if (which) finish_staged(c, which, n), free(which);
     double t1 = wtime(), dt = t1 - t0;
     c->step.seconds[g][op] += dt;
+    flight_end();
     if (n) trace_comm(c->trace, g, op, 0, t0, t1); /* the wait (its bytes are counted where the call began) */
     return dt;
 }

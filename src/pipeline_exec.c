@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "flight.h"
 #include "log.h"
 
 enum { MAX_POSTED = 8 }; /* receives in flight: <= 2 per phase, this phase and the next */
@@ -158,6 +159,7 @@ double pp_exec_step(struct pp_exec *x, struct model *m, struct comm *c, const st
             continue;
         }
         struct chunk_acts *s = model_slot(m, a->mb, a->chunk);
+        flight_action(a->kind, a->mb, a->chunk);
         double t0 = MPI_Wtime();
         if (a->kind == PP_FWD) {
             if (ends) {

@@ -22,18 +22,26 @@ void ranks_free(struct ranks *k)
 
 static int by_value(const void *a, const void *b)
 {
-    float x = *(const float *)a, y = *(const float *)b;
+    double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+/* Every rank's value into all[world] (host memory: the float calls of comm.c
+ * take the device's). */
+static void gather(struct comm *c, double mine, double *all)
+{
+    memset(all, 0, (size_t)c->grid->world * sizeof *all);
+    all[c->grid->rank] = mine;
+    comm_allreduce_sum_f64(c, CG_WORLD, all, (size_t)c->grid->world);
 }
 
 void ranks_step(struct ranks *k, struct comm *c, const struct timers *t, struct step_metrics *sm)
 {
     int world = c->grid->world;
     double busy = t->total[T_FORWARD] + t->total[T_BACKWARD] + t->total[T_OPTIMIZER];
-    float mine = (float)(busy - k->busy_before);
+    gather(c, busy - k->busy_before, k->all);
     k->busy_before = busy;
-    comm_allgather_f32(c, CG_WORLD, k->all, &mine, 1);
-    float *sorted = xmalloc((size_t)world * sizeof *sorted);
+    double *sorted = xmalloc((size_t)world * sizeof *sorted);
     memcpy(sorted, k->all, (size_t)world * sizeof *sorted);
     qsort(sorted, (size_t)world, sizeof *sorted, by_value);
     int slow = 0;
@@ -55,9 +63,8 @@ void ranks_peak_memory(struct comm *c, const unsigned long long *allocated, stru
     const struct grid *g = c->grid;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    float mine = (float)ru.ru_maxrss * 1024.0f / (1 << 20); /* KiB on Linux -> MiB */
-    float *all = xmalloc((size_t)g->world * sizeof *all);
-    comm_allgather_f32(c, CG_WORLD, all, &mine, 1);
+    double *all = xmalloc((size_t)g->world * sizeof *all);
+    gather(c, (double)ru.ru_maxrss / 1024.0, all); /* KiB on Linux -> MiB */
     if (g->rank == 0) {
         unsigned long long *rss = xmalloc((size_t)g->world * sizeof *rss);
         fprintf(f, "peak resident memory per rank (MiB; allocated: the model's state and activations, as planned):\n");

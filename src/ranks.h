@@ -17,7 +17,7 @@ enum { STRAGGLER_STEPS = 5 };
 struct ranks {
     double busy_before;  /* this rank's busy seconds up to the step */
     int rank, streak;    /* the slowest rank of the last steps and how many in a row it was */
-    float *all;          /* [world] this step's busy time of every rank */
+    double *all;         /* [world] this step's busy time of every rank */
 };
 
 void ranks_init(struct ranks *k, int world);

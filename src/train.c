@@ -20,6 +20,7 @@
 #include "data.h"
 #include "diag.h"
 #include "eval.h"
+#include "flight.h"
 #include "ranks.h"
 #include "hf.h"
 #include "lineage.h"
@@ -674,6 +675,7 @@ static int finish_run(struct run *r, int status, int64_t first_step)
 
 static void teardown(struct run *r)
 {
+    flight_stop();
     data_close(r->data);
     eval_free(&r->eval);
     ranks_free(&r->ranks);
@@ -698,6 +700,7 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
     train_catch_signals(); /* (main caught them already; a library may have reset them) */
     setup(&r);
     stop_if_asked_during_startup(&r);
+    flight_start(cfg->io.run_dir, g->rank, g->world, cfg->diag.hang_timeout);
 
     const int64_t first_step = r.step;
     double t_start = wtime(), t_steps = 0;
@@ -705,6 +708,7 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
     int status = EXIT_DONE;
     while (r.step < cfg->train.steps) {
         comm_step_begin(&r.comm);
+        flight_step(r.step);
         timer_start(&r.timers, T_STEP);
         double t0 = wtime();
         struct step_metrics sm;
@@ -714,6 +718,7 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
         train_step(&r, &sm);
         double dt = wtime() - t0;
         timer_stop(&r.timers, T_STEP);
+        flight_step(r.step); /* what follows the step (evaluation, checkpoint) has a timeout of its own */
         r.step++;
         if (r.eval.batches && (r.step % cfg->train.eval_every == 0 || r.step == cfg->train.steps))
             evaluate(&r, &sm);
