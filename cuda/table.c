@@ -33,6 +33,13 @@ static void dev_to_device(void *dst, const void *src, size_t bytes)
 }
 static void dev_sync(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
 
+static size_t dev_memory_in_use(void)
+{
+    size_t avail = 0, total = 0;
+    CUDA_CHECK(cudaMemGetInfo(&avail, &total));
+    return total - avail;
+}
+
 static void dev_to_host(void *dst, const void *src, size_t bytes)
 {
     CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
@@ -159,6 +166,7 @@ const struct device cuda_device = {
     .host_release = pinned_release,
     .mpi_direct = cuda_mpi_aware,
     .sync = dev_sync,
+    .memory_in_use = dev_memory_in_use,
     .open = table_open,
     .close = table_close,
 };

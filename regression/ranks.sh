@@ -3,8 +3,9 @@
 # named as the straggler in the progress line once it has been the slowest
 # by more than 20 % for 5 steps in a row, and is the slowest rank of every
 # step in metrics.h5 (busy min / median / max beside it); each rank's peak
-# resident memory is printed at the end beside what it allocated, and
-# stored as /memory/peak_rss.
+# resident memory is printed at the end beside the plan's peak and what it
+# allocated, and stored as /memory/peak_rss and /memory/planned_peak (the
+# GPU's memory in use: cuda_emu/plan_device.sh).
 . "$(dirname "$0")/lib.sh"
 
 deck="$DECKS/tiny.nml"
@@ -22,12 +23,16 @@ with h5py.File(sys.argv[1]) as f:
     lo, med, hi = m["busy_min"][:], m["busy_median"][:], m["busy_max"][:]
     rss = f["memory/peak_rss"][:]
     alloc = f["memory/allocated"][:].sum(axis=1)
+    plan = f["memory/planned_peak"][:]
+    on_device = "peak_device" in f["memory"]
 ok = list(slow) == [2] * 12 and np.all(lo <= med) and np.all(med <= hi) and np.all(hi - med > 0.04)
-ok = ok and len(rss) == 4 and np.all(rss > alloc)
-print("# busy median %.3f s, max %.3f s; peak RSS %s MiB" % (med.mean(), hi.mean(), (rss >> 20).tolist()))
+ok = ok and len(rss) == 4 and np.all(rss > alloc) and len(plan) == 4 and np.all(plan > alloc) and not on_device
+print("# busy median %.3f s, max %.3f s; peak RSS %s MiB, planned %s MiB" %
+      (med.mean(), hi.mean(), (rss >> 20).tolist(), (plan >> 20).tolist()))
 sys.exit(0 if ok else 1)
 PY
-ok $? "metrics.h5: rank 2 the slowest of every step, 50 ms above the median; /memory/peak_rss for every rank"
-grep -q "^peak resident memory per rank" "$scratch/last.out" && [ "$(grep -c '^  rank   [0-3]: peak ' "$scratch/last.out")" -eq 4 ]
-ok $? "the end of the run prints each rank's peak resident memory beside what it allocated"
+ok $? "metrics.h5: rank 2 the slowest of every step, 50 ms above the median; /memory/peak_rss and planned_peak for every rank, no peak_device on the CPU"
+grep -q "^peak memory per rank (MiB): resident set, the plan's peak, allocated" "$scratch/last.out" &&
+    [ "$(grep -c '^  rank   [0-3]: peak  *[0-9.]*   planned  *[0-9.]*   allocated  *[0-9.]*$' "$scratch/last.out")" -eq 4 ]
+ok $? "the end of the run prints each rank's peak resident memory beside the plan's and what it allocated"
 done_testing

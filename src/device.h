@@ -68,6 +68,12 @@ struct device {
      * reads or writes device memory itself (a CUDA-aware MPI copies on its
      * own streams, unordered with the kernels that fill the buffers). */
     void (*sync)(void);
+    /* Bytes of the device's memory in use, as its driver counts them (the
+     * runtime's own reserve and any other process on it included; what
+     * nvidia-smi shows): sampled after every step for the run's measured
+     * device peak.  NULL: the model lives in host memory (the resident set
+     * measures it). */
+    size_t (*memory_in_use)(void);
 
     /* Make the device usable on this rank (CUDA: pick the GPU by node-local
      * rank, a clear error when there is none or, unless allow_shared, when

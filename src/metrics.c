@@ -345,17 +345,18 @@ int metrics_memory(struct metrics_file *mf, const unsigned long long *per_rank, 
     return rc;
 }
 
-int metrics_peak_rss(struct metrics_file *mf, const unsigned long long *per_rank, int world)
+int metrics_per_rank(struct metrics_file *mf, const char *name, const char *description,
+                     const unsigned long long *per_rank, int world)
 {
     if (mf->file < 0) return mf->failed[0] ? -1 : 0;
     hsize_t n = (hsize_t)world;
-    if (H5Lexists(mf->file, "/memory/peak_rss", H5P_DEFAULT) > 0) H5Ldelete(mf->file, "/memory/peak_rss", H5P_DEFAULT);
     hid_t g = H5Lexists(mf->file, "/memory", H5P_DEFAULT) > 0 ? H5Gopen2(mf->file, "/memory", H5P_DEFAULT)
                                                              : H5Gcreate2(mf->file, "/memory", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (g >= 0 && H5Lexists(g, name, H5P_DEFAULT) > 0) H5Ldelete(g, name, H5P_DEFAULT);
     hid_t space = H5Screate_simple(1, &n, NULL);
-    hid_t d = g < 0 ? -1 : H5Dcreate2(g, "peak_rss", H5T_NATIVE_ULLONG, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t d = g < 0 ? -1 : H5Dcreate2(g, name, H5T_NATIVE_ULLONG, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     int rc = d < 0 || H5Dwrite(d, H5T_NATIVE_ULLONG, H5S_ALL, H5S_ALL, H5P_DEFAULT, per_rank) < 0 ||
-             describe(d, "bytes", "each rank's peak resident set size (getrusage) at the end of the run")
+             describe(d, "bytes", description)
                  ? -1 : 0;
     if (d >= 0) H5Dclose(d);
     H5Sclose(space);

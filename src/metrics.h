@@ -44,8 +44,11 @@ int metrics_eval(struct metrics_file *mf, int64_t step, double loss, int64_t tok
  * optimizer state, activations: plan_allocated) as /memory/allocated,
  * replacing a restarted run's.  Rank 0. */
 int metrics_memory(struct metrics_file *mf, const unsigned long long *per_rank, int world);
-/* Each rank's peak resident set size (bytes) as /memory/peak_rss [world].  Rank 0. */
-int metrics_peak_rss(struct metrics_file *mf, const unsigned long long *per_rank, int world);
+/* A figure per rank in bytes as /memory/<name> [world] with its
+ * description, replacing a restarted run's (peak_rss, peak_device,
+ * planned_peak).  Rank 0. */
+int metrics_per_rank(struct metrics_file *mf, const char *name, const char *description,
+                     const unsigned long long *per_rank, int world);
 /* Flush to disk now (with every checkpoint, so a killed run's metrics reach
  * its last checkpoint). */
 int metrics_flush(struct metrics_file *mf);

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "build_config.h"
 #include "cuda_sizes.h"
 #include "dp.h"
 #include "gemm.h"
@@ -24,6 +25,13 @@
 #include "optim.h"
 #include "pipeline.h"
 #include "plan_internal.h"
+
+/* A CPU run's runtime: with the CUDA libraries where the program links them. */
+#ifdef HAVE_CUDA
+#define PLAN_RUNTIME_HOST (PLAN_RUNTIME_CPU + PLAN_RUNTIME_CUDA_LIBS)
+#else
+#define PLAN_RUNTIME_HOST PLAN_RUNTIME_CPU
+#endif
 
 
 static size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; } /* what xalloc_aligned reserves */
@@ -209,7 +217,7 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
     s->bytes[PM_PROBE] = cfg->train.peak_gflops > 0 ? 0
                          : p->cuda ? (size_t)CUDA_PROBE_N * CUDA_PROBE_N * (d.prec == PREC_FP32 ? 12 : 8) /* A, B, C */
                                    : gemm_probe_bytes();
-    s->bytes[PM_RUNTIME] = p->cuda ? PLAN_RUNTIME_CUDA : PLAN_RUNTIME_CPU;
+    s->bytes[PM_RUNTIME] = p->cuda ? PLAN_RUNTIME_CUDA : PLAN_RUNTIME_HOST;
     size_t transient = 0;
     for (int i = 0; i < PM_COUNT; i++) {
         if (i < PM_RESIDENT) s->peak += s->bytes[i];
@@ -293,7 +301,7 @@ double plan_memory_available(const struct config *cfg, int ranks_per_node, char 
 
 /* ------------------------------------------------------------ in a run */
 
-void plan_check(const struct config *cfg, const struct grid *g)
+size_t plan_check(const struct config *cfg, const struct grid *g)
 {
     struct plan p;
     char err[512], source[256];
@@ -319,7 +327,7 @@ void plan_check(const struct config *cfg, const struct grid *g)
         else log_info("memory plan: peak %s per rank (stage %d) of %s available (%s)\n", h_need, p.peak_stage,
                       h_have, source);
         plan_free(&p);
-        return;
+        return (size_t)need;
     }
     /* everything printed before any rank leaves: mpirun aborts the job on the first exit status 1 */
     if (g->rank == 0) {

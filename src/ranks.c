@@ -35,8 +35,13 @@ static void gather(struct comm *c, double mine, double *all)
     comm_allreduce_sum_f64(c, CG_WORLD, all, (size_t)c->grid->world);
 }
 
-void ranks_step(struct ranks *k, struct comm *c, const struct timers *t, struct step_metrics *sm)
+void ranks_step(struct ranks *k, struct comm *c, const struct device *dev, const struct timers *t,
+                struct step_metrics *sm)
 {
+    if (dev->memory_in_use) {
+        size_t used = dev->memory_in_use();
+        if (used > k->device_peak) k->device_peak = used;
+    }
     int world = c->grid->world;
     double busy = t->total[T_FORWARD] + t->total[T_BACKWARD] + t->total[T_OPTIMIZER];
     gather(c, busy - k->busy_before, k->all);
@@ -58,24 +63,44 @@ void ranks_step(struct ranks *k, struct comm *c, const struct timers *t, struct 
     sm->straggler = k->streak >= STRAGGLER_STEPS ? k->rank : -1;
 }
 
-void ranks_peak_memory(struct comm *c, const unsigned long long *allocated, struct metrics_file *mf, FILE *f)
+/* Every rank's figure, as bytes, gathered. */
+static void gather_bytes(struct comm *c, double mine, double *all, unsigned long long *bytes)
+{
+    gather(c, mine, all);
+    for (int r = 0; r < c->grid->world; r++) bytes[r] = (unsigned long long)all[r];
+}
+
+void ranks_peak_memory(struct ranks *k, struct comm *c, size_t planned, const unsigned long long *allocated,
+                       struct metrics_file *mf, FILE *f)
 {
     const struct grid *g = c->grid;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    double *all = xmalloc((size_t)g->world * sizeof *all);
-    gather(c, (double)ru.ru_maxrss / 1024.0, all); /* KiB on Linux -> MiB */
+    int world = g->world, device = k->device_peak > 0;
+    double *all = xmalloc((size_t)world * sizeof *all);
+    unsigned long long *rss = xmalloc(3 * (size_t)world * sizeof *rss), *dev = rss + world, *plan = dev + world;
+    gather_bytes(c, (double)ru.ru_maxrss * 1024.0, all, rss); /* KiB on Linux */
+    gather_bytes(c, (double)k->device_peak, all, dev);
+    gather_bytes(c, (double)planned, all, plan);
     if (g->rank == 0) {
-        unsigned long long *rss = xmalloc((size_t)g->world * sizeof *rss);
-        fprintf(f, "peak resident memory per rank (MiB; allocated: the model's state and activations, as planned):\n");
-        for (int r = 0; r < g->world; r++) {
-            rss[r] = (unsigned long long)((double)all[r] * (1 << 20));
-            double planned = 0;
-            for (int k = 0; allocated && k < 4; k++) planned += (double)allocated[(size_t)r * 4 + k];
-            fprintf(f, "  rank %3d: peak %9.1f   allocated %9.1f\n", r, all[r], planned / (1 << 20));
+        const double mib = 1 << 20;
+        fprintf(f, "peak memory per rank (MiB): resident set%s, the plan's peak%s, allocated (the model's state and "
+                   "activations)\n", device ? ", device memory in use" : "", device ? " (device)" : "");
+        for (int r = 0; r < world; r++) {
+            double mine = 0;
+            for (int q = 0; allocated && q < 4; q++) mine += (double)allocated[(size_t)r * 4 + q];
+            fprintf(f, "  rank %3d: peak %9.1f", r, (double)rss[r] / mib);
+            if (device) fprintf(f, "   device %9.1f", (double)dev[r] / mib);
+            fprintf(f, "   planned %9.1f   allocated %9.1f\n", (double)plan[r] / mib, mine / mib);
         }
-        if (metrics_peak_rss(mf, rss, g->world) != 0) log_warn("writing /memory/peak_rss failed");
-        free(rss);
+        if (metrics_per_rank(mf, "peak_rss", "each rank's peak resident set size at the end of the run (getrusage)",
+                             rss, world) != 0 ||
+            (device && metrics_per_rank(mf, "peak_device", "each rank's most device memory in use after a step "
+                                        "(the driver's count: cudaMemGetInfo)", dev, world) != 0) ||
+            metrics_per_rank(mf, "planned_peak", "each rank's peak memory as the plan predicts it (triad plan)",
+                             plan, world) != 0)
+            log_warn("writing the peak memory into /memory failed");
     }
+    free(rss);
     free(all);
 }

@@ -73,6 +73,7 @@ struct run {
     double ckpt_bytes;          /* about the size of a checkpoint file (ckpt_file_bytes) */
     double t_start;             /* wtime() when training began (the progress line's elapsed time) */
     unsigned long long *allocated; /* rank 0: [world x 4] the bytes each rank allocated (plan_allocated) */
+    size_t planned_peak;        /* this rank's peak memory as planned (plan_check) */
 };
 
 static void fail_collective(const struct grid *g, int failed, const char *what, const char *hint)
@@ -340,7 +341,7 @@ static void setup(struct run *r)
         r->exec.trace = &r->trace;
         r->comm.trace = &r->trace;
     }
-    plan_check(cfg, g); /* refuse, with the plan's advice, what would not fit */
+    r->planned_peak = plan_check(cfg, g); /* refuse, with the plan's advice, what would not fit */
     struct device_options dopt = {.allow_shared = (int)cfg->train.share_gpus, .tf32 = (int)cfg->train.tf32};
     fail_collective(g, k->open && k->open(g->world_comm, &dopt, why, sizeof why) != 0, why,
                     "one GPU per rank: launch as many ranks per node as it has GPUs, or set train.share_gpus");
@@ -649,7 +650,7 @@ static int finish_run(struct run *r, int status, int64_t first_step)
                 "damaged metrics.h5 is then moved aside)\n", (long long)r->step, r->io_why,
                 (long long)r->step);
 
-    ranks_peak_memory(&r->comm, r->allocated, &r->metrics, stdout);
+    ranks_peak_memory(&r->ranks, &r->comm, r->planned_peak, r->allocated, &r->metrics, stdout);
     double *all = g->rank == 0 ? xmalloc((size_t)g->world * NUM_TIMERS * sizeof(double)) : NULL;
     MPI_CHECK(MPI_Gather(r->timers.total, NUM_TIMERS, MPI_DOUBLE, all, NUM_TIMERS, MPI_DOUBLE, 0, g->world_comm));
     struct comm_counts totals;
@@ -726,7 +727,7 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
         t_steps += dt;
         double avg = t_steps / (double)(r.step - first_step);
         if (r.exec.trace) trace_add(r.exec.trace, TR_STEP, (int)r.step, -1, t0, t0 + dt);
-        ranks_step(&r.ranks, &r.comm, &r.timers, &sm);
+        ranks_step(&r.ranks, &r.comm, r.model.k, &r.timers, &sm);
         record_step(&r, &sm, dt, avg);
         watch_nonfinite(&r, sm.loss);
         if (r.step == 1 && cfg->diag.corrupt_rank == g->rank) diag_corrupt(&r.model);

@@ -23,6 +23,7 @@ cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k);
 cudaError_t cudaMemset(void *d, int v, size_t n);
 cudaError_t cudaGetLastError(void);
 cudaError_t cudaDeviceSynchronize(void);
+cudaError_t cudaMemGetInfo(size_t *avail, size_t *total);
 cudaError_t cudaSetDevice(int d);
 cudaError_t cudaGetDevice(int *d);
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d);

@@ -4,7 +4,9 @@
 # cudaMalloc for; `triad plan` must name that number exactly for every
 # stage ("stage S device memory": parameters, gradients, optimizer,
 # activations and the workspace -- the backend's scratch and, in bf16/fp16,
-# the 16-bit operand copies, which grow during the first step).
+# the 16-bit operand copies, which grow during the first step); and the
+# run's own measure of the device memory in use (cudaMemGetInfo, sampled
+# after each step: /memory/peak_device) must find that peak too.
 : "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
 . "$top_srcdir/regression/lib.sh"
 TRIAD="$top_builddir/regression/cuda_emu/triad"
@@ -22,6 +24,10 @@ layout() {
     got=$(sed -n 's/^device peak \([0-9]*\) bytes/\1/p' "$scratch/$name.rep" 2> /dev/null | sort -n | uniq)
     [ $st -eq 0 ] && [ -n "$want" ] && [ "$(echo $want)" = "$(echo $got)" ]
     ok $? "$name: planned device bytes per stage ($(echo $want)) = the peak each rank allocated ($(echo $got))"
+    seen=$("$PYTHON3" -c 'import sys, h5py; print(" ".join(sorted(set(str(v) for v in h5py.File(sys.argv[1])["memory/peak_device"][:]), key=int)))' \
+               "$scratch/$name/metrics.h5" 2> /dev/null)
+    [ -n "$got" ] && [ "$seen" = "$(echo $got)" ] && grep -q "^  rank   0: peak .*   device  *[0-9.]*   planned " "$scratch/last.out"
+    ok $? "$name: the run's measured device peak per rank (/memory/peak_device: ${seen:-none}) is that peak, printed at the end"
 }
 
 layout fp32 1

@@ -289,6 +289,14 @@ cudaError_t cudaMemset(void *d, int v, size_t n)
     memset(d, v, n);
     return cudaSuccess;
 }
+/* The emulated device has the arena's bytes; in use: what cudaMalloc was
+ * asked for and not freed (a GPU adds its context's reserve). */
+cudaError_t cudaMemGetInfo(size_t *avail, size_t *total)
+{
+    *total = ARENA_BYTES;
+    *avail = ARENA_BYTES - asked_now;
+    return cudaSuccess;
+}
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; } /* everything ran at the call */
 static int cur_dev = 0;
