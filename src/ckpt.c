@@ -5,7 +5,9 @@
  * matrices 2-D [out, in]; wte is stored unpadded [V, C].  Every rank takes
  * part in every dataset operation (metadata is collective in parallel HDF5);
  * ranks that do not own a tensor select nothing, and of the data-parallel
- * replicas only dp_rank 0 writes. */
+ * replicas only dp_rank 0 writes -- but under ZeRO each dp rank writes and
+ * reads its own slice of the optimizer state (and of the master weights)
+ * straight into the logical datasets: nothing is gathered. */
 #include "ckpt.h"
 
 #include <dirent.h>
@@ -29,21 +31,53 @@ static int agree(int rc, char *err, size_t errlen, const struct grid *g)
     return mpi_agree_error(g->world_comm, rc != 0, err, errlen);
 }
 
-/* One tensor of one layer: its dataset, its logical shape, and the blocks of
- * it that this rank holds (one, or three for qkv's q/k/v thirds). */
+/* The memory of one kind of state (parameters, m, v) on this rank: the
+ * flat layout's elements [origin, origin + len) at mem -- all of it, or
+ * (ZeRO) this rank's 1/dp slice, whose part of each tensor the rank writes
+ * and reads itself. */
+struct state_buf {
+    float *mem;
+    size_t origin, len;
+    int sliced;
+};
+
+enum { MAX_RECTS = 9 }; /* a part of each of up to 3 row blocks: a partial row, whole rows, a partial row */
+
+/* One tensor of one layer: its dataset, its logical shape, and the
+ * rectangles of it that this rank holds, in the order of the file (and of
+ * the rank's memory). */
 struct tensor_ref {
     char path[128];
     int rank;              /* 1 (vectors) or 2 */
     hsize_t dims[2];       /* logical shape (wte without padding) */
-    hsize_t start[3][2], count[3][2];
+    hsize_t start[MAX_RECTS][2], count[MAX_RECTS][2];
     int nblocks;
     size_t elems;          /* elements of this rank's selection */
     int replicated;        /* identical on every tp rank */
     int primary;           /* this copy is written (the tied wte: first stage's) */
-    float *local;          /* this rank's copy, or NULL if it holds none */
+    int sliced;            /* a part of a ZeRO slice: every dp rank owns its own */
+    float *local;          /* the selection's first element in this rank's memory, or NULL if it holds none */
 };
 
-static void tensor_ref(struct tensor_ref *t, const char *prefix, const struct model *m, float *const *base,
+/* Add the rectangles of local elements [a, b) (counted from the tensor's
+ * first) of a row block: its first local row is row0, which lies at
+ * logical row r0, columns from c0; cols columns a row. */
+static void add_rects(struct tensor_ref *t, size_t a, size_t b, size_t row0, size_t cols, size_t r0, size_t c0)
+{
+    while (a < b) {
+        size_t r = a / cols, c = a % cols, rows = 1, width = cols - c < b - a ? cols - c : b - a;
+        if (c == 0 && b - a >= cols) rows = (b - a) / cols, width = cols; /* whole rows */
+        int k = t->nblocks++;
+        t->start[k][0] = r0 + (r - row0);
+        t->start[k][1] = c0 + c;
+        t->count[k][0] = rows;
+        t->count[k][1] = width;
+        t->elems += rows * width;
+        a += rows * width;
+    }
+}
+
+static void tensor_ref(struct tensor_ref *t, const char *prefix, const struct model *m, const struct state_buf *sb,
                        enum param_id id, int layer)
 {
     const struct model_dims *d = &m->d;
@@ -59,36 +93,38 @@ static void tensor_ref(struct tensor_ref *t, const char *prefix, const struct mo
     t->dims[0] = rows;
     t->dims[1] = cols;
     t->replicated = param_table[id].shard == SHARD_NONE;
-
-    /* this rank's blocks, in the order they lie in its local buffer: one per
-     * row part (q, k, v; gate, up) of a row-split tensor */
-    size_t r0, c0, part[3], at = 0;
-    param_logical_index(d, id, 0, 0, &r0, &c0);
-    t->nblocks = 1;
-    part[0] = lrows;
-    if (param_table[id].shard == SHARD_ROWS) {
-        t->nblocks = param_row_parts(d, id, part);
-        for (int b = 0; b < t->nblocks; b++) part[b] /= (size_t)d->tp;
-    }
-    t->elems = 0;
-    for (int b = 0; b < t->nblocks; b++) {
-        size_t rb;
-        param_logical_index(d, id, at, 0, &rb, &c0);
-        size_t n = part[b];
-        at += part[b];
-        if (rb >= rows) n = 0;                    /* wte: a shard of padding only */
-        else if (rb + n > rows) n = rows - rb;    /* wte: the last real rows */
-        t->start[b][0] = rb;
-        t->start[b][1] = c0;
-        t->count[b][0] = n;
-        t->count[b][1] = lcols;
-        t->elems += n * lcols;
-    }
-    t->local = NULL;
-    int j = param_table[id].per_layer ? model_local_layer(d, layer) : 0;
-    if (m->size[id] > 0 && j >= 0)
-        t->local = base[id] + (size_t)j * (m->size[id] / (size_t)(param_table[id].per_layer ? d->Lp : 1));
     t->primary = id != P_WTE || model_has_embedding(d); /* of a tied wte's two copies, the first stage writes */
+    t->sliced = sb->sliced;
+    t->nblocks = 0;
+    t->elems = 0;
+    t->local = NULL;
+
+    /* the local tensor's flat elements [at, at + n) meet the buffer's in [lo, hi) */
+    int j = param_table[id].per_layer ? model_local_layer(d, layer) : 0;
+    if (m->size[id] == 0 || j < 0) return;
+    size_t n = lrows * lcols, at = (size_t)(m->param[id] - m->params_mem) + (size_t)j * n;
+    size_t lo = at > sb->origin ? at : sb->origin, hi = at + n < sb->origin + sb->len ? at + n : sb->origin + sb->len;
+    if (lo >= hi) return;
+    t->local = sb->mem + (lo - sb->origin);
+
+    /* the row blocks, in the order they lie in local memory: one per row
+     * part (q, k, v; gate, up) of a row-split tensor */
+    size_t part[3] = {lrows}, row = 0, r0, c0;
+    int nparts = 1;
+    if (param_table[id].shard == SHARD_ROWS) {
+        nparts = param_row_parts(d, id, part);
+        for (int b = 0; b < nparts; b++) part[b] /= (size_t)d->tp;
+    }
+    for (int b = 0; b < nparts; b++) {
+        param_logical_index(d, id, row, 0, &r0, &c0);
+        size_t real = r0 >= rows ? 0 : r0 + part[b] > rows ? rows - r0 : part[b]; /* wte: padding rows last */
+        size_t a = row * lcols, e = (row + real) * lcols;
+        if (a < lo - at) a = lo - at;
+        if (e > hi - at) e = hi - at;
+        if (a < e) add_rects(t, a, e, row, lcols, r0, c0);
+        row += part[b];
+    }
+    if (t->elems == 0) t->local = NULL; /* padding only */
 }
 
 /* Select this rank's blocks in the file space (nothing if it has none). */
@@ -130,14 +166,14 @@ typedef int (*tensor_fn)(hid_t file, struct tensor_ref *t, struct walk_ctx *w);
  * ranks), all of them even after an error: the dataset calls are collective,
  * so a rank that stopped early would leave the others waiting in the next
  * one.  Returns -1 if this rank failed (the first error in w->err). */
-static int walk(hid_t file, const char *prefix, const struct model *m, float *const *base, tensor_fn fn,
+static int walk(hid_t file, const char *prefix, const struct model *m, const struct state_buf *sb, tensor_fn fn,
                 struct walk_ctx *w)
 {
     for (int id = 0; id < NUM_PARAMS; id++) {
         int layers = !param_present(&m->d, (enum param_id)id) ? 0 : param_table[id].per_layer ? m->d.L : 1;
         for (int l = 0; l < layers; l++) {
             struct tensor_ref t;
-            tensor_ref(&t, prefix, m, base, (enum param_id)id, l);
+            tensor_ref(&t, prefix, m, sb, (enum param_id)id, l);
             if (fn(file, &t, w) != 0 && !w->failed) walk_fail(w, "rank %d: %s failed", w->g->rank, t.path);
             w->next++;
         }
@@ -148,11 +184,11 @@ static int walk(hid_t file, const char *prefix, const struct model *m, float *co
 static int datasets_per_prefix(const struct model *m) { return model_logical_tensors(&m->d); }
 
 /* Does this rank own its selection for writing and verifying?  One owner
- * per element: data-parallel replica 0, tp rank 0 of a replicated tensor,
- * the first stage's copy of wte. */
+ * per element: data-parallel replica 0 (under ZeRO each dp rank, of its
+ * slice), tp rank 0 of a replicated tensor, the first stage's copy of wte. */
 static int owner(const struct tensor_ref *t, const struct grid *g)
 {
-    return t->local != NULL && t->primary && g->dp_rank == 0 && (!t->replicated || g->tp_rank == 0);
+    return t->local != NULL && t->primary && (t->sliced || g->dp_rank == 0) && (!t->replicated || g->tp_rank == 0);
 }
 
 /* Order-independent checksum of this rank's selection: the sum (mod 2^64)
@@ -485,11 +521,15 @@ static int verify_checksum(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
  * model alone).  Mixed precision: the fp32 master weights are the model. */
 static const char *const prefix[3] = {"/model", "/optim/m", "/optim/v"};
 
-static void state_bases(const struct model *m, const struct optim *o, float *const *base[3])
+static void state_bufs(const struct model *m, const struct optim *o, struct state_buf sb[3])
 {
-    base[0] = o && o->master_mem ? o->master : m->param;
-    base[1] = o ? o->m : NULL;
-    base[2] = o ? o->v : NULL;
+    struct state_buf whole = {m->params_mem, 0, m->flat, 0};
+    sb[0] = whole;
+    if (!o) return;
+    struct state_buf slice = {NULL, o->offset, o->shard, o->zero}; /* (all of it without ZeRO) */
+    if (o->master_mem) sb[0] = slice, sb[0].mem = o->master_mem;
+    sb[1] = slice, sb[1].mem = o->m_mem;
+    sb[2] = slice, sb[2].mem = o->v_mem;
 }
 
 /* A newly written file, before it may replace anything: every tensor reads
@@ -506,16 +546,16 @@ static int verify_written(const char *path, const struct model *m, const struct 
         rc = -1;
     }
     if (agree(rc, err, errlen, g)) return -1;
-    float *const *base[3];
-    state_bases(m, o, base);
+    struct state_buf sb[3];
+    state_bufs(m, o, sb);
     int per = datasets_per_prefix(m);
     struct walk_ctx w = {g, xcalloc((size_t)per * 3, sizeof(uint64_t)), 0, err, errlen, 0};
-    for (int p = 0; p < 3; p++) rc |= walk(f, prefix[p], m, base[p], reread_tensor, &w);
+    for (int p = 0; p < 3; p++) rc |= walk(f, prefix[p], m, &sb[p], reread_tensor, &w);
     rc = agree(rc, err, errlen, g);
     if (rc == 0) {
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, w.sums, per * 3, MPI_UINT64_T, MPI_SUM, g->world_comm));
         w.next = 0;
-        for (int p = 0; p < 3; p++) rc |= walk(f, prefix[p], m, base[p], verify_checksum, &w);
+        for (int p = 0; p < 3; p++) rc |= walk(f, prefix[p], m, &sb[p], verify_checksum, &w);
         int64_t stored = -1;
         if (rc == 0 && (read_attr_i64(f, "step", &stored) != 0 || stored != step)) {
             snprintf(err, errlen, "rank %d: the step attribute reads back as %lld, not %lld", g->rank,
@@ -533,33 +573,32 @@ static int verify_written(const char *path, const struct model *m, const struct 
 static int transfer(hid_t f, const struct model *m, const struct optim *o, int with_optim, int writing,
                     const struct grid *g, char *err, size_t errlen)
 {
-    float *const *base[3];
-    state_bases(m, o, base);
-    float *dev[3] = {base[0][0], o ? o->m[0] : NULL, o ? o->v[0] : NULL}; /* each flat buffer's start */
+    struct state_buf sb[3];
+    state_bufs(m, o, sb);
     int np = with_optim ? 3 : 1, per = datasets_per_prefix(m);
     struct walk_ctx w = {g, xcalloc((size_t)per * np, sizeof(uint64_t)), 0, err, errlen, 0};
     int rc = 0;
-    /* state in device memory: HDF5 reads and writes a host copy of each flat buffer */
-    float *host[3] = {NULL, NULL, NULL}, *hbase[3][NUM_PARAMS];
+    /* state in device memory: HDF5 reads and writes a host copy of each buffer */
+    float *dev[3] = {NULL, NULL, NULL};
     if (m->k->on_device)
         for (int p = 0; p < np; p++) {
-            host[p] = xalloc_aligned(m->flat * sizeof(float)); /* (reading too: what the file lacks stays) */
-            m->k->to_host(host[p], base[p][0], m->flat * sizeof(float));
-            for (int id = 0; id < NUM_PARAMS; id++) hbase[p][id] = host[p] + (base[p][id] - base[p][0]);
-            base[p] = hbase[p];
+            dev[p] = sb[p].mem;
+            sb[p].mem = xalloc_aligned(sb[p].len * sizeof(float)); /* (reading too: what the file lacks stays) */
+            m->k->to_host(sb[p].mem, dev[p], sb[p].len * sizeof(float));
         }
-    for (int p = 0; p < np; p++) rc |= walk(f, prefix[p], m, base[p], writing ? write_tensor : read_tensor, &w);
+    for (int p = 0; p < np; p++) rc |= walk(f, prefix[p], m, &sb[p], writing ? write_tensor : read_tensor, &w);
     rc = mpi_agree_error(g->world_comm, rc != 0, err, errlen);
-    for (int p = 0; p < np && host[p] && !writing && rc == 0; p++)
-        m->k->to_device(dev[p], host[p], m->flat * sizeof(float));
+    for (int p = 0; p < np && dev[p] && !writing && rc == 0; p++)
+        m->k->to_device(dev[p], sb[p].mem, sb[p].len * sizeof(float));
     if (rc == 0) {
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, w.sums, per * np, MPI_UINT64_T, MPI_SUM, g->world_comm));
         w.next = 0;
-        for (int p = 0; p < np; p++) rc |= walk(f, prefix[p], m, base[p], writing ? attach_checksum : verify_checksum, &w);
+        for (int p = 0; p < np; p++) rc |= walk(f, prefix[p], m, &sb[p], writing ? attach_checksum : verify_checksum, &w);
         rc = mpi_agree_error(g->world_comm, rc != 0, err, errlen);
     }
     free(w.sums);
-    for (int p = 0; p < np; p++) free(host[p]);
+    for (int p = 0; p < np; p++)
+        if (dev[p]) free(sb[p].mem);
     return rc;
 }
 
@@ -572,7 +611,8 @@ double ckpt_file_bytes(const struct model *m)
     for (int id = 0; id < NUM_PARAMS; id++)
         for (int l = 0; l < (param_table[id].per_layer ? m->d.L : 1); l++) {
             struct tensor_ref t;
-            tensor_ref(&t, "/model", m, m->param, (enum param_id)id, l);
+            struct state_buf whole = {m->params_mem, 0, m->flat, 0};
+            tensor_ref(&t, "/model", m, &whole, (enum param_id)id, l);
             double b = 4.0 * (double)t.dims[0] * (double)(t.rank == 2 ? t.dims[1] : 1);
             bytes += 3 * (b + (b >= (1 << 20) ? (1 << 20) : 0) + 1024);
         }

@@ -251,6 +251,37 @@ void comm_reduce_scatter_f32(struct comm *c, enum comm_group g, float *part, con
     account(c, g, CO_REDUCE_SCATTER, all * sizeof(float), t0);
 }
 
+void comm_reduce_scatter_sliced(struct comm *c, enum comm_group g, float *part, const float *full, size_t n,
+                                size_t piece, float *pack)
+{
+    if (n <= piece) {
+        comm_reduce_scatter_f32(c, g, part, full, n);
+        return;
+    }
+    int size = group_size(c, g);
+    for (size_t t = 0; t < n; t += piece) {
+        size_t len = n - t < piece ? n - t : piece;
+        for (int q = 0; q < size; q++) c->k->copy(pack + (size_t)q * len, full + (size_t)q * n + t, len * sizeof(float));
+        comm_reduce_scatter_f32(c, g, part + t, pack, len);
+    }
+}
+
+void comm_allgather_sliced(struct comm *c, enum comm_group g, float *full, size_t n, size_t piece, float *pack)
+{
+    if (n <= piece) {
+        comm_allgather_f32(c, g, full, NULL, n);
+        return;
+    }
+    int size = group_size(c, g), me;
+    MPI_CHECK(MPI_Comm_rank(comm_of(c, g), &me));
+    for (size_t t = 0; t < n; t += piece) {
+        size_t len = n - t < piece ? n - t : piece;
+        comm_allgather_f32(c, g, pack, full + (size_t)me * n + t, len);
+        for (int q = 0; q < size; q++)
+            if (q != me) c->k->copy(full + (size_t)q * n + t, pack + (size_t)q * len, len * sizeof(float));
+    }
+}
+
 void comm_ireduce_scatter_f32(struct comm *c, enum comm_group g, const float *send, float *recv, const int *counts,
                               MPI_Request *req)
 {

@@ -78,6 +78,17 @@ void comm_allreduce_max_int(struct comm *c, enum comm_group g, int *buf, size_t 
 void comm_allgather_f32(struct comm *c, enum comm_group g, float *full, const float *part, size_t n);
 /* full (size * n) summed over the group; rank i keeps block i in part (n). */
 void comm_reduce_scatter_f32(struct comm *c, enum comm_group g, float *part, const float *full, size_t n);
+/* ZeRO's two collectives over a flat buffer made of the group's slices
+ * (rank i's n floats at full + i * n), in pieces of at most `piece` floats
+ * per rank: piece t of every slice is copied into pack (size * piece
+ * floats, model memory) and reduced or gathered there, so that neither
+ * this program nor MPI ever holds a buffer of full's size.  With n <=
+ * piece, one call on full itself (pack unused, may be NULL).  The
+ * reduce-scatter keeps rank i's sums of slice i in part (n); the
+ * all-gather spreads every rank's slice (in place in full) to all. */
+void comm_reduce_scatter_sliced(struct comm *c, enum comm_group g, float *part, const float *full, size_t n,
+                                size_t piece, float *pack);
+void comm_allgather_sliced(struct comm *c, enum comm_group g, float *full, size_t n, size_t piece, float *pack);
 /* send (the sum of counts) summed over the group; rank i keeps counts[i]
  * elements, the i-th run of send, in recv (send NULL: in place, the input
  * in recv, the result at its start).  Non-blocking: bytes and calls counted

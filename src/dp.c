@@ -183,22 +183,27 @@ static void zero2_init(struct dp *p)
     m->layer_done_ctx = p;
 }
 
-/* The tensors outside the layers, each reduce-scattered into the slice. */
+/* The tensors outside the layers, each reduce-scattered into the slice in
+ * place, a bucket (dp pieces) at a time: MPI's scratch stays that size. */
 static void zero2_rest(struct dp *p)
 {
     struct model *m = p->m;
     struct comm *c = p->c;
+    size_t bucket = p->o->piece * (size_t)c->grid->dp;
+    int *counts = xmalloc((size_t)c->grid->dp * sizeof *counts);
     for (int i = 0; i < NUM_PARAMS; i++) {
         if (param_table[i].per_layer || m->size[i] == 0) continue;
-        struct flat_range r = {(size_t)(m->param[i] - m->params_mem), m->size[i]};
-        int *counts = xmalloc((size_t)c->grid->dp * sizeof *counts);
-        slice_counts(p->o, &r, 1, c->grid->dp, counts);
-        MPI_Request req; /* in place: this rank's sum lands at the start of grad[i] */
-        comm_ireduce_scatter_f32(c, CG_DP, NULL, m->grad[i], counts, &req);
-        comm_wait(c, CG_DP, CO_REDUCE_SCATTER, 1, &req);
-        add_to_shard(p->o, &r, 1, m->grad[i]);
-        free(counts);
+        size_t at = (size_t)(m->param[i] - m->params_mem);
+        for (size_t t = 0; t < m->size[i]; t += bucket) {
+            struct flat_range r = {at + t, m->size[i] - t < bucket ? m->size[i] - t : bucket};
+            slice_counts(p->o, &r, 1, c->grid->dp, counts);
+            MPI_Request req; /* in place: this rank's sum lands at the start of the piece */
+            comm_ireduce_scatter_f32(c, CG_DP, NULL, m->grad[i] + t, counts, &req);
+            comm_wait(c, CG_DP, CO_REDUCE_SCATTER, 1, &req);
+            add_to_shard(p->o, &r, 1, m->grad[i] + t);
+        }
     }
+    free(counts);
 }
 
 /* ------------------------------------------------------------ the interface */
@@ -278,7 +283,9 @@ void dp_finish(struct dp *p)
     case DP_ZERO2: zero2_rest(p); break;
     /* one call over the contiguous gradient memory (tensors are packed with
      * padding, which is zero and stays zero) */
-    case DP_ZERO1: comm_reduce_scatter_f32(c, CG_DP, p->o->gshard, m->grads_mem, p->o->shard); break;
+    case DP_ZERO1:
+        comm_reduce_scatter_sliced(c, CG_DP, p->o->gshard, m->grads_mem, p->o->shard, p->o->piece, p->o->pack);
+        break;
     case DP_FLAT: comm_allreduce_sum_f32(c, CG_DP, m->grads_mem, m->flat); break;
     }
 }

@@ -9,13 +9,15 @@
  *               (bucket_mb); a full bucket starts non-blocking all-reduces,
  *               progressed after every later layer; the rest (embeddings,
  *               the final LayerNorm, the tensors partial under SP) after;
- *   DP_ZERO1    one reduce-scatter of the flat buffer into the optimizer's
- *               1/dp slice;
+ *   DP_ZERO1    the flat buffer reduce-scattered into the optimizer's 1/dp
+ *               slice, a bucket (bucket_mb) at a time (comm_reduce_scatter_
+ *               sliced: no scratch of the buffer's size, here or in MPI);
  *   DP_ZERO2    each layer's gradients go into a small working buffer that is
  *               reduce-scattered into the slice as soon as the layer's
  *               backward ends (two buffers: one filling, one in flight); the
- *               tensors outside the layers once per step.  Peak gradient
- *               memory: those tensors, two layers and the slice.
+ *               tensors outside the layers once per step, a bucket at a
+ *               time.  Peak gradient memory: those tensors, two layers and
+ *               the slice.
  *
  * A step: dp_begin; the pipeline calls dp_arm / dp_disarm around each
  * chunk's last backward; dp_finish after the last backward.  Every message

@@ -35,7 +35,7 @@ static void rope_tables(struct model *m)
     free(c);
 }
 
-void model_init(struct model *m, const struct model_dims *d, const struct device *k, int B, int nslots,
+void model_init(struct model *m, const struct model_dims *d, const struct device *k, int B, int nslots, int nrecv,
                 uint64_t seed)
 {
     memset(m, 0, sizeof *m);
@@ -75,7 +75,7 @@ void model_init(struct model *m, const struct model_dims *d, const struct device
     if (d->llama) rope_tables(m);
     m->host = xalloc_aligned(2 * (size_t)m->N * sizeof(float)); /* token losses, or a micro-batch's tokens */
     m->bad_order = LONG_MAX;
-    model_acts_alloc(m, nslots);
+    model_acts_alloc(m, nslots, nrecv);
 }
 
 void model_set_tokens(struct model *m, struct chunk_acts *a, const int32_t *inputs, const int32_t *targets)

@@ -174,6 +174,8 @@ struct model {
     float *rope_cos, *rope_sin;       /* llama: (T, HS/2) the rotary embedding's angles */
     int nslots;                       /* micro-batches in flight this rank can hold */
     struct chunk_acts *slot;
+    int nrecv;                        /* the pipeline's activation receive buffers, Ns x C floats each */
+    float *recv;
     struct scratch scr;
     size_t act_bytes;                 /* activations and scratch */
     /* called after the backward of local layer j, when set (overlap of the
@@ -195,6 +197,8 @@ struct model {
  * and the allocator alike. */
 size_t model_slot_floats(const struct model_dims *d, int B);
 size_t model_scratch_floats(const struct model_dims *d, int B);
+/* Floats of one pipeline receive buffer (a chunk's input: B T C, / tp under SP). */
+size_t model_recv_floats(const struct model_dims *d, int B);
 /* Floats of one layer's per-layer tensors on this rank. */
 size_t model_layer_floats(const struct model_dims *d);
 /* Floats of grads_mem under ZeRO-2 (the tensors outside the layers). */
@@ -208,10 +212,12 @@ size_t model_tensor_size(const struct model_dims *d, enum param_id id);
 /* Dimensions for cfg of shape s, this rank's coordinates from g (validated beforehand). */
 void model_dims_init(struct model_dims *d, const struct config *cfg, const struct run_shape *s, const struct grid *g);
 
-/* Allocate parameters, gradients (zeroed) and `nslots` activation sets for
- * micro-batches of B sequences with k's memory; initialise the weights from
- * seed (model_init_tensor: each element from its logical position). */
-void model_init(struct model *m, const struct model_dims *d, const struct device *k, int B, int nslots,
+/* Allocate parameters, gradients (zeroed), `nslots` activation sets for
+ * micro-batches of B sequences and `nrecv` buffers for a chunk's input
+ * received ahead of its slot (the pipeline's look-ahead) with k's memory;
+ * initialise the weights from seed (model_init_tensor: each element from
+ * its logical position). */
+void model_init(struct model *m, const struct model_dims *d, const struct device *k, int B, int nslots, int nrecv,
                 uint64_t seed);
 void model_free(struct model *m);
 

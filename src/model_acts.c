@@ -170,15 +170,23 @@ size_t model_scratch_floats(const struct model_dims *d, int B)
     return scratch_layout(&probe, NULL, d, B);
 }
 
-void model_acts_alloc(struct model *m, int nslots)
+size_t model_recv_floats(const struct model_dims *d, int B)
+{
+    return ((size_t)B * d->T / (d->sp ? (size_t)d->tp : 1) * d->C + 15) / 16 * 16;
+}
+
+void model_acts_alloc(struct model *m, int nslots, int nrecv)
 {
     size_t per = model_slot_floats(&m->d, m->B), scr = model_scratch_floats(&m->d, m->B);
-    float *mem = m->k->alloc((per * (size_t)nslots + scr) * sizeof(float));
+    size_t rcv = model_recv_floats(&m->d, m->B), total = per * (size_t)nslots + scr + rcv * (size_t)nrecv;
+    float *mem = m->k->alloc(total * sizeof(float));
     m->nslots = nslots;
     m->slot = xcalloc((size_t)nslots, sizeof *m->slot);
     for (int i = 0; i < nslots; i++) slot_layout(&m->slot[i], mem + per * (size_t)i, &m->d, m->B);
     scratch_layout(&m->scr, mem + per * (size_t)nslots, &m->d, m->B);
-    m->act_bytes = (per * (size_t)nslots + scr) * sizeof(float);
+    m->nrecv = nrecv;
+    m->recv = nrecv ? mem + per * (size_t)nslots + scr : NULL;
+    m->act_bytes = total * sizeof(float);
 }
 
 struct chunk_acts *model_slot(struct model *m, int mb, int chunk)

@@ -15,7 +15,7 @@ float *model_carve(float **cursor, size_t n);
 void model_init_tensor(float *p, const struct model_dims *d, enum param_id id, int layer, uint64_t seed);
 
 /* Allocate nslots activation slots and the scratch. */
-void model_acts_alloc(struct model *m, int nslots);
+void model_acts_alloc(struct model *m, int nslots, int nrecv);
 
 /* Where layer k of slot a's chunk keeps its activations: the shared
  * one-layer scratch if it is recomputed in full or stored packed, else its

@@ -10,16 +10,16 @@
 
 static const double PI = 3.14159265358979323846;
 
-/* Point m[], v[] (and master[]) at the per-tensor places of full-layout
- * state. */
-static void point_state(struct optim *o, const struct model *m, float *mfull, float *vfull, float *wfull)
+size_t optim_zero_piece(double bucket_mb, int dp)
 {
-    for (int i = 0; i < NUM_PARAMS; i++) {
-        size_t at = (size_t)(m->param[i] - m->params_mem);
-        o->m[i] = mfull + at;
-        o->v[i] = vfull + at;
-        o->master[i] = wfull ? wfull + at : NULL;
-    }
+    size_t piece = (size_t)(bucket_mb * 1048576.0 / sizeof(float)) / (size_t)dp;
+    return piece < 16 ? 16 : piece;
+}
+
+size_t optim_zero_pack_floats(size_t shard, double bucket_mb, int dp)
+{
+    size_t piece = optim_zero_piece(bucket_mb, dp);
+    return shard > piece ? piece * (size_t)dp : 0;
 }
 
 void optim_init(struct optim *o, const struct model *m, const struct config *cfg, const struct run_shape *s,
@@ -35,8 +35,12 @@ void optim_init(struct optim *o, const struct model *m, const struct config *cfg
     o->v_mem = o->k->alloc(o->shard * sizeof(float));
     o->prec = m->d.prec;
     if (o->prec != PREC_FP32) o->master_mem = o->k->alloc(o->shard * sizeof(float));
-    if (o->zero) o->gshard = o->k->alloc(o->shard * sizeof(float));
-    else point_state(o, m, o->m_mem, o->v_mem, o->master_mem);
+    if (o->zero) {
+        o->gshard = o->k->alloc(o->shard * sizeof(float));
+        o->piece = optim_zero_piece(cfg->parallel.bucket_mb, s->dp);
+        o->pack_floats = optim_zero_pack_floats(o->shard, cfg->parallel.bucket_mb, s->dp);
+        if (o->pack_floats) o->pack = o->k->alloc(o->pack_floats * sizeof(float));
+    }
     o->beta1 = cfg->train.beta1;
     o->beta2 = cfg->train.beta2;
     o->eps = cfg->train.eps;
@@ -51,40 +55,8 @@ void optim_free(struct optim *o)
     o->k->release(o->v_mem);
     if (o->gshard) o->k->release(o->gshard);
     if (o->master_mem) o->k->release(o->master_mem);
-    optim_drop_full(o);
+    if (o->pack) o->k->release(o->pack);
     memset(o, 0, sizeof *o);
-}
-
-void optim_gather_full(struct optim *o, const struct model *m, struct comm *c)
-{
-    if (!o->zero) return;
-    o->m_full = o->k->alloc(m->flat * sizeof(float));
-    o->v_full = o->k->alloc(m->flat * sizeof(float));
-    comm_allgather_f32(c, CG_DP, o->m_full, o->m_mem, o->shard);
-    comm_allgather_f32(c, CG_DP, o->v_full, o->v_mem, o->shard);
-    if (o->master_mem) {
-        o->master_full = o->k->alloc(m->flat * sizeof(float));
-        comm_allgather_f32(c, CG_DP, o->master_full, o->master_mem, o->shard);
-    }
-    point_state(o, m, o->m_full, o->v_full, o->master_full);
-}
-
-void optim_keep_slice(struct optim *o, const struct model *m)
-{
-    (void)m;
-    if (!o->zero) return;
-    o->k->copy(o->m_mem, o->m_full + o->offset, o->shard * sizeof(float));
-    o->k->copy(o->v_mem, o->v_full + o->offset, o->shard * sizeof(float));
-    if (o->master_mem) o->k->copy(o->master_mem, o->master_full + o->offset, o->shard * sizeof(float));
-}
-
-void optim_drop_full(struct optim *o)
-{
-    if (o->m_full) o->k->release(o->m_full);
-    if (o->v_full) o->k->release(o->v_full);
-    if (o->master_full) o->k->release(o->master_full);
-    o->m_full = o->v_full = o->master_full = NULL;
-    if (o->zero) memset(o->m, 0, sizeof o->m), memset(o->v, 0, sizeof o->v), memset(o->master, 0, sizeof o->master);
 }
 
 void optim_master_from_params(struct optim *o, const struct model *m)
@@ -98,7 +70,7 @@ void optim_params_from_master(struct optim *o, struct model *m, struct comm *c)
     float *mine = m->params_mem + o->offset;
     o->k->copy(mine, o->master_mem, o->shard * sizeof(float));
     o->k->lp_round(o->prec, mine, o->shard);
-    if (o->zero) comm_allgather_f32(c, CG_DP, m->params_mem, NULL, o->shard);
+    if (o->zero) comm_allgather_sliced(c, CG_DP, m->params_mem, o->shard, o->piece, o->pack);
 }
 
 void optim_unscale(struct optim *o, struct model *m, float inv)
@@ -186,7 +158,7 @@ void optim_update(struct optim *o, struct model *m, struct comm *c, double grad_
                      (float)o->beta2, (float)o->eps, wd, t);
     }
     if (o->master_mem) optim_params_from_master(o, m, c);
-    else if (o->zero) comm_allgather_f32(c, CG_DP, m->params_mem, NULL, o->shard);
+    else if (o->zero) comm_allgather_sliced(c, CG_DP, m->params_mem, o->shard, o->piece, o->pack);
 }
 
 float *optim_some_grad(struct optim *o, struct model *m)

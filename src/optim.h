@@ -25,30 +25,28 @@ struct flat_range {
 struct optim {
     const struct device *k;       /* the model's: where the state lives */
     float *m_mem, *v_mem;          /* moments: flat, or the slice */
-    float *m[NUM_PARAMS], *v[NUM_PARAMS]; /* per tensor, when the full layout is present */
     int zero;                      /* 1: sharded over dp (ZeRO-1 and 2) */
     int zero2;                     /* ZeRO-2: gradients reduced into gshard layer by layer (dp.h) */
     size_t shard, offset;          /* the slice of the flat buffers this rank updates */
     float *gshard;                 /* (shard) its reduced gradient */
-    float *m_full, *v_full;        /* the full moments while a checkpoint is read or written */
+    size_t piece;                  /* ZeRO: floats per rank of one piece of its collectives (comm_*_sliced) */
+    size_t pack_floats;            /* and their staging buffer (0: the slice fits in one piece) */
+    float *pack;
     enum precision prec;
     float *master_mem;             /* fp32 master weights (bf16/fp16): flat, or the slice */
-    float *master[NUM_PARAMS];     /* per tensor, when the full layout is present */
-    float *master_full;
     int64_t updates;               /* AdamW steps applied (skipped steps do not count) */
     double lr, beta1, beta2, eps, weight_decay, grad_clip;
 };
 
+/* ZeRO's collectives run in pieces of parallel.bucket_mb over all dp ranks
+ * (at least 16 floats a rank); the staging buffer they need, in floats
+ * (0 when the slice of shard floats fits in one). */
+size_t optim_zero_piece(double bucket_mb, int dp);
+size_t optim_zero_pack_floats(size_t shard, double bucket_mb, int dp);
+
 void optim_init(struct optim *o, const struct model *m, const struct config *cfg, const struct run_shape *s,
                 const struct grid *g);
 void optim_free(struct optim *o);
-
-/* ZeRO: assemble the full moments (o->m[], o->v[] valid) for a checkpoint
- * write or read; after a read, optim_keep_slice copies this rank's slice
- * back.  optim_drop_full frees them.  No-ops without ZeRO.  Collective. */
-void optim_gather_full(struct optim *o, const struct model *m, struct comm *c);
-void optim_keep_slice(struct optim *o, const struct model *m);
-void optim_drop_full(struct optim *o);
 
 /* Mixed precision: take the master weights from the parameters (a fresh
  * start, init_from), and round them into the parameters (after any start or

@@ -78,6 +78,64 @@ int pp_peak_bound(enum pp_schedule s, int pp, int v, int m, int rank)
     return s == PP_GPIPE ? m : imin(warmup(s, pp, v, m, rank) + 1, v * m);
 }
 
+void pp_phase_ends(const struct pp_action *a, int n, int *phase_end)
+{
+    for (int i = n - 1; i >= 0; i--)
+        phase_end[i] = is_compute(a[i].kind) ? i : i + 1 < n && phase_end[i + 1] > i + 1 ? phase_end[i + 1] : i + 1;
+}
+
+int pp_forward_only(struct pp_action *a, int n)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (a[i].kind == PP_RECV_ACT || a[i].kind == PP_FWD || a[i].kind == PP_SEND_ACT) a[k++] = a[i];
+    return k;
+}
+
+static int recv_acts(const struct pp_action *a, int from, int to)
+{
+    int k = 0;
+    for (int i = from; i < to; i++) k += a[i].kind == PP_RECV_ACT;
+    return k;
+}
+
+/* One past the run of communication actions from i. */
+static int run_end(const struct pp_action *a, int n, int i)
+{
+    while (i < n && !is_compute(a[i].kind)) i++;
+    return i;
+}
+
+/* The most activation receives posted at once over list a: at each phase,
+ * its own and the next phase's. */
+static int posted_bound(const struct pp_action *a, int n)
+{
+    int most = 0;
+    for (int i = 0; i < n;) {
+        if (is_compute(a[i].kind)) {
+            i++;
+            continue;
+        }
+        int end = run_end(a, n, i), nxt = end;
+        while (nxt < n && is_compute(a[nxt].kind)) nxt++;
+        int k = recv_acts(a, i, end) + recv_acts(a, nxt, run_end(a, n, nxt));
+        if (k > most) most = k;
+        i = end;
+    }
+    return most;
+}
+
+int pp_recv_bound(enum pp_schedule s, int pp, int v, int m, int rank)
+{
+    struct pp_action *a;
+    int n;
+    char err[512];
+    if (pp < 2 || pp_schedule_build(s, pp, v, m, rank, &a, &n, err, sizeof err) != 0) return 0;
+    int full = posted_bound(a, n), fwd = posted_bound(a, pp_forward_only(a, n));
+    free(a);
+    return full > fwd ? full : fwd;
+}
+
 /* The k-th forward (bwd = 0) or backward (bwd = 1) of a rank.  v = 1: micro-
  * batch k.  Interleaved: micro-batches in groups of pp, each group through
  * every chunk (forward chunk 0 first, backward the last chunk first). */

@@ -103,6 +103,20 @@ int pp_schedule_build(enum pp_schedule s, int pp, int v, int m, int rank, struct
  * interleaved min(2(pp-rank-1) + (v-1)pp + 1, v*m). */
 int pp_peak_bound(enum pp_schedule s, int pp, int v, int m, int rank);
 
+/* phase_end[i] for a list of n actions: one past the run of communication
+ * actions starting at i (i itself for a compute).  The executor's phases
+ * are these runs. */
+void pp_phase_ends(const struct pp_action *a, int n, int *phase_end);
+
+/* The most activation receives `rank` has posted at once (the executor
+ * posts a phase's receives and the next phase's: the buffers they land in),
+ * for the schedule and for its forwards alone (evaluation), whichever is
+ * more. */
+int pp_recv_bound(enum pp_schedule s, int pp, int v, int m, int rank);
+
+/* The forwards of a list alone (evaluation), in place; returns their count. */
+int pp_forward_only(struct pp_action *a, int n);
+
 /* Run the pp lists against each other under opts.  Proves, or returns -1
  * with the first violation in err: every action well formed (kind, mb,
  * chunk, the neighbouring peer); messages match FIFO per channel with the

@@ -5,7 +5,10 @@
  * entering a phase the executor posts the MPI_Irecv of that phase and of the
  * next one (look-ahead, so a neighbour's send finds its receive and the
  * transfer overlaps our compute), issues the phase's MPI_Isend, then waits
- * for the phase's receives and sends.  pipeline.c's simulator proves this
+ * for the phase's receives and sends.  An activation arrives in a receive
+ * buffer of its size (the model's recv) and moves into its micro-batch's
+ * slot when its phase ends, after the slots sent from are freed: a slot is
+ * held only by micro-batches between their forward and their backward.  pipeline.c's simulator proves this
  * order deadlock-free for every pp, even if a send completes only once its
  * receive is posted; no blocking send/recv pair is ever issued in a fixed
  * order.  Matching is FIFO per (peer, direction): one tag per direction. */
@@ -21,17 +24,9 @@ enum { MAX_POSTED = 8 }; /* receives in flight: <= 2 per phase, this phase and t
 
 struct posted {
     int action;          /* index of the RECV action */
+    int buf;             /* an activation's: the receive buffer it lands in (else -1: into its slot) */
     MPI_Request req;
 };
-
-/* phase_end[i]: one past the run of communication actions starting at i. */
-static void phase_ends(struct pp_exec *x)
-{
-    for (int i = x->n - 1; i >= 0; i--) {
-        int comm = x->actions[i].kind != PP_FWD && x->actions[i].kind != PP_BWD;
-        x->phase_end[i] = !comm ? i : (i + 1 < x->n && x->phase_end[i + 1] > i + 1 ? x->phase_end[i + 1] : i + 1);
-    }
-}
 
 int pp_exec_init(struct pp_exec *x, enum pp_schedule s, const struct grid *g, int v, int m)
 {
@@ -42,20 +37,17 @@ int pp_exec_init(struct pp_exec *x, enum pp_schedule s, const struct grid *g, in
     if (pp_schedule_build(s, g->pp, v, m, g->pp_rank, &x->actions, &x->n, err, sizeof err) != 0)
         die_all("see docs/pipeline.md for what each schedule allows", "pipeline schedule: %s", err);
     x->phase_end = xmalloc((size_t)(x->n ? x->n : 1) * sizeof *x->phase_end);
-    phase_ends(x);
-    int peak = pp_peak_bound(s, g->pp, v, m, g->pp_rank);
-    return peak + (g->pp > 1 ? 2 : 0); /* the look-ahead receives hold a slot early */
+    pp_phase_ends(x->actions, x->n, x->phase_end);
+    x->nrecv = pp_recv_bound(s, g->pp, v, m, g->pp_rank);
+    x->recv_busy = xcalloc((size_t)(x->nrecv ? x->nrecv : 1), sizeof *x->recv_busy);
+    return pp_peak_bound(s, g->pp, v, m, g->pp_rank);
 }
 
 void pp_exec_init_forward(struct pp_exec *x, enum pp_schedule s, const struct grid *g, int v, int m)
 {
     pp_exec_init(x, s, g, v, m);
-    int n = 0;
-    for (int i = 0; i < x->n; i++)
-        if (x->actions[i].kind == PP_RECV_ACT || x->actions[i].kind == PP_FWD || x->actions[i].kind == PP_SEND_ACT)
-            x->actions[n++] = x->actions[i];
-    x->n = n;
-    phase_ends(x);
+    x->n = pp_forward_only(x->actions, x->n);
+    pp_phase_ends(x->actions, x->n, x->phase_end);
     x->forward_only = 1;
 }
 
@@ -63,6 +55,7 @@ void pp_exec_free(struct pp_exec *x)
 {
     free(x->actions);
     free(x->phase_end);
+    free(x->recv_busy);
     memset(x, 0, sizeof *x);
 }
 
@@ -86,8 +79,18 @@ static void post_receives(struct pp_exec *x, int i, struct model *m, struct comm
         const struct pp_action *a = &x->actions[k];
         if (!is_recv(a->kind) || k < *next_recv) continue;
         if (*np == MAX_POSTED) die("more than %d pipeline receives in flight", MAX_POSTED);
-        struct chunk_acts *s = model_slot(m, a->mb, a->chunk);
-        float *buf = a->kind == PP_RECV_ACT ? s->input : s->dout;
+        float *buf;
+        p[*np].buf = -1;
+        if (a->kind == PP_RECV_ACT) { /* its slot is taken when the phase that receives it ends */
+            int b = 0;
+            while (b < x->nrecv && x->recv_busy[b]) b++;
+            if (b == x->nrecv || b >= m->nrecv) die("more than %d pipeline activation receives in flight", x->nrecv);
+            x->recv_busy[b] = 1;
+            p[*np].buf = b;
+            buf = m->recv + (size_t)b * model_recv_floats(&m->d, m->B);
+        } else {
+            buf = model_slot(m, a->mb, a->chunk)->dout; /* (its forward holds the slot) */
+        }
         int tag = a->kind == PP_RECV_ACT ? PP_TAG_ACT : PP_TAG_GRAD;
         p[*np].action = k;
         comm_irecv_f32(c, CG_PP, buf, count, a->peer, tag, &p[*np].req);
@@ -124,11 +127,14 @@ static void run_phase(struct pp_exec *x, int i, struct model *m, struct comm *c,
         comm_isend_f32(c, CG_PP, buf, count, a->peer, tag, &sreq[ns]);
         ns++;
     }
-    /* wait for this phase's receives (posted earlier or just now), then its sends */
+    /* wait for this phase's receives (posted earlier or just now), then its
+     * sends; free the slots sent from, then move the activations received
+     * into theirs */
     int kept = 0;
+    struct posted got[MAX_POSTED];
     for (int q = 0; q < *np; q++) {
         if (p[q].action >= end) p[kept++] = p[q];
-        else rreq[nr++] = p[q].req;
+        else got[nr] = p[q], rreq[nr++] = p[q].req;
     }
     *np = kept;
     double t1 = MPI_Wtime();
@@ -136,6 +142,13 @@ static void run_phase(struct pp_exec *x, int i, struct model *m, struct comm *c,
     comm_wait(c, CG_PP, CO_SEND, ns, sreq);
     for (int q = 0; q < ns; q++)
         if (sent[q]) model_slot_release(sent[q]);
+    for (int q = 0; q < nr; q++) {
+        if (got[q].buf < 0) continue;
+        const struct pp_action *a = &x->actions[got[q].action];
+        m->k->copy(model_slot(m, a->mb, a->chunk)->input, m->recv + (size_t)got[q].buf * model_recv_floats(&m->d, m->B),
+                   count * sizeof(float));
+        x->recv_busy[got[q].buf] = 0;
+    }
     double t2 = MPI_Wtime();
     t->total[T_PP_WAIT] += t2 - t1;
     if (ns) trace_add(x->trace, TR_SEND, -1, -1, t0, t1);

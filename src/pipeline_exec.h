@@ -21,10 +21,15 @@ struct pp_exec {
     struct trace *trace;        /* timeline events, or NULL */
     struct dp *dp;              /* armed around each chunk's last backward, or NULL */
     int forward_only;           /* evaluation: the schedule's forwards alone, each slot freed once its output left */
+    int nrecv;                  /* activation receive buffers posted at once, at most (pp_recv_bound) */
+    int *recv_busy;             /* [nrecv] which of the model's receive buffers hold a posted receive */
 };
 
 /* Build the list for this rank; returns the slots (activation sets) the
- * model needs for it.  Dies with the schedule's reason if it cannot run. */
+ * model needs for it, and sets x->nrecv, the receive buffers it needs
+ * beside them (a chunk's input arrives there ahead of its turn and is
+ * copied into its slot when the phase that receives it ends).  Dies with
+ * the schedule's reason if it cannot run. */
 int pp_exec_init(struct pp_exec *x, enum pp_schedule s, const struct grid *g, int v, int m);
 void pp_exec_free(struct pp_exec *x);
 

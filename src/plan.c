@@ -4,7 +4,7 @@
  * stage's model_dims from model_dims_init on a grid with only its sizes and
  * coordinates filled in, the tensors from model_tensor_size, the activation
  * slots from model_slot_floats / model_scratch_floats and the schedule's
- * pp_peak_bound (+2 look-ahead receives, as pp_exec_init), the traffic from
+ * pp_peak_bound and pp_recv_bound (as pp_exec_init), the traffic from
  * the calls model.c, optim.c and pipeline_exec.c make.  regression/plan.sh
  * holds the bytes to what runs allocate and count; bench/plan_vs_rss.sh the
  * peak to the measured resident set. */
@@ -65,9 +65,10 @@ static size_t flat_floats(const struct model_dims *d, size_t *params)
     return (total + quantum - 1) / quantum * quantum;
 }
 
-static size_t act_bytes(const struct model_dims *d, int B, int slots)
+static size_t act_bytes(const struct model_dims *d, int B, int slots, int nrecv)
 {
-    return round64((model_slot_floats(d, B) * (size_t)slots + model_scratch_floats(d, B)) * sizeof(float));
+    return round64((model_slot_floats(d, B) * (size_t)slots + model_scratch_floats(d, B) +
+                    model_recv_floats(d, B) * (size_t)nrecv) * sizeof(float));
 }
 
 /* Scratch that Open MPI 4.1's collectives take for a buffer of n bytes over
@@ -96,12 +97,12 @@ static size_t overlapped_bytes(const struct model_dims *d)
 static size_t comm_buffer(const struct plan *p, const struct model_dims *d, size_t flat)
 {
     size_t big = 0, NC = (size_t)p->shape.micro_batch * d->T * d->C * 4, wte = model_tensor_size(d, P_WTE) * 4, x;
-    if (p->shape.dp > 1 && p->shape.zero2) /* a layer at a time, then each tensor outside the layers (wte the largest) */
-        big = reduce_scatter_scratch((model_layer_floats(d) > model_tensor_size(d, P_WTE) ? model_layer_floats(d)
-                                                                                           : model_tensor_size(d, P_WTE)) * 4,
-                                     p->shape.dp);
-    else if (p->shape.dp > 1)
-        big = p->shape.zero ? reduce_scatter_scratch(flat * 4, p->shape.dp)
+    size_t bucket = optim_zero_piece(p->bucket_mb, p->shape.dp) * (size_t)p->shape.dp; /* ZeRO's pieces */
+    if (p->shape.dp > 1 && p->shape.zero2) { /* a layer at a time, then each tensor outside the layers in buckets */
+        size_t rest = wte / 4 < bucket ? wte / 4 : bucket; /* (wte, or llama's head, is the largest) */
+        big = reduce_scatter_scratch((model_layer_floats(d) > rest ? model_layer_floats(d) : rest) * 4, p->shape.dp);
+    } else if (p->shape.dp > 1)
+        big = p->shape.zero ? reduce_scatter_scratch((flat < bucket ? flat : bucket) * 4, p->shape.dp)
             : overlapped(p, d) ? overlapped_bytes(d) : allreduce_scratch(flat * 4, p->shape.dp);
     if (p->shape.dp > 1 && overlapped(p, d) && (x = allreduce_scratch(wte, p->shape.dp)) > big) big = x; /* the rest, after */
     if (p->shape.tp > 1 && (x = p->shape.sp ? reduce_scatter_scratch(NC, p->shape.tp) : allreduce_scratch(NC, p->shape.tp)) > big) big = x;
@@ -193,23 +194,25 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
     s->Lp = d.Lp;
     enum pp_schedule sched = pp_schedule_from_name(cfg->parallel.schedule);
     s->in_flight = pp_peak_bound(sched, p->shape.pp, p->shape.v, p->shape.n_micro, r);
-    s->slots = s->in_flight + (p->shape.pp > 1 ? 2 : 0); /* pp_exec_init */
+    s->slots = s->in_flight; /* pp_exec_init */
+    s->recv = pp_recv_bound(sched, p->shape.pp, p->shape.v, p->shape.n_micro, r);
 
     size_t flat = flat_floats(&d, &s->params), shard = p->shape.zero ? flat / (size_t)p->shape.dp : flat;
     int lp = d.prec != PREC_FP32; /* + fp32 master weights beside m and v */
     s->bytes[PM_PARAMS] = round64(flat * 4); /* bf16/fp16 values in fp32 containers, on the GPU too (so far) */
     s->bytes[PM_GRADS] = grad_bytes(&d, flat, p->shape.zero2);
-    s->bytes[PM_OPTIM] = (2 + (size_t)lp) * round64(shard * 4) + (p->shape.zero ? round64(shard * 4) : 0);
-    int ckpt = cfg->io.save_final || cfg->io.checkpoint_every > 0 || cfg->io.restart[0];
-    s->bytes[PM_CKPT] = p->shape.zero && ckpt ? (2 + (size_t)lp) * round64(flat * 4) : 0; /* optim_gather_full */
+    s->bytes[PM_OPTIM] = (2 + (size_t)lp) * round64(shard * 4) +
+                         (p->shape.zero ? round64(shard * 4) +
+                                              round64(optim_zero_pack_floats(shard, p->bucket_mb, p->shape.dp) * 4)
+                                        : 0);
     s->slot_bytes = model_slot_floats(&d, p->shape.micro_batch) * 4;
     s->scratch_bytes = model_scratch_floats(&d, p->shape.micro_batch) * 4;
-    s->bytes[PM_ACTS] = act_bytes(&d, p->shape.micro_batch, s->slots);
+    s->bytes[PM_ACTS] = act_bytes(&d, p->shape.micro_batch, s->slots, s->recv);
     for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++) {
         struct model_dims e = d;
         e.recompute = rc;
         e.Lr = rc == RECOMPUTE_FULL ? d.Lc : 0;
-        s->act_by_recompute[rc] = act_bytes(&e, p->shape.micro_batch, s->slots);
+        s->act_by_recompute[rc] = act_bytes(&e, p->shape.micro_batch, s->slots, s->recv);
     }
     s->bytes[PM_COMM] = comm_buffer(p, &d, flat);
     s->bytes[PM_WORK] = p->cuda ? lp_operand_bytes(&d, p->shape.micro_batch) + CUDA_CONTEXT_SCRATCH_BYTES
@@ -239,6 +242,7 @@ int plan_compute(struct plan *p, const struct config *cfg, int world, int thread
         return -1;
     }
     p->cuda = cfg->train.device_id == TRAIN_DEVICE_cuda;
+    p->bucket_mb = cfg->parallel.bucket_mb;
     p->threads = threads > 0 ? threads : cfg->train.threads > 0 ? (int)cfg->train.threads : omp_get_max_threads();
     p->bubble = pp_bubble_formula(p->shape.pp, p->shape.v, p->shape.n_micro, &p->bubble_num, &p->bubble_den);
     p->stage = xcalloc((size_t)p->shape.pp, sizeof *p->stage);
@@ -350,7 +354,8 @@ unsigned long long *plan_allocated(const struct model *m, const struct optim *o,
     unsigned long long mine[4] = {
         round64(m->flat * 4),
         grad_bytes(&m->d, m->flat, o->zero2),
-        (2 + (o->master_mem ? 1ull : 0ull)) * round64(o->shard * 4) + (o->gshard ? round64(o->shard * 4) : 0),
+        (2 + (o->master_mem ? 1ull : 0ull)) * round64(o->shard * 4) + (o->gshard ? round64(o->shard * 4) : 0) +
+            (o->pack ? round64(o->pack_floats * 4) : 0),
         round64(m->act_bytes),
     };
     unsigned long long *all = g->rank == 0 ? xmalloc((size_t)g->world * sizeof mine) : NULL;

@@ -34,7 +34,6 @@ enum plan_mem {
     PM_RUNTIME,   /* MPI, HDF5, the libraries, the heap (a measured constant) */
     PM_RESIDENT,  /* -- the transient ones: */
     PM_COMM = PM_RESIDENT, /* MPI's scratch for its largest collective (Open MPI 4.1, measured) */
-    PM_CKPT,      /* ZeRO-1: the full m and v gathered while a checkpoint is written or read */
     PM_PROBE,     /* the start-up GEMM that measures the peak rate (unless train.peak_gflops is set) */
     PM_COUNT
 };
@@ -42,6 +41,7 @@ enum plan_mem {
 struct plan_stage {
     int pp_rank, Lp;          /* Lp: layers on the rank */
     int in_flight, slots;     /* micro-batches (x chunks) the schedule holds at once; slots allocated */
+    int recv;                 /* the pipeline's receive buffers (one chunk input each: the look-ahead) */
     size_t params;            /* parameter elements on the rank (unpadded) */
     size_t bytes[PM_COUNT];
     size_t peak;              /* the resident bytes + the largest transient */
@@ -53,6 +53,7 @@ struct plan_stage {
 struct plan {
     struct run_shape shape;   /* the grid, micro-batches, SP, ZeRO and overlap (shape.h) */
     int recompute, threads, cuda;
+    double bucket_mb;         /* parallel.bucket_mb: ZeRO's pieces */
     int64_t logical_params;
     long bubble_num, bubble_den;
     double bubble;

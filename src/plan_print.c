@@ -27,7 +27,7 @@ void plan_human(char *buf, size_t n, double bytes)
 /* Stages a..b print as one row when every number of theirs is the same. */
 static int same_stage(const struct plan_stage *a, const struct plan_stage *b)
 {
-    return a->Lp == b->Lp && a->slots == b->slots && a->in_flight == b->in_flight && a->params == b->params &&
+    return a->Lp == b->Lp && a->slots == b->slots && a->in_flight == b->in_flight && a->recv == b->recv && a->params == b->params &&
            !memcmp(a->bytes, b->bytes, sizeof a->bytes) &&
            !memcmp(a->act_by_recompute, b->act_by_recompute, sizeof a->act_by_recompute) &&
            !memcmp(a->comm, b->comm, sizeof a->comm);
@@ -52,24 +52,22 @@ static int run_end(const struct plan *p, int a)
 void plan_print_memory(FILE *f, const struct plan *p)
 {
     double u = unit_div(p);
-    int ck = 0;
-    for (int r = 0; r < p->shape.pp; r++) ck |= p->stage[r].bytes[PM_CKPT] > 0;
     fprintf(f, "memory per rank (%s):\n", unit_name(p));
-    fprintf(f, "  %-11s %6s %9s %8s %8s %9s %11s %9s %7s %8s%s %8s\n", "stage", "layers", "in flight", "params",
-            "grads", "optimizer", "activations", "workspace", "runtime", "comm buf", ck ? "  ZeRO ckpt" : "", "peak");
+    fprintf(f, "  %-11s %6s %9s %8s %8s %9s %11s %9s %7s %8s %8s\n", "stage", "layers", "in flight", "params",
+            "grads", "optimizer", "activations", "workspace", "runtime", "comm buf", "peak");
     for (int a = 0, b = 0; a < p->shape.pp; a = b + 1) {
         b = run_end(p, a);
         const struct plan_stage *s = &p->stage[a];
-        char lab[48], inf[24], cks[24] = "";
+        char lab[48], inf[24];
         stage_label(lab, sizeof lab, p, a, b);
-        snprintf(inf, sizeof inf, "%d/%d", s->in_flight, s->slots);
-        if (ck) snprintf(cks, sizeof cks, " %10.2f", s->bytes[PM_CKPT] / u);
-        fprintf(f, "  %-11s %6d %9s %8.2f %8.2f %9.2f %11.2f %9.2f %7.2f %8.2f%s %8.2f\n", lab, s->Lp, inf,
+        if (s->recv) snprintf(inf, sizeof inf, "%d+%dr", s->slots, s->recv);
+        else snprintf(inf, sizeof inf, "%d", s->slots);
+        fprintf(f, "  %-11s %6d %9s %8.2f %8.2f %9.2f %11.2f %9.2f %7.2f %8.2f %8.2f\n", lab, s->Lp, inf,
                 s->bytes[PM_PARAMS] / u, s->bytes[PM_GRADS] / u, s->bytes[PM_OPTIM] / u, s->bytes[PM_ACTS] / u,
-                s->bytes[PM_WORK] / u, s->bytes[PM_RUNTIME] / u, s->bytes[PM_COMM] / u, cks, s->peak / u);
+                s->bytes[PM_WORK] / u, s->bytes[PM_RUNTIME] / u, s->bytes[PM_COMM] / u, s->peak / u);
     }
-    fprintf(f, "  in flight: micro-batches (x chunks) the schedule holds at once / slots allocated%s\n",
-            p->shape.pp > 1 ? " (+2 look-ahead receives)" : "");
+    fprintf(f, "  in flight: activation slots, the micro-batches (x chunks) the schedule holds at once%s\n",
+            p->shape.pp > 1 ? "; +Nr: N receive\n  buffers of one chunk input each (the look-ahead: received before its slot is taken)" : "");
     if (p->cuda)
         fprintf(f, "  workspace: the backend's reduction scratch and the 16-bit copies of the products' operands\n"
                    "  (bf16/fp16); runtime: CUDA context, cuBLAS, allocator (an estimate, 2 GiB: not yet measured\n"
@@ -83,8 +81,7 @@ void plan_print_memory(FILE *f, const struct plan *p)
     else if (p->stage[0].bytes[PM_PROBE])
         snprintf(probe, sizeof probe, ", the start-up sgemm probe (%.0f MiB)", gemm_probe_bytes() / 1048576.0);
     fprintf(f, "  peak = the resident columns + the largest temporary, one at a time: comm buf (MPI's scratch for\n"
-               "        the largest collective)%s%s\n",
-            ck ? ", ZeRO ckpt (the full m and v while a checkpoint is written)" : "", probe);
+               "        the largest collective)%s\n", probe);
     fprintf(f, "\nactivations per rank (%s) by recomputation%s:\n", unit_name(p),
             p->recompute == RECOMPUTE_FULL ? " (full: all layers)" : "");
     fprintf(f, "  %-14s %10s %10s %12s %10s %10s\n", "stage", "per slot", "scratch", "none", "selective", "full");
@@ -159,10 +156,10 @@ void plan_print(FILE *f, const struct plan *p, const struct config *cfg, double 
                 100 * p->bubble);
     int lp = d.prec != PREC_FP32;
     fprintf(f, "optimizer: AdamW m and v%s in fp32, %s\n", lp ? " and the master weights" : "",
-            p->shape.zero2  ? "ZeRO-2: a 1/dp slice per rank, and of the gradients (the full state is gathered while "
-                        "a checkpoint is written or read: column 'ckpt')"
-            : p->shape.zero ? "ZeRO-1: a 1/dp slice per rank (the full state is gathered while a checkpoint is "
-                        "written or read: column 'ckpt')"
+            p->shape.zero2  ? "ZeRO-2: a 1/dp slice per rank, and of the gradients (each rank writes and reads its "
+                        "slice of a checkpoint itself)"
+            : p->shape.zero ? "ZeRO-1: a 1/dp slice per rank (each rank writes and reads its slice of a checkpoint "
+                        "itself)"
                       : "replicated on every data-parallel rank (zero_stage = 0)");
     if (lp)
         fprintf(f, "precision: %s parameters (values of the format in fp32 containers) and activations (stored "

@@ -204,7 +204,6 @@ static void load_initial_state(struct run *r)
     memset(&st, 0, sizeof st);
     double t0 = wtime();
     int loaded = 0;
-    if (cfg->io.restart[0]) optim_gather_full(&r->optim, &r->model, &r->comm); /* ZeRO: read it all, keep the slice */
     if (config_is(cfg->io.restart, "auto")) {
         loaded = ckpt_restart_auto(cfg->io.run_dir, &r->model, &r->optim, &st, r->g, path, sizeof path, err,
                                    sizeof err);
@@ -219,8 +218,6 @@ static void load_initial_state(struct run *r)
                     "restart from %s: %s", path, err);
         loaded = 1;
     }
-    if (loaded) optim_keep_slice(&r->optim, &r->model);
-    optim_drop_full(&r->optim);
     if (loaded) {
         r->step = st.step;
         r->tokens = st.tokens;
@@ -345,7 +342,7 @@ static void setup(struct run *r)
     struct device_options dopt = {.allow_shared = (int)cfg->train.share_gpus, .tf32 = (int)cfg->train.tf32};
     fail_collective(g, k->open && k->open(g->world_comm, &dopt, why, sizeof why) != 0, why,
                     "one GPU per rank: launch as many ranks per node as it has GPUs, or set train.share_gpus");
-    model_init(&r->model, &d, k, s->micro_batch, nslots, (uint64_t)cfg->train.seed);
+    model_init(&r->model, &d, k, s->micro_batch, nslots, r->exec.nrecv, (uint64_t)cfg->train.seed);
     r->ckpt_bytes = ckpt_file_bytes(&r->model);
     comm_use_device(&r->comm, k);
     optim_init(&r->optim, &r->model, cfg, s, g);
@@ -530,10 +527,8 @@ static int save_checkpoint(struct run *r, char *err, size_t errlen)
     double t0 = wtime();
     timer_start(&r->timers, T_IO);
     if (r->g->rank == 0 && metrics_flush(&r->metrics) != 0) io_stop(r, r->metrics.failed, "");
-    optim_gather_full(&r->optim, &r->model, &r->comm); /* ZeRO: the whole state, for a reshardable file */
     int rc = ckpt_save(r->cfg->io.run_dir, &st, &r->model, &r->optim, r->deck, r->g,
                        (int)r->cfg->io.keep_checkpoints, err, errlen);
-    optim_drop_full(&r->optim);
     timer_stop(&r->timers, T_IO);
     if (rc != 0) return -1;
     r->saved_step = r->step;

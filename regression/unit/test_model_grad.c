@@ -37,7 +37,7 @@ static void check_family(int llama)
     const char *family = llama ? "llama" : "gpt2";
     tap_diag("%s", family);
     struct model m;
-    model_init(&m, &d, &cpu_device, B, 1, 5);
+    model_init(&m, &d, &cpu_device, B, 1, 0, 5);
     /* Larger weights than the 0.02 init so every gradient is well above the
      * finite-difference noise of a float forward. */
     for (int i = 0; i < NUM_PARAMS; i++)
