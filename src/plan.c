@@ -73,8 +73,10 @@ static size_t act_bytes(const struct model_dims *d, int B, int slots, int nrecv)
 
 /* Scratch that Open MPI 4.1's collectives take for a buffer of n bytes over
  * g ranks, measured on the worst rank (bench/plan_vs_rss.sh): an in-place
- * all-reduce n/2; a reduce-scatter n at g = 2, up to 2n beyond; a
- * non-blocking all-reduce n until it completes. */
+ * all-reduce n/2; a reduce-scatter n at g = 2, up to 2n beyond; the
+ * non-blocking ones about the same (bench/zero_memory.sh: the overlapped
+ * all-reduces, all in flight, n/2 of their sum; ZeRO-2's reduce-scatters,
+ * two in flight, 2.5n at g = 2 and 4n to 5n beyond). */
 static size_t allreduce_scratch(size_t n, int g) { return g < 2 ? 0 : n / 2; }
 static size_t reduce_scatter_scratch(size_t n, int g) { return g < 2 ? 0 : g == 2 ? n : 2 * n; }
 
@@ -93,17 +95,19 @@ static size_t overlapped_bytes(const struct model_dims *d)
 
 /* MPI's scratch for the largest collective this rank makes (one at a time).
  * Overlapped, every bucket's non-blocking all-reduces may be in flight at
- * once before the final wait: up to all the per-layer gradients. */
+ * once before the final wait: up to all the per-layer gradients; ZeRO-2
+ * keeps two layers' reduce-scatters in flight. */
 static size_t comm_buffer(const struct plan *p, const struct model_dims *d, size_t flat)
 {
     size_t big = 0, NC = (size_t)p->shape.micro_batch * d->T * d->C * 4, wte = model_tensor_size(d, P_WTE) * 4, x;
     size_t bucket = optim_zero_piece(p->bucket_mb, p->shape.dp) * (size_t)p->shape.dp; /* ZeRO's pieces */
     if (p->shape.dp > 1 && p->shape.zero2) { /* a layer at a time, then each tensor outside the layers in buckets */
         size_t rest = wte / 4 < bucket ? wte / 4 : bucket; /* (wte, or llama's head, is the largest) */
-        big = reduce_scatter_scratch((model_layer_floats(d) > rest ? model_layer_floats(d) : rest) * 4, p->shape.dp);
+        big = DP_ZERO2_BUFFERS * reduce_scatter_scratch(model_layer_floats(d) * 4, p->shape.dp);
+        if ((x = reduce_scatter_scratch(rest * 4, p->shape.dp)) > big) big = x;
     } else if (p->shape.dp > 1)
         big = p->shape.zero ? reduce_scatter_scratch((flat < bucket ? flat : bucket) * 4, p->shape.dp)
-            : overlapped(p, d) ? overlapped_bytes(d) : allreduce_scratch(flat * 4, p->shape.dp);
+            : overlapped(p, d) ? allreduce_scratch(overlapped_bytes(d), p->shape.dp) : allreduce_scratch(flat * 4, p->shape.dp);
     if (p->shape.dp > 1 && overlapped(p, d) && (x = allreduce_scratch(wte, p->shape.dp)) > big) big = x; /* the rest, after */
     if (p->shape.tp > 1 && (x = p->shape.sp ? reduce_scatter_scratch(NC, p->shape.tp) : allreduce_scratch(NC, p->shape.tp)) > big) big = x;
     if (p->shape.pp > 1 && (x = allreduce_scratch(wte, 2)) > big) big = x;
@@ -217,6 +221,13 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
     s->bytes[PM_COMM] = comm_buffer(p, &d, flat);
     s->bytes[PM_WORK] = p->cuda ? lp_operand_bytes(&d, p->shape.micro_batch) + CUDA_CONTEXT_SCRATCH_BYTES
                                 : (size_t)p->threads * gemm_pack_bytes();
+    int ckpt = cfg->io.save_final || cfg->io.checkpoint_every > 0;
+    size_t largest = 0; /* ckpt.c's verify_written reads back one tensor (one layer's) at a time */
+    for (int id = 0; id < NUM_PARAMS && ckpt; id++) {
+        size_t n = model_tensor_size(&d, (enum param_id)id) / (param_table[id].per_layer && d.Lp ? (size_t)d.Lp : 1);
+        if (n > largest) largest = n;
+    }
+    s->bytes[PM_CKPT] = round64(largest * 4);
     s->bytes[PM_PROBE] = cfg->train.peak_gflops > 0 ? 0
                          : p->cuda ? (size_t)CUDA_PROBE_N * CUDA_PROBE_N * (d.prec == PREC_FP32 ? 12 : 8) /* A, B, C */
                                    : gemm_probe_bytes();

@@ -29,11 +29,12 @@ enum plan_mem {
     PM_PARAMS,    /* fp32 parameters, every tensor 64-byte aligned */
     PM_GRADS,     /* gradients, laid out like the parameters, + the embedding's share of wte's */
     PM_OPTIM,     /* AdamW m and v (ZeRO-1: a 1/dp slice each, + the reduced gradient slice) */
-    PM_ACTS,      /* activation slots (micro-batches in flight + 2 look-ahead) + the shared scratch */
+    PM_ACTS,      /* activation slots (micro-batches in flight), the look-ahead receive buffers, the shared scratch */
     PM_WORK,      /* CPU: gemm packing buffers, per thread; CUDA: the backend's scratch + 16-bit operand copies */
     PM_RUNTIME,   /* MPI, HDF5, the libraries, the heap (a measured constant) */
     PM_RESIDENT,  /* -- the transient ones: */
     PM_COMM = PM_RESIDENT, /* MPI's scratch for its largest collective (Open MPI 4.1, measured) */
+    PM_CKPT,      /* a checkpoint's read-back check: one tensor of the rank at a time (the largest) */
     PM_PROBE,     /* the start-up GEMM that measures the peak rate (unless train.peak_gflops is set) */
     PM_COUNT
 };

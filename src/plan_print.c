@@ -53,18 +53,21 @@ void plan_print_memory(FILE *f, const struct plan *p)
 {
     double u = unit_div(p);
     fprintf(f, "memory per rank (%s):\n", unit_name(p));
-    fprintf(f, "  %-11s %6s %9s %8s %8s %9s %11s %9s %7s %8s %8s\n", "stage", "layers", "in flight", "params",
-            "grads", "optimizer", "activations", "workspace", "runtime", "comm buf", "peak");
+    int ck = 0;
+    for (int r = 0; r < p->shape.pp; r++) ck |= p->stage[r].bytes[PM_CKPT] > 0;
+    fprintf(f, "  %-11s %6s %9s %8s %8s %9s %11s %9s %7s %8s%s %8s\n", "stage", "layers", "in flight", "params",
+            "grads", "optimizer", "activations", "workspace", "runtime", "comm buf", ck ? " ckpt check" : "", "peak");
     for (int a = 0, b = 0; a < p->shape.pp; a = b + 1) {
         b = run_end(p, a);
         const struct plan_stage *s = &p->stage[a];
-        char lab[48], inf[24];
+        char lab[48], inf[24], cks[24] = "";
         stage_label(lab, sizeof lab, p, a, b);
         if (s->recv) snprintf(inf, sizeof inf, "%d+%dr", s->slots, s->recv);
         else snprintf(inf, sizeof inf, "%d", s->slots);
-        fprintf(f, "  %-11s %6d %9s %8.2f %8.2f %9.2f %11.2f %9.2f %7.2f %8.2f %8.2f\n", lab, s->Lp, inf,
+        if (ck) snprintf(cks, sizeof cks, " %10.2f", s->bytes[PM_CKPT] / u);
+        fprintf(f, "  %-11s %6d %9s %8.2f %8.2f %9.2f %11.2f %9.2f %7.2f %8.2f%s %8.2f\n", lab, s->Lp, inf,
                 s->bytes[PM_PARAMS] / u, s->bytes[PM_GRADS] / u, s->bytes[PM_OPTIM] / u, s->bytes[PM_ACTS] / u,
-                s->bytes[PM_WORK] / u, s->bytes[PM_RUNTIME] / u, s->bytes[PM_COMM] / u, s->peak / u);
+                s->bytes[PM_WORK] / u, s->bytes[PM_RUNTIME] / u, s->bytes[PM_COMM] / u, cks, s->peak / u);
     }
     fprintf(f, "  in flight: activation slots, the micro-batches (x chunks) the schedule holds at once%s\n",
             p->shape.pp > 1 ? "; +Nr: N receive\n  buffers of one chunk input each (the look-ahead: received before its slot is taken)" : "");
@@ -81,7 +84,8 @@ void plan_print_memory(FILE *f, const struct plan *p)
     else if (p->stage[0].bytes[PM_PROBE])
         snprintf(probe, sizeof probe, ", the start-up sgemm probe (%.0f MiB)", gemm_probe_bytes() / 1048576.0);
     fprintf(f, "  peak = the resident columns + the largest temporary, one at a time: comm buf (MPI's scratch for\n"
-               "        the largest collective)%s\n", probe);
+               "        the largest collective)%s%s\n",
+            ck ? ", ckpt check (one tensor read back to verify a checkpoint)" : "", probe);
     fprintf(f, "\nactivations per rank (%s) by recomputation%s:\n", unit_name(p),
             p->recompute == RECOMPUTE_FULL ? " (full: all layers)" : "");
     fprintf(f, "  %-14s %10s %10s %12s %10s %10s\n", "stage", "per slot", "scratch", "none", "selective", "full");
