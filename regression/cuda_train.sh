@@ -55,6 +55,11 @@ triad_run 2 "$deck" $common parallel.zero_stage=2 train.micro_batch_size=2 train
 st=$?
 [ $st -eq 0 ] && compare_runs "$scratch/gz2" "$scratch/cpu2" 1e-4 loss > /dev/null
 ok $? "ZeRO-2 on 2 GPUs (gradient slices on the device): per-step losses within 1e-4 of the CPU"
+triad_run 2 "$deck" $common parallel.zero_stage=1 parallel.bucket_mb=0.002 train.micro_batch_size=2 \
+    train.device="'cuda'" train.share_gpus=.true. io.run_dir="'$scratch/gz1'"
+st=$?
+[ $st -eq 0 ] && compare_runs "$scratch/gz1" "$scratch/cpu2" 1e-4 loss > /dev/null
+ok $? "ZeRO-1 on 2 GPUs, its collectives in pieces through a device staging buffer: losses within 1e-4 of the CPU"
 triad_run 1 "$deck" $common train.tf32=.true. train.device="'cuda'" io.run_dir="'$scratch/gtf32'"
 st=$?
 out=$([ $st -eq 0 ] && grep -q "matmul: cuBLAS on .*, TF32 tensor cores" "$scratch/last.out" &&
