@@ -5,7 +5,8 @@
 # (run_dir/hang.rank<R>.txt) says where it is blocked (communicator,
 # operation) and lists its last communication calls; the summary on stderr
 # names the frozen rank as the one that stopped making progress.  A run
-# with a short timeout and no fault ends normally.
+# with a short timeout and no fault ends normally; a wait for a pipeline
+# message names its peer and tag.
 . "$(dirname "$0")/lib.sh"
 
 deck="$DECKS/tiny.nml"
@@ -42,4 +43,16 @@ frozen=$(grep -o "the rank(s) that stopped making progress: [0-9, ]*" "$scratch/
 grep -q "the job hung (diag.hang_timeout = 3 s)" "$scratch/h.out" && [ -n "$frozen" ] && [ "$frozen" = "$vrank" ]
 ok $? "the summary names the frozen rank as the one that stopped making progress (rank ${frozen:-none}; frozen: ${vrank:-?})"
 grep "rank .*: " "$scratch/h.out" | grep -v "^step" | head -n 8 | diag
+
+# A rank that is slow, not frozen: stage 0 sleeps 8 s before its step, so
+# stage 1 waits for its activations in a point-to-point receive.  Both
+# report (rank 0: its step has not finished), so no rank is named as
+# stopped, and rank 1's report names the message it waits for.
+triad_run 2 "$deck" $run train.steps=3 diag.slow_rank=0 diag.slow_seconds=8 io.run_dir="'$scratch/p2p'"
+st=$?
+grep "^blocked in: " "$scratch/p2p/hang.rank00001.txt" 2> /dev/null | diag
+[ $st -eq 4 ] && grep -Eq "^blocked in: pp recv wait: peer 0 tag [0-9]+, [0-9]+ bytes" "$scratch/p2p/hang.rank00001.txt" &&
+    grep -q "has not finished" "$scratch/p2p/hang.rank00000.txt" &&
+    ! grep -q "the rank(s) that stopped making progress" "$scratch/last.out"
+ok $? "a pipeline receive that waits too long: status 4 (got $st), the report names the peer, tag and bytes waited for"
 done_testing

@@ -323,6 +323,25 @@ static int p2p_count(size_t n)
     return (int)n;
 }
 
+static void note_p2p(struct comm *c, MPI_Request req, int peer, int tag, size_t bytes)
+{
+    c->p2p[c->np2p++ % COMM_P2P_NOTES] = (struct comm_p2p){req, peer, tag, bytes};
+}
+
+/* Tell the flight recorder which of the posted messages a wait is for. */
+static void flight_messages(const struct comm *c, int n, const MPI_Request *reqs)
+{
+    unsigned known = c->np2p < COMM_P2P_NOTES ? c->np2p : COMM_P2P_NOTES;
+    for (int i = 0; i < n; i++)
+        for (unsigned j = 0; j < known && reqs[i] != MPI_REQUEST_NULL; j++) {
+            const struct comm_p2p *q = &c->p2p[(c->np2p - 1 - j) % COMM_P2P_NOTES]; /* the newest first: */
+            if (q->req == reqs[i]) {                                                  /* handles are reused */
+                flight_message(q->peer, q->tag, (double)q->bytes);
+                break;
+            }
+        }
+}
+
 void comm_isend_f32(struct comm *c, enum comm_group g, const float *buf, size_t n, int peer, int tag,
                     MPI_Request *req)
 {
@@ -334,6 +353,7 @@ void comm_isend_f32(struct comm *c, enum comm_group g, const float *buf, size_t 
         device_ready(c);
         MPI_CHECK(MPI_Isend(buf, p2p_count(n), MPI_FLOAT, peer, tag, comm_of(c, g), req));
     }
+    note_p2p(c, *req, peer, tag, n * sizeof(float));
     account(c, g, CO_SEND, n * sizeof(float), wtime()); /* the time: in comm_wait */
 }
 
@@ -347,6 +367,7 @@ void comm_irecv_f32(struct comm *c, enum comm_group g, float *buf, size_t n, int
         device_ready(c);
         MPI_CHECK(MPI_Irecv(buf, p2p_count(n), MPI_FLOAT, peer, tag, comm_of(c, g), req));
     }
+    note_p2p(c, *req, peer, tag, n * sizeof(float));
     account(c, g, CO_RECV, n * sizeof(float), wtime()); /* the time: in comm_wait */
 }
 
@@ -378,6 +399,7 @@ double comm_wait(struct comm *c, enum comm_group g, enum comm_op op, int n, MPI_
 {
     double t0 = wtime();
     flight_begin(g, op, -1, 0);
+    if (op == CO_SEND || op == CO_RECV) flight_messages(c, n, reqs);
     int *which = NULL;
     if (c->npend) {
         which = xmalloc((size_t)(n ? n : 1) * sizeof *which);

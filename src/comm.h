@@ -40,6 +40,14 @@ struct comm_hostbuf {
     int busy;
 };
 
+/* A point-to-point call posted: what the hang report names while it is waited for. */
+struct comm_p2p {
+    MPI_Request req;
+    int peer, tag;
+    size_t bytes;
+};
+enum { COMM_P2P_NOTES = 32 }; /* the last ones posted (a pipeline phase posts at most 12) */
+
 struct comm {
     const struct grid *grid;
     struct comm_counts step;  /* since comm_step_begin */
@@ -55,6 +63,8 @@ struct comm {
     struct comm_staged *pend;
     int npend, cap;
     struct trace *trace;      /* io.trace: every call as a span, or NULL */
+    struct comm_p2p p2p[COMM_P2P_NOTES];
+    unsigned np2p;            /* posted so far (a ring) */
 };
 
 void comm_init(struct comm *c, const struct grid *g);

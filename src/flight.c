@@ -17,6 +17,8 @@ struct call {
     double t0, t1;
     int group, op, peer;
     double bytes;
+    int nmsg;                                   /* a wait: the messages waited for */
+    int msg_peer[FLIGHT_PEERS], msg_tag[FLIGHT_PEERS];
 };
 
 /* The main thread writes, the watchdog reads: plain stores of small values,
@@ -56,8 +58,16 @@ void flight_action(int kind, int mb, int chunk) { fl.kind = kind, fl.mb = mb, fl
 
 void flight_begin(int group, int op, int peer, double bytes)
 {
-    fl.now = (struct call){now_s(), 0, group, op, peer, bytes};
+    fl.now = (struct call){now_s(), 0, group, op, peer, bytes, 0, {0}, {0}};
     fl.in_call = 1;
+}
+
+void flight_message(int peer, int tag, double bytes)
+{
+    fl.now.bytes += bytes;
+    if (fl.now.nmsg == FLIGHT_PEERS) return;
+    fl.now.msg_peer[fl.now.nmsg] = peer;
+    fl.now.msg_tag[fl.now.nmsg++] = tag;
 }
 
 void flight_end(void)
@@ -72,6 +82,10 @@ static void describe_call(char *buf, size_t n, const struct call *c)
 {
     int len = snprintf(buf, n, "%s %s", group_names[c->group], op_names[c->op]);
     if (c->peer >= 0 && len >= 0 && (size_t)len < n) snprintf(buf + len, n - (size_t)len, " (peer %d)", c->peer);
+    for (int i = 0; i < c->nmsg; i++) { /* the ranks are the communicator's */
+        size_t at = strlen(buf);
+        snprintf(buf + at, n - at, "%s peer %d tag %d", i ? "," : ":", c->msg_peer[i], c->msg_tag[i]);
+    }
     if (c->bytes > 0 && len >= 0) {
         size_t at = strlen(buf);
         snprintf(buf + at, n - at, ", %.0f bytes", c->bytes);

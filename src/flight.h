@@ -2,7 +2,8 @@
  *
  * The main thread notes where it is: the step, the pipeline action, the
  * communication call it is in (communicator, operation, peer, bytes, since
- * when) and, in a ring, the last FLIGHT_RING calls it finished; a few stores
+ * when; a wait for messages: each one's peer and tag) and, in a ring, the
+ * last FLIGHT_RING calls it finished; a few stores
  * per call, no system call.  A watchdog thread per rank wakes twice a
  * second.  When the rank has been in one call, or one step, longer than the
  * timeout, it writes run_dir/hang.rank<R>.txt (where it is, the ring), waits
@@ -18,7 +19,7 @@
 
 #include <stdint.h>
 
-enum { FLIGHT_RING = 16 };
+enum { FLIGHT_RING = 16, FLIGHT_PEERS = 4 };
 
 /* Start the watchdog (timeout > 0) for this rank of world, reporting into
  * run_dir; flight_stop ends it. */
@@ -32,5 +33,8 @@ void flight_step(int64_t step);
 void flight_action(int kind, int mb, int chunk);
 void flight_begin(int group, int op, int peer, double bytes);
 void flight_end(void);
+/* In a wait for point-to-point messages (after flight_begin): one of them,
+ * its peer, tag and bytes (the first FLIGHT_PEERS are kept). */
+void flight_message(int peer, int tag, double bytes);
 
 #endif
