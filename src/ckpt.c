@@ -523,8 +523,9 @@ static const char *const prefix[3] = {"/model", "/optim/m", "/optim/v"};
 
 static void state_bufs(const struct model *m, const struct optim *o, struct state_buf sb[3])
 {
-    struct state_buf whole = {m->params_mem, 0, m->flat, 0};
+    struct state_buf whole = {m->params_mem, 0, m->flat, 0}, none = {NULL, 0, 0, 0};
     sb[0] = whole;
+    sb[1] = sb[2] = none; /* (the model alone: nothing of the optimizer) */
     if (!o) return;
     struct state_buf slice = {NULL, o->offset, o->shard, o->zero}; /* (all of it without ZeRO) */
     if (o->master_mem) sb[0] = slice, sb[0].mem = o->master_mem;
