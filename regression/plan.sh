@@ -109,4 +109,19 @@ st=$?
 ok $? "triad plan world=3 with tp = 2: exit status 1, the world does not split"
 "$TRIAD" plan "$deck" train.device=cuda > "$scratch/cuda.out" 2>&1 && grep -q "fit not checked" "$scratch/cuda.out"
 ok $? "device = 'cuda' without memory_gb: planned, fit not checked"
+# io.async_checkpoint's snapshot: a resident column of the rank's whole state
+# (parameters, m, v: three times the parameter column; ZeRO-1: parameters and
+# two slices), counted in the peak; absent without it
+snap() { # snap OVERRIDES...: "params snapshot peak" of the first stage row, in MiB
+    "$TRIAD" plan "$top_srcdir/input/gpt2_124m.nml" world=2 io.checkpoint_every=100 "$@" | awk '
+        /^  stage / { for (i = 1; i <= NF; i++) col[$i] = i } # ("in flight" is two words in the header)
+        /^  all / && !done { print $(col["params"] - 1), (col["snapshot"] ? $(col["snapshot"] - 1) : "-"), $NF; done = 1 }'
+}
+set -- $(snap io.async_checkpoint=.true. train.memory_gb=1000)
+p=$1 s=$2 peak=$3
+set -- $(snap train.memory_gb=1000)
+awk -v p="$p" -v s="$s" -v a="$peak" -v b="$3" -v none="$2" 'BEGIN {
+    exit !(none == "-" && s > 2.95 * p && s < 3.05 * p && a - b > s - 0.02 && a - b < s + 0.02) }'
+ok $? "io.async_checkpoint: the plan's snapshot column is 3 x the parameters ($p, $s GiB), in the peak; absent without it"
+
 done_testing

@@ -9,6 +9,7 @@
  * reads its own slice of the optimizer state (and of the master weights)
  * straight into the logical datasets: nothing is gathered. */
 #include "ckpt.h"
+#include "ckpt_piece.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -39,24 +40,6 @@ struct state_buf {
     float *mem;
     size_t origin, len;
     int sliced;
-};
-
-enum { MAX_RECTS = 9 }; /* a part of each of up to 3 row blocks: a partial row, whole rows, a partial row */
-
-/* One tensor of one layer: its dataset, its logical shape, and the
- * rectangles of it that this rank holds, in the order of the file (and of
- * the rank's memory). */
-struct tensor_ref {
-    char path[128];
-    int rank;              /* 1 (vectors) or 2 */
-    hsize_t dims[2];       /* logical shape (wte without padding) */
-    hsize_t start[MAX_RECTS][2], count[MAX_RECTS][2];
-    int nblocks;
-    size_t elems;          /* elements of this rank's selection */
-    int replicated;        /* identical on every tp rank */
-    int primary;           /* this copy is written (the tied wte: first stage's) */
-    int sliced;            /* a part of a ZeRO slice: every dp rank owns its own */
-    float *local;          /* the selection's first element in this rank's memory, or NULL if it holds none */
 };
 
 /* Add the rectangles of local elements [a, b) (counted from the tensor's
@@ -146,6 +129,8 @@ struct walk_ctx {
     char *err;
     size_t errlen;
     int failed;      /* an error is in err (later ones are dropped) */
+    struct ckpt_piece *pieces; /* (creating for a background write) this rank's, by index */
+    int npieces, cursor;
 };
 
 /* Record this rank's first error of the walk. */
@@ -191,10 +176,10 @@ static int owner(const struct tensor_ref *t, const struct grid *g)
     return t->local != NULL && t->primary && (t->sliced || g->dp_rank == 0) && (!t->replicated || g->tp_rank == 0);
 }
 
-/* Order-independent checksum of this rank's selection: the sum (mod 2^64)
- * of a mix of every element's logical index and bits, so the owners'
- * partial sums add up to the whole tensor's whatever the decomposition. */
-static uint64_t partial_checksum(const struct tensor_ref *t, const float *data)
+/* The sum (mod 2^64) of a mix of every element's logical index and bits, so
+ * the owners' partial sums add up to the whole tensor's whatever the
+ * decomposition. */
+uint64_t ckpt_partial_checksum(const struct tensor_ref *t, const float *data)
 {
     uint64_t sum = 0;
     const uint32_t *bits = (const uint32_t *)data;
@@ -210,15 +195,29 @@ static uint64_t partial_checksum(const struct tensor_ref *t, const float *data)
     return sum;
 }
 
-static int write_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
+/* A tensor's dataset, of file space fs; allocated: contiguous, its space
+ * allocated now (for a write outside HDF5).  Every element is written: no
+ * fill pass first. */
+static hid_t create_dataset(hid_t file, const struct tensor_ref *t, hid_t fs, int allocated)
 {
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
     H5Pset_create_intermediate_group(lcpl, 1);
-    hid_t fs = H5Screate_simple(t->rank, t->dims, NULL);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER); /* every element is written: no fill pass first */
+    H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+    if (allocated) {
+        H5Pset_layout(dcpl, H5D_CONTIGUOUS);
+        H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
+    }
     hid_t ds = H5Dcreate2(file, t->path, H5T_NATIVE_FLOAT, fs, lcpl, dcpl, H5P_DEFAULT);
     H5Pclose(dcpl);
+    H5Pclose(lcpl);
+    return ds;
+}
+
+static int write_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
+{
+    hid_t fs = H5Screate_simple(t->rank, t->dims, NULL);
+    hid_t ds = create_dataset(file, t, fs, 0);
     int writer = owner(t, w->g);
     hsize_t n = writer ? t->elems : 0;
     hid_t ms = H5Screate_simple(1, &n, NULL);
@@ -227,12 +226,11 @@ static int write_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
     H5Pset_dxpl_mpio(dx, H5FD_MPIO_COLLECTIVE);
     static const float nothing = 0; /* HDF5 wants a buffer even for an empty selection */
     herr_t rc = ds < 0 ? -1 : H5Dwrite(ds, H5T_NATIVE_FLOAT, ms, fs, dx, writer ? t->local : &nothing);
-    if (writer) w->sums[w->next] = partial_checksum(t, t->local);
+    if (writer) w->sums[w->next] = ckpt_partial_checksum(t, t->local);
     H5Pclose(dx);
     H5Sclose(ms);
     if (ds >= 0) H5Dclose(ds);
     H5Sclose(fs);
-    H5Pclose(lcpl);
     if (rc < 0) walk_fail(w, "rank %d: writing %s failed", w->g->rank, t->path);
     return rc < 0 ? -1 : 0;
 }
@@ -257,7 +255,7 @@ static int reread_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
             walk_fail(w, "rank %d: reading back %s failed", w->g->rank, t->path);
             rc = -1;
         } else {
-            w->sums[w->next] = partial_checksum(t, back);
+            w->sums[w->next] = ckpt_partial_checksum(t, back);
         }
         free(back);
         H5Sclose(ms);
@@ -295,7 +293,7 @@ static int read_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
             rc = -1;
         }
         H5Sclose(ms);
-        if (rc == 0 && owner(t, w->g)) w->sums[w->next] = partial_checksum(t, t->local);
+        if (rc == 0 && owner(t, w->g)) w->sums[w->next] = ckpt_partial_checksum(t, t->local);
     }
     if (fs >= 0) H5Sclose(fs);
     if (ds >= 0) H5Dclose(ds);
@@ -425,14 +423,17 @@ static int check_model_keys(hid_t f, const char *path, const struct model_dims *
 
 /* ------------------------------------------------------------------ files */
 
-static hid_t open_parallel(const char *path, int create, const struct grid *g)
+enum open_mode { OPEN_READ, OPEN_CREATE, OPEN_UPDATE };
+
+static hid_t open_parallel(const char *path, enum open_mode mode, const struct grid *g)
 {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5Pset_fapl_mpio(fapl, g->world_comm, MPI_INFO_NULL);
     H5Pset_all_coll_metadata_ops(fapl, 1); /* metadata read once and broadcast, written collectively */
     H5Pset_coll_metadata_write(fapl, 1);
     H5Pset_alignment(fapl, 1 << 20, 1 << 20); /* tensors of 1 MiB and more start on MiB boundaries */
-    hid_t f = create ? H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl) : H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    hid_t f = mode == OPEN_CREATE ? H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)
+                                  : H5Fopen(path, mode == OPEN_UPDATE ? H5F_ACC_RDWR : H5F_ACC_RDONLY, fapl);
     H5Pclose(fapl);
     return f;
 }
@@ -540,7 +541,7 @@ static void state_bufs(const struct model *m, const struct optim *o, struct stat
 static int verify_written(const char *path, const struct model *m, const struct optim *o, int64_t step,
                           const struct grid *g, char *err, size_t errlen)
 {
-    hid_t f = open_parallel(path, 0, g);
+    hid_t f = open_parallel(path, OPEN_READ, g);
     int rc = 0;
     if (f < 0) {
         snprintf(err, errlen, "rank %d: %s does not open as HDF5 after writing it", g->rank, path);
@@ -550,7 +551,7 @@ static int verify_written(const char *path, const struct model *m, const struct 
     struct state_buf sb[3];
     state_bufs(m, o, sb);
     int per = datasets_per_prefix(m);
-    struct walk_ctx w = {g, xcalloc((size_t)per * 3, sizeof(uint64_t)), 0, err, errlen, 0};
+    struct walk_ctx w = {.g = g, .sums = xcalloc((size_t)per * 3, sizeof(uint64_t)), .err = err, .errlen = errlen};
     for (int p = 0; p < 3; p++) rc |= walk(f, prefix[p], m, &sb[p], reread_tensor, &w);
     rc = agree(rc, err, errlen, g);
     if (rc == 0) {
@@ -577,7 +578,7 @@ static int transfer(hid_t f, const struct model *m, const struct optim *o, int w
     struct state_buf sb[3];
     state_bufs(m, o, sb);
     int np = with_optim ? 3 : 1, per = datasets_per_prefix(m);
-    struct walk_ctx w = {g, xcalloc((size_t)per * np, sizeof(uint64_t)), 0, err, errlen, 0};
+    struct walk_ctx w = {.g = g, .sums = xcalloc((size_t)per * np, sizeof(uint64_t)), .err = err, .errlen = errlen};
     int rc = 0;
     /* state in device memory: HDF5 reads and writes a host copy of each buffer */
     float *dev[3] = {NULL, NULL, NULL};
@@ -637,49 +638,87 @@ static int check_room(const char *run_dir, const struct model *m, const struct g
     return agree(rc, err, errlen, g);
 }
 
-int ckpt_save(const char *run_dir, const struct ckpt_state *st, const struct model *m, const struct optim *o,
-              const char *deck, const struct grid *g, int keep, char *err, size_t errlen)
+/* The file's attributes: the counters, the grid that wrote it, the deck. */
+static void write_attributes(hid_t f, const struct ckpt_state *st, const char *deck, const struct grid *g)
 {
+    attr_i64(f, "format_version", CKPT_FORMAT_VERSION);
+    attr_i64(f, "step", st->step);
+    attr_i64(f, "tokens", st->tokens);
+    attr_i64(f, "optimizer_updates", st->updates);
+    if (st->has_scaler) { /* fp16's dynamic scale */
+        attr_write(f, "loss_scale", H5T_NATIVE_DOUBLE, &st->loss_scale);
+        attr_i64(f, "loss_scale_good_steps", st->good_steps);
+        attr_i64(f, "loss_scale_hysteresis_left", st->hysteresis_left);
+    }
+    attr_i64(f, "tp", g->tp);
+    attr_i64(f, "dp", g->dp);
+    attr_i64(f, "pp", g->pp);
+    attr_str(f, "deck", deck);
+}
+
+/* Create <run_dir>/ckpt_<step>.h5.tmp (its name in tmp) for writing, if a
+ * checkpoint fits.  Collective; the file, or -1 with err on every rank. */
+static hid_t create_tmp(const char *run_dir, int64_t step, const struct model *m, const struct grid *g, char *tmp,
+                        size_t tmplen, char *err, size_t errlen)
+{
+    snprintf(tmp, tmplen, "%s/ckpt_%lld.h5.tmp", run_dir, (long long)step);
     if (check_room(run_dir, m, g, err, errlen) != 0) return -1;
-    char final[4096], tmp[4200];
-    snprintf(final, sizeof final, "%s/ckpt_%lld.h5", run_dir, (long long)st->step);
-    snprintf(tmp, sizeof tmp, "%s.tmp", final);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t f = open_parallel(tmp, 1, g);
-    int rc = 0;
-    if (f < 0) {
+    hid_t f = open_parallel(tmp, OPEN_CREATE, g);
+    if (f < 0)
         snprintf(err, errlen, "rank %d: cannot create %s: is %s writable and is there space?", g->rank, tmp, run_dir);
-        rc = -1;
-    }
-    if (agree(rc, err, errlen, g)) return -1;
-    rc = transfer(f, m, o, 1, 1, g, err, errlen);
-    if (rc == 0) {
-        attr_i64(f, "format_version", CKPT_FORMAT_VERSION);
-        attr_i64(f, "step", st->step);
-        attr_i64(f, "tokens", st->tokens);
-        attr_i64(f, "optimizer_updates", st->updates);
-        if (st->has_scaler) { /* fp16's dynamic scale */
-            attr_write(f, "loss_scale", H5T_NATIVE_DOUBLE, &st->loss_scale);
-            attr_i64(f, "loss_scale_good_steps", st->good_steps);
-            attr_i64(f, "loss_scale_hysteresis_left", st->hysteresis_left);
-        }
-        attr_i64(f, "tp", g->tp);
-        attr_i64(f, "dp", g->dp);
-        attr_i64(f, "pp", g->pp);
-        attr_str(f, "deck", deck);
-    }
+    /* (a file open on some ranks only is left open: its close is collective) */
+    return agree(f < 0, err, errlen, g) == 0 ? f : -1;
+}
+
+/* Close a file being written (rc: how the writing went), then every rank
+ * flushes it (on a parallel file system each client holds its own dirty
+ * pages).  Collective; the agreed result. */
+static int close_and_flush(hid_t f, const char *tmp, int rc, const struct grid *g, char *err, size_t errlen)
+{
     if (H5Fclose(f) < 0 && rc == 0) {
         snprintf(err, errlen, "rank %d: closing %s failed (disk full?)", g->rank, tmp);
         rc = -1;
     }
     rc = agree(rc, err, errlen, g);
-    /* every rank flushes what it wrote (on a parallel file system each
-     * client holds its own dirty pages), then the file is read back */
     if (rc == 0 && fsync_path(tmp) != 0) {
         snprintf(err, errlen, "rank %d: fsync of %s failed: %s", g->rank, tmp, strerror(errno));
         rc = -1;
     }
+    return agree(rc, err, errlen, g);
+}
+
+/* The end of a write (rc: how it went, agreed): only a verified file
+ * replaces anything, and only then are old ones rotated out; a failed one
+ * is removed.  Collective. */
+static int publish(const char *run_dir, const char *tmp, int64_t step, int keep, int rc, const struct grid *g,
+                   char *err, size_t errlen)
+{
+    char final[4096];
+    snprintf(final, sizeof final, "%s/ckpt_%lld.h5", run_dir, (long long)step);
+    if (rc == 0 && g->rank == 0) {
+        if (rename(tmp, final) != 0) {
+            snprintf(err, errlen, "rank 0: cannot rename %s to %s: %s", tmp, final, strerror(errno));
+            rc = -1;
+        } else {
+            fsync_path(run_dir);
+            rotate(run_dir, step, keep);
+        }
+    }
     rc = agree(rc, err, errlen, g);
+    if (rc != 0 && g->rank == 0) unlink(tmp);
+    return rc;
+}
+
+int ckpt_save(const char *run_dir, const struct ckpt_state *st, const struct model *m, const struct optim *o,
+              const char *deck, const struct grid *g, int keep, char *err, size_t errlen)
+{
+    char tmp[4200];
+    hid_t f = create_tmp(run_dir, st->step, m, g, tmp, sizeof tmp, err, errlen);
+    if (f < 0) return -1;
+    int rc = transfer(f, m, o, 1, 1, g, err, errlen);
+    if (rc == 0) write_attributes(f, st, deck, g);
+    rc = close_and_flush(f, tmp, rc, g, err, errlen);
     if (rc == 0 && verify_written(tmp, m, o, st->step, g, err, errlen) != 0) {
         /* (a write error can be lost inside MPI-IO's collective writes: say what the disk has) */
         char why[1024];
@@ -692,19 +731,106 @@ int ckpt_save(const char *run_dir, const struct ckpt_state *st, const struct mod
             snprintf(err, errlen, "%s does not read back as written (%s)", tmp, why);
         rc = -1;
     }
-    /* only a verified file replaces anything, and only then are old ones rotated out */
-    if (rc == 0 && g->rank == 0) {
-        if (rename(tmp, final) != 0) {
-            snprintf(err, errlen, "rank 0: cannot rename %s to %s: %s", tmp, final, strerror(errno));
-            rc = -1;
-        } else {
-            fsync_path(run_dir);
-            rotate(run_dir, st->step, keep);
-        }
+    return publish(run_dir, tmp, st->step, keep, rc, g, err, errlen);
+}
+
+/* ------------------------------------- a write outside HDF5 (ckpt_async.c) */
+
+/* The owned selections, in walk order (w->pieces has room for every dataset). */
+static int list_piece(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
+{
+    (void)file;
+    if (owner(t, w->g) && t->elems > 0) w->pieces[w->npieces++] = (struct ckpt_piece){*t, 0, w->next};
+    return 0;
+}
+
+int ckpt_pieces(const struct model *m, const struct optim *o, const struct grid *g, struct ckpt_piece **pieces,
+                int *n)
+{
+    struct state_buf sb[3];
+    state_bufs(m, o, sb);
+    int datasets = 3 * datasets_per_prefix(m);
+    char err[8];
+    struct walk_ctx w = {.g = g, .err = err, .errlen = sizeof err,
+                         .pieces = xcalloc((size_t)datasets, sizeof(struct ckpt_piece))};
+    for (int p = 0; p < 3; p++) walk(-1, prefix[p], m, &sb[p], list_piece, &w);
+    *pieces = w.pieces;
+    *n = w.npieces;
+    return datasets;
+}
+
+/* A dataset stored in one piece, its space allocated now (its bytes written
+ * later, at their offset); the owner notes where it starts. */
+static int create_allocated(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
+{
+    hid_t fs = H5Screate_simple(t->rank, t->dims, NULL);
+    hid_t ds = create_dataset(file, t, fs, 1);
+    haddr_t at = ds < 0 ? HADDR_UNDEF : H5Dget_offset(ds);
+    struct ckpt_piece *mine = w->cursor < w->npieces && w->pieces[w->cursor].index == w->next
+                                  ? &w->pieces[w->cursor++] : NULL;
+    if (mine) mine->offset = (uint64_t)at;
+    if (ds >= 0) H5Dclose(ds);
+    H5Sclose(fs);
+    if (ds < 0 || at == HADDR_UNDEF) walk_fail(w, "rank %d: creating %s failed", w->g->rank, t->path);
+    return ds < 0 || at == HADDR_UNDEF ? -1 : 0;
+}
+
+int ckpt_create_allocated(const char *run_dir, const struct ckpt_state *st, const struct model *m,
+                          const struct optim *o, const char *deck, const struct grid *g, struct ckpt_piece *pieces,
+                          int n, char *tmp, size_t tmplen, char *err, size_t errlen)
+{
+    hid_t f = create_tmp(run_dir, st->step, m, g, tmp, tmplen, err, errlen);
+    if (f < 0) return -1;
+    int rc = 0;
+    struct state_buf sb[3];
+    state_bufs(m, o, sb);
+    struct walk_ctx w = {.g = g, .err = err, .errlen = errlen, .pieces = pieces, .npieces = n};
+    for (int p = 0; p < 3; p++) rc |= walk(f, prefix[p], m, &sb[p], create_allocated, &w);
+    if (rc == 0) write_attributes(f, st, deck, g);
+    if (H5Fclose(f) < 0 && rc == 0) {
+        snprintf(err, errlen, "rank %d: closing %s failed (disk full?)", g->rank, tmp);
+        rc = -1;
     }
     rc = agree(rc, err, errlen, g);
     if (rc != 0 && g->rank == 0) unlink(tmp);
     return rc;
+}
+
+int ckpt_seal(const char *run_dir, const char *tmp, int64_t step, const struct model *m, const struct optim *o,
+              uint64_t *sums, int failed, const struct grid *g, int keep, char *err, size_t errlen)
+{
+    int rc = agree(failed, err, errlen, g), datasets = 3 * datasets_per_prefix(m);
+    struct state_buf sb[3];
+    state_bufs(m, o, sb);
+    struct walk_ctx w = {.g = g, .sums = sums, .err = err, .errlen = errlen};
+    hid_t f = -1;
+    if (rc == 0) { /* the checksums, now that the owners' sums can meet */
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums, datasets, MPI_UINT64_T, MPI_SUM, g->world_comm));
+        f = open_parallel(tmp, OPEN_UPDATE, g);
+        if (f < 0) snprintf(err, errlen, "rank %d: %s does not open as HDF5 after writing it", g->rank, tmp);
+        rc = agree(f < 0, err, errlen, g);
+    }
+    if (rc == 0) {
+        for (int p = 0; p < 3; p++) rc |= walk(f, prefix[p], m, &sb[p], attach_checksum, &w);
+        rc = close_and_flush(f, tmp, rc, g, err, errlen);
+    }
+    if (rc == 0) { /* what is stored beside the data (each owner read its data back already) */
+        f = open_parallel(tmp, OPEN_READ, g);
+        rc = f < 0;
+        w.next = 0;
+        for (int p = 0; p < 3 && rc == 0; p++) rc |= walk(f, prefix[p], m, &sb[p], verify_checksum, &w);
+        int64_t stored = -1;
+        if (rc == 0 && (read_attr_i64(f, "step", &stored) != 0 || stored != step)) {
+            snprintf(err, errlen, "rank %d: the step attribute of %s reads back as %lld, not %lld", g->rank, tmp,
+                     (long long)stored, (long long)step);
+            rc = -1;
+        } else if (f < 0) {
+            snprintf(err, errlen, "rank %d: %s does not open as HDF5 after writing it", g->rank, tmp);
+        }
+        if (f >= 0) H5Fclose(f);
+        rc = agree(rc, err, errlen, g);
+    }
+    return publish(run_dir, tmp, step, keep, rc, g, err, errlen);
 }
 
 static int load(const char *path, struct model *m, struct optim *o, struct ckpt_state *st, const struct grid *g,
@@ -712,7 +838,7 @@ static int load(const char *path, struct model *m, struct optim *o, struct ckpt_
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     int rc = 0;
-    hid_t f = access(path, R_OK) == 0 ? open_parallel(path, 0, g) : -1;
+    hid_t f = access(path, R_OK) == 0 ? open_parallel(path, OPEN_READ, g) : -1;
     if (f < 0) {
         snprintf(err, errlen, "cannot open %s as HDF5 (missing, unreadable, truncated or not an HDF5 file)", path);
         rc = -1;

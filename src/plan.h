@@ -32,6 +32,7 @@ enum plan_mem {
     PM_ACTS,      /* activation slots (micro-batches in flight), the look-ahead receive buffers, the shared scratch */
     PM_WORK,      /* CPU: gemm packing buffers, per thread; CUDA: the backend's scratch + 16-bit operand copies */
     PM_RUNTIME,   /* MPI, HDF5, the libraries, the heap (a measured constant) */
+    PM_SNAPSHOT,  /* io.async_checkpoint: the host copy of the state the rank writes (its own, at most all of it) */
     PM_RESIDENT,  /* -- the transient ones: */
     PM_COMM = PM_RESIDENT, /* MPI's scratch for its largest collective (Open MPI 4.1, measured) */
     PM_CKPT,      /* a checkpoint's read-back check: one tensor of the rank at a time (the largest) */

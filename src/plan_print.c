@@ -53,21 +53,26 @@ void plan_print_memory(FILE *f, const struct plan *p)
 {
     double u = unit_div(p);
     fprintf(f, "memory per rank (%s):\n", unit_name(p));
-    int ck = 0;
-    for (int r = 0; r < p->shape.pp; r++) ck |= p->stage[r].bytes[PM_CKPT] > 0;
-    fprintf(f, "  %-11s %6s %9s %8s %8s %9s %11s %9s %7s %8s%s %8s\n", "stage", "layers", "in flight", "params",
-            "grads", "optimizer", "activations", "workspace", "runtime", "comm buf", ck ? " ckpt check" : "", "peak");
+    int ck = 0, sn = 0;
+    for (int r = 0; r < p->shape.pp; r++) {
+        ck |= p->stage[r].bytes[PM_CKPT] > 0;
+        sn |= p->stage[r].bytes[PM_SNAPSHOT] > 0;
+    }
+    fprintf(f, "  %-11s %6s %9s %8s %8s %9s %11s %9s %7s%s %8s%s %8s\n", "stage", "layers", "in flight", "params",
+            "grads", "optimizer", "activations", "workspace", "runtime", sn ? " snapshot" : "", "comm buf",
+            ck ? " ckpt check" : "", "peak");
     for (int a = 0, b = 0; a < p->shape.pp; a = b + 1) {
         b = run_end(p, a);
         const struct plan_stage *s = &p->stage[a];
-        char lab[48], inf[24], cks[24] = "";
+        char lab[48], inf[24], cks[24] = "", sns[24] = "";
         stage_label(lab, sizeof lab, p, a, b);
         if (s->recv) snprintf(inf, sizeof inf, "%d+%dr", s->slots, s->recv);
         else snprintf(inf, sizeof inf, "%d", s->slots);
         if (ck) snprintf(cks, sizeof cks, " %10.2f", s->bytes[PM_CKPT] / u);
-        fprintf(f, "  %-11s %6d %9s %8.2f %8.2f %9.2f %11.2f %9.2f %7.2f %8.2f%s %8.2f\n", lab, s->Lp, inf,
+        if (sn) snprintf(sns, sizeof sns, " %8.2f", s->bytes[PM_SNAPSHOT] / u);
+        fprintf(f, "  %-11s %6d %9s %8.2f %8.2f %9.2f %11.2f %9.2f %7.2f%s %8.2f%s %8.2f\n", lab, s->Lp, inf,
                 s->bytes[PM_PARAMS] / u, s->bytes[PM_GRADS] / u, s->bytes[PM_OPTIM] / u, s->bytes[PM_ACTS] / u,
-                s->bytes[PM_WORK] / u, s->bytes[PM_RUNTIME] / u, s->bytes[PM_COMM] / u, cks, s->peak / u);
+                s->bytes[PM_WORK] / u, s->bytes[PM_RUNTIME] / u, sns, s->bytes[PM_COMM] / u, cks, s->peak / u);
     }
     fprintf(f, "  in flight: activation slots, the micro-batches (x chunks) the schedule holds at once%s\n",
             p->shape.pp > 1 ? "; +Nr: N receive\n  buffers of one chunk input each (the look-ahead: received before its slot is taken)" : "");
@@ -83,6 +88,9 @@ void plan_print_memory(FILE *f, const struct plan *p)
         snprintf(probe, sizeof probe, ", the start-up GEMM that measures the peak (%d^2)", CUDA_PROBE_N);
     else if (p->stage[0].bytes[PM_PROBE])
         snprintf(probe, sizeof probe, ", the start-up sgemm probe (%.0f MiB)", gemm_probe_bytes() / 1048576.0);
+    if (sn)
+        fprintf(f, "  snapshot: io.async_checkpoint's host copy of the state a rank writes (pinned on a GPU;\n"
+                   "  ranks that own less hold less: data-parallel replicas other than the first, without ZeRO)\n");
     fprintf(f, "  peak = the resident columns + the largest temporary, one at a time: comm buf (MPI's scratch for\n"
                "        the largest collective)%s%s\n",
             ck ? ", ckpt check (one tensor read back to verify a checkpoint)" : "", probe);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "ckpt_async.h"
 #include "comm.h"
 #include "cpu.h"
 #include "data.h"
@@ -68,6 +69,8 @@ struct run {
     char peak_text[400];        /* how it was found, and the measured rate beside it (rank 0) */
     char last_ckpt[4096];       /* the newest good checkpoint: written or restarted from ("" if none) */
     int64_t saved_step;         /* the step of the checkpoint written last (-1: none this run) */
+    struct ckpt_async async;    /* io.async_checkpoint: the checkpoint being written in the background */
+    int64_t failed_step;        /* the step of the checkpoint that failed (checkpoint_failed) */
     int io_stop;                /* metrics.h5 cannot be written, or the disk is nearly full: stop (status 1) */
     char io_why[512];           /* why (rank 0) */
     double ckpt_bytes;          /* about the size of a checkpoint file (ckpt_file_bytes) */
@@ -346,6 +349,8 @@ static void setup(struct run *r)
     r->ckpt_bytes = ckpt_file_bytes(&r->model);
     comm_use_device(&r->comm, k);
     optim_init(&r->optim, &r->model, cfg, s, g);
+    if (cfg->io.async_checkpoint && cfg->io.checkpoint_every > 0) /* (its memory from the start, as planned) */
+        ckpt_async_init(&r->async, &r->model, &r->optim, g);
     scaler_init(&r->scaler, cfg);
     dp_init(&r->dp, &r->model, &r->optim, &r->comm, s, cfg->parallel.bucket_mb);
     r->exec.dp = &r->dp;
@@ -511,11 +516,38 @@ static void watch_nonfinite(struct run *r, double loss)
     r->model.watch = 1;
 }
 
-/* Write the checkpoint of this step, once.  Returns 0 (written, or nothing
- * to write), or -1 with the reason in err (every rank alike; the earlier
- * checkpoints are intact). */
-static int save_checkpoint(struct run *r, char *err, size_t errlen)
+/* The checkpoint being written in the background, if there is one: wait for
+ * it and seal it.  Returns 0 (sealed, or none), or -1 with the reason in
+ * err (every rank alike; the earlier checkpoints are intact). */
+static int async_checkpoint_end(struct run *r, char *err, size_t errlen)
 {
+    struct ckpt_async *a = &r->async;
+    if (!a->running) return 0;
+    double t0 = wtime();
+    timer_start(&r->timers, T_IO);
+    int rc = ckpt_async_end(a, r->cfg->io.run_dir, &r->model, &r->optim, r->g, (int)r->cfg->io.keep_checkpoints,
+                            err, errlen);
+    timer_stop(&r->timers, T_IO);
+    if (rc != 0) {
+        r->failed_step = a->step;
+        return -1;
+    }
+    snprintf(r->last_ckpt, sizeof r->last_ckpt, "%s/ckpt_%lld.h5", r->cfg->io.run_dir, (long long)a->step);
+    double mib = 3.0 * model_logical_params(&r->model.d) * sizeof(float) / 1048576.0, now = wtime();
+    log_info("checkpoint %s written in the background and verified: %.1f MiB in %.2f s (%.0f MiB/s), sealed "
+             "after step %lld; training stopped %.2f s for the snapshot, %.2f s waiting for the writer and %.2f s "
+             "for the seal\n", r->last_ckpt, mib, now - a->t_begin, mib / (now - a->t_begin), (long long)r->step,
+             a->t_resumed - a->t_begin, a->waited, now - t0 - a->waited);
+    return 0;
+}
+
+/* Write the checkpoint of this step, once: in the background if
+ * io.async_checkpoint and the run goes on (background), else at once.
+ * Returns 0 (written or begun, or nothing to write), or -1 with the reason
+ * in err (every rank alike; the earlier checkpoints are intact). */
+static int save_checkpoint(struct run *r, int background, char *err, size_t errlen)
+{
+    if (async_checkpoint_end(r, err, errlen) != 0) return -1; /* one at a time, in order */
     if (r->saved_step == r->step) return 0; /* a stop at a checkpoint step: already written */
     if (r->nonfinite_streak > 0) { /* the same on every rank: the loss is global */
         log_info("no checkpoint at step %lld: the loss is not finite, the state is suspect (the earlier "
@@ -527,16 +559,34 @@ static int save_checkpoint(struct run *r, char *err, size_t errlen)
     double t0 = wtime();
     timer_start(&r->timers, T_IO);
     if (r->g->rank == 0 && metrics_flush(&r->metrics) != 0) io_stop(r, r->metrics.failed, "");
-    int rc = ckpt_save(r->cfg->io.run_dir, &st, &r->model, &r->optim, r->deck, r->g,
-                       (int)r->cfg->io.keep_checkpoints, err, errlen);
+    int rc = background && r->cfg->io.async_checkpoint
+                 ? ckpt_async_begin(&r->async, r->cfg->io.run_dir, &st, &r->model, &r->optim, r->deck, r->g,
+                                    r->cfg->diag.slow_checkpoint, err, errlen)
+                 : ckpt_save(r->cfg->io.run_dir, &st, &r->model, &r->optim, r->deck, r->g,
+                             (int)r->cfg->io.keep_checkpoints, err, errlen);
     timer_stop(&r->timers, T_IO);
-    if (rc != 0) return -1;
+    if (rc != 0) {
+        r->failed_step = r->step;
+        return -1;
+    }
     r->saved_step = r->step;
+    if (r->async.running) return 0; /* (reported when it is sealed) */
     snprintf(r->last_ckpt, sizeof r->last_ckpt, "%s/ckpt_%lld.h5", r->cfg->io.run_dir, (long long)r->step);
     double dt = wtime() - t0, mib = 3.0 * model_logical_params(&r->model.d) * sizeof(float) / 1048576.0;
     log_info("checkpoint %s written and verified: %.1f MiB in %.2f s (%.0f MiB/s)\n", r->last_ckpt, mib, dt,
              mib / dt);
     return 0;
+}
+
+/* A background write that has finished on every rank is sealed at once, so
+ * that it is usable as soon as it can be.  Collective (while one is in
+ * flight: the ranks agree on it). */
+static int async_checkpoint_poll(struct run *r, char *err, size_t errlen)
+{
+    if (!r->async.running) return 0;
+    int busy = !ckpt_async_done(&r->async);
+    comm_allreduce_max_int(&r->comm, CG_WORLD, &busy, 1);
+    return busy ? 0 : async_checkpoint_end(r, err, errlen);
 }
 
 /* A checkpoint that could not be written ends the run.  While stopping (a
@@ -545,9 +595,10 @@ static int save_checkpoint(struct run *r, char *err, size_t errlen)
 static void checkpoint_failed(const struct run *r, int stopping, const char *err)
 {
     if (stopping && r->last_ckpt[0]) {
-        if (r->g->rank == 0) fprintf(stderr, "error: checkpoint at step %lld failed: %s\n", (long long)r->step, err);
+        if (r->g->rank == 0)
+            fprintf(stderr, "error: checkpoint at step %lld failed: %s\n", (long long)r->failed_step, err);
         log_info("stopped without a checkpoint of step %lld: the newest good one is %s, which a requeued "
-                 "job resumes from (status 3)\n", (long long)r->step, r->last_ckpt);
+                 "job resumes from (status 3)\n", (long long)r->failed_step, r->last_ckpt);
         exit_all(EXIT_STOPPED);
     }
     char hint[sizeof r->last_ckpt + 160];
@@ -557,7 +608,7 @@ static void checkpoint_failed(const struct run *r, int stopping, const char *err
     else
         snprintf(hint, sizeof hint, "check the free space and permissions of io.run_dir; no checkpoint of this "
                  "run was written before");
-    die_all(hint, "checkpoint at step %lld failed: %s", (long long)r->step, err);
+    die_all(hint, "checkpoint at step %lld failed: %s", (long long)r->failed_step, err);
 }
 
 /* Should all ranks stop now?  A signal, the time limit (io.max_seconds, with
@@ -637,7 +688,8 @@ static int finish_run(struct run *r, int status, int64_t first_step)
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &r->io_stop, 1, MPI_INT, MPI_MAX, g->world_comm));
     if (r->io_stop) status = EXIT_ERROR;
     char why_not[1024] = "";
-    if ((status != EXIT_DONE || cfg->io.save_final) && save_checkpoint(r, why_not, sizeof why_not) != 0)
+    if (((status != EXIT_DONE || cfg->io.save_final) ? save_checkpoint(r, 0, why_not, sizeof why_not)
+                                                   : async_checkpoint_end(r, why_not, sizeof why_not)) != 0)
         checkpoint_failed(r, status == EXIT_STOPPED, why_not);
     if (r->io_stop && g->rank == 0)
         fprintf(stderr, "error: the run stopped at step %lld: %s; the checkpoint of "
@@ -672,6 +724,7 @@ static int finish_run(struct run *r, int status, int64_t first_step)
 static void teardown(struct run *r)
 {
     flight_stop();
+    ckpt_async_free(&r->async);
     data_close(r->data);
     eval_free(&r->eval);
     ranks_free(&r->ranks);
@@ -729,8 +782,9 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
         if (cfg->diag.check_every > 0 && r.step % cfg->diag.check_every == 0 && r.step < cfg->train.steps)
             diag_check_consistency(&r.model, g, cfg, r.step);
         char err[1024] = "";
-        if (cfg->io.checkpoint_every > 0 && r.step % cfg->io.checkpoint_every == 0 && r.step < cfg->train.steps &&
-            save_checkpoint(&r, err, sizeof err) != 0)
+        if (async_checkpoint_poll(&r, err, sizeof err) != 0 ||
+            (cfg->io.checkpoint_every > 0 && r.step % cfg->io.checkpoint_every == 0 && r.step < cfg->train.steps &&
+             save_checkpoint(&r, 1, err, sizeof err) != 0))
             checkpoint_failed(&r, stop_agreed(&r, t_start, avg) != NULL && !r.io_stop, err);
         const char *why = r.step < cfg->train.steps ? stop_agreed(&r, t_start, avg) : NULL;
         if (why) {

@@ -1,0 +1,199 @@
+/* ckpt_async.c -- a checkpoint written in the background (ckpt_async.h). */
+#include "ckpt_async.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ckpt_piece.h"
+#include "log.h"
+
+static void writer_fail(struct ckpt_async *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void writer_fail(struct ckpt_async *a, const char *fmt, ...)
+{
+    if (a->failed) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(a->err, sizeof a->err, fmt, ap);
+    va_end(ap);
+    a->failed = 1;
+}
+
+/* pwrite or pread all of n bytes at off (short transfers and EINTR resumed). */
+static int transfer_all(int fd, int writing, void *buf, size_t n, off_t off)
+{
+    char *p = buf;
+    while (n > 0) {
+        ssize_t k = writing ? pwrite(fd, p, n, off) : pread(fd, p, n, off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return -1;
+        if (k == 0) { /* (a read past the end: the file is short) */
+            errno = EIO;
+            return -1;
+        }
+        p += k, n -= (size_t)k, off += k;
+    }
+    return 0;
+}
+
+/* A piece's rectangles between the file and data (its elements in order):
+ * whole rows in one transfer, a part of each row otherwise. */
+static int piece_io(int fd, int writing, const struct ckpt_piece *pc, float *data)
+{
+    const struct tensor_ref *t = &pc->t;
+    hsize_t cols = t->rank == 2 ? t->dims[1] : 1;
+    for (int b = 0; b < t->nblocks; b++) {
+        hsize_t rows = t->count[b][0], width = t->count[b][1];
+        if (width == cols) rows = 1, width *= t->count[b][0]; /* contiguous in the file */
+        for (hsize_t r = 0; r < rows; r++) {
+            off_t off = (off_t)(pc->offset + 4 * ((t->start[b][0] + r) * cols + t->start[b][1]));
+            if (transfer_all(fd, writing, data, width * sizeof(float), off) != 0) return -1;
+            data += width;
+        }
+    }
+    return 0;
+}
+
+static void pause_for(double seconds)
+{
+    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* The writer's nice value: on a node whose cores all compute, the writer
+ * takes about 36 / (1024 + 36) = 3 % of one (the kernel's weights of nice
+ * 15 and 0), and much longer to finish; on one with cores to spare it
+ * runs at full speed. */
+enum { WRITER_NICE = 15 };
+
+/* The writer: the pieces written and flushed, then read back and checked. */
+static void *writer(void *arg)
+{
+    struct ckpt_async *a = arg;
+    if (a->own_thread) setpriority(PRIO_PROCESS, 0, WRITER_NICE); /* Linux: this thread's nice value */
+    int fd = open(a->tmp, O_WRONLY);
+    if (fd < 0) writer_fail(a, "cannot open %s to write it: %s", a->tmp, strerror(errno));
+    for (int i = 0; i < a->npieces && !a->failed; i++) {
+        struct ckpt_piece *pc = &a->pieces[i];
+        if (piece_io(fd, 1, pc, pc->t.local) != 0)
+            writer_fail(a, "writing %s into %s failed: %s", pc->t.path, a->tmp, strerror(errno));
+        a->sums[pc->index] = ckpt_partial_checksum(&pc->t, pc->t.local);
+        if (a->slow > 0) pause_for(a->slow / a->npieces);
+    }
+    if (fd >= 0 && !a->failed && fdatasync(fd) != 0)
+        writer_fail(a, "flushing %s failed: %s", a->tmp, strerror(errno));
+    if (fd >= 0 && close(fd) != 0) writer_fail(a, "closing %s failed: %s", a->tmp, strerror(errno));
+    fd = a->failed ? -1 : open(a->tmp, O_RDONLY);
+    float *back = fd < 0 ? NULL : xmalloc((a->largest ? a->largest : 1) * sizeof(float));
+    for (int i = 0; fd >= 0 && i < a->npieces && !a->failed; i++) {
+        struct ckpt_piece *pc = &a->pieces[i];
+        if (piece_io(fd, 0, pc, back) != 0)
+            writer_fail(a, "reading back %s of %s failed: %s", pc->t.path, a->tmp, strerror(errno));
+        else if (ckpt_partial_checksum(&pc->t, back) != a->sums[pc->index])
+            writer_fail(a, "%s does not read back as written (checksum mismatch in %s)", a->tmp, pc->t.path);
+    }
+    free(back);
+    if (fd >= 0) close(fd);
+    a->t_written = wtime();
+    atomic_store(&a->done, 1);
+    return NULL;
+}
+
+/* The snapshot: each piece copied out of the live state (off the device) and
+ * pointed at its copy. */
+static void snapshot(struct ckpt_async *a, const struct model *m)
+{
+    float *at = a->snap;
+    for (int i = 0; i < a->npieces; i++) {
+        struct tensor_ref *t = &a->pieces[i].t;
+        if (m->k->on_device) m->k->to_host(at, t->local, t->elems * sizeof(float));
+        else memcpy(at, t->local, t->elems * sizeof(float));
+        t->local = at;
+        at += t->elems;
+    }
+}
+
+/* The pieces listed anew (pointing into the live state) and the snapshot
+ * large enough for them. */
+void ckpt_async_init(struct ckpt_async *a, const struct model *m, const struct optim *o, const struct grid *g)
+{
+    free(a->pieces);
+    a->datasets = ckpt_pieces(m, o, g, &a->pieces, &a->npieces);
+    size_t need = 0;
+    a->largest = 0;
+    for (int i = 0; i < a->npieces; i++) {
+        need += a->pieces[i].t.elems;
+        if (a->pieces[i].t.elems > a->largest) a->largest = a->pieces[i].t.elems;
+    }
+    if (!a->snap || a->snap_floats < need) {
+        if (a->snap) a->release(a->snap);
+        a->snap = m->k->host_alloc((need ? need : 1) * sizeof(float));
+        memset(a->snap, 0, (need ? need : 1) * sizeof(float)); /* (its pages now, not at the first checkpoint) */
+        a->release = m->k->host_release;
+        a->snap_floats = need;
+    }
+}
+
+int ckpt_async_begin(struct ckpt_async *a, const char *run_dir, const struct ckpt_state *st, const struct model *m,
+                     const struct optim *o, const char *deck, const struct grid *g, double slow, char *err,
+                     size_t errlen)
+{
+    a->t_begin = wtime();
+    ckpt_async_init(a, m, o, g);
+    snapshot(a, m);
+    if (ckpt_create_allocated(run_dir, st, m, o, deck, g, a->pieces, a->npieces, a->tmp, sizeof a->tmp, err,
+                              errlen) != 0)
+        return -1;
+    free(a->sums);
+    a->sums = xcalloc((size_t)a->datasets, sizeof(uint64_t));
+    a->step = st->step;
+    a->slow = slow;
+    a->failed = 0;
+    a->err[0] = '\0';
+    atomic_store(&a->done, 0);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old); /* the signals stay the main thread's */
+    a->own_thread = 1;
+    int rc = pthread_create(&a->thread, NULL, writer, a);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) { /* (no thread: written here and now) */
+        log_warn("cannot start the checkpoint writer thread (%s): ckpt_%lld.h5 is written at once", strerror(rc),
+                 (long long)st->step);
+        a->own_thread = 0;
+        writer(a);
+    }
+    a->running = 1;
+    a->t_resumed = wtime();
+    return 0;
+}
+
+int ckpt_async_done(struct ckpt_async *a) { return !a->running || atomic_load(&a->done); }
+
+int ckpt_async_end(struct ckpt_async *a, const char *run_dir, const struct model *m, const struct optim *o,
+                   const struct grid *g, int keep, char *err, size_t errlen)
+{
+    if (!a->running) return 0;
+    double t0 = wtime();
+    if (a->own_thread) pthread_join(a->thread, NULL);
+    a->waited = wtime() - t0;
+    a->running = 0;
+    if (a->failed) snprintf(err, errlen, "rank %d: %s", g->rank, a->err);
+    return ckpt_seal(run_dir, a->tmp, a->step, m, o, a->sums, a->failed, g, keep, err, errlen);
+}
+
+void ckpt_async_free(struct ckpt_async *a)
+{
+    if (a->snap) a->release(a->snap);
+    free(a->pieces);
+    free(a->sums);
+    memset(a, 0, sizeof *a);
+}

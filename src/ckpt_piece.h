@@ -1,0 +1,70 @@
+/* ckpt_piece.h -- what one rank holds of a checkpoint's tensors, shared by
+ * the synchronous writer (ckpt.c) and the background one (ckpt_async.c). */
+#ifndef TRIAD_CKPT_PIECE_H
+#define TRIAD_CKPT_PIECE_H
+
+#include <hdf5.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckpt.h"
+
+enum { MAX_RECTS = 9 }; /* a part of each of up to 3 row blocks: a partial row, whole rows, a partial row */
+
+/* One tensor of one layer: its dataset, its logical shape, and the
+ * rectangles of it that this rank holds, in the order of the file (and of
+ * the rank's memory, where they lie one after another from `local`). */
+struct tensor_ref {
+    char path[128];
+    int rank;              /* 1 (vectors) or 2 */
+    hsize_t dims[2];       /* logical shape (wte without padding) */
+    hsize_t start[MAX_RECTS][2], count[MAX_RECTS][2];
+    int nblocks;
+    size_t elems;          /* elements of this rank's selection */
+    int replicated;        /* identical on every tp rank */
+    int primary;           /* this copy is written (the tied wte: first stage's) */
+    int sliced;            /* a part of a ZeRO slice: every dp rank owns its own */
+    float *local;          /* the selection's first element in this rank's memory, or NULL if it holds none */
+};
+
+/* A selection this rank owns (writes and checks), for a write that happens
+ * outside HDF5: the dataset's place in the file and in the walk order. */
+struct ckpt_piece {
+    struct tensor_ref t;   /* t.local: the live state when listed; the snapshot once copied */
+    uint64_t offset;       /* the dataset's first byte in the file (contiguous, allocated at creation) */
+    int index;             /* the dataset's number in the walk (its checksum's slot) */
+};
+
+/* The order-independent checksum of a selection's elements (data: t->elems
+ * of them, in the selection's order); the owners' sums add up (mod 2^64) to
+ * the dataset's "checksum" attribute. */
+uint64_t ckpt_partial_checksum(const struct tensor_ref *t, const float *data);
+
+/* A write of a checkpoint outside HDF5, in three steps (ckpt_async.c):
+ *
+ * ckpt_pieces lists what this rank owns of every dataset (t.local in the
+ * live state), in walk order; returns the number of datasets (the length
+ * of the checksum array).  Every owned element is in exactly one rank's
+ * list.  The list is calloc'ed.
+ *
+ * ckpt_create_allocated makes <run_dir>/ckpt_<step>.h5.tmp (its name in
+ * tmp) with every dataset contiguous and its space allocated, the
+ * attributes written, and closes it; each piece's offset is filled in.  The
+ * bytes of each piece then go to offset + 4 x (row x cols + col), in any
+ * order, by any means.  Collective; 0, or -1 with err (nothing left).
+ *
+ * ckpt_seal ends it once every rank has written and read back its pieces
+ * (failed: this rank's writing failed, the reason in err; sums: this
+ * rank's ckpt_partial_checksum of each owned piece, by index, zero
+ * elsewhere): the checksums stored, the file flushed on every rank and its
+ * metadata checked, then renamed and old checkpoints rotated out as
+ * ckpt_save does.  Collective; 0, or -1 with err (the file removed). */
+int ckpt_pieces(const struct model *m, const struct optim *o, const struct grid *g, struct ckpt_piece **pieces,
+                int *n);
+int ckpt_create_allocated(const char *run_dir, const struct ckpt_state *st, const struct model *m,
+                          const struct optim *o, const char *deck, const struct grid *g, struct ckpt_piece *pieces,
+                          int n, char *tmp, size_t tmplen, char *err, size_t errlen);
+int ckpt_seal(const char *run_dir, const char *tmp, int64_t step, const struct model *m, const struct optim *o,
+              uint64_t *sums, int failed, const struct grid *g, int keep, char *err, size_t errlen);
+
+#endif
