@@ -4,7 +4,8 @@
 # checkpoints and so is every checkpoint's content (tp 2 x dp 2 with ZeRO-1:
 # column blocks and ZeRO slices written at their offsets); a restart from
 # one continues bit for bit; SIGKILL at random points of a background write
-# leaves the previous checkpoint usable (and the restart bitwise); a write
+# leaves the previous checkpoint usable (and the restart bitwise); a stop
+# waits for the write in flight and seals it; a write
 # stored wrongly is caught by the writer's read-back and the previous
 # checkpoint is kept.
 . "$(dirname "$0")/lib.sh"
@@ -67,6 +68,26 @@ for k in 1 2 3; do
         compare_runs "$dir" "$scratch/kref" 0 loss > /dev/null
     ok $? "restart = 'auto' after it: losses bitwise equal to the uninterrupted run"
 done
+
+# 3b. a stop (the stop file) while a background write is in flight: the run
+# waits for it, seals it, writes the stop's own checkpoint and ends with 3
+dir="$scratch/stop"
+$MPIEXEC -n 2 "$TRIAD" "$deck" $kdeck io.run_dir="'$dir'" > "$scratch/stop.out" 2>&1 &
+pid=$!
+i=0
+while [ $i -lt 600 ] && [ ! -e "$dir/ckpt_5.h5.tmp" ]; do sleep 0.05; i=$((i + 1)); done
+touch "$dir/STOP"
+wait $pid
+st=$?
+grep 'stopping\|background' "$scratch/stop.out" | diag
+s=$(sed -n 's/.*stopping at step \([0-9]*\) (stop file).*/\1/p' "$scratch/stop.out")
+[ $st -eq 3 ] && [ -n "$s" ] && grep -q "ckpt_5.h5 written in the background and verified" "$scratch/stop.out" &&
+    verify "$dir/ckpt_5.h5" && verify "$dir/ckpt_$s.h5"
+ok $? "a stop during a background write: it is sealed (ckpt_5.h5), the stop's ckpt_$s.h5 written, status 3 (got $st)"
+triad_run 2 "$deck" $common parallel.zero_stage=1 io.async_checkpoint=.true. io.restart=auto io.run_dir="'$dir'"
+[ $? -eq 0 ] && grep -q "restarted from $dir/ckpt_$s.h5 at step $s" "$scratch/last.out" &&
+    compare_runs "$dir" "$scratch/kref" 0 loss > /dev/null
+ok $? "restart = 'auto' resumes from ckpt_$s.h5: losses bitwise equal to the uninterrupted run"
 
 # 4. a disk that stores other bytes than it was given (the LD_PRELOAD shim
 # of restart.sh): the writer's read-back catches it before the rename

@@ -3,7 +3,8 @@
 # match the CPU backend (per-step losses within the fp32 tolerance over 20
 # steps, on 1 and 2 ranks: the second through MPI on device buffers, staged
 # where the MPI is not CUDA-aware; at tp 2; with ZeRO-2), two ranks are
-# refused one GPU without train.share_gpus, TF32 is on when asked and stays
+# refused one GPU without train.share_gpus, background checkpoints from
+# device memory, TF32 is on when asked and stays
 # within its tolerance, bf16 on tensor cores within its, and the fp16 skip
 # path works on the device.  Without the CUDA build or without a
 # GPU the run must fail with a clear message, and the GPU checks are skipped.
@@ -60,6 +61,18 @@ triad_run 2 "$deck" $common parallel.zero_stage=1 parallel.bucket_mb=0.002 train
 st=$?
 [ $st -eq 0 ] && compare_runs "$scratch/gz1" "$scratch/cpu2" 1e-4 loss > /dev/null
 ok $? "ZeRO-1 on 2 GPUs, its collectives in pieces through a device staging buffer: losses within 1e-4 of the CPU"
+# background checkpoints from device memory: the snapshot copied off the GPU
+# (into pinned memory) holds what a synchronous checkpoint writes
+for how in sync async; do
+    triad_run 2 "$deck" $common parallel.zero_stage=1 train.micro_batch_size=2 train.device="'cuda'" \
+        train.share_gpus=.true. io.checkpoint_every=5 io.keep_checkpoints=4 \
+        io.async_checkpoint=$([ $how = async ] && echo .true. || echo .false.) io.run_dir="'$scratch/gck$how'"
+    eval st_$how=$?
+done
+[ "$st_sync" -eq 0 ] && [ "$st_async" -eq 0 ] && grep -q "ckpt_15.h5 written in the background" "$scratch/last.out" &&
+    h5diff "$scratch/gckasync/ckpt_15.h5" "$scratch/gcksync/ckpt_15.h5" /model /model > /dev/null 2>&1 &&
+    h5diff "$scratch/gckasync/ckpt_15.h5" "$scratch/gcksync/ckpt_15.h5" /optim /optim > /dev/null 2>&1
+ok $? "io.async_checkpoint on 2 GPUs with ZeRO-1: the background-written ckpt_15.h5 holds the synchronous one's tensors"
 triad_run 1 "$deck" $common train.tf32=.true. train.device="'cuda'" io.run_dir="'$scratch/gtf32'"
 st=$?
 out=$([ $st -eq 0 ] && grep -q "matmul: cuBLAS on .*, TF32 tensor cores" "$scratch/last.out" &&
