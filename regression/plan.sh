@@ -109,6 +109,9 @@ st=$?
 ok $? "triad plan world=3 with tp = 2: exit status 1, the world does not split"
 "$TRIAD" plan "$deck" train.device=cuda > "$scratch/cuda.out" 2>&1 && grep -q "fit not checked" "$scratch/cuda.out"
 ok $? "device = 'cuda' without memory_gb: planned, fit not checked"
+"$TRIAD" plan "$deck" train.steps=5 world=4 > "$scratch/w4.out" 2>&1 && grep -q "^plan for 4 ranks" "$scratch/w4.out"
+ok $? "world=N may follow other overrides"
+
 # io.async_checkpoint's snapshot: a resident column of the rank's whole state
 # (parameters, m, v: three times the parameter column; ZeRO-1: parameters and
 # two slices), counted in the peak; absent without it

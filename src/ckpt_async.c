@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "ckpt_piece.h"
+#include "flight.h"
 #include "log.h"
 
 static void writer_fail(struct ckpt_async *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -86,6 +87,7 @@ static void *writer(void *arg)
         if (piece_io(fd, 1, pc, pc->t.local) != 0)
             writer_fail(a, "writing %s into %s failed: %s", pc->t.path, a->tmp, strerror(errno));
         a->sums[pc->index] = ckpt_partial_checksum(&pc->t, pc->t.local);
+        atomic_fetch_add(&a->progress, 1);
         if (a->slow > 0) pause_for(a->slow / a->npieces);
     }
     if (fd >= 0 && !a->failed && fdatasync(fd) != 0)
@@ -99,6 +101,7 @@ static void *writer(void *arg)
             writer_fail(a, "reading back %s of %s failed: %s", pc->t.path, a->tmp, strerror(errno));
         else if (ckpt_partial_checksum(&pc->t, back) != a->sums[pc->index])
             writer_fail(a, "%s does not read back as written (checksum mismatch in %s)", a->tmp, pc->t.path);
+        atomic_fetch_add(&a->progress, 1);
     }
     free(back);
     if (fd >= 0) close(fd);
@@ -159,6 +162,7 @@ int ckpt_async_begin(struct ckpt_async *a, const char *run_dir, const struct ckp
     a->failed = 0;
     a->err[0] = '\0';
     atomic_store(&a->done, 0);
+    atomic_store(&a->progress, 0);
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old); /* the signals stay the main thread's */
@@ -183,6 +187,11 @@ int ckpt_async_end(struct ckpt_async *a, const char *run_dir, const struct model
 {
     if (!a->running) return 0;
     double t0 = wtime();
+    /* the hang watchdog sees the writer's progress: a long write is not a hang, a stalled one is */
+    for (int seen = atomic_load(&a->progress); a->own_thread && !atomic_load(&a->done); pause_for(0.02)) {
+        int now = atomic_load(&a->progress);
+        if (now != seen) flight_progress(), seen = now;
+    }
     if (a->own_thread) pthread_join(a->thread, NULL);
     a->waited = wtime() - t0;
     a->running = 0;

@@ -37,6 +37,7 @@ struct ckpt_async {
     int own_thread;            /* the writer runs on that thread (else it ran in ckpt_async_begin) */
     int running;               /* a write is in flight: begun, not yet ended */
     atomic_int done;           /* the writer has finished (set by it) */
+    atomic_int progress;       /* pieces it has written or read back so far */
     int failed;                /* the writer's result: 0, or 1 with the reason in err */
     char err[1024];
     double t_begin, t_resumed, t_written; /* wall clock: the snapshot began, training resumed, the writer ended */

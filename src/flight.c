@@ -54,6 +54,11 @@ void flight_step(int64_t step)
     fl.step_t0 = now_s();
 }
 
+void flight_progress(void)
+{
+    if (fl.step_t0 > 0) fl.step_t0 = now_s();
+}
+
 void flight_action(int kind, int mb, int chunk) { fl.kind = kind, fl.mb = mb, fl.chunk = chunk; }
 
 void flight_begin(int group, int op, int peer, double bytes)

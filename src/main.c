@@ -222,8 +222,9 @@ static const struct {
     {"--help", print_usage}, {"-h", print_usage}, {"--version", print_version}, {"--doc", print_doc},
 };
 
-/* world=N as the first override: the rank count to check or plan for.
- * Returns N, 0 if absent; exits on a malformed one. */
+/* world=N, an override of the subcommands: the rank count to check or
+ * plan for.  Returns N, 0 if arg is another override; exits on a malformed
+ * one. */
 static int parse_world(const char *arg, int rank)
 {
     if (strncmp(arg, "world=", 6) != 0) return 0;
@@ -305,8 +306,14 @@ int main(int argc, char **argv)
     int nover = argc - first - 1;
     char **over = argv + first + 1;
     if (sc) {
-        int w = nover > 0 ? parse_world(over[0], rank) : 0;
-        if (w > 0) world = w, nover--, over++;
+        int w = 0;
+        for (int i = 0; i < nover; i++) /* world=N anywhere among the overrides (the last one counts) */
+            if (strncmp(over[i], "world=", 6) == 0) {
+                w = parse_world(over[i], rank);
+                memmove(over + i, over + i + 1, (size_t)(nover - i - 1) * sizeof *over);
+                nover--, i--;
+            }
+        if (w > 0) world = w;
         else if (sc->deck_grid || world == 1) world = 0; /* the deck's tp * pp * dp, dp = 0 taken as 1 */
     }
     struct config cfg;
