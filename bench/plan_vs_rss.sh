@@ -60,6 +60,8 @@ case_ "124M B4 T64, dp 2 (overlapped)"     2 bench/gpt2_124m.nml train.batch_siz
 case_ "124M B4 T64, dp 2, no overlap"      2 bench/gpt2_124m.nml train.batch_size=8 train.micro_batch_size=4 parallel.overlap_grad_reduce=.false.
 case_ "124M B4 T64, dp 2, ZeRO-1"          2 bench/gpt2_124m.nml train.batch_size=8 train.micro_batch_size=4 parallel.zero_stage=1
 case_ "124M B4 T64, dp 2, ZeRO-1, ckpt"    2 bench/gpt2_124m.nml train.batch_size=8 train.micro_batch_size=4 parallel.zero_stage=1 io.save_final=.true.
+case_ "124M B4 T64, async ckpt"            1 bench/gpt2_124m.nml io.checkpoint_every=1 io.async_checkpoint=.true.
+case_ "124M B4 T64, dp 2, ZeRO-1, async"   2 bench/gpt2_124m.nml train.batch_size=8 train.micro_batch_size=4 parallel.zero_stage=1 io.checkpoint_every=1 io.async_checkpoint=.true.
 case_ "124M B4 T64, dp 2, ZeRO-2"          2 bench/gpt2_124m.nml train.batch_size=8 train.micro_batch_size=4 parallel.zero_stage=2
 case_ "124M B4 T64, dp 2, ZeRO-2, accum 2"  2 bench/gpt2_124m.nml train.batch_size=8 train.micro_batch_size=2 parallel.zero_stage=2
 case_ "small, bf16"                        1 bench/small.nml train.precision=bf16

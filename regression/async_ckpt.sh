@@ -89,10 +89,11 @@ triad_run 2 "$deck" $common parallel.zero_stage=1 io.async_checkpoint=.true. io.
     compare_runs "$dir" "$scratch/kref" 0 loss > /dev/null
 ok $? "restart = 'auto' resumes from ckpt_$s.h5: losses bitwise equal to the uninterrupted run"
 
-# 3c. a wait for a long background write is not a hang while the writer
-# makes progress (diag.hang_timeout = 2 s; the write of ckpt_5 takes 6 s, and
-# the checkpoint of step 10 waits for it)
-triad_run 2 "$deck" $common parallel.zero_stage=1 io.async_checkpoint=.true. diag.slow_checkpoint=6 \
+# 3c. a wait for a long background write is not a hang while the writers
+# make progress (diag.hang_timeout = 2 s; the write of ckpt_5 takes 6 s, and
+# the checkpoint of step 10 waits for it), on every rank: without ZeRO the
+# second dp rank has nothing to write and waits for the first
+triad_run 2 "$deck" $common io.async_checkpoint=.true. diag.slow_checkpoint=6 \
     diag.hang_timeout=2 train.steps=12 io.run_dir="'$scratch/long'"
 st=$?
 [ $st -eq 0 ] && grep -q "ckpt_5.h5 written in the background and verified: .* [3-9][0-9.]* s waiting for the writer" \

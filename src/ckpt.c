@@ -777,7 +777,7 @@ static int create_allocated(hid_t file, struct tensor_ref *t, struct walk_ctx *w
 
 int ckpt_create_allocated(const char *run_dir, const struct ckpt_state *st, const struct model *m,
                           const struct optim *o, const char *deck, const struct grid *g, struct ckpt_piece *pieces,
-                          int n, char *tmp, size_t tmplen, char *err, size_t errlen)
+                          int n, char *tmp, size_t tmplen, int *reserved, char *err, size_t errlen)
 {
     hid_t f = create_tmp(run_dir, st->step, m, g, tmp, tmplen, err, errlen);
     if (f < 0) return -1;
@@ -786,10 +786,33 @@ int ckpt_create_allocated(const char *run_dir, const struct ckpt_state *st, cons
     state_bufs(m, o, sb);
     struct walk_ctx w = {.g = g, .err = err, .errlen = errlen, .pieces = pieces, .npieces = n};
     for (int p = 0; p < 3; p++) rc |= walk(f, prefix[p], m, &sb[p], create_allocated, &w);
+    rc = agree(rc, err, errlen, g); /* (the attributes are collective metadata) */
     if (rc == 0) write_attributes(f, st, deck, g);
     if (H5Fclose(f) < 0 && rc == 0) {
         snprintf(err, errlen, "rank %d: closing %s failed (disk full?)", g->rank, tmp);
         rc = -1;
+    }
+    rc = agree(rc, err, errlen, g);
+    /* the data's blocks reserved now (HDF5 only reserved addresses): a disk
+     * that cannot hold the file says so here, and the free space the run
+     * checks is what is left; 1 in *reserved where that was done */
+    uint64_t end = 0;
+    for (int i = 0; i < n; i++) {
+        const struct tensor_ref *t = &pieces[i].t;
+        uint64_t e = pieces[i].offset + 4 * (uint64_t)t->dims[0] * (t->rank == 2 ? t->dims[1] : 1);
+        if (e > end) end = e;
+    }
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &end, 1, MPI_UINT64_T, MPI_MAX, g->world_comm));
+    *reserved = 0;
+    if (rc == 0 && g->rank == 0) {
+        int fd = open(tmp, O_WRONLY), e = fd < 0 ? errno : posix_fallocate(fd, 0, (off_t)end);
+        if (fd >= 0) close(fd);
+        if (e == 0) *reserved = 1;
+        else if (e != EINVAL && e != EOPNOTSUPP) { /* (a file system without the call: the run counts the file) */
+            snprintf(err, errlen, "rank 0: cannot reserve the %.0f KiB of %s: %s", (double)end / 1024, tmp,
+                     strerror(e));
+            rc = -1;
+        }
     }
     rc = agree(rc, err, errlen, g);
     if (rc != 0 && g->rank == 0) unlink(tmp);
@@ -816,7 +839,8 @@ int ckpt_seal(const char *run_dir, const char *tmp, int64_t step, const struct m
     }
     if (rc == 0) { /* what is stored beside the data (each owner read its data back already) */
         f = open_parallel(tmp, OPEN_READ, g);
-        rc = f < 0;
+        if (f < 0) snprintf(err, errlen, "rank %d: %s does not open as HDF5 after writing it", g->rank, tmp);
+        rc = agree(f < 0, err, errlen, g);
         w.next = 0;
         for (int p = 0; p < 3 && rc == 0; p++) rc |= walk(f, prefix[p], m, &sb[p], verify_checksum, &w);
         int64_t stored = -1;
@@ -824,8 +848,6 @@ int ckpt_seal(const char *run_dir, const char *tmp, int64_t step, const struct m
             snprintf(err, errlen, "rank %d: the step attribute of %s reads back as %lld, not %lld", g->rank, tmp,
                      (long long)stored, (long long)step);
             rc = -1;
-        } else if (f < 0) {
-            snprintf(err, errlen, "rank %d: %s does not open as HDF5 after writing it", g->rank, tmp);
         }
         if (f >= 0) H5Fclose(f);
         rc = agree(rc, err, errlen, g);

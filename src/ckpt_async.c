@@ -94,8 +94,9 @@ static void *writer(void *arg)
         writer_fail(a, "flushing %s failed: %s", a->tmp, strerror(errno));
     if (fd >= 0 && close(fd) != 0) writer_fail(a, "closing %s failed: %s", a->tmp, strerror(errno));
     fd = a->failed ? -1 : open(a->tmp, O_RDONLY);
-    float *back = fd < 0 ? NULL : xmalloc((a->largest ? a->largest : 1) * sizeof(float));
-    for (int i = 0; fd >= 0 && i < a->npieces && !a->failed; i++) {
+    float *back = fd < 0 ? NULL : malloc((a->largest ? a->largest : 1) * sizeof(float)); /* (no MPI here: no xmalloc) */
+    if (fd >= 0 && !back) writer_fail(a, "no memory to read back %s", a->tmp);
+    for (int i = 0; fd >= 0 && back && i < a->npieces && !a->failed; i++) {
         struct ckpt_piece *pc = &a->pieces[i];
         if (piece_io(fd, 0, pc, back) != 0)
             writer_fail(a, "reading back %s of %s failed: %s", pc->t.path, a->tmp, strerror(errno));
@@ -105,7 +106,6 @@ static void *writer(void *arg)
     }
     free(back);
     if (fd >= 0) close(fd);
-    a->t_written = wtime();
     atomic_store(&a->done, 1);
     return NULL;
 }
@@ -152,8 +152,8 @@ int ckpt_async_begin(struct ckpt_async *a, const char *run_dir, const struct ckp
     a->t_begin = wtime();
     ckpt_async_init(a, m, o, g);
     snapshot(a, m);
-    if (ckpt_create_allocated(run_dir, st, m, o, deck, g, a->pieces, a->npieces, a->tmp, sizeof a->tmp, err,
-                              errlen) != 0)
+    if (ckpt_create_allocated(run_dir, st, m, o, deck, g, a->pieces, a->npieces, a->tmp, sizeof a->tmp,
+                              &a->reserved, err, errlen) != 0)
         return -1;
     free(a->sums);
     a->sums = xcalloc((size_t)a->datasets, sizeof(uint64_t));
@@ -187,10 +187,14 @@ int ckpt_async_end(struct ckpt_async *a, const char *run_dir, const struct model
 {
     if (!a->running) return 0;
     double t0 = wtime();
-    /* the hang watchdog sees the writer's progress: a long write is not a hang, a stalled one is */
-    for (int seen = atomic_load(&a->progress); a->own_thread && !atomic_load(&a->done); pause_for(0.02)) {
-        int now = atomic_load(&a->progress);
-        if (now != seen) flight_progress(), seen = now;
+    /* Every rank waits until every writer is done, and the hang watchdog
+     * sees their progress, summed: a long write is not a hang, a stalled one
+     * is, also on a rank that has less to write (or nothing) than another. */
+    for (long long seen = -1;; pause_for(0.02)) {
+        long long v[2] = {atomic_load(&a->progress), !atomic_load(&a->done)};
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_LONG_LONG, MPI_SUM, g->world_comm));
+        if (v[0] != seen) flight_progress(), seen = v[0];
+        if (v[1] == 0) break;
     }
     if (a->own_thread) pthread_join(a->thread, NULL);
     a->waited = wtime() - t0;

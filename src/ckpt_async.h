@@ -2,8 +2,9 @@
  * and written by a background thread while training goes on.
  *
  * ckpt_async_begin copies what this rank owns of the state into a host
- * snapshot (pinned on a GPU; allocated by the first checkpoint and kept),
- * creates the file with its space allocated (ckpt_create_allocated) and
+ * snapshot (pinned on a GPU; allocated before training by ckpt_async_init),
+ * creates the file with its space allocated and reserved
+ * (ckpt_create_allocated) and
  * starts the writer: it writes the snapshot's pieces at their offsets with
  * pwrite, flushes them, reads them back and checks their checksums.  No MPI
  * and no HDF5 happen on that thread.  ckpt_async_end waits for it and seals
@@ -40,7 +41,8 @@ struct ckpt_async {
     atomic_int progress;       /* pieces it has written or read back so far */
     int failed;                /* the writer's result: 0, or 1 with the reason in err */
     char err[1024];
-    double t_begin, t_resumed, t_written; /* wall clock: the snapshot began, training resumed, the writer ended */
+    double t_begin, t_resumed; /* wall clock: the snapshot began, training resumed */
+    int reserved;              /* (rank 0) the file's blocks were reserved when it was created */
     double waited;             /* seconds ckpt_async_end waited for the writer */
 };
 

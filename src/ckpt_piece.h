@@ -51,7 +51,9 @@ uint64_t ckpt_partial_checksum(const struct tensor_ref *t, const float *data);
  * tmp) with every dataset contiguous and its space allocated, the
  * attributes written, and closes it; each piece's offset is filled in.  The
  * bytes of each piece then go to offset + 4 x (row x cols + col), in any
- * order, by any means.  Collective; 0, or -1 with err (nothing left).
+ * order, by any means.  The file's blocks are reserved (posix_fallocate,
+ * rank 0: 1 in *reserved) where the file system can.  Collective; 0, or -1
+ * with err (nothing left).
  *
  * ckpt_seal ends it once every rank has written and read back its pieces
  * (failed: this rank's writing failed, the reason in err; sums: this
@@ -63,7 +65,7 @@ int ckpt_pieces(const struct model *m, const struct optim *o, const struct grid 
                 int *n);
 int ckpt_create_allocated(const char *run_dir, const struct ckpt_state *st, const struct model *m,
                           const struct optim *o, const char *deck, const struct grid *g, struct ckpt_piece *pieces,
-                          int n, char *tmp, size_t tmplen, char *err, size_t errlen);
+                          int n, char *tmp, size_t tmplen, int *reserved, char *err, size_t errlen);
 int ckpt_seal(const char *run_dir, const char *tmp, int64_t step, const struct model *m, const struct optim *o,
               uint64_t *sums, int failed, const struct grid *g, int keep, char *err, size_t errlen);
 

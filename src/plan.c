@@ -228,7 +228,8 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
         if (n > largest) largest = n;
     }
     s->bytes[PM_CKPT] = round64(largest * 4);
-    if (cfg->io.async_checkpoint && cfg->io.checkpoint_every > 0) /* ckpt_async.c: what the rank owns of each state */
+    /* ckpt_async.c: what the rank owns of each state, in host memory (on a GPU: not the device's) */
+    if (cfg->io.async_checkpoint && cfg->io.checkpoint_every > 0 && !p->cuda)
         s->bytes[PM_SNAPSHOT] = ((lp ? shard : flat) + 2 * shard) * 4;
     s->bytes[PM_PROBE] = cfg->train.peak_gflops > 0 ? 0
                          : p->cuda ? (size_t)CUDA_PROBE_N * CUDA_PROBE_N * (d.prec == PREC_FP32 ? 12 : 8) /* A, B, C */

@@ -259,6 +259,7 @@ static int disk_has_room(const struct run *r, char *why, size_t len)
 {
     struct statvfs fs;
     double need = r->ckpt_bytes + (256 << 10);
+    if (r->async.running && !r->async.reserved) need += r->ckpt_bytes; /* (the one being written fills in) */
     if (statvfs(r->cfg->io.run_dir, &fs) != 0) return 1; /* (cannot tell: the writes will) */
     double avail = (double)fs.f_bavail * (double)fs.f_frsize;
     if (avail >= need) return 1;
@@ -547,7 +548,13 @@ static int async_checkpoint_end(struct run *r, char *err, size_t errlen)
  * in err (every rank alike; the earlier checkpoints are intact). */
 static int save_checkpoint(struct run *r, int background, char *err, size_t errlen)
 {
-    if (async_checkpoint_end(r, err, errlen) != 0) return -1; /* one at a time, in order */
+    if (async_checkpoint_end(r, err, errlen) != 0) { /* one at a time, in order */
+        if (background) return -1;
+        /* (the run ends: its own state is written at once, if that still can be) */
+        log_info("the background checkpoint of step %lld failed (%s); writing step %lld's at once\n",
+                 (long long)r->failed_step, err, (long long)r->step);
+        r->saved_step = -1;
+    }
     if (r->saved_step == r->step) return 0; /* a stop at a checkpoint step: already written */
     if (r->nonfinite_streak > 0) { /* the same on every rank: the loss is global */
         log_info("no checkpoint at step %lld: the loss is not finite, the state is suspect (the earlier "
@@ -789,7 +796,9 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
         const char *why = r.step < cfg->train.steps ? stop_agreed(&r, t_start, avg) : NULL;
         if (why) {
             log_info("stopping at step %lld (%s); %s\n", (long long)r.step, why,
-                     r.saved_step == r.step ? "its checkpoint is written" : "writing a checkpoint");
+                     r.saved_step != r.step ? "writing a checkpoint"
+                     : r.async.running      ? "its checkpoint is being written in the background"
+                                            : "its checkpoint is written");
             status = r.io_stop ? EXIT_ERROR : EXIT_STOPPED;
             break;
         }
