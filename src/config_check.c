@@ -165,6 +165,17 @@ static int check_features(const struct config *cfg, struct deck_error *err)
                                    "already", cfg->train.precision, cfg->train.precision);
         return deck_error_hint(err, "set tf32 = .false.");
     }
+    if (cfg->io.async_checkpoint && cfg->io.checkpoint_every == 0) {
+        deck_error_set(err, 0, 0, "io.async_checkpoint = .true. writes the checkpoints of io.checkpoint_every in the "
+                                   "background, but checkpoint_every = 0 (only the final checkpoint, which is written "
+                                   "at once)");
+        return deck_error_hint(err, "set checkpoint_every = N (steps), or async_checkpoint = .false.");
+    }
+    if (cfg->diag.slow_checkpoint > 0 && !cfg->io.async_checkpoint) {
+        deck_error_set(err, 0, 0, "diag.slow_checkpoint = %g stretches background checkpoints, but "
+                                   "io.async_checkpoint = .false.", cfg->diag.slow_checkpoint);
+        return deck_error_hint(err, "set io.async_checkpoint = .true., or diag.slow_checkpoint = 0");
+    }
     if (!device_built(cfg->train.device))
         return not_yet(err, "set device = 'cpu', or rebuild with ./configure --with-cuda (docs/cuda.md)",
                        "the CUDA backend (device = 'cuda')");
