@@ -1,6 +1,7 @@
 #!/bin/sh
-# Checkpoint and restart: stopping cleanly (stop file, SIGUSR1) and after
-# SIGKILL, restart = 'auto' continuing bit for bit, corrupted and truncated
+# Checkpoint and restart: stopping cleanly (stop file, SIGUSR1, the time
+# limit) and after SIGKILL, restart = 'auto' continuing bit for bit,
+# corrupted and truncated
 # checkpoints skipped, a failed write and a write stored wrongly (caught by
 # the read-back) leaving the previous one intact,
 # metrics.h5 continued without gaps, a checkpoint of another model refused
@@ -42,6 +43,17 @@ triad_run 2 "$deck" $slow io.restart=auto io.run_dir="'$scratch/s'"
 ok $? "restart after the signal"
 compare_runs "$scratch/s" "$scratch/sref" 0 loss > /dev/null
 ok $? "signal + restart: losses bitwise identical to the uninterrupted run"
+
+# 2b. the time limit: io.max_seconds stops the run with a checkpoint, and a
+# restart continues from it
+triad_run 2 "$deck" $slow train.steps=1000000 io.max_seconds=2 io.run_dir="'$scratch/ms'"
+st=$?
+n=$(sed -n 's/.*stopping at step \([0-9]*\) (io.max_seconds reached).*/\1/p' "$scratch/last.out")
+[ $st -eq 3 ] && [ -n "$n" ] && "$PYTHON3" "$top_srcdir/tools/ckpt_info.py" --verify "$scratch/ms/ckpt_$n.h5" > /dev/null 2>&1
+ok $? "io.max_seconds = 2: stopped at step ${n:-?} with a verified checkpoint, status 3 (got $st)"
+triad_run 2 "$deck" $slow train.steps=$((${n:-0} + 3)) io.restart=auto io.run_dir="'$scratch/ms'"
+[ $? -eq 0 ] && grep -q "restarted from $scratch/ms/ckpt_$n.h5 at step $n" "$scratch/last.out"
+ok $? "restart = 'auto' continues from it"
 
 # 3. SIGKILL: at most the steps since the last checkpoint are lost
 $MPIEXEC -n 2 "$TRIAD" "$deck" $common io.run_dir="'$scratch/k'" > "$scratch/k.out" 2>&1 &

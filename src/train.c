@@ -71,6 +71,7 @@ struct run {
     int64_t saved_step;         /* the step of the checkpoint written last (-1: none this run) */
     struct ckpt_async async;    /* io.async_checkpoint: the checkpoint being written in the background */
     int64_t failed_step;        /* the step of the checkpoint that failed (checkpoint_failed) */
+    double ckpt_seconds;        /* the longest checkpoint so far (a background one: snapshot to seal) */
     int io_stop;                /* metrics.h5 cannot be written, or the disk is nearly full: stop (status 1) */
     char io_why[512];           /* why (rank 0) */
     double ckpt_bytes;          /* about the size of a checkpoint file (ckpt_file_bytes) */
@@ -535,6 +536,7 @@ static int async_checkpoint_end(struct run *r, char *err, size_t errlen)
     }
     snprintf(r->last_ckpt, sizeof r->last_ckpt, "%s/ckpt_%lld.h5", r->cfg->io.run_dir, (long long)a->step);
     double mib = 3.0 * model_logical_params(&r->model.d) * sizeof(float) / 1048576.0, now = wtime();
+    if (now - a->t_begin > r->ckpt_seconds) r->ckpt_seconds = now - a->t_begin;
     log_info("checkpoint %s written in the background and verified: %.1f MiB in %.2f s (%.0f MiB/s), sealed "
              "after step %lld; training stopped %.2f s for the snapshot, %.2f s waiting for the writer and %.2f s "
              "for the seal\n", r->last_ckpt, mib, now - a->t_begin, mib / (now - a->t_begin), (long long)r->step,
@@ -580,6 +582,7 @@ static int save_checkpoint(struct run *r, int background, char *err, size_t errl
     if (r->async.running) return 0; /* (reported when it is sealed) */
     snprintf(r->last_ckpt, sizeof r->last_ckpt, "%s/ckpt_%lld.h5", r->cfg->io.run_dir, (long long)r->step);
     double dt = wtime() - t0, mib = 3.0 * model_logical_params(&r->model.d) * sizeof(float) / 1048576.0;
+    if (dt > r->ckpt_seconds) r->ckpt_seconds = dt;
     log_info("checkpoint %s written and verified: %.1f MiB in %.2f s (%.0f MiB/s)\n", r->last_ckpt, mib, dt,
              mib / dt);
     return 0;
@@ -619,15 +622,18 @@ static void checkpoint_failed(const struct run *r, int stopping, const char *err
 }
 
 /* Should all ranks stop now?  A signal, the time limit (io.max_seconds, with
- * room for two more steps) or the stop file <run_dir>/STOP, which rank 0
- * removes when it honours it.  Returns the reason, or NULL.  Collective. */
+ * room for two more steps and the checkpoints still to write: the one in
+ * flight and the stop's own, each as long as the longest so far) or the
+ * stop file <run_dir>/STOP, which rank 0 removes when it honours it.
+ * Returns the reason, or NULL.  Collective. */
 static const char *stop_agreed(struct run *r, double t_start, double avg_step)
 {
     enum { SIGNAL = 1, TIME = 2, FILE_ = 4, METRICS = 8 };
     int want = stop_requested ? SIGNAL : 0;
     if (r->io_stop) want |= METRICS;
     double max_s = r->cfg->io.max_seconds;
-    if (max_s > 0 && wtime() - t_start + 2.0 * avg_step > max_s) want |= TIME;
+    double margin = 2.0 * avg_step + r->ckpt_seconds * (r->async.running ? 2 : 1);
+    if (max_s > 0 && wtime() - t_start + margin > max_s) want |= TIME;
     char stop[CONFIG_STRLEN + 8];
     snprintf(stop, sizeof stop, "%s/STOP", r->cfg->io.run_dir);
     if (r->g->rank == 0 && access(stop, F_OK) == 0 && unlink(stop) == 0) want |= FILE_;
