@@ -91,12 +91,14 @@ PY
 ok $? "175B: the stages' parameter bytes add up to the 174.6e9 parameters (+ replicas, the second wte, padding)"
 
 # Too little memory: refused before anything is allocated, with the advice
-triad_run 2 "$deck" $common parallel.tp=2 train.memory_gb=0.02 io.run_dir="'$scratch/small'"
+# (stdout and stderr apart: mpirun forwards each in chunks, and may interleave them mid-line)
+$MPIEXEC -n 2 "$TRIAD" "$deck" $common parallel.tp=2 train.memory_gb=0.02 io.run_dir="'$scratch/small'" \
+    > "$scratch/small.out" 2> "$scratch/small.err"
 st=$?
-[ $st -eq 1 ] && grep -q "error: not enough memory: the plan needs" "$scratch/last.out" &&
-    grep -q "^suggestions" "$scratch/last.out" && grep -q "DOES NOT FIT" "$scratch/last.out" && [ ! -d "$scratch/small" ]
+[ $st -eq 1 ] && grep -q "error: not enough memory: the plan needs" "$scratch/small.err" &&
+    grep -q "^suggestions" "$scratch/small.out" && grep -q "DOES NOT FIT" "$scratch/small.out" && [ ! -d "$scratch/small" ]
 ok $? "memory_gb too small: exit status 1 before training, with the plan and its suggestions"
-diag < "$scratch/last.out"
+cat "$scratch/small.out" "$scratch/small.err" | diag
 
 # Bad decks fail cleanly
 "$TRIAD" plan "$top_srcdir/regression/bad/heads_not_dividing.nml" > "$scratch/bad.out" 2>&1
