@@ -16,14 +16,20 @@
 #include "flight.h"
 #include "log.h"
 
+/* The writer's first error, with errno's text after it (strerror_r: the
+ * main thread may call strerror meanwhile). */
 static void writer_fail(struct ckpt_async *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void writer_fail(struct ckpt_async *a, const char *fmt, ...)
 {
+    int e = errno;
     if (a->failed) return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(a->err, sizeof a->err, fmt, ap);
+    int n = vsnprintf(a->err, sizeof a->err, fmt, ap);
     va_end(ap);
+    char why[256] = "";
+    if (e && strerror_r(e, why, sizeof why) == 0 && n >= 0 && (size_t)n < sizeof a->err)
+        snprintf(a->err + n, sizeof a->err - (size_t)n, ": %s", why);
     a->failed = 1;
 }
 
@@ -81,27 +87,31 @@ static void *writer(void *arg)
     struct ckpt_async *a = arg;
     if (a->own_thread) setpriority(PRIO_PROCESS, 0, WRITER_NICE); /* Linux: this thread's nice value */
     int fd = open(a->tmp, O_WRONLY);
-    if (fd < 0) writer_fail(a, "cannot open %s to write it: %s", a->tmp, strerror(errno));
+    if (fd < 0) writer_fail(a, "cannot open %s to write it", a->tmp);
     for (int i = 0; i < a->npieces && !a->failed; i++) {
         struct ckpt_piece *pc = &a->pieces[i];
         if (piece_io(fd, 1, pc, pc->t.local) != 0)
-            writer_fail(a, "writing %s into %s failed: %s", pc->t.path, a->tmp, strerror(errno));
+            writer_fail(a, "writing %s into %s failed", pc->t.path, a->tmp);
         a->sums[pc->index] = ckpt_partial_checksum(&pc->t, pc->t.local);
         atomic_fetch_add(&a->progress, 1);
+        if (!a->own_thread) flight_progress(); /* (written on the main thread: the watchdog sees it here) */
         if (a->slow > 0) pause_for(a->slow / a->npieces);
     }
     if (fd >= 0 && !a->failed && fdatasync(fd) != 0)
-        writer_fail(a, "flushing %s failed: %s", a->tmp, strerror(errno));
-    if (fd >= 0 && close(fd) != 0) writer_fail(a, "closing %s failed: %s", a->tmp, strerror(errno));
+        writer_fail(a, "flushing %s failed", a->tmp);
+    if (fd >= 0 && close(fd) != 0) writer_fail(a, "closing %s failed", a->tmp);
     fd = a->failed ? -1 : open(a->tmp, O_RDONLY);
+    if (fd < 0 && !a->failed) writer_fail(a, "cannot open %s to read it back", a->tmp);
     float *back = fd < 0 ? NULL : malloc((a->largest ? a->largest : 1) * sizeof(float)); /* (no MPI here: no xmalloc) */
-    if (fd >= 0 && !back) writer_fail(a, "no memory to read back %s", a->tmp);
+    if (fd >= 0 && !back) writer_fail(a, "no memory to read back %s", a->tmp); /* (errno: ENOMEM) */
     for (int i = 0; fd >= 0 && back && i < a->npieces && !a->failed; i++) {
         struct ckpt_piece *pc = &a->pieces[i];
         if (piece_io(fd, 0, pc, back) != 0)
-            writer_fail(a, "reading back %s of %s failed: %s", pc->t.path, a->tmp, strerror(errno));
-        else if (ckpt_partial_checksum(&pc->t, back) != a->sums[pc->index])
+            writer_fail(a, "reading back %s of %s failed", pc->t.path, a->tmp);
+        else if (ckpt_partial_checksum(&pc->t, back) != a->sums[pc->index]) {
+            errno = 0; /* (no call failed: the bytes differ) */
             writer_fail(a, "%s does not read back as written (checksum mismatch in %s)", a->tmp, pc->t.path);
+        }
         atomic_fetch_add(&a->progress, 1);
     }
     free(back);
