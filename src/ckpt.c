@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "flight.h"
 #include "lineage.h"
 #include "log.h"
 
@@ -161,6 +162,7 @@ static int walk(hid_t file, const char *prefix, const struct model *m, const str
             tensor_ref(&t, prefix, m, sb, (enum param_id)id, l);
             if (fn(file, &t, w) != 0 && !w->failed) walk_fail(w, "rank %d: %s failed", w->g->rank, t.path);
             w->next++;
+            flight_progress(); /* a long checkpoint that advances is not a hang (diag.hang_timeout) */
         }
     }
     return w->failed ? -1 : 0;

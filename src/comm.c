@@ -397,12 +397,13 @@ static void finish_staged(struct comm *c, const int *which, int n)
 
 double comm_wait(struct comm *c, enum comm_group g, enum comm_op op, int n, MPI_Request *reqs)
 {
+    if (n == 0) return 0; /* (nothing to wait for: no call for the flight recorder, the trace or the counters) */
     double t0 = wtime();
     flight_begin(g, op, -1, 0);
     if (op == CO_SEND || op == CO_RECV) flight_messages(c, n, reqs);
     int *which = NULL;
     if (c->npend) {
-        which = xmalloc((size_t)(n ? n : 1) * sizeof *which);
+        which = xmalloc((size_t)n * sizeof *which);
         for (int i = 0; i < n; i++) which[i] = staged_of(c, reqs[i]);
     }
     MPI_CHECK(MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE));
@@ -410,7 +411,7 @@ double comm_wait(struct comm *c, enum comm_group g, enum comm_op op, int n, MPI_
     double t1 = wtime(), dt = t1 - t0;
     c->step.seconds[g][op] += dt;
     flight_end();
-    if (n) trace_comm(c->trace, g, op, 0, t0, t1); /* the wait (its bytes are counted where the call began) */
+    trace_comm(c->trace, g, op, 0, t0, t1); /* the wait (its bytes are counted where the call began) */
     return dt;
 }
 

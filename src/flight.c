@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "comm.h"
 #include "pipeline.h"
 #include "train.h"
 
@@ -38,8 +39,6 @@ static struct {
     volatile int running;
 } fl;
 
-static const char *const group_names[] = {"world", "tp", "dp", "pp", "embed"};
-static const char *const op_names[] = {"all-reduce", "all-gather", "reduce-scatter", "send wait", "recv wait"};
 
 static double now_s(void)
 {
@@ -85,7 +84,8 @@ void flight_end(void)
 
 static void describe_call(char *buf, size_t n, const struct call *c)
 {
-    int len = snprintf(buf, n, "%s %s", group_names[c->group], op_names[c->op]);
+    int len = snprintf(buf, n, "%s %s%s", comm_group_name((enum comm_group)c->group), comm_op_name((enum comm_op)c->op),
+                       c->op == CO_SEND || c->op == CO_RECV ? " wait" : "");
     if (c->peer >= 0 && len >= 0 && (size_t)len < n) snprintf(buf + len, n - (size_t)len, " (peer %d)", c->peer);
     for (int i = 0; i < c->nmsg; i++) { /* the ranks are the communicator's */
         size_t at = strlen(buf);
