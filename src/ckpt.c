@@ -86,7 +86,7 @@ static void tensor_ref(struct tensor_ref *t, const char *prefix, const struct mo
     /* the local tensor's flat elements [at, at + n) meet the buffer's in [lo, hi) */
     int j = param_table[id].per_layer ? model_local_layer(d, layer) : 0;
     if (m->size[id] == 0 || j < 0) return;
-    size_t n = lrows * lcols, at = (size_t)(m->param[id] - m->params_mem) + (size_t)j * n;
+    size_t n = lrows * lcols, at = m->at[id] + (size_t)j * n;
     size_t lo = at > sb->origin ? at : sb->origin, hi = at + n < sb->origin + sb->len ? at + n : sb->origin + sb->len;
     if (lo >= hi) return;
     t->local = sb->mem + (lo - sb->origin);
@@ -529,6 +529,7 @@ static void state_bufs(const struct model *m, const struct optim *o, struct stat
     struct state_buf whole = {m->params_mem, 0, m->flat, 0}, none = {NULL, 0, 0, 0};
     sb[0] = whole;
     sb[1] = sb[2] = none; /* (the model alone: nothing of the optimizer) */
+    if (m->shard_mem) sb[0] = (struct state_buf){m->shard_mem, m->shard_at, m->shard_n, 1}; /* ZeRO-3: the slice */
     if (!o) return;
     struct state_buf slice = {NULL, o->offset, o->shard, o->zero}; /* (all of it without ZeRO) */
     if (o->master_mem) sb[0] = slice, sb[0].mem = o->master_mem;

@@ -301,6 +301,31 @@ void comm_ireduce_scatter_f32(struct comm *c, enum comm_group g, const float *se
     account(c, g, CO_REDUCE_SCATTER, n * sizeof(float), wtime());
 }
 
+void comm_iallgatherv_f32(struct comm *c, enum comm_group g, float *buf, const int *counts, const int *displs,
+                          MPI_Request *req)
+{
+    size_t n = 0;
+    for (int i = 0, size = group_size(c, g); i < size; i++)
+        if ((size_t)displs[i] + (size_t)counts[i] > n) n = (size_t)displs[i] + (size_t)counts[i];
+    if (c->staged) { /* on a host copy of the whole buffer, copied back in comm_wait */
+        float *h = stage_pending(c, buf, buf, n, n);
+        MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, h, counts, displs, MPI_FLOAT, comm_of(c, g), req));
+        pending_started(c, *req);
+    } else {
+        device_ready(c);
+        MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT, comm_of(c, g),
+                                  req));
+    }
+    account(c, g, CO_ALLGATHER, n * sizeof(float), wtime());
+}
+
+void comm_allgatherv_f32(struct comm *c, enum comm_group g, float *buf, const int *counts, const int *displs)
+{
+    MPI_Request req;
+    comm_iallgatherv_f32(c, g, buf, counts, displs, &req);
+    comm_wait(c, g, CO_ALLGATHER, 1, &req);
+}
+
 void comm_iallreduce_sum_f32(struct comm *c, enum comm_group g, float *buf, size_t n, MPI_Request *req)
 {
     if (c->staged) die("a non-blocking all-reduce of model memory that MPI cannot read (staged)");

@@ -105,6 +105,12 @@ void comm_allgather_sliced(struct comm *c, enum comm_group g, float *full, size_
  * here, the time in comm_wait. */
 void comm_ireduce_scatter_f32(struct comm *c, enum comm_group g, const float *send, float *recv, const int *counts,
                               MPI_Request *req);
+/* In place: rank i's counts[i] floats at buf + displs[i] spread to every
+ * rank of the group (ZeRO-3's parameter gathers).  Non-blocking: bytes and
+ * calls counted here, the time in comm_wait; the blocking one waits. */
+void comm_iallgatherv_f32(struct comm *c, enum comm_group g, float *buf, const int *counts, const int *displs,
+                          MPI_Request *req);
+void comm_allgatherv_f32(struct comm *c, enum comm_group g, float *buf, const int *counts, const int *displs);
 /* Non-blocking in-place all-reduce (sum) of n floats of model memory that
  * MPI reads itself (never staged: the caller checks device_staged); bytes
  * and calls counted here, the time in comm_wait. */

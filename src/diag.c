@@ -60,11 +60,14 @@ void diag_check_consistency(const struct model *m, const struct grid *g, const s
 {
     uint64_t h[NUM_PARAMS];
     double gss = 0;
-    float *host = m->k->on_device ? xalloc_aligned(m->flat * sizeof(float)) : NULL;
-    if (host) m->k->to_host(host, m->params_mem, m->flat * sizeof(float));
+    size_t most = 1; /* the largest tensor this rank holds whole (ZeRO-3: the layers' are sharded, not replicas) */
+    for (int id = 0; id < NUM_PARAMS; id++)
+        if (m->param[id] && m->size[id] > most) most = m->size[id];
+    float *host = m->k->on_device ? xalloc_aligned(most * sizeof(float)) : NULL;
     for (int id = 0; id < NUM_PARAMS; id++) {
-        const float *p = host ? host + (m->param[id] - m->params_mem) : m->param[id];
-        h[id] = hash_bytes(p, m->size[id] * sizeof(float));
+        size_t n = m->param[id] ? m->size[id] : 0;
+        if (host && n) m->k->to_host(host, m->param[id], n * sizeof(float));
+        h[id] = hash_bytes(host && n ? host : m->param[id], n * sizeof(float));
         if (m->grad[id]) gss += m->k->sumsq(m->d.prec, m->grad[id], m->size[id]); /* (ZeRO-2: the layers' are sharded) */
     }
     free(host);
@@ -151,18 +154,20 @@ void diag_inject_nan(struct model *m, const char *name)
                 "n_layer (ln1_w, qkv_w, attproj_w, fc_w, fcproj_w, ...)",
                 "diag.inject_tensor = '%s' names no parameter of this model", name);
     int j = layer >= 0 ? model_local_layer(&m->d, layer) : 0;
-    if (m->size[id] == 0 || j < 0) return;
-    size_t per = m->size[id] / (size_t)(layer >= 0 ? m->d.Lp : 1);
-    float nan = NAN;
-    m->k->to_device(m->param[id] + (size_t)j * per, &nan, sizeof nan);
+    float *x = j >= 0 ? model_element(m, (enum param_id)id, j, 0) : NULL, nan = NAN;
+    if (!x) return; /* another rank holds it (ZeRO-3: its first element) */
+    m->k->to_device(x, &nan, sizeof nan);
+    m->param_version++; /* (ZeRO-3: a gathered copy no longer holds it) */
     log_warn("diag.inject_nan_step: set an element of %s to NaN", name);
 }
 
 void diag_corrupt(struct model *m)
 {
-    float x;
-    m->k->to_host(&x, m->param[P_LN1W], sizeof x);
+    float x, *p = model_element(m, P_LN1W, 0, 0);
+    if (!p) return; /* (ZeRO-3: in another rank's shard) */
+    m->k->to_host(&x, p, sizeof x);
     x += 1e-3f;
-    m->k->to_device(m->param[P_LN1W], &x, sizeof x);
+    m->k->to_device(p, &x, sizeof x);
+    m->param_version++;
     log_warn("diag.corrupt_rank: perturbed ln1_w[0] of layer %d on this rank", model_global_layer(&m->d, 0));
 }

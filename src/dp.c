@@ -16,21 +16,6 @@ const char *dp_strategy_name(enum dp_strategy s)
 
 /* ------------------------------------------------------------ ZeRO slices */
 
-/* How many elements of the ranges (increasing, packed back to back) fall
- * into each dp rank's slice of the optimizer (counts: dp entries). */
-static void slice_counts(const struct optim *o, const struct flat_range *r, int k, int dp, int *counts)
-{
-    for (int q = 0; q < dp; q++) {
-        size_t lo = (size_t)q * o->shard, hi = lo + o->shard, n = 0;
-        for (int i = 0; i < k; i++) {
-            size_t a = r[i].at > lo ? r[i].at : lo, b = r[i].at + r[i].n < hi ? r[i].at + r[i].n : hi;
-            if (a < b) n += b - a;
-        }
-        if (n > (size_t)INT_MAX) die("a ZeRO-2 gradient block of %zu elements exceeds MPI's int count", n);
-        counts[q] = (int)n;
-    }
-}
-
 /* gshard += recv: this rank's elements of the ranges, in order. */
 static void add_to_shard(struct optim *o, const struct flat_range *r, int k, const float *recv)
 {
@@ -156,19 +141,13 @@ static void zero2_init(struct dp *p)
     struct model *m = p->m;
     int Lp = m->d.Lp, dp = p->c->grid->dp;
     p->layer_floats = model_layer_floats(&m->d);
-    for (int id = 0; id < NUM_PARAMS; id++) p->nranges += param_table[id].per_layer;
+    struct flat_range r[NUM_PARAMS];
+    p->nranges = model_layer_ranges(m, 0, r);
     p->ranges = xcalloc((size_t)Lp * p->nranges, sizeof *p->ranges);
     p->counts = xcalloc((size_t)Lp * dp, sizeof *p->counts);
     for (int j = 0; j < Lp; j++) {
-        struct flat_range *r = p->ranges + (size_t)j * p->nranges;
-        for (int id = 0; id < NUM_PARAMS; id++) {
-            if (!param_table[id].per_layer) continue;
-            size_t per = m->size[id] / (size_t)Lp;
-            r->at = (size_t)(m->param[id] - m->params_mem) + (size_t)j * per;
-            r->n = per;
-            r++;
-        }
-        slice_counts(p->o, p->ranges + (size_t)j * p->nranges, p->nranges, dp, p->counts + (size_t)j * dp);
+        model_layer_ranges(m, j, p->ranges + (size_t)j * p->nranges);
+        optim_slice_counts(p->o, p->ranges + (size_t)j * p->nranges, p->nranges, dp, p->counts + (size_t)j * dp, NULL);
     }
     size_t n = (p->layer_floats + 15) / 16 * 16;
     float *mem = m->k->alloc(DP_ZERO2_BUFFERS * n * sizeof(float)); /* where the model's gradients live */
@@ -193,10 +172,10 @@ static void zero2_rest(struct dp *p)
     int *counts = xmalloc((size_t)c->grid->dp * sizeof *counts);
     for (int i = 0; i < NUM_PARAMS; i++) {
         if (param_table[i].per_layer || m->size[i] == 0) continue;
-        size_t at = (size_t)(m->param[i] - m->params_mem);
+        size_t at = m->at[i];
         for (size_t t = 0; t < m->size[i]; t += bucket) {
             struct flat_range r = {at + t, m->size[i] - t < bucket ? m->size[i] - t : bucket};
-            slice_counts(p->o, &r, 1, c->grid->dp, counts);
+            optim_slice_counts(p->o, &r, 1, c->grid->dp, counts, NULL);
             MPI_Request req; /* in place: this rank's sum lands at the start of the piece */
             comm_ireduce_scatter_f32(c, CG_DP, NULL, m->grad[i] + t, counts, &req);
             comm_wait(c, CG_DP, CO_REDUCE_SCATTER, 1, &req);
@@ -222,11 +201,13 @@ void dp_init(struct dp *p, struct model *m, struct optim *o, struct comm *c, con
                                           : DP_FLAT;
     if (p->strategy == DP_OVERLAP) overlap_init(p, bucket_mb);
     if (p->strategy == DP_ZERO2 && m->d.Lp > 0) zero2_init(p);
+    if (p->strategy == DP_ZERO2 && s->zero3 && m->d.Lp > 0) zero3_init(&p->z3, m, o, c);
 }
 
 void dp_free(struct dp *p)
 {
     if (p->work[0]) p->m->k->release(p->work[0]);
+    zero3_free(&p->z3);
     free(p->layer_sent);
     free(p->pending);
     free(p->req);
@@ -237,6 +218,7 @@ void dp_free(struct dp *p)
 
 void dp_begin(struct dp *p)
 {
+    zero3_begin(&p->z3);
     if (p->strategy == DP_ZERO2) p->o->k->zero(p->o->gshard, p->o->shard * sizeof(float));
 }
 
@@ -267,6 +249,7 @@ void dp_finish(struct dp *p)
     struct comm *c = p->c;
     if (p->strategy == DP_ZERO2 && p->work[0])
         for (int i = 0; i < DP_ZERO2_BUFFERS; i++) retire(p, (p->next + i) % DP_ZERO2_BUFFERS); /* oldest first */
+    zero3_settle(&p->z3); /* (no gather may be in flight while the slice is updated) */
     if (p->strategy == DP_OVERLAP) overlap_finish(p);
     /* the tied embedding: the first and the last stage hold wte; the sum of
      * their gradients (embedding + head) is the gradient of both copies */

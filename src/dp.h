@@ -17,7 +17,8 @@
  *               backward ends (two buffers: one filling, one in flight); the
  *               tensors outside the layers once per step, a bucket at a
  *               time.  Peak gradient memory: those tensors, two layers and
- *               the slice.
+ *               the slice.  ZeRO-3 reduces its gradients so too, and
+ *               gathers the layers' parameters (zero3.h).
  *
  * A step: dp_begin; the pipeline calls dp_arm / dp_disarm around each
  * chunk's last backward; dp_finish after the last backward.  Every message
@@ -32,6 +33,7 @@
 #include "model.h"
 #include "optim.h"
 #include "shape.h"
+#include "zero3.h"
 
 enum dp_strategy { DP_NONE, DP_FLAT, DP_OVERLAP, DP_ZERO1, DP_ZERO2 };
 
@@ -60,6 +62,7 @@ struct dp {
     int layer[DP_ZERO2_BUFFERS];   /* the local layer a buffer holds; -1 free */
     MPI_Request zreq[DP_ZERO2_BUFFERS];
     int next;                   /* the buffer handed out next (round robin: the oldest) */
+    struct zero3 z3;            /* ZeRO-3 (zero_stage 3): the layers' parameter gathers (m set when armed) */
 };
 
 /* The strategy of shape s (overlap and ZeRO need dp > 1; a stage without

@@ -49,13 +49,6 @@ struct src {
     char name[160];
 };
 
-/* host (n floats) into local layer j's slice of tensor id. */
-static void to_model(struct model *m, enum param_id id, int j, const float *host, size_t n)
-{
-    size_t per = m->size[id] / (size_t)(param_table[id].per_layer ? m->d.Lp : 1);
-    m->k->to_device(m->param[id] + (size_t)j * per, host, n * sizeof(float));
-}
-
 /* A transposed source ([in, out]: GPT-2's Conv1D): the shard's rows come in
  * runs of consecutive logical rows (one per q/k/v part), each a segment of
  * every file row of its columns: parts x columns reads. */
@@ -78,7 +71,7 @@ static int load_transposed(struct model *m, enum param_id id, int j, const struc
         r += len;
     }
     free(seg);
-    if (rc == 0) to_model(m, id, j, host, rows * cols);
+    if (rc == 0) model_set_tensor(m, id, j, host);
     return rc;
 }
 
@@ -118,7 +111,7 @@ static int load_tensor(struct model *m, enum param_id id, int j, const struct sr
         rc = st_pread(f->fd, f->at + (fr * (size_t)f->cols + lc0) * es, f->dtype, cols, out);
         if (rc) rc = errorf(err, errlen, "%s: %s", f->name, strerror(errno));
     }
-    if (rc == 0) to_model(m, id, j, host, rows * cols);
+    if (rc == 0) model_set_tensor(m, id, j, host);
     free(host);
     return rc;
 }

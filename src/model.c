@@ -35,6 +35,49 @@ static void rope_tables(struct model *m)
     free(c);
 }
 
+/* The part [*lo, *hi) of flat range [a, a + n) in this rank's ZeRO-3 shard; 0 if none. */
+static int shard_part(const struct model *m, size_t a, size_t n, size_t *lo, size_t *hi)
+{
+    *lo = a > m->shard_at ? a : m->shard_at;
+    *hi = a + n < m->shard_at + m->shard_n ? a + n : m->shard_at + m->shard_n;
+    return *lo < *hi;
+}
+
+/* Is tensor id kept in the shard alone (ZeRO-3's per-layer tensors)? */
+static int in_shard(const struct model *m, int id) { return m->d.shard_params && param_table[id].per_layer; }
+
+static size_t slice_floats(const struct model *m, int id)
+{
+    return m->size[id] / (size_t)(param_table[id].per_layer ? m->d.Lp : 1);
+}
+
+void model_set_tensor(struct model *m, enum param_id id, int j, const float *host)
+{
+    size_t per = slice_floats(m, id), lo, hi, a = m->at[id] + (size_t)j * per;
+    if (!in_shard(m, id)) m->k->to_device(m->param[id] + (size_t)j * per, host, per * sizeof(float));
+    else if (shard_part(m, a, per, &lo, &hi))
+        m->k->to_device(m->shard_mem + (lo - m->shard_at), host + (lo - a), (hi - lo) * sizeof(float));
+}
+
+float *model_element(const struct model *m, enum param_id id, int j, size_t i)
+{
+    size_t per = slice_floats(m, id), lo, hi, p = m->at[id] + (size_t)j * per + i;
+    if (m->size[id] == 0 || i >= per) return NULL;
+    if (!in_shard(m, id)) return m->param[id] + (size_t)j * per + i;
+    return shard_part(m, p, 1, &lo, &hi) ? m->shard_mem + (p - m->shard_at) : NULL;
+}
+
+int model_layer_ranges(const struct model *m, int j, struct flat_range *r)
+{
+    int n = 0;
+    for (int id = 0; id < NUM_PARAMS; id++) {
+        if (!param_table[id].per_layer) continue;
+        size_t per = m->size[id] / (size_t)m->d.Lp;
+        r[n++] = (struct flat_range){m->at[id] + (size_t)j * per, per};
+    }
+    return n;
+}
+
 void model_init(struct model *m, const struct model_dims *d, const struct device *k, int B, int nslots, int nrecv,
                 uint64_t seed)
 {
@@ -47,27 +90,34 @@ void model_init(struct model *m, const struct model_dims *d, const struct device
     size_t total = 0;
     for (int i = 0; i < NUM_PARAMS; i++) {
         m->size[i] = model_tensor_size(d, (enum param_id)i);
+        m->at[i] = total;
         total += (m->size[i] + 15) / 16 * 16;
     }
     size_t quantum = 16 * (size_t)(d->dp > 0 ? d->dp : 1);
     m->flat = (total + quantum - 1) / quantum * quantum;
-    m->params_mem = k->alloc(m->flat * sizeof(float));
-    m->grads_mem = k->alloc((d->shard_grads ? model_rest_grad_floats(d) : m->flat) * sizeof(float));
+    m->params_mem = k->alloc((d->shard_params ? model_rest_floats(d) : m->flat) * sizeof(float));
+    m->grads_mem = k->alloc((d->shard_grads ? model_rest_floats(d) : m->flat) * sizeof(float));
+    if (d->shard_params) {
+        m->shard_n = m->flat / (size_t)d->dp;
+        m->shard_at = (size_t)d->dp_rank * m->shard_n;
+        m->shard_mem = k->alloc(m->shard_n * sizeof(float));
+        k->zero(m->shard_mem, m->shard_n * sizeof(float)); /* (the padding between tensors stays zero) */
+    }
     float *pc = m->params_mem, *gc = m->grads_mem;
     m->num_params = 0;
-    size_t most = 1; /* the largest tensor slice: the host staging of the initial values */
-    for (int i = 0; i < NUM_PARAMS; i++) most = m->size[i] > most ? m->size[i] : most;
-    float *host = k->on_device ? xalloc_aligned(most * sizeof(float)) : NULL;
+    size_t most = 1; /* the largest tensor slice staged in host memory: the initial values' */
+    for (int i = 0; i < NUM_PARAMS; i++)
+        if ((k->on_device || in_shard(m, i)) && slice_floats(m, i) > most) most = slice_floats(m, i);
+    float *host = xalloc_aligned(most * sizeof(float));
     for (int i = 0; i < NUM_PARAMS; i++) {
-        m->param[i] = model_carve(&pc, m->size[i]);
+        m->param[i] = in_shard(m, i) ? NULL : model_carve(&pc, m->size[i]);
         m->grad[i] = d->shard_grads && param_table[i].per_layer ? NULL : model_carve(&gc, m->size[i]);
         m->num_params += m->size[i];
         int layers = m->size[i] == 0 ? 0 : param_table[i].per_layer ? d->Lp : 1;
-        size_t per = layers ? m->size[i] / (size_t)layers : 0;
         for (int j = 0; j < layers; j++) {
-            float *dst = m->param[i] + (size_t)j * per;
-            model_init_tensor(host ? host : dst, d, (enum param_id)i, model_global_layer(d, j), seed);
-            if (host) k->to_device(dst, host, per * sizeof(float));
+            float *dst = k->on_device || in_shard(m, i) ? host : m->param[i] + (size_t)j * slice_floats(m, i);
+            model_init_tensor(dst, d, (enum param_id)i, model_global_layer(d, j), seed);
+            if (dst == host) model_set_tensor(m, (enum param_id)i, j, host);
         }
     }
     free(host);
@@ -88,6 +138,7 @@ void model_free(struct model *m)
 {
     m->k->release(m->params_mem);
     m->k->release(m->grads_mem);
+    if (m->shard_mem) m->k->release(m->shard_mem);
     m->k->release(m->dwte_embed);
     if (m->rope_cos) m->k->release(m->rope_cos);
     free(m->host);
@@ -118,12 +169,17 @@ int model_first_nonfinite_param(const struct model *m, char *name, size_t len)
 {
     for (int id = 0; id < NUM_PARAMS; id++) {
         int layers = m->size[id] == 0 ? 0 : param_table[id].per_layer ? m->d.Lp : 1;
-        size_t per = layers ? m->size[id] / (size_t)layers : 0;
-        for (int j = 0; j < layers; j++)
-            if (m->k->count_nonfinite(m->param[id] + (size_t)j * per, per)) {
+        size_t per = layers ? slice_floats(m, id) : 0, lo, hi;
+        for (int j = 0; j < layers; j++) {
+            size_t a = m->at[id] + (size_t)j * per;
+            int bad = !in_shard(m, id) ? m->k->count_nonfinite(m->param[id] + (size_t)j * per, per) != 0
+                      : shard_part(m, a, per, &lo, &hi) /* (ZeRO-3: its part in this rank's shard) */
+                          ? m->k->count_nonfinite(m->shard_mem + (lo - m->shard_at), hi - lo) != 0 : 0;
+            if (bad) {
                 tensor_name(m, id, j, name, len);
                 return 1;
             }
+        }
     }
     return 0;
 }
@@ -158,9 +214,20 @@ void model_bwd_out(const struct model *m, float *x, size_t n) { m->k->lp_round(m
 
 /* ----------------------------------------------------------------- forward */
 
-/* Local layer j's slice of a per-layer tensor; NULL where the family has
- * none (llama's biases), so that the kernels skip it. */
-#define LAYER(base, id, j) (m->size[id] ? (base)[id] + (size_t)(j) * (m->size[id] / (size_t)m->d.Lp) : NULL)
+/* Local layer j's parameters, each per-layer tensor's slice (NULL where the
+ * family has none: llama's biases, which the kernels skip): in place, or
+ * (ZeRO-3) from the gathered copy the layer_params hook hands out, with
+ * the gather of layer `next` under way meanwhile. */
+static void layer_weights(struct model *m, int j, int next, const float *W[NUM_PARAMS])
+{
+    const float *buf = m->layer_params ? m->layer_params(m->layer_params_ctx, j, next) : NULL;
+    for (int id = 0; id < NUM_PARAMS; id++) {
+        if (!param_table[id].per_layer) continue;
+        size_t per = m->size[id] / (size_t)m->d.Lp;
+        W[id] = per == 0 ? NULL : buf ? buf : m->param[id] + (size_t)j * per;
+        if (buf) buf += per;
+    }
+}
 
 /* A block's sizes on this rank: rows, widths (model.h) and heads. */
 struct block_sizes {
@@ -177,8 +244,9 @@ static struct block_sizes block_sizes(const struct model *m)
                                  .FC = model_fc_cols(d), .Fl = model_hidden_cols(d) };
 }
 
-/* Layer k of slot a's chunk (local layer j = chunk * Lc + k). */
-static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a, int k, const float *residual)
+/* Layer k of slot a's chunk (local layer j = chunk * Lc + k), with its parameters P. */
+static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a, int k, const float *residual,
+                          const float *const *P)
 {
     const struct model_dims *d = &m->d;
     struct scratch *s = &m->scr;
@@ -186,37 +254,36 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
     int B = z.B, T = z.T, C = z.C, Cl = z.Cl, N = z.N, NHl = z.NHl, NKVl = z.NKVl, QKV = z.QKV, FC = z.FC, Fl = z.Fl;
     int j = a->chunk * d->Lc + k, l = model_global_layer(d, j);
     size_t SC = (size_t)m->Ns * C, NC = (size_t)N * C, NCl = (size_t)N * Cl;
-    float *const *P = m->param;
     const float *no_bias = NULL;
     int root = d->tp_rank == 0; /* adds the replicated bias of a row-parallel matmul once */
     struct layer_acts la;
     model_layer_acts(m, a, k, &la);
     float *l_res3 = a->residual3 + k * SC;
 
-    model_norm_to_tp(m, c, la.ln1, la.ln1_mean, la.ln1_rstd, residual, LAYER(P, P_LN1W, j), LAYER(P, P_LN1B, j), l, 0,
+    model_norm_to_tp(m, c, la.ln1, la.ln1_mean, la.ln1_rstd, residual, P[P_LN1W], P[P_LN1B], l, 0,
                      "ln1");
-    m->k->matmul_forward(d->prec, la.qkv, la.ln1, LAYER(P, P_QKVW, j), LAYER(P, P_QKVB, j), N, C,
+    m->k->matmul_forward(d->prec, la.qkv, la.ln1, P[P_QKVW], P[P_QKVB], N, C,
                          QKV); /* column-parallel */
     if (d->llama) m->k->rope_forward(d->prec, la.qkv, m->rope_cos, m->rope_sin, B, T, NHl, NKVl, d->HS);
     model_fwd_out(m, la.qkv, (size_t)N * QKV, l, 1, "qkv");
     m->k->attention_forward(d->prec, la.atty, la.att, la.qkv, B, T, NHl, NKVl, d->HS);
     model_fwd_out(m, la.att, (size_t)B * NHl * T * T, l, 2, "attention probabilities");
     model_fwd_out(m, la.atty, NCl, l, 3, "attention output");
-    m->k->matmul_forward(d->prec, s->full, la.atty, LAYER(P, P_ATTPROJW, j), root ? LAYER(P, P_ATTPROJB, j) : no_bias,
+    m->k->matmul_forward(d->prec, s->full, la.atty, P[P_ATTPROJW], root ? P[P_ATTPROJB] : no_bias,
                          N, Cl, C); /* row-parallel */
     model_fwd_out(m, s->full, NC, l, 4, "attention projection");
     m->k->residual_forward(m->d.prec, la.residual2, residual, model_reduce_from_tp(m, c, s->part, s->full), SC);
     model_fwd_out(m, la.residual2, SC, l, 5, "residual after attention");
 
-    model_norm_to_tp(m, c, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, LAYER(P, P_LN2W, j), LAYER(P, P_LN2B, j),
+    model_norm_to_tp(m, c, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, P[P_LN2W], P[P_LN2B],
                      l, 6, "ln2");
-    m->k->matmul_forward(d->prec, la.fch, la.ln2, LAYER(P, P_FCW, j), LAYER(P, P_FCB, j), N, C, FC);
+    m->k->matmul_forward(d->prec, la.fch, la.ln2, P[P_FCW], P[P_FCB], N, C, FC);
     model_fwd_out(m, la.fch, (size_t)N * FC, l, 7, "fc");
     if (d->llama) m->k->swiglu_forward(m->d.prec, la.fch_gelu, la.fch, (size_t)N, Fl);
     else m->k->gelu_forward(m->d.prec, la.fch_gelu, la.fch, (size_t)N * Fl);
     model_fwd_out(m, la.fch_gelu, (size_t)N * Fl, l, 8, d->llama ? "swiglu" : "gelu");
-    m->k->matmul_forward(d->prec, s->full, la.fch_gelu, LAYER(P, P_FCPROJW, j),
-                         root ? LAYER(P, P_FCPROJB, j) : no_bias, N, Fl, C);
+    m->k->matmul_forward(d->prec, s->full, la.fch_gelu, P[P_FCPROJW],
+                         root ? P[P_FCPROJB] : no_bias, N, Fl, C);
     model_fwd_out(m, s->full, NC, l, 9, "fc projection");
     m->k->residual_forward(m->d.prec, l_res3, la.residual2, model_reduce_from_tp(m, c, s->part, s->full), SC);
     model_fwd_out(m, l_res3, SC, l, 10, "block output");
@@ -284,9 +351,11 @@ double model_chunk_forward(struct model *m, struct comm *c, struct chunk_acts *a
 {
     size_t SC = (size_t)m->Ns * m->d.C;
     if (first_stage(m, a)) embed_forward(m, c, a);
-    const float *residual = a->input;
+    const float *residual = a->input, *W[NUM_PARAMS];
     for (int k = 0; k < m->d.Lc; k++) {
-        block_forward(m, c, a, k, residual);
+        int j = a->chunk * m->d.Lc + k;
+        layer_weights(m, j, k + 1 < m->d.Lc ? j + 1 : -1, W);
+        block_forward(m, c, a, k, residual, W);
         residual = a->residual3 + k * SC;
     }
     return last_stage(m, a) ? head_forward(m, c, a, residual) : 0.0;
@@ -317,12 +386,14 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
     const struct block_sizes z = block_sizes(m);
     int B = z.B, T = z.T, C = z.C, Cl = z.Cl, N = z.N, NHl = z.NHl, NKVl = z.NKVl, QKV = z.QKV, FC = z.FC, Fl = z.Fl;
     int j = a->chunk * d->Lc + k;
-    float *const *P = m->param, *G[NUM_PARAMS];
+    const float *P[NUM_PARAMS];
+    float *G[NUM_PARAMS];
+    layer_weights(m, j, k > 0 ? j - 1 : -1, P);
     layer_grads(m, j, G);
     struct layer_acts la;
     model_layer_acts(m, a, k, &la);
     /* recomputation: the same arithmetic as the forward, so the result is bitwise the same */
-    if (k < d->Lr) block_forward(m, c, a, k, l_in);
+    if (k < d->Lr) block_forward(m, c, a, k, l_in, P);
     else model_unpack_layer(m, a, k, &la);
     if (k >= d->Lr && d->recompute == RECOMPUTE_SELECTIVE) {
         m->k->attention_forward(d->prec, s->atty_discard, la.att, la.qkv, B, T, NHl, NKVl, d->HS);
@@ -332,25 +403,25 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
     /* MLP; dresidual holds d(block output), which is also d(residual2) through the skip */
     const float *dout = model_gather_to_tp(m, c, s->dfull, s->dresidual);
     m->k->matmul_backward(d->prec, s->dfch_gelu, G[P_FCPROJW], G[P_FCPROJB], dout, la.fch_gelu,
-                          LAYER(P, P_FCPROJW, j), N, Fl, C);
+                          P[P_FCPROJW], N, Fl, C);
     model_bwd_out(m, s->dfch_gelu, (size_t)N * Fl);
     if (d->llama) m->k->swiglu_backward(m->d.prec, s->dfch, la.fch, s->dfch_gelu, (size_t)N, Fl);
     else m->k->gelu_backward(m->d.prec, s->dfch, la.fch, s->dfch_gelu, (size_t)N * Fl);
     model_bwd_out(m, s->dfch, (size_t)N * FC);
-    m->k->matmul_backward(d->prec, s->dln_full, G[P_FCW], G[P_FCB], s->dfch, la.ln2, LAYER(P, P_FCW, j), N, C, FC);
-    model_norm_from_tp(m, c, s->dln_full, G[P_LN2W], G[P_LN2B], la.residual2, LAYER(P, P_LN2W, j), la.ln2_mean,
+    m->k->matmul_backward(d->prec, s->dln_full, G[P_FCW], G[P_FCB], s->dfch, la.ln2, P[P_FCW], N, C, FC);
+    model_norm_from_tp(m, c, s->dln_full, G[P_LN2W], G[P_LN2B], la.residual2, P[P_LN2W], la.ln2_mean,
                        la.ln2_rstd);
     /* attention; dresidual now holds d(residual2) = d(block input) through the skip */
     dout = model_gather_to_tp(m, c, s->dfull, s->dresidual);
     m->k->matmul_backward(d->prec, s->datty, G[P_ATTPROJW], G[P_ATTPROJB], dout, la.atty,
-                          LAYER(P, P_ATTPROJW, j), N, Cl, C);
+                          P[P_ATTPROJW], N, Cl, C);
     model_bwd_out(m, s->datty, (size_t)N * Cl);
     m->k->attention_backward(d->prec, s->dqkv, s->datt, s->datty, la.qkv, la.att, B, T, NHl, NKVl, d->HS);
     if (d->llama) m->k->rope_backward(d->prec, s->dqkv, m->rope_cos, m->rope_sin, B, T, NHl, NKVl, d->HS);
     model_bwd_out(m, s->dqkv, (size_t)N * QKV);
-    m->k->matmul_backward(d->prec, s->dln_full, G[P_QKVW], G[P_QKVB], s->dqkv, la.ln1, LAYER(P, P_QKVW, j), N, C,
+    m->k->matmul_backward(d->prec, s->dln_full, G[P_QKVW], G[P_QKVB], s->dqkv, la.ln1, P[P_QKVW], N, C,
                           QKV);
-    model_norm_from_tp(m, c, s->dln_full, G[P_LN1W], G[P_LN1B], l_in, LAYER(P, P_LN1W, j), la.ln1_mean,
+    model_norm_from_tp(m, c, s->dln_full, G[P_LN1W], G[P_LN1B], l_in, P[P_LN1W], la.ln1_mean,
                        la.ln1_rstd);
 }
 

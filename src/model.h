@@ -60,7 +60,9 @@ struct model_dims {
     int Lc;                     /* layers per chunk: L / (pp * v) */
     int Lp;                     /* layers on this rank: v * Lc */
     int dp;                     /* data-parallel replicas (ZeRO shards the flat buffers over them) */
+    int dp_rank;                /* this rank's replica */
     int shard_grads;            /* ZeRO-2: no full per-layer gradients (the layer_grads hook hands out buffers) */
+    int shard_params;           /* ZeRO-3: no full per-layer parameters either (the layer_params hook gathers them) */
     int recompute;              /* RECOMPUTE_* */
     int Lr;                     /* full recompute: the first Lr layers of each chunk */
     enum precision prec;        /* storage precision of parameters and activations */
@@ -164,11 +166,19 @@ struct model {
     int N, Ns;                        /* B*T rows, and the residual stream's rows */
     size_t size[NUM_PARAMS];          /* elements of each tensor on this rank (0: held elsewhere) */
     size_t num_params;                /* elements on this rank */
-    size_t flat;                      /* floats in params_mem and grads_mem: every tensor 16-aligned,
-                                         the total a multiple of 16 * dp (ZeRO's equal shards) */
-    float *params_mem, *grads_mem;    /* grads_mem: the flat layout, or (ZeRO-2) the tensors outside the
-                                         layers, one after the other */
-    float *param[NUM_PARAMS], *grad[NUM_PARAMS]; /* grad: NULL for per-layer tensors under ZeRO-2 */
+    size_t flat;                      /* floats of the flat layout of every tensor on this rank: each
+                                         16-aligned, the total a multiple of 16 * dp (ZeRO's equal shards) */
+    size_t at[NUM_PARAMS];            /* where each tensor starts in it */
+    float *params_mem, *grads_mem;    /* the flat layout, or (grads_mem under ZeRO-2, params_mem under
+                                         ZeRO-3) the tensors outside the layers, one after the other */
+    float *param[NUM_PARAMS], *grad[NUM_PARAMS]; /* NULL for per-layer tensors under ZeRO-3 (param) and
+                                                    ZeRO-2 (grad) */
+    /* ZeRO-3: this rank's 1/dp slice [shard_at, shard_at + shard_n) of the
+     * flat layout in fp32, the one copy of the layers' parameters (the
+     * optimizer's master weights); NULL otherwise */
+    float *shard_mem;
+    size_t shard_at, shard_n;
+    unsigned long param_version;      /* bumped when the parameters change (a gathered copy is stale) */
     float *dwte_embed;                /* the embedding's share of wte's gradient; the head's
                                          accumulates in grad[P_WTE] (tied); optim adds them per step */
     float *rope_cos, *rope_sin;       /* llama: (T, HS/2) the rotary embedding's angles */
@@ -186,6 +196,12 @@ struct model {
      * per-layer tensors back to back in table order (model_layer_floats) */
     float *(*layer_grads)(void *ctx, int j);
     void *layer_grads_ctx;
+    /* ZeRO-3: local layer j's parameters gathered, its per-layer tensors
+     * back to back in table order (model_layer_floats), valid until the
+     * next call; `next` is the layer the caller needs after it (-1: not
+     * known), whose gather may start meanwhile */
+    const float *(*layer_params)(void *ctx, int j, int next);
+    void *layer_params_ctx;
     /* watching for the first forward output that is not finite (set after a
      * non-finite loss): its place in forward order, and its name */
     int watch;
@@ -199,10 +215,16 @@ size_t model_slot_floats(const struct model_dims *d, int B);
 size_t model_scratch_floats(const struct model_dims *d, int B);
 /* Floats of one pipeline receive buffer (a chunk's input: B T C, / tp under SP). */
 size_t model_recv_floats(const struct model_dims *d, int B);
+/* A range [at, at + n) of the flat layout (model.flat). */
+struct flat_range {
+    size_t at, n;
+};
+
 /* Floats of one layer's per-layer tensors on this rank. */
 size_t model_layer_floats(const struct model_dims *d);
-/* Floats of grads_mem under ZeRO-2 (the tensors outside the layers). */
-size_t model_rest_grad_floats(const struct model_dims *d);
+/* Floats of the tensors outside the layers, one after the other: grads_mem
+ * under ZeRO-2, params_mem under ZeRO-3. */
+size_t model_rest_floats(const struct model_dims *d);
 /* The logical tensors of the family, one per layer of a per-layer tensor:
  * the datasets of a checkpoint, the entries of the gradient norm. */
 int model_logical_tensors(const struct model_dims *d);
@@ -237,6 +259,19 @@ double model_chunk_forward(struct model *m, struct comm *c, struct chunk_acts *a
  * the gradient of the chunk's input is left in m->scr.dresidual (first
  * virtual stage: consumed by the embedding). */
 void model_chunk_backward(struct model *m, struct comm *c, struct chunk_acts *a, float dloss);
+
+/* The flat ranges of local layer j's per-layer tensors, in table order
+ * (increasing), into r (NUM_PARAMS entries at most); their number returned.
+ * Packed back to back they are model_layer_floats long. */
+int model_layer_ranges(const struct model *m, int j, struct flat_range *r);
+
+/* Local layer j's slice of tensor id (j = 0 for the others) from host
+ * memory (its local shape): into the tensor, or (ZeRO-3, a per-layer
+ * tensor) the part of it in this rank's shard. */
+void model_set_tensor(struct model *m, enum param_id id, int j, const float *host);
+/* Where element i of that slice is stored on this rank, or NULL (ZeRO-3:
+ * in another rank's shard; or the rank holds no such tensor). */
+float *model_element(const struct model *m, enum param_id id, int j, size_t i);
 
 void model_zero_grad(struct model *m);
 /* grad[P_WTE] += dwte_embed: the head's and the embedding's shares of the

@@ -143,7 +143,9 @@ void model_dims_init(struct model_dims *d, const struct config *cfg, const struc
                    : cfg->train.recompute_id == TRAIN_RECOMPUTE_selective ? RECOMPUTE_SELECTIVE
                                                                   : RECOMPUTE_NONE;
     d->prec = precision_from_name(cfg->train.precision);
+    d->dp_rank = g->dp_rank;
     d->shard_grads = s->zero2;
+    d->shard_params = s->zero3;
     int64_t n = cfg->train.recompute_layers;
     d->Lr = d->recompute != RECOMPUTE_FULL ? 0 : n == 0 || n > d->Lc ? d->Lc : (int)n;
 }
@@ -211,7 +213,7 @@ size_t model_layer_floats(const struct model_dims *d)
     return n;
 }
 
-size_t model_rest_grad_floats(const struct model_dims *d)
+size_t model_rest_floats(const struct model_dims *d)
 {
     size_t n = 0;
     for (int i = 0; i < NUM_PARAMS; i++)

@@ -22,19 +22,37 @@ size_t optim_zero_pack_floats(size_t shard, double bucket_mb, int dp)
     return shard > piece ? piece * (size_t)dp : 0;
 }
 
+void optim_slice_counts(const struct optim *o, const struct flat_range *r, int k, int dp, int *counts, int *displs)
+{
+    size_t at = 0;
+    for (int q = 0; q < dp; q++) {
+        size_t lo = (size_t)q * o->shard, hi = lo + o->shard, n = 0;
+        for (int i = 0; i < k; i++) {
+            size_t a = r[i].at > lo ? r[i].at : lo, b = r[i].at + r[i].n < hi ? r[i].at + r[i].n : hi;
+            if (a < b) n += b - a;
+        }
+        if (at + n > (size_t)INT_MAX) die("a ZeRO block of %zu elements exceeds MPI's int count", at + n);
+        counts[q] = (int)n;
+        if (displs) displs[q] = (int)at;
+        at += n;
+    }
+}
+
 void optim_init(struct optim *o, const struct model *m, const struct config *cfg, const struct run_shape *s,
                 const struct grid *g)
 {
     memset(o, 0, sizeof *o);
     o->zero = s->zero;
     o->zero2 = s->zero2;
+    o->zero3 = s->zero3;
     o->shard = o->zero ? m->flat / (size_t)s->dp : m->flat;
     o->offset = o->zero ? (size_t)g->dp_rank * o->shard : 0;
     o->k = m->k;
     o->m_mem = o->k->alloc(o->shard * sizeof(float));
     o->v_mem = o->k->alloc(o->shard * sizeof(float));
     o->prec = m->d.prec;
-    if (o->prec != PREC_FP32) o->master_mem = o->k->alloc(o->shard * sizeof(float));
+    if (o->zero3) o->master_mem = m->shard_mem; /* the model's one copy of its slice, in fp32 */
+    else if (o->prec != PREC_FP32) o->master_mem = o->k->alloc(o->shard * sizeof(float));
     if (o->zero) {
         o->gshard = o->k->alloc(o->shard * sizeof(float));
         o->piece = optim_zero_piece(cfg->parallel.bucket_mb, s->dp);
@@ -54,19 +72,58 @@ void optim_free(struct optim *o)
     o->k->release(o->m_mem);
     o->k->release(o->v_mem);
     if (o->gshard) o->k->release(o->gshard);
-    if (o->master_mem) o->k->release(o->master_mem);
+    if (o->master_mem && !o->zero3) o->k->release(o->master_mem);
     if (o->pack) o->k->release(o->pack);
     memset(o, 0, sizeof *o);
 }
 
+/* ZeRO-3: the tensors outside the layers between the slice (master) and
+ * their full copies in params_mem: this rank's parts copied into the slice
+ * (to_slice), or from it and all-gathered in pieces of a bucket. */
+static void rest_to_slice(struct optim *o, const struct model *m)
+{
+    for (int i = 0; i < NUM_PARAMS; i++) {
+        size_t lo, hi;
+        if (param_table[i].per_layer || !optim_slice_part(o, m->at[i], m->size[i], &lo, &hi)) continue;
+        o->k->copy(o->master_mem + (lo - o->offset), m->param[i] + (lo - m->at[i]), (hi - lo) * sizeof(float));
+    }
+}
+
+static void rest_from_slice(struct optim *o, struct model *m, struct comm *c)
+{
+    int dp = c->grid->dp, me = c->grid->dp_rank;
+    size_t bucket = o->piece * (size_t)dp;
+    int *counts = xmalloc(2 * (size_t)dp * sizeof *counts), *displs = counts + dp;
+    for (int i = 0; i < NUM_PARAMS; i++) {
+        if (param_table[i].per_layer || m->size[i] == 0) continue;
+        for (size_t t = 0; t < m->size[i]; t += bucket) {
+            struct flat_range r = {m->at[i] + t, m->size[i] - t < bucket ? m->size[i] - t : bucket};
+            optim_slice_counts(o, &r, 1, dp, counts, displs);
+            float *piece = m->param[i] + t, *mine = piece + displs[me];
+            size_t lo, hi;
+            if (optim_slice_part(o, r.at, r.n, &lo, &hi))
+                o->k->copy(mine, o->master_mem + (lo - o->offset), (hi - lo) * sizeof(float));
+            o->k->lp_round(o->prec, mine, (size_t)counts[me]);
+            comm_allgatherv_f32(c, CG_DP, piece, counts, displs);
+        }
+    }
+    free(counts);
+}
+
 void optim_master_from_params(struct optim *o, const struct model *m)
 {
-    if (o->master_mem) o->k->copy(o->master_mem, m->params_mem + o->offset, o->shard * sizeof(float));
+    if (o->zero3) rest_to_slice(o, m); /* (the layers' parameters live in the slice already) */
+    else if (o->master_mem) o->k->copy(o->master_mem, m->params_mem + o->offset, o->shard * sizeof(float));
 }
 
 void optim_params_from_master(struct optim *o, struct model *m, struct comm *c)
 {
     if (!o->master_mem) return;
+    m->param_version++; /* (ZeRO-3: the layers are gathered from the slice when next used) */
+    if (o->zero3) {
+        rest_from_slice(o, m, c);
+        return;
+    }
     float *mine = m->params_mem + o->offset;
     o->k->copy(mine, o->master_mem, o->shard * sizeof(float));
     o->k->lp_round(o->prec, mine, o->shard);
@@ -118,7 +175,7 @@ double optim_grad_norm(const struct optim *o, const struct model *m, struct comm
         /* a replicated tensor is counted on tp rank 0 only, the tied wte on
          * the first stage only */
         int counts = (pi->shard != SHARD_NONE || d->tp_rank == 0) && m->size[i] > 0;
-        size_t at = (size_t)(m->param[i] - m->params_mem);
+        size_t at = m->at[i];
         if (!pi->per_layer) {
             if (counts && (i != P_WTE || model_has_embedding(d))) e[g] = range_sumsq(o, m, at, m->size[i]);
             g++;
@@ -149,7 +206,7 @@ void optim_update(struct optim *o, struct model *m, struct comm *c, double grad_
     double coef = o->grad_clip > 0 ? o->grad_clip / (grad_norm + 1e-6) : 1.0; /* as PyTorch */
     if (coef < 1.0) o->k->scale_inplace(o->prec, grads, o->shard, (float)coef);
     for (int i = 0; i < NUM_PARAMS; i++) {
-        size_t lo, hi, at = (size_t)(m->param[i] - m->params_mem);
+        size_t lo, hi, at = m->at[i];
         if (!optim_slice_part(o, at, m->size[i], &lo, &hi)) continue;
         float wd = param_table[i].decay ? (float)o->weight_decay : 0.0f;
         size_t s = lo - o->offset;
@@ -164,7 +221,7 @@ void optim_update(struct optim *o, struct model *m, struct comm *c, double grad_
 float *optim_some_grad(struct optim *o, struct model *m)
 {
     for (int i = 0; i < NUM_PARAMS; i++) {
-        size_t lo, hi, at = (size_t)(m->param[i] - m->params_mem);
+        size_t lo, hi, at = m->at[i];
         if (m->size[i] && optim_slice_part(o, at, m->size[i], &lo, &hi))
             return o->zero ? o->gshard + (lo - o->offset) : m->grads_mem + lo;
     }

@@ -9,11 +9,6 @@
 #include "config.h"
 #include "model.h"
 
-/* A range [at, at + n) of the flat parameter (and gradient) layout. */
-struct flat_range {
-    size_t at, n;
-};
-
 /* AdamW state.  Without ZeRO m and v are laid out like the parameters.
  * With precision bf16/fp16 the parameters the model computes with hold
  * values of that format; the optimizer keeps fp32 master weights (laid out
@@ -27,6 +22,8 @@ struct optim {
     float *m_mem, *v_mem;          /* moments: flat, or the slice */
     int zero;                      /* 1: sharded over dp (ZeRO-1 and 2) */
     int zero2;                     /* ZeRO-2: gradients reduced into gshard layer by layer (dp.h) */
+    int zero3;                     /* ZeRO-3: the slice of master weights is the model's shard (m->shard_mem),
+                                      in fp32 too, and the only copy of the layers' parameters */
     size_t shard, offset;          /* the slice of the flat buffers this rank updates */
     float *gshard;                 /* (shard) its reduced gradient */
     size_t piece;                  /* ZeRO: floats per rank of one piece of its collectives (comm_*_sliced) */
@@ -53,6 +50,11 @@ void optim_free(struct optim *o);
  * update; with ZeRO all-gathered).  No-ops in fp32. */
 void optim_master_from_params(struct optim *o, const struct model *m);
 void optim_params_from_master(struct optim *o, struct model *m, struct comm *c);
+
+/* How many elements of the ranges r[0..k) (increasing, packed back to back)
+ * fall into each of the dp ranks' slices (counts), and where each rank's
+ * run starts in the packed ranges (displs, if not NULL). */
+void optim_slice_counts(const struct optim *o, const struct flat_range *r, int k, int dp, int *counts, int *displs);
 
 /* The part [*lo, *hi) of flat range [a, a + n) that this rank updates (all
  * of it without ZeRO); 0 if none. */

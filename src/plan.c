@@ -25,6 +25,7 @@
 #include "optim.h"
 #include "pipeline.h"
 #include "plan_internal.h"
+#include "zero3.h"
 
 /* A CPU run's runtime: with the CUDA libraries where the program links them. */
 #ifdef HAVE_CUDA
@@ -116,7 +117,8 @@ static size_t comm_buffer(const struct plan *p, const struct model_dims *d, size
 
 /* Bytes this rank contributes per step to each communicator, counted as
  * comm.c counts them (all-gather and reduce-scatter: the full buffer). */
-static void stage_comm(struct plan_stage *s, const struct plan *p, const struct model_dims *d, size_t flat)
+static void stage_comm(struct plan_stage *s, const struct plan *p, const struct model_dims *d, size_t flat,
+                       long gathers)
 {
     double N = (double)p->shape.micro_batch * d->T, NC = N * d->C * 4, Ns = d->sp ? N / d->tp : N;
     int E = model_has_embedding(d), H = model_has_head(d);
@@ -142,7 +144,10 @@ static void stage_comm(struct plan_stage *s, const struct plan *p, const struct 
         double rest = 0;
         for (int i = 0; i < NUM_PARAMS; i++)
             if (!param_table[i].per_layer) rest += (double)model_tensor_size(d, (enum param_id)i) * 4;
-        s->comm[CG_DP] += m * d->Lp * (double)model_layer_floats(d) * 4 + rest + (double)flat * 4 + norms;
+        s->comm[CG_DP] += m * d->Lp * (double)model_layer_floats(d) * 4 + rest + norms;
+        /* the updated parameters: all of them gathered, or (ZeRO-3) the rest, and each layer when used */
+        s->comm[CG_DP] += d->shard_params ? rest + (double)gathers * (double)model_layer_floats(d) * 4
+                                          : (double)flat * 4;
     } else if (p->shape.dp > 1 && p->shape.zero) s->comm[CG_DP] += 2.0 * flat * 4 + norms;
     else if (p->shape.dp > 1 && overlapped(p, d)) s->comm[CG_DP] += (double)s->params * 4; /* tensor by tensor */
     else if (p->shape.dp > 1) s->comm[CG_DP] += (double)flat * 4;                          /* the padded buffer */
@@ -158,12 +163,22 @@ static void stage_comm(struct plan_stage *s, const struct plan *p, const struct 
     }
 }
 
+/* The parameters: the flat layout, or (ZeRO-3) the tensors outside the
+ * layers, the fp32 slice of the flat layout and the two layer gather
+ * buffers. */
+static size_t param_bytes(const struct model_dims *d, size_t flat)
+{
+    if (!d->shard_params) return round64(flat * 4);
+    return round64(model_rest_floats(d) * 4) + round64(flat / (size_t)d->dp * 4) +
+           (d->Lp > 0 ? round64(zero3_buffer_floats(d) * 4) : 0);
+}
+
 /* The gradients: the flat layout, or (ZeRO-2) the tensors outside the
  * layers and the per-layer working buffers; + dwte_embed. */
 static size_t grad_bytes(const struct model_dims *d, size_t flat, int zero2)
 {
     size_t wte = model_tensor_size(d, P_WTE);
-    size_t main = zero2 ? round64(model_rest_grad_floats(d) * 4) : round64(flat * 4);
+    size_t main = zero2 ? round64(model_rest_floats(d) * 4) : round64(flat * 4);
     size_t buffers = zero2 && d->Lp > 0 ? round64(dp_zero2_buffer_floats(d) * 4) : 0;
     return main + buffers + round64((wte ? wte : 1) * 4);
 }
@@ -203,9 +218,10 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
 
     size_t flat = flat_floats(&d, &s->params), shard = p->shape.zero ? flat / (size_t)p->shape.dp : flat;
     int lp = d.prec != PREC_FP32; /* + fp32 master weights beside m and v */
-    s->bytes[PM_PARAMS] = round64(flat * 4); /* bf16/fp16 values in fp32 containers, on the GPU too (so far) */
+    s->bytes[PM_PARAMS] = param_bytes(&d, flat); /* bf16/fp16 values in fp32 containers, on the GPU too (so far) */
     s->bytes[PM_GRADS] = grad_bytes(&d, flat, p->shape.zero2);
-    s->bytes[PM_OPTIM] = (2 + (size_t)lp) * round64(shard * 4) +
+    s->bytes[PM_OPTIM] = (2 + (size_t)(lp && !p->shape.zero3)) * round64(shard * 4) + /* (ZeRO-3: the master is
+                                                                                           the parameters' slice) */
                          (p->shape.zero ? round64(shard * 4) +
                                               round64(optim_zero_pack_floats(shard, p->bucket_mb, p->shape.dp) * 4)
                                         : 0);
@@ -230,7 +246,7 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
     s->bytes[PM_CKPT] = round64(largest * 4);
     /* ckpt_async.c: what the rank owns of each state, in host memory (on a GPU: not the device's) */
     if (cfg->io.async_checkpoint && cfg->io.checkpoint_every > 0 && !p->cuda)
-        s->bytes[PM_SNAPSHOT] = ((lp ? shard : flat) + 2 * shard) * 4;
+        s->bytes[PM_SNAPSHOT] = ((lp || p->shape.zero3 ? shard : flat) + 2 * shard) * 4;
     s->bytes[PM_PROBE] = cfg->train.peak_gflops > 0 ? 0
                          : p->cuda ? (size_t)CUDA_PROBE_N * CUDA_PROBE_N * (d.prec == PREC_FP32 ? 12 : 8) /* A, B, C */
                                    : gemm_probe_bytes();
@@ -241,7 +257,15 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
         else if (s->bytes[i] > transient) transient = s->bytes[i];
     }
     s->peak += transient;
-    stage_comm(s, p, &d, flat);
+    long gathers = 0; /* ZeRO-3: the layer gathers of a step (zero3.c's policy over this rank's schedule) */
+    struct pp_action *acts = NULL;
+    int nacts = 0;
+    char err[256];
+    if (d.shard_params && d.Lp > 0 &&
+        pp_schedule_build(sched, p->shape.pp, p->shape.v, p->shape.n_micro, r, &acts, &nacts, err, sizeof err) == 0)
+        gathers = zero3_gathers(acts, nacts, d.Lc);
+    free(acts);
+    stage_comm(s, p, &d, flat, gathers);
 }
 
 int plan_compute(struct plan *p, const struct config *cfg, int world, int threads, char *err, size_t errlen)
@@ -366,10 +390,10 @@ size_t plan_check(const struct config *cfg, const struct grid *g)
 unsigned long long *plan_allocated(const struct model *m, const struct optim *o, const struct grid *g)
 {
     unsigned long long mine[4] = {
-        round64(m->flat * 4),
+        param_bytes(&m->d, m->flat),
         grad_bytes(&m->d, m->flat, o->zero2),
-        (2 + (o->master_mem ? 1ull : 0ull)) * round64(o->shard * 4) + (o->gshard ? round64(o->shard * 4) : 0) +
-            (o->pack ? round64(o->pack_floats * 4) : 0),
+        (2 + (o->master_mem && !o->zero3 ? 1ull : 0ull)) * round64(o->shard * 4) +
+            (o->gshard ? round64(o->shard * 4) : 0) + (o->pack ? round64(o->pack_floats * 4) : 0),
         round64(m->act_bytes),
     };
     unsigned long long *all = g->rank == 0 ? xmalloc((size_t)g->world * sizeof mine) : NULL;

@@ -53,6 +53,7 @@ void run_shape_init(struct run_shape *s, const struct config *cfg, int world, in
     s->params = shape_params(cfg, s->V);
     s->zero = cfg->parallel.zero_stage >= 1 && s->dp > 1;
     s->zero2 = cfg->parallel.zero_stage >= 2 && s->dp > 1;
+    s->zero3 = cfg->parallel.zero_stage >= 3 && s->dp > 1;
     s->staged = staged;
     s->overlap = cfg->parallel.overlap_grad_reduce && s->dp > 1 && !s->zero && !staged;
 }

@@ -32,6 +32,7 @@ struct run_shape {
     int64_t params;       /* logical parameters (V rows of wte; -1 beyond 2^63) */
     int zero;             /* optimizer state sharded over dp (zero_stage >= 1 and dp > 1) */
     int zero2;            /* gradients sharded too (zero_stage >= 2 and dp > 1; zero is set) */
+    int zero3;            /* the layers' parameters sharded too (zero_stage = 3 and dp > 1; zero2 is set) */
     int staged;           /* MPI reaches model memory only through host buffers */
     int overlap;          /* the dp all-reduce runs in buckets during the backward: asked, dp > 1,
                              no ZeRO, not staged (MPI reads the gradients themselves) */

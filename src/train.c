@@ -207,7 +207,7 @@ static void load_initial_state(struct run *r)
     struct ckpt_state st;
     memset(&st, 0, sizeof st);
     double t0 = wtime();
-    int loaded = 0;
+    int loaded = 0, in_master = 0; /* the master weights (ZeRO-3: the slice) hold the model read */
     if (config_is(cfg->io.restart, "auto")) {
         loaded = ckpt_restart_auto(cfg->io.run_dir, &r->model, &r->optim, &st, r->g, path, sizeof path, err,
                                    sizeof err);
@@ -243,11 +243,12 @@ static void load_initial_state(struct run *r)
             die_all("io.init_from names a triad checkpoint (HDF5 with /model), a Hugging Face model folder or an "
                     "llm.c GPT-2 checkpoint, of this deck's model (docs/formats.md)",
                     "init_from %s: %s", from, err);
+        in_master = kind == WEIGHTS_HDF5 && r->model.shard_mem; /* (ckpt.c reads a ZeRO-3 model into its slice) */
         log_info("initial weights from %s (%s)\n", from,
                  kind == WEIGHTS_HF ? "Hugging Face folder" : kind == WEIGHTS_LLMC ? "llm.c checkpoint" : "HDF5");
     }
     settle_run_dir(r, path, loaded);
-    if (!loaded) optim_master_from_params(&r->optim, &r->model);
+    if (!loaded && !in_master) optim_master_from_params(&r->optim, &r->model);
     optim_params_from_master(&r->optim, &r->model, &r->comm); /* bf16/fp16: round the compute copy */
 }
 
@@ -373,17 +374,14 @@ static void setup(struct run *r)
     if (g->rank != 0) r->metrics.file = -1;
     fail_collective(g, failed, msg, "set io.run_dir to a writable directory");
 
-    size_t state = (2 * r->model.num_params + (2 + (r->optim.master_mem ? 1 : 0)) * r->optim.shard +
-                    (r->optim.zero ? r->optim.shard : 0)) *
-                   sizeof(float); /* params, grads, AdamW m and v, master weights (ZeRO: a 1/dp slice, and its
-                                     gradient) */
+    r->allocated = plan_allocated(&r->model, &r->optim, g); /* (rank 0: every rank's; NULL elsewhere) */
+    unsigned long long state = r->allocated ? r->allocated[0] + r->allocated[1] + r->allocated[2] : 0;
     log_info("model: L=%d C=%d NH=%d T=%d V=%d (padded %d): %lld parameters, %.1f FLOP/token (x1e6)\n",
              d.L, d.C, d.NH, d.T, d.V, d.Vp, (long long)model_logical_params(&d),
              model_flops_per_token(&d) / 1e6);
-    log_info("per rank: %d micro-batch(es) of %d sequences, %d in flight; memory %.1f MiB state + %.1f MiB "
-             "activations (rank 0)\n", s->n_micro, s->micro_batch, nslots, state / 1048576.0,
-             r->model.act_bytes / 1048576.0);
-    r->allocated = plan_allocated(&r->model, &r->optim, g);
+    log_info("per rank: %d micro-batch(es) of %d sequences, %d in flight; memory %.1f MiB state (parameters, "
+             "gradients, optimizer) + %.1f MiB activations (rank 0)\n", s->n_micro, s->micro_batch, nslots,
+             state / 1048576.0, r->model.act_bytes / 1048576.0);
     if (r->allocated && metrics_memory(&r->metrics, r->allocated, g->world) != 0) io_stop(r, r->metrics.failed, "");
     if (g->pp > 1) {
         long num, den;

@@ -1,0 +1,146 @@
+/* zero3.c -- ZeRO-3's layer gathers (zero3.h). */
+#include "zero3.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "pipeline.h"
+
+size_t zero3_buffer_floats(const struct model_dims *d)
+{
+    return ZERO3_BUFFERS * ((model_layer_floats(d) + 15) / 16 * 16);
+}
+
+static void settle(struct zero3 *z, int b)
+{
+    if (!z->busy[b]) return;
+    comm_wait(z->c, CG_DP, CO_ALLGATHER, 1, &z->req[b]);
+    z->busy[b] = 0;
+}
+
+/* Start gathering local layer j into buffer b: this rank's parts of the
+ * layer's ranges copied from its slice to their place in the packed layer
+ * and rounded to the compute precision, then an in-place all-gather. */
+static void start(struct zero3 *z, int b, int j)
+{
+    settle(z, b); /* (a gather into b still in flight: a prefetch the caller did not ask for after all) */
+    int dp = z->c->grid->dp, me = z->c->grid->dp_rank;
+    const struct flat_range *r = z->ranges + (size_t)j * z->nranges;
+    const int *counts = z->counts + (size_t)j * dp, *displs = z->displs + (size_t)j * dp;
+    float *mine = z->buf[b] + displs[me], *dst = mine;
+    for (int i = 0; i < z->nranges; i++) {
+        size_t lo, hi;
+        if (!optim_slice_part(z->o, r[i].at, r[i].n, &lo, &hi)) continue;
+        z->m->k->copy(dst, z->o->master_mem + (lo - z->o->offset), (hi - lo) * sizeof(float));
+        dst += hi - lo;
+    }
+    z->m->k->lp_round(z->m->d.prec, mine, (size_t)counts[me]);
+    comm_iallgatherv_f32(z->c, CG_DP, z->buf[b], counts, displs, &z->req[b]);
+    z->busy[b] = 1;
+    z->gathers++;
+}
+
+/* The policy the run follows and the planner replays (zero3_gathers): a
+ * request for layer j, then `next`.  held[b] is the layer buffer b holds
+ * (-1: none, or stale), *current the buffer handed out last.  j is taken
+ * from the buffer that holds it, else gathered into the other one than
+ * *current (the caller is done with both, but j may be in *current); next,
+ * if not held, into the buffer j is not in.  The buffers to fill are
+ * listed in fill[] (held[] then names their new layers); their number is
+ * returned and j's buffer left in *current. */
+static int policy(int held[ZERO3_BUFFERS], int *current, int j, int next, int fill[ZERO3_BUFFERS])
+{
+    int n = 0, b = held[0] == j ? 0 : held[1] == j ? 1 : -1;
+    if (b < 0) {
+        b = (*current + 1) % ZERO3_BUFFERS;
+        held[b] = j;
+        fill[n++] = b;
+    }
+    *current = b;
+    int other = (b + 1) % ZERO3_BUFFERS;
+    if (next >= 0 && held[0] != next && held[1] != next) {
+        held[other] = next;
+        fill[n++] = other;
+    }
+    return n;
+}
+
+static const float *layer_params(void *ctx, int j, int next)
+{
+    struct zero3 *z = ctx;
+    if (z->seen != z->m->param_version) { /* the parameters changed: every copy is stale */
+        for (int b = 0; b < ZERO3_BUFFERS; b++) z->layer[b] = -1;
+        z->seen = z->m->param_version;
+    }
+    int fill[ZERO3_BUFFERS], n = policy(z->layer, &z->current, j, next, fill);
+    for (int i = 0; i < n; i++) start(z, fill[i], z->layer[fill[i]]);
+    if (n == 0 || fill[0] != z->current) z->hits++;
+    settle(z, z->current);
+    return z->buf[z->current];
+}
+
+long zero3_gathers(const struct pp_action *a, int n, int Lc)
+{
+    int held[ZERO3_BUFFERS] = {-1, -1}, current = 0, fill[ZERO3_BUFFERS];
+    long count = 0;
+    for (int i = 0; i < n; i++) {
+        if (a[i].kind != PP_FWD && a[i].kind != PP_BWD) continue;
+        for (int k = 0; k < Lc; k++) { /* the layers of the chunk, in the pass's order (model.c) */
+            int fwd = a[i].kind == PP_FWD, kk = fwd ? k : Lc - 1 - k, j = a[i].chunk * Lc + kk;
+            int next = fwd ? (kk + 1 < Lc ? j + 1 : -1) : (kk > 0 ? j - 1 : -1);
+            count += policy(held, &current, j, next, fill);
+        }
+    }
+    return count;
+}
+
+void zero3_begin(struct zero3 *z)
+{
+    for (int b = 0; b < ZERO3_BUFFERS && z->m; b++) z->layer[b] = -1; /* each step starts cold: as planned */
+}
+
+void zero3_init(struct zero3 *z, struct model *m, struct optim *o, struct comm *c)
+{
+    memset(z, 0, sizeof *z);
+    z->m = m;
+    z->o = o;
+    z->c = c;
+    int Lp = m->d.Lp, dp = c->grid->dp;
+    struct flat_range r[NUM_PARAMS];
+    z->nranges = model_layer_ranges(m, 0, r);
+    z->layer_floats = model_layer_floats(&m->d);
+    z->ranges = xcalloc((size_t)Lp * z->nranges, sizeof *z->ranges);
+    z->counts = xcalloc(2 * (size_t)Lp * dp, sizeof *z->counts);
+    z->displs = z->counts + (size_t)Lp * dp;
+    for (int j = 0; j < Lp; j++) {
+        model_layer_ranges(m, j, z->ranges + (size_t)j * z->nranges);
+        optim_slice_counts(o, z->ranges + (size_t)j * z->nranges, z->nranges, dp, z->counts + (size_t)j * dp,
+                           z->displs + (size_t)j * dp);
+    }
+    size_t n = (z->layer_floats + 15) / 16 * 16;
+    float *mem = m->k->alloc(ZERO3_BUFFERS * n * sizeof(float));
+    for (int b = 0; b < ZERO3_BUFFERS; b++) {
+        z->buf[b] = mem + (size_t)b * n;
+        z->layer[b] = -1;
+    }
+    m->layer_params = layer_params;
+    m->layer_params_ctx = z;
+}
+
+void zero3_settle(struct zero3 *z)
+{
+    for (int b = 0; b < ZERO3_BUFFERS && z->m; b++) settle(z, b);
+}
+
+void zero3_free(struct zero3 *z)
+{
+    if (!z->m) return;
+    zero3_settle(z);
+    z->m->k->release(z->buf[0]);
+    z->m->layer_params = NULL;
+    z->m->layer_params_ctx = NULL;
+    free(z->ranges);
+    free(z->counts);
+    memset(z, 0, sizeof *z);
+}

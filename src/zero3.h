@@ -1,0 +1,54 @@
+/* zero3.h -- ZeRO-3's parameter side: the layers' parameters live only in
+ * each dp rank's 1/dp slice of the flat layout (model.shard_mem, in fp32);
+ * a layer's are all-gathered into one of two buffers just before its
+ * forward and again before its backward (model.layer_params), in the
+ * compute precision, while the gather of the next layer of the pass runs
+ * behind the current one's arithmetic.  The gradients go as ZeRO-2's
+ * (dp.h); the tensors outside the layers stay whole on the ranks that use
+ * them (optim.c gathers them after each update).
+ *
+ * Every dp rank of a group runs the same schedule, so the gathers start in
+ * the same order on all of them (MPI's rule for non-blocking collectives). */
+#ifndef TRIAD_ZERO3_H
+#define TRIAD_ZERO3_H
+
+#include <mpi.h>
+
+#include "comm.h"
+#include "model.h"
+#include "optim.h"
+
+enum { ZERO3_BUFFERS = 2 }; /* the layer in use, the next one arriving */
+
+struct zero3 {
+    struct model *m;
+    struct optim *o;
+    struct comm *c;
+    size_t layer_floats;       /* one layer's per-layer tensors, packed */
+    int nranges;               /* flat ranges per layer */
+    struct flat_range *ranges; /* per local layer */
+    int *counts, *displs;      /* per local layer: each dp rank's run of the packed layer */
+    float *buf[ZERO3_BUFFERS];
+    int layer[ZERO3_BUFFERS];  /* the local layer a buffer holds or receives (-1: none) */
+    unsigned long seen;        /* the parameters' version (model.param_version) they were gathered from */
+    int busy[ZERO3_BUFFERS];   /* its gather is in flight */
+    MPI_Request req[ZERO3_BUFFERS];
+    int current;               /* the buffer handed out last */
+    long gathers, hits;        /* started, and requests met by a buffer already there */
+};
+
+/* Floats of the two gather buffers, and the gathers one step makes on a
+ * rank whose schedule is a[0..n) with Lc layers a chunk (for the planner). */
+size_t zero3_buffer_floats(const struct model_dims *d);
+struct pp_action;
+long zero3_gathers(const struct pp_action *a, int n, int Lc);
+
+/* Set up the buffers and arm m->layer_params (m has shard_params and layers). */
+void zero3_init(struct zero3 *z, struct model *m, struct optim *o, struct comm *c);
+/* Start of a step: no layer is taken as gathered (the planner counts from a cold start). */
+void zero3_begin(struct zero3 *z);
+/* Wait for any gather in flight (before the slice changes, and at the end). */
+void zero3_settle(struct zero3 *z);
+void zero3_free(struct zero3 *z);
+
+#endif
