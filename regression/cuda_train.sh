@@ -2,7 +2,7 @@
 # The CUDA backend end to end (device = 'cuda'): on a GPU, training runs
 # match the CPU backend (per-step losses within the fp32 tolerance over 20
 # steps, on 1 and 2 ranks: the second through MPI on device buffers, staged
-# where the MPI is not CUDA-aware; at tp 2; with ZeRO-2), two ranks are
+# where the MPI is not CUDA-aware; at tp 2; with ZeRO-2 and ZeRO-3), two ranks are
 # refused one GPU without train.share_gpus, background checkpoints from
 # device memory, TF32 is on when asked and stays
 # within its tolerance, bf16 on tensor cores within its, and the fp16 skip
@@ -56,6 +56,11 @@ triad_run 2 "$deck" $common parallel.zero_stage=2 train.micro_batch_size=2 train
 st=$?
 [ $st -eq 0 ] && compare_runs "$scratch/gz2" "$scratch/cpu2" 1e-4 loss > /dev/null
 ok $? "ZeRO-2 on 2 GPUs (gradient slices on the device): per-step losses within 1e-4 of the CPU"
+triad_run 2 "$deck" $common parallel.zero_stage=3 train.micro_batch_size=2 train.device="'cuda'" \
+    train.share_gpus=.true. io.run_dir="'$scratch/gz3'"
+st=$?
+[ $st -eq 0 ] && compare_runs "$scratch/gz3" "$scratch/cpu2" 1e-4 loss > /dev/null
+ok $? "ZeRO-3 on 2 GPUs (parameter slices and layer gathers on the device): per-step losses within 1e-4 of the CPU"
 triad_run 2 "$deck" $common parallel.zero_stage=1 parallel.bucket_mb=0.002 train.micro_batch_size=2 \
     train.device="'cuda'" train.share_gpus=.true. io.run_dir="'$scratch/gz1'"
 st=$?

@@ -2,7 +2,7 @@
 # The device plumbing on the CPU: with diag.stage_through_host the model's
 # memory is handled as a GPU's that MPI cannot read, so every upload,
 # download and host-staged collective (blocking, point-to-point, the
-# non-blocking ZeRO-2 reduce-scatter, ZeRO's collectives in pieces) runs as it would on a GPU without
+# non-blocking ZeRO-2 reduce-scatter and ZeRO-3 gathers, ZeRO's collectives in pieces) runs as it would on a GPU without
 # CUDA-aware MPI.  Every layout must give bitwise the losses and gradient
 # norms of the plain CPU run; checkpoints written and read through the host
 # copies restart bitwise.
@@ -15,7 +15,8 @@ for layout in "8 parallel.tp=2 parallel.pp=2 parallel.sequence_parallel=.true." 
               "2 parallel.pp=2 parallel.schedule=interleaved parallel.virtual_stages=2" \
               "4 parallel.tp=2 train.precision=fp16 diag.inject_overflow_step=5 diag.inject_rank=1" \
               "3 parallel.zero_stage=1 parallel.bucket_mb=0.002 train.batch_size=12" \
-              "3 parallel.zero_stage=2 parallel.bucket_mb=0.002 train.batch_size=12"; do
+              "3 parallel.zero_stage=2 parallel.bucket_mb=0.002 train.batch_size=12" \
+              "4 parallel.pp=2 parallel.zero_stage=3 parallel.bucket_mb=0.002 train.precision=bf16"; do
     set -- $layout
     np=$1; shift
     name=$(echo "$np $*" | tr -c 'a-z0-9\n' '_' | cut -c1-60)
