@@ -1,12 +1,12 @@
 #!/bin/sh
 # zero_memory.sh -- what each ZeRO stage saves, measured side by side in one
 # run: a 60M-parameter GPT-2 (L8 C768 T64, vocabulary 4096) on dp = 4 ranks,
-# AdamW in fp32, zero_stage 0, 1 and 2, each with a checkpoint at the end
+# AdamW in fp32, zero_stage 0, 1, 2 and 3, each with a checkpoint at the end
 # (the file is written slice by slice: nothing is gathered).  Per stage:
 # the largest rank's peak resident set (the run's own /memory/peak_rss,
 # getrusage), the plan's peak beside it (/memory/planned_peak), and the
 # ratio to zero_stage 0 beside DeepSpeed's formula for the model states
-# (fp32 AdamW: 16 psi; ZeRO-1 8 psi + 8 psi/dp; ZeRO-2 4 psi + 12 psi/dp),
+# (fp32 AdamW: 16 psi; ZeRO-1 8 psi + 8 psi/dp; ZeRO-2 4 psi + 12 psi/dp; ZeRO-3 16 psi/dp),
 # the rest of the rank (activations, workspace, runtime) counted as
 # zero_stage 0 measures it.  Memory is measured here, never in a test.
 #   bench/zero_memory.sh                   dp = 4
@@ -15,7 +15,7 @@
 set -u
 cd "$(dirname "$0")/.."
 DP=${DP:-4}
-STAGES=${STAGES:-0 1 2}
+STAGES=${STAGES:-0 1 2 3}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/zero_memory.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
@@ -43,7 +43,7 @@ for z in stages:
                    for o in f["model"][g].values())
     r = int(rss.argmax())
     rows[z] = (rss[r], plan[r], psi)
-states = {0: 16.0, 1: 8.0 + 8.0 / dp, 2: 4.0 + 12.0 / dp}
+states = {0: 16.0, 1: 8.0 + 8.0 / dp, 2: 4.0 + 12.0 / dp, 3: 16.0 / dp}
 base, _, psi = rows[0]
 rest = base - 16 * psi          # what is not model state, as zero_stage 0 measures it
 print("GPT-2 L8 C768 T64 V4096: %.1f M parameters, dp = %d, fp32 AdamW" % (psi / 1e6, dp))

@@ -64,6 +64,9 @@ layout llama3d   8 $llama parallel.tp=2 parallel.pp=2 parallel.sequence_parallel
 layout llamazero 2 $llama parallel.zero_stage=2 train.micro_batch_size=2 train.recompute=selective train.precision=bf16
 layout fp16zero  2 parallel.zero_stage=1 train.precision=fp16 train.recompute=selective
 layout inter     2 parallel.pp=2 parallel.schedule=interleaved parallel.virtual_stages=2 model.n_layer=4 train.micro_batch_size=2
+layout zero3     2 parallel.zero_stage=3 train.micro_batch_size=2
+layout zero3grid 8 parallel.tp=2 parallel.pp=2 parallel.zero_stage=3 parallel.sequence_parallel=.true. train.micro_batch_size=1 train.precision=bf16
+layout zero3int  4 parallel.pp=2 parallel.schedule=interleaved parallel.virtual_stages=2 model.n_layer=4 parallel.zero_stage=3 train.micro_batch_size=1 train.recompute=full
 
 # GPT-3 175B on 64 GPUs: planned here, launched nowhere
 out="$scratch/175b.plan"
@@ -75,6 +78,10 @@ grep -q "plan for 64 ranks = tp 8 x dp 1 x pp 8" "$out" && grep -q "bubble: (p-1
 ok $? "175B: the grid and the bubble 7/71"
 grep -q "^DOES NOT FIT" "$out" && grep -q "recompute 'none' -> 'full' .* fits" "$out"
 ok $? "175B: does not fit 80 GiB as it stands; recompute = 'full' is suggested and fits"
+grep -q "^ZeRO-3 on the same 64 ranks" "$out" &&
+    grep -q "tp 8 x dp 2 x pp 4, zero_stage 3, recompute 'full' .* fits" "$out" &&
+    ! grep -q "tp 8 x dp 2 x pp 4, zero_stage 3  .* fits" "$out"
+ok $? "175B: the ZeRO-3 grids of the same 64 ranks are planned; with full recomputation they fit"
 "$PYTHON3" - "$out" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()

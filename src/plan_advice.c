@@ -92,6 +92,11 @@ static int candidates(struct change *out, int max, const struct config *cfg, int
             (long long)cfg->parallel.zero_stage, dp);
         LAST->parallel.zero_stage = 2;
     }
+    if (dp > 1 && cfg->parallel.zero_stage < 3) {
+        ADD("zero_stage %lld -> 3 (parameters, gradients and optimizer state sharded over dp = %d)",
+            (long long)cfg->parallel.zero_stage, dp);
+        LAST->parallel.zero_stage = 3;
+    }
     if (cfg->train.precision_id == TRAIN_PRECISION_fp32) { /* halves the activations kept for backward */
         ADD("precision 'fp32' -> 'bf16'");
         set(LAST, "train.precision='bf16'");
@@ -122,6 +127,8 @@ static int by_peak(const void *a, const void *b)
 }
 
 enum { MAX_CHANGES = 16 };
+
+static void print_zero3(FILE *f, const struct plan *p, const struct config *cfg, double avail);
 
 void plan_print_advice(FILE *f, const struct plan *p, const struct config *cfg, double avail)
 {
@@ -162,5 +169,31 @@ void plan_print_advice(FILE *f, const struct plan *p, const struct config *cfg, 
         fprintf(f, "  together: %s: %s%s\n", chain, h, cur.peak <= avail ? "  fits" : "  (still does not fit)");
     }
     free(c);
+    print_zero3(f, p, cfg, avail);
+}
+
+/* The grids of the same ranks with ZeRO-3: each power of two of the stages
+ * traded for data-parallel replicas, as the deck and with full recomputation. */
+static void print_zero3(FILE *f, const struct plan *p, const struct config *cfg, double avail)
+{
+    int world = p->shape.world, dp = p->shape.dp, pp = p->shape.pp, header = 0;
+    for (int k = 1; k <= pp; k *= 2) { /* pipeline stages traded for data-parallel replicas */
+        if (pp % k != 0 || dp * k < 2 || (k == 1 && cfg->parallel.zero_stage == 3)) continue;
+        for (int full = 0; full < 2; full++) {
+            struct change c = {.cfg = *cfg, .world = world};
+            c.cfg.parallel.tp = p->shape.tp;
+            c.cfg.parallel.pp = pp / k;
+            c.cfg.parallel.dp = dp * k;
+            c.cfg.parallel.zero_stage = 3;
+            if (full) set(&c.cfg, "train.recompute='full'"), c.cfg.train.recompute_layers = 0;
+            if (replan(&c, (size_t)-1) != 0) continue; /* (not a valid deck: layers or the batch do not divide) */
+            if (!header++) fprintf(f, "\nZeRO-3 on the same %d ranks (each deck re-planned):\n", world);
+            char what[96], h[32];
+            snprintf(what, sizeof what, "tp %d x dp %d x pp %d, zero_stage 3%s", p->shape.tp, dp * k, pp / k,
+                     full ? ", recompute 'full'" : "");
+            plan_human(h, sizeof h, (double)c.peak);
+            fprintf(f, "  %-58s %10s%s\n", what, h, avail <= 0 ? "" : c.peak <= avail ? "  fits" : "");
+        }
+    }
 }
 

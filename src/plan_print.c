@@ -142,10 +142,11 @@ static void print_comm(FILE *f, const struct plan *p)
                "      parallelism: all-gather + reduce-scatter), + 2 per layer recomputed in full, + the\n"
                "      cross-entropy statistics; dp: the whole gradient all-reduced (ZeRO-1: reduce-scatter +\n"
                "      all-gather of the parameters; ZeRO-2: each layer's gradients reduce-scattered per\n"
-               "      micro-batch, the rest once per step, + the all-gather); pp: B*T*C*4 (/tp with sequence\n"
-               "      parallelism) per micro-batch\n"
-               "      and chunk boundary, sent and received, forward and backward; embed: wte's gradient\n"
-               "      all-reduced between the first and the last stage.\n");
+               "      micro-batch, the rest once per step, + the all-gather; ZeRO-3: as ZeRO-2, but only the\n"
+               "      rest all-gathered, and each layer's parameters whenever a pass needs them and the two\n"
+               "      gather buffers do not hold them); pp: B*T*C*4 (/tp with sequence parallelism) per\n"
+               "      micro-batch and chunk boundary, sent and received, forward and backward; embed: wte's\n"
+               "      gradient all-reduced between the first and the last stage.\n");
 }
 
 void plan_print(FILE *f, const struct plan *p, const struct config *cfg, double avail, const char *avail_source)
@@ -168,7 +169,10 @@ void plan_print(FILE *f, const struct plan *p, const struct config *cfg, double 
                 100 * p->bubble);
     int lp = d.prec != PREC_FP32;
     fprintf(f, "optimizer: AdamW m and v%s in fp32, %s\n", lp ? " and the master weights" : "",
-            p->shape.zero2  ? "ZeRO-2: a 1/dp slice per rank, and of the gradients (each rank writes and reads its "
+            p->shape.zero3  ? "ZeRO-3: a 1/dp slice per rank, and of the gradients and of the layers' parameters "
+                        "(each layer gathered before its forward and its backward; each rank writes and reads its "
+                        "slice of a checkpoint itself)"
+            : p->shape.zero2 ? "ZeRO-2: a 1/dp slice per rank, and of the gradients (each rank writes and reads its "
                         "slice of a checkpoint itself)"
             : p->shape.zero ? "ZeRO-1: a 1/dp slice per rank (each rank writes and reads its slice of a checkpoint "
                         "itself)"
