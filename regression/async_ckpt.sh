@@ -2,7 +2,7 @@
 # io.async_checkpoint: checkpoints written by a background thread while
 # training goes on.  The training is bitwise the same as with synchronous
 # checkpoints and so is every checkpoint's content (tp 2 x dp 2 with ZeRO-1:
-# column blocks and ZeRO slices written at their offsets); a restart from
+# column blocks and ZeRO slices written at their offsets; and under ZeRO-3); a restart from
 # one continues bit for bit; SIGKILL at random points of a background write
 # leaves the previous checkpoint usable (and the restart bitwise); a stop
 # waits for the write in flight and seals it; a write
@@ -35,6 +35,16 @@ done
 ok $same "the background-written ckpt_20.h5 and ckpt_25.h5 hold the synchronous ones' tensors and checksums, and verify"
 [ "$(ls "$scratch/async" | grep -c '^ckpt_.*\.h5$')" -eq 3 ] && ! ls "$scratch/async" | grep -q '\.tmp$'
 ok $? "io.keep_checkpoints = 3 holds for background checkpoints; no temporary file is left"
+
+# 1b. ZeRO-3 (pp 2 x dp 2): the parameters' slices are snapshot from the model's slice itself
+z3="parallel.pp=2 parallel.zero_stage=3"
+triad_run 4 "$deck" $common $z3 io.run_dir="'$scratch/z3sync'" &&
+    triad_run 4 "$deck" $common $z3 io.async_checkpoint=.true. io.run_dir="'$scratch/z3async'" &&
+    compare_runs "$scratch/z3async" "$scratch/z3sync" 0 loss grad_norm > /dev/null &&
+    h5diff "$scratch/z3async/ckpt_25.h5" "$scratch/z3sync/ckpt_25.h5" /model /model > /dev/null 2>&1 &&
+    h5diff "$scratch/z3async/ckpt_25.h5" "$scratch/z3sync/ckpt_25.h5" /optim /optim > /dev/null 2>&1 &&
+    verify "$scratch/z3async/ckpt_25.h5"
+ok $? "ZeRO-3 on pp 2 x dp 2: background checkpoints leave the training bitwise and hold the synchronous tensors"
 
 # 2. a restart from a background-written checkpoint continues bit for bit
 mkdir -p "$scratch/r" && cp "$scratch/async/ckpt_20.h5" "$scratch/r/"

@@ -49,11 +49,15 @@ imported() {
 $H make llama "$scratch/hf_llama" "$KL" --dtypes
 imported "a LlamaForCausalLM folder (F32, BF16, F16 tensors)" llama "$scratch/hf_llama" "$KL" 1
 imported "the same on tp 2 x pp 2 (each rank its shard)" llama "$scratch/hf_llama" "$KL" 4 $grid
+imported "the same under ZeRO-3 on pp 2 x dp 2 (each rank its slice)" llama "$scratch/hf_llama" "$KL" 4 \
+    parallel.pp=2 parallel.zero_stage=3
 $H make llama "$scratch/hf_sharded" "$KL" --shards 2
 imported "a LlamaForCausalLM folder in 2 shards with model.safetensors.index.json" llama "$scratch/hf_sharded" "$KL" 1
 $H make gpt2 "$scratch/hf_gpt2" "$KG" --dtypes
 imported "a GPT2LMHeadModel folder (Conv1D [in, out], 24 positions for seq_len 16)" gpt2 "$scratch/hf_gpt2" "$KG" 1
 imported "the same on tp 2 x pp 2" gpt2 "$scratch/hf_gpt2" "$KG" 4 $grid
+imported "the same under ZeRO-3 on tp 2 x dp 2 (each rank its slice of its shard)" gpt2 "$scratch/hf_gpt2" "$KG" 4 \
+    parallel.tp=2 parallel.zero_stage=3
 $H llmc "$scratch/gpt2.bin" "$KG"
 imported "an llm.c GPT-2 checkpoint (magic 20240326, version 3, padded vocabulary)" gpt2 "$scratch/gpt2.bin" "$KG" 2 \
     parallel.tp=2

@@ -18,6 +18,13 @@ compare_runs "$scratch/from" "$scratch/seed7" 0 loss grad_norm | diag
 compare_runs "$scratch/from" "$scratch/seed7" 0 loss grad_norm > /dev/null
 ok $? "per-step losses and grad norms are bitwise identical"
 
+# ZeRO-3: the model read straight into each rank's slice (the fp32 master weights), the rest gathered from it
+triad_run 2 "$DECKS/tiny.nml" train.steps=10 train.seed=7 parallel.zero_stage=3 io.run_dir="'$scratch/z3seed7'" &&
+    triad_run 2 "$DECKS/tiny.nml" train.steps=10 train.seed=99 parallel.zero_stage=3 \
+        io.init_from="'$scratch/model.h5'" io.run_dir="'$scratch/z3from'" &&
+    compare_runs "$scratch/z3from" "$scratch/z3seed7" 0 loss grad_norm > /dev/null
+ok $? "ZeRO-3 on dp 2: init_from the seed-7 weights gives bitwise the seed-7 run's losses and grad norms"
+
 triad_run 2 "$DECKS/tiny.nml" train.steps=10 train.seed=99 io.run_dir="'$scratch/seed99'"
 compare_runs "$scratch/seed99" "$scratch/seed7" 0 loss > /dev/null
 [ $? -ne 0 ]

@@ -56,7 +56,8 @@ void optim_init(struct optim *o, const struct model *m, const struct config *cfg
     if (o->zero) {
         o->gshard = o->k->alloc(o->shard * sizeof(float));
         o->piece = optim_zero_piece(cfg->parallel.bucket_mb, s->dp);
-        o->pack_floats = optim_zero_pack_floats(o->shard, cfg->parallel.bucket_mb, s->dp);
+        /* (ZeRO-3 never gathers the slice whole: optim_params_from_master) */
+        o->pack_floats = o->zero3 ? 0 : optim_zero_pack_floats(o->shard, cfg->parallel.bucket_mb, s->dp);
         if (o->pack_floats) o->pack = o->k->alloc(o->pack_floats * sizeof(float));
     }
     o->beta1 = cfg->train.beta1;

@@ -223,7 +223,7 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
     s->bytes[PM_OPTIM] = (2 + (size_t)(lp && !p->shape.zero3)) * round64(shard * 4) + /* (ZeRO-3: the master is
                                                                                            the parameters' slice) */
                          (p->shape.zero ? round64(shard * 4) +
-                                              round64(optim_zero_pack_floats(shard, p->bucket_mb, p->shape.dp) * 4)
+                                              (p->shape.zero3 ? 0 : round64(optim_zero_pack_floats(shard, p->bucket_mb, p->shape.dp) * 4))
                                         : 0);
     s->slot_bytes = model_slot_floats(&d, p->shape.micro_batch) * 4;
     s->scratch_bytes = model_scratch_floats(&d, p->shape.micro_batch) * 4;
