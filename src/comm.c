@@ -326,6 +326,92 @@ void comm_allgatherv_f32(struct comm *c, enum comm_group g, float *buf, const in
     comm_wait(c, g, CO_ALLGATHER, 1, &req);
 }
 
+/* Runs sent and received at ring step s, and the part of either in chunk k. */
+static int ring_out(const struct comm_ring *r) { return ((r->me - r->step - 1) % r->size + r->size) % r->size; }
+static int ring_in(const struct comm_ring *r) { return ((r->me - r->step - 2) % r->size + r->size) % r->size; }
+static size_t ring_part(const struct comm_ring *r, int run, size_t *at)
+{
+    size_t n = (size_t)r->counts[run], lo = (size_t)r->chunk * r->piece;
+    *at = (size_t)r->displs[run] + lo;
+    return lo < n ? (n - lo < r->piece ? n - lo : r->piece) : 0;
+}
+
+/* Post chunk r->chunk of step r->step: send of the outgoing run, receive of the incoming one into recv. */
+static void ring_post(struct comm *c, struct comm_ring *r)
+{
+    int p = r->size;
+    size_t at_out, at_in, out = ring_part(r, ring_out(r), &at_out), in = ring_part(r, ring_in(r), &at_in);
+    MPI_Comm mc = comm_of(c, r->g);
+    if (!c->staged) device_ready(c); /* (the previous chunk's sum is computed before MPI reads it) */
+    MPI_CHECK(MPI_Irecv(r->recv, (int)in, MPI_FLOAT, (r->me + p - 1) % p, r->tag, mc, &r->req[0]));
+    MPI_CHECK(MPI_Isend(r->buf + at_out, (int)out, MPI_FLOAT, (r->me + 1) % p, r->tag, mc, &r->req[1]));
+}
+
+void comm_ring_start(struct comm *c, struct comm_ring *r, enum comm_group g, float *buf, const int *counts,
+                     const int *displs, float *recv, size_t piece, int tag)
+{
+    memset(r, 0, sizeof *r);
+    r->g = g;
+    r->counts = counts;
+    r->displs = displs;
+    r->tag = tag;
+    r->piece = piece > 0 ? piece : 1;
+    if (r->piece > (size_t)INT_MAX) r->piece = (size_t)INT_MAX;
+    r->size = group_size(c, g);
+    MPI_CHECK(MPI_Comm_rank(comm_of(c, g), &r->me));
+    size_t most = 0;
+    for (int i = 0; i < r->size; i++) {
+        if ((size_t)displs[i] + (size_t)counts[i] > r->n) r->n = (size_t)displs[i] + (size_t)counts[i];
+        if ((size_t)counts[i] > most) most = (size_t)counts[i];
+    }
+    r->chunks = most == 0 ? 1 : (int)((most + r->piece - 1) / r->piece); /* every step, on every rank alike */
+    r->buf = buf;
+    r->recv = recv;
+    if (c->staged) { /* the ring runs on host copies; the result goes back when done */
+        r->dev = buf;
+        r->hbuf = pool_take(c, r->n);
+        r->hrecv = pool_take(c, r->piece);
+        r->buf = c->pool[r->hbuf].p;
+        r->recv = c->pool[r->hrecv].p;
+        c->k->to_host(r->buf, buf, r->n * sizeof(float));
+    }
+    r->active = r->size > 1;
+    if (r->active) ring_post(c, r);
+    account(c, g, CO_REDUCE_SCATTER, r->n * sizeof(float), wtime());
+}
+
+int comm_ring_progress(struct comm *c, struct comm_ring *r, int block)
+{
+    while (r->active) {
+        int done = 1;
+        size_t at, cnt = ring_part(r, ring_in(r), &at);
+        if (block) {
+            double t0 = wtime();
+            flight_begin(r->g, CO_REDUCE_SCATTER, (r->me + r->size - 1) % r->size, (double)cnt * sizeof(float));
+            MPI_CHECK(MPI_Waitall(2, r->req, MPI_STATUSES_IGNORE));
+            flight_end();
+            c->step.seconds[r->g][CO_REDUCE_SCATTER] += wtime() - t0;
+        } else {
+            MPI_CHECK(MPI_Testall(2, r->req, &done, MPI_STATUSES_IGNORE));
+        }
+        if (!done) return 0;
+        float *dst = r->buf + at;
+        if (c->staged) /* host copies: summed here */
+            for (size_t i = 0; i < cnt; i++) dst[i] += r->recv[i];
+        else c->k->residual_forward(PREC_FP32, dst, dst, r->recv, cnt);
+        if (++r->chunk == r->chunks) r->chunk = 0, r->step++;
+        if (r->step < r->size - 1) ring_post(c, r);
+        else r->active = 0;
+    }
+    if (c->staged && r->dev) { /* this rank's run back to the model buffer, the host buffers to the pool */
+        c->k->to_device(r->dev + r->displs[r->me], r->buf + r->displs[r->me],
+                        (size_t)r->counts[r->me] * sizeof(float));
+        c->pool[r->hbuf].busy = c->pool[r->hrecv].busy = 0;
+        r->dev = NULL;
+    }
+    return 1;
+}
+
 void comm_iallreduce_sum_f32(struct comm *c, enum comm_group g, float *buf, size_t n, MPI_Request *req)
 {
     if (c->staged) die("a non-blocking all-reduce of model memory that MPI cannot read (staged)");

@@ -111,6 +111,30 @@ void comm_ireduce_scatter_f32(struct comm *c, enum comm_group g, const float *se
 void comm_iallgatherv_f32(struct comm *c, enum comm_group g, float *buf, const int *counts, const int *displs,
                           MPI_Request *req);
 void comm_allgatherv_f32(struct comm *c, enum comm_group g, float *buf, const int *counts, const int *displs);
+/* A reduce-scatter by a ring of point-to-point messages, in place: buf
+ * holds the sum of counts floats, rank i's run at displs[i]; when done,
+ * rank i's run holds the group's sum (the other runs are left partial).
+ * Step s sends run me-s-1 to the next rank and adds run me-s-2 from the
+ * previous one, in chunks of `piece` floats; recv (model memory, piece
+ * floats) is the only scratch: MPI's reduce-scatters hold about twice the
+ * whole buffer.  Counted as one reduce-scatter of the buffer (its waits'
+ * time too); distinct tags for rings in flight at once on one communicator. */
+struct comm_ring {
+    enum comm_group g;
+    float *buf, *recv;   /* what the steps read and write (staged: host copies from the pool) */
+    float *dev;          /* staged: the model buffer the result returns to */
+    int hbuf, hrecv;     /* staged: their pool buffers */
+    const int *counts, *displs;
+    int size, me, step, chunk, chunks, tag, active;
+    size_t n, piece;
+    MPI_Request req[2];
+};
+void comm_ring_start(struct comm *c, struct comm_ring *r, enum comm_group g, float *buf, const int *counts,
+                     const int *displs, float *recv, size_t piece, int tag);
+/* Advance a ring as far as its messages have arrived (block: to the end);
+ * 1 once it is done (or none is active). */
+int comm_ring_progress(struct comm *c, struct comm_ring *r, int block);
+
 /* Non-blocking in-place all-reduce (sum) of n floats of model memory that
  * MPI reads itself (never staged: the caller checks device_staged); bytes
  * and calls counted here, the time in comm_wait. */

@@ -98,12 +98,23 @@ size_t dp_zero2_buffer_floats(const struct model_dims *d)
     return DP_ZERO2_BUFFERS * ((model_layer_floats(d) + 15) / 16 * 16);
 }
 
-/* Wait for buffer b's reduction and add this rank's part to gshard. */
+size_t dp_zero2_ring_floats(const struct model_dims *d, size_t piece)
+{
+    /* a chunk: a layer's share of one rank, at most a piece; a run larger than that (the slices cut the
+     * layers unevenly) goes in several */
+    size_t share = (model_layer_floats(d) + (size_t)d->dp - 1) / (size_t)d->dp, chunk = (share + 15) / 16 * 16;
+    if (chunk > piece) chunk = piece;
+    return DP_ZERO2_BUFFERS * (chunk < 16 ? 16 : chunk);
+}
+
+/* Finish buffer b's ring and add this rank's run to gshard. */
 static void retire(struct dp *p, int b)
 {
     if (p->layer[b] < 0) return;
-    comm_wait(p->c, CG_DP, CO_REDUCE_SCATTER, 1, &p->zreq[b]);
-    add_to_shard(p->o, p->ranges + (size_t)p->layer[b] * p->nranges, p->nranges, p->work[b]);
+    int j = p->layer[b], dp = p->c->grid->dp;
+    comm_ring_progress(p->c, &p->ring[b], 1);
+    add_to_shard(p->o, p->ranges + (size_t)j * p->nranges, p->nranges,
+                 p->work[b] + p->displs[(size_t)j * dp + p->c->grid->dp_rank]);
     p->layer[b] = -1;
 }
 
@@ -111,12 +122,14 @@ static float *zero2_hand_out(void *ctx, int j)
 {
     struct dp *p = ctx;
     int b = p->next;
-    retire(p, b); /* the oldest: its reduction has had a layer's backward to progress */
+    retire(p, b); /* the oldest: its ring has had a layer's backward to progress */
     p->layer[b] = j;
     p->next = (b + 1) % DP_ZERO2_BUFFERS;
     p->m->k->zero(p->work[b], p->layer_floats * sizeof(float));
     return p->work[b];
 }
+
+enum { RING_TAG = 700 }; /* + the buffer: the rings in flight on the dp communicator */
 
 static void zero2_layer_done(void *ctx, int j)
 {
@@ -124,16 +137,17 @@ static void zero2_layer_done(void *ctx, int j)
     int b = (p->next + DP_ZERO2_BUFFERS - 1) % DP_ZERO2_BUFFERS; /* the one just handed out */
     struct model *m = p->m;
     float *g = p->work[b];
+    int dp = p->c->grid->dp;
     for (int id = 0; id < NUM_PARAMS; id++) { /* the partial sums over tp first */
         if (!param_table[id].per_layer) continue;
         size_t per = m->size[id] / (size_t)m->d.Lp;
         if (param_sp_partial(&m->d, (enum param_id)id)) comm_allreduce_sum_f32(p->c, CG_TP, g, per);
         g += per;
     }
-    /* in place: this rank's sum lands at the start of the buffer */
-    comm_ireduce_scatter_f32(p->c, CG_DP, NULL, p->work[b], p->counts + (size_t)j * p->c->grid->dp, &p->zreq[b]);
+    comm_ring_start(p->c, &p->ring[b], CG_DP, p->work[b], p->counts + (size_t)j * dp, p->displs + (size_t)j * dp,
+                    p->recv[b], p->ring_piece, RING_TAG + b);
     int other = (b + 1) % DP_ZERO2_BUFFERS;
-    if (p->layer[other] >= 0) comm_progress(p->c, 1, &p->zreq[other]);
+    if (p->layer[other] >= 0) comm_ring_progress(p->c, &p->ring[other], 0);
 }
 
 static void zero2_init(struct dp *p)
@@ -144,10 +158,12 @@ static void zero2_init(struct dp *p)
     struct flat_range r[NUM_PARAMS];
     p->nranges = model_layer_ranges(m, 0, r);
     p->ranges = xcalloc((size_t)Lp * p->nranges, sizeof *p->ranges);
-    p->counts = xcalloc((size_t)Lp * dp, sizeof *p->counts);
+    p->counts = xcalloc(2 * (size_t)Lp * dp, sizeof *p->counts);
+    p->displs = p->counts + (size_t)Lp * dp;
     for (int j = 0; j < Lp; j++) {
         model_layer_ranges(m, j, p->ranges + (size_t)j * p->nranges);
-        optim_slice_counts(p->o, p->ranges + (size_t)j * p->nranges, p->nranges, dp, p->counts + (size_t)j * dp, NULL);
+        optim_slice_counts(p->o, p->ranges + (size_t)j * p->nranges, p->nranges, dp, p->counts + (size_t)j * dp,
+                           p->displs + (size_t)j * dp);
     }
     size_t n = (p->layer_floats + 15) / 16 * 16;
     float *mem = m->k->alloc(DP_ZERO2_BUFFERS * n * sizeof(float)); /* where the model's gradients live */
@@ -163,23 +179,24 @@ static void zero2_init(struct dp *p)
 }
 
 /* The tensors outside the layers, each reduce-scattered into the slice in
- * place, a bucket (dp pieces) at a time: MPI's scratch stays that size. */
+ * place by a ring, a bucket (dp pieces) at a time. */
 static void zero2_rest(struct dp *p)
 {
     struct model *m = p->m;
     struct comm *c = p->c;
-    size_t bucket = p->o->piece * (size_t)c->grid->dp;
-    int *counts = xmalloc((size_t)c->grid->dp * sizeof *counts);
+    int dp = c->grid->dp;
+    size_t bucket = p->o->piece * (size_t)dp;
+    int *counts = xmalloc(2 * (size_t)dp * sizeof *counts), *displs = counts + dp;
     for (int i = 0; i < NUM_PARAMS; i++) {
         if (param_table[i].per_layer || m->size[i] == 0) continue;
-        size_t at = m->at[i];
         for (size_t t = 0; t < m->size[i]; t += bucket) {
-            struct flat_range r = {at + t, m->size[i] - t < bucket ? m->size[i] - t : bucket};
-            optim_slice_counts(p->o, &r, 1, c->grid->dp, counts, NULL);
-            MPI_Request req; /* in place: this rank's sum lands at the start of the piece */
-            comm_ireduce_scatter_f32(c, CG_DP, NULL, m->grad[i] + t, counts, &req);
-            comm_wait(c, CG_DP, CO_REDUCE_SCATTER, 1, &req);
-            add_to_shard(p->o, &r, 1, m->grad[i] + t);
+            struct flat_range r = {m->at[i] + t, m->size[i] - t < bucket ? m->size[i] - t : bucket};
+            optim_slice_counts(p->o, &r, 1, dp, counts, displs);
+            struct comm_ring ring;
+            comm_ring_start(c, &ring, CG_DP, m->grad[i] + t, counts, displs, p->recv[0], p->ring_piece,
+                            RING_TAG + DP_ZERO2_BUFFERS);
+            comm_ring_progress(c, &ring, 1);
+            add_to_shard(p->o, &r, 1, m->grad[i] + t + displs[c->grid->dp_rank]);
         }
     }
     free(counts);
@@ -200,6 +217,12 @@ void dp_init(struct dp *p, struct model *m, struct optim *o, struct comm *c, con
                   : s->overlap && m->d.Lp ? DP_OVERLAP /* (a stage may hold no layer) */
                                           : DP_FLAT;
     if (p->strategy == DP_OVERLAP) overlap_init(p, bucket_mb);
+    if (p->strategy == DP_ZERO2) { /* the rings' scratch: one run for each buffer (the rest uses the first) */
+        size_t nr = dp_zero2_ring_floats(&m->d, o->piece) / DP_ZERO2_BUFFERS;
+        p->ring_piece = nr;
+        p->recv[0] = m->k->alloc(DP_ZERO2_BUFFERS * nr * sizeof(float));
+        p->recv[1] = p->recv[0] + nr;
+    }
     if (p->strategy == DP_ZERO2 && m->d.Lp > 0) zero2_init(p);
     if (p->strategy == DP_ZERO2 && s->zero3 && m->d.Lp > 0) zero3_init(&p->z3, m, o, c);
 }
@@ -207,6 +230,7 @@ void dp_init(struct dp *p, struct model *m, struct optim *o, struct comm *c, con
 void dp_free(struct dp *p)
 {
     if (p->work[0]) p->m->k->release(p->work[0]);
+    if (p->recv[0]) p->m->k->release(p->recv[0]);
     zero3_free(&p->z3);
     free(p->layer_sent);
     free(p->pending);

@@ -14,7 +14,8 @@
  *               sliced: no scratch of the buffer's size, here or in MPI);
  *   DP_ZERO2    each layer's gradients go into a small working buffer that is
  *               reduce-scattered into the slice as soon as the layer's
- *               backward ends (two buffers: one filling, one in flight); the
+ *               backward ends (two buffers: one filling, one in flight; a
+ *               ring of messages, comm_ring: no scratch inside MPI); the
  *               tensors outside the layers once per step, a bucket at a
  *               time.  Peak gradient memory: those tensors, two layers and
  *               the slice.  ZeRO-3 reduces its gradients so too, and
@@ -57,10 +58,12 @@ struct dp {
     size_t layer_floats;        /* one layer's per-layer tensors, packed */
     struct flat_range *ranges;  /* per local layer: its range list */
     int nranges;                /* ranges per layer */
-    int *counts;                /* per local layer: dp counts */
-    float *work[DP_ZERO2_BUFFERS]; /* a layer's gradients; after its reduction this rank's part, in front */
+    int *counts, *displs;       /* per local layer: each dp rank's run of the packed layer */
+    float *work[DP_ZERO2_BUFFERS]; /* a layer's gradients; after its reduction this rank's run is summed */
+    float *recv[DP_ZERO2_BUFFERS]; /* the rings' scratch: a chunk of ring_piece floats each */
+    size_t ring_piece;
     int layer[DP_ZERO2_BUFFERS];   /* the local layer a buffer holds; -1 free */
-    MPI_Request zreq[DP_ZERO2_BUFFERS];
+    struct comm_ring ring[DP_ZERO2_BUFFERS];
     int next;                   /* the buffer handed out next (round robin: the oldest) */
     struct zero3 z3;            /* ZeRO-3 (zero_stage 3): the layers' parameter gathers (m set when armed) */
 };
@@ -85,7 +88,10 @@ void dp_finish(struct dp *p);
  * param_sp_partial names; ZeRO-2's layers are done as they go). */
 void dp_reduce_tp_partial(struct model *m, struct comm *c);
 
-/* Floats of ZeRO-2's working buffers (for the planner). */
+/* Floats of ZeRO-2's working buffers, and of the scratch of their ring
+ * reduce-scatters (a chunk for each buffer: a layer's 1/dp, at most `piece`
+ * floats, optim.piece), for the planner. */
 size_t dp_zero2_buffer_floats(const struct model_dims *d);
+size_t dp_zero2_ring_floats(const struct model_dims *d, size_t piece);
 
 #endif

@@ -87,14 +87,8 @@ void model_init(struct model *m, const struct model_dims *d, const struct device
     m->B = B;
     m->N = B * d->T;
     m->Ns = d->sp ? m->N / d->tp : m->N;
-    size_t total = 0;
-    for (int i = 0; i < NUM_PARAMS; i++) {
-        m->size[i] = model_tensor_size(d, (enum param_id)i);
-        m->at[i] = total;
-        total += (m->size[i] + 15) / 16 * 16;
-    }
-    size_t quantum = 16 * (size_t)(d->dp > 0 ? d->dp : 1);
-    m->flat = (total + quantum - 1) / quantum * quantum;
+    for (int i = 0; i < NUM_PARAMS; i++) m->size[i] = model_tensor_size(d, (enum param_id)i);
+    m->flat = model_flat_layout(d, m->at);
     m->params_mem = k->alloc((d->shard_params ? model_rest_floats(d) : m->flat) * sizeof(float));
     m->grads_mem = k->alloc((d->shard_grads ? model_rest_floats(d) : m->flat) * sizeof(float));
     if (d->shard_params) {

@@ -220,6 +220,10 @@ struct flat_range {
     size_t at, n;
 };
 
+/* The flat layout of this rank's tensors: where each starts (at), each
+ * 16-aligned; its floats returned, a multiple of 16 * dp (ZeRO's equal
+ * shards). */
+size_t model_flat_layout(const struct model_dims *d, size_t at[NUM_PARAMS]);
 /* Floats of one layer's per-layer tensors on this rank. */
 size_t model_layer_floats(const struct model_dims *d);
 /* Floats of the tensors outside the layers, one after the other: grads_mem

@@ -205,6 +205,17 @@ size_t model_tensor_size(const struct model_dims *d, enum param_id id)
     return holds(d, id) ? r * c * (param_table[id].per_layer ? (size_t)d->Lp : 1) : 0;
 }
 
+size_t model_flat_layout(const struct model_dims *d, size_t at[NUM_PARAMS])
+{
+    size_t total = 0;
+    for (int i = 0; i < NUM_PARAMS; i++) {
+        at[i] = total;
+        total += (model_tensor_size(d, (enum param_id)i) + 15) / 16 * 16;
+    }
+    size_t quantum = 16 * (size_t)(d->dp > 0 ? d->dp : 1);
+    return (total + quantum - 1) / quantum * quantum;
+}
+
 size_t model_layer_floats(const struct model_dims *d)
 {
     size_t n = 0;

@@ -36,7 +36,6 @@
 
 
 static size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; } /* what xalloc_aligned reserves */
-static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
 void plan_stage_dims(struct model_dims *d, const struct config *cfg, const struct plan *p, int pp_rank)
 {
@@ -51,19 +50,13 @@ void plan_stage_dims(struct model_dims *d, const struct config *cfg, const struc
     model_dims_init(d, cfg, &p->shape, &g);
 }
 
-/* Floats of params_mem / grads_mem: every tensor 16-aligned, the total a
- * multiple of 16 * dp (model_init). */
+/* Floats of the flat layout (model_flat_layout), and the elements in it. */
 static size_t flat_floats(const struct model_dims *d, size_t *params)
 {
-    size_t total = 0, n = 0;
-    for (int i = 0; i < NUM_PARAMS; i++) {
-        size_t s = model_tensor_size(d, (enum param_id)i);
-        total += round16(s);
-        n += s;
-    }
-    size_t quantum = 16 * (size_t)(d->dp > 0 ? d->dp : 1);
+    size_t at[NUM_PARAMS], n = 0;
+    for (int i = 0; i < NUM_PARAMS; i++) n += model_tensor_size(d, (enum param_id)i);
     if (params) *params = n;
-    return (total + quantum - 1) / quantum * quantum;
+    return model_flat_layout(d, at);
 }
 
 static size_t act_bytes(const struct model_dims *d, int B, int slots, int nrecv)
@@ -102,10 +95,8 @@ static size_t comm_buffer(const struct plan *p, const struct model_dims *d, size
 {
     size_t big = 0, NC = (size_t)p->shape.micro_batch * d->T * d->C * 4, wte = model_tensor_size(d, P_WTE) * 4, x;
     size_t bucket = optim_zero_piece(p->bucket_mb, p->shape.dp) * (size_t)p->shape.dp; /* ZeRO's pieces */
-    if (p->shape.dp > 1 && p->shape.zero2) { /* a layer at a time, then each tensor outside the layers in buckets */
-        size_t rest = wte / 4 < bucket ? wte / 4 : bucket; /* (wte, or llama's head, is the largest) */
-        big = DP_ZERO2_BUFFERS * reduce_scatter_scratch(model_layer_floats(d) * 4, p->shape.dp);
-        if ((x = reduce_scatter_scratch(rest * 4, p->shape.dp)) > big) big = x;
+    if (p->shape.dp > 1 && p->shape.zero2) {
+        /* rings of messages (comm_ring): their scratch is counted with the gradients; none inside MPI */
     } else if (p->shape.dp > 1)
         big = p->shape.zero ? reduce_scatter_scratch((flat < bucket ? flat : bucket) * 4, p->shape.dp)
             : overlapped(p, d) ? allreduce_scratch(overlapped_bytes(d), p->shape.dp) : allreduce_scratch(flat * 4, p->shape.dp);
@@ -174,13 +165,15 @@ static size_t param_bytes(const struct model_dims *d, size_t flat)
 }
 
 /* The gradients: the flat layout, or (ZeRO-2) the tensors outside the
- * layers and the per-layer working buffers; + dwte_embed. */
-static size_t grad_bytes(const struct model_dims *d, size_t flat, int zero2)
+ * layers, the per-layer working buffers and their rings' scratch; +
+ * dwte_embed. */
+static size_t grad_bytes(const struct model_dims *d, size_t flat, int zero2, size_t piece)
 {
     size_t wte = model_tensor_size(d, P_WTE);
     size_t main = zero2 ? round64(model_rest_floats(d) * 4) : round64(flat * 4);
     size_t buffers = zero2 && d->Lp > 0 ? round64(dp_zero2_buffer_floats(d) * 4) : 0;
-    return main + buffers + round64((wte ? wte : 1) * 4);
+    size_t ring = zero2 ? round64(dp_zero2_ring_floats(d, piece) * 4) : 0;
+    return main + buffers + ring + round64((wte ? wte : 1) * 4);
 }
 
 /* The CUDA table's 16-bit copies of the products' operands in a bf16/fp16
@@ -219,7 +212,7 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
     size_t flat = flat_floats(&d, &s->params), shard = p->shape.zero ? flat / (size_t)p->shape.dp : flat;
     int lp = d.prec != PREC_FP32; /* + fp32 master weights beside m and v */
     s->bytes[PM_PARAMS] = param_bytes(&d, flat); /* bf16/fp16 values in fp32 containers, on the GPU too (so far) */
-    s->bytes[PM_GRADS] = grad_bytes(&d, flat, p->shape.zero2);
+    s->bytes[PM_GRADS] = grad_bytes(&d, flat, p->shape.zero2, optim_zero_piece(p->bucket_mb, p->shape.dp));
     s->bytes[PM_OPTIM] = (2 + (size_t)(lp && !p->shape.zero3)) * round64(shard * 4) + /* (ZeRO-3: the master is
                                                                                            the parameters' slice) */
                          (p->shape.zero ? round64(shard * 4) +
@@ -391,7 +384,7 @@ unsigned long long *plan_allocated(const struct model *m, const struct optim *o,
 {
     unsigned long long mine[4] = {
         param_bytes(&m->d, m->flat),
-        grad_bytes(&m->d, m->flat, o->zero2),
+        grad_bytes(&m->d, m->flat, o->zero2, o->piece),
         (2 + (o->master_mem && !o->zero3 ? 1ull : 0ull)) * round64(o->shard * 4) +
             (o->gshard ? round64(o->shard * 4) : 0) + (o->pack ? round64(o->pack_floats * 4) : 0),
         round64(m->act_bytes),
