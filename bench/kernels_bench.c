@@ -68,7 +68,7 @@ int main(int argc, char **argv)
     if (argc == 6) B = atoi(argv[1]), T = atoi(argv[2]), C = atoi(argv[3]), NH = atoi(argv[4]), V = atoi(argv[5]);
     if (!getenv("OMP_NUM_THREADS")) omp_set_num_threads(2);
     int N = B * T, HS = C / NH;
-    size_t NC = (size_t)N * C, NV = (size_t)N * V, ATT = (size_t)B * NH * T * T;
+    size_t NC = (size_t)N * C, NV = (size_t)N * V, ATT = (size_t)B * NH * T; /* attention's log-sum-exp */
     printf("kernels_bench: B=%d T=%d C=%d NH=%d V=%d, %d threads, gemm %s\n", B, T, C, NH, V,
            omp_get_max_threads(), gemm_backend_name());
 
@@ -78,7 +78,7 @@ int main(int argc, char **argv)
     float *x = fbuf(NC, 1), *y = fbuf(NC, 1), *dx = fbuf(NC, 1), *dy = fbuf(NC, 1);
     float *mean = fbuf(N, 0), *rstd = fbuf(N, 0), *w = fbuf(4 * (size_t)C * C, 0.02f),
           *dw = fbuf(4 * (size_t)C * C, 0), *bias = fbuf(4 * C, 0.02f), *db = fbuf(4 * C, 0);
-    float *qkv = fbuf(3 * NC, 1), *dqkv = fbuf(3 * NC, 0), *att = fbuf(ATT, 0), *scr = fbuf(ATT, 0);
+    float *qkv = fbuf(3 * NC, 1), *dqkv = fbuf(3 * NC, 0), *att = fbuf(ATT, 0);
     float *h = fbuf(4 * NC, 1), *gh = fbuf(4 * NC, 1), *dh = fbuf(4 * NC, 0);
     float *lg = fbuf(NV, 3), *dlg = fbuf(NV, 0), *mx = fbuf(N, 0), *sm = fbuf(N, 0),
           *tl = fbuf(N, 0), *loss = fbuf(N, 0);
@@ -102,7 +102,7 @@ int main(int argc, char **argv)
     double attflops = 4.0 * B * NH * ((double)T * (T + 1) / 2) * HS;
     TIME(s, attention_forward(y, att, qkv, B, T, NH, NH, C / NH));
     report("attention_forward", s, 0, attflops);
-    TIME(s, attention_backward(dqkv, scr, dy, qkv, att, B, T, NH, NH, C / NH));
+    TIME(s, attention_backward(dqkv, dy, y, qkv, att, B, T, NH, NH, C / NH));
     report("attention_backward", s, 0, 2 * attflops);
     TIME(s, gelu_forward(gh, h, 4 * NC));
     report("gelu_forward", s, 2 * 4 * NC * f, 0);

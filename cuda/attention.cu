@@ -6,9 +6,13 @@
  * after its predecessor), the causal softmax and its backward a warp per
  * row.  A kv head's gradients add its query heads' shares in order r.
  *
- * The products cover the full (T,T) square; the softmax then writes the
- * probabilities on and below the diagonal and zeros above it, so att and
- * the results equal the CPU kernel's, which computes only the lower blocks.
+ * The probabilities live only during a call, in the context's workspace
+ * (cuda_att_workspace: (B,NH,T,T), two of them in the backward); what is
+ * kept for the backward is each row's log-sum-exp, from which the backward
+ * recomputes them, as the CPU's fused kernel does (a fused kernel without
+ * the workspace is still to come on the GPU).  The products cover the full
+ * (T,T) square; the softmax writes the probabilities on and below the
+ * diagonal and zeros above it.
  * Matrix shapes in the comments are the column-major views cuBLAS sees
  * (see matmul.cu): q, k, v, dout buffers of one head are (HS,T), att (T,T)
  * read column-major is att^T.
@@ -19,8 +23,9 @@
  * fp32. */
 #include "common.cuh"
 
-/* Row r of the (B*NH*T, T) scores: probabilities for j <= i = r % T, zeros above. */
-__global__ void softmax_causal_kernel(float *att, long rows, int T)
+/* Row r of the (B*NH*T, T) scores: probabilities for j <= i = r % T, zeros
+ * above, and the row's log-sum-exp into lse[r]. */
+__global__ void softmax_causal_kernel(float *att, float *lse, long rows, int T)
 {
     int lane = threadIdx.x % 32;
     long r = WARP_ROW();
@@ -36,8 +41,22 @@ __global__ void softmax_causal_kernel(float *att, long rows, int T)
         a[j] = e;
         s += e;
     }
-    float inv = 1.0f / warp_sum(s);
+    s = warp_sum(s);
+    float inv = 1.0f / s;
     for (int j = lane; j <= i; j += 32) a[j] *= inv;
+    for (int j = i + 1 + lane; j < T; j += 32) a[j] = 0.0f;
+    if (lane == 0) lse[r] = mx + logf(s);
+}
+
+/* The probabilities again from the scores and the forward's log-sum-exp. */
+__global__ void softmax_from_lse_kernel(float *att, const float *lse, long rows, int T)
+{
+    int lane = threadIdx.x % 32;
+    long r = WARP_ROW();
+    if (r >= rows) return;
+    float *a = att + (size_t)r * T, l = lse[r];
+    int i = (int)(r % T);
+    for (int j = lane; j <= i; j += 32) a[j] = expf(a[j] - l);
     for (int j = i + 1 + lane; j < T; j += 32) a[j] = 0.0f;
 }
 
@@ -88,14 +107,13 @@ static const void *operand(int lp, int slot, const float *x, size_t n)
     return lp < 0 ? (const void *)x : (const void *)cuda_lp_operand((enum cuda_lp)lp, slot, x, n);
 }
 
-static void attention_forward(int lp, float *out, float *att, const float *qkv, int B, int T, int NH, int NKV,
-                              int HS)
+/* att = the scores q k^T * scale of every head (B,NH,T,T). */
+static void scores(int lp, float *att, const void *x, int B, int T, int NH, int NKV, int HS)
 {
-    int W = (NH + 2 * NKV) * HS, C = NH * HS, G = NH / NKV;
+    int W = (NH + 2 * NKV) * HS, G = NH / NKV;
     long long TT = (long long)T * T, qs = (long long)G * HS, as = G * TT;
     float scale = 1.0f / sqrtf((float)HS);
     const cublasOperation_t N_ = CUBLAS_OP_N, T_ = CUBLAS_OP_T;
-    const void *x = operand(lp, 0, qkv, (size_t)B * T * W);
     for (int b = 0; b < B; b++)
         for (int r = 0; r < G; r++) {
             size_t q = (size_t)b * T * W + (size_t)r * HS, k = (size_t)b * T * W + (size_t)NH * HS;
@@ -103,8 +121,19 @@ static void attention_forward(int lp, float *out, float *att, const float *qkv, 
             heads_gemm(lp, T_, N_, T, T, HS, scale, at(lp, x, k), W, HS, at(lp, x, q), W, qs, 0.0f,
                        att + ((size_t)b * NH + r) * TT, T, as, NKV);
         }
+}
+
+static void attention_forward(int lp, float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV,
+                              int HS)
+{
+    int W = (NH + 2 * NKV) * HS, C = NH * HS, G = NH / NKV;
+    long long TT = (long long)T * T, qs = (long long)G * HS, as = G * TT;
+    const cublasOperation_t N_ = CUBLAS_OP_N;
+    const void *x = operand(lp, 0, qkv, (size_t)B * T * W);
+    float *att = cuda_att_workspace((size_t)B * NH * TT);
+    scores(lp, att, x, B, T, NH, NKV, HS);
     long rows = (long)B * NH * T;
-    CUDA_LAUNCH(softmax_causal_kernel, grid_for_rows(rows), BLOCK, att, rows, T);
+    CUDA_LAUNCH(softmax_causal_kernel, grid_for_rows(rows), BLOCK, att, lse, rows, T);
     const void *p = operand(lp, 1, att, (size_t)B * NH * TT);
     for (int b = 0; b < B; b++)
         for (int r = 0; r < G; r++) {
@@ -115,14 +144,18 @@ static void attention_forward(int lp, float *out, float *att, const float *qkv, 
         }
 }
 
-static void attention_backward(int lp, float *dqkv, float *scratch, const float *dout, const float *qkv,
-                               const float *att, int B, int T, int NH, int NKV, int HS)
+static void attention_backward(int lp, float *dqkv, const float *dout, const float *lse, const float *qkv,
+                               int B, int T, int NH, int NKV, int HS)
 {
     int W = (NH + 2 * NKV) * HS, C = NH * HS, G = NH / NKV;
     long long TT = (long long)T * T, qs = (long long)G * HS, as = G * TT;
     float scale = 1.0f / sqrtf((float)HS);
     const cublasOperation_t N_ = CUBLAS_OP_N, T_ = CUBLAS_OP_T;
     const void *x = operand(lp, 0, qkv, (size_t)B * T * W), *dy = operand(lp, 2, dout, (size_t)B * T * C);
+    float *att = cuda_att_workspace(2 * (size_t)B * NH * TT), *scratch = att + (size_t)B * NH * TT;
+    long rows = (long)B * NH * T;
+    scores(lp, att, x, B, T, NH, NKV, HS); /* the probabilities again, from the scores and lse */
+    CUDA_LAUNCH(softmax_from_lse_kernel, grid_for_rows(rows), BLOCK, att, lse, rows, T);
     for (int b = 0; b < B; b++)
         for (int r = 0; r < G; r++) {
             size_t v = (size_t)b * T * W + (size_t)(NH + NKV) * HS, dy_h = (size_t)b * T * C + (size_t)r * HS;
@@ -130,7 +163,6 @@ static void attention_backward(int lp, float *dqkv, float *scratch, const float 
             heads_gemm(lp, T_, N_, T, T, HS, 1.0f, at(lp, x, v), W, HS, at(lp, dy, dy_h), C, qs, 0.0f,
                        scratch + ((size_t)b * NH + r) * TT, T, as, NKV);
         }
-    long rows = (long)B * NH * T;
     CUDA_LAUNCH(softmax_causal_backward_kernel, grid_for_rows(rows), BLOCK, scratch, att, rows, T,
                 scale);
     const void *p = operand(lp, 1, att, (size_t)B * NH * TT), *ds = operand(lp, 3, scratch, (size_t)B * NH * TT);
@@ -151,25 +183,25 @@ static void attention_backward(int lp, float *dqkv, float *scratch, const float 
         }
 }
 
-void cuda_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH, int NKV, int HS)
+void cuda_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV, int HS)
 {
-    attention_forward(-1, out, att, qkv, B, T, NH, NKV, HS);
+    attention_forward(-1, out, lse, qkv, B, T, NH, NKV, HS);
 }
 
-void cuda_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                             const float *att, int B, int T, int NH, int NKV, int HS)
+void cuda_attention_backward(float *dqkv, const float *dout, const float *lse, const float *qkv, int B, int T,
+                             int NH, int NKV, int HS)
 {
-    attention_backward(-1, dqkv, scratch, dout, qkv, att, B, T, NH, NKV, HS);
+    attention_backward(-1, dqkv, dout, lse, qkv, B, T, NH, NKV, HS);
 }
 
-void cuda_attention_forward_tc(enum cuda_lp lp, float *out, float *att, const float *qkv, int B, int T, int NH,
+void cuda_attention_forward_tc(enum cuda_lp lp, float *out, float *lse, const float *qkv, int B, int T, int NH,
                                int NKV, int HS)
 {
-    attention_forward((int)lp, out, att, qkv, B, T, NH, NKV, HS);
+    attention_forward((int)lp, out, lse, qkv, B, T, NH, NKV, HS);
 }
 
-void cuda_attention_backward_tc(enum cuda_lp lp, float *dqkv, float *scratch, const float *dout,
-                                const float *qkv, const float *att, int B, int T, int NH, int NKV, int HS)
+void cuda_attention_backward_tc(enum cuda_lp lp, float *dqkv, const float *dout, const float *lse,
+                                const float *qkv, int B, int T, int NH, int NKV, int HS)
 {
-    attention_backward((int)lp, dqkv, scratch, dout, qkv, att, B, T, NH, NKV, HS);
+    attention_backward((int)lp, dqkv, dout, lse, qkv, B, T, NH, NKV, HS);
 }

@@ -49,7 +49,11 @@ struct cuda_context {
     unsigned long long *count;     /* (1) */
     uint16_t *lp[CUDA_LP_SLOTS];   /* 16-bit operand copies (cuda_lp_operand) */
     size_t lp_n[CUDA_LP_SLOTS];
+    float *att;                    /* attention's (T,T) workspace of one call (cuda_att_workspace) */
+    size_t att_n;
 };
+/* At least n floats of attention's workspace (grown as needed, kept). */
+float *cuda_att_workspace(size_t n);
 /* The context; fails with a hint when cuda_backend_init was not called. */
 const struct cuda_context *cuda_ctx(void);
 

@@ -59,6 +59,9 @@ void cuda_backend_finalize(void)
         ctx.lp[i] = NULL;
         ctx.lp_n[i] = 0;
     }
+    if (ctx.att) CUDA_CHECK(cudaFree(ctx.att));
+    ctx.att = NULL;
+    ctx.att_n = 0;
     CUDA_CHECK(cudaFree(ctx.count));
     CUDA_CHECK(cudaFree(ctx.result));
     CUDA_CHECK(cudaFree(ctx.partial));
@@ -79,6 +82,18 @@ const uint16_t *cuda_lp_operand(enum cuda_lp lp, int slot, const float *x, size_
     }
     cuda_pack(lp, ctx.lp[slot], x, n);
     return ctx.lp[slot];
+}
+
+float *cuda_att_workspace(size_t n)
+{
+    cuda_ctx(); /* initialised */
+    if (n > ctx.att_n) {
+        if (ctx.att) CUDA_CHECK(cudaFree(ctx.att));
+        ctx.att = NULL;
+        CUDA_CHECK(cudaMalloc(&ctx.att, n * sizeof(float)));
+        ctx.att_n = n;
+    }
+    return ctx.att;
 }
 
 void cuda_set_tf32(int on)

@@ -63,9 +63,12 @@ void cuda_rmsnorm_forward(float *out, float *rstd, const float *inp, const float
 void cuda_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                            const float *rstd, int N, int C);
 
-void cuda_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH, int NKV, int HS);
-void cuda_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                             const float *att, int B, int T, int NH, int NKV, int HS);
+/* Causal attention as the CPU kernels (backend_ops.h): lse (B,NH,T) kept for
+ * the backward, which recomputes the probabilities from it (in a workspace
+ * of the context: cuda_att_workspace). */
+void cuda_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV, int HS);
+void cuda_attention_backward(float *dqkv, const float *dout, const float *lse, const float *qkv, int B, int T,
+                             int NH, int NKV, int HS);
 void cuda_rope_forward(float *qkv, const float *cos, const float *sin, int B, int T, int NH, int NKV, int HS);
 void cuda_rope_backward(float *dqkv, const float *cos, const float *sin, int B, int T, int NH, int NKV, int HS);
 
@@ -123,10 +126,10 @@ void cuda_matmul_forward_tc(enum cuda_lp lp, float *out, const float *inp, const
 void cuda_matmul_backward_tc(enum cuda_lp lp, float *dinp, float *dweight, float *dbias,
                              const float *dout, const float *inp, const float *weight, int N, int C,
                              int OC);
-void cuda_attention_forward_tc(enum cuda_lp lp, float *out, float *att, const float *qkv, int B, int T,
+void cuda_attention_forward_tc(enum cuda_lp lp, float *out, float *lse, const float *qkv, int B, int T,
                                int NH, int NKV, int HS);
-void cuda_attention_backward_tc(enum cuda_lp lp, float *dqkv, float *scratch, const float *dout,
-                                const float *qkv, const float *att, int B, int T, int NH, int NKV, int HS);
+void cuda_attention_backward_tc(enum cuda_lp lp, float *dqkv, const float *dout, const float *lse,
+                                const float *qkv, int B, int T, int NH, int NKV, int HS);
 
 #ifdef __cplusplus
 }

@@ -38,15 +38,14 @@ void KNAME(matmul_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias,
  * heads (grouped-query attention: query head h reads kv head h / (NH/NKV);
  * NKV = NH is multi-head attention).  qkv (B,T,(NH+2NKV)*HS): the q heads,
  * then the k heads, then the v heads, each head's HS values contiguous.
- * att (B,NH,T,T): softmax probabilities saved for backward (entries above
- * the diagonal are 0).  out (B,T,NH*HS).  Scale 1/sqrt(HS). */
-void KNAME(attention_forward)(KREAL *out, KREAL *att, const KREAL *qkv,
+ * lse (B,NH,T): each row's log-sum-exp of its scaled scores, kept for the
+ * backward (fused: no T x T buffer).  out (B,T,NH*HS).  Scale 1/sqrt(HS). */
+void KNAME(attention_forward)(KREAL *out, KREAL *lse, const KREAL *qkv,
                               int B, int T, int NH, int NKV, int HS);
 /* dqkv (B,T,(NH+2NKV)*HS) overwritten (a kv head's gradient sums over its
- * query heads in head order); scratch (B,NH,T,T) is workspace. */
-void KNAME(attention_backward)(KREAL *dqkv, KREAL *scratch, const KREAL *dout,
-                               const KREAL *qkv, const KREAL *att,
-                               int B, int T, int NH, int NKV, int HS);
+ * query heads in head order) from dout and the forward's out and lse. */
+void KNAME(attention_backward)(KREAL *dqkv, const KREAL *dout, const KREAL *out, const KREAL *qkv,
+                               const KREAL *lse, int B, int T, int NH, int NKV, int HS);
 
 /* Rotary position embedding of the q and k heads of qkv (layout as above),
  * in place, Hugging Face's rotate_half convention: for i < HS/2 the pair

@@ -332,94 +332,148 @@ void KNAME(matmul_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias,
 
 /* ------------------------------------------------------------ attention */
 
-/* Row i of the causal softmax, in place: a[0..i] scaled scores in,
- * probabilities out; a[i+1..T) set to 0. */
-static inline void softmax_causal_row(KREAL *a, int i, int T)
+/* Fused causal attention (flash-attention's scheme): for each block of
+ * ATT_BLK queries, the blocks of keys up to the diagonal one by one, the
+ * scores of a block (ATT_BLK x ATT_BLK, on the thread's stack) turned into
+ * unnormalised probabilities against a running row maximum (an online
+ * softmax: the partial output and row sum rescaled when the maximum
+ * grows), the output accumulated with the block's values; at the end the
+ * output divided by the row sum, and lse = max + log(sum) kept per row for
+ * the backward, which recomputes each block's probabilities from it.
+ * Nothing of size T x T exists.  A query head reads its group's kv head in
+ * place (GQA without copies).  Products go through GEMM. */
+
+/* Query head h's and its kv head's columns in a qkv row, the row widths. */
+struct att_geom { int W, C, G; KREAL scale; };
+static struct att_geom att_geom(int T, int NH, int NKV, int HS)
 {
-    KREAL mx = -K(INFINITY);
-#pragma omp simd reduction(max : mx)
-    for (int j = 0; j <= i; j++) mx = a[j] > mx ? a[j] : mx;
-#pragma omp simd
-    for (int j = 0; j <= i; j++) a[j] = KEXP(a[j] - mx);
-    KREAL s;
-    LANE_SUM(KREAL, s, 0, i + 1, j, a[j]);
-    KREAL inv = K(1) / s;
-#pragma omp simd
-    for (int j = 0; j <= i; j++) a[j] *= inv;
-    for (int j = i + 1; j < T; j++) a[j] = 0;
+    (void)T;
+    return (struct att_geom){(NH + 2 * NKV) * HS, NH * HS, NH / NKV, K(1) / KSQRT(K(HS))};
 }
 
-void KNAME(attention_forward)(KREAL *out, KREAL *att, const KREAL *qkv,
+/* Keys of block j0 that row i may see (causal): all nc of them below the
+ * diagonal block, i - j0 + 1 in it. */
+static inline int att_visible(int i, int j0, int nc) { return imin(nc, i - j0 + 1); }
+
+void KNAME(attention_forward)(KREAL *out, KREAL *lse, const KREAL *qkv,
                               int B, int T, int NH, int NKV, int HS)
 {
-    int W = (NH + 2 * NKV) * HS, C = NH * HS, G = NH / NKV; /* qkv row width, out row width, group */
-    KREAL scale = K(1) / KSQRT(K(HS));
-    /* One (b,h) per iteration; gemm runs single-threaded inside. */
+    struct att_geom g = att_geom(T, NH, NKV, HS);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
-            const KREAL *row = qkv + (size_t)b * T * W;
+            const KREAL *row = qkv + (size_t)b * T * g.W;
             const KREAL *q = row + (size_t)h * HS;                          // (T,HS) ld W
-            const KREAL *k = row + (size_t)(NH + h / G) * HS;
+            const KREAL *k = row + (size_t)(NH + h / g.G) * HS;
             const KREAL *v = k + (size_t)NKV * HS;
-            KREAL *a = att + ((size_t)b * NH + h) * T * T;                  // (T,T)
-            KREAL *o = out + (size_t)b * T * C + (size_t)h * HS;           // (T,HS) ld C
+            KREAL *o = out + (size_t)b * T * g.C + (size_t)h * HS;         // (T,HS) ld C
+            KREAL *l = lse + ((size_t)b * NH + h) * T;
+            KREAL s[ATT_BLK * ATT_BLK], mx[ATT_BLK], sum[ATT_BLK];
             for (int i0 = 0; i0 < T; i0 += ATT_BLK) {
-                int nr = imin(ATT_BLK, T - i0), nc = i0 + nr; /* rows, causal width */
-                GEMM(0, 1, nr, nc, HS, scale, q + (size_t)i0 * W, W, k, W, K(0), a + (size_t)i0 * T, T);
-                for (int i = i0; i < nc; i++) softmax_causal_row(a + (size_t)i * T, i, T);
-                GEMM(0, 0, nr, HS, nc, K(1), a + (size_t)i0 * T, T, v, W, K(0), o + (size_t)i0 * C, C);
+                int nr = imin(ATT_BLK, T - i0);
+                for (int r = 0; r < nr; r++) {
+                    mx[r] = -K(INFINITY);
+                    sum[r] = 0;
+                    for (int c = 0; c < HS; c++) o[(size_t)(i0 + r) * g.C + c] = 0;
+                }
+                for (int j0 = 0; j0 <= i0; j0 += ATT_BLK) {
+                    int nc = imin(ATT_BLK, T - j0);
+                    GEMM(0, 1, nr, nc, HS, g.scale, q + (size_t)i0 * g.W, g.W, k + (size_t)j0 * g.W, g.W, K(0), s,
+                         ATT_BLK);
+                    for (int r = 0; r < nr; r++) {
+                        KREAL *sr = s + (size_t)r * ATT_BLK, m = mx[r], add;
+                        int n = att_visible(i0 + r, j0, nc);
+                        for (int j = 0; j < n; j++) m = sr[j] > m ? sr[j] : m;
+#pragma omp simd
+                        for (int j = 0; j < n; j++) sr[j] = KEXP(sr[j] - m);
+                        for (int j = n; j < nc; j++) sr[j] = 0;
+                        LANE_SUM(KREAL, add, 0, n, j, sr[j]);
+                        KREAL corr = KEXP(mx[r] - m); /* (0 for the first block: mx was -inf) */
+                        sum[r] = sum[r] * corr + add;
+                        mx[r] = m;
+                        KREAL *orow = o + (size_t)(i0 + r) * g.C;
+#pragma omp simd
+                        for (int c = 0; c < HS; c++) orow[c] *= corr;
+                    }
+                    GEMM(0, 0, nr, HS, nc, K(1), s, ATT_BLK, v + (size_t)j0 * g.W, g.W, K(1), o + (size_t)i0 * g.C,
+                         g.C);
+                }
+                for (int r = 0; r < nr; r++) {
+                    KREAL inv = K(1) / sum[r], *orow = o + (size_t)(i0 + r) * g.C;
+#pragma omp simd
+                    for (int c = 0; c < HS; c++) orow[c] *= inv;
+                    l[i0 + r] = mx[r] + KLOG(sum[r]);
+                }
             }
         }
 }
 
-void KNAME(attention_backward)(KREAL *dqkv, KREAL *scratch, const KREAL *dout,
-                               const KREAL *qkv, const KREAL *att,
-                               int B, int T, int NH, int NKV, int HS)
+/* Rows [*, *+n) x HS with leading dimension ld set to 0. */
+static void zero_rows(KREAL *x, int n, int HS, int ld)
 {
-    int W = (NH + 2 * NKV) * HS, C = NH * HS, G = NH / NKV;
-    KREAL scale = K(1) / KSQRT(K(HS));
+    for (int i = 0; i < n; i++)
+        for (int c = 0; c < HS; c++) x[(size_t)i * ld + c] = 0;
+}
+
+void KNAME(attention_backward)(KREAL *dqkv, const KREAL *dout, const KREAL *out, const KREAL *qkv,
+                               const KREAL *lse, int B, int T, int NH, int NKV, int HS)
+{
+    struct att_geom g = att_geom(T, NH, NKV, HS);
     /* One (b, kv head) per iteration: its query heads in order, each adding
-     * its share to the kv head's gradients (the first overwrites). */
+     * its share to the kv head's gradients. */
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
-        for (int g = 0; g < NKV; g++)
-            for (int r = 0; r < G; r++) {
-                int h = g * G + r;
-                size_t base = (size_t)b * T * W, qoff = base + (size_t)h * HS, koff = base + (size_t)(NH + g) * HS;
-                size_t voff = koff + (size_t)NKV * HS;
-                const KREAL *q = qkv + qoff, *k = qkv + koff, *v = qkv + voff;
-                KREAL *dq = dqkv + qoff, *dk = dqkv + koff, *dv = dqkv + voff; // ld W
-                const KREAL *a = att + ((size_t)b * NH + h) * T * T;             // (T,T)
-                KREAL *d = scratch + ((size_t)b * NH + h) * T * T;               // (T,T)
-                const KREAL *dout_h = dout + (size_t)b * T * C + (size_t)h * HS;   // ld C
-                KREAL beta = r == 0 ? K(0) : K(1);
-                /* d = datt = dout_h v^T, then through the softmax and the scale;
-                 * dq = d k.  Row blocks, causal width only. */
-                for (int i0 = 0; i0 < T; i0 += ATT_BLK) {
-                    int nr = imin(ATT_BLK, T - i0), nc = i0 + nr;
-                    GEMM(0, 1, nr, nc, HS, K(1), dout_h + (size_t)i0 * C, C, v, W, K(0), d + (size_t)i0 * T, T);
-                    for (int i = i0; i < nc; i++) {
-                        const KREAL *ar = a + (size_t)i * T;
-                        KREAL *dr = d + (size_t)i * T;
-                        KREAL s;
-                        LANE_SUM(KREAL, s, 0, i + 1, j, ar[j] * dr[j]);
-#pragma omp simd
-                        for (int j = 0; j <= i; j++) dr[j] = ar[j] * (dr[j] - s) * scale;
-                        for (int j = i + 1; j < T; j++) dr[j] = 0;
-                    }
-                    GEMM(0, 0, nr, HS, nc, K(1), d + (size_t)i0 * T, T, k, W, K(0), dq + (size_t)i0 * W, W);
-                }
-                /* dk += d^T q, dv += att^T dout_h: row j of the result sums over
-                 * i >= j only, so column block j0 starts at row j0. */
+        for (int kh = 0; kh < NKV; kh++) {
+            size_t base = (size_t)b * T * g.W, koff = base + (size_t)(NH + kh) * HS, voff = koff + (size_t)NKV * HS;
+            const KREAL *k = qkv + koff, *v = qkv + voff;
+            KREAL *dk = dqkv + koff, *dv = dqkv + voff; // ld W
+            KREAL p[ATT_BLK * ATT_BLK], ds[ATT_BLK * ATT_BLK], D[ATT_BLK];
+            zero_rows(dk, T, HS, g.W);
+            zero_rows(dv, T, HS, g.W);
+            for (int r = 0; r < g.G; r++) {
+                int h = kh * g.G + r;
+                size_t qoff = base + (size_t)h * HS;
+                const KREAL *q = qkv + qoff, *l = lse + ((size_t)b * NH + h) * T;
+                const KREAL *dout_h = dout + (size_t)b * T * g.C + (size_t)h * HS; // ld C
+                const KREAL *out_h = out + (size_t)b * T * g.C + (size_t)h * HS;
+                KREAL *dq = dqkv + qoff;
+                zero_rows(dq, T, HS, g.W);
                 for (int j0 = 0; j0 < T; j0 += ATT_BLK) {
-                    int nr = imin(ATT_BLK, T - j0), kk = T - j0;
-                    size_t diag = (size_t)j0 * T + j0;
-                    GEMM(1, 0, nr, HS, kk, K(1), d + diag, T, q + (size_t)j0 * W, W, beta, dk + (size_t)j0 * W, W);
-                    GEMM(1, 0, nr, HS, kk, K(1), a + diag, T, dout_h + (size_t)j0 * C, C, beta,
-                         dv + (size_t)j0 * W, W);
+                    int nc = imin(ATT_BLK, T - j0);
+                    for (int i0 = j0; i0 < T; i0 += ATT_BLK) { /* the query blocks at or below the diagonal */
+                        int nr = imin(ATT_BLK, T - i0);
+                        for (int rr = 0; rr < nr; rr++) { /* D_i = dout_i . out_i (the softmax's backward term) */
+                            const KREAL *dr = dout_h + (size_t)(i0 + rr) * g.C, *orow = out_h + (size_t)(i0 + rr) * g.C;
+                            LANE_SUM(KREAL, D[rr], 0, HS, c, dr[c] * orow[c]);
+                        }
+                        GEMM(0, 1, nr, nc, HS, g.scale, q + (size_t)i0 * g.W, g.W, k + (size_t)j0 * g.W, g.W, K(0), p,
+                             ATT_BLK);
+                        for (int rr = 0; rr < nr; rr++) {
+                            KREAL *pr = p + (size_t)rr * ATT_BLK, li = l[i0 + rr];
+                            int n = att_visible(i0 + rr, j0, nc);
+#pragma omp simd
+                            for (int j = 0; j < n; j++) pr[j] = KEXP(pr[j] - li);
+                            for (int j = n; j < nc; j++) pr[j] = 0;
+                        }
+                        /* dv_j += p^T dout_i; dp = dout_i v_j^T; ds = p (dp - D) scale */
+                        GEMM(1, 0, nc, HS, nr, K(1), p, ATT_BLK, dout_h + (size_t)i0 * g.C, g.C, K(1),
+                             dv + (size_t)j0 * g.W, g.W);
+                        GEMM(0, 1, nr, nc, HS, K(1), dout_h + (size_t)i0 * g.C, g.C, v + (size_t)j0 * g.W, g.W, K(0),
+                             ds, ATT_BLK);
+                        for (int rr = 0; rr < nr; rr++) {
+                            KREAL *pr = p + (size_t)rr * ATT_BLK, *dr = ds + (size_t)rr * ATT_BLK, Di = D[rr];
+#pragma omp simd
+                            for (int j = 0; j < nc; j++) dr[j] = pr[j] * (dr[j] - Di) * g.scale;
+                        }
+                        /* dq_i += ds k_j; dk_j += ds^T q_i */
+                        GEMM(0, 0, nr, HS, nc, K(1), ds, ATT_BLK, k + (size_t)j0 * g.W, g.W, K(1),
+                             dq + (size_t)i0 * g.W, g.W);
+                        GEMM(1, 0, nc, HS, nr, K(1), ds, ATT_BLK, q + (size_t)i0 * g.W, g.W, K(1),
+                             dk + (size_t)j0 * g.W, g.W);
+                    }
                 }
             }
+        }
 }
 
 /* ------------------------------------------------------------ rotary positions */

@@ -260,8 +260,7 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
                          QKV); /* column-parallel */
     if (d->llama) m->k->rope_forward(d->prec, la.qkv, m->rope_cos, m->rope_sin, B, T, NHl, NKVl, d->HS);
     model_fwd_out(m, la.qkv, (size_t)N * QKV, l, 1, "qkv");
-    m->k->attention_forward(d->prec, la.atty, la.att, la.qkv, B, T, NHl, NKVl, d->HS);
-    model_fwd_out(m, la.att, (size_t)B * NHl * T * T, l, 2, "attention probabilities");
+    m->k->attention_forward(d->prec, la.atty, la.lse, la.qkv, B, T, NHl, NKVl, d->HS); /* (lse: fp32) */
     model_fwd_out(m, la.atty, NCl, l, 3, "attention output");
     m->k->matmul_forward(d->prec, s->full, la.atty, P[P_ATTPROJW], root ? P[P_ATTPROJB] : no_bias,
                          N, Cl, C); /* row-parallel */
@@ -389,10 +388,6 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
     /* recomputation: the same arithmetic as the forward, so the result is bitwise the same */
     if (k < d->Lr) block_forward(m, c, a, k, l_in, P);
     else model_unpack_layer(m, a, k, &la);
-    if (k >= d->Lr && d->recompute == RECOMPUTE_SELECTIVE) {
-        m->k->attention_forward(d->prec, s->atty_discard, la.att, la.qkv, B, T, NHl, NKVl, d->HS);
-        m->k->lp_round(d->prec, la.att, (size_t)B * NHl * T * T); /* as stored in the forward */
-    }
 
     /* MLP; dresidual holds d(block output), which is also d(residual2) through the skip */
     const float *dout = model_gather_to_tp(m, c, s->dfull, s->dresidual);
@@ -410,7 +405,7 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
     m->k->matmul_backward(d->prec, s->datty, G[P_ATTPROJW], G[P_ATTPROJB], dout, la.atty,
                           P[P_ATTPROJW], N, Cl, C);
     model_bwd_out(m, s->datty, (size_t)N * Cl);
-    m->k->attention_backward(d->prec, s->dqkv, s->datt, s->datty, la.qkv, la.att, B, T, NHl, NKVl, d->HS);
+    m->k->attention_backward(d->prec, s->dqkv, s->datty, la.atty, la.qkv, la.lse, B, T, NHl, NKVl, d->HS);
     if (d->llama) m->k->rope_backward(d->prec, s->dqkv, m->rope_cos, m->rope_sin, B, T, NHl, NKVl, d->HS);
     model_bwd_out(m, s->dqkv, (size_t)N * QKV);
     m->k->matmul_backward(d->prec, s->dln_full, G[P_QKVW], G[P_QKVB], s->dqkv, la.ln1, P[P_QKVW], N, C,

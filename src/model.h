@@ -117,7 +117,7 @@ struct layer_acts {
     float *ln1, *ln1_mean, *ln1_rstd; /* (N,C), (Ns) x2 (RMSNorm: no mean) */
     float *qkv;                     /* (N, model_qkv_cols): llama's q and k after the rotary embedding */
     float *atty;                    /* (N,C/tp) */
-    float *att;                     /* (B,NH/tp,T,T) */
+    float *lse;                     /* (B,NH/tp,T) attention's log-sum-exp per row (fp32) */
     float *residual2;               /* (Ns,C) after attention */
     float *ln2, *ln2_mean, *ln2_rstd;
     float *fch;                     /* (N, model_fc_cols) the MLP's first product */
@@ -126,8 +126,7 @@ struct layer_acts {
 
 /* The activations of one model chunk for one micro-batch in flight.  The
  * chunk's stored layers (all but the Lr fully recomputed ones) are packed:
- * each field below holds (Lc - Lr) layers' worth; with selective
- * recomputation `att` holds none.  Layer outputs are always kept: they are
+ * each field below holds (Lc - Lr) layers' worth.  Layer outputs are always kept: they are
  * the inputs a recomputation starts from. */
 struct chunk_acts {
     int mb, chunk;                  /* what the slot holds; mb = -1 when free */
@@ -153,9 +152,7 @@ struct scratch {
     float *datty;                   /* (N,C/tp) */
     float *dqkv;                    /* (N, model_qkv_cols) */
     float *dfch, *dfch_gelu;        /* (N, model_fc_cols), (N, model_hidden_cols) */
-    float *datt;                    /* (B,NH/tp,T,T) */
-    struct layer_acts layer;        /* one layer's worth, for recomputed layers (and att, selective) */
-    float *atty_discard;            /* (N,C/tp) the attention output a selective recompute redoes */
+    struct layer_acts layer;        /* one layer's worth, for recomputed and (bf16/fp16) packed layers */
 };
 
 struct model {

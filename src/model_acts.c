@@ -17,20 +17,20 @@ float *model_carve(float **cursor, size_t n)
     return p;
 }
 
-/* The fields of one layer's activations, `layers` of them per field (att
- * only when with_att); stat marks the LayerNorm statistics, which stay fp32
- * whatever the precision. */
+/* The fields of one layer's activations, `layers` of them per field; stat
+ * marks the statistics (the norms', attention's log-sum-exp), which stay
+ * fp32 whatever the precision. */
 enum { LAYER_FIELDS = 12 };
 struct act_field { float **p; size_t n; int stat; };
 static void layer_fields(struct act_field *t, struct layer_acts *la, const struct model_dims *d, int B,
-                         size_t layers, int with_att)
+                         size_t layers)
 {
     size_t N = (size_t)B * d->T, C = (size_t)d->C, Cl = C / (size_t)d->tp, S = d->sp ? N / (size_t)d->tp : N;
-    size_t NHl = (size_t)model_q_heads(d), TT = (size_t)d->T * d->T, n = layers, M = d->llama ? 0 : S;
+    size_t NHl = (size_t)model_q_heads(d), n = layers, M = d->llama ? 0 : S;
     struct act_field f[LAYER_FIELDS] = {
         {&la->ln1, n * N * C, 0}, {&la->ln1_mean, n * M, 1}, {&la->ln1_rstd, n * S, 1},
         {&la->qkv, n * N * (size_t)model_qkv_cols(d), 0}, {&la->atty, n * N * Cl, 0},
-        {&la->att, with_att ? n * B * NHl * TT : 0, 0}, {&la->residual2, n * S * C, 0},
+        {&la->lse, n * B * NHl * (size_t)d->T, 1}, {&la->residual2, n * S * C, 0},
         {&la->ln2, n * N * C, 0}, {&la->ln2_mean, n * M, 1}, {&la->ln2_rstd, n * S, 1},
         {&la->fch, n * N * (size_t)model_fc_cols(d), 0}, {&la->fch_gelu, n * N * (size_t)model_hidden_cols(d), 0},
     };
@@ -38,12 +38,11 @@ static void layer_fields(struct act_field *t, struct layer_acts *la, const struc
 }
 
 /* Lay out one layer's activations, `layers` of them per field, from mem
- * (NULL: just count); att only when with_att.  Returns the floats used. */
-static size_t layer_layout(struct layer_acts *la, float *mem, const struct model_dims *d, int B, size_t layers,
-                           int with_att)
+ * (NULL: just count).  Returns the floats used. */
+static size_t layer_layout(struct layer_acts *la, float *mem, const struct model_dims *d, int B, size_t layers)
 {
     struct act_field t[LAYER_FIELDS];
-    layer_fields(t, la, d, B, layers, with_att);
+    layer_fields(t, la, d, B, layers);
     size_t total = 0;
     for (int i = 0; i < LAYER_FIELDS; i++) {
         *t[i].p = mem && t[i].n ? mem + total : NULL;
@@ -54,11 +53,11 @@ static size_t layer_layout(struct layer_acts *la, float *mem, const struct model
 
 /* bf16/fp16: a stored layer is kept packed in 16-bit elements (the
  * statistics as the two halves of their fp32 bits): its size in uint16. */
-static size_t packed_layer_u16(const struct model_dims *d, int B, int with_att)
+static size_t packed_layer_u16(const struct model_dims *d, int B)
 {
     struct layer_acts probe;
     struct act_field t[LAYER_FIELDS];
-    layer_fields(t, &probe, d, B, 1, with_att);
+    layer_fields(t, &probe, d, B, 1);
     size_t total = 0;
     for (int i = 0; i < LAYER_FIELDS; i++) total += ((t[i].stat ? 2 : 1) * t[i].n + 31) / 32 * 32;
     return total;
@@ -66,10 +65,10 @@ static size_t packed_layer_u16(const struct model_dims *d, int B, int with_att)
 
 /* Store one layer's activations (la, computed in fp32 containers holding
  * values of the format) into dst, or load them back: exact both ways. */
-static void pack_layer(const struct model *m, uint16_t *dst, struct layer_acts *la, int with_att)
+static void pack_layer(const struct model *m, uint16_t *dst, struct layer_acts *la)
 {
     struct act_field t[LAYER_FIELDS];
-    layer_fields(t, la, &m->d, m->B, 1, with_att);
+    layer_fields(t, la, &m->d, m->B, 1);
     for (int i = 0; i < LAYER_FIELDS; i++) {
         if (t[i].stat) m->k->copy(dst, *t[i].p, t[i].n * sizeof(float));
         else if (t[i].n) m->k->lp_pack(m->d.prec, dst, *t[i].p, t[i].n);
@@ -77,10 +76,10 @@ static void pack_layer(const struct model *m, uint16_t *dst, struct layer_acts *
     }
 }
 
-static void unpack_layer(const struct model *m, struct layer_acts *la, const uint16_t *src, int with_att)
+static void unpack_layer(const struct model *m, struct layer_acts *la, const uint16_t *src)
 {
     struct act_field t[LAYER_FIELDS];
-    layer_fields(t, la, &m->d, m->B, 1, with_att);
+    layer_fields(t, la, &m->d, m->B, 1);
     for (int i = 0; i < LAYER_FIELDS; i++) {
         if (t[i].stat) m->k->copy(*t[i].p, src, t[i].n * sizeof(float));
         else if (t[i].n) m->k->lp_unpack(m->d.prec, *t[i].p, src, t[i].n);
@@ -88,9 +87,8 @@ static void unpack_layer(const struct model *m, struct layer_acts *la, const uin
     }
 }
 
-/* Are the stored layers' activations kept packed, and with att? */
+/* Are the stored layers' activations kept packed? */
 static int packed(const struct model_dims *d) { return d->prec != PREC_FP32; }
-static int stores_att(const struct model_dims *d) { return d->recompute != RECOMPUTE_SELECTIVE; }
 
 /* One micro-batch's activations for one chunk (head buffers only where the
  * head lives), carved from mem (NULL: just count). */
@@ -110,17 +108,18 @@ static size_t slot_layout(struct chunk_acts *a, float *mem, const struct model_d
         if (mem) *t[i].p = t[i].n ? mem + total : NULL; /* int32 and float are both 4 bytes */
         total += (t[i].n + 15) / 16 * 16;
     }
-    /* the layers not recomputed in full keep everything; att only without
-     * selective recomputation; in bf16/fp16 packed in 16 bits */
+    /* the layers not recomputed in full keep everything (attention only its
+     * log-sum-exp: nothing for selective recomputation to redo); in bf16/fp16
+     * packed in 16 bits */
     size_t kept = Lc - (size_t)d->Lr;
     if (packed(d)) {
         memset(&a->stored, 0, sizeof a->stored);
-        size_t u16 = kept * packed_layer_u16(d, B, stores_att(d));
+        size_t u16 = kept * packed_layer_u16(d, B);
         a->packed = mem && u16 ? (uint16_t *)(mem + total) : NULL;
         total += (u16 / 2 + 15) / 16 * 16;
     } else {
         a->packed = NULL;
-        total += layer_layout(&a->stored, mem ? mem + total : NULL, d, B, kept, stores_att(d));
+        total += layer_layout(&a->stored, mem ? mem + total : NULL, d, B, kept);
     }
     a->mb = -1;
     return total;
@@ -129,32 +128,19 @@ static size_t slot_layout(struct chunk_acts *a, float *mem, const struct model_d
 static size_t scratch_layout(struct scratch *s, float *mem, const struct model_dims *d, int B)
 {
     size_t N = (size_t)B * d->T, C = (size_t)d->C, Cl = C / (size_t)d->tp, S = d->sp ? N / (size_t)d->tp : N;
-    size_t NHl = (size_t)model_q_heads(d), TT = (size_t)d->T * d->T;
-    int sel = d->recompute == RECOMPUTE_SELECTIVE;
     struct { float **p; size_t n; } t[] = {
         {&s->full, N * C}, {&s->part, S * C}, {&s->dresidual, S * C}, {&s->dfull, N * C},
         {&s->dln_full, N * C}, {&s->dln_part, S * C}, {&s->datty, N * Cl}, {&s->dqkv, N * (size_t)model_qkv_cols(d)},
         {&s->dfch, N * (size_t)model_fc_cols(d)}, {&s->dfch_gelu, N * (size_t)model_hidden_cols(d)},
-        {&s->datt, B * NHl * TT},
-        {&s->atty_discard, sel ? N * Cl : 0},
     };
     size_t total = 0;
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         if (mem) *t[i].p = mem + total;
         total += (t[i].n + 15) / 16 * 16;
     }
-    /* one layer's worth for the recomputed ones (full) and the packed ones
-     * (bf16/fp16): all of it; the attention probabilities (selective) */
-    if (d->recompute == RECOMPUTE_FULL || packed(d)) {
-        total += layer_layout(&s->layer, mem ? mem + total : NULL, d, B, 1, 1);
-    } else if (sel) {
-        size_t att = (size_t)B * NHl * TT;
-        memset(&s->layer, 0, sizeof s->layer);
-        if (mem) s->layer.att = mem + total;
-        total += (att + 15) / 16 * 16;
-    } else {
-        memset(&s->layer, 0, sizeof s->layer);
-    }
+    /* one layer's worth for the recomputed ones (full) and the packed ones (bf16/fp16) */
+    if (d->recompute == RECOMPUTE_FULL || packed(d)) total += layer_layout(&s->layer, mem ? mem + total : NULL, d, B, 1);
+    else memset(&s->layer, 0, sizeof s->layer);
     return total;
 }
 
@@ -208,7 +194,7 @@ void model_slot_release(struct chunk_acts *a) { a->mb = -1; }
 
 /* Where layer k of slot a's chunk keeps its activations: the shared
  * one-layer scratch if it is recomputed in full, else its place among the
- * slot's stored layers (att in the scratch under selective recomputation). */
+ * slot's stored layers. */
 void model_layer_acts(const struct model *m, const struct chunk_acts *a, int k, struct layer_acts *la)
 {
     const struct model_dims *d = &m->d;
@@ -217,7 +203,7 @@ void model_layer_acts(const struct model *m, const struct chunk_acts *a, int k, 
         return;
     }
     size_t i = (size_t)(k - d->Lr), N = (size_t)m->N, S = (size_t)m->Ns, C = (size_t)d->C;
-    size_t Cl = C / (size_t)d->tp, att = (size_t)m->B * (size_t)model_q_heads(d) * d->T * d->T;
+    size_t Cl = C / (size_t)d->tp, lse = (size_t)m->B * (size_t)model_q_heads(d) * d->T;
     size_t M = d->llama ? 0 : S;
     const struct layer_acts *st = &a->stored;
     la->ln1 = st->ln1 + i * N * C;
@@ -225,7 +211,7 @@ void model_layer_acts(const struct model *m, const struct chunk_acts *a, int k, 
     la->ln1_rstd = st->ln1_rstd + i * S;
     la->qkv = st->qkv + i * N * (size_t)model_qkv_cols(d);
     la->atty = st->atty + i * N * Cl;
-    la->att = d->recompute == RECOMPUTE_SELECTIVE ? m->scr.layer.att : st->att + i * att;
+    la->lse = st->lse + i * lse;
     la->residual2 = st->residual2 + i * S * C;
     la->ln2 = st->ln2 + i * N * C;
     la->ln2_mean = d->llama ? NULL : st->ln2_mean + i * M;
@@ -238,12 +224,12 @@ void model_pack_layer(struct model *m, struct chunk_acts *a, int k, struct layer
 {
     const struct model_dims *d = &m->d;
     if (packed(d) && k >= d->Lr) /* a stored layer (a recomputation stores nothing: k < Lr) */
-        pack_layer(m, a->packed + (size_t)(k - d->Lr) * packed_layer_u16(d, m->B, stores_att(d)), la, stores_att(d));
+        pack_layer(m, a->packed + (size_t)(k - d->Lr) * packed_layer_u16(d, m->B), la);
 }
 
 void model_unpack_layer(const struct model *m, const struct chunk_acts *a, int k, struct layer_acts *la)
 {
     const struct model_dims *d = &m->d;
     if (packed(d) && k >= d->Lr)
-        unpack_layer(m, la, a->packed + (size_t)(k - d->Lr) * packed_layer_u16(d, m->B, stores_att(d)), stores_att(d));
+        unpack_layer(m, la, a->packed + (size_t)(k - d->Lr) * packed_layer_u16(d, m->B));
 }

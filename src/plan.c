@@ -197,6 +197,13 @@ static size_t lp_operand_bytes(const struct model_dims *d, int B)
     return 2 * (slot[0] + slot[1] + slot[2] + slot[3]);
 }
 
+/* The CUDA backend's attention workspace (cuda_att_workspace): the
+ * probabilities and their gradient of one call, (B, NH/tp, T, T) each. */
+static size_t cuda_att_bytes(const struct model_dims *d, int B)
+{
+    return 2 * (size_t)B * (size_t)(d->NH / d->tp) * (size_t)d->T * (size_t)d->T * 4;
+}
+
 static void plan_stage(struct plan_stage *s, const struct plan *p, const struct config *cfg, int r)
 {
     struct model_dims d;
@@ -228,7 +235,8 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
         s->act_by_recompute[rc] = act_bytes(&e, p->shape.micro_batch, s->slots, s->recv);
     }
     s->bytes[PM_COMM] = comm_buffer(p, &d, flat);
-    s->bytes[PM_WORK] = p->cuda ? lp_operand_bytes(&d, p->shape.micro_batch) + CUDA_CONTEXT_SCRATCH_BYTES
+    s->bytes[PM_WORK] = p->cuda ? lp_operand_bytes(&d, p->shape.micro_batch) + CUDA_CONTEXT_SCRATCH_BYTES +
+                                      cuda_att_bytes(&d, p->shape.micro_batch)
                                 : (size_t)p->threads * gemm_pack_bytes();
     int ckpt = cfg->io.save_final || cfg->io.checkpoint_every > 0;
     size_t largest = 0; /* ckpt.c's verify_written reads back one tensor (one layer's) at a time */

@@ -66,10 +66,6 @@ static int candidates(struct change *out, int max, const struct config *cfg, int
         LAST->train.micro_batch_size = nb;
         if (nb == 1) break;
     }
-    if (cfg->train.recompute_id != TRAIN_RECOMPUTE_selective && cfg->train.recompute_id != TRAIN_RECOMPUTE_full) {
-        ADD("recompute '%.16s' -> 'selective'", cfg->train.recompute);
-        set(LAST, "train.recompute='selective'");
-    }
     if (cfg->train.recompute_id != TRAIN_RECOMPUTE_full || cfg->train.recompute_layers > 0) {
         ADD("recompute '%.16s' -> 'full'%s", cfg->train.recompute, cfg->train.recompute_layers ? " (all layers)" : "");
         set(LAST, "train.recompute='full'");

@@ -153,26 +153,26 @@ static void test_matmul(int tf32)
 static void test_attention(int NH, int NKV)
 {
     int B = 2, T = 67, HS = 24, C = NH * HS;
-    size_t n3 = (size_t)B * T * (NH + 2 * NKV) * HS, nc = (size_t)B * T * C, na = (size_t)B * NH * T * T;
-    float *qkv = ct_frand(n3, 1, 0), *out = ct_alloc(FLOATS(nc)), *att = ct_alloc(FLOATS(na));
-    float *d_qkv = ct_put(qkv, FLOATS(n3)), *d_out = ct_nan(nc), *d_att = ct_nan(na);
+    size_t n3 = (size_t)B * T * (NH + 2 * NKV) * HS, nc = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    float *qkv = ct_frand(n3, 1, 0), *out = ct_alloc(FLOATS(nc)), *lse = ct_alloc(FLOATS(nl));
+    float *d_qkv = ct_put(qkv, FLOATS(n3)), *d_out = ct_nan(nc), *d_lse = ct_nan(nl);
     char what[128];
-    attention_forward(out, att, qkv, B, T, NH, NKV, HS);
-    cuda_attention_forward(d_out, d_att, d_qkv, B, T, NH, NKV, HS);
+    attention_forward(out, lse, qkv, B, T, NH, NKV, HS);
+    cuda_attention_forward(d_out, d_lse, d_qkv, B, T, NH, NKV, HS);
     snprintf(what, sizeof what, "attention_forward out (NH %d, NKV %d)", NH, NKV);
     ct_close(what, d_out, out, nc, TOL_GEMM);
-    snprintf(what, sizeof what, "attention_forward att (zeros above the diagonal; NH %d, NKV %d)", NH, NKV);
-    ct_close(what, d_att, att, na, TOL_GEMM);
+    snprintf(what, sizeof what, "attention_forward lse (NH %d, NKV %d)", NH, NKV);
+    ct_close(what, d_lse, lse, nl, TOL_GEMM);
 
-    float *dout = ct_frand(nc, 1, 0), *dqkv = ct_alloc(FLOATS(n3)), *scratch = ct_alloc(FLOATS(na));
-    float *d_dout = ct_put(dout, FLOATS(nc)), *d_dqkv = ct_nan(n3), *d_scratch = ct_nan(na);
-    float *d_att0 = ct_put(att, FLOATS(na)); /* both sides from the CPU's probabilities */
-    attention_backward(dqkv, scratch, dout, qkv, att, B, T, NH, NKV, HS);
-    cuda_attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_att0, B, T, NH, NKV, HS);
+    float *dout = ct_frand(nc, 1, 0), *dqkv = ct_alloc(FLOATS(n3));
+    float *d_dout = ct_put(dout, FLOATS(nc)), *d_dqkv = ct_nan(n3);
+    float *d_lse0 = ct_put(lse, FLOATS(nl)); /* both sides from the CPU's log-sum-exp */
+    attention_backward(dqkv, dout, out, qkv, lse, B, T, NH, NKV, HS);
+    cuda_attention_backward(d_dqkv, d_dout, d_lse0, d_qkv, B, T, NH, NKV, HS);
     snprintf(what, sizeof what, "attention_backward dqkv (NH %d, NKV %d)", NH, NKV);
     ct_close(what, d_dqkv, dqkv, n3, TOL_GEMM);
 
-    free(qkv), free(out), free(att), free(dout), free(dqkv), free(scratch);
+    free(qkv), free(out), free(lse), free(dout), free(dqkv);
     ct_free_all();
 }
 
@@ -272,29 +272,28 @@ static void test_attention_tc(enum precision p, int NH, int NKV)
 {
     int B = 2, T = 67, HS = 24, C = NH * HS;
     double tol = p == PREC_BF16 ? 8e-3 : 1e-3;
-    size_t n3 = (size_t)B * T * (NH + 2 * NKV) * HS, nc = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+    size_t n3 = (size_t)B * T * (NH + 2 * NKV) * HS, nc = (size_t)B * T * C, nl = (size_t)B * NH * T;
     float *qkv = ct_frand(n3, 1, 0), *qkv_r = rounded(p, qkv, n3);
-    float *out = ct_alloc(FLOATS(nc)), *att = ct_alloc(FLOATS(na));
-    float *d_qkv = ct_put(qkv, FLOATS(n3)), *d_out = ct_nan(nc), *d_att = ct_nan(na);
+    float *out = ct_alloc(FLOATS(nc)), *lse = ct_alloc(FLOATS(nl));
+    float *d_qkv = ct_put(qkv, FLOATS(n3)), *d_out = ct_nan(nc), *d_lse = ct_nan(nl);
     char what[96];
-    attention_forward(out, att, qkv_r, B, T, NH, NKV, HS);
-    cuda_attention_forward_tc(lp_of(p), d_out, d_att, d_qkv, B, T, NH, NKV, HS);
-    snprintf(what, sizeof what, "attention_forward_tc att (16-bit q, k; fp32 softmax, %s, NKV %d)", format_name(p),
+    attention_forward(out, lse, qkv_r, B, T, NH, NKV, HS);
+    cuda_attention_forward_tc(lp_of(p), d_out, d_lse, d_qkv, B, T, NH, NKV, HS);
+    snprintf(what, sizeof what, "attention_forward_tc lse (16-bit q, k; fp32 softmax, %s, NKV %d)", format_name(p),
              NKV);
-    ct_close(what, d_att, att, na, TOL_GEMM);
+    ct_close(what, d_lse, lse, nl, TOL_GEMM);
     snprintf(what, sizeof what, "attention_forward_tc out (%s, NKV %d)", format_name(p), NKV);
     ct_close_floor(what, d_out, out, nc, tol, 1.0);
 
-    lp_round(p, att, na); /* as the model stores them */
     float *dout = ct_frand(nc, 1, 0), *dout_r = rounded(p, dout, nc);
-    float *dqkv = ct_alloc(FLOATS(n3)), *scratch = ct_alloc(FLOATS(na));
-    float *d_dout = ct_put(dout, FLOATS(nc)), *d_dqkv = ct_nan(n3), *d_scratch = ct_nan(na);
-    float *d_att0 = ct_put(att, FLOATS(na));
-    attention_backward(dqkv, scratch, dout_r, qkv_r, att, B, T, NH, NKV, HS);
-    cuda_attention_backward_tc(lp_of(p), d_dqkv, d_scratch, d_dout, d_qkv, d_att0, B, T, NH, NKV, HS);
+    float *dqkv = ct_alloc(FLOATS(n3));
+    float *d_dout = ct_put(dout, FLOATS(nc)), *d_dqkv = ct_nan(n3);
+    float *d_lse0 = ct_put(lse, FLOATS(nl));
+    attention_backward(dqkv, dout_r, out, qkv_r, lse, B, T, NH, NKV, HS);
+    cuda_attention_backward_tc(lp_of(p), d_dqkv, d_dout, d_lse0, d_qkv, B, T, NH, NKV, HS);
     snprintf(what, sizeof what, "attention_backward_tc dqkv (%s, NKV %d)", format_name(p), NKV);
     ct_close_floor(what, d_dqkv, dqkv, n3, tol, 1.0);
-    free(qkv), free(qkv_r), free(out), free(att), free(dout), free(dout_r), free(dqkv), free(scratch);
+    free(qkv), free(qkv_r), free(out), free(lse), free(dout), free(dout_r), free(dqkv);
     ct_free_all();
 }
 

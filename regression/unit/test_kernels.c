@@ -659,12 +659,10 @@ static void test_threads(void)
         layernorm_forward(o[2], o[3], o[4], x, lw, lb, N, C);
         o[5] = fnew(NC + 2 * C); /* dinp, dweight, dbias */
         layernorm_backward(o[5], o[5] + NC, o[5] + NC + C, g, x, lw, o[3], o[4], N, C);
-        o[6] = fnew((size_t)B * NH * T * T + NC); /* att, out */
-        attention_forward(o[6] + (size_t)B * NH * T * T, o[6], qkv, B, T, NH, NH, C / NH);
+        o[6] = fnew((size_t)B * NH * T + NC); /* lse, out */
+        attention_forward(o[6] + (size_t)B * NH * T, o[6], qkv, B, T, NH, NH, C / NH);
         o[7] = fnew(3 * NC);
-        float *scr = fnew((size_t)B * NH * T * T);
-        attention_backward(o[7], scr, g, qkv, o[6], B, T, NH, NH, C / NH);
-        free(scr);
+        attention_backward(o[7], g, o[6] + (size_t)B * NH * T, qkv, o[6], B, T, NH, NH, C / NH);
         o[8] = fnew((size_t)N * V + 3 * N); /* dlogits, maxes, sums, tlogit */
         float *mx = o[8] + (size_t)N * V, *sm = mx + N, *tl = sm + N;
         crossentropy_max(mx, lg, N, V, 0, V);
@@ -674,7 +672,7 @@ static void test_threads(void)
     }
     omp_set_num_threads(maxthr);
     size_t len[9] = {(size_t)Vs * C, (size_t)T * C, NC, N, N, NC + 2 * C,
-                     (size_t)B * NH * T * T + NC, 3 * NC, (size_t)N * V + 3 * N};
+                     (size_t)B * NH * T + NC, 3 * NC, (size_t)N * V + 3 * N};
     const char *name[9] = {"encoder_backward dwte", "encoder_backward dwpe", "layernorm_forward out",
                            "layernorm_forward mean", "layernorm_forward rstd", "layernorm_backward",
                            "attention_forward", "attention_backward", "crossentropy"};
