@@ -5,10 +5,7 @@
  * rate: GB/s of compulsory traffic for the memory-bound kernels, GFLOP/s of
  * useful (causal) work for matmuls and attention.
  *
- * Build (from the top of the tree, after configure has built libtriad.a):
- *   mpicc -std=c11 -O2 -march=native -fopenmp -D_POSIX_C_SOURCE=200809L -Isrc \
- *         bench/kernels_bench.c libtriad.a $(pkg-config --libs openblas) -lm
- * or standalone with src/kernels_cpu.c src/gemm.c in place of libtriad.a.
+ * Build: make bench/kernels_bench (after configure).
  * Usage: kernels_bench [B T C NH V]
  */
 #include "backend.h"
