@@ -75,6 +75,8 @@ case_ "124M B4 T64, async ckpt"            1 bench/gpt2_124m.nml io.checkpoint_e
 case_ "124M B4 T64, dp 2, ZeRO-1, async"   2 bench/gpt2_124m.nml train.batch_size=8 train.micro_batch_size=4 parallel.zero_stage=1 io.checkpoint_every=1 io.async_checkpoint=.true.
 case_ "124M B4 T64, dp 2, ZeRO-2"          2 bench/gpt2_124m.nml train.batch_size=8 train.micro_batch_size=4 parallel.zero_stage=2
 case_ "124M B4 T64, dp 2, ZeRO-2, accum 2"  2 bench/gpt2_124m.nml train.batch_size=8 train.micro_batch_size=2 parallel.zero_stage=2
+case_ "124M B4 T64, dp 2, ZeRO-3"          2 bench/gpt2_124m.nml train.batch_size=8 train.micro_batch_size=4 parallel.zero_stage=3
+case_ "124M B4 T64, dp 2, ZeRO-3, bf16"    2 bench/gpt2_124m.nml train.batch_size=8 train.micro_batch_size=4 parallel.zero_stage=3 train.precision=bf16
 case_ "small, bf16"                        1 bench/small.nml train.precision=bf16
 case_ "small, fp16, recompute selective"   1 bench/small.nml train.precision=fp16 train.recompute=selective
 case_ "124M B4 T64, bf16"                  1 bench/gpt2_124m.nml train.precision=bf16
