@@ -224,7 +224,8 @@ void dp_init(struct dp *p, struct model *m, struct optim *o, struct comm *c, con
         p->recv[1] = p->recv[0] + nr;
     }
     if (p->strategy == DP_ZERO2 && m->d.Lp > 0) zero2_init(p);
-    if (p->strategy == DP_ZERO2 && s->zero3 && m->d.Lp > 0) zero3_init(&p->z3, m, o, c);
+    if (p->strategy == DP_ZERO2 && s->zero3 && m->d.Lp > 0)
+        zero3_init(&p->z3, m, o, c, p->ranges, p->nranges, p->counts, p->displs);
 }
 
 void dp_free(struct dp *p)

@@ -343,11 +343,10 @@ void KNAME(matmul_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias,
  * Nothing of size T x T exists.  A query head reads its group's kv head in
  * place (GQA without copies).  Products go through GEMM. */
 
-/* Query head h's and its kv head's columns in a qkv row, the row widths. */
+/* The widths of a qkv row and an output row, the query heads per kv head, the scale. */
 struct att_geom { int W, C, G; KREAL scale; };
-static struct att_geom att_geom(int T, int NH, int NKV, int HS)
+static struct att_geom att_geom(int NH, int NKV, int HS)
 {
-    (void)T;
     return (struct att_geom){(NH + 2 * NKV) * HS, NH * HS, NH / NKV, K(1) / KSQRT(K(HS))};
 }
 
@@ -358,7 +357,7 @@ static inline int att_visible(int i, int j0, int nc) { return imin(nc, i - j0 + 
 void KNAME(attention_forward)(KREAL *out, KREAL *lse, const KREAL *qkv,
                               int B, int T, int NH, int NKV, int HS)
 {
-    struct att_geom g = att_geom(T, NH, NKV, HS);
+    struct att_geom g = att_geom(NH, NKV, HS);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
@@ -418,7 +417,7 @@ static void zero_rows(KREAL *x, int n, int HS, int ld)
 void KNAME(attention_backward)(KREAL *dqkv, const KREAL *dout, const KREAL *out, const KREAL *qkv,
                                const KREAL *lse, int B, int T, int NH, int NKV, int HS)
 {
-    struct att_geom g = att_geom(T, NH, NKV, HS);
+    struct att_geom g = att_geom(NH, NKV, HS);
     /* One (b, kv head) per iteration: its query heads in order, each adding
      * its share to the kv head's gradients. */
 #pragma omp parallel for collapse(2) schedule(static)

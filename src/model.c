@@ -38,9 +38,7 @@ static void rope_tables(struct model *m)
 /* The part [*lo, *hi) of flat range [a, a + n) in this rank's ZeRO-3 shard; 0 if none. */
 static int shard_part(const struct model *m, size_t a, size_t n, size_t *lo, size_t *hi)
 {
-    *lo = a > m->shard_at ? a : m->shard_at;
-    *hi = a + n < m->shard_at + m->shard_n ? a + n : m->shard_at + m->shard_n;
-    return *lo < *hi;
+    return flat_meet(a, n, m->shard_at, m->shard_n, lo, hi);
 }
 
 /* Is tensor id kept in the shard alone (ZeRO-3's per-layer tensors)? */

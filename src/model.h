@@ -217,6 +217,15 @@ struct flat_range {
     size_t at, n;
 };
 
+/* The part [*lo, *hi) of range [a, a + n) that lies in [at, at + len) (a
+ * ZeRO slice); 0 if none. */
+static inline int flat_meet(size_t a, size_t n, size_t at, size_t len, size_t *lo, size_t *hi)
+{
+    *lo = a > at ? a : at;
+    *hi = a + n < at + len ? a + n : at + len;
+    return *lo < *hi;
+}
+
 /* The flat layout of this rank's tensors: where each starts (at), each
  * 16-aligned; its floats returned, a multiple of 16 * dp (ZeRO's equal
  * shards). */

@@ -26,11 +26,9 @@ void optim_slice_counts(const struct optim *o, const struct flat_range *r, int k
 {
     size_t at = 0;
     for (int q = 0; q < dp; q++) {
-        size_t lo = (size_t)q * o->shard, hi = lo + o->shard, n = 0;
-        for (int i = 0; i < k; i++) {
-            size_t a = r[i].at > lo ? r[i].at : lo, b = r[i].at + r[i].n < hi ? r[i].at + r[i].n : hi;
-            if (a < b) n += b - a;
-        }
+        size_t n = 0, lo, hi;
+        for (int i = 0; i < k; i++)
+            if (flat_meet(r[i].at, r[i].n, (size_t)q * o->shard, o->shard, &lo, &hi)) n += hi - lo;
         if (at + n > (size_t)INT_MAX) die("a ZeRO block of %zu elements exceeds MPI's int count", at + n);
         counts[q] = (int)n;
         if (displs) displs[q] = (int)at;

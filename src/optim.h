@@ -60,9 +60,7 @@ void optim_slice_counts(const struct optim *o, const struct flat_range *r, int k
  * of it without ZeRO); 0 if none. */
 static inline int optim_slice_part(const struct optim *o, size_t a, size_t n, size_t *lo, size_t *hi)
 {
-    *lo = a > o->offset ? a : o->offset;
-    *hi = a + n < o->offset + o->shard ? a + n : o->offset + o->shard;
-    return *lo < *hi;
+    return flat_meet(a, n, o->offset, o->shard, lo, hi);
 }
 
 /* Divide the reduced gradients by the loss scale (times inv). */

@@ -95,9 +95,8 @@ static size_t comm_buffer(const struct plan *p, const struct model_dims *d, size
 {
     size_t big = 0, NC = (size_t)p->shape.micro_batch * d->T * d->C * 4, wte = model_tensor_size(d, P_WTE) * 4, x;
     size_t bucket = optim_zero_piece(p->bucket_mb, p->shape.dp) * (size_t)p->shape.dp; /* ZeRO's pieces */
-    if (p->shape.dp > 1 && p->shape.zero2) {
-        /* rings of messages (comm_ring): their scratch is counted with the gradients; none inside MPI */
-    } else if (p->shape.dp > 1)
+    /* (ZeRO-2 and 3 reduce by rings of messages, comm_ring: their scratch is counted with the gradients) */
+    if (p->shape.dp > 1 && !p->shape.zero2)
         big = p->shape.zero ? reduce_scatter_scratch((flat < bucket ? flat : bucket) * 4, p->shape.dp)
             : overlapped(p, d) ? allreduce_scratch(overlapped_bytes(d), p->shape.dp) : allreduce_scratch(flat * 4, p->shape.dp);
     if (p->shape.dp > 1 && overlapped(p, d) && (x = allreduce_scratch(wte, p->shape.dp)) > big) big = x; /* the rest, after */

@@ -1,10 +1,8 @@
 /* zero3.c -- ZeRO-3's layer gathers (zero3.h). */
 #include "zero3.h"
 
-#include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
 #include "pipeline.h"
 
 size_t zero3_buffer_floats(const struct model_dims *d)
@@ -38,7 +36,6 @@ static void start(struct zero3 *z, int b, int j)
     z->m->k->lp_round(z->m->d.prec, mine, (size_t)counts[me]);
     comm_iallgatherv_f32(z->c, CG_DP, z->buf[b], counts, displs, &z->req[b]);
     z->busy[b] = 1;
-    z->gathers++;
 }
 
 /* The policy the run follows and the planner replays (zero3_gathers): a
@@ -75,7 +72,6 @@ static const float *layer_params(void *ctx, int j, int next)
     }
     int fill[ZERO3_BUFFERS], n = policy(z->layer, &z->current, j, next, fill);
     for (int i = 0; i < n; i++) start(z, fill[i], z->layer[fill[i]]);
-    if (n == 0 || fill[0] != z->current) z->hits++;
     settle(z, z->current);
     return z->buf[z->current];
 }
@@ -100,25 +96,18 @@ void zero3_begin(struct zero3 *z)
     for (int b = 0; b < ZERO3_BUFFERS && z->m; b++) z->layer[b] = -1; /* each step starts cold: as planned */
 }
 
-void zero3_init(struct zero3 *z, struct model *m, struct optim *o, struct comm *c)
+void zero3_init(struct zero3 *z, struct model *m, struct optim *o, struct comm *c, const struct flat_range *ranges,
+                int nranges, const int *counts, const int *displs)
 {
     memset(z, 0, sizeof *z);
     z->m = m;
     z->o = o;
     z->c = c;
-    int Lp = m->d.Lp, dp = c->grid->dp;
-    struct flat_range r[NUM_PARAMS];
-    z->nranges = model_layer_ranges(m, 0, r);
-    z->layer_floats = model_layer_floats(&m->d);
-    z->ranges = xcalloc((size_t)Lp * z->nranges, sizeof *z->ranges);
-    z->counts = xcalloc(2 * (size_t)Lp * dp, sizeof *z->counts);
-    z->displs = z->counts + (size_t)Lp * dp;
-    for (int j = 0; j < Lp; j++) {
-        model_layer_ranges(m, j, z->ranges + (size_t)j * z->nranges);
-        optim_slice_counts(o, z->ranges + (size_t)j * z->nranges, z->nranges, dp, z->counts + (size_t)j * dp,
-                           z->displs + (size_t)j * dp);
-    }
-    size_t n = (z->layer_floats + 15) / 16 * 16;
+    z->ranges = ranges;
+    z->nranges = nranges;
+    z->counts = counts;
+    z->displs = displs;
+    size_t n = (model_layer_floats(&m->d) + 15) / 16 * 16;
     float *mem = m->k->alloc(ZERO3_BUFFERS * n * sizeof(float));
     for (int b = 0; b < ZERO3_BUFFERS; b++) {
         z->buf[b] = mem + (size_t)b * n;
@@ -140,7 +129,5 @@ void zero3_free(struct zero3 *z)
     z->m->k->release(z->buf[0]);
     z->m->layer_params = NULL;
     z->m->layer_params_ctx = NULL;
-    free(z->ranges);
-    free(z->counts);
     memset(z, 0, sizeof *z);
 }

@@ -24,17 +24,15 @@ struct zero3 {
     struct model *m;
     struct optim *o;
     struct comm *c;
-    size_t layer_floats;       /* one layer's per-layer tensors, packed */
     int nranges;               /* flat ranges per layer */
-    struct flat_range *ranges; /* per local layer */
-    int *counts, *displs;      /* per local layer: each dp rank's run of the packed layer */
+    const struct flat_range *ranges; /* per local layer (ZeRO-2's, dp.c) */
+    const int *counts, *displs;      /* per local layer: each dp rank's run of the packed layer (ZeRO-2's) */
     float *buf[ZERO3_BUFFERS];
     int layer[ZERO3_BUFFERS];  /* the local layer a buffer holds or receives (-1: none) */
     unsigned long seen;        /* the parameters' version (model.param_version) they were gathered from */
     int busy[ZERO3_BUFFERS];   /* its gather is in flight */
     MPI_Request req[ZERO3_BUFFERS];
     int current;               /* the buffer handed out last */
-    long gathers, hits;        /* started, and requests met by a buffer already there */
 };
 
 /* Floats of the two gather buffers, and the gathers one step makes on a
@@ -43,8 +41,11 @@ size_t zero3_buffer_floats(const struct model_dims *d);
 struct pp_action;
 long zero3_gathers(const struct pp_action *a, int n, int Lc);
 
-/* Set up the buffers and arm m->layer_params (m has shard_params and layers). */
-void zero3_init(struct zero3 *z, struct model *m, struct optim *o, struct comm *c);
+/* Set up the buffers and arm m->layer_params (m has shard_params and
+ * layers); the layers' flat ranges and their dp runs are ZeRO-2's (the
+ * gathers invert its reduce-scatters), kept by the caller. */
+void zero3_init(struct zero3 *z, struct model *m, struct optim *o, struct comm *c, const struct flat_range *ranges,
+                int nranges, const int *counts, const int *displs);
 /* Start of a step: no layer is taken as gathered (the planner counts from a cold start). */
 void zero3_begin(struct zero3 *z);
 /* Wait for any gather in flight (before the slice changes, and at the end). */
