@@ -97,9 +97,9 @@ int main(int argc, char **argv)
     TIME(s, matmul_backward(dx, dw, db, qkv, x, w, N, C, 3 * C));
     report("matmul_backward qkv", s, 0, 4.0 * N * C * 3 * C);
     double attflops = 4.0 * B * NH * ((double)T * (T + 1) / 2) * HS;
-    TIME(s, attention_forward(y, att, qkv, B, T, NH, NH, C / NH));
+    TIME(s, attention_forward(y, att, qkv, qkv + C, 3 * C, B, T, 0, 0, T, NH, NH, C / NH, ATT_CAUSAL));
     report("attention_forward", s, 0, attflops);
-    TIME(s, attention_backward(dqkv, dy, y, qkv, att, B, T, NH, NH, C / NH));
+    TIME(s, attention_backward(dqkv, dqkv + C, dy, y, qkv, qkv + C, 3 * C, att, B, T, 0, 0, T, NH, NH, C / NH, 0));
     report("attention_backward", s, 0, 2 * attflops);
     TIME(s, gelu_forward(gh, h, 4 * NC));
     report("gelu_forward", s, 2 * 4 * NC * f, 0);

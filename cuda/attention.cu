@@ -1,207 +1,278 @@
-/* attention.cu -- causal self-attention with NH query heads sharing NKV
- * key/value heads (group G = NH/NKV; G = 1 is multi-head attention): the
- * products on cuBLAS, batched over the kv heads of one sequence, one batch
- * per member r of a group (strided batches: query head g*G + r starts G*HS
- * floats after the previous one in qkv and out, G*T*T in att; kv head g HS
- * after its predecessor), the causal softmax and its backward a warp per
- * row.  A kv head's gradients add its query heads' shares in order r.
+/* attention.cu -- fused causal attention (flash-attention's scheme) with NH
+ * query heads sharing NKV key/value heads (group G = NH/NKV), in fp32 in
+ * every precision, with no buffer of T x T: the contract of the CPU
+ * kernels (backend_ops.h), one call being n query rows against n key rows
+ * (the whole sequence, or a pair of ring attention's chunks).
  *
- * The probabilities live only during a call, in the context's workspace
- * (cuda_att_workspace: (B,NH,T,T), two of them in the backward); what is
- * kept for the backward is each row's log-sum-exp, from which the backward
- * recomputes them, as the CPU's fused kernel does (a fused kernel without
- * the workspace is still to come on the GPU).  The products cover the full
- * (T,T) square; the softmax writes the probabilities on and below the
- * diagonal and zeros above it.
- * Matrix shapes in the comments are the column-major views cuBLAS sees
- * (see matmul.cu): q, k, v, dout buffers of one head are (HS,T), att (T,T)
- * read column-major is att^T.
- *
- * The _tc versions (mixed precision) give the products 16-bit copies of
- * their operands (the probabilities and the softmax gradient rounded to the
- * format on the way) and keep the softmax, its backward and every result in
- * fp32. */
+ * Forward: a block takes ATT_ROWS query rows of one (sequence, head), a
+ * warp per row; the block loads tiles of ATT_TILE keys and values into
+ * shared memory, each lane scores one key of the tile against its warp's
+ * query, and the row's online softmax (running max and sum, shared by the
+ * warp's lanes) rescales the output, whose HS values the lanes hold
+ * (lane + 32 t).  lse = max + log(sum) is kept per row.
+ * Backward, without atomics: D = dout . out per row (a warp per row), then
+ * dq a warp per query row over the key tiles (as the forward, the
+ * probabilities recomputed from lse), and dk, dv a warp per key row over
+ * the tiles of the queries that see it, for each query head of its group
+ * in head order. */
 #include "common.cuh"
 
-/* Row r of the (B*NH*T, T) scores: probabilities for j <= i = r % T, zeros
- * above, and the row's log-sum-exp into lse[r]. */
-__global__ void softmax_causal_kernel(float *att, float *lse, long rows, int T)
+#define ATT_ROWS 8      /* rows (warps) of a block */
+#define ATT_TILE 32     /* keys or queries of a tile: one per lane */
+#define ATT_HS_MAX 128  /* head sizes up to this (cuda_attention_check) */
+#define ATT_PER_LANE (ATT_HS_MAX / 32)
+
+struct att_args {
+    const float *qkv, *kv, *lse, *dout, *out, *D;
+    float *o, *l, *dq, *dkv;
+    int ldkv, T, q0, k0, n, NH, NKV, HS, G, W, C, causal, flag;
+    float scale;
+};
+
+/* Load ATT_TILE rows [r0, r0 + ATT_TILE) of an (n, HS) matrix of leading
+ * dimension ld into tile (rows past n zero); every thread of the block takes part. */
+__device__ static void load_tile(float (*tile)[ATT_HS_MAX + 1], const float *x, int ld, int r0, int n, int HS)
 {
-    int lane = threadIdx.x % 32;
-    long r = WARP_ROW();
-    if (r >= rows) return;
-    float *a = att + (size_t)r * T;   // (T)
-    int i = (int)(r % T);
-    float mx = -INFINITY;
-    for (int j = lane; j <= i; j += 32) mx = fmaxf(mx, a[j]);
-    mx = warp_max(mx);
-    float s = 0.0f;
-    for (int j = lane; j <= i; j += 32) {
-        float e = expf(a[j] - mx);
-        a[j] = e;
-        s += e;
+    for (int e = threadIdx.x; e < ATT_TILE * HS; e += blockDim.x) {
+        int r = e / HS, c = e % HS;
+        tile[r][c] = r0 + r < n ? x[(size_t)(r0 + r) * ld + c] : 0.0f;
     }
-    s = warp_sum(s);
-    float inv = 1.0f / s;
-    for (int j = lane; j <= i; j += 32) a[j] *= inv;
-    for (int j = i + 1 + lane; j < T; j += 32) a[j] = 0.0f;
-    if (lane == 0) lse[r] = mx + logf(s);
 }
 
-/* The probabilities again from the scores and the forward's log-sum-exp. */
-__global__ void softmax_from_lse_kernel(float *att, const float *lse, long rows, int T)
+/* x . tile row lane (the warp's row in shared memory) */
+__device__ static float dot_row(const float *x, const float (*tile)[ATT_HS_MAX + 1], int lane, int HS)
 {
-    int lane = threadIdx.x % 32;
-    long r = WARP_ROW();
-    if (r >= rows) return;
-    float *a = att + (size_t)r * T, l = lse[r];
-    int i = (int)(r % T);
-    for (int j = lane; j <= i; j += 32) a[j] = expf(a[j] - l);
-    for (int j = i + 1 + lane; j < T; j += 32) a[j] = 0.0f;
-}
-
-/* d = att * (datt - sum_j att datt) * scale on and below the diagonal, 0 above. */
-__global__ void softmax_causal_backward_kernel(float *d, const float *att, long rows, int T,
-                                               float scale)
-{
-    int lane = threadIdx.x % 32;
-    long r = WARP_ROW();
-    if (r >= rows) return;
-    const float *a = att + (size_t)r * T;
-    float *dr = d + (size_t)r * T;
-    int i = (int)(r % T);
     float s = 0.0f;
-    for (int j = lane; j <= i; j += 32) s += a[j] * dr[j];
-    s = warp_sum(s);
-    for (int j = lane; j <= i; j += 32) dr[j] = a[j] * (dr[j] - s) * scale;
-    for (int j = i + 1 + lane; j < T; j += 32) dr[j] = 0.0f;
+    for (int c = 0; c < HS; c++) s += x[c] * tile[lane][c];
+    return s;
 }
 
-/* C = alpha op(A) op(B) for each of the NH heads of one sequence: fp32
- * operands (lp < 0) or 16-bit ones of format lp on tensor cores; element
- * offsets and strides are the same either way. */
-static void heads_gemm(int lp, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
-                       const void *A, int lda, long long sa, const void *B, int ldb, long long sb, float beta,
-                       float *Cm, int ldc, long long sc, int NH)
+__global__ void att_forward_kernel(struct att_args a)
 {
-    cublasHandle_t h = cuda_ctx()->blas;
-    if (lp < 0) {
-        CUBLAS_CHECK(cublasSgemmStridedBatched(h, ta, tb, m, n, k, &alpha, (const float *)A, lda, sa,
-                                               (const float *)B, ldb, sb, &beta, Cm, ldc, sc, NH));
-        return;
+    __shared__ float ks[ATT_TILE][ATT_HS_MAX + 1], vs[ATT_TILE][ATT_HS_MAX + 1];
+    __shared__ float qs[ATT_ROWS][ATT_HS_MAX], ps[ATT_ROWS][ATT_TILE];
+    int lane = threadIdx.x % 32, w = threadIdx.x / 32, HS = a.HS;
+    int h = blockIdx.y, b = blockIdx.z, i = blockIdx.x * ATT_ROWS + w, live = i < a.n;
+    int last = (int)blockIdx.x * ATT_ROWS + ATT_ROWS - 1; /* the block's last row */
+    if (last > a.n - 1) last = a.n - 1;
+    const float *q = a.qkv + ((size_t)b * a.T + a.q0) * a.W + (size_t)h * HS;
+    const float *k = a.kv + ((size_t)b * a.T + a.k0) * a.ldkv + (size_t)(h / a.G) * HS, *v = k + (size_t)a.NKV * HS;
+    float *o = a.o + ((size_t)b * a.T + a.q0) * a.C + (size_t)h * HS;
+    float *l = a.l + ((size_t)b * a.NH + h) * a.T + a.q0;
+    for (int c = lane; c < HS; c += 32) qs[w][c] = live ? q[(size_t)i * a.W + c] : 0.0f;
+    float m = -INFINITY, sum = 0.0f, acc[ATT_PER_LANE];
+    for (int t = 0; t < ATT_PER_LANE; t++) {
+        int c = lane + 32 * t;
+        acc[t] = live && (a.flag & ATT_MERGE) && c < HS ? o[(size_t)i * a.C + c] : 0.0f;
     }
-    cudaDataType_t t = cuda_lp_type((enum cuda_lp)lp);
-    CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, &alpha, A, t, lda, sa, B, t, ldb, sb, &beta, Cm,
-                                            CUDA_R_32F, ldc, sc, NH, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-}
-
-/* Element e of operand x: fp32 or 16-bit. */
-static const void *at(int lp, const void *x, size_t e)
-{
-    return lp < 0 ? (const void *)((const float *)x + e) : (const void *)((const uint16_t *)x + e);
-}
-
-/* The operand the products read: x itself, or its 16-bit copy in slot. */
-static const void *operand(int lp, int slot, const float *x, size_t n)
-{
-    return lp < 0 ? (const void *)x : (const void *)cuda_lp_operand((enum cuda_lp)lp, slot, x, n);
-}
-
-/* att = the scores q k^T * scale of every head (B,NH,T,T). */
-static void scores(int lp, float *att, const void *x, int B, int T, int NH, int NKV, int HS)
-{
-    int W = (NH + 2 * NKV) * HS, G = NH / NKV;
-    long long TT = (long long)T * T, qs = (long long)G * HS, as = G * TT;
-    float scale = 1.0f / sqrtf((float)HS);
-    const cublasOperation_t N_ = CUBLAS_OP_N, T_ = CUBLAS_OP_T;
-    for (int b = 0; b < B; b++)
-        for (int r = 0; r < G; r++) {
-            size_t q = (size_t)b * T * W + (size_t)r * HS, k = (size_t)b * T * W + (size_t)NH * HS;
-            /* scores = q k^T * scale: (T,T) = op_T(k (HS,T)) * q (HS,T) */
-            heads_gemm(lp, T_, N_, T, T, HS, scale, at(lp, x, k), W, HS, at(lp, x, q), W, qs, 0.0f,
-                       att + ((size_t)b * NH + r) * TT, T, as, NKV);
+    if (live && (a.flag & ATT_MERGE)) { /* the row's softmax so far: sum 1 against max = lse */
+        m = l[i];
+        sum = 1.0f;
+    }
+    int end = a.causal ? last + 1 : a.n;
+    for (int j0 = 0; j0 < end; j0 += ATT_TILE) {
+        __syncthreads(); /* the tiles of the last round are read */
+        load_tile(ks, k, a.ldkv, j0, a.n, HS);
+        load_tile(vs, v, a.ldkv, j0, a.n, HS);
+        __syncthreads();
+        int j = j0 + lane, see = live && j < a.n && (!a.causal || j <= i);
+        float s = see ? dot_row(qs[w], ks, lane, HS) * a.scale : -INFINITY;
+        float mt = fmaxf(m, warp_max(s));
+        float p = see ? expf(s - mt) : 0.0f, corr = m == -INFINITY ? 0.0f : expf(m - mt);
+        sum = sum * corr + warp_sum(p);
+        m = mt;
+        ps[w][lane] = p;
+        __syncthreads();
+        for (int t = 0; t < ATT_PER_LANE; t++) {
+            int c = lane + 32 * t;
+            if (c >= HS) break;
+            float x = acc[t] * corr;
+            for (int jj = 0; jj < ATT_TILE; jj++) x += ps[w][jj] * vs[jj][c];
+            acc[t] = x;
         }
+    }
+    if (!live) return;
+    float inv = 1.0f / sum;
+    for (int t = 0; t < ATT_PER_LANE; t++) {
+        int c = lane + 32 * t;
+        if (c < HS) o[(size_t)i * a.C + c] = acc[t] * inv;
+    }
+    if (lane == 0) l[i] = m + logf(sum);
 }
 
-static void attention_forward(int lp, float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV,
-                              int HS)
+/* D (B,NH,n) = dout . out of each query row. */
+__global__ void att_delta_kernel(struct att_args a, float *D, long rows)
 {
-    int W = (NH + 2 * NKV) * HS, C = NH * HS, G = NH / NKV;
-    long long TT = (long long)T * T, qs = (long long)G * HS, as = G * TT;
-    const cublasOperation_t N_ = CUBLAS_OP_N;
-    const void *x = operand(lp, 0, qkv, (size_t)B * T * W);
-    float *att = cuda_att_workspace((size_t)B * NH * TT);
-    scores(lp, att, x, B, T, NH, NKV, HS);
-    long rows = (long)B * NH * T;
-    CUDA_LAUNCH(softmax_causal_kernel, grid_for_rows(rows), BLOCK, att, lse, rows, T);
-    const void *p = operand(lp, 1, att, (size_t)B * NH * TT);
-    for (int b = 0; b < B; b++)
-        for (int r = 0; r < G; r++) {
-            size_t v = (size_t)b * T * W + (size_t)(NH + NKV) * HS;
-            /* out = att v: out (HS,T) = v (HS,T) * att buffer (T,T) */
-            heads_gemm(lp, N_, N_, HS, T, T, 1.0f, at(lp, x, v), W, HS, at(lp, p, ((size_t)b * NH + r) * TT), T, as,
-                       0.0f, out + (size_t)b * T * C + (size_t)r * HS, C, qs, NKV);
+    int lane = threadIdx.x % 32;
+    long r = WARP_ROW();
+    if (r >= rows) return;
+    int i = (int)(r % a.n);
+    long bh = r / a.n;
+    int h = (int)(bh % a.NH), b = (int)(bh / a.NH);
+    size_t at = ((size_t)b * a.T + a.q0 + i) * a.C + (size_t)h * a.HS;
+    float s = 0.0f;
+    for (int c = lane; c < a.HS; c += 32) s += a.dout[at + c] * a.out[at + c];
+    s = warp_sum(s);
+    if (lane == 0) D[r] = s;
+}
+
+__global__ void att_dq_kernel(struct att_args a)
+{
+    __shared__ float ks[ATT_TILE][ATT_HS_MAX + 1], vs[ATT_TILE][ATT_HS_MAX + 1];
+    __shared__ float qs[ATT_ROWS][ATT_HS_MAX], dos[ATT_ROWS][ATT_HS_MAX], dss[ATT_ROWS][ATT_TILE];
+    int lane = threadIdx.x % 32, w = threadIdx.x / 32, HS = a.HS;
+    int h = blockIdx.y, b = blockIdx.z, i = blockIdx.x * ATT_ROWS + w, live = i < a.n;
+    int last = (int)blockIdx.x * ATT_ROWS + ATT_ROWS - 1;
+    if (last > a.n - 1) last = a.n - 1;
+    const float *q = a.qkv + ((size_t)b * a.T + a.q0) * a.W + (size_t)h * HS;
+    const float *k = a.kv + ((size_t)b * a.T + a.k0) * a.ldkv + (size_t)(h / a.G) * HS, *v = k + (size_t)a.NKV * HS;
+    const float *dy = a.dout + ((size_t)b * a.T + a.q0) * a.C + (size_t)h * HS;
+    float *dq = a.dq + ((size_t)b * a.T + a.q0) * a.W + (size_t)h * HS;
+    size_t row = ((size_t)b * a.NH + h) * a.n + (size_t)i;
+    float li = live ? a.lse[((size_t)b * a.NH + h) * a.T + a.q0 + i] : 0.0f, Di = live ? a.D[row] : 0.0f;
+    for (int c = lane; c < HS; c += 32) {
+        qs[w][c] = live ? q[(size_t)i * a.W + c] : 0.0f;
+        dos[w][c] = live ? dy[(size_t)i * a.C + c] : 0.0f;
+    }
+    float acc[ATT_PER_LANE] = {0};
+    int end = a.causal ? last + 1 : a.n;
+    for (int j0 = 0; j0 < end; j0 += ATT_TILE) {
+        __syncthreads();
+        load_tile(ks, k, a.ldkv, j0, a.n, HS);
+        load_tile(vs, v, a.ldkv, j0, a.n, HS);
+        __syncthreads();
+        int j = j0 + lane, see = live && j < a.n && (!a.causal || j <= i);
+        float p = see ? expf(dot_row(qs[w], ks, lane, HS) * a.scale - li) : 0.0f;
+        float dp = see ? dot_row(dos[w], vs, lane, HS) : 0.0f;
+        dss[w][lane] = p * (dp - Di) * a.scale;
+        __syncthreads();
+        for (int t = 0; t < ATT_PER_LANE; t++) {
+            int c = lane + 32 * t;
+            if (c >= HS) break;
+            float x = acc[t];
+            for (int jj = 0; jj < ATT_TILE; jj++) x += dss[w][jj] * ks[jj][c];
+            acc[t] = x;
         }
+    }
+    if (!live) return;
+    for (int t = 0; t < ATT_PER_LANE; t++) {
+        int c = lane + 32 * t;
+        if (c < HS) dq[(size_t)i * a.W + c] = (a.flag & ATT_ACCUM ? dq[(size_t)i * a.W + c] : 0.0f) + acc[t];
+    }
 }
 
-static void attention_backward(int lp, float *dqkv, const float *dout, const float *lse, const float *qkv,
-                               int B, int T, int NH, int NKV, int HS)
+__global__ void att_dkv_kernel(struct att_args a)
 {
-    int W = (NH + 2 * NKV) * HS, C = NH * HS, G = NH / NKV;
-    long long TT = (long long)T * T, qs = (long long)G * HS, as = G * TT;
-    float scale = 1.0f / sqrtf((float)HS);
-    const cublasOperation_t N_ = CUBLAS_OP_N, T_ = CUBLAS_OP_T;
-    const void *x = operand(lp, 0, qkv, (size_t)B * T * W), *dy = operand(lp, 2, dout, (size_t)B * T * C);
-    float *att = cuda_att_workspace(2 * (size_t)B * NH * TT), *scratch = att + (size_t)B * NH * TT;
-    long rows = (long)B * NH * T;
-    scores(lp, att, x, B, T, NH, NKV, HS); /* the probabilities again, from the scores and lse */
-    CUDA_LAUNCH(softmax_from_lse_kernel, grid_for_rows(rows), BLOCK, att, lse, rows, T);
-    for (int b = 0; b < B; b++)
-        for (int r = 0; r < G; r++) {
-            size_t v = (size_t)b * T * W + (size_t)(NH + NKV) * HS, dy_h = (size_t)b * T * C + (size_t)r * HS;
-            /* datt = dout v^T: (T,T) = op_T(v (HS,T)) * dout (HS,T) */
-            heads_gemm(lp, T_, N_, T, T, HS, 1.0f, at(lp, x, v), W, HS, at(lp, dy, dy_h), C, qs, 0.0f,
-                       scratch + ((size_t)b * NH + r) * TT, T, as, NKV);
+    __shared__ float qs[ATT_TILE][ATT_HS_MAX + 1], dos[ATT_TILE][ATT_HS_MAX + 1];
+    __shared__ float kr[ATT_ROWS][ATT_HS_MAX], vr[ATT_ROWS][ATT_HS_MAX];
+    __shared__ float pss[ATT_ROWS][ATT_TILE], dss[ATT_ROWS][ATT_TILE], lt[ATT_TILE], dt[ATT_TILE];
+    int lane = threadIdx.x % 32, w = threadIdx.x / 32, HS = a.HS;
+    int kh = blockIdx.y, b = blockIdx.z, j = blockIdx.x * ATT_ROWS + w, live = j < a.n;
+    int first = (int)blockIdx.x * ATT_ROWS; /* the block's first key row */
+    size_t koff = ((size_t)b * a.T + a.k0) * a.ldkv + (size_t)kh * HS, voff = koff + (size_t)a.NKV * HS;
+    for (int c = lane; c < HS; c += 32) {
+        kr[w][c] = live ? a.kv[koff + (size_t)j * a.ldkv + c] : 0.0f;
+        vr[w][c] = live ? a.kv[voff + (size_t)j * a.ldkv + c] : 0.0f;
+    }
+    float dk[ATT_PER_LANE] = {0}, dv[ATT_PER_LANE] = {0};
+    for (int r = 0; r < a.G; r++) {
+        int h = kh * a.G + r;
+        const float *q = a.qkv + ((size_t)b * a.T + a.q0) * a.W + (size_t)h * HS;
+        const float *dy = a.dout + ((size_t)b * a.T + a.q0) * a.C + (size_t)h * HS;
+        const float *lse = a.lse + ((size_t)b * a.NH + h) * a.T + a.q0, *D = a.D + ((size_t)b * a.NH + h) * a.n;
+        for (int i0 = a.causal ? first / ATT_TILE * ATT_TILE : 0; i0 < a.n; i0 += ATT_TILE) {
+            __syncthreads();
+            load_tile(qs, q, a.W, i0, a.n, HS);
+            load_tile(dos, dy, a.C, i0, a.n, HS);
+            if (threadIdx.x < ATT_TILE) {
+                int i = i0 + threadIdx.x;
+                lt[threadIdx.x] = i < a.n ? lse[i] : 0.0f;
+                dt[threadIdx.x] = i < a.n ? D[i] : 0.0f;
+            }
+            __syncthreads();
+            int i = i0 + lane, see = live && i < a.n && (!a.causal || j <= i);
+            float p = see ? expf(dot_row(kr[w], qs, lane, HS) * a.scale - lt[lane]) : 0.0f;
+            float dp = see ? dot_row(vr[w], dos, lane, HS) : 0.0f;
+            pss[w][lane] = p;
+            dss[w][lane] = p * (dp - dt[lane]) * a.scale;
+            __syncthreads();
+            for (int t = 0; t < ATT_PER_LANE; t++) {
+                int c = lane + 32 * t;
+                if (c >= HS) break;
+                float xv = dv[t], xk = dk[t];
+                for (int ii = 0; ii < ATT_TILE; ii++) {
+                    xv += pss[w][ii] * dos[ii][c];
+                    xk += dss[w][ii] * qs[ii][c];
+                }
+                dv[t] = xv;
+                dk[t] = xk;
+            }
         }
-    CUDA_LAUNCH(softmax_causal_backward_kernel, grid_for_rows(rows), BLOCK, scratch, att, rows, T,
-                scale);
-    const void *p = operand(lp, 1, att, (size_t)B * NH * TT), *ds = operand(lp, 3, scratch, (size_t)B * NH * TT);
-    for (int b = 0; b < B; b++)
-        for (int r = 0; r < G; r++) {
-            size_t base = (size_t)b * T * W, q = base + (size_t)r * HS, k = base + (size_t)NH * HS;
-            size_t v = k + (size_t)NKV * HS, dy_h = (size_t)b * T * C + (size_t)r * HS, a = ((size_t)b * NH + r) * TT;
-            float beta = r == 0 ? 0.0f : 1.0f; /* the group's first query head overwrites dk, dv */
-            /* dq = d k: dq (HS,T) = k (HS,T) * d buffer (T,T) */
-            heads_gemm(lp, N_, N_, HS, T, T, 1.0f, at(lp, x, k), W, HS, at(lp, ds, a), T, as, 0.0f, dqkv + q, W, qs,
-                       NKV);
-            /* dk += d^T q: dk (HS,T) = q (HS,T) * op_T(d buffer) */
-            heads_gemm(lp, N_, T_, HS, T, T, 1.0f, at(lp, x, q), W, qs, at(lp, ds, a), T, as, beta, dqkv + k, W, HS,
-                       NKV);
-            /* dv += att^T dout: dv (HS,T) = dout (HS,T) * op_T(att buffer) */
-            heads_gemm(lp, N_, T_, HS, T, T, 1.0f, at(lp, dy, dy_h), C, qs, at(lp, p, a), T, as, beta, dqkv + v, W,
-                       HS, NKV);
-        }
+    }
+    if (!live) return;
+    float *gk = a.dkv + koff + (size_t)j * a.ldkv, *gv = a.dkv + voff + (size_t)j * a.ldkv;
+    int add = a.flag & ATT_ACCUM;
+    for (int t = 0; t < ATT_PER_LANE; t++) {
+        int c = lane + 32 * t;
+        if (c >= HS) break;
+        gk[c] = (add ? gk[c] : 0.0f) + dk[t];
+        gv[c] = (add ? gv[c] : 0.0f) + dv[t];
+    }
 }
 
-void cuda_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV, int HS)
+static struct att_args args_of(const float *qkv, const float *kv, int ldkv, int T, int q0, int k0, int n, int NH,
+                               int NKV, int HS, int flags)
 {
-    attention_forward(-1, out, lse, qkv, B, T, NH, NKV, HS);
+    if (HS > ATT_HS_MAX)
+        cuda_fail_at(__FILE__, __LINE__, "attention", "head size above the fused kernel's limit",
+                     "the CUDA attention takes d_model / n_head up to 128");
+    struct att_args a;
+    memset(&a, 0, sizeof a);
+    a.qkv = qkv;
+    a.kv = kv;
+    a.ldkv = ldkv;
+    a.T = T;
+    a.q0 = q0;
+    a.k0 = k0;
+    a.n = n;
+    a.NH = NH;
+    a.NKV = NKV;
+    a.HS = HS;
+    a.G = NH / NKV;
+    a.W = (NH + 2 * NKV) * HS;
+    a.C = NH * HS;
+    a.causal = flags & ATT_CAUSAL;
+    a.flag = flags;
+    a.scale = 1.0f / sqrtf((float)HS);
+    return a;
 }
 
-void cuda_attention_backward(float *dqkv, const float *dout, const float *lse, const float *qkv, int B, int T,
-                             int NH, int NKV, int HS)
+void cuda_attention_forward(float *out, float *lse, const float *qkv, const float *kv, int ldkv, int B, int T, int q0,
+                            int k0, int n, int NH, int NKV, int HS, int flags)
 {
-    attention_backward(-1, dqkv, dout, lse, qkv, B, T, NH, NKV, HS);
+    struct att_args a = args_of(qkv, kv, ldkv, T, q0, k0, n, NH, NKV, HS, flags);
+    a.o = out;
+    a.l = lse;
+    dim3 grid((unsigned)((n + ATT_ROWS - 1) / ATT_ROWS), (unsigned)NH, (unsigned)B);
+    CUDA_LAUNCH(att_forward_kernel, grid, 32 * ATT_ROWS, a);
 }
 
-void cuda_attention_forward_tc(enum cuda_lp lp, float *out, float *lse, const float *qkv, int B, int T, int NH,
-                               int NKV, int HS)
+void cuda_attention_backward(float *dqkv, float *dkv, const float *dout, const float *out, const float *qkv,
+                             const float *kv, int ldkv, const float *lse, int B, int T, int q0, int k0, int n, int NH,
+                             int NKV, int HS, int flags)
 {
-    attention_forward((int)lp, out, lse, qkv, B, T, NH, NKV, HS);
-}
-
-void cuda_attention_backward_tc(enum cuda_lp lp, float *dqkv, const float *dout, const float *lse,
-                                const float *qkv, int B, int T, int NH, int NKV, int HS)
-{
-    attention_backward((int)lp, dqkv, dout, lse, qkv, B, T, NH, NKV, HS);
+    struct att_args a = args_of(qkv, kv, ldkv, T, q0, k0, n, NH, NKV, HS, flags);
+    long rows = (long)B * NH * n;
+    float *D = cuda_att_workspace((size_t)rows); /* (B,NH,n): linear in the length */
+    a.lse = lse;
+    a.dout = dout;
+    a.out = out;
+    a.D = D;
+    a.dq = dqkv;
+    a.dkv = dkv;
+    CUDA_LAUNCH(att_delta_kernel, grid_for_rows(rows), BLOCK, a, D, rows);
+    dim3 gq((unsigned)((n + ATT_ROWS - 1) / ATT_ROWS), (unsigned)NH, (unsigned)B);
+    CUDA_LAUNCH(att_dq_kernel, gq, 32 * ATT_ROWS, a);
+    dim3 gk((unsigned)((n + ATT_ROWS - 1) / ATT_ROWS), (unsigned)NKV, (unsigned)B);
+    CUDA_LAUNCH(att_dkv_kernel, gk, 32 * ATT_ROWS, a);
 }

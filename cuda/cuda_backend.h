@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ops.h" /* attention's flags */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -63,12 +65,15 @@ void cuda_rmsnorm_forward(float *out, float *rstd, const float *inp, const float
 void cuda_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                            const float *rstd, int N, int C);
 
-/* Causal attention as the CPU kernels (backend_ops.h): lse (B,NH,T) kept for
- * the backward, which recomputes the probabilities from it (in a workspace
- * of the context: cuda_att_workspace). */
-void cuda_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV, int HS);
-void cuda_attention_backward(float *dqkv, const float *dout, const float *lse, const float *qkv, int B, int T,
-                             int NH, int NKV, int HS);
+/* Fused causal attention as the CPU kernels (backend_ops.h), in fp32 in
+ * every precision, no T x T buffer (the backward's workspace holds one
+ * float per query row: cuda_att_workspace).  Head sizes up to 128. */
+void cuda_attention_forward(float *out, float *lse, const float *qkv, const float *kv, int ldkv, int B, int T, int q0,
+                            int k0, int n, int NH, int NKV, int HS, int flags);
+void cuda_attention_backward(float *dqkv, float *dkv, const float *dout, const float *out, const float *qkv,
+                             const float *kv, int ldkv, const float *lse, int B, int T, int q0, int k0, int n, int NH,
+                             int NKV, int HS, int flags);
+void cuda_copy_cols(float *dst, int ldd, const float *src, int lds, size_t rows, int cols, int add);
 void cuda_rope_forward(float *qkv, const float *cos, const float *sin, int B, int T, int NH, int NKV, int HS);
 void cuda_rope_backward(float *dqkv, const float *cos, const float *sin, int B, int T, int NH, int NKV, int HS);
 
@@ -115,21 +120,17 @@ void cuda_pack(enum cuda_lp lp, uint16_t *dst, const float *src, size_t n);
 /* Number of NaN or infinite elements (the loss scaler's overflow check). */
 size_t cuda_count_nonfinite(const float *x, size_t n);
 
-/* The linear layer and attention of a bf16/fp16 run on tensor cores: the
- * arguments and results of cuda_matmul_* / cuda_attention_* (fp32 buffers),
+/* The linear layer of a bf16/fp16 run on tensor cores: the
+ * arguments and results of cuda_matmul_* (fp32 buffers),
  * the products computed from 16-bit copies of their operands (exact when the
  * buffers hold values of format lp, as a mixed-precision model's do) with
  * fp32 accumulation.  The copies live in the backend's scratch, which grows
- * to the largest operands (attention: (B*NH*T*T) per copy). */
+ * to the largest operands. */
 void cuda_matmul_forward_tc(enum cuda_lp lp, float *out, const float *inp, const float *weight,
                             const float *bias, int N, int C, int OC);
 void cuda_matmul_backward_tc(enum cuda_lp lp, float *dinp, float *dweight, float *dbias,
                              const float *dout, const float *inp, const float *weight, int N, int C,
                              int OC);
-void cuda_attention_forward_tc(enum cuda_lp lp, float *out, float *lse, const float *qkv, int B, int T,
-                               int NH, int NKV, int HS);
-void cuda_attention_backward_tc(enum cuda_lp lp, float *dqkv, const float *dout, const float *lse,
-                                const float *qkv, int B, int T, int NH, int NKV, int HS);
 
 #ifdef __cplusplus
 }

@@ -306,3 +306,17 @@ void cuda_scale_inplace(float *x, size_t n, float s)
 {
     CUDA_LAUNCH(scale_kernel, grid_for(n), BLOCK, x, n, s);
 }
+
+__global__ void copy_cols_kernel(float *dst, int ldd, const float *src, int lds, size_t rows, int cols, int add)
+{
+    FOR_EACH(e, rows * (size_t)cols) {
+        size_t r = e / (size_t)cols, c = e % (size_t)cols;
+        float x = src[r * (size_t)lds + c];
+        dst[r * (size_t)ldd + c] = add ? dst[r * (size_t)ldd + c] + x : x;
+    }
+}
+
+void cuda_copy_cols(float *dst, int ldd, const float *src, int lds, size_t rows, int cols, int add)
+{
+    CUDA_LAUNCH(copy_cols_kernel, grid_for(rows * (size_t)cols), BLOCK, dst, ldd, src, lds, rows, cols, add);
+}

@@ -74,21 +74,6 @@ static void dev_matmul_backward(enum precision p, float *dinp, float *dweight, f
     else cuda_matmul_backward_tc(lp_of(p), dinp, dweight, dbias, dout, inp, weight, N, C, OC);
 }
 
-static void dev_attention_forward(enum precision p, float *out, float *lse, const float *qkv, int B, int T, int NH,
-                                  int NKV, int HS)
-{
-    if (p == PREC_FP32) cuda_attention_forward(out, lse, qkv, B, T, NH, NKV, HS);
-    else cuda_attention_forward_tc(lp_of(p), out, lse, qkv, B, T, NH, NKV, HS);
-}
-
-static void dev_attention_backward(enum precision p, float *dqkv, const float *dout, const float *out,
-                                   const float *qkv, const float *lse, int B, int T, int NH, int NKV, int HS)
-{
-    (void)out; /* (the probabilities' backward sums them with dout itself) */
-    if (p == PREC_FP32) cuda_attention_backward(dqkv, dout, lse, qkv, B, T, NH, NKV, HS);
-    else cuda_attention_backward_tc(lp_of(p), dqkv, dout, lse, qkv, B, T, NH, NKV, HS);
-}
-
 /* The rate of the products a run in precision p makes (CUDA_PROBE_N^3). */
 static double peak_gflops(enum precision p)
 {

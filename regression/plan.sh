@@ -20,17 +20,18 @@ layout() {
     ok $st "$name: runs on $np ranks"
     [ $st -eq 0 ] || { diag < "$scratch/last.out"; return; }
     # the plan's lines "  stage R: parameters P, gradients G, optimizer O, activations A bytes" against
-    # metrics.h5's /memory/allocated row of each stage's first rank (tp 0, dp 0: world rank R * tp * dp)
+    # metrics.h5's /memory/allocated row of each stage's first rank (tp 0, cp 0, dp 0: world rank R * tp * cp * dp)
     "$PYTHON3" - "$scratch/$name.plan" "$scratch/$name/metrics.h5" > "$scratch/$name.cmp" 2>&1 <<'PY'
 import re, sys, h5py
 text = open(sys.argv[1]).read()
-tp, dp = (int(x) for x in re.search(r"^plan for \d+ ranks = tp (\d+) x dp (\d+)", text, re.M).groups())
+tp, cp, dp = re.search(r"^plan for \d+ ranks = tp (\d+)(?: x cp (\d+))? x dp (\d+)", text, re.M).groups()
+tp, cp, dp = int(tp), int(cp or 1), int(dp)
 want = {int(r): [int(x) for x in v] for r, *v in
         re.findall(r"^  stage (\d+): parameters (\d+), gradients (\d+), optimizer (\d+), activations (\d+) bytes", text, re.M)}
 with h5py.File(sys.argv[2], "r") as f:
     d = f["memory/allocated"]
     assert d.attrs["columns"].decode().split() == ["parameters", "gradients", "optimizer", "activations"]
-    got = {r: [int(x) for x in d[r * tp * dp]] for r in want}
+    got = {r: [int(x) for x in d[r * tp * cp * dp]] for r in want}
 for r in sorted(want):
     print(f"stage {r}: planned {want[r]}, allocated {got[r]}")
 sys.exit(int(not want or want != got))
@@ -38,16 +39,16 @@ PY
     st=$?
     [ $st -eq 0 ] || diag < "$scratch/$name.cmp"
     ok $st "$name: planned parameter, gradient, optimizer and activation bytes equal the allocated, every stage"
-    want=$(sed -n 's/^  stage 0 traffic per step: tp \([0-9]*\), dp \([0-9]*\), pp \([0-9]*\),.*/\1 \2 \3/p' "$scratch/$name.plan")
+    want=$(sed -n 's/^  stage 0 traffic per step: tp \([0-9]*\), dp \([0-9]*\), pp \([0-9]*\), embed [0-9]*, cp \([0-9]*\) .*/\1 \2 \3 \4/p' "$scratch/$name.plan")
     "$PYTHON3" - "$scratch/$name/metrics.h5" $want <<'PY'
 import sys, h5py
 with h5py.File(sys.argv[1]) as f:
-    got = [f["metrics/comm_%s_bytes" % g][1] for g in ("tp", "dp", "pp")]
+    got = [f["metrics/comm_%s_bytes" % g][1] for g in ("tp", "dp", "pp", "cp")]
 want = [float(x) for x in sys.argv[2:]]
-print("# step 2, rank 0: counted tp dp pp", got, "planned", want)
-sys.exit(int(len(want) != 3 or got != want))
+print("# step 2, rank 0: counted tp dp pp cp", got, "planned", want)
+sys.exit(int(len(want) != 4 or got != want))
 PY
-    ok $? "$name: planned traffic per step (tp, dp, pp) equals the bytes counted on rank 0"
+    ok $? "$name: planned traffic per step (tp, dp, pp, cp) equals the bytes counted on rank 0"
 }
 layout one       1
 layout tp2       2 parallel.tp=2
@@ -66,6 +67,9 @@ layout fp16zero  2 parallel.zero_stage=1 train.precision=fp16 train.recompute=se
 layout inter     2 parallel.pp=2 parallel.schedule=interleaved parallel.virtual_stages=2 model.n_layer=4 train.micro_batch_size=2
 layout zero3     2 parallel.zero_stage=3 train.micro_batch_size=2
 layout zero3grid 8 parallel.tp=2 parallel.pp=2 parallel.zero_stage=3 parallel.sequence_parallel=.true. train.micro_batch_size=1 train.precision=bf16
+layout cp2       2 parallel.cp=2
+layout cpgrid    8 parallel.cp=2 parallel.tp=2 parallel.pp=2 parallel.sequence_parallel=.true. train.micro_batch_size=2 train.recompute=full
+layout cpllama   4 $llama parallel.cp=4 parallel.zero_stage=3 train.precision=bf16
 layout zero3int  4 parallel.pp=2 parallel.schedule=interleaved parallel.virtual_stages=2 model.n_layer=4 parallel.zero_stage=3 train.micro_batch_size=1 train.recompute=full
 
 # GPT-3 175B on 64 GPUs: planned here, launched nowhere

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ops.h"
+
 #define KREAL float
 #define KNAME(n) n
 #include "backend_ops.h"

@@ -36,16 +36,33 @@ void KNAME(matmul_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias,
 
 /* Causal self-attention over NH query heads of size HS sharing NKV key/value
  * heads (grouped-query attention: query head h reads kv head h / (NH/NKV);
- * NKV = NH is multi-head attention).  qkv (B,T,(NH+2NKV)*HS): the q heads,
- * then the k heads, then the v heads, each head's HS values contiguous.
- * lse (B,NH,T): each row's log-sum-exp of its scaled scores, kept for the
- * backward (fused: no T x T buffer).  out (B,T,NH*HS).  Scale 1/sqrt(HS). */
-void KNAME(attention_forward)(KREAL *out, KREAL *lse, const KREAL *qkv,
-                              int B, int T, int NH, int NKV, int HS);
-/* dqkv (B,T,(NH+2NKV)*HS) overwritten (a kv head's gradient sums over its
- * query heads in head order) from dout and the forward's out and lse. */
-void KNAME(attention_backward)(KREAL *dqkv, const KREAL *dout, const KREAL *out, const KREAL *qkv,
-                               const KREAL *lse, int B, int T, int NH, int NKV, int HS);
+ * NKV = NH is multi-head attention), fused (no T x T buffer).  qkv
+ * (B,T,(NH+2NKV)*HS): the q heads, then the k heads, then the v heads, each
+ * head's HS values contiguous.  The keys and values are read from kv, rows
+ * of ldkv floats (B,T,ldkv) holding the NKV k heads then the NKV v heads:
+ * qkv + NH*HS with ldkv = (NH+2NKV)*HS for the sequence's own, or a
+ * context-parallel peer's packed (B,T,2*NKV*HS) block.  One call takes the
+ * n query rows [q0, q0+n) of each sequence against the n key rows
+ * [k0, k0+n): with ATT_CAUSAL query q0+i sees keys k0 .. k0+i (the whole
+ * sequence: q0 = k0 = 0, n = T), without it all n.  lse (B,NH,T): each
+ * row's log-sum-exp of its scaled scores, kept for the backward.  out
+ * (B,T,NH*HS).  ATT_MERGE: out and lse of the rows already hold the softmax
+ * over other keys, which the call extends (ring attention's blocks).
+ * Scale 1/sqrt(HS).  (flags: ops.h) */
+void KNAME(attention_forward)(KREAL *out, KREAL *lse, const KREAL *qkv, const KREAL *kv, int ldkv,
+                              int B, int T, int q0, int k0, int n, int NH, int NKV, int HS, int flags);
+/* The gradients of one such call from dout and the forward's out and (final)
+ * lse: dq of rows [q0, q0+n) into dqkv's q heads, dk and dv of rows
+ * [k0, k0+n) into dkv (laid out as kv; dqkv + NH*HS for the sequence's
+ * own); overwritten, or added to with ATT_ACCUM.  A kv head's gradient sums
+ * over its query heads in head order. */
+void KNAME(attention_backward)(KREAL *dqkv, KREAL *dkv, const KREAL *dout, const KREAL *out, const KREAL *qkv,
+                               const KREAL *kv, int ldkv, const KREAL *lse, int B, int T, int q0, int k0, int n,
+                               int NH, int NKV, int HS, int flags);
+
+/* cols columns of rows rows, src (ld lds) into dst (ld ldd): copied, or
+ * added with add != 0 (ring attention's packed keys and values). */
+void KNAME(copy_cols)(KREAL *dst, int ldd, const KREAL *src, int lds, size_t rows, int cols, int add);
 
 /* Rotary position embedding of the q and k heads of qkv (layout as above),
  * in place, Hugging Face's rotate_half convention: for i < HS/2 the pair

@@ -175,7 +175,7 @@ static int datasets_per_prefix(const struct model *m) { return model_logical_ten
  * slice), tp rank 0 of a replicated tensor, the first stage's copy of wte. */
 static int owner(const struct tensor_ref *t, const struct grid *g)
 {
-    return t->local != NULL && t->primary && (t->sliced || g->dp_rank == 0) && (!t->replicated || g->tp_rank == 0);
+    return t->local != NULL && t->primary && (t->sliced || g->dpcp_rank == 0) && (!t->replicated || g->tp_rank == 0);
 }
 
 /* The sum (mod 2^64) of a mix of every element's logical index and bits, so
@@ -654,6 +654,7 @@ static void write_attributes(hid_t f, const struct ckpt_state *st, const char *d
         attr_i64(f, "loss_scale_hysteresis_left", st->hysteresis_left);
     }
     attr_i64(f, "tp", g->tp);
+    attr_i64(f, "cp", g->cp);
     attr_i64(f, "dp", g->dp);
     attr_i64(f, "pp", g->pp);
     attr_str(f, "deck", deck);

@@ -19,6 +19,7 @@ static MPI_Comm comm_of(const struct comm *c, enum comm_group g)
     case CG_DP: return gr->dp_comm;
     case CG_PP: return gr->pp_comm;
     case CG_EMBED: return gr->embed_comm;
+    case CG_CP: return gr->cp_comm;
     default: break;
     }
     die("unknown communicator %d", (int)g);
@@ -26,7 +27,7 @@ static MPI_Comm comm_of(const struct comm *c, enum comm_group g)
 
 const char *comm_group_name(enum comm_group g)
 {
-    static const char *names[CG_COUNT] = {"world", "tp", "dp", "pp", "embed"};
+    static const char *names[CG_COUNT] = {"world", "tp", "dp", "pp", "embed", "cp"};
     return (unsigned)g < CG_COUNT ? names[g] : "?";
 }
 

@@ -11,7 +11,9 @@
 
 struct trace; /* trace.h */
 
-enum comm_group { CG_WORLD, CG_TP, CG_DP, CG_PP, CG_EMBED, CG_COUNT };
+/* CG_DP spans the dp * cp ranks holding replicas of one shard (topo.h);
+ * CG_CP carries ring attention's blocks. */
+enum comm_group { CG_WORLD, CG_TP, CG_DP, CG_PP, CG_EMBED, CG_CP, CG_COUNT };
 enum comm_op { CO_ALLREDUCE, CO_ALLGATHER, CO_REDUCE_SCATTER, CO_SEND, CO_RECV, CO_COUNT };
 
 struct comm_counts {

@@ -215,6 +215,20 @@ static int check_split(const struct config *cfg, struct deck_error *err)
         return suggest(err, "seq_len", near_multiples(a, sizeof a, T, tp, config_key_max("model", "seq_len")), "tp",
                        near_divisors(b, sizeof b, T, tp, config_key_max("parallel", "tp")), NULL);
     }
+    int64_t cp = cfg->parallel.cp;
+    if (cp > 1 && T % (2 * cp)) {
+        deck_error_set(err, 0, 0, "seq_len = %" PRId64 " is not divisible by 2 * cp = %" PRId64
+                       " (context parallelism cuts every sequence into 2 * cp equal chunks, two per rank)", T, 2 * cp);
+        return suggest(err, "seq_len", near_multiples(a, sizeof a, T, 2 * cp, config_key_max("model", "seq_len")),
+                       NULL, NULL, NULL);
+    }
+    if (cp > 1 && cfg->parallel.sequence_parallel && (T / cp) % tp) {
+        deck_error_set(err, 0, 0, "seq_len / cp = %" PRId64 " / %" PRId64 " = %" PRId64 " is not divisible by tp = %"
+                       PRId64 " (sequence parallelism splits each rank's positions across the tensor-parallel ranks)",
+                       T, cp, T / cp, tp);
+        return suggest(err, "seq_len", near_multiples(a, sizeof a, T, 2 * cp * tp, config_key_max("model", "seq_len")),
+                       NULL, NULL, NULL);
+    }
     if (L % chunks) {
         deck_error_set(err, 0, 0, "n_layer = %" PRId64 " is not divisible by pp * virtual_stages = %" PRId64 " * %" PRId64
                  " = %" PRId64 " (every model chunk gets the same number of layers)", L, pp, vs, chunks);
@@ -224,24 +238,31 @@ static int check_split(const struct config *cfg, struct deck_error *err)
     return 0;
 }
 
-/* world = tp * dp * pp */
+/* world = tp * cp * dp * pp */
 static int check_world(const struct config *cfg, int world, struct deck_error *err)
 {
-    int64_t tp = cfg->parallel.tp, pp = cfg->parallel.pp, dp = cfg->parallel.dp, tp_pp = tp * pp;
-    char m[64];
+    int64_t tp = cfg->parallel.tp, cp = cfg->parallel.cp, pp = cfg->parallel.pp, dp = cfg->parallel.dp;
+    int64_t tp_pp = tp * cp * pp;
+    char m[64], grid[96];
     if (world <= 0) return 0;
+    if (cp > 1) snprintf(grid, sizeof grid, "tp * cp * pp = %" PRId64 " * %" PRId64 " * %" PRId64, tp, cp, pp);
+    else snprintf(grid, sizeof grid, "tp * pp = %" PRId64 " * %" PRId64, tp, pp);
     if (dp > 0 && tp_pp * dp != world) {
         int64_t want = tp_pp * dp;
-        deck_error_set(err, 0, 0, "tp * dp * pp = %" PRId64 " * %" PRId64 " * %" PRId64 " = %" PRId64
-                 ", but %d ranks were launched", tp, dp, pp, want, world);
+        if (cp > 1)
+            deck_error_set(err, 0, 0, "tp * cp * dp * pp = %" PRId64 " * %" PRId64 " * %" PRId64 " * %" PRId64
+                           " = %" PRId64 ", but %d ranks were launched", tp, cp, dp, pp, want, world);
+        else
+            deck_error_set(err, 0, 0, "tp * dp * pp = %" PRId64 " * %" PRId64 " * %" PRId64 " = %" PRId64
+                           ", but %d ranks were launched", tp, dp, pp, want, world);
         if (world % tp_pp == 0)
             return deck_error_hint(err, "set dp = %" PRId64 " (or dp = 0 to derive it), or launch %" PRId64
                             " ranks (mpirun -n %" PRId64 ")", world / tp_pp, want, want);
         return deck_error_hint(err, "launch %" PRId64 " ranks (mpirun -n %" PRId64 ")", want, want);
     }
     if (world % tp_pp) {
-        deck_error_set(err, 0, 0, "%d ranks cannot be split into replicas of tp * pp = %" PRId64 " * %" PRId64
-                 " = %" PRId64 " ranks", world, tp, pp, tp_pp);
+        deck_error_set(err, 0, 0, "%d ranks cannot be split into replicas of %s = %" PRId64 " ranks", world, grid,
+                       tp_pp);
         return deck_error_hint(err, "launch a multiple of %" PRId64 " ranks (mpirun -n %s)", tp_pp,
                         near_multiples(m, sizeof m, world, tp_pp, INT32_MAX));
     }
@@ -428,7 +449,7 @@ int config_validate(const struct config *cfg, int world, struct deck_error *err)
 
 int config_dp(const struct config *cfg, int world)
 {
-    int64_t tp_pp = cfg->parallel.tp * cfg->parallel.pp;
+    int64_t tp_pp = cfg->parallel.tp * cfg->parallel.cp * cfg->parallel.pp;
     if (cfg->parallel.dp > 0) return (int)cfg->parallel.dp;
     if (world <= 0 || world % tp_pp) return 0;
     return (int)(world / tp_pp);

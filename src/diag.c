@@ -72,13 +72,13 @@ void diag_check_consistency(const struct model *m, const struct grid *g, const s
     }
     free(host);
     int dp_bad = -1, tp_bad = -1;
-    int dp_id = g->dp > 1 ? first_mismatch(h, g->dp_comm, 0, &dp_bad) : -1;
+    int dp_id = g->dpcp > 1 ? first_mismatch(h, g->dp_comm, 0, &dp_bad) : -1;
     int tp_id = g->tp > 1 ? first_mismatch(h, g->tp_comm, 1, &tp_bad) : -1;
     int bad = dp_id >= 0 || tp_id >= 0, any;
     MPI_CHECK(MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, g->world_comm));
     if (!any) {
         log_info("consistency at step %lld: %d data-parallel replica(s) bitwise identical, replicated tensors "
-                 "agree across %d tp rank(s)\n", (long long)step, g->dp, g->tp);
+                 "agree across %d tp rank(s)\n", (long long)step, g->dpcp, g->tp);
         return;
     }
 
@@ -91,13 +91,13 @@ void diag_check_consistency(const struct model *m, const struct grid *g, const s
     if (dp_id >= 0)
         snprintf(msg, sizeof msg, "data-parallel replicas diverged at step %lld: tensor %s on world rank %d "
                  "(dp rank %d of its group) differs from dp rank 0 (world rank %d)", (long long)step,
-                 param_table[dp_id].name, grid_rank_of(g, g->tp_rank, dp_bad, g->pp_rank), dp_bad,
-                 grid_rank_of(g, g->tp_rank, 0, g->pp_rank));
+                 param_table[dp_id].name, grid_rank_of(g, g->tp_rank, dp_bad % g->cp, dp_bad / g->cp, g->pp_rank),
+                 dp_bad, grid_rank_of(g, g->tp_rank, 0, 0, g->pp_rank));
     else if (tp_id >= 0)
         snprintf(msg, sizeof msg, "replicated tensor %s disagrees across tensor-parallel ranks at step %lld: "
                  "world rank %d (tp rank %d) differs from tp rank 0 (world rank %d)", param_table[tp_id].name,
-                 (long long)step, grid_rank_of(g, tp_bad, g->dp_rank, g->pp_rank), tp_bad,
-                 grid_rank_of(g, 0, g->dp_rank, g->pp_rank));
+                 (long long)step, grid_rank_of(g, tp_bad, g->cp_rank, g->dp_rank, g->pp_rank), tp_bad,
+                 grid_rank_of(g, 0, g->cp_rank, g->dp_rank, g->pp_rank));
     mpi_agree_error(g->world_comm, bad, msg, sizeof msg);
     if (g->rank == 0) {
         fprintf(stderr, "error: %s\n", msg);

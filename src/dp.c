@@ -111,10 +111,10 @@ size_t dp_zero2_ring_floats(const struct model_dims *d, size_t piece)
 static void retire(struct dp *p, int b)
 {
     if (p->layer[b] < 0) return;
-    int j = p->layer[b], dp = p->c->grid->dp;
+    int j = p->layer[b], dp = p->c->grid->dpcp;
     comm_ring_progress(p->c, &p->ring[b], 1);
     add_to_shard(p->o, p->ranges + (size_t)j * p->nranges, p->nranges,
-                 p->work[b] + p->displs[(size_t)j * dp + p->c->grid->dp_rank]);
+                 p->work[b] + p->displs[(size_t)j * dp + p->c->grid->dpcp_rank]);
     p->layer[b] = -1;
 }
 
@@ -137,7 +137,7 @@ static void zero2_layer_done(void *ctx, int j)
     int b = (p->next + DP_ZERO2_BUFFERS - 1) % DP_ZERO2_BUFFERS; /* the one just handed out */
     struct model *m = p->m;
     float *g = p->work[b];
-    int dp = p->c->grid->dp;
+    int dp = p->c->grid->dpcp;
     for (int id = 0; id < NUM_PARAMS; id++) { /* the partial sums over tp first */
         if (!param_table[id].per_layer) continue;
         size_t per = m->size[id] / (size_t)m->d.Lp;
@@ -153,7 +153,7 @@ static void zero2_layer_done(void *ctx, int j)
 static void zero2_init(struct dp *p)
 {
     struct model *m = p->m;
-    int Lp = m->d.Lp, dp = p->c->grid->dp;
+    int Lp = m->d.Lp, dp = p->c->grid->dpcp;
     p->layer_floats = model_layer_floats(&m->d);
     struct flat_range r[NUM_PARAMS];
     p->nranges = model_layer_ranges(m, 0, r);
@@ -184,7 +184,7 @@ static void zero2_rest(struct dp *p)
 {
     struct model *m = p->m;
     struct comm *c = p->c;
-    int dp = c->grid->dp;
+    int dp = c->grid->dpcp;
     size_t bucket = p->o->piece * (size_t)dp;
     int *counts = xmalloc(2 * (size_t)dp * sizeof *counts), *displs = counts + dp;
     for (int i = 0; i < NUM_PARAMS; i++) {
@@ -196,7 +196,7 @@ static void zero2_rest(struct dp *p)
             comm_ring_start(c, &ring, CG_DP, m->grad[i] + t, counts, displs, p->recv[0], p->ring_piece,
                             RING_TAG + DP_ZERO2_BUFFERS);
             comm_ring_progress(c, &ring, 1);
-            add_to_shard(p->o, &r, 1, m->grad[i] + t + displs[c->grid->dp_rank]);
+            add_to_shard(p->o, &r, 1, m->grad[i] + t + displs[c->grid->dpcp_rank]);
         }
     }
     free(counts);
@@ -211,7 +211,7 @@ void dp_init(struct dp *p, struct model *m, struct optim *o, struct comm *c, con
     p->m = m;
     p->o = o;
     p->c = c;
-    p->strategy = s->dp == 1              ? DP_NONE
+    p->strategy = s->dpcp == 1            ? DP_NONE
                   : s->zero2              ? DP_ZERO2
                   : s->zero               ? DP_ZERO1
                   : s->overlap && m->d.Lp ? DP_OVERLAP /* (a stage may hold no layer) */

@@ -333,15 +333,20 @@ void KNAME(matmul_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias,
 /* ------------------------------------------------------------ attention */
 
 /* Fused causal attention (flash-attention's scheme): for each block of
- * ATT_BLK queries, the blocks of keys up to the diagonal one by one, the
- * scores of a block (ATT_BLK x ATT_BLK, on the thread's stack) turned into
+ * ATT_BLK queries, the blocks of keys it may see one by one, the scores of
+ * a block (ATT_BLK x ATT_BLK, on the thread's stack) turned into
  * unnormalised probabilities against a running row maximum (an online
  * softmax: the partial output and row sum rescaled when the maximum
  * grows), the output accumulated with the block's values; at the end the
  * output divided by the row sum, and lse = max + log(sum) kept per row for
  * the backward, which recomputes each block's probabilities from it.
  * Nothing of size T x T exists.  A query head reads its group's kv head in
- * place (GQA without copies).  Products go through GEMM. */
+ * place (GQA without copies).  Products go through GEMM.
+ *
+ * One call takes n query rows against n key rows (backend_ops.h): the whole
+ * sequence, or one pair of context-parallel chunks (cp.c), whose results
+ * merge into the rows' running softmax (ATT_MERGE: the saved out and lse
+ * are where the online softmax left off). */
 
 /* The widths of a qkv row and an output row, the query heads per kv head, the scale. */
 struct att_geom { int W, C, G; KREAL scale; };
@@ -350,43 +355,45 @@ static struct att_geom att_geom(int NH, int NKV, int HS)
     return (struct att_geom){(NH + 2 * NKV) * HS, NH * HS, NH / NKV, K(1) / KSQRT(K(HS))};
 }
 
-/* Keys of block j0 that row i may see (causal): all nc of them below the
- * diagonal block, i - j0 + 1 in it. */
-static inline int att_visible(int i, int j0, int nc) { return imin(nc, i - j0 + 1); }
+/* Keys of block j0 that row i may see: all nc of them without the causal
+ * mask or below the diagonal block, i - j0 + 1 in it. */
+static inline int att_visible(int causal, int i, int j0, int nc) { return causal ? imin(nc, i - j0 + 1) : nc; }
 
-void KNAME(attention_forward)(KREAL *out, KREAL *lse, const KREAL *qkv,
-                              int B, int T, int NH, int NKV, int HS)
+void KNAME(attention_forward)(KREAL *out, KREAL *lse, const KREAL *qkv, const KREAL *kv, int ldkv,
+                              int B, int T, int q0, int k0, int n, int NH, int NKV, int HS, int flags)
 {
     struct att_geom g = att_geom(NH, NKV, HS);
+    const int causal = flags & ATT_CAUSAL, merge = flags & ATT_MERGE;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
-            const KREAL *row = qkv + (size_t)b * T * g.W;
-            const KREAL *q = row + (size_t)h * HS;                          // (T,HS) ld W
-            const KREAL *k = row + (size_t)(NH + h / g.G) * HS;
+            const KREAL *q = qkv + ((size_t)b * T + q0) * g.W + (size_t)h * HS;        // (n,HS) ld W
+            const KREAL *k = kv + ((size_t)b * T + k0) * ldkv + (size_t)(h / g.G) * HS; // (n,HS) ld ldkv
             const KREAL *v = k + (size_t)NKV * HS;
-            KREAL *o = out + (size_t)b * T * g.C + (size_t)h * HS;         // (T,HS) ld C
-            KREAL *l = lse + ((size_t)b * NH + h) * T;
+            KREAL *o = out + ((size_t)b * T + q0) * g.C + (size_t)h * HS;              // (n,HS) ld C
+            KREAL *l = lse + ((size_t)b * NH + h) * T + q0;
             KREAL s[ATT_BLK * ATT_BLK], mx[ATT_BLK], sum[ATT_BLK];
-            for (int i0 = 0; i0 < T; i0 += ATT_BLK) {
-                int nr = imin(ATT_BLK, T - i0);
+            for (int i0 = 0; i0 < n; i0 += ATT_BLK) {
+                int nr = imin(ATT_BLK, n - i0);
                 for (int r = 0; r < nr; r++) {
-                    mx[r] = -K(INFINITY);
-                    sum[r] = 0;
-                    for (int c = 0; c < HS; c++) o[(size_t)(i0 + r) * g.C + c] = 0;
+                    /* merging: the saved row is the softmax so far, its sum 1 against max = lse */
+                    mx[r] = merge ? l[i0 + r] : -K(INFINITY);
+                    sum[r] = merge ? K(1) : K(0);
+                    if (!merge)
+                        for (int c = 0; c < HS; c++) o[(size_t)(i0 + r) * g.C + c] = 0;
                 }
-                for (int j0 = 0; j0 <= i0; j0 += ATT_BLK) {
-                    int nc = imin(ATT_BLK, T - j0);
-                    GEMM(0, 1, nr, nc, HS, g.scale, q + (size_t)i0 * g.W, g.W, k + (size_t)j0 * g.W, g.W, K(0), s,
+                for (int j0 = 0; j0 < (causal ? i0 + 1 : n); j0 += ATT_BLK) {
+                    int nc = imin(ATT_BLK, n - j0);
+                    GEMM(0, 1, nr, nc, HS, g.scale, q + (size_t)i0 * g.W, g.W, k + (size_t)j0 * ldkv, ldkv, K(0), s,
                          ATT_BLK);
                     for (int r = 0; r < nr; r++) {
                         KREAL *sr = s + (size_t)r * ATT_BLK, m = mx[r], add;
-                        int n = att_visible(i0 + r, j0, nc);
-                        for (int j = 0; j < n; j++) m = sr[j] > m ? sr[j] : m;
+                        int nv = att_visible(causal, i0 + r, j0, nc);
+                        for (int j = 0; j < nv; j++) m = sr[j] > m ? sr[j] : m;
 #pragma omp simd
-                        for (int j = 0; j < n; j++) sr[j] = KEXP(sr[j] - m);
-                        for (int j = n; j < nc; j++) sr[j] = 0;
-                        LANE_SUM(KREAL, add, 0, n, j, sr[j]);
+                        for (int j = 0; j < nv; j++) sr[j] = KEXP(sr[j] - m);
+                        for (int j = nv; j < nc; j++) sr[j] = 0;
+                        LANE_SUM(KREAL, add, 0, nv, j, sr[j]);
                         KREAL corr = KEXP(mx[r] - m); /* (0 for the first block: mx was -inf) */
                         sum[r] = sum[r] * corr + add;
                         mx[r] = m;
@@ -394,8 +401,8 @@ void KNAME(attention_forward)(KREAL *out, KREAL *lse, const KREAL *qkv,
 #pragma omp simd
                         for (int c = 0; c < HS; c++) orow[c] *= corr;
                     }
-                    GEMM(0, 0, nr, HS, nc, K(1), s, ATT_BLK, v + (size_t)j0 * g.W, g.W, K(1), o + (size_t)i0 * g.C,
-                         g.C);
+                    GEMM(0, 0, nr, HS, nc, K(1), s, ATT_BLK, v + (size_t)j0 * ldkv, ldkv, K(1),
+                         o + (size_t)i0 * g.C, g.C);
                 }
                 for (int r = 0; r < nr; r++) {
                     KREAL inv = K(1) / sum[r], *orow = o + (size_t)(i0 + r) * g.C;
@@ -414,65 +421,85 @@ static void zero_rows(KREAL *x, int n, int HS, int ld)
         for (int c = 0; c < HS; c++) x[(size_t)i * ld + c] = 0;
 }
 
-void KNAME(attention_backward)(KREAL *dqkv, const KREAL *dout, const KREAL *out, const KREAL *qkv,
-                               const KREAL *lse, int B, int T, int NH, int NKV, int HS)
+void KNAME(attention_backward)(KREAL *dqkv, KREAL *dkv, const KREAL *dout, const KREAL *out, const KREAL *qkv,
+                               const KREAL *kv, int ldkv, const KREAL *lse, int B, int T, int q0, int k0, int n,
+                               int NH, int NKV, int HS, int flags)
 {
     struct att_geom g = att_geom(NH, NKV, HS);
+    const int causal = flags & ATT_CAUSAL, accum = flags & ATT_ACCUM;
     /* One (b, kv head) per iteration: its query heads in order, each adding
      * its share to the kv head's gradients. */
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int kh = 0; kh < NKV; kh++) {
-            size_t base = (size_t)b * T * g.W, koff = base + (size_t)(NH + kh) * HS, voff = koff + (size_t)NKV * HS;
-            const KREAL *k = qkv + koff, *v = qkv + voff;
-            KREAL *dk = dqkv + koff, *dv = dqkv + voff; // ld W
+            size_t koff = ((size_t)b * T + k0) * ldkv + (size_t)kh * HS, voff = koff + (size_t)NKV * HS;
+            const KREAL *k = kv + koff, *v = kv + voff;
+            KREAL *dk = dkv + koff, *dv = dkv + voff; // ld ldkv
             KREAL p[ATT_BLK * ATT_BLK], ds[ATT_BLK * ATT_BLK], D[ATT_BLK];
-            zero_rows(dk, T, HS, g.W);
-            zero_rows(dv, T, HS, g.W);
+            if (!accum) {
+                zero_rows(dk, n, HS, ldkv);
+                zero_rows(dv, n, HS, ldkv);
+            }
             for (int r = 0; r < g.G; r++) {
                 int h = kh * g.G + r;
-                size_t qoff = base + (size_t)h * HS;
-                const KREAL *q = qkv + qoff, *l = lse + ((size_t)b * NH + h) * T;
-                const KREAL *dout_h = dout + (size_t)b * T * g.C + (size_t)h * HS; // ld C
-                const KREAL *out_h = out + (size_t)b * T * g.C + (size_t)h * HS;
+                size_t qoff = ((size_t)b * T + q0) * g.W + (size_t)h * HS;
+                const KREAL *q = qkv + qoff, *l = lse + ((size_t)b * NH + h) * T + q0;
+                const KREAL *dout_h = dout + ((size_t)b * T + q0) * g.C + (size_t)h * HS; // ld C
+                const KREAL *out_h = out + ((size_t)b * T + q0) * g.C + (size_t)h * HS;
                 KREAL *dq = dqkv + qoff;
-                zero_rows(dq, T, HS, g.W);
-                for (int j0 = 0; j0 < T; j0 += ATT_BLK) {
-                    int nc = imin(ATT_BLK, T - j0);
-                    for (int i0 = j0; i0 < T; i0 += ATT_BLK) { /* the query blocks at or below the diagonal */
-                        int nr = imin(ATT_BLK, T - i0);
+                if (!accum) zero_rows(dq, n, HS, g.W);
+                for (int j0 = 0; j0 < n; j0 += ATT_BLK) {
+                    int nc = imin(ATT_BLK, n - j0);
+                    /* the query blocks that see block j0: at or below the diagonal when causal */
+                    for (int i0 = causal ? j0 : 0; i0 < n; i0 += ATT_BLK) {
+                        int nr = imin(ATT_BLK, n - i0);
                         for (int rr = 0; rr < nr; rr++) { /* D_i = dout_i . out_i (the softmax's backward term) */
                             const KREAL *dr = dout_h + (size_t)(i0 + rr) * g.C, *orow = out_h + (size_t)(i0 + rr) * g.C;
                             LANE_SUM(KREAL, D[rr], 0, HS, c, dr[c] * orow[c]);
                         }
-                        GEMM(0, 1, nr, nc, HS, g.scale, q + (size_t)i0 * g.W, g.W, k + (size_t)j0 * g.W, g.W, K(0), p,
-                             ATT_BLK);
+                        GEMM(0, 1, nr, nc, HS, g.scale, q + (size_t)i0 * g.W, g.W, k + (size_t)j0 * ldkv, ldkv, K(0),
+                             p, ATT_BLK);
                         for (int rr = 0; rr < nr; rr++) {
                             KREAL *pr = p + (size_t)rr * ATT_BLK, li = l[i0 + rr];
-                            int n = att_visible(i0 + rr, j0, nc);
+                            int nv = att_visible(causal, i0 + rr, j0, nc);
 #pragma omp simd
-                            for (int j = 0; j < n; j++) pr[j] = KEXP(pr[j] - li);
-                            for (int j = n; j < nc; j++) pr[j] = 0;
+                            for (int j = 0; j < nv; j++) pr[j] = KEXP(pr[j] - li);
+                            for (int j = nv; j < nc; j++) pr[j] = 0;
                         }
                         /* dv_j += p^T dout_i; dp = dout_i v_j^T; ds = p (dp - D) scale */
                         GEMM(1, 0, nc, HS, nr, K(1), p, ATT_BLK, dout_h + (size_t)i0 * g.C, g.C, K(1),
-                             dv + (size_t)j0 * g.W, g.W);
-                        GEMM(0, 1, nr, nc, HS, K(1), dout_h + (size_t)i0 * g.C, g.C, v + (size_t)j0 * g.W, g.W, K(0),
-                             ds, ATT_BLK);
+                             dv + (size_t)j0 * ldkv, ldkv);
+                        GEMM(0, 1, nr, nc, HS, K(1), dout_h + (size_t)i0 * g.C, g.C, v + (size_t)j0 * ldkv, ldkv,
+                             K(0), ds, ATT_BLK);
                         for (int rr = 0; rr < nr; rr++) {
                             KREAL *pr = p + (size_t)rr * ATT_BLK, *dr = ds + (size_t)rr * ATT_BLK, Di = D[rr];
 #pragma omp simd
                             for (int j = 0; j < nc; j++) dr[j] = pr[j] * (dr[j] - Di) * g.scale;
                         }
                         /* dq_i += ds k_j; dk_j += ds^T q_i */
-                        GEMM(0, 0, nr, HS, nc, K(1), ds, ATT_BLK, k + (size_t)j0 * g.W, g.W, K(1),
+                        GEMM(0, 0, nr, HS, nc, K(1), ds, ATT_BLK, k + (size_t)j0 * ldkv, ldkv, K(1),
                              dq + (size_t)i0 * g.W, g.W);
                         GEMM(1, 0, nc, HS, nr, K(1), ds, ATT_BLK, q + (size_t)i0 * g.W, g.W, K(1),
-                             dk + (size_t)j0 * g.W, g.W);
+                             dk + (size_t)j0 * ldkv, ldkv);
                     }
                 }
             }
         }
+}
+
+void KNAME(copy_cols)(KREAL *dst, int ldd, const KREAL *src, int lds, size_t rows, int cols, int add)
+{
+#pragma omp parallel for schedule(static) if ((long)rows * cols >= PAR_MIN)
+    for (long r = 0; r < (long)rows; r++) {
+        KREAL *d = dst + (size_t)r * ldd;
+        const KREAL *s = src + (size_t)r * lds;
+        if (add) {
+#pragma omp simd
+            for (int i = 0; i < cols; i++) d[i] += s[i];
+        } else {
+            for (int i = 0; i < cols; i++) d[i] = s[i];
+        }
+    }
 }
 
 /* ------------------------------------------------------------ rotary positions */

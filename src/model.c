@@ -13,19 +13,20 @@
 
 #include "backend.h"
 #include "log.h"
+#include "cp.h"
 #include "model_internal.h"
 
-/* llama: the rotary embedding's cosines and sines (T, HS/2): position t
- * turns pair i by t * theta^(-2i/HS) (Hugging Face's inv_freq), in double
- * and rounded once. */
+/* llama: the rotary embedding's cosines and sines (Tl, HS/2) of this rank's
+ * rows: position t turns pair i by t * theta^(-2i/HS) (Hugging Face's
+ * inv_freq), in double and rounded once. */
 static void rope_tables(struct model *m)
 {
     const struct model_dims *d = &m->d;
-    size_t half = (size_t)d->HS / 2, n = (size_t)d->T * half;
+    size_t half = (size_t)d->HS / 2, n = (size_t)d->Tl * half;
     float *c = xalloc_aligned(2 * n * sizeof(float)), *s = c + n;
-    for (int t = 0; t < d->T; t++)
+    for (int t = 0; t < d->Tl; t++)
         for (size_t i = 0; i < half; i++) {
-            double a = t * pow(d->rope_theta, -2.0 * (double)i / d->HS);
+            double a = cp_position(d, t) * pow(d->rope_theta, -2.0 * (double)i / d->HS);
             c[(size_t)t * half + i] = (float)cos(a);
             s[(size_t)t * half + i] = (float)sin(a);
         }
@@ -83,7 +84,7 @@ void model_init(struct model *m, const struct model_dims *d, const struct device
     m->d = *d;
     m->k = k;
     m->B = B;
-    m->N = B * d->T;
+    m->N = B * d->Tl;
     m->Ns = d->sp ? m->N / d->tp : m->N;
     for (int i = 0; i < NUM_PARAMS; i++) m->size[i] = model_tensor_size(d, (enum param_id)i);
     m->flat = model_flat_layout(d, m->at);
@@ -115,13 +116,17 @@ void model_init(struct model *m, const struct model_dims *d, const struct device
     free(host);
     m->dwte_embed = k->alloc((m->size[P_WTE] ? m->size[P_WTE] : 1) * sizeof(float));
     if (d->llama) rope_tables(m);
-    m->host = xalloc_aligned(2 * (size_t)m->N * sizeof(float)); /* token losses, or a micro-batch's tokens */
+    m->host = xalloc_aligned(2 * (size_t)B * d->T * sizeof(float)); /* token losses, or a micro-batch's tokens */
     m->bad_order = LONG_MAX;
     model_acts_alloc(m, nslots, nrecv);
 }
 
-void model_set_tokens(struct model *m, struct chunk_acts *a, const int32_t *inputs, const int32_t *targets)
+void model_set_tokens(struct model *m, struct chunk_acts *a, int32_t *inputs, int32_t *targets)
 {
+    if (m->d.cp > 1) { /* this rank's positions of each sequence */
+        cp_select_tokens(&m->d, m->B, inputs);
+        cp_select_tokens(&m->d, m->B, targets);
+    }
     m->k->to_device(a->inputs, inputs, (size_t)m->N * sizeof *inputs);
     m->k->to_device(a->targets, targets, (size_t)m->N * sizeof *targets);
 }
@@ -231,7 +236,7 @@ struct block_sizes {
 static struct block_sizes block_sizes(const struct model *m)
 {
     const struct model_dims *d = &m->d;
-    return (struct block_sizes){ .B = m->B, .T = d->T, .C = d->C, .Cl = d->C / d->tp, .N = m->N,
+    return (struct block_sizes){ .B = m->B, .T = d->Tl, .C = d->C, .Cl = d->C / d->tp, .N = m->N,
                                  .NHl = model_q_heads(d), .NKVl = model_kv_heads(d), .QKV = model_qkv_cols(d),
                                  .FC = model_fc_cols(d), .Fl = model_hidden_cols(d) };
 }
@@ -258,7 +263,10 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
                          QKV); /* column-parallel */
     if (d->llama) m->k->rope_forward(d->prec, la.qkv, m->rope_cos, m->rope_sin, B, T, NHl, NKVl, d->HS);
     model_fwd_out(m, la.qkv, (size_t)N * QKV, l, 1, "qkv");
-    m->k->attention_forward(d->prec, la.atty, la.lse, la.qkv, B, T, NHl, NKVl, d->HS); /* (lse: fp32) */
+    if (d->cp > 1) cp_attention_forward(m, c, s->cp, la.atty, la.lse, la.qkv);
+    else /* the whole sequence: one call, causal (lse: fp32) */
+        m->k->attention_forward(d->prec, la.atty, la.lse, la.qkv, la.qkv + (size_t)NHl * d->HS, QKV, B, T, 0, 0, T,
+                                NHl, NKVl, d->HS, ATT_CAUSAL);
     model_fwd_out(m, la.atty, NCl, l, 3, "attention output");
     m->k->matmul_forward(d->prec, s->full, la.atty, P[P_ATTPROJW], root ? P[P_ATTPROJB] : no_bias,
                          N, Cl, C); /* row-parallel */
@@ -289,7 +297,17 @@ static void embed_forward(struct model *m, struct comm *c, struct chunk_acts *a)
     int Vs = d->Vp / d->tp;
     float *out = d->tp == 1 ? a->input : m->scr.full;
     const float *wpe = d->tp_rank == 0 && m->size[P_WPE] ? m->param[P_WPE] : NULL;
-    m->k->encoder_forward(m->d.prec, out, a->inputs, m->param[P_WTE], wpe, m->B, d->T, d->C, d->tp_rank * Vs, Vs);
+    if (d->cp > 1 && wpe) /* each chunk of rows at its positions */
+        for (int b = 0; b < m->B; b++)
+            for (int h = 0; h < 2; h++) {
+                size_t r = (size_t)b * d->Tl + (size_t)h * (d->Tl / 2);
+                m->k->encoder_forward(m->d.prec, out + r * d->C, a->inputs + r, m->param[P_WTE],
+                                      wpe + (size_t)cp_position(d, (int)(r % d->Tl)) * d->C, 1, d->Tl / 2, d->C,
+                                      d->tp_rank * Vs, Vs);
+            }
+    else
+        m->k->encoder_forward(m->d.prec, out, a->inputs, m->param[P_WTE], wpe, m->B, d->Tl, d->C, d->tp_rank * Vs,
+                              Vs);
     if (d->tp > 1)
         m->k->copy(a->input, model_reduce_from_tp(m, c, m->scr.part, m->scr.full), (size_t)m->Ns * d->C * sizeof(float));
     model_fwd_out(m, a->input, (size_t)m->Ns * d->C, -1, 0, "embedding");
@@ -403,7 +421,10 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
     m->k->matmul_backward(d->prec, s->datty, G[P_ATTPROJW], G[P_ATTPROJB], dout, la.atty,
                           P[P_ATTPROJW], N, Cl, C);
     model_bwd_out(m, s->datty, (size_t)N * Cl);
-    m->k->attention_backward(d->prec, s->dqkv, s->datty, la.atty, la.qkv, la.lse, B, T, NHl, NKVl, d->HS);
+    if (d->cp > 1) cp_attention_backward(m, c, s->cp, s->dqkv, s->datty, la.atty, la.qkv, la.lse);
+    else
+        m->k->attention_backward(d->prec, s->dqkv, s->dqkv + (size_t)NHl * d->HS, s->datty, la.atty, la.qkv,
+                                 la.qkv + (size_t)NHl * d->HS, QKV, la.lse, B, T, 0, 0, T, NHl, NKVl, d->HS, ATT_CAUSAL);
     if (d->llama) m->k->rope_backward(d->prec, s->dqkv, m->rope_cos, m->rope_sin, B, T, NHl, NKVl, d->HS);
     model_bwd_out(m, s->dqkv, (size_t)N * QKV);
     m->k->matmul_backward(d->prec, s->dln_full, G[P_QKVW], G[P_QKVB], s->dqkv, la.ln1, P[P_QKVW], N, C,
@@ -434,8 +455,17 @@ static void embed_backward(struct model *m, struct comm *c, struct chunk_acts *a
     const struct model_dims *d = &m->d;
     int Vs = d->Vp / d->tp;
     const float *dout = model_gather_to_tp(m, c, m->scr.dfull, m->scr.dresidual);
-    m->k->encoder_backward(m->d.prec, m->dwte_embed, m->size[P_WPE] ? m->grad[P_WPE] : NULL, dout, a->inputs, m->B,
-                           d->T, d->C, d->tp_rank * Vs, Vs);
+    float *dwpe = m->size[P_WPE] ? m->grad[P_WPE] : NULL;
+    if (d->cp > 1 && dwpe)
+        for (int b = 0; b < m->B; b++)
+            for (int h = 0; h < 2; h++) {
+                size_t r = (size_t)b * d->Tl + (size_t)h * (d->Tl / 2);
+                m->k->encoder_backward(m->d.prec, m->dwte_embed, dwpe + (size_t)cp_position(d, (int)(r % d->Tl)) * d->C,
+                                       dout + r * d->C, a->inputs + r, 1, d->Tl / 2, d->C, d->tp_rank * Vs, Vs);
+            }
+    else
+        m->k->encoder_backward(m->d.prec, m->dwte_embed, dwpe, dout, a->inputs, m->B, d->Tl, d->C, d->tp_rank * Vs,
+                               Vs);
 }
 
 void model_chunk_backward(struct model *m, struct comm *c, struct chunk_acts *a, float dloss)

@@ -59,8 +59,12 @@ struct model_dims {
     int pp, pp_rank, v;         /* pipeline stages, this rank's, model chunks per rank */
     int Lc;                     /* layers per chunk: L / (pp * v) */
     int Lp;                     /* layers on this rank: v * Lc */
-    int dp;                     /* data-parallel replicas (ZeRO shards the flat buffers over them) */
-    int dp_rank;                /* this rank's replica */
+    int dp;                     /* ranks holding replicas of this rank's parameters: dp * cp (the
+                                   gradients are reduced and ZeRO shards the flat buffers over them) */
+    int dp_rank;                /* this rank's place among them (grid.dpcp_rank) */
+    int cp, cp_rank;            /* context parallelism: the ranks sharing each sequence, this rank's */
+    int Tl;                     /* positions of each sequence on this rank: T / cp, chunks cp_rank and
+                                   2cp-1-cp_rank of the 2cp (cp.h) */
     int shard_grads;            /* ZeRO-2: no full per-layer gradients (the layer_grads hook hands out buffers) */
     int shard_params;           /* ZeRO-3: no full per-layer parameters either (the layer_params hook gathers them) */
     int recompute;              /* RECOMPUTE_* */
@@ -152,6 +156,7 @@ struct scratch {
     float *datty;                   /* (N,C/tp) */
     float *dqkv;                    /* (N, model_qkv_cols) */
     float *dfch, *dfch_gelu;        /* (N, model_fc_cols), (N, model_hidden_cols) */
+    float *cp;                      /* ring attention's blocks (cp_scratch_floats; NULL without cp) */
     struct layer_acts layer;        /* one layer's worth, for recomputed and (bf16/fp16) packed layers */
 };
 
@@ -256,8 +261,9 @@ void model_free(struct model *m);
 /* A free activation slot for (mb, chunk), or the one holding it already. */
 struct chunk_acts *model_slot(struct model *m, int mb, int chunk);
 void model_slot_release(struct chunk_acts *a);
-/* The micro-batch's tokens (host arrays of N) into slot a. */
-void model_set_tokens(struct model *m, struct chunk_acts *a, const int32_t *inputs, const int32_t *targets);
+/* The micro-batch's tokens (host arrays of B*T) into slot a: this rank's
+ * rows of them (N; under cp they are selected in place first). */
+void model_set_tokens(struct model *m, struct chunk_acts *a, int32_t *inputs, int32_t *targets);
 
 /* Forward of one chunk for the micro-batch in slot a.  The first virtual
  * stage embeds a->inputs; the others start from a->input.  The last virtual

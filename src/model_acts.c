@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "cp.h"
 #include "model_internal.h"
 
 float *model_carve(float **cursor, size_t n)
@@ -25,12 +26,12 @@ struct act_field { float **p; size_t n; int stat; };
 static void layer_fields(struct act_field *t, struct layer_acts *la, const struct model_dims *d, int B,
                          size_t layers)
 {
-    size_t N = (size_t)B * d->T, C = (size_t)d->C, Cl = C / (size_t)d->tp, S = d->sp ? N / (size_t)d->tp : N;
+    size_t N = (size_t)B * d->Tl, C = (size_t)d->C, Cl = C / (size_t)d->tp, S = d->sp ? N / (size_t)d->tp : N;
     size_t NHl = (size_t)model_q_heads(d), n = layers, M = d->llama ? 0 : S;
     struct act_field f[LAYER_FIELDS] = {
         {&la->ln1, n * N * C, 0}, {&la->ln1_mean, n * M, 1}, {&la->ln1_rstd, n * S, 1},
         {&la->qkv, n * N * (size_t)model_qkv_cols(d), 0}, {&la->atty, n * N * Cl, 0},
-        {&la->lse, n * B * NHl * (size_t)d->T, 1}, {&la->residual2, n * S * C, 0},
+        {&la->lse, n * B * NHl * (size_t)d->Tl, 1}, {&la->residual2, n * S * C, 0},
         {&la->ln2, n * N * C, 0}, {&la->ln2_mean, n * M, 1}, {&la->ln2_rstd, n * S, 1},
         {&la->fch, n * N * (size_t)model_fc_cols(d), 0}, {&la->fch_gelu, n * N * (size_t)model_hidden_cols(d), 0},
     };
@@ -94,7 +95,7 @@ static int packed(const struct model_dims *d) { return d->prec != PREC_FP32; }
  * head lives), carved from mem (NULL: just count). */
 static size_t slot_layout(struct chunk_acts *a, float *mem, const struct model_dims *d, int B)
 {
-    size_t N = (size_t)B * d->T, C = (size_t)d->C, Lc = (size_t)d->Lc, tp = (size_t)d->tp;
+    size_t N = (size_t)B * d->Tl, C = (size_t)d->C, Lc = (size_t)d->Lc, tp = (size_t)d->tp;
     size_t S = d->sp ? N / tp : N, H = model_has_head(d) ? 1 : 0, M = d->llama ? 0 : S;
     struct { float **p; size_t n; } t[] = {
         {(float **)&a->inputs, N}, {(float **)&a->targets, N},
@@ -127,15 +128,16 @@ static size_t slot_layout(struct chunk_acts *a, float *mem, const struct model_d
 
 static size_t scratch_layout(struct scratch *s, float *mem, const struct model_dims *d, int B)
 {
-    size_t N = (size_t)B * d->T, C = (size_t)d->C, Cl = C / (size_t)d->tp, S = d->sp ? N / (size_t)d->tp : N;
+    size_t N = (size_t)B * d->Tl, C = (size_t)d->C, Cl = C / (size_t)d->tp, S = d->sp ? N / (size_t)d->tp : N;
     struct { float **p; size_t n; } t[] = {
         {&s->full, N * C}, {&s->part, S * C}, {&s->dresidual, S * C}, {&s->dfull, N * C},
         {&s->dln_full, N * C}, {&s->dln_part, S * C}, {&s->datty, N * Cl}, {&s->dqkv, N * (size_t)model_qkv_cols(d)},
         {&s->dfch, N * (size_t)model_fc_cols(d)}, {&s->dfch_gelu, N * (size_t)model_hidden_cols(d)},
+        {&s->cp, cp_scratch_floats(d, B)},
     };
     size_t total = 0;
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        if (mem) *t[i].p = mem + total;
+        if (mem) *t[i].p = t[i].n ? mem + total : NULL;
         total += (t[i].n + 15) / 16 * 16;
     }
     /* one layer's worth for the recomputed ones (full) and the packed ones (bf16/fp16) */
@@ -158,7 +160,7 @@ size_t model_scratch_floats(const struct model_dims *d, int B)
 
 size_t model_recv_floats(const struct model_dims *d, int B)
 {
-    return ((size_t)B * d->T / (d->sp ? (size_t)d->tp : 1) * d->C + 15) / 16 * 16;
+    return ((size_t)B * d->Tl / (d->sp ? (size_t)d->tp : 1) * d->C + 15) / 16 * 16;
 }
 
 void model_acts_alloc(struct model *m, int nslots, int nrecv)
@@ -203,7 +205,7 @@ void model_layer_acts(const struct model *m, const struct chunk_acts *a, int k, 
         return;
     }
     size_t i = (size_t)(k - d->Lr), N = (size_t)m->N, S = (size_t)m->Ns, C = (size_t)d->C;
-    size_t Cl = C / (size_t)d->tp, lse = (size_t)m->B * (size_t)model_q_heads(d) * d->T;
+    size_t Cl = C / (size_t)d->tp, lse = (size_t)m->B * (size_t)model_q_heads(d) * d->Tl;
     size_t M = d->llama ? 0 : S;
     const struct layer_acts *st = &a->stored;
     la->ln1 = st->ln1 + i * N * C;

@@ -135,7 +135,10 @@ void model_dims_init(struct model_dims *d, const struct config *cfg, const struc
     d->sp = s->sp;
     d->pp = s->pp;
     d->pp_rank = g->pp_rank;
-    d->dp = s->dp;
+    d->dp = s->dpcp;
+    d->cp = s->cp;
+    d->cp_rank = g->cp_rank;
+    d->Tl = d->T / (d->cp > 0 ? d->cp : 1);
     d->v = s->v;
     d->Lc = d->L / (d->pp * d->v);
     d->Lp = d->v * d->Lc;
@@ -143,7 +146,7 @@ void model_dims_init(struct model_dims *d, const struct config *cfg, const struc
                    : cfg->train.recompute_id == TRAIN_RECOMPUTE_selective ? RECOMPUTE_SELECTIVE
                                                                   : RECOMPUTE_NONE;
     d->prec = precision_from_name(cfg->train.precision);
-    d->dp_rank = g->dp_rank;
+    d->dp_rank = g->dpcp_rank;
     d->shard_grads = s->zero2;
     d->shard_params = s->zero3;
     int64_t n = cfg->train.recompute_layers;

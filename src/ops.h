@@ -12,4 +12,9 @@
 #define DEVICE_FORWARD_double(call) return call
 #define DEVICE_FORWARD(ret, call) DEVICE_FORWARD_##ret(call)
 
+/* attention_forward / attention_backward's flags (backend_ops.h): the
+ * causal mask within the call's rows, extending the rows' softmax so far,
+ * adding to the gradients. */
+enum { ATT_CAUSAL = 1, ATT_MERGE = 2, ATT_ACCUM = 4 };
+
 #endif

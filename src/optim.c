@@ -43,8 +43,8 @@ void optim_init(struct optim *o, const struct model *m, const struct config *cfg
     o->zero = s->zero;
     o->zero2 = s->zero2;
     o->zero3 = s->zero3;
-    o->shard = o->zero ? m->flat / (size_t)s->dp : m->flat;
-    o->offset = o->zero ? (size_t)g->dp_rank * o->shard : 0;
+    o->shard = o->zero ? m->flat / (size_t)s->dpcp : m->flat;
+    o->offset = o->zero ? (size_t)g->dpcp_rank * o->shard : 0;
     o->k = m->k;
     o->m_mem = o->k->alloc(o->shard * sizeof(float));
     o->v_mem = o->k->alloc(o->shard * sizeof(float));
@@ -53,9 +53,9 @@ void optim_init(struct optim *o, const struct model *m, const struct config *cfg
     else if (o->prec != PREC_FP32) o->master_mem = o->k->alloc(o->shard * sizeof(float));
     if (o->zero) {
         o->gshard = o->k->alloc(o->shard * sizeof(float));
-        o->piece = optim_zero_piece(cfg->parallel.bucket_mb, s->dp);
+        o->piece = optim_zero_piece(cfg->parallel.bucket_mb, s->dpcp);
         /* (ZeRO-3 never gathers the slice whole: optim_params_from_master) */
-        o->pack_floats = o->zero3 ? 0 : optim_zero_pack_floats(o->shard, cfg->parallel.bucket_mb, s->dp);
+        o->pack_floats = o->zero3 ? 0 : optim_zero_pack_floats(o->shard, cfg->parallel.bucket_mb, s->dpcp);
         if (o->pack_floats) o->pack = o->k->alloc(o->pack_floats * sizeof(float));
     }
     o->beta1 = cfg->train.beta1;
@@ -90,7 +90,7 @@ static void rest_to_slice(struct optim *o, const struct model *m)
 
 static void rest_from_slice(struct optim *o, struct model *m, struct comm *c)
 {
-    int dp = c->grid->dp, me = c->grid->dp_rank;
+    int dp = c->grid->dpcp, me = c->grid->dpcp_rank;
     size_t bucket = o->piece * (size_t)dp;
     int *counts = xmalloc(2 * (size_t)dp * sizeof *counts), *displs = counts + dp;
     for (int i = 0; i < NUM_PARAMS; i++) {

@@ -179,8 +179,9 @@ double pp_exec_step(struct pp_exec *x, struct model *m, struct comm *c, const st
                 timer_start(t, T_DATA);
                 uint64_t first = data_first_sample(step, global_batch, g->dp, g->dp_rank, m->B, a->mb);
                 int32_t *tok = (int32_t *)m->host; /* host memory: the slot's may be the device's */
-                data_batch(data, first, m->B, tok, tok + m->N);
-                model_set_tokens(m, s, tok, tok + m->N);
+                size_t BT = (size_t)m->B * d->T; /* whole sequences: under cp the model picks its rows */
+                data_batch(data, first, m->B, tok, tok + BT);
+                model_set_tokens(m, s, tok, tok + BT);
                 timer_stop(t, T_DATA);
             }
             timer_start(t, T_FORWARD);

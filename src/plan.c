@@ -43,10 +43,12 @@ void plan_stage_dims(struct model_dims *d, const struct config *cfg, const struc
     memset(&g, 0, sizeof g);
     g.world = p->shape.world;
     g.tp = p->shape.tp;
+    g.cp = p->shape.cp;
     g.dp = p->shape.dp;
     g.pp = p->shape.pp;
+    g.dpcp = p->shape.dpcp;
     g.pp_rank = pp_rank;
-    g.world_comm = g.tp_comm = g.dp_comm = g.pp_comm = g.embed_comm = MPI_COMM_NULL;
+    g.world_comm = g.tp_comm = g.cp_comm = g.dp_comm = g.pp_comm = g.embed_comm = MPI_COMM_NULL;
     model_dims_init(d, cfg, &p->shape, &g);
 }
 
@@ -93,13 +95,13 @@ static size_t overlapped_bytes(const struct model_dims *d)
  * keeps two layers' reduce-scatters in flight. */
 static size_t comm_buffer(const struct plan *p, const struct model_dims *d, size_t flat)
 {
-    size_t big = 0, NC = (size_t)p->shape.micro_batch * d->T * d->C * 4, wte = model_tensor_size(d, P_WTE) * 4, x;
-    size_t bucket = optim_zero_piece(p->bucket_mb, p->shape.dp) * (size_t)p->shape.dp; /* ZeRO's pieces */
+    size_t big = 0, NC = (size_t)p->shape.micro_batch * d->Tl * d->C * 4, wte = model_tensor_size(d, P_WTE) * 4, x;
+    size_t bucket = optim_zero_piece(p->bucket_mb, p->shape.dpcp) * (size_t)p->shape.dpcp; /* ZeRO's pieces */
     /* (ZeRO-2 and 3 reduce by rings of messages, comm_ring: their scratch is counted with the gradients) */
-    if (p->shape.dp > 1 && !p->shape.zero2)
-        big = p->shape.zero ? reduce_scatter_scratch((flat < bucket ? flat : bucket) * 4, p->shape.dp)
-            : overlapped(p, d) ? allreduce_scratch(overlapped_bytes(d), p->shape.dp) : allreduce_scratch(flat * 4, p->shape.dp);
-    if (p->shape.dp > 1 && overlapped(p, d) && (x = allreduce_scratch(wte, p->shape.dp)) > big) big = x; /* the rest, after */
+    if (p->shape.dpcp > 1 && !p->shape.zero2)
+        big = p->shape.zero ? reduce_scatter_scratch((flat < bucket ? flat : bucket) * 4, p->shape.dpcp)
+            : overlapped(p, d) ? allreduce_scratch(overlapped_bytes(d), p->shape.dpcp) : allreduce_scratch(flat * 4, p->shape.dpcp);
+    if (p->shape.dpcp > 1 && overlapped(p, d) && (x = allreduce_scratch(wte, p->shape.dpcp)) > big) big = x; /* the rest, after */
     if (p->shape.tp > 1 && (x = p->shape.sp ? reduce_scatter_scratch(NC, p->shape.tp) : allreduce_scratch(NC, p->shape.tp)) > big) big = x;
     if (p->shape.pp > 1 && (x = allreduce_scratch(wte, 2)) > big) big = x;
     return big;
@@ -110,7 +112,7 @@ static size_t comm_buffer(const struct plan *p, const struct model_dims *d, size
 static void stage_comm(struct plan_stage *s, const struct plan *p, const struct model_dims *d, size_t flat,
                        long gathers)
 {
-    double N = (double)p->shape.micro_batch * d->T, NC = N * d->C * 4, Ns = d->sp ? N / d->tp : N;
+    double N = (double)p->shape.micro_batch * d->Tl, NC = N * d->C * 4, Ns = d->sp ? N / d->tp : N;
     int E = model_has_embedding(d), H = model_has_head(d);
     double norms = 8.0 * model_logical_tensors(d); /* one double per logical tensor (optim_grad_norm) */
     double m = p->shape.n_micro;
@@ -130,7 +132,7 @@ static void stage_comm(struct plan_stage *s, const struct plan *p, const struct 
         }
     }
     s->comm[CG_DP] = 8; /* the loss */
-    if (p->shape.dp > 1 && p->shape.zero2) { /* every layer per micro-batch, the rest once; the parameters gathered */
+    if (p->shape.dpcp > 1 && p->shape.zero2) { /* every layer per micro-batch, the rest once; the parameters gathered */
         double rest = 0;
         for (int i = 0; i < NUM_PARAMS; i++)
             if (!param_table[i].per_layer) rest += (double)model_tensor_size(d, (enum param_id)i) * 4;
@@ -138,9 +140,9 @@ static void stage_comm(struct plan_stage *s, const struct plan *p, const struct 
         /* the updated parameters: all of them gathered, or (ZeRO-3) the rest, and each layer when used */
         s->comm[CG_DP] += d->shard_params ? rest + (double)gathers * (double)model_layer_floats(d) * 4
                                           : (double)flat * 4;
-    } else if (p->shape.dp > 1 && p->shape.zero) s->comm[CG_DP] += 2.0 * flat * 4 + norms;
-    else if (p->shape.dp > 1 && overlapped(p, d)) s->comm[CG_DP] += (double)s->params * 4; /* tensor by tensor */
-    else if (p->shape.dp > 1) s->comm[CG_DP] += (double)flat * 4;                          /* the padded buffer */
+    } else if (p->shape.dpcp > 1 && p->shape.zero) s->comm[CG_DP] += 2.0 * flat * 4 + norms;
+    else if (p->shape.dpcp > 1 && overlapped(p, d)) s->comm[CG_DP] += (double)s->params * 4; /* tensor by tensor */
+    else if (p->shape.dpcp > 1) s->comm[CG_DP] += (double)flat * 4;                          /* the padded buffer */
     if (p->shape.pp > 1) {
         int S = d->pp * d->v;
         double msgs = 0;
@@ -150,6 +152,12 @@ static void stage_comm(struct plan_stage *s, const struct plan *p, const struct 
         }
         s->comm[CG_PP] = m * msgs * Ns * d->C * 4 + 8 + norms;
         if ((E || H) && d->tied) s->comm[CG_EMBED] = (double)model_tensor_size(d, P_WTE) * 4;
+    }
+    if (d->cp > 1) { /* ring attention (cp.c): each block sent and received cp-1 times a forward (and a
+                      * recomputation), the backward's as often and its gradients cp times */
+        double P = d->cp, kv = N * 2 * model_kv_heads(d) * d->HS * 4;
+        double layers = 2 * (P - 1) * (d->Lp + (double)d->v * d->Lr) + 2 * (P - 1) * d->Lp + 2 * P * d->Lp;
+        s->comm[CG_CP] = m * layers * kv;
     }
 }
 
@@ -175,32 +183,30 @@ static size_t grad_bytes(const struct model_dims *d, size_t flat, int zero2, siz
     return main + buffers + ring + round64((wte ? wte : 1) * 4);
 }
 
-/* The CUDA table's 16-bit copies of the products' operands in a bf16/fp16
- * run (cuda_lp_operand): four slots, each as large as the largest operand
- * it takes: weights or qkv; layer inputs or the attention probabilities;
- * output gradients; the softmax gradient. */
+/* The CUDA table's 16-bit copies of the matmuls' operands in a bf16/fp16
+ * run (cuda_lp_operand): three slots, each as large as the largest operand
+ * it takes: weights or qkv; layer inputs; output gradients (attention is
+ * fused, in fp32). */
 static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
 
 static size_t lp_operand_bytes(const struct model_dims *d, int B)
 {
     if (d->prec == PREC_FP32) return 0;
-    size_t N = (size_t)B * d->T, C = (size_t)d->C, Cl = C / (size_t)d->tp;
-    size_t att = (size_t)B * (size_t)(d->NH / d->tp) * (size_t)d->T * (size_t)d->T;
+    size_t N = (size_t)B * d->Tl, C = (size_t)d->C, Cl = C / (size_t)d->tp;
     size_t Vs = model_has_head(d) ? (size_t)d->Vp / (size_t)d->tp : 0;
-    size_t slot[4] = {
+    size_t slot[3] = {
         max_size(max_size(4 * Cl * C, Vs * C), N * 3 * Cl), /* weights, qkv */
-        max_size(max_size(N * 4 * Cl, N * C), att),         /* layer inputs, probabilities */
+        max_size(N * 4 * Cl, N * C),                        /* layer inputs */
         max_size(max_size(N * 4 * Cl, N * C), N * Vs),      /* output gradients */
-        att,                                                /* the softmax gradient */
     };
-    return 2 * (slot[0] + slot[1] + slot[2] + slot[3]);
+    return 2 * (slot[0] + slot[1] + slot[2]);
 }
 
 /* The CUDA backend's attention workspace (cuda_att_workspace): the
- * probabilities and their gradient of one call, (B, NH/tp, T, T) each. */
+ * backward's dout . out of each query row of one call, (B, NH/tp, <= Tl). */
 static size_t cuda_att_bytes(const struct model_dims *d, int B)
 {
-    return 2 * (size_t)B * (size_t)(d->NH / d->tp) * (size_t)d->T * (size_t)d->T * 4;
+    return (size_t)B * (size_t)(d->NH / d->tp) * (size_t)d->Tl * 4;
 }
 
 static void plan_stage(struct plan_stage *s, const struct plan *p, const struct config *cfg, int r)
@@ -215,14 +221,14 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
     s->slots = s->in_flight; /* pp_exec_init */
     s->recv = pp_recv_bound(sched, p->shape.pp, p->shape.v, p->shape.n_micro, r);
 
-    size_t flat = flat_floats(&d, &s->params), shard = p->shape.zero ? flat / (size_t)p->shape.dp : flat;
+    size_t flat = flat_floats(&d, &s->params), shard = p->shape.zero ? flat / (size_t)p->shape.dpcp : flat;
     int lp = d.prec != PREC_FP32; /* + fp32 master weights beside m and v */
     s->bytes[PM_PARAMS] = param_bytes(&d, flat); /* bf16/fp16 values in fp32 containers, on the GPU too (so far) */
-    s->bytes[PM_GRADS] = grad_bytes(&d, flat, p->shape.zero2, optim_zero_piece(p->bucket_mb, p->shape.dp));
+    s->bytes[PM_GRADS] = grad_bytes(&d, flat, p->shape.zero2, optim_zero_piece(p->bucket_mb, p->shape.dpcp));
     s->bytes[PM_OPTIM] = (2 + (size_t)(lp && !p->shape.zero3)) * round64(shard * 4) + /* (ZeRO-3: the master is
                                                                                            the parameters' slice) */
                          (p->shape.zero ? round64(shard * 4) +
-                                              (p->shape.zero3 ? 0 : round64(optim_zero_pack_floats(shard, p->bucket_mb, p->shape.dp) * 4))
+                                              (p->shape.zero3 ? 0 : round64(optim_zero_pack_floats(shard, p->bucket_mb, p->shape.dpcp) * 4))
                                         : 0);
     s->slot_bytes = model_slot_floats(&d, p->shape.micro_batch) * 4;
     s->scratch_bytes = model_scratch_floats(&d, p->shape.micro_batch) * 4;
@@ -275,8 +281,10 @@ int plan_compute(struct plan *p, const struct config *cfg, int world, int thread
     const struct device *k = device_for(cfg, why, sizeof why); /* (NULL: planned for an unbuilt device) */
     struct run_shape *s = &p->shape;
     run_shape_init(s, cfg, world, k ? device_staged(k) : 0);
-    if (p->shape.dp <= 0 || p->shape.micro_batch <= 0 || (int64_t)p->shape.tp * p->shape.pp * p->shape.dp != world) {
-        snprintf(err, errlen, "%d ranks do not make a grid of tp = %d x pp = %d x dp", world, p->shape.tp, p->shape.pp);
+    if (p->shape.dp <= 0 || p->shape.micro_batch <= 0 ||
+        (int64_t)p->shape.tp * p->shape.cp * p->shape.pp * p->shape.dp != world) {
+        snprintf(err, errlen, "%d ranks do not make a grid of tp = %d x cp = %d x pp = %d x dp", world, p->shape.tp,
+                 p->shape.cp, p->shape.pp);
         return -1;
     }
     p->cuda = cfg->train.device_id == TRAIN_DEVICE_cuda;
@@ -400,7 +408,7 @@ unsigned long long *plan_allocated(const struct model *m, const struct optim *o,
     MPI_CHECK(MPI_Gather(mine, 4, MPI_UNSIGNED_LONG_LONG, all, 4, MPI_UNSIGNED_LONG_LONG, 0, g->world_comm));
     if (g->rank != 0) return NULL;
     for (int r = 0; r < g->pp; r++) {
-        const unsigned long long *s = all + 4 * grid_rank_of(g, 0, 0, r);
+        const unsigned long long *s = all + 4 * grid_rank_of(g, 0, 0, 0, r);
         log_info("memory allocated, stage %d: parameters %llu, gradients %llu, optimizer %llu, activations %llu "
                  "bytes\n", r, s[0], s[1], s[2], s[3]);
     }

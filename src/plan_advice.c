@@ -174,7 +174,7 @@ static void print_zero3(FILE *f, const struct plan *p, const struct config *cfg,
 {
     int world = p->shape.world, dp = p->shape.dp, pp = p->shape.pp, header = 0;
     for (int k = 1; k <= pp; k *= 2) { /* pipeline stages traded for data-parallel replicas */
-        if (pp % k != 0 || dp * k < 2 || (k == 1 && cfg->parallel.zero_stage == 3)) continue;
+        if (pp % k != 0 || dp * k * p->shape.cp < 2 || (k == 1 && cfg->parallel.zero_stage == 3)) continue;
         for (int full = 0; full < 2; full++) {
             struct change c = {.cfg = *cfg, .world = world};
             c.cfg.parallel.tp = p->shape.tp;

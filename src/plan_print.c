@@ -128,15 +128,22 @@ void plan_print_fit(FILE *f, const struct plan *p, double avail, const char *sou
 
 static void print_comm(FILE *f, const struct plan *p)
 {
-    const enum comm_group cg[] = {CG_TP, CG_DP, CG_PP, CG_EMBED};
+    const enum comm_group cg[] = {CG_TP, CG_DP, CG_PP, CG_EMBED, CG_CP};
+    int ncol = p->shape.cp > 1 ? 5 : 4; /* (the cp column where there is context parallelism) */
     fprintf(f, "\ncommunication per step and rank (payload bytes, as the run's counters count them):\n");
-    fprintf(f, "  %-14s %12s %12s %12s %12s\n", "stage", "tp", "dp", "pp", "embed");
+    fprintf(f, "  %-14s", "stage");
+    for (int i = 0; i < ncol; i++) fprintf(f, " %12s", comm_group_name(cg[i]));
+    fprintf(f, "\n");
     for (int a = 0, b = 0; a < p->shape.pp; a = b + 1) {
         b = run_end(p, a);
-        char lab[48], v[4][32];
+        char lab[48], v[32];
         stage_label(lab, sizeof lab, p, a, b);
-        for (int i = 0; i < 4; i++) plan_human(v[i], sizeof v[i], p->stage[a].comm[cg[i]]);
-        fprintf(f, "  %-14s %12s %12s %12s %12s\n", lab, v[0], v[1], v[2], v[3]);
+        fprintf(f, "  %-14s", lab);
+        for (int i = 0; i < ncol; i++) {
+            plan_human(v, sizeof v, p->stage[a].comm[cg[i]]);
+            fprintf(f, " %12s", v);
+        }
+        fprintf(f, "\n");
     }
     fprintf(f, "  tp: per micro-batch (4 x layers + embedding + head) x B*T*C*4 bytes (x2 with sequence\n"
                "      parallelism: all-gather + reduce-scatter), + 2 per layer recomputed in full, + the\n"
@@ -147,6 +154,10 @@ static void print_comm(FILE *f, const struct plan *p)
                "      gather buffers do not hold them); pp: B*T*C*4 (/tp with sequence parallelism) per\n"
                "      micro-batch and chunk boundary, sent and received, forward and backward; embed: wte's\n"
                "      gradient all-reduced between the first and the last stage.\n");
+    if (p->shape.cp > 1)
+        fprintf(f, "  cp: ring attention, per micro-batch and layer each rank's packed keys and values (B*T/cp*\n"
+                   "      2*kv heads/tp*HS*4 bytes) sent and received cp-1 times forward (and again when recomputed),\n"
+                   "      cp-1 times backward, and their gradients cp times; dp spans the dp * cp ranks.\n");
 }
 
 void plan_print(FILE *f, const struct plan *p, const struct config *cfg, double avail, const char *avail_source)
@@ -155,8 +166,10 @@ void plan_print(FILE *f, const struct plan *p, const struct config *cfg, double 
     plan_stage_dims(&d, cfg, p, 0);
     char full[32];
     plan_human(full, sizeof full, (double)p->logical_params * 4);
-    fprintf(f, "plan for %d ranks = tp %d x dp %d x pp %d (device '%s', %s)\n", p->shape.world, p->shape.tp, p->shape.dp, p->shape.pp,
-            cfg->train.device, cfg->train.precision);
+    char cp[32] = "";
+    if (p->shape.cp > 1) snprintf(cp, sizeof cp, " x cp %d", p->shape.cp);
+    fprintf(f, "plan for %d ranks = tp %d%s x dp %d x pp %d (device '%s', %s)\n", p->shape.world, p->shape.tp, cp,
+            p->shape.dp, p->shape.pp, cfg->train.device, cfg->train.precision);
     int big = p->logical_params >= 1000000000;
     fprintf(f, "model: L=%d C=%d NH=%d T=%d V=%d (padded %d): %lld parameters (%.1f %s), %s in fp32 (%.1f GB)\n",
             d.L, d.C, d.NH, d.T, d.V, d.Vp, (long long)p->logical_params, p->logical_params / (big ? 1e9 : 1e6),
@@ -199,7 +212,8 @@ void plan_print(FILE *f, const struct plan *p, const struct config *cfg, double 
     for (int r = 0; r < p->shape.pp; r++)
         fprintf(f, "  stage %d peak: %zu bytes\n", r, p->stage[r].peak);
     for (int r = 0; r < p->shape.pp; r++)
-        fprintf(f, "  stage %d traffic per step: tp %.0f, dp %.0f, pp %.0f, embed %.0f bytes\n", r,
-                p->stage[r].comm[CG_TP], p->stage[r].comm[CG_DP], p->stage[r].comm[CG_PP], p->stage[r].comm[CG_EMBED]);
+        fprintf(f, "  stage %d traffic per step: tp %.0f, dp %.0f, pp %.0f, embed %.0f, cp %.0f bytes\n", r,
+                p->stage[r].comm[CG_TP], p->stage[r].comm[CG_DP], p->stage[r].comm[CG_PP], p->stage[r].comm[CG_EMBED],
+                p->stage[r].comm[CG_CP]);
 }
 

@@ -43,6 +43,8 @@ void run_shape_init(struct run_shape *s, const struct config *cfg, int world, in
     s->pp = (int)cfg->parallel.pp;
     s->v = (int)cfg->parallel.virtual_stages;
     s->dp = config_dp(cfg, world);
+    s->cp = (int)cfg->parallel.cp;
+    s->dpcp = s->dp * s->cp;
     s->sp = cfg->parallel.sequence_parallel && s->tp > 1;
     s->micro_batch = config_micro_batch(cfg, world);
     if (s->dp > 0 && s->micro_batch > 0)
@@ -51,9 +53,9 @@ void run_shape_init(struct run_shape *s, const struct config *cfg, int world, in
     s->Vp = shape_padded_vocab(s->V, s->tp);
     shape_family(&s->fam, cfg);
     s->params = shape_params(cfg, s->V);
-    s->zero = cfg->parallel.zero_stage >= 1 && s->dp > 1;
-    s->zero2 = cfg->parallel.zero_stage >= 2 && s->dp > 1;
-    s->zero3 = cfg->parallel.zero_stage >= 3 && s->dp > 1;
+    s->zero = cfg->parallel.zero_stage >= 1 && s->dpcp > 1;
+    s->zero2 = cfg->parallel.zero_stage >= 2 && s->dpcp > 1;
+    s->zero3 = cfg->parallel.zero_stage >= 3 && s->dpcp > 1;
     s->staged = staged;
-    s->overlap = cfg->parallel.overlap_grad_reduce && s->dp > 1 && !s->zero && !staged;
+    s->overlap = cfg->parallel.overlap_grad_reduce && s->dpcp > 1 && !s->zero && !staged;
 }

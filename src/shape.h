@@ -24,15 +24,18 @@ struct model_family {
 struct run_shape {
     int world;            /* ranks (0: not known yet, e.g. `triad check` without world=) */
     int tp, pp, dp, v;    /* the grid; v: model chunks per pipeline rank (virtual stages) */
+    int cp;               /* context-parallel ranks (each holds seq_len / cp positions) */
+    int dpcp;             /* dp * cp: the ranks holding replicas of one shard's parameters, over which
+                             the gradients are reduced and ZeRO shards */
     int sp;               /* sequence parallelism in effect (asked and tp > 1) */
     int micro_batch;      /* sequences per micro-batch (0 when dp is unknown) */
     int n_micro;          /* micro-batches per step and replica (0 when dp is unknown) */
     int64_t V, Vp;        /* vocabulary; padded to a multiple of 128 * tp (whole tiles on every tp rank) */
     struct model_family fam;
     int64_t params;       /* logical parameters (V rows of wte; -1 beyond 2^63) */
-    int zero;             /* optimizer state sharded over dp (zero_stage >= 1 and dp > 1) */
-    int zero2;            /* gradients sharded too (zero_stage >= 2 and dp > 1; zero is set) */
-    int zero3;            /* the layers' parameters sharded too (zero_stage = 3 and dp > 1; zero2 is set) */
+    int zero;             /* optimizer state sharded over dp * cp (zero_stage >= 1 and dpcp > 1) */
+    int zero2;            /* gradients sharded too (zero_stage >= 2 and dpcp > 1; zero is set) */
+    int zero3;            /* the layers' parameters sharded too (zero_stage = 3 and dpcp > 1; zero2 is set) */
     int staged;           /* MPI reaches model memory only through host buffers */
     int overlap;          /* the dp all-reduce runs in buckets during the backward: asked, dp > 1,
                              no ZeRO, not staged (MPI reads the gradients themselves) */

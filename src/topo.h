@@ -1,4 +1,5 @@
-/* topo.h -- the process grid: world = tp x dp x pp, TP fastest, then DP, then PP. */
+/* topo.h -- the process grid: world = tp x cp x dp x pp, TP fastest, then
+ * CP, then DP, then PP (docs/design.md). */
 #ifndef TRIAD_TOPO_H
 #define TRIAD_TOPO_H
 
@@ -6,25 +7,29 @@
 
 struct grid {
     int world, rank;
-    int tp, dp, pp;                /* sizes */
-    int tp_rank, dp_rank, pp_rank; /* this rank's coordinates */
+    int tp, cp, dp, pp;                     /* sizes */
+    int tp_rank, cp_rank, dp_rank, pp_rank; /* this rank's coordinates */
+    int dpcp, dpcp_rank;                    /* dp * cp, and this rank's place among them: cp_rank + cp * dp_rank */
     MPI_Comm world_comm;           /* a duplicate of MPI_COMM_WORLD */
-    MPI_Comm tp_comm;              /* same (dp, pp): the tensor-parallel group */
-    MPI_Comm dp_comm;              /* same (tp, pp): the replicas of one shard */
-    MPI_Comm pp_comm;              /* same (tp, dp): the stages of one pipeline */
+    MPI_Comm tp_comm;              /* same (cp, dp, pp): the tensor-parallel group */
+    MPI_Comm cp_comm;              /* same (tp, dp, pp): the ranks sharing the positions of one sequence */
+    MPI_Comm dp_comm;              /* same (tp, pp): the dp * cp ranks holding replicas of one shard's
+                                      parameters (gradients reduced, ZeRO sharded over them), in
+                                      dpcp_rank order */
+    MPI_Comm pp_comm;              /* same (tp, cp, dp): the stages of one pipeline */
     MPI_Comm embed_comm;           /* first and last stage of one pipeline (tied
                                       embedding); MPI_COMM_NULL elsewhere */
 };
 
 /* World rank of grid coordinates. */
-int grid_rank_of(const struct grid *g, int tp_rank, int dp_rank, int pp_rank);
+int grid_rank_of(const struct grid *g, int tp_rank, int cp_rank, int dp_rank, int pp_rank);
 
-/* Build the grid for sizes tp x dp x pp (already validated to multiply to the
- * world size).  Collective over MPI_COMM_WORLD. */
-void grid_init(struct grid *g, int tp, int dp, int pp);
+/* Build the grid for sizes tp x cp x dp x pp (already validated to multiply
+ * to the world size).  Collective over MPI_COMM_WORLD. */
+void grid_init(struct grid *g, int tp, int cp, int dp, int pp);
 void grid_free(struct grid *g);
 
-/* "world 8 = tp 2 x dp 2 x pp 2; rank 5: tp 1, dp 0, pp 1" */
+/* "world 8 = tp 2 x dp 2 x pp 2 (...)" (cp named where it is > 1) */
 void grid_describe(const struct grid *g, char *buf, int len);
 
 #endif

@@ -43,7 +43,7 @@ void trace_free(struct trace *t)
 }
 
 static const char *trace_names[TR_COUNT] = {"F", "B", "send", "recv wait (idle)", "optimizer", "step", "comm"};
-static const char *const group_names[] = {"world", "tp", "dp", "pp", "embed"}; /* comm.h's order */
+static const char *const group_names[] = {"world", "tp", "dp", "pp", "embed", "cp"}; /* comm.h's order */
 static const char *const op_names[] = {"all-reduce", "all-gather", "reduce-scatter", "send", "recv"};
 
 /* One event as a Chrome-trace span on process (rank) r. */

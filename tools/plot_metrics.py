@@ -10,7 +10,7 @@ the legend names each run by its directory (or --labels).  A run that
 evaluated (train.eval_every) adds its held-out loss (/eval) to the loss
 subplot as a second, dashed curve with markers.  Any dataset under
 /metrics can be plotted: loss lr grad_norm loss_scale tokens_per_s mfu
-step_time skipped comm_tp_bytes comm_dp_bytes comm_pp_bytes comm_seconds
+step_time skipped comm_tp_bytes comm_dp_bytes comm_pp_bytes comm_cp_bytes comm_seconds
 (docs/formats.md).  A run may be given as its directory or as the
 metrics.h5 file itself, and may still be running (the file is read without
 HDF5's file lock; rows appear as triad flushes them, every io.metrics_flush
@@ -51,6 +51,7 @@ LABELS = {
     "comm_tp_bytes": "tp bytes / step",
     "comm_dp_bytes": "dp bytes / step",
     "comm_pp_bytes": "pp bytes / step",
+    "comm_cp_bytes": "cp bytes / step",
     "comm_seconds": "comm seconds / step",
 }
 

@@ -82,6 +82,11 @@ static inline void *ct_put(const void *h, size_t bytes)
     CUDA_CHECK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
     return d;
 }
+/* Host h over the device array d. */
+static inline void ct_copy_in(void *d, const void *h, size_t bytes)
+{
+    CUDA_CHECK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+}
 /* n floats of NaN (all bits set): an overwritten output must not keep them. */
 static inline float *ct_nan(size_t n)
 {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "tap.h"
 
 #define FD_H 1e-5
@@ -127,6 +128,32 @@ static inline void check_f32(const char *what, const float *a, const double *b, 
 {
     double e = relerr_f(a, b, n);
     tap_ok(e <= F32_TOL, "%s: float vs double (rel err %.1e <= %.0e)", what, e, F32_TOL);
+}
+
+/* ------------------------------------------------------------ attention */
+
+/* Causal attention over whole sequences: one call of the kernels (backend_ops.h). */
+static inline void att_fwd(float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV, int HS)
+{
+    attention_forward(out, lse, qkv, qkv + (size_t)NH * HS, (NH + 2 * NKV) * HS, B, T, 0, 0, T, NH, NKV, HS,
+                      ATT_CAUSAL);
+}
+static inline void att_bwd(float *dqkv, const float *dout, const float *out, const float *qkv, const float *lse,
+                           int B, int T, int NH, int NKV, int HS)
+{
+    attention_backward(dqkv, dqkv + (size_t)NH * HS, dout, out, qkv, qkv + (size_t)NH * HS, (NH + 2 * NKV) * HS,
+                       lse, B, T, 0, 0, T, NH, NKV, HS, ATT_CAUSAL);
+}
+static inline void att_fwd64(double *out, double *lse, const double *qkv, int B, int T, int NH, int NKV, int HS)
+{
+    attention_forward_f64(out, lse, qkv, qkv + (size_t)NH * HS, (NH + 2 * NKV) * HS, B, T, 0, 0, T, NH, NKV, HS,
+                          ATT_CAUSAL);
+}
+static inline void att_bwd64(double *dqkv, const double *dout, const double *out, const double *qkv,
+                             const double *lse, int B, int T, int NH, int NKV, int HS)
+{
+    attention_backward_f64(dqkv, dqkv + (size_t)NH * HS, dout, out, qkv, qkv + (size_t)NH * HS,
+                           (NH + 2 * NKV) * HS, lse, B, T, 0, 0, T, NH, NKV, HS, ATT_CAUSAL);
 }
 
 #endif

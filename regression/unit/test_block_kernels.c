@@ -52,7 +52,7 @@ struct at {
 static double at_loss(void *p)
 {
     struct at *a = p;
-    attention_forward_f64(a->out, a->lse, a->qkv, a->B, a->T, a->NH, a->NKV, a->HS);
+    att_fwd64(a->out, a->lse, a->qkv, a->B, a->T, a->NH, a->NKV, a->HS);
     return dot(a->out, a->w, (size_t)a->B * a->T * a->NH * a->HS);
 }
 
@@ -82,7 +82,7 @@ static void test_attention(int B, int T, int NH, int NKV, int HS, int do_fd)
     double *dqkv = dnew(BTW);
     dnan(dqkv, BTW);
     at_loss(&a);
-    attention_backward_f64(dqkv, a.w, a.out, a.qkv, a.lse, B, T, NH, NKV, HS);
+    att_bwd64(dqkv, a.w, a.out, a.qkv, a.lse, B, T, NH, NKV, HS);
     if (do_fd) {
         snprintf(what, sizeof what, "%s dqkv (overwritten)", shape);
         check_fd(what, dqkv, a.qkv, BTW, at_loss, &a);
@@ -95,8 +95,8 @@ static void test_attention(int B, int T, int NH, int NKV, int HS, int do_fd)
     fnan(fa, ATT);
     fnan(fdq, BTW);
     at_loss(&a);
-    attention_forward(fo, fa, fq, B, T, NH, NKV, HS);
-    attention_backward(fdq, fw, fo, fq, fa, B, T, NH, NKV, HS);
+    att_fwd(fo, fa, fq, B, T, NH, NKV, HS);
+    att_bwd(fdq, fw, fo, fq, fa, B, T, NH, NKV, HS);
     snprintf(what, sizeof what, "%s forward out", shape);
     check_f32(what, fo, a.out, BTC);
     snprintf(what, sizeof what, "%s forward lse", shape);
@@ -109,7 +109,7 @@ static void test_attention(int B, int T, int NH, int NKV, int HS, int do_fd)
     int p = T / 2 + 1;
     memcpy(fs, fo, BTC * sizeof(float));
     for (int c = C; c < W; c++) fq[(size_t)p * W + c] += 0.5f;
-    attention_forward(fo, fa, fq, B, T, NH, NKV, HS);
+    att_fwd(fo, fa, fq, B, T, NH, NKV, HS);
     int before = memcmp(fo, fs, (size_t)p * C * sizeof(float)) == 0;
     int at_p = memcmp(fo + (size_t)p * C, fs + (size_t)p * C, C * sizeof(float)) != 0;
     tap_ok(before && at_p, "%s: causal (k,v at t=%d change nothing before it, change t=%d)", shape, p, p);
@@ -135,10 +135,10 @@ static void test_gqa_is_mha_with_copies(int B, int T, int NH, int NKV, int HS)
                 full[r * W3 + C + h * HS + d] = qkv[r * W + (NH + h / G) * HS + d];
                 full[r * W3 + 2 * C + h * HS + d] = qkv[r * W + (NH + NKV + h / G) * HS + d];
             }
-    attention_forward_f64(o1, a1, qkv, B, T, NH, NKV, HS);
-    attention_forward_f64(o2, a2, full, B, T, NH, NH, HS);
-    attention_backward_f64(d1, dout, o1, qkv, a1, B, T, NH, NKV, HS);
-    attention_backward_f64(d2, dout, o2, full, a2, B, T, NH, NH, HS);
+    att_fwd64(o1, a1, qkv, B, T, NH, NKV, HS);
+    att_fwd64(o2, a2, full, B, T, NH, NH, HS);
+    att_bwd64(d1, dout, o1, qkv, a1, B, T, NH, NKV, HS);
+    att_bwd64(d2, dout, o2, full, a2, B, T, NH, NH, HS);
     double *sum = dnew(BT * W);
     for (size_t r = 0; r < BT; r++)
         for (int h = 0; h < NH; h++)
@@ -357,6 +357,81 @@ static void test_swiglu(size_t N, int F)
     free(s.inp), free(s.w), free(s.out), free(di), free(fx), free(fd), free(fo), free(fdi);
 }
 
+/* Ring attention's decomposition (cp.c) from the chunk kernels alone: a
+ * sequence of 2P chunks of c rows, "rank" r holding chunks r and 2P-1-r;
+ * each of its query chunks against every rank's packed key/value chunks
+ * (lower index whole, its own causally, higher none) in ring order, the
+ * first pair starting the softmax and the rest merged into it; the
+ * gradients added up (dk, dv into each block, summed at their owner).  The
+ * rows must equal the whole sequence's attention and its gradients. */
+static void test_ring_decomposition(int B, int P, int c, int NH, int NKV, int HS)
+{
+    int T = 2 * P * c, Tl = 2 * c, C = NH * HS, W = (NH + 2 * NKV) * HS, KW = 2 * NKV * HS;
+    size_t BT = (size_t)B * T, BTl = (size_t)B * Tl;
+    double *qkv = drand_new(BT * W, 1.5, 0), *dout = drand_new(BT * C, 1, 0);
+    double *ro = dnew(BT * C), *rl = dnew((size_t)B * NH * T), *rd = dnew(BT * W);
+    att_fwd64(ro, rl, qkv, B, T, NH, NKV, HS);
+    att_bwd64(rd, dout, ro, qkv, rl, B, T, NH, NKV, HS);
+    /* the ranks' rows: local row l of rank r is position pos(r, l) */
+    double *lq = dnew((size_t)P * BTl * W), *lkv = dnew((size_t)P * BTl * KW), *ldo = dnew((size_t)P * BTl * C);
+    double *lo = dnew((size_t)P * BTl * C), *ll = dnew((size_t)P * B * NH * Tl);
+    double *ldq = dnew((size_t)P * BTl * W), *ldkv = dnew((size_t)P * BTl * KW);
+#define POS(r, l) ((l) < c ? (r) * c + (l) : (2 * P - 1 - (r)) * c + (l) - c)
+#define CHUNK(r, h) ((h) == 0 ? (r) : 2 * P - 1 - (r))
+    for (int r = 0; r < P; r++)
+        for (int b = 0; b < B; b++)
+            for (int l = 0; l < Tl; l++) {
+                size_t src = (size_t)b * T + POS(r, l), dst = (size_t)r * BTl + (size_t)b * Tl + l;
+                memcpy(lq + dst * W, qkv + src * W, W * sizeof(double));
+                memcpy(lkv + dst * KW, qkv + src * W + NH * HS, KW * sizeof(double));
+                memcpy(ldo + dst * C, dout + src * C, C * sizeof(double));
+            }
+    memset(ldq, 0, (size_t)P * BTl * W * sizeof(double));
+    memset(ldkv, 0, (size_t)P * BTl * KW * sizeof(double));
+    for (int pass = 0; pass < 2; pass++) /* the forward of every rank, then the backward */
+        for (int r = 0; r < P; r++)
+            for (int hq = 0; hq < 2; hq++) {
+                int started = 0;
+                for (int s = 0; s < P; s++) {
+                    int src = (r - s + P) % P;
+                    for (int hk = 0; hk < 2; hk++) {
+                        int gq = CHUNK(r, hq), gk = CHUNK(src, hk);
+                        if (gk > gq) continue;
+                        int flags = gk == gq ? ATT_CAUSAL : 0;
+                        double *q = lq + (size_t)r * BTl * W, *kv = lkv + (size_t)src * BTl * KW;
+                        if (pass == 0)
+                            attention_forward_f64(lo + (size_t)r * BTl * C, ll + (size_t)r * B * NH * Tl, q, kv, KW, B,
+                                                  Tl, hq * c, hk * c, c, NH, NKV, HS, flags | (started ? ATT_MERGE : 0));
+                        else
+                            attention_backward_f64(ldq + (size_t)r * BTl * W, ldkv + (size_t)src * BTl * KW,
+                                                   ldo + (size_t)r * BTl * C, lo + (size_t)r * BTl * C, q, kv, KW,
+                                                   ll + (size_t)r * B * NH * Tl, B, Tl, hq * c, hk * c, c, NH, NKV,
+                                                   HS, flags | ATT_ACCUM);
+                        started = 1;
+                    }
+                }
+            }
+    double eo = 0, el = 0, ed = 0, scale_o = maxabs(ro, BT * C), scale_d = maxabs(rd, BT * W);
+    for (int r = 0; r < P; r++)
+        for (int b = 0; b < B; b++)
+            for (int l = 0; l < Tl; l++) {
+                size_t g = (size_t)b * T + POS(r, l), x = (size_t)r * BTl + (size_t)b * Tl + l;
+                for (int i = 0; i < C; i++) eo = fmax(eo, fabs(lo[x * C + i] - ro[g * C + i]) / scale_o);
+                for (int h = 0; h < NH; h++)
+                    el = fmax(el, fabs(ll[((size_t)r * B + b) * NH * Tl + (size_t)h * Tl + l] -
+                                       rl[((size_t)b * NH + h) * T + POS(r, l)]));
+                for (int i = 0; i < NH * HS; i++) ed = fmax(ed, fabs(ldq[x * W + i] - rd[g * W + i]) / scale_d);
+                for (int i = 0; i < KW; i++) ed = fmax(ed, fabs(ldkv[x * KW + i] - rd[g * W + NH * HS + i]) / scale_d);
+            }
+#undef POS
+#undef CHUNK
+    tap_ok(eo <= EXACT_TOL && el <= EXACT_TOL && ed <= EXACT_TOL,
+           "ring attention over %d ranks (B=%d, chunks of %d, NH=%d NKV=%d): chunk pairs = whole sequence (out %.1e, "
+           "lse %.1e, dqkv %.1e)", P, B, c, NH, NKV, eo, el, ed);
+    free(qkv), free(dout), free(ro), free(rl), free(rd), free(lq), free(lkv), free(ldo), free(lo), free(ll);
+    free(ldq), free(ldkv);
+}
+
 int main(void)
 {
     test_attention(2, 5, 2, 2, 4, 1);
@@ -365,6 +440,9 @@ int main(void)
     test_attention(2, 7, 4, 2, 4, 1);    /* grouped-query: 2 query heads per kv head */
     test_attention(1, 67, 6, 1, 2, 1);   /* multi-query: one kv head */
     test_gqa_is_mha_with_copies(2, 9, 6, 2, 4);
+    test_ring_decomposition(2, 2, 5, 2, 2, 4);
+    test_ring_decomposition(1, 3, 70, 2, 1, 4); /* chunks of two row blocks; multi-query */
+    test_ring_decomposition(2, 4, 3, 4, 2, 8);  /* grouped-query */
     test_rope(2, 5, 2, 1, 4);
     test_rope(1, 9, 4, 2, 6);
     test_rmsnorm(5, 16, 1e-5);

@@ -149,16 +149,20 @@ static void test_matmul(int tf32)
 
 /* ------------------------------------------------------------ attention */
 
-/* NKV = NH: multi-head; fewer: grouped-query (each kv head's gradient sums its query heads'). */
+/* NKV = NH: multi-head; fewer: grouped-query (each kv head's gradient sums
+ * its query heads').  The whole sequence (causal), then ring attention's
+ * chunk pairs: a packed block of keys and values (ldkv = 2 NKV HS), rows at
+ * offsets, without the mask, extending the rows' softmax (ATT_MERGE) and
+ * adding to the gradients (ATT_ACCUM). */
 static void test_attention(int NH, int NKV)
 {
-    int B = 2, T = 67, HS = 24, C = NH * HS;
-    size_t n3 = (size_t)B * T * (NH + 2 * NKV) * HS, nc = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    int B = 2, T = 67, HS = 24, C = NH * HS, W = (NH + 2 * NKV) * HS, KW = 2 * NKV * HS;
+    size_t n3 = (size_t)B * T * W, nc = (size_t)B * T * C, nl = (size_t)B * NH * T, nk = (size_t)B * T * KW;
     float *qkv = ct_frand(n3, 1, 0), *out = ct_alloc(FLOATS(nc)), *lse = ct_alloc(FLOATS(nl));
     float *d_qkv = ct_put(qkv, FLOATS(n3)), *d_out = ct_nan(nc), *d_lse = ct_nan(nl);
     char what[128];
-    attention_forward(out, lse, qkv, B, T, NH, NKV, HS);
-    cuda_attention_forward(d_out, d_lse, d_qkv, B, T, NH, NKV, HS);
+    attention_forward(out, lse, qkv, qkv + NH * HS, W, B, T, 0, 0, T, NH, NKV, HS, ATT_CAUSAL);
+    cuda_attention_forward(d_out, d_lse, d_qkv, d_qkv + NH * HS, W, B, T, 0, 0, T, NH, NKV, HS, ATT_CAUSAL);
     snprintf(what, sizeof what, "attention_forward out (NH %d, NKV %d)", NH, NKV);
     ct_close(what, d_out, out, nc, TOL_GEMM);
     snprintf(what, sizeof what, "attention_forward lse (NH %d, NKV %d)", NH, NKV);
@@ -166,13 +170,38 @@ static void test_attention(int NH, int NKV)
 
     float *dout = ct_frand(nc, 1, 0), *dqkv = ct_alloc(FLOATS(n3));
     float *d_dout = ct_put(dout, FLOATS(nc)), *d_dqkv = ct_nan(n3);
-    float *d_lse0 = ct_put(lse, FLOATS(nl)); /* both sides from the CPU's log-sum-exp */
-    attention_backward(dqkv, dout, out, qkv, lse, B, T, NH, NKV, HS);
-    cuda_attention_backward(d_dqkv, d_dout, d_lse0, d_qkv, B, T, NH, NKV, HS);
+    float *d_lse0 = ct_put(lse, FLOATS(nl)), *d_out0 = ct_put(out, FLOATS(nc)); /* both sides from the CPU's */
+    attention_backward(dqkv, dqkv + NH * HS, dout, out, qkv, qkv + NH * HS, W, lse, B, T, 0, 0, T, NH, NKV, HS,
+                       ATT_CAUSAL);
+    cuda_attention_backward(d_dqkv, d_dqkv + NH * HS, d_dout, d_out0, d_qkv, d_qkv + NH * HS, W, d_lse0, B, T, 0, 0,
+                            T, NH, NKV, HS, ATT_CAUSAL);
     snprintf(what, sizeof what, "attention_backward dqkv (NH %d, NKV %d)", NH, NKV);
     ct_close(what, d_dqkv, dqkv, n3, TOL_GEMM);
 
-    free(qkv), free(out), free(lse), free(dout), free(dqkv);
+    /* rows [n, 2n) against a packed block's rows [n, 2n), unmasked, merged into the forward's state */
+    int n = 29;
+    float *kv = ct_frand(nk, 1, 0), *dkv = ct_frand(nk, 1, 0);
+    float *d_kv = ct_put(kv, FLOATS(nk)), *d_dkv = ct_put(dkv, FLOATS(nk));
+    ct_copy_in(d_out, out, FLOATS(nc));
+    ct_copy_in(d_lse, lse, FLOATS(nl));
+    attention_forward(out, lse, qkv, kv, KW, B, T, n, n, n, NH, NKV, HS, ATT_MERGE);
+    cuda_attention_forward(d_out, d_lse, d_qkv, d_kv, KW, B, T, n, n, n, NH, NKV, HS, ATT_MERGE);
+    snprintf(what, sizeof what, "attention_forward merged chunk pair out (NH %d, NKV %d)", NH, NKV);
+    ct_close(what, d_out, out, nc, TOL_GEMM);
+    snprintf(what, sizeof what, "attention_forward merged chunk pair lse (NH %d, NKV %d)", NH, NKV);
+    ct_close(what, d_lse, lse, nl, TOL_GEMM);
+    ct_copy_in(d_lse0, lse, FLOATS(nl));
+    ct_copy_in(d_out0, out, FLOATS(nc));
+    ct_copy_in(d_dqkv, dqkv, FLOATS(n3));
+    attention_backward(dqkv, dkv, dout, out, qkv, kv, KW, lse, B, T, n, n, n, NH, NKV, HS, ATT_ACCUM);
+    cuda_attention_backward(d_dqkv, d_dkv, d_dout, d_out0, d_qkv, d_kv, KW, d_lse0, B, T, n, n, n, NH, NKV, HS,
+                            ATT_ACCUM);
+    snprintf(what, sizeof what, "attention_backward chunk pair dq, added (NH %d, NKV %d)", NH, NKV);
+    ct_close(what, d_dqkv, dqkv, n3, TOL_GEMM);
+    snprintf(what, sizeof what, "attention_backward chunk pair dk dv, added (NH %d, NKV %d)", NH, NKV);
+    ct_close(what, d_dkv, dkv, nk, TOL_GEMM);
+
+    free(qkv), free(out), free(lse), free(dout), free(dqkv), free(kv), free(dkv);
     ct_free_all();
 }
 
@@ -265,35 +294,6 @@ static void test_matmul_tc(enum precision p)
     ct_close(what, d_db, db, OC, TOL_F32);
     free(inp), free(w), free(bias), free(inp_r), free(w_r), free(out);
     free(dout), free(dout_r), free(dinp), free(dw), free(db), free(dw_scratch);
-    ct_free_all();
-}
-
-static void test_attention_tc(enum precision p, int NH, int NKV)
-{
-    int B = 2, T = 67, HS = 24, C = NH * HS;
-    double tol = p == PREC_BF16 ? 8e-3 : 1e-3;
-    size_t n3 = (size_t)B * T * (NH + 2 * NKV) * HS, nc = (size_t)B * T * C, nl = (size_t)B * NH * T;
-    float *qkv = ct_frand(n3, 1, 0), *qkv_r = rounded(p, qkv, n3);
-    float *out = ct_alloc(FLOATS(nc)), *lse = ct_alloc(FLOATS(nl));
-    float *d_qkv = ct_put(qkv, FLOATS(n3)), *d_out = ct_nan(nc), *d_lse = ct_nan(nl);
-    char what[96];
-    attention_forward(out, lse, qkv_r, B, T, NH, NKV, HS);
-    cuda_attention_forward_tc(lp_of(p), d_out, d_lse, d_qkv, B, T, NH, NKV, HS);
-    snprintf(what, sizeof what, "attention_forward_tc lse (16-bit q, k; fp32 softmax, %s, NKV %d)", format_name(p),
-             NKV);
-    ct_close(what, d_lse, lse, nl, TOL_GEMM);
-    snprintf(what, sizeof what, "attention_forward_tc out (%s, NKV %d)", format_name(p), NKV);
-    ct_close_floor(what, d_out, out, nc, tol, 1.0);
-
-    float *dout = ct_frand(nc, 1, 0), *dout_r = rounded(p, dout, nc);
-    float *dqkv = ct_alloc(FLOATS(n3));
-    float *d_dout = ct_put(dout, FLOATS(nc)), *d_dqkv = ct_nan(n3);
-    float *d_lse0 = ct_put(lse, FLOATS(nl));
-    attention_backward(dqkv, dout_r, out, qkv_r, lse, B, T, NH, NKV, HS);
-    cuda_attention_backward_tc(lp_of(p), d_dqkv, d_dout, d_lse0, d_qkv, B, T, NH, NKV, HS);
-    snprintf(what, sizeof what, "attention_backward_tc dqkv (%s, NKV %d)", format_name(p), NKV);
-    ct_close_floor(what, d_dqkv, dqkv, n3, tol, 1.0);
-    free(qkv), free(qkv_r), free(out), free(lse), free(dout), free(dout_r), free(dqkv);
     ct_free_all();
 }
 
@@ -429,9 +429,6 @@ int main(void)
     test_llama_kernels();
     test_matmul_tc(PREC_BF16);
     test_matmul_tc(PREC_FP16);
-    test_attention_tc(PREC_BF16, 4, 4);
-    test_attention_tc(PREC_FP16, 4, 4);
-    test_attention_tc(PREC_BF16, 4, 1);
     test_elementwise();
     test_crossentropy(0, 300, 250);   /* one shard, 50 padded columns */
     test_crossentropy(300, 300, 520); /* second shard, 80 padded */

@@ -660,9 +660,9 @@ static void test_threads(void)
         o[5] = fnew(NC + 2 * C); /* dinp, dweight, dbias */
         layernorm_backward(o[5], o[5] + NC, o[5] + NC + C, g, x, lw, o[3], o[4], N, C);
         o[6] = fnew((size_t)B * NH * T + NC); /* lse, out */
-        attention_forward(o[6] + (size_t)B * NH * T, o[6], qkv, B, T, NH, NH, C / NH);
+        att_fwd(o[6] + (size_t)B * NH * T, o[6], qkv, B, T, NH, NH, C / NH);
         o[7] = fnew(3 * NC);
-        attention_backward(o[7], g, o[6] + (size_t)B * NH * T, qkv, o[6], B, T, NH, NH, C / NH);
+        att_bwd(o[7], g, o[6] + (size_t)B * NH * T, qkv, o[6], B, T, NH, NH, C / NH);
         o[8] = fnew((size_t)N * V + 3 * N); /* dlogits, maxes, sums, tlogit */
         float *mx = o[8] + (size_t)N * V, *sm = mx + N, *tl = sm + N;
         crossentropy_max(mx, lg, N, V, 0, V);

@@ -43,7 +43,7 @@ static void set_params(struct model *m)
 
 static void dims(struct model_dims *d, int tp, int tp_rank, int sp)
 {
-    *d = (struct model_dims){.L = L, .C = C, .NH = NH, .HS = C / NH, .T = T, .V = V, .Vp = 128 * tp,
+    *d = (struct model_dims){.L = L, .C = C, .NH = NH, .HS = C / NH, .T = T, .Tl = T, .cp = 1, .V = V, .Vp = 128 * tp,
                              .tp = tp, .tp_rank = tp_rank, .sp = sp, .pp = 1, .pp_rank = 0, .dp = 1, .v = 1, .Lc = L, .Lp = L,
                              .NKV = NH, .F = 4 * C, .tied = 1, .eps = 1e-5f};
 }
@@ -72,7 +72,7 @@ static double grad_dev(const struct model *mt, const struct model *ms, int id, i
 static void check(int tp, int sp, const int32_t *in, const int32_t *tg, int rank)
 {
     struct grid g;
-    grid_init(&g, tp, 4 / tp, 1);
+    grid_init(&g, tp, 1, 4 / tp, 1);
     struct comm cm;
     comm_init(&cm, &g);
     struct model_dims dt, ds;
