@@ -19,7 +19,7 @@
 
 #define ATT_ROWS 8      /* rows (warps) of a block */
 #define ATT_TILE 32     /* keys or queries of a tile: one per lane */
-#define ATT_HS_MAX 128  /* head sizes up to this (cuda_attention_check) */
+#define ATT_HS_MAX CUDA_ATT_HS_MAX /* head sizes up to this (the deck check refuses larger) */
 #define ATT_PER_LANE (ATT_HS_MAX / 32)
 
 struct att_args {

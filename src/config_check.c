@@ -12,6 +12,7 @@
 #include "device.h"
 
 #include "build_config.h"
+#include "cuda_sizes.h"
 #include "pipeline.h"
 #include "shape.h"
 
@@ -150,6 +151,12 @@ static int check_features(const struct config *cfg, struct deck_error *err)
         deck_error_set(err, 0, 0, "loss_scale_min = %g is above the initial loss_scale = %g", cfg->train.loss_scale_min,
                         cfg->train.loss_scale);
         return deck_error_hint(err, "set loss_scale_min <= loss_scale");
+    }
+    int64_t HS = cfg->model.d_model / cfg->model.n_head;
+    if (cfg->train.device_id == TRAIN_DEVICE_cuda && HS > CUDA_ATT_HS_MAX) {
+        deck_error_set(err, 0, 0, "the head size d_model / n_head = %" PRId64 " is above %d, the largest the CUDA "
+                                   "backend's fused attention takes", HS, CUDA_ATT_HS_MAX);
+        return deck_error_hint(err, "use more heads (n_head >= d_model / %d), or device = 'cpu'", CUDA_ATT_HS_MAX);
     }
     if (cfg->diag.stage_through_host && cfg->train.device_id == TRAIN_DEVICE_cuda) {
         deck_error_set(err, 0, 0, "diag.stage_through_host is for device = 'cpu'; device = 'cuda' stages by itself "
@@ -317,8 +324,9 @@ static int micro_batch_hint(const struct config *cfg, int world, int64_t per_seq
  * weights are checked. */
 static int check_sizes(const struct config *cfg, int world, struct deck_error *err)
 {
-    int64_t B = config_micro_batch(cfg, world), T = cfg->model.seq_len, C = cfg->model.d_model;
-    int64_t L = cfg->model.n_layer, NH = cfg->model.n_head, tp = cfg->parallel.tp, V = cfg->model.vocab_size;
+    int64_t B = config_micro_batch(cfg, world), C = cfg->model.d_model;
+    int64_t T = cfg->model.seq_len / cfg->parallel.cp; /* this rank's positions of each sequence */
+    int64_t L = cfg->model.n_layer, tp = cfg->parallel.tp, V = cfg->model.vocab_size;
     int64_t Vp = shape_padded_vocab(V, tp), params = shape_params(cfg, Vp);
     struct model_family f;
     shape_family(&f, cfg);
@@ -329,9 +337,8 @@ static int check_sizes(const struct config *cfg, int world, struct deck_error *e
         return deck_error_hint(err, "reduce n_layer or d_model");
     }
     const struct { const char *what; int64_t n; int per_seq; } t[] = {
-        { "the MLP activations (micro-batch * seq_len * MLP width / tp)", mul64(T, FC / tp), 1 },
-        { "the attention scores (micro-batch * n_head / tp * seq_len^2)", mul64(NH / tp, mul64(T, T)), 1 },
-        { "the logits (micro-batch * seq_len * padded vocab_size / tp)", mul64(T, Vp / tp), 1 },
+        { "the MLP activations (micro-batch * seq_len / cp * MLP width / tp)", mul64(T, FC / tp), 1 },
+        { "the logits (micro-batch * seq_len / cp * padded vocab_size / tp)", mul64(T, Vp / tp), 1 },
         { "the token embedding (padded vocab_size / tp * d_model)", mul64(Vp / tp, C), 0 },
         { "the MLP weight (MLP width / tp * d_model)", mul64(FC / tp, C), 0 },
     };

@@ -75,8 +75,9 @@ static const char doc_intro[] =
     "```\n"
     "\n"
     "Besides the ranges below, a deck is checked as a whole before anything is\n"
-    "allocated: `n_head` divides `d_model`; `world = tp * dp * pp` (`dp = 0` is\n"
-    "derived); `batch_size` is divisible by `dp * micro_batch_size`;\n"
+    "allocated: `n_head` divides `d_model`; `world = tp * cp * dp * pp` (`dp = 0`\n"
+    "is derived); `seq_len` is divisible by `2 * cp`; `batch_size` is divisible by\n"
+    "`dp * micro_batch_size`;\n"
     "`min_lr <= lr`; `warmup_steps <= steps`; `kind = 'text'` or `'tokens'` needs\n"
     "`path` (and `'text'` needs `vocab_size >= 256`); one micro-batch fits the\n"
     "kernels' 32-bit indices. Every error names the key, the place and the fix.\n";

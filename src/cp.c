@@ -77,8 +77,7 @@ static int pairs_of(const struct ring *r, int src, struct pair p[3])
     return 2;
 }
 
-void cp_attention_forward(const struct model *m, struct comm *c, float *buf, float *out, float *lse,
-                          const float *qkv)
+void cp_attention_forward(struct model *m, struct comm *c, float *buf, float *out, float *lse, const float *qkv)
 {
     const struct device *k = m->k;
     struct ring r = ring_of(m, buf);
@@ -88,6 +87,7 @@ void cp_attention_forward(const struct model *m, struct comm *c, float *buf, flo
         float *cur = r.kv[s & 1], *nxt = r.kv[(s + 1) & 1];
         MPI_Request req[2];
         int nreq = 0;
+        double t0 = MPI_Wtime();
         if (s + 1 < r.P) { /* the next block comes while this one is computed */
             comm_irecv_f32(c, CG_CP, nxt, r.n, r.prev, TAG_KV_FWD, &req[nreq++]);
             comm_isend_f32(c, CG_CP, cur, r.n, r.next, TAG_KV_FWD, &req[nreq++]);
@@ -102,13 +102,13 @@ void cp_attention_forward(const struct model *m, struct comm *c, float *buf, flo
                                  r.HS, (p[i].causal ? ATT_CAUSAL : 0) | (first ? 0 : ATT_MERGE));
         }
         if (nreq) {
-            comm_wait(c, CG_CP, CO_RECV, 1, &req[0]);
-            comm_wait(c, CG_CP, CO_SEND, 1, &req[1]);
+            m->cp_hidden_s += MPI_Wtime() - t0;
+            m->cp_wait_s += comm_wait(c, CG_CP, CO_RECV, 1, &req[0]) + comm_wait(c, CG_CP, CO_SEND, 1, &req[1]);
         }
     }
 }
 
-void cp_attention_backward(const struct model *m, struct comm *c, float *buf, float *dqkv, const float *dout,
+void cp_attention_backward(struct model *m, struct comm *c, float *buf, float *dqkv, const float *dout,
                            const float *out, const float *qkv, const float *lse)
 {
     const struct device *k = m->k;
@@ -121,11 +121,12 @@ void cp_attention_backward(const struct model *m, struct comm *c, float *buf, fl
         float *cur = r.kv[s & 1], *nxt = r.kv[(s + 1) & 1], *dl = r.dl[s & 1];
         MPI_Request req[2];
         int nreq = 0;
+        double t0 = MPI_Wtime(), w = 0;
         if (s + 1 < r.P) {
             comm_irecv_f32(c, CG_CP, nxt, r.n, r.prev, TAG_KV_BWD, &req[nreq++]);
             comm_isend_f32(c, CG_CP, cur, r.n, r.next, TAG_KV_BWD, &req[nreq++]);
         }
-        if (dsend[s & 1] != MPI_REQUEST_NULL) comm_wait(c, CG_CP, CO_SEND, 1, &dsend[s & 1]); /* dl is free */
+        if (dsend[s & 1] != MPI_REQUEST_NULL) w += comm_wait(c, CG_CP, CO_SEND, 1, &dsend[s & 1]); /* dl is free */
         k->zero(dl, r.n * sizeof(float));
         int src = (r.me - s + r.P) % r.P;
         struct pair p[3];
@@ -135,19 +136,18 @@ void cp_attention_backward(const struct model *m, struct comm *c, float *buf, fl
                                   r.c, r.NH, r.NKV, r.HS, (p[i].causal ? ATT_CAUSAL : 0) | ATT_ACCUM);
         /* the block's gradients so far, from the ranks it visited before, join this rank's share */
         if (s > 0) {
-            comm_wait(c, CG_CP, CO_RECV, 1, &drecv);
+            w += comm_wait(c, CG_CP, CO_RECV, 1, &drecv);
             k->copy_cols(m->d.prec, dl, r.KW, r.din, r.KW, rows, r.KW, 1);
         }
         /* on to the next rank; after the last step that is the block's owner */
         comm_isend_f32(c, CG_CP, dl, r.n, r.next, TAG_DKV, &dsend[s & 1]);
         comm_irecv_f32(c, CG_CP, r.din, r.n, r.prev, TAG_DKV, &drecv);
-        if (nreq) {
-            comm_wait(c, CG_CP, CO_RECV, 1, &req[0]);
-            comm_wait(c, CG_CP, CO_SEND, 1, &req[1]);
-        }
+        if (nreq) w += comm_wait(c, CG_CP, CO_RECV, 1, &req[0]) + comm_wait(c, CG_CP, CO_SEND, 1, &req[1]);
+        m->cp_hidden_s += MPI_Wtime() - t0 - w; /* (messages are in flight throughout a step of the backward) */
+        m->cp_wait_s += w;
     }
-    comm_wait(c, CG_CP, CO_RECV, 1, &drecv); /* this rank's own keys and values, their gradients complete */
+    m->cp_wait_s += comm_wait(c, CG_CP, CO_RECV, 1, &drecv); /* this rank's own keys and values, their gradients complete */
     k->copy_cols(m->d.prec, dqkv + (size_t)r.NH * r.HS, r.W, r.din, r.KW, rows, r.KW, 0);
     for (int b = 0; b < 2; b++)
-        if (dsend[b] != MPI_REQUEST_NULL) comm_wait(c, CG_CP, CO_SEND, 1, &dsend[b]);
+        if (dsend[b] != MPI_REQUEST_NULL) m->cp_wait_s += comm_wait(c, CG_CP, CO_SEND, 1, &dsend[b]);
 }

@@ -39,11 +39,13 @@ void cp_select_tokens(const struct model_dims *d, int B, int32_t *tok);
  * embedding) over the whole causal context: out (B,Tl,C/tp) and lse
  * (B,NH/tp,Tl), as attention_forward over the full sequence would give for
  * these rows.  buf: cp_scratch_floats of scratch.  Collective over CG_CP. */
-void cp_attention_forward(const struct model *m, struct comm *c, float *buf, float *out, float *lse,
-                          const float *qkv);
+void cp_attention_forward(struct model *m, struct comm *c, float *buf, float *out, float *lse, const float *qkv);
 /* dqkv (B,Tl,qkv cols) overwritten with the gradient of the whole ring's
  * loss with respect to this rank's q, k and v.  Collective over CG_CP. */
-void cp_attention_backward(const struct model *m, struct comm *c, float *buf, float *dqkv, const float *dout,
+void cp_attention_backward(struct model *m, struct comm *c, float *buf, float *dqkv, const float *dout,
                            const float *out, const float *qkv, const float *lse);
+/* Both add to m->cp_hidden_s the seconds the ring's messages were in
+ * flight while this rank computed blocks, and to m->cp_wait_s those it
+ * waited for them afterwards. */
 
 #endif

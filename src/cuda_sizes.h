@@ -10,5 +10,7 @@
 #define CUDA_CONTEXT_SCRATCH_BYTES (((size_t)CUDA_REDUCE_BLOCKS + 2) * 8)
 /* The start-up GEMM that measures the device's rate: n x n x n. */
 #define CUDA_PROBE_N 4096
+/* The largest head size the fused attention's tiles hold (cuda/attention.cu). */
+#define CUDA_ATT_HS_MAX 128
 
 #endif

@@ -116,7 +116,7 @@ static int ckpt_dims(const char *path, struct model_dims *d, char *err, size_t e
 {
     struct config cfg;
     if (ckpt_read_config(path, &cfg, err, errlen) != 0) return -1;
-    cfg.parallel.tp = cfg.parallel.pp = cfg.parallel.dp = cfg.parallel.virtual_stages = 1;
+    cfg.parallel.tp = cfg.parallel.pp = cfg.parallel.dp = cfg.parallel.cp = cfg.parallel.virtual_stages = 1;
     cfg.parallel.sequence_parallel = 0;
     struct run_shape s;
     run_shape_init(&s, &cfg, 1, 0);

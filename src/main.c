@@ -37,7 +37,7 @@ static void usage(FILE *f)
             "   or: mpirun -n N triad sample CKPT [sample.key=value ...]\n"
             "   or: triad --doc | --help | --version\n"
             "\n"
-            "  DECK         train as the deck says, on N = tp * dp * pp ranks\n"
+            "  DECK         train as the deck says, on N = tp * cp * dp * pp ranks\n"
             "  check        validate the deck for N ranks (world=N; else the launched ranks, or the\n"
             "               deck's own grid on one process) and print the effective deck\n"
             "  schedule     print the pipeline schedule and its bubble\n"
@@ -51,7 +51,7 @@ static void usage(FILE *f)
             "\n"
             "DECK is a Fortran namelist (&model, &parallel, &train, &data, &io, &export, &diag); any key can be\n"
             "overridden on the command line, e.g. `triad input/demo.nml train.steps=100`.\n"
-            "The number of ranks must equal tp * dp * pp (dp = 0 in the deck takes the rest).\n"
+            "The number of ranks must equal tp * cp * dp * pp (dp = 0 in the deck takes the rest).\n"
             "Exit status: 0 done, 1 error, 3 stopped cleanly with a checkpoint (requeue), 4 hung\n"
             "(diag.hang_timeout; run_dir/hang.rank*.txt).\n"
             "Environment: TRIAD_ISA=generic|avx2|avx512 forces a lower SIMD path (--version says which runs);\n"
@@ -75,7 +75,7 @@ static void read_config(struct config *cfg, const char *path, int noverride, cha
         for (int i = 0; rc == 0 && i < noverride; i++) rc = config_override(cfg, overrides[i], &err);
         if (rc == 0) config_resolve(cfg);
         if (rc == 0 && *world == 0) {
-            int64_t w = cfg->parallel.tp * cfg->parallel.pp * (cfg->parallel.dp ? cfg->parallel.dp : 1);
+            int64_t w = cfg->parallel.tp * cfg->parallel.cp * cfg->parallel.pp * (cfg->parallel.dp ? cfg->parallel.dp : 1);
             *world = w > 0 && w <= INT32_MAX ? (int)w : 0;
         }
         if (rc == 0 && (rc = plan ? plan_validate(cfg, *world, &err) : config_validate(cfg, *world, &err)) != 0 &&
@@ -102,9 +102,12 @@ static int print_schedule(const struct config *cfg, int world)
         fprintf(stderr, "error: %s\n", err);
         return EXIT_ERROR;
     }
-    printf("schedule %s: pp = %d, virtual_stages = %d, %d micro-batches per replica (dp = %d)\n"
+    char cp[96] = "";
+    if (s.cp > 1) /* the cp ranks of a replica run the same schedule, in step: ring attention pairs them in every layer */
+        snprintf(cp, sizeof cp, "; cp = %d ranks run each stage's actions together (ring attention)", s.cp);
+    printf("schedule %s: pp = %d, virtual_stages = %d, %d micro-batches per replica (dp = %d)%s\n"
            "F = forward, B = backward (taking twice the forward), . = idle\n\n",
-           cfg->parallel.schedule, pp, v, m, dp);
+           cfg->parallel.schedule, pp, v, m, dp, cp);
     pp_print_table(stdout, &sim, 0);
     pp_sim_free(&sim);
     return EXIT_DONE;
@@ -145,7 +148,10 @@ static int check_deck(const struct config *cfg, int world)
     char *deck = echo_deck(cfg);
     struct run_shape s;
     run_shape_init(&s, cfg, world, 0);
-    log_info("%s! deck valid for %d rank(s): tp %d x dp %d x pp %d\n", deck, world, s.tp, s.dp, s.pp);
+    if (s.cp > 1)
+        log_info("%s! deck valid for %d rank(s): tp %d x cp %d x dp %d x pp %d\n", deck, world, s.tp, s.cp, s.dp, s.pp);
+    else
+        log_info("%s! deck valid for %d rank(s): tp %d x dp %d x pp %d\n", deck, world, s.tp, s.dp, s.pp);
     free(deck);
     return EXIT_DONE;
 }

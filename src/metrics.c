@@ -13,11 +13,11 @@
 /* ------------------------------------------------------------- metrics.h5 */
 
 enum { M_STEP, M_LOSS, M_LR, M_GNORM, M_SCALE, M_TOKS, M_MFU, M_TIME, M_SKIPPED,
-       M_COMM_TP, M_COMM_DP, M_COMM_PP, M_COMM_CP, M_COMM_S, M_WALL, M_BUSY_MIN, M_BUSY_MED, M_BUSY_MAX, M_SLOWEST, M_COUNT };
+       M_COMM_TP, M_COMM_DP, M_COMM_PP, M_COMM_S, M_WALL, M_BUSY_MIN, M_BUSY_MED, M_BUSY_MAX, M_SLOWEST, M_COMM_CP, M_COUNT };
 static const char *mnames[M_COUNT] = {"step", "loss", "lr", "grad_norm", "loss_scale", "tokens_per_s", "mfu",
                                       "step_time", "skipped", "comm_tp_bytes", "comm_dp_bytes",
-                                      "comm_pp_bytes", "comm_cp_bytes", "comm_seconds", "time", "busy_min", "busy_median",
-                                      "busy_max", "slowest_rank"};
+                                      "comm_pp_bytes", "comm_seconds", "time", "busy_min", "busy_median",
+                                      "busy_max", "slowest_rank", "comm_cp_bytes"};
 /* Every dataset says what it holds: attributes units and description. */
 static const char *const munits[M_COUNT][2] = {
     {"1", "optimizer steps done (1-based)"},
@@ -32,13 +32,13 @@ static const char *const munits[M_COUNT][2] = {
     {"bytes", "payload bytes rank 0 moved on the tp communicator in the step"},
     {"bytes", "payload bytes rank 0 moved on the dp communicator in the step"},
     {"bytes", "payload bytes rank 0 moved on the pp communicator in the step"},
-    {"bytes", "payload bytes rank 0 moved on the cp communicator in the step (ring attention's keys, values and their gradients)"},
     {"s", "seconds rank 0 spent in collectives in the step"},
     {"s since 1970-01-01 UTC", "wall-clock time at the end of the step, rank 0"},
     {"s", "the least busy rank's forward, backward and optimizer seconds in the step"},
     {"s", "the median over ranks of those seconds"},
     {"s", "the busiest rank's"},
     {"1", "the busiest rank (world rank)"},
+    {"bytes", "payload bytes rank 0 moved on the cp communicator in the step (ring attention's keys, values and their gradients)"},
 };
 
 static hid_t mtype(int i)
@@ -270,8 +270,9 @@ int metrics_append(struct metrics_file *mf, const struct step_metrics *s)
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     double v[M_COUNT] = {0, s->loss, s->lr, s->grad_norm, s->loss_scale, s->tokens_per_s, s->mfu, s->step_time, 0,
-                         s->comm_bytes[CG_TP], s->comm_bytes[CG_DP], s->comm_bytes[CG_PP], s->comm_bytes[CG_CP], s->comm_seconds,
-                         (double)now.tv_sec + 1e-9 * (double)now.tv_nsec, s->busy_min, s->busy_median, s->busy_max, 0};
+                         s->comm_bytes[CG_TP], s->comm_bytes[CG_DP], s->comm_bytes[CG_PP], s->comm_seconds,
+                         (double)now.tv_sec + 1e-9 * (double)now.tv_nsec, s->busy_min, s->busy_median, s->busy_max, 0,
+                         s->comm_bytes[CG_CP]};
     hsize_t newsize = mf->rows + 1, start = mf->rows, one = 1;
     hid_t mem = H5Screate_simple(1, &one, NULL);
     int rc = 0;

@@ -204,6 +204,9 @@ struct model {
      * known), whose gather may start meanwhile */
     const float *(*layer_params)(void *ctx, int j, int next);
     void *layer_params_ctx;
+    /* ring attention (cp.c): seconds its messages were in flight while this
+     * rank computed blocks, and seconds it waited for them after */
+    double cp_hidden_s, cp_wait_s;
     /* watching for the first forward output that is not finite (set after a
      * non-finite loss): its place in forward order, and its name */
     int watch;

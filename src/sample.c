@@ -187,7 +187,7 @@ static int open_model(struct sampler *S, const char *ckpt, struct grid *g, char 
     MPI_CHECK(MPI_Bcast(&cfg, (int)sizeof cfg, MPI_BYTE, 0, MPI_COMM_WORLD));
     struct deck_error de;
     const char *layout[] = {"train.precision=fp32", "train.recompute=none", "train.device=cpu", "parallel.pp=1",
-                            "parallel.dp=1", "parallel.virtual_stages=1", "parallel.schedule=1f1b",
+                            "parallel.dp=1", "parallel.cp=1", "parallel.virtual_stages=1", "parallel.schedule=1f1b",
                             "parallel.sequence_parallel=.false.", "parallel.zero_stage=0", "train.micro_batch_size=0"};
     for (size_t i = 0; i < sizeof layout / sizeof layout[0]; i++) config_override(&cfg, layout[i], &de);
     cfg.parallel.tp = world;

@@ -719,6 +719,9 @@ static int finish_run(struct run *r, int status, int64_t first_step)
     if (r->dp.strategy == DP_OVERLAP)
         log_info("overlapped dp reduction (rank 0): in flight during backward %.3f s, waited for after it %.3f s\n",
                  r->dp.hidden_s, r->dp.wait_s);
+    if (r->model.d.cp > 1)
+        log_info("ring attention (rank 0): messages in flight during block computation %.3f s, waited for after it "
+                 "%.3f s\n", r->model.cp_hidden_s, r->model.cp_wait_s);
     report_bubble(r);
     if (cfg->io.trace) {
         char path[CONFIG_STRLEN + 16], err[256];

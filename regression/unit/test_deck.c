@@ -386,8 +386,20 @@ static const struct bad_combo bad_combos[] = {
       "kind = 'text' reads bytes (256 token ids), but vocab_size = 100", "set vocab_size = 256" },
     { "&data path = 'a.txt' /", 1, "path = 'a.txt' is set, but kind = 'synthetic' reads no file",
       "set kind = 'text'" },
-    { "&train batch_size = 64 /", 1, "the logits (micro-batch * seq_len * padded vocab_size / tp) would hold "
+    { "&train batch_size = 64 /", 1, "the logits (micro-batch * seq_len / cp * padded vocab_size / tp) would hold "
       "3296722944 elements", "set micro_batch_size = 32" },
+    { "&parallel cp = 2 / &model seq_len = 1026 /", 2,
+      "seq_len = 1026 is not divisible by 2 * cp = 4 (context parallelism cuts every sequence into 2 * cp equal chunks",
+      "use seq_len = 1024 or 1028" },
+    { "&parallel tp = 4, cp = 2, sequence_parallel = T / &model seq_len = 12 /", 8,
+      "seq_len / cp = 12 / 2 = 6 is not divisible by tp = 4", "use seq_len = 16" },
+    { "&parallel cp = 2, dp = 2 /", 2, "tp * cp * dp * pp = 1 * 2 * 2 * 1 = 4, but 2 ranks were launched",
+      "set dp = 1 (or dp = 0 to derive it), or launch 4 ranks" },
+    { "&parallel tp = 2, cp = 2 /", 6, "6 ranks cannot be split into replicas of tp * cp * pp = 2 * 2 * 1 = 4 ranks",
+      "launch a multiple of 4 ranks" },
+    { "&train device = 'cuda' / &model d_model = 1536, n_head = 6 /", 1,
+      "the head size d_model / n_head = 256 is above 128, the largest the CUDA backend's fused attention takes",
+      "use more heads" },
     { "&model d_model = 65536, n_head = 1, seq_len = 8 /\n&train batch_size = 1 /", 1,
       "the token embedding (padded vocab_size / tp * d_model) has 3296722944 elements", "reduce d_model" },
 };
@@ -417,6 +429,9 @@ static void test_validate(void)
     read_ok(&c, "&train batch_size = 64 /");
     tap_ok(config_validate(&c, 0, &err) == 0 && config_validate(&c, 2, &err) == 0,
            "micro-batch sizes are checked only once the micro-batch is known (64 on 2 ranks fits)");
+    read_ok(&c, "&parallel cp = 2 / &train batch_size = 64 /");
+    tap_ok(config_validate(&c, 2, &err) == 0 && config_dp(&c, 2) == 1 && config_micro_batch(&c, 2) == 64,
+           "cp = 2 on 2 ranks: dp = 1, and a rank's logits (64 x 512 positions) fit where 64 x 1024 do not");
     read_ok(&c, "&train steps = 0, warmup_steps = 100 /");
     tap_ok(config_validate(&c, 1, &err) == 0, "warmup_steps > steps is fine when steps = 0");
 }
