@@ -99,7 +99,7 @@ int main(int argc, char **argv)
     double attflops = 4.0 * B * NH * ((double)T * (T + 1) / 2) * HS;
     TIME(s, attention_forward(y, att, qkv, qkv + C, 3 * C, B, T, 0, 0, T, NH, NH, C / NH, ATT_CAUSAL));
     report("attention_forward", s, 0, attflops);
-    TIME(s, attention_backward(dqkv, dqkv + C, dy, y, qkv, qkv + C, 3 * C, att, B, T, 0, 0, T, NH, NH, C / NH, 0));
+    TIME(s, attention_backward(dqkv, dqkv + C, dy, y, qkv, qkv + C, 3 * C, att, B, T, 0, 0, T, NH, NH, C / NH, ATT_CAUSAL));
     report("attention_backward", s, 0, 2 * attflops);
     TIME(s, gelu_forward(gh, h, 4 * NC));
     report("gelu_forward", s, 2 * 4 * NC * f, 0);
