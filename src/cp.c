@@ -19,13 +19,6 @@ size_t cp_scratch_floats(const struct model_dims *d, int B)
     return d->cp > 1 ? 5 * ((kv_floats(d, B) + 15) / 16 * 16) : 0;
 }
 
-void cp_select_tokens(const struct model_dims *d, int B, int32_t *tok)
-{
-    /* in place: every destination index is at most its source's, and both grow */
-    for (int b = 0; b < B; b++)
-        for (int l = 0; l < d->Tl; l++) tok[(size_t)b * d->Tl + l] = tok[(size_t)b * d->T + cp_position(d, l)];
-}
-
 struct ring {
     int me, P, next, prev, c;           /* cp rank and size, neighbours, rows per chunk */
     int B, Tl, NH, NKV, HS, W, KW;      /* sizes; W: qkv columns, KW: a kv row */

@@ -31,10 +31,6 @@ static inline int cp_position(const struct model_dims *d, int l)
 /* Floats of the ring's buffers in the model's scratch (0 without cp). */
 size_t cp_scratch_floats(const struct model_dims *d, int B);
 
-/* B sequences of T tokens (B*T, in place) -> this rank's B*Tl: each
- * sequence's rows at its positions, in local order. */
-void cp_select_tokens(const struct model_dims *d, int B, int32_t *tok);
-
 /* Attention of the rows held (qkv (B,Tl,qkv cols) after the rotary
  * embedding) over the whole causal context: out (B,Tl,C/tp) and lse
  * (B,NH/tp,Tl), as attention_forward over the full sequence would give for

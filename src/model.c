@@ -121,14 +121,17 @@ void model_init(struct model *m, const struct model_dims *d, const struct device
     model_acts_alloc(m, nslots, nrecv);
 }
 
-void model_set_tokens(struct model *m, struct chunk_acts *a, int32_t *inputs, int32_t *targets)
+void model_set_tokens(struct model *m, struct chunk_acts *a, const int32_t *inputs, const int32_t *targets)
 {
-    if (m->d.cp > 1) { /* this rank's positions of each sequence */
-        cp_select_tokens(&m->d, m->B, inputs);
-        cp_select_tokens(&m->d, m->B, targets);
-    }
-    m->k->to_device(a->inputs, inputs, (size_t)m->N * sizeof *inputs);
-    m->k->to_device(a->targets, targets, (size_t)m->N * sizeof *targets);
+    const struct model_dims *d = &m->d;
+    /* each sequence's rows: whole, or (cp) this rank's two chunks of it */
+    int c = d->cp > 1 ? d->Tl / 2 : d->Tl;
+    for (int b = 0; b < m->B; b++)
+        for (int r = 0; r < d->Tl; r += c) {
+            size_t to = (size_t)b * d->Tl + (size_t)r, from = (size_t)b * d->T + (size_t)cp_position(d, r);
+            m->k->to_device(a->inputs + to, inputs + from, (size_t)c * sizeof *inputs);
+            m->k->to_device(a->targets + to, targets + from, (size_t)c * sizeof *targets);
+        }
 }
 
 void model_free(struct model *m)

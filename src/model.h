@@ -265,8 +265,8 @@ void model_free(struct model *m);
 struct chunk_acts *model_slot(struct model *m, int mb, int chunk);
 void model_slot_release(struct chunk_acts *a);
 /* The micro-batch's tokens (host arrays of B*T) into slot a: this rank's
- * rows of them (N; under cp they are selected in place first). */
-void model_set_tokens(struct model *m, struct chunk_acts *a, int32_t *inputs, int32_t *targets);
+ * rows of them (N: under cp its two chunks of each sequence). */
+void model_set_tokens(struct model *m, struct chunk_acts *a, const int32_t *inputs, const int32_t *targets);
 
 /* Forward of one chunk for the micro-batch in slot a.  The first virtual
  * stage embeds a->inputs; the others start from a->input.  The last virtual

@@ -117,6 +117,14 @@ def newest_in(run_dir):
     return max(found)[1]
 
 
+def as_int(x):
+    """An attribute as a Python int, or as it is when it is not a number."""
+    try:
+        return int(x)
+    except (TypeError, ValueError):
+        return x
+
+
 def human(n):
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
@@ -168,13 +176,15 @@ def describe(path, args, out):
         L = len(layers)
         heads = deck_value(deck, "model", "n_head")
 
-        tp, dp, pp = (a.get(k, "?") for k in ("tp", "dp", "pp"))
-        world = tp * dp * pp if all(isinstance(x, int) for x in (tp, dp, pp)) else "?"
+        # (a file of an earlier version has no cp: it was written with cp = 1)
+        tp, cp, dp, pp = (as_int(a.get(k, 1 if k == "cp" else "?")) for k in ("tp", "cp", "dp", "pp"))
+        world = tp * cp * dp * pp if all(isinstance(x, int) for x in (tp, cp, dp, pp)) else "?"
         print(f"file            {path} ({human(size)})", file=out)
         print(f"format_version  {a['format_version']}", file=out)
         print(f"step            {a['step']}", file=out)
         print(f"tokens          {a['tokens']}", file=out)
-        print(f"written with    tp = {tp}, dp = {dp}, pp = {pp} ({world} ranks; the tensors are in "
+        grid = f"tp = {tp}, cp = {cp}, dp = {dp}, pp = {pp}" if cp != 1 else f"tp = {tp}, dp = {dp}, pp = {pp}"
+        print(f"written with    {grid} ({world} ranks; the tensors are in "
               "logical shapes, not tied to it)", file=out)
         shape = f"L = {L}, C = {C}, V = {V}, T = {T}"
         shape += f", heads = {heads} (from the deck)" if heads else ", heads = ? (no deck attribute)"
@@ -185,7 +195,7 @@ def describe(path, args, out):
                 problems.append(f"the deck says {key} = {d} but the tensors say {have}")
         if heads and C and C % int(heads):
             problems.append(f"n_head = {heads} does not divide d_model = {C}")
-        extra = {k: v for k, v in a.items() if k not in ("format_version", "step", "tokens", "tp", "dp", "pp", "deck")}
+        extra = {k: v for k, v in a.items() if k not in ("format_version", "step", "tokens", "tp", "cp", "dp", "pp", "deck")}
         for k, v in sorted(extra.items()):
             print(f"{k:<15} {v}", file=out)
 

@@ -15,6 +15,7 @@
 #include "cp.h"
 #include "device.h"
 #include "model.h"
+#include "mpi_test.h"
 #include "rng.h"
 #include "tap.h"
 #include "topo.h"
@@ -84,20 +85,12 @@ static void check(int cp, int NH, int NKV)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    int rank, world;
+    if (mpi_test_begin(&argc, &argv, 4) < 0) return 0;
+    int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    if (world != 4) {
-        if (rank == 0) fprintf(stderr, "test_cp: run on 4 ranks\n");
-        MPI_Finalize();
-        return 2;
-    }
     check(2, 4, 4);
     check(4, 4, 4);
     check(2, 4, 2);
     check(4, 6, 1);
-    int rc = rank == 0 ? tap_done() : 0;
-    MPI_Finalize();
-    return rc;
+    return mpi_test_end(rank);
 }

@@ -11,6 +11,7 @@
 #include "comm.h"
 #include "dp.h"
 #include "model.h"
+#include "mpi_test.h"
 #include "optim.h"
 #include "rng.h"
 #include "tap.h"
@@ -139,15 +140,8 @@ static void check(int tp, int sp, const int32_t *in, const int32_t *tg, int rank
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    int rank, world;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    if (world != 4) {
-        if (rank == 0) printf("1..0 # SKIP needs exactly 4 ranks (mpirun -n 4)\n");
-        MPI_Finalize();
-        return 0;
-    }
+    int rank = mpi_test_begin(&argc, &argv, 4);
+    if (rank < 0) return 0;
     int32_t in[B * T], tg[B * T];
     for (int i = 0; i < B * T; i++) {
         in[i] = (int32_t)(rng_uniform(3, 1, (uint64_t)i) * V);
@@ -155,8 +149,5 @@ int main(int argc, char **argv)
     }
     for (int tp = 2; tp <= 4; tp *= 2)
         for (int sp = 0; sp <= 1; sp++) check(tp, sp, in, tg, rank);
-    int status = rank == 0 ? tap_done() : 0;
-    MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    MPI_Finalize();
-    return status;
+    return mpi_test_end(rank);
 }
