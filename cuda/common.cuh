@@ -38,8 +38,8 @@
                          cudaGetErrorName(launch_rc_), cudaGetErrorString(launch_rc_)); \
     } while (0)
 
-/* Operand slots of the 16-bit scratch: attention's backward reads four. */
-#define CUDA_LP_SLOTS 4
+/* Operand slots of the 16-bit scratch: the linear layer's backward reads three. */
+#define CUDA_LP_SLOTS 3
 
 /* The backend's one piece of state (cuda_backend_init). */
 struct cuda_context {
@@ -49,7 +49,7 @@ struct cuda_context {
     unsigned long long *count;     /* (1) */
     uint16_t *lp[CUDA_LP_SLOTS];   /* 16-bit operand copies (cuda_lp_operand) */
     size_t lp_n[CUDA_LP_SLOTS];
-    float *att;                    /* attention's (T,T) workspace of one call (cuda_att_workspace) */
+    float *att;                    /* attention's workspace: a float per query row of one call (cuda_att_workspace) */
     size_t att_n;
 };
 /* At least n floats of attention's workspace (grown as needed, kept). */

@@ -31,8 +31,8 @@ int cuda_device_count(char *why, size_t whylen);
  * device; release them.  Every kernel below needs the backend initialised. */
 void cuda_backend_init(void);
 void cuda_backend_finalize(void);
-/* fp32 matmuls (and attention's products) on TF32 tensor cores (1) or in
- * full fp32 (0, the default). */
+/* fp32 matmuls on TF32 tensor cores (1) or in full fp32 (0, the default);
+ * the fused attention computes in fp32 either way. */
 void cuda_set_tf32(int on);
 /* The dense rate of this GPU in GFLOP/s: n^3 products of random operands
  * on cuBLAS, 16-bit of format lp on tensor cores (lp >= 0, an enum cuda_lp)

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The held-out loss (train.eval_every, data.val_path): the training numbers
 # are bitwise the same with and without it, on one rank and on pp 2 x dp 2
-# (interleaved) and under ZeRO-3; the held-out loss is the same on every layout (1e-5);
+# (interleaved), under ZeRO-3 and on cp 2 x pp 2; the held-out loss is the same on every layout (1e-5);
 # metrics.h5's /eval holds one row per evaluation, and a restart drops the
 # rows after its step; decks that ask for it wrongly are refused.  (Its
 # value against PyTorch: regression/llama_pytorch.sh.)
@@ -14,9 +14,13 @@ train.micro_batch_size=2 io.checkpoint_every=6"
 ev="data.val_path='$corpus' train.eval_every=4 train.eval_batches=2"
 evals() { "$PYTHON3" -c "import h5py, sys; f = h5py.File(sys.argv[1] + '/metrics.h5');
 print(' '.join('%d:%.9g' % (s, l) for s, l in zip(f['eval/step'][:], f['eval/loss'][:])))" "$1"; }
+# same_evals A B: two runs' three held-out losses (evals' lists) within 1e-5
+same_evals() { "$PYTHON3" -c "import sys; a = [float(x.split(':')[1]) for x in sys.argv[1].split()];
+b = [float(x.split(':')[1]) for x in sys.argv[2].split()];
+sys.exit(not (len(a) == len(b) == 3 and all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b))))" "$1" "$2"; }
 
 for lay in "1" "4 parallel.pp=2 parallel.virtual_stages=2 parallel.schedule=interleaved" \
-           "4 parallel.pp=2 parallel.zero_stage=3"; do
+           "4 parallel.pp=2 parallel.zero_stage=3" "4 parallel.pp=2 parallel.cp=2"; do
     set -- $lay
     np=$1; shift
     name=$(echo "$np $*" | tr -c 'a-z0-9\n' '_')
@@ -32,15 +36,14 @@ one=$(evals "$scratch/eval1_")
 [ "$(echo "$one" | wc -w)" -eq 3 ] && echo "$one" | grep -q "^4:.* 8:.* 12:"
 ok $? "/eval has the steps 4, 8 and 12 ($one)"
 four=$(evals "$scratch/eval4_parallel_pp_2_parallel_virtual_stages_2_parallel_schedule_interleaved")
-"$PYTHON3" -c "import sys; a = [float(x.split(':')[1]) for x in sys.argv[1].split()];
-b = [float(x.split(':')[1]) for x in sys.argv[2].split()];
-sys.exit(not (len(a) == len(b) == 3 and all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b))))" "$one" "$four"
+same_evals "$one" "$four"
 ok $? "the held-out losses on pp 2 x dp 2 (interleaved) equal one rank's within 1e-5 ($four)"
 z3=$(evals "$scratch/eval4_parallel_pp_2_parallel_zero_stage_3")
-"$PYTHON3" -c "import sys; a = [float(x.split(':')[1]) for x in sys.argv[1].split()];
-b = [float(x.split(':')[1]) for x in sys.argv[2].split()];
-sys.exit(not (len(a) == len(b) == 3 and all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b))))" "$one" "$z3"
+same_evals "$one" "$z3"
 ok $? "the held-out losses under ZeRO-3 (pp 2 x dp 2: the layers gathered for the forwards) equal one rank's ($z3)"
+cp2=$(evals "$scratch/eval4_parallel_pp_2_parallel_cp_2")
+same_evals "$one" "$cp2"
+ok $? "the held-out losses on cp 2 x pp 2 (ring attention in the forwards) equal one rank's ($cp2)"
 
 # a restart at step 6 drops nothing before it and redoes 8 and 12
 mkdir -p "$scratch/rs" && cp "$scratch/eval1_/ckpt_6.h5" "$scratch/eval1_/metrics.h5" "$scratch/rs/"

@@ -57,6 +57,11 @@ ok $? "both continue with the same losses (1e-5)"
 "$TRIAD" schedule "$DECKS/tiny.nml" model.n_layer=4 parallel.pp=4 train.micro_batch_size=2 > "$scratch/sched.out" 2>&1
 grep -q "rank 3  .  .  .  F0 B0 B0 F1 B1 B1 F2 B2 B2 F3 B3 B3" "$scratch/sched.out" && grep -q "bubble fraction 3/7" "$scratch/sched.out"
 ok $? "triad schedule prints the 4-stage, 4-micro-batch 1F1B picture and its bubble"
+"$TRIAD" schedule "$DECKS/tiny.nml" model.n_layer=4 parallel.pp=2 parallel.cp=2 train.micro_batch_size=2 world=4 \
+    > "$scratch/sched.out" 2>&1
+grep -q "micro-batches per replica (dp = 1); cp = 2 ranks run each stage's actions together" "$scratch/sched.out" &&
+    grep -q "rank 1  .  F0 B0 B0 F1 B1 B1 F2 B2 B2 F3 B3 B3" "$scratch/sched.out"
+ok $? "triad schedule with cp = 2: the stages' picture (4 micro-batches on dp = 1), the cp ranks running it together"
 "$TRIAD" schedule "$DECKS/tiny.nml" model.n_layer=8 parallel.pp=2 parallel.virtual_stages=2 parallel.schedule=interleaved train.batch_size=5 train.micro_batch_size=1 > "$scratch/sched.out" 2>&1
 [ $? -eq 1 ] && grep -q "multiple" "$scratch/sched.out"
 ok $? "interleaving 5 micro-batches on 2 stages is refused with the reason"

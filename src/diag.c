@@ -18,7 +18,7 @@ static uint64_t hash_bytes(const void *p, size_t n)
 }
 
 struct rank_info {
-    int rank, tp, dp, pp;
+    int rank, tp, cp, dp, pp;
     int64_t seed, data_seed;
     double grad_norm; /* of this rank's local gradients */
     uint64_t hash;    /* of all its parameters */
@@ -48,11 +48,11 @@ static int first_mismatch(const uint64_t *mine, MPI_Comm comm, int replicated_on
 
 static void print_table(const struct rank_info *info, int world)
 {
-    fprintf(stderr, "  %5s %3s %3s %3s %20s %20s %16s %18s\n", "rank", "tp", "dp", "pp", "train.seed",
+    fprintf(stderr, "  %5s %3s %3s %3s %3s %20s %20s %16s %18s\n", "rank", "tp", "cp", "dp", "pp", "train.seed",
             "data.seed", "local grad norm", "parameter hash");
     for (int r = 0; r < world; r++)
-        fprintf(stderr, "  %5d %3d %3d %3d %20lld %20lld %16.9e   %016llx\n", info[r].rank, info[r].tp,
-                info[r].dp, info[r].pp, (long long)info[r].seed, (long long)info[r].data_seed,
+        fprintf(stderr, "  %5d %3d %3d %3d %3d %20lld %20lld %16.9e   %016llx\n", info[r].rank, info[r].tp,
+                info[r].cp, info[r].dp, info[r].pp, (long long)info[r].seed, (long long)info[r].data_seed,
                 info[r].grad_norm, (unsigned long long)info[r].hash);
 }
 
@@ -82,7 +82,7 @@ void diag_check_consistency(const struct model *m, const struct grid *g, const s
         return;
     }
 
-    struct rank_info me = {g->rank, g->tp_rank, g->dp_rank, g->pp_rank, cfg->train.seed, cfg->data.seed,
+    struct rank_info me = {g->rank, g->tp_rank, g->cp_rank, g->dp_rank, g->pp_rank, cfg->train.seed, cfg->data.seed,
                            sqrt(gss), hash_bytes(h, sizeof h)};
     struct rank_info *all = g->rank == 0 ? xmalloc((size_t)g->world * sizeof *all) : NULL;
     MPI_CHECK(MPI_Gather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, 0, g->world_comm));
@@ -90,9 +90,10 @@ void diag_check_consistency(const struct model *m, const struct grid *g, const s
     char msg[1024] = "";
     if (dp_id >= 0)
         snprintf(msg, sizeof msg, "data-parallel replicas diverged at step %lld: tensor %s on world rank %d "
-                 "(dp rank %d of its group) differs from dp rank 0 (world rank %d)", (long long)step,
+                 "(%s rank %d of its group) differs from %s rank 0 (world rank %d)", (long long)step,
                  param_table[dp_id].name, grid_rank_of(g, g->tp_rank, dp_bad % g->cp, dp_bad / g->cp, g->pp_rank),
-                 dp_bad, grid_rank_of(g, g->tp_rank, 0, 0, g->pp_rank));
+                 g->cp > 1 ? "dp x cp" : "dp", dp_bad, g->cp > 1 ? "dp x cp" : "dp",
+                 grid_rank_of(g, g->tp_rank, 0, 0, g->pp_rank));
     else if (tp_id >= 0)
         snprintf(msg, sizeof msg, "replicated tensor %s disagrees across tensor-parallel ranks at step %lld: "
                  "world rank %d (tp rank %d) differs from tp rank 0 (world rank %d)", param_table[tp_id].name,

@@ -60,7 +60,7 @@ static void usage(FILE *f)
 }
 
 /* Rank 0 reads and validates for *world ranks (0: the deck's own grid,
- * tp * pp * dp with dp = 0 taken as 1, which *world then holds); everyone
+ * tp * cp * pp * dp with dp = 0 taken as 1, which *world then holds); everyone
  * gets the result.  On an error rank 0 prints it once and all ranks exit
  * with status 1. */
 static void read_config(struct config *cfg, const char *path, int noverride, char **overrides, int *world, int plan)
@@ -320,7 +320,7 @@ int main(int argc, char **argv)
                 nover--, i--;
             }
         if (w > 0) world = w;
-        else if (sc->deck_grid || world == 1) world = 0; /* the deck's tp * pp * dp, dp = 0 taken as 1 */
+        else if (sc->deck_grid || world == 1) world = 0; /* the deck's tp * cp * pp * dp, dp = 0 taken as 1 */
     }
     struct config cfg;
     read_config(&cfg, argv[first], nover, over, &world, sc && sc->planning);

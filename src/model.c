@@ -124,8 +124,12 @@ void model_init(struct model *m, const struct model_dims *d, const struct device
 void model_set_tokens(struct model *m, struct chunk_acts *a, const int32_t *inputs, const int32_t *targets)
 {
     const struct model_dims *d = &m->d;
-    /* each sequence's rows: whole, or (cp) this rank's two chunks of it */
-    int c = d->cp > 1 ? d->Tl / 2 : d->Tl;
+    if (d->cp <= 1) { /* whole sequences, one after the other */
+        m->k->to_device(a->inputs, inputs, (size_t)m->N * sizeof *inputs);
+        m->k->to_device(a->targets, targets, (size_t)m->N * sizeof *targets);
+        return;
+    }
+    int c = d->Tl / 2; /* this rank's two chunks of each sequence */
     for (int b = 0; b < m->B; b++)
         for (int r = 0; r < d->Tl; r += c) {
             size_t to = (size_t)b * d->Tl + (size_t)r, from = (size_t)b * d->T + (size_t)cp_position(d, r);

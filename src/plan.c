@@ -185,28 +185,31 @@ static size_t grad_bytes(const struct model_dims *d, size_t flat, int zero2, siz
 
 /* The CUDA table's 16-bit copies of the matmuls' operands in a bf16/fp16
  * run (cuda_lp_operand): three slots, each as large as the largest operand
- * it takes: weights or qkv; layer inputs; output gradients (attention is
- * fused, in fp32). */
+ * it takes: the weights; the layers' inputs; the output gradients
+ * (attention is fused, in fp32: none of its own). */
 static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
 
 static size_t lp_operand_bytes(const struct model_dims *d, int B)
 {
     if (d->prec == PREC_FP32) return 0;
     size_t N = (size_t)B * d->Tl, C = (size_t)d->C, Cl = C / (size_t)d->tp;
+    size_t QKV = (size_t)model_qkv_cols(d), FC = (size_t)model_fc_cols(d), Fl = (size_t)model_hidden_cols(d);
     size_t Vs = model_has_head(d) ? (size_t)d->Vp / (size_t)d->tp : 0;
     size_t slot[3] = {
-        max_size(max_size(4 * Cl * C, Vs * C), N * 3 * Cl), /* weights, qkv */
-        max_size(N * 4 * Cl, N * C),                        /* layer inputs */
-        max_size(max_size(N * 4 * Cl, N * C), N * Vs),      /* output gradients */
+        C * max_size(max_size(QKV, FC), max_size(Vs, max_size(Cl, Fl))), /* weights: (out, C), and (C, Cl), (C, Fl) */
+        N * max_size(C, max_size(Cl, Fl)),                               /* layer inputs */
+        N * max_size(max_size(QKV, FC), max_size(C, Vs)),                /* output gradients */
     };
     return 2 * (slot[0] + slot[1] + slot[2]);
 }
 
 /* The CUDA backend's attention workspace (cuda_att_workspace): the
- * backward's dout . out of each query row of one call, (B, NH/tp, <= Tl). */
+ * backward's dout . out of each query row of one call, (B, NH/tp, n): n
+ * = T for the whole sequence, a chunk of T/(2cp) rows on the cp ring. */
 static size_t cuda_att_bytes(const struct model_dims *d, int B)
 {
-    return (size_t)B * (size_t)(d->NH / d->tp) * (size_t)d->Tl * 4;
+    size_t n = d->cp > 1 ? (size_t)d->Tl / 2 : (size_t)d->Tl;
+    return (size_t)B * (size_t)(d->NH / d->tp) * n * 4;
 }
 
 static void plan_stage(struct plan_stage *s, const struct plan *p, const struct config *cfg, int r)
@@ -243,6 +246,7 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
     s->bytes[PM_WORK] = p->cuda ? lp_operand_bytes(&d, p->shape.micro_batch) + CUDA_CONTEXT_SCRATCH_BYTES +
                                       cuda_att_bytes(&d, p->shape.micro_batch)
                                 : (size_t)p->threads * gemm_pack_bytes();
+    if (d.llama) s->bytes[PM_WORK] += (size_t)d.Tl * (size_t)d.HS * 4; /* the rotary tables, cos and sin (Tl, HS/2) */
     int ckpt = cfg->io.save_final || cfg->io.checkpoint_every > 0;
     size_t largest = 0; /* ckpt.c's verify_written reads back one tensor (one layer's) at a time */
     for (int id = 0; id < NUM_PARAMS && ckpt; id++) {

@@ -30,7 +30,8 @@ enum plan_mem {
     PM_GRADS,     /* gradients, laid out like the parameters, + the embedding's share of wte's */
     PM_OPTIM,     /* AdamW m and v (ZeRO-1: a 1/dp slice each, + the reduced gradient slice) */
     PM_ACTS,      /* activation slots (micro-batches in flight), the look-ahead receive buffers, the shared scratch */
-    PM_WORK,      /* CPU: gemm packing buffers, per thread; CUDA: the backend's scratch + 16-bit operand copies */
+    PM_WORK,      /* CPU: gemm packing buffers, per thread; CUDA: the backend's scratch + 16-bit operand copies;
+                     llama: + the rotary tables */
     PM_RUNTIME,   /* MPI, HDF5, the libraries, the heap (a measured constant) */
     PM_SNAPSHOT,  /* io.async_checkpoint: the host copy of the state the rank writes (its own, at most all of it) */
     PM_RESIDENT,  /* -- the transient ones: */

@@ -49,6 +49,7 @@ static int replan(struct change *c, size_t than)
 static int candidates(struct change *out, int max, const struct config *cfg, int world)
 {
     int n = 0, dp = config_dp(cfg, world), B = config_micro_batch(cfg, world);
+    int shards = dp * (int)cfg->parallel.cp; /* ZeRO's: the dp x cp ranks holding replicas */
     int64_t tp = cfg->parallel.tp, pp = cfg->parallel.pp;
 #define ADD(...)                                                                  \
     do {                                                                          \
@@ -79,18 +80,19 @@ static int candidates(struct change *out, int max, const struct config *cfg, int
         ADD("schedule '%.16s' -> '1f1b'", cfg->parallel.schedule);
         set(LAST, "parallel.schedule='1f1b'");
     }
-    if (dp > 1 && cfg->parallel.zero_stage == 0) {
-        ADD("zero_stage 0 -> 1 (optimizer state sharded over dp = %d)", dp);
+    const char *over = cfg->parallel.cp > 1 ? "dp x cp" : "dp";
+    if (shards > 1 && cfg->parallel.zero_stage == 0) {
+        ADD("zero_stage 0 -> 1 (optimizer state sharded over %s = %d)", over, shards);
         LAST->parallel.zero_stage = 1;
     }
-    if (dp > 1 && cfg->parallel.zero_stage < 2) {
-        ADD("zero_stage %lld -> 2 (optimizer state and gradients sharded over dp = %d)",
-            (long long)cfg->parallel.zero_stage, dp);
+    if (shards > 1 && cfg->parallel.zero_stage < 2) {
+        ADD("zero_stage %lld -> 2 (optimizer state and gradients sharded over %s = %d)",
+            (long long)cfg->parallel.zero_stage, over, shards);
         LAST->parallel.zero_stage = 2;
     }
-    if (dp > 1 && cfg->parallel.zero_stage < 3) {
-        ADD("zero_stage %lld -> 3 (parameters, gradients and optimizer state sharded over dp = %d)",
-            (long long)cfg->parallel.zero_stage, dp);
+    if (shards > 1 && cfg->parallel.zero_stage < 3) {
+        ADD("zero_stage %lld -> 3 (parameters, gradients and optimizer state sharded over %s = %d)",
+            (long long)cfg->parallel.zero_stage, over, shards);
         LAST->parallel.zero_stage = 3;
     }
     if (cfg->train.precision_id == TRAIN_PRECISION_fp32) { /* halves the activations kept for backward */
@@ -184,8 +186,9 @@ static void print_zero3(FILE *f, const struct plan *p, const struct config *cfg,
             if (full) set(&c.cfg, "train.recompute='full'"), c.cfg.train.recompute_layers = 0;
             if (replan(&c, (size_t)-1) != 0) continue; /* (not a valid deck: layers or the batch do not divide) */
             if (!header++) fprintf(f, "\nZeRO-3 on the same %d ranks (each deck re-planned):\n", world);
-            char what[96], h[32];
-            snprintf(what, sizeof what, "tp %d x dp %d x pp %d, zero_stage 3%s", p->shape.tp, dp * k, pp / k,
+            char what[96], h[32], cp[24] = "";
+            if (p->shape.cp > 1) snprintf(cp, sizeof cp, " x cp %d", p->shape.cp);
+            snprintf(what, sizeof what, "tp %d%s x dp %d x pp %d, zero_stage 3%s", p->shape.tp, cp, dp * k, pp / k,
                      full ? ", recompute 'full'" : "");
             plan_human(h, sizeof h, (double)c.peak);
             fprintf(f, "  %-58s %10s%s\n", what, h, avail <= 0 ? "" : c.peak <= avail ? "  fits" : "");

@@ -36,4 +36,5 @@ layout fp16_tp2_sp 2 train.precision="'fp16'" parallel.tp=2 parallel.sequence_pa
 layout bf16_pp2 2 train.precision="'bf16'" parallel.pp=2 train.micro_batch_size=2
 layout bf16_zero2_dp2 2 train.precision="'bf16'" parallel.zero_stage=2 train.micro_batch_size=2
 layout fp32_zero1_selective 2 parallel.zero_stage=1 train.recompute="'selective'"
+layout bf16_llama_cp2 2 train.precision="'bf16'" parallel.cp=2 model.arch="'llama'" model.n_kv_head=2
 done_testing

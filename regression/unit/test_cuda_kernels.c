@@ -153,19 +153,21 @@ static void test_matmul(int tf32)
  * its query heads').  The whole sequence (causal), then ring attention's
  * chunk pairs: a packed block of keys and values (ldkv = 2 NKV HS), rows at
  * offsets, without the mask, extending the rows' softmax (ATT_MERGE) and
- * adding to the gradients (ATT_ACCUM). */
-static void test_attention(int NH, int NKV)
+ * adding to the gradients (ATT_ACCUM).  Head sizes below and above a warp
+ * (a lane holding one or several of a row's values), up to the kernel's
+ * largest; chunks shorter and longer than a tile. */
+static void test_attention(int NH, int NKV, int HS, int T)
 {
-    int B = 2, T = 67, HS = 24, C = NH * HS, W = (NH + 2 * NKV) * HS, KW = 2 * NKV * HS;
+    int B = 2, C = NH * HS, W = (NH + 2 * NKV) * HS, KW = 2 * NKV * HS;
     size_t n3 = (size_t)B * T * W, nc = (size_t)B * T * C, nl = (size_t)B * NH * T, nk = (size_t)B * T * KW;
     float *qkv = ct_frand(n3, 1, 0), *out = ct_alloc(FLOATS(nc)), *lse = ct_alloc(FLOATS(nl));
     float *d_qkv = ct_put(qkv, FLOATS(n3)), *d_out = ct_nan(nc), *d_lse = ct_nan(nl);
     char what[128];
     attention_forward(out, lse, qkv, qkv + NH * HS, W, B, T, 0, 0, T, NH, NKV, HS, ATT_CAUSAL);
     cuda_attention_forward(d_out, d_lse, d_qkv, d_qkv + NH * HS, W, B, T, 0, 0, T, NH, NKV, HS, ATT_CAUSAL);
-    snprintf(what, sizeof what, "attention_forward out (NH %d, NKV %d)", NH, NKV);
+    snprintf(what, sizeof what, "attention_forward out (NH %d, NKV %d, HS %d, T %d)", NH, NKV, HS, T);
     ct_close(what, d_out, out, nc, TOL_GEMM);
-    snprintf(what, sizeof what, "attention_forward lse (NH %d, NKV %d)", NH, NKV);
+    snprintf(what, sizeof what, "attention_forward lse (NH %d, NKV %d, HS %d, T %d)", NH, NKV, HS, T);
     ct_close(what, d_lse, lse, nl, TOL_GEMM);
 
     float *dout = ct_frand(nc, 1, 0), *dqkv = ct_alloc(FLOATS(n3));
@@ -175,20 +177,20 @@ static void test_attention(int NH, int NKV)
                        ATT_CAUSAL);
     cuda_attention_backward(d_dqkv, d_dqkv + NH * HS, d_dout, d_out0, d_qkv, d_qkv + NH * HS, W, d_lse0, B, T, 0, 0,
                             T, NH, NKV, HS, ATT_CAUSAL);
-    snprintf(what, sizeof what, "attention_backward dqkv (NH %d, NKV %d)", NH, NKV);
+    snprintf(what, sizeof what, "attention_backward dqkv (NH %d, NKV %d, HS %d, T %d)", NH, NKV, HS, T);
     ct_close(what, d_dqkv, dqkv, n3, TOL_GEMM);
 
     /* rows [n, 2n) against a packed block's rows [n, 2n), unmasked, merged into the forward's state */
-    int n = 29;
+    int n = (T - 9) / 2;
     float *kv = ct_frand(nk, 1, 0), *dkv = ct_frand(nk, 1, 0);
     float *d_kv = ct_put(kv, FLOATS(nk)), *d_dkv = ct_put(dkv, FLOATS(nk));
     ct_copy_in(d_out, out, FLOATS(nc));
     ct_copy_in(d_lse, lse, FLOATS(nl));
     attention_forward(out, lse, qkv, kv, KW, B, T, n, n, n, NH, NKV, HS, ATT_MERGE);
     cuda_attention_forward(d_out, d_lse, d_qkv, d_kv, KW, B, T, n, n, n, NH, NKV, HS, ATT_MERGE);
-    snprintf(what, sizeof what, "attention_forward merged chunk pair out (NH %d, NKV %d)", NH, NKV);
+    snprintf(what, sizeof what, "attention_forward merged chunk pair out (n %d, HS %d, NKV %d)", n, HS, NKV);
     ct_close(what, d_out, out, nc, TOL_GEMM);
-    snprintf(what, sizeof what, "attention_forward merged chunk pair lse (NH %d, NKV %d)", NH, NKV);
+    snprintf(what, sizeof what, "attention_forward merged chunk pair lse (n %d, HS %d, NKV %d)", n, HS, NKV);
     ct_close(what, d_lse, lse, nl, TOL_GEMM);
     ct_copy_in(d_lse0, lse, FLOATS(nl));
     ct_copy_in(d_out0, out, FLOATS(nc));
@@ -196,9 +198,9 @@ static void test_attention(int NH, int NKV)
     attention_backward(dqkv, dkv, dout, out, qkv, kv, KW, lse, B, T, n, n, n, NH, NKV, HS, ATT_ACCUM);
     cuda_attention_backward(d_dqkv, d_dkv, d_dout, d_out0, d_qkv, d_kv, KW, d_lse0, B, T, n, n, n, NH, NKV, HS,
                             ATT_ACCUM);
-    snprintf(what, sizeof what, "attention_backward chunk pair dq, added (NH %d, NKV %d)", NH, NKV);
+    snprintf(what, sizeof what, "attention_backward chunk pair dq, added (n %d, HS %d, NKV %d)", n, HS, NKV);
     ct_close(what, d_dqkv, dqkv, n3, TOL_GEMM);
-    snprintf(what, sizeof what, "attention_backward chunk pair dk dv, added (NH %d, NKV %d)", NH, NKV);
+    snprintf(what, sizeof what, "attention_backward chunk pair dk dv, added (n %d, HS %d, NKV %d)", n, HS, NKV);
     ct_close(what, d_dkv, dkv, nk, TOL_GEMM);
 
     free(qkv), free(out), free(lse), free(dout), free(dqkv), free(kv), free(dkv);
@@ -424,8 +426,10 @@ int main(void)
     test_layernorm();
     test_matmul(0);
     test_matmul(1);
-    test_attention(4, 4);
-    test_attention(4, 2);
+    test_attention(4, 4, 24, 67);
+    test_attention(4, 2, 24, 67);
+    test_attention(2, 1, 64, 90);  /* two values a lane; chunks of 40 rows: two tiles */
+    test_attention(2, 2, 128, 75); /* the kernel's largest head */
     test_llama_kernels();
     test_matmul_tc(PREC_BF16);
     test_matmul_tc(PREC_FP16);
