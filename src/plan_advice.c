@@ -50,7 +50,7 @@ static int candidates(struct change *out, int max, const struct config *cfg, int
 {
     int n = 0, dp = config_dp(cfg, world), B = config_micro_batch(cfg, world);
     int shards = dp * (int)cfg->parallel.cp; /* ZeRO's: the dp x cp ranks holding replicas */
-    int64_t tp = cfg->parallel.tp, pp = cfg->parallel.pp;
+    int64_t tp = cfg->parallel.tp, pp = cfg->parallel.pp, cp = cfg->parallel.cp;
 #define ADD(...)                                                                  \
     do {                                                                          \
         if (n < max) {                                                            \
@@ -106,12 +106,19 @@ static int candidates(struct change *out, int max, const struct config *cfg, int
         ADD("tp %lld -> %lld, dp %d -> %d (same %d ranks)", (long long)tp, (long long)tp * 2, dp, dp / 2, world);
         LAST->parallel.tp = tp * 2;
         LAST->parallel.dp = dp / 2;
+        /* long sequences: each rank half the positions (the activations, logits and tokens halve) */
+        ADD("cp %lld -> %lld, dp %d -> %d (same %d ranks)", (long long)cp, (long long)cp * 2, dp, dp / 2, world);
+        LAST->parallel.cp = cp * 2;
+        LAST->parallel.dp = dp / 2;
     }
     ADD("pp %lld -> %lld (%d -> %d ranks)", (long long)pp, (long long)pp * 2, world, world * 2);
     LAST->parallel.pp = pp * 2;
     out[n - 1].world = world * 2;
     ADD("tp %lld -> %lld (%d -> %d ranks)", (long long)tp, (long long)tp * 2, world, world * 2);
     LAST->parallel.tp = tp * 2;
+    out[n - 1].world = world * 2;
+    ADD("cp %lld -> %lld (%d -> %d ranks)", (long long)cp, (long long)cp * 2, world, world * 2);
+    LAST->parallel.cp = cp * 2;
     out[n - 1].world = world * 2;
 #undef ADD
 #undef LAST
