@@ -14,9 +14,8 @@ the formats' definitions and not from triad's code (regression/hf_io.sh):
         triad's checkpoint CKPT holds exactly the weights of SRC (a folder
         made above, a folder triad exported, or an llm.c file), mapped as
         docs/formats.md says; prints the first difference and exits 1;
-  corrupt KIND DIR      damage a folder's model.safetensors: KIND is header
-        (a length past the file), offsets (past the data), dtype (I64) or
-        shape (a wrong dimension).
+  corrupt KIND DIR      damage a folder (corrupt's docstring lists the KINDs:
+        the safetensors container, config.json's types, the sharded index).
 
 DECK_JSON: {"L":..., "C":..., "NH":..., "NKV":..., "F":..., "V":..., "T":...,
 "eps":..., "theta":..., "tied": true|false}.
@@ -252,28 +251,113 @@ def check(src, ckpt, k):
     return 0
 
 
-def corrupt(kind, d):
-    path = os.path.join(d, "model.safetensors")
-    data = bytearray(open(path, "rb").read())
+def st_parts(path):
+    """A safetensors file as (header dict in file order, data bytes)."""
+    data = open(path, "rb").read()
     n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
-    name = next(x for x in header if x != "__metadata__")
-    if kind == "header":
-        data[:8] = struct.pack("<Q", len(data) * 2)
-        open(path, "wb").write(data)
+    return json.loads(data[8:8 + n]), data[8 + n:]
+
+
+def st_write(path, text, data, length=None):
+    """Header text (bytes, padded with spaces to 8), data; length: the stored header length."""
+    text += b" " * (-len(text) % 8 or 8)
+    open(path, "wb").write(struct.pack("<Q", len(text) if length is None else length(len(text))) + text + data)
+
+
+def members(header):
+    return [x for x in header if x != "__metadata__"]
+
+
+def corrupt(kind, d):
+    """Damage a folder as KIND says (each a way a real file goes wrong)."""
+    path = os.path.join(d, "model.safetensors")
+    cfg_path = os.path.join(d, "config.json")
+    if kind.startswith("config_"):  # config.json with one key of the wrong type
+        cfg = json.load(open(cfg_path))
+        if kind == "config_real_layers":
+            cfg["num_hidden_layers"] = cfg["num_hidden_layers"] + 0.000001
+        elif kind == "config_string_theta":
+            cfg["rope_theta"] = str(int(cfg["rope_theta"]))
+        elif kind == "config_string_tied":
+            cfg["tie_word_embeddings"] = "yes"
+        elif kind == "config_no_eps":
+            del cfg["rms_norm_eps"]
+        text = json.dumps(cfg, indent=2).encode()
+        if kind == "config_nul":
+            text = text[:20] + b"\0" + text[20:]
+        open(cfg_path, "wb").write(text)
         return 0
-    if kind == "offsets":
-        header[name]["data_offsets"][1] += 1 << 20
-        header[name]["data_offsets"][0] += 1 << 20
-    elif kind == "dtype":
-        header[name]["dtype"] = "I64"
+    if kind.startswith("index_"):  # the index of a sharded folder
+        ipath = os.path.join(d, "model.safetensors.index.json")
+        idx = json.load(open(ipath))
+        wm = idx["weight_map"]
+        first = sorted(wm)[0]
+        if kind == "index_number":
+            wm[first] = 3
+        elif kind == "index_slash":
+            wm[first] = "../" + wm[first]
+        elif kind == "index_missing":
+            wm["model.layers.0.mlp.extra.weight"] = wm[first]
+        elif kind == "index_unmapped":
+            del wm[first]
+        elif kind == "index_big":
+            open(ipath, "ab").truncate(65 << 20)  # sparse: 65 MiB
+            return 0
+        json.dump(idx, open(ipath, "w"))
+        return 0
+    if kind == "directory":
+        os.remove(path)
+        os.mkdir(path)
+        return 0
+    header, data = st_parts(path)
+    order = sorted(members(header), key=lambda x: header[x]["data_offsets"])
+    name = order[0]
+    text = lambda: json.dumps(header).encode()
+    if kind == "header":  # a length past the file
+        st_write(path, text(), data, lambda n: 2 * (n + len(data)))
+    elif kind == "short_header":  # the length one byte short: every tensor a byte off
+        st_write(path, text(), data, lambda n: n - 1)
+    elif kind == "offsets":  # past the data
+        header[name]["data_offsets"] = [x + (1 << 20) for x in header[name]["data_offsets"]]
+        st_write(path, text(), data)
+    elif kind == "plus1":  # the first tensor moved by a byte: a hole before it
+        header[name]["data_offsets"] = [x + 1 for x in header[name]["data_offsets"]]
+        st_write(path, text(), data)
+    elif kind == "overlap":  # the second tensor starts 4 bytes early
+        header[order[1]]["data_offsets"] = [x - 4 for x in header[order[1]]["data_offsets"]]
+        st_write(path, text(), data)
+    elif kind == "trailing":
+        st_write(path, text(), data + b"\0" * 16)
+    elif kind == "dtype":  # a consistent I64 tensor where a weight belongs
+        b0, b1 = header[name]["data_offsets"]
+        header[name]["dtype"], header[name]["shape"] = "I64", [(b1 - b0) // 8]
+        st_write(path, text(), data)
     elif kind == "shape":  # a 2-D tensor's dimensions swapped: a valid file of another model
-        name = next(x for x in header if x != "__metadata__" and len(header[x]["shape"]) == 2
-                    and header[x]["shape"][0] != header[x]["shape"][1])
+        name = next(x for x in order if len(header[x]["shape"]) == 2 and header[x]["shape"][0] != header[x]["shape"][1])
         header[name]["shape"].reverse()
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    open(path, "wb").write(struct.pack("<Q", len(h)) + h + data[8 + n:])
+        st_write(path, text(), data)
+    elif kind == "rank3":  # the final norm as [C, 1, 1]
+        name = next(x for x in order if x.endswith("norm.weight") or x.endswith("ln_f.weight"))
+        header[name]["shape"] = header[name]["shape"] + [1, 1]
+        st_write(path, text(), data)
+    elif kind == "duplicate":  # the first tensor named twice (Python keeps the last, triad must refuse)
+        body = b",".join(json.dumps(k).encode() + b":" + json.dumps(header[k]).encode() for k in header)
+        st_write(path, b"{" + body + b"," + json.dumps(name).encode() + b":" + json.dumps(header[name]).encode()
+                 + b"}", data)
+    elif kind == "metadata":
+        header["__metadata__"] = {"format": "pt", "step": 7}
+        st_write(path, text(), data)
+    elif kind == "utf8":  # a byte that is not UTF-8 in the header
+        header["__metadata__"] = {"format": "pt", "note": "XX"}
+        st_write(path, text().replace(b"XX", b"\xff\xfe"), data)
+    elif kind in ("nan", "inf"):  # one weight not finite: element 37 of an F32 2-D tensor
+        name = next(x for x in order if header[x]["dtype"] == "F32" and len(header[x]["shape"]) == 2)
+        b0 = header[name]["data_offsets"][0] + 37 * 4
+        bad = struct.pack("<f", float("nan") if kind == "nan" else float("-inf"))
+        st_write(path, text(), data[:b0] + bad + data[b0 + 4:])
+        print(name)
+    else:
+        raise SystemExit("corrupt: no kind " + kind)
     return 0
 
 

@@ -62,5 +62,5 @@ refused "3 ranks cannot split 4 heads" "3 ranks cannot split the model" 3 "$L" s
 refused "a missing checkpoint" "cannot open" 1 "$scratch/none.h5" sample.prompt="'x'"
 refused "an empty prompt" "the prompt is empty" 1 "$L"
 printf '12 999 3\n' > "$scratch/bad.ids"
-refused "a token id outside the vocabulary" "token 999 is not an id" 1 "$L" sample.prompt_tokens="'$scratch/bad.ids'"
+refused "a token id outside the vocabulary" "token 999 (id number 2) is not an id" 1 "$L" sample.prompt_tokens="'$scratch/bad.ids'"
 done_testing

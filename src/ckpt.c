@@ -178,25 +178,6 @@ static int owner(const struct tensor_ref *t, const struct grid *g)
     return t->local != NULL && t->primary && (t->sliced || g->dpcp_rank == 0) && (!t->replicated || g->tp_rank == 0);
 }
 
-/* The sum (mod 2^64) of a mix of every element's logical index and bits, so
- * the owners' partial sums add up to the whole tensor's whatever the
- * decomposition. */
-uint64_t ckpt_partial_checksum(const struct tensor_ref *t, const float *data)
-{
-    uint64_t sum = 0;
-    const uint32_t *bits = (const uint32_t *)data;
-    size_t k = 0, cols = t->rank == 2 ? t->dims[1] : 1;
-    for (int b = 0; b < t->nblocks; b++)
-        for (hsize_t r = 0; r < t->count[b][0]; r++)
-            for (hsize_t c = 0; c < t->count[b][1]; c++, k++) {
-                uint64_t x = ((t->start[b][0] + r) * cols + t->start[b][1] + c) * 0x9E3779B97F4A7C15ull ^ bits[k];
-                x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ull; /* splitmix64's finaliser */
-                x ^= x >> 27; x *= 0x94D049BB133111EBull;
-                sum += x ^ (x >> 31);
-            }
-    return sum;
-}
-
 /* A tensor's dataset, of file space fs; allocated: contiguous, its space
  * allocated now (for a write outside HDF5).  Every element is written: no
  * fill pass first. */

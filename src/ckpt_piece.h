@@ -40,6 +40,11 @@ struct ckpt_piece {
  * the dataset's "checksum" attribute. */
 uint64_t ckpt_partial_checksum(const struct tensor_ref *t, const float *data);
 
+/* Read the whole of `dataset` (a vector or a matrix, in slabs of about 16
+ * MiB) and check it against its "checksum" attribute, on one process: 0, or
+ * -1 with the reason (missing, no checksum, unreadable, a mismatch). */
+int ckpt_verify_dataset(hid_t file, const char *dataset, char *err, size_t errlen);
+
 /* A write of a checkpoint outside HDF5, in three steps (ckpt_async.c):
  *
  * ckpt_pieces lists what this rank owns of every dataset (t.local in the

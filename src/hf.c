@@ -46,8 +46,26 @@ struct src {
     enum st_dtype dtype;
     int64_t rows, cols;   /* the tensor as triad sees it */
     int transposed;
-    char name[160];
+    int allow_nonfinite;  /* io.allow_nonfinite_weights */
+    char name[600];
 };
+
+/* n elements from element `first` of source f (counted as the file stores
+ * it: row-major, [cols, rows] when transposed), each finite unless allowed. */
+static int read_elems(const struct src *f, uint64_t first, size_t n, float *dst, char *err, size_t errlen)
+{
+    if (st_pread(f->fd, f->at + first * st_dtype_size(f->dtype), f->dtype, n, dst) != 0)
+        return errorf(err, errlen, "%s: %s", f->name, strerror(errno));
+    for (size_t i = 0; i < n && !f->allow_nonfinite; i++)
+        if (!isfinite(dst[i])) {
+            uint64_t k = first + i, w = (uint64_t)(f->transposed ? f->rows : f->cols);
+            return errorf(err, errlen, "%s: element %llu (row %llu, column %llu) is %s: the weights are damaged "
+                          "(set io.allow_nonfinite_weights = .true. to load them all the same)", f->name,
+                          (unsigned long long)k, (unsigned long long)(k / w), (unsigned long long)(k % w),
+                          isnan(dst[i]) ? "NaN" : dst[i] > 0 ? "+Inf" : "-Inf");
+        }
+    return 0;
+}
 
 /* A transposed source ([in, out]: GPT-2's Conv1D): the shard's rows come in
  * runs of consecutive logical rows (one per q/k/v part), each a segment of
@@ -56,7 +74,6 @@ static int load_transposed(struct model *m, enum param_id id, int j, const struc
                            float *host, char *err, size_t errlen)
 {
     const struct model_dims *d = &m->d;
-    size_t es = st_dtype_size(f->dtype);
     float *seg = xmalloc(rows * sizeof *seg);
     int rc = 0;
     for (size_t r = 0; r < rows && rc == 0;) {
@@ -64,10 +81,9 @@ static int load_transposed(struct model *m, enum param_id id, int j, const struc
         param_logical_index(d, id, r, 0, &lr, &lc0);
         while (r + len < rows && (param_logical_index(d, id, r + len, 0, &x, &y), x == lr + len)) len++;
         for (size_t c = 0; c < cols && rc == 0; c++) {
-            rc = st_pread(f->fd, f->at + ((lc0 + c) * (size_t)f->rows + lr) * es, f->dtype, len, seg);
+            rc = read_elems(f, (lc0 + c) * (uint64_t)f->rows + lr, len, seg, err, errlen);
             for (size_t i = 0; i < len && rc == 0; i++) host[(r + i) * cols + c] = seg[i];
         }
-        if (rc) rc = errorf(err, errlen, "%s: %s", f->name, strerror(errno));
         r += len;
     }
     free(seg);
@@ -107,9 +123,8 @@ static int load_tensor(struct model *m, enum param_id id, int j, const struct sr
         if (nsrc > 1)
             while (p + 1 < (size_t)nparts && lr >= start + part[p]) start += part[p++];
         const struct src *f = &s[nsrc > 1 ? p : 0];
-        size_t fr = lr - start, es = st_dtype_size(f->dtype); /* the row in source f, its elements' size */
-        rc = st_pread(f->fd, f->at + (fr * (size_t)f->cols + lc0) * es, f->dtype, cols, out);
-        if (rc) rc = errorf(err, errlen, "%s: %s", f->name, strerror(errno));
+        size_t fr = lr - start; /* the row in source f */
+        rc = read_elems(f, fr * (uint64_t)f->cols + lc0, cols, out, err, errlen);
     }
     if (rc == 0) model_set_tensor(m, id, j, host);
     free(host);
@@ -179,39 +194,114 @@ static int hf_names(const struct model_dims *d, enum param_id id, int l, char na
 
 /* ------------------------------------------------------------ config.json */
 
-struct key_check {
-    const char *deck, *file; /* the deck's key, config.json's */
-    double here;
-    int present;             /* config.json has it (or its default applies) */
-    double there;
-};
+enum { TEXT_MAX = 64 << 20 }; /* a config.json or an index larger than this is not one */
 
-static int read_text(const char *path, char **text, size_t *len)
+/* The whole of a small text file: 0; -1 with errno ENOENT when it does not
+ * exist, or -1 with the reason in why. */
+static int read_text(const char *path, char **text, size_t *len, char *why, size_t whylen)
 {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return -1;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, fp);
-        if (n < cap) break;
-        char *bigger = cap < (64u << 20) ? realloc(buf, cap *= 2) : NULL;
-        if (!bigger) free(buf);
-        buf = bigger;
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        int e = errno;
+        snprintf(why, whylen, "%s: cannot read it (%s)", path, strerror(e));
+        errno = e;
+        return -1;
     }
-    fclose(fp);
-    if (!buf) return -1;
+    errno = 0;
+    if (!S_ISREG(sb.st_mode))
+        return snprintf(why, whylen, "%s: %s, not a file", path, S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file"), -1;
+    if (sb.st_size > TEXT_MAX)
+        return snprintf(why, whylen, "%s: %lld bytes; triad reads such a file up to 64 MiB", path, (long long)sb.st_size), -1;
+    FILE *fp = fopen(path, "rb");
+    char *buf = fp ? malloc((size_t)sb.st_size + 1) : NULL;
+    size_t n = buf ? fread(buf, 1, (size_t)sb.st_size + 1, fp) : 0;
+    int bad = !fp || !buf || ferror(fp) || n != (size_t)sb.st_size, e = errno;
+    if (fp) fclose(fp);
+    if (bad) {
+        free(buf);
+        snprintf(why, whylen, "%s: cannot read it (%s)", path, !fp || e ? strerror(e ? e : EIO) : "it changed size while read");
+        errno = 0;
+        return -1;
+    }
     *text = buf;
     *len = n;
     return 0;
 }
 
-static double num_or(const struct json *cfg, const char *key, double def, int *present)
+/* A text file parsed as JSON: 0, or -1 with the reason (errno ENOENT: absent). */
+static int read_json(const char *path, struct json **out, char *why, size_t whylen)
 {
-    const struct json *v = json_get(cfg, key);
-    if (v && v->kind == JSON_NUMBER) return *present = 1, v->number;
-    if (v && (v->kind == JSON_TRUE || v->kind == JSON_FALSE)) return *present = 1, v->kind == JSON_TRUE;
-    return *present = def == def, def; /* NaN: no default, absent */
+    char *text, jerr[256];
+    size_t len;
+    *out = NULL;
+    if (read_text(path, &text, &len, why, whylen) != 0) return -1;
+    *out = json_parse(text, len, jerr, sizeof jerr);
+    free(text);
+    if (!*out || (*out)->kind != JSON_OBJECT) {
+        snprintf(why, whylen, "%s: not a JSON object (%s)", path, *out ? "another JSON value" : jerr);
+        json_free(*out);
+        *out = NULL;
+        errno = 0;
+        return -1;
+    }
+    return 0;
+}
+
+/* One key of config.json against the deck: its kind, and whether the file
+ * has it or its default stands in. */
+enum key_kind { KEY_INT, KEY_REAL, KEY_BOOL };
+struct key_check {
+    const char *deck, *file; /* the deck's key, config.json's */
+    enum key_kind kind;
+    double here;
+    int present;             /* config.json has it (else the default, if any, stands) */
+    int has_default;
+    double there;
+};
+
+/* The value of k in cfg by its kind; null counts as absent (Hugging Face's
+ * None: the default).  -1 with the reason for a value of the wrong type. */
+static int key_value(struct key_check *k, const struct json *cfg, const char *path, char *err, size_t errlen)
+{
+    static const char *const what[] = {"an integer", "a number", "true or false"};
+    static const char *const kinds[] = {"null", "false", "true", "a number", "a string", "an array", "an object"};
+    const struct json *v = json_get(cfg, k->file);
+    k->present = v && v->kind != JSON_NULL;
+    if (!k->present) return 0;
+    int ok = k->kind == KEY_BOOL ? v->kind == JSON_TRUE || v->kind == JSON_FALSE : v->kind == JSON_NUMBER;
+    if (ok && k->kind == KEY_INT) ok = v->number == floor(v->number) && fabs(v->number) <= 2147483647.0;
+    if (!ok) {
+        if (v->kind == JSON_NUMBER) {
+            char num[32];
+            for (int digits = 1; digits <= 17; digits++) /* the shortest that reads back */
+                if (snprintf(num, sizeof num, "%.*g", digits, v->number), strtod(num, NULL) == v->number) break;
+            return errorf(err, errlen, "%s: \"%s\" is %s; it must be %s", path, k->file, num, what[k->kind]);
+        }
+        return errorf(err, errlen, "%s: \"%s\" is %s%s%.40s%s; it must be %s", path, k->file, kinds[v->kind],
+                      v->kind == JSON_STRING ? " \"" : "", v->kind == JSON_STRING ? v->string : "",
+                      v->kind == JSON_STRING ? "\"" : "", what[k->kind]);
+    }
+    k->there = k->kind == KEY_BOOL ? v->kind == JSON_TRUE : v->number;
+    return 0;
+}
+
+/* An optional integer key (absent or null: 0 and *present = 0). */
+static int opt_int(const struct json *cfg, const char *key, long long *out, int *present, const char *path, char *err,
+                   size_t errlen)
+{
+    struct key_check k = {.deck = key, .file = key, .kind = KEY_INT};
+    if (key_value(&k, cfg, path, err, errlen) != 0) return -1;
+    *present = k.present;
+    *out = k.present ? (long long)k.there : 0;
+    return 0;
+}
+
+/* Does config.json's value of k agree with the deck's?  Integers and
+ * switches exactly; reals (eps, theta) to 1e-6 relative, as a file writes
+ * them with fewer digits. */
+static int key_agrees(const struct key_check *k, double there)
+{
+    return k->kind == KEY_REAL ? fabs(k->here - there) <= fabs(k->here) * 1e-6 : k->here == there;
 }
 
 /* The deck's &model against config.json: every differing key listed. */
@@ -219,144 +309,251 @@ static int check_config(const struct model_dims *d, const struct json *cfg, cons
                         size_t errlen)
 {
     const struct json *mt = json_get(cfg, "model_type");
-    const char *type = mt && mt->kind == JSON_STRING ? mt->string : "";
-    if (strcmp(type, d->llama ? "llama" : "gpt2") != 0)
-        return errorf(err, errlen, "%s: model_type '%s', but the deck's arch = '%s' (triad reads model_type 'llama' "
-                    "as arch = 'llama' and 'gpt2' as arch = 'gpt2')", path, type, d->llama ? "llama" : "gpt2");
-    double NaN = nan("");
+    if (!mt || mt->kind != JSON_STRING)
+        return errorf(err, errlen, "%s: \"model_type\" is %s; it must be the string \"llama\" or \"gpt2\"", path,
+                      mt ? "not a string" : "missing");
+    if (strcmp(mt->string, d->llama ? "llama" : "gpt2") != 0)
+        return errorf(err, errlen, "%s: model_type '%.60s', but the deck's arch = '%s' (triad reads model_type 'llama' "
+                    "as arch = 'llama' and 'gpt2' as arch = 'gpt2')", path, mt->string, d->llama ? "llama" : "gpt2");
     struct key_check k[12];
     int n = 0;
-#define KEY(deck_, file_, here_, def_) \
-    k[n] = (struct key_check){ deck_, file_, here_, 0, 0 }, k[n].there = num_or(cfg, file_, def_, &k[n].present), n++
+#define KEY(deck_, file_, kind_, here_, has_def_, def_) \
+    k[n++] = (struct key_check){ deck_, file_, kind_, here_, 0, has_def_, def_ }
     if (d->llama) {
-        KEY("n_layer", "num_hidden_layers", d->L, NaN);
-        KEY("n_head", "num_attention_heads", d->NH, NaN);
-        KEY("n_kv_head", "num_key_value_heads", d->NKV, k[1].there);
-        KEY("d_model", "hidden_size", d->C, NaN);
-        KEY("ffn_hidden", "intermediate_size", d->F, NaN);
-        KEY("vocab_size", "vocab_size", d->V, NaN);
-        KEY("norm_eps", "rms_norm_eps", d->eps, 1e-6);
-        KEY("rope_theta", "rope_theta", d->rope_theta, 10000.0);
-        KEY("tie_embeddings", "tie_word_embeddings", d->tied, 0.0);
+        KEY("n_layer", "num_hidden_layers", KEY_INT, d->L, 0, 0);
+        KEY("n_head", "num_attention_heads", KEY_INT, d->NH, 0, 0);
+        KEY("n_kv_head", "num_key_value_heads", KEY_INT, d->NKV, 0, 0); /* (default: num_attention_heads, below) */
+        KEY("d_model", "hidden_size", KEY_INT, d->C, 0, 0);
+        KEY("ffn_hidden", "intermediate_size", KEY_INT, d->F, 0, 0);
+        KEY("vocab_size", "vocab_size", KEY_INT, d->V, 0, 0);
+        KEY("norm_eps", "rms_norm_eps", KEY_REAL, d->eps, 1, 1e-6);
+        KEY("rope_theta", "rope_theta", KEY_REAL, d->rope_theta, 1, 10000.0);
+        KEY("tie_embeddings", "tie_word_embeddings", KEY_BOOL, d->tied, 1, 0.0);
     } else {
-        KEY("n_layer", "n_layer", d->L, NaN);
-        KEY("n_head", "n_head", d->NH, NaN);
-        KEY("d_model", "n_embd", d->C, NaN);
-        KEY("vocab_size", "vocab_size", d->V, NaN);
-        const struct json *inner = json_get(cfg, "n_inner");
-        KEY("ffn_hidden", "n_inner", d->F, inner && inner->kind == JSON_NUMBER ? NaN : 4.0 * d->C);
-        KEY("tie_embeddings", "tie_word_embeddings", d->tied, 1.0);
+        KEY("n_layer", "n_layer", KEY_INT, d->L, 0, 0);
+        KEY("n_head", "n_head", KEY_INT, d->NH, 0, 0);
+        KEY("d_model", "n_embd", KEY_INT, d->C, 0, 0);
+        KEY("vocab_size", "vocab_size", KEY_INT, d->V, 0, 0);
+        KEY("ffn_hidden", "n_inner", KEY_INT, d->F, 0, 0); /* (default: 4 n_embd, below) */
+        KEY("tie_embeddings", "tie_word_embeddings", KEY_BOOL, d->tied, 1, 1.0);
     }
 #undef KEY
-    char list[1024] = "";
+    for (int i = 0; i < n; i++)
+        if (key_value(&k[i], cfg, path, err, errlen) != 0) return -1;
+    /* defaults that are other keys: kv heads = heads, the MLP 4 C */
+    if (d->llama && k[1].present && !k[2].present) k[2].has_default = 1, k[2].there = k[1].there;
+    if (!d->llama && k[2].present && !k[4].present) k[4].has_default = 1, k[4].there = 4 * k[2].there;
+    char list[1536] = "";
     for (int i = 0; i < n; i++) {
-        double tol = fabs(k[i].here) * 1e-6; /* eps and theta are reals: written with fewer digits */
-        if (k[i].present && fabs(k[i].here - k[i].there) <= tol) continue;
+        double there = k[i].there; /* config.json's value, or the default */
+        if ((k[i].present || k[i].has_default) && key_agrees(&k[i], there)) continue;
         size_t len = strlen(list);
-        if (!k[i].present)
+        if (k[i].present)
+            snprintf(list + len, sizeof list - len, "%s%s = %g in the deck, %s = %g in config.json", len ? "; " : "",
+                     k[i].deck, k[i].here, k[i].file, there);
+        else if (k[i].has_default)
+            snprintf(list + len, sizeof list - len, "%s%s = %g in the deck, but config.json has no %s (its default "
+                     "is %g)", len ? "; " : "", k[i].deck, k[i].here, k[i].file, there);
+        else
             snprintf(list + len, sizeof list - len, "%s%s = %g in the deck, no %s in config.json", len ? "; " : "",
                      k[i].deck, k[i].here, k[i].file);
-        else
-            snprintf(list + len, sizeof list - len, "%s%s = %g in the deck, %s = %g in config.json", len ? "; " : "",
-                     k[i].deck, k[i].here, k[i].file, k[i].there);
     }
     if (list[0])
         return errorf(err, errlen, "%s describes another model: %s; set the deck's &model as config.json's", path,
                     list);
+    long long x;
+    int has;
     if (!d->llama) {
-        long long npos = 0;
-        if (json_int(cfg, "n_positions", &npos) != 0 || npos < d->T)
-            return errorf(err, errlen, "%s: n_positions = %lld, fewer than the deck's seq_len = %d positions", path,
-                        npos, d->T);
+        if (opt_int(cfg, "n_positions", &x, &has, path, err, errlen) != 0) return -1;
+        if (!has || x < d->T)
+            return errorf(err, errlen, "%s: n_positions = %lld%s, fewer than the deck's seq_len = %d positions", path,
+                          x, has ? "" : " (absent)", d->T);
         return 0;
     }
-    const struct json *rs = json_get(cfg, "rope_scaling"), *ab = json_get(cfg, "attention_bias");
-    const struct json *mb = json_get(cfg, "mlp_bias");
-    long long hd = 0;
+    const struct json *rs = json_get(cfg, "rope_scaling");
     if (rs && rs->kind != JSON_NULL)
         return errorf(err, errlen, "%s: rope_scaling is set; triad's rotary embedding has no scaling", path);
-    if ((ab && ab->kind == JSON_TRUE) || (mb && mb->kind == JSON_TRUE))
-        return errorf(err, errlen, "%s: attention_bias or mlp_bias is true; triad's llama blocks have no biases", path);
-    if (json_int(cfg, "head_dim", &hd) == 0 && hd != d->HS)
-        return errorf(err, errlen, "%s: head_dim = %lld, but d_model / n_head = %d", path, hd, d->HS);
+    static const char *const biases[] = {"attention_bias", "mlp_bias"};
+    for (int i = 0; i < 2; i++) {
+        struct key_check b = {.deck = biases[i], .file = biases[i], .kind = KEY_BOOL};
+        if (key_value(&b, cfg, path, err, errlen) != 0) return -1;
+        if (b.present && b.there)
+            return errorf(err, errlen, "%s: %s is true; triad's llama blocks have no biases", path, biases[i]);
+    }
+    if (opt_int(cfg, "head_dim", &x, &has, path, err, errlen) != 0) return -1;
+    if (has && x != d->HS)
+        return errorf(err, errlen, "%s: head_dim = %lld, but d_model / n_head = %d", path, x, d->HS);
     return 0;
 }
 
 /* ------------------------------------------------------------ the folder */
 
+/* The folder's safetensors files, and (sharded) the index that names the
+ * file of every tensor: map's values index files[]. */
 struct folder {
     int nfiles;
     struct st_file *files;
+    struct json *index;       /* model.safetensors.index.json, or NULL */
+    const struct json *map;   /* its weight_map */
+    int *file_of;             /* map member i lives in files[file_of[i]] */
+    struct member { const char *name; int i; } *by_name; /* the map's members in name order */
+    char index_path[4096];
 };
+
+static int cmp_member(const void *a, const void *b)
+{
+    return strcmp(((const struct member *)a)->name, ((const struct member *)b)->name);
+}
+
+/* The weight_map member named `name`, or -1. */
+static int map_member(const struct folder *f, const char *name)
+{
+    struct member key = {name, 0};
+    const struct member *m = bsearch(&key, f->by_name, (size_t)f->map->n, sizeof key, cmp_member);
+    return m ? m->i : -1;
+}
 
 static void folder_close(struct folder *f)
 {
     for (int i = 0; i < f->nfiles; i++) st_close(&f->files[i]);
     free(f->files);
+    free(f->file_of);
+    free(f->by_name);
+    json_free(f->index);
     memset(f, 0, sizeof *f);
+}
+
+/* The index's weight_map: each value a plain file name in the folder, no
+ * tensor named twice; the distinct file names into names[] (in first-use
+ * order), each member's file into f->file_of. */
+static int index_files(struct folder *f, const char ***names, int *n, char *err, size_t errlen)
+{
+    const char *path = f->index_path;
+    const struct json *map = f->map = json_get(f->index, "weight_map");
+    if (!map || map->kind != JSON_OBJECT)
+        return errorf(err, errlen, "%s: no \"weight_map\" object (tensor name -> file name)", path);
+    const char *dup = json_duplicate_key(map);
+    if (dup) return errorf(err, errlen, "%s: weight_map names tensor '%.200s' twice", path, dup);
+    *names = calloc((size_t)map->n + 1, sizeof **names);
+    f->file_of = calloc((size_t)map->n + 1, sizeof *f->file_of);
+    f->by_name = calloc((size_t)map->n + 1, sizeof *f->by_name);
+    if (!*names || !f->file_of || !f->by_name) return errorf(err, errlen, "out of memory");
+    for (int i = 0; i < map->n; i++) f->by_name[i] = (struct member){map->key[i], i};
+    qsort(f->by_name, (size_t)map->n, sizeof *f->by_name, cmp_member);
+    *n = 0;
+    for (int i = 0; i < map->n; i++) {
+        const struct json *v = &map->item[i];
+        if (v->kind != JSON_STRING || !v->string[0] || strchr(v->string, '/') || strcmp(v->string, ".") == 0 ||
+            strcmp(v->string, "..") == 0)
+            return errorf(err, errlen, "%s: weight_map['%.200s'] is %s%.200s%s, not the name of a file in the folder",
+                          path, map->key[i], v->kind == JSON_STRING ? "'" : "not a string", v->kind == JSON_STRING
+                          ? v->string : "", v->kind == JSON_STRING ? "'" : "");
+        int k = 0;
+        while (k < *n && strcmp((*names)[k], v->string) != 0) k++;
+        if (k == *n) (*names)[(*n)++] = v->string;
+        f->file_of[i] = k;
+    }
+    if (*n == 0) return errorf(err, errlen, "%s: weight_map is empty", path);
+    return 0;
+}
+
+/* Sharded: every member of weight_map is in the file it names, and every
+ * tensor of a shard is one the map places there (none in two shards). */
+static int check_index(const struct folder *f, char *err, size_t errlen)
+{
+    for (int i = 0; i < f->map->n; i++)
+        if (!st_find(&f->files[f->file_of[i]], f->map->key[i]))
+            return errorf(err, errlen, "%s: weight_map puts tensor '%.200s' in %s, which has no such tensor",
+                          f->index_path, f->map->key[i], f->files[f->file_of[i]].path);
+    for (int k = 0; k < f->nfiles; k++)
+        for (int t = 0; t < f->files[k].n; t++) {
+            const char *name = f->files[k].t[t].name;
+            int i = map_member(f, name);
+            if (i < 0 || f->file_of[i] != k)
+                return errorf(err, errlen, "%s holds tensor '%.200s', which %s", f->files[k].path, name,
+                              i < 0 ? "the index's weight_map does not name" : "the index places in another file");
+        }
+    return 0;
 }
 
 /* model.safetensors, or every shard named by model.safetensors.index.json. */
 static int folder_open(struct folder *f, const char *dir, char *err, size_t errlen)
 {
     memset(f, 0, sizeof *f);
-    char path[4096], jerr[256];
-    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
-    char *text;
-    size_t len;
-    const char *names[1024];
-    int n = 0;
-    struct json *idx = NULL;
-    if (read_text(path, &text, &len) == 0) {
-        idx = json_parse(text, len, jerr, sizeof jerr);
-        free(text);
-        const struct json *map = json_get(idx, "weight_map");
-        if (!map || map->kind != JSON_OBJECT) {
-            json_free(idx);
-            return errorf(err, errlen, "%s: %s", path, idx ? "no \"weight_map\" object" : jerr);
-        }
-        for (int i = 0; i < map->n; i++) {
-            if (map->item[i].kind != JSON_STRING || strchr(map->item[i].string, '/'))
-                return json_free(idx), errorf(err, errlen, "%s: weight_map['%s'] is not a file name in the folder",
-                                            path, map->key[i]);
-            int seen = 0;
-            for (int k = 0; k < n; k++) seen |= strcmp(names[k], map->item[i].string) == 0;
-            if (!seen && n < 1024) names[n++] = map->item[i].string;
-        }
-    } else {
-        names[n++] = "model.safetensors";
-    }
-    f->files = calloc((size_t)n, sizeof *f->files);
-    int rc = f->files ? 0 : errorf(err, errlen, "out of memory");
+    char path[4096];
+    snprintf(f->index_path, sizeof f->index_path, "%s/model.safetensors.index.json", dir);
+    static const char *single[] = {"model.safetensors"};
+    const char **names = NULL;
+    int n = 0, rc = 0;
+    if (read_json(f->index_path, &f->index, err, errlen) == 0) rc = index_files(f, &names, &n, err, errlen);
+    else if (errno == ENOENT) n = 1;
+    else rc = -1;
+    f->files = rc == 0 ? calloc((size_t)n, sizeof *f->files) : NULL;
+    if (rc == 0 && !f->files) rc = errorf(err, errlen, "out of memory");
     for (int i = 0; rc == 0 && i < n; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        snprintf(path, sizeof path, "%s/%s", dir, f->index ? names[i] : single[0]);
         rc = st_open(&f->files[i], path, err, errlen);
         if (rc == 0) f->nfiles++;
     }
-    json_free(idx);
+    if (rc == 0 && f->index) rc = check_index(f, err, errlen);
+    free(names);
     if (rc) folder_close(f);
     return rc;
 }
 
-static int folder_find(const struct folder *f, const char *name, struct src *s, char *err, size_t errlen)
+/* The file and header entry of tensor `name`, or NULL. */
+static const struct st_tensor *folder_lookup(const struct folder *f, const char *name, const struct st_file **file)
 {
-    for (int i = 0; i < f->nfiles; i++) {
-        const struct st_tensor *t = st_find(&f->files[i], name);
-        if (!t) continue;
-        snprintf(s->name, sizeof s->name, "%s", name);
-        s->fd = f->files[i].fd;
-        s->at = f->files[i].data_start + t->begin;
-        s->dtype = t->dtype;
-        s->rows = t->rank > 0 ? t->shape[0] : 1;
-        s->cols = t->rank > 1 ? t->shape[1] : 1;
-        if (t->rank > 2) return errorf(err, errlen, "%s: tensor '%s' has %d dimensions", f->files[i].path, name, t->rank);
-        return 0;
+    int k = 0;
+    if (f->index) {
+        int i = map_member(f, name);
+        if (i < 0) return NULL;
+        k = f->file_of[i];
     }
-    return errorf(err, errlen, "no tensor '%s' in the folder's safetensors files", name);
+    *file = &f->files[k];
+    return st_find(*file, name);
+}
+
+/* Source s of tensor `name` (or GPT2LMHeadModel's "transformer."-prefixed
+ * one, as its save_pretrained writes it): its dtype one triad reads and its
+ * shape exactly [rows, cols] ([n] for a vector), or for the position table
+ * at least seq_len rows. */
+static int folder_find(const struct folder *f, const char *name, int gpt2, int64_t rows, int64_t cols, int pos,
+                       struct src *s, char *err, size_t errlen)
+{
+    char prefixed[512];
+    snprintf(prefixed, sizeof prefixed, "transformer.%s", name);
+    const struct st_file *file = NULL;
+    const struct st_tensor *t = folder_lookup(f, name, &file);
+    if (!t && gpt2) t = folder_lookup(f, name = prefixed, &file);
+    if (!t)
+        return errorf(err, errlen, "no tensor '%s'%s in the folder's safetensors files", name == prefixed ? name + 12 :
+                      name, gpt2 ? " (nor 'transformer.' before it)" : "");
+    if (!t->readable)
+        return errorf(err, errlen, "%s: tensor '%s': dtype %s: triad reads F32, F16 and BF16 weights", file->path, name,
+                      t->dtype_name);
+    int want = cols == 1 ? 1 : 2;
+    int64_t r = t->rank > 0 ? t->shape[0] : 1, c = t->rank > 1 ? t->shape[1] : 1;
+    if (t->rank != want || (pos ? r < rows : r != rows) || c != cols) {
+        char shape[200] = "";
+        for (int i = 0; i < t->rank; i++)
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+        if (want == 1)
+            return errorf(err, errlen, "tensor '%s' is [%s]; this model needs [%lld]", name, shape, (long long)rows);
+        return errorf(err, errlen, "tensor '%s' is [%s]; this model needs [%lld, %lld]", name, shape, (long long)rows,
+                      (long long)cols);
+    }
+    snprintf(s->name, sizeof s->name, "%s: tensor '%s'", file->path, name);
+    s->fd = file->fd;
+    s->at = file->data_start + t->begin;
+    s->dtype = t->dtype;
+    s->rows = r;
+    s->cols = c;
+    return 0;
 }
 
 /* Every tensor this rank holds, from the folder. */
-static int load_folder(struct model *m, const struct folder *f, char *err, size_t errlen)
+static int load_folder(struct model *m, const struct folder *f, int allow_nonfinite, char *err, size_t errlen)
 {
     const struct model_dims *d = &m->d;
     for (int id = 0; id < NUM_PARAMS; id++) {
@@ -366,49 +563,34 @@ static int load_folder(struct model *m, const struct folder *f, char *err, size_
             char names[3][160];
             struct src s[3];
             int n = hf_names(d, (enum param_id)id, l, names, &tr);
-            if (n == 0) continue;
             for (int p = 0; p < n; p++) {
-                char prefixed[512]; /* GPT2LMHeadModel's save_pretrained keeps the "transformer." prefix */
-                snprintf(prefixed, sizeof prefixed, "transformer.%s", names[p]);
-                if (folder_find(f, names[p], &s[p], err, errlen) != 0 &&
-                    (d->llama || folder_find(f, prefixed, &s[p], err, errlen) != 0))
-                    return -1;
-                s[p].transposed = tr;
                 int64_t er, ec;
                 expected_shape(d, (enum param_id)id, n, p, tr, &er, &ec);
-                int pos = id == P_WPE && s[p].rows >= er && s[p].cols == ec; /* the first T of n_positions */
-                if (!pos && (s[p].rows != er || s[p].cols != ec))
-                    return errorf(err, errlen, "tensor '%s' is [%lld, %lld]; this model needs [%lld, %lld]", s[p].name,
-                                (long long)s[p].rows, (long long)s[p].cols, (long long)er, (long long)ec);
+                if (folder_find(f, names[p], !d->llama, er, ec, id == P_WPE, &s[p], err, errlen) != 0) return -1;
+                s[p].transposed = tr;
+                s[p].allow_nonfinite = allow_nonfinite;
                 if (tr) s[p].rows = ec, s[p].cols = er; /* as triad sees it */
             }
-            if (load_tensor(m, (enum param_id)id, j, s, n, err, errlen)) return -1;
+            if (n > 0 && load_tensor(m, (enum param_id)id, j, s, n, err, errlen)) return -1;
         }
     }
     return 0;
 }
 
-int hf_load(const char *dir, struct model *m, const struct grid *g, char *err, size_t errlen)
+int hf_load(const char *dir, struct model *m, const struct grid *g, int allow_nonfinite, char *err, size_t errlen)
 {
-    char path[4096], jerr[256];
+    char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    char *text;
-    size_t len;
-    int rc = 0;
     struct json *cfg = NULL;
-    if (read_text(path, &text, &len) != 0) {
-        rc = errorf(err, errlen, "%s: cannot read it (%s): a Hugging Face model folder has config.json and "
-                  "model.safetensors", path, strerror(errno));
-    } else {
-        cfg = json_parse(text, len, jerr, sizeof jerr);
-        free(text);
-        if (!cfg || cfg->kind != JSON_OBJECT) rc = errorf(err, errlen, "%s: not a JSON object (%s)", path, cfg ? "" : jerr);
-    }
+    int rc = read_json(path, &cfg, err, errlen);
+    if (rc != 0 && errno == ENOENT)
+        rc = errorf(err, errlen, "%s: there is none: a Hugging Face model folder has config.json and "
+                    "model.safetensors", path);
     if (rc == 0) rc = check_config(&m->d, cfg, path, err, errlen);
     json_free(cfg);
     struct folder f = {0};
     if (rc == 0) rc = folder_open(&f, dir, err, errlen);
-    if (rc == 0) rc = load_folder(m, &f, err, errlen);
+    if (rc == 0) rc = load_folder(m, &f, allow_nonfinite, err, errlen);
     folder_close(&f);
     return mpi_agree_error(g->world_comm, rc != 0, err, errlen);
 }
@@ -419,13 +601,18 @@ int hf_load(const char *dir, struct model *m, const struct grid *g, char *err, s
  * fp32 or 5: bf16, max T, V, L, NH, C, padded V), then the tensors in the
  * order below, weights [out, in] as triad's, each layer's tensors of one
  * kind back to back. */
-int llmc_load(const char *path, struct model *m, const struct grid *g, char *err, size_t errlen)
+int llmc_load(const char *path, struct model *m, const struct grid *g, int allow_nonfinite, char *err,
+              size_t errlen)
 {
     const struct model_dims *d = &m->d;
     int32_t h[LLMC_HEADER];
     int rc = 0, fd = open(path, O_RDONLY);
-    if (fd < 0 || pread(fd, h, sizeof h, 0) != (ssize_t)sizeof h)
+    ssize_t got = fd < 0 ? -1 : pread(fd, h, sizeof h, 0);
+    if (got < 0)
         rc = errorf(err, errlen, "%s: cannot read its header (%s)", path, strerror(errno));
+    else if (got != (ssize_t)sizeof h)
+        rc = errorf(err, errlen, "%s: %lld bytes, shorter than the %d-byte header of an llm.c checkpoint", path,
+                    (long long)got, (int)sizeof h);
     enum st_dtype dt = rc == 0 && h[1] == 5 ? ST_BF16 : ST_F32;
     if (rc == 0 && h[1] != 3 && h[1] != 5)
         rc = errorf(err, errlen, "%s: llm.c checkpoint version %d; triad reads versions 3 (fp32) and 5 (bf16)", path,
@@ -445,13 +632,21 @@ int llmc_load(const char *path, struct model *m, const struct grid *g, char *err
         {P_FCW, 4 * C, C},     {P_FCB, 4 * C, 1},    {P_FCPROJW, C, 4 * C}, {P_FCPROJB, C, 1}, {P_LNFW, C, 1},
         {P_LNFB, C, 1},
     };
-    uint64_t at = sizeof h, es = st_dtype_size(dt), total = at;
-    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
-        total += (uint64_t)(param_table[order[i].id].per_layer ? L : 1) * (uint64_t)(order[i].rows * order[i].cols) * es;
+    /* the size the header promises (the products checked: maxT and Vp are the file's) */
+    uint64_t at = sizeof h, es = st_dtype_size(dt), total = at, need;
+    int overflow = 0;
+    for (size_t i = 0; rc == 0 && i < sizeof order / sizeof order[0]; i++)
+        overflow |= __builtin_mul_overflow((uint64_t)order[i].rows, (uint64_t)order[i].cols, &need) ||
+                    __builtin_mul_overflow(need, es * (uint64_t)(param_table[order[i].id].per_layer ? L : 1), &need) ||
+                    __builtin_add_overflow(total, need, &total);
     struct stat sb;
-    if (rc == 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size < total)
-        rc = errorf(err, errlen, "%s: %lld bytes, but its header promises %llu: the file is truncated", path,
-                  (long long)sb.st_size, (unsigned long long)total);
+    if (rc == 0 && fstat(fd, &sb) != 0) rc = errorf(err, errlen, "%s: %s", path, strerror(errno));
+    if (rc == 0 && (overflow || (uint64_t)sb.st_size != total))
+        rc = errorf(err, errlen, "%s: %lld bytes, but its header (max_seq_len %lld, padded vocabulary %lld) promises "
+                    "%s%llu: the file is %s", path, (long long)sb.st_size, (long long)maxT, (long long)Vp,
+                    overflow ? "more than " : "", overflow ? (unsigned long long)UINT64_MAX : (unsigned long long)total,
+                    overflow || (uint64_t)sb.st_size < total ? "truncated, or its header is damaged"
+                                                             : "longer than its tensors (trailing bytes, or a damaged header)");
     for (size_t i = 0; rc == 0 && i < sizeof order / sizeof order[0]; i++) {
         enum param_id id = order[i].id;
         int per_layer = param_table[id].per_layer, n = per_layer ? (int)L : 1;
@@ -459,8 +654,8 @@ int llmc_load(const char *path, struct model *m, const struct grid *g, char *err
         for (int j = 0; rc == 0 && j < (per_layer ? d->Lp : 1) && m->size[id]; j++) {
             int l = per_layer ? model_global_layer(d, j) : 0;
             struct src s = { .fd = fd, .at = at + (uint64_t)l * bytes, .dtype = dt, .rows = order[i].rows,
-                             .cols = order[i].cols };
-            snprintf(s.name, sizeof s.name, "%s (%s)", param_table[id].name, path);
+                             .cols = order[i].cols, .allow_nonfinite = allow_nonfinite };
+            snprintf(s.name, sizeof s.name, "%s: tensor %s", path, param_table[id].name);
             rc = load_tensor(m, id, j, &s, 1, err, errlen);
         }
         at += (uint64_t)n * bytes;

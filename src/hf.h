@@ -34,10 +34,13 @@ enum weights_kind weights_kind_of(const char *path);
 /* Collective: every rank reads its own shard of every tensor (pread of just
  * those bytes; F16 and BF16 converted), after the deck's &model has been
  * checked against the file's description (each differing key listed with
- * both values).  0, or -1 on every rank with the first failing rank's
- * reason in err. */
-int hf_load(const char *dir, struct model *m, const struct grid *g, char *err, size_t errlen);
-int llmc_load(const char *path, struct model *m, const struct grid *g, char *err, size_t errlen);
+ * both values; a value of the wrong JSON type is an error, never a default).
+ * A NaN or infinite weight is an error naming the tensor and the element,
+ * unless allow_nonfinite (io.allow_nonfinite_weights).  0, or -1 on every
+ * rank with the first failing rank's reason in err. */
+int hf_load(const char *dir, struct model *m, const struct grid *g, int allow_nonfinite, char *err, size_t errlen);
+int llmc_load(const char *path, struct model *m, const struct grid *g, int allow_nonfinite, char *err,
+              size_t errlen);
 
 /* `triad export`: one process writes dir/config.json and dir/model.safetensors
  * (in dtype) from the checkpoint ckpt, whatever grid wrote it. */

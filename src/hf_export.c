@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "ckpt_piece.h"
 #include "config.h"
 #include "log.h"
 #include "shape.h"
@@ -126,6 +127,22 @@ static int ckpt_dims(const char *path, struct model_dims *d, char *err, size_t e
     return 0;
 }
 
+/* Every dataset the folder takes (whole, once) against its checksum, as a
+ * restart checks them, before anything is written. */
+static int verify_model(hid_t f, const struct model_dims *d, char *err, size_t errlen)
+{
+    struct piece *p = calloc((size_t)(16 + 12 * d->L), sizeof *p);
+    if (!p) return errorf(err, errlen, "out of memory");
+    int n = pieces(d, p), rc = 0;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        int seen = 0; /* (llama's q, k, v and gate, up are parts of one dataset) */
+        for (int k = 0; k < i && !seen; k++) seen = strcmp(p[k].dataset, p[i].dataset) == 0;
+        if (!seen) rc = ckpt_verify_dataset(f, p[i].dataset, err, errlen);
+    }
+    free(p);
+    return rc;
+}
+
 /* Rows [r0, r0 + rows) of a dataset of cols columns, as floats. */
 static int read_rows(hid_t f, const struct piece *p, float *buf)
 {
@@ -185,13 +202,13 @@ int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err,
     if (access(cfg_path, F_OK) == 0 || access(st_path, F_OK) == 0)
         return errorf(err, errlen, "%s already holds a model (config.json or model.safetensors): export into a "
                         "new folder, or remove them first", dir);
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return errorf(err, errlen, "cannot create the folder %s: %s", dir, strerror(errno));
     struct model_dims d;
     if (ckpt_dims(ckpt, &d, err, errlen) != 0) return -1;
     hid_t f = H5Fopen(ckpt, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) return errorf(err, errlen, "cannot open %s as HDF5 (missing, unreadable or not a checkpoint)", ckpt);
-    int rc = 0;
+    int rc = verify_model(f, &d, err, errlen);
+    if (rc == 0 && mkdir(dir, 0777) != 0 && errno != EEXIST)
+        rc = errorf(err, errlen, "cannot create the folder %s: %s", dir, strerror(errno));
     snprintf(tmp_cfg, sizeof tmp_cfg, "%s.tmp", cfg_path);
     snprintf(tmp_st, sizeof tmp_st, "%s.tmp", st_path);
     if (rc == 0) rc = write_tensors(f, tmp_st, &d, dtype, err, errlen);

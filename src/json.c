@@ -34,6 +34,31 @@ static void fail(struct parser *ps, const char *fmt, ...)
     va_end(ap);
 }
 
+/* A byte as an error message may show it: itself if printable, else its
+ * code (a NUL would end the message, a control byte garble the terminal). */
+static const char *shown(char c, char buf[8])
+{
+    unsigned char u = (unsigned char)c;
+    if (u >= 0x20 && u < 0x7f) snprintf(buf, 8, "'%c'", c);
+    else snprintf(buf, 8, "0x%02x", u);
+    return buf;
+}
+
+/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong
+ * forms, no surrogates, nothing past U+10FFFF), or 0. */
+static int utf8_length(const unsigned char *p, const unsigned char *end)
+{
+    int n = p[0] < 0x80 ? 1 : p[0] >= 0xC2 && p[0] <= 0xDF ? 2 : p[0] >= 0xE0 && p[0] <= 0xEF ? 3
+            : p[0] >= 0xF0 && p[0] <= 0xF4 ? 4 : 0;
+    if (n == 0 || end - p < n) return 0;
+    for (int i = 1; i < n; i++)
+        if ((p[i] & 0xC0) != 0x80) return 0;
+    if ((p[0] == 0xE0 && p[1] < 0xA0) || (p[0] == 0xED && p[1] >= 0xA0) || /* overlong; a surrogate */
+        (p[0] == 0xF0 && p[1] < 0x90) || (p[0] == 0xF4 && p[1] >= 0x90))   /* overlong; past U+10FFFF */
+        return 0;
+    return n;
+}
+
 static void skip_space(struct parser *ps)
 {
     while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r')) ps->p++;
@@ -74,6 +99,27 @@ static char *string(struct parser *ps)
             fail(ps, "a control character (0x%02x) inside a string", c);
             break;
         }
+        if (c >= 0x80) { /* a UTF-8 sequence, copied whole once it is well-formed */
+            int len = utf8_length((const unsigned char *)ps->p - 1, (const unsigned char *)ps->end);
+            if (len == 0) {
+                ps->p--;
+                fail(ps, "a byte 0x%02x that is not well-formed UTF-8 inside a string", c);
+                break;
+            }
+            if (n + (size_t)len + 1 > cap) {
+                char *bigger = realloc(out, cap = 2 * cap + (size_t)len);
+                if (!bigger) {
+                    free(out);
+                    out = NULL;
+                    break;
+                }
+                out = bigger;
+            }
+            memcpy(out + n, ps->p - 1, (size_t)len);
+            n += (size_t)len;
+            ps->p += len - 1;
+            continue;
+        }
         if (c == '\\') {
             if (ps->p >= ps->end) break;
             char e = *ps->p++;
@@ -98,11 +144,17 @@ static char *string(struct parser *ps)
                         break;
                     }
                     cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+                    fail(ps, "a low surrogate \\u%04X without its high half", cp);
+                    break;
                 }
                 if (cp == 0) fail(ps, "\\u0000 inside a string");
                 break;
             }
-            default: ps->p--, fail(ps, "unknown escape '\\%c'", e);
+            default:
+                ps->p--;
+                if (e > 0x20 && e < 0x7f) fail(ps, "unknown escape '\\%c'", e);
+                else fail(ps, "a backslash before the byte 0x%02x, which is no escape", (unsigned char)e);
             }
             if (ps->failed) break;
         }
@@ -262,7 +314,8 @@ static int value(struct parser *ps, struct json *v, int depth)
     if (literal(ps, "null")) return v->kind = JSON_NULL, 0;
     v->kind = JSON_NUMBER;
     if (number(ps, &v->number)) return 0;
-    fail(ps, "'%c' does not start a value", c);
+    char b[8];
+    fail(ps, "%s does not start a value", shown(c, b));
     return -1;
 }
 
@@ -309,6 +362,22 @@ const struct json *json_get(const struct json *obj, const char *key)
     for (int i = obj->n - 1; i >= 0; i--)
         if (strcmp(obj->key[i], key) == 0) return &obj->item[i];
     return NULL;
+}
+
+static int cmp_keys(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+const char *json_duplicate_key(const struct json *obj)
+{
+    if (!obj || obj->kind != JSON_OBJECT || obj->n < 2) return NULL;
+    char **keys = malloc((size_t)obj->n * sizeof *keys);
+    if (!keys) return NULL;
+    memcpy(keys, obj->key, (size_t)obj->n * sizeof *keys);
+    qsort(keys, (size_t)obj->n, sizeof *keys, cmp_keys);
+    const char *dup = NULL;
+    for (int i = 1; i < obj->n && !dup; i++)
+        if (strcmp(keys[i - 1], keys[i]) == 0) dup = keys[i];
+    free(keys);
+    return dup;
 }
 
 int json_int(const struct json *obj, const char *key, long long *out)

@@ -2,8 +2,8 @@
  * other tools: Hugging Face's config.json, a safetensors header, a sharded
  * model's index.  The whole text is parsed into a tree of values; a syntax
  * error names its line and column.  Numbers are doubles (integers up to 2^53
- * are exact: safetensors offsets stay far below), strings are UTF-8 with
- * their escapes resolved. */
+ * are exact: safetensors offsets stay far below), strings are well-formed
+ * UTF-8 (anything else is refused) with their escapes resolved. */
 #ifndef TRIAD_JSON_H
 #define TRIAD_JSON_H
 
@@ -27,6 +27,10 @@ void json_free(struct json *v);
 
 /* The member called key of an object (the last if repeated), or NULL. */
 const struct json *json_get(const struct json *obj, const char *key);
+/* The first member name that an object repeats (Python's and Rust's readers
+ * keep the last, triad's json_get too), or NULL: for formats where a repeat
+ * is an error. */
+const char *json_duplicate_key(const struct json *obj);
 /* The number at key as an integer: 0 if it is one (whole, within +-2^53), -1 if
  * absent or not. */
 int json_int(const struct json *obj, const char *key, long long *out);

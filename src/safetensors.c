@@ -2,6 +2,7 @@
 #include "safetensors.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,70 +12,157 @@
 #include "json.h"
 #include "precision.h"
 
-enum { ST_MAX_HEADER = 100 << 20 }; /* the format's own bound on the header */
+/* The format's own bound on the header (the Rust reader's MAX_HEADER_SIZE). */
+enum { ST_MAX_HEADER = 100000000 };
 
-static const struct { const char *name; enum st_dtype d; size_t size; } dtypes[] = {
-    {"F32", ST_F32, 4}, {"F16", ST_F16, 2}, {"BF16", ST_BF16, 2},
+/* Every dtype of the format, with its width in bits (for the byte count of
+ * a tensor triad does not read); the first three are the ones it reads. */
+static const struct { const char *name; int bits; } dtypes[] = {
+    {"F32", 32},     {"F16", 16},     {"BF16", 16},    {"F64", 64},     {"I64", 64}, {"U64", 64}, {"I32", 32},
+    {"U32", 32},     {"I16", 16},     {"U16", 16},     {"I8", 8},       {"U8", 8},   {"BOOL", 8}, {"F8_E4M3", 8},
+    {"F8_E5M2", 8},  {"F8_E8M0", 8},  {"F6_E2M3", 6},  {"F6_E3M2", 6},  {"F4", 4},
 };
+enum { ST_READABLE = 3 }; /* dtypes[0 .. 3): enum st_dtype */
 
 const char *st_dtype_name(enum st_dtype d) { return dtypes[d].name; }
-size_t st_dtype_size(enum st_dtype d) { return dtypes[d].size; }
+size_t st_dtype_size(enum st_dtype d) { return (size_t)dtypes[d].bits / 8; }
 
-static int bad(char *err, size_t errlen, const char *path, const char *what, const char *name)
+static int bad(char *err, size_t errlen, const char *path, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int bad(char *err, size_t errlen, const char *path, const char *name, const char *fmt, ...)
 {
-    if (name) snprintf(err, errlen, "%s: tensor '%s': %s", path, name, what);
-    else snprintf(err, errlen, "%s: %s", path, what);
+    int n = name ? snprintf(err, errlen, "%s: tensor '%s': ", path, name) : snprintf(err, errlen, "%s: ", path);
+    va_list ap;
+    va_start(ap, fmt);
+    if (n >= 0 && (size_t)n < errlen) vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+    va_end(ap);
     return -1;
 }
 
-/* One header member: {"dtype": ..., "shape": [...], "data_offsets": [b, e]}. */
+/* A JSON number that is a whole number in [0, 2^53] (exact in a double). */
+static int whole(const struct json *v, uint64_t *out)
+{
+    if (v->kind != JSON_NUMBER || !(v->number >= 0) || v->number > 9007199254740992.0 ||
+        v->number != (double)(uint64_t)v->number)
+        return 0;
+    *out = (uint64_t)v->number;
+    return 1;
+}
+
+/* One header member: {"dtype": ..., "shape": [...], "data_offsets": [b, e]},
+ * its byte count that of its dtype and shape (products checked for overflow). */
 static int parse_tensor(struct st_tensor *t, const char *name, const struct json *v, uint64_t data_size,
                         const char *path, char *err, size_t errlen)
 {
-    char what[256];
     memset(t, 0, sizeof *t);
     t->name = strdup(name);
-    if (!t->name) return bad(err, errlen, path, "out of memory", NULL);
+    if (!t->name) return bad(err, errlen, path, NULL, "out of memory");
     const struct json *dt = json_get(v, "dtype"), *sh = json_get(v, "shape"), *off = json_get(v, "data_offsets");
     if (v->kind != JSON_OBJECT || !dt || dt->kind != JSON_STRING || !sh || sh->kind != JSON_ARRAY || !off ||
         off->kind != JSON_ARRAY || off->n != 2)
-        return bad(err, errlen, path, "malformed header entry: it needs \"dtype\", \"shape\" and two \"data_offsets\"",
-                   name);
+        return bad(err, errlen, path, name, "malformed header entry: it needs \"dtype\" (a string), \"shape\" (an "
+                   "array) and \"data_offsets\" (two numbers)");
     size_t k = 0;
     while (k < sizeof dtypes / sizeof dtypes[0] && strcmp(dtypes[k].name, dt->string) != 0) k++;
-    if (k == sizeof dtypes / sizeof dtypes[0]) {
-        snprintf(what, sizeof what, "dtype %s: triad reads F32, F16 and BF16 weights", dt->string);
-        return bad(err, errlen, path, what, name);
-    }
-    t->dtype = dtypes[k].d;
-    if (sh->n > 8) return bad(err, errlen, path, "more than 8 dimensions", name);
+    if (k == sizeof dtypes / sizeof dtypes[0])
+        return bad(err, errlen, path, name, "dtype \"%.40s\" is not one of the format's", dt->string);
+    snprintf(t->dtype_name, sizeof t->dtype_name, "%s", dtypes[k].name);
+    t->readable = k < ST_READABLE;
+    t->dtype = t->readable ? (enum st_dtype)k : ST_F32;
+    if (sh->n > 8) return bad(err, errlen, path, name, "%d dimensions; triad reads at most 8", sh->n);
     t->rank = sh->n;
-    uint64_t elems = 1;
+    uint64_t elems = 1, bits;
     for (int i = 0; i < sh->n; i++) {
-        double x = sh->item[i].number;
-        if (sh->item[i].kind != JSON_NUMBER || x < 0 || x != (double)(int64_t)x || x > 1e15)
-            return bad(err, errlen, path, "a shape entry is not a non-negative integer", name);
+        uint64_t x;
+        if (!whole(&sh->item[i], &x)) return bad(err, errlen, path, name, "shape entry %d is not a non-negative integer", i);
         t->shape[i] = (int64_t)x;
-        elems *= (uint64_t)x;
+        if (__builtin_mul_overflow(elems, x, &elems))
+            return bad(err, errlen, path, name, "the shape's element count overflows 64 bits");
     }
-    for (int i = 0; i < 2; i++) {
-        double x = off->item[i].number;
-        if (off->item[i].kind != JSON_NUMBER || x < 0 || x != (double)(uint64_t)x || x > 9007199254740992.0)
-            return bad(err, errlen, path, "a data offset is not a non-negative integer", name);
+    uint64_t b, e;
+    if (!whole(&off->item[0], &b) || !whole(&off->item[1], &e))
+        return bad(err, errlen, path, name, "a data offset is not a non-negative integer");
+    t->begin = b, t->end = e;
+    if (b > e) return bad(err, errlen, path, name, "data_offsets [%llu, %llu) end before they begin",
+                          (unsigned long long)b, (unsigned long long)e);
+    if (e > data_size)
+        return bad(err, errlen, path, name, "data_offsets [%llu, %llu) reach past the end of the data (%llu bytes): "
+                   "the file is truncated or its header is wrong", (unsigned long long)b, (unsigned long long)e,
+                   (unsigned long long)data_size);
+    if (__builtin_mul_overflow(elems, (uint64_t)dtypes[k].bits, &bits) || bits % 8 != 0 || e - b != bits / 8)
+        return bad(err, errlen, path, name, "%llu bytes of data for %llu %s elements of its shape",
+                   (unsigned long long)(e - b), (unsigned long long)elems, dtypes[k].name);
+    return 0;
+}
+
+static int cmp_offsets(const void *a, const void *b)
+{
+    const struct st_tensor *x = a, *y = b;
+    return x->begin != y->begin ? (x->begin > y->begin ? 1 : -1) : (x->end > y->end) - (x->end < y->end);
+}
+
+/* The tensors tile the data exactly, in offset order: each begins where the
+ * one before ends, the first at 0, the last at the end of the file. */
+static int check_tiling(struct st_file *f, uint64_t data_size, char *err, size_t errlen)
+{
+    qsort(f->t, (size_t)f->n, sizeof *f->t, cmp_offsets);
+    uint64_t at = 0;
+    for (int i = 0; i < f->n; i++) {
+        const struct st_tensor *t = &f->t[i];
+        if (t->begin > at && i == 0)
+            return bad(err, errlen, f->path, t->name, "the first tensor begins at byte %llu of the data, not 0: a hole "
+                       "(the header is wrong, or its length is off)", (unsigned long long)t->begin);
+        if (t->begin > at)
+            return bad(err, errlen, f->path, t->name, "begins at byte %llu of the data, but tensor '%s' ends at %llu: "
+                       "a hole of %llu bytes (the header is wrong)", (unsigned long long)t->begin, f->t[i - 1].name,
+                       (unsigned long long)at, (unsigned long long)(t->begin - at));
+        if (t->begin < at)
+            return bad(err, errlen, f->path, t->name, "bytes [%llu, %llu) of the data overlap tensor '%s', which ends "
+                       "at %llu", (unsigned long long)t->begin, (unsigned long long)t->end, f->t[i - 1].name,
+                       (unsigned long long)at);
+        at = t->end;
     }
-    t->begin = (uint64_t)off->item[0].number;
-    t->end = (uint64_t)off->item[1].number;
-    if (t->begin > t->end || t->end > data_size) {
-        snprintf(what, sizeof what, "data_offsets [%llu, %llu) reach past the end of the data (%llu bytes): the "
-                 "file is truncated or its header is wrong", (unsigned long long)t->begin,
-                 (unsigned long long)t->end, (unsigned long long)data_size);
-        return bad(err, errlen, path, what, name);
+    if (at != data_size)
+        return bad(err, errlen, f->path, NULL, "%llu byte%s follow%s the last tensor's data (the data section is %llu "
+                   "bytes, its tensors end at %llu): the header length or the offsets are wrong",
+                   (unsigned long long)(data_size - at), data_size - at == 1 ? "" : "s", data_size - at == 1 ? "s" : "",
+                   (unsigned long long)data_size, (unsigned long long)at);
+    return 0;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp((*(struct st_tensor *const *)a)->name, (*(struct st_tensor *const *)b)->name);
+}
+
+/* The header object: __metadata__ a map of strings, no name twice, each
+ * tensor consistent, and together the tensors tile the data. */
+static int parse_header(struct st_file *f, const struct json *h, uint64_t data_size, char *err, size_t errlen)
+{
+    const char *dup = json_duplicate_key(h);
+    if (dup) return bad(err, errlen, f->path, dup, "named twice in the header");
+    f->t = calloc((size_t)h->n + 1, sizeof *f->t);
+    if (!f->t) return bad(err, errlen, f->path, NULL, "out of memory");
+    for (int i = 0; i < h->n; i++) {
+        const struct json *v = &h->item[i];
+        if (strcmp(h->key[i], "__metadata__") == 0) {
+            for (int j = 0; v->kind == JSON_OBJECT && j < v->n; j++)
+                if (v->item[j].kind != JSON_STRING)
+                    return bad(err, errlen, f->path, NULL, "__metadata__[\"%.60s\"] is not a string: the format's "
+                               "metadata is a map of strings to strings", v->key[j]);
+            if (v->kind != JSON_OBJECT)
+                return bad(err, errlen, f->path, NULL, "__metadata__ is not an object of strings");
+            continue;
+        }
+        int rc = parse_tensor(&f->t[f->n], h->key[i], v, data_size, f->path, err, errlen);
+        f->n++;
+        if (rc) return -1;
     }
-    if (t->end - t->begin != elems * dtypes[k].size) {
-        snprintf(what, sizeof what, "%llu bytes of data for %llu %s elements of its shape",
-                 (unsigned long long)(t->end - t->begin), (unsigned long long)elems, dtypes[k].name);
-        return bad(err, errlen, path, what, name);
-    }
+    if (check_tiling(f, data_size, err, errlen) != 0) return -1;
+    f->by_name = malloc(((size_t)f->n + 1) * sizeof *f->by_name);
+    if (!f->by_name) return bad(err, errlen, f->path, NULL, "out of memory");
+    for (int i = 0; i < f->n; i++) f->by_name[i] = &f->t[i];
+    qsort(f->by_name, (size_t)f->n, sizeof *f->by_name, cmp_names);
     return 0;
 }
 
@@ -82,52 +170,55 @@ int st_open(struct st_file *f, const char *path, char *err, size_t errlen)
 {
     memset(f, 0, sizeof *f);
     f->fd = -1;
-    char what[256];
     int fd = open(path, O_RDONLY);
     struct stat sb;
     if (fd < 0 || fstat(fd, &sb) != 0) {
-        snprintf(what, sizeof what, "cannot open: %s", strerror(errno));
+        int e = errno;
         if (fd >= 0) close(fd);
-        return bad(err, errlen, path, what, NULL);
+        return bad(err, errlen, path, NULL, "cannot open it: %s", strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return bad(err, errlen, path, NULL, "%s, not a safetensors file", S_ISDIR(sb.st_mode) ? "a directory" :
+                   "not a regular file");
     }
     unsigned char len8[8];
-    uint64_t hlen = 0;
-    if (pread(fd, len8, 8, 0) != 8) {
+    uint64_t hlen = 0, size = (uint64_t)sb.st_size;
+    ssize_t got = size < 8 ? 0 : pread(fd, len8, 8, 0);
+    if (got != 8) {
+        int e = errno;
         close(fd);
-        return bad(err, errlen, path, "shorter than the 8 bytes of a safetensors header length", NULL);
+        return got < 0 ? bad(err, errlen, path, NULL, "cannot read it: %s", strerror(e))
+                       : bad(err, errlen, path, NULL, "%llu bytes: shorter than the 8 bytes of a safetensors header "
+                             "length", (unsigned long long)size);
     }
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | len8[i];
-    if (hlen > ST_MAX_HEADER || hlen + 8 > (uint64_t)sb.st_size) {
-        snprintf(what, sizeof what, "the header length %llu does not fit the file of %lld bytes: not a safetensors "
-                 "file, or truncated", (unsigned long long)hlen, (long long)sb.st_size);
+    if (hlen > ST_MAX_HEADER || hlen + 8 > size) {
         close(fd);
-        return bad(err, errlen, path, what, NULL);
+        return bad(err, errlen, path, NULL, "the header length %llu does not fit the file of %llu bytes%s: not a "
+                   "safetensors file, or truncated", (unsigned long long)hlen, (unsigned long long)size,
+                   hlen > ST_MAX_HEADER ? " (the format allows at most 100000000)" : "");
     }
     char *text = malloc(hlen ? hlen : 1), jerr[200];
-    if (!text || pread(fd, text, hlen, 8) != (ssize_t)hlen) {
+    got = text ? pread(fd, text, hlen, 8) : -1;
+    if (got != (ssize_t)hlen) {
+        int e = got < 0 ? errno : EIO;
         free(text);
         close(fd);
-        return bad(err, errlen, path, "cannot read the header", NULL);
+        return bad(err, errlen, path, NULL, "cannot read its header: %s", strerror(e));
     }
-    struct json *h = json_parse(text, hlen, jerr, sizeof jerr);
+    struct json *h = hlen && text[0] == '{' ? json_parse(text, hlen, jerr, sizeof jerr) : NULL;
+    if (hlen == 0 || text[0] != '{') snprintf(jerr, sizeof jerr, "it does not begin with '{'");
     free(text);
     if (!h || h->kind != JSON_OBJECT) {
-        snprintf(what, sizeof what, "the header is not a JSON object (%s)", h ? "another JSON value" : jerr);
         json_free(h);
         close(fd);
-        return bad(err, errlen, path, what, NULL);
+        return bad(err, errlen, path, NULL, "the header is not a JSON object (%s)", jerr);
     }
     f->fd = fd;
     f->path = strdup(path);
     f->data_start = 8 + hlen;
-    f->t = calloc((size_t)h->n + 1, sizeof *f->t);
-    int rc = f->path && f->t ? 0 : bad(err, errlen, path, "out of memory", NULL);
-    for (int i = 0; rc == 0 && i < h->n; i++) {
-        if (strcmp(h->key[i], "__metadata__") == 0) continue;
-        rc = parse_tensor(&f->t[f->n], h->key[i], &h->item[i], (uint64_t)sb.st_size - f->data_start, path, err,
-                          errlen);
-        f->n++;
-    }
+    int rc = f->path ? parse_header(f, h, size - f->data_start, err, errlen) : bad(err, errlen, path, NULL, "out of memory");
     json_free(h);
     if (rc) st_close(f);
     return rc;
@@ -135,8 +226,9 @@ int st_open(struct st_file *f, const char *path, char *err, size_t errlen)
 
 void st_close(struct st_file *f)
 {
-    for (int i = 0; i < f->n; i++) free(f->t[i].name);
+    for (int i = 0; f->t && i < f->n; i++) free(f->t[i].name);
     free(f->t);
+    free(f->by_name);
     free(f->path);
     if (f->fd >= 0) close(f->fd);
     memset(f, 0, sizeof *f);
@@ -145,14 +237,14 @@ void st_close(struct st_file *f)
 
 const struct st_tensor *st_find(const struct st_file *f, const char *name)
 {
-    for (int i = 0; i < f->n; i++)
-        if (strcmp(f->t[i].name, name) == 0) return &f->t[i];
-    return NULL;
+    struct st_tensor key = {.name = (char *)name}, *k = &key;
+    struct st_tensor **t = f->by_name ? bsearch(&k, f->by_name, (size_t)f->n, sizeof k, cmp_names) : NULL;
+    return t ? *t : NULL;
 }
 
 int st_pread(int fd, uint64_t at, enum st_dtype dtype, size_t n, float *dst)
 {
-    size_t es = dtypes[dtype].size, bytes = n * es, done = 0;
+    size_t es = st_dtype_size(dtype), bytes = n * es, done = 0;
     unsigned char *buf = dtype == ST_F32 ? (unsigned char *)dst : malloc(bytes ? bytes : 1);
     if (!buf) return -1;
     while (done < bytes) {
@@ -172,16 +264,6 @@ int st_pread(int fd, uint64_t at, enum st_dtype dtype, size_t n, float *dst)
     return 0;
 }
 
-int st_read(const struct st_file *f, const struct st_tensor *t, uint64_t first, size_t n, float *dst, char *err,
-            size_t errlen)
-{
-    size_t es = dtypes[t->dtype].size;
-    if ((first + n) * es > t->end - t->begin) return bad(err, errlen, f->path, "read past the tensor's end", t->name);
-    if (st_pread(f->fd, f->data_start + t->begin + first * es, t->dtype, n, dst) != 0)
-        return bad(err, errlen, f->path, strerror(errno), t->name);
-    return 0;
-}
-
 /* ------------------------------------------------------------ writing */
 
 int st_begin(struct st_writer *w, const char *path, enum st_dtype dtype, const struct st_out *t, int n,
@@ -191,13 +273,13 @@ int st_begin(struct st_writer *w, const char *path, enum st_dtype dtype, const s
     w->dtype = dtype;
     size_t cap = 256 + (size_t)n * 320 + (metadata_json ? strlen(metadata_json) : 0), len = 0;
     char *h = malloc(cap);
-    if (!h) return bad(err, errlen, path, "out of memory", NULL);
+    if (!h) return bad(err, errlen, path, NULL, "out of memory");
     len += (size_t)snprintf(h + len, cap - len, "{\"__metadata__\":%s", metadata_json ? metadata_json : "{}");
     uint64_t at = 0;
     for (int i = 0; i < n; i++) {
         uint64_t elems = 1;
         for (int d = 0; d < t[i].rank; d++) elems *= (uint64_t)t[i].shape[d];
-        uint64_t end = at + elems * dtypes[dtype].size;
+        uint64_t end = at + elems * st_dtype_size(dtype);
         len += (size_t)snprintf(h + len, cap - len, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", t[i].name,
                                 dtypes[dtype].name);
         for (int d = 0; d < t[i].rank; d++)
@@ -215,7 +297,7 @@ int st_begin(struct st_writer *w, const char *path, enum st_dtype dtype, const s
         free(h);
         if (w->fp) fclose(w->fp);
         w->fp = NULL;
-        return bad(err, errlen, path, strerror(errno), NULL);
+        return bad(err, errlen, path, NULL, "%s", strerror(errno));
     }
     free(h);
     return 0;

@@ -1,9 +1,14 @@
 /* safetensors.h -- Hugging Face's safetensors container, read and written
  * by triad's own code: an 8-byte little-endian header length, a JSON header
  * naming each tensor's dtype, shape and [begin, end) byte offsets into the
- * data that follows (docs/formats.md).  Reading checks every offset and size
- * against the file before any data is read, and reads only the elements
- * asked for (pread), converting F16 and BF16 to float. */
+ * data that follows (docs/formats.md).  Opening checks the container as the
+ * format defines it before any data is read: the header length within the
+ * file and its bound, the header a JSON object (well-formed UTF-8) with
+ * __metadata__ a map of strings and no name twice, each tensor's byte count
+ * that of its dtype and shape (overflow-checked), and the tensors tiling the
+ * data exactly, with no hole, no overlap and nothing after the last.
+ * Reading takes only the elements asked for (pread), converting F16 and BF16
+ * to float. */
 #ifndef TRIAD_SAFETENSORS_H
 #define TRIAD_SAFETENSORS_H
 
@@ -15,6 +20,8 @@ enum st_dtype { ST_F32, ST_F16, ST_BF16 };
 
 struct st_tensor {
     char *name;
+    char dtype_name[16];
+    int readable;          /* F32, F16 or BF16 (dtype valid); other dtypes only tile the data */
     enum st_dtype dtype;
     int rank;
     int64_t shape[8];
@@ -26,17 +33,15 @@ struct st_file {
     int fd;
     uint64_t data_start;   /* 8 + the header's length */
     int n;
-    struct st_tensor *t;
+    struct st_tensor *t;   /* in data-offset order */
+    struct st_tensor **by_name; /* the same in name order (st_find) */
 };
 
 /* Open path and check its header; -1 with the reason (naming the file and
- * the tensor) in err. */
+ * the tensor) in err.  The tensors are in data-offset order. */
 int st_open(struct st_file *f, const char *path, char *err, size_t errlen);
 void st_close(struct st_file *f);
 const struct st_tensor *st_find(const struct st_file *f, const char *name);
-/* Elements [first, first + n) of t (row-major) as floats into dst. */
-int st_read(const struct st_file *f, const struct st_tensor *t, uint64_t first, size_t n, float *dst, char *err,
-            size_t errlen);
 /* n elements of dtype at byte offset `at` of fd as floats; -1 (errno set) on
  * a failed or short read. */
 int st_pread(int fd, uint64_t at, enum st_dtype dtype, size_t n, float *dst);

@@ -1,6 +1,7 @@
 /* sample.c -- text from a checkpoint (sample.h). */
 #include "sample.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,19 +155,24 @@ static int read_prompt(const struct config *o, int V, int32_t *ids, int cap, cha
     if (o->sample.prompt_tokens[0]) {
         FILE *f = fopen(o->sample.prompt_tokens, "r");
         if (!f) return snprintf(err, errlen, "cannot open sample.prompt_tokens = '%s'", o->sample.prompt_tokens), -1;
-        long long v;
-        int r;
-        while (n < cap && (r = fscanf(f, "%lld", &v)) == 1) {
-            if (v < 0 || v >= V) {
+        long long v, count = 0; /* every id is checked and counted; the first cap are kept */
+        errno = 0;
+        while (fscanf(f, "%lld", &v) == 1) {
+            if (v < 0 || v >= V || errno == ERANGE) {
                 fclose(f);
-                return snprintf(err, errlen, "%s: token %lld is not an id of this model's vocabulary (0 .. %d)",
-                                o->sample.prompt_tokens, v, V - 1), -1;
+                return snprintf(err, errlen, "%s: token %lld (id number %lld) is not an id of this model's vocabulary "
+                                "(0 .. %d)", o->sample.prompt_tokens, v, count + 1, V - 1), -1;
             }
-            ids[n++] = (int32_t)v;
+            if (n < cap) ids[n++] = (int32_t)v;
+            count++;
         }
-        int junk = n < cap && !feof(f);
+        int junk = !feof(f);
         fclose(f);
-        if (junk) return snprintf(err, errlen, "%s: not whitespace-separated integers", o->sample.prompt_tokens), -1;
+        if (junk) return snprintf(err, errlen, "%s: not whitespace-separated integers (after %lld ids)",
+                                  o->sample.prompt_tokens, count), -1;
+        if (count > n)
+            return snprintf(err, errlen, "%s holds %lld ids, more than the model's seq_len = %d positions",
+                            o->sample.prompt_tokens, count, cap - 1), -1;
     } else {
         if (V != 256)
             return snprintf(err, errlen, "sample.prompt is bytes, but this model's vocabulary has %d ids, not a "

@@ -236,8 +236,9 @@ static void load_initial_state(struct run *r)
     } else if (cfg->io.init_from[0]) {
         const char *from = cfg->io.init_from;
         enum weights_kind kind = weights_kind_of(from);
-        int rc = kind == WEIGHTS_HF     ? hf_load(from, &r->model, r->g, err, sizeof err)
-                 : kind == WEIGHTS_LLMC ? llmc_load(from, &r->model, r->g, err, sizeof err)
+        int nonfinite = cfg->io.allow_nonfinite_weights;
+        int rc = kind == WEIGHTS_HF     ? hf_load(from, &r->model, r->g, nonfinite, err, sizeof err)
+                 : kind == WEIGHTS_LLMC ? llmc_load(from, &r->model, r->g, nonfinite, err, sizeof err)
                                         : ckpt_load_model(from, &r->model, r->g, err, sizeof err);
         if (rc != 0)
             die_all("io.init_from names a triad checkpoint (HDF5 with /model), a Hugging Face model folder or an "

@@ -40,6 +40,13 @@ static void test_errors(void)
         {"", "the text ends where a value should be"},
         {"\"tab\there\"", "a control character"},
         {"\"\\u0000\"", "\\u0000 inside a string"},
+        {"\"\\udc00\"", "a low surrogate \\uDC00 without its high half"},
+        {"\"\xc0\xaf\"", "column 2: a byte 0xc0 that is not well-formed UTF-8"},      /* overlong '/' */
+        {"\"a\x80\"", "column 3: a byte 0x80 that is not well-formed UTF-8"},       /* a lone continuation */
+        {"\"\xed\xa0\x80\"", "a byte 0xed that is not well-formed UTF-8"},      /* a surrogate, encoded */
+        {"\"\xf4\x90\x80\x80\"", "a byte 0xf4 that is not well-formed UTF-8"}, /* past U+10FFFF */
+        {"\"\xe2\x82\"", "a byte 0xe2 that is not well-formed UTF-8"},           /* cut short */
+        {"[\x01]", "0x01 does not start a value"},
     };
     char err[256];
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -47,6 +54,20 @@ static void test_errors(void)
         tap_ok(!v && strstr(err, bad[i].what), "malformed %zu refused: %s", i + 1, v ? "(parsed!)" : err);
         json_free(v);
     }
+    /* a NUL byte outside a string: the message names it instead of ending at it */
+    struct json *nul = json_parse("[1, \0]", 6, err, sizeof err);
+    tap_ok(!nul && strstr(err, "column 5: 0x00 does not start a value"), "a NUL byte named in the message: %s", err);
+    json_free(nul);
+    const char *utf8 = "\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"";
+    struct json *u = json_parse(utf8, strlen(utf8), err, sizeof err);
+    tap_ok(u && strcmp(u->string, "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80") == 0, "2-, 3- and 4-byte UTF-8 kept as written");
+    json_free(u);
+    const char *dup = "{\"a\": 1, \"b\": 2, \"a\": 3}", *nodup = "{\"a\": 1, \"b\": {\"a\": 2}}";
+    struct json *d1 = json_parse(dup, strlen(dup), err, sizeof err), *d2 = json_parse(nodup, strlen(nodup), err, sizeof err);
+    const char *k1 = json_duplicate_key(d1), *k2 = json_duplicate_key(d2);
+    tap_ok(k1 && strcmp(k1, "a") == 0 && !k2, "json_duplicate_key names a repeated member, none where there is none");
+    json_free(d1);
+    json_free(d2);
     char deep[200];
     memset(deep, '[', 100);
     memset(deep + 100, ']', 100);

@@ -1,0 +1,163 @@
+#!/bin/sh
+# Damaged weight files never crash triad and never pass silently: each way a
+# Hugging Face folder, an llm.c checkpoint, a prompt file or a checkpoint
+# given to `triad export` goes wrong is made here by the independent writer
+# (regression/hf_files.py corrupt) or by hand, and must end in status 1 with
+# a message that names the file, the tensor or key, what was expected and
+# what was found; an export from a damaged checkpoint writes nothing.
+. "$(dirname "$0")/lib.sh"
+
+H="$PYTHON3 $top_srcdir/regression/hf_files.py"
+KL='{"L":2,"C":32,"NH":4,"NKV":2,"F":64,"V":64,"T":16,"eps":1e-6,"theta":500000,"tied":false}'
+KG='{"L":2,"C":32,"NH":4,"NKV":4,"F":128,"V":64,"T":16,"eps":1e-5,"theta":10000,"tied":true}'
+cat > "$scratch/llama.nml" << 'EOF2'
+&model
+  arch = 'llama', n_layer = 2, n_head = 4, n_kv_head = 2, d_model = 32, ffn_hidden = 64, seq_len = 16
+  vocab_size = 64, norm_eps = 1e-6, rope_theta = 500000
+/
+&train
+  steps = 0, batch_size = 4, peak_gflops = 100.0
+/
+EOF2
+sed 's/norm_eps = 1e-6/norm_eps = 1e-5/' "$scratch/llama.nml" > "$scratch/llama_eps5.nml"
+cat > "$scratch/gpt2.nml" << 'EOF2'
+&model
+  n_layer = 2, n_head = 4, d_model = 32, seq_len = 16, vocab_size = 64
+/
+&train
+  steps = 0, batch_size = 4, peak_gflops = 100.0
+/
+EOF2
+$H make llama "$scratch/llama" "$KL"
+$H make llama "$scratch/sharded" "$KL" --shards 2
+$H make gpt2 "$scratch/gpt2" "$KG"
+$H llmc "$scratch/gpt2.bin" "$KG"
+
+# refused WHAT PATTERN DECK SRC [overrides]: status 1 and the message (grep -F)
+n=0
+refused() {
+    what=$1 pattern=$2 deck=$3 src=$4
+    shift 4
+    n=$((n + 1))
+    triad_run 1 "$scratch/$deck.nml" "$@" io.init_from="'$src'" io.run_dir="'$scratch/run$n'"
+    st=$?
+    [ $st -eq 1 ] && grep -q -F -e "$pattern" "$scratch/last.out" && ! grep -q -i "sanitizer\|segmentation\|signal" "$scratch/last.out"
+    ok $? "$what"
+    [ $st -eq 1 ] || echo "status $st" | diag
+    grep "error" "$scratch/last.out" | head -n 2 | diag
+}
+# damaged KIND [SOURCE]: a copy of the folder SOURCE (default llama) damaged as KIND
+damaged() {
+    rm -rf "$scratch/$1"
+    cp -r "$scratch/${2:-llama}" "$scratch/$1"
+    $H corrupt "$1" "$scratch/$1" > "$scratch/corrupt.out"
+}
+
+# the safetensors container as the format defines it
+damaged short_header
+refused "a header length one byte short (every tensor shifted by a byte)" \
+    "1 byte follows the last tensor's data" llama "$scratch/short_header"
+damaged plus1
+refused "the first tensor's offsets moved by one (a hole before it)" \
+    "the first tensor begins at byte 1 of the data, not 0: a hole" llama "$scratch/plus1"
+damaged overlap
+refused "two tensors overlapping by 4 bytes" "of the data overlap tensor '" llama "$scratch/overlap"
+damaged trailing
+refused "16 bytes after the last tensor's data" "16 bytes follow the last tensor's data" llama "$scratch/trailing"
+damaged duplicate
+refused "a tensor named twice in the header (no first or last taken)" "named twice in the header" llama \
+    "$scratch/duplicate"
+damaged metadata
+refused "__metadata__ with a number in it" "__metadata__[\"step\"] is not a string" llama "$scratch/metadata"
+damaged utf8
+refused "a header that is not UTF-8" "a byte 0xff that is not well-formed UTF-8" llama "$scratch/utf8"
+damaged directory
+refused "model.safetensors a directory" "model.safetensors: a directory, not a safetensors file" llama \
+    "$scratch/directory"
+damaged rank3
+refused "a vector stored as [C, 1, 1]" "layernorm.weight' is [32, 1, 1]; this model needs [32]" llama \
+    "$scratch/rank3"
+damaged rank3 gpt2
+refused "GPT-2's final norm as [C, 1, 1], named under its own (prefixed) name" \
+    "tensor 'transformer.ln_f.weight' is [32, 1, 1]; this model needs [32]" gpt2 "$scratch/rank3"
+damaged dtype
+refused "a consistent I64 tensor where a weight belongs" "dtype I64: triad reads F32, F16 and BF16" llama \
+    "$scratch/dtype"
+damaged nan
+t=$(cat "$scratch/corrupt.out")
+refused "a NaN weight: the file, the tensor and its first bad element" \
+    "nan/model.safetensors: tensor '$t': element 37 (row 1, column 5) is NaN" llama \
+    "$scratch/nan"
+triad_run 1 "$scratch/llama.nml" io.init_from="'$scratch/nan'" io.allow_nonfinite_weights=.true. \
+    io.run_dir="'$scratch/nan_allowed'"
+ok $? "io.allow_nonfinite_weights = .true. loads the same folder"
+damaged inf
+refused "an infinite weight" "element 37 (row 1, column 5) is -Inf" llama "$scratch/inf"
+
+# config.json: types as strict as the keys' meaning
+damaged config_real_layers
+refused "n_layer 2.000001 is not an integer" "\"num_hidden_layers\" is 2.000001; it must be an integer" llama \
+    "$scratch/config_real_layers"
+damaged config_string_theta
+refused "rope_theta as a string is not taken for an absent key" \
+    "\"rope_theta\" is a string \"500000\"; it must be a number" llama "$scratch/config_string_theta"
+damaged config_string_tied
+refused "tie_word_embeddings \"yes\" is not a boolean" "\"tie_word_embeddings\" is a string \"yes\"; it must be true or false" \
+    llama "$scratch/config_string_tied"
+damaged config_no_eps
+refused "a default is said to be the default, not config.json's value" \
+    "norm_eps = 1e-05 in the deck, but config.json has no rms_norm_eps (its default is 1e-06)" llama_eps5 \
+    "$scratch/config_no_eps"
+damaged config_nul
+refused "a NUL byte in config.json is named, not cut off" "0x00 does not start a value" llama "$scratch/config_nul"
+
+# the sharded index (the first two were crashes: a use after free)
+for kind in index_number index_slash index_missing index_unmapped index_big; do damaged $kind sharded; done
+refused "a weight_map value that is a number" "is not a string, not the name of a file in the folder" llama \
+    "$scratch/index_number"
+refused "a weight_map value with a '/'" "is '../model-0000" \
+    llama "$scratch/index_slash"
+refused "weight_map names a tensor its file lacks" "which has no such tensor" llama "$scratch/index_missing"
+refused "a shard holds a tensor weight_map does not name" "which the index's weight_map does not name" llama \
+    "$scratch/index_unmapped"
+refused "an index over 64 MiB is an error, not taken as absent" "bytes; triad reads such a file up to 64 MiB" llama \
+    "$scratch/index_big"
+
+# llm.c files: the exact size, and the reason for a short header
+cp "$scratch/gpt2.bin" "$scratch/long.bin"
+printf 'XXXX' >> "$scratch/long.bin"
+refused "bytes after an llm.c checkpoint's tensors" "longer than its tensors (trailing bytes" gpt2 "$scratch/long.bin"
+head -c 100 "$scratch/gpt2.bin" > "$scratch/tiny.bin"
+refused "an llm.c file shorter than its header (no stale errno)" "100 bytes, shorter than the 1024-byte header" gpt2 \
+    "$scratch/tiny.bin"
+! grep -q "File exists\|Success" "$scratch/last.out"
+ok $? "... and the message carries no unrelated errno text"
+
+# triad export verifies the checksums before it writes anything
+triad_run 1 "$scratch/llama.nml" train.steps=2 io.run_dir="'$scratch/t'"
+ok $? "a llama checkpoint to export"
+cp "$scratch/t/ckpt_2.h5" "$scratch/flipped.h5"
+"$PYTHON3" - "$scratch/flipped.h5" << 'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    at = f["/model/h.1/fc_w"].id.get_offset() + 4 * 100 + 2
+with open(sys.argv[1], "r+b") as f:
+    f.seek(at)
+    b = f.read(1)
+    f.seek(at)
+    f.write(bytes([b[0] ^ 0x10]))
+PY
+"$TRIAD" export "$scratch/flipped.h5" "$scratch/ex_flipped" > "$scratch/last.out" 2>&1
+[ $? -eq 1 ] && grep -q "checksum mismatch in /model/h.1/fc_w" "$scratch/last.out" && [ ! -e "$scratch/ex_flipped" ]
+ok $? "export of a checkpoint with a flipped byte in /model: status 1, the dataset named, no folder made"
+grep error "$scratch/last.out" | diag
+"$TRIAD" export "$scratch/t/ckpt_2.h5" "$scratch/ex_good" > "$scratch/last.out" 2>&1
+ok $? "the undamaged checkpoint exports"
+
+# a prompt file's length is its own, whatever the model keeps
+$PYTHON3 -c "print(' '.join(['3'] * 100000))" > "$scratch/long.ids"
+"$TRIAD" sample "$scratch/t/ckpt_2.h5" sample.prompt_tokens="'$scratch/long.ids'" > "$scratch/last.out" 2>&1
+[ $? -eq 1 ] && grep -q "long.ids holds 100000 ids, more than the model's seq_len = 16" "$scratch/last.out"
+ok $? "a 100000-id prompt file is called 100000 ids"
+grep error "$scratch/last.out" | diag
+done_testing

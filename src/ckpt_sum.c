@@ -1,0 +1,66 @@
+/* ckpt_sum.c -- the checkpoint's per-dataset checksums (ckpt_piece.h): the
+ * sum (mod 2^64) of a mix of every element's logical index and bits, so
+ * partial sums over any decomposition add up to the whole tensor's. */
+#include "ckpt_piece.h"
+
+#include <stdlib.h>
+
+#include "log.h"
+
+static inline uint64_t element_sum(uint64_t index, uint32_t bits)
+{
+    uint64_t x = index * 0x9E3779B97F4A7C15ull ^ bits;
+    x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ull; /* splitmix64's finaliser */
+    x ^= x >> 27; x *= 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+uint64_t ckpt_partial_checksum(const struct tensor_ref *t, const float *data)
+{
+    uint64_t sum = 0;
+    const uint32_t *bits = (const uint32_t *)data;
+    size_t k = 0, cols = t->rank == 2 ? t->dims[1] : 1;
+    for (int b = 0; b < t->nblocks; b++)
+        for (hsize_t r = 0; r < t->count[b][0]; r++)
+            for (hsize_t c = 0; c < t->count[b][1]; c++, k++)
+                sum += element_sum((t->start[b][0] + r) * cols + t->start[b][1] + c, bits[k]);
+    return sum;
+}
+
+int ckpt_verify_dataset(hid_t file, const char *dataset, char *err, size_t errlen)
+{
+    hid_t ds = H5Dopen2(file, dataset, H5P_DEFAULT);
+    if (ds < 0) return errorf(err, errlen, "dataset %s is missing", dataset);
+    uint64_t stored = 0, sum = 0;
+    hsize_t dims[2] = {1, 1};
+    hid_t fs = H5Dget_space(ds);
+    int rank = fs < 0 ? -1 : H5Sget_simple_extent_ndims(fs), rc = 0;
+    hid_t a = -1;
+    if (rank < 1 || rank > 2 || H5Sget_simple_extent_dims(fs, dims, NULL) < 0)
+        rc = errorf(err, errlen, "dataset %s is not a vector or a matrix", dataset);
+    else if (H5Aexists(ds, "checksum") <= 0 || (a = H5Aopen(ds, "checksum", H5P_DEFAULT)) < 0 ||
+             H5Aread(a, H5T_NATIVE_UINT64, &stored) < 0)
+        rc = errorf(err, errlen, "dataset %s has no checksum: the checkpoint is damaged or not triad's", dataset);
+    hsize_t cols = rank == 2 ? dims[1] : 1, step = cols ? (1u << 22) / cols + 1 : dims[0]; /* about 16 MiB a read */
+    float *buf = rc == 0 ? malloc((size_t)(step * cols) * sizeof *buf + 1) : NULL;
+    if (rc == 0 && !buf) rc = errorf(err, errlen, "out of memory");
+    for (hsize_t r0 = 0; rc == 0 && r0 < dims[0]; r0 += step) {
+        hsize_t start[2] = {r0, 0}, count[2] = {dims[0] - r0 < step ? dims[0] - r0 : step, cols};
+        hid_t ms = H5Screate_simple(rank, count, NULL);
+        if (H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
+            H5Dread(ds, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, buf) < 0)
+            rc = errorf(err, errlen, "reading %s failed (truncated or corrupted file?)", dataset);
+        H5Sclose(ms);
+        const uint32_t *bits = (const uint32_t *)buf;
+        for (hsize_t k = 0; rc == 0 && k < count[0] * cols; k++) sum += element_sum(r0 * cols + k, bits[k]);
+    }
+    if (rc == 0 && sum != stored)
+        rc = errorf(err, errlen, "checksum mismatch in %s (stored %016llx, data %016llx): the file is corrupted",
+                    dataset, (unsigned long long)stored, (unsigned long long)sum);
+    free(buf);
+    if (a >= 0) H5Aclose(a);
+    if (fs >= 0) H5Sclose(fs);
+    H5Dclose(ds);
+    return rc;
+}
+
