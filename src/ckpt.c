@@ -143,6 +143,7 @@ static void walk_fail(struct walk_ctx *w, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(w->err, w->errlen, fmt, ap);
     va_end(ap);
+    text_printable(w->err);
     w->failed = 1;
 }
 

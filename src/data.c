@@ -42,6 +42,7 @@
 #endif
 
 #include "data.h"
+#include "log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -143,6 +144,7 @@ static void *fail(struct deck_error *err, const char *file, const char *hint,
     va_start(ap, fmt);
     vsnprintf(err->what, sizeof err->what, fmt, ap);
     va_end(ap);
+    text_printable(err->what);
     snprintf(err->hint, sizeof err->hint, "%s", hint ? hint : "");
     return NULL;
 }

@@ -4,6 +4,7 @@
  * then a recursive-descent parser turns them into groups and entries.  The
  * first error stops both and is reported with its position and a fix. */
 #include "deck.h"
+#include "log.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -45,6 +46,7 @@ void deck_error_set(struct deck_error *err, int line, int col, const char *fmt, 
     va_start(ap, fmt);
     vsnprintf(err->what, sizeof err->what, fmt, ap);
     va_end(ap);
+    text_printable(err->what);
 }
 
 int deck_error_hint(struct deck_error *err, const char *fmt, ...)
@@ -53,6 +55,7 @@ int deck_error_hint(struct deck_error *err, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err->hint, sizeof err->hint, fmt, ap);
     va_end(ap);
+    text_printable(err->hint);
     return -1;
 }
 

@@ -122,12 +122,19 @@ void *xalloc_aligned_at(const char *file, int line, size_t n)
     return p;
 }
 
+void text_printable(char *s)
+{
+    for (; *s; s++)
+        if (((unsigned char)*s < 0x20 && *s != '\n' && *s != '\t') || *s == 0x7f) *s = '?';
+}
+
 int errorf(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
+    text_printable(err);
     return -1;
 }
 

@@ -46,6 +46,11 @@ void *xalloc_aligned_at(const char *file, int line, size_t n);
 /* Format a message into err[0..errlen) and return -1, for
  * `return errorf(err, errlen, ...)`. */
 int errorf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Control characters in a message (a NUL cannot be: the text ends there)
+ * made '?', tab and newline kept: what a damaged file puts into an error
+ * message cannot move the terminal's cursor or hide the rest.  Every
+ * message builder of the readers applies it (errorf, deck_error_set, ...). */
+void text_printable(char *s);
 
 /* Did any rank of comm fail?  Returns 0 if none did; otherwise -1 on every
  * rank, with msg replaced by the message of the lowest failing rank.

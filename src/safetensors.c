@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "log.h"
 #include "precision.h"
 
 /* The format's own bound on the header (the Rust reader's MAX_HEADER_SIZE). */
@@ -36,6 +37,7 @@ static int bad(char *err, size_t errlen, const char *path, const char *name, con
     va_start(ap, fmt);
     if (n >= 0 && (size_t)n < errlen) vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
     va_end(ap);
+    text_printable(err);
     return -1;
 }
 

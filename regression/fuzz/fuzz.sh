@@ -1,0 +1,46 @@
+#!/bin/sh
+# The fuzzing harness over every reader of outside files (docs/regression.md):
+# the crashes found before replayed, then FUZZ_INPUTS (default 1000) mutated
+# inputs per reader (a fifth of that for checkpoints, which take longer), under AddressSanitizer and UndefinedBehaviorSanitizer.
+# Each input must give a result or a clear error.  A long run for a
+# session's end:
+#   FUZZ_INPUTS=100000 FUZZ_SEED=7 FUZZ_KEEP=1 regression/fuzz/fuzz.sh
+# (FUZZ_KEEP: an input that crashes a reader is copied into
+# regression/fuzz/crashes/<reader>/, to be kept as a regression input).
+. "$(dirname "$0")/../lib.sh"
+
+F="$top_builddir/regression/fuzz/fuzz_readers"
+here="$top_srcdir/regression/fuzz"
+inputs=${FUZZ_INPUTS:-1000}
+seed=${FUZZ_SEED:-1}
+# No leak check: Open MPI's components, loaded and unloaded at run time,
+# leave allocations that LeakSanitizer cannot attribute to a library.
+export ASAN_OPTIONS="abort_on_error=1:detect_leaks=0:allocator_may_return_null=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+for target in deck config safetensors index llmc shard ckpt; do
+    mkdir -p "$scratch/$target"
+    replay=$(ls "$here/crashes/$target/"* 2> /dev/null)
+    n=$inputs
+    [ $target = ckpt ] && n=$((inputs / 5))
+    # shellcheck disable=SC2086
+    timeout 600 "$F" -n "$n" -s "$seed" "$here/corpus" "$scratch/$target" "$target" $replay \
+        > "$scratch/$target.out" 2>&1
+    st=$?
+    ok $st "$target: $(grep -E "^$target " "$scratch/$target.out" | sed "s/^$target *//")"
+    if [ $st -ne 0 ]; then
+        tail -n 40 "$scratch/$target.out" | diag
+        # a crash leaves its input as <target>.input; a bad message, as <target>.input.badN
+        bad=$(ls "$scratch/$target/$target".input.bad* 2> /dev/null)
+        [ -n "$bad" ] || bad="$scratch/$target/$target.input"
+        for f in $bad; do
+            [ -f "$f" ] || continue
+            echo "the input: $f" | diag
+            if [ -n "${FUZZ_KEEP:-}" ]; then
+                mkdir -p "$here/crashes/$target"
+                cp "$f" "$here/crashes/$target/seed$seed-$(basename "$f")-$(date +%s)"
+                echo "kept in $here/crashes/$target/" | diag
+            fi
+        done
+    fi
+done
+done_testing

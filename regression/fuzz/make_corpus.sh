@@ -1,0 +1,52 @@
+#!/bin/sh
+# make_corpus.sh -- (re)write the fuzzing harness's seed files in
+# regression/fuzz/corpus (docs/regression.md): the decks of a tiny llama and
+# GPT-2, their Hugging Face folders (one file; two shards with an index) and
+# llm.c checkpoint by the independent writer (regression/hf_files.py), an
+# llm.c token shard, and a triad checkpoint of the llama.  Run from a built
+# tree: regression/fuzz/make_corpus.sh
+set -eu
+top=$(cd "$(dirname "$0")/../.." && pwd)
+c=$top/regression/fuzz/corpus
+P=/usr/bin/python3
+rm -rf "$c"
+mkdir -p "$c"
+cat > "$c/llama.nml" << 'EOD'
+&model
+  arch = 'llama', n_layer = 2, n_head = 2, n_kv_head = 1, d_model = 16, ffn_hidden = 32, seq_len = 8
+  vocab_size = 32, norm_eps = 1e-6, rope_theta = 500000
+/
+&train
+  steps = 1, batch_size = 2, micro_batch_size = 1, lr = 1e-3, peak_gflops = 100.0
+/
+&data
+  kind = 'synthetic'
+/
+&io
+  run_dir = 'run', checkpoint_every = 0
+/
+EOD
+cat > "$c/gpt2.nml" << 'EOD'
+&model
+  n_layer = 1, n_head = 2, d_model = 16, seq_len = 8, vocab_size = 32
+/
+&train
+  steps = 1, batch_size = 2
+/
+EOD
+KL='{"L":2,"C":16,"NH":2,"NKV":1,"F":32,"V":32,"T":8,"eps":1e-6,"theta":500000,"tied":false}'
+KG='{"L":1,"C":16,"NH":2,"NKV":2,"F":64,"V":32,"T":8,"eps":1e-5,"theta":10000,"tied":true}'
+$P "$top/regression/hf_files.py" make llama "$c/llama" "$KL" --dtypes
+$P "$top/regression/hf_files.py" make llama "$c/sharded" "$KL" --shards 2
+$P "$top/regression/hf_files.py" llmc "$c/gpt2.bin" "$KG"
+$P - "$c/tokens.bin" << 'EOD'
+import struct, sys
+ids = [(7 * i + 3) % 64 for i in range(200)]
+open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 1, len(ids), *([0] * 253)) + struct.pack("<%dH" % len(ids), *ids))
+EOD
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+tmp=$(mktemp -d)
+mpirun -n 1 "$top/triad" "$c/llama.nml" io.run_dir="'$tmp'" > /dev/null
+cp "$tmp/ckpt_1.h5" "$c/ckpt.h5"
+rm -rf "$tmp"
+ls -l "$c" "$c/llama" "$c/sharded"
