@@ -300,6 +300,11 @@ def corrupt(kind, d):
             wm["model.layers.0.mlp.extra.weight"] = wm[first]
         elif kind == "index_unmapped":
             del wm[first]
+        elif kind == "index_dup":  # a tensor named twice in weight_map
+            text = json.dumps(idx)
+            entry = json.dumps(first) + ": " + json.dumps(wm[first])
+            open(ipath, "w").write(text.replace('"weight_map": {', '"weight_map": {' + entry + ", ", 1))
+            return 0
         elif kind == "index_big":
             open(ipath, "ab").truncate(65 << 20)  # sparse: 65 MiB
             return 0
@@ -339,6 +344,9 @@ def corrupt(kind, d):
     elif kind == "rank3":  # the final norm as [C, 1, 1]
         name = next(x for x in order if x.endswith("norm.weight") or x.endswith("ln_f.weight"))
         header[name]["shape"] = header[name]["shape"] + [1, 1]
+        st_write(path, text(), data)
+    elif kind == "overflow":  # a shape whose element count overflows 64 bits
+        header[name]["shape"] = [1 << 32, 1 << 32, 16]
         st_write(path, text(), data)
     elif kind == "duplicate":  # the first tensor named twice (Python keeps the last, triad must refuse)
         body = b",".join(json.dumps(k).encode() + b":" + json.dumps(header[k]).encode() for k in header)

@@ -67,6 +67,9 @@ refused "16 bytes after the last tensor's data" "16 bytes follow the last tensor
 damaged duplicate
 refused "a tensor named twice in the header (no first or last taken)" "named twice in the header" llama \
     "$scratch/duplicate"
+damaged overflow
+refused "a shape whose element count overflows 64 bits" "the shape's element count overflows 64 bits" llama \
+    "$scratch/overflow"
 damaged metadata
 refused "__metadata__ with a number in it" "__metadata__[\"step\"] is not a string" llama "$scratch/metadata"
 damaged utf8
@@ -112,11 +115,12 @@ damaged config_nul
 refused "a NUL byte in config.json is named, not cut off" "0x00 does not start a value" llama "$scratch/config_nul"
 
 # the sharded index (the first two were crashes: a use after free)
-for kind in index_number index_slash index_missing index_unmapped index_big; do damaged $kind sharded; done
+for kind in index_number index_slash index_dup index_missing index_unmapped index_big; do damaged $kind sharded; done
 refused "a weight_map value that is a number" "is not a string, not the name of a file in the folder" llama \
     "$scratch/index_number"
 refused "a weight_map value with a '/'" "is '../model-0000" \
     llama "$scratch/index_slash"
+refused "weight_map naming a tensor twice" "weight_map names tensor 'lm_head.weight' twice" llama "$scratch/index_dup"
 refused "weight_map names a tensor its file lacks" "which has no such tensor" llama "$scratch/index_missing"
 refused "a shard holds a tensor weight_map does not name" "which the index's weight_map does not name" llama \
     "$scratch/index_unmapped"
