@@ -203,15 +203,15 @@ static int read_text(const char *path, char **text, size_t *len, char *why, size
     struct stat sb;
     if (stat(path, &sb) != 0) {
         int e = errno;
-        snprintf(why, whylen, "%s: cannot read it (%s)", path, strerror(e));
+        errorf(why, whylen, "%s: cannot read it (%s)", path, strerror(e));
         errno = e;
         return -1;
     }
     errno = 0;
     if (!S_ISREG(sb.st_mode))
-        return snprintf(why, whylen, "%s: %s, not a file", path, S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file"), -1;
+        return errorf(why, whylen, "%s: %s, not a file", path, S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file");
     if (sb.st_size > TEXT_MAX)
-        return snprintf(why, whylen, "%s: %lld bytes; triad reads such a file up to 64 MiB", path, (long long)sb.st_size), -1;
+        return errorf(why, whylen, "%s: %lld bytes; triad reads such a file up to 64 MiB", path, (long long)sb.st_size);
     FILE *fp = fopen(path, "rb");
     char *buf = fp ? malloc((size_t)sb.st_size + 1) : NULL;
     size_t n = buf ? fread(buf, 1, (size_t)sb.st_size + 1, fp) : 0;
@@ -219,7 +219,7 @@ static int read_text(const char *path, char **text, size_t *len, char *why, size
     if (fp) fclose(fp);
     if (bad) {
         free(buf);
-        snprintf(why, whylen, "%s: cannot read it (%s)", path, !fp || e ? strerror(e ? e : EIO) : "it changed size while read");
+        errorf(why, whylen, "%s: cannot read it (%s)", path, !fp || e ? strerror(e ? e : EIO) : "it changed size while read");
         errno = 0;
         return -1;
     }
@@ -231,14 +231,14 @@ static int read_text(const char *path, char **text, size_t *len, char *why, size
 /* A text file parsed as JSON: 0, or -1 with the reason (errno ENOENT: absent). */
 static int read_json(const char *path, struct json **out, char *why, size_t whylen)
 {
-    char *text, jerr[256];
-    size_t len;
+    char *text = NULL, jerr[256];
+    size_t len = 0;
     *out = NULL;
     if (read_text(path, &text, &len, why, whylen) != 0) return -1;
     *out = json_parse(text, len, jerr, sizeof jerr);
     free(text);
     if (!*out || (*out)->kind != JSON_OBJECT) {
-        snprintf(why, whylen, "%s: not a JSON object (%s)", path, *out ? "another JSON value" : jerr);
+        errorf(why, whylen, "%s: not a JSON object (%s)", path, *out ? "another JSON value" : jerr);
         json_free(*out);
         *out = NULL;
         errno = 0;
