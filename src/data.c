@@ -8,7 +8,8 @@
  *              (below; docs/data.md has the derivation of its loss floor)
  *   text       the bytes of one file are the tokens (V >= 256)
  *   tokens     llm.c shards (256 x int32 header: magic 20240520, version 1,
- *              token count; then uint16 tokens), globbed, concatenated in
+ *              token count, then uint16 tokens; or magic 20240801,
+ *              version 7, then uint32 tokens), globbed, concatenated in
  *              byte-wise sorted name order, memory-mapped read-only
  *
  * Text and shards are cut into W = floor((N-1)/T) non-overlapping windows of
@@ -58,8 +59,10 @@
 #include <unistd.h>
 
 
-#define SHARD_MAGIC 20240520
+#define SHARD_MAGIC 20240520   /* llm.c's GPT-2 shards: version 1, uint16 tokens */
 #define SHARD_VERSION 1
+#define SHARD32_MAGIC 20240801 /* llm.c's LLaMA-3 shards: version 7, uint32 tokens */
+#define SHARD32_VERSION 7
 #define SHARD_HEADER_BYTES (256 * 4)
 #define SYN_ALPHABET 128 /* active tokens of the synthetic task (at most) */
 #define SYN_SUCC 4       /* successors per token (at most) */
@@ -74,6 +77,7 @@ struct shard {
     size_t maplen;
     const unsigned char *tok;
     uint64_t n;
+    int width; /* 1 (text), 2 or 4 (shards) */
 };
 
 struct data_source {
@@ -83,7 +87,7 @@ struct data_source {
     int shuffle;
 
     /* text and tokens */
-    int nshard, width;    /* width: bytes per token (1 text, 2 shards) */
+    int nshard;
     struct shard *shard;  /* (nshard) */
     uint64_t *first;      /* (nshard+1) token offset of each shard; first[nshard] = N */
     uint64_t N, W;        /* tokens, windows */
@@ -273,10 +277,13 @@ static uint64_t window_of(const struct data_source *ds, uint64_t i)
     return ds->shuffle ? window_perm(ds, w, i / ds->W) : w;
 }
 
-static int32_t token_at(const struct shard *s, int width, uint64_t k)
+static int32_t token_at(const struct shard *s, uint64_t k)
 {
-    const unsigned char *p = s->tok + k * (uint64_t)width;
-    return width == 1 ? p[0] : (int32_t)(p[0] | (uint32_t)p[1] << 8); /* little-endian */
+    const unsigned char *p = s->tok + k * (uint64_t)s->width; /* little-endian */
+    if (s->width == 1) return p[0];
+    if (s->width == 2) return (int32_t)(p[0] | (uint32_t)p[1] << 8);
+    uint32_t v = p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    return v > INT32_MAX ? INT32_MAX : (int32_t)v; /* (beyond any vocabulary: check_tokens refuses it) */
 }
 
 /* Tokens [start, start+count) of the concatenation into out. */
@@ -295,7 +302,7 @@ static void copy_tokens(const struct data_source *ds, uint64_t start, int count,
             s++;
             k = 0;
         }
-        out[t] = token_at(&ds->shard[s], ds->width, k++);
+        out[t] = token_at(&ds->shard[s], k++);
     }
 }
 
@@ -372,7 +379,6 @@ static int map_file(struct shard *s, const char *path, struct deck_error *err)
 static const char *magic_meaning(int32_t magic)
 {
     switch (magic) {
-    case 20240801: return "an llm.c LLaMA-3 shard (uint32 tokens)";
     case 20240326: return "an llm.c model checkpoint";
     case 20240328: return "an llm.c tokenizer file";
     default: return NULL;
@@ -392,44 +398,45 @@ static int check_shard(struct shard *s, struct deck_error *err)
     }
     int32_t hdr[3];
     memcpy(hdr, s->map, sizeof hdr);
-    if (hdr[0] != SHARD_MAGIC) {
+    if (hdr[0] != SHARD_MAGIC && hdr[0] != SHARD32_MAGIC) {
         const char *what = magic_meaning(hdr[0]);
         char hint[512];
-        snprintf(hint, sizeof hint, "%s%s%skind = 'tokens' reads llm.c GPT-2 shards "
-                 "(tools/make_tokens.py writes them); for a plain text file use kind = 'text'",
+        snprintf(hint, sizeof hint, "%s%s%skind = 'tokens' reads llm.c shards (triad tokenize "
+                 "writes them); for a plain text file use kind = 'text'",
                  what ? "this looks like " : "", what ? what : "", what ? "; " : "");
         const unsigned char *b = s->map;
         int text = 1;
         for (int k = 0; k < 4; k++) text &= b[k] >= 32 && b[k] < 127;
         if (text)
             snprintf(hint, sizeof hint, "the file starts with text; for a plain text file use "
-                     "kind = 'text'; kind = 'tokens' reads llm.c GPT-2 shards "
-                     "(tools/make_tokens.py writes them)");
-        fail(err, p, hint, "'%s' has magic %d (0x%08x%s%.*s%s), expected %d: not an llm.c token "
-             "shard", p, hdr[0], (unsigned)hdr[0], text ? ", text \"" : "", text ? 4 : 0,
-             (const char *)b, text ? "\"" : "", SHARD_MAGIC);
+                     "kind = 'text'; kind = 'tokens' reads llm.c shards (triad tokenize writes them)");
+        fail(err, p, hint, "'%s' has magic %d (0x%08x%s%.*s%s), expected %d (uint16 tokens) or %d (uint32): "
+             "not an llm.c token shard", p, hdr[0], (unsigned)hdr[0], text ? ", text \"" : "", text ? 4 : 0,
+             (const char *)b, text ? "\"" : "", SHARD_MAGIC, SHARD32_MAGIC);
         return -1;
     }
-    if (hdr[1] != SHARD_VERSION) {
-        fail(err, p, "triad reads version 1 shards (uint16 tokens); regenerate the shard with "
-                     "llm.c's GPT-2 preprocessing or tools/make_tokens.py",
-             "'%s' is an llm.c shard of version %d, expected %d", p, hdr[1], SHARD_VERSION);
+    int wide = hdr[0] == SHARD32_MAGIC, version = wide ? SHARD32_VERSION : SHARD_VERSION;
+    if (hdr[1] != version) {
+        fail(err, p, "triad reads version 1 shards of magic 20240520 (uint16 tokens) and version 7 of magic "
+                     "20240801 (uint32); regenerate the shard with triad tokenize",
+             "'%s' is an llm.c shard of magic %d and version %d, expected version %d", p, hdr[0], hdr[1], version);
         return -1;
     }
+    s->width = wide ? 4 : 2;
     if (hdr[2] < 0) {
         fail(err, p, "the shard header is corrupt; regenerate the shard",
              "'%s' header gives a negative token count (%d)", p, hdr[2]);
         return -1;
     }
-    uint64_t n = (uint64_t)hdr[2], m = (s->maplen - SHARD_HEADER_BYTES) / 2;
-    if (s->maplen != SHARD_HEADER_BYTES + 2 * n) {
+    uint64_t n = (uint64_t)hdr[2], w = (uint64_t)s->width, m = (s->maplen - SHARD_HEADER_BYTES) / w;
+    if (s->maplen != SHARD_HEADER_BYTES + w * n) {
         fail(err, p, m < n ? "the file is truncated (an interrupted copy or download?); "
                              "copy or regenerate it"
                            : "the file is longer than its header says; regenerate it",
              "'%s' header says %llu tokens, the file holds %llu%s (%zu bytes, expected %llu)", p,
              (unsigned long long)n, (unsigned long long)m,
-             (s->maplen - SHARD_HEADER_BYTES) % 2 ? " and a half" : "", s->maplen,
-             (unsigned long long)(SHARD_HEADER_BYTES + 2 * n));
+             (s->maplen - SHARD_HEADER_BYTES) % w ? " and a part" : "", s->maplen,
+             (unsigned long long)(SHARD_HEADER_BYTES + w * n));
         return -1;
     }
     s->tok = (const unsigned char *)s->map + SHARD_HEADER_BYTES;
@@ -441,13 +448,12 @@ static int check_shard(struct shard *s, struct deck_error *err)
 static int32_t shard_max(const struct shard *s)
 {
     int32_t mx = 0;
-    const unsigned char *t = s->tok;
     const int64_t n = (int64_t)s->n;
 #ifdef _OPENMP
 #pragma omp parallel for reduction(max : mx) schedule(static)
 #endif
     for (int64_t k = 0; k < n; k++) {
-        int32_t v = (int32_t)(t[2 * k] | (uint32_t)t[2 * k + 1] << 8);
+        int32_t v = token_at(s, (uint64_t)k);
         mx = v > mx ? v : mx;
     }
     return mx;
@@ -456,7 +462,6 @@ static int32_t shard_max(const struct shard *s)
 /* Every token < V, or -1 with the first offender and the global max. */
 static int check_tokens(const struct data_source *ds, struct deck_error *err)
 {
-    if (ds->V > 65535) return 0; /* uint16 */
     int32_t mx = 0;
     int bad = -1;
     for (int s = 0; s < ds->nshard; s++) {
@@ -467,12 +472,12 @@ static int check_tokens(const struct data_source *ds, struct deck_error *err)
     if (bad < 0) return 0;
     const struct shard *s = &ds->shard[bad];
     uint64_t k = 0;
-    while (token_at(s, 2, k) < ds->V) k++;
+    while (token_at(s, k) < ds->V) k++;
     char hint[256];
     snprintf(hint, sizeof hint, "raise vocab_size in &model to at least %d (the largest token in "
              "the data + 1)", mx + 1);
     fail(err, s->path, hint, "'%s' token %llu (0-based, after the header) is %d, not below "
-         "vocab_size = %d", s->path, (unsigned long long)k, token_at(s, 2, k), ds->V);
+         "vocab_size = %d", s->path, (unsigned long long)k, token_at(s, k), ds->V);
     return -1;
 }
 
@@ -542,6 +547,7 @@ static int open_text(struct data_source *ds, const char *path, struct deck_error
     if (map_file(&ds->shard[0], path, err)) return -1;
     ds->shard[0].tok = ds->shard[0].map;
     ds->shard[0].n = ds->shard[0].maplen;
+    ds->shard[0].width = 1;
     ds->N = ds->first[1] = ds->shard[0].n;
     return 0;
 }
@@ -587,7 +593,6 @@ struct data_source *data_open(const struct config *cfg, int V, int T, struct dec
                     "kind = '%s' needs data.path", text ? "text" : "tokens");
     }
     ds->kind = text ? DATA_KIND_text : DATA_KIND_tokens;
-    ds->width = text ? 1 : 2;
     if ((text ? open_text(ds, path, err) : open_shards(ds, path, err)) != 0) {
         data_close(ds);
         return NULL;

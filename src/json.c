@@ -230,13 +230,17 @@ static int value(struct parser *ps, struct json *v, int depth);
 /* Append one element (and its key) to an array or object. */
 static struct json *grow(struct parser *ps, struct json *v, char *key)
 {
-    struct json *items = realloc(v->item, (size_t)(v->n + 1) * sizeof *items);
+    /* capacity doubles at each power of two: n + 1 elements fit in 2n */
+    int grows = v->n == 0 || (v->n & (v->n - 1)) == 0;
+    size_t cap = v->n == 0 ? 1 : 2 * (size_t)v->n;
+    struct json *items = grows ? realloc(v->item, cap * sizeof *items) : v->item;
     if (items) v->item = items;
-    if (items && v->kind == JSON_OBJECT) {
-        char **keys = realloc(v->key, (size_t)(v->n + 1) * sizeof *keys);
+    if (items && v->kind == JSON_OBJECT && grows) {
+        char **keys = realloc(v->key, cap * sizeof *keys);
         if (!keys) items = NULL;
-        else v->key = keys, keys[v->n] = key;
+        else v->key = keys;
     }
+    if (items && v->kind == JSON_OBJECT) v->key[v->n] = key;
     if (!items) {
         fail(ps, "out of memory");
         free(key);

@@ -21,6 +21,7 @@
 #include "plan.h"
 #include "sample.h"
 #include "shape.h"
+#include "tokenize.h"
 #include "log.h"
 #include "topo.h"
 #include "train.h"
@@ -35,6 +36,7 @@ static void usage(FILE *f)
             "   or: triad plan DECK [world=N] [group.key=value ...]\n"
             "   or: triad export CKPT DIR [export.dtype=fp32|bf16|fp16]\n"
             "   or: mpirun -n N triad sample CKPT [sample.key=value ...]\n"
+            "   or: mpirun -n N triad tokenize tokenize.tokenizer=T tokenize.input=GLOB tokenize.output=PREFIX\n"
             "   or: triad --doc | --help | --version\n"
             "\n"
             "  DECK         train as the deck says, on N = tp * cp * dp * pp ranks\n"
@@ -45,7 +47,9 @@ static void usage(FILE *f)
             "  export       write checkpoint CKPT as a Hugging Face model folder DIR (config.json,\n"
             "               model.safetensors), whatever grid wrote it\n"
             "  sample       generate from checkpoint CKPT (&sample: prompt or prompt_tokens, max_new_tokens,\n"
-            "               temperature, top_k, top_p, seed); N ranks split the model by tensor parallelism\n"
+            "               temperature, top_k, top_p, seed, tokenizer); N ranks split the model by tensor parallelism\n"
+            "  tokenize     text files (&tokenize: format text or jsonl) through a tokenizer.json into llm.c\n"
+            "               token shards (uint16, or uint32 for a vocabulary over 65536); N ranks share the work\n"
             "  --doc        print the input reference (docs/input.md)\n"
             "  --version    the build: version, commit, compiler, SIMD path, BLAS, MPI, HDF5, CUDA\n"
             "\n"
@@ -298,6 +302,10 @@ int main(int argc, char **argv)
         }
     if (!strcmp(argv[1], "export")) exit_all(rank == 0 ? export_checkpoint(argc, argv) : EXIT_DONE);
     if (!strcmp(argv[1], "sample")) exit_all(sample_command(argc, argv, rank));
+    if (!strcmp(argv[1], "tokenize")) {
+        struct config opts;
+        exit_all(read_options(&opts, argc, argv, 2, rank) != 0 ? EXIT_ERROR : tokenize_run(&opts));
+    }
     const struct subcommand *sc = NULL;
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
         if (!strcmp(argv[1], subcommands[i].name)) sc = &subcommands[i];

@@ -1,0 +1,336 @@
+/* tokenize.c -- `triad tokenize`: text files as llm.c token shards
+ * (tokenize.h, docs/data.md).  Every rank reads the documents in the same
+ * order; a batch of them is split between the ranks, each encodes its part,
+ * and rank 0 gathers the ids in document order and writes them, so the
+ * shards are the same bytes whatever the number of ranks. */
+#include "tokenize.h"
+
+#include <errno.h>
+#include <glob.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "log.h"
+#include "tokenizer.h"
+
+enum { BATCH_DOCS = 256, SHARD_HEADER = 256 };
+
+/* ------------------------------------------------------------ the documents */
+
+struct reader {
+    const struct config *cfg;
+    glob_t files;
+    size_t file;       /* the file being read */
+    FILE *fp;
+    long line;         /* its line number */
+    char *buf;         /* the current line */
+    size_t cap;
+    double bytes_read, bytes_total;
+};
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static int reader_open(struct reader *r, const struct config *cfg, char *err, size_t errlen)
+{
+    memset(r, 0, sizeof *r);
+    r->cfg = cfg;
+    if (!cfg->tokenize.input[0]) return errorf(err, errlen, "tokenize.input is empty: name the text files (a glob)");
+    int rc = glob(cfg->tokenize.input, 0, NULL, &r->files);
+    if (rc != 0)
+        return errorf(err, errlen, "no file matches tokenize.input = '%s'", cfg->tokenize.input);
+    qsort(r->files.gl_pathv, r->files.gl_pathc, sizeof *r->files.gl_pathv, cmp_str);
+    for (size_t i = 0; i < r->files.gl_pathc; i++) {
+        struct stat sb;
+        if (stat(r->files.gl_pathv[i], &sb) != 0 || !S_ISREG(sb.st_mode))
+            return errorf(err, errlen, "%s: %s", r->files.gl_pathv[i], errno ? strerror(errno) : "not a file");
+        r->bytes_total += (double)sb.st_size;
+    }
+    return 0;
+}
+
+static void reader_close(struct reader *r)
+{
+    if (r->fp) fclose(r->fp);
+    free(r->buf);
+    globfree(&r->files);
+}
+
+/* The next line of the current file into r->buf (with its newline):
+ * its length, 0 at the file's end, -1 on a read error. */
+static ssize_t next_line(struct reader *r) { return getline(&r->buf, &r->cap, r->fp); }
+
+static int append(char **doc, size_t *len, size_t *cap, const char *s, size_t n)
+{
+    if (*len + n + 1 > *cap) {
+        size_t c = *cap ? *cap : 4096;
+        while (c < *len + n + 1) c *= 2;
+        char *g = realloc(*doc, c);
+        if (!g) return -1;
+        *doc = g, *cap = c;
+    }
+    memcpy(*doc + *len, s, n);
+    *len += n;
+    (*doc)[*len] = 0;
+    return 0;
+}
+
+/* The next document into *doc (its length in *len): 1, 0 when there are no
+ * more, -1 with err (the file and line). */
+static int next_document(struct reader *r, char **doc, size_t *len, size_t *cap, char *err, size_t errlen)
+{
+    const struct config *c = r->cfg;
+    int jsonl = c->tokenize.format_id == TOKENIZE_FORMAT_jsonl, whole = !jsonl && !c->tokenize.separator[0];
+    *len = 0;
+    for (;;) {
+        if (!r->fp) {
+            if (r->file == r->files.gl_pathc) return *len > 0;
+            const char *path = r->files.gl_pathv[r->file];
+            if (!(r->fp = fopen(path, "rb"))) return errorf(err, errlen, "%s: cannot open it: %s", path, strerror(errno));
+            r->line = 0;
+        }
+        const char *path = r->files.gl_pathv[r->file];
+        errno = 0;
+        ssize_t n = next_line(r);
+        if (n < 0) {
+            if (errno) return errorf(err, errlen, "%s: cannot read it: %s", path, strerror(errno));
+            fclose(r->fp), r->fp = NULL, r->file++;
+            if ((whole || (!jsonl && *len > 0))) return 1; /* (a file ends its last document) */
+            continue;
+        }
+        r->line++;
+        r->bytes_read += (double)n;
+        if (jsonl) {
+            size_t k = (size_t)n;
+            while (k && (r->buf[k - 1] == '\n' || r->buf[k - 1] == '\r' || r->buf[k - 1] == ' ')) k--;
+            if (k == 0) continue; /* a blank line */
+            char jerr[256];
+            struct json *j = json_parse(r->buf, k, jerr, sizeof jerr);
+            const struct json *v = j ? json_get(j, c->tokenize.field) : NULL;
+            int rc = 0;
+            if (!j || j->kind != JSON_OBJECT)
+                rc = errorf(err, errlen, "%s:%ld: not a JSON object (%s)", path, r->line, j ? "another JSON value" : jerr);
+            else if (!v || v->kind != JSON_STRING)
+                rc = errorf(err, errlen, "%s:%ld: no string member \"%s\" (tokenize.field)", path, r->line,
+                            c->tokenize.field);
+            else if (append(doc, len, cap, v->string, strlen(v->string)))
+                rc = errorf(err, errlen, "out of memory");
+            json_free(j);
+            if (rc) return -1;
+            return 1;
+        }
+        size_t k = (size_t)n, sl = strlen(c->tokenize.separator);
+        if (!whole && (k == sl || (k == sl + 1 && r->buf[sl] == '\n')) && memcmp(r->buf, c->tokenize.separator, sl) == 0) {
+            if (*len > 0) return 1;
+            continue; /* (an empty document is none) */
+        }
+        if (append(doc, len, cap, r->buf, k)) return errorf(err, errlen, "out of memory");
+    }
+}
+
+/* ------------------------------------------------------------ the shards */
+
+struct writer {
+    const struct config *cfg;
+    int wide;              /* uint32 tokens (the vocabulary does not fit 16 bits) */
+    FILE *fp;
+    char name[CONFIG_STRLEN + 64], tmp[CONFIG_STRLEN + 72];
+    long long in_shard, total[2];
+    int split, index[2];   /* 0 val, 1 train; the next shard's number in each */
+    char **done;           /* the shards written, removed again on an error */
+    int ndone;
+};
+
+static int shard_close(struct writer *w, char *err, size_t errlen)
+{
+    if (!w->fp) return 0;
+    int32_t h[SHARD_HEADER] = {w->wide ? 20240801 : 20240520, w->wide ? 7 : 1, (int32_t)w->in_shard};
+    int rc = fseek(w->fp, 0, SEEK_SET) != 0 || fwrite(h, sizeof h, 1, w->fp) != 1 || fflush(w->fp) != 0 ||
+             fsync(fileno(w->fp)) != 0;
+    rc |= fclose(w->fp) != 0;
+    w->fp = NULL;
+    if (rc || rename(w->tmp, w->name) != 0) return unlink(w->tmp), errorf(err, errlen, "%s: %s", w->name, strerror(errno));
+    char **g = realloc(w->done, (size_t)(w->ndone + 1) * sizeof *g);
+    if (g) w->done = g, w->done[w->ndone++] = strdup(w->name);
+    return 0;
+}
+
+static int shard_open(struct writer *w, char *err, size_t errlen)
+{
+    snprintf(w->name, sizeof w->name, "%s_%s_%06d.bin", w->cfg->tokenize.output, w->split ? "train" : "val",
+             w->index[w->split]++);
+    snprintf(w->tmp, sizeof w->tmp, "%s.tmp", w->name);
+    int32_t h[SHARD_HEADER] = {0};
+    w->fp = fopen(w->tmp, "wb");
+    if (!w->fp || fwrite(h, sizeof h, 1, w->fp) != 1) return errorf(err, errlen, "%s: %s", w->tmp, strerror(errno));
+    w->in_shard = 0;
+    return 0;
+}
+
+/* A document's ids into the split it belongs to. */
+static int write_document(struct writer *w, const int32_t *ids, size_t n, char *err, size_t errlen)
+{
+    int split = w->total[0] < w->cfg->tokenize.val_tokens ? 0 : 1;
+    if (split != w->split && shard_close(w, err, errlen)) return -1;
+    w->split = split;
+    for (size_t i = 0; i < n;) {
+        if (!w->fp && shard_open(w, err, errlen)) return -1;
+        size_t k = n - i, room = (size_t)(w->cfg->tokenize.shard_tokens - w->in_shard);
+        if (k > room) k = room;
+        for (size_t j = 0; j < k; j++) {
+            uint32_t v = (uint32_t)ids[i + j];
+            uint16_t v16 = (uint16_t)v;
+            if (w->wide ? fwrite(&v, 4, 1, w->fp) != 1 : fwrite(&v16, 2, 1, w->fp) != 1)
+                return errorf(err, errlen, "%s: %s", w->tmp, strerror(errno));
+        }
+        w->in_shard += (long long)k, w->total[split] += (long long)k, i += k;
+        if (w->in_shard == w->cfg->tokenize.shard_tokens && shard_close(w, err, errlen)) return -1;
+    }
+    return 0;
+}
+
+/* After an error: nothing of this run is left. */
+static void writer_abandon(struct writer *w)
+{
+    if (w->fp) fclose(w->fp), unlink(w->tmp);
+    for (int i = 0; i < w->ndone; i++) unlink(w->done[i]);
+}
+
+static void writer_free(struct writer *w)
+{
+    for (int i = 0; i < w->ndone; i++) free(w->done[i]);
+    free(w->done);
+}
+
+/* ------------------------------------------------------------ the run */
+
+/* Rank 0's output of one batch's ids: the shards, or the printed documents. */
+static int emit(const struct config *cfg, struct writer *w, const struct tokenizer *tok, const int32_t *ids,
+                const int *counts, int ndocs, int skip, char *err, size_t errlen)
+{
+    int print = cfg->tokenize.print_id;
+    for (int d = 0; d < ndocs; d++, ids += counts[d - 1]) {
+        if (print == TOKENIZE_PRINT_none) {
+            if (write_document(w, ids, (size_t)counts[d], err, errlen)) return -1;
+        } else if (print == TOKENIZE_PRINT_ids) {
+            for (int i = skip; i < counts[d]; i++) printf("%s%d", i > skip ? " " : "", ids[i]);
+            putchar('\n');
+        } else {
+            char *text;
+            size_t len;
+            if (tok_decode(tok, ids + skip, (size_t)(counts[d] - skip), 0, &text, &len, err, errlen)) return -1;
+            fwrite(text, 1, len, stdout);
+            putchar('\n');
+            free(text);
+        }
+    }
+    return 0;
+}
+
+int tokenize_run(const struct config *cfg)
+{
+    int rank, P;
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &P));
+    char err[2048] = "";
+    int rc = 0;
+    struct tokenizer *tok = NULL;
+    if (!cfg->tokenize.tokenizer[0]) rc = errorf(err, sizeof err, "tokenize.tokenizer is empty: name a tokenizer.json");
+    else if (!(tok = tok_open(cfg->tokenize.tokenizer, err, sizeof err))) rc = -1;
+    int32_t sep = -1;
+    int doc_token = cfg->tokenize.doc_token_id;
+    if (rc == 0) {
+        sep = doc_token == TOKENIZE_DOC_TOKEN_bos ? tok_bos(tok) : doc_token == TOKENIZE_DOC_TOKEN_eos ? tok_eos(tok)
+              : doc_token == TOKENIZE_DOC_TOKEN_auto ? (tok_bos(tok) >= 0 ? tok_bos(tok) : tok_eos(tok)) : -1;
+        if (sep < 0 && doc_token != TOKENIZE_DOC_TOKEN_none && doc_token != TOKENIZE_DOC_TOKEN_template)
+            rc = errorf(err, sizeof err, "%s has no %s token to put before each document: set tokenize.doc_token",
+                        cfg->tokenize.tokenizer, doc_token == TOKENIZE_DOC_TOKEN_eos ? "end-of-text" : "BOS");
+    }
+    if (rc == 0 && cfg->tokenize.print_id == TOKENIZE_PRINT_none && !cfg->tokenize.output[0])
+        rc = errorf(err, sizeof err, "tokenize.output is empty: give the shards' path prefix (e.g. 'data/book')");
+    struct reader r;
+    memset(&r, 0, sizeof r);
+    if (rc == 0) rc = reader_open(&r, cfg, err, sizeof err);
+    if (mpi_agree_error(MPI_COMM_WORLD, rc != 0, err, sizeof err)) {
+        if (rank == 0) fprintf(stderr, "error: triad tokenize: %s\n", err);
+        if (r.files.gl_pathv) reader_close(&r);
+        tok_close(tok);
+        return 1;
+    }
+    struct writer w = {.cfg = cfg, .wide = tok_vocab_size(tok) > 65536, .split = -1};
+    char *doc[BATCH_DOCS] = {0};
+    size_t len[BATCH_DOCS], cap[BATCH_DOCS] = {0};
+    int32_t *mine = NULL, *all = NULL;
+    size_t nmine = 0, capmine = 0;
+    int counts[BATCH_DOCS], *rank_docs = calloc((size_t)P, sizeof(int)), *rank_ids = calloc((size_t)P, sizeof(int)),
+        *displ = calloc((size_t)P, sizeof(int));
+    long long docs = 0, tokens = 0;
+    double t0 = MPI_Wtime(), last = t0;
+    for (int more = 1; more && rc == 0;) {
+        int n = 0, got = 1;
+        while (n < BATCH_DOCS && (got = next_document(&r, &doc[n], &len[n], &cap[n], err, sizeof err)) == 1) n++;
+        if (got < 0) rc = -1;
+        more = got == 1;
+        /* this rank's documents of the batch: [lo, hi) */
+        int lo = (int)((long long)n * rank / P), hi = (int)((long long)n * (rank + 1) / P);
+        nmine = 0;
+        for (int d = lo; d < hi && rc == 0; d++) {
+            size_t before = nmine;
+            if (sep >= 0 && nmine == capmine) {
+                int32_t *g = realloc(mine, (capmine = 2 * capmine + 256) * sizeof *mine);
+                if (!g) rc = errorf(err, sizeof err, "out of memory");
+                else mine = g;
+            }
+            if (rc == 0 && sep >= 0) mine[nmine++] = sep;
+            if (rc == 0)
+                rc = tok_encode(tok, doc[d], len[d], doc_token == TOKENIZE_DOC_TOKEN_template, &mine, &nmine, &capmine,
+                                err, sizeof err);
+            counts[d - lo] = (int)(nmine - before);
+        }
+        if (mpi_agree_error(MPI_COMM_WORLD, rc != 0, err, sizeof err)) break;
+        int nd = hi - lo, ni = (int)nmine;
+        MPI_CHECK(MPI_Gather(&nd, 1, MPI_INT, rank_docs, 1, MPI_INT, 0, MPI_COMM_WORLD));
+        MPI_CHECK(MPI_Gather(&ni, 1, MPI_INT, rank_ids, 1, MPI_INT, 0, MPI_COMM_WORLD));
+        int all_counts[BATCH_DOCS];
+        for (int k = 0, at = 0; rank == 0 && k < P; k++) displ[k] = at, at += rank_docs[k];
+        MPI_CHECK(MPI_Gatherv(counts, nd, MPI_INT, all_counts, rank_docs, displ, MPI_INT, 0, MPI_COMM_WORLD));
+        long long sum = 0;
+        for (int k = 0; rank == 0 && k < P; k++) displ[k] = (int)sum, sum += rank_ids[k];
+        if (rank == 0) all = realloc(all, ((size_t)sum + 1) * sizeof *all);
+        MPI_CHECK(MPI_Gatherv(mine, ni, MPI_INT32_T, all, rank_ids, displ, MPI_INT32_T, 0, MPI_COMM_WORLD));
+        if (rank == 0) rc = emit(cfg, &w, tok, all, all_counts, n, sep >= 0, err, sizeof err);
+        docs += n, tokens += sum;
+        double now = MPI_Wtime();
+        if (rank == 0 && cfg->tokenize.print_id == TOKENIZE_PRINT_none && (now - last > 1 || !more)) {
+            double dt = now - t0 > 1e-9 ? now - t0 : 1e-9, left = r.bytes_total - r.bytes_read;
+            fprintf(stderr, "tokenize: %lld documents, %lld tokens, %.1f MB of %.1f MB, %.2f MB/s, %.0f tokens/s, "
+                    "ETA %.0f s\n", docs, tokens, r.bytes_read / 1e6, r.bytes_total / 1e6, r.bytes_read / dt / 1e6,
+                    (double)tokens / dt, left / (r.bytes_read / dt + 1e-9));
+            last = now;
+        }
+        if (mpi_agree_error(MPI_COMM_WORLD, rc != 0, err, sizeof err)) break;
+    }
+    if (rc == 0 && rank == 0) rc = shard_close(&w, err, sizeof err);
+    rc = mpi_agree_error(MPI_COMM_WORLD, rc != 0, err, sizeof err);
+    if (rank == 0) {
+        if (rc) {
+            writer_abandon(&w);
+            fprintf(stderr, "error: triad tokenize: %s\n", err);
+        } else if (cfg->tokenize.print_id == TOKENIZE_PRINT_none) {
+            printf("tokenized %lld documents into %lld tokens (%s): %lld held out in %d shard%s, %lld for training in "
+                   "%d shard%s, %s_*.bin\n", docs, (long long)(w.total[0] + w.total[1]), w.wide ? "uint32" : "uint16",
+                   w.total[0], w.index[0], w.index[0] == 1 ? "" : "s", w.total[1], w.index[1],
+                   w.index[1] == 1 ? "" : "s", cfg->tokenize.output);
+        }
+    }
+    for (int i = 0; i < BATCH_DOCS; i++) free(doc[i]);
+    free(mine), free(all), free(rank_docs), free(rank_ids), free(displ);
+    writer_free(&w);
+    reader_close(&r);
+    tok_close(tok);
+    return rc ? 1 : 0;
+}
