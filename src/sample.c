@@ -11,6 +11,7 @@
 #include "comm.h"
 #include "log.h"
 #include "model.h"
+#include "tokenizer.h"
 #include "rng.h"
 #include "shape.h"
 #include "topo.h"
@@ -147,12 +148,28 @@ static int32_t pick(const float *logits, int V, const struct config *o, double u
     return c[kept - 1].id;
 }
 
-/* The prompt's ids (rank 0): the bytes of sample.prompt or the ids of the
- * file sample.prompt_tokens.  Returns their number, -1 with err. */
-static int read_prompt(const struct config *o, int V, int32_t *ids, int cap, char *err, size_t errlen)
+/* The prompt's ids (rank 0): sample.prompt encoded by the tokenizer (after
+ * its BOS, else its end-of-text, as triad tokenize puts one before every
+ * document), or its bytes, or the ids of the file sample.prompt_tokens.
+ * Returns their number, -1 with err. */
+static int read_prompt(const struct config *o, const struct tokenizer *tok, int V, int32_t *ids, int cap, char *err,
+                       size_t errlen)
 {
     int n = 0;
-    if (o->sample.prompt_tokens[0]) {
+    if (tok && !o->sample.prompt_tokens[0]) {
+        int32_t doc = tok_bos(tok) >= 0 ? tok_bos(tok) : tok_eos(tok), *enc = xmalloc(256 * sizeof *enc);
+        size_t k = 0, kcap = 256;
+        if (doc >= 0) enc[k++] = doc;
+        if (tok_encode(tok, o->sample.prompt, strlen(o->sample.prompt), 0, &enc, &k, &kcap, err, errlen) != 0)
+            return free(enc), -1;
+        if (k > (size_t)cap - 1) {
+            free(enc);
+            return snprintf(err, errlen, "the prompt is %zu tokens, more than the model's seq_len = %d", k, cap - 1), -1;
+        }
+        memcpy(ids, enc, k * sizeof *ids);
+        free(enc);
+        n = (int)k;
+    } else if (o->sample.prompt_tokens[0]) {
         FILE *f = fopen(o->sample.prompt_tokens, "r");
         if (!f) return snprintf(err, errlen, "cannot open sample.prompt_tokens = '%s'", o->sample.prompt_tokens), -1;
         long long v, count = 0; /* every id is checked and counted; the first cap are kept */
@@ -181,6 +198,40 @@ static int read_prompt(const struct config *o, int V, int32_t *ids, int cap, cha
     }
     if (n == 0) return snprintf(err, errlen, "the prompt is empty: set sample.prompt or sample.prompt_tokens"), -1;
     return n;
+}
+
+/* The output as it grows: with a tokenizer the text of ids[0..n) (special
+ * tokens left out) past what is printed already, held back while it ends
+ * in a character still incomplete (U+FFFD) unless final; without one the
+ * bytes (a byte-level model) or the ids. */
+struct stream {
+    char *printed;
+    size_t len;
+    int n;     /* ids printed (without a tokenizer) */
+    int bytes; /* a byte-level model: the ids are the bytes */
+};
+
+static void stream_text(struct stream *s, const struct tokenizer *tok, const int32_t *ids, int n, int final)
+{
+    if (!tok) {
+        for (; s->n < n; s->n++) {
+            if (s->bytes) putchar(ids[s->n]);
+            else printf("%s%d", s->n ? " " : "", ids[s->n]);
+        }
+        return;
+    }
+    char *text, err[256];
+    size_t len;
+    if (tok_decode(tok, ids, (size_t)n, 1, &text, &len, err, sizeof err) != 0) return;
+    int held = !final && len >= 3 && memcmp(text + len - 3, "\xEF\xBF\xBD", 3) == 0;
+    if (!held && len >= s->len && (s->len == 0 || memcmp(text, s->printed, s->len) == 0)) {
+        fwrite(text + s->len, 1, len - s->len, stdout);
+        fflush(stdout);
+        free(s->printed);
+        s->printed = text, s->len = len;
+        return;
+    }
+    free(text);
 }
 
 /* The model of the checkpoint, split over the launched ranks by tp. */
@@ -230,7 +281,19 @@ int sample_checkpoint(const char *ckpt, const struct config *o)
     const struct model_dims *d = &S.m.d;
     int T = d->T, V = d->V, cap = T + 1;
     int32_t *ids = xcalloc((size_t)cap, sizeof *ids);
-    int n = g.rank == 0 ? read_prompt(o, V, ids, cap, err, sizeof err) : 0;
+    struct tokenizer *tok = NULL;
+    int n = 0;
+    if (g.rank == 0 && o->sample.tokenizer[0]) {
+        tok = tok_open(o->sample.tokenizer, err, sizeof err);
+        if (!tok) n = -1;
+        else if (tok_vocab_size(tok) > V)
+            n = -1, snprintf(err, sizeof err, "the tokenizer %s has %d ids, more than this model's vocabulary of %d",
+                             o->sample.tokenizer, tok_vocab_size(tok), V);
+    }
+    if (g.rank == 0 && n == 0) n = read_prompt(o, tok, V, ids, cap, err, sizeof err);
+    /* generation stops at the end of a document: the tokenizer's end-of-text, or the id put before each */
+    int32_t stop[2] = {tok ? tok_eos(tok) : -1, tok ? (tok_bos(tok) >= 0 ? tok_bos(tok) : tok_eos(tok)) : -1};
+    MPI_CHECK(MPI_Bcast(stop, 2, MPI_INT32_T, 0, MPI_COMM_WORLD));
     if (n > 0 && n + o->sample.max_new_tokens > T) {
         snprintf(err, sizeof err, "the prompt (%d tokens) and max_new_tokens = %lld exceed the model's seq_len = %d",
                  n, (long long)o->sample.max_new_tokens, T);
@@ -238,6 +301,7 @@ int sample_checkpoint(const char *ckpt, const struct config *o)
     }
     if (mpi_agree_error(MPI_COMM_WORLD, n < 0, err, sizeof err)) {
         if (g.rank == 0) fprintf(stderr, "error: triad sample %s: %s\n", ckpt, err);
+        tok_close(tok);
         return EXIT_ERROR;
     }
     MPI_CHECK(MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD));
@@ -255,24 +319,31 @@ int sample_checkpoint(const char *ckpt, const struct config *o)
     struct cand *cand = xmalloc((size_t)V * sizeof *cand);
     uint64_t stream = rng_stream_id("sample");
     int total = n + (int)o->sample.max_new_tokens;
+    struct stream out = {.bytes = V == 256};
+    if (g.rank == 0) stream_text(&out, tok, ids, n, 0);
     double t0 = wtime();
     for (int pos = 0; pos < total - 1; pos++) { /* the prompt fills the cache; each later logit gives a token */
         forward_token(&S, ids[pos], pos);
-        if (pos + 1 >= n)
+        if (pos + 1 >= n) {
             ids[pos + 1] = pick(S.logits, V, o, rng_uniform((uint64_t)o->sample.seed, stream, (uint64_t)pos), cand);
+            if (ids[pos + 1] == stop[0] || ids[pos + 1] == stop[1]) { /* (every rank picks the same) */
+                total = pos + 1;
+                break;
+            }
+            if (g.rank == 0) stream_text(&out, tok, ids, pos + 2, 0);
+        }
     }
     double dt = wtime() - t0;
     if (g.rank == 0) {
-        for (int i = 0; i < total; i++) {
-            if (V == 256) putchar(ids[i]);
-            else printf("%s%d", i ? " " : "", ids[i]);
-        }
+        stream_text(&out, tok, ids, total, 1);
         putchar('\n');
         fflush(stdout);
         fprintf(stderr, "triad sample: %d prompt and %lld new tokens on %d rank%s (tp %d) in %.2f s (%.1f tokens/s)\n",
                 n, (long long)o->sample.max_new_tokens, g.world, g.world > 1 ? "s" : "", d->tp, dt,
                 (total - 1) / (dt > 0 ? dt : 1));
     }
+    free(out.printed);
+    tok_close(tok);
     free(cand), free(ids), free(S.x), free(S.h), free(S.part), free(S.qkv), free(S.att), free(S.fc), free(S.act);
     free(S.logits_part), free(S.logits), free(S.kcache), free(S.vcache);
     comm_free(&S.c);

@@ -16,6 +16,10 @@ struct bytes {
     size_t n, cap;
 };
 int tok_put(struct bytes *b, const void *p, size_t n); /* -1: out of memory */
+/* Room for `need` elements of `size` bytes in *p (capacity *cap, doubled);
+ * tok_grow: one more id. */
+int tok_grow_size(void **p, size_t *cap, size_t need, size_t size);
+int tok_grow(int32_t **ids, size_t *cap);
 void tok_drop(struct bytes *b);
 
 enum norm_kind { NORM_NFC, NORM_NFD, NORM_NFKC, NORM_NFKD, NORM_PREPEND, NORM_REPLACE };
@@ -49,8 +53,17 @@ struct added {
 
 enum { MAX_STEPS = 16, MAX_TEMPLATE = 16 };
 
+/* Words seen before and their ids (the library keeps such a cache too):
+ * most words of a text repeat. */
+struct word_cache {
+    struct tok_map map; /* word -> its entry */
+    int32_t *ids;       /* every entry's ids, back to back */
+    size_t *at, n, nids, cap_at, cap_ids;
+};
+
 struct tokenizer {
     struct bpe bpe;
+    struct word_cache *cache; /* (mutable through a const tokenizer: one thread at a time) */
     struct norm_step norm[MAX_STEPS];
     struct pre_step pre[MAX_STEPS];
     struct dec_step dec[MAX_STEPS];

@@ -456,7 +456,7 @@ struct tokenizer *tok_open(const char *path, char *err, size_t errlen)
 {
     struct tokenizer *t = calloc(1, sizeof *t);
     if (!t) return errorf(err, errlen, "out of memory"), NULL;
-    t->ntmpl = 0;
+    t->cache = calloc(1, sizeof *t->cache); /* (without one: the model for every word) */
     tok_byte_alphabet(t);
     struct stat sb;
     char file[4200];
@@ -491,6 +491,7 @@ void tok_close(struct tokenizer *t)
 {
     if (!t) return;
     bpe_free(&t->bpe);
+    if (t->cache) tok_map_free(&t->cache->map), free(t->cache->ids), free(t->cache->at), free(t->cache);
     for (int i = 0; i < t->nnorm; i++) tok_drop(&t->norm[i].a), tok_drop(&t->norm[i].b);
     for (int i = 0; i < t->npre; i++) pcre2_code_free(t->pre[i].re), tok_drop(&t->pre[i].literal);
     for (int i = 0; i < t->ndec; i++) tok_drop(&t->dec[i].a), tok_drop(&t->dec[i].b);

@@ -32,6 +32,18 @@ int tok_put(struct bytes *b, const void *p, size_t n)
     return 0;
 }
 
+int tok_grow_size(void **p, size_t *cap, size_t need, size_t size)
+{
+    size_t c = *cap ? *cap : 256;
+    while (c < need) c *= 2;
+    void *g = realloc(*p, c * size);
+    if (!g) return -1;
+    *p = g, *cap = c;
+    return 0;
+}
+
+int tok_grow(int32_t **ids, size_t *cap) { return tok_grow_size((void **)ids, cap, *cap + 1, sizeof **ids); }
+
 static int put_cp(struct bytes *b, uint32_t cp)
 {
     utf8proc_uint8_t u[4];
@@ -286,6 +298,36 @@ static const struct added *added_at(const struct tokenizer *t, const char *s, si
     return best;
 }
 
+enum { CACHE_WORD_MAX = 64, CACHE_ENTRIES = 1 << 20 };
+
+/* The ids of one word, from the cache or the model (and then cached). */
+static int cached_word(const struct tokenizer *t, const char *w, size_t len, int32_t **ids, size_t *n, size_t *cap)
+{
+    struct word_cache *c = t->cache;
+    if (!c || len > CACHE_WORD_MAX) return bpe_word(&t->bpe, w, len, ids, n, cap);
+    int32_t e = tok_map_get(&c->map, w, len);
+    if (e >= 0) {
+        size_t k = c->at[e + 1] - c->at[e];
+        if (*n + k > *cap && tok_grow_size((void **)ids, cap, *n + k, sizeof **ids)) return -1;
+        memcpy(*ids + *n, c->ids + c->at[e], k * sizeof **ids);
+        *n += k;
+        return 0;
+    }
+    size_t before = *n;
+    if (bpe_word(&t->bpe, w, len, ids, n, cap)) return -1;
+    if (c->n + 2 > CACHE_ENTRIES) return 0; /* full: the model alone from now on */
+    size_t k = *n - before;
+    if ((c->n + 2 > c->cap_at && tok_grow_size((void **)&c->at, &c->cap_at, c->n + 2, sizeof *c->at)) ||
+        (c->nids + k > c->cap_ids && tok_grow_size((void **)&c->ids, &c->cap_ids, c->nids + k, sizeof *c->ids)) ||
+        tok_map_put(&c->map, w, len, (int32_t)c->n))
+        return 0; /* (no room to remember it: no harm) */
+    memcpy(c->ids + c->nids, *ids + before, k * sizeof **ids);
+    c->at[c->n] = c->nids;
+    c->nids += k;
+    c->at[++c->n] = c->nids;
+    return 0;
+}
+
 /* One piece without added tokens: normalized, pre-tokenized, each word by the model. */
 static int encode_piece(const struct tokenizer *t, const char *s, size_t len, int32_t **ids, size_t *n, size_t *cap,
                         char *err, size_t errlen)
@@ -296,19 +338,14 @@ static int encode_piece(const struct tokenizer *t, const char *s, size_t len, in
     int rc = pre_tokenize(t, &b, &words, err, errlen);
     tok_drop(&b);
     for (int i = 0; rc == 0 && i < words.n; i++)
-        if (bpe_word(&t->bpe, words.p[i].p, words.p[i].n, ids, n, cap)) rc = errorf(err, errlen, "out of memory");
+        if (cached_word(t, words.p[i].p, words.p[i].n, ids, n, cap)) rc = errorf(err, errlen, "out of memory");
     free_pieces(&words);
     return rc;
 }
 
 static int push(int32_t **ids, size_t *n, size_t *cap, int32_t id)
 {
-    if (*n == *cap) {
-        size_t c = *cap ? 2 * *cap : 256;
-        int32_t *g = realloc(*ids, c * sizeof *g);
-        if (!g) return -1;
-        *ids = g, *cap = c;
-    }
+    if (*n == *cap && tok_grow(ids, cap)) return -1;
     (*ids)[(*n)++] = id;
     return 0;
 }
