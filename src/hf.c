@@ -595,6 +595,15 @@ int hf_load(const char *dir, struct model *m, const struct grid *g, int allow_no
     return mpi_agree_error(g->world_comm, rc != 0, err, errlen);
 }
 
+int hf_tokenizer_of(const struct config *cfg, char *path, size_t len)
+{
+    struct stat sb;
+    if (cfg->data.tokenizer[0]) return snprintf(path, len, "%s", cfg->data.tokenizer), 1;
+    if (!cfg->io.init_from[0] || weights_kind_of(cfg->io.init_from) != WEIGHTS_HF) return 0;
+    snprintf(path, len, "%s/tokenizer.json", cfg->io.init_from);
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
 /* ------------------------------------------------------------ llm.c */
 
 /* llm.c's GPT-2 checkpoint: 256 int32 of header (magic 20240326, version 3:

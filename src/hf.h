@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 
+#include "config.h"
 #include "model.h"
 #include "safetensors.h"
 #include "topo.h"
@@ -42,8 +43,15 @@ int hf_load(const char *dir, struct model *m, const struct grid *g, int allow_no
 int llmc_load(const char *path, struct model *m, const struct grid *g, int allow_nonfinite, char *err,
               size_t errlen);
 
+/* The model's tokenizer by the deck: data.tokenizer, else io.init_from's
+ * folder's tokenizer.json.  1 with its path, 0 if there is none. */
+int hf_tokenizer_of(const struct config *cfg, char *path, size_t len);
+
 /* `triad export`: one process writes dir/config.json and dir/model.safetensors
- * (in dtype) from the checkpoint ckpt, whatever grid wrote it. */
+ * (in dtype) from the checkpoint ckpt, whatever grid wrote it, and with the
+ * model's tokenizer (hf_tokenizer_of the stored deck) its tokenizer.json
+ * (and the tokenizer_config.json and special_tokens_map.json beside it)
+ * and generation_config.json (its BOS and end-of-text ids). */
 int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err, size_t errlen);
 
 #endif

@@ -22,6 +22,7 @@
 #include "config.h"
 #include "log.h"
 #include "shape.h"
+#include "tokenizer.h"
 
 /* One tensor of the folder: its name and shape, and where it comes from:
  * rows [r0, r0 + rows) of the checkpoint's dataset, transposed (GPT-2's
@@ -112,11 +113,12 @@ static int write_config(const char *path, const struct model_dims *d, enum st_dt
     return fclose(fp) != 0 || rc ? -1 : 0;
 }
 
-/* The whole model the checkpoint's stored deck describes. */
-static int ckpt_dims(const char *path, struct model_dims *d, char *err, size_t errlen)
+/* The whole model the checkpoint's stored deck (into cfg) describes. */
+static int ckpt_dims(const char *path, struct model_dims *d, struct config *out, char *err, size_t errlen)
 {
     struct config cfg;
     if (ckpt_read_config(path, &cfg, err, errlen) != 0) return -1;
+    *out = cfg;
     cfg.parallel.tp = cfg.parallel.pp = cfg.parallel.dp = cfg.parallel.cp = cfg.parallel.virtual_stages = 1;
     cfg.parallel.sequence_parallel = 0;
     struct run_shape s;
@@ -194,6 +196,71 @@ static int write_tensors(hid_t f, const char *path, const struct model_dims *d, 
     return rc;
 }
 
+/* src to dst through dst.tmp, fsynced and renamed. */
+static int copy_file(const char *src, const char *dst, char *err, size_t errlen)
+{
+    char tmp[4200], buf[1 << 16];
+    snprintf(tmp, sizeof tmp, "%s.tmp", dst);
+    FILE *in = fopen(src, "rb"), *out = in ? fopen(tmp, "wb") : NULL;
+    int rc = in && out ? 0 : -1;
+    for (size_t n; rc == 0 && (n = fread(buf, 1, sizeof buf, in)) > 0;) rc = fwrite(buf, 1, n, out) == n ? 0 : -1;
+    if (in && ferror(in)) rc = -1;
+    if (out && (fflush(out) != 0 || fsync(fileno(out)) != 0)) rc = -1;
+    if (out && fclose(out) != 0) rc = -1;
+    if (in) fclose(in);
+    if (rc == 0 && rename(tmp, dst) != 0) rc = -1;
+    if (rc) unlink(tmp);
+    return rc ? errorf(err, errlen, "copying %s to %s failed: %s", src, dst, strerror(errno ? errno : EIO)) : 0;
+}
+
+/* The model's tokenizer into the folder (checked to open and to fit the
+ * vocabulary first), the files that describe it, and generation_config.json. */
+static int write_tokenizer(const struct config *cfg, const struct model_dims *d, const char *dir, char *err,
+                           size_t errlen)
+{
+    char src[4096], from[4300], to[4200];
+    if (!hf_tokenizer_of(cfg, src, sizeof src)) return 0;
+    struct tokenizer *t = tok_open(src, err, errlen);
+    if (!t) return -1;
+    int32_t nid = tok_vocab_size(t), bos = tok_bos(t), eos = tok_eos(t);
+    tok_close(t);
+    if (nid > d->V)
+        return errorf(err, errlen, "the model's tokenizer %s has %d ids, more than its vocabulary of %d: data.tokenizer "
+                      "names another model's", src, nid, d->V);
+    struct stat sb;
+    int folder = stat(src, &sb) == 0 && S_ISDIR(sb.st_mode);
+    char base[4096];
+    snprintf(base, sizeof base, "%s", src);
+    if (!folder) { /* the folder the file is in */
+        char *slash = strrchr(base, '/');
+        if (slash) *slash = 0;
+        else snprintf(base, sizeof base, ".");
+    }
+    snprintf(from, sizeof from, folder ? "%s/tokenizer.json" : "%s", folder ? base : src);
+    snprintf(to, sizeof to, "%s/tokenizer.json", dir);
+    if (stat(from, &sb) != 0) return errorf(err, errlen, "%s: the tokenizer is not a tokenizer.json (GPT-2's vocab.json "
+                                          "and merges.txt are not exported)", src);
+    if (copy_file(from, to, err, errlen)) return -1;
+    static const char *const beside[] = {"tokenizer_config.json", "special_tokens_map.json"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(from, sizeof from, "%s/%s", base, beside[i]);
+        snprintf(to, sizeof to, "%s/%s", dir, beside[i]);
+        if (stat(from, &sb) == 0 && copy_file(from, to, err, errlen)) return -1;
+    }
+    snprintf(to, sizeof to, "%s/generation_config.json", dir);
+    snprintf(from, sizeof from, "%s.tmp", to);
+    FILE *fp = fopen(from, "w");
+    if (!fp) return errorf(err, errlen, "cannot write %s: %s", from, strerror(errno));
+    fprintf(fp, "{\n");
+    if (bos >= 0) fprintf(fp, "  \"bos_token_id\": %d,\n", bos);
+    if (eos >= 0) fprintf(fp, "  \"eos_token_id\": %d,\n", eos);
+    fprintf(fp, "  \"do_sample\": true\n}\n");
+    int rc = ferror(fp) || fflush(fp) != 0 || fsync(fileno(fp)) != 0;
+    if (fclose(fp) != 0 || rc || rename(from, to) != 0)
+        return unlink(from), errorf(err, errlen, "cannot write %s: %s", to, strerror(errno));
+    return 0;
+}
+
 int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err, size_t errlen)
 {
     char cfg_path[4096], st_path[4096], tmp_cfg[4200], tmp_st[4200];
@@ -203,7 +270,8 @@ int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err,
         return errorf(err, errlen, "%s already holds a model (config.json or model.safetensors): export into a "
                         "new folder, or remove them first", dir);
     struct model_dims d;
-    if (ckpt_dims(ckpt, &d, err, errlen) != 0) return -1;
+    struct config cfg;
+    if (ckpt_dims(ckpt, &d, &cfg, err, errlen) != 0) return -1;
     hid_t f = H5Fopen(ckpt, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) return errorf(err, errlen, "cannot open %s as HDF5 (missing, unreadable or not a checkpoint)", ckpt);
     int rc = verify_model(f, &d, err, errlen);
@@ -215,6 +283,7 @@ int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err,
     if (rc == 0 && write_config(tmp_cfg, &d, dtype) != 0)
         rc = errorf(err, errlen, "cannot write %s: %s", tmp_cfg, strerror(errno));
     H5Fclose(f);
+    if (rc == 0) rc = write_tokenizer(&cfg, &d, dir, err, errlen);
     if (rc == 0 && (rename(tmp_st, st_path) != 0 || rename(tmp_cfg, cfg_path) != 0))
         rc = errorf(err, errlen, "cannot rename into %s: %s", dir, strerror(errno));
     if (rc) unlink(tmp_st), unlink(tmp_cfg);

@@ -11,6 +11,7 @@
 #include "comm.h"
 #include "log.h"
 #include "model.h"
+#include "hf.h"
 #include "tokenizer.h"
 #include "rng.h"
 #include "shape.h"
@@ -19,6 +20,7 @@
 
 /* One token's activations and the cache of every layer's keys and values. */
 struct sampler {
+    struct config cfg; /* the checkpoint's stored deck */
     struct model m;
     struct comm c;
     float *x, *h, *qkv, *att, *part, *fc, *act, *logits_part, *logits;
@@ -242,6 +244,7 @@ static int open_model(struct sampler *S, const char *ckpt, struct grid *g, char 
     int rc = g->rank == 0 ? ckpt_read_config(ckpt, &cfg, err, errlen) : 0;
     if (mpi_agree_error(MPI_COMM_WORLD, rc != 0, err, errlen)) return -1;
     MPI_CHECK(MPI_Bcast(&cfg, (int)sizeof cfg, MPI_BYTE, 0, MPI_COMM_WORLD));
+    S->cfg = cfg;
     struct deck_error de;
     const char *layout[] = {"train.precision=fp32", "train.recompute=none", "train.device=cpu", "parallel.pp=1",
                             "parallel.dp=1", "parallel.cp=1", "parallel.virtual_stages=1", "parallel.schedule=1f1b",
@@ -283,12 +286,15 @@ int sample_checkpoint(const char *ckpt, const struct config *o)
     int32_t *ids = xcalloc((size_t)cap, sizeof *ids);
     struct tokenizer *tok = NULL;
     int n = 0;
-    if (g.rank == 0 && o->sample.tokenizer[0]) {
-        tok = tok_open(o->sample.tokenizer, err, sizeof err);
+    char tpath[CONFIG_STRLEN + 32];
+    int has_tok = strcmp(o->sample.tokenizer, "none") != 0 && (o->sample.tokenizer[0] ?
+                  snprintf(tpath, sizeof tpath, "%s", o->sample.tokenizer) > 0 : hf_tokenizer_of(&S.cfg, tpath, sizeof tpath));
+    if (g.rank == 0 && has_tok) {
+        tok = tok_open(tpath, err, sizeof err);
         if (!tok) n = -1;
         else if (tok_vocab_size(tok) > V)
             n = -1, snprintf(err, sizeof err, "the tokenizer %s has %d ids, more than this model's vocabulary of %d",
-                             o->sample.tokenizer, tok_vocab_size(tok), V);
+                             tpath, tok_vocab_size(tok), V);
     }
     if (g.rank == 0 && n == 0) n = read_prompt(o, tok, V, ids, cap, err, sizeof err);
     /* generation stops at the end of a document: the tokenizer's end-of-text, or the id put before each */
