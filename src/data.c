@@ -43,6 +43,7 @@
 #endif
 
 #include "data.h"
+#include "data_internal.h"
 #include "log.h"
 
 #include <errno.h>
@@ -69,16 +70,6 @@
 #define FEISTEL_ROUNDS 6
 
 static const uint32_t syn_weight[SYN_SUCC] = {8, 4, 2, 1};
-
-/* One memory-mapped file: `n` tokens of `width` bytes at `tok`. */
-struct shard {
-    char *path;
-    void *map;
-    size_t maplen;
-    const unsigned char *tok;
-    uint64_t n;
-    int width; /* 1 (text), 2 or 4 (shards) */
-};
 
 struct data_source {
     enum data_kind kind;
@@ -136,9 +127,7 @@ static uint32_t below(uint64_t h, uint64_t m)
 
 /* ---- errors ---- */
 
-static void *fail(struct deck_error *err, const char *file, const char *hint,
-                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void *fail(struct deck_error *err, const char *file, const char *hint,
+void *data_fail(struct deck_error *err, const char *file, const char *hint,
                   const char *fmt, ...)
 {
     if (!err) return NULL;
@@ -277,14 +266,22 @@ static uint64_t window_of(const struct data_source *ds, uint64_t i)
     return ds->shuffle ? window_perm(ds, w, i / ds->W) : w;
 }
 
-static int32_t token_at(const struct shard *s, uint64_t k)
+int64_t data_token_at(const struct shard *s, uint64_t k)
 {
     const unsigned char *p = s->tok + k * (uint64_t)s->width; /* little-endian */
-    if (s->width == 1) return p[0];
-    if (s->width == 2) return (int32_t)(p[0] | (uint32_t)p[1] << 8);
-    uint32_t v = p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-    return v > INT32_MAX ? INT32_MAX : (int32_t)v; /* (beyond any vocabulary: check_tokens refuses it) */
+    if (s->width == 1) return s->signed_ ? (int8_t)p[0] : p[0];
+    if (s->width == 2) {
+        uint16_t v = (uint16_t)(p[0] | p[1] << 8);
+        return s->signed_ ? (int16_t)v : v;
+    }
+    uint64_t v = 0;
+    for (int i = s->width - 1; i >= 0; i--) v = v << 8 | p[i];
+    if (s->width == 4) return s->signed_ ? (int32_t)(uint32_t)v : (int64_t)(uint32_t)v;
+    return v > INT64_MAX ? -1 : (int64_t)v; /* (i64: negative or past any vocabulary, check_tokens refuses it) */
 }
+
+/* A token as the model's input (in range: check_tokens saw every one). */
+static int32_t token(const struct shard *s, uint64_t k) { return (int32_t)data_token_at(s, k); }
 
 /* Tokens [start, start+count) of the concatenation into out. */
 static void copy_tokens(const struct data_source *ds, uint64_t start, int count, int32_t *out)
@@ -302,7 +299,7 @@ static void copy_tokens(const struct data_source *ds, uint64_t start, int count,
             s++;
             k = 0;
         }
-        out[t] = token_at(&ds->shard[s], k++);
+        out[t] = token(&ds->shard[s], k++);
     }
 }
 
@@ -330,12 +327,12 @@ static void dir_of(const char *pattern, char *dir, size_t len)
 }
 
 /* Map one file read-only.  0, or -1 with *err filled. */
-static int map_file(struct shard *s, const char *path, struct deck_error *err)
+int data_map_file(struct shard *s, const char *path, struct deck_error *err)
 {
     int fd = open(path, O_RDONLY);
     if (fd < 0) {
         int e = errno;
-        fail(err, path, e == EACCES ? "check the file's permissions" : "check data.path in &data",
+        data_fail(err, path, e == EACCES ? "check the file's permissions" : "check data.path in &data",
              "cannot open data file '%s': %s", path, strerror(e));
         return -1;
     }
@@ -343,20 +340,20 @@ static int map_file(struct shard *s, const char *path, struct deck_error *err)
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        fail(err, path, "", "cannot stat data file '%s': %s", path, strerror(e));
+        data_fail(err, path, "", "cannot stat data file '%s': %s", path, strerror(e));
         return -1;
     }
     if (!S_ISREG(st.st_mode)) {
         int isdir = S_ISDIR(st.st_mode);
         close(fd);
-        fail(err, path, isdir ? "for kind = 'tokens' use a glob such as 'dir/*.bin'" : "",
+        data_fail(err, path, isdir ? "for kind = 'tokens' use a glob such as 'dir/*.bin'" : "",
              "data file '%s' is %s", path, isdir ? "a directory" : "not a regular file");
         return -1;
     }
     s->path = strdup(path);
     if (!s->path) {
         close(fd);
-        fail(err, path, "", "out of memory");
+        data_fail(err, path, "", "out of memory");
         return -1;
     }
     s->maplen = (size_t)st.st_size;
@@ -367,7 +364,7 @@ static int map_file(struct shard *s, const char *path, struct deck_error *err)
             int e = errno;
             s->map = NULL;
             close(fd);
-            fail(err, path, "", "cannot map data file '%s' (%zu bytes): %s", path, s->maplen,
+            data_fail(err, path, "", "cannot map data file '%s' (%zu bytes): %s", path, s->maplen,
                  strerror(e));
             return -1;
         }
@@ -390,7 +387,7 @@ static int check_shard(struct shard *s, struct deck_error *err)
 {
     const char *p = s->path;
     if (s->maplen < SHARD_HEADER_BYTES) {
-        fail(err, p, "kind = 'tokens' reads llm.c .bin shards (tools/make_tokens.py writes them); "
+        data_fail(err, p, "kind = 'tokens' reads llm.c .bin shards (tools/make_tokens.py writes them); "
                      "for a plain text file use kind = 'text'",
              "'%s' is %zu bytes, shorter than the %d-byte header of an llm.c token shard", p,
              s->maplen, SHARD_HEADER_BYTES);
@@ -410,27 +407,27 @@ static int check_shard(struct shard *s, struct deck_error *err)
         if (text)
             snprintf(hint, sizeof hint, "the file starts with text; for a plain text file use "
                      "kind = 'text'; kind = 'tokens' reads llm.c shards (triad tokenize writes them)");
-        fail(err, p, hint, "'%s' has magic %d (0x%08x%s%.*s%s), expected %d (uint16 tokens) or %d (uint32): "
+        data_fail(err, p, hint, "'%s' has magic %d (0x%08x%s%.*s%s), expected %d (uint16 tokens) or %d (uint32): "
              "not an llm.c token shard", p, hdr[0], (unsigned)hdr[0], text ? ", text \"" : "", text ? 4 : 0,
              (const char *)b, text ? "\"" : "", SHARD_MAGIC, SHARD32_MAGIC);
         return -1;
     }
     int wide = hdr[0] == SHARD32_MAGIC, version = wide ? SHARD32_VERSION : SHARD_VERSION;
     if (hdr[1] != version) {
-        fail(err, p, "triad reads version 1 shards of magic 20240520 (uint16 tokens) and version 7 of magic "
+        data_fail(err, p, "triad reads version 1 shards of magic 20240520 (uint16 tokens) and version 7 of magic "
                      "20240801 (uint32); regenerate the shard with triad tokenize",
              "'%s' is an llm.c shard of magic %d and version %d, expected version %d", p, hdr[0], hdr[1], version);
         return -1;
     }
     s->width = wide ? 4 : 2;
     if (hdr[2] < 0) {
-        fail(err, p, "the shard header is corrupt; regenerate the shard",
+        data_fail(err, p, "the shard header is corrupt; regenerate the shard",
              "'%s' header gives a negative token count (%d)", p, hdr[2]);
         return -1;
     }
     uint64_t n = (uint64_t)hdr[2], w = (uint64_t)s->width, m = (s->maplen - SHARD_HEADER_BYTES) / w;
     if (s->maplen != SHARD_HEADER_BYTES + w * n) {
-        fail(err, p, m < n ? "the file is truncated (an interrupted copy or download?); "
+        data_fail(err, p, m < n ? "the file is truncated (an interrupted copy or download?); "
                              "copy or regenerate it"
                            : "the file is longer than its header says; regenerate it",
              "'%s' header says %llu tokens, the file holds %llu%s (%zu bytes, expected %llu)", p,
@@ -444,48 +441,57 @@ static int check_shard(struct shard *s, struct deck_error *err)
     return 0;
 }
 
-/* Largest token of a shard. */
-static int32_t shard_max(const struct shard *s)
+/* Largest token of a shard, and (signed ids) the smallest. */
+static int64_t shard_max(const struct shard *s, int64_t *min)
 {
-    int32_t mx = 0;
+    int64_t mx = 0, mn = 0;
     const int64_t n = (int64_t)s->n;
 #ifdef _OPENMP
-#pragma omp parallel for reduction(max : mx) schedule(static)
+#pragma omp parallel for reduction(max : mx) reduction(min : mn) schedule(static)
 #endif
     for (int64_t k = 0; k < n; k++) {
-        int32_t v = token_at(s, (uint64_t)k);
+        int64_t v = data_token_at(s, (uint64_t)k);
         mx = v > mx ? v : mx;
+        mn = v < mn ? v : mn;
     }
+    *min = mn;
     return mx;
 }
 
-/* Every token < V, or -1 with the first offender and the global max. */
+/* Every token in [0, V), or -1 with the first offender and the global max. */
 static int check_tokens(const struct data_source *ds, struct deck_error *err)
 {
-    int32_t mx = 0;
+    int64_t mx = 0, mn;
     int bad = -1;
     for (int s = 0; s < ds->nshard; s++) {
-        int32_t m = shard_max(&ds->shard[s]);
-        if (m >= ds->V && bad < 0) bad = s;
+        int64_t m = shard_max(&ds->shard[s], &mn);
+        if ((m >= ds->V || mn < 0) && bad < 0) bad = s;
         if (m > mx) mx = m;
     }
     if (bad < 0) return 0;
     const struct shard *s = &ds->shard[bad];
     uint64_t k = 0;
-    while (token_at(s, k) < ds->V) k++;
+    while (data_token_at(s, k) >= 0 && data_token_at(s, k) < ds->V) k++;
     char hint[256];
-    snprintf(hint, sizeof hint, "raise vocab_size in &model to at least %d (the largest token in "
-             "the data + 1)", mx + 1);
-    fail(err, s->path, hint, "'%s' token %llu (0-based, after the header) is %d, not below "
-         "vocab_size = %d", s->path, (unsigned long long)k, token_at(s, k), ds->V);
+    if (data_token_at(s, k) < 0) snprintf(hint, sizeof hint, "token ids are never negative: the file is damaged");
+    else snprintf(hint, sizeof hint, "raise vocab_size in &model to at least %lld (the largest token in the data + 1)",
+                  (long long)mx + 1);
+    data_fail(err, s->path, hint, "'%s' token %llu (0-based%s) is %lld, not in 0 .. vocab_size - 1 = %d", s->path,
+              (unsigned long long)k, ds->kind == DATA_KIND_tokens ? ", after the header" : "",
+              (long long)data_token_at(s, k), ds->V - 1);
     return -1;
 }
 
 /* Glob `pattern` into ds->shard, sorted by name.  0 or -1. */
-static int open_shards(struct data_source *ds, const char *pattern, struct deck_error *err)
+static int open_shards(struct data_source *ds, const char *path, int indexed, struct deck_error *err)
 {
     glob_t g;
     memset(&g, 0, sizeof g);
+    /* an indexed dataset: PREFIX, PREFIX.idx or PREFIX.bin, or a glob of prefixes, by their .idx files */
+    char pattern[CONFIG_STRLEN + 8];
+    size_t n = strlen(path);
+    int ext = indexed && n > 4 && (strcmp(path + n - 4, ".idx") == 0 || strcmp(path + n - 4, ".bin") == 0);
+    snprintf(pattern, sizeof pattern, "%.*s%s", (int)(ext ? n - 4 : n), path, indexed ? ".idx" : "");
     int rc = glob(pattern, 0, NULL, &g);
     if (rc == GLOB_NOMATCH) {
         globfree(&g);
@@ -493,7 +499,7 @@ static int open_shards(struct data_source *ds, const char *pattern, struct deck_
         struct stat st;
         dir_of(pattern, dir, sizeof dir);
         int exists = stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
-        fail(err, pattern, exists ? "check data.path in &data; relative paths start in the "
+        data_fail(err, pattern, exists ? "check data.path in &data; relative paths start in the "
                                     "directory the run is launched from"
                                   : "create the directory or correct data.path in &data",
              "no file matches data.path '%s' (directory '%s'%s)", pattern, dir,
@@ -502,7 +508,7 @@ static int open_shards(struct data_source *ds, const char *pattern, struct deck_
     }
     if (rc != 0) {
         globfree(&g);
-        fail(err, pattern, "check that the directories in data.path are readable",
+        data_fail(err, pattern, "check that the directories in data.path are readable",
              "cannot expand data.path '%s' (%s)", pattern,
              rc == GLOB_NOSPACE ? "out of memory" : "read error");
         return -1;
@@ -513,11 +519,13 @@ static int open_shards(struct data_source *ds, const char *pattern, struct deck_
     ds->first = calloc(g.gl_pathc + 1, sizeof *ds->first);
     if (!ds->shard || !ds->first) {
         globfree(&g);
-        fail(err, pattern, "", "out of memory");
+        data_fail(err, pattern, "", "out of memory");
         return -1;
     }
     for (size_t s = 0; s < g.gl_pathc; s++) {
-        if (map_file(&ds->shard[s], g.gl_pathv[s], err) || check_shard(&ds->shard[s], err)) {
+        if (indexed) g.gl_pathv[s][strlen(g.gl_pathv[s]) - 4] = 0; /* the prefix */
+        if (indexed ? data_indexed_open(&ds->shard[s], g.gl_pathv[s], err)
+                    : data_map_file(&ds->shard[s], g.gl_pathv[s], err) || check_shard(&ds->shard[s], err)) {
             globfree(&g);
             return -1;
         }
@@ -533,7 +541,7 @@ static int open_text(struct data_source *ds, const char *path, struct deck_error
     if (ds->V < 256) {
         char hint[128];
         snprintf(hint, sizeof hint, "set vocab_size = 256 (or more) in &model");
-        fail(err, path, hint, "kind = 'text' uses bytes as tokens (256 values), but vocab_size "
+        data_fail(err, path, hint, "kind = 'text' uses bytes as tokens (256 values), but vocab_size "
              "is %d", ds->V);
         return -1;
     }
@@ -541,10 +549,10 @@ static int open_text(struct data_source *ds, const char *path, struct deck_error
     ds->shard = calloc(1, sizeof *ds->shard);
     ds->first = calloc(2, sizeof *ds->first);
     if (!ds->shard || !ds->first) {
-        fail(err, path, "", "out of memory");
+        data_fail(err, path, "", "out of memory");
         return -1;
     }
-    if (map_file(&ds->shard[0], path, err)) return -1;
+    if (data_map_file(&ds->shard[0], path, err)) return -1;
     ds->shard[0].tok = ds->shard[0].map;
     ds->shard[0].n = ds->shard[0].maplen;
     ds->shard[0].width = 1;
@@ -558,11 +566,11 @@ struct data_source *data_open(const struct config *cfg, int V, int T, struct dec
 {
     const char *kind = cfg->data.kind, *path = cfg->data.path;
     if (V < 2 || T < 1) {
-        return fail(err, "&model", "check vocab_size and seq_len in &model",
+        return data_fail(err, "&model", "check vocab_size and seq_len in &model",
                     "data source needs vocab_size >= 2 and seq_len >= 1 (got %d and %d)", V, T);
     }
     struct data_source *ds = calloc(1, sizeof *ds);
-    if (!ds) return fail(err, path, "", "out of memory");
+    if (!ds) return data_fail(err, path, "", "out of memory");
     ds->V = V;
     ds->T = T;
     ds->seed = (uint64_t)cfg->data.seed;
@@ -579,21 +587,21 @@ struct data_source *data_open(const struct config *cfg, int V, int T, struct dec
                  (unsigned long long)ds->seed, ds->floor_lo, ds->floor_hi);
         return ds;
     }
-    int text = strcasecmp(kind, "text") == 0;
-    if (!text && strcasecmp(kind, "tokens") != 0) {
+    int text = strcasecmp(kind, "text") == 0, indexed = strcasecmp(kind, "indexed") == 0;
+    if (!text && !indexed && strcasecmp(kind, "tokens") != 0) {
         free(ds);
-        return fail(err, "&data", "use kind = 'synthetic', 'text' or 'tokens' in &data",
+        return data_fail(err, "&data", "use kind = 'synthetic', 'text', 'tokens' or 'indexed' in &data",
                     "unknown data kind '%s'", kind);
     }
     if (!path[0]) {
         free(ds);
-        return fail(err, "&data", text ? "set path = 'file.txt' in &data"
+        return data_fail(err, "&data", text ? "set path = 'file.txt' in &data"
                                   : "set path = 'dir/*.bin' in &data (tools/make_tokens.py "
                                     "writes shards)",
                     "kind = '%s' needs data.path", text ? "text" : "tokens");
     }
-    ds->kind = text ? DATA_KIND_text : DATA_KIND_tokens;
-    if ((text ? open_text(ds, path, err) : open_shards(ds, path, err)) != 0) {
+    ds->kind = text ? DATA_KIND_text : indexed ? DATA_KIND_indexed : DATA_KIND_tokens;
+    if ((text ? open_text(ds, path, err) : open_shards(ds, path, indexed, err)) != 0) {
         data_close(ds);
         return NULL;
     }
@@ -604,7 +612,7 @@ struct data_source *data_open(const struct config *cfg, int V, int T, struct dec
                      (unsigned long long)(ds->N - 1));
         else
             snprintf(hint, sizeof hint, "add data");
-        fail(err, path, hint, "'%s' holds %llu tokens in total; one window of seq_len = %d needs "
+        data_fail(err, path, hint, "'%s' holds %llu tokens in total; one window of seq_len = %d needs "
              "%d", path, (unsigned long long)ds->N, T, T + 1);
         data_close(ds);
         return NULL;
@@ -613,13 +621,13 @@ struct data_source *data_open(const struct config *cfg, int V, int T, struct dec
     ds->half_bits = 1;
     while (ds->half_bits < 31 && (1ULL << (2 * ds->half_bits)) < ds->W) ds->half_bits++;
 
-    int n = snprintf(ds->desc, sizeof ds->desc, "%s: ", text ? "text" : "tokens");
+    int n = snprintf(ds->desc, sizeof ds->desc, "%s: ", text ? "text" : indexed ? "indexed" : "tokens");
     if (text)
         n += snprintf(ds->desc + n, sizeof ds->desc - n, "'%.300s', %llu bytes", path,
                       (unsigned long long)ds->N);
     else
-        n += snprintf(ds->desc + n, sizeof ds->desc - n, "%d shard%s, %llu tokens", ds->nshard,
-                      ds->nshard == 1 ? "" : "s", (unsigned long long)ds->N);
+        n += snprintf(ds->desc + n, sizeof ds->desc - n, "%d %s%s, %llu tokens", ds->nshard,
+                      indexed ? "dataset" : "shard", ds->nshard == 1 ? "" : "s", (unsigned long long)ds->N);
     snprintf(ds->desc + n, sizeof ds->desc - n, ", %llu window%s of %d%s",
              (unsigned long long)ds->W, ds->W == 1 ? "" : "s", T,
              ds->shuffle ? ", shuffled each epoch" : "");

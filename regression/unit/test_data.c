@@ -491,16 +491,31 @@ static void test_errors(void)
     tap_ok(fails_with(cfg_of("tokens", tpath("m_*.bin"), 1, 0), 256, 4, "not an llm.c token shard",
                       "magic 1633771873 (0x61616161, text \"aaaa\")", "kind = 'text'"),
            "tokens: a wrong magic says what was found");
-    write_shard_ex("l3_00.bin", t, 20, 20240801, 7, -1, 0);
-    tap_ok(fails_with(cfg_of("tokens", tpath("l3_*.bin"), 1, 0), 256, 4, "magic 20240801", NULL,
-                      "LLaMA-3"),
-           "tokens: an llm.c LLaMA-3 shard is recognised in the hint");
+    { /* llm.c's LLaMA-3 shard: uint32 ids past 65535, read as written */
+        unsigned char b32[1024 + 4 * 12] = {0};
+        int32_t h32[3] = {20240801, 7, 12};
+        memcpy(b32, h32, sizeof h32);
+        for (int k = 0; k < 12; k++) {
+            uint32_t v = 128000u + (uint32_t)k * 21u;
+            for (int i = 0; i < 4; i++) b32[1024 + 4 * k + i] = (unsigned char)(v >> (8 * i));
+        }
+        write_bytes("l3_00.bin", b32, sizeof b32);
+        struct data_source *l3 = must_open(cfg_of("tokens", tpath("l3_*.bin"), 1, 0), 128256, 5);
+        int32_t seq[6];
+        data_sample(l3, 1, seq);
+        tap_ok(seq[0] == 128000 + 5 * 21 && seq[5] == 128000 + 10 * 21, "tokens: an llm.c LLaMA-3 shard (20240801, "
+               "version 7, uint32) reads its ids past 65535 (%d ... %d)", seq[0], seq[5]);
+        data_close(l3);
+        tap_ok(fails_with(cfg_of("tokens", tpath("l3_*.bin"), 1, 0), 128000, 4, "is 128000, not in 0 .. vocab_size - 1",
+                          NULL, "at least 128232"),
+               "tokens: a uint32 id past vocab_size is named with the size needed");
+    }
     write_bytes("short.bin", text, 100);
     tap_ok(fails_with(cfg_of("tokens", tpath("short.bin"), 1, 0), 256, 4, "100 bytes, shorter",
                       NULL, NULL),
            "tokens: a file shorter than the header");
     write_shard_ex("v_00.bin", t, 20, 20240520, 2, -1, 0);
-    tap_ok(fails_with(cfg_of("tokens", tpath("v_*.bin"), 1, 0), 256, 4, "version 2", "expected 1",
+    tap_ok(fails_with(cfg_of("tokens", tpath("v_*.bin"), 1, 0), 256, 4, "version 2", "expected version 1",
                       NULL),
            "tokens: a wrong version");
     write_shard_ex("tr_00.bin", t, 50, 20240520, 1, 100, 0);
