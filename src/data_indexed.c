@@ -66,7 +66,7 @@ int data_indexed_open(struct shard *s, const char *prefix, struct deck_error *er
         }
     }
     uint64_t tokens = 0;
-    int w = code ? dtypes[code].bytes : 1;
+    int w = rc == 0 ? dtypes[code].bytes : 1; /* (code is in the table only when rc is 0) */
     for (uint64_t i = 0; rc == 0 && i < nseq; i++) { /* lengths and offsets: one after the other from 0 */
         int32_t n;
         memcpy(&n, p + 34 + 4 * i, 4);

