@@ -152,6 +152,12 @@ mkdir -p "$scratch/sj"
 printf 'First document.\nSecond \303\251 doc\nwith a newline.\n' | cmp -s - "$scratch/out"
 ok $? "JSON Lines: the field of each object a document (blank lines skipped)"
 
+printf 'doc one\nline two\n===\n===\ndoc three\n===\n' > "$scratch/sep.txt"
+"$TRIAD" tokenize tokenize.tokenizer="'$scratch/gpt2'" tokenize.input="'$scratch/sep.txt'" tokenize.separator="'==='" \
+    tokenize.print=text tokenize.doc_token=none > "$scratch/out" 2>&1
+printf 'doc one\nline two\n\ndoc three\n\n' | cmp -s - "$scratch/out"
+ok $? "tokenize.separator: the lines between separator lines a document (none where two separators meet)"
+
 # errors: the file and line, and no shard of the run left
 printf '%s\n' '{"text": "ok"}' '{"text": ' > "$scratch/broken.jsonl"
 "$TRIAD" tokenize tokenize.tokenizer="'$L3'" tokenize.input="'$scratch/broken.jsonl'" tokenize.format=jsonl \
