@@ -7,27 +7,8 @@
 # what was found; an export from a damaged checkpoint writes nothing.
 . "$(dirname "$0")/lib.sh"
 
-H="$PYTHON3 $top_srcdir/regression/hf_files.py"
-KL='{"L":2,"C":32,"NH":4,"NKV":2,"F":64,"V":64,"T":16,"eps":1e-6,"theta":500000,"tied":false}'
-KG='{"L":2,"C":32,"NH":4,"NKV":4,"F":128,"V":64,"T":16,"eps":1e-5,"theta":10000,"tied":true}'
-cat > "$scratch/llama.nml" << 'EOF2'
-&model
-  arch = 'llama', n_layer = 2, n_head = 4, n_kv_head = 2, d_model = 32, ffn_hidden = 64, seq_len = 16
-  vocab_size = 64, norm_eps = 1e-6, rope_theta = 500000
-/
-&train
-  steps = 0, batch_size = 4, peak_gflops = 100.0
-/
-EOF2
+hf_decks # $H, $KL, $KG and $scratch/{llama,gpt2}.nml (lib.sh)
 sed 's/norm_eps = 1e-6/norm_eps = 1e-5/' "$scratch/llama.nml" > "$scratch/llama_eps5.nml"
-cat > "$scratch/gpt2.nml" << 'EOF2'
-&model
-  n_layer = 2, n_head = 4, d_model = 32, seq_len = 16, vocab_size = 64
-/
-&train
-  steps = 0, batch_size = 4, peak_gflops = 100.0
-/
-EOF2
 $H make llama "$scratch/llama" "$KL"
 $H make llama "$scratch/sharded" "$KL" --shards 2
 $H make gpt2 "$scratch/gpt2" "$KG"

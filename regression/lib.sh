@@ -47,3 +47,17 @@ PY
 compare_runs() {
     "$PYTHON3" "$top_srcdir/regression/compare.py" "$@"
 }
+
+# hf_decks: the small llama and GPT-2 of the weights-in-and-out tests --
+# $H (the independent writer and reader, regression/hf_files.py), $KL and
+# $KG (their shapes for it) and the decks $scratch/llama.nml, gpt2.nml.
+hf_decks() {
+    H="$PYTHON3 $top_srcdir/regression/hf_files.py"
+    KL='{"L":2,"C":32,"NH":4,"NKV":2,"F":64,"V":64,"T":16,"eps":1e-6,"theta":500000,"tied":false}'
+    KG='{"L":2,"C":32,"NH":4,"NKV":4,"F":128,"V":64,"T":16,"eps":1e-5,"theta":10000,"tied":true}'
+    printf '%s\n' "&model" "  arch = 'llama', n_layer = 2, n_head = 4, n_kv_head = 2, d_model = 32, ffn_hidden = 64," \
+        "  seq_len = 16, vocab_size = 64, norm_eps = 1e-6, rope_theta = 500000" "/" \
+        "&train" "  steps = 0, batch_size = 4, peak_gflops = 100.0" "/" > "$scratch/llama.nml"
+    printf '%s\n' "&model" "  n_layer = 2, n_head = 4, d_model = 32, seq_len = 16, vocab_size = 64" "/" \
+        "&train" "  steps = 0, batch_size = 4, peak_gflops = 100.0" "/" > "$scratch/gpt2.nml"
+}

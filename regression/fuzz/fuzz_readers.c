@@ -421,25 +421,33 @@ static int run_llmc(struct harness *h, const char *in, char *err, size_t errlen)
     return llmc_load(in, &h->gpt2, &h->g, 0, err, errlen);
 }
 
-static int run_shard(struct harness *h, const char *in, char *err, size_t errlen)
+/* The data source of kind at path, opened and sampled (any window, wrapped). */
+static int run_data(const char *kind, const char *path, int V, int T, char *err, size_t errlen)
 {
     struct config cfg;
     struct deck_error de;
     memset(&de, 0, sizeof de);
-    char path[4200];
+    char k[64], p[4300];
     config_defaults(&cfg);
-    snprintf(path, sizeof path, "data.path='%s'", in);
-    if (config_override(&cfg, "data.kind='tokens'", &de) != 0 || config_override(&cfg, path, &de) != 0) {
+    snprintf(k, sizeof k, "data.kind='%s'", kind);
+    snprintf(p, sizeof p, "data.path='%s'", path);
+    if (config_override(&cfg, k, &de) != 0 || config_override(&cfg, p, &de) != 0) {
         fprintf(stderr, "fuzz_readers: %s\n", de.what);
         exit(2);
     }
     config_resolve(&cfg);
-    struct data_source *ds = data_open(&cfg, 64, 16, &de);
+    struct data_source *ds = data_open(&cfg, V, T, &de);
     if (!ds) return snprintf(err, errlen, "%s", de.what), -1;
-    int32_t seq[17];
-    for (uint64_t i = 0; i < 4; i++) data_sample(ds, i * 7919, seq); /* any window, wrapped */
+    int32_t seq[64];
+    for (uint64_t i = 0; i < 4; i++) data_sample(ds, i * 7919, seq);
     data_close(ds);
     return 0;
+}
+
+static int run_shard(struct harness *h, const char *in, char *err, size_t errlen)
+{
+    (void)h;
+    return run_data("tokens", in, 64, 16, err, errlen);
 }
 
 /* A tokenizer.json, then a text through it and back (added tokens,
@@ -472,22 +480,8 @@ static int run_indexed(struct harness *h, const char *in, char *err, size_t errl
     snprintf(path, sizeof path, "%s/x.idx", dir);
     unlink(path);
     if (symlink(in, path) != 0) die_harness("cannot link", path);
-    struct config cfg;
-    struct deck_error de;
-    memset(&de, 0, sizeof de);
-    config_defaults(&cfg);
-    snprintf(path, sizeof path, "data.path='%s/x'", dir);
-    if (config_override(&cfg, "data.kind='indexed'", &de) != 0 || config_override(&cfg, path, &de) != 0) {
-        fprintf(stderr, "fuzz_readers: %s\n", de.what);
-        exit(2);
-    }
-    config_resolve(&cfg);
-    struct data_source *ds = data_open(&cfg, 64, 4, &de);
-    if (!ds) return snprintf(err, errlen, "%s", de.what), -1;
-    int32_t seq[5];
-    for (uint64_t i = 0; i < 4; i++) data_sample(ds, i * 7919, seq);
-    data_close(ds);
-    return 0;
+    snprintf(path, sizeof path, "%s/x", dir);
+    return run_data("indexed", path, 64, 4, err, errlen);
 }
 
 /* The checkpoint as init_from and as triad export read it. */
