@@ -67,4 +67,18 @@ st=$?
 head -c 200 "$scratch/text" | diag
 [ $st -eq 0 ] && head -c 12 "$scratch/text" | grep -q "^This License" && ! grep -q "^[0-9 ]*$" "$scratch/text"
 ok $? "triad sample, with the tokenizer of the folder it came from, prints text after the prompt"
+# the run kept its tokenizer: with the original gone, sample and export still have it
+cmp -s "$T" "$scratch/run/tokenizer.json"
+ok $? "the training run keeps a copy of its tokenizer.json beside its checkpoints"
+mkdir -p "$scratch/moved"
+cp "$scratch/run/ckpt_24.h5" "$scratch/moved/"
+sed -i "s|^  tokenizer = .*|  tokenizer = '$scratch/gone/tokenizer.json'|" "$scratch/llama.nml"
+cp "$scratch/run/tokenizer.json" "$scratch/moved/"
+$MPIEXEC -n 1 "$TRIAD" sample "$scratch/moved/ckpt_24.h5" sample.prompt="'This License'" sample.max_new_tokens=4 \
+    sample.temperature=0 > "$scratch/text" 2> "$scratch/last.out" && head -c 12 "$scratch/text" | grep -q "^This License"
+ok $? "... and triad sample finds it beside the checkpoint"
+triad_run 1 "$scratch/llama.nml" io.run_dir="'$scratch/broken'" train.steps=2 parallel.tp=1 \
+    parallel.pp=1 parallel.dp=1
+[ $? -eq 1 ] && grep -q "data.tokenizer = '$scratch/gone/tokenizer.json' is no tokenizer" "$scratch/last.out"
+ok $? "a data.tokenizer that is not there stops a new run before step 1"
 done_testing

@@ -20,6 +20,7 @@
 
 #include "json.h"
 #include "log.h"
+#include "tokenizer.h"
 
 enum { LLMC_MAGIC = 20240326, LLMC_HEADER = 256 };
 
@@ -595,13 +596,78 @@ int hf_load(const char *dir, struct model *m, const struct grid *g, int allow_no
     return mpi_agree_error(g->world_comm, rc != 0, err, errlen);
 }
 
-int hf_tokenizer_of(const struct config *cfg, char *path, size_t len)
+/* Is path a tokenizer (a file, or a folder with tokenizer.json or vocab.json)? */
+static int is_tokenizer(const char *path)
 {
     struct stat sb;
-    if (cfg->data.tokenizer[0]) return snprintf(path, len, "%s", cfg->data.tokenizer), 1;
-    if (!cfg->io.init_from[0] || weights_kind_of(cfg->io.init_from) != WEIGHTS_HF) return 0;
-    snprintf(path, len, "%s/tokenizer.json", cfg->io.init_from);
-    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+    char f[4200];
+    if (stat(path, &sb) != 0) return 0;
+    if (S_ISREG(sb.st_mode)) return 1;
+    snprintf(f, sizeof f, "%s/tokenizer.json", path);
+    if (stat(f, &sb) == 0) return 1;
+    snprintf(f, sizeof f, "%s/vocab.json", path);
+    return stat(f, &sb) == 0;
+}
+
+int hf_tokenizer_of(const struct config *cfg, const char *ckpt, char *path, size_t len)
+{
+    if (cfg->data.tokenizer[0] && is_tokenizer(cfg->data.tokenizer))
+        return snprintf(path, len, "%s", cfg->data.tokenizer), 1;
+    if (cfg->io.init_from[0] && weights_kind_of(cfg->io.init_from) == WEIGHTS_HF) {
+        snprintf(path, len, "%s/tokenizer.json", cfg->io.init_from);
+        if (is_tokenizer(path)) return 1;
+    }
+    if (!ckpt && !cfg->data.tokenizer[0]) return 0;
+    /* the copy beside the checkpoints (hf_keep_tokenizer) */
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", ckpt ? ckpt : cfg->io.run_dir);
+    char *slash = strrchr(dir, '/');
+    if (ckpt) {
+        if (slash) *slash = 0;
+        else snprintf(dir, sizeof dir, ".");
+    }
+    snprintf(path, len, "%s/tokenizer.json", dir);
+    return is_tokenizer(path);
+}
+
+int hf_copy_file(const char *src, const char *dst, char *err, size_t errlen)
+{
+    char tmp[4200], buf[1 << 16];
+    snprintf(tmp, sizeof tmp, "%s.tmp", dst);
+    FILE *in = fopen(src, "rb"), *out = in ? fopen(tmp, "wb") : NULL;
+    int rc = in && out ? 0 : -1;
+    errno = in && !out ? errno : in ? 0 : errno;
+    for (size_t n; rc == 0 && (n = fread(buf, 1, sizeof buf, in)) > 0;) rc = fwrite(buf, 1, n, out) == n ? 0 : -1;
+    if (in && ferror(in)) rc = -1;
+    if (out && (fflush(out) != 0 || fsync(fileno(out)) != 0)) rc = -1;
+    if (out && fclose(out) != 0) rc = -1;
+    if (in) fclose(in);
+    if (rc == 0 && rename(tmp, dst) != 0) rc = -1;
+    if (rc) unlink(tmp);
+    return rc ? errorf(err, errlen, "copying %s to %s failed: %s", src, dst, strerror(errno ? errno : EIO)) : 0;
+}
+
+int hf_keep_tokenizer(const struct config *cfg, int V, char *err, size_t errlen)
+{
+    char src[4096], dst[4200], file[4200];
+    snprintf(dst, sizeof dst, "%s/tokenizer.json", cfg->io.run_dir);
+    if (cfg->data.tokenizer[0] && !is_tokenizer(cfg->data.tokenizer)) {
+        if (is_tokenizer(dst)) return 0; /* (gone since: the run's copy stands in) */
+        return errorf(err, errlen, "data.tokenizer = '%s' is no tokenizer: name a tokenizer.json, or a folder with one",
+                      cfg->data.tokenizer);
+    }
+    if (!hf_tokenizer_of(cfg, NULL, src, sizeof src)) return 0;
+    struct tokenizer *t = tok_open(src, err, errlen);
+    if (!t) return -1;
+    int32_t nid = tok_vocab_size(t);
+    tok_close(t);
+    if (nid > V)
+        return errorf(err, errlen, "the tokenizer %s has %d ids, more than the model's vocab_size = %d", src, nid, V);
+    struct stat a, b;
+    snprintf(file, sizeof file, "%s%s", src, stat(src, &a) == 0 && S_ISDIR(a.st_mode) ? "/tokenizer.json" : "");
+    if (stat(file, &a) != 0) return 0; /* (GPT-2's vocab.json + merges.txt: not copied) */
+    if (stat(dst, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) return 0; /* (it is the copy) */
+    return hf_copy_file(file, dst, err, errlen);
 }
 
 /* ------------------------------------------------------------ llm.c */

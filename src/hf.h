@@ -44,8 +44,17 @@ int llmc_load(const char *path, struct model *m, const struct grid *g, int allow
               size_t errlen);
 
 /* The model's tokenizer by the deck: data.tokenizer, else io.init_from's
- * folder's tokenizer.json.  1 with its path, 0 if there is none. */
-int hf_tokenizer_of(const struct config *cfg, char *path, size_t len);
+ * folder's tokenizer.json, else the copy kept beside the checkpoints
+ * (ckpt's folder, or io.run_dir's with ckpt NULL).  1 with its path, 0 if
+ * there is none. */
+int hf_tokenizer_of(const struct config *cfg, const char *ckpt, char *path, size_t len);
+/* At the start of a run (rank 0): the model's tokenizer checked (it opens,
+ * its ids fit vocab_size V) and its tokenizer.json copied into io.run_dir,
+ * so that the run's checkpoints keep it whatever becomes of the original.
+ * 0 (also without one), or -1 with err. */
+int hf_keep_tokenizer(const struct config *cfg, int V, char *err, size_t errlen);
+/* src to dst through dst.tmp, fsynced and renamed; 0 or -1 with err. */
+int hf_copy_file(const char *src, const char *dst, char *err, size_t errlen);
 
 /* `triad export`: one process writes dir/config.json and dir/model.safetensors
  * (in dtype) from the checkpoint ckpt, whatever grid wrote it, and with the

@@ -196,30 +196,13 @@ static int write_tensors(hid_t f, const char *path, const struct model_dims *d, 
     return rc;
 }
 
-/* src to dst through dst.tmp, fsynced and renamed. */
-static int copy_file(const char *src, const char *dst, char *err, size_t errlen)
-{
-    char tmp[4200], buf[1 << 16];
-    snprintf(tmp, sizeof tmp, "%s.tmp", dst);
-    FILE *in = fopen(src, "rb"), *out = in ? fopen(tmp, "wb") : NULL;
-    int rc = in && out ? 0 : -1;
-    for (size_t n; rc == 0 && (n = fread(buf, 1, sizeof buf, in)) > 0;) rc = fwrite(buf, 1, n, out) == n ? 0 : -1;
-    if (in && ferror(in)) rc = -1;
-    if (out && (fflush(out) != 0 || fsync(fileno(out)) != 0)) rc = -1;
-    if (out && fclose(out) != 0) rc = -1;
-    if (in) fclose(in);
-    if (rc == 0 && rename(tmp, dst) != 0) rc = -1;
-    if (rc) unlink(tmp);
-    return rc ? errorf(err, errlen, "copying %s to %s failed: %s", src, dst, strerror(errno ? errno : EIO)) : 0;
-}
-
 /* The model's tokenizer into the folder (checked to open and to fit the
  * vocabulary first), the files that describe it, and generation_config.json. */
-static int write_tokenizer(const struct config *cfg, const struct model_dims *d, const char *dir, char *err,
-                           size_t errlen)
+static int write_tokenizer(const struct config *cfg, const char *ckpt, const struct model_dims *d, const char *dir,
+                           char *err, size_t errlen)
 {
     char src[4096], from[4300], to[4200];
-    if (!hf_tokenizer_of(cfg, src, sizeof src)) return 0;
+    if (!hf_tokenizer_of(cfg, ckpt, src, sizeof src)) return 0;
     struct tokenizer *t = tok_open(src, err, errlen);
     if (!t) return -1;
     int32_t nid = tok_vocab_size(t), bos = tok_bos(t), eos = tok_eos(t);
@@ -240,12 +223,12 @@ static int write_tokenizer(const struct config *cfg, const struct model_dims *d,
     snprintf(to, sizeof to, "%s/tokenizer.json", dir);
     if (stat(from, &sb) != 0) return errorf(err, errlen, "%s: the tokenizer is not a tokenizer.json (GPT-2's vocab.json "
                                           "and merges.txt are not exported)", src);
-    if (copy_file(from, to, err, errlen)) return -1;
+    if (hf_copy_file(from, to, err, errlen)) return -1;
     static const char *const beside[] = {"tokenizer_config.json", "special_tokens_map.json"};
     for (int i = 0; i < 2; i++) {
         snprintf(from, sizeof from, "%s/%s", base, beside[i]);
         snprintf(to, sizeof to, "%s/%s", dir, beside[i]);
-        if (stat(from, &sb) == 0 && copy_file(from, to, err, errlen)) return -1;
+        if (stat(from, &sb) == 0 && hf_copy_file(from, to, err, errlen)) return -1;
     }
     snprintf(to, sizeof to, "%s/generation_config.json", dir);
     snprintf(from, sizeof from, "%s.tmp", to);
@@ -283,7 +266,7 @@ int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err,
     if (rc == 0 && write_config(tmp_cfg, &d, dtype) != 0)
         rc = errorf(err, errlen, "cannot write %s: %s", tmp_cfg, strerror(errno));
     H5Fclose(f);
-    if (rc == 0) rc = write_tokenizer(&cfg, &d, dir, err, errlen);
+    if (rc == 0) rc = write_tokenizer(&cfg, ckpt, &d, dir, err, errlen);
     if (rc == 0 && (rename(tmp_st, st_path) != 0 || rename(tmp_cfg, cfg_path) != 0))
         rc = errorf(err, errlen, "cannot rename into %s: %s", dir, strerror(errno));
     if (rc) unlink(tmp_st), unlink(tmp_cfg);

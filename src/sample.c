@@ -288,7 +288,7 @@ int sample_checkpoint(const char *ckpt, const struct config *o)
     int n = 0;
     char tpath[CONFIG_STRLEN + 32];
     int has_tok = strcmp(o->sample.tokenizer, "none") != 0 && (o->sample.tokenizer[0] ?
-                  snprintf(tpath, sizeof tpath, "%s", o->sample.tokenizer) > 0 : hf_tokenizer_of(&S.cfg, tpath, sizeof tpath));
+                  snprintf(tpath, sizeof tpath, "%s", o->sample.tokenizer) > 0 : hf_tokenizer_of(&S.cfg, ckpt, tpath, sizeof tpath));
     if (g.rank == 0 && has_tok) {
         tok = tok_open(tpath, err, sizeof err);
         if (!tok) n = -1;
