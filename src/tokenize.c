@@ -18,7 +18,7 @@
 #include "log.h"
 #include "tokenizer.h"
 
-enum { BATCH_DOCS = 256, SHARD_HEADER = 256 };
+enum { BATCH_DOCS = 2048, SHARD_HEADER = 256 };
 
 /* ------------------------------------------------------------ the documents */
 
@@ -104,23 +104,14 @@ static int next_document(struct reader *r, char **doc, size_t *len, size_t *cap,
         }
         r->line++;
         r->bytes_read += (double)n;
-        if (jsonl) {
+        if (jsonl) { /* the line as it is, and where it is: parsed by the rank that encodes it (jsonl_text) */
             size_t k = (size_t)n;
             while (k && (r->buf[k - 1] == '\n' || r->buf[k - 1] == '\r' || r->buf[k - 1] == ' ')) k--;
             if (k == 0) continue; /* a blank line */
-            char jerr[256];
-            struct json *j = json_parse(r->buf, k, jerr, sizeof jerr);
-            const struct json *v = j ? json_get(j, c->tokenize.field) : NULL;
-            int rc = 0;
-            if (!j || j->kind != JSON_OBJECT)
-                rc = errorf(err, errlen, "%s:%ld: not a JSON object (%s)", path, r->line, j ? "another JSON value" : jerr);
-            else if (!v || v->kind != JSON_STRING)
-                rc = errorf(err, errlen, "%s:%ld: no string member \"%s\" (tokenize.field)", path, r->line,
-                            c->tokenize.field);
-            else if (append(doc, len, cap, v->string, strlen(v->string)))
-                rc = errorf(err, errlen, "out of memory");
-            json_free(j);
-            if (rc) return -1;
+            char where[64];
+            int w = snprintf(where, sizeof where, "%zu:%ld:", r->file, r->line);
+            if (append(doc, len, cap, where, (size_t)w) || append(doc, len, cap, r->buf, k))
+                return errorf(err, errlen, "out of memory");
             return 1;
         }
         size_t k = (size_t)n, sl = strlen(c->tokenize.separator);
@@ -130,6 +121,33 @@ static int next_document(struct reader *r, char **doc, size_t *len, size_t *cap,
         }
         if (append(doc, len, cap, r->buf, k)) return errorf(err, errlen, "out of memory");
     }
+}
+
+/* A JSON Lines document (as next_document gives it: "FILE:LINE:" then the
+ * line) as its text: the field tokenize.field.  0, or -1 with err naming
+ * the file and line. */
+static int jsonl_text(const struct reader *r, const char *doc, size_t len, char **text, size_t *tlen, char *err,
+                      size_t errlen)
+{
+    size_t file = 0;
+    long line = 0;
+    int at = 0;
+    sscanf(doc, "%zu:%ld:%n", &file, &line, &at);
+    const char *path = file < r->files.gl_pathc ? r->files.gl_pathv[file] : "?";
+    char jerr[256];
+    struct json *j = json_parse(doc + at, len - (size_t)at, jerr, sizeof jerr);
+    const struct json *v = j ? json_get(j, r->cfg->tokenize.field) : NULL;
+    int rc = 0;
+    if (!j || j->kind != JSON_OBJECT)
+        rc = errorf(err, errlen, "%s:%ld: not a JSON object (%s)", path, line, j ? "another JSON value" : jerr);
+    else if (!v || v->kind != JSON_STRING)
+        rc = errorf(err, errlen, "%s:%ld: no string member \"%s\" (tokenize.field)", path, line, r->cfg->tokenize.field);
+    else if (!(*text = strdup(v->string)))
+        rc = errorf(err, errlen, "out of memory");
+    else
+        *tlen = strlen(v->string);
+    json_free(j);
+    return rc;
 }
 
 /* ------------------------------------------------------------ the shards */
@@ -185,11 +203,15 @@ static int write_document(struct writer *w, const int32_t *ids, size_t n, char *
         if (!w->fp && shard_open(w, err, errlen)) return -1;
         size_t k = n - i, room = (size_t)(w->cfg->tokenize.shard_tokens - w->in_shard);
         if (k > room) k = room;
-        for (size_t j = 0; j < k; j++) {
-            uint32_t v = (uint32_t)ids[i + j];
-            uint16_t v16 = (uint16_t)v;
-            if (w->wide ? fwrite(&v, 4, 1, w->fp) != 1 : fwrite(&v16, 2, 1, w->fp) != 1)
-                return errorf(err, errlen, "%s: %s", w->tmp, strerror(errno));
+        if (w->wide) { /* (int32 ids, little-endian as this processor: their bytes are the uint32's) */
+            if (fwrite(ids + i, 4, k, w->fp) != k) return errorf(err, errlen, "%s: %s", w->tmp, strerror(errno));
+        } else {
+            uint16_t buf[4096];
+            for (size_t j = 0; j < k; j += 4096) {
+                size_t m = k - j < 4096 ? k - j : 4096;
+                for (size_t q = 0; q < m; q++) buf[q] = (uint16_t)ids[i + j + q];
+                if (fwrite(buf, 2, m, w->fp) != m) return errorf(err, errlen, "%s: %s", w->tmp, strerror(errno));
+            }
         }
         w->in_shard += (long long)k, w->total[split] += (long long)k, i += k;
         if (w->in_shard == w->cfg->tokenize.shard_tokens && shard_close(w, err, errlen)) return -1;
@@ -290,9 +312,14 @@ int tokenize_run(const struct config *cfg)
                 else mine = g;
             }
             if (rc == 0 && sep >= 0) mine[nmine++] = sep;
+            char *text = doc[d], *parsed = NULL;
+            size_t tlen = len[d];
+            if (rc == 0 && cfg->tokenize.format_id == TOKENIZE_FORMAT_jsonl)
+                rc = jsonl_text(&r, doc[d], len[d], &parsed, &tlen, err, sizeof err), text = parsed;
             if (rc == 0)
-                rc = tok_encode(tok, doc[d], len[d], doc_token == TOKENIZE_DOC_TOKEN_template, &mine, &nmine, &capmine,
+                rc = tok_encode(tok, text, tlen, doc_token == TOKENIZE_DOC_TOKEN_template, &mine, &nmine, &capmine,
                                 err, sizeof err);
+            free(parsed);
             counts[d - lo] = (int)(nmine - before);
         }
         if (mpi_agree_error(MPI_COMM_WORLD, rc != 0, err, sizeof err)) break;
