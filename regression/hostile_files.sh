@@ -110,7 +110,7 @@ refused "an index over 64 MiB is an error, not taken as absent" "bytes; triad re
 
 # llm.c files: the exact size, and the reason for a short header
 cp "$scratch/gpt2.bin" "$scratch/long.bin"
-printf 'XXXX' >> "$scratch/long.bin"
+printf 'tail' >> "$scratch/long.bin" # 4 bytes past the tensors
 refused "bytes after an llm.c checkpoint's tensors" "longer than its tensors (trailing bytes" gpt2 "$scratch/long.bin"
 head -c 100 "$scratch/gpt2.bin" > "$scratch/tiny.bin"
 refused "an llm.c file shorter than its header (no stale errno)" "100 bytes, shorter than the 1024-byte header" gpt2 \

@@ -301,6 +301,16 @@ static int cmp_added(const void *a, const void *b)
     return kx != ky ? (kx < ky ? -1 : 1) : (x->n < y->n) - (x->n > y->n); /* longest first */
 }
 
+/* The added tokens sorted into their buckets (first2), for added_at. */
+static void index_added(struct tokenizer *t)
+{
+    qsort(t->added, (size_t)t->nadded, sizeof *t->added, cmp_added);
+    for (unsigned k = 0, i = 0; k <= 65536; k++) {
+        while (i < (unsigned)t->nadded && added_key(&t->added[i].s) < k) i++;
+        t->first2[k] = (int)i;
+    }
+}
+
 static int load_added(struct tokenizer *t, const struct loader *L, const struct json *list, int identity_norm)
 {
     if (!list || list->kind == JSON_NULL) return 0;
@@ -332,11 +342,7 @@ static int load_added(struct tokenizer *t, const struct loader *L, const struct 
         if (set_bytes(&d->s, content)) return refuse(L, "out of memory");
         if (d->id >= t->nid) t->nid = d->id + 1;
     }
-    qsort(t->added, (size_t)t->nadded, sizeof *t->added, cmp_added);
-    for (unsigned k = 0, i = 0; k <= 65536; k++) {
-        while (i < (unsigned)t->nadded && added_key(&t->added[i].s) < k) i++;
-        t->first2[k] = (int)i;
-    }
+    index_added(t);
     return 0;
 }
 
@@ -447,7 +453,7 @@ static int load_gpt2_files(struct tokenizer *t, const struct loader *L, const ch
         t->added = calloc(1, sizeof *t->added);
         if (!t->added || set_bytes(&t->added[0].s, "<|endoftext|>")) return refuse(L, "out of memory");
         t->added[0].id = eot, t->added[0].special = 1, t->nadded = 1;
-        for (int k = 0; k <= 65536; k++) t->first2[k] = k > ('<' << 8 | '|') ? 1 : 0;
+        index_added(t);
     }
     return rc;
 }
