@@ -146,6 +146,17 @@ st=$?
 for f in "$scratch/s32/"*.bin; do cmp -s "$f" "$scratch/s32b/$(basename "$f")" || st=1; done
 [ "$(ls "$scratch/s32" | wc -l)" -eq "$(ls "$scratch/s32b" | wc -l)" ] || st=1
 ok $st "the same shards, byte for byte, from 2 ranks"
+# many documents of unequal lengths, each rank an equal share of the bytes: the same shards from 1 and 3 ranks
+$PYTHON3 -c 'import json, sys
+for d in open(sys.argv[1], encoding="utf-8").read().split("\n\n"):
+    print(json.dumps({"text": d}))' "$scratch/book.txt" > "$scratch/paras.jsonl"
+for np in 1 3; do
+    $MPIEXEC -n $np "$TRIAD" tokenize tokenize.tokenizer="'$L3'" tokenize.input="'$scratch/paras.jsonl'" \
+        tokenize.format=jsonl tokenize.output="'$scratch/p$np/g'" tokenize.shard_tokens=3000 > "$scratch/out" 2>&1 || st=1
+done
+for f in "$scratch/p1/"*.bin; do cmp -s "$f" "$scratch/p3/$(basename "$f")" || st=1; done
+[ "$(ls "$scratch/p1" | wc -l)" -eq "$(ls "$scratch/p3" | wc -l)" ] && [ "$(ls "$scratch/p1" | wc -l)" -gt 2 ] || st=1
+ok $st "$(wc -l < "$scratch/paras.jsonl") documents of unequal lengths: the same shards, byte for byte, from 3 ranks"
 mkdir -p "$scratch/sj"
 "$TRIAD" tokenize tokenize.tokenizer="'$L3'" tokenize.input="'$scratch/docs.jsonl'" tokenize.format=jsonl \
     tokenize.print=text tokenize.doc_token=none > "$scratch/out" 2>&1

@@ -234,6 +234,25 @@ static void writer_free(struct writer *w)
 
 /* ------------------------------------------------------------ the run */
 
+/* Rank RANK's share of a batch of N documents of LEN bytes among P ranks:
+ * [*lo, *hi), the documents that start in its Pth of the bytes.  Every rank
+ * reads every document, so each computes every share alike. */
+static void share(const size_t *len, int n, int rank, int P, int *lo, int *hi)
+{
+    double total = 0, at = 0;
+    for (int d = 0; d < n; d++) total += (double)len[d];
+    double from = total * rank / P, to = total * (rank + 1) / P;
+    *lo = *hi = n;
+    for (int d = 0; d < n; at += (double)len[d], d++) {
+        if (*lo == n && at >= from) *lo = d;
+        if (at >= to && rank + 1 < P) {
+            *hi = d;
+            break;
+        }
+    }
+    if (*hi < *lo) *hi = *lo;
+}
+
 /* Rank 0's output of one batch's ids: the shards, or the printed documents. */
 static int emit(const struct config *cfg, struct writer *w, const struct tokenizer *tok, const int32_t *ids,
                 const int *counts, int ndocs, int skip, char *err, size_t errlen)
@@ -301,8 +320,9 @@ int tokenize_run(const struct config *cfg)
         while (n < BATCH_DOCS && (got = next_document(&r, &doc[n], &len[n], &cap[n], err, sizeof err)) == 1) n++;
         if (got < 0) rc = -1;
         more = got == 1;
-        /* this rank's documents of the batch: [lo, hi) */
-        int lo = (int)((long long)n * rank / P), hi = (int)((long long)n * (rank + 1) / P);
+        /* this rank's documents of the batch: [lo, hi), an equal share of its bytes */
+        int lo, hi;
+        share(len, n, rank, P, &lo, &hi);
         nmine = 0;
         for (int d = lo; d < hi && rc == 0; d++) {
             size_t before = nmine;
