@@ -2,7 +2,7 @@
 # bench.sh -- training throughput of triad against PyTorch (the peer), side by
 # side in one run: one rank, 2 threads, the small config, its llama twin
 # (llama_small: the same L, C, NH, T, B, V) and GPT-2 124M, on
-# every SIMD path this processor runs (src/cpu.h; PATHS="avx2" for one, the
+# every SIMD path this processor runs (src/base/cpu.h; PATHS="avx2" for one, the
 # generic C path only when named: on x86-64 it is a test path, not a fast one).
 # Prints tokens/s, ms/step, the step's GFLOP/s, MFU against the nominal peak,
 # the step's GFLOP/s against the sgemm rate triad measured on this machine at

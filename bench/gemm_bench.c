@@ -2,7 +2,7 @@
  * own shapes, side by side, in one run (docs/performance.md, "Matmul path").
  *
  * Candidates: triad's gemm_f32 on each SIMD path this processor runs
- * ("avx512", "avx2": src/cpu.h), the BLAS the build links ("blas":
+ * ("avx512", "avx2": src/base/cpu.h), the BLAS the build links ("blas":
  * cblas_sgemm; OpenBLAS by default), and with -DHAVE_BLIS "blis" =
  * bli_sgemm with the kernels of BLIS_ARCH (default zen3, the AVX2 kernels
  * of Zen 3; skx for AVX-512), selected from inside the program (setenv

@@ -1,4 +1,4 @@
-/* cuda_backend.h -- the CUDA kernels: every operation of src/backend_ops.h
+/* cuda_backend.h -- the CUDA kernels: every operation of src/kernels/backend_ops.h
  * as cuda_<op> with the same arguments and semantics ("+=" accumulates,
  * everything else is overwritten), plus the low-precision helpers.
  *

@@ -1,5 +1,5 @@
 /* cuda_device.h -- one GPU per MPI rank, and whether the MPI library takes
- * device pointers (where it does not, src/comm.c stages through the pinned
+ * device pointers (where it does not, src/grid/comm.c stages through the pinned
  * host buffers of the table's host_alloc). */
 #ifndef TRIAD_CUDA_DEVICE_H
 #define TRIAD_CUDA_DEVICE_H

@@ -2,7 +2,7 @@
 # The portable path on another processor: the matmul, precision and CPU
 # sources cross-compiled for aarch64 (no x86 code may leak into them) and
 # run under qemu-user: test_gemm (the generic kernel bitwise against the
-# arithmetic of src/gemm_kernels.h, the same as every x86 path) and
+# arithmetic of src/kernels/gemm_kernels.h, the same as every x86 path) and
 # test_precision.  The kernels compile too.  Skipped where the cross
 # compiler or qemu-aarch64 is missing (Debian: gcc-aarch64-linux-gnu,
 # libc6-dev-arm64-cross, qemu-user).
@@ -13,20 +13,21 @@ if ! command -v "$CROSS" > /dev/null || ! command -v qemu-aarch64 > /dev/null; t
     done_testing
 fi
 src="$top_srcdir/src" h="$top_srcdir/regression/cross_blas"
+inc=$(for d in "$src"/*/; do printf -- '-I%s ' "${d%/}"; done) # (src/'s layer folders)
 NUMERIC=$(sed -n 's/^NUMERIC_FLAGS="\(.*\)"$/\1/p' "$top_srcdir/configure.ac")
 printf '#define HAVE_CBLAS_H 1\n#define BLAS_NAME "a naive stand-in"\n' > "$scratch/build_config.h"
 CC="$CROSS $NUMERIC -O2 -fopenmp -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wno-unused-parameter -Werror
-    -I$scratch -I$h -I$src -I$top_srcdir/regression/unit"
+    -I$scratch -I$h $inc -I$top_srcdir/regression/unit"
 run() { OMP_NUM_THREADS=2 qemu-aarch64 -L /usr/aarch64-linux-gnu "$@"; }
 
-$CC -c "$src/kernels_cpu.c" -o "$scratch/k.o" > "$scratch/cc.out" 2>&1 &&
-    $CC -c "$src/kernels_isa.c" -o "$scratch/ki.o" >> "$scratch/cc.out" 2>&1
+$CC -c "$src/kernels/kernels_cpu.c" -o "$scratch/k.o" > "$scratch/cc.out" 2>&1 &&
+    $CC -c "$src/kernels/kernels_isa.c" -o "$scratch/ki.o" >> "$scratch/cc.out" 2>&1
 st=$?
 ok $st "the kernels (kernels_cpu.c, kernels_isa.c) compile for aarch64, warnings as errors"
 [ $st -eq 0 ] || diag < "$scratch/cc.out"
 
-$CC "$top_srcdir/regression/unit/test_gemm.c" "$src/gemm.c" "$src/gemm_generic.c" "$src/gemm_avx2.c" \
-    "$src/gemm_avx512.c" "$src/cpu.c" "$h/cblas_stub.c" -lm -o "$scratch/test_gemm" > "$scratch/cc.out" 2>&1
+$CC "$top_srcdir/regression/unit/test_gemm.c" "$src/kernels/gemm.c" "$src/kernels/gemm_generic.c" "$src/kernels/gemm_avx2.c" \
+    "$src/kernels/gemm_avx512.c" "$src/base/cpu.c" "$h/cblas_stub.c" -lm -o "$scratch/test_gemm" > "$scratch/cc.out" 2>&1
 st=$?
 ok $st "test_gemm and the matmul path build for aarch64"
 if [ $st -eq 0 ]; then
@@ -40,7 +41,7 @@ else
     diag < "$scratch/cc.out"
 fi
 
-$CC "$top_srcdir/regression/unit/test_precision.c" "$src/precision.c" "$src/rng.c" "$src/cpu.c" -lm \
+$CC "$top_srcdir/regression/unit/test_precision.c" "$src/base/precision.c" "$src/base/rng.c" "$src/base/cpu.c" -lm \
     -o "$scratch/test_precision" > "$scratch/cc.out" 2>&1 && run "$scratch/test_precision" > "$scratch/prec.out" 2>&1
 st=$?
 ok $st "aarch64: test_precision passes (bf16 and fp16 conversions in C)"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # docs_current.sh -- docs/input.md must be what `triad --doc` prints today
-# (it is generated from src/params.def).  TAP.
+# (it is generated from src/config/params.def).  TAP.
 here=$(cd "$(dirname "$0")" && pwd)
 : "${top_srcdir:=$here/..}"
 : "${top_builddir:=$here/..}"
@@ -25,7 +25,7 @@ if diff -u "$doc" "$tmp" >"$tmp.diff" 2>&1; then
     echo "1..1"
     exit 0
 fi
-echo "not ok 1 - docs/input.md is out of date with src/params.def: run \`make input-docs\`"
+echo "not ok 1 - docs/input.md is out of date with src/config/params.def: run \`make input-docs\`"
 sed 's/^/# /' "$tmp.diff"
 rm -f "$tmp.diff"
 echo "1..1"

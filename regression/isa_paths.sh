@@ -1,5 +1,5 @@
 #!/bin/sh
-# Every SIMD path this processor runs (src/cpu.h: TRIAD_ISA=generic|avx2|
+# Every SIMD path this processor runs (src/base/cpu.h: TRIAD_ISA=generic|avx2|
 # avx512) gives the same numbers: a few runs (fp32, bf16, fp16 with an
 # overflow on tp 2 x dp 2, the 3-D grid) compared across the paths bitwise,
 # every step's loss and gradient norm and the final parameters; then the

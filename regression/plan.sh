@@ -1,5 +1,5 @@
 #!/bin/sh
-# The memory planner (triad plan, src/plan.c): its parameter, gradient,
+# The memory planner (triad plan, src/plan/plan.c): its parameter, gradient,
 # optimizer and activation bytes equal to the byte what runs allocate, and its
 # traffic per step what they count, for several layouts; the 175B plan; a
 # deck too large for its memory refused before training with the plan's

@@ -111,12 +111,12 @@ write_config() {
 write_config "$B/cfg" || die "cannot write $B/cfg"
 CC="gcc $NUMERIC -O2 -fopenmp -D_POSIX_C_SOURCE=200809L
     -Wall -Wextra -Wshadow -Wno-unused-parameter -Werror -I$B/cfg -Isrc -Icuda -Iregression/unit -I$CUDA_HOME/include"
-# the CPU kernels once per SIMD path, as Makefile.am compiles them (src/kernels_isa.c)
+# the CPU kernels once per SIMD path, as Makefile.am compiles them (src/kernels/kernels_isa.c)
 build_kernels() { # CC OUTDIR
-    $1 $BLAS_CFLAGS -c src/kernels_cpu.c -o "$2/kernels_cpu.o" &&
-        $1 $BLAS_CFLAGS -DKERNELS_SUFFIX=_avx2 -mavx2 -mfma -c src/kernels_cpu.c -o "$2/kernels_avx2.o" &&
+    $1 $BLAS_CFLAGS -c src/kernels/kernels_cpu.c -o "$2/kernels_cpu.o" &&
+        $1 $BLAS_CFLAGS -DKERNELS_SUFFIX=_avx2 -mavx2 -mfma -c src/kernels/kernels_cpu.c -o "$2/kernels_avx2.o" &&
         $1 $BLAS_CFLAGS -DKERNELS_SUFFIX=_avx512 -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx2 -mfma \
-            -c src/kernels_cpu.c -o "$2/kernels_avx512.o"
+            -c src/kernels/kernels_cpu.c -o "$2/kernels_avx512.o"
 }
 t0=$(date +%s)
 CU="context kernels llama matmul attention crossentropy lowp"
@@ -132,7 +132,7 @@ for t in test_cuda_kernels test_cuda_lowp; do
     $CC "regression/unit/$t.c" $CUDA_OBJS $CPU_OBJS $BLAS_LIBS $CUDA_LIBS -lm \
         -o "$B/$t" || die "cannot build $t"
 done
-$CC $MPI_CFLAGS cuda/gpu_select.c cuda/table.c src/log.c regression/unit/test_cuda_device.c $CUDA_OBJS \
+$CC $MPI_CFLAGS cuda/gpu_select.c cuda/table.c src/base/log.c regression/unit/test_cuda_device.c $CUDA_OBJS \
     $MPI_LIBS $CUDA_LIBS -lm -o "$B/test_cuda_device" || die "cannot build test_cuda_device"
 "$NVCC" -std=c++17 -O3 -arch="$ARCH" -Icuda -Isrc bench/cuda_gemm_bench.cu "$B/check.o" "$B/context.o" \
     "$B/matmul.o" "$B/lowp.o" -lcublasLt -lcublas -o "$B/cuda_gemm_bench" || die "cannot build the benchmark"
@@ -243,7 +243,7 @@ build_triad() {
         -Wextra -Wshadow -Wno-unused-parameter -I$o -Isrc -Icuda -I$CUDA_HOME/include $MPI_CFLAGS $HDF5_CFLAGS $BLAS_CFLAGS"
     t0=$(date +%s)
     # the CUDA objects and check.o are the unit tests' (same -arch)
-    ls src/*.c cuda/gpu_select.c cuda/table.c | grep -v '^src/kernels_cpu.c$' |
+    ls src/*.c cuda/gpu_select.c cuda/table.c | grep -v '^src/kernels/kernels_cpu.c$' |
         xargs -P "$JOBS" -n 1 sh -c 'n=$(echo "$1" | tr / _); exec $0 -c "$1" -o "'"$o"'/${n%.c}.o"' "$TCC" \
         > "$B/triad-build.log" 2>&1 && build_kernels "$TCC" "$o" >> "$B/triad-build.log" 2>&1 &&
         LD_LIBRARY_PATH=$TLD gcc -fopenmp -o "$B/triad" "$o"/*.o $CUDA_OBJS \

@@ -51,7 +51,7 @@ static void test_no_device(const char *why)
     }
 }
 
-/* The table's memory functions, as src/comm.c stages with them: device ->
+/* The table's memory functions, as src/grid/comm.c stages with them: device ->
  * pinned host -> device. */
 static void test_staging(void)
 {

@@ -1,7 +1,7 @@
 /* test_cuda_lowp.c -- the low-precision kernels of cuda_backend.h.
  *
  *  - rounding, packing and unpacking, bit for bit against the CPU's
- *    round-to-nearest-even conversions (src/precision.c, themselves checked
+ *    round-to-nearest-even conversions (src/base/precision.c, themselves checked
  *    pattern by pattern in test_precision): every one of the
  *    65536 bf16 and fp16 patterns, the midpoint between every pair of
  *    neighbouring finite values (a tie: it goes to the even pattern) and

@@ -1,4 +1,4 @@
-/* test_data.c -- data sources and the global-batch order (src/data.c). */
+/* test_data.c -- data sources and the global-batch order (src/data/data.c). */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
 #endif

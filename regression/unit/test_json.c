@@ -1,4 +1,4 @@
-/* test_json.c -- the JSON reader (src/json.c): values, escapes and
+/* test_json.c -- the JSON reader (src/base/json.c): values, escapes and
  * numbers as RFC 8259 defines them, and malformed texts refused with their
  * line and column. */
 #include <string.h>

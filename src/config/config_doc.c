@@ -31,7 +31,7 @@ void config_echo(FILE *f, const struct config *cfg)
 static const char doc_intro[] =
     "# triad input reference\n"
     "\n"
-    "<!-- Generated from src/params.def by `triad --doc` (`make input-docs`). Do not edit. -->\n"
+    "<!-- Generated from src/config/params.def by `triad --doc` (`make input-docs`). Do not edit. -->\n"
     "\n"
     "triad reads its settings from an input deck in Fortran namelist syntax.\n"
     "Every key has a default, so a deck names only what differs from it.\n"
