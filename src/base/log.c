@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exit_status.h"
+
 static int g_rank = 0; /* the only global: who is talking, for messages */
 
 void log_set_rank(int rank) { g_rank = rank; }
@@ -59,8 +61,8 @@ void die_at(const char *file, int line, const char *hint, const char *fmt, ...)
     va_start(ap, fmt);
     print_error(prefix, hint, fmt, ap);
     va_end(ap);
-    if (mpi_live()) MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
+    if (mpi_live()) MPI_Abort(MPI_COMM_WORLD, EXIT_ERROR);
+    exit(EXIT_ERROR);
 }
 
 void die_all(const char *hint, const char *fmt, ...)
@@ -73,7 +75,7 @@ void die_all(const char *hint, const char *fmt, ...)
     }
     /* the launcher may kill the job at the first exit: let rank 0 finish printing */
     if (mpi_live()) MPI_Barrier(MPI_COMM_WORLD);
-    exit_all(1);
+    exit_all(EXIT_ERROR);
 }
 
 void exit_all(int status)

@@ -183,7 +183,7 @@ static int check_features(const struct config *cfg, struct deck_error *err)
                                    "io.async_checkpoint = .false.", cfg->diag.slow_checkpoint);
         return deck_error_hint(err, "set io.async_checkpoint = .true., or diag.slow_checkpoint = 0");
     }
-    if (!device_built(cfg->train.device))
+    if (!device_built(cfg->train.device_id == TRAIN_DEVICE_cuda))
         return not_yet(err, "set device = 'cpu', or rebuild with ./configure --with-cuda (docs/cuda.md)",
                        "the CUDA backend (device = 'cuda')");
     return 0;

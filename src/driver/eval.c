@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "exit_status.h"
 #include "log.h"
 #include "pipeline.h"
-#include "train.h"
 
 void eval_init(struct eval *ev, const struct config *cfg, const struct run_shape *s, const struct grid *g, int V,
                int T)

@@ -16,7 +16,7 @@
 #include "rng.h"
 #include "shape.h"
 #include "topo.h"
-#include "train.h"
+#include "exit_status.h"
 
 /* One token's activations and the cache of every layer's keys and values. */
 struct sampler {

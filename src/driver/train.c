@@ -335,7 +335,7 @@ static void setup(struct run *r)
     const struct grid *g = r->g;
     comm_init(&r->comm, g);
     char why[256] = "";
-    const struct device *k = device_for(cfg, why, sizeof why);
+    const struct device *k = device_for(cfg->train.device_id == TRAIN_DEVICE_cuda, cfg->diag.stage_through_host, why, sizeof why);
     if (!k) die_all("set train.device = 'cpu', or rebuild with ./configure --with-cuda", "%s", why);
     run_shape_init(&r->shape, cfg, g->world, device_staged(k));
     const struct run_shape *s = &r->shape;

@@ -3,9 +3,8 @@
 #define TRIAD_TRAIN_H
 
 #include "config.h"
+#include "exit_status.h"
 #include "topo.h"
-
-enum exit_status { EXIT_DONE = 0, EXIT_ERROR = 1, EXIT_STOPPED = 3, EXIT_HANG = 4 };
 
 /* SIGUSR1 and SIGTERM ask for a clean stop (status 3) from now on: call it
  * first thing, so a stop during start-up is honoured, not fatal. */

@@ -25,18 +25,6 @@ static MPI_Comm comm_of(const struct comm *c, enum comm_group g)
     die("unknown communicator %d", (int)g);
 }
 
-const char *comm_group_name(enum comm_group g)
-{
-    static const char *names[CG_COUNT] = {"world", "tp", "dp", "pp", "embed", "cp"};
-    return (unsigned)g < CG_COUNT ? names[g] : "?";
-}
-
-const char *comm_op_name(enum comm_op op)
-{
-    static const char *names[CO_COUNT] = {"all-reduce", "all-gather", "reduce-scatter", "send", "recv"};
-    return (unsigned)op < CO_COUNT ? names[op] : "?";
-}
-
 void comm_init(struct comm *c, const struct grid *g)
 {
     memset(c, 0, sizeof *c);

@@ -6,15 +6,12 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "comm_kind.h"
 #include "device.h"
 #include "topo.h"
 
 struct trace; /* trace.h */
 
-/* CG_DP spans the dp * cp ranks holding replicas of one shard (topo.h);
- * CG_CP carries ring attention's blocks. */
-enum comm_group { CG_WORLD, CG_TP, CG_DP, CG_PP, CG_EMBED, CG_CP, CG_COUNT };
-enum comm_op { CO_ALLREDUCE, CO_ALLGATHER, CO_REDUCE_SCATTER, CO_SEND, CO_RECV, CO_COUNT };
 
 struct comm_counts {
     double bytes[CG_COUNT][CO_COUNT];   /* payload bytes this rank contributed */
@@ -155,8 +152,5 @@ double comm_wait(struct comm *c, enum comm_group g, enum comm_op op, int n, MPI_
 /* Table of the run's totals (bytes, calls, seconds per communicator and kind),
  * reduced to min/avg/max over ranks; printed by rank 0.  Collective. */
 void comm_print_summary(const struct comm *c, FILE *f);
-
-const char *comm_group_name(enum comm_group g);
-const char *comm_op_name(enum comm_op op);
 
 #endif

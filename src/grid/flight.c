@@ -10,9 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "comm.h"
+#include "comm_kind.h"
+#include "exit_status.h"
 #include "pipeline.h"
-#include "train.h"
 
 struct call {
     double t0, t1;

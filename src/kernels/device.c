@@ -13,19 +13,19 @@
 extern const struct device cuda_device;
 #endif
 
-int device_built(const char *device)
+int device_built(int cuda)
 {
 #ifdef CUDA_TABLE
-    (void)device;
+    (void)cuda;
     return 1;
 #else
-    return strcmp(device, "cuda") != 0;
+    return !cuda;
 #endif
 }
 
-const struct device *device_for(const struct config *cfg, char *err, size_t errlen)
+const struct device *device_for(int cuda, int staged, char *err, size_t errlen)
 {
-    if (cfg->train.device_id != TRAIN_DEVICE_cuda) return cfg->diag.stage_through_host ? &cpu_staged_device : &cpu_device;
+    if (!cuda) return staged ? &cpu_staged_device : &cpu_device;
 #ifdef CUDA_TABLE
     (void)err, (void)errlen;
     return &cuda_device;

@@ -13,7 +13,6 @@
 
 #include <mpi.h>
 
-#include "config.h"
 
 #include "ops.h"
 #include "precision.h"
@@ -86,14 +85,15 @@ struct device {
 
 extern const struct device cpu_device, cpu_staged_device;
 
-/* 1 if this build has the backend for train.device ("cpu", "cuda"). */
-int device_built(const char *device);
+/* 1 if this build has the backend: the CUDA one (cuda) or the CPU's. */
+int device_built(int cuda);
 
-/* The table for the deck's train.device ("cpu", "cuda"; on the CPU with
- * diag.stage_through_host, the one whose memory MPI reaches through host
- * buffers only), or NULL with the reason in err (a build without the CUDA
- * backend). */
-const struct device *device_for(const struct config *cfg, char *err, size_t errlen);
+/* The table of the CUDA backend (cuda), or of the CPU (with staged, the one
+ * whose memory MPI reaches through host buffers only:
+ * diag.stage_through_host); NULL with the reason in err (a build without
+ * the CUDA backend).  The deck's train.device and diag.stage_through_host
+ * choose. */
+const struct device *device_for(int cuda, int staged, char *err, size_t errlen);
 
 /* Does MPI reach k's memory only through host buffers (a device MPI cannot
  * read: comm.c stages, and the reduction cannot overlap)? */

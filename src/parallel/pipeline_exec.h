@@ -7,10 +7,11 @@
 
 #include "comm.h"
 #include "data.h"
-#include "metrics.h"
-#include "model.h"
 #include "dp.h"
+#include "model.h"
 #include "pipeline.h"
+#include "timers.h"
+#include "trace.h"
 
 struct pp_exec {
     enum pp_schedule sched;

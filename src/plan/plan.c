@@ -282,7 +282,7 @@ int plan_compute(struct plan *p, const struct config *cfg, int world, int thread
 {
     memset(p, 0, sizeof *p);
     char why[256];
-    const struct device *k = device_for(cfg, why, sizeof why); /* (NULL: planned for an unbuilt device) */
+    const struct device *k = device_for(cfg->train.device_id == TRAIN_DEVICE_cuda, cfg->diag.stage_through_host, why, sizeof why); /* (NULL: planned for an unbuilt device) */
     struct run_shape *s = &p->shape;
     run_shape_init(s, cfg, world, k ? device_staged(k) : 0);
     if (p->shape.dp <= 0 || p->shape.micro_batch <= 0 ||

@@ -10,7 +10,7 @@
 
 #include "json.h"
 #include "log.h"
-#include "tok_internal.h"
+#include "tokenizer_internal.h"
 
 enum { TOK_FILE_MAX = 256 << 20 }; /* a tokenizer.json of over 256 MiB is not one */
 

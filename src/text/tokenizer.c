@@ -13,7 +13,7 @@
 
 #include "json.h"
 #include "log.h"
-#include "tok_internal.h"
+#include "tokenizer_internal.h"
 
 /* ------------------------------------------------------------ small helpers */
 

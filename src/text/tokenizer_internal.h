@@ -1,8 +1,8 @@
-/* tok_internal.h -- the parts of a tokenizer's pipeline (tokenizer.h),
+/* tokenizer_internal.h -- the parts of a tokenizer's pipeline (tokenizer.h),
  * shared by the reader of tokenizer.json (tok_load.c) and the pipeline
  * (tokenizer.c). */
-#ifndef TRIAD_TOK_INTERNAL_H
-#define TRIAD_TOK_INTERNAL_H
+#ifndef TRIAD_TOKENIZER_INTERNAL_H
+#define TRIAD_TOKENIZER_INTERNAL_H
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
