@@ -122,7 +122,7 @@ ok(not circles, "the modules' include graph has no circle", circles)
 QUERY = {"MPI_Comm_rank", "MPI_Comm_size", "MPI_Wtime", "MPI_Initialized", "MPI_Finalized", "MPI_Error_string",
          "MPI_Get_version", "MPI_Get_library_version", "MPI_Query_thread"}
 CALL = re.compile(r"\b(MPI_[A-Z][a-z_]+)\s*\(")
-cp = design.split("### The control plane", 1)[-1].split("\n#", 1)[0]
+cp = design.split("### MPI:", 1)[-1].split("\n#", 1)[0]
 control = set(re.findall(r"^\|\s*`(src/[a-z_]+/[a-z_0-9]+\.c)`", cp, re.M))
 calling = set()
 for d, f in files:

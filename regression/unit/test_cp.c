@@ -14,7 +14,6 @@
 #include "comm.h"
 #include "cp.h"
 #include "device.h"
-#include "model.h"
 #include "mpi_test.h"
 #include "rng.h"
 #include "tap.h"
@@ -36,12 +35,9 @@ static void check(int cp, int NH, int NKV)
     grid_init(&g, 1, cp, 4 / cp, 1);
     struct comm cm;
     comm_init(&cm, &g);
-    struct model m;
-    memset(&m, 0, sizeof m);
-    m.d = (struct model_dims){.NH = NH, .NKV = NKV, .HS = HS, .C = NH * HS, .T = T, .Tl = T / cp, .cp = cp,
-                              .cp_rank = g.cp_rank, .tp = 1, .prec = PREC_FP32};
-    m.k = &cpu_device;
-    m.B = B;
+    struct cp_dims d = {.rank = g.cp_rank, .size = cp, .B = B, .Tl = T / cp, .NH = NH, .NKV = NKV, .HS = HS,
+                        .prec = PREC_FP32};
+    struct cp_time tm = {0};
     int W = (NH + 2 * NKV) * HS, C = NH * HS, Tl = T / cp;
     size_t BT = (size_t)B * T, BTl = (size_t)B * Tl;
     float *qkv = malloc(BT * W * sizeof(float)), *dout = malloc(BT * C * sizeof(float));
@@ -55,21 +51,21 @@ static void check(int cp, int NH, int NKV)
     /* this rank's rows */
     float *lq = malloc(BTl * W * sizeof(float)), *ldo = malloc(BTl * C * sizeof(float));
     float *lo = malloc(BTl * C * sizeof(float)), *ll = malloc((size_t)B * NH * Tl * sizeof(float));
-    float *ldq = malloc(BTl * W * sizeof(float)), *buf = malloc(cp_scratch_floats(&m.d, B) * sizeof(float));
+    float *ldq = malloc(BTl * W * sizeof(float)), *buf = malloc(cp_scratch_floats(&d) * sizeof(float));
     float *wo = malloc(BTl * C * sizeof(float)), *wl = malloc((size_t)B * NH * Tl * sizeof(float));
     float *wdq = malloc(BTl * W * sizeof(float));
     for (int b = 0; b < B; b++)
         for (int r = 0; r < Tl; r++) {
-            size_t src = (size_t)b * T + cp_position(&m.d, r), dst = (size_t)b * Tl + r;
+            size_t src = (size_t)b * T + cp_position(cp, g.cp_rank, Tl, r), dst = (size_t)b * Tl + r;
             memcpy(lq + dst * W, qkv + src * W, W * sizeof(float));
             memcpy(ldo + dst * C, dout + src * C, C * sizeof(float));
             memcpy(wo + dst * C, o + src * C, C * sizeof(float));
             memcpy(wdq + dst * W, dq + src * W, W * sizeof(float));
             for (int h = 0; h < NH; h++)
-                wl[((size_t)b * NH + h) * Tl + r] = l[((size_t)b * NH + h) * T + cp_position(&m.d, r)];
+                wl[((size_t)b * NH + h) * Tl + r] = l[((size_t)b * NH + h) * T + cp_position(cp, g.cp_rank, Tl, r)];
         }
-    cp_attention_forward(&m, &cm, buf, lo, ll, lq);
-    cp_attention_backward(&m, &cm, buf, ldq, ldo, lo, lq, ll);
+    cp_attention_forward(&d, &cpu_device, &cm, &tm, buf, lo, ll, lq);
+    cp_attention_backward(&d, &cpu_device, &cm, &tm, buf, ldq, ldo, lo, lq, ll);
     double e[3] = {maxdev(lo, wo, BTl * C, 1), maxdev(ll, wl, (size_t)B * NH * Tl, 1),
                    maxdev(ldq, wdq, BTl * W, 1)}, all[3];
     MPI_Allreduce(e, all, 3, MPI_DOUBLE, MPI_MAX, g.world_comm);

@@ -699,7 +699,7 @@ static int finish_run(struct run *r, int status, int64_t first_step)
 {
     const struct config *cfg = r->cfg;
     const struct grid *g = r->g;
-    diag_check_consistency(&r->model, g, cfg, r->step);
+    diag_check_consistency(&r->model, &r->comm, cfg, r->step);
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &r->io_stop, 1, MPI_INT, MPI_MAX, g->world_comm));
     if (r->io_stop) status = EXIT_ERROR;
     char why_not[1024] = "";
@@ -725,7 +725,7 @@ static int finish_run(struct run *r, int status, int64_t first_step)
                  r->dp.hidden_s, r->dp.wait_s);
     if (r->model.d.cp > 1)
         log_info("ring attention (rank 0): messages in flight during block computation %.3f s, waited for after it "
-                 "%.3f s\n", r->model.cp_hidden_s, r->model.cp_wait_s);
+                 "%.3f s\n", r->model.cp_time.hidden_s, r->model.cp_time.wait_s);
     report_bubble(r);
     if (cfg->io.trace) {
         char path[CONFIG_STRLEN + 16], err[256];
@@ -798,7 +798,7 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
         watch_nonfinite(&r, sm.loss);
         if (r.step == 1 && cfg->diag.corrupt_rank == g->rank) diag_corrupt(&r.model);
         if (cfg->diag.check_every > 0 && r.step % cfg->diag.check_every == 0 && r.step < cfg->train.steps)
-            diag_check_consistency(&r.model, g, cfg, r.step);
+            diag_check_consistency(&r.model, &r.comm, cfg, r.step);
         char err[1024] = "";
         if (async_checkpoint_poll(&r, err, sizeof err) != 0 ||
             (cfg->io.checkpoint_every > 0 && r.step % cfg->io.checkpoint_every == 0 && r.step < cfg->train.steps &&

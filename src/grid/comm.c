@@ -225,6 +225,17 @@ void comm_allgather_f32(struct comm *c, enum comm_group g, float *full, const fl
     account(c, g, CO_ALLGATHER, all * sizeof(float), t0);
 }
 
+void comm_allgather_u64(struct comm *c, enum comm_group g, uint64_t *all, const uint64_t *mine, size_t n)
+{
+    if (n > (size_t)INT_MAX) die("all-gather of %zu elements per rank exceeds MPI's int count", n);
+    double t0 = wtime();
+    size_t total = n * (size_t)group_size(c, g);
+    flight_begin(g, CO_ALLGATHER, -1, (double)(total * sizeof *all));
+    MPI_CHECK(MPI_Allgather(mine, (int)n, MPI_UINT64_T, all, (int)n, MPI_UINT64_T, comm_of(c, g)));
+    flight_end();
+    account(c, g, CO_ALLGATHER, total * sizeof *all, t0);
+}
+
 void comm_reduce_scatter_f32(struct comm *c, enum comm_group g, float *part, const float *full, size_t n)
 {
     if (n > (size_t)INT_MAX) die("reduce-scatter of %zu elements per rank exceeds MPI's int count", n);

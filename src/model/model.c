@@ -13,7 +13,6 @@
 
 #include "backend.h"
 #include "log.h"
-#include "cp.h"
 #include "model_internal.h"
 
 /* llama: the rotary embedding's cosines and sines (Tl, HS/2) of this rank's
@@ -26,7 +25,7 @@ static void rope_tables(struct model *m)
     float *c = xalloc_aligned(2 * n * sizeof(float)), *s = c + n;
     for (int t = 0; t < d->Tl; t++)
         for (size_t i = 0; i < half; i++) {
-            double a = cp_position(d, t) * pow(d->rope_theta, -2.0 * (double)i / d->HS);
+            double a = model_position(d, t) * pow(d->rope_theta, -2.0 * (double)i / d->HS);
             c[(size_t)t * half + i] = (float)cos(a);
             s[(size_t)t * half + i] = (float)sin(a);
         }
@@ -132,7 +131,7 @@ void model_set_tokens(struct model *m, struct chunk_acts *a, const int32_t *inpu
     int c = d->Tl / 2; /* this rank's two chunks of each sequence */
     for (int b = 0; b < m->B; b++)
         for (int r = 0; r < d->Tl; r += c) {
-            size_t to = (size_t)b * d->Tl + (size_t)r, from = (size_t)b * d->T + (size_t)cp_position(d, r);
+            size_t to = (size_t)b * d->Tl + (size_t)r, from = (size_t)b * d->T + (size_t)model_position(d, r);
             m->k->to_device(a->inputs + to, inputs + from, (size_t)c * sizeof *inputs);
             m->k->to_device(a->targets + to, targets + from, (size_t)c * sizeof *targets);
         }
@@ -270,7 +269,10 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
                          QKV); /* column-parallel */
     if (d->llama) m->k->rope_forward(d->prec, la.qkv, m->rope_cos, m->rope_sin, B, T, NHl, NKVl, d->HS);
     model_fwd_out(m, la.qkv, (size_t)N * QKV, l, 1, "qkv");
-    if (d->cp > 1) cp_attention_forward(m, c, s->cp, la.atty, la.lse, la.qkv);
+    if (d->cp > 1) {
+        struct cp_dims cd = model_cp_dims(d, m->B);
+        cp_attention_forward(&cd, m->k, c, &m->cp_time, s->cp, la.atty, la.lse, la.qkv);
+    }
     else /* the whole sequence: one call, causal (lse: fp32) */
         m->k->attention_forward(d->prec, la.atty, la.lse, la.qkv, la.qkv + (size_t)NHl * d->HS, QKV, B, T, 0, 0, T,
                                 NHl, NKVl, d->HS, ATT_CAUSAL);
@@ -309,7 +311,7 @@ static void embed_forward(struct model *m, struct comm *c, struct chunk_acts *a)
             for (int h = 0; h < 2; h++) {
                 size_t r = (size_t)b * d->Tl + (size_t)h * (d->Tl / 2);
                 m->k->encoder_forward(m->d.prec, out + r * d->C, a->inputs + r, m->param[P_WTE],
-                                      wpe + (size_t)cp_position(d, (int)(r % d->Tl)) * d->C, 1, d->Tl / 2, d->C,
+                                      wpe + (size_t)model_position(d, (int)(r % d->Tl)) * d->C, 1, d->Tl / 2, d->C,
                                       d->tp_rank * Vs, Vs);
             }
     else
@@ -428,7 +430,10 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
     m->k->matmul_backward(d->prec, s->datty, G[P_ATTPROJW], G[P_ATTPROJB], dout, la.atty,
                           P[P_ATTPROJW], N, Cl, C);
     model_bwd_out(m, s->datty, (size_t)N * Cl);
-    if (d->cp > 1) cp_attention_backward(m, c, s->cp, s->dqkv, s->datty, la.atty, la.qkv, la.lse);
+    if (d->cp > 1) {
+        struct cp_dims cd = model_cp_dims(d, m->B);
+        cp_attention_backward(&cd, m->k, c, &m->cp_time, s->cp, s->dqkv, s->datty, la.atty, la.qkv, la.lse);
+    }
     else
         m->k->attention_backward(d->prec, s->dqkv, s->dqkv + (size_t)NHl * d->HS, s->datty, la.atty, la.qkv,
                                  la.qkv + (size_t)NHl * d->HS, QKV, la.lse, B, T, 0, 0, T, NHl, NKVl, d->HS, ATT_CAUSAL);
@@ -467,7 +472,7 @@ static void embed_backward(struct model *m, struct comm *c, struct chunk_acts *a
         for (int b = 0; b < m->B; b++)
             for (int h = 0; h < 2; h++) {
                 size_t r = (size_t)b * d->Tl + (size_t)h * (d->Tl / 2);
-                m->k->encoder_backward(m->d.prec, m->dwte_embed, dwpe + (size_t)cp_position(d, (int)(r % d->Tl)) * d->C,
+                m->k->encoder_backward(m->d.prec, m->dwte_embed, dwpe + (size_t)model_position(d, (int)(r % d->Tl)) * d->C,
                                        dout + r * d->C, a->inputs + r, 1, d->Tl / 2, d->C, d->tp_rank * Vs, Vs);
             }
     else

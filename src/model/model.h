@@ -9,6 +9,7 @@
 
 #include "comm.h"
 #include "config.h"
+#include "cp.h"
 #include "device.h"
 #include "precision.h"
 #include "shape.h"
@@ -82,6 +83,16 @@ static inline int model_kv_heads(const struct model_dims *d) { return d->NKV / d
 static inline int model_qkv_cols(const struct model_dims *d) { return (d->NH + 2 * d->NKV) / d->tp * d->HS; }
 static inline int model_fc_cols(const struct model_dims *d) { return (d->llama ? 2 : 1) * d->F / d->tp; }
 static inline int model_hidden_cols(const struct model_dims *d) { return d->F / d->tp; }
+
+/* The position in the sequence of this rank's local row l (cp.h). */
+static inline int model_position(const struct model_dims *d, int l) { return cp_position(d->cp, d->cp_rank, d->Tl, l); }
+
+/* What ring attention needs of a micro-batch of B sequences (cp.h). */
+static inline struct cp_dims model_cp_dims(const struct model_dims *d, int B)
+{
+    return (struct cp_dims){.rank = d->cp_rank, .size = d->cp, .B = B, .Tl = d->Tl, .NH = model_q_heads(d),
+                            .NKV = model_kv_heads(d), .HS = d->HS, .prec = d->prec};
+}
 
 /* This rank's local layer j (0 .. Lp-1) is global layer
  * (chunk * pp + pp_rank) * Lc + j % Lc with chunk = j / Lc: chunk c holds
@@ -204,9 +215,7 @@ struct model {
      * known), whose gather may start meanwhile */
     const float *(*layer_params)(void *ctx, int j, int next);
     void *layer_params_ctx;
-    /* ring attention (cp.c): seconds its messages were in flight while this
-     * rank computed blocks, and seconds it waited for them after */
-    double cp_hidden_s, cp_wait_s;
+    struct cp_time cp_time; /* ring attention's messages: hidden and waited for (cp.h) */
     /* watching for the first forward output that is not finite (set after a
      * non-finite loss): its place in forward order, and its name */
     int watch;

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "log.h"
-#include "cp.h"
 #include "model_internal.h"
 
 float *model_carve(float **cursor, size_t n)
@@ -129,11 +128,12 @@ static size_t slot_layout(struct chunk_acts *a, float *mem, const struct model_d
 static size_t scratch_layout(struct scratch *s, float *mem, const struct model_dims *d, int B)
 {
     size_t N = (size_t)B * d->Tl, C = (size_t)d->C, Cl = C / (size_t)d->tp, S = d->sp ? N / (size_t)d->tp : N;
+    struct cp_dims cd = model_cp_dims(d, B);
     struct { float **p; size_t n; } t[] = {
         {&s->full, N * C}, {&s->part, S * C}, {&s->dresidual, S * C}, {&s->dfull, N * C},
         {&s->dln_full, N * C}, {&s->dln_part, S * C}, {&s->datty, N * Cl}, {&s->dqkv, N * (size_t)model_qkv_cols(d)},
         {&s->dfch, N * (size_t)model_fc_cols(d)}, {&s->dfch_gelu, N * (size_t)model_hidden_cols(d)},
-        {&s->cp, cp_scratch_floats(d, B)},
+        {&s->cp, cp_scratch_floats(&cd)},
     };
     size_t total = 0;
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {

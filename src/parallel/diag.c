@@ -26,12 +26,11 @@ struct rank_info {
 
 /* First tensor whose hash differs inside comm (only replicated tensors when
  * replicated_only); returns its id and the group ranks that differ, or -1. */
-static int first_mismatch(const uint64_t *mine, MPI_Comm comm, int replicated_only, int *bad_rank)
+static int first_mismatch(const uint64_t *mine, struct comm *c, enum comm_group group, int n, int replicated_only,
+                          int *bad_rank)
 {
-    int n;
-    MPI_CHECK(MPI_Comm_size(comm, &n));
     uint64_t *all = xmalloc((size_t)n * NUM_PARAMS * sizeof *all);
-    MPI_CHECK(MPI_Allgather(mine, NUM_PARAMS, MPI_UINT64_T, all, NUM_PARAMS, MPI_UINT64_T, comm));
+    comm_allgather_u64(c, group, all, mine, NUM_PARAMS);
     int found = -1;
     for (int id = 0; id < NUM_PARAMS && found < 0; id++) {
         if (replicated_only && param_table[id].shard != SHARD_NONE) continue;
@@ -56,8 +55,9 @@ static void print_table(const struct rank_info *info, int world)
                 info[r].grad_norm, (unsigned long long)info[r].hash);
 }
 
-void diag_check_consistency(const struct model *m, const struct grid *g, const struct config *cfg, int64_t step)
+void diag_check_consistency(const struct model *m, struct comm *c, const struct config *cfg, int64_t step)
 {
+    const struct grid *g = c->grid;
     uint64_t h[NUM_PARAMS];
     double gss = 0;
     size_t most = 1; /* the largest tensor this rank holds whole (ZeRO-3: the layers' are sharded, not replicas) */
@@ -72,8 +72,8 @@ void diag_check_consistency(const struct model *m, const struct grid *g, const s
     }
     free(host);
     int dp_bad = -1, tp_bad = -1;
-    int dp_id = g->dpcp > 1 ? first_mismatch(h, g->dp_comm, 0, &dp_bad) : -1;
-    int tp_id = g->tp > 1 ? first_mismatch(h, g->tp_comm, 1, &tp_bad) : -1;
+    int dp_id = g->dpcp > 1 ? first_mismatch(h, c, CG_DP, g->dpcp, 0, &dp_bad) : -1;
+    int tp_id = g->tp > 1 ? first_mismatch(h, c, CG_TP, g->tp, 1, &tp_bad) : -1;
     int bad = dp_id >= 0 || tp_id >= 0, any;
     MPI_CHECK(MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, g->world_comm));
     if (!any) {

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "comm.h"
 #include "config.h"
 #include "model.h"
 #include "topo.h"
@@ -14,8 +15,7 @@
  * On a mismatch rank 0 prints which tensor differs on which ranks, with a
  * per-rank table (coordinates, seeds, local gradient norm, parameter hash),
  * and every rank exits with status 1.  Collective. */
-void diag_check_consistency(const struct model *m, const struct grid *g, const struct config *cfg,
-                            int64_t step);
+void diag_check_consistency(const struct model *m, struct comm *c, const struct config *cfg, int64_t step);
 
 /* The loss has not been finite for steps first..last: name the first
  * forward output that went non-finite (model->watch found it) and the first
