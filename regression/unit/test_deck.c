@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "deck.h"
+#include "shape.h"
 #include "build_config.h"
 #include "tap.h"
 
@@ -420,17 +421,17 @@ static void test_validate(void)
     tap_ok(config_validate(&c, 1, &err) == 0 && config_validate(&c, 8, &err) == 0 &&
                config_validate(&c, 0, &err) == 0,
            "the defaults are valid on 1 and 8 ranks and with the world unknown");
-    tap_ok(config_dp(&c, 8) == 8 && config_micro_batch(&c, 8) == 1 && config_dp(&c, 0) == 0 &&
-               config_micro_batch(&c, 0) == 0,
-           "config_dp and config_micro_batch derive dp = world and micro-batch = batch / dp");
+    tap_ok(shape_dp(&c, 8) == 8 && shape_micro_batch(&c, 8) == 1 && shape_dp(&c, 0) == 0 &&
+               shape_micro_batch(&c, 0) == 0,
+           "shape_dp and shape_micro_batch derive dp = world and micro-batch = batch / dp");
     read_ok(&c, "&parallel dp = 2 / &train batch_size = 12, micro_batch_size = 3 /");
-    tap_ok(config_validate(&c, 2, &err) == 0 && config_dp(&c, 5) == 2 && config_micro_batch(&c, 2) == 3,
+    tap_ok(config_validate(&c, 2, &err) == 0 && shape_dp(&c, 5) == 2 && shape_micro_batch(&c, 2) == 3,
            "explicit dp and micro_batch_size are returned as given");
     read_ok(&c, "&train batch_size = 64 /");
     tap_ok(config_validate(&c, 0, &err) == 0 && config_validate(&c, 2, &err) == 0,
            "micro-batch sizes are checked only once the micro-batch is known (64 on 2 ranks fits)");
     read_ok(&c, "&parallel cp = 2 / &train batch_size = 64 /");
-    tap_ok(config_validate(&c, 2, &err) == 0 && config_dp(&c, 2) == 1 && config_micro_batch(&c, 2) == 64,
+    tap_ok(config_validate(&c, 2, &err) == 0 && shape_dp(&c, 2) == 1 && shape_micro_batch(&c, 2) == 64,
            "cp = 2 on 2 ranks: dp = 1, and a rank's logits (64 x 512 positions) fit where 64 x 1024 do not");
     read_ok(&c, "&train steps = 0, warmup_steps = 100 /");
     tap_ok(config_validate(&c, 1, &err) == 0, "warmup_steps > steps is fine when steps = 0");

@@ -55,14 +55,6 @@ int config_override(struct config *cfg, const char *arg, struct deck_error *err)
 void config_resolve(struct config *cfg);
 int config_validate(const struct config *cfg, int world, struct deck_error *err);
 
-/* The effective data-parallel degree: dp, or world / (tp*pp) when dp = 0.
- * 0 when it cannot be derived (world <= 0, or world not a multiple of tp*pp). */
-int config_dp(const struct config *cfg, int world);
-
-/* The effective micro_batch_size: micro_batch_size, or batch_size / dp when it
- * is 0.  0 when dp cannot be derived (see config_dp). */
-int config_micro_batch(const struct config *cfg, int world);
-
 /* Format an error the way users see it:
  *   deck.nml:12:5: error: unknown key 'n_layers' in &model
  *     hint: did you mean 'n_layer'? */

@@ -279,7 +279,7 @@ static int check_world(const struct config *cfg, int world, struct deck_error *e
 /* batch_size = dp * micro_batch_size * (micro-batches per replica) */
 static int check_batch(const struct config *cfg, int world, struct deck_error *err)
 {
-    int64_t G = cfg->train.batch_size, mb = cfg->train.micro_batch_size, dp = config_dp(cfg, world);
+    int64_t G = cfg->train.batch_size, mb = cfg->train.micro_batch_size, dp = shape_dp(cfg, world);
     int64_t gmax = config_key_max("train", "batch_size");
     char a[64], b[64] = "", why[96] = "";
     if (dp == 0 && mb > 0 && G % mb) { /* world unknown: dp * mb | G needs mb | G */
@@ -309,7 +309,7 @@ static int check_batch(const struct config *cfg, int world, struct deck_error *e
  * per_seq elements come per sequence. */
 static int micro_batch_hint(const struct config *cfg, int world, int64_t per_seq, struct deck_error *err)
 {
-    int64_t max_b = INT32_MAX / per_seq, dp = config_dp(cfg, world), G = cfg->train.batch_size;
+    int64_t max_b = INT32_MAX / per_seq, dp = shape_dp(cfg, world), G = cfg->train.batch_size;
     if (max_b < 1) return deck_error_hint(err, "reduce seq_len or d_model: even one sequence is too large");
     if (dp > 0 && G % dp == 0)
         return deck_error_hint(err, "set micro_batch_size = %" PRId64 " (the largest divisor of batch_size / dp = %" PRId64
@@ -324,7 +324,7 @@ static int micro_batch_hint(const struct config *cfg, int world, int64_t per_seq
  * weights are checked. */
 static int check_sizes(const struct config *cfg, int world, struct deck_error *err)
 {
-    int64_t B = config_micro_batch(cfg, world), C = cfg->model.d_model;
+    int64_t B = shape_micro_batch(cfg, world), C = cfg->model.d_model;
     int64_t T = cfg->model.seq_len / cfg->parallel.cp; /* this rank's positions of each sequence */
     int64_t L = cfg->model.n_layer, tp = cfg->parallel.tp, V = cfg->model.vocab_size;
     int64_t Vp = shape_padded_vocab(V, tp), params = shape_params(cfg, Vp);
@@ -452,20 +452,5 @@ int config_validate(const struct config *cfg, int world, struct deck_error *err)
         check_train(cfg, err) || check_data(cfg, err) || check_io(cfg, err) || check_schedule(cfg, world, err))
         return -1;
     return 0;
-}
-
-int config_dp(const struct config *cfg, int world)
-{
-    int64_t tp_pp = cfg->parallel.tp * cfg->parallel.cp * cfg->parallel.pp;
-    if (cfg->parallel.dp > 0) return (int)cfg->parallel.dp;
-    if (world <= 0 || world % tp_pp) return 0;
-    return (int)(world / tp_pp);
-}
-
-int config_micro_batch(const struct config *cfg, int world)
-{
-    int dp = config_dp(cfg, world);
-    if (cfg->train.micro_batch_size > 0) return (int)cfg->train.micro_batch_size;
-    return dp > 0 ? (int)(cfg->train.batch_size / dp) : 0;
 }
 

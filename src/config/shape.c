@@ -3,6 +3,21 @@
 
 #include <string.h>
 
+int shape_dp(const struct config *cfg, int world)
+{
+    int64_t tp_cp_pp = cfg->parallel.tp * cfg->parallel.cp * cfg->parallel.pp;
+    if (cfg->parallel.dp > 0) return (int)cfg->parallel.dp;
+    if (world <= 0 || world % tp_cp_pp) return 0;
+    return (int)(world / tp_cp_pp);
+}
+
+int shape_micro_batch(const struct config *cfg, int world)
+{
+    int dp = shape_dp(cfg, world);
+    if (cfg->train.micro_batch_size > 0) return (int)cfg->train.micro_batch_size;
+    return dp > 0 ? (int)(cfg->train.batch_size / dp) : 0;
+}
+
 int64_t shape_padded_vocab(int64_t V, int64_t tp)
 {
     int64_t mult = 128 * tp;
@@ -42,11 +57,11 @@ void run_shape_init(struct run_shape *s, const struct config *cfg, int world, in
     s->tp = (int)cfg->parallel.tp;
     s->pp = (int)cfg->parallel.pp;
     s->v = (int)cfg->parallel.virtual_stages;
-    s->dp = config_dp(cfg, world);
+    s->dp = shape_dp(cfg, world);
     s->cp = (int)cfg->parallel.cp;
     s->dpcp = s->dp * s->cp;
     s->sp = cfg->parallel.sequence_parallel && s->tp > 1;
-    s->micro_batch = config_micro_batch(cfg, world);
+    s->micro_batch = shape_micro_batch(cfg, world);
     if (s->dp > 0 && s->micro_batch > 0)
         s->n_micro = (int)(cfg->train.batch_size / ((int64_t)s->dp * s->micro_batch));
     s->V = cfg->model.vocab_size;

@@ -46,6 +46,15 @@ struct run_shape {
  * implies).  Fields that need the world size are 0 when world <= 0. */
 void run_shape_init(struct run_shape *s, const struct config *cfg, int world, int staged);
 
+/* The data-parallel degree: parallel.dp, or world / (tp * cp * pp) when it
+ * is 0; 0 when it cannot be derived (world <= 0, or world not a multiple
+ * of tp * cp * pp). */
+int shape_dp(const struct config *cfg, int world);
+
+/* The micro-batch size: train.micro_batch_size, or batch_size / dp when it
+ * is 0; 0 when dp cannot be derived (shape_dp). */
+int shape_micro_batch(const struct config *cfg, int world);
+
 /* The padded vocabulary: V rounded up to a multiple of 128 * tp. */
 int64_t shape_padded_vocab(int64_t V, int64_t tp);
 

@@ -48,7 +48,7 @@ static int replan(struct change *c, size_t than)
 /* The single changes worth trying on cfg (world ranks). */
 static int candidates(struct change *out, int max, const struct config *cfg, int world)
 {
-    int n = 0, dp = config_dp(cfg, world), B = config_micro_batch(cfg, world);
+    int n = 0, dp = shape_dp(cfg, world), B = shape_micro_batch(cfg, world);
     int shards = dp * (int)cfg->parallel.cp; /* ZeRO's: the dp x cp ranks holding replicas */
     int64_t tp = cfg->parallel.tp, pp = cfg->parallel.pp, cp = cfg->parallel.cp;
 #define ADD(...)                                                                  \
