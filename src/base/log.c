@@ -155,4 +155,11 @@ int mpi_agree_error(MPI_Comm comm, int failed, char *msg, size_t len)
     return -1;
 }
 
+void die_all_if(MPI_Comm comm, int failed, const char *msg, const char *hint)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", msg);
+    if (mpi_agree_error(comm, failed, buf, sizeof buf) != 0) die_all(hint, "%s", buf);
+}
+
 double wtime(void) { return MPI_Wtime(); }

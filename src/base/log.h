@@ -57,6 +57,10 @@ void text_printable(char *s);
  * Collective. */
 int mpi_agree_error(MPI_Comm comm, int failed, char *msg, size_t len);
 
+/* Did any rank of comm fail?  If one did, every rank ends as die_all does,
+ * with the lowest failing rank's msg and the hint.  Collective. */
+void die_all_if(MPI_Comm comm, int failed, const char *msg, const char *hint);
+
 /* Seconds since an arbitrary origin (MPI_Wtime). */
 double wtime(void);
 

@@ -1,0 +1,142 @@
+/* train_ckpt.c -- the training run's checkpoints: on the interval, in the
+ * background, at the end; the disk's room for them, and an I/O failure
+ * stopping the run. */
+#include "train_internal.h"
+
+#include <stdio.h>
+#include <sys/statvfs.h>
+
+#include "ckpt.h"
+#include "exit_status.h"
+#include "log.h"
+
+/* Is there room in run_dir for a checkpoint and some more rows of
+ * metrics.h5?  HDF5 1.10 does not survive a write that fails for lack of
+ * space (the library crashes in its shutdown, and a collective close can
+ * hang), so the run stops while a checkpoint still fits.  Rank 0; 1 if
+ * there is, else 0 with the figures in why. */
+int train_disk_has_room(const struct run *r, char *why, size_t len)
+{
+    struct statvfs fs;
+    double need = r->ckpt_bytes + (256 << 10);
+    if (r->async.running && !r->async.reserved) need += r->ckpt_bytes; /* (the one being written fills in) */
+    if (statvfs(r->cfg->io.run_dir, &fs) != 0) return 1; /* (cannot tell: the writes will) */
+    double avail = (double)fs.f_bavail * (double)fs.f_frsize;
+    if (avail >= need) return 1;
+    snprintf(why, len, "the file system of %s has %.0f KiB free, less than a checkpoint and some metrics need "
+             "(%.0f KiB)", r->cfg->io.run_dir, avail / 1024, need / 1024);
+    return 0;
+}
+
+/* Rank 0 saw an I/O failure: say it once; the run stops at the step's end
+ * (stop_agreed tells every rank). */
+void train_io_stop(struct run *r, const char *why, const char *then)
+{
+    if (r->io_stop) return;
+    snprintf(r->io_why, sizeof r->io_why, "%s", why);
+    fprintf(stderr, "error: %s%s\n", why, then);
+    r->io_stop = 1;
+}
+
+/* The checkpoint being written in the background, if there is one: wait for
+ * it and seal it.  Returns 0 (sealed, or none), or -1 with the reason in
+ * err (every rank alike; the earlier checkpoints are intact). */
+int train_async_checkpoint_end(struct run *r, char *err, size_t errlen)
+{
+    struct ckpt_async *a = &r->async;
+    if (!a->running) return 0;
+    double t0 = wtime();
+    timer_start(&r->timers, T_IO);
+    int rc = ckpt_async_end(a, r->cfg->io.run_dir, &r->model, &r->optim, r->g, (int)r->cfg->io.keep_checkpoints,
+                            err, errlen);
+    timer_stop(&r->timers, T_IO);
+    if (rc != 0) {
+        r->failed_step = a->step;
+        return -1;
+    }
+    snprintf(r->last_ckpt, sizeof r->last_ckpt, "%s/ckpt_%lld.h5", r->cfg->io.run_dir, (long long)a->step);
+    double mib = 3.0 * model_logical_params(&r->model.d) * sizeof(float) / 1048576.0, now = wtime();
+    if (now - a->t_begin > r->ckpt_seconds) r->ckpt_seconds = now - a->t_begin;
+    log_info("checkpoint %s written in the background and verified: %.1f MiB in %.2f s (%.0f MiB/s), sealed "
+             "after step %lld; training stopped %.2f s for the snapshot, %.2f s waiting for the writer and %.2f s "
+             "for the seal\n", r->last_ckpt, mib, now - a->t_begin, mib / (now - a->t_begin), (long long)r->step,
+             a->t_resumed - a->t_begin, a->waited, now - t0 - a->waited);
+    return 0;
+}
+
+/* Write the checkpoint of this step, once: in the background if
+ * io.async_checkpoint and the run goes on (background), else at once.
+ * Returns 0 (written or begun, or nothing to write), or -1 with the reason
+ * in err (every rank alike; the earlier checkpoints are intact). */
+int train_save_checkpoint(struct run *r, int background, char *err, size_t errlen)
+{
+    if (train_async_checkpoint_end(r, err, errlen) != 0) { /* one at a time, in order */
+        if (background) return -1;
+        /* (the run ends: its own state is written at once, if that still can be) */
+        log_info("the background checkpoint of step %lld failed (%s); writing step %lld's at once\n",
+                 (long long)r->failed_step, err, (long long)r->step);
+        r->saved_step = -1;
+    }
+    if (r->saved_step == r->step) return 0; /* a stop at a checkpoint step: already written */
+    if (r->nonfinite_streak > 0) { /* the same on every rank: the loss is global */
+        log_info("no checkpoint at step %lld: the loss is not finite, the state is suspect (the earlier "
+                 "checkpoints are kept)\n", (long long)r->step);
+        return 0;
+    }
+    struct ckpt_state st = {r->step, r->tokens, r->optim.updates, r->scaler.scale, r->scaler.good_steps,
+                            r->scaler.hysteresis_left, r->scaler.dynamic};
+    double t0 = wtime();
+    timer_start(&r->timers, T_IO);
+    if (r->g->rank == 0 && metrics_flush(&r->metrics) != 0) train_io_stop(r, r->metrics.failed, "");
+    int rc = background && r->cfg->io.async_checkpoint
+                 ? ckpt_async_begin(&r->async, r->cfg->io.run_dir, &st, &r->model, &r->optim, r->deck, r->g,
+                                    r->cfg->diag.slow_checkpoint, err, errlen)
+                 : ckpt_save(r->cfg->io.run_dir, &st, &r->model, &r->optim, r->deck, r->g,
+                             (int)r->cfg->io.keep_checkpoints, err, errlen);
+    timer_stop(&r->timers, T_IO);
+    if (rc != 0) {
+        r->failed_step = r->step;
+        return -1;
+    }
+    r->saved_step = r->step;
+    if (r->async.running) return 0; /* (reported when it is sealed) */
+    snprintf(r->last_ckpt, sizeof r->last_ckpt, "%s/ckpt_%lld.h5", r->cfg->io.run_dir, (long long)r->step);
+    double dt = wtime() - t0, mib = 3.0 * model_logical_params(&r->model.d) * sizeof(float) / 1048576.0;
+    if (dt > r->ckpt_seconds) r->ckpt_seconds = dt;
+    log_info("checkpoint %s written and verified: %.1f MiB in %.2f s (%.0f MiB/s)\n", r->last_ckpt, mib, dt,
+             mib / dt);
+    return 0;
+}
+
+/* A background write that has finished on every rank is sealed at once, so
+ * that it is usable as soon as it can be.  Collective (while one is in
+ * flight: the ranks agree on it). */
+int train_async_checkpoint_poll(struct run *r, char *err, size_t errlen)
+{
+    if (!r->async.running) return 0;
+    int busy = !ckpt_async_done(&r->async);
+    comm_allreduce_max_int(&r->comm, CG_WORLD, &busy, 1);
+    return busy ? 0 : train_async_checkpoint_end(r, err, errlen);
+}
+
+/* A checkpoint that could not be written ends the run.  While stopping (a
+ * signal or the time limit) with an earlier good checkpoint, the status is 3
+ * all the same: a requeued job resumes from that one. */
+void train_checkpoint_failed(const struct run *r, int stopping, const char *err)
+{
+    if (stopping && r->last_ckpt[0]) {
+        if (r->g->rank == 0)
+            fprintf(stderr, "error: checkpoint at step %lld failed: %s\n", (long long)r->failed_step, err);
+        log_info("stopped without a checkpoint of step %lld: the newest good one is %s, which a requeued "
+                 "job resumes from (status 3)\n", (long long)r->failed_step, r->last_ckpt);
+        exit_all(EXIT_STOPPED);
+    }
+    char hint[sizeof r->last_ckpt + 160];
+    if (r->last_ckpt[0])
+        snprintf(hint, sizeof hint, "check the free space and permissions of io.run_dir; the newest good "
+                 "checkpoint, %s, is intact and restart = 'auto' resumes from it", r->last_ckpt);
+    else
+        snprintf(hint, sizeof hint, "check the free space and permissions of io.run_dir; no checkpoint of this "
+                 "run was written before");
+    die_all(hint, "checkpoint at step %lld failed: %s", (long long)r->failed_step, err);
+}

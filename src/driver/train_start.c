@@ -1,0 +1,163 @@
+/* train_start.c -- the training run's start: its directory (created,
+ * locked, its lineage settled) and the state it starts from (a restart,
+ * io.init_from, or the initial values). */
+#include "train_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ckpt.h"
+#include "hf.h"
+#include "lineage.h"
+#include "log.h"
+#include "runlock.h"
+
+/* mkdir -p */
+static int make_dirs(const char *path)
+{
+    char buf[CONFIG_STRLEN];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return mkdir(buf, 0777) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+void train_open_run_dir(const struct run *r)
+{
+    char msg[1024] = "";
+    int failed = 0;
+    if (r->g->rank == 0 && make_dirs(r->cfg->io.run_dir) != 0) {
+        snprintf(msg, sizeof msg, "cannot create run directory '%s': %s", r->cfg->io.run_dir, strerror(errno));
+        failed = 1;
+    }
+    die_all_if(r->g->world_comm, failed, msg, "set io.run_dir to a writable directory");
+    /* one job per run directory, before anything in it is read or written */
+    char note[1024] = "";
+    failed = r->g->rank == 0 && runlock_take(r->cfg->io.run_dir, note, sizeof note, msg, sizeof msg) != 0;
+    die_all_if(r->g->world_comm, failed, msg, "wait for that job, or choose another io.run_dir; if the job is gone (on "
+                                       "another host), remove the lock file");
+    if (note[0]) log_warn("%s", note);
+}
+
+/* The run directory follows the run's lineage (lineage.h).  Restarted from
+ * `path` (loaded): a checkpoint of this directory's lineage becomes its
+ * newest, and the later ones, abandoned, are moved aside (never deleted); a
+ * checkpoint from elsewhere starts the manifest anew.  A fresh start in a
+ * directory that holds another run's output is refused, unless
+ * io.overwrite or restart = 'auto' (which found nothing to resume: a job
+ * killed before its first checkpoint) asks for it: that output is moved
+ * aside into run_dir/superseded.N/.  Rank 0 works; the error is agreed. */
+static void settle_run_dir(struct run *r, const char *path, int loaded)
+{
+    const struct config *cfg = r->cfg;
+    const char *dir = cfg->io.run_dir;
+    static struct lineage l;
+    char msg[4096] = "", what[256] = "", aside[4200] = "";
+    int failed = 0;
+    if (r->g->rank == 0 && loaded) {
+        char pd[4096];
+        snprintf(pd, sizeof pd, "%s", path);
+        char *slash = strrchr(pd, '/');
+        const char *base = slash ? path + (slash - pd) + 1 : path;
+        if (slash) *slash = '\0'; else snprintf(pd, sizeof pd, ".");
+        long long s;
+        char tail[8];
+        struct stat a, b; /* the same directory, however it is spelled */
+        int here = stat(pd, &a) == 0 && stat(dir, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino &&
+                   sscanf(base, "ckpt_%lld.h5%7s", &s, tail) == 1;
+        if (lineage_read(dir, &l, msg, sizeof msg) != 0) l.n = 0; /* damaged: start it anew */
+        msg[0] = '\0';
+        int at = here ? lineage_find(&l, s) : -1;
+        for (int i = at + 1; at >= 0 && i < l.n && !failed; i++) {
+            char name[64];
+            snprintf(name, sizeof name, "ckpt_%lld.h5", (long long)l.step[i]);
+            if (!aside[0]) lineage_fresh_dir(dir, "abandoned", aside, sizeof aside);
+            failed = lineage_move_aside(dir, aside, name, msg, sizeof msg) != 0;
+            if (!failed) log_info("%s is later than the restart's checkpoint: moved to %s/\n", name, aside);
+        }
+        int was = l.n, present = l.present;
+        if (at >= 0) l.n = at + 1;
+        else if (here) l.step[0] = s, l.n = 1;
+        else l.n = 0;
+        /* (unchanged: not rewritten, so that a restart on a full disk reads and fails at its first real write) */
+        if (!failed && (l.n != was || !present)) failed = lineage_write(dir, &l, msg, sizeof msg) != 0;
+    } else if (r->g->rank == 0 && lineage_dir_in_use(dir, what, sizeof what)) {
+        if (!cfg->io.overwrite && !config_is(cfg->io.restart, "auto")) {
+            snprintf(msg, sizeof msg, "io.run_dir = '%s' holds another run's output (%s): a new run would mix "
+                     "with it", dir, what);
+            failed = 2;
+        } else {
+            failed = lineage_move_output(dir, aside, sizeof aside, msg, sizeof msg) != 0;
+            if (!failed) log_info("a new run in %s: the earlier run's %s moved to %s/\n", dir, what, aside);
+        }
+    }
+    int any = failed;
+    MPI_CHECK(MPI_Bcast(&any, 1, MPI_INT, 0, r->g->world_comm));
+    if (any == 2)
+        die_all_if(r->g->world_comm, 1, msg, "continue it with io.restart = 'auto', choose another io.run_dir, or set "
+                                      "io.overwrite = .true. to start over (its files are then moved aside, not "
+                                      "deleted)");
+    die_all_if(r->g->world_comm, any != 0, msg, "check that io.run_dir is writable");
+}
+
+void train_initial_state(struct run *r)
+{
+    const struct config *cfg = r->cfg;
+    char err[1024] = "", path[4096] = "";
+    struct ckpt_state st;
+    memset(&st, 0, sizeof st);
+    double t0 = wtime();
+    int loaded = 0, in_master = 0; /* the master weights (ZeRO-3: the slice) hold the model read */
+    if (config_is(cfg->io.restart, "auto")) {
+        loaded = ckpt_restart_auto(cfg->io.run_dir, &r->model, &r->optim, &st, r->g, path, sizeof path, err,
+                                   sizeof err);
+        if (loaded < 0)
+            die_all("remove the broken checkpoints from io.run_dir to start fresh, or point io.restart at a good one",
+                    "restart = 'auto': %s", err);
+        if (!loaded) log_info("restart = 'auto': no checkpoint in %s, starting fresh\n", cfg->io.run_dir);
+    } else if (cfg->io.restart[0]) {
+        snprintf(path, sizeof path, "%s", cfg->io.restart);
+        if (ckpt_load_all(path, &r->model, &r->optim, &st, r->g, err, sizeof err) != 0)
+            die_all("check io.restart, or use restart = 'auto' to take the newest good checkpoint",
+                    "restart from %s: %s", path, err);
+        loaded = 1;
+    }
+    if (loaded) {
+        r->step = st.step;
+        r->tokens = st.tokens;
+        r->optim.updates = st.updates;
+        if (st.has_scaler && r->scaler.dynamic) {
+            r->scaler.scale = st.loss_scale;
+            r->scaler.good_steps = st.good_steps;
+            r->scaler.hysteresis_left = st.hysteresis_left;
+        }
+        log_info("restarted from %s at step %lld (read in %.2f s)\n", path, (long long)r->step, wtime() - t0);
+        snprintf(r->last_ckpt, sizeof r->last_ckpt, "%s", path);
+    } else if (cfg->io.init_from[0]) {
+        const char *from = cfg->io.init_from;
+        enum weights_kind kind = weights_kind_of(from);
+        int nonfinite = cfg->io.allow_nonfinite_weights;
+        int rc = kind == WEIGHTS_HF     ? hf_load(from, &r->model, r->g, nonfinite, err, sizeof err)
+                 : kind == WEIGHTS_LLMC ? llmc_load(from, &r->model, r->g, nonfinite, err, sizeof err)
+                                        : ckpt_load_model(from, &r->model, r->g, err, sizeof err);
+        if (rc != 0)
+            die_all("io.init_from names a triad checkpoint (HDF5 with /model), a Hugging Face model folder or an "
+                    "llm.c GPT-2 checkpoint, of this deck's model (docs/formats.md)",
+                    "init_from %s: %s", from, err);
+        in_master = kind == WEIGHTS_HDF5 && r->model.shard_mem; /* (ckpt.c reads a ZeRO-3 model into its slice) */
+        log_info("initial weights from %s (%s)\n", from,
+                 kind == WEIGHTS_HF ? "Hugging Face folder" : kind == WEIGHTS_LLMC ? "llm.c checkpoint" : "HDF5");
+    }
+    settle_run_dir(r, path, loaded);
+    int bad = r->g->rank == 0 && hf_keep_tokenizer(cfg, (int)cfg->model.vocab_size, err, sizeof err) != 0;
+    if (mpi_agree_error(r->g->world_comm, bad, err, sizeof err))
+        die_all("data.tokenizer names the model's tokenizer (docs/tokenizer.md)", "%s", err);
+    if (!loaded && !in_master) optim_master_from_params(&r->optim, &r->model);
+    optim_params_from_master(&r->optim, &r->model, &r->comm); /* bf16/fp16: round the compute copy */
+}
