@@ -48,7 +48,7 @@ class Bad(Exception):
 
 
 def checksum_part(values, first_index):
-    """src/io/ckpt.c partial_checksum over a flat run of float32 starting at
+    """src/io/ckpt_sum.c ckpt_partial_checksum over a flat run of float32 starting at
     logical element first_index: the sum mod 2^64 of splitmix64(index*golden ^ bits)."""
     bits = np.ascontiguousarray(values, dtype="<f4").view("<u4").astype(np.uint64)
     x = np.arange(first_index, first_index + bits.size, dtype=np.uint64) * GOLDEN ^ bits

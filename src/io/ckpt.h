@@ -1,25 +1,17 @@
 /* ckpt.h -- HDF5 checkpoints (docs/formats.md): every tensor in its full logical
- * shape, each rank writing or reading its own hyperslab. */
+ * shape, each rank writing or reading its own hyperslab (ckpt_layout.h); the
+ * counters stored beside them, struct ckpt_state, and the file's size are in
+ * ckpt_file.h. */
 #ifndef TRIAD_CKPT_H
 #define TRIAD_CKPT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ckpt_file.h"
 #include "model.h"
 #include "optim.h"
 #include "topo.h"
-
-#define CKPT_FORMAT_VERSION 1
-
-struct ckpt_state {
-    int64_t step;      /* optimizer steps done (skipped ones included) */
-    int64_t tokens;    /* tokens trained on */
-    int64_t updates;   /* AdamW updates applied (steps not skipped) */
-    double loss_scale; /* the dynamic loss scaler (scaler.h) */
-    int64_t good_steps, hysteresis_left;
-    int has_scaler;    /* the three above are there (written by an fp16 run) */
-};
 
 /* Write <run_dir>/ckpt_<step>.h5 atomically: a temporary name, close, fsync
  * on every rank, read back and verified (every tensor's checksum, the step),
@@ -29,10 +21,6 @@ struct ckpt_state {
 int ckpt_save(const char *run_dir, const struct ckpt_state *st, const struct model *m,
               const struct optim *o, const char *deck, const struct grid *g, int keep,
               char *err, size_t errlen);
-
-/* About the bytes a checkpoint of m takes on disk (checked against the free
- * space before one is started). */
-double ckpt_file_bytes(const struct model *m);
 
 /* The deck a checkpoint was written with (its model's family and shape),
  * read on one process.  0, or -1 with the reason. */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "ckpt_piece.h"
+#include "ckpt_sum.h"
 #include "flight.h"
 #include "log.h"
 

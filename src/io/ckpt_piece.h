@@ -1,31 +1,15 @@
-/* ckpt_piece.h -- what one rank holds of a checkpoint's tensors, shared by
- * the synchronous writer (ckpt.c) and the background one (ckpt_async.c). */
+/* ckpt_piece.h -- a checkpoint written outside HDF5 (by the background
+ * writer, ckpt_async.c): what this rank owns of each dataset, the file
+ * created with every dataset's space allocated, and its sealing. */
 #ifndef TRIAD_CKPT_PIECE_H
 #define TRIAD_CKPT_PIECE_H
 
-#include <hdf5.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ckpt.h"
+#include "ckpt_layout.h"
 
-enum { MAX_RECTS = 9 }; /* a part of each of up to 3 row blocks: a partial row, whole rows, a partial row */
-
-/* One tensor of one layer: its dataset, its logical shape, and the
- * rectangles of it that this rank holds, in the order of the file (and of
- * the rank's memory, where they lie one after another from `local`). */
-struct tensor_ref {
-    char path[128];
-    int rank;              /* 1 (vectors) or 2 */
-    hsize_t dims[2];       /* logical shape (wte without padding) */
-    hsize_t start[MAX_RECTS][2], count[MAX_RECTS][2];
-    int nblocks;
-    size_t elems;          /* elements of this rank's selection */
-    int replicated;        /* identical on every tp rank */
-    int primary;           /* this copy is written (the tied wte: first stage's) */
-    int sliced;            /* a part of a ZeRO slice: every dp rank owns its own */
-    float *local;          /* the selection's first element in this rank's memory, or NULL if it holds none */
-};
+struct ckpt_state;
 
 /* A selection this rank owns (writes and checks), for a write that happens
  * outside HDF5: the dataset's place in the file and in the walk order. */
@@ -35,17 +19,7 @@ struct ckpt_piece {
     int index;             /* the dataset's number in the walk (its checksum's slot) */
 };
 
-/* The order-independent checksum of a selection's elements (data: t->elems
- * of them, in the selection's order); the owners' sums add up (mod 2^64) to
- * the dataset's "checksum" attribute. */
-uint64_t ckpt_partial_checksum(const struct tensor_ref *t, const float *data);
-
-/* Read the whole of `dataset` (a vector or a matrix, in slabs of about 16
- * MiB) and check it against its "checksum" attribute, on one process: 0, or
- * -1 with the reason (missing, no checksum, unreadable, a mismatch). */
-int ckpt_verify_dataset(hid_t file, const char *dataset, char *err, size_t errlen);
-
-/* A write of a checkpoint outside HDF5, in three steps (ckpt_async.c):
+/* A write of a checkpoint outside HDF5, in three steps:
  *
  * ckpt_pieces lists what this rank owns of every dataset (t.local in the
  * live state), in walk order; returns the number of datasets (the length
@@ -62,7 +36,7 @@ int ckpt_verify_dataset(hid_t file, const char *dataset, char *err, size_t errle
  *
  * ckpt_seal ends it once every rank has written and read back its pieces
  * (failed: this rank's writing failed, the reason in err; sums: this
- * rank's ckpt_partial_checksum of each owned piece, by index, zero
+ * rank's ckpt_partial_checksum (ckpt_sum.h) of each owned piece, by index, zero
  * elsewhere): the checksums stored, the file flushed on every rank and its
  * metadata checked, then renamed and old checkpoints rotated out as
  * ckpt_save does.  Collective; 0, or -1 with err (the file removed). */

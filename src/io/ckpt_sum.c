@@ -1,7 +1,7 @@
-/* ckpt_sum.c -- the checkpoint's per-dataset checksums (ckpt_piece.h): the
+/* ckpt_sum.c -- the checkpoint's per-dataset checksums (ckpt_sum.h): the
  * sum (mod 2^64) of a mix of every element's logical index and bits, so
  * partial sums over any decomposition add up to the whole tensor's. */
-#include "ckpt_piece.h"
+#include "ckpt_sum.h"
 
 #include <stdlib.h>
 
@@ -25,6 +25,44 @@ uint64_t ckpt_partial_checksum(const struct tensor_ref *t, const float *data)
             for (hsize_t c = 0; c < t->count[b][1]; c++, k++)
                 sum += element_sum((t->start[b][0] + r) * cols + t->start[b][1] + c, bits[k]);
     return sum;
+}
+
+void ckpt_sums_reduce(uint64_t *sums, int n, const struct grid *g)
+{
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums, n, MPI_UINT64_T, MPI_SUM, g->world_comm));
+}
+
+int ckpt_attach_checksum(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
+{
+    hid_t ds = H5Dopen2(file, t->path, H5P_DEFAULT);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = ds < 0 ? -1 : H5Acreate2(ds, "checksum", H5T_NATIVE_UINT64, sp, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t rc = a < 0 ? -1 : H5Awrite(a, H5T_NATIVE_UINT64, &w->sums[w->next]);
+    if (a >= 0) H5Aclose(a);
+    H5Sclose(sp);
+    if (ds >= 0) H5Dclose(ds);
+    if (rc < 0) ckpt_walk_fail(w, "writing the checksum of %s failed", t->path);
+    return rc < 0 ? -1 : 0;
+}
+
+int ckpt_verify_checksum(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
+{
+    hid_t ds = H5Dopen2(file, t->path, H5P_DEFAULT);
+    if (ds < 0 || H5Aexists(ds, "checksum") <= 0) { /* weights from elsewhere carry none */
+        if (ds >= 0) H5Dclose(ds);
+        return 0;
+    }
+    uint64_t stored = 0;
+    hid_t a = H5Aopen(ds, "checksum", H5P_DEFAULT);
+    herr_t rc = a < 0 ? -1 : H5Aread(a, H5T_NATIVE_UINT64, &stored);
+    if (a >= 0) H5Aclose(a);
+    H5Dclose(ds);
+    if (rc < 0 || stored != w->sums[w->next]) {
+        ckpt_walk_fail(w, "checksum mismatch in %s (stored %016llx, data %016llx): the file is corrupted",
+                      t->path, (unsigned long long)stored, (unsigned long long)w->sums[w->next]);
+        return -1;
+    }
+    return 0;
 }
 
 int ckpt_verify_dataset(hid_t file, const char *dataset, char *err, size_t errlen)

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
-#include "ckpt_piece.h"
+#include "ckpt_sum.h"
 #include "config.h"
 #include "log.h"
 #include "shape.h"

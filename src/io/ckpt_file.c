@@ -1,0 +1,264 @@
+/* ckpt_file.c -- a checkpoint's file (ckpt_file.h): opening, attributes,
+ * the temporary name, the flush, the rename and the rotation. */
+#include "ckpt_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "lineage.h"
+#include "log.h"
+
+int ckpt_agree(int rc, char *err, size_t errlen, const struct grid *g)
+{
+    return mpi_agree_error(g->world_comm, rc != 0, err, errlen);
+}
+
+hid_t ckpt_open(const char *path, enum ckpt_open_mode mode, const struct grid *g)
+{
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_fapl_mpio(fapl, g->world_comm, MPI_INFO_NULL);
+    H5Pset_all_coll_metadata_ops(fapl, 1); /* metadata read once and broadcast, written collectively */
+    H5Pset_coll_metadata_write(fapl, 1);
+    H5Pset_alignment(fapl, 1 << 20, 1 << 20); /* tensors of 1 MiB and more start on MiB boundaries */
+    hid_t f = mode == CKPT_OPEN_CREATE ? H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)
+                                       : H5Fopen(path, mode == CKPT_OPEN_UPDATE ? H5F_ACC_RDWR : H5F_ACC_RDONLY, fapl);
+    H5Pclose(fapl);
+    return f;
+}
+
+hid_t ckpt_create_dataset(hid_t file, const struct tensor_ref *t, hid_t fs, int allocated)
+{
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+    if (allocated) {
+        H5Pset_layout(dcpl, H5D_CONTIGUOUS);
+        H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
+    }
+    hid_t ds = H5Dcreate2(file, t->path, H5T_NATIVE_FLOAT, fs, lcpl, dcpl, H5P_DEFAULT);
+    H5Pclose(dcpl);
+    H5Pclose(lcpl);
+    return ds;
+}
+
+/* ------------------------------------------------------------ attributes */
+
+/* A scalar attribute of HDF5 type `type` (native int64 or double). */
+static void attr_write(hid_t obj, const char *name, hid_t type, const void *v)
+{
+    hid_t s = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(obj, name, type, s, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, type, v);
+    H5Aclose(a);
+    H5Sclose(s);
+}
+
+static int attr_read(hid_t obj, const char *name, hid_t type, void *v)
+{
+    if (H5Aexists(obj, name) <= 0) return -1;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    herr_t rc = H5Aread(a, type, v);
+    H5Aclose(a);
+    return rc < 0 ? -1 : 0;
+}
+
+static void attr_i64(hid_t obj, const char *name, int64_t v) { attr_write(obj, name, H5T_NATIVE_INT64, &v); }
+
+static int read_attr_i64(hid_t obj, const char *name, int64_t *v) { return attr_read(obj, name, H5T_NATIVE_INT64, v); }
+
+static void attr_str(hid_t obj, const char *name, const char *text)
+{
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, strlen(text) + 1);
+    hid_t s = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(obj, name, t, s, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, t, text);
+    H5Aclose(a);
+    H5Sclose(s);
+    H5Tclose(t);
+}
+
+/* The string attribute `name` of obj, malloc'ed, or NULL if it has none. */
+static char *attr_read_str(hid_t obj, const char *name)
+{
+    if (H5Aexists(obj, name) <= 0) return NULL;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    hid_t t = a < 0 ? -1 : H5Aget_type(a);
+    char *text = NULL;
+    if (t >= 0 && H5Tget_class(t) == H5T_STRING && !H5Tis_variable_str(t)) {
+        size_t n = H5Tget_size(t);
+        text = xcalloc(n + 1, 1);
+        if (H5Aread(a, t, text) < 0) free(text), text = NULL;
+    }
+    if (t >= 0) H5Tclose(t);
+    if (a >= 0) H5Aclose(a);
+    return text;
+}
+
+void ckpt_write_attributes(hid_t f, const struct ckpt_state *st, const char *deck, const struct grid *g)
+{
+    attr_i64(f, "format_version", CKPT_FORMAT_VERSION);
+    attr_i64(f, "step", st->step);
+    attr_i64(f, "tokens", st->tokens);
+    attr_i64(f, "optimizer_updates", st->updates);
+    if (st->has_scaler) { /* fp16's dynamic scale */
+        attr_write(f, "loss_scale", H5T_NATIVE_DOUBLE, &st->loss_scale);
+        attr_i64(f, "loss_scale_good_steps", st->good_steps);
+        attr_i64(f, "loss_scale_hysteresis_left", st->hysteresis_left);
+    }
+    attr_i64(f, "tp", g->tp);
+    attr_i64(f, "cp", g->cp);
+    attr_i64(f, "dp", g->dp);
+    attr_i64(f, "pp", g->pp);
+    attr_str(f, "deck", deck);
+}
+
+int ckpt_read_state(hid_t f, const char *path, struct ckpt_state *st, char *err, size_t errlen)
+{
+    if (read_attr_i64(f, "step", &st->step) || read_attr_i64(f, "tokens", &st->tokens)) {
+        snprintf(err, errlen, "%s has no step/tokens attributes: it is corrupted, or not a triad checkpoint", path);
+        return -1;
+    }
+    /* optional: absent in older files, and the scale in runs without fp16 */
+    if (read_attr_i64(f, "optimizer_updates", &st->updates) != 0) st->updates = st->step;
+    st->has_scaler = attr_read(f, "loss_scale", H5T_NATIVE_DOUBLE, &st->loss_scale) == 0 &&
+                     read_attr_i64(f, "loss_scale_good_steps", &st->good_steps) == 0 &&
+                     read_attr_i64(f, "loss_scale_hysteresis_left", &st->hysteresis_left) == 0;
+    return 0;
+}
+
+int ckpt_check_step(hid_t f, const char *path, int64_t step, const struct grid *g, char *err, size_t errlen)
+{
+    int64_t stored = -1;
+    if (read_attr_i64(f, "step", &stored) == 0 && stored == step) return 0;
+    snprintf(err, errlen, "rank %d: the step attribute of %s reads back as %lld, not %lld", g->rank, path,
+             (long long)stored, (long long)step);
+    return -1;
+}
+
+char *ckpt_stored_deck(hid_t f) { return attr_read_str(f, "deck"); }
+
+/* ------------------------------------------------------------------ files */
+
+static int fsync_path(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+/* The new checkpoint of `step` joins run_dir's lineage, and all but its
+ * newest `keep` are removed (rank 0 only).  Only the lineage's own files
+ * are ever removed: another run's checkpoints in the directory stay. */
+static void rotate(const char *dir, int64_t step, int keep)
+{
+    static struct lineage l; /* (large: not on the stack) */
+    char err[1024];
+    if (lineage_read(dir, &l, err, sizeof err) != 0) {
+        log_warn("%s; nothing rotated, a new manifest starts with ckpt_%lld.h5", err, (long long)step);
+        l.n = 0;
+    }
+    if (l.n == 0 || l.step[l.n - 1] != step) {
+        if (l.n == LINEAGE_MAX) memmove(l.step, l.step + 1, (size_t)--l.n * sizeof l.step[0]);
+        l.step[l.n++] = step;
+    }
+    int drop = l.n > keep ? l.n - keep : 0;
+    for (int i = 0; i < drop; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/ckpt_%lld.h5", dir, (long long)l.step[i]);
+        if (unlink(path) != 0 && errno != ENOENT)
+            log_warn("cannot remove old checkpoint %s: %s", path, strerror(errno));
+    }
+    l.n -= drop;
+    memmove(l.step, l.step + drop, (size_t)l.n * sizeof l.step[0]);
+    if (lineage_write(dir, &l, err, sizeof err) != 0)
+        log_warn("%s: rotation and restart = 'auto' fall back to step numbers", err);
+}
+
+/* About the size of a checkpoint file: model, m and v in fp32, each tensor
+ * of 1 MiB or more starting on a MiB boundary (ckpt_open), and the
+ * metadata (1 KiB a dataset and 32 KiB more: measured 0.4 KiB). */
+double ckpt_file_bytes(const struct model *m)
+{
+    double bytes = 32 << 10;
+    for (int id = 0; id < NUM_PARAMS; id++)
+        for (int l = 0; l < (param_table[id].per_layer ? m->d.L : 1); l++) {
+            struct tensor_ref t;
+            struct state_buf whole = {m->params_mem, 0, m->flat, 0};
+            ckpt_tensor_ref(&t, "/model", m, &whole, (enum param_id)id, l);
+            double b = 4.0 * (double)t.dims[0] * (double)(t.rank == 2 ? t.dims[1] : 1);
+            bytes += 3 * (b + (b >= (1 << 20) ? (1 << 20) : 0) + 1024);
+        }
+    return bytes;
+}
+
+/* Is there room for the file?  Checked before writing: HDF5 1.10 and
+ * Open MPI's MPI-IO can hang in a collective close when a write fails on
+ * some ranks only (a full disk), so a checkpoint that cannot fit is not
+ * started.  Rank 0 asks the file system; the answer is agreed. */
+static int check_room(const char *run_dir, const struct model *m, const struct grid *g, char *err, size_t errlen)
+{
+    int rc = 0;
+    struct statvfs fs;
+    double need = ckpt_file_bytes(m);
+    if (g->rank == 0 && statvfs(run_dir, &fs) == 0 && (double)fs.f_bavail * (double)fs.f_frsize < need) {
+        snprintf(err, errlen, "not enough space in %s: the checkpoint needs about %.0f KiB, %.0f KiB are free",
+                 run_dir, need / 1024, (double)fs.f_bavail * (double)fs.f_frsize / 1024);
+        rc = -1;
+    }
+    return ckpt_agree(rc, err, errlen, g);
+}
+
+hid_t ckpt_create_tmp(const char *run_dir, int64_t step, const struct model *m, const struct grid *g, char *tmp,
+                      size_t tmplen, char *err, size_t errlen)
+{
+    snprintf(tmp, tmplen, "%s/ckpt_%lld.h5.tmp", run_dir, (long long)step);
+    if (check_room(run_dir, m, g, err, errlen) != 0) return -1;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t f = ckpt_open(tmp, CKPT_OPEN_CREATE, g);
+    if (f < 0)
+        snprintf(err, errlen, "rank %d: cannot create %s: is %s writable and is there space?", g->rank, tmp, run_dir);
+    /* (a file open on some ranks only is left open: its close is collective) */
+    return ckpt_agree(f < 0, err, errlen, g) == 0 ? f : -1;
+}
+
+int ckpt_close_and_flush(hid_t f, const char *tmp, int rc, const struct grid *g, char *err, size_t errlen)
+{
+    if (H5Fclose(f) < 0 && rc == 0) {
+        snprintf(err, errlen, "rank %d: closing %s failed (disk full?)", g->rank, tmp);
+        rc = -1;
+    }
+    rc = ckpt_agree(rc, err, errlen, g);
+    if (rc == 0 && fsync_path(tmp) != 0) {
+        snprintf(err, errlen, "rank %d: fsync of %s failed: %s", g->rank, tmp, strerror(errno));
+        rc = -1;
+    }
+    return ckpt_agree(rc, err, errlen, g);
+}
+
+int ckpt_publish(const char *run_dir, const char *tmp, int64_t step, int keep, int rc, const struct grid *g,
+                 char *err, size_t errlen)
+{
+    char final[4096];
+    snprintf(final, sizeof final, "%s/ckpt_%lld.h5", run_dir, (long long)step);
+    if (rc == 0 && g->rank == 0) {
+        if (rename(tmp, final) != 0) {
+            snprintf(err, errlen, "rank 0: cannot rename %s to %s: %s", tmp, final, strerror(errno));
+            rc = -1;
+        } else {
+            fsync_path(run_dir);
+            rotate(run_dir, step, keep);
+        }
+    }
+    rc = ckpt_agree(rc, err, errlen, g);
+    if (rc != 0 && g->rank == 0) unlink(tmp);
+    return rc;
+}

@@ -1,0 +1,92 @@
+/* ckpt_layout.h -- which tensors a checkpoint holds and what part of each
+ * this rank holds and owns, and the walk over them that every rank makes in
+ * the same order (docs/formats.md: the layout). */
+#ifndef TRIAD_CKPT_LAYOUT_H
+#define TRIAD_CKPT_LAYOUT_H
+
+#include <hdf5.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+#include "optim.h"
+#include "topo.h"
+
+enum { MAX_RECTS = 9 }; /* a part of each of up to 3 row blocks: a partial row, whole rows, a partial row */
+
+/* One tensor of one layer: its dataset, its logical shape, and the
+ * rectangles of it that this rank holds, in the order of the file (and of
+ * the rank's memory, where they lie one after another from `local`). */
+struct tensor_ref {
+    char path[128];
+    int rank;              /* 1 (vectors) or 2 */
+    hsize_t dims[2];       /* logical shape (wte without padding) */
+    hsize_t start[MAX_RECTS][2], count[MAX_RECTS][2];
+    int nblocks;
+    size_t elems;          /* elements of this rank's selection */
+    int replicated;        /* identical on every tp rank */
+    int primary;           /* this copy is written (the tied wte: first stage's) */
+    int sliced;            /* a part of a ZeRO slice: every dp rank owns its own */
+    float *local;          /* the selection's first element in this rank's memory, or NULL if it holds none */
+};
+
+/* The memory of one kind of state (parameters, m, v) on this rank: the
+ * flat layout's elements [origin, origin + len) at mem -- all of it, or
+ * (ZeRO) this rank's 1/dp slice, whose part of each tensor the rank writes
+ * and reads itself. */
+struct state_buf {
+    float *mem;
+    size_t origin, len;
+    int sliced;
+};
+
+/* The groups of a checkpoint, and the state each holds (o may be NULL: the
+ * model alone, nothing of the optimizer).  Mixed precision: the fp32 master
+ * weights are the model. */
+extern const char *const ckpt_prefix[3];
+void ckpt_state_bufs(const struct model *m, const struct optim *o, struct state_buf sb[3]);
+
+/* The tensor `id` (of `layer`) under prefix, and this rank's part of it in sb. */
+void ckpt_tensor_ref(struct tensor_ref *t, const char *prefix, const struct model *m, const struct state_buf *sb,
+                     enum param_id id, int layer);
+
+/* The number of datasets under each prefix. */
+int ckpt_datasets_per_prefix(const struct model *m);
+
+/* Does this rank own its selection for writing and verifying?  One owner
+ * per element: data-parallel replica 0 (under ZeRO each dp rank, of its
+ * slice), tp rank 0 of a replicated tensor, the first stage's copy of wte. */
+int ckpt_owner(const struct tensor_ref *t, const struct grid *g);
+
+/* Select this rank's blocks in the file space (nothing if it has none or
+ * take is 0). */
+void ckpt_select_blocks(hid_t fs, const struct tensor_ref *t, int take);
+
+struct ckpt_piece;
+
+/* What a walk over the checkpoint's tensors carries: per-dataset checksums
+ * (partial on this rank, in walk order) and the first error. */
+struct walk_ctx {
+    const struct grid *g;
+    uint64_t *sums;
+    int next;        /* index of the dataset being visited */
+    char *err;
+    size_t errlen;
+    int failed;      /* an error is in err (later ones are dropped) */
+    struct ckpt_piece *pieces; /* (creating for a background write) this rank's, by index */
+    int npieces, cursor;
+};
+
+/* Record this rank's first error of the walk. */
+void ckpt_walk_fail(struct walk_ctx *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+typedef int (*tensor_fn)(hid_t file, struct tensor_ref *t, struct walk_ctx *w);
+
+/* Visit every tensor of every layer in a fixed order (the same on all
+ * ranks), all of them even after an error: the dataset calls are collective,
+ * so a rank that stopped early would leave the others waiting in the next
+ * one.  Returns -1 if this rank failed (the first error in w->err). */
+int ckpt_walk(hid_t file, const char *prefix, const struct model *m, const struct state_buf *sb, tensor_fn fn,
+              struct walk_ctx *w);
+
+#endif
