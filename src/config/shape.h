@@ -11,6 +11,8 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "pipeline.h"  /* enum pp_schedule */
+#include "precision.h" /* enum precision */
 
 /* The model's family (model.arch) and the keys whose 0 (or unset) means
  * the family's value. */
@@ -28,6 +30,8 @@ struct run_shape {
     int dpcp;             /* dp * cp: the ranks holding replicas of one shard's parameters, over which
                              the gradients are reduced and ZeRO shards */
     int sp;               /* sequence parallelism in effect (asked and tp > 1) */
+    enum pp_schedule sched; /* parallel.schedule */
+    enum precision prec;  /* train.precision: the storage format of parameters and activations */
     int micro_batch;      /* sequences per micro-batch (0 when dp is unknown) */
     int n_micro;          /* micro-batches per step and replica (0 when dp is unknown) */
     int64_t V, Vp;        /* vocabulary; padded to a multiple of 128 * tp (whole tiles on every tp rank) */

@@ -145,7 +145,7 @@ void model_dims_init(struct model_dims *d, const struct config *cfg, const struc
     d->recompute = cfg->train.recompute_id == TRAIN_RECOMPUTE_full        ? RECOMPUTE_FULL
                    : cfg->train.recompute_id == TRAIN_RECOMPUTE_selective ? RECOMPUTE_SELECTIVE
                                                                   : RECOMPUTE_NONE;
-    d->prec = precision_from_name(cfg->train.precision);
+    d->prec = s->prec;
     d->dp_rank = g->dpcp_rank;
     d->shard_grads = s->zero2;
     d->shard_params = s->zero3;

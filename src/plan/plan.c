@@ -219,7 +219,7 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
     memset(s, 0, sizeof *s);
     s->pp_rank = r;
     s->Lp = d.Lp;
-    enum pp_schedule sched = pp_schedule_from_name(cfg->parallel.schedule);
+    enum pp_schedule sched = p->shape.sched;
     s->in_flight = pp_peak_bound(sched, p->shape.pp, p->shape.v, p->shape.n_micro, r);
     s->slots = s->in_flight; /* pp_exec_init */
     s->recv = pp_recv_bound(sched, p->shape.pp, p->shape.v, p->shape.n_micro, r);
