@@ -94,9 +94,7 @@ void run_shape_init(struct run_shape *s, const struct config *cfg, int world, in
     s->Vp = shape_padded_vocab(s->V, s->tp);
     shape_family(&s->fam, cfg);
     s->params = shape_params(cfg, s->V);
-    s->zero = cfg->parallel.zero_stage >= 1 && s->dpcp > 1;
-    s->zero2 = cfg->parallel.zero_stage >= 2 && s->dpcp > 1;
-    s->zero3 = cfg->parallel.zero_stage >= 3 && s->dpcp > 1;
+    s->zero_stage = s->dpcp > 1 ? (int)cfg->parallel.zero_stage : 0;
     s->staged = staged;
-    s->overlap = cfg->parallel.overlap_grad_reduce && s->dpcp > 1 && !s->zero && !staged;
+    s->overlap = cfg->parallel.overlap_grad_reduce && s->dpcp > 1 && !s->zero_stage && !staged;
 }

@@ -37,11 +37,11 @@ struct run_shape {
     int64_t V, Vp;        /* vocabulary; padded to a multiple of 128 * tp (whole tiles on every tp rank) */
     struct model_family fam;
     int64_t params;       /* logical parameters (V rows of wte; -1 beyond 2^63) */
-    int zero;             /* optimizer state sharded over dp * cp (zero_stage >= 1 and dpcp > 1) */
-    int zero2;            /* gradients sharded too (zero_stage >= 2 and dpcp > 1; zero is set) */
-    int zero3;            /* the layers' parameters sharded too (zero_stage = 3 and dpcp > 1; zero2 is set) */
+    int zero_stage;       /* the ZeRO stage in effect: parallel.zero_stage, 0 when dpcp = 1 (one replica,
+                             nothing to shard); what is sharded over the dpcp ranks grows with it:
+                             1 the optimizer state, 2 the gradients too, 3 the layers' parameters too */
     int staged;           /* MPI reaches model memory only through host buffers */
-    int overlap;          /* the dp all-reduce runs in buckets during the backward: asked, dp > 1,
+    int overlap;          /* the dp all-reduce runs in buckets during the backward: asked, dpcp > 1,
                              no ZeRO, not staged (MPI reads the gradients themselves) */
 };
 
