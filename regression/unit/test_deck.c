@@ -437,6 +437,39 @@ static void test_validate(void)
     tap_ok(config_validate(&c, 1, &err) == 0, "warmup_steps > steps is fine when steps = 0");
 }
 
+/* The deck's ENUM words become the enums of the layers below once, in the
+ * shape: every word of params.def maps to its own enum, and the schedule's
+ * name in the pipeline's messages is the deck's word. */
+#define WORD_OF(P, word) #word,
+static void test_shape_enums(void)
+{
+    static const char *const schedules[] = {PARALLEL_SCHEDULE(WORD_OF, ~)};
+    static const char *const precisions[] = {TRAIN_PRECISION(WORD_OF, ~)};
+    static const enum precision prec_of[] = {PREC_FP32, PREC_BF16, PREC_FP16};
+    _Static_assert(sizeof precisions / sizeof precisions[0] == sizeof prec_of / sizeof prec_of[0], "a word each");
+    int n = (int)(sizeof schedules / sizeof schedules[0]), same = 0;
+    char deck[128];
+    for (int i = 0; i < n; i++) {
+        struct config c;
+        struct run_shape s;
+        snprintf(deck, sizeof deck, "&parallel schedule = '%s' /", schedules[i]);
+        read_ok(&c, deck);
+        run_shape_init(&s, &c, 1, 0);
+        same += c.parallel.schedule_id == i && strcmp(pp_schedule_name(s.sched), schedules[i]) == 0;
+    }
+    tap_ok(same == n, "every parallel.schedule word is the name of its enum pp_schedule (%d of %d)", same, n);
+    n = (int)(sizeof precisions / sizeof precisions[0]), same = 0;
+    for (int i = 0; i < n; i++) {
+        struct config c;
+        struct run_shape s;
+        snprintf(deck, sizeof deck, "&train precision = '%s' /", precisions[i]);
+        read_ok(&c, deck);
+        run_shape_init(&s, &c, 1, 0);
+        same += c.train.precision_id == i && s.prec == prec_of[i];
+    }
+    tap_ok(same == n, "every train.precision word gives its enum precision (%d of %d)", same, n);
+}
+
 /* ------------------------------------------------------------ printing, docs */
 
 static void test_print(void)
@@ -494,6 +527,7 @@ int main(void)
     test_long_string_and_atomic();
     test_bad(bad_overrides, sizeof bad_overrides / sizeof bad_overrides[0], config_override, "command line");
     test_validate();
+    test_shape_enums();
     test_print();
     test_doc();
     return tap_done();

@@ -31,7 +31,7 @@ static void copy_params(struct model *m, float *flat, int into_model)
 static void check_family(int llama)
 {
     struct model_dims d = {.L = 2, .C = 8, .NH = 2, .HS = 4, .T = T, .Tl = T, .cp = 1, .V = 11, .Vp = 128, .tp = 1, .tp_rank = 0,
-                           .sp = 0, .pp = 1, .pp_rank = 0, .dp = 1, .v = 1, .Lc = 2, .Lp = 2, .llama = llama,
+                           .sp = 0, .pp = 1, .pp_rank = 0, .dpcp = 1, .v = 1, .Lc = 2, .Lp = 2, .llama = llama,
                            .NKV = llama ? 1 : 2, .F = llama ? 12 : 32, .tied = !llama, .eps = 1e-5f,
                            .rope_theta = 10000.0};
     const char *family = llama ? "llama" : "gpt2";

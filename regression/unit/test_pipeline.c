@@ -160,16 +160,15 @@ static int refuses(enum pp_schedule s, int pp, int v, int m, const char *needle)
 
 static void test_refusals(void)
 {
-    tap_ok(pp_schedule_from_name("gpipe") == PP_GPIPE && pp_schedule_from_name("1F1B") == PP_1F1B &&
-               pp_schedule_from_name("Interleaved") == PP_INTERLEAVED && pp_schedule_from_name("zb") == PP_SCHED_NONE &&
-               pp_schedule_from_name(NULL) == PP_SCHED_NONE && !strcmp(pp_schedule_name(PP_1F1B), "1f1b"),
-           "schedule names round-trip, case-insensitive; unknown names refused");
+    tap_ok(!strcmp(pp_schedule_name(PP_GPIPE), "gpipe") && !strcmp(pp_schedule_name(PP_1F1B), "1f1b") &&
+               !strcmp(pp_schedule_name(PP_INTERLEAVED), "interleaved") && !strcmp(pp_schedule_name(PP_SCHED_NONE), "?"),
+           "each schedule has its name; none has none");
     tap_ok(refuses(PP_INTERLEAVED, 4, 2, 6, "multiple of pp = 4") && refuses(PP_INTERLEAVED, 4, 2, 6, "use 4 or 8") &&
                refuses(PP_INTERLEAVED, 4, 2, 3, "use 4 "),
            "interleaved refuses micro-batches not a multiple of pp, naming the nearest valid counts");
     tap_ok(refuses(PP_1F1B, 4, 2, 8, "needs schedule = 'interleaved'") && refuses(PP_INTERLEAVED, 1, 2, 8, "pp >= 2") &&
                refuses(PP_1F1B, 0, 1, 8, "at least 1") && refuses(PP_GPIPE, 2, 1, 0, "at least 1") &&
-               refuses(PP_SCHED_NONE, 2, 1, 2, "unknown"),
+               refuses(PP_SCHED_NONE, 2, 1, 2, "no pipeline schedule"),
            "virtual stages without interleaving, interleaving on one stage, empty pipelines are refused");
 
     /* interleaved with v = 1 is exactly 1f1b, and needs no multiple of pp */

@@ -111,7 +111,7 @@ int main(void)
         lp_pack(ps[k], h, x, n);
         lp_unpack(ps[k], z, h, n);
         tap_ok(memcmp(y, z, n * sizeof *y) == 0 && memcmp(x, y, n * sizeof *y) != 0,
-               "%s: rounding in place equals storing and loading, and changes the values", precision_name(ps[k]));
+               "%s: rounding in place equals storing and loading, and changes the values", k ? "fp16" : "bf16");
         free(x), free(y), free(z), free(h);
     }
     /* the array functions (F16C in hardware where there is one; vectorised
@@ -143,13 +143,10 @@ int main(void)
             if (!(isnan(want) ? isnan(y[i]) : y[i] == want && signbit(y[i]) == signbit(want))) wrong++;
         }
         tap_ok(wrong == 0, "%s arrays (pack, unpack, round) equal the scalar conversions on %zu values (%d wrong)",
-               precision_name(pk), n, wrong);
+               k ? "bf16" : "fp16", n, wrong);
         free(x), free(y), free(h);
     }
     float v[6] = {1, INFINITY, 2, NAN, -INFINITY, 3e38f};
     tap_ok(count_nonfinite(v, 6) == 3 && count_nonfinite(v, 1) == 0, "count_nonfinite counts NaN and both infinities");
-    tap_ok(precision_from_name("bf16") == PREC_BF16 && precision_from_name("fp16") == PREC_FP16 &&
-               precision_from_name("fp32") == PREC_FP32,
-           "precision names");
     return tap_done();
 }

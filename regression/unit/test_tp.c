@@ -45,7 +45,7 @@ static void set_params(struct model *m)
 static void dims(struct model_dims *d, int tp, int tp_rank, int sp)
 {
     *d = (struct model_dims){.L = L, .C = C, .NH = NH, .HS = C / NH, .T = T, .Tl = T, .cp = 1, .V = V, .Vp = 128 * tp,
-                             .tp = tp, .tp_rank = tp_rank, .sp = sp, .pp = 1, .pp_rank = 0, .dp = 1, .v = 1, .Lc = L, .Lp = L,
+                             .tp = tp, .tp_rank = tp_rank, .sp = sp, .pp = 1, .pp_rank = 0, .dpcp = 1, .v = 1, .Lc = L, .Lp = L,
                              .NKV = NH, .F = 4 * C, .tied = 1, .eps = 1e-5f};
 }
 

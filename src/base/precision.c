@@ -4,21 +4,10 @@
 #include "cpu.h"
 
 #include <math.h>
-#include <string.h>
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define HAVE_F16C_PATH 1
 #endif
-
-enum precision precision_from_name(const char *name)
-{
-    return strcmp(name, "bf16") == 0 ? PREC_BF16 : strcmp(name, "fp16") == 0 ? PREC_FP16 : PREC_FP32;
-}
-
-const char *precision_name(enum precision p)
-{
-    return p == PREC_BF16 ? "bf16" : p == PREC_FP16 ? "fp16" : "fp32";
-}
 
 /* The bits of f rounded to bf16 (low half zero), without a branch so that
  * the array loops vectorise: ties to the even upper half, an overflow

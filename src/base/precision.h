@@ -9,11 +9,9 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The deck's train.precision becomes one of these in the run's shape
+ * (config/shape.c); its words are in config/params.def. */
 enum precision { PREC_FP32, PREC_BF16, PREC_FP16 };
-
-/* From the deck's train.precision ("fp32", "bf16", "fp16"). */
-enum precision precision_from_name(const char *name);
-const char *precision_name(enum precision p);
 
 /* The bits of a float, and the float of some bits. */
 static inline uint32_t f32_bits(float f)

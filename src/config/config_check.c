@@ -435,9 +435,7 @@ static int check_schedule(const struct config *cfg, int world, struct deck_error
     if (s.n_micro <= 0) return 0;
     int m = s.n_micro;
     char why[512];
-    if (pp_schedule_check(pp_schedule_from_name(cfg->parallel.schedule), (int)cfg->parallel.pp,
-                          (int)cfg->parallel.virtual_stages, m, why, sizeof why) == 0)
-        return 0;
+    if (pp_schedule_check(s.sched, s.pp, s.v, m, why, sizeof why) == 0) return 0;
     deck_error_set(err, 0, 0, "schedule = '%s' cannot run %d micro-batches per replica on pp = %" PRId64 ": %s",
              cfg->parallel.schedule, m, cfg->parallel.pp, why);
     return deck_error_hint(err, "change batch_size or micro_batch_size (micro-batches per replica = batch_size / "

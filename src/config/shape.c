@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "log.h"
+
 int shape_dp(const struct config *cfg, int world)
 {
     int64_t tp_cp_pp = cfg->parallel.tp * cfg->parallel.cp * cfg->parallel.pp;
@@ -50,6 +52,28 @@ int64_t shape_params(const struct config *cfg, int64_t V)
     return add64(mul64(L, block), rest);
 }
 
+/* The deck's ENUM words are read into their enums (params.def); these are
+ * the enums of the layers below that the schedule and the precision become. */
+static enum pp_schedule shape_schedule(const struct config *cfg)
+{
+    switch (cfg->parallel.schedule_id) {
+    case PARALLEL_SCHEDULE_gpipe: return PP_GPIPE;
+    case PARALLEL_SCHEDULE_1f1b: return PP_1F1B;
+    case PARALLEL_SCHEDULE_interleaved: return PP_INTERLEAVED;
+    }
+    die("parallel.schedule: no enum %d (params.def and shape.c disagree)", (int)cfg->parallel.schedule_id);
+}
+
+static enum precision shape_precision(const struct config *cfg)
+{
+    switch (cfg->train.precision_id) {
+    case TRAIN_PRECISION_fp32: return PREC_FP32;
+    case TRAIN_PRECISION_bf16: return PREC_BF16;
+    case TRAIN_PRECISION_fp16: return PREC_FP16;
+    }
+    die("train.precision: no enum %d (params.def and shape.c disagree)", (int)cfg->train.precision_id);
+}
+
 void run_shape_init(struct run_shape *s, const struct config *cfg, int world, int staged)
 {
     memset(s, 0, sizeof *s);
@@ -61,6 +85,8 @@ void run_shape_init(struct run_shape *s, const struct config *cfg, int world, in
     s->cp = (int)cfg->parallel.cp;
     s->dpcp = s->dp * s->cp;
     s->sp = cfg->parallel.sequence_parallel && s->tp > 1;
+    s->sched = shape_schedule(cfg);
+    s->prec = shape_precision(cfg);
     s->micro_batch = shape_micro_batch(cfg, world);
     if (s->dp > 0 && s->micro_batch > 0)
         s->n_micro = (int)(cfg->train.batch_size / ((int64_t)s->dp * s->micro_batch));
@@ -68,9 +94,7 @@ void run_shape_init(struct run_shape *s, const struct config *cfg, int world, in
     s->Vp = shape_padded_vocab(s->V, s->tp);
     shape_family(&s->fam, cfg);
     s->params = shape_params(cfg, s->V);
-    s->zero = cfg->parallel.zero_stage >= 1 && s->dpcp > 1;
-    s->zero2 = cfg->parallel.zero_stage >= 2 && s->dpcp > 1;
-    s->zero3 = cfg->parallel.zero_stage >= 3 && s->dpcp > 1;
+    s->zero_stage = s->dpcp > 1 ? (int)cfg->parallel.zero_stage : 0;
     s->staged = staged;
-    s->overlap = cfg->parallel.overlap_grad_reduce && s->dpcp > 1 && !s->zero && !staged;
+    s->overlap = cfg->parallel.overlap_grad_reduce && s->dpcp > 1 && !s->zero_stage && !staged;
 }

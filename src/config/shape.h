@@ -11,6 +11,8 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "pipeline.h"  /* enum pp_schedule */
+#include "precision.h" /* enum precision */
 
 /* The model's family (model.arch) and the keys whose 0 (or unset) means
  * the family's value. */
@@ -28,16 +30,18 @@ struct run_shape {
     int dpcp;             /* dp * cp: the ranks holding replicas of one shard's parameters, over which
                              the gradients are reduced and ZeRO shards */
     int sp;               /* sequence parallelism in effect (asked and tp > 1) */
+    enum pp_schedule sched; /* parallel.schedule */
+    enum precision prec;  /* train.precision: the storage format of parameters and activations */
     int micro_batch;      /* sequences per micro-batch (0 when dp is unknown) */
     int n_micro;          /* micro-batches per step and replica (0 when dp is unknown) */
     int64_t V, Vp;        /* vocabulary; padded to a multiple of 128 * tp (whole tiles on every tp rank) */
     struct model_family fam;
     int64_t params;       /* logical parameters (V rows of wte; -1 beyond 2^63) */
-    int zero;             /* optimizer state sharded over dp * cp (zero_stage >= 1 and dpcp > 1) */
-    int zero2;            /* gradients sharded too (zero_stage >= 2 and dpcp > 1; zero is set) */
-    int zero3;            /* the layers' parameters sharded too (zero_stage = 3 and dpcp > 1; zero2 is set) */
+    int zero_stage;       /* the ZeRO stage in effect: parallel.zero_stage, 0 when dpcp = 1 (one replica,
+                             nothing to shard); what is sharded over the dpcp ranks grows with it:
+                             1 the optimizer state, 2 the gradients too, 3 the layers' parameters too */
     int staged;           /* MPI reaches model memory only through host buffers */
-    int overlap;          /* the dp all-reduce runs in buckets during the backward: asked, dp > 1,
+    int overlap;          /* the dp all-reduce runs in buckets during the backward: asked, dpcp > 1,
                              no ZeRO, not staged (MPI reads the gradients themselves) */
 };
 

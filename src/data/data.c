@@ -54,7 +54,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -564,7 +563,8 @@ static int open_text(struct data_source *ds, const char *path, struct deck_error
 
 struct data_source *data_open(const struct config *cfg, int V, int T, struct deck_error *err)
 {
-    const char *kind = cfg->data.kind, *path = cfg->data.path;
+    enum data_kind kind = cfg->data.kind_id;
+    const char *path = cfg->data.path;
     if (V < 2 || T < 1) {
         return data_fail(err, "&model", "check vocab_size and seq_len in &model",
                     "data source needs vocab_size >= 2 and seq_len >= 1 (got %d and %d)", V, T);
@@ -576,8 +576,8 @@ struct data_source *data_open(const struct config *cfg, int V, int T, struct dec
     ds->seed = (uint64_t)cfg->data.seed;
     ds->shuffle = cfg->data.shuffle != 0;
 
-    if (strcasecmp(kind, "synthetic") == 0) {
-        ds->kind = DATA_KIND_synthetic;
+    ds->kind = kind;
+    if (kind == DATA_KIND_synthetic) {
         ds->shuffle = 0; /* every sample is fresh */
         synthetic_setup(ds);
         snprintf(ds->desc, sizeof ds->desc,
@@ -587,20 +587,14 @@ struct data_source *data_open(const struct config *cfg, int V, int T, struct dec
                  (unsigned long long)ds->seed, ds->floor_lo, ds->floor_hi);
         return ds;
     }
-    int text = strcasecmp(kind, "text") == 0, indexed = strcasecmp(kind, "indexed") == 0;
-    if (!text && !indexed && strcasecmp(kind, "tokens") != 0) {
-        free(ds);
-        return data_fail(err, "&data", "use kind = 'synthetic', 'text', 'tokens' or 'indexed' in &data",
-                    "unknown data kind '%s'", kind);
-    }
+    int text = kind == DATA_KIND_text, indexed = kind == DATA_KIND_indexed;
     if (!path[0]) {
         free(ds);
         return data_fail(err, "&data", text ? "set path = 'file.txt' in &data"
                                   : "set path = 'dir/*.bin' in &data (tools/make_tokens.py "
                                     "writes shards)",
-                    "kind = '%s' needs data.path", text ? "text" : "tokens");
+                    "kind = '%s' needs data.path", cfg->data.kind);
     }
-    ds->kind = text ? DATA_KIND_text : indexed ? DATA_KIND_indexed : DATA_KIND_tokens;
     if ((text ? open_text(ds, path, err) : open_shards(ds, path, indexed, err)) != 0) {
         data_close(ds);
         return NULL;
@@ -621,7 +615,7 @@ struct data_source *data_open(const struct config *cfg, int V, int T, struct dec
     ds->half_bits = 1;
     while (ds->half_bits < 31 && (1ULL << (2 * ds->half_bits)) < ds->W) ds->half_bits++;
 
-    int n = snprintf(ds->desc, sizeof ds->desc, "%s: ", text ? "text" : indexed ? "indexed" : "tokens");
+    int n = snprintf(ds->desc, sizeof ds->desc, "%s: ", cfg->data.kind);
     if (text)
         n += snprintf(ds->desc + n, sizeof ds->desc - n, "'%.300s', %llu bytes", path,
                       (unsigned long long)ds->N);

@@ -117,7 +117,7 @@ static void setup(struct run *r)
     const struct run_shape *s = &r->shape;
     struct model_dims d;
     model_dims_init(&d, cfg, s, g);
-    int nslots = pp_exec_init(&r->exec, pp_schedule_from_name(cfg->parallel.schedule), g, d.v, s->n_micro);
+    int nslots = pp_exec_init(&r->exec, s->sched, g, d.v, s->n_micro);
     if (cfg->io.trace) {
         MPI_CHECK(MPI_Barrier(g->world_comm)); /* a common time origin for every track */
         trace_init(&r->trace);
@@ -167,7 +167,7 @@ static void setup(struct run *r)
         long num, den;
         double b = pp_bubble_formula(g->pp, d.v, s->n_micro, &num, &den);
         log_info("pipeline: %s, %d stages x %d chunk(s), %d layers per chunk; predicted bubble %ld/%ld = %.1f%%\n",
-                 pp_schedule_name(r->exec.sched), g->pp, d.v, d.Lc, num, den, 100 * b);
+                 cfg->parallel.schedule, g->pp, d.v, d.Lc, num, den, 100 * b);
     }
     log_info("device: %s%s\n", k->name,
              r->comm.staged  ? "; MPI through host buffers (no CUDA-aware MPI), no overlapped reduction"
@@ -178,7 +178,7 @@ static void setup(struct run *r)
     log_info("data: %s\n", data_describe(r->data));
     if (d.prec != PREC_FP32)
         log_info("precision: %s parameters and activations (round to nearest even), fp32 master weights, "
-                 "optimizer state, gradient reductions and loss%s\n", precision_name(d.prec),
+                 "optimizer state, gradient reductions and loss%s\n", cfg->train.precision,
                  r->scaler.dynamic ? "; dynamic loss scale" : "");
 }
 
@@ -273,7 +273,7 @@ static void report_bubble(const struct run *r)
     MPI_CHECK(MPI_Reduce(&idle, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, g->world_comm));
     log_info("pipeline bubble: predicted %.1f%% (%s, pp %d, v %d, m %d); measured idle (waiting for "
              "activations/gradients) per rank min %.1f%% avg %.1f%% max %.1f%% of the step\n",
-             100 * pp_bubble_formula(g->pp, r->model.d.v, r->shape.n_micro, NULL, NULL), pp_schedule_name(r->exec.sched),
+             100 * pp_bubble_formula(g->pp, r->model.d.v, r->shape.n_micro, NULL, NULL), r->cfg->parallel.schedule,
              g->pp, r->model.d.v, r->shape.n_micro, 100 * mn, 100 * sum / g->world, 100 * mx);
 }
 

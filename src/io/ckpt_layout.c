@@ -136,7 +136,7 @@ void ckpt_state_bufs(const struct model *m, const struct optim *o, struct state_
     sb[1] = sb[2] = none; /* (the model alone: nothing of the optimizer) */
     if (m->shard_mem) sb[0] = (struct state_buf){m->shard_mem, m->shard_at, m->shard_n, 1}; /* ZeRO-3: the slice */
     if (!o) return;
-    struct state_buf slice = {NULL, o->offset, o->shard, o->zero}; /* (all of it without ZeRO) */
+    struct state_buf slice = {NULL, o->offset, o->shard, o->zero_stage > 0}; /* (all of it without ZeRO) */
     if (o->master_mem) sb[0] = slice, sb[0].mem = o->master_mem;
     sb[1] = slice, sb[1].mem = o->m_mem;
     sb[2] = slice, sb[2].mem = o->v_mem;

@@ -42,7 +42,7 @@ static int shard_part(const struct model *m, size_t a, size_t n, size_t *lo, siz
 }
 
 /* Is tensor id kept in the shard alone (ZeRO-3's per-layer tensors)? */
-static int in_shard(const struct model *m, int id) { return m->d.shard_params && param_table[id].per_layer; }
+static int in_shard(const struct model *m, int id) { return m->d.zero_stage == 3 && param_table[id].per_layer; }
 
 static size_t slice_floats(const struct model *m, int id)
 {
@@ -87,11 +87,11 @@ void model_init(struct model *m, const struct model_dims *d, const struct device
     m->Ns = d->sp ? m->N / d->tp : m->N;
     for (int i = 0; i < NUM_PARAMS; i++) m->size[i] = model_tensor_size(d, (enum param_id)i);
     m->flat = model_flat_layout(d, m->at);
-    m->params_mem = k->alloc((d->shard_params ? model_rest_floats(d) : m->flat) * sizeof(float));
-    m->grads_mem = k->alloc((d->shard_grads ? model_rest_floats(d) : m->flat) * sizeof(float));
-    if (d->shard_params) {
-        m->shard_n = m->flat / (size_t)d->dp;
-        m->shard_at = (size_t)d->dp_rank * m->shard_n;
+    m->params_mem = k->alloc((d->zero_stage == 3 ? model_rest_floats(d) : m->flat) * sizeof(float));
+    m->grads_mem = k->alloc((d->zero_stage >= 2 ? model_rest_floats(d) : m->flat) * sizeof(float));
+    if (d->zero_stage == 3) {
+        m->shard_n = m->flat / (size_t)d->dpcp;
+        m->shard_at = (size_t)d->dpcp_rank * m->shard_n;
         m->shard_mem = k->alloc(m->shard_n * sizeof(float));
         k->zero(m->shard_mem, m->shard_n * sizeof(float)); /* (the padding between tensors stays zero) */
     }
@@ -103,7 +103,7 @@ void model_init(struct model *m, const struct model_dims *d, const struct device
     float *host = xalloc_aligned(most * sizeof(float));
     for (int i = 0; i < NUM_PARAMS; i++) {
         m->param[i] = in_shard(m, i) ? NULL : model_carve(&pc, m->size[i]);
-        m->grad[i] = d->shard_grads && param_table[i].per_layer ? NULL : model_carve(&gc, m->size[i]);
+        m->grad[i] = d->zero_stage >= 2 && param_table[i].per_layer ? NULL : model_carve(&gc, m->size[i]);
         m->num_params += m->size[i];
         int layers = m->size[i] == 0 ? 0 : param_table[i].per_layer ? d->Lp : 1;
         for (int j = 0; j < layers; j++) {
@@ -191,20 +191,19 @@ int model_first_nonfinite_param(const struct model *m, char *name, size_t len)
 
 /* Where a forward output sits in the model's order: the embedding, then each
  * global layer's outputs in turn, then the head. */
-enum { OUT_PER_LAYER = 16 };
-static long out_order(const struct model *m, int layer, int op)
+static long out_order(int layer, enum fwd_out out)
 {
-    return (long)(layer + 1) * OUT_PER_LAYER + op; /* layer -1: embedding, L: head */
+    return (long)(layer + 1) * NUM_FWD_OUTS + out; /* layer -1: embedding, L: head */
 }
 
 /* A forward output (n floats at x) is stored in the run's precision: rounded
  * here (a no-op in fp32).  While watching, the first that holds a value that
  * is not finite is remembered by name. */
-void model_fwd_out(struct model *m, float *x, size_t n, int layer, int op, const char *what)
+void model_fwd_out(struct model *m, float *x, size_t n, int layer, enum fwd_out out, const char *what)
 {
     m->k->lp_round(m->d.prec, x, n);
     if (!m->watch || !m->k->count_nonfinite(x, n)) return;
-    long order = out_order(m, layer, op);
+    long order = out_order(layer, out);
     if (order >= m->bad_order) return;
     m->bad_order = order;
     if (layer < 0) snprintf(m->bad_name, sizeof m->bad_name, "embedding output");
@@ -247,28 +246,28 @@ static struct block_sizes block_sizes(const struct model *m)
                                  .FC = model_fc_cols(d), .Fl = model_hidden_cols(d) };
 }
 
-/* Layer k of slot a's chunk (local layer j = chunk * Lc + k), with its parameters P. */
-static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a, int k, const float *residual,
+/* Layer i of slot a's chunk (local layer j = chunk * Lc + i), with its parameters P. */
+static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a, int i, const float *residual,
                           const float *const *P)
 {
     const struct model_dims *d = &m->d;
     struct scratch *s = &m->scr;
     const struct block_sizes z = block_sizes(m);
     int B = z.B, T = z.T, C = z.C, Cl = z.Cl, N = z.N, NHl = z.NHl, NKVl = z.NKVl, QKV = z.QKV, FC = z.FC, Fl = z.Fl;
-    int j = a->chunk * d->Lc + k, l = model_global_layer(d, j);
+    int j = a->chunk * d->Lc + i, l = model_global_layer(d, j);
     size_t SC = (size_t)m->Ns * C, NC = (size_t)N * C, NCl = (size_t)N * Cl;
     const float *no_bias = NULL;
     int root = d->tp_rank == 0; /* adds the replicated bias of a row-parallel matmul once */
     struct layer_acts la;
-    model_layer_acts(m, a, k, &la);
-    float *l_res3 = a->residual3 + k * SC;
+    model_layer_acts(m, a, i, &la);
+    float *l_res3 = a->residual3 + i * SC;
 
-    model_norm_to_tp(m, c, la.ln1, la.ln1_mean, la.ln1_rstd, residual, P[P_LN1W], P[P_LN1B], l, 0,
+    model_norm_to_tp(m, c, la.ln1, la.ln1_mean, la.ln1_rstd, residual, P[P_LN1W], P[P_LN1B], l, OUT_LN1,
                      "ln1");
     m->k->matmul_forward(d->prec, la.qkv, la.ln1, P[P_QKVW], P[P_QKVB], N, C,
                          QKV); /* column-parallel */
     if (d->llama) m->k->rope_forward(d->prec, la.qkv, m->rope_cos, m->rope_sin, B, T, NHl, NKVl, d->HS);
-    model_fwd_out(m, la.qkv, (size_t)N * QKV, l, 1, "qkv");
+    model_fwd_out(m, la.qkv, (size_t)N * QKV, l, OUT_QKV, "qkv");
     if (d->cp > 1) {
         struct cp_dims cd = model_cp_dims(d, m->B);
         cp_attention_forward(&cd, m->k, c, &m->cp_time, s->cp, la.atty, la.lse, la.qkv);
@@ -276,26 +275,26 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
     else /* the whole sequence: one call, causal (lse: fp32) */
         m->k->attention_forward(d->prec, la.atty, la.lse, la.qkv, la.qkv + (size_t)NHl * d->HS, QKV, B, T, 0, 0, T,
                                 NHl, NKVl, d->HS, ATT_CAUSAL);
-    model_fwd_out(m, la.atty, NCl, l, 3, "attention output");
+    model_fwd_out(m, la.atty, NCl, l, OUT_ATTENTION, "attention output");
     m->k->matmul_forward(d->prec, s->full, la.atty, P[P_ATTPROJW], root ? P[P_ATTPROJB] : no_bias,
                          N, Cl, C); /* row-parallel */
-    model_fwd_out(m, s->full, NC, l, 4, "attention projection");
+    model_fwd_out(m, s->full, NC, l, OUT_ATTPROJ, "attention projection");
     m->k->residual_forward(m->d.prec, la.residual2, residual, model_reduce_from_tp(m, c, s->part, s->full), SC);
-    model_fwd_out(m, la.residual2, SC, l, 5, "residual after attention");
+    model_fwd_out(m, la.residual2, SC, l, OUT_RESIDUAL2, "residual after attention");
 
     model_norm_to_tp(m, c, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, P[P_LN2W], P[P_LN2B],
-                     l, 6, "ln2");
+                     l, OUT_LN2, "ln2");
     m->k->matmul_forward(d->prec, la.fch, la.ln2, P[P_FCW], P[P_FCB], N, C, FC);
-    model_fwd_out(m, la.fch, (size_t)N * FC, l, 7, "fc");
+    model_fwd_out(m, la.fch, (size_t)N * FC, l, OUT_FC, "fc");
     if (d->llama) m->k->swiglu_forward(m->d.prec, la.fch_gelu, la.fch, (size_t)N, Fl);
     else m->k->gelu_forward(m->d.prec, la.fch_gelu, la.fch, (size_t)N * Fl);
-    model_fwd_out(m, la.fch_gelu, (size_t)N * Fl, l, 8, d->llama ? "swiglu" : "gelu");
+    model_fwd_out(m, la.fch_gelu, (size_t)N * Fl, l, OUT_ACT, d->llama ? "swiglu" : "gelu");
     m->k->matmul_forward(d->prec, s->full, la.fch_gelu, P[P_FCPROJW],
                          root ? P[P_FCPROJB] : no_bias, N, Fl, C);
-    model_fwd_out(m, s->full, NC, l, 9, "fc projection");
+    model_fwd_out(m, s->full, NC, l, OUT_FCPROJ, "fc projection");
     m->k->residual_forward(m->d.prec, l_res3, la.residual2, model_reduce_from_tp(m, c, s->part, s->full), SC);
-    model_fwd_out(m, l_res3, SC, l, 10, "block output");
-    model_pack_layer(m, a, k, &la);
+    model_fwd_out(m, l_res3, SC, l, OUT_BLOCK, "block output");
+    model_pack_layer(m, a, i, &la);
 }
 
 /* Vocabulary-parallel embedding: each rank looks up its rows, the sum over
@@ -319,7 +318,7 @@ static void embed_forward(struct model *m, struct comm *c, struct chunk_acts *a)
                               Vs);
     if (d->tp > 1)
         m->k->copy(a->input, model_reduce_from_tp(m, c, m->scr.part, m->scr.full), (size_t)m->Ns * d->C * sizeof(float));
-    model_fwd_out(m, a->input, (size_t)m->Ns * d->C, -1, 0, "embedding");
+    model_fwd_out(m, a->input, (size_t)m->Ns * d->C, -1, OUT_EMBEDDING, "embedding");
 }
 
 /* The LM head's weight: wte (tied) or lm_head; and where its gradient goes. */
@@ -333,16 +332,16 @@ static double head_forward(struct model *m, struct comm *c, struct chunk_acts *a
     const struct model_dims *d = &m->d;
     int N = m->N, Vs = d->Vp / d->tp, v0 = d->tp_rank * Vs;
     model_norm_to_tp(m, c, a->lnf, a->lnf_mean, a->lnf_rstd, residual, m->param[P_LNFW],
-                     m->size[P_LNFB] ? m->param[P_LNFB] : NULL, d->L, 0, "final norm");
+                     m->size[P_LNFB] ? m->param[P_LNFB] : NULL, d->L, OUT_LNF, "final norm");
     m->k->matmul_forward(d->prec, a->logits, a->lnf, head_weight(m), NULL, N, d->C, Vs);
-    model_fwd_out(m, a->logits, (size_t)N * Vs, d->L, 1, "logits");
+    model_fwd_out(m, a->logits, (size_t)N * Vs, d->L, OUT_LOGITS, "logits");
     m->k->crossentropy_max(m->d.prec, a->ce_max, a->logits, N, Vs, v0, d->V);
     if (d->tp > 1) comm_allreduce_max_f32(c, CG_TP, a->ce_max, (size_t)N);
     m->k->crossentropy_sumexp(m->d.prec, a->ce_sums, a->ce_sums + N, a->logits, a->ce_max, a->targets, N, Vs, v0, d->V);
     if (d->tp > 1) comm_allreduce_sum_f32(c, CG_TP, a->ce_sums, 2 * (size_t)N);
     m->k->crossentropy_loss(m->d.prec, a->losses, a->ce_max, a->ce_sums, a->ce_sums + N, N); /* in fp32 */
-    if (m->watch && m->k->count_nonfinite(a->losses, (size_t)N) && out_order(m, d->L, 2) < m->bad_order) {
-        m->bad_order = out_order(m, d->L, 2);
+    if (m->watch && m->k->count_nonfinite(a->losses, (size_t)N) && out_order(d->L, OUT_LOSSES) < m->bad_order) {
+        m->bad_order = out_order(d->L, OUT_LOSSES);
         snprintf(m->bad_name, sizeof m->bad_name, "head: token losses");
     }
     const float *losses = a->losses;
@@ -370,11 +369,11 @@ double model_chunk_forward(struct model *m, struct comm *c, struct chunk_acts *a
     size_t SC = (size_t)m->Ns * m->d.C;
     if (first_stage(m, a)) embed_forward(m, c, a);
     const float *residual = a->input, *W[NUM_PARAMS];
-    for (int k = 0; k < m->d.Lc; k++) {
-        int j = a->chunk * m->d.Lc + k;
-        layer_weights(m, j, k + 1 < m->d.Lc ? j + 1 : -1, W);
-        block_forward(m, c, a, k, residual, W);
-        residual = a->residual3 + k * SC;
+    for (int i = 0; i < m->d.Lc; i++) {
+        int j = a->chunk * m->d.Lc + i;
+        layer_weights(m, j, i + 1 < m->d.Lc ? j + 1 : -1, W);
+        block_forward(m, c, a, i, residual, W);
+        residual = a->residual3 + i * SC;
     }
     return last_stage(m, a) ? head_forward(m, c, a, residual) : 0.0;
 }
@@ -397,22 +396,22 @@ static void layer_grads(struct model *m, int j, float *G[NUM_PARAMS])
     }
 }
 
-static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a, int k, const float *l_in)
+static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a, int i, const float *l_in)
 {
     const struct model_dims *d = &m->d;
     struct scratch *s = &m->scr;
     const struct block_sizes z = block_sizes(m);
     int B = z.B, T = z.T, C = z.C, Cl = z.Cl, N = z.N, NHl = z.NHl, NKVl = z.NKVl, QKV = z.QKV, FC = z.FC, Fl = z.Fl;
-    int j = a->chunk * d->Lc + k;
+    int j = a->chunk * d->Lc + i;
     const float *P[NUM_PARAMS];
     float *G[NUM_PARAMS];
-    layer_weights(m, j, k > 0 ? j - 1 : -1, P);
+    layer_weights(m, j, i > 0 ? j - 1 : -1, P);
     layer_grads(m, j, G);
     struct layer_acts la;
-    model_layer_acts(m, a, k, &la);
+    model_layer_acts(m, a, i, &la);
     /* recomputation: the same arithmetic as the forward, so the result is bitwise the same */
-    if (k < d->Lr) block_forward(m, c, a, k, l_in, P);
-    else model_unpack_layer(m, a, k, &la);
+    if (i < d->Lr) block_forward(m, c, a, i, l_in, P);
+    else model_unpack_layer(m, a, i, &la);
 
     /* MLP; dresidual holds d(block output), which is also d(residual2) through the skip */
     const float *dout = model_gather_to_tp(m, c, s->dfull, s->dresidual);
@@ -486,9 +485,9 @@ void model_chunk_backward(struct model *m, struct comm *c, struct chunk_acts *a,
     int Lc = m->d.Lc;
     if (last_stage(m, a)) head_backward(m, c, a, Lc > 0 ? a->residual3 + (size_t)(Lc - 1) * SC : a->input, dloss);
     else m->k->copy(m->scr.dresidual, a->dout, SC * sizeof(float));
-    for (int k = Lc - 1; k >= 0; k--) {
-        block_backward(m, c, a, k, k == 0 ? a->input : a->residual3 + (size_t)(k - 1) * SC);
-        if (m->layer_done) m->layer_done(m->layer_done_ctx, a->chunk * Lc + k);
+    for (int i = Lc - 1; i >= 0; i--) {
+        block_backward(m, c, a, i, i == 0 ? a->input : a->residual3 + (size_t)(i - 1) * SC);
+        if (m->layer_done) m->layer_done(m->layer_done_ctx, a->chunk * Lc + i);
     }
     if (first_stage(m, a)) embed_backward(m, c, a);
 }

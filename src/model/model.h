@@ -60,14 +60,15 @@ struct model_dims {
     int pp, pp_rank, v;         /* pipeline stages, this rank's, model chunks per rank */
     int Lc;                     /* layers per chunk: L / (pp * v) */
     int Lp;                     /* layers on this rank: v * Lc */
-    int dp;                     /* ranks holding replicas of this rank's parameters: dp * cp (the
+    int dpcp;                   /* ranks holding replicas of this rank's parameters: dp * cp (the
                                    gradients are reduced and ZeRO shards the flat buffers over them) */
-    int dp_rank;                /* this rank's place among them (grid.dpcp_rank) */
+    int dpcp_rank;              /* this rank's place among them (grid.dpcp_rank) */
     int cp, cp_rank;            /* context parallelism: the ranks sharing each sequence, this rank's */
     int Tl;                     /* positions of each sequence on this rank: T / cp, chunks cp_rank and
                                    2cp-1-cp_rank of the 2cp (cp.h) */
-    int shard_grads;            /* ZeRO-2: no full per-layer gradients (the layer_grads hook hands out buffers) */
-    int shard_params;           /* ZeRO-3: no full per-layer parameters either (the layer_params hook gathers them) */
+    int zero_stage;             /* the shape's: from 2 no full per-layer gradients (the layer_grads hook
+                                   hands out buffers), at 3 no full per-layer parameters either (the
+                                   layer_params hook gathers them) */
     int recompute;              /* RECOMPUTE_* */
     int Lr;                     /* full recompute: the first Lr layers of each chunk */
     enum precision prec;        /* storage precision of parameters and activations */

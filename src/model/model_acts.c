@@ -194,44 +194,44 @@ struct chunk_acts *model_slot(struct model *m, int mb, int chunk)
 
 void model_slot_release(struct chunk_acts *a) { a->mb = -1; }
 
-/* Where layer k of slot a's chunk keeps its activations: the shared
+/* Where layer i of slot a's chunk keeps its activations: the shared
  * one-layer scratch if it is recomputed in full, else its place among the
  * slot's stored layers. */
-void model_layer_acts(const struct model *m, const struct chunk_acts *a, int k, struct layer_acts *la)
+void model_layer_acts(const struct model *m, const struct chunk_acts *a, int i, struct layer_acts *la)
 {
     const struct model_dims *d = &m->d;
-    if (k < d->Lr || packed(d)) { /* recomputed, or (un)packed through the scratch */
+    if (i < d->Lr || packed(d)) { /* recomputed, or (un)packed through the scratch */
         *la = m->scr.layer;
         return;
     }
-    size_t i = (size_t)(k - d->Lr), N = (size_t)m->N, S = (size_t)m->Ns, C = (size_t)d->C;
+    size_t at = (size_t)(i - d->Lr), N = (size_t)m->N, S = (size_t)m->Ns, C = (size_t)d->C;
     size_t Cl = C / (size_t)d->tp, lse = (size_t)m->B * (size_t)model_q_heads(d) * d->Tl;
     size_t M = d->llama ? 0 : S;
     const struct layer_acts *st = &a->stored;
-    la->ln1 = st->ln1 + i * N * C;
-    la->ln1_mean = d->llama ? NULL : st->ln1_mean + i * M;
-    la->ln1_rstd = st->ln1_rstd + i * S;
-    la->qkv = st->qkv + i * N * (size_t)model_qkv_cols(d);
-    la->atty = st->atty + i * N * Cl;
-    la->lse = st->lse + i * lse;
-    la->residual2 = st->residual2 + i * S * C;
-    la->ln2 = st->ln2 + i * N * C;
-    la->ln2_mean = d->llama ? NULL : st->ln2_mean + i * M;
-    la->ln2_rstd = st->ln2_rstd + i * S;
-    la->fch = st->fch + i * N * (size_t)model_fc_cols(d);
-    la->fch_gelu = st->fch_gelu + i * N * (size_t)model_hidden_cols(d);
+    la->ln1 = st->ln1 + at * N * C;
+    la->ln1_mean = d->llama ? NULL : st->ln1_mean + at * M;
+    la->ln1_rstd = st->ln1_rstd + at * S;
+    la->qkv = st->qkv + at * N * (size_t)model_qkv_cols(d);
+    la->atty = st->atty + at * N * Cl;
+    la->lse = st->lse + at * lse;
+    la->residual2 = st->residual2 + at * S * C;
+    la->ln2 = st->ln2 + at * N * C;
+    la->ln2_mean = d->llama ? NULL : st->ln2_mean + at * M;
+    la->ln2_rstd = st->ln2_rstd + at * S;
+    la->fch = st->fch + at * N * (size_t)model_fc_cols(d);
+    la->fch_gelu = st->fch_gelu + at * N * (size_t)model_hidden_cols(d);
 }
 
-void model_pack_layer(struct model *m, struct chunk_acts *a, int k, struct layer_acts *la)
+void model_pack_layer(struct model *m, struct chunk_acts *a, int i, struct layer_acts *la)
 {
     const struct model_dims *d = &m->d;
-    if (packed(d) && k >= d->Lr) /* a stored layer (a recomputation stores nothing: k < Lr) */
-        pack_layer(m, a->packed + (size_t)(k - d->Lr) * packed_layer_u16(d, m->B), la);
+    if (packed(d) && i >= d->Lr) /* a stored layer (a recomputation stores nothing: i < Lr) */
+        pack_layer(m, a->packed + (size_t)(i - d->Lr) * packed_layer_u16(d, m->B), la);
 }
 
-void model_unpack_layer(const struct model *m, const struct chunk_acts *a, int k, struct layer_acts *la)
+void model_unpack_layer(const struct model *m, const struct chunk_acts *a, int i, struct layer_acts *la)
 {
     const struct model_dims *d = &m->d;
-    if (packed(d) && k >= d->Lr)
-        unpack_layer(m, la, a->packed + (size_t)(k - d->Lr) * packed_layer_u16(d, m->B));
+    if (packed(d) && i >= d->Lr)
+        unpack_layer(m, la, a->packed + (size_t)(i - d->Lr) * packed_layer_u16(d, m->B));
 }

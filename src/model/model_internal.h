@@ -17,20 +17,30 @@ void model_init_tensor(float *p, const struct model_dims *d, enum param_id id, i
 /* Allocate nslots activation slots and the scratch. */
 void model_acts_alloc(struct model *m, int nslots, int nrecv);
 
-/* Where layer k of slot a's chunk keeps its activations: the shared
+/* Where layer i of slot a's chunk keeps its activations: the shared
  * one-layer scratch if it is recomputed in full or stored packed, else its
  * place among the slot's stored layers. */
-void model_layer_acts(const struct model *m, const struct chunk_acts *a, int k, struct layer_acts *la);
+void model_layer_acts(const struct model *m, const struct chunk_acts *a, int i, struct layer_acts *la);
 
-/* bf16/fp16: store layer k's activations (la) into the slot's packed
+/* bf16/fp16: store layer i's activations (la) into the slot's packed
  * memory after its forward, and load them back before its backward (exact
  * both ways); no-ops in fp32 and for recomputed layers. */
-void model_pack_layer(struct model *m, struct chunk_acts *a, int k, struct layer_acts *la);
-void model_unpack_layer(const struct model *m, const struct chunk_acts *a, int k, struct layer_acts *la);
+void model_pack_layer(struct model *m, struct chunk_acts *a, int i, struct layer_acts *la);
+void model_unpack_layer(const struct model *m, const struct chunk_acts *a, int i, struct layer_acts *la);
+
+/* The forward's outputs, in the order it computes them: the embedding's
+ * (layer -1), each block's, the head's (layer L).  The NaN watch names the
+ * first that is not finite. */
+enum fwd_out {
+    OUT_EMBEDDING,
+    OUT_LN1, OUT_QKV, OUT_ATTENTION, OUT_ATTPROJ, OUT_RESIDUAL2, OUT_LN2, OUT_FC, OUT_ACT, OUT_FCPROJ, OUT_BLOCK,
+    OUT_LNF, OUT_LOGITS, OUT_LOSSES,
+    NUM_FWD_OUTS
+};
 
 /* An output in the storage precision (bf16/fp16: rounded), forward with
  * the NaN watch's name and place, backward. */
-void model_fwd_out(struct model *m, float *x, size_t n, int layer, int op, const char *what);
+void model_fwd_out(struct model *m, float *x, size_t n, int layer, enum fwd_out out, const char *what);
 void model_bwd_out(const struct model *m, float *x, size_t n);
 
 /* The TP region operators (model_tp.c): Megatron's conjugate pairs over
@@ -41,7 +51,7 @@ void model_bwd_out(const struct model *m, float *x, size_t n);
 const float *model_gather_to_tp(const struct model *m, struct comm *c, float *full, const float *rows);
 const float *model_reduce_from_tp(const struct model *m, struct comm *c, float *rows, float *partial);
 void model_norm_to_tp(struct model *m, struct comm *c, float *full, float *mean, float *rstd, const float *inp,
-                      const float *w, const float *b, int layer, int op, const char *what);
+                      const float *w, const float *b, int layer, enum fwd_out which, const char *what);
 void model_norm_from_tp(struct model *m, struct comm *c, float *dln_full, float *dw, float *db, const float *inp,
                         const float *w, const float *mean, const float *rstd);
 

@@ -135,7 +135,7 @@ void model_dims_init(struct model_dims *d, const struct config *cfg, const struc
     d->sp = s->sp;
     d->pp = s->pp;
     d->pp_rank = g->pp_rank;
-    d->dp = s->dpcp;
+    d->dpcp = s->dpcp;
     d->cp = s->cp;
     d->cp_rank = g->cp_rank;
     d->Tl = d->T / (d->cp > 0 ? d->cp : 1);
@@ -145,10 +145,9 @@ void model_dims_init(struct model_dims *d, const struct config *cfg, const struc
     d->recompute = cfg->train.recompute_id == TRAIN_RECOMPUTE_full        ? RECOMPUTE_FULL
                    : cfg->train.recompute_id == TRAIN_RECOMPUTE_selective ? RECOMPUTE_SELECTIVE
                                                                   : RECOMPUTE_NONE;
-    d->prec = precision_from_name(cfg->train.precision);
-    d->dp_rank = g->dpcp_rank;
-    d->shard_grads = s->zero2;
-    d->shard_params = s->zero3;
+    d->prec = s->prec;
+    d->dpcp_rank = g->dpcp_rank;
+    d->zero_stage = s->zero_stage;
     int64_t n = cfg->train.recompute_layers;
     d->Lr = d->recompute != RECOMPUTE_FULL ? 0 : n == 0 || n > d->Lc ? d->Lc : (int)n;
 }
@@ -215,7 +214,7 @@ size_t model_flat_layout(const struct model_dims *d, size_t at[NUM_PARAMS])
         at[i] = total;
         total += (model_tensor_size(d, (enum param_id)i) + 15) / 16 * 16;
     }
-    size_t quantum = 16 * (size_t)(d->dp > 0 ? d->dp : 1);
+    size_t quantum = 16 * (size_t)(d->dpcp > 0 ? d->dpcp : 1);
     return (total + quantum - 1) / quantum * quantum;
 }
 

@@ -33,12 +33,12 @@ const float *model_reduce_from_tp(const struct model *m, struct comm *c, float *
 /* The family's norm of the stream's rows (LayerNorm; llama: RMSNorm, no
  * mean, no bias), its output gathered to (N,C) in full. */
 void model_norm_to_tp(struct model *m, struct comm *c, float *full, float *mean, float *rstd, const float *inp,
-                      const float *w, const float *b, int layer, int op, const char *what)
+                      const float *w, const float *b, int layer, enum fwd_out which, const char *what)
 {
     float *out = m->d.sp ? m->scr.part : full;
     if (m->d.llama) m->k->rmsnorm_forward(m->d.prec, out, rstd, inp, w, m->Ns, m->d.C, m->d.eps);
     else m->k->layernorm_forward(m->d.prec, out, mean, rstd, inp, w, b, m->Ns, m->d.C);
-    model_fwd_out(m, out, (size_t)m->Ns * m->d.C, layer, op, what);
+    model_fwd_out(m, out, (size_t)m->Ns * m->d.C, layer, which, what);
     model_gather_to_tp(m, c, full, out);
 }
 

@@ -22,10 +22,10 @@ size_t optim_zero_pack_floats(size_t shard, double bucket_mb, int dp)
     return shard > piece ? piece * (size_t)dp : 0;
 }
 
-void optim_slice_counts(const struct optim *o, const struct flat_range *r, int k, int dp, int *counts, int *displs)
+void optim_slice_counts(const struct optim *o, const struct flat_range *r, int k, int dpcp, int *counts, int *displs)
 {
     size_t at = 0;
-    for (int q = 0; q < dp; q++) {
+    for (int q = 0; q < dpcp; q++) {
         size_t n = 0, lo, hi;
         for (int i = 0; i < k; i++)
             if (flat_meet(r[i].at, r[i].n, (size_t)q * o->shard, o->shard, &lo, &hi)) n += hi - lo;
@@ -40,22 +40,20 @@ void optim_init(struct optim *o, const struct model *m, const struct config *cfg
                 const struct grid *g)
 {
     memset(o, 0, sizeof *o);
-    o->zero = s->zero;
-    o->zero2 = s->zero2;
-    o->zero3 = s->zero3;
-    o->shard = o->zero ? m->flat / (size_t)s->dpcp : m->flat;
-    o->offset = o->zero ? (size_t)g->dpcp_rank * o->shard : 0;
+    o->zero_stage = s->zero_stage;
+    o->shard = o->zero_stage ? m->flat / (size_t)s->dpcp : m->flat;
+    o->offset = o->zero_stage ? (size_t)g->dpcp_rank * o->shard : 0;
     o->k = m->k;
     o->m_mem = o->k->alloc(o->shard * sizeof(float));
     o->v_mem = o->k->alloc(o->shard * sizeof(float));
     o->prec = m->d.prec;
-    if (o->zero3) o->master_mem = m->shard_mem; /* the model's one copy of its slice, in fp32 */
+    if (o->zero_stage == 3) o->master_mem = m->shard_mem; /* the model's one copy of its slice, in fp32 */
     else if (o->prec != PREC_FP32) o->master_mem = o->k->alloc(o->shard * sizeof(float));
-    if (o->zero) {
+    if (o->zero_stage) {
         o->gshard = o->k->alloc(o->shard * sizeof(float));
         o->piece = optim_zero_piece(cfg->parallel.bucket_mb, s->dpcp);
         /* (ZeRO-3 never gathers the slice whole: optim_params_from_master) */
-        o->pack_floats = o->zero3 ? 0 : optim_zero_pack_floats(o->shard, cfg->parallel.bucket_mb, s->dpcp);
+        o->pack_floats = o->zero_stage == 3 ? 0 : optim_zero_pack_floats(o->shard, cfg->parallel.bucket_mb, s->dpcp);
         if (o->pack_floats) o->pack = o->k->alloc(o->pack_floats * sizeof(float));
     }
     o->beta1 = cfg->train.beta1;
@@ -71,7 +69,7 @@ void optim_free(struct optim *o)
     o->k->release(o->m_mem);
     o->k->release(o->v_mem);
     if (o->gshard) o->k->release(o->gshard);
-    if (o->master_mem && !o->zero3) o->k->release(o->master_mem);
+    if (o->master_mem && o->zero_stage != 3) o->k->release(o->master_mem);
     if (o->pack) o->k->release(o->pack);
     memset(o, 0, sizeof *o);
 }
@@ -90,14 +88,14 @@ static void rest_to_slice(struct optim *o, const struct model *m)
 
 static void rest_from_slice(struct optim *o, struct model *m, struct comm *c)
 {
-    int dp = c->grid->dpcp, me = c->grid->dpcp_rank;
-    size_t bucket = o->piece * (size_t)dp;
-    int *counts = xmalloc(2 * (size_t)dp * sizeof *counts), *displs = counts + dp;
+    int dpcp = c->grid->dpcp, me = c->grid->dpcp_rank;
+    size_t bucket = o->piece * (size_t)dpcp;
+    int *counts = xmalloc(2 * (size_t)dpcp * sizeof *counts), *displs = counts + dpcp;
     for (int i = 0; i < NUM_PARAMS; i++) {
         if (param_table[i].per_layer || m->size[i] == 0) continue;
         for (size_t t = 0; t < m->size[i]; t += bucket) {
             struct flat_range r = {m->at[i] + t, m->size[i] - t < bucket ? m->size[i] - t : bucket};
-            optim_slice_counts(o, &r, 1, dp, counts, displs);
+            optim_slice_counts(o, &r, 1, dpcp, counts, displs);
             float *piece = m->param[i] + t, *mine = piece + displs[me];
             size_t lo, hi;
             if (optim_slice_part(o, r.at, r.n, &lo, &hi))
@@ -111,7 +109,7 @@ static void rest_from_slice(struct optim *o, struct model *m, struct comm *c)
 
 void optim_master_from_params(struct optim *o, const struct model *m)
 {
-    if (o->zero3) rest_to_slice(o, m); /* (the layers' parameters live in the slice already) */
+    if (o->zero_stage == 3) rest_to_slice(o, m); /* (the layers' parameters live in the slice already) */
     else if (o->master_mem) o->k->copy(o->master_mem, m->params_mem + o->offset, o->shard * sizeof(float));
 }
 
@@ -119,19 +117,19 @@ void optim_params_from_master(struct optim *o, struct model *m, struct comm *c)
 {
     if (!o->master_mem) return;
     m->param_version++; /* (ZeRO-3: the layers are gathered from the slice when next used) */
-    if (o->zero3) {
+    if (o->zero_stage == 3) {
         rest_from_slice(o, m, c);
         return;
     }
     float *mine = m->params_mem + o->offset;
     o->k->copy(mine, o->master_mem, o->shard * sizeof(float));
     o->k->lp_round(o->prec, mine, o->shard);
-    if (o->zero) comm_allgather_sliced(c, CG_DP, m->params_mem, o->shard, o->piece, o->pack);
+    if (o->zero_stage) comm_allgather_sliced(c, CG_DP, m->params_mem, o->shard, o->piece, o->pack);
 }
 
 void optim_unscale(struct optim *o, struct model *m, float inv)
 {
-    o->k->scale_inplace(o->prec, o->zero ? o->gshard : m->grads_mem, o->shard, inv);
+    o->k->scale_inplace(o->prec, o->zero_stage ? o->gshard : m->grads_mem, o->shard, inv);
 }
 
 double lr_at(const struct config *cfg, int64_t step)
@@ -151,7 +149,7 @@ double lr_at(const struct config *cfg, int64_t step)
  * full gradients, or (ZeRO) from this rank's part of its slice. */
 static double range_sumsq(const struct optim *o, const struct model *m, size_t a, size_t n)
 {
-    if (!o->zero) return o->k->sumsq(o->prec, m->grads_mem + a, n);
+    if (!o->zero_stage) return o->k->sumsq(o->prec, m->grads_mem + a, n);
     size_t lo, hi;
     return optim_slice_part(o, a, n, &lo, &hi) ? o->k->sumsq(o->prec, o->gshard + (lo - o->offset), hi - lo) : 0.0;
 }
@@ -189,7 +187,7 @@ double optim_grad_norm(const struct optim *o, const struct model *m, struct comm
         *local_nonfinite = 0;
         for (size_t j = 0; j < n; j++) *local_nonfinite |= !isfinite(e[j]);
     }
-    if (o->zero) comm_allreduce_sum_f64(c, CG_DP, e, n);
+    if (o->zero_stage) comm_allreduce_sum_f64(c, CG_DP, e, n);
     if (d->tp > 1) comm_allreduce_sum_f64(c, CG_TP, e, n);
     if (c && c->grid->pp > 1) comm_allreduce_sum_f64(c, CG_PP, e, n);
     double ss = 0;
@@ -201,7 +199,7 @@ double optim_grad_norm(const struct optim *o, const struct model *m, struct comm
 void optim_update(struct optim *o, struct model *m, struct comm *c, double grad_norm, double lr)
 {
     int t = (int)++o->updates;
-    float *grads = o->zero ? o->gshard : m->grads_mem; /* flat position p lives at grads[p - offset] */
+    float *grads = o->zero_stage ? o->gshard : m->grads_mem; /* flat position p lives at grads[p - offset] */
     double coef = o->grad_clip > 0 ? o->grad_clip / (grad_norm + 1e-6) : 1.0; /* as PyTorch */
     if (coef < 1.0) o->k->scale_inplace(o->prec, grads, o->shard, (float)coef);
     for (int i = 0; i < NUM_PARAMS; i++) {
@@ -214,7 +212,7 @@ void optim_update(struct optim *o, struct model *m, struct comm *c, double grad_
                      (float)o->beta2, (float)o->eps, wd, t);
     }
     if (o->master_mem) optim_params_from_master(o, m, c);
-    else if (o->zero) comm_allgather_sliced(c, CG_DP, m->params_mem, o->shard, o->piece, o->pack);
+    else if (o->zero_stage) comm_allgather_sliced(c, CG_DP, m->params_mem, o->shard, o->piece, o->pack);
 }
 
 float *optim_some_grad(struct optim *o, struct model *m)
@@ -222,7 +220,7 @@ float *optim_some_grad(struct optim *o, struct model *m)
     for (int i = 0; i < NUM_PARAMS; i++) {
         size_t lo, hi, at = m->at[i];
         if (m->size[i] && optim_slice_part(o, at, m->size[i], &lo, &hi))
-            return o->zero ? o->gshard + (lo - o->offset) : m->grads_mem + lo;
+            return o->zero_stage ? o->gshard + (lo - o->offset) : m->grads_mem + lo;
     }
     return NULL;
 }

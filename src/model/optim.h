@@ -13,17 +13,17 @@
  * With precision bf16/fp16 the parameters the model computes with hold
  * values of that format; the optimizer keeps fp32 master weights (laid out
  * like m and v), updates them, and rounds them into the parameters.
- * With ZeRO-1 (zero_stage = 1) each data-parallel rank keeps and updates one
- * 1/dp slice [offset, offset + shard) of the flat parameter buffer: the
+ * With ZeRO (zero_stage >= 1) each of the dp * cp ranks keeps and updates
+ * one slice [offset, offset + shard) of the flat parameter buffer: the
  * gradients are reduce-scattered into gshard, the slice is updated, and the
  * parameters are all-gathered. */
 struct optim {
     const struct device *k;       /* the model's: where the state lives */
     float *m_mem, *v_mem;          /* moments: flat, or the slice */
-    int zero;                      /* 1: sharded over dp (ZeRO-1 and 2) */
-    int zero2;                     /* ZeRO-2: gradients reduced into gshard layer by layer (dp.h) */
-    int zero3;                     /* ZeRO-3: the slice of master weights is the model's shard (m->shard_mem),
-                                      in fp32 too, and the only copy of the layers' parameters */
+    int zero_stage;                /* the shape's: from 1 the state is a slice over the dp * cp ranks; from 2
+                                      the gradients are reduced into gshard layer by layer (dp.h); at 3 the
+                                      slice of master weights is the model's shard (m->shard_mem), in fp32
+                                      too, and the only copy of the layers' parameters */
     size_t shard, offset;          /* the slice of the flat buffers this rank updates */
     float *gshard;                 /* (shard) its reduced gradient */
     size_t piece;                  /* ZeRO: floats per rank of one piece of its collectives (comm_*_sliced) */
@@ -52,9 +52,9 @@ void optim_master_from_params(struct optim *o, const struct model *m);
 void optim_params_from_master(struct optim *o, struct model *m, struct comm *c);
 
 /* How many elements of the ranges r[0..k) (increasing, packed back to back)
- * fall into each of the dp ranks' slices (counts), and where each rank's
+ * fall into each of the dpcp ranks' slices (counts), and where each rank's
  * run starts in the packed ranges (displs, if not NULL). */
-void optim_slice_counts(const struct optim *o, const struct flat_range *r, int k, int dp, int *counts, int *displs);
+void optim_slice_counts(const struct optim *o, const struct flat_range *r, int k, int dpcp, int *counts, int *displs);
 
 /* The part [*lo, *hi) of flat range [a, a + n) that this rank updates (all
  * of it without ZeRO); 0 if none. */

@@ -91,110 +91,110 @@ static void overlap_init(struct dp *p, double bucket_mb)
     p->req = xcalloc((size_t)p->cap, sizeof *p->req);
 }
 
-/* ------------------------------------------------------------ ZeRO-2 */
+/* ------------------------------------------------------------ layers scattered (ZeRO-2, 3) */
 
-size_t dp_zero2_buffer_floats(const struct model_dims *d)
+size_t dp_layer_buffer_floats(const struct model_dims *d)
 {
-    return DP_ZERO2_BUFFERS * ((model_layer_floats(d) + 15) / 16 * 16);
+    return DP_LAYER_BUFFERS * ((model_layer_floats(d) + 15) / 16 * 16);
 }
 
-size_t dp_zero2_ring_floats(const struct model_dims *d, size_t piece)
+size_t dp_layer_ring_floats(const struct model_dims *d, size_t piece)
 {
     /* a chunk: a layer's share of one rank, at most a piece; a run larger than that (the slices cut the
      * layers unevenly) goes in several */
-    size_t share = (model_layer_floats(d) + (size_t)d->dp - 1) / (size_t)d->dp, chunk = (share + 15) / 16 * 16;
+    size_t share = (model_layer_floats(d) + (size_t)d->dpcp - 1) / (size_t)d->dpcp, chunk = (share + 15) / 16 * 16;
     if (chunk > piece) chunk = piece;
-    return DP_ZERO2_BUFFERS * (chunk < 16 ? 16 : chunk);
+    return DP_LAYER_BUFFERS * (chunk < 16 ? 16 : chunk);
 }
 
 /* Finish buffer b's ring and add this rank's run to gshard. */
 static void retire(struct dp *p, int b)
 {
     if (p->layer[b] < 0) return;
-    int j = p->layer[b], dp = p->c->grid->dpcp;
+    int j = p->layer[b], dpcp = p->c->grid->dpcp;
     comm_ring_progress(p->c, &p->ring[b], 1);
     add_to_shard(p->o, p->ranges + (size_t)j * p->nranges, p->nranges,
-                 p->work[b] + p->displs[(size_t)j * dp + p->c->grid->dpcp_rank]);
+                 p->work[b] + p->displs[(size_t)j * dpcp + p->c->grid->dpcp_rank]);
     p->layer[b] = -1;
 }
 
-static float *zero2_hand_out(void *ctx, int j)
+static float *scatter_hand_out(void *ctx, int j)
 {
     struct dp *p = ctx;
     int b = p->next;
     retire(p, b); /* the oldest: its ring has had a layer's backward to progress */
     p->layer[b] = j;
-    p->next = (b + 1) % DP_ZERO2_BUFFERS;
+    p->next = (b + 1) % DP_LAYER_BUFFERS;
     p->m->k->zero(p->work[b], p->layer_floats * sizeof(float));
     return p->work[b];
 }
 
 enum { RING_TAG = 700 }; /* + the buffer: the rings in flight on the dp communicator */
 
-static void zero2_layer_done(void *ctx, int j)
+static void scatter_layer_done(void *ctx, int j)
 {
     struct dp *p = ctx;
-    int b = (p->next + DP_ZERO2_BUFFERS - 1) % DP_ZERO2_BUFFERS; /* the one just handed out */
+    int b = (p->next + DP_LAYER_BUFFERS - 1) % DP_LAYER_BUFFERS; /* the one just handed out */
     struct model *m = p->m;
     float *g = p->work[b];
-    int dp = p->c->grid->dpcp;
+    int dpcp = p->c->grid->dpcp;
     for (int id = 0; id < NUM_PARAMS; id++) { /* the partial sums over tp first */
         if (!param_table[id].per_layer) continue;
         size_t per = m->size[id] / (size_t)m->d.Lp;
         if (param_sp_partial(&m->d, (enum param_id)id)) comm_allreduce_sum_f32(p->c, CG_TP, g, per);
         g += per;
     }
-    comm_ring_start(p->c, &p->ring[b], CG_DP, p->work[b], p->counts + (size_t)j * dp, p->displs + (size_t)j * dp,
+    comm_ring_start(p->c, &p->ring[b], CG_DP, p->work[b], p->counts + (size_t)j * dpcp, p->displs + (size_t)j * dpcp,
                     p->recv[b], p->ring_piece, RING_TAG + b);
-    int other = (b + 1) % DP_ZERO2_BUFFERS;
+    int other = (b + 1) % DP_LAYER_BUFFERS;
     if (p->layer[other] >= 0) comm_ring_progress(p->c, &p->ring[other], 0);
 }
 
-static void zero2_init(struct dp *p)
+static void scatter_layers_init(struct dp *p)
 {
     struct model *m = p->m;
-    int Lp = m->d.Lp, dp = p->c->grid->dpcp;
+    int Lp = m->d.Lp, dpcp = p->c->grid->dpcp;
     p->layer_floats = model_layer_floats(&m->d);
     struct flat_range r[NUM_PARAMS];
     p->nranges = model_layer_ranges(m, 0, r);
     p->ranges = xcalloc((size_t)Lp * p->nranges, sizeof *p->ranges);
-    p->counts = xcalloc(2 * (size_t)Lp * dp, sizeof *p->counts);
-    p->displs = p->counts + (size_t)Lp * dp;
+    p->counts = xcalloc(2 * (size_t)Lp * dpcp, sizeof *p->counts);
+    p->displs = p->counts + (size_t)Lp * dpcp;
     for (int j = 0; j < Lp; j++) {
         model_layer_ranges(m, j, p->ranges + (size_t)j * p->nranges);
-        optim_slice_counts(p->o, p->ranges + (size_t)j * p->nranges, p->nranges, dp, p->counts + (size_t)j * dp,
-                           p->displs + (size_t)j * dp);
+        optim_slice_counts(p->o, p->ranges + (size_t)j * p->nranges, p->nranges, dpcp, p->counts + (size_t)j * dpcp,
+                           p->displs + (size_t)j * dpcp);
     }
     size_t n = (p->layer_floats + 15) / 16 * 16;
-    float *mem = m->k->alloc(DP_ZERO2_BUFFERS * n * sizeof(float)); /* where the model's gradients live */
-    for (int b = 0; b < DP_ZERO2_BUFFERS; b++) {
+    float *mem = m->k->alloc(DP_LAYER_BUFFERS * n * sizeof(float)); /* where the model's gradients live */
+    for (int b = 0; b < DP_LAYER_BUFFERS; b++) {
         p->work[b] = mem + (size_t)b * n;
         p->layer[b] = -1;
     }
     /* armed for good: every micro-batch's layers go through the buffers */
-    m->layer_grads = zero2_hand_out;
+    m->layer_grads = scatter_hand_out;
     m->layer_grads_ctx = p;
-    m->layer_done = zero2_layer_done;
+    m->layer_done = scatter_layer_done;
     m->layer_done_ctx = p;
 }
 
 /* The tensors outside the layers, each reduce-scattered into the slice in
- * place by a ring, a bucket (dp pieces) at a time. */
-static void zero2_rest(struct dp *p)
+ * place by a ring, a bucket (dpcp pieces) at a time. */
+static void scatter_rest(struct dp *p)
 {
     struct model *m = p->m;
     struct comm *c = p->c;
-    int dp = c->grid->dpcp;
-    size_t bucket = p->o->piece * (size_t)dp;
-    int *counts = xmalloc(2 * (size_t)dp * sizeof *counts), *displs = counts + dp;
+    int dpcp = c->grid->dpcp;
+    size_t bucket = p->o->piece * (size_t)dpcp;
+    int *counts = xmalloc(2 * (size_t)dpcp * sizeof *counts), *displs = counts + dpcp;
     for (int i = 0; i < NUM_PARAMS; i++) {
         if (param_table[i].per_layer || m->size[i] == 0) continue;
         for (size_t t = 0; t < m->size[i]; t += bucket) {
             struct flat_range r = {m->at[i] + t, m->size[i] - t < bucket ? m->size[i] - t : bucket};
-            optim_slice_counts(p->o, &r, 1, dp, counts, displs);
+            optim_slice_counts(p->o, &r, 1, dpcp, counts, displs);
             struct comm_ring ring;
             comm_ring_start(c, &ring, CG_DP, m->grad[i] + t, counts, displs, p->recv[0], p->ring_piece,
-                            RING_TAG + DP_ZERO2_BUFFERS);
+                            RING_TAG + DP_LAYER_BUFFERS);
             comm_ring_progress(c, &ring, 1);
             add_to_shard(p->o, &r, 1, m->grad[i] + t + displs[c->grid->dpcp_rank]);
         }
@@ -212,19 +212,19 @@ void dp_init(struct dp *p, struct model *m, struct optim *o, struct comm *c, con
     p->o = o;
     p->c = c;
     p->strategy = s->dpcp == 1            ? DP_NONE
-                  : s->zero2              ? DP_ZERO2
-                  : s->zero               ? DP_ZERO1
+                  : s->zero_stage >= 2    ? DP_SCATTER_LAYERS
+                  : s->zero_stage == 1    ? DP_SCATTER_FLAT
                   : s->overlap && m->d.Lp ? DP_OVERLAP /* (a stage may hold no layer) */
                                           : DP_FLAT;
     if (p->strategy == DP_OVERLAP) overlap_init(p, bucket_mb);
-    if (p->strategy == DP_ZERO2) { /* the rings' scratch: one run for each buffer (the rest uses the first) */
-        size_t nr = dp_zero2_ring_floats(&m->d, o->piece) / DP_ZERO2_BUFFERS;
+    if (p->strategy == DP_SCATTER_LAYERS) { /* the rings' scratch: one run for each buffer (the rest uses the first) */
+        size_t nr = dp_layer_ring_floats(&m->d, o->piece) / DP_LAYER_BUFFERS;
         p->ring_piece = nr;
-        p->recv[0] = m->k->alloc(DP_ZERO2_BUFFERS * nr * sizeof(float));
+        p->recv[0] = m->k->alloc(DP_LAYER_BUFFERS * nr * sizeof(float));
         p->recv[1] = p->recv[0] + nr;
     }
-    if (p->strategy == DP_ZERO2 && m->d.Lp > 0) zero2_init(p);
-    if (p->strategy == DP_ZERO2 && s->zero3 && m->d.Lp > 0)
+    if (p->strategy == DP_SCATTER_LAYERS && m->d.Lp > 0) scatter_layers_init(p);
+    if (s->zero_stage == 3 && m->d.Lp > 0)
         zero3_init(&p->z3, m, o, c, p->ranges, p->nranges, p->counts, p->displs);
 }
 
@@ -244,7 +244,7 @@ void dp_free(struct dp *p)
 void dp_begin(struct dp *p)
 {
     zero3_begin(&p->z3);
-    if (p->strategy == DP_ZERO2) p->o->k->zero(p->o->gshard, p->o->shard * sizeof(float));
+    if (p->strategy == DP_SCATTER_LAYERS) p->o->k->zero(p->o->gshard, p->o->shard * sizeof(float));
 }
 
 void dp_arm(struct dp *p)
@@ -264,7 +264,7 @@ void dp_disarm(struct dp *p)
 void dp_reduce_tp_partial(struct model *m, struct comm *c)
 {
     for (int i = 0; i < NUM_PARAMS; i++)
-        if (param_sp_partial(&m->d, (enum param_id)i) && m->grad[i]) /* (ZeRO-2 reduced the layers' own as it went) */
+        if (param_sp_partial(&m->d, (enum param_id)i) && m->grad[i]) /* (scattered layers: done as they went) */
             comm_allreduce_sum_f32(c, CG_TP, m->grad[i], m->size[i]);
 }
 
@@ -272,8 +272,8 @@ void dp_finish(struct dp *p)
 {
     struct model *m = p->m;
     struct comm *c = p->c;
-    if (p->strategy == DP_ZERO2 && p->work[0])
-        for (int i = 0; i < DP_ZERO2_BUFFERS; i++) retire(p, (p->next + i) % DP_ZERO2_BUFFERS); /* oldest first */
+    if (p->strategy == DP_SCATTER_LAYERS && p->work[0])
+        for (int i = 0; i < DP_LAYER_BUFFERS; i++) retire(p, (p->next + i) % DP_LAYER_BUFFERS); /* oldest first */
     zero3_settle(&p->z3); /* (no gather may be in flight while the slice is updated) */
     if (p->strategy == DP_OVERLAP) overlap_finish(p);
     /* the tied embedding: the first and the last stage hold wte; the sum of
@@ -288,10 +288,10 @@ void dp_finish(struct dp *p)
         for (int i = 0; i < NUM_PARAMS; i++)
             if (!overlappable(m, i)) comm_allreduce_sum_f32(c, CG_DP, m->grad[i], m->size[i]);
         break;
-    case DP_ZERO2: zero2_rest(p); break;
+    case DP_SCATTER_LAYERS: scatter_rest(p); break;
     /* one call over the contiguous gradient memory (tensors are packed with
      * padding, which is zero and stays zero) */
-    case DP_ZERO1:
+    case DP_SCATTER_FLAT:
         comm_reduce_scatter_sliced(c, CG_DP, p->o->gshard, m->grads_mem, p->o->shard, p->o->piece, p->o->pack);
         break;
     case DP_FLAT: comm_allreduce_sum_f32(c, CG_DP, m->grads_mem, m->flat); break;

@@ -75,9 +75,9 @@ static void post_receives(struct pp_exec *x, int i, struct model *m, struct comm
 {
     int end = x->phase_end[i];
     size_t count = (size_t)m->Ns * m->d.C;
-    for (int k = i; k < end; k++) {
-        const struct pp_action *a = &x->actions[k];
-        if (!is_recv(a->kind) || k < *next_recv) continue;
+    for (int j = i; j < end; j++) {
+        const struct pp_action *a = &x->actions[j];
+        if (!is_recv(a->kind) || j < *next_recv) continue;
         if (*np == MAX_POSTED) die("more than %d pipeline receives in flight", MAX_POSTED);
         float *buf;
         p[*np].buf = -1;
@@ -92,10 +92,10 @@ static void post_receives(struct pp_exec *x, int i, struct model *m, struct comm
             buf = model_slot(m, a->mb, a->chunk)->dout; /* (its forward holds the slot) */
         }
         int tag = a->kind == PP_RECV_ACT ? PP_TAG_ACT : PP_TAG_GRAD;
-        p[*np].action = k;
+        p[*np].action = j;
         comm_irecv_f32(c, CG_PP, buf, count, a->peer, tag, &p[*np].req);
         (*np)++;
-        *next_recv = k + 1;
+        *next_recv = j + 1;
     }
 }
 
@@ -115,8 +115,8 @@ static void run_phase(struct pp_exec *x, int i, struct model *m, struct comm *c,
     int ns = 0, nr = 0;
     size_t count = (size_t)m->Ns * m->d.C;
     double t0 = MPI_Wtime();
-    for (int k = i; k < end; k++) {
-        const struct pp_action *a = &x->actions[k];
+    for (int j = i; j < end; j++) {
+        const struct pp_action *a = &x->actions[j];
         if (!is_send(a->kind)) continue;
         if (ns == 4) die("more than 4 pipeline sends in one phase");
         struct chunk_acts *s = model_slot(m, a->mb, a->chunk);

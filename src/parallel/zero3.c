@@ -23,9 +23,9 @@ static void settle(struct zero3 *z, int b)
 static void start(struct zero3 *z, int b, int j)
 {
     settle(z, b); /* (a gather into b still in flight: a prefetch the caller did not ask for after all) */
-    int dp = z->c->grid->dpcp, me = z->c->grid->dpcp_rank;
+    int dpcp = z->c->grid->dpcp, me = z->c->grid->dpcp_rank;
     const struct flat_range *r = z->ranges + (size_t)j * z->nranges;
-    const int *counts = z->counts + (size_t)j * dp, *displs = z->displs + (size_t)j * dp;
+    const int *counts = z->counts + (size_t)j * dpcp, *displs = z->displs + (size_t)j * dpcp;
     float *mine = z->buf[b] + displs[me], *dst = mine;
     for (int i = 0; i < z->nranges; i++) {
         size_t lo, hi;

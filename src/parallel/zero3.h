@@ -41,7 +41,7 @@ size_t zero3_buffer_floats(const struct model_dims *d);
 struct pp_action;
 long zero3_gathers(const struct pp_action *a, int n, int Lc);
 
-/* Set up the buffers and arm m->layer_params (m has shard_params and
+/* Set up the buffers and arm m->layer_params (m has zero_stage 3 and
  * layers); the layers' flat ranges and their dp runs are ZeRO-2's (the
  * gathers invert its reduce-scatters), kept by the caller. */
 void zero3_init(struct zero3 *z, struct model *m, struct optim *o, struct comm *c, const struct flat_range *ranges,

@@ -98,8 +98,8 @@ static size_t comm_buffer(const struct plan *p, const struct model_dims *d, size
     size_t big = 0, NC = (size_t)p->shape.micro_batch * d->Tl * d->C * 4, wte = model_tensor_size(d, P_WTE) * 4, x;
     size_t bucket = optim_zero_piece(p->bucket_mb, p->shape.dpcp) * (size_t)p->shape.dpcp; /* ZeRO's pieces */
     /* (ZeRO-2 and 3 reduce by rings of messages, comm_ring: their scratch is counted with the gradients) */
-    if (p->shape.dpcp > 1 && !p->shape.zero2)
-        big = p->shape.zero ? reduce_scatter_scratch((flat < bucket ? flat : bucket) * 4, p->shape.dpcp)
+    if (p->shape.dpcp > 1 && p->shape.zero_stage < 2)
+        big = p->shape.zero_stage ? reduce_scatter_scratch((flat < bucket ? flat : bucket) * 4, p->shape.dpcp)
             : overlapped(p, d) ? allreduce_scratch(overlapped_bytes(d), p->shape.dpcp) : allreduce_scratch(flat * 4, p->shape.dpcp);
     if (p->shape.dpcp > 1 && overlapped(p, d) && (x = allreduce_scratch(wte, p->shape.dpcp)) > big) big = x; /* the rest, after */
     if (p->shape.tp > 1 && (x = p->shape.sp ? reduce_scatter_scratch(NC, p->shape.tp) : allreduce_scratch(NC, p->shape.tp)) > big) big = x;
@@ -128,19 +128,19 @@ static void stage_comm(struct plan_stage *s, const struct plan *p, const struct 
             for (int i = 0; i < NUM_PARAMS; i++)
                 if (param_table[i].sp_partial)
                     *(param_table[i].per_layer ? &layers : &rest) += (double)model_tensor_size(d, (enum param_id)i);
-            s->comm[CG_TP] += ((p->shape.zero2 ? m : 1) * layers + rest) * 4;
+            s->comm[CG_TP] += ((p->shape.zero_stage >= 2 ? m : 1) * layers + rest) * 4;
         }
     }
     s->comm[CG_DP] = 8; /* the loss */
-    if (p->shape.dpcp > 1 && p->shape.zero2) { /* every layer per micro-batch, the rest once; the parameters gathered */
+    if (p->shape.dpcp > 1 && p->shape.zero_stage >= 2) { /* every layer per micro-batch, the rest once; the parameters gathered */
         double rest = 0;
         for (int i = 0; i < NUM_PARAMS; i++)
             if (!param_table[i].per_layer) rest += (double)model_tensor_size(d, (enum param_id)i) * 4;
         s->comm[CG_DP] += m * d->Lp * (double)model_layer_floats(d) * 4 + rest + norms;
         /* the updated parameters: all of them gathered, or (ZeRO-3) the rest, and each layer when used */
-        s->comm[CG_DP] += d->shard_params ? rest + (double)gathers * (double)model_layer_floats(d) * 4
+        s->comm[CG_DP] += d->zero_stage == 3 ? rest + (double)gathers * (double)model_layer_floats(d) * 4
                                           : (double)flat * 4;
-    } else if (p->shape.dpcp > 1 && p->shape.zero) s->comm[CG_DP] += 2.0 * flat * 4 + norms;
+    } else if (p->shape.dpcp > 1 && p->shape.zero_stage) s->comm[CG_DP] += 2.0 * flat * 4 + norms;
     else if (p->shape.dpcp > 1 && overlapped(p, d)) s->comm[CG_DP] += (double)s->params * 4; /* tensor by tensor */
     else if (p->shape.dpcp > 1) s->comm[CG_DP] += (double)flat * 4;                          /* the padded buffer */
     if (p->shape.pp > 1) {
@@ -166,20 +166,21 @@ static void stage_comm(struct plan_stage *s, const struct plan *p, const struct 
  * buffers. */
 static size_t param_bytes(const struct model_dims *d, size_t flat)
 {
-    if (!d->shard_params) return round64(flat * 4);
-    return round64(model_rest_floats(d) * 4) + round64(flat / (size_t)d->dp * 4) +
+    if (d->zero_stage != 3) return round64(flat * 4);
+    return round64(model_rest_floats(d) * 4) + round64(flat / (size_t)d->dpcp * 4) +
            (d->Lp > 0 ? round64(zero3_buffer_floats(d) * 4) : 0);
 }
 
-/* The gradients: the flat layout, or (ZeRO-2) the tensors outside the
- * layers, the per-layer working buffers and their rings' scratch; +
+/* The gradients: the flat layout, or (ZeRO-2 and 3) the tensors outside
+ * the layers, the per-layer working buffers and their rings' scratch; +
  * dwte_embed. */
-static size_t grad_bytes(const struct model_dims *d, size_t flat, int zero2, size_t piece)
+static size_t grad_bytes(const struct model_dims *d, size_t flat, size_t piece)
 {
     size_t wte = model_tensor_size(d, P_WTE);
-    size_t main = zero2 ? round64(model_rest_floats(d) * 4) : round64(flat * 4);
-    size_t buffers = zero2 && d->Lp > 0 ? round64(dp_zero2_buffer_floats(d) * 4) : 0;
-    size_t ring = zero2 ? round64(dp_zero2_ring_floats(d, piece) * 4) : 0;
+    int sharded = d->zero_stage >= 2;
+    size_t main = sharded ? round64(model_rest_floats(d) * 4) : round64(flat * 4);
+    size_t buffers = sharded && d->Lp > 0 ? round64(dp_layer_buffer_floats(d) * 4) : 0;
+    size_t ring = sharded ? round64(dp_layer_ring_floats(d, piece) * 4) : 0;
     return main + buffers + ring + round64((wte ? wte : 1) * 4);
 }
 
@@ -219,19 +220,19 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
     memset(s, 0, sizeof *s);
     s->pp_rank = r;
     s->Lp = d.Lp;
-    enum pp_schedule sched = pp_schedule_from_name(cfg->parallel.schedule);
+    enum pp_schedule sched = p->shape.sched;
     s->in_flight = pp_peak_bound(sched, p->shape.pp, p->shape.v, p->shape.n_micro, r);
     s->slots = s->in_flight; /* pp_exec_init */
     s->recv = pp_recv_bound(sched, p->shape.pp, p->shape.v, p->shape.n_micro, r);
 
-    size_t flat = flat_floats(&d, &s->params), shard = p->shape.zero ? flat / (size_t)p->shape.dpcp : flat;
+    size_t flat = flat_floats(&d, &s->params), shard = p->shape.zero_stage ? flat / (size_t)p->shape.dpcp : flat;
     int lp = d.prec != PREC_FP32; /* + fp32 master weights beside m and v */
     s->bytes[PM_PARAMS] = param_bytes(&d, flat); /* bf16/fp16 values in fp32 containers, on the GPU too (so far) */
-    s->bytes[PM_GRADS] = grad_bytes(&d, flat, p->shape.zero2, optim_zero_piece(p->bucket_mb, p->shape.dpcp));
-    s->bytes[PM_OPTIM] = (2 + (size_t)(lp && !p->shape.zero3)) * round64(shard * 4) + /* (ZeRO-3: the master is
+    s->bytes[PM_GRADS] = grad_bytes(&d, flat, optim_zero_piece(p->bucket_mb, p->shape.dpcp));
+    s->bytes[PM_OPTIM] = (2 + (size_t)(lp && p->shape.zero_stage != 3)) * round64(shard * 4) + /* (ZeRO-3: the master is
                                                                                            the parameters' slice) */
-                         (p->shape.zero ? round64(shard * 4) +
-                                              (p->shape.zero3 ? 0 : round64(optim_zero_pack_floats(shard, p->bucket_mb, p->shape.dpcp) * 4))
+                         (p->shape.zero_stage ? round64(shard * 4) +
+                                              (p->shape.zero_stage == 3 ? 0 : round64(optim_zero_pack_floats(shard, p->bucket_mb, p->shape.dpcp) * 4))
                                         : 0);
     s->slot_bytes = model_slot_floats(&d, p->shape.micro_batch) * 4;
     s->scratch_bytes = model_scratch_floats(&d, p->shape.micro_batch) * 4;
@@ -256,7 +257,7 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
     s->bytes[PM_CKPT] = round64(largest * 4);
     /* ckpt_async.c: what the rank owns of each state, in host memory (on a GPU: not the device's) */
     if (cfg->io.async_checkpoint && cfg->io.checkpoint_every > 0 && !p->cuda)
-        s->bytes[PM_SNAPSHOT] = ((lp || p->shape.zero3 ? shard : flat) + 2 * shard) * 4;
+        s->bytes[PM_SNAPSHOT] = ((lp || p->shape.zero_stage == 3 ? shard : flat) + 2 * shard) * 4;
     s->bytes[PM_PROBE] = cfg->train.peak_gflops > 0 ? 0
                          : p->cuda ? (size_t)CUDA_PROBE_N * CUDA_PROBE_N * (d.prec == PREC_FP32 ? 12 : 8) /* A, B, C */
                                    : gemm_probe_bytes();
@@ -271,7 +272,7 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
     struct pp_action *acts = NULL;
     int nacts = 0;
     char err[256];
-    if (d.shard_params && d.Lp > 0 &&
+    if (d.zero_stage == 3 && d.Lp > 0 &&
         pp_schedule_build(sched, p->shape.pp, p->shape.v, p->shape.n_micro, r, &acts, &nacts, err, sizeof err) == 0)
         gathers = zero3_gathers(acts, nacts, d.Lc);
     free(acts);
@@ -403,8 +404,8 @@ unsigned long long *plan_allocated(const struct model *m, const struct optim *o,
 {
     unsigned long long mine[4] = {
         param_bytes(&m->d, m->flat),
-        grad_bytes(&m->d, m->flat, o->zero2, o->piece),
-        (2 + (o->master_mem && !o->zero3 ? 1ull : 0ull)) * round64(o->shard * 4) +
+        grad_bytes(&m->d, m->flat, o->piece),
+        (2 + (o->master_mem && o->zero_stage != 3 ? 1ull : 0ull)) * round64(o->shard * 4) +
             (o->gshard ? round64(o->shard * 4) : 0) + (o->pack ? round64(o->pack_floats * 4) : 0),
         round64(m->act_bytes),
     };

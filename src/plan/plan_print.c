@@ -182,14 +182,16 @@ void plan_print(FILE *f, const struct plan *p, const struct config *cfg, double 
                 100 * p->bubble);
     int lp = d.prec != PREC_FP32;
     fprintf(f, "optimizer: AdamW m and v%s in fp32, %s\n", lp ? " and the master weights" : "",
-            p->shape.zero3  ? "ZeRO-3: a 1/dp slice per rank, and of the gradients and of the layers' parameters "
-                        "(each layer gathered before its forward and its backward; each rank writes and reads its "
-                        "slice of a checkpoint itself)"
-            : p->shape.zero2 ? "ZeRO-2: a 1/dp slice per rank, and of the gradients (each rank writes and reads its "
-                        "slice of a checkpoint itself)"
-            : p->shape.zero ? "ZeRO-1: a 1/dp slice per rank (each rank writes and reads its slice of a checkpoint "
-                        "itself)"
-                      : "replicated on every data-parallel rank (zero_stage = 0)");
+            p->shape.zero_stage == 3
+                ? "ZeRO-3: a 1/dp slice per rank, and of the gradients and of the layers' parameters (each layer "
+                  "gathered before its forward and its backward; each rank writes and reads its slice of a "
+                  "checkpoint itself)"
+            : p->shape.zero_stage == 2
+                ? "ZeRO-2: a 1/dp slice per rank, and of the gradients (each rank writes and reads its slice of a "
+                  "checkpoint itself)"
+            : p->shape.zero_stage == 1
+                ? "ZeRO-1: a 1/dp slice per rank (each rank writes and reads its slice of a checkpoint itself)"
+                : "replicated on every data-parallel rank (zero_stage = 0)");
     if (lp)
         fprintf(f, "precision: %s parameters (values of the format in fp32 containers) and activations (stored "
                    "layers packed in 16 bits), fp32 gradients\n", cfg->train.precision);

@@ -5,8 +5,9 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
+/* The schedules' names in messages: the words of parallel.schedule
+ * (config/params.def; test_deck checks that they agree). */
 static const char *const sched_names[] = {"gpipe", "1f1b", "interleaved"};
 static const char *const kind_names[] = {"RECV_ACT", "FWD", "SEND_ACT", "RECV_GRAD", "BWD", "SEND_GRAD"};
 
@@ -22,16 +23,15 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
     return -1;
 }
 
-enum pp_schedule pp_schedule_from_name(const char *name)
-{
-    for (int i = 0; name && i < 3; i++)
-        if (!strcasecmp(name, sched_names[i])) return (enum pp_schedule)i;
-    return PP_SCHED_NONE;
-}
+#define COUNT(a) ((int)(sizeof(a) / sizeof(a)[0]))
+_Static_assert(COUNT(sched_names) == PP_INTERLEAVED + 1, "a name for each enum pp_schedule");
+_Static_assert(COUNT(kind_names) == PP_SEND_GRAD + 1, "a name for each enum pp_kind");
 
-const char *pp_schedule_name(enum pp_schedule s) { return s >= PP_GPIPE && s <= PP_INTERLEAVED ? sched_names[s] : "?"; }
+static int known_schedule(enum pp_schedule s) { return s >= 0 && s < COUNT(sched_names); }
 
-const char *pp_kind_name(enum pp_kind k) { return k >= PP_RECV_ACT && k <= PP_SEND_GRAD ? kind_names[k] : "?"; }
+const char *pp_schedule_name(enum pp_schedule s) { return known_schedule(s) ? sched_names[s] : "?"; }
+
+const char *pp_kind_name(enum pp_kind k) { return k >= 0 && k < COUNT(kind_names) ? kind_names[k] : "?"; }
 
 static int is_compute(enum pp_kind k) { return k == PP_FWD || k == PP_BWD; }
 
@@ -39,8 +39,7 @@ static int is_compute(enum pp_kind k) { return k == PP_FWD || k == PP_BWD; }
 
 int pp_schedule_check(enum pp_schedule s, int pp, int v, int m, char *err, size_t errlen)
 {
-    if (s < PP_GPIPE || s > PP_INTERLEAVED)
-        return fail(err, errlen, "unknown pipeline schedule (use 'gpipe', '1f1b' or 'interleaved')");
+    if (!known_schedule(s)) return fail(err, errlen, "no pipeline schedule %d", (int)s);
     if (pp < 1 || v < 1 || m < 1)
         return fail(err, errlen, "pp = %d, virtual_stages = %d and micro-batches = %d must all be at least 1", pp, v,
                     m);

@@ -84,8 +84,7 @@ struct pp_sim {
     struct pp_slot **slot; /* [pp][nslot[r]] in list order */
 };
 
-/* "gpipe", "1f1b", "interleaved" (case-insensitive) -> enum; PP_SCHED_NONE otherwise. */
-enum pp_schedule pp_schedule_from_name(const char *name);
+/* A schedule's name ("1f1b"), an action kind's ("FWD"); "?" for none. */
 const char *pp_schedule_name(enum pp_schedule s);
 const char *pp_kind_name(enum pp_kind k);
 
