@@ -102,12 +102,6 @@ void comm_reduce_scatter_f32(struct comm *c, enum comm_group g, float *part, con
 void comm_reduce_scatter_sliced(struct comm *c, enum comm_group g, float *part, const float *full, size_t n,
                                 size_t piece, float *pack);
 void comm_allgather_sliced(struct comm *c, enum comm_group g, float *full, size_t n, size_t piece, float *pack);
-/* send (the sum of counts) summed over the group; rank i keeps counts[i]
- * elements, the i-th run of send, in recv (send NULL: in place, the input
- * in recv, the result at its start).  Non-blocking: bytes and calls counted
- * here, the time in comm_wait. */
-void comm_ireduce_scatter_f32(struct comm *c, enum comm_group g, const float *send, float *recv, const int *counts,
-                              MPI_Request *req);
 /* In place: rank i's counts[i] floats at buf + displs[i] spread to every
  * rank of the group (ZeRO-3's parameter gathers).  Non-blocking: bytes and
  * calls counted here, the time in comm_wait; the blocking one waits. */
