@@ -4,8 +4,8 @@
  * communication call it is in (communicator, operation, peer, bytes, since
  * when; a wait for messages: each one's peer and tag) and, in a ring, the
  * last FLIGHT_RING calls it finished; a few stores
- * per call, no system call.  A watchdog thread per rank wakes twice a
- * second.  When the rank has been in one call, or one step, longer than the
+ * per call, no lock, no system call (C11 atomics, the record under a
+ * seqlock: flight.c).  A watchdog thread per rank wakes twice a second.  When the rank has been in one call, or one step, longer than the
  * timeout, it writes run_dir/hang.rank<R>.txt (where it is, the ring), waits
  * a few seconds for the other ranks' reports, and the lowest rank that wrote
  * one prints every rank's state to stderr, naming the ranks that wrote none
