@@ -225,15 +225,27 @@ void comm_allgather_f32(struct comm *c, enum comm_group g, float *full, const fl
     account(c, g, CO_ALLGATHER, all * sizeof(float), t0);
 }
 
-void comm_allgather_u64(struct comm *c, enum comm_group g, uint64_t *all, const uint64_t *mine, size_t n)
+/* An all-gather of host memory: n values of elsize bytes a rank. */
+static void allgather_host(struct comm *c, enum comm_group g, void *all, const void *mine, size_t n, size_t elsize,
+                           MPI_Datatype type)
 {
     if (n > (size_t)INT_MAX) die("all-gather of %zu elements per rank exceeds MPI's int count", n);
     double t0 = wtime();
     size_t total = n * (size_t)group_size(c, g);
-    flight_begin(g, CO_ALLGATHER, -1, (double)(total * sizeof *all));
-    MPI_CHECK(MPI_Allgather(mine, (int)n, MPI_UINT64_T, all, (int)n, MPI_UINT64_T, comm_of(c, g)));
+    flight_begin(g, CO_ALLGATHER, -1, (double)(total * elsize));
+    MPI_CHECK(MPI_Allgather(mine, (int)n, type, all, (int)n, type, comm_of(c, g)));
     flight_end();
-    account(c, g, CO_ALLGATHER, total * sizeof *all, t0);
+    account(c, g, CO_ALLGATHER, total * elsize, t0);
+}
+
+void comm_allgather_u64(struct comm *c, enum comm_group g, uint64_t *all, const uint64_t *mine, size_t n)
+{
+    allgather_host(c, g, all, mine, n, sizeof *all, MPI_UINT64_T);
+}
+
+void comm_allgather_f64(struct comm *c, enum comm_group g, double *all, const double *mine, size_t n)
+{
+    allgather_host(c, g, all, mine, n, sizeof *all, MPI_DOUBLE);
 }
 
 void comm_reduce_scatter_f32(struct comm *c, enum comm_group g, float *part, const float *full, size_t n)
