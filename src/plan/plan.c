@@ -294,7 +294,7 @@ int plan_compute(struct plan *p, const struct config *cfg, int world, int thread
     p->cuda = cfg->train.device_id == TRAIN_DEVICE_cuda;
     p->bucket_mb = cfg->parallel.bucket_mb;
     p->threads = threads > 0 ? threads : cfg->train.threads > 0 ? (int)cfg->train.threads : omp_get_max_threads();
-    p->bubble = pp_bubble_formula(p->shape.pp, p->shape.v, p->shape.n_micro, &p->bubble_num, &p->bubble_den);
+    pp_bubble_formula(p->shape.pp, p->shape.v, p->shape.n_micro, &p->bubble_num, &p->bubble_den);
     p->stage = xcalloc((size_t)p->shape.pp, sizeof *p->stage);
     for (int r = 0; r < p->shape.pp; r++) {
         plan_stage(&p->stage[r], p, cfg, r);

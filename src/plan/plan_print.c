@@ -180,7 +180,7 @@ void plan_print(FILE *f, const struct plan *p, const struct config *cfg, double 
             cfg->parallel.schedule, p->shape.v, d.Lc, cfg->train.recompute, p->shape.sp ? "; sequence parallel" : "");
     if (p->shape.pp > 1)
         fprintf(f, "pipeline bubble: (p-1)/(v*m+p-1) = %ld/%ld = %.1f%%\n", p->bubble_num, p->bubble_den,
-                100 * p->bubble);
+                100 * (double)p->bubble_num / (double)p->bubble_den);
     int lp = d.prec != PREC_FP32;
     fprintf(f, "optimizer: AdamW m and v%s in fp32, %s\n", lp ? " and the master weights" : "",
             p->shape.zero3  ? "ZeRO-3: a 1/dp slice per rank, and of the gradients and of the layers' parameters "
