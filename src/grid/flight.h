@@ -30,10 +30,10 @@ void flight_stop(void);
  * pp_kind_name) of micro-batch mb, chunk; a communication call began
  * (group, op: comm.h's enums) and ended. */
 void flight_step(int64_t step);
-/* Work between steps made progress (a checkpoint wrote a tensor, or a
- * background writer a piece while the main thread waits for it): the step's
- * clock starts again, so a long write that advances is not taken for a
- * hang, and one that stalls is. */
+/* Work between steps made progress (an evaluation a batch, a checkpoint a
+ * tensor, or a background writer a piece while the main thread waits for
+ * it): the step's clock starts again, so long work that advances is not
+ * taken for a hang, and work that stalls is. */
 void flight_progress(void);
 void flight_action(int kind, int mb, int chunk);
 void flight_begin(int group, int op, int peer, double bytes);
