@@ -6,7 +6,9 @@
 # operation) and lists its last communication calls; the summary on stderr
 # names the frozen rank as the one that stopped making progress.  A run
 # with a short timeout and no fault ends normally; a wait for a pipeline
-# message names its peer and tag.
+# message names its peer and tag.  An evaluation longer than the timeout
+# is no hang (each held-out batch is progress), and a rank frozen inside
+# one is still caught.
 . "$(dirname "$0")/lib.sh"
 
 deck="$DECKS/tiny.nml"
@@ -55,4 +57,36 @@ grep "^blocked in: " "$scratch/p2p/hang.rank00001.txt" 2> /dev/null | diag
     grep -q "has not finished" "$scratch/p2p/hang.rank00000.txt" &&
     ! grep -q "the rank(s) that stopped making progress" "$scratch/last.out"
 ok $? "a pipeline receive that waits too long: status 4 (got $st), the report names the peer, tag and bytes waited for"
+# Evaluation (train.eval_every): 12 held-out batches after step 2, rank 0
+# 0.4 s slower before each (diag.slow_rank), about 5 s in all against a
+# 2 s timeout; each batch, and each training step, stays within it.
+corpus="$top_srcdir/regression/cases/data/corpus.txt"
+evrun="parallel.pp=2 train.micro_batch_size=2 diag.hang_timeout=2 model.vocab_size=256 data.kind='text'
+data.path='$corpus' data.val_path='$corpus' train.eval_every=2 train.eval_batches=12 diag.slow_rank=0
+diag.slow_seconds=0.4 train.warmup_steps=0"
+triad_run 2 "$deck" $evrun train.steps=2 io.run_dir="'$scratch/ev'"
+st=$?
+secs=$(sed -n 's/^step 2: validation loss .* (\([0-9.]*\) s)$/\1/p' "$scratch/last.out")
+[ $st -eq 0 ] && [ ! -e "$scratch/ev/hang.rank00000.txt" ] && [ -n "$secs" ] &&
+    "$PYTHON3" -c "import sys; sys.exit(not float(sys.argv[1]) > 2)" "$secs"
+ok $? "an evaluation of ${secs:-?} s with diag.hang_timeout = 2 s: no hang (status $st), its batches are progress"
+
+# The same evaluation with rank 0 frozen 2 s after step 1 (inside the
+# evaluation after step 2): rank 1 waits for its activations and reports.
+$MPIEXEC -n 2 "$TRIAD" "$deck" $evrun train.steps=2 io.run_dir="'$scratch/evh'" > "$scratch/evh.out" 2>&1 &
+mp=$!
+wait_for_step "$scratch/evh.out" 1
+sleep 2
+victim=
+for q in $(pgrep -P "$mp"); do
+    [ "$(tr '\0' '\n' < "/proc/$q/environ" 2> /dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')" = 0 ] && victim=$q
+done
+[ -n "$victim" ] && kill -STOP "$victim"
+wait "$mp"
+st=$?
+[ -n "$victim" ] && kill -CONT "$victim" 2> /dev/null
+grep "^blocked in: " "$scratch/evh/hang.rank00001.txt" 2> /dev/null | diag
+[ $st -eq 4 ] && grep -q "^blocked in: pp recv wait" "$scratch/evh/hang.rank00001.txt" &&
+    ! grep -q "validation loss" "$scratch/evh.out"
+ok $? "a rank frozen inside the evaluation: status 4 (got $st), the other rank's report names the receive it waits in"
 done_testing

@@ -89,7 +89,7 @@ static int run(struct pp_action **l, int *n, enum pp_schedule s, int pp, int v, 
         long fn, fd;
         pp_bubble_formula(pp, v, m, &fn, &fd);
         /* idle_r / makespan == (p-1) / (v m + p-1), in integers */
-        *bubble_ok &= sim.idle[r] * fd == fn * sim.makespan && sim.busy[r] == (long)v * m * tau;
+        *bubble_ok &= pp_idle(&sim, r) * fd == fn * sim.makespan && sim.busy[r] == (long)v * m * tau;
         int w = s == PP_GPIPE ? m : v == 1 ? pp - r : 2 * (pp - r - 1) + (v - 1) * pp + 1;
         int want = w < v * m ? w : v * m;
         *peak_ok &= sim.peak[r] == want && want == pp_peak_bound(s, pp, v, m, r);

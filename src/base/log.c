@@ -8,7 +8,9 @@
 
 #include "exit_status.h"
 
-static int g_rank = 0; /* the only global: who is talking, for messages */
+/* Who is talking, for messages: set once at start-up.  One of the few
+ * pieces of process-wide state; docs/design.md (§3) lists them all. */
+static int g_rank = 0;
 
 void log_set_rank(int rank) { g_rank = rank; }
 

@@ -1,6 +1,9 @@
 /* timers.c -- the phases' names and their summary over ranks. */
 #include "timers.h"
 
+#include <errno.h>
+#include <time.h>
+
 #include "log.h"
 
 static const char *timer_names[NUM_TIMERS] = {
@@ -10,6 +13,13 @@ static const char *timer_names[NUM_TIMERS] = {
 };
 
 const char *timer_name(enum timer_id id) { return timer_names[id]; }
+
+void pause_for(double seconds)
+{
+    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
 
 void timers_print_summary(const struct timers *t, MPI_Comm world, int steps, FILE *f)
 {

@@ -30,6 +30,9 @@ static inline void timer_stop(struct timers *t, enum timer_id id)
     t->total[id] += MPI_Wtime() - t->started[id];
 }
 
+/* Sleep this long (resumed after a signal): the testing aids' delays. */
+void pause_for(double seconds);
+
 /* A phase's name ("dp reduce"): the summary's row, metrics.h5's /timers/<name>. */
 const char *timer_name(enum timer_id id);
 

@@ -5,8 +5,10 @@
 #include <string.h>
 
 #include "exit_status.h"
+#include "flight.h"
 #include "log.h"
 #include "pipeline.h"
+#include "timers.h"
 
 void eval_init(struct eval *ev, const struct config *cfg, const struct run_shape *s, const struct grid *g, int V,
                int T)
@@ -21,6 +23,7 @@ void eval_init(struct eval *ev, const struct config *cfg, const struct run_shape
     ev->data = data_open(&vcfg, V, T, &err);
     char msg[4096] = "";
     ev->G = cfg->train.batch_size;
+    ev->slow = cfg->diag.slow_rank == g->rank ? cfg->diag.slow_seconds : 0; /* testing aid: a straggler */
     if (ev->data) {
         int64_t whole = (int64_t)(data_windows(ev->data) / (uint64_t)ev->G);
         ev->batches = cfg->train.eval_batches ? cfg->train.eval_batches : whole;
@@ -44,7 +47,11 @@ void eval_init(struct eval *ev, const struct config *cfg, const struct run_shape
 double eval_run(struct eval *ev, struct model *m, struct comm *c, struct timers *t, int64_t *tokens)
 {
     double sum = 0;
-    for (int64_t b = 0; b < ev->batches; b++) sum += pp_exec_step(&ev->exec, m, c, ev->data, b, ev->G, 0.0f, t);
+    for (int64_t b = 0; b < ev->batches; b++) {
+        if (ev->slow > 0) pause_for(ev->slow);
+        sum += pp_exec_step(&ev->exec, m, c, ev->data, b, ev->G, 0.0f, t);
+        flight_progress(); /* the hang watchdog: each batch has the step's timeout, not the whole evaluation */
+    }
     if (c->grid->pp > 1) comm_allreduce_sum_f64(c, CG_PP, &sum, 1); /* the last stage has it */
     comm_allreduce_sum_f64(c, CG_DP, &sum, 1);
     *tokens = ev->batches * ev->G * m->d.T;

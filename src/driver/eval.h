@@ -2,7 +2,9 @@
  * training schedule over data.val_path's first train.eval_batches global
  * batches, in order, on the whole grid; nothing of the training state is
  * touched (parameters, gradients, optimizer, the data order), so a run's
- * training numbers are bitwise the same with and without it. */
+ * training numbers are bitwise the same with and without it.  Each batch
+ * tells the hang watchdog it made progress (flight_progress), so a long
+ * evaluation is not a hang, and a batch that stands still is one. */
 #ifndef TRIAD_EVAL_H
 #define TRIAD_EVAL_H
 
@@ -20,6 +22,7 @@ struct eval {
     struct data_source *data; /* data.val_path, unshuffled */
     int64_t batches;          /* global batches per evaluation */
     int64_t G;                /* sequences per global batch */
+    double slow;              /* diag.slow_seconds before each batch on diag.slow_rank, else 0 */
 };
 
 /* Collective: open data.val_path (errors agreed, printed once, status 1).

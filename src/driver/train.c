@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ckpt.h"
@@ -204,9 +203,7 @@ static void train_step(struct run *r, struct step_metrics *sm)
     model_zero_grad(&r->model);
     if (cfg->diag.slow_rank == r->g->rank) { /* testing aid: a straggler */
         timer_start(&r->timers, T_FORWARD);
-        struct timespec ts = {(time_t)cfg->diag.slow_seconds,
-                              (long)(1e9 * (cfg->diag.slow_seconds - floor(cfg->diag.slow_seconds)))};
-        nanosleep(&ts, NULL);
+        pause_for(cfg->diag.slow_seconds);
         timer_stop(&r->timers, T_FORWARD);
     }
     dp_begin(&r->dp);

@@ -121,7 +121,7 @@ static float *stage_pending(struct comm *c, const float *src, float *dev, size_t
         if (!grown) die("out of memory for %d staged requests", c->cap);
         c->pend = grown;
     }
-    int b = pool_take(c, copy_in > n ? copy_in : n);
+    int b = pool_take(c, n);
     float *h = c->pool[b].p;
     if (copy_in) c->k->to_host(h, src, copy_in * sizeof(float));
     c->pend[c->npend] = (struct comm_staged){MPI_REQUEST_NULL, b, dev, n};
@@ -225,15 +225,27 @@ void comm_allgather_f32(struct comm *c, enum comm_group g, float *full, const fl
     account(c, g, CO_ALLGATHER, all * sizeof(float), t0);
 }
 
-void comm_allgather_u64(struct comm *c, enum comm_group g, uint64_t *all, const uint64_t *mine, size_t n)
+/* An all-gather of host memory: n values of elsize bytes a rank. */
+static void allgather_host(struct comm *c, enum comm_group g, void *all, const void *mine, size_t n, size_t elsize,
+                           MPI_Datatype type)
 {
     if (n > (size_t)INT_MAX) die("all-gather of %zu elements per rank exceeds MPI's int count", n);
     double t0 = wtime();
     size_t total = n * (size_t)group_size(c, g);
-    flight_begin(g, CO_ALLGATHER, -1, (double)(total * sizeof *all));
-    MPI_CHECK(MPI_Allgather(mine, (int)n, MPI_UINT64_T, all, (int)n, MPI_UINT64_T, comm_of(c, g)));
+    flight_begin(g, CO_ALLGATHER, -1, (double)(total * elsize));
+    MPI_CHECK(MPI_Allgather(mine, (int)n, type, all, (int)n, type, comm_of(c, g)));
     flight_end();
-    account(c, g, CO_ALLGATHER, total * sizeof *all, t0);
+    account(c, g, CO_ALLGATHER, total * elsize, t0);
+}
+
+void comm_allgather_u64(struct comm *c, enum comm_group g, uint64_t *all, const uint64_t *mine, size_t n)
+{
+    allgather_host(c, g, all, mine, n, sizeof *all, MPI_UINT64_T);
+}
+
+void comm_allgather_f64(struct comm *c, enum comm_group g, double *all, const double *mine, size_t n)
+{
+    allgather_host(c, g, all, mine, n, sizeof *all, MPI_DOUBLE);
 }
 
 void comm_reduce_scatter_f32(struct comm *c, enum comm_group g, float *part, const float *full, size_t n)
@@ -280,25 +292,6 @@ void comm_allgather_sliced(struct comm *c, enum comm_group g, float *full, size_
         for (int q = 0; q < size; q++)
             if (q != me) c->k->copy(full + (size_t)q * n + t, pack + (size_t)q * len, len * sizeof(float));
     }
-}
-
-void comm_ireduce_scatter_f32(struct comm *c, enum comm_group g, const float *send, float *recv, const int *counts,
-                              MPI_Request *req)
-{
-    size_t n = 0;
-    int me;
-    MPI_CHECK(MPI_Comm_rank(comm_of(c, g), &me));
-    for (int i = 0, size = group_size(c, g); i < size; i++) n += (size_t)counts[i];
-    if (c->staged) { /* in place on a host copy; this rank's sum goes back in comm_wait */
-        if (send) die("a staged reduce-scatter must be in place");
-        float *h = stage_pending(c, recv, recv, (size_t)counts[me], n);
-        MPI_CHECK(MPI_Ireduce_scatter(MPI_IN_PLACE, h, counts, MPI_FLOAT, MPI_SUM, comm_of(c, g), req));
-        pending_started(c, *req);
-    } else {
-        device_ready(c);
-        MPI_CHECK(MPI_Ireduce_scatter(send ? send : MPI_IN_PLACE, recv, counts, MPI_FLOAT, MPI_SUM, comm_of(c, g), req));
-    }
-    account(c, g, CO_REDUCE_SCATTER, n * sizeof(float), wtime());
 }
 
 void comm_iallgatherv_f32(struct comm *c, enum comm_group g, float *buf, const int *counts, const int *displs,

@@ -87,8 +87,10 @@ void comm_allreduce_max_int(struct comm *c, enum comm_group g, int *buf, size_t 
  * already in place in full); full (size * n) receives them in rank order. */
 void comm_allgather_f32(struct comm *c, enum comm_group g, float *full, const float *part, size_t n);
 /* all (n * group size, host memory) = every rank's n values of mine, in
- * group rank order: hashes and counters, not model data.  Collective over g. */
+ * group rank order: hashes, counters and per-rank figures, not model data.
+ * Collective over g. */
 void comm_allgather_u64(struct comm *c, enum comm_group g, uint64_t *all, const uint64_t *mine, size_t n);
+void comm_allgather_f64(struct comm *c, enum comm_group g, double *all, const double *mine, size_t n);
 /* full (size * n) summed over the group; rank i keeps block i in part (n). */
 void comm_reduce_scatter_f32(struct comm *c, enum comm_group g, float *part, const float *full, size_t n);
 /* ZeRO's two collectives over a flat buffer made of the group's slices
@@ -102,12 +104,6 @@ void comm_reduce_scatter_f32(struct comm *c, enum comm_group g, float *part, con
 void comm_reduce_scatter_sliced(struct comm *c, enum comm_group g, float *part, const float *full, size_t n,
                                 size_t piece, float *pack);
 void comm_allgather_sliced(struct comm *c, enum comm_group g, float *full, size_t n, size_t piece, float *pack);
-/* send (the sum of counts) summed over the group; rank i keeps counts[i]
- * elements, the i-th run of send, in recv (send NULL: in place, the input
- * in recv, the result at its start).  Non-blocking: bytes and calls counted
- * here, the time in comm_wait. */
-void comm_ireduce_scatter_f32(struct comm *c, enum comm_group g, const float *send, float *recv, const int *counts,
-                              MPI_Request *req);
 /* In place: rank i's counts[i] floats at buf + displs[i] spread to every
  * rank of the group (ZeRO-3's parameter gathers).  Non-blocking: bytes and
  * calls counted here, the time in comm_wait; the blocking one waits. */

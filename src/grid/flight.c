@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,23 +23,34 @@ struct call {
     int msg_peer[FLIGHT_PEERS], msg_tag[FLIGHT_PEERS];
 };
 
-/* The main thread writes, the watchdog reads: plain stores of small values,
- * read only when something has stood still for seconds. */
-static struct {
-    volatile int64_t step;
-    volatile double step_t0;      /* when the step began (0: not training) */
-    volatile int kind, mb, chunk; /* the pipeline action */
-    volatile int in_call;
-    struct call now;              /* the call in progress */
+/* What the watchdog reports of the calls: the one in progress, the last
+ * FLIGHT_RING finished. */
+struct record {
+    int in_call;
+    struct call now;
     struct call ring[FLIGHT_RING];
-    volatile unsigned long done;  /* calls finished */
-    char dir[4096];
+    unsigned long done; /* calls finished */
+};
+
+/* The main thread writes, the watchdog thread reads.  The step, its start
+ * and the pipeline action are atomics, each read on its own (relaxed; the
+ * step's start released after the step).  The record is plain memory under
+ * a sequence count (a seqlock): seq is odd while the main thread writes it;
+ * the watchdog keeps a copy only if seq was even and unchanged around it,
+ * so a copy that overlapped a write is never used.  Nothing here takes a
+ * lock or makes a system call. */
+static struct {
+    _Atomic int64_t step;
+    _Atomic double step_t0;       /* when the step began (0: not training) */
+    _Atomic int kind, mb, chunk;  /* the pipeline action */
+    atomic_ulong seq;
+    struct record rec;
+    char dir[4096];               /* these four: set before the thread starts */
     int rank, world;
     double timeout;
     pthread_t thread;
-    volatile int running;
+    atomic_bool running;
 } fl;
-
 
 static double now_s(void)
 {
@@ -47,39 +59,75 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The main thread around its writes of fl.rec. */
+static void write_open(void)
+{
+    atomic_store_explicit(&fl.seq, atomic_load_explicit(&fl.seq, memory_order_relaxed) + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+}
+
+static void write_close(void)
+{
+    atomic_store_explicit(&fl.seq, atomic_load_explicit(&fl.seq, memory_order_relaxed) + 1, memory_order_release);
+}
+
+/* The watchdog's copy of the record; 0 if the main thread was writing it. */
+static int record_copy(struct record *r)
+{
+    unsigned long s = atomic_load_explicit(&fl.seq, memory_order_acquire);
+    if (s & 1) return 0;
+    memcpy(r, &fl.rec, sizeof *r);
+    atomic_thread_fence(memory_order_acquire);
+    return atomic_load_explicit(&fl.seq, memory_order_relaxed) == s;
+}
+
 void flight_step(int64_t step)
 {
-    fl.step = step;
-    fl.step_t0 = now_s();
+    atomic_store_explicit(&fl.step, step, memory_order_relaxed);
+    atomic_store_explicit(&fl.step_t0, now_s(), memory_order_release);
 }
 
 void flight_progress(void)
 {
-    if (fl.step_t0 > 0) fl.step_t0 = now_s();
+    if (atomic_load_explicit(&fl.step_t0, memory_order_relaxed) > 0)
+        atomic_store_explicit(&fl.step_t0, now_s(), memory_order_relaxed);
 }
 
-void flight_action(int kind, int mb, int chunk) { fl.kind = kind, fl.mb = mb, fl.chunk = chunk; }
+void flight_action(int kind, int mb, int chunk)
+{
+    atomic_store_explicit(&fl.kind, kind, memory_order_relaxed);
+    atomic_store_explicit(&fl.mb, mb, memory_order_relaxed);
+    atomic_store_explicit(&fl.chunk, chunk, memory_order_relaxed);
+}
 
 void flight_begin(int group, int op, int peer, double bytes)
 {
-    fl.now = (struct call){now_s(), 0, group, op, peer, bytes, 0, {0}, {0}};
-    fl.in_call = 1;
+    write_open();
+    fl.rec.now = (struct call){now_s(), 0, group, op, peer, bytes, 0, {0}, {0}};
+    fl.rec.in_call = 1;
+    write_close();
 }
 
 void flight_message(int peer, int tag, double bytes)
 {
-    fl.now.bytes += bytes;
-    if (fl.now.nmsg == FLIGHT_PEERS) return;
-    fl.now.msg_peer[fl.now.nmsg] = peer;
-    fl.now.msg_tag[fl.now.nmsg++] = tag;
+    struct call *c = &fl.rec.now;
+    write_open();
+    c->bytes += bytes;
+    if (c->nmsg < FLIGHT_PEERS) {
+        c->msg_peer[c->nmsg] = peer;
+        c->msg_tag[c->nmsg++] = tag;
+    }
+    write_close();
 }
 
 void flight_end(void)
 {
-    fl.now.t1 = now_s();
-    fl.ring[fl.done % FLIGHT_RING] = fl.now;
-    fl.done++;
-    fl.in_call = 0;
+    write_open();
+    fl.rec.now.t1 = now_s();
+    fl.rec.ring[fl.rec.done % FLIGHT_RING] = fl.rec.now;
+    fl.rec.done++;
+    fl.rec.in_call = 0;
+    write_close();
 }
 
 static void describe_call(char *buf, size_t n, const struct call *c)
@@ -98,7 +146,7 @@ static void describe_call(char *buf, size_t n, const struct call *c)
 }
 
 /* This rank's report: where it stands and the calls before. */
-static void write_report(const char *why, double t)
+static void write_report(const char *why, double t, const struct record *r)
 {
     char path[4200], tmp[4300], what[256];
     snprintf(path, sizeof path, "%s/hang.rank%05d.txt", fl.dir, fl.rank);
@@ -106,18 +154,21 @@ static void write_report(const char *why, double t)
     FILE *f = fopen(tmp, "w");
     if (!f) return;
     fprintf(f, "rank %d: %s\n", fl.rank, why);
-    fprintf(f, "step %lld, pipeline action %s of micro-batch %d, chunk %d\n", (long long)fl.step + 1,
-            fl.kind >= 0 ? pp_kind_name((enum pp_kind)fl.kind) : "-", fl.mb, fl.chunk);
-    if (fl.in_call) {
-        describe_call(what, sizeof what, &fl.now);
-        fprintf(f, "blocked in: %s, for %.1f s\n", what, t - fl.now.t0);
+    int kind = atomic_load_explicit(&fl.kind, memory_order_relaxed);
+    fprintf(f, "step %lld, pipeline action %s of micro-batch %d, chunk %d\n",
+            (long long)atomic_load_explicit(&fl.step, memory_order_relaxed) + 1,
+            kind >= 0 ? pp_kind_name((enum pp_kind)kind) : "-", atomic_load_explicit(&fl.mb, memory_order_relaxed),
+            atomic_load_explicit(&fl.chunk, memory_order_relaxed));
+    if (r->in_call) {
+        describe_call(what, sizeof what, &r->now);
+        fprintf(f, "blocked in: %s, for %.1f s\n", what, t - r->now.t0);
     } else {
         fprintf(f, "blocked in: no communication call (computing, or outside triad's calls)\n");
     }
-    unsigned long n = fl.done < FLIGHT_RING ? fl.done : FLIGHT_RING;
+    unsigned long n = r->done < FLIGHT_RING ? r->done : FLIGHT_RING;
     fprintf(f, "the last %lu communication calls it finished (oldest first):\n", n);
-    for (unsigned long i = fl.done - n; i < fl.done; i++) {
-        const struct call *c = &fl.ring[i % FLIGHT_RING];
+    for (unsigned long i = r->done - n; i < r->done; i++) {
+        const struct call *c = &r->ring[i % FLIGHT_RING];
         describe_call(what, sizeof what, c);
         fprintf(f, "  %s, %.3f s, ended %.1f s ago\n", what, c->t1 - c->t0, t - c->t1);
     }
@@ -160,17 +211,20 @@ static void summarise(void)
 static void *watch(void *arg)
 {
     (void)arg;
-    while (fl.running) {
+    static struct record rec; /* (this thread's only) */
+    while (atomic_load_explicit(&fl.running, memory_order_relaxed)) {
         struct timespec half = {0, 500000000};
         nanosleep(&half, NULL);
-        double t = now_s(), step_t0 = fl.step_t0;
+        if (!record_copy(&rec)) continue; /* the main thread wrote it meanwhile: it is moving */
+        double t = now_s(), step_t0 = atomic_load_explicit(&fl.step_t0, memory_order_acquire);
+        int64_t step = atomic_load_explicit(&fl.step, memory_order_relaxed);
         char why[160] = "";
-        if (fl.in_call && t - fl.now.t0 > fl.timeout)
-            snprintf(why, sizeof why, "waited %.1f s in one communication call", t - fl.now.t0);
+        if (rec.in_call && t - rec.now.t0 > fl.timeout)
+            snprintf(why, sizeof why, "waited %.1f s in one communication call", t - rec.now.t0);
         else if (step_t0 > 0 && t - step_t0 > fl.timeout)
-            snprintf(why, sizeof why, "step %lld has not finished in %.1f s", (long long)fl.step + 1, t - step_t0);
+            snprintf(why, sizeof why, "step %lld has not finished in %.1f s", (long long)step + 1, t - step_t0);
         if (!why[0]) continue;
-        write_report(why, t);
+        write_report(why, t, &rec);
         fprintf(stderr, "rank %d: hang: %s; report in %s/hang.rank%05d.txt\n", fl.rank, why, fl.dir, fl.rank);
         double grace = fl.timeout < 10 ? fl.timeout : 10; /* the other ranks' reports */
         for (double w = 0; w < grace; w += 0.25) {
@@ -189,8 +243,11 @@ static void *watch(void *arg)
 
 void flight_start(const char *run_dir, int rank, int world, double timeout)
 {
-    memset((void *)&fl, 0, sizeof fl);
-    fl.kind = -1;
+    atomic_store_explicit(&fl.step, 0, memory_order_relaxed);
+    atomic_store_explicit(&fl.step_t0, 0.0, memory_order_relaxed);
+    flight_action(-1, 0, 0);
+    atomic_store_explicit(&fl.seq, 0, memory_order_relaxed);
+    memset(&fl.rec, 0, sizeof fl.rec);
     snprintf(fl.dir, sizeof fl.dir, "%s", run_dir);
     fl.rank = rank, fl.world = world, fl.timeout = timeout;
     if (timeout <= 0) return;
@@ -200,14 +257,14 @@ void flight_start(const char *run_dir, int rank, int world, double timeout)
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old); /* the signals stay the main thread's */
-    fl.running = 1;
-    if (pthread_create(&fl.thread, NULL, watch, NULL) != 0) fl.running = 0;
+    atomic_store_explicit(&fl.running, 1, memory_order_relaxed);
+    if (pthread_create(&fl.thread, NULL, watch, NULL) != 0) atomic_store_explicit(&fl.running, 0, memory_order_relaxed);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 void flight_stop(void)
 {
-    if (!fl.running) return;
-    fl.running = 0;
+    if (!atomic_load_explicit(&fl.running, memory_order_relaxed)) return;
+    atomic_store_explicit(&fl.running, 0, memory_order_relaxed);
     pthread_join(fl.thread, NULL);
 }

@@ -4,8 +4,8 @@
  * communication call it is in (communicator, operation, peer, bytes, since
  * when; a wait for messages: each one's peer and tag) and, in a ring, the
  * last FLIGHT_RING calls it finished; a few stores
- * per call, no system call.  A watchdog thread per rank wakes twice a
- * second.  When the rank has been in one call, or one step, longer than the
+ * per call, no lock, no system call (C11 atomics, the record under a
+ * seqlock: flight.c).  A watchdog thread per rank wakes twice a second.  When the rank has been in one call, or one step, longer than the
  * timeout, it writes run_dir/hang.rank<R>.txt (where it is, the ring), waits
  * a few seconds for the other ranks' reports, and the lowest rank that wrote
  * one prints every rank's state to stderr, naming the ranks that wrote none
@@ -30,10 +30,10 @@ void flight_stop(void);
  * pp_kind_name) of micro-batch mb, chunk; a communication call began
  * (group, op: comm.h's enums) and ended. */
 void flight_step(int64_t step);
-/* Work between steps made progress (a checkpoint wrote a tensor, or a
- * background writer a piece while the main thread waits for it): the step's
- * clock starts again, so a long write that advances is not taken for a
- * hang, and one that stalls is. */
+/* Work between steps made progress (an evaluation a batch, a checkpoint a
+ * tensor, or a background writer a piece while the main thread waits for
+ * it): the step's clock starts again, so long work that advances is not
+ * taken for a hang, and work that stalls is. */
 void flight_progress(void);
 void flight_action(int kind, int mb, int chunk);
 void flight_begin(int group, int op, int peer, double bytes);

@@ -9,13 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ckpt_piece.h"
 #include "ckpt_sum.h"
 #include "flight.h"
 #include "log.h"
+#include "timers.h"
 
 /* The writer's first error, with errno's text after it (strerror_r: the
  * main thread may call strerror meanwhile). */
@@ -67,13 +67,6 @@ static int piece_io(int fd, int writing, const struct ckpt_piece *pc, float *dat
         }
     }
     return 0;
-}
-
-static void pause_for(double seconds)
-{
-    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
 }
 
 /* The writer's nice value: on a node whose cores all compute, the writer

@@ -26,14 +26,8 @@ static int by_value(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Every rank's value into all[world] (host memory: the float calls of comm.c
- * take the device's). */
-static void gather(struct comm *c, double mine, double *all)
-{
-    memset(all, 0, (size_t)c->grid->world * sizeof *all);
-    all[c->grid->rank] = mine;
-    comm_allreduce_sum_f64(c, CG_WORLD, all, (size_t)c->grid->world);
-}
+/* Every rank's value into all[world], in world rank order. */
+static void gather(struct comm *c, double mine, double *all) { comm_allgather_f64(c, CG_WORLD, all, &mine, 1); }
 
 void ranks_step(struct ranks *k, struct comm *c, const struct device *dev, const struct timers *t,
                 struct step_metrics *sm)

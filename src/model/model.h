@@ -76,6 +76,15 @@ struct model_dims {
 
 enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL };
 
+/* The block's tensor-parallel regions: attention and the MLP, each entered
+ * through its norm (model_norm_to_tp) and left by a row-parallel matmul
+ * (model_reduce_from_tp) in block_forward and block_backward (model.c).
+ * Per region and micro-batch one collective of the (N,C) stream leaves it
+ * forward and one enters it backward (with sequence parallelism an
+ * all-gather beside each): the planner counts its TP traffic from this,
+ * and regression/plan.sh holds the count to the bytes comm.c counts. */
+enum { MODEL_TP_REGIONS = 2 };
+
 /* This rank's widths: its query and kv heads, the columns of qkv (its q, k
  * and v heads), of the MLP's first product (llama: gate and up) and of the
  * MLP's hidden activation. */

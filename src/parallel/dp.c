@@ -7,13 +7,6 @@
 
 #include "log.h"
 
-const char *dp_strategy_name(enum dp_strategy s)
-{
-    static const char *names[] = {"none", "flat all-reduce", "bucketed all-reduce during the backward",
-                                  "ZeRO-1 reduce-scatter", "ZeRO-2 per-layer reduce-scatter"};
-    return names[s];
-}
-
 /* ------------------------------------------------------------ ZeRO slices */
 
 /* gshard += recv: this rank's elements of the ranges, in order. */

@@ -80,7 +80,6 @@ struct dp {
 void dp_init(struct dp *p, struct model *m, struct optim *o, struct comm *c, const struct run_shape *s,
              double bucket_mb);
 void dp_free(struct dp *p);
-const char *dp_strategy_name(enum dp_strategy s);
 
 /* Start of a step (ZeRO-2 and 3: the slice's gradient = 0). */
 void dp_begin(struct dp *p);

@@ -118,10 +118,10 @@ static void stage_comm(struct plan_stage *s, const struct plan *p, const struct 
     double m = p->shape.n_micro;
     memset(s->comm, 0, sizeof s->comm);
     if (d->tp > 1) {
-        /* per micro-batch: 4 reductions per layer (2 forward, 2 backward), 2 more per layer recomputed in
-         * full, the embedding's forward, the head's backward; with sequence parallelism each is a
-         * reduce-scatter with an all-gather beside it */
-        double red = 4.0 * d->Lp + 2.0 * d->v * d->Lr + E + H;
+        /* per micro-batch: per layer one reduction per TP region forward and one backward, one more per
+         * region of a layer recomputed in full, the embedding's forward, the head's backward; with
+         * sequence parallelism each is a reduce-scatter with an all-gather beside it */
+        double red = 2.0 * MODEL_TP_REGIONS * d->Lp + (double)MODEL_TP_REGIONS * d->v * d->Lr + E + H;
         s->comm[CG_TP] = m * red * NC * (d->sp ? 2 : 1) + H * m * 3 * N * 4 + norms;
         if (d->sp) { /* the norms' gradients, partial under SP (ZeRO-2: the layers' per micro-batch) */
             double layers = 0, rest = 0;
@@ -295,7 +295,7 @@ int plan_compute(struct plan *p, const struct config *cfg, int world, int thread
     p->cuda = cfg->train.device_id == TRAIN_DEVICE_cuda;
     p->bucket_mb = cfg->parallel.bucket_mb;
     p->threads = threads > 0 ? threads : cfg->train.threads > 0 ? (int)cfg->train.threads : omp_get_max_threads();
-    p->bubble = pp_bubble_formula(p->shape.pp, p->shape.v, p->shape.n_micro, &p->bubble_num, &p->bubble_den);
+    pp_bubble_formula(p->shape.pp, p->shape.v, p->shape.n_micro, &p->bubble_num, &p->bubble_den);
     p->stage = xcalloc((size_t)p->shape.pp, sizeof *p->stage);
     for (int r = 0; r < p->shape.pp; r++) {
         plan_stage(&p->stage[r], p, cfg, r);

@@ -58,8 +58,7 @@ struct plan {
     int recompute, threads, cuda;
     double bucket_mb;         /* parallel.bucket_mb: ZeRO's pieces */
     int64_t logical_params;
-    long bubble_num, bubble_den;
-    double bubble;
+    long bubble_num, bubble_den; /* the bubble fraction (p-1)/(v*m+p-1) */
     struct plan_stage *stage; /* [pp] */
     size_t peak;              /* the largest stage peak */
     int peak_stage;

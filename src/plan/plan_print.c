@@ -145,15 +145,16 @@ static void print_comm(FILE *f, const struct plan *p)
         }
         fprintf(f, "\n");
     }
-    fprintf(f, "  tp: per micro-batch (4 x layers + embedding + head) x B*T*C*4 bytes (x2 with sequence\n"
-               "      parallelism: all-gather + reduce-scatter), + 2 per layer recomputed in full, + the\n"
+    fprintf(f, "  tp: per micro-batch (%d x layers + embedding + head) x B*T*C*4 bytes (x2 with sequence\n"
+               "      parallelism: all-gather + reduce-scatter), + %d per layer recomputed in full, + the\n"
                "      cross-entropy statistics; dp: the whole gradient all-reduced (ZeRO-1: reduce-scatter +\n"
                "      all-gather of the parameters; ZeRO-2: each layer's gradients reduce-scattered per\n"
                "      micro-batch, the rest once per step, + the all-gather; ZeRO-3: as ZeRO-2, but only the\n"
                "      rest all-gathered, and each layer's parameters whenever a pass needs them and the two\n"
                "      gather buffers do not hold them); pp: B*T*C*4 (/tp with sequence parallelism) per\n"
                "      micro-batch and chunk boundary, sent and received, forward and backward; embed: wte's\n"
-               "      gradient all-reduced between the first and the last stage.\n");
+               "      gradient all-reduced between the first and the last stage.\n",
+            2 * MODEL_TP_REGIONS, MODEL_TP_REGIONS);
     if (p->shape.cp > 1)
         fprintf(f, "  cp: ring attention, per micro-batch and layer each rank's packed keys and values (B*T/cp*\n"
                    "      2*kv heads/tp*HS*4 bytes) sent and received cp-1 times forward (and again when recomputed),\n"
@@ -179,7 +180,7 @@ void plan_print(FILE *f, const struct plan *p, const struct config *cfg, double 
             cfg->parallel.schedule, p->shape.v, d.Lc, cfg->train.recompute, p->shape.sp ? "; sequence parallel" : "");
     if (p->shape.pp > 1)
         fprintf(f, "pipeline bubble: (p-1)/(v*m+p-1) = %ld/%ld = %.1f%%\n", p->bubble_num, p->bubble_den,
-                100 * p->bubble);
+                100 * (double)p->bubble_num / (double)p->bubble_den);
     int lp = d.prec != PREC_FP32;
     fprintf(f, "optimizer: AdamW m and v%s in fp32, %s\n", lp ? " and the master weights" : "",
             p->shape.zero_stage == 3

@@ -438,7 +438,7 @@ static void sim_release(struct sim *S)
 void pp_sim_free(struct pp_sim *sim)
 {
     for (int r = 0; sim->slot && r < sim->pp; r++) free(sim->slot[r]);
-    free(sim->busy), free(sim->idle), free(sim->peak), free(sim->nslot), free(sim->slot);
+    free(sim->busy), free(sim->peak), free(sim->nslot), free(sim->slot);
     memset(sim, 0, sizeof *sim);
 }
 
@@ -451,11 +451,11 @@ static int sim_alloc(struct sim *S, struct pp_sim *out)
     S->pc = calloc((size_t)pp, sizeof(int)), S->entered = calloc((size_t)pp, sizeof(int));
     S->live = calloc((size_t)pp, sizeof(int)), S->clock = calloc((size_t)pp, sizeof(long));
     S->queue = calloc((size_t)pp, sizeof(int)), S->queued = calloc((size_t)pp, 1);
-    out->busy = calloc((size_t)pp, sizeof(long)), out->idle = calloc((size_t)pp, sizeof(long));
-    out->peak = calloc((size_t)pp, sizeof(int)), out->nslot = calloc((size_t)pp, sizeof(int));
+    out->busy = calloc((size_t)pp, sizeof(long)), out->peak = calloc((size_t)pp, sizeof(int));
+    out->nslot = calloc((size_t)pp, sizeof(int));
     out->slot = calloc((size_t)pp, sizeof *out->slot);
     if (!S->ch || !S->seq || !S->st || !S->pc || !S->entered || !S->live || !S->clock || !S->queue || !S->queued ||
-        !out->busy || !out->idle || !out->peak || !out->nslot || !out->slot)
+        !out->busy || !out->peak || !out->nslot || !out->slot)
         return -1;
     for (int q = 0; q < 2 * pp; q++) {
         struct chan *c = &S->ch[q];
@@ -521,7 +521,6 @@ int pp_simulate(int pp, int v, int m, struct pp_action *const *lists, const int 
     if (rc == 0) rc = check_complete(&S, err, errlen);
     for (int r = 0; rc == 0 && r < pp; r++)
         if (S.clock[r] > out->makespan) out->makespan = S.clock[r];
-    for (int r = 0; rc == 0 && r < pp; r++) out->idle[r] = out->makespan - out->busy[r];
     sim_release(&S);
     if (rc) pp_sim_free(out);
     return rc;
@@ -544,10 +543,12 @@ int pp_simulate_schedule(enum pp_schedule s, int pp, int v, int m, const struct 
 
 /* ------------------------------------------------------------ bubble, picture */
 
+long pp_idle(const struct pp_sim *sim, int r) { return sim->makespan - sim->busy[r]; }
+
 double pp_bubble(const struct pp_sim *sim, long *num, long *den)
 {
     long idle = 0, total = (long)sim->pp * sim->makespan;
-    for (int r = 0; r < sim->pp; r++) idle += sim->idle[r];
+    for (int r = 0; r < sim->pp; r++) idle += pp_idle(sim, r);
     if (num) *num = idle;
     if (den) *den = total;
     return total ? (double)idle / (double)total : 0.0;

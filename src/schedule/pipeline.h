@@ -77,8 +77,7 @@ struct pp_sim {
     enum pp_schedule sched; /* PP_SCHED_NONE when the lists were not built by pp_schedule_build */
     struct pp_sim_opts opts;
     long makespan;    /* time at which the last rank finishes */
-    long *busy;       /* [pp] compute time of each rank */
-    long *idle;       /* [pp] makespan - busy */
+    long *busy;       /* [pp] compute time of each rank (its idle time: pp_idle) */
     int *peak;        /* [pp] most (mb, chunk) pairs forwarded but not yet backwarded at once */
     int *nslot;       /* [pp] compute actions of each rank */
     struct pp_slot **slot; /* [pp][nslot[r]] in list order */
@@ -131,6 +130,9 @@ int pp_simulate_schedule(enum pp_schedule s, int pp, int v, int m, const struct 
                          struct pp_sim *out, char *err, size_t errlen);
 
 void pp_sim_free(struct pp_sim *sim);
+
+/* Rank r's idle time: makespan - busy[r]. */
+long pp_idle(const struct pp_sim *sim, int r);
 
 /* Bubble fraction measured: total idle / (pp * makespan); its exact
  * rational form in *num / *den when non-NULL. */
