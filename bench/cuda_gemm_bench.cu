@@ -4,10 +4,8 @@
  * the backend's own cuda_matmul_forward in fp32 and TF32 (cuBLAS), on an
  * S x S x S product (default 8192).
  *
- * Build (repository root; tools/gpu_check.sh does this):
- *   nvcc -std=c++17 -O3 -arch=sm_90 -Icuda -Isrc bench/cuda_gemm_bench.cu \
- *     cuda/check.c cuda/context.cu cuda/matmul.cu cuda/lowp.cu -lcublasLt -lcublas \
- *     -o cuda_gemm_bench
+ * Build (a --with-cuda build; tools/gpu_check.sh does this):
+ *   make bench/cuda_gemm_bench [CUDA_GENCODE=-arch=sm_90]
  * Run:  ./cuda_gemm_bench [S] [reps]      (default 8192 20; about 10 s on an H200)
  *
  * Inputs are random (a matmul of zeros runs faster on tensor cores, the

@@ -6,10 +6,11 @@
 # and max / predicted; the target is within 10%.  Memory is measured here, never in a test.
 # The last two columns: the peak each rank reports itself at the end of the
 # run (getrusage before it exits; the largest of the stage) and its ratio.
-# In a build with CUDA the two differ for small models: the CUDA libraries'
-# teardown at exit raises the resident set by about 47 MiB (measured: VmHWM
-# 191 MiB while training, 243 MiB at exit for the tiny deck), after training
-# and its checkpoint; the plan is of the run, not of the exit.
+# While a build with CUDA linked the CUDA libraries into triad, the two
+# differed for small models: their teardown at exit raised the resident set
+# by about 47 MiB (VmHWM 191 MiB while training, 243 MiB at exit for the tiny
+# deck).  A CPU run no longer loads them (docs/cuda.md, "Loaded on demand"):
+# the two agree within about 1 MiB; the plan is of the run, not of the exit.
 #   bench/plan_vs_rss.sh            all configs
 #   THREADS=2 bench/plan_vs_rss.sh  OpenMP threads per rank (default 1)
 #   ONLY='ZeRO|bf16' bench/plan_vs_rss.sh  the configs whose names match (grep -E)

@@ -1,8 +1,10 @@
 /* check.h -- checked CUDA calls for the CUDA backend (C and C++).
  *
- * A failed call prints "[rank r] CUDA error at file:line: call: name: text"
- * and exits with status 1 (under mpirun the launcher then stops the job).
- * The backend has no MPI of its own; cuda_device_select records the rank. */
+ * A failed call ends the job through the host's fatal error (struct
+ * device_host's fail: "[rank r] error at file:line: CUDA error: call:
+ * name: text", MPI_Abort).  A program that links the backend without a
+ * host (the kernel tests, the GEMM benchmark) prints "CUDA error at
+ * file:line: call: name: text" and exits with status 1. */
 #ifndef TRIAD_CUDA_CHECK_H
 #define TRIAD_CUDA_CHECK_H
 
@@ -12,8 +14,9 @@
 extern "C" {
 #endif
 
-/* The rank named in error messages (-1, the default: none). */
-void cuda_set_log_rank(int rank);
+struct device_host;
+/* The host's callbacks (the plugin's entry keeps them for the run). */
+void cuda_set_host(const struct device_host *host);
 void cuda_fail_at(const char *file, int line, const char *call, const char *name,
                   const char *text) __attribute__((noreturn));
 

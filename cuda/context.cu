@@ -5,7 +5,6 @@
 #include "common.cuh"
 
 #include <stdio.h>
-#include <stdlib.h>
 
 static struct cuda_context ctx;
 static int ctx_ready = 0;
@@ -104,10 +103,8 @@ void cuda_set_tf32(int on)
 
 const struct cuda_context *cuda_ctx(void)
 {
-    if (!ctx_ready) {
-        fprintf(stderr, "CUDA backend used before cuda_backend_init()\n"
-                        "  hint: select the device, then call cuda_backend_init() once\n");
-        exit(1);
-    }
+    if (!ctx_ready)
+        cuda_fail_at(__FILE__, __LINE__, "cuda_ctx", "the CUDA backend used before cuda_backend_init()",
+                     "select the device, then call cuda_backend_init() once");
     return &ctx;
 }

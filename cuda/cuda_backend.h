@@ -8,7 +8,7 @@
  * atomics, and cuBLAS repeats its bits on the same GPU model, so a call
  * repeated on the same inputs gives the same bits.
  *
- * Order of use: pick the device (cuda_device_select, cuda_device.h, or
+ * Order of use: pick the device (cuda_device_pick, cuda_device.h, or
  * cudaSetDevice), cuda_backend_init(), kernels, cuda_backend_finalize(). */
 #ifndef TRIAD_CUDA_BACKEND_H
 #define TRIAD_CUDA_BACKEND_H

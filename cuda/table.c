@@ -1,5 +1,6 @@
 /* table.c -- the CUDA table of device.h: cuda/ kernels on device memory,
- * one GPU per rank; the products of bf16/fp16 runs on tensor cores. */
+ * one GPU per rank; the products of bf16/fp16 runs on tensor cores.  The
+ * plugin's entry (device_load.h) hands it to the host. */
 #include <cuda_runtime.h>
 #include <stdio.h>
 
@@ -8,6 +9,7 @@
 #include "cuda_sizes.h"
 #include "cuda_device.h"
 #include "device.h"
+#include "device_load.h"
 
 static void *dev_alloc(size_t bytes)
 {
@@ -110,14 +112,19 @@ static void unpack_lp(enum precision p, float *dst, const uint16_t *src, size_t 
     else cuda_unpack_fp16(dst, src, n);
 }
 
-static int table_open(MPI_Comm world, const struct device_options *opt, char *err, size_t errlen)
+static int table_open(const struct device_place *at, const struct device_options *opt, unsigned char id[16],
+                      char *err, size_t errlen)
 {
-    if (cuda_device_select(world, opt->allow_shared, err, errlen) < 0) return -1;
+    int device = cuda_device_pick(at->local_rank, at->who, id, err, errlen);
+    if (device < 0) return -1;
     cuda_backend_init();
     tf32_on = opt->tf32;
     cuda_set_tf32(tf32_on);
-    return 0;
+    return device;
 }
+
+static int mpi_aware; /* the host's word: does its MPI take device pointers? */
+static int mpi_direct(void) { return mpi_aware; }
 
 static void table_close(void) { cuda_backend_finalize(); }
 
@@ -150,7 +157,7 @@ const struct device cuda_device = {
     .to_host = dev_to_host,
     .host_alloc = pinned_alloc,
     .host_release = pinned_release,
-    .mpi_direct = cuda_mpi_aware,
+    .mpi_direct = mpi_direct,
     .sync = dev_sync,
     .memory_in_use = dev_memory_in_use,
     .open = table_open,
@@ -158,3 +165,11 @@ const struct device cuda_device = {
 };
 #undef OP
 #undef OP_P
+
+const struct device *triad_device_plugin(const struct device_host *host)
+{
+    if (host->abi != DEVICE_PLUGIN_ABI) return NULL;
+    cuda_set_host(host);
+    mpi_aware = host->mpi_device_pointers;
+    return &cuda_device;
+}

@@ -17,6 +17,13 @@ for f in bin/triad share/triad/input/demo.nml share/triad/input/gpt2_124m.nml sh
     [ -f "$root/$f" ]
     ok $? "installed: $f"
 done
+if [ -f "$top_builddir/triad-cuda.so" ]; then
+    # (MAKEFLAGS unset: under make check it carries -w, whose lines would mix in)
+    pkglib=$(printf 'triad-print-pkglibdir:\n\t@echo $(pkglibdir)\n' | env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL \
+        ${MAKE:-make} -s --no-print-directory -C "$top_builddir" -f Makefile -f - triad-print-pkglibdir)
+    [ -n "$pkglib" ] && [ -x "$dest$pkglib/triad-cuda.so" ]
+    ok $? "installed: the CUDA backend, $pkglib/triad-cuda.so (where the program looks for it)"
+fi
 [ -x "$root/share/triad/tools/plot_metrics.py" ]
 ok $? "the installed tools are executable"
 if grep -q '^man_MANS = triad.1' "$top_builddir/Makefile"; then

@@ -12,7 +12,8 @@ Prints TAP.  The claims checked:
      a private header X_internal.h belongs to module X).
   4. MPI calls that communicate are in comm.c (model data, counted) and in
      the control-plane files design.md names, and nowhere else; queries
-     (rank, size, clock, version) may be made anywhere.
+     (rank, size, clock, version) may be made anywhere but in cuda/, the
+     CUDA plugin, which calls no MPI at all.
 
 Usage: map_check.py TOP_SRCDIR
 """
@@ -137,6 +138,15 @@ ok(not stray, "MPI communication outside comm.c only in the control-plane files 
    ["%s calls MPI but is not in design.md's control-plane table" % f for f in stray])
 stale = sorted(control - calling)
 ok(not stale, "every control-plane file design.md names does call MPI", stale)
+# the CUDA backend is a plugin that links no MPI (src/kernels/device_load.h):
+# not even a query
+MPI_ANY = re.compile(r"\b(MPIX?_[A-Z][a-z_]+)\s*\(")
+in_cuda = []
+for f in sorted(os.listdir(cuda)):
+    if f.endswith((".c", ".h", ".cu", ".cuh")):
+        text = re.sub(r"/\*.*?\*/", "", read(os.path.join(cuda, f)), flags=re.S)
+        in_cuda += ["cuda/%s calls %s" % (f, c) for c in sorted(set(MPI_ANY.findall(text)))]
+ok(not in_cuda, "cuda/, the plugin triad-cuda.so, calls no MPI", in_cuda)
 
 for i, (good, what, detail) in enumerate(results, 1):
     print("%s %d - %s" % ("ok" if good else "not ok", i, what))

@@ -19,18 +19,21 @@
 # there.
 #
 # The same archive holds, under triad/:
-#   bin/triad    the program, built in a copy of this working tree with
-#                ./configure --with-cuda --disable-native (portable host code;
-#                the GEMM picks AVX-512 at run time) and CUDA_GENCODE
-#                (default sm_90 machine code + compute_90 PTX).  It loads the
-#                CUDA libraries of the GPU machine (libcudart/libcublas of the
-#                same major version, CUDA 13 here), never bundled.
+#   bin/triad, bin/triad-cuda.so  the program and its CUDA backend, built
+#                in a copy of this working tree with ./configure --with-cuda
+#                --disable-native (portable host code; the GEMM picks AVX-512
+#                at run time) and CUDA_GENCODE (default sm_90 machine code +
+#                compute_90 PTX).  The plugin loads the CUDA libraries of the
+#                GPU machine (libcudart/libcublas of the same major version,
+#                CUDA 13 here), never bundled; gpu_check.sh runs this triad
+#                only when its own build there fails.
 #   usr/, lib/   the libraries triad loads beyond the part above (HDF5 with
-#                its dependencies: curl, TLS, Kerberos, ...) and the parallel
-#                HDF5 headers, so that gpu_check.sh can also build triad there
-#                when the prebuilt one does not fit the machine or the sources
-#                changed.  Kept apart: only triad runs put them on the path.
-#   SOURCES      a hash of src/ and cuda/, to tell a stale binary;
+#                its dependencies: curl, TLS, Kerberos, ...) and the headers
+#                of parallel HDF5, PCRE2 and utf8proc, for gpu_check.sh's
+#                build there.  Kept apart: only triad runs put them on the path.
+#   autotools/   configure, Makefile.in and the rest autoreconf made, with
+#                HASH (of configure.ac and Makefile.am): the GPU machine may
+#                have no autotools.
 #   BUILD, PACKAGES  how it was built, and the packages under triad/usr.
 # Environment: CUDA_HOME (default /usr/local/cuda), CUDA_GENCODE, JOBS (make
 # -j, default the number of CPUs), TRIAD=0 to leave the program out.
@@ -41,7 +44,7 @@ MULTIARCH=x86_64-linux-gnu
 # What the tests use directly.
 WANT="libopenmpi3 openmpi-bin openmpi-common libopenmpi-dev libopenblas0-pthread libopenblas-pthread-dev"
 # What building triad there needs beyond that (the libraries come from ldd).
-TRIAD_WANT="libhdf5-openmpi-dev"
+TRIAD_WANT="libhdf5-openmpi-dev libpcre2-dev libutf8proc-dev"
 # Present on any system that runs nvcc and gcc -fopenmp; bundling them could
 # shadow newer ones.
 BASE="libc6 libgcc-s1 libstdc++6 zlib1g libudev1 libuuid1 libgomp1"
@@ -73,7 +76,7 @@ packages_of() {
     grep -v -e "^$CUDA_HOME/" -e '/cuda[^/]*/' | while read -r lib; do owner "$lib"; done |
         cut -d: -f1 | sort -u | grep -vxF "$(echo "$BASE" | tr ' ' '\n')" || true
 }
-# A hash of the sources triad is built from (gpu_check.sh computes the same).
+# A hash of the sources triad is built from (for BUILD).
 sources_hash() {
     find src cuda -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.def' \) |
         LC_ALL=C sort | xargs cat | sha256sum | cut -d' ' -f1
@@ -110,14 +113,14 @@ if [ "$TRIAD" = 1 ]; then
     echo "gpu_bundle: building triad --with-cuda in $src (make -j$JOBS, $GENCODE)"
     t0=$(date +%s)
     if ! (cd "$src" && autoreconf -fi && ./configure --with-cuda="$CUDA_HOME" --disable-native &&
-          make clean && make -j"$JOBS" triad CUDA_GENCODE="$GENCODE") > "$tmp/build.log" 2>&1; then
+          make clean && make -j"$JOBS" triad triad-cuda.so CUDA_GENCODE="$GENCODE") > "$tmp/build.log" 2>&1; then
         tail -30 "$tmp/build.log" >&2
         echo "gpu_bundle: building triad failed" >&2
         exit 1
     fi
     echo "gpu_bundle: triad built in $(($(date +%s) - t0)) s"
-    if ldd "$src/triad" | grep -q "not found"; then
-        ldd "$src/triad" | grep "not found" >&2
+    if ldd "$src/triad" "$src/triad-cuda.so" | grep -q "not found"; then
+        ldd "$src/triad" "$src/triad-cuda.so" | grep "not found" >&2
         echo "gpu_bundle: triad does not load here" >&2
         exit 1
     fi
@@ -125,14 +128,17 @@ if [ "$TRIAD" = 1 ]; then
     tpkgs=$(for p in $TRIAD_WANT $tdeps; do echo "$p"; done | sort -u |
         grep -vxF "$(echo "$BASE $pkgs" | tr ' ' '\n')" || true)
     mkdir -p "$root/triad/bin"
-    cp "$src/triad" "$root/triad/bin/triad"
-    echo "$hash" > "$root/triad/SOURCES"
+    cp "$src/triad" "$src/triad-cuda.so" "$root/triad/bin/"
+    mkdir -p "$root/triad/autotools"
+    (cd "$src" && tar -cf - configure Makefile.in aclocal.m4 build_config.h.in build-aux) |
+        tar -C "$root/triad/autotools" -xf -
+    cat "$src/configure.ac" "$src/Makefile.am" | sha256sum | cut -d' ' -f1 > "$root/triad/autotools/HASH"
     echo "$tpkgs" > "$root/triad/PACKAGES"
     {
         echo "triad $(sed -n 's/^AC_INIT(\[triad\], \[\([^]]*\)\].*/\1/p' "$src/configure.ac")," \
             "from the working tree at git $(git rev-parse --short HEAD 2> /dev/null || echo "(none)")," \
             "built $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname)"
-        echo "./configure --with-cuda=$CUDA_HOME --disable-native; make triad CUDA_GENCODE='$GENCODE'"
+        echo "./configure --with-cuda=$CUDA_HOME --disable-native; make triad triad-cuda.so CUDA_GENCODE='$GENCODE'"
         "$CUDA_HOME/bin/nvcc" --version | tail -1
         gcc --version | head -1
         echo "sources (src/, cuda/) sha256: $hash"

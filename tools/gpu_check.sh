@@ -1,25 +1,26 @@
 #!/bin/sh
-# gpu_check.sh -- on a GPU machine: build the CUDA backend, its unit tests and
-# the GEMM benchmark, and run them; then run the full program on the GPU
+# gpu_check.sh -- on a GPU machine: build triad with the CUDA backend (the
+# plugin triad-cuda.so), its unit tests and the GEMM benchmark through
+# configure and make, and run them; then run the full program on the GPU
 # against the CPU, benchmark GPT-2 124M, and run the regression suite's GPU
 # cases (docs/cuda.md, "On a GPU machine").
 #
 #   tools/gpu_check.sh          about 5 minutes expected on an H200 machine
 #
-# Needs nvcc and the CUDA libraries, gcc, and OpenBLAS and Open MPI: those
-# two from shared/ompi/runtime.tar.xz (made by tools/gpu_bundle.sh on a Debian
-# machine) when the machine has none.  No autotools: the few files are
-# compiled directly.  The full program is the bundle's prebuilt triad, or one
-# built here from src/ and cuda/ with the bundle's HDF5 headers when the
-# prebuilt one does not load or run here or was built from other sources.
+# Needs nvcc and the CUDA libraries, gcc, and Open MPI, OpenBLAS, parallel
+# HDF5, PCRE2 and utf8proc: from shared/ompi/runtime.tar.xz (made by
+# tools/gpu_bundle.sh on a Debian machine) when the machine has none.  The
+# build is `./configure --with-cuda && make` in a copy of the tree, with the
+# libraries given to configure by hand; configure itself from autoreconf, or
+# from the bundle where the machine has no autotools.  The bundle's prebuilt
+# triad (and its triad-cuda.so) is the fallback when the build fails.
 # Environment:
 #   CUDA_ARCH    nvcc -arch value (default native: the GPU present)
-#   BUILD        build folder (default /tmp/triad-gpu)
+#   BUILD        build folder (default /tmp/triad-gpu; the copy of the tree in BUILD/src)
 #   JOBS         parallel compiles (default: the number of CPUs)
 #   SANITIZE     1 (default) runs the kernels under compute-sanitizer too (last)
 #   BUDGET       seconds the whole script may take (default 480); each step's
 #                timeout is cut to what is left, steps with no time left fail
-#   TRIAD_BUILD  1: build triad here even if the prebuilt one runs; 0: never
 #   BENCH_STEPS  steps of each GPT-2 124M benchmark run (default 20)
 #   PYTHON3      the regression runner's python, with h5py and numpy (default python3)
 # Prints every test's TAP output, PASS/FAIL lines and a summary; exit status
@@ -34,7 +35,6 @@ BUDGET=${BUDGET:-480}
 MA=x86_64-linux-gnu
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 CUDA_HOME=$(dirname "$(dirname "$(readlink -f "$NVCC")")")
-CUDA_LIBS="-L$CUDA_HOME/lib64 -Wl,-rpath,$CUDA_HOME/lib64 -lcublas -lcudart -lstdc++"
 passed=0
 failed=0
 
@@ -92,51 +92,75 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 export OMPI_MCA_btl_vader_single_copy_mechanism=none OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
 
 # ---------------------------------------------------------------- build
-# What configure and make would write: build_config.h and src/version_git.h
-# (the numeric flags are configure.ac's NUMERIC_FLAGS: every SIMD path then
-# gives the CPU numbers of the autotools build).
-NUMERIC=$(sed -n 's/^NUMERIC_FLAGS="\(.*\)"$/\1/p' configure.ac)
-write_config() {
-    ver=$(sed -n 's/^AC_INIT(\[triad\], \[\([^]]*\)\].*/\1/p' configure.ac)
-    cuv=$("$NVCC" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
-    commit=$(git describe --always --dirty --abbrev=10 2> /dev/null || cat .tarball-commit 2> /dev/null || echo unknown)
-    mkdir -p "$1" &&
-    printf '%s\n' '#define HAVE_CUDA 1' '#define HAVE_CBLAS_H 1' '#define HAVE_OPENBLAS_SET_NUM_THREADS 1' \
-        '#define PACKAGE "triad"' '#define PACKAGE_NAME "triad"' "#define PACKAGE_VERSION \"$ver\"" \
-        "#define PACKAGE_STRING \"triad $ver\"" "#define VERSION \"$ver\"" '#define BLAS_NAME "OpenBLAS"' \
-        '#define BUILD_CC "gcc"' '#define BUILD_CFLAGS "-O2"' "#define CUDA_BUILD_VERSION \"$cuv\"" \
-        '#define TRIAD_KERNELS_X86 1' "#define TRIAD_NUMERIC_FLAGS \"$NUMERIC\"" > "$1/build_config.h" &&
-    echo "#define TRIAD_GIT_COMMIT \"$commit (tools/gpu_check.sh)\"" > "$1/version_git.h"
+# Through configure and make, as anywhere else (docs/cuda.md): in a copy of
+# the tree ($S: the files that travel, no build outputs), the program and the
+# plugin triad-cuda.so beside it, the CUDA unit tests and the GEMM
+# benchmark, nvcc for -arch=$ARCH.  configure comes from autoreconf where the
+# autotools are installed, else from the bundle (tools/gpu_bundle.sh packs
+# the generated files) when it was made from the same configure.ac and
+# Makefile.am.  The libraries are given to configure by hand (*_CFLAGS,
+# *_LIBS: no pkg-config needed), from the bundle or from this machine.
+S=$B/src
+autotools_hash() { cat "$1/configure.ac" "$1/Makefile.am" | sha256sum | cut -d' ' -f1; }
+copy_tree() {
+    mkdir -p "$S" || return 1
+    if git rev-parse --is-inside-work-tree > /dev/null 2>&1; then
+        git ls-files -co --exclude-standard | while IFS= read -r f; do [ -e "$f" ] && echo "$f"; done |
+            tar -T - -cf - | tar -C "$S" -xf -
+    else
+        tar --exclude=./shared --exclude=./.git -cf - . | tar -C "$S" -xf -
+    fi
 }
-write_config "$B/cfg" || die "cannot write $B/cfg"
-CC="gcc $NUMERIC -O2 -fopenmp -D_POSIX_C_SOURCE=200809L
-    -Wall -Wextra -Wshadow -Wno-unused-parameter -Werror -I$B/cfg -Isrc -Icuda -Iregression/unit -I$CUDA_HOME/include"
-# the CPU kernels once per SIMD path, as Makefile.am compiles them (src/kernels/kernels_isa.c)
-build_kernels() { # CC OUTDIR
-    $1 $BLAS_CFLAGS -c src/kernels/kernels_cpu.c -o "$2/kernels_cpu.o" &&
-        $1 $BLAS_CFLAGS -DKERNELS_SUFFIX=_avx2 -mavx2 -mfma -c src/kernels/kernels_cpu.c -o "$2/kernels_avx2.o" &&
-        $1 $BLAS_CFLAGS -DKERNELS_SUFFIX=_avx512 -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx2 -mfma \
-            -c src/kernels/kernels_cpu.c -o "$2/kernels_avx512.o"
+make_configure() {
+    AT=${TD:+$TD/autotools}
+    if command -v autoreconf > /dev/null 2>&1; then
+        (cd "$S" && autoreconf -fi) > "$B/autoreconf.log" 2>&1 || { tail -5 "$B/autoreconf.log"; return 1; }
+    elif [ -n "$AT" ] && [ -f "$AT/configure" ] && [ "$(cat "$AT/HASH" 2> /dev/null)" = "$(autotools_hash "$S")" ]; then
+        echo "gpu_check: no autotools here: configure and Makefile.in from the bundle"
+        tar -C "$AT" --exclude=./HASH -cf - . | tar -C "$S" -xf -
+    else
+        echo "gpu_check: no autotools here, and the bundle's configure is missing or made from another" \
+            "configure.ac/Makefile.am: run tools/gpu_bundle.sh again, or install autoconf and automake"
+        return 1
+    fi
 }
+# Triad's own libraries (HDF5, PCRE2, utf8proc and their dependencies) from
+# the bundle's triad/ folder, or this machine's through pkg-config.
+TD=""
+[ -n "$R" ] && [ -d "$R/triad" ] && TD=$R/triad
+lib_flags() {
+    if [ -n "$TD" ] && [ -f "$TD/usr/include/hdf5/openmpi/hdf5.h" ]; then
+        HDF5_CFLAGS="-I$TD/usr/include/hdf5/openmpi"
+        HDF5_LIBS="-L$TD/usr/lib/$MA/hdf5/openmpi -lhdf5 -Wl,-rpath-link,$TD/usr/lib/$MA:$TD/lib/$MA"
+        TEXT_CFLAGS="-I$TD/usr/include"
+        TEXT_LIBS="-L$TD/usr/lib/$MA -lpcre2-8 -lutf8proc"
+    else
+        HDF5_CFLAGS=$(pkg-config --cflags hdf5-openmpi 2> /dev/null) &&
+            HDF5_LIBS=$(pkg-config --libs hdf5-openmpi 2> /dev/null) &&
+            TEXT_CFLAGS=$(pkg-config --cflags libpcre2-8 libutf8proc 2> /dev/null) &&
+            TEXT_LIBS=$(pkg-config --libs libpcre2-8 libutf8proc 2> /dev/null) ||
+            { echo "gpu_check: no parallel HDF5, PCRE2 or utf8proc (bundle or pkg-config)"; return 1; }
+    fi
+}
+UNITS="regression/unit/test_cuda_kernels regression/unit/test_cuda_lowp regression/unit/test_cuda_device"
+BUILT=0
 t0=$(date +%s)
-CU="context kernels llama matmul attention crossentropy lowp"
-printf '%s\n' $CU | xargs -P "$JOBS" -I{} "$NVCC" -std=c++17 -O3 -arch="$ARCH" \
-    --compiler-options=-Wall,-Wextra,-Wshadow -Werror all-warnings -Icuda -Isrc -c cuda/{}.cu -o "$B/{}.o" ||
-    die "nvcc failed"
-CPU_SRC="kernels_isa gemm gemm_generic gemm_avx2 gemm_avx512 cpu precision"
-$CC -c cuda/check.c -o "$B/check.o" && build_kernels "$CC" "$B" &&
-    for f in $CPU_SRC; do $CC $BLAS_CFLAGS -c "src/$f.c" -o "$B/$f.o" || exit 1; done || die "gcc failed"
-CUDA_OBJS="$B/context.o $B/kernels.o $B/llama.o $B/matmul.o $B/attention.o $B/crossentropy.o $B/lowp.o $B/check.o"
-CPU_OBJS="$B/kernels_cpu.o $B/kernels_avx2.o $B/kernels_avx512.o $(for f in $CPU_SRC; do printf '%s ' "$B/$f.o"; done)"
-for t in test_cuda_kernels test_cuda_lowp; do
-    $CC "regression/unit/$t.c" $CUDA_OBJS $CPU_OBJS $BLAS_LIBS $CUDA_LIBS -lm \
-        -o "$B/$t" || die "cannot build $t"
-done
-$CC $MPI_CFLAGS cuda/gpu_select.c cuda/table.c src/base/log.c regression/unit/test_cuda_device.c $CUDA_OBJS \
-    $MPI_LIBS $CUDA_LIBS -lm -o "$B/test_cuda_device" || die "cannot build test_cuda_device"
-"$NVCC" -std=c++17 -O3 -arch="$ARCH" -Icuda -Isrc bench/cuda_gemm_bench.cu "$B/check.o" "$B/context.o" \
-    "$B/matmul.o" "$B/lowp.o" -lcublasLt -lcublas -o "$B/cuda_gemm_bench" || die "cannot build the benchmark"
-echo "gpu_check: built in $(($(date +%s) - t0)) s"
+if copy_tree && make_configure && lib_flags; then
+    echo "gpu_check: ./configure --with-cuda=$CUDA_HOME; make -j$JOBS triad triad-cuda.so, the CUDA tests, the benchmark"
+    if (cd "$S" && CC=gcc MPICC=gcc CPPFLAGS="$MPI_CFLAGS" LIBS="$MPI_LIBS" BLAS_CFLAGS="$BLAS_CFLAGS" \
+            BLAS_LIBS="$BLAS_LIBS" HDF5_CFLAGS="$HDF5_CFLAGS" HDF5_LIBS="$HDF5_LIBS" TEXT_CFLAGS="$TEXT_CFLAGS" \
+            TEXT_LIBS="$TEXT_LIBS" NVCC="$NVCC" ./configure -q --with-cuda="$CUDA_HOME" &&
+            LD_LIBRARY_PATH="${TD:+$TD/usr/lib/$MA:$TD/lib/$MA:}${LD_LIBRARY_PATH:-}" make -j"$JOBS" \
+                CUDA_GENCODE="-arch=$ARCH" triad triad-cuda.so $UNITS bench/cuda_gemm_bench) \
+            > "$B/build.log" 2>&1; then
+        BUILT=1
+        echo "gpu_check: built in $(($(date +%s) - t0)) s (log: $B/build.log)"
+    else
+        tail -20 "$B/build.log"
+        echo "gpu_check: the build failed (log: $B/build.log)"
+    fi
+fi
+[ $BUILT = 1 ] && ok "build: configure --with-cuda && make" || bad "build: configure --with-cuda && make"
 
 # ---------------------------------------------------------------- tests
 # Passes when it exits 0, ran (no skip plan: this machine has a GPU) and no
@@ -156,14 +180,15 @@ run_tap() {
         ok "$name"
     fi
 }
-run_tap test_cuda_kernels "$B/test_cuda_kernels"
-run_tap test_cuda_lowp "$B/test_cuda_lowp"
-run_tap test_cuda_device "$B/test_cuda_device"
-run_tap test_cuda_device_2ranks mpirun -np 2 "$B/test_cuda_device"
+U=$S/regression/unit
+run_tap test_cuda_kernels "$U/test_cuda_kernels"
+run_tap test_cuda_lowp "$U/test_cuda_lowp"
+run_tap test_cuda_device "$U/test_cuda_device"
+run_tap test_cuda_device_2ranks mpirun -np 2 "$U/test_cuda_device"
 
 echo "== cuda_gemm_bench"
 GPU_OK=0
-if timeout -k 10 "$(tl 300)" "$B/cuda_gemm_bench" > "$B/cuda_gemm_bench.log" 2>&1; then
+if timeout -k 10 "$(tl 300)" "$S/bench/cuda_gemm_bench" > "$B/cuda_gemm_bench.log" 2>&1; then
     GPU_OK=1
     cat "$B/cuda_gemm_bench.log"
     ok cuda_gemm_bench
@@ -178,14 +203,8 @@ PEAK_FP32=$(rate fp32)
 
 # ---------------------------------------------------------------- the full program
 echo "== triad: the full program on the GPU"
-TD=""                                           # the bundle's triad/ folder
-[ -n "$R" ] && [ -d "$R/triad" ] && TD=$R/triad
 # Triad's own libraries (HDF5 and its dependencies) only on triad's path.
 TLD="${TD:+$TD/usr/lib/$MA:$TD/lib/$MA:}$CUDA_HOME/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-sources_hash() {
-    find src cuda -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.def' \) |
-        LC_ALL=C sort | xargs cat | sha256sum | cut -d' ' -f1
-}
 # why LOG: the line of LOG that says why a run failed
 why() {
     grep -m1 -E '^error|error:|rror while loading|not found|out of time|CUDA error|Killed' "$1" ||
@@ -208,8 +227,9 @@ trun() {
 }
 TINY="regression/decks/tiny.nml model.n_layer=4 train.steps=20 io.log_every=1 train.memory_gb=8"
 
-# Which triad: the prebuilt one of the bundle if it loads, was built from
-# these sources and runs 2 steps on the GPU; else one built here.
+# Which triad: the one built here (its triad-cuda.so beside it), else the
+# bundle's prebuilt one (triad/bin/triad and triad-cuda.so) if it loads; the
+# first that runs 2 steps on the GPU, else the first for the CPU runs.
 TR=""
 TRL=""
 ANY=""
@@ -224,59 +244,19 @@ try() { # try LABEL BINARY
     TR=""
     return 1
 }
-build_triad() {
-    o=$B/triad-obj
-    rm -rf "$o" "$B/triad"
-    mkdir -p "$o"
-    if [ -n "$TD" ] && [ -f "$TD/usr/include/hdf5/openmpi/hdf5.h" ]; then
-        HDF5_CFLAGS="-I$TD/usr/include/hdf5/openmpi"
-        HDF5_LIBS="-L$TD/usr/lib/$MA/hdf5/openmpi -lhdf5 -Wl,-rpath-link,$TD/usr/lib/$MA:$TD/lib/$MA"
-    elif HDF5_CFLAGS=$(pkg-config --cflags hdf5-openmpi 2> /dev/null) &&
-         HDF5_LIBS=$(pkg-config --libs hdf5-openmpi 2> /dev/null); then
-        :
-    else
-        echo "gpu_check: cannot build triad here: no parallel HDF5 headers (bundle or pkg-config)"
-        return 1
-    fi
-    write_config "$o" || return 1
-    TCC="gcc $NUMERIC -O2 -fopenmp -D_POSIX_C_SOURCE=200809L -Wall
-        -Wextra -Wshadow -Wno-unused-parameter -I$o -Isrc -Icuda -I$CUDA_HOME/include $MPI_CFLAGS $HDF5_CFLAGS $BLAS_CFLAGS"
-    t0=$(date +%s)
-    # the CUDA objects and check.o are the unit tests' (same -arch)
-    ls src/*.c cuda/gpu_select.c cuda/table.c | grep -v '^src/kernels/kernels_cpu.c$' |
-        xargs -P "$JOBS" -n 1 sh -c 'n=$(echo "$1" | tr / _); exec $0 -c "$1" -o "'"$o"'/${n%.c}.o"' "$TCC" \
-        > "$B/triad-build.log" 2>&1 && build_kernels "$TCC" "$o" >> "$B/triad-build.log" 2>&1 &&
-        LD_LIBRARY_PATH=$TLD gcc -fopenmp -o "$B/triad" "$o"/*.o $CUDA_OBJS \
-            $HDF5_LIBS $MPI_LIBS $BLAS_LIBS $CUDA_LIBS -lm >> "$B/triad-build.log" 2>&1
-    brc=$?
-    if [ $brc -ne 0 ]; then
-        tail -20 "$B/triad-build.log"
-        echo "gpu_check: building triad here failed (log: $B/triad-build.log)"
-        return 1
-    fi
-    echo "gpu_check: triad built here in $(($(date +%s) - t0)) s"
-}
-
 pre=""
-stale=""
 if [ -n "$TD" ] && [ -x "$TD/bin/triad" ]; then
     pre=$TD/bin/triad
     head -1 "$TD/BUILD" 2> /dev/null | sed 's/^/gpu_check: prebuilt: /'
-    miss=$(LD_LIBRARY_PATH=$TLD ldd "$pre" 2>&1 | awk '/not found/ {print $1}' | tr '\n' ' ')
+    miss=$(LD_LIBRARY_PATH=$TLD ldd "$pre" "$TD/bin/triad-cuda.so" 2>&1 | awk '/not found/ {print $1}' | tr '\n' ' ')
     if [ -n "$miss" ]; then
         echo "gpu_check: the prebuilt triad does not load here: ${miss}not found"
         pre=""
-    elif [ "$(sources_hash)" != "$(cat "$TD/SOURCES" 2> /dev/null)" ]; then
-        echo "gpu_check: the prebuilt triad was built from other sources than src/ and cuda/ here"
-        stale=1
     fi
 fi
-if [ "${TRIAD_BUILD:-}" != 1 ] && [ -n "$pre" ] && [ -z "$stale" ] && try "prebuilt" "$pre"; then
+if [ $BUILT = 1 ] && try "built here" "$S/triad"; then
     :
-elif [ "${TRIAD_BUILD:-}" != 0 ] && { [ -z "$pre" ] || [ -n "$stale" ] || [ $GPU_OK = 1 ] ||
-        [ "${TRIAD_BUILD:-}" = 1 ]; } && build_triad && try "built here" "$B/triad"; then
-    :
-elif [ -n "$pre" ] && [ -n "$stale" ] && try "prebuilt (stale)" "$pre"; then
+elif [ -n "$pre" ] && try "prebuilt" "$pre"; then
     :
 fi
 NOGPU=""
@@ -288,7 +268,7 @@ elif [ -n "$ANY" ]; then
     NOGPU=$ANYWHY
     bad "triad ($TRL: $TR) does not run on the GPU: $NOGPU"
 else
-    bad "triad: no program to run (no prebuilt triad in shared/ompi that loads here, none built here)"
+    bad "triad: no program to run (none built here, no prebuilt triad in shared/ompi that loads here)"
 fi
 
 # cmp_runs GPU_LOG CPU_LOG STEPS RTOL_LOSS RTOL_GNORM: the per-step losses
@@ -467,7 +447,7 @@ if [ "${SANITIZE:-1}" = 1 ]; then
             echo "gpu_check: compute-sanitizer $1 $2: no time left (BUDGET=$BUDGET s); not counted"
             continue
         fi
-        timeout -k 10 "$st" "$CS" --tool "$1" --error-exitcode 9 "$B/$2" > "$B/sanitize-$1-$2.log" 2>&1
+        timeout -k 10 "$st" "$CS" --tool "$1" --error-exitcode 9 "$U/$2" > "$B/sanitize-$1-$2.log" 2>&1
         rc=$?
         tail -5 "$B/sanitize-$1-$2.log"
         case $rc in

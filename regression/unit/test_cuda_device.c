@@ -1,6 +1,7 @@
-/* test_cuda_device.c -- GPU selection and host staging (cuda_device.h).
+/* test_cuda_device.c -- GPU selection (device_open over the CUDA table's
+ * open, cuda_device.h) and host staging.
  *
- * Without a GPU: cuda_device_select fails on every rank with exactly
+ * Without a GPU: device_open fails on every rank with exactly
  * "rank R on host H: no CUDA device (cudaGetDeviceCount: <reason>)".
  * With GPUs: each rank gets node-local rank mod count; when a node has more
  * ranks than devices, selection fails with the sharing message unless
@@ -10,7 +11,6 @@
  * TAP, with its own message). */
 #include "check.h"
 #include "cuda_backend.h"
-#include "cuda_device.h"
 #include "device.h"
 #include "tap.h"
 
@@ -23,6 +23,13 @@
 extern const struct device cuda_device; /* cuda/table.c */
 
 static int rank;
+
+/* The CUDA table opened on every rank as a run opens it. */
+static int open_cuda(int allow_shared, char *err, size_t errlen)
+{
+    struct device_options opt = {.allow_shared = allow_shared};
+    return device_open(&cuda_device, MPI_COMM_WORLD, &opt, err, errlen);
+}
 
 /* tap_ok on rank 0 for "cond holds on every rank".  Collective. */
 static void check_all(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -45,8 +52,8 @@ static void test_no_device(const char *why)
     MPI_Get_processor_name(host, &len);
     snprintf(want, sizeof want, "rank %d on host %s: no CUDA device (%s)", rank, host, why);
     for (int shared = 0; shared <= 1; shared++) {
-        int dev = cuda_device_select(MPI_COMM_WORLD, shared, err, sizeof err);
-        check_all(dev == -1, "no GPU, allow_shared %d: cuda_device_select returns -1 (got %d)", shared, dev);
+        int dev = open_cuda(shared, err, sizeof err);
+        check_all(dev == -1, "no GPU, allow_shared %d: device_open returns -1 (got %d)", shared, dev);
         check_all(strcmp(err, want) == 0, "no GPU, allow_shared %d: message \"%s\"", shared, err);
     }
 }
@@ -82,14 +89,14 @@ static void test_devices(int count)
     MPI_Comm_size(node, &nlocal);
     MPI_Comm_free(&node);
     if (nlocal > count) {
-        int dev = cuda_device_select(MPI_COMM_WORLD, 0, err, sizeof err);
+        int dev = open_cuda(0, err, sizeof err);
         check_all(dev == -1 && strstr(err, "is also used by node-local rank"),
                   "%d ranks on %d GPU(s), sharing not allowed: refused (\"%s\")", nlocal, count, err);
     }
-    int dev = cuda_device_select(MPI_COMM_WORLD, nlocal > count, err, sizeof err);
+    int dev = open_cuda(nlocal > count, err, sizeof err);
     CUDA_CHECK(cudaGetDevice(&cur));
     check_all(dev == lrank % count && cur == dev,
-              "cuda_device_select: node-local rank %d of %d gets device %d of %d (got %d, current %d)",
+              "device_open: node-local rank %d of %d gets device %d of %d (got %d, current %d)",
               lrank, nlocal, lrank % count, count, dev, cur);
     test_staging();
 }
@@ -102,7 +109,7 @@ int main(int argc, char **argv)
     int count = cuda_device_count(why, sizeof why);
     if (count == 0) test_no_device(why);
     else test_devices(count);
-    if (rank == 0) tap_diag("MPI is %sCUDA-aware", cuda_mpi_aware() ? "" : "not ");
+    if (rank == 0) tap_diag("MPI is %sCUDA-aware", device_mpi_cuda_aware() ? "" : "not ");
     int status = rank == 0 ? tap_done() : 0;
     MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
     MPI_Finalize();

@@ -109,9 +109,10 @@ static void setup(struct run *r)
     const struct config *cfg = r->cfg;
     const struct grid *g = r->g;
     comm_init(&r->comm, g);
-    char why[256] = "";
+    char why[1024] = "";
     const struct device *k = device_for(cfg->train.device_id == TRAIN_DEVICE_cuda, cfg->diag.stage_through_host, why, sizeof why);
-    if (!k) die_all("set train.device = 'cpu', or rebuild with ./configure --with-cuda", "%s", why);
+    die_all_if(g->world_comm, !k, why, "the CUDA backend is loaded only for train.device = 'cuda' (docs/cuda.md, "
+                                         "\"Loaded on demand\")");
     run_shape_init(&r->shape, cfg, g->world, device_staged(k));
     const struct run_shape *s = &r->shape;
     struct model_dims d;
@@ -125,7 +126,7 @@ static void setup(struct run *r)
     }
     r->planned_peak = plan_check(cfg, g); /* refuse, with the plan's advice, what would not fit */
     struct device_options dopt = {.allow_shared = (int)cfg->train.share_gpus, .tf32 = (int)cfg->train.tf32};
-    die_all_if(g->world_comm, k->open && k->open(g->world_comm, &dopt, why, sizeof why) != 0, why,
+    die_all_if(g->world_comm, device_open(k, g->world_comm, &dopt, why, sizeof why) < 0, why,
                     "one GPU per rank: launch as many ranks per node as it has GPUs, or set train.share_gpus");
     model_init(&r->model, &d, k, s->micro_batch, nslots, r->exec.nrecv, (uint64_t)cfg->train.seed);
     r->ckpt_bytes = ckpt_file_bytes(&r->model);

@@ -8,6 +8,7 @@
 
 #include "build_config.h"
 #include "cpu.h"
+#include "device_load.h"
 #include "gemm.h"
 #include "version_git.h" /* TRIAD_GIT_COMMIT, made by make */
 
@@ -63,7 +64,8 @@ void version_print(FILE *f)
     fprintf(f, "mpi:      %s (MPI %d.%d)\n", mpi, mv, ms);
     fprintf(f, "hdf5:     %u.%u.%u, parallel\n", hmaj, hmin, hrel);
 #ifdef HAVE_CUDA
-    fprintf(f, "cuda:     backend built with CUDA %s (train.device = 'cuda')\n", CUDA_BUILD_VERSION);
+    fprintf(f, "cuda:     backend built with CUDA %s, %s loaded for train.device = 'cuda'\n", CUDA_BUILD_VERSION,
+            DEVICE_PLUGIN_FILE);
 #else
     fprintf(f, "cuda:     not built (./configure --with-cuda)\n");
 #endif

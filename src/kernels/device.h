@@ -2,8 +2,9 @@
  * them: the operations of backend.h, the precision helpers and memory
  * management behind one table.  The CPU table (device_cpu.c) calls the
  * kernels of kernels_cpu.c on host memory; the CUDA table (cuda/table.c,
- * built with ./configure --with-cuda) calls cuda/ on device memory.  The
- * model, the optimizer, the checkpoints and the collectives reach the
+ * built with ./configure --with-cuda into the plugin triad-cuda.so, loaded
+ * by device_load.c when a run asks for it) calls cuda/ on device memory.
+ * The model, the optimizer, the checkpoints and the collectives reach the
  * numbers only through it. */
 #ifndef TRIAD_DEVICE_H
 #define TRIAD_DEVICE_H
@@ -21,6 +22,12 @@
 struct device_options {
     int allow_shared; /* several ranks of a node on one GPU */
     int tf32;         /* fp32 products on TF32 tensor cores */
+};
+
+/* Where a rank opens its device. */
+struct device_place {
+    int local_rank;  /* its rank among the ranks of its node */
+    const char *who; /* "rank R on host H", for messages */
 };
 
 struct device {
@@ -74,12 +81,13 @@ struct device {
      * measures it). */
     size_t (*memory_in_use)(void);
 
-    /* Make the device usable on this rank (CUDA: pick the GPU by node-local
-     * rank, a clear error when there is none or, unless allow_shared, when
-     * two ranks would share one; NULL: nothing to do), and release it.
-     * Returns 0, or -1 with err filled (this rank only).  Collective over
-     * world. */
-    int (*open)(MPI_Comm world, const struct device_options *opt, char *err, size_t errlen);
+    /* Make the device usable on this rank (CUDA: device at->local_rank mod
+     * the number it sees, made current, a clear error when there is none;
+     * NULL: nothing to do), and release it.  Returns the device's index,
+     * with its identity in id (the same for two ranks on one device), or
+     * -1 with err filled.  This rank only: device_open compares a node's. */
+    int (*open)(const struct device_place *at, const struct device_options *opt, unsigned char id[16], char *err,
+                size_t errlen);
     void (*close)(void);
 };
 
@@ -88,12 +96,26 @@ extern const struct device cpu_device, cpu_staged_device;
 /* 1 if this build has the backend: the CUDA one (cuda) or the CPU's. */
 int device_built(int cuda);
 
-/* The table of the CUDA backend (cuda), or of the CPU (with staged, the one
- * whose memory MPI reaches through host buffers only:
- * diag.stage_through_host); NULL with the reason in err (a build without
- * the CUDA backend).  The deck's train.device and diag.stage_through_host
- * choose. */
+/* The table of the CUDA backend (cuda: the plugin, loaded on first use), or
+ * of the CPU (with staged, the one whose memory MPI reaches through host
+ * buffers only: diag.stage_through_host); NULL with the reason in err (a
+ * build without the CUDA backend, or a plugin that does not load: which
+ * file, why, how to fix it).  The deck's train.device and
+ * diag.stage_through_host choose.  This rank only. */
 const struct device *device_for(int cuda, int staged, char *err, size_t errlen);
+
+/* Open k on every rank of world (device_open.c): each rank's device by its
+ * rank on the node; unless opt->allow_shared, refused where two ranks of a
+ * node got the same one (compared by identity, so a launcher that gives
+ * each rank its own device through CUDA_VISIBLE_DEVICES passes).  Returns
+ * the device index (0 for a table without open), or -1 with err (this rank
+ * only: agree with mpi_agree_error).  Collective over world. */
+int device_open(const struct device *k, MPI_Comm world, const struct device_options *opt, char *err, size_t errlen);
+
+/* 1 if the MPI library takes device pointers (Open MPI's
+ * MPIX_Query_cuda_support, asking the library actually loaded), else 0;
+ * always 0 for an MPI without the query. */
+int device_mpi_cuda_aware(void);
 
 /* Does MPI reach k's memory only through host buffers (a device MPI cannot
  * read: comm.c stages, and the reduction cannot overlap)? */

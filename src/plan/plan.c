@@ -16,7 +16,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "build_config.h"
 #include "cuda_sizes.h"
 #include "dp.h"
 #include "gemm.h"
@@ -26,13 +25,6 @@
 #include "pipeline.h"
 #include "plan_internal.h"
 #include "zero3.h"
-
-/* A CPU run's runtime: with the CUDA libraries where the program links them. */
-#ifdef HAVE_CUDA
-#define PLAN_RUNTIME_HOST (PLAN_RUNTIME_CPU + PLAN_RUNTIME_CUDA_LIBS)
-#else
-#define PLAN_RUNTIME_HOST PLAN_RUNTIME_CPU
-#endif
 
 
 static size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; } /* what xalloc_aligned reserves */
@@ -261,7 +253,7 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
     s->bytes[PM_PROBE] = cfg->train.peak_gflops > 0 ? 0
                          : p->cuda ? (size_t)CUDA_PROBE_N * CUDA_PROBE_N * (d.prec == PREC_FP32 ? 12 : 8) /* A, B, C */
                                    : gemm_probe_bytes();
-    s->bytes[PM_RUNTIME] = p->cuda ? PLAN_RUNTIME_CUDA : PLAN_RUNTIME_HOST;
+    s->bytes[PM_RUNTIME] = p->cuda ? PLAN_RUNTIME_CUDA : PLAN_RUNTIME_CPU;
     size_t transient = 0;
     for (int i = 0; i < PM_COUNT; i++) {
         if (i < PM_RESIDENT) s->peak += s->bytes[i];

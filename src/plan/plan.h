@@ -65,13 +65,11 @@ struct plan {
 };
 
 /* Bytes of the fixed runtime (PM_RUNTIME): on the CPU, MPI, HDF5, the
- * libraries and the heap; a program built with the CUDA backend also maps
- * the CUDA libraries, whose load-time tables (cuBLASLt's, mostly) stay
- * resident in every rank even when it trains on the CPU (both measured as
- * the peak resident set of a small run: CUDA 13.0, Open MPI 4.1, HDF5
- * 1.10); on a GPU, the CUDA runtime's device reserve. */
+ * libraries and the heap (measured as the peak resident set of a small
+ * run: Open MPI 4.1, HDF5 1.10; the same in a build with the CUDA backend,
+ * whose libraries a CPU run never loads: device_load.h); on a GPU, the
+ * CUDA runtime's device reserve. */
 #define PLAN_RUNTIME_CPU ((size_t)22 << 20)
-#define PLAN_RUNTIME_CUDA_LIBS ((size_t)154 << 20)
 #define PLAN_RUNTIME_CUDA ((size_t)2 << 30)
 
 /* Plan cfg (validated for `world`) on world ranks.  threads = OpenMP threads
