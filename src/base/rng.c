@@ -2,6 +2,9 @@
 #include "rng.h"
 
 #include <math.h>
+#include <string.h>
+
+#include "hash.h"
 
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u
@@ -57,10 +60,5 @@ double rng_normal(uint64_t seed, uint64_t stream, uint64_t index)
 
 uint64_t rng_stream_id(const char *name)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
-        h ^= *p;
-        h *= 1099511628211ull;
-    }
-    return h;
+    return fnv1a(FNV1A_INIT, name, strlen(name));
 }

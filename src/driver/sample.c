@@ -286,15 +286,16 @@ int sample_checkpoint(const char *ckpt, const struct config *o)
     int32_t *ids = xcalloc((size_t)cap, sizeof *ids);
     struct tokenizer *tok = NULL;
     int n = 0;
-    char tpath[CONFIG_STRLEN + 32];
-    int has_tok = strcmp(o->sample.tokenizer, "none") != 0 && (o->sample.tokenizer[0] ?
-                  snprintf(tpath, sizeof tpath, "%s", o->sample.tokenizer) > 0 : hf_tokenizer_of(&S.cfg, ckpt, tpath, sizeof tpath));
-    if (g.rank == 0 && has_tok) {
-        tok = tok_open(tpath, err, sizeof err);
+    /* sample.tokenizer, else the model's own (kept in the checkpoint, or named by its deck) */
+    if (g.rank == 0 && o->sample.tokenizer[0] && strcmp(o->sample.tokenizer, "none") != 0) {
+        tok = tok_open(o->sample.tokenizer, err, sizeof err);
         if (!tok) n = -1;
         else if (tok_vocab_size(tok) > V)
             n = -1, snprintf(err, sizeof err, "the tokenizer %s has %d ids, more than this model's vocabulary of %d",
-                             tpath, tok_vocab_size(tok), V);
+                             o->sample.tokenizer, tok_vocab_size(tok), V);
+    } else if (g.rank == 0 && !o->sample.tokenizer[0]) {
+        tok = hf_model_tokenizer(&S.cfg, ckpt, V, err, sizeof err);
+        if (!tok && err[0]) n = -1;
     }
     if (g.rank == 0 && n == 0) n = read_prompt(o, tok, V, ids, cap, err, sizeof err);
     /* generation stops at the end of a document: the tokenizer's end-of-text, or the id put before each */

@@ -15,6 +15,7 @@
 
 #include "ckpt_layout.h"
 #include "ckpt_sum.h"
+#include "ckpt_tok.h"
 #include "config.h"
 #include "lineage.h"
 #include "log.h"
@@ -202,6 +203,7 @@ static int verify_written(const char *path, const struct model *m, const struct 
         if (rc == 0) rc = ckpt_check_step(f, path, step, g, err, errlen);
         rc = ckpt_agree(rc, err, errlen, g);
     }
+    if (rc == 0) rc = ckpt_verify_tokenizer(f, g, err, errlen);
     free(w.sums);
     H5Fclose(f);
     return rc;
@@ -250,6 +252,7 @@ int ckpt_save(const char *run_dir, const struct ckpt_state *st, const struct mod
     if (f < 0) return -1;
     int rc = transfer(f, m, o, 1, 1, g, err, errlen);
     if (rc == 0) ckpt_write_attributes(f, st, deck, g);
+    if (rc == 0) rc = ckpt_write_tokenizer(f, run_dir, g, err, errlen);
     rc = ckpt_close_and_flush(f, tmp, rc, g, err, errlen);
     if (rc == 0 && verify_written(tmp, m, o, st->step, g, err, errlen) != 0) {
         /* (a write error can be lost inside MPI-IO's collective writes: say what the disk has) */

@@ -10,6 +10,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "ckpt_tok.h"
 #include "lineage.h"
 #include "log.h"
 
@@ -208,7 +209,7 @@ static int check_room(const char *run_dir, const struct model *m, const struct g
 {
     int rc = 0;
     struct statvfs fs;
-    double need = ckpt_file_bytes(m);
+    double need = ckpt_file_bytes(m) + (g->rank == 0 ? (double)ckpt_tokenizer_bytes(run_dir) : 0);
     if (g->rank == 0 && statvfs(run_dir, &fs) == 0 && (double)fs.f_bavail * (double)fs.f_frsize < need) {
         snprintf(err, errlen, "not enough space in %s: the checkpoint needs about %.0f KiB, %.0f KiB are free",
                  run_dir, need / 1024, (double)fs.f_bavail * (double)fs.f_frsize / 1024);

@@ -11,6 +11,7 @@
 
 #include "ckpt_file.h"
 #include "ckpt_sum.h"
+#include "ckpt_tok.h"
 #include "log.h"
 
 /* The owned selections, in walk order (w->pieces has room for every dataset). */
@@ -65,6 +66,7 @@ int ckpt_create_allocated(const char *run_dir, const struct ckpt_state *st, cons
     for (int p = 0; p < 3; p++) rc |= ckpt_walk(f, ckpt_prefix[p], m, &sb[p], create_allocated, &w);
     rc = ckpt_agree(rc, err, errlen, g); /* (the attributes are collective metadata) */
     if (rc == 0) ckpt_write_attributes(f, st, deck, g);
+    if (rc == 0) rc = ckpt_write_tokenizer(f, run_dir, g, err, errlen);
     if (H5Fclose(f) < 0 && rc == 0) {
         snprintf(err, errlen, "rank %d: closing %s failed (disk full?)", g->rank, tmp);
         rc = -1;
@@ -122,6 +124,8 @@ int ckpt_seal(const char *run_dir, const char *tmp, int64_t step, const struct m
         for (int p = 0; p < 3 && rc == 0; p++)
             rc |= ckpt_walk(f, ckpt_prefix[p], m, &sb[p], ckpt_verify_checksum, &w);
         if (rc == 0) rc = ckpt_check_step(f, tmp, step, g, err, errlen);
+        rc = ckpt_agree(rc, err, errlen, g);
+        if (rc == 0) rc = ckpt_verify_tokenizer(f, g, err, errlen);
         if (f >= 0) H5Fclose(f);
         rc = ckpt_agree(rc, err, errlen, g);
     }

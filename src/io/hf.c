@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt_tok.h"
 #include "json.h"
 #include "log.h"
 #include "tokenizer.h"
@@ -613,21 +614,84 @@ int hf_tokenizer_of(const struct config *cfg, const char *ckpt, char *path, size
 {
     if (cfg->data.tokenizer[0] && is_tokenizer(cfg->data.tokenizer))
         return snprintf(path, len, "%s", cfg->data.tokenizer), 1;
-    if (cfg->io.init_from[0] && weights_kind_of(cfg->io.init_from) == WEIGHTS_HF) {
-        snprintf(path, len, "%s/tokenizer.json", cfg->io.init_from);
-        if (is_tokenizer(path)) return 1;
-    }
+    if (cfg->io.init_from[0] && weights_kind_of(cfg->io.init_from) == WEIGHTS_HF && is_tokenizer(cfg->io.init_from))
+        return snprintf(path, len, "%s", cfg->io.init_from), 1;
     if (!ckpt && !cfg->data.tokenizer[0]) return 0;
     /* the copy beside the checkpoints (hf_keep_tokenizer) */
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", ckpt ? ckpt : cfg->io.run_dir);
-    char *slash = strrchr(dir, '/');
-    if (ckpt) {
-        if (slash) *slash = 0;
-        else snprintf(dir, sizeof dir, ".");
-    }
-    snprintf(path, len, "%s/tokenizer.json", dir);
+    snprintf(path, len, "%s", ckpt ? ckpt : cfg->io.run_dir);
+    char *slash = strrchr(path, '/');
+    if (ckpt && slash) *slash = 0;
+    else if (ckpt) snprintf(path, len, ".");
     return is_tokenizer(path);
+}
+
+/* The folder of the tokenizer at src: src itself, or the folder its file is in. */
+static void tokenizer_folder(const char *src, char *dir, size_t len)
+{
+    struct stat sb;
+    snprintf(dir, len, "%s", src);
+    if (stat(src, &sb) == 0 && S_ISDIR(sb.st_mode)) return;
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(dir, len, ".");
+}
+
+int hf_copy_tokenizer(const char *src, const char *dir, char *err, size_t errlen)
+{
+    static const char *const names[CKPT_TOK_NFILES] = CKPT_TOK_FILES;
+    char base[4096], from[4200], to[4200];
+    struct stat sb, db;
+    tokenizer_folder(src, base, sizeof base);
+    int file = strcmp(base, src) != 0; /* (src names the tokenizer.json itself) */
+    snprintf(from, sizeof from, "%s/tokenizer.json", base);
+    int hf = file || stat(from, &sb) == 0;
+    for (int i = 0; i < CKPT_TOK_NFILES; i++) {
+        if (hf != (i < 3)) continue; /* tokenizer.json and the two beside it, or vocab.json and merges.txt */
+        snprintf(from, sizeof from, "%s", i == 0 && file ? src : base);
+        if (!(i == 0 && file)) snprintf(from + strlen(from), sizeof from - strlen(from), "/%s", names[i]);
+        snprintf(to, sizeof to, "%s/%s", dir, names[i]);
+        if (stat(from, &sb) != 0) continue; /* (the two beside tokenizer.json are optional) */
+        if (stat(to, &db) == 0 && sb.st_dev == db.st_dev && sb.st_ino == db.st_ino) continue; /* (it is the copy) */
+        if (hf_copy_file(from, to, err, errlen)) return -1;
+    }
+    return 0;
+}
+
+/* The model of a tokenizer at path opened, and its ids checked against V
+ * (what names it: `what`).  NULL with err. */
+static struct tokenizer *open_fitting(const char *path, const char *what, int V, char *err, size_t errlen)
+{
+    struct tokenizer *t = tok_open(path, err, errlen);
+    if (t && tok_vocab_size(t) > V) {
+        errorf(err, errlen, "%s %s has %d ids, more than the model's vocab_size = %d", what, path, tok_vocab_size(t), V);
+        tok_close(t), t = NULL;
+    }
+    return t;
+}
+
+struct tokenizer *hf_model_tokenizer(const struct config *cfg, const char *ckpt, int V, char *err, size_t errlen)
+{
+    static const char *const names[CKPT_TOK_NFILES] = CKPT_TOK_FILES;
+    char dir[4096], path[4200];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/triad-tokenizer-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+    err[0] = 0;
+    if (!mkdtemp(dir)) return errorf(err, errlen, "cannot make a folder %s: %s", dir, strerror(errno)), NULL;
+    int kept = ckpt_extract_tokenizer(ckpt, dir, err, errlen);
+    struct tokenizer *t = NULL;
+    if (kept > 0) {
+        char what[4200];
+        snprintf(what, sizeof what, "the tokenizer kept in %s, extracted to", ckpt);
+        t = open_fitting(dir, what, V, err, errlen);
+    } else if (kept == 0 && hf_tokenizer_of(cfg, ckpt, path, sizeof path)) {
+        t = open_fitting(path, "the tokenizer", V, err, errlen);
+    }
+    for (int i = 0; i < CKPT_TOK_NFILES; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+    return t;
 }
 
 int hf_copy_file(const char *src, const char *dst, char *err, size_t errlen)
@@ -649,25 +713,24 @@ int hf_copy_file(const char *src, const char *dst, char *err, size_t errlen)
 
 int hf_keep_tokenizer(const struct config *cfg, int V, char *err, size_t errlen)
 {
-    char src[4096], dst[4200], file[4200];
-    snprintf(dst, sizeof dst, "%s/tokenizer.json", cfg->io.run_dir);
+    const char *run_dir = cfg->io.run_dir;
+    char src[4096];
     if (cfg->data.tokenizer[0] && !is_tokenizer(cfg->data.tokenizer)) {
-        if (is_tokenizer(dst)) return 0; /* (gone since: the run's copy stands in) */
+        if (is_tokenizer(run_dir)) return 0; /* (gone since: the run's copy stands in) */
         return errorf(err, errlen, "data.tokenizer = '%s' is no tokenizer: name a tokenizer.json, or a folder with one",
                       cfg->data.tokenizer);
     }
-    if (!hf_tokenizer_of(cfg, NULL, src, sizeof src)) return 0;
-    struct tokenizer *t = tok_open(src, err, errlen);
+    int kept = 0;
+    if (!hf_tokenizer_of(cfg, NULL, src, sizeof src)) {
+        /* a model from a triad checkpoint brings the tokenizer kept in it */
+        if (!cfg->io.init_from[0] || weights_kind_of(cfg->io.init_from) != WEIGHTS_HDF5) return 0;
+        if ((kept = ckpt_extract_tokenizer(cfg->io.init_from, run_dir, err, errlen)) <= 0) return kept;
+        snprintf(src, sizeof src, "%s", run_dir);
+    }
+    struct tokenizer *t = open_fitting(src, "the tokenizer", V, err, errlen);
     if (!t) return -1;
-    int32_t nid = tok_vocab_size(t);
     tok_close(t);
-    if (nid > V)
-        return errorf(err, errlen, "the tokenizer %s has %d ids, more than the model's vocab_size = %d", src, nid, V);
-    struct stat a, b;
-    snprintf(file, sizeof file, "%s%s", src, stat(src, &a) == 0 && S_ISDIR(a.st_mode) ? "/tokenizer.json" : "");
-    if (stat(file, &a) != 0) return 0; /* (GPT-2's vocab.json + merges.txt: not copied) */
-    if (stat(dst, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) return 0; /* (it is the copy) */
-    return hf_copy_file(file, dst, err, errlen);
+    return kept ? 0 : hf_copy_tokenizer(src, run_dir, err, errlen);
 }
 
 /* ------------------------------------------------------------ llm.c */

@@ -14,6 +14,8 @@
 #include "safetensors.h"
 #include "topo.h"
 
+struct tokenizer;
+
 /* One tensor of a Hugging Face folder: its name (a format taking the
  * layer for per-layer tensors), triad's tensor, which of its row parts it
  * is (param_row_parts; -1: all of it), and whether it is stored transposed
@@ -44,23 +46,35 @@ int llmc_load(const char *path, struct model *m, const struct grid *g, int allow
               size_t errlen);
 
 /* The model's tokenizer by the deck: data.tokenizer, else io.init_from's
- * folder's tokenizer.json, else the copy kept beside the checkpoints
- * (ckpt's folder, or io.run_dir's with ckpt NULL).  1 with its path, 0 if
+ * folder, else the copy kept beside the checkpoints (ckpt's folder, or
+ * io.run_dir with ckpt NULL).  1 with its path (a file or a folder), 0 if
  * there is none. */
 int hf_tokenizer_of(const struct config *cfg, const char *ckpt, char *path, size_t len);
+/* The model's tokenizer for the checkpoint ckpt (cfg: its stored deck):
+ * the one kept inside the file (ckpt_tok.h), else hf_tokenizer_of's;
+ * checked to fit the vocabulary of V ids.  NULL with err "" when the model
+ * has none, or with the reason. */
+struct tokenizer *hf_model_tokenizer(const struct config *cfg, const char *ckpt, int V, char *err, size_t errlen);
 /* At the start of a run (rank 0): the model's tokenizer checked (it opens,
- * its ids fit vocab_size V) and its tokenizer.json copied into io.run_dir,
- * so that the run's checkpoints keep it whatever becomes of the original.
+ * its ids fit vocab_size V) and its files copied into io.run_dir
+ * (hf_copy_tokenizer), where every checkpoint of the run stores them
+ * (ckpt_tok.h), whatever becomes of the original.  A model initialised
+ * from a triad checkpoint with no other tokenizer takes the one kept in it.
  * 0 (also without one), or -1 with err. */
 int hf_keep_tokenizer(const struct config *cfg, int V, char *err, size_t errlen);
+/* The files of the tokenizer at src (a tokenizer.json, or a folder) into
+ * dir: tokenizer.json with the tokenizer_config.json and
+ * special_tokens_map.json beside it where there are any, or GPT-2's
+ * vocab.json and merges.txt.  0, or -1 with err. */
+int hf_copy_tokenizer(const char *src, const char *dir, char *err, size_t errlen);
 /* src to dst through dst.tmp, fsynced and renamed; 0 or -1 with err. */
 int hf_copy_file(const char *src, const char *dst, char *err, size_t errlen);
 
 /* `triad export`: one process writes dir/config.json and dir/model.safetensors
  * (in dtype) from the checkpoint ckpt, whatever grid wrote it, and with the
- * model's tokenizer (hf_tokenizer_of the stored deck) its tokenizer.json
- * (and the tokenizer_config.json and special_tokens_map.json beside it)
- * and generation_config.json (its BOS and end-of-text ids). */
+ * model's tokenizer (the one kept in ckpt, else hf_tokenizer_of the stored
+ * deck) its files (hf_copy_tokenizer) and generation_config.json (its BOS
+ * and end-of-text ids). */
 int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err, size_t errlen);
 
 #endif

@@ -19,6 +19,7 @@
 
 #include "ckpt.h"
 #include "ckpt_sum.h"
+#include "ckpt_tok.h"
 #include "config.h"
 #include "log.h"
 #include "shape.h"
@@ -202,34 +203,19 @@ static int write_tokenizer(const struct config *cfg, const char *ckpt, const str
                            char *err, size_t errlen)
 {
     char src[4096], from[4300], to[4200];
-    if (!hf_tokenizer_of(cfg, ckpt, src, sizeof src)) return 0;
+    /* the one kept in the checkpoint goes straight into the folder */
+    int kept = ckpt_extract_tokenizer(ckpt, dir, err, errlen);
+    if (kept < 0) return -1;
+    if (kept) snprintf(src, sizeof src, "%s", dir);
+    else if (!hf_tokenizer_of(cfg, ckpt, src, sizeof src)) return 0;
     struct tokenizer *t = tok_open(src, err, errlen);
     if (!t) return -1;
     int32_t nid = tok_vocab_size(t), bos = tok_bos(t), eos = tok_eos(t);
     tok_close(t);
     if (nid > d->V)
         return errorf(err, errlen, "the model's tokenizer %s has %d ids, more than its vocabulary of %d: data.tokenizer "
-                      "names another model's", src, nid, d->V);
-    struct stat sb;
-    int folder = stat(src, &sb) == 0 && S_ISDIR(sb.st_mode);
-    char base[4096];
-    snprintf(base, sizeof base, "%s", src);
-    if (!folder) { /* the folder the file is in */
-        char *slash = strrchr(base, '/');
-        if (slash) *slash = 0;
-        else snprintf(base, sizeof base, ".");
-    }
-    snprintf(from, sizeof from, folder ? "%s/tokenizer.json" : "%s", folder ? base : src);
-    snprintf(to, sizeof to, "%s/tokenizer.json", dir);
-    if (stat(from, &sb) != 0) return errorf(err, errlen, "%s: the tokenizer is not a tokenizer.json (GPT-2's vocab.json "
-                                          "and merges.txt are not exported)", src);
-    if (hf_copy_file(from, to, err, errlen)) return -1;
-    static const char *const beside[] = {"tokenizer_config.json", "special_tokens_map.json"};
-    for (int i = 0; i < 2; i++) {
-        snprintf(from, sizeof from, "%s/%s", base, beside[i]);
-        snprintf(to, sizeof to, "%s/%s", dir, beside[i]);
-        if (stat(from, &sb) == 0 && hf_copy_file(from, to, err, errlen)) return -1;
-    }
+                      "names another model's", kept ? ckpt : src, nid, d->V);
+    if (!kept && hf_copy_tokenizer(src, dir, err, errlen)) return -1;
     snprintf(to, sizeof to, "%s/generation_config.json", dir);
     snprintf(from, sizeof from, "%s.tmp", to);
     FILE *fp = fopen(from, "w");
@@ -258,6 +244,7 @@ int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err,
     hid_t f = H5Fopen(ckpt, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) return errorf(err, errlen, "cannot open %s as HDF5 (missing, unreadable or not a checkpoint)", ckpt);
     int rc = verify_model(f, &d, err, errlen);
+    if (rc == 0) rc = ckpt_check_tokenizer(f, ckpt, err, errlen);
     if (rc == 0 && mkdir(dir, 0777) != 0 && errno != EEXIST)
         rc = errorf(err, errlen, "cannot create the folder %s: %s", dir, strerror(errno));
     snprintf(tmp_cfg, sizeof tmp_cfg, "%s.tmp", cfg_path);

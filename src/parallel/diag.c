@@ -7,15 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
 #include "log.h"
-
-static uint64_t hash_bytes(const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
 
 struct rank_info {
     int rank, tp, cp, dp, pp;
@@ -67,7 +60,7 @@ void diag_check_consistency(const struct model *m, struct comm *c, const struct 
     for (int id = 0; id < NUM_PARAMS; id++) {
         size_t n = m->param[id] ? m->size[id] : 0;
         if (host && n) m->k->to_host(host, m->param[id], n * sizeof(float));
-        h[id] = hash_bytes(host && n ? host : m->param[id], n * sizeof(float));
+        h[id] = fnv1a(FNV1A_INIT, host && n ? host : m->param[id], n * sizeof(float));
         if (m->grad[id]) gss += m->k->sumsq(m->d.prec, m->grad[id], m->size[id]); /* (ZeRO-2: the layers' are sharded) */
     }
     free(host);
@@ -83,7 +76,7 @@ void diag_check_consistency(const struct model *m, struct comm *c, const struct 
     }
 
     struct rank_info me = {g->rank, g->tp_rank, g->cp_rank, g->dp_rank, g->pp_rank, cfg->train.seed, cfg->data.seed,
-                           sqrt(gss), hash_bytes(h, sizeof h)};
+                           sqrt(gss), fnv1a(FNV1A_INIT, h, sizeof h)};
     struct rank_info *all = g->rank == 0 ? xmalloc((size_t)g->world * sizeof *all) : NULL;
     MPI_CHECK(MPI_Gather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, 0, g->world_comm));
     /* the lowest world rank that saw a mismatch describes it */

@@ -5,14 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
 #include "log.h"
 
 /* ------------------------------------------------------------ string -> id */
 
 static uint64_t hash_bytes(const char *s, size_t len)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    uint64_t h = fnv1a(FNV1A_INIT, s, len);
     return h ^ (h >> 29);
 }
 

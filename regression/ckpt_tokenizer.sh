@@ -1,0 +1,109 @@
+#!/bin/sh
+# The model's tokenizer kept inside every checkpoint (docs/formats.md, "The
+# tokenizer in a checkpoint"): a run with Llama 3's real tokenizer.json
+# stores its files under /tokenizer, byte for byte, each with the FNV-1a of
+# its bytes (computed here independently) as its checksum, in the
+# synchronous and the background write, on 1 and on 2 ranks; with the
+# original and the run's copy gone, a checkpoint alone still samples text
+# and exports its tokenizer; a model initialised from such a checkpoint
+# keeps it; a damaged stored byte stops export and sample, naming the file.
+. "$(dirname "$0")/lib.sh"
+
+need_llama3_tokenizer
+T=$LLAMA3_TOKENIZER
+mkdir -p "$scratch/tok"
+cp "$T" "$scratch/tok/tokenizer.json"
+printf '{"model_max_length": 64, "note": "the tokenizer config travels too"}\n' > "$scratch/tok/tokenizer_config.json"
+cat > "$scratch/llama.nml" << EOF
+&model
+  arch = 'llama', n_layer = 2, n_head = 4, n_kv_head = 2, d_model = 64, ffn_hidden = 128, seq_len = 32
+  vocab_size = 128256, norm_eps = 1e-5, rope_theta = 500000
+/
+&train
+  steps = 2, batch_size = 2, micro_batch_size = 1, warmup_steps = 0, peak_gflops = 100.0
+/
+&data
+  kind = 'synthetic', tokenizer = '$scratch/tok'
+/
+&io
+  run_dir = '$scratch/run', checkpoint_every = 1
+/
+EOF
+
+# stored NAME.h5 FILE...: each FILE (a path) stored under /tokenizer/<its name>,
+# byte for byte, with the FNV-1a of its bytes as its checksum; nothing else there
+stored() {
+    "$PYTHON3" - "$@" << 'PY'
+import os, sys, h5py, numpy as np
+def fnv1a(data):
+    h = 1469598103934665603
+    for b in data:
+        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
+with h5py.File(sys.argv[1], "r") as f:
+    g = f["tokenizer"]
+    want = {os.path.basename(p): open(p, "rb").read() for p in sys.argv[2:]}
+    assert sorted(g.keys()) == sorted(want), (sorted(g.keys()), sorted(want))
+    for name, data in want.items():
+        d = g[name]
+        assert d.dtype == np.uint8 and d.shape == (len(data),), (name, d.dtype, d.shape)
+        assert d[()].tobytes() == data, name
+        assert int(d.attrs["checksum"]) == fnv1a(data), name
+PY
+}
+
+triad_run 1 "$scratch/llama.nml"
+st=$?
+[ $st -eq 0 ] && stored "$scratch/run/ckpt_2.h5" "$scratch/tok/tokenizer.json" "$scratch/tok/tokenizer_config.json"
+ok $? "a run on 1 rank stores tokenizer.json and tokenizer_config.json in its checkpoint, checksummed (exit $st)"
+cat "$scratch/last.out" | tail -3 | diag
+
+triad_run 2 "$scratch/llama.nml" io.run_dir="'$scratch/run2'" parallel.tp=2 io.async_checkpoint=.true.
+st=$?
+[ $st -eq 0 ] && stored "$scratch/run2/ckpt_1.h5" "$scratch/tok/tokenizer.json" "$scratch/tok/tokenizer_config.json" &&
+    stored "$scratch/run2/ckpt_2.h5" "$scratch/tok/tokenizer.json" "$scratch/tok/tokenizer_config.json"
+ok $? "... and on 2 ranks (tp 2) in the background write, every checkpoint (exit $st)"
+
+# the checkpoint alone: the original and the run's copy gone
+mkdir -p "$scratch/alone"
+cp "$scratch/run/ckpt_2.h5" "$scratch/alone/"
+rm -rf "$scratch/tok" "$scratch/run/tokenizer.json" "$scratch/run/tokenizer_config.json"
+$MPIEXEC -n 1 "$TRIAD" sample "$scratch/alone/ckpt_2.h5" sample.prompt="'This License'" sample.max_new_tokens=4 \
+    sample.temperature=0 > "$scratch/text" 2> "$scratch/last.out"
+st=$?
+[ $st -eq 0 ] && head -c 12 "$scratch/text" | grep -q "^This License" && ! grep -q "^[0-9 ]*$" "$scratch/text"
+ok $? "triad sample of a checkpoint alone, its tokenizer gone everywhere else, prints text (exit $st)"
+"$TRIAD" export "$scratch/alone/ckpt_2.h5" "$scratch/hf" > "$scratch/last.out" 2>&1 &&
+    cmp -s "$T" "$scratch/hf/tokenizer.json" && grep -q 'travels too' "$scratch/hf/tokenizer_config.json" &&
+    grep -q '"bos_token_id": 128000' "$scratch/hf/generation_config.json"
+ok $? "triad export of it writes the stored tokenizer.json (the same bytes), tokenizer_config.json and generation_config.json"
+ls "$TMPDIR" /tmp 2> /dev/null | grep -q '^triad-tokenizer-' && ls -d /tmp/triad-tokenizer-* | diag
+! ls /tmp "${TMPDIR:-/tmp}" 2> /dev/null | grep -q '^triad-tokenizer-'
+ok $? "sample leaves no temporary tokenizer folder behind"
+
+# a model initialised from that checkpoint keeps its tokenizer
+triad_run 1 "$scratch/llama.nml" io.run_dir="'$scratch/child'" data.tokenizer="''" io.init_from="'$scratch/alone/ckpt_2.h5'"
+st=$?
+[ $st -eq 0 ] && stored "$scratch/child/ckpt_2.h5" "$scratch/hf/tokenizer.json" "$scratch/hf/tokenizer_config.json"
+ok $? "a run with io.init_from = that checkpoint and no data.tokenizer stores the same tokenizer (exit $st)"
+
+# a damaged stored byte: export and sample refuse, naming the file and the checksum
+cp "$scratch/alone/ckpt_2.h5" "$scratch/bad.h5"
+"$PYTHON3" - "$scratch/bad.h5" << 'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    d = f["tokenizer/tokenizer.json"]
+    d[1000] = d[1000] ^ 0x20
+PY
+"$TRIAD" export "$scratch/bad.h5" "$scratch/hf_bad" > "$scratch/last.out" 2>&1
+st=$?
+[ $st -eq 1 ] && grep -q "the tokenizer's tokenizer.json does not match its checksum" "$scratch/last.out" &&
+    [ ! -e "$scratch/hf_bad" ]
+ok $? "export of a checkpoint whose stored tokenizer.json has a flipped bit: status 1 (got $st), named, no folder made"
+$MPIEXEC -n 1 "$TRIAD" sample "$scratch/bad.h5" sample.prompt="'This'" sample.max_new_tokens=2 > "$scratch/text" \
+    2> "$scratch/last.out"
+st=$?
+[ $st -eq 1 ] && grep -q "does not match its checksum" "$scratch/last.out"
+ok $? "... and sample of it: status 1 (got $st), the checksum named"
+grep -m2 error "$scratch/last.out" | diag
+done_testing
