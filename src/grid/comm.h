@@ -100,7 +100,15 @@ void comm_reduce_scatter_f32(struct comm *c, enum comm_group g, float *part, con
  * this program nor MPI ever holds a buffer of full's size.  With n <=
  * piece, one call on full itself (pack unused, may be NULL).  The
  * reduce-scatter keeps rank i's sums of slice i in part (n); the
- * all-gather spreads every rank's slice (in place in full) to all. */
+ * all-gather spreads every rank's slice (in place in full) to all.
+ * (Why ZeRO-1 packs where ZeRO-2's ring works in place: piece t of a
+ * balanced step lies at i * n + t in every slice, strided by the whole
+ * slice.  comm_ring's runs are int offsets into one span, which these pass
+ * at 2^31 floats of gradients, and a staged ring copies its whole span to
+ * the host, here the whole buffer for every piece; a ring over contiguous
+ * pieces instead puts each piece in one rank's slice and serialises the
+ * ring, dp times slower.  ZeRO-2's gradients are written into packed
+ * per-layer buffers in the first place, so they need no copy.) */
 void comm_reduce_scatter_sliced(struct comm *c, enum comm_group g, float *part, const float *full, size_t n,
                                 size_t piece, float *pack);
 void comm_allgather_sliced(struct comm *c, enum comm_group g, float *full, size_t n, size_t piece, float *pack);
