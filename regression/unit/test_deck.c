@@ -497,7 +497,7 @@ static void test_doc(void)
 {
     char *doc = doc_text();
     const char *key_rows[] = { "| `n_layer` | integer | `12` | 1 ... 4096 |", "| `lr` | real | `0.0006` | 0 ... 10 |",
-                               "| `schedule` | choice | `'1f1b'` | `'gpipe'`, `'1f1b'`, `'interleaved'` |",
+                               "| `schedule` | choice | `'1f1b'` | `'gpipe'`, `'1f1b'`, `'interleaved'`, `'file'` |",
                                "| `path` | string | `''` |", "| `shuffle` | logical | `.false.` |" };
     int rows = 1;
     for (size_t i = 0; i < sizeof key_rows / sizeof key_rows[0]; i++) rows &= strstr(doc, key_rows[i]) != NULL;

@@ -92,7 +92,7 @@ static int run(struct pp_action **l, int *n, enum pp_schedule s, int pp, int v, 
         *bubble_ok &= pp_idle(&sim, r) * fd == fn * sim.makespan && sim.busy[r] == (long)v * m * tau;
         int w = s == PP_GPIPE ? m : v == 1 ? pp - r : 2 * (pp - r - 1) + (v - 1) * pp + 1;
         int want = w < v * m ? w : v * m;
-        *peak_ok &= sim.peak[r] == want && want == pp_peak_bound(s, pp, v, m, r);
+        *peak_ok &= sim.peak[r] == want && want == pp_peak_bound(s, NULL, pp, v, m, r);
     }
     pp_sim_free(&sim);
     return 1;
@@ -105,7 +105,7 @@ static void one_combo(struct tally *t, enum pp_schedule s, int pp, int v, int m)
     char err[400];
     t->combos++;
     for (int r = 0; r < pp && ok; r++)
-        if (pp_schedule_build(s, pp, v, m, r, &l[r], &n[r], err, sizeof err)) {
+        if (pp_schedule_build(s, NULL, pp, v, m, r, &l[r], &n[r], err, sizeof err)) {
             failed(t, C_BUILD, s, pp, v, m, err);
             ok = 0;
         }
@@ -139,7 +139,7 @@ static void sweep(enum pp_schedule s)
     for (int pp = 1; pp <= PPMAX; pp++)
         for (int v = 1; v <= VMAX; v++)
             for (int m = 1; m <= MMAX; m++)
-                if (!pp_schedule_check(s, pp, v, m, err, sizeof err)) one_combo(&t, s, pp, v, m);
+                if (!pp_schedule_check(s, NULL, pp, v, m, err, sizeof err)) one_combo(&t, s, pp, v, m);
     for (int c = 0; c < NCHECK; c++) {
         tap_ok(t.fails[c] == 0, "%s, %d combinations: %s", pp_schedule_name(s), t.combos, check_name[c]);
         if (t.fails[c]) tap_diag("%d failures, first: %s", t.fails[c], t.first[c]);
@@ -152,10 +152,10 @@ static int refuses(enum pp_schedule s, int pp, int v, int m, const char *needle)
 {
     char err[400] = "";
     struct pp_action *l = NULL;
-    int n = 0, rc = pp_schedule_build(s, pp, v, m, 0, &l, &n, err, sizeof err);
+    int n = 0, rc = pp_schedule_build(s, NULL, pp, v, m, 0, &l, &n, err, sizeof err);
     free(l);
     if (rc == 0 || !strstr(err, needle)) tap_diag("got rc %d, \"%s\"", rc, err);
-    return rc != 0 && strstr(err, needle) != NULL && pp_schedule_check(s, pp, v, m, err, sizeof err) != 0;
+    return rc != 0 && strstr(err, needle) != NULL && pp_schedule_check(s, NULL, pp, v, m, err, sizeof err) != 0;
 }
 
 static void test_refusals(void)
@@ -179,8 +179,8 @@ static void test_refusals(void)
                 struct pp_action *a, *b;
                 int na, nb;
                 char err[200];
-                pp_schedule_build(PP_1F1B, pp, 1, m, r, &a, &na, err, sizeof err);
-                pp_schedule_build(PP_INTERLEAVED, pp, 1, m, r, &b, &nb, err, sizeof err);
+                pp_schedule_build(PP_1F1B, NULL, pp, 1, m, r, &a, &na, err, sizeof err);
+                pp_schedule_build(PP_INTERLEAVED, NULL, pp, 1, m, r, &b, &nb, err, sizeof err);
                 same &= a && b && na == nb && !memcmp(a, b, sizeof *a * (size_t)na);
                 free(a), free(b);
             }
@@ -261,8 +261,8 @@ static void test_simulator_catches(void)
      * MPI_Ssend / MPI_Recv at a time, deadlock (gpipe's happen not to) */
     struct pp_sim_opts blk = {1, 1, PP_SEND_BLOCKING, 0};
     struct pp_sim sim;
-    int f1 = pp_simulate_schedule(PP_1F1B, 4, 1, 8, &blk, &sim, err, sizeof err);
-    int fg = pp_simulate_schedule(PP_GPIPE, 4, 1, 8, &blk, &sim, NULL, 0);
+    int f1 = pp_simulate_schedule(PP_1F1B, NULL, 4, 1, 8, &blk, &sim, err, sizeof err);
+    int fg = pp_simulate_schedule(PP_GPIPE, NULL, 4, 1, 8, &blk, &sim, NULL, 0);
     if (fg == 0) pp_sim_free(&sim);
     tap_ok(f1 != 0 && strstr(err, "deadlock with blocking rendezvous sends") && fg == 0,
            "1f1b executed with blocking sends in list order deadlocks (why the phase contract): %s", err);
@@ -287,7 +287,7 @@ static char *picture(enum pp_schedule s, int pp, int v, int m, int tf, int tb, i
     struct pp_sim sim;
     char err[400], *text = NULL;
     size_t len = 0;
-    if (pp_simulate_schedule(s, pp, v, m, &o, &sim, err, sizeof err)) {
+    if (pp_simulate_schedule(s, NULL, pp, v, m, &o, &sim, err, sizeof err)) {
         tap_diag("%s", err);
         return NULL;
     }

@@ -1,7 +1,8 @@
-/* config.c -- struct config from params.def: defaults, typed assignment from a
- * deck (deck.c parses the syntax) or from command-line overrides, the echo
- * of the effective deck and the Markdown reference.  The cross-checks of
- * the whole deck are in config_check.c.
+/* config.c -- struct config from params.def (the struct itself is
+ * config.h's): defaults, typed assignment from a deck (deck.c parses the
+ * syntax) or from command-line overrides.  The echo of the effective deck
+ * and the Markdown reference are config_doc.c's, the cross-checks of the
+ * whole deck config_check.c's.
  *
  * Everything walks one table, config_keys[], generated from params.def. */
 #include "config.h"

@@ -137,10 +137,19 @@ static int check_features(const struct config *cfg, struct deck_error *err)
         deck_error_set(err, 0, 0, "sequence_parallel = .true. needs tensor parallelism (tp > 1), but tp = %" PRId64, tp);
         return deck_error_hint(err, "set sequence_parallel = .false.");
     }
-    if (vs > 1 && cfg->parallel.schedule_id != PARALLEL_SCHEDULE_interleaved) {
+    int from_file = cfg->parallel.schedule_id == PARALLEL_SCHEDULE_file;
+    if (vs > 1 && cfg->parallel.schedule_id != PARALLEL_SCHEDULE_interleaved && !from_file) {
         deck_error_set(err, 0, 0, "virtual_stages = %" PRId64 " needs schedule = 'interleaved', but schedule = '%s'", vs,
                  cfg->parallel.schedule);
-        return deck_error_hint(err, "set schedule = 'interleaved', or virtual_stages = 1");
+        return deck_error_hint(err, "set schedule = 'interleaved' (or 'file'), or virtual_stages = 1");
+    }
+    if (from_file != (cfg->parallel.schedule_file[0] != 0)) {
+        deck_error_set(err, 0, 0, from_file ? "schedule = 'file' but no schedule_file names the file"
+                                            : "schedule_file = '%s' is set, but schedule = '%s' (the file is read only "
+                                              "with schedule = 'file')",
+                       cfg->parallel.schedule_file, cfg->parallel.schedule);
+        return deck_error_hint(err, from_file ? "set schedule_file to the file of each rank's computes (docs/pipeline.md)"
+                                              : "set schedule = 'file', or remove schedule_file");
     }
     if (vs > 1 && pp < 2) {
         deck_error_set(err, 0, 0, "virtual_stages = %" PRId64 " needs pipeline parallelism (pp > 1), but pp = %" PRId64,
@@ -435,7 +444,13 @@ static int check_schedule(const struct config *cfg, int world, struct deck_error
     if (s.n_micro <= 0) return 0;
     int m = s.n_micro;
     char why[512];
-    if (pp_schedule_check(s.sched, s.pp, s.v, m, why, sizeof why) == 0) return 0;
+    if (pp_schedule_check(s.sched, s.schedule_file, s.pp, s.v, m, why, sizeof why) == 0) return 0;
+    if (s.sched == PP_FILE) {
+        deck_error_set(err, 0, 0, "schedule_file (pp = %d, virtual_stages = %d, %d micro-batches per replica): %s", s.pp,
+                       s.v, m, why);
+        return deck_error_hint(err, "correct the file (docs/pipeline.md, \"A schedule from a file\"); `triad schedule` "
+                                    "with schedule = '1f1b' or 'interleaved' draws one to start from");
+    }
     deck_error_set(err, 0, 0, "schedule = '%s' cannot run %d micro-batches per replica on pp = %" PRId64 ": %s",
              cfg->parallel.schedule, m, cfg->parallel.pp, why);
     return deck_error_hint(err, "change batch_size or micro_batch_size (micro-batches per replica = batch_size / "

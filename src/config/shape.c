@@ -60,6 +60,7 @@ static enum pp_schedule shape_schedule(const struct config *cfg)
     case PARALLEL_SCHEDULE_gpipe: return PP_GPIPE;
     case PARALLEL_SCHEDULE_1f1b: return PP_1F1B;
     case PARALLEL_SCHEDULE_interleaved: return PP_INTERLEAVED;
+    case PARALLEL_SCHEDULE_file: return PP_FILE;
     }
     die("parallel.schedule: no enum %d (params.def and shape.c disagree)", (int)cfg->parallel.schedule_id);
 }
@@ -86,6 +87,7 @@ void run_shape_init(struct run_shape *s, const struct config *cfg, int world, in
     s->dpcp = s->dp * s->cp;
     s->sp = cfg->parallel.sequence_parallel && s->tp > 1;
     s->sched = shape_schedule(cfg);
+    s->schedule_file = s->sched == PP_FILE ? cfg->parallel.schedule_file : NULL;
     s->prec = shape_precision(cfg);
     s->micro_batch = shape_micro_batch(cfg, world);
     if (s->dp > 0 && s->micro_batch > 0)

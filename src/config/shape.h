@@ -31,6 +31,7 @@ struct run_shape {
                              the gradients are reduced and ZeRO shards */
     int sp;               /* sequence parallelism in effect (asked and tp > 1) */
     enum pp_schedule sched; /* parallel.schedule */
+    const char *schedule_file; /* parallel.schedule_file with sched = PP_FILE (the deck's string), else NULL */
     enum precision prec;  /* train.precision: the storage format of parameters and activations */
     int micro_batch;      /* sequences per micro-batch (0 when dp is unknown) */
     int n_micro;          /* micro-batches per step and replica (0 when dp is unknown) */

@@ -41,7 +41,7 @@ void eval_init(struct eval *ev, const struct config *cfg, const struct run_shape
         if (g->rank == 0) fputs(msg, stderr);
         exit_all(EXIT_ERROR);
     }
-    pp_exec_init_forward(&ev->exec, s->sched, g, s->v, s->n_micro);
+    pp_exec_init_forward(&ev->exec, s->sched, s->schedule_file, g, s->v, s->n_micro);
 }
 
 double eval_run(struct eval *ev, struct model *m, struct comm *c, struct timers *t, int64_t *tokens)

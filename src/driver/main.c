@@ -102,7 +102,7 @@ static int print_schedule(const struct config *cfg, int world)
     struct pp_sim_opts o = {1, 2, PP_SEND_RENDEZVOUS, 1}; /* backward takes twice the forward */
     struct pp_sim sim;
     char err[512];
-    if (pp_simulate_schedule(s.sched, pp, v, m, &o, &sim, err, sizeof err)) {
+    if (pp_simulate_schedule(s.sched, s.schedule_file, pp, v, m, &o, &sim, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         return EXIT_ERROR;
     }

@@ -117,7 +117,7 @@ static void setup(struct run *r)
     const struct run_shape *s = &r->shape;
     struct model_dims d;
     model_dims_init(&d, cfg, s, g);
-    int nslots = pp_exec_init(&r->exec, s->sched, g, d.v, s->n_micro);
+    int nslots = pp_exec_init(&r->exec, s->sched, s->schedule_file, g, d.v, s->n_micro);
     if (cfg->io.trace) {
         MPI_CHECK(MPI_Barrier(g->world_comm)); /* a common time origin for every track */
         trace_init(&r->trace);

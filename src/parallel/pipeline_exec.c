@@ -28,24 +28,24 @@ struct posted {
     MPI_Request req;
 };
 
-int pp_exec_init(struct pp_exec *x, enum pp_schedule s, const struct grid *g, int v, int m)
+int pp_exec_init(struct pp_exec *x, enum pp_schedule s, const char *file, const struct grid *g, int v, int m)
 {
     memset(x, 0, sizeof *x);
     x->sched = s;
     x->m = m;
     char err[512];
-    if (pp_schedule_build(s, g->pp, v, m, g->pp_rank, &x->actions, &x->n, err, sizeof err) != 0)
+    if (pp_schedule_build(s, file, g->pp, v, m, g->pp_rank, &x->actions, &x->n, err, sizeof err) != 0)
         die_all("see docs/pipeline.md for what each schedule allows", "pipeline schedule: %s", err);
     x->phase_end = xmalloc((size_t)(x->n ? x->n : 1) * sizeof *x->phase_end);
     pp_phase_ends(x->actions, x->n, x->phase_end);
-    x->nrecv = pp_recv_bound(s, g->pp, v, m, g->pp_rank);
+    x->nrecv = pp_recv_bound(s, file, g->pp, v, m, g->pp_rank);
     x->recv_busy = xcalloc((size_t)(x->nrecv ? x->nrecv : 1), sizeof *x->recv_busy);
-    return pp_peak_bound(s, g->pp, v, m, g->pp_rank);
+    return pp_peak_bound(s, file, g->pp, v, m, g->pp_rank);
 }
 
-void pp_exec_init_forward(struct pp_exec *x, enum pp_schedule s, const struct grid *g, int v, int m)
+void pp_exec_init_forward(struct pp_exec *x, enum pp_schedule s, const char *file, const struct grid *g, int v, int m)
 {
-    pp_exec_init(x, s, g, v, m);
+    pp_exec_init(x, s, file, g, v, m);
     x->n = pp_forward_only(x->actions, x->n);
     pp_phase_ends(x->actions, x->n, x->phase_end);
     x->forward_only = 1;

@@ -31,12 +31,12 @@ struct pp_exec {
  * beside them (a chunk's input arrives there ahead of its turn and is
  * copied into its slot when the phase that receives it ends).  Dies with
  * the schedule's reason if it cannot run. */
-int pp_exec_init(struct pp_exec *x, enum pp_schedule s, const struct grid *g, int v, int m);
+int pp_exec_init(struct pp_exec *x, enum pp_schedule s, const char *file, const struct grid *g, int v, int m);
 void pp_exec_free(struct pp_exec *x);
 
 /* The forwards of schedule s alone (evaluation: no gradients).  Messages
  * flow one way, so any prefix order of the forwards is deadlock-free. */
-void pp_exec_init_forward(struct pp_exec *x, enum pp_schedule s, const struct grid *g, int v, int m);
+void pp_exec_init_forward(struct pp_exec *x, enum pp_schedule s, const char *file, const struct grid *g, int v, int m);
 
 /* One step: forward and backward of every micro-batch through this rank's
  * chunks.  The global batch's sample order comes from data (step, G, the

@@ -213,9 +213,9 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
     s->pp_rank = r;
     s->Lp = d.Lp;
     enum pp_schedule sched = p->shape.sched;
-    s->in_flight = pp_peak_bound(sched, p->shape.pp, p->shape.v, p->shape.n_micro, r);
+    s->in_flight = pp_peak_bound(sched, p->shape.schedule_file, p->shape.pp, p->shape.v, p->shape.n_micro, r);
     s->slots = s->in_flight; /* pp_exec_init */
-    s->recv = pp_recv_bound(sched, p->shape.pp, p->shape.v, p->shape.n_micro, r);
+    s->recv = pp_recv_bound(sched, p->shape.schedule_file, p->shape.pp, p->shape.v, p->shape.n_micro, r);
 
     size_t flat = flat_floats(&d, &s->params), shard = p->shape.zero_stage ? flat / (size_t)p->shape.dpcp : flat;
     int lp = d.prec != PREC_FP32; /* + fp32 master weights beside m and v */
@@ -265,7 +265,7 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
     int nacts = 0;
     char err[256];
     if (d.zero_stage == 3 && d.Lp > 0 &&
-        pp_schedule_build(sched, p->shape.pp, p->shape.v, p->shape.n_micro, r, &acts, &nacts, err, sizeof err) == 0)
+        pp_schedule_build(sched, p->shape.schedule_file, p->shape.pp, p->shape.v, p->shape.n_micro, r, &acts, &nacts, err, sizeof err) == 0)
         gathers = zero3_gathers(acts, nacts, d.Lc);
     free(acts);
     stage_comm(s, p, &d, flat, gathers);

@@ -79,6 +79,7 @@ static int candidates(struct change *out, int max, const struct config *cfg, int
     if (cfg->parallel.schedule_id != PARALLEL_SCHEDULE_1f1b && cfg->parallel.virtual_stages == 1) {
         ADD("schedule '%.16s' -> '1f1b'", cfg->parallel.schedule);
         set(LAST, "parallel.schedule='1f1b'");
+        set(LAST, "parallel.schedule_file=''"); /* (a file's schedule is read with 'file' only) */
     }
     const char *over = cfg->parallel.cp > 1 ? "dp x cp" : "dp";
     if (shards > 1 && cfg->parallel.zero_stage == 0) {

@@ -3,12 +3,15 @@
 #include "pipeline.h"
 
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "pp_file.h"
+
 /* The schedules' names in messages: the words of parallel.schedule
  * (config/params.def; test_deck checks that they agree). */
-static const char *const sched_names[] = {"gpipe", "1f1b", "interleaved"};
+static const char *const sched_names[] = {"gpipe", "1f1b", "interleaved", "file"};
 static const char *const kind_names[] = {"RECV_ACT", "FWD", "SEND_ACT", "RECV_GRAD", "BWD", "SEND_GRAD"};
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -24,7 +27,7 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 }
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof(a)[0]))
-_Static_assert(COUNT(sched_names) == PP_INTERLEAVED + 1, "a name for each enum pp_schedule");
+_Static_assert(COUNT(sched_names) == PP_FILE + 1, "a name for each enum pp_schedule");
 _Static_assert(COUNT(kind_names) == PP_SEND_GRAD + 1, "a name for each enum pp_kind");
 
 static int known_schedule(enum pp_schedule s) { return s >= 0 && s < COUNT(sched_names); }
@@ -37,14 +40,17 @@ static int is_compute(enum pp_kind k) { return k == PP_FWD || k == PP_BWD; }
 
 /* ------------------------------------------------------------ generation */
 
-int pp_schedule_check(enum pp_schedule s, int pp, int v, int m, char *err, size_t errlen)
+/* What pp_schedule_check says before the lists exist. */
+static int check_shape(enum pp_schedule s, const char *file, int pp, int v, int m, char *err, size_t errlen)
 {
     if (!known_schedule(s)) return fail(err, errlen, "no pipeline schedule %d", (int)s);
     if (pp < 1 || v < 1 || m < 1)
         return fail(err, errlen, "pp = %d, virtual_stages = %d and micro-batches = %d must all be at least 1", pp, v,
                     m);
-    if (v > 1 && s != PP_INTERLEAVED)
-        return fail(err, errlen, "virtual_stages = %d needs schedule = 'interleaved', not '%s'", v,
+    if (s == PP_FILE && (!file || !file[0]))
+        return fail(err, errlen, "schedule = 'file' needs parallel.schedule_file, the file of each rank's computes");
+    if (v > 1 && s != PP_INTERLEAVED && s != PP_FILE)
+        return fail(err, errlen, "virtual_stages = %d needs schedule = 'interleaved' (or 'file'), not '%s'", v,
                     pp_schedule_name(s));
     if (v > 1 && pp < 2)
         return fail(err, errlen, "virtual_stages = %d needs pp >= 2 (there is nothing to interleave on one stage)",
@@ -62,6 +68,42 @@ int pp_schedule_check(enum pp_schedule s, int pp, int v, int m, char *err, size_
     return 0;
 }
 
+/* Every rank's list, in l[r] (n[r] actions); free with free_all. */
+static int build_all(enum pp_schedule s, const char *file, int pp, int v, int m, struct pp_action ***l, int **n,
+                     char *err, size_t errlen)
+{
+    *l = calloc((size_t)pp, sizeof **l);
+    *n = calloc((size_t)pp, sizeof **n);
+    int rc = *l && *n ? 0 : fail(err, errlen, "out of memory");
+    for (int r = 0; rc == 0 && r < pp; r++) rc = pp_schedule_build(s, file, pp, v, m, r, &(*l)[r], &(*n)[r], err, errlen);
+    return rc;
+}
+
+static void free_all(int pp, struct pp_action **l, int *n)
+{
+    for (int r = 0; l && r < pp; r++) free(l[r]);
+    free(l), free(n);
+}
+
+int pp_schedule_check(enum pp_schedule s, const char *file, int pp, int v, int m, char *err, size_t errlen)
+{
+    if (check_shape(s, file, pp, v, m, err, errlen)) return -1;
+    if (s != PP_FILE) return 0; /* (the generated ones are proved by test_pipeline) */
+    /* a schedule from a file is proved here, before launch, as the executor
+     * runs it (pipeline_exec.c): rendezvous sends, each phase waiting for
+     * its own, and the next phase's receives posted on entering one */
+    struct pp_action **l;
+    int *n, rc = build_all(s, file, pp, v, m, &l, &n, err, errlen);
+    struct pp_sim sim;
+    struct pp_sim_opts o = {.t_fwd = 1, .t_bwd = 2, .send = PP_SEND_RENDEZVOUS, .lookahead = 1};
+    char why[1024];
+    if (rc == 0 && pp_simulate(pp, v, m, l, n, &o, &sim, why, sizeof why) != 0)
+        rc = fail(err, errlen, "%s: the simulator refuses it: %s", file, why);
+    else if (rc == 0) pp_sim_free(&sim);
+    free_all(pp, l, n);
+    return rc;
+}
+
 static int imin(int a, int b) { return a < b ? a : b; }
 
 /* Forwards in flight before the first backward (the warm-up). */
@@ -72,8 +114,26 @@ static int warmup(enum pp_schedule s, int pp, int v, int m, int rank)
     return imin(pp - rank - 1, m);
 }
 
-int pp_peak_bound(enum pp_schedule s, int pp, int v, int m, int rank)
+/* The most (mb, chunk) pairs forwarded and not yet backwarded along list a. */
+static int list_peak(const struct pp_action *a, int n)
 {
+    int live = 0, most = 0;
+    for (int i = 0; i < n; i++) {
+        live += a[i].kind == PP_FWD ? 1 : a[i].kind == PP_BWD ? -1 : 0;
+        if (live > most) most = live;
+    }
+    return most;
+}
+
+int pp_peak_bound(enum pp_schedule s, const char *file, int pp, int v, int m, int rank)
+{
+    if (s == PP_FILE) {
+        struct pp_action *a;
+        int n, peak = 0;
+        char err[512];
+        if (pp_schedule_build(s, file, pp, v, m, rank, &a, &n, err, sizeof err) == 0) peak = list_peak(a, n), free(a);
+        return peak;
+    }
     return s == PP_GPIPE ? m : imin(warmup(s, pp, v, m, rank) + 1, v * m);
 }
 
@@ -124,12 +184,12 @@ static int posted_bound(const struct pp_action *a, int n)
     return most;
 }
 
-int pp_recv_bound(enum pp_schedule s, int pp, int v, int m, int rank)
+int pp_recv_bound(enum pp_schedule s, const char *file, int pp, int v, int m, int rank)
 {
     struct pp_action *a;
     int n;
     char err[512];
-    if (pp < 2 || pp_schedule_build(s, pp, v, m, rank, &a, &n, err, sizeof err) != 0) return 0;
+    if (pp < 2 || pp_schedule_build(s, file, pp, v, m, rank, &a, &n, err, sizeof err) != 0) return 0;
     int full = posted_bound(a, n), fwd = posted_bound(a, pp_forward_only(a, n));
     free(a);
     return full > fwd ? full : fwd;
@@ -170,13 +230,33 @@ static int emit(struct pp_action *o, int n, const struct pp_action *a, int k, in
     return n;
 }
 
-int pp_schedule_build(enum pp_schedule s, int pp, int v, int m, int rank, struct pp_action **out, int *n,
-                      char *err, size_t errlen)
+/* Rank `rank`'s list of a schedule from a file: its groups of computes. */
+static int build_from_file(const char *file, int pp, int v, int m, int rank, struct pp_action **out, int *n,
+                           char *err, size_t errlen)
+{
+    struct pp_file f;
+    if (pp_file_read(file, pp, v, m, &f, err, errlen)) return -1;
+    int total = f.n[rank], k = 0;
+    struct pp_action *o = malloc(sizeof *o * 3 * (size_t)(total ? total : 1));
+    for (int i = 0, j; o && i < total; i = j) {
+        for (j = i + 1; j < total && f.group[rank][j] == f.group[rank][i]; j++) continue;
+        k = emit(o, k, f.act[rank] + i, j - i, pp, v, rank);
+    }
+    pp_file_free(&f);
+    if (!o) return fail(err, errlen, "out of memory for %d pipeline actions", 3 * total);
+    *out = o;
+    *n = k;
+    return 0;
+}
+
+int pp_schedule_build(enum pp_schedule s, const char *file, int pp, int v, int m, int rank, struct pp_action **out,
+                      int *n, char *err, size_t errlen)
 {
     *out = NULL;
     *n = 0;
-    if (pp_schedule_check(s, pp, v, m, err, errlen)) return -1;
+    if (check_shape(s, file, pp, v, m, err, errlen)) return -1;
     if (rank < 0 || rank >= pp) return fail(err, errlen, "rank %d is not a stage of a %d-stage pipeline", rank, pp);
+    if (s == PP_FILE) return build_from_file(file, pp, v, m, rank, out, n, err, errlen);
     int total = v * m, w = warmup(s, pp, v, m, rank), k = 0;
     struct pp_action *o = malloc(sizeof *o * 6 * (size_t)total);
     if (!o) return fail(err, errlen, "out of memory for %d pipeline actions", 6 * total);
@@ -526,18 +606,16 @@ int pp_simulate(int pp, int v, int m, struct pp_action *const *lists, const int 
     return rc;
 }
 
-int pp_simulate_schedule(enum pp_schedule s, int pp, int v, int m, const struct pp_sim_opts *opts,
+int pp_simulate_schedule(enum pp_schedule s, const char *file, int pp, int v, int m, const struct pp_sim_opts *opts,
                          struct pp_sim *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    if (pp_schedule_check(s, pp, v, m, err, errlen)) return -1;
-    struct pp_action **l = calloc((size_t)pp, sizeof *l);
-    int *n = calloc((size_t)pp, sizeof *n), rc = l && n ? 0 : fail(err, errlen, "out of memory");
-    for (int r = 0; rc == 0 && r < pp; r++) rc = pp_schedule_build(s, pp, v, m, r, &l[r], &n[r], err, errlen);
+    if (check_shape(s, file, pp, v, m, err, errlen)) return -1;
+    struct pp_action **l;
+    int *n, rc = build_all(s, file, pp, v, m, &l, &n, err, errlen);
     if (rc == 0) rc = pp_simulate(pp, v, m, l, n, opts, out, err, errlen);
     if (rc == 0) out->sched = s;
-    for (int r = 0; l && r < pp; r++) free(l[r]);
-    free(l), free(n);
+    free_all(pp, l, n);
     return rc;
 }
 
@@ -605,7 +683,7 @@ void pp_print_table(FILE *f, const struct pp_sim *sim, int width)
     double b = pp_bubble(sim, &num, &den), fb = pp_bubble_formula(sim->pp, sim->v, sim->m, &fn, &fd);
     long g = gcd(num, den) ? gcd(num, den) : 1;
     fprintf(f, "bubble fraction %ld/%ld = %.4f: idle %ld of %ld rank-time units\n", num / g, den / g, b, num, den);
-    fprintf(f, "by formula (p-1)/(v*m+p-1) = %ld/%ld = %.4f\n", fn, fd, fb);
+    if (sim->sched != PP_FILE) fprintf(f, "by formula (p-1)/(v*m+p-1) = %ld/%ld = %.4f\n", fn, fd, fb);
     fprintf(f, "peak in flight (mb, chunk) per rank:");
     for (int r = 0; r < sim->pp; r++) fprintf(f, " %d", sim->peak[r]);
     fputc('\n', f);

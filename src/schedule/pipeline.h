@@ -31,26 +31,9 @@
 #include <stddef.h>
 #include <stdio.h>
 
-enum pp_schedule { PP_SCHED_NONE = -1, PP_GPIPE = 0, PP_1F1B, PP_INTERLEAVED };
+#include "pp_action.h"
 
-enum pp_kind {
-    PP_RECV_ACT,  /* wait for the input activation of (mb, chunk) from peer = previous rank */
-    PP_FWD,       /* forward of (mb, chunk) */
-    PP_SEND_ACT,  /* send the output activation of (mb, chunk) to peer = next rank */
-    PP_RECV_GRAD, /* wait for the gradient w.r.t. (mb, chunk)'s output from peer = next rank */
-    PP_BWD,       /* backward of (mb, chunk) */
-    PP_SEND_GRAD  /* send the gradient w.r.t. (mb, chunk)'s input to peer = previous rank */
-};
-
-enum { PP_TAG_ACT = 0, PP_TAG_GRAD = 1 }; /* MPI tags: one per direction */
-
-/* chunk is this rank's chunk (0 .. v-1); the peer's chunk follows from the
- * virtual stage: sender's s = chunk*pp + rank, receiver's s +- 1.
- * peer is a rank of pp_comm for communication, -1 for compute. */
-struct pp_action {
-    enum pp_kind kind;
-    int mb, chunk, peer;
-};
+enum pp_schedule { PP_SCHED_NONE = -1, PP_GPIPE = 0, PP_1F1B, PP_INTERLEAVED, PP_FILE /* pp_file.h */ };
 
 enum pp_send_model {
     PP_SEND_BUFFERED,   /* a send completes when issued (eager/buffered MPI, or sends waited at step end) */
@@ -88,18 +71,22 @@ const char *pp_schedule_name(enum pp_schedule s);
 const char *pp_kind_name(enum pp_kind k);
 
 /* 0 if schedule s can run pp ranks, v chunks and m micro-batches; else -1
- * with the reason and the fix in err. */
-int pp_schedule_check(enum pp_schedule s, int pp, int v, int m, char *err, size_t errlen);
+ * with the reason and the fix in err.  file: parallel.schedule_file, read
+ * for s = PP_FILE (NULL otherwise): checked line by line (pp_file.h), then
+ * every rank's list proved by the simulator as the executor runs it
+ * (rendezvous sends, look-ahead 1). */
+int pp_schedule_check(enum pp_schedule s, const char *file, int pp, int v, int m, char *err, size_t errlen);
 
 /* Rank `rank`'s action list: *out (malloc'ed, caller frees) of *n actions.
  * Returns 0, or -1 with err filled (same reasons as pp_schedule_check). */
-int pp_schedule_build(enum pp_schedule s, int pp, int v, int m, int rank, struct pp_action **out, int *n,
-                      char *err, size_t errlen);
+int pp_schedule_build(enum pp_schedule s, const char *file, int pp, int v, int m, int rank, struct pp_action **out,
+                      int *n, char *err, size_t errlen);
 
 /* Predicted peak of in-flight (mb, chunk) pairs on `rank` (the number of
  * activation sets it must hold): gpipe m; 1f1b min(pp-rank, m);
- * interleaved min(2(pp-rank-1) + (v-1)pp + 1, v*m). */
-int pp_peak_bound(enum pp_schedule s, int pp, int v, int m, int rank);
+ * interleaved min(2(pp-rank-1) + (v-1)pp + 1, v*m); a file's counted along
+ * its list. */
+int pp_peak_bound(enum pp_schedule s, const char *file, int pp, int v, int m, int rank);
 
 /* phase_end[i] for a list of n actions: one past the run of communication
  * actions starting at i (i itself for a compute).  The executor's phases
@@ -110,7 +97,7 @@ void pp_phase_ends(const struct pp_action *a, int n, int *phase_end);
  * posts a phase's receives and the next phase's: the buffers they land in),
  * for the schedule and for its forwards alone (evaluation), whichever is
  * more. */
-int pp_recv_bound(enum pp_schedule s, int pp, int v, int m, int rank);
+int pp_recv_bound(enum pp_schedule s, const char *file, int pp, int v, int m, int rank);
 
 /* The forwards of a list alone (evaluation), in place; returns their count. */
 int pp_forward_only(struct pp_action *a, int n);
@@ -126,7 +113,7 @@ int pp_simulate(int pp, int v, int m, struct pp_action *const *lists, const int 
                 struct pp_sim *out, char *err, size_t errlen);
 
 /* Build every rank's list for schedule s and simulate them. */
-int pp_simulate_schedule(enum pp_schedule s, int pp, int v, int m, const struct pp_sim_opts *opts,
+int pp_simulate_schedule(enum pp_schedule s, const char *file, int pp, int v, int m, const struct pp_sim_opts *opts,
                          struct pp_sim *out, char *err, size_t errlen);
 
 void pp_sim_free(struct pp_sim *sim);

@@ -1,0 +1,95 @@
+#!/bin/sh
+# A pipeline schedule from a file (parallel.schedule = 'file', docs/pipeline.md
+# "A schedule from a file"): 1F1B written out, a schedule no generator makes
+# (GPipe on rank 0, 1F1B on rank 1) and an interleaved one with grouped
+# computes each train to the same bits as pp = 1 (every step's loss and grad
+# norm, the final checkpoint); triad schedule draws a file; and a file that
+# deadlocks, is malformed, misses a rank or an action, breaks micro-batch
+# order, or names chunks or micro-batches that do not exist is refused before
+# launch with the file, the line and the reason.
+. "$(dirname "$0")/lib.sh"
+
+deck="$DECKS/tiny.nml"
+common="train.steps=4 train.micro_batch_size=2 io.save_final=.true."
+f="$scratch/sched"
+mkdir -p "$f"
+printf '%s\n' "# 1F1B on 2 ranks, 4 micro-batches" "rank 0: F0 F1 B0 F2 B1 F3 B2 B3" \
+    "rank 1: F0 B0 F1 B1 F2 B2 F3 B3" > "$f/1f1b.txt"
+printf '%s\n' "rank 1: F0 B0 F1 B1 F2 B2 F3 B3   # 1F1B here" "" "rank 0: F0 F1 F2 F3 B0 B1 B2 B3   # GPipe here" \
+    > "$f/mixed.txt"
+# interleaved on 2 ranks x 2 chunks, steady forward and backward grouped
+printf '%s\n' "rank 0: F0c0 F1c0 F0c1 F1c1 F2c0+B0c1 F3c0+B1c1 F2c1+B0c0 F3c1+B1c0 B2c1 B3c1 B2c0 B3c0" \
+    "rank 1: F0c0 F1c0 F0c1+B0c1 F1c1+B1c1 F2c0+B0c0 F3c0+B1c0 F2c1+B2c1 F3c1+B3c1 B2c0 B3c0" > "$f/inter.txt"
+
+triad_run 1 "$deck" $common io.run_dir="'$scratch/ref'"
+ok $? "the reference: pp = 1"
+triad_run 1 "$deck" $common model.n_layer=4 io.run_dir="'$scratch/ref4'"
+ok $? "the reference for 4 layers: pp = 1"
+# same NAME RUN REF [overrides]: a run of schedule = 'file' on 2 ranks, then its every
+# step's loss and grad norm and its final checkpoint bitwise equal to REF's
+same() {
+    name=$1 run=$2 ref=$3
+    shift 3
+    triad_run 2 "$deck" $common parallel.pp=2 parallel.schedule="'file'" "$@" io.run_dir="'$scratch/$run'"
+    st=$?
+    out=$([ $st -eq 0 ] && compare_runs "$scratch/$run" "$scratch/$ref" 0 loss grad_norm 2>&1 &&
+          "$PYTHON3" "$top_srcdir/regression/compare_ckpt.py" "$(ls "$scratch/$run"/ckpt_*.h5 | tail -1)" \
+              "$(ls "$scratch/$ref"/ckpt_*.h5 | tail -1)" 0 2>&1)
+    rc=$?
+    ok $rc "$name: bitwise equal to pp = 1 (every step's loss and grad norm, the final parameters; exit $st)"
+    [ $rc -eq 0 ] || { echo "$out" | tail -5 | diag; tail -5 "$scratch/last.out" | diag; }
+}
+same "1F1B from a file on pp = 2" f1f1b ref parallel.schedule_file="'$f/1f1b.txt'"
+same "GPipe on rank 0, 1F1B on rank 1, from a file" mixed ref parallel.schedule_file="'$f/mixed.txt'"
+same "interleaved (2 chunks a rank, grouped computes) from a file" inter ref4 model.n_layer=4 \
+    parallel.virtual_stages=2 parallel.schedule_file="'$f/inter.txt'"
+
+"$TRIAD" schedule "$deck" world=2 parallel.pp=2 train.micro_batch_size=2 parallel.schedule="'file'" \
+    parallel.schedule_file="'$f/mixed.txt'" > "$scratch/pic" 2>&1 &&
+    grep -q '^rank 0  F0 F1 F2 ' "$scratch/pic" && grep -q '^peak in flight (mb, chunk) per rank: 4 1' "$scratch/pic"
+ok $? "triad schedule draws the file's schedule (rank 0's four forwards first, its peak 4)"
+"$TRIAD" plan "$deck" world=2 parallel.pp=2 train.micro_batch_size=2 parallel.schedule="'file'" \
+    parallel.schedule_file="'$f/mixed.txt'" > "$scratch/plan" 2>&1
+ok $? "triad plan plans it"
+
+# refused NAME FILE PATTERN: triad check of the file fails, status 1, PATTERN in the error
+refused() {
+    printf '%s\n' "$2" "$3" > "$f/bad.txt"
+    "$TRIAD" check "$deck" world=2 parallel.pp=2 train.micro_batch_size=2 parallel.schedule="'file'" \
+        parallel.schedule_file="'$f/bad.txt'" > "$scratch/bad.out" 2>&1
+    st=$?
+    [ $st -eq 1 ] && grep -qF -- "$4" "$scratch/bad.out"
+    ok $? "$1: refused before launch (status $st): $4"
+    [ $st -eq 1 ] && grep -qF -- "$4" "$scratch/bad.out" || head -3 "$scratch/bad.out" | diag
+}
+refused "a deadlock" "rank 0: F0 B0 F1 B1 F2 B2 F3 B3" "rank 1: F0 F1 B0 B1 F2 F3 B2 B3" \
+    "the simulator refuses it: deadlock with rendezvous sends"
+refused "a token" "rank 0: F0 F1 B0 F2 B1 F3 B2 B3" "rank 1: F0 B0 F1 B1 F2 X2 F3 B3" \
+    "bad.txt:2: 'X2' is no compute"
+refused "a missing rank" "rank 0: F0 F1 B0 F2 B1 F3 B2 B3" "" "rank 1 has no line"
+refused "a rank twice" "rank 0: F0 F1 B0 F2 B1 F3 B2 B3" "rank 0: F0 B0 F1 B1 F2 B2 F3 B3" \
+    "bad.txt:2: rank 0 has a line already (line 1)"
+refused "backwards out of order" "rank 0: F0 F1 B1 F2 B0 F3 B2 B3" "rank 1: F0 B0 F1 B1 F2 B2 F3 B3" \
+    "rank 0: B1 comes before B0: each chunk's backwards run in micro-batch order"
+refused "a backward before its forward" "rank 0: F0 B0 B1 F1 F2 B2 F3 B3" "rank 1: F0 B0 F1 B1 F2 B2 F3 B3" \
+    "rank 0: B1 comes before F1: a backward needs its forward first"
+refused "a missing backward" "rank 0: F0 F1 B0 F2 B1 F3 B2" "rank 1: F0 B0 F1 B1 F2 B2 F3 B3" \
+    "rank 0 never runs B3"
+refused "a compute twice" "rank 0: F0 F1 B0 F2 B1 F3 B2 B3 B3" "rank 1: F0 B0 F1 B1 F2 B2 F3 B3" \
+    "rank 0: B3 appears twice"
+refused "a micro-batch past the step's" "rank 0: F0 F1 B0 F2 B1 F3 B2 B3 F4" "rank 1: F0 B0 F1 B1 F2 B2 F3 B3" \
+    "'F4': micro-batch 4, but a step has 4 per replica (0 to 3)"
+refused "a chunk without virtual stages" "rank 0: F0c1 F1 B0 F2 B1 F3 B2 B3" "rank 1: F0 B0 F1 B1 F2 B2 F3 B3" \
+    "'F0c1': chunk 1, but virtual_stages = 1"
+refused "a group ending in +" "rank 0: F0 F1+ B0 F2 B1 F3 B2 B3" "rank 1: F0 B0 F1 B1 F2 B2 F3 B3" \
+    "a group ends with '+'"
+refused "no 'rank R:'" "0: F0 F1 B0 F2 B1 F3 B2 B3" "rank 1: F0 B0 F1 B1 F2 B2 F3 B3" \
+    "bad.txt:1: a line starts with 'rank R:'"
+"$TRIAD" check "$deck" world=2 parallel.pp=2 train.micro_batch_size=2 parallel.schedule="'file'" \
+    parallel.schedule_file="'$f/absent.txt'" > "$scratch/bad.out" 2>&1
+[ $? -eq 1 ] && grep -q "absent.txt': cannot read it (No such file or directory)" "$scratch/bad.out"
+ok $? "a schedule_file that is not there: refused, named"
+"$TRIAD" check "$deck" world=2 parallel.pp=2 parallel.schedule_file="'$f/1f1b.txt'" > "$scratch/bad.out" 2>&1
+[ $? -eq 1 ] && grep -q "is set, but schedule = '1f1b'" "$scratch/bad.out"
+ok $? "schedule_file without schedule = 'file': refused, never silently ignored"
+done_testing
