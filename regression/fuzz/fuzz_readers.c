@@ -39,6 +39,7 @@
 #include "hf.h"
 #include "log.h"
 #include "model.h"
+#include "pipeline.h"
 #include "shape.h"
 #include "tokenizer.h"
 #include "topo.h"
@@ -499,6 +500,22 @@ static int run_ckpt(struct harness *h, const char *in, char *err, size_t errlen)
     return rc;
 }
 
+/* A pipeline schedule file (parallel.schedule_file) for 2 ranks x 2 chunks
+ * and 4 micro-batches: read, proved by the simulator, each rank's list built. */
+static int run_schedule(struct harness *h, const char *in, char *err, size_t errlen)
+{
+    (void)h;
+    int rc = pp_schedule_check(PP_FILE, in, 2, 2, 4, err, errlen);
+    for (int r = 0; rc == 0 && r < 2; r++) {
+        struct pp_action *a;
+        int n;
+        rc = pp_schedule_build(PP_FILE, in, 2, 2, 4, r, &a, &n, err, errlen);
+        if (rc == 0 && pp_peak_bound(PP_FILE, in, 2, 2, 4, r) < 1) rc = errorf(err, errlen, "rank %d holds nothing", r);
+        if (rc == 0) free(a);
+    }
+    return rc;
+}
+
 struct target {
     const char *name, *seed;
     int (*run)(struct harness *h, const char *in, char *err, size_t errlen);
@@ -515,6 +532,7 @@ static const struct target targets[] = {
     {"tokenizer", "tokenizer_bytelevel.json", run_tokenizer, TEXT},
     {"tokenizer_sp", "tokenizer_sentencepiece.json", run_tokenizer, TEXT},
     {"indexed", "indexed.idx", run_indexed, BYTES},
+    {"schedule", "schedule.txt", run_schedule, TEXT},
 };
 enum { NTARGETS = sizeof targets / sizeof targets[0] };
 

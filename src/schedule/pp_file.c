@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
+
 struct reader {
     const char *path;
     int line;
@@ -25,6 +27,7 @@ static int bad(const struct reader *R, const char *fmt, ...)
         vsnprintf(R->err + n, R->errlen - (size_t)n, fmt, ap);
         va_end(ap);
     }
+    text_printable(R->err); /* (the file's bytes quoted) */
     return -1;
 }
 
