@@ -109,9 +109,10 @@ static int print_schedule(const struct config *cfg, int world)
     char cp[96] = "";
     if (s.cp > 1) /* the cp ranks of a replica run the same schedule, in step: ring attention pairs them in every layer */
         snprintf(cp, sizeof cp, "; cp = %d ranks run each stage's actions together (ring attention)", s.cp);
-    printf("schedule %s: pp = %d, virtual_stages = %d, %d micro-batches per replica (dp = %d)%s\n"
+    printf("schedule %s%s%s%s: pp = %d, virtual_stages = %d, %d micro-batches per replica (dp = %d)%s\n"
            "F = forward, B = backward (taking twice the forward), . = idle\n\n",
-           cfg->parallel.schedule, pp, v, m, dp, cp);
+           cfg->parallel.schedule, s.schedule_file ? " (" : "", s.schedule_file ? s.schedule_file : "",
+           s.schedule_file ? ")" : "", pp, v, m, dp, cp);
     pp_print_table(stdout, &sim, 0);
     pp_sim_free(&sim);
     return EXIT_DONE;
