@@ -285,7 +285,7 @@ static void ckpt_regions(struct harness *h, const char *path)
 
 static const char *const ckpt_attrs[] = {"step", "format_version", "deck", "tokens", "tp", "dp", "pp"};
 static const char *const ckpt_links[] = {"/model/wte", "/model/h.0/qkv_w", "/model/h.1/fc_w", "/model/lnf_w",
-                                         "/model/lm_head", "/model/h.0"};
+                                         "/model/lm_head", "/tokenizer/tokenizer.json", "/model/h.0", "/tokenizer"};
 
 /* Edit the copy at path through HDF5: an attribute rewritten (the deck's
  * text mutated), a dataset's checksum changed, or a link removed. */
@@ -318,7 +318,7 @@ static void mutate_ckpt_api(struct harness *h, const char *path)
     } else if (kind == 1) { /* a number attribute, or a checksum, of another value */
         const char *name = ckpt_attrs[below(h, sizeof ckpt_attrs / sizeof ckpt_attrs[0])];
         hid_t obj = f;
-        if (below(h, 2)) obj = H5Dopen2(f, ckpt_links[below(h, 5)], H5P_DEFAULT), name = "checksum";
+        if (below(h, 2)) obj = H5Dopen2(f, ckpt_links[below(h, 6)], H5P_DEFAULT), name = "checksum";
         if (obj >= 0 && strcmp(name, "deck") != 0 && H5Aexists(obj, name) > 0) {
             int64_t v = interesting[below(h, sizeof interesting / sizeof interesting[0])];
             hid_t a = H5Aopen(obj, name, H5P_DEFAULT);

@@ -78,7 +78,19 @@ printf '%s\n' "# interleaved" "rank 0: F0c0 F1c0 F0c1 F1c1 F2c0+B0c1 F3c0+B1c1 F
     > "$c/schedule.txt"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
-mpirun -n 1 "$top/triad" "$c/llama.nml" io.run_dir="'$tmp'" > /dev/null
+# the checkpoint keeps its model's tokenizer (/tokenizer): a BPE of 7 ids, to fit the llama's 32
+cat > "$tmp/tokenizer.json" << 'EOD'
+{"version": "1.0", "truncation": null, "padding": null,
+ "added_tokens": [{"id": 0, "content": "<s>", "single_word": false, "lstrip": false, "rstrip": false,
+                   "normalized": false, "special": true}],
+ "normalizer": null, "pre_tokenizer": null, "post_processor": null, "decoder": null,
+ "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+           "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
+           "vocab": {"<s>": 0, "a": 1, "b": 2, "c": 3, " ": 4, "ab": 5, "abc": 6}, "merges": ["a b", "ab c"]}}
+EOD
+mkdir -p "$tmp/run"
+mpirun -n 1 "$top/triad" "$c/llama.nml" io.run_dir="'$tmp/run'" data.tokenizer="'$tmp/tokenizer.json'" > /dev/null
+mv "$tmp/run/ckpt_1.h5" "$tmp/ckpt_1.h5"
 cp "$tmp/ckpt_1.h5" "$c/ckpt.h5"
 rm -rf "$tmp"
 ls -l "$c" "$c/llama" "$c/sharded"

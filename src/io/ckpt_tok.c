@@ -173,22 +173,32 @@ static int read_checked(hid_t ds, const char *ckpt, const char *name, byte_sink 
     return rc;
 }
 
+/* Do the stored files (have[i]: files[i] is there) make a tokenizer, as
+ * survey stores one?  0, or -1 with err. */
+static int whole_set(const int have[CKPT_TOK_NFILES], const char *ckpt, char *err, size_t errlen)
+{
+    if (have[0] || (have[3] && have[4])) return 0;
+    return errorf(err, errlen, "%s: /tokenizer holds neither tokenizer.json nor GPT-2's vocab.json and merges.txt: the "
+                  "checkpoint is damaged", ckpt);
+}
+
 /* Every process opens the stored files (collective metadata, in parallel
  * HDF5); the reader checks their bytes.  0, or -1 with err. */
 static int check_stored(hid_t f, const char *ckpt, int reader, char *err, size_t errlen)
 {
     if (H5Lexists(f, "/tokenizer", H5P_DEFAULT) <= 0) return 0;
-    int rc = 0;
+    int rc = 0, have[CKPT_TOK_NFILES] = {0};
     for (int i = 0; i < CKPT_TOK_NFILES; i++) {
         char path[64];
         snprintf(path, sizeof path, "/tokenizer/%s", files[i]);
         if (H5Lexists(f, path, H5P_DEFAULT) <= 0) continue;
+        have[i] = 1;
         hid_t ds = H5Dopen2(f, path, H5P_DEFAULT);
         if (ds < 0) rc = errorf(err, errlen, "%s: %s does not open: the checkpoint is damaged", ckpt, path);
         else if (reader && rc == 0) rc = read_checked(ds, ckpt, files[i], NULL, NULL, err, errlen);
         if (ds >= 0) H5Dclose(ds);
     }
-    return rc;
+    return rc ? rc : whole_set(have, ckpt, err, errlen);
 }
 
 int ckpt_verify_tokenizer(hid_t f, const struct grid *g, char *err, size_t errlen)
@@ -230,12 +240,13 @@ int ckpt_extract_tokenizer(const char *ckpt, const char *dir, char *err, size_t 
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t f = H5Fopen(ckpt, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) return errorf(err, errlen, "cannot open %s as HDF5 (missing, unreadable or not a checkpoint)", ckpt);
-    int rc = H5Lexists(f, "/tokenizer", H5P_DEFAULT) > 0 ? 1 : 0;
+    int rc = H5Lexists(f, "/tokenizer", H5P_DEFAULT) > 0 ? 1 : 0, have[CKPT_TOK_NFILES] = {0};
     for (int i = 0; i < CKPT_TOK_NFILES && rc == 1; i++) {
         char path[64];
         snprintf(path, sizeof path, "/tokenizer/%s", files[i]);
-        if (H5Lexists(f, path, H5P_DEFAULT) > 0 && extract_file(f, ckpt, files[i], dir, err, errlen) != 0) rc = -1;
+        have[i] = H5Lexists(f, path, H5P_DEFAULT) > 0;
+        if (have[i] && extract_file(f, ckpt, files[i], dir, err, errlen) != 0) rc = -1;
     }
     H5Fclose(f);
-    return rc;
+    return rc == 1 && whole_set(have, ckpt, err, errlen) ? -1 : rc;
 }
