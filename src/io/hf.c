@@ -683,6 +683,11 @@ struct tokenizer *hf_model_tokenizer(const struct config *cfg, const char *ckpt,
         char what[4200];
         snprintf(what, sizeof what, "the tokenizer kept in %s, extracted to", ckpt);
         t = open_fitting(dir, what, V, err, errlen);
+        if (!t && !strstr(err, what)) { /* (the reader names the temporary folder: say whose it is) */
+            char why[1024];
+            snprintf(why, sizeof why, "%s", err);
+            errorf(err, errlen, "the tokenizer kept in %s: %s", ckpt, why);
+        }
     } else if (kept == 0 && hf_tokenizer_of(cfg, ckpt, path, sizeof path)) {
         t = open_fitting(path, "the tokenizer", V, err, errlen);
     }
