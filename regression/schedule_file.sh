@@ -44,6 +44,18 @@ same "GPipe on rank 0, 1F1B on rank 1, from a file" mixed ref parallel.schedule_
 same "interleaved (2 chunks a rank, grouped computes) from a file" inter ref4 model.n_layer=4 \
     parallel.virtual_stages=2 parallel.schedule_file="'$f/inter.txt'"
 
+# the held-out loss runs the file's forwards alone: the same numbers as pp = 1
+ev="train.eval_every=2 train.eval_batches=2 data.kind='text' data.path='$top_srcdir/LICENSE' data.val_path='$top_srcdir/README.md' model.vocab_size=256"
+triad_run 1 "$deck" $common $ev io.run_dir="'$scratch/ev1'" &&
+    triad_run 2 "$deck" $common $ev parallel.pp=2 parallel.schedule="'file'" parallel.schedule_file="'$f/mixed.txt'" \
+        io.run_dir="'$scratch/ev2'" &&
+    "$PYTHON3" - "$scratch/ev1/metrics.h5" "$scratch/ev2/metrics.h5" << 'PY'
+import sys, h5py
+a, b = (h5py.File(p, "r")["eval/loss"][:] for p in sys.argv[1:])
+sys.exit(0 if len(a) == 2 and list(a) == list(b) else "held-out losses %s and %s" % (list(a), list(b)))
+PY
+ok $? "the held-out loss under the file's schedule (its forwards alone) equals pp = 1's, bit for bit"
+
 "$TRIAD" schedule "$deck" world=2 parallel.pp=2 train.micro_batch_size=2 parallel.schedule="'file'" \
     parallel.schedule_file="'$f/mixed.txt'" > "$scratch/pic" 2>&1 &&
     grep -q '^rank 0  F0 F1 F2 ' "$scratch/pic" && grep -q '^peak in flight (mb, chunk) per rank: 4 1' "$scratch/pic"
