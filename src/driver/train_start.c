@@ -155,7 +155,7 @@ void train_initial_state(struct run *r)
                  kind == WEIGHTS_HF ? "Hugging Face folder" : kind == WEIGHTS_LLMC ? "llm.c checkpoint" : "HDF5");
     }
     settle_run_dir(r, path, loaded);
-    int bad = r->g->rank == 0 && hf_keep_tokenizer(cfg, (int)cfg->model.vocab_size, err, sizeof err) != 0;
+    int bad = r->g->rank == 0 && hf_keep_tokenizer(cfg, (int)cfg->model.vocab_size, loaded, err, sizeof err) != 0;
     if (mpi_agree_error(r->g->world_comm, bad, err, sizeof err))
         die_all("data.tokenizer names the model's tokenizer (docs/tokenizer.md)", "%s", err);
     if (!loaded && !in_master) optim_master_from_params(&r->optim, &r->model);

@@ -138,25 +138,36 @@ int ckpt_write_tokenizer(hid_t f, const char *dir, const struct grid *g, char *e
     return rc;
 }
 
+/* The size of the byte dataset ds (file `name` of ckpt) in *n and its
+ * checksum in *stored: metadata, so read by every process that opened the
+ * file (collectively, in parallel HDF5).  0, or -1 with err. */
+static int stored_file(hid_t ds, const char *ckpt, const char *name, hsize_t *n, uint64_t *stored, char *err,
+                       size_t errlen)
+{
+    hid_t fs = H5Dget_space(ds), a = -1;
+    int rc = 0;
+    *n = 0;
+    if (fs < 0 || H5Sget_simple_extent_ndims(fs) != 1 || H5Sget_simple_extent_dims(fs, n, NULL) < 0)
+        rc = errorf(err, errlen, "%s: /tokenizer/%s is not a vector of bytes", ckpt, name);
+    else if (H5Aexists(ds, "checksum") <= 0 || (a = H5Aopen(ds, "checksum", H5P_DEFAULT)) < 0 ||
+             H5Aread(a, H5T_NATIVE_UINT64, stored) < 0)
+        rc = errorf(err, errlen, "%s: /tokenizer/%s has no checksum: the checkpoint is damaged", ckpt, name);
+    if (fs >= 0) H5Sclose(fs);
+    if (a >= 0) H5Aclose(a);
+    return rc;
+}
+
 /* Where a stored file's bytes go as they are read (NULL: only hashed). */
 typedef int (*byte_sink)(void *ctx, const void *buf, size_t n);
 
 /* Read the byte dataset ds (file `name` of ckpt) in pieces into sink and
- * compare their hash with its checksum.  0, or -1 with err. */
-static int read_checked(hid_t ds, const char *ckpt, const char *name, byte_sink sink, void *ctx, char *err,
-                        size_t errlen)
+ * compare their hash with its checksum (stored, n: what stored_file
+ * read).  This process alone.  0, or -1 with err. */
+static int read_checked(hid_t ds, const char *ckpt, const char *name, uint64_t stored, hsize_t n, byte_sink sink,
+                        void *ctx, char *err, size_t errlen)
 {
-    uint64_t stored = 0, sum = FNV1A_INIT;
-    hsize_t n = 0;
-    hid_t fs = H5Dget_space(ds), a = -1;
+    uint64_t sum = FNV1A_INIT;
     int rc = 0;
-    if (fs < 0 || H5Sget_simple_extent_ndims(fs) != 1 || H5Sget_simple_extent_dims(fs, &n, NULL) < 0)
-        rc = errorf(err, errlen, "%s: /tokenizer/%s is not a vector of bytes", ckpt, name);
-    else if (H5Aexists(ds, "checksum") <= 0 || (a = H5Aopen(ds, "checksum", H5P_DEFAULT)) < 0 ||
-             H5Aread(a, H5T_NATIVE_UINT64, &stored) < 0)
-        rc = errorf(err, errlen, "%s: /tokenizer/%s has no checksum: the checkpoint is damaged", ckpt, name);
-    if (fs >= 0) H5Sclose(fs);
-    if (a >= 0) H5Aclose(a);
     unsigned char *buf = xmalloc(PIECE);
     for (hsize_t at = 0; rc == 0 && at < n; at += PIECE) {
         size_t len = n - at < PIECE ? (size_t)(n - at) : PIECE;
@@ -194,8 +205,11 @@ static int check_stored(hid_t f, const char *ckpt, int reader, char *err, size_t
         if (H5Lexists(f, path, H5P_DEFAULT) <= 0) continue;
         have[i] = 1;
         hid_t ds = H5Dopen2(f, path, H5P_DEFAULT);
+        hsize_t n;
+        uint64_t stored;
         if (ds < 0) rc = errorf(err, errlen, "%s: %s does not open: the checkpoint is damaged", ckpt, path);
-        else if (reader && rc == 0) rc = read_checked(ds, ckpt, files[i], NULL, NULL, err, errlen);
+        else if (stored_file(ds, ckpt, files[i], &n, &stored, err, errlen) != 0) rc = -1;
+        else if (reader && rc == 0) rc = read_checked(ds, ckpt, files[i], stored, n, NULL, NULL, err, errlen);
         if (ds >= 0) H5Dclose(ds);
     }
     return rc ? rc : whole_set(have, ckpt, err, errlen);
@@ -224,8 +238,12 @@ static int extract_file(hid_t f, const char *ckpt, const char *name, const char 
     hid_t ds = H5Dopen2(f, path, H5P_DEFAULT);
     if (ds < 0) return errorf(err, errlen, "%s: %s does not open: the checkpoint is damaged", ckpt, path);
     FILE *out = fopen(tmp, "wb");
-    int rc = out ? read_checked(ds, ckpt, name, to_file, out, err, errlen)
-                 : errorf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+    hsize_t n;
+    uint64_t stored;
+    int rc = !out ? errorf(err, errlen, "cannot write %s: %s", tmp, strerror(errno))
+             : stored_file(ds, ckpt, name, &n, &stored, err, errlen) != 0
+                 ? -1
+                 : read_checked(ds, ckpt, name, stored, n, to_file, out, err, errlen);
     H5Dclose(ds);
     if (out && rc == 0 && (fflush(out) != 0 || fsync(fileno(out)) != 0))
         rc = errorf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));

@@ -716,20 +716,44 @@ int hf_copy_file(const char *src, const char *dst, char *err, size_t errlen)
     return rc ? errorf(err, errlen, "copying %s to %s failed: %s", src, dst, strerror(errno ? errno : EIO)) : 0;
 }
 
-int hf_keep_tokenizer(const struct config *cfg, int V, char *err, size_t errlen)
+/* A fresh run's start: the tokenizer files an earlier run left in dir
+ * removed (a run that died before its output counted as such), unless the
+ * tokenizer at src (NULL: none) is itself in dir. */
+static void drop_copies(const char *dir, const char *src)
+{
+    static const char *const names[CKPT_TOK_NFILES] = CKPT_TOK_FILES;
+    char base[4096], path[4200];
+    struct stat a, b;
+    if (src) tokenizer_folder(src, base, sizeof base);
+    if (src && stat(base, &a) == 0 && stat(dir, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) return;
+    for (int i = 0; i < CKPT_TOK_NFILES; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (unlink(path) == 0) log_info("removed %s, an earlier run's copy of its tokenizer\n", path);
+    }
+}
+
+int hf_keep_tokenizer(const struct config *cfg, int V, int resumed, char *err, size_t errlen)
 {
     const char *run_dir = cfg->io.run_dir;
     char src[4096];
     if (cfg->data.tokenizer[0] && !is_tokenizer(cfg->data.tokenizer)) {
-        if (is_tokenizer(run_dir)) return 0; /* (gone since: the run's copy stands in) */
+        if (resumed && is_tokenizer(run_dir)) return 0; /* (gone since: the run's copy stands in) */
         return errorf(err, errlen, "data.tokenizer = '%s' is no tokenizer: name a tokenizer.json, or a folder with one",
                       cfg->data.tokenizer);
     }
-    int kept = 0;
-    if (!hf_tokenizer_of(cfg, NULL, src, sizeof src)) {
-        /* a model from a triad checkpoint brings the tokenizer kept in it */
-        if (!cfg->io.init_from[0] || weights_kind_of(cfg->io.init_from) != WEIGHTS_HDF5) return 0;
-        if ((kept = ckpt_extract_tokenizer(cfg->io.init_from, run_dir, err, errlen)) <= 0) return kept;
+    int kept = 0, have = hf_tokenizer_of(cfg, NULL, src, sizeof src);
+    if (!resumed) drop_copies(run_dir, have ? src : NULL);
+    if (!have) {
+        /* a model from a triad checkpoint brings the tokenizer kept in it
+         * (a resumed run has taken its own already: the copy in run_dir) */
+        const char *from = cfg->io.init_from;
+        if (resumed || !from[0] || weights_kind_of(from) != WEIGHTS_HDF5) return 0;
+        if (access(from, R_OK) != 0) { /* (gone since its weights were read: moved aside by io.overwrite) */
+            log_warn("the tokenizer kept in io.init_from = '%s' cannot be read now (%s): this run keeps none; set "
+                     "data.tokenizer to keep one", from, strerror(errno));
+            return 0;
+        }
+        if ((kept = ckpt_extract_tokenizer(from, run_dir, err, errlen)) <= 0) return kept;
         snprintf(src, sizeof src, "%s", run_dir);
     }
     struct tokenizer *t = open_fitting(src, "the tokenizer", V, err, errlen);

@@ -59,9 +59,10 @@ struct tokenizer *hf_model_tokenizer(const struct config *cfg, const char *ckpt,
  * its ids fit vocab_size V) and its files copied into io.run_dir
  * (hf_copy_tokenizer), where every checkpoint of the run stores them
  * (ckpt_tok.h), whatever becomes of the original.  A model initialised
- * from a triad checkpoint with no other tokenizer takes the one kept in it.
- * 0 (also without one), or -1 with err. */
-int hf_keep_tokenizer(const struct config *cfg, int V, char *err, size_t errlen);
+ * from a triad checkpoint with no other tokenizer takes the one kept in it,
+ * unless the run resumed (its run_dir copy stands in).  0 (also without
+ * one), or -1 with err. */
+int hf_keep_tokenizer(const struct config *cfg, int V, int resumed, char *err, size_t errlen);
 /* The files of the tokenizer at src (a tokenizer.json, or a folder) into
  * dir: tokenizer.json with the tokenizer_config.json and
  * special_tokens_map.json beside it where there are any, or GPT-2's

@@ -230,14 +230,29 @@ static int write_tokenizer(const struct config *cfg, const char *ckpt, const str
     return 0;
 }
 
+/* The files of the folder besides the model's two that export may write:
+ * the tokenizer's (ckpt_tok.h) and generation_config.json; i < NTOKENIZER_FILES. */
+enum { NTOKENIZER_FILES = CKPT_TOK_NFILES + 1 };
+static const char *tokenizer_file(int i)
+{
+    static const char *const tok[CKPT_TOK_NFILES] = CKPT_TOK_FILES;
+    return i < CKPT_TOK_NFILES ? tok[i] : "generation_config.json";
+}
+
 int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err, size_t errlen)
 {
-    char cfg_path[4096], st_path[4096], tmp_cfg[4200], tmp_st[4200];
+    char cfg_path[4096], st_path[4096], tmp_cfg[4200], tmp_st[4200], path[4200];
     snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
     snprintf(st_path, sizeof st_path, "%s/model.safetensors", dir);
     if (access(cfg_path, F_OK) == 0 || access(st_path, F_OK) == 0)
         return errorf(err, errlen, "%s already holds a model (config.json or model.safetensors): export into a "
                         "new folder, or remove them first", dir);
+    for (int i = 0; i < NTOKENIZER_FILES; i++) { /* (a tokenizer of another model would stay beside this one) */
+        snprintf(path, sizeof path, "%s/%s", dir, tokenizer_file(i));
+        if (access(path, F_OK) == 0)
+            return errorf(err, errlen, "%s already holds %s: export into a new folder, or remove it first", dir,
+                          tokenizer_file(i));
+    }
     struct model_dims d;
     struct config cfg;
     if (ckpt_dims(ckpt, &d, &cfg, err, errlen) != 0) return -1;
@@ -257,5 +272,9 @@ int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err,
     if (rc == 0 && (rename(tmp_st, st_path) != 0 || rename(tmp_cfg, cfg_path) != 0))
         rc = errorf(err, errlen, "cannot rename into %s: %s", dir, strerror(errno));
     if (rc) unlink(tmp_st), unlink(tmp_cfg);
+    for (int i = 0; rc && i < NTOKENIZER_FILES; i++) { /* (none was there before: what this export wrote) */
+        snprintf(path, sizeof path, "%s/%s", dir, tokenizer_file(i));
+        unlink(path);
+    }
     return rc;
 }

@@ -33,14 +33,16 @@ int pp_exec_init(struct pp_exec *x, enum pp_schedule s, const char *file, const 
     memset(x, 0, sizeof *x);
     x->sched = s;
     x->m = m;
-    char err[512];
-    if (pp_schedule_build(s, file, g->pp, v, m, g->pp_rank, &x->actions, &x->n, err, sizeof err) != 0)
-        die_all("see docs/pipeline.md for what each schedule allows", "pipeline schedule: %s", err);
+    char err[512], why[600] = "";
+    int rc = pp_schedule_build(s, file, g->pp, v, m, g->pp_rank, &x->actions, &x->n, err, sizeof err);
+    if (rc) snprintf(why, sizeof why, "pipeline schedule: %s", err);
+    die_all_if(g->world_comm, rc != 0, why, "see docs/pipeline.md for what each schedule allows");
     x->phase_end = xmalloc((size_t)(x->n ? x->n : 1) * sizeof *x->phase_end);
     pp_phase_ends(x->actions, x->n, x->phase_end);
-    x->nrecv = pp_recv_bound(s, file, g->pp, v, m, g->pp_rank);
+    x->nrecv = g->pp < 2 ? 0 : pp_list_recv_bound(x->actions, x->n); /* (the list read once: pp_recv_bound's) */
+    if (x->nrecv < 0) die("out of memory for the pipeline's receive bound");
     x->recv_busy = xcalloc((size_t)(x->nrecv ? x->nrecv : 1), sizeof *x->recv_busy);
-    return pp_peak_bound(s, file, g->pp, v, m, g->pp_rank);
+    return s == PP_FILE ? pp_list_peak(x->actions, x->n) : pp_peak_bound(s, file, g->pp, v, m, g->pp_rank);
 }
 
 void pp_exec_init_forward(struct pp_exec *x, enum pp_schedule s, const char *file, const struct grid *g, int v, int m)

@@ -30,7 +30,8 @@ struct pp_exec {
  * model needs for it, and sets x->nrecv, the receive buffers it needs
  * beside them (a chunk's input arrives there ahead of its turn and is
  * copied into its slot when the phase that receives it ends).  Dies with
- * the schedule's reason if it cannot run. */
+ * the schedule's reason if it cannot run on any rank (agreed: collective
+ * over the world; file: parallel.schedule_file, read once here). */
 int pp_exec_init(struct pp_exec *x, enum pp_schedule s, const char *file, const struct grid *g, int v, int m);
 void pp_exec_free(struct pp_exec *x);
 

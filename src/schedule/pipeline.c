@@ -114,8 +114,7 @@ static int warmup(enum pp_schedule s, int pp, int v, int m, int rank)
     return imin(pp - rank - 1, m);
 }
 
-/* The most (mb, chunk) pairs forwarded and not yet backwarded along list a. */
-static int list_peak(const struct pp_action *a, int n)
+int pp_list_peak(const struct pp_action *a, int n)
 {
     int live = 0, most = 0;
     for (int i = 0; i < n; i++) {
@@ -131,7 +130,7 @@ int pp_peak_bound(enum pp_schedule s, const char *file, int pp, int v, int m, in
         struct pp_action *a;
         int n, peak = 0;
         char err[512];
-        if (pp_schedule_build(s, file, pp, v, m, rank, &a, &n, err, sizeof err) == 0) peak = list_peak(a, n), free(a);
+        if (pp_schedule_build(s, file, pp, v, m, rank, &a, &n, err, sizeof err) == 0) peak = pp_list_peak(a, n), free(a);
         return peak;
     }
     return s == PP_GPIPE ? m : imin(warmup(s, pp, v, m, rank) + 1, v * m);
@@ -184,15 +183,25 @@ static int posted_bound(const struct pp_action *a, int n)
     return most;
 }
 
+int pp_list_recv_bound(const struct pp_action *a, int n)
+{
+    struct pp_action *fwd = malloc(sizeof *fwd * (size_t)(n ? n : 1));
+    if (!fwd) return -1;
+    memcpy(fwd, a, sizeof *fwd * (size_t)n);
+    int full = posted_bound(a, n), f = posted_bound(fwd, pp_forward_only(fwd, n));
+    free(fwd);
+    return full > f ? full : f;
+}
+
 int pp_recv_bound(enum pp_schedule s, const char *file, int pp, int v, int m, int rank)
 {
     struct pp_action *a;
     int n;
     char err[512];
     if (pp < 2 || pp_schedule_build(s, file, pp, v, m, rank, &a, &n, err, sizeof err) != 0) return 0;
-    int full = posted_bound(a, n), fwd = posted_bound(a, pp_forward_only(a, n));
+    int bound = pp_list_recv_bound(a, n);
     free(a);
-    return full > fwd ? full : fwd;
+    return bound;
 }
 
 /* The k-th forward (bwd = 0) or backward (bwd = 1) of a rank.  v = 1: micro-

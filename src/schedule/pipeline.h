@@ -88,6 +88,12 @@ int pp_schedule_build(enum pp_schedule s, const char *file, int pp, int v, int m
  * its list. */
 int pp_peak_bound(enum pp_schedule s, const char *file, int pp, int v, int m, int rank);
 
+/* Along rank `rank`'s built list a of n actions: the most (mb, chunk) pairs
+ * forwarded and not yet backwarded at once, and the activation receive
+ * buffers pp_recv_bound counts (-1: out of memory). */
+int pp_list_peak(const struct pp_action *a, int n);
+int pp_list_recv_bound(const struct pp_action *a, int n);
+
 /* phase_end[i] for a list of n actions: one past the run of communication
  * actions starting at i (i itself for a compute).  The executor's phases
  * are these runs. */

@@ -95,6 +95,7 @@ static int parse_line(const struct reader *R, char *text, int v, int m, struct p
 {
     char *hash = strchr(text, '#');
     if (hash) *hash = 0;
+    text[strcspn(text, "\r\n")] = 0; /* (the line's end: not quoted into a message) */
     const char *p = text;
     while (isspace((unsigned char)*p)) p++;
     if (!*p) return 0;
