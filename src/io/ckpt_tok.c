@@ -13,7 +13,12 @@
 #include "hash.h"
 #include "log.h"
 
-static const char *const files[CKPT_TOK_NFILES] = CKPT_TOK_FILES;
+const char *ckpt_tok_name(enum ckpt_tok_file i)
+{
+    static const char *const names[CKPT_TOK_NFILES] = {"tokenizer.json", "tokenizer_config.json",
+                                                       "special_tokens_map.json", "vocab.json", "merges.txt"};
+    return names[i];
+}
 
 #define PIECE ((size_t)1 << 20) /* bytes read or written at a time */
 
@@ -31,10 +36,10 @@ static int64_t file_size(const char *dir, const char *name)
  * vocab.json and merges.txt (as tok_open reads a folder). */
 static void survey(const char *dir, int64_t bytes[CKPT_TOK_NFILES])
 {
-    for (int i = 0; i < CKPT_TOK_NFILES; i++) bytes[i] = file_size(dir, files[i]);
-    int hf = bytes[0] >= 0, gpt2 = !hf && bytes[3] >= 0 && bytes[4] >= 0;
+    for (int i = 0; i < CKPT_TOK_NFILES; i++) bytes[i] = file_size(dir, ckpt_tok_name(i));
+    int hf = bytes[CKPT_TOK_JSON] >= 0, gpt2 = !hf && bytes[CKPT_TOK_VOCAB] >= 0 && bytes[CKPT_TOK_MERGES] >= 0;
     for (int i = 0; i < CKPT_TOK_NFILES; i++)
-        if (i < 3 ? !hf : !gpt2) bytes[i] = -1;
+        if (i < CKPT_TOK_VOCAB ? !hf : !gpt2) bytes[i] = -1;
 }
 
 int64_t ckpt_tokenizer_bytes(const char *dir)
@@ -116,17 +121,17 @@ int ckpt_write_tokenizer(hid_t f, const char *dir, const struct grid *g, char *e
     uint64_t sums[CKPT_TOK_NFILES] = {0};
     if (g->rank == 0) survey(dir, bytes);
     MPI_CHECK(MPI_Bcast(bytes, CKPT_TOK_NFILES, MPI_INT64_T, 0, g->world_comm));
-    if (bytes[0] < 0 && bytes[3] < 0) return 0; /* (a run without a tokenizer of its own) */
+    if (bytes[CKPT_TOK_JSON] < 0 && bytes[CKPT_TOK_VOCAB] < 0) return 0; /* (a run without a tokenizer of its own) */
     hid_t grp = H5Gcreate2(f, "/tokenizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), ds[CKPT_TOK_NFILES];
     int rc = grp < 0;
     for (int i = 0; i < CKPT_TOK_NFILES; i++) {
-        ds[i] = bytes[i] < 0 || grp < 0 ? -1 : create_bytes(grp, files[i], bytes[i]);
+        ds[i] = bytes[i] < 0 || grp < 0 ? -1 : create_bytes(grp, ckpt_tok_name(i), bytes[i]);
         if (bytes[i] >= 0 && ds[i] < 0) rc = -1;
     }
     if (rc) snprintf(err, errlen, "rank %d: creating /tokenizer in the checkpoint failed", g->rank);
     rc = mpi_agree_error(g->world_comm, rc != 0, err, errlen);
     for (int i = 0; i < CKPT_TOK_NFILES && rc == 0 && g->rank == 0; i++)
-        if (ds[i] >= 0) rc = store_file(ds[i], dir, files[i], bytes[i], &sums[i], err, errlen);
+        if (ds[i] >= 0) rc = store_file(ds[i], dir, ckpt_tok_name(i), bytes[i], &sums[i], err, errlen);
     rc = mpi_agree_error(g->world_comm, rc != 0, err, errlen);
     MPI_CHECK(MPI_Bcast(sums, CKPT_TOK_NFILES, MPI_UINT64_T, 0, g->world_comm));
     for (int i = 0; i < CKPT_TOK_NFILES; i++) {
@@ -184,11 +189,11 @@ static int read_checked(hid_t ds, const char *ckpt, const char *name, uint64_t s
     return rc;
 }
 
-/* Do the stored files (have[i]: files[i] is there) make a tokenizer, as
+/* Do the stored files (have[i]: ckpt_tok_name(i) is there) make a tokenizer, as
  * survey stores one?  0, or -1 with err. */
 static int whole_set(const int have[CKPT_TOK_NFILES], const char *ckpt, char *err, size_t errlen)
 {
-    if (have[0] || (have[3] && have[4])) return 0;
+    if (have[CKPT_TOK_JSON] || (have[CKPT_TOK_VOCAB] && have[CKPT_TOK_MERGES])) return 0;
     return errorf(err, errlen, "%s: /tokenizer holds neither tokenizer.json nor GPT-2's vocab.json and merges.txt: the "
                   "checkpoint is damaged", ckpt);
 }
@@ -201,15 +206,15 @@ static int check_stored(hid_t f, const char *ckpt, int reader, char *err, size_t
     int rc = 0, have[CKPT_TOK_NFILES] = {0};
     for (int i = 0; i < CKPT_TOK_NFILES; i++) {
         char path[64];
-        snprintf(path, sizeof path, "/tokenizer/%s", files[i]);
+        snprintf(path, sizeof path, "/tokenizer/%s", ckpt_tok_name(i));
         if (H5Lexists(f, path, H5P_DEFAULT) <= 0) continue;
         have[i] = 1;
         hid_t ds = H5Dopen2(f, path, H5P_DEFAULT);
         hsize_t n;
         uint64_t stored;
         if (ds < 0) rc = errorf(err, errlen, "%s: %s does not open: the checkpoint is damaged", ckpt, path);
-        else if (stored_file(ds, ckpt, files[i], &n, &stored, err, errlen) != 0) rc = -1;
-        else if (reader && rc == 0) rc = read_checked(ds, ckpt, files[i], stored, n, NULL, NULL, err, errlen);
+        else if (stored_file(ds, ckpt, ckpt_tok_name(i), &n, &stored, err, errlen) != 0) rc = -1;
+        else if (reader && rc == 0) rc = read_checked(ds, ckpt, ckpt_tok_name(i), stored, n, NULL, NULL, err, errlen);
         if (ds >= 0) H5Dclose(ds);
     }
     return rc ? rc : whole_set(have, ckpt, err, errlen);
@@ -261,9 +266,9 @@ int ckpt_extract_tokenizer(const char *ckpt, const char *dir, char *err, size_t 
     int rc = H5Lexists(f, "/tokenizer", H5P_DEFAULT) > 0 ? 1 : 0, have[CKPT_TOK_NFILES] = {0};
     for (int i = 0; i < CKPT_TOK_NFILES && rc == 1; i++) {
         char path[64];
-        snprintf(path, sizeof path, "/tokenizer/%s", files[i]);
+        snprintf(path, sizeof path, "/tokenizer/%s", ckpt_tok_name(i));
         have[i] = H5Lexists(f, path, H5P_DEFAULT) > 0;
-        if (have[i] && extract_file(f, ckpt, files[i], dir, err, errlen) != 0) rc = -1;
+        if (have[i] && extract_file(f, ckpt, ckpt_tok_name(i), dir, err, errlen) != 0) rc = -1;
     }
     H5Fclose(f);
     return rc == 1 && whole_set(have, ckpt, err, errlen) ? -1 : rc;

@@ -3,7 +3,7 @@
  * export` find its tokenizer there when the files it came from are gone
  * (docs/formats.md, "The tokenizer").
  *
- * The files of the tokenizer (those of CKPT_TOK_FILES that exist in the run
+ * The files of the tokenizer (those of enum ckpt_tok_file that exist in the run
  * directory, where the run's start copied them: hf_keep_tokenizer) are
  * stored as one-dimensional uint8 datasets /tokenizer/<name>, each with the
  * FNV-1a hash of its bytes as its "checksum" attribute. */
@@ -18,9 +18,12 @@
 
 /* The files a tokenizer is made of, in the order they are stored:
  * Hugging Face's tokenizer.json and the two that describe it, or GPT-2's
- * vocab.json and merges.txt. */
-#define CKPT_TOK_FILES {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt"}
-#define CKPT_TOK_NFILES 5
+ * vocab.json and merges.txt (the GPT-2 ones from CKPT_TOK_VOCAB on). */
+enum ckpt_tok_file {
+    CKPT_TOK_JSON, CKPT_TOK_CONFIG, CKPT_TOK_SPECIAL, CKPT_TOK_VOCAB, CKPT_TOK_MERGES, CKPT_TOK_NFILES
+};
+/* The file name of each ("tokenizer.json", ...). */
+const char *ckpt_tok_name(enum ckpt_tok_file i);
 
 /* The bytes of the tokenizer files of dir (0: none), as
  * ckpt_write_tokenizer would store them. */

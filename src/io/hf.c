@@ -638,7 +638,6 @@ static void tokenizer_folder(const char *src, char *dir, size_t len)
 
 int hf_copy_tokenizer(const char *src, const char *dir, char *err, size_t errlen)
 {
-    static const char *const names[CKPT_TOK_NFILES] = CKPT_TOK_FILES;
     char base[4096], from[4200], to[4200];
     struct stat sb, db;
     tokenizer_folder(src, base, sizeof base);
@@ -646,10 +645,10 @@ int hf_copy_tokenizer(const char *src, const char *dir, char *err, size_t errlen
     snprintf(from, sizeof from, "%s/tokenizer.json", base);
     int hf = file || stat(from, &sb) == 0;
     for (int i = 0; i < CKPT_TOK_NFILES; i++) {
-        if (hf != (i < 3)) continue; /* tokenizer.json and the two beside it, or vocab.json and merges.txt */
-        snprintf(from, sizeof from, "%s", i == 0 && file ? src : base);
-        if (!(i == 0 && file)) snprintf(from + strlen(from), sizeof from - strlen(from), "/%s", names[i]);
-        snprintf(to, sizeof to, "%s/%s", dir, names[i]);
+        if (hf != (i < CKPT_TOK_VOCAB)) continue; /* tokenizer.json and the two beside it, or vocab.json, merges.txt */
+        if (i == CKPT_TOK_JSON && file) snprintf(from, sizeof from, "%s", src);
+        else snprintf(from, sizeof from, "%s/%s", base, ckpt_tok_name(i));
+        snprintf(to, sizeof to, "%s/%s", dir, ckpt_tok_name(i));
         if (stat(from, &sb) != 0) continue; /* (the two beside tokenizer.json are optional) */
         if (stat(to, &db) == 0 && sb.st_dev == db.st_dev && sb.st_ino == db.st_ino) continue; /* (it is the copy) */
         if (hf_copy_file(from, to, err, errlen)) return -1;
@@ -671,7 +670,6 @@ static struct tokenizer *open_fitting(const char *path, const char *what, int V,
 
 struct tokenizer *hf_model_tokenizer(const struct config *cfg, const char *ckpt, int V, char *err, size_t errlen)
 {
-    static const char *const names[CKPT_TOK_NFILES] = CKPT_TOK_FILES;
     char dir[4096], path[4200];
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%s/triad-tokenizer-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
@@ -692,7 +690,7 @@ struct tokenizer *hf_model_tokenizer(const struct config *cfg, const char *ckpt,
         t = open_fitting(path, "the tokenizer", V, err, errlen);
     }
     for (int i = 0; i < CKPT_TOK_NFILES; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        snprintf(path, sizeof path, "%s/%s", dir, ckpt_tok_name(i));
         unlink(path);
     }
     rmdir(dir);
@@ -721,13 +719,12 @@ int hf_copy_file(const char *src, const char *dst, char *err, size_t errlen)
  * tokenizer at src (NULL: none) is itself in dir. */
 static void drop_copies(const char *dir, const char *src)
 {
-    static const char *const names[CKPT_TOK_NFILES] = CKPT_TOK_FILES;
     char base[4096], path[4200];
     struct stat a, b;
     if (src) tokenizer_folder(src, base, sizeof base);
     if (src && stat(base, &a) == 0 && stat(dir, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) return;
     for (int i = 0; i < CKPT_TOK_NFILES; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        snprintf(path, sizeof path, "%s/%s", dir, ckpt_tok_name(i));
         if (unlink(path) == 0) log_info("removed %s, an earlier run's copy of its tokenizer\n", path);
     }
 }

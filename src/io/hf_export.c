@@ -233,11 +233,7 @@ static int write_tokenizer(const struct config *cfg, const char *ckpt, const str
 /* The files of the folder besides the model's two that export may write:
  * the tokenizer's (ckpt_tok.h) and generation_config.json; i < NTOKENIZER_FILES. */
 enum { NTOKENIZER_FILES = CKPT_TOK_NFILES + 1 };
-static const char *tokenizer_file(int i)
-{
-    static const char *const tok[CKPT_TOK_NFILES] = CKPT_TOK_FILES;
-    return i < CKPT_TOK_NFILES ? tok[i] : "generation_config.json";
-}
+static const char *tokenizer_file(int i) { return i < CKPT_TOK_NFILES ? ckpt_tok_name(i) : "generation_config.json"; }
 
 int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err, size_t errlen)
 {

@@ -82,9 +82,8 @@ static int output_kind(const char *name)
     if (!strcmp(name, LINEAGE_FILE)) return 'l';
     int n = sscanf(name, "ckpt_%lld.h5%15s", &s, tail);
     if (n == 1) return 'c';
-    static const char *const tok[CKPT_TOK_NFILES] = CKPT_TOK_FILES; /* the run's copy of its tokenizer */
-    for (int i = 0; i < CKPT_TOK_NFILES; i++)
-        if (!strcmp(name, tok[i])) return 'o';
+    for (int i = 0; i < CKPT_TOK_NFILES; i++) /* the run's copy of its tokenizer */
+        if (!strcmp(name, ckpt_tok_name(i))) return 'o';
     return n == 2 || !strcmp(name, "trace.json") ? 'o' : 0;
 }
 
