@@ -174,9 +174,11 @@ void cuda_layernorm_backward(float *dinp, float *dweight, float *dbias, const fl
                              const float *inp, const float *weight, const float *mean,
                              const float *rstd, int N, int C)
 {
-    CUDA_LAUNCH(layernorm_backward_dinp_kernel, grid_for_rows(N), BLOCK, dinp, dout, inp, weight, mean,
-                rstd, N, C);
-    CUDA_LAUNCH(layernorm_backward_dparams_kernel, (C + 31) / 32, dim3(32, COL_ROWS), dweight, dbias,
+    if (dinp) /* (NULL: a zero-bubble pipeline's W, dinp done in its B) */
+        CUDA_LAUNCH(layernorm_backward_dinp_kernel, grid_for_rows(N), BLOCK, dinp, dout, inp, weight, mean,
+                    rstd, N, C);
+    if (dweight)
+        CUDA_LAUNCH(layernorm_backward_dparams_kernel, (C + 31) / 32, dim3(32, COL_ROWS), dweight, dbias,
                 dout, inp, mean, rstd, N, C);
 }
 

@@ -137,13 +137,13 @@ static void linear_backward(int lp, float *dinp, float *dweight, float *dbias, c
     const void *w = weight, *x = inp, *dy = dout;
     if (lp >= 0) {
         dy = cuda_lp_operand((enum cuda_lp)lp, 2, dout, (size_t)N * OC);
-        x = cuda_lp_operand((enum cuda_lp)lp, 1, inp, (size_t)N * C);
+        if (dweight) x = cuda_lp_operand((enum cuda_lp)lp, 1, inp, (size_t)N * C);
         if (dinp) w = cuda_lp_operand((enum cuda_lp)lp, 0, weight, (size_t)OC * C);
     }
     /* dinp = dout @ weight: dinp^T (C,N) = weight buffer (C,OC) * dout buffer (OC,N) */
     if (dinp) gemm(lp, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, 1.0f, w, C, dy, OC, 0.0f, dinp, C);
     /* dweight += dout^T @ inp: dweight^T (C,OC) += inp buffer (C,N) * op_T(dout buffer (OC,N)) */
-    gemm(lp, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, 1.0f, x, C, dy, OC, 1.0f, dweight, C);
+    if (dweight) gemm(lp, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, 1.0f, x, C, dy, OC, 1.0f, dweight, C);
     if (dbias)
         CUDA_LAUNCH(bias_backward_kernel, (OC + 31) / 32, dim3(32, COL_ROWS), dbias, dout, N, OC);
 }

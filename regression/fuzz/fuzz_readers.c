@@ -366,7 +366,7 @@ static void model_of(struct harness *h, struct model *m, struct config *cfg, con
     run_shape_init(&s, cfg, 1, 0);
     struct model_dims d;
     model_dims_init(&d, cfg, &s, &h->g);
-    model_init(m, &d, &cpu_device, 1, 1, 0, 0);
+    model_init(m, &d, &cpu_device, 1, (struct model_buffers){.slots = 1}, 0);
 }
 
 static int run_deck(struct harness *h, const char *in, char *err, size_t errlen)

@@ -80,8 +80,8 @@ static void check(int tp, int sp, const int32_t *in, const int32_t *tg, int rank
     dims(&dt, tp, g.tp_rank, sp);
     dims(&ds, 1, 0, 0);
     struct model mt, ms;
-    model_init(&mt, &dt, &cpu_device, B, 1, 0, 1);
-    model_init(&ms, &ds, &cpu_device, B, 1, 0, 1);
+    model_init(&mt, &dt, &cpu_device, B, (struct model_buffers){.slots = 1}, 1);
+    model_init(&ms, &ds, &cpu_device, B, (struct model_buffers){.slots = 1}, 1);
     set_params(&mt);
     set_params(&ms);
     const char *what = sp ? "tp+sp" : "tp";

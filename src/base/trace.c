@@ -1,6 +1,6 @@
 /* trace.c -- the timeline: events per rank, gathered to rank 0 and written
  * as Chrome-trace JSON (Perfetto, chrome://tracing): a process per rank, its
- * steps, forwards, backwards, pipeline sends and waits and the optimizer on
+ * steps, forwards, backwards (B and W where split), pipeline sends and waits and the optimizer on
  * one thread, every communication call (communicator, operation, bytes) on
  * another. */
 #include "trace.h"
@@ -42,14 +42,14 @@ void trace_free(struct trace *t)
     memset(t, 0, sizeof *t);
 }
 
-static const char *trace_names[TR_COUNT] = {"F", "B", "send", "recv wait (idle)", "optimizer", "step", "comm"};
+static const char *trace_names[TR_COUNT] = {"F", "B", "W", "send", "recv wait (idle)", "optimizer", "step", "comm"};
 static const char *const group_names[] = {"world", "tp", "dp", "pp", "embed", "cp"}; /* comm.h's order */
 static const char *const op_names[] = {"all-reduce", "all-gather", "reduce-scatter", "send", "recv"};
 
 /* One event as a Chrome-trace span on process (rank) r. */
 static void write_event(FILE *f, const struct trace_event *e, int r)
 {
-    char name[64]; /* F3, B3, F3c1 for chunk 1; step 7; tp all-reduce */
+    char name[64]; /* F3, B3, W3, F3c1 for chunk 1; step 7; tp all-reduce */
     const char *cat = trace_names[e->kind];
     if (e->kind == TR_STEP) snprintf(name, sizeof name, "step %d", e->mb);
     else if (e->kind == TR_COMM) {
@@ -59,7 +59,7 @@ static void write_event(FILE *f, const struct trace_event *e, int r)
                 name, group_names[e->mb], r, 1e6 * e->t0, 1e6 * (e->t1 - e->t0), group_names[e->mb], op_names[e->chunk],
                 e->bytes);
         return;
-    } else if (e->kind > TR_BACKWARD) snprintf(name, sizeof name, "%s", cat);
+    } else if (e->kind > TR_WGRAD) snprintf(name, sizeof name, "%s", cat);
     else if (e->chunk > 0) snprintf(name, sizeof name, "%s%dc%d", cat, e->mb, e->chunk);
     else snprintf(name, sizeof name, "%s%d", cat, e->mb);
     fprintf(f, ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": 0, \"ts\": %.3f, "

@@ -6,8 +6,9 @@
 #include <stddef.h>
 
 /* The timeline (io.trace): what each rank did when, for Chrome's trace
- * viewer and Perfetto. */
-enum trace_kind { TR_FORWARD, TR_BACKWARD, TR_SEND, TR_RECV_WAIT, TR_OPTIMIZER, TR_STEP, TR_COMM, TR_COUNT };
+ * viewer and Perfetto.  TR_BACKWARD is a whole backward, or a split one's B
+ * (input gradients); TR_WGRAD its W (weight gradients). */
+enum trace_kind { TR_FORWARD, TR_BACKWARD, TR_WGRAD, TR_SEND, TR_RECV_WAIT, TR_OPTIMIZER, TR_STEP, TR_COMM, TR_COUNT };
 struct trace_event {
     double t0, t1; /* seconds since the trace began */
     int kind, mb, chunk; /* TR_STEP: mb = the step; TR_COMM: mb = the communicator, chunk = the operation */

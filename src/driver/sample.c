@@ -263,7 +263,7 @@ static int open_model(struct sampler *S, const char *ckpt, struct grid *g, char 
     grid_init(g, world, 1, 1, 1);
     struct model_dims d;
     model_dims_init(&d, &cfg, &s, g);
-    model_init(&S->m, &d, &cpu_device, 1, 1, 0, 0);
+    model_init(&S->m, &d, &cpu_device, 1, (struct model_buffers){.slots = 1}, 0);
     comm_init(&S->c, g);
     return ckpt_load_model(ckpt, &S->m, g, err, errlen);
 }

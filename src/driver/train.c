@@ -143,7 +143,7 @@ static void setup(struct run *r)
     agree_schedule_file(s->schedule_file, g);
     struct model_dims d;
     model_dims_init(&d, cfg, s, g);
-    int nslots = pp_exec_init(&r->exec, s->sched, s->schedule_file, g, d.v, s->n_micro);
+    struct model_buffers nb = pp_exec_init(&r->exec, s->sched, s->schedule_file, g, d.v, s->n_micro);
     if (cfg->io.trace) {
         MPI_CHECK(MPI_Barrier(g->world_comm)); /* a common time origin for every track */
         trace_init(&r->trace);
@@ -154,7 +154,7 @@ static void setup(struct run *r)
     struct device_options dopt = {.allow_shared = (int)cfg->train.share_gpus, .tf32 = (int)cfg->train.tf32};
     die_all_if(g->world_comm, device_open(k, g->world_comm, &dopt, why, sizeof why) < 0, why,
                     "one GPU per rank: launch as many ranks per node as it has GPUs, or set train.share_gpus");
-    model_init(&r->model, &d, k, s->micro_batch, nslots, r->exec.nrecv, (uint64_t)cfg->train.seed);
+    model_init(&r->model, &d, k, s->micro_batch, nb, (uint64_t)cfg->train.seed);
     r->ckpt_bytes = ckpt_file_bytes(&r->model);
     comm_use_device(&r->comm, k);
     optim_init(&r->optim, &r->model, cfg, s, g);
@@ -185,9 +185,11 @@ static void setup(struct run *r)
     log_info("model: L=%d C=%d NH=%d T=%d V=%d (padded %d): %lld parameters, %.1f FLOP/token (x1e6)\n",
              d.L, d.C, d.NH, d.T, d.V, d.Vp, (long long)model_logical_params(&d),
              model_flops_per_token(&d) / 1e6);
-    log_info("per rank: %d micro-batch(es) of %d sequences, %d in flight; memory %.1f MiB state (parameters, "
-             "gradients, optimizer) + %.1f MiB activations (rank 0)\n", s->n_micro, s->micro_batch, nslots,
-             state / 1048576.0, r->model.act_bytes / 1048576.0);
+    char wait[64] = "";
+    if (r->model.nwslots) snprintf(wait, sizeof wait, ", %d weight gradient(s) pending", r->model.nwslots);
+    log_info("per rank: %d micro-batch(es) of %d sequences, %d in flight%s; memory %.1f MiB state (parameters, "
+             "gradients, optimizer) + %.1f MiB activations (rank 0)\n", s->n_micro, s->micro_batch, r->model.nslots,
+             wait, state / 1048576.0, r->model.act_bytes / 1048576.0);
     if (r->allocated && metrics_memory(&r->metrics, r->allocated, g->world) != 0) train_io_stop(r, r->metrics.failed, "");
     if (g->pp > 1) {
         long num, den;

@@ -13,13 +13,15 @@ void KNAME(encoder_backward)(KREAL *dwte, KREAL *dwpe, const KREAL *dout,
 /* out (N,C); mean, rstd (N) saved for backward; eps = 1e-5. */
 void KNAME(layernorm_forward)(KREAL *out, KREAL *mean, KREAL *rstd, const KREAL *inp,
                               const KREAL *weight, const KREAL *bias, int N, int C);
-/* dinp (N,C) +=, dweight (C) +=, dbias (C) +=. */
+/* dinp (N,C) +=, dweight (C) +=, dbias (C) +=; dinp NULL or dweight NULL skips
+ * that part (a zero-bubble pipeline's B and W), the other's bits unchanged. */
 void KNAME(layernorm_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias,
                                const KREAL *dout, const KREAL *inp, const KREAL *weight,
                                const KREAL *mean, const KREAL *rstd, int N, int C);
 
 /* RMSNorm: out (N,C) = inp * rstd * weight, rstd (N) = 1 / sqrt(mean(inp^2) + eps)
- * saved for backward.  backward: dinp (N,C) +=, dweight (C) +=. */
+ * saved for backward.  backward: dinp (N,C) +=, dweight (C) +=, either skipped
+ * when NULL (as layernorm_backward). */
 void KNAME(rmsnorm_forward)(KREAL *out, KREAL *rstd, const KREAL *inp, const KREAL *weight, int N, int C,
                             KREAL eps);
 void KNAME(rmsnorm_backward)(KREAL *dinp, KREAL *dweight, const KREAL *dout, const KREAL *inp,
@@ -29,7 +31,8 @@ void KNAME(rmsnorm_backward)(KREAL *dinp, KREAL *dweight, const KREAL *dout, con
 void KNAME(matmul_forward)(KREAL *out, const KREAL *inp, const KREAL *weight,
                            const KREAL *bias, int N, int C, int OC);
 /* dinp (N,C) = dout @ weight (overwritten; skipped if NULL);
- * dweight (OC,C) += dout^T @ inp; dbias (OC) += column sums (skipped if NULL). */
+ * dweight (OC,C) += dout^T @ inp (skipped if NULL, with weight unread when
+ * dinp is NULL); dbias (OC) += column sums (skipped if NULL). */
 void KNAME(matmul_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias,
                             const KREAL *dout, const KREAL *inp, const KREAL *weight,
                             int N, int C, int OC);

@@ -227,29 +227,34 @@ void KNAME(layernorm_forward)(KREAL *out, KREAL *mean, KREAL *rstd, const KREAL 
 /* The backward of both norms (mean NULL: RMSNorm, no centring, no bias):
  * dinp += (w*dout - mean(w*dout) - norm * mean(w*dout*norm)) * rstd with
  * norm = (x - mean) * rstd, by row (RMSNorm: the mean and its term are 0);
- * dweight += dout * norm and dbias += dout, split by channel, rows in order. */
+ * dweight += dout * norm and dbias += dout, split by channel, rows in order.
+ * The two parts are independent: dinp NULL skips the first (a zero-bubble
+ * B), dweight NULL the second (its W, run later with the same numbers). */
 static void norm_backward(KREAL *dinp, KREAL *dweight, KREAL *dbias, const KREAL *dout, const KREAL *inp,
                           const KREAL *weight, const KREAL *mean, const KREAL *rstd, int N, int C)
 {
     int par = (long)N * C >= PAR_MIN;
+    if (dinp) {
 #pragma omp parallel for schedule(static) if (par)
-    for (int n = 0; n < N; n++) {
-        const KREAL *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
-        KREAL *di = dinp + (size_t)n * C;
-        KREAL m = mean ? mean[n] : K(0), rs = rstd[n];
-        KREAL a = 0, b;
-        if (mean) {
-            LANE_SUM(KREAL, a, 0, C, c, weight[c] * d[c]);
-            a /= C;
-        }
-        LANE_SUM(KREAL, b, 0, C, c, (weight[c] * d[c]) * ((x[c] - m) * rs));
-        b /= C;
+        for (int n = 0; n < N; n++) {
+            const KREAL *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
+            KREAL *di = dinp + (size_t)n * C;
+            KREAL m = mean ? mean[n] : K(0), rs = rstd[n];
+            KREAL a = 0, b;
+            if (mean) {
+                LANE_SUM(KREAL, a, 0, C, c, weight[c] * d[c]);
+                a /= C;
+            }
+            LANE_SUM(KREAL, b, 0, C, c, (weight[c] * d[c]) * ((x[c] - m) * rs));
+            b /= C;
 #pragma omp simd
-        for (int c = 0; c < C; c++) {
-            KREAL norm = (x[c] - m) * rs;
-            di[c] += (weight[c] * d[c] - a - norm * b) * rs;
+            for (int c = 0; c < C; c++) {
+                KREAL norm = (x[c] - m) * rs;
+                di[c] += (weight[c] * d[c] - a - norm * b) * rs;
+            }
         }
     }
+    if (!dweight) return;
 #pragma omp parallel if (par)
     {
         int c0, c1;
@@ -316,7 +321,7 @@ void KNAME(matmul_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias,
                             int N, int C, int OC)
 {
     if (dinp) GEMM(0, 0, N, C, OC, K(1), dout, OC, weight, C, K(0), dinp, C);
-    GEMM(1, 0, OC, C, N, K(1), dout, OC, inp, C, K(1), dweight, C);
+    if (dweight) GEMM(1, 0, OC, C, N, K(1), dout, OC, inp, C, K(1), dweight, C);
     if (!dbias) return;
 #pragma omp parallel if ((long)N * OC >= PAR_MIN)
     {

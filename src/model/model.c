@@ -76,7 +76,7 @@ int model_layer_ranges(const struct model *m, int j, struct flat_range *r)
     return n;
 }
 
-void model_init(struct model *m, const struct model_dims *d, const struct device *k, int B, int nslots, int nrecv,
+void model_init(struct model *m, const struct model_dims *d, const struct device *k, int B, struct model_buffers nb,
                 uint64_t seed)
 {
     memset(m, 0, sizeof *m);
@@ -117,7 +117,7 @@ void model_init(struct model *m, const struct model_dims *d, const struct device
     if (d->llama) rope_tables(m);
     m->host = xalloc_aligned(2 * (size_t)B * d->T * sizeof(float)); /* token losses, or a micro-batch's tokens */
     m->bad_order = LONG_MAX;
-    model_acts_alloc(m, nslots, nrecv);
+    model_acts_alloc(m, nb);
 }
 
 void model_set_tokens(struct model *m, struct chunk_acts *a, const int32_t *inputs, const int32_t *targets)
@@ -147,6 +147,7 @@ void model_free(struct model *m)
     free(m->host);
     if (m->slot) m->k->release(m->slot[0].inputs); /* the one activation allocation */
     free(m->slot);
+    free(m->wslot);
     memset(m, 0, sizeof *m);
 }
 
@@ -396,7 +397,57 @@ static void layer_grads(struct model *m, int j, float *G[NUM_PARAMS])
     }
 }
 
-static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a, int i, const float *l_in)
+/* The two halves of a backward.  Fused (w NULL): every gradient at once.
+ * Split: B computes the input gradients and keeps in w what the weight
+ * gradients need; W computes those from it later (a zero-bubble pipeline).
+ * The kernels compute the two parts independently (backend_ops.h), so W's
+ * numbers are the fused backward's bit for bit. */
+
+/* A matmul's backward: the input gradient; the weight's and the bias's now
+ * (keep NULL) or, for W, its output gradient kept in keep. */
+static void matmul_bwd(struct model *m, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                       const float *w, int N, int C, int OC, float *keep)
+{
+    if (keep) {
+        if (keep != dout) m->k->copy(keep, dout, (size_t)N * OC * sizeof(float));
+        dw = db = NULL;
+    }
+    m->k->matmul_backward(m->d.prec, dinp, dw, db, dout, inp, w, N, C, OC);
+}
+
+/* W of a matmul: its weight's and bias's gradients from the kept output gradient. */
+static void matmul_wgt(struct model *m, float *dw, float *db, const float *dout, const float *inp, int N, int C,
+                       int OC)
+{
+    m->k->matmul_backward(m->d.prec, NULL, dw, db, dout, inp, NULL, N, C, OC);
+}
+
+/* W of a norm of the stream's rows: its weight's (and LayerNorm's bias's)
+ * gradients from the kept gradient of its output rows. */
+static void norm_wgt(struct model *m, float *dw, float *db, const float *dln, const float *inp, const float *mean,
+                     const float *rstd)
+{
+    if (m->d.llama) m->k->rmsnorm_backward(m->d.prec, NULL, dw, dln, inp, NULL, rstd, m->Ns, m->d.C);
+    else m->k->layernorm_backward(m->d.prec, NULL, dw, db, dln, inp, NULL, mean, rstd, m->Ns, m->d.C);
+}
+
+/* Copy what W reads of a recomputed layer (la: the scratch) into in. */
+static void keep_inputs(struct model *m, struct layer_acts *in, const struct layer_acts *la)
+{
+    const float *from[] = {la->ln1, la->ln1_mean, la->ln1_rstd, la->atty, la->residual2,
+                           la->ln2, la->ln2_mean, la->ln2_rstd, la->fch_gelu};
+    float *to[] = {in->ln1, in->ln1_mean, in->ln1_rstd, in->atty, in->residual2,
+                   in->ln2, in->ln2_mean, in->ln2_rstd, in->fch_gelu};
+    const struct block_sizes z = block_sizes(m);
+    size_t N = (size_t)z.N, S = (size_t)m->Ns, C = (size_t)z.C, M = m->d.llama ? 0 : S;
+    size_t n[] = {N * C, M, S, N * (size_t)z.Cl, S * C, N * C, M, S, N * (size_t)z.Fl};
+    for (size_t i = 0; i < sizeof n / sizeof n[0]; i++)
+        if (n[i]) m->k->copy(to[i], from[i], n[i] * sizeof(float));
+}
+
+/* Layer i's backward, fused (lw NULL) or its B (what W needs into lw). */
+static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a, int i, const float *l_in,
+                           struct layer_wgrad *lw)
 {
     const struct model_dims *d = &m->d;
     struct scratch *s = &m->scr;
@@ -404,68 +455,104 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
     int B = z.B, T = z.T, C = z.C, Cl = z.Cl, N = z.N, NHl = z.NHl, NKVl = z.NKVl, QKV = z.QKV, FC = z.FC, Fl = z.Fl;
     int j = a->chunk * d->Lc + i;
     const float *P[NUM_PARAMS];
-    float *G[NUM_PARAMS];
+    float *G[NUM_PARAMS] = {0};
     layer_weights(m, j, i > 0 ? j - 1 : -1, P);
-    layer_grads(m, j, G);
+    if (!lw) layer_grads(m, j, G); /* (split: W hands them out) */
     struct layer_acts la;
     model_layer_acts(m, a, i, &la);
     /* recomputation: the same arithmetic as the forward, so the result is bitwise the same */
     if (i < d->Lr) block_forward(m, c, a, i, l_in, P);
     else model_unpack_layer(m, a, i, &la);
+    if (lw && i < d->Lr) keep_inputs(m, &lw->in, &la);
+    float *dfch = lw ? lw->dfch : s->dfch, *dqkv = lw ? lw->dqkv : s->dqkv;
 
     /* MLP; dresidual holds d(block output), which is also d(residual2) through the skip */
     const float *dout = model_gather_to_tp(m, c, s->dfull, s->dresidual);
-    m->k->matmul_backward(d->prec, s->dfch_gelu, G[P_FCPROJW], G[P_FCPROJB], dout, la.fch_gelu,
-                          P[P_FCPROJW], N, Fl, C);
+    matmul_bwd(m, s->dfch_gelu, G[P_FCPROJW], G[P_FCPROJB], dout, la.fch_gelu, P[P_FCPROJW], N, Fl, C,
+               lw ? lw->dfcproj : NULL);
     model_bwd_out(m, s->dfch_gelu, (size_t)N * Fl);
-    if (d->llama) m->k->swiglu_backward(m->d.prec, s->dfch, la.fch, s->dfch_gelu, (size_t)N, Fl);
-    else m->k->gelu_backward(m->d.prec, s->dfch, la.fch, s->dfch_gelu, (size_t)N * Fl);
-    model_bwd_out(m, s->dfch, (size_t)N * FC);
-    m->k->matmul_backward(d->prec, s->dln_full, G[P_FCW], G[P_FCB], s->dfch, la.ln2, P[P_FCW], N, C, FC);
+    if (d->llama) m->k->swiglu_backward(m->d.prec, dfch, la.fch, s->dfch_gelu, (size_t)N, Fl);
+    else m->k->gelu_backward(m->d.prec, dfch, la.fch, s->dfch_gelu, (size_t)N * Fl);
+    model_bwd_out(m, dfch, (size_t)N * FC);
+    matmul_bwd(m, s->dln_full, G[P_FCW], G[P_FCB], dfch, la.ln2, P[P_FCW], N, C, FC, lw ? dfch : NULL);
     model_norm_from_tp(m, c, s->dln_full, G[P_LN2W], G[P_LN2B], la.residual2, P[P_LN2W], la.ln2_mean,
-                       la.ln2_rstd);
+                       la.ln2_rstd, lw ? lw->dln2 : NULL);
     /* attention; dresidual now holds d(residual2) = d(block input) through the skip */
     dout = model_gather_to_tp(m, c, s->dfull, s->dresidual);
-    m->k->matmul_backward(d->prec, s->datty, G[P_ATTPROJW], G[P_ATTPROJB], dout, la.atty,
-                          P[P_ATTPROJW], N, Cl, C);
+    matmul_bwd(m, s->datty, G[P_ATTPROJW], G[P_ATTPROJB], dout, la.atty, P[P_ATTPROJW], N, Cl, C,
+               lw ? lw->dattproj : NULL);
     model_bwd_out(m, s->datty, (size_t)N * Cl);
     if (d->cp > 1) {
         struct cp_dims cd = model_cp_dims(d, m->B);
-        cp_attention_backward(&cd, m->k, c, &m->cp_time, s->cp, s->dqkv, s->datty, la.atty, la.qkv, la.lse);
+        cp_attention_backward(&cd, m->k, c, &m->cp_time, s->cp, dqkv, s->datty, la.atty, la.qkv, la.lse);
     }
     else
-        m->k->attention_backward(d->prec, s->dqkv, s->dqkv + (size_t)NHl * d->HS, s->datty, la.atty, la.qkv,
+        m->k->attention_backward(d->prec, dqkv, dqkv + (size_t)NHl * d->HS, s->datty, la.atty, la.qkv,
                                  la.qkv + (size_t)NHl * d->HS, QKV, la.lse, B, T, 0, 0, T, NHl, NKVl, d->HS, ATT_CAUSAL);
-    if (d->llama) m->k->rope_backward(d->prec, s->dqkv, m->rope_cos, m->rope_sin, B, T, NHl, NKVl, d->HS);
-    model_bwd_out(m, s->dqkv, (size_t)N * QKV);
-    m->k->matmul_backward(d->prec, s->dln_full, G[P_QKVW], G[P_QKVB], s->dqkv, la.ln1, P[P_QKVW], N, C,
-                          QKV);
-    model_norm_from_tp(m, c, s->dln_full, G[P_LN1W], G[P_LN1B], l_in, P[P_LN1W], la.ln1_mean,
-                       la.ln1_rstd);
+    if (d->llama) m->k->rope_backward(d->prec, dqkv, m->rope_cos, m->rope_sin, B, T, NHl, NKVl, d->HS);
+    model_bwd_out(m, dqkv, (size_t)N * QKV);
+    matmul_bwd(m, s->dln_full, G[P_QKVW], G[P_QKVB], dqkv, la.ln1, P[P_QKVW], N, C, QKV, lw ? dqkv : NULL);
+    model_norm_from_tp(m, c, s->dln_full, G[P_LN1W], G[P_LN1B], l_in, P[P_LN1W], la.ln1_mean, la.ln1_rstd,
+                       lw ? lw->dln1 : NULL);
+}
+
+/* W of layer i: its parameter gradients from lw and the slot (a recomputed
+ * layer's inputs from lw, a packed one's unpacked again). */
+static void block_weight(struct model *m, struct chunk_acts *a, int i, const float *l_in, const struct layer_wgrad *lw)
+{
+    const struct model_dims *d = &m->d;
+    const struct block_sizes z = block_sizes(m);
+    int C = z.C, Cl = z.Cl, N = z.N, QKV = z.QKV, FC = z.FC, Fl = z.Fl;
+    float *G[NUM_PARAMS];
+    layer_grads(m, a->chunk * d->Lc + i, G);
+    struct layer_acts la;
+    if (i < d->Lr) la = lw->in;
+    else {
+        model_layer_acts(m, a, i, &la);
+        model_unpack_layer(m, a, i, &la);
+    }
+    matmul_wgt(m, G[P_FCPROJW], G[P_FCPROJB], lw->dfcproj, la.fch_gelu, N, Fl, C);
+    matmul_wgt(m, G[P_FCW], G[P_FCB], lw->dfch, la.ln2, N, C, FC);
+    norm_wgt(m, G[P_LN2W], G[P_LN2B], lw->dln2, la.residual2, la.ln2_mean, la.ln2_rstd);
+    matmul_wgt(m, G[P_ATTPROJW], G[P_ATTPROJB], lw->dattproj, la.atty, N, Cl, C);
+    matmul_wgt(m, G[P_QKVW], G[P_QKVB], lw->dqkv, la.ln1, N, C, QKV);
+    norm_wgt(m, G[P_LN1W], G[P_LN1B], lw->dln1, l_in, la.ln1_mean, la.ln1_rstd);
 }
 
 /* Cross-entropy and the LM head; leaves d(chunk output) in dresidual.  A
- * tied head's share of wte's gradient goes to grad[P_WTE]. */
-static void head_backward(struct model *m, struct comm *c, struct chunk_acts *a, const float *residual, float dloss)
+ * tied head's share of wte's gradient goes to grad[P_WTE]; split (w), that
+ * share and the final norm's wait for W (dlogits stay in the slot). */
+static void head_backward(struct model *m, struct comm *c, struct chunk_acts *a, const float *residual, float dloss,
+                          struct chunk_wgrad *w)
 {
     const struct model_dims *d = &m->d;
     int N = m->N, C = d->C, Vs = d->Vp / d->tp, v0 = d->tp_rank * Vs;
     m->k->crossentropy_backward(m->d.prec, a->logits, a->logits, a->ce_max, a->ce_sums, a->targets, dloss, N, Vs, v0, d->V);
     model_bwd_out(m, a->logits, (size_t)N * Vs);
-    m->k->matmul_backward(d->prec, m->scr.dln_full, head_grad(m), NULL, a->logits, a->lnf, head_weight(m), N, C, Vs);
+    matmul_bwd(m, m->scr.dln_full, head_grad(m), NULL, a->logits, a->lnf, head_weight(m), N, C, Vs,
+               w ? a->logits : NULL);
     m->k->zero(m->scr.dresidual, (size_t)m->Ns * C * sizeof(float));
     model_norm_from_tp(m, c, m->scr.dln_full, m->grad[P_LNFW], m->size[P_LNFB] ? m->grad[P_LNFB] : NULL, residual,
-                       m->param[P_LNFW], a->lnf_mean, a->lnf_rstd);
+                       m->param[P_LNFW], a->lnf_mean, a->lnf_rstd, w ? w->dlnf : NULL);
+}
+
+static void head_weight_grads(struct model *m, struct chunk_acts *a, const float *residual, const struct chunk_wgrad *w)
+{
+    const struct model_dims *d = &m->d;
+    matmul_wgt(m, head_grad(m), NULL, a->logits, a->lnf, m->N, d->C, d->Vp / d->tp);
+    norm_wgt(m, m->grad[P_LNFW], m->size[P_LNFB] ? m->grad[P_LNFB] : NULL, w->dlnf, residual, a->lnf_mean,
+             a->lnf_rstd);
 }
 
 /* Every tp rank needs the full gradient of the embedding output: its
  * vocabulary rows may be used anywhere in the batch.  wte's share goes to
- * dwte_embed (summed with the head's once per step, in a fixed order). */
-static void embed_backward(struct model *m, struct comm *c, struct chunk_acts *a)
+ * dwte_embed (summed with the head's once per step, in a fixed order).
+ * rows: d(embedding output), this rank's rows of the stream. */
+static void embed_backward(struct model *m, struct comm *c, struct chunk_acts *a, const float *rows)
 {
     const struct model_dims *d = &m->d;
     int Vs = d->Vp / d->tp;
-    const float *dout = model_gather_to_tp(m, c, m->scr.dfull, m->scr.dresidual);
+    const float *dout = model_gather_to_tp(m, c, m->scr.dfull, rows);
     float *dwpe = m->size[P_WPE] ? m->grad[P_WPE] : NULL;
     if (d->cp > 1 && dwpe)
         for (int b = 0; b < m->B; b++)
@@ -479,15 +566,50 @@ static void embed_backward(struct model *m, struct comm *c, struct chunk_acts *a
                                Vs);
 }
 
-void model_chunk_backward(struct model *m, struct comm *c, struct chunk_acts *a, float dloss)
+/* The input of layer i of slot a's chunk, and the chunk's output. */
+static const float *layer_input(const struct model *m, const struct chunk_acts *a, int i)
+{
+    return i == 0 ? a->input : a->residual3 + (size_t)(i - 1) * m->Ns * m->d.C;
+}
+
+/* The backward, fused (w NULL) or its B. */
+static void chunk_backward(struct model *m, struct comm *c, struct chunk_acts *a, float dloss, struct chunk_wgrad *w)
 {
     size_t SC = (size_t)m->Ns * m->d.C;
     int Lc = m->d.Lc;
-    if (last_stage(m, a)) head_backward(m, c, a, Lc > 0 ? a->residual3 + (size_t)(Lc - 1) * SC : a->input, dloss);
+    if (last_stage(m, a)) head_backward(m, c, a, layer_input(m, a, Lc), dloss, w);
     else m->k->copy(m->scr.dresidual, a->dout, SC * sizeof(float));
     for (int i = Lc - 1; i >= 0; i--) {
-        block_backward(m, c, a, i, i == 0 ? a->input : a->residual3 + (size_t)(i - 1) * SC);
+        struct layer_wgrad lw;
+        if (w) model_layer_wgrad(m, w, i, &lw);
+        block_backward(m, c, a, i, layer_input(m, a, i), w ? &lw : NULL);
+        if (!w && m->layer_done) m->layer_done(m->layer_done_ctx, a->chunk * Lc + i);
+    }
+    if (!first_stage(m, a)) return;
+    if (w) m->k->copy(w->demb, m->scr.dresidual, SC * sizeof(float));
+    else embed_backward(m, c, a, m->scr.dresidual);
+}
+
+void model_chunk_backward(struct model *m, struct comm *c, struct chunk_acts *a, float dloss)
+{
+    chunk_backward(m, c, a, dloss, NULL);
+}
+
+void model_chunk_backward_input(struct model *m, struct comm *c, struct chunk_acts *a, struct chunk_wgrad *w,
+                                float dloss)
+{
+    chunk_backward(m, c, a, dloss, w);
+}
+
+void model_chunk_backward_weight(struct model *m, struct comm *c, struct chunk_acts *a, struct chunk_wgrad *w)
+{
+    int Lc = m->d.Lc;
+    if (last_stage(m, a)) head_weight_grads(m, a, layer_input(m, a, Lc), w);
+    for (int i = Lc - 1; i >= 0; i--) {
+        struct layer_wgrad lw;
+        model_layer_wgrad(m, w, i, &lw);
+        block_weight(m, a, i, layer_input(m, a, i), &lw);
         if (m->layer_done) m->layer_done(m->layer_done_ctx, a->chunk * Lc + i);
     }
-    if (first_stage(m, a)) embed_backward(m, c, a);
+    if (first_stage(m, a)) embed_backward(m, c, a, w->demb);
 }

@@ -167,6 +167,28 @@ struct chunk_acts {
     float *ce_max, *ce_sums, *losses; /* (N), (2N): sum of exp then target logit, (N) */
 };
 
+/* What one layer's weight gradients (a zero-bubble pipeline's W) need
+ * beyond its chunk's slot, kept by its B: the gradients of the outputs of
+ * its matmuls and norms, and (layers recomputed in full, whose activations
+ * live only in the scratch) the inputs of those, with the norms'
+ * statistics; the fields a W does not read (qkv, lse, fch) stay NULL. */
+struct layer_wgrad {
+    float *dfcproj, *dfch, *dln2;   /* (N,C) gathered, (N, model_fc_cols), (Ns,C) */
+    float *dattproj, *dqkv, *dln1;  /* (N,C) gathered, (N, model_qkv_cols), (Ns,C) */
+    struct layer_acts in;           /* recomputed layers: ln1, atty, residual2, ln2, fch_gelu and statistics */
+};
+
+/* A backward split in two (B, then W later) keeps this between them for
+ * one micro-batch and chunk: each layer's struct layer_wgrad, one after the
+ * other, then the head's and the embedding's output gradients where those
+ * live.  The rest W reads from the chunk's slot, which is held until W. */
+struct chunk_wgrad {
+    int mb, chunk;                  /* what it holds; mb = -1 when free */
+    float *mem;                     /* the layers' fields (model_layer_wgrad) */
+    float *dlnf;                    /* (Ns,C) gradient of the final norm's output (the head) */
+    float *demb;                    /* (Ns,C) gradient of the embedding's output (the first stage) */
+};
+
 /* Scratch shared by all slots (one forward or backward runs at a time). */
 struct scratch {
     float *full;                    /* (N,C) partial sums before a TP reduction */
@@ -209,8 +231,10 @@ struct model {
     struct chunk_acts *slot;
     int nrecv;                        /* the pipeline's activation receive buffers, Ns x C floats each */
     float *recv;
+    int nwslots;                      /* split backwards (B done, W pending) this rank can hold */
+    struct chunk_wgrad *wslot;
     struct scratch scr;
-    size_t act_bytes;                 /* activations and scratch */
+    size_t act_bytes;                 /* activations, what pending weight gradients keep, scratch */
     /* called after the backward of local layer j, when set (overlap of the
      * data-parallel reduction with the rest of the backward) */
     void (*layer_done)(void *ctx, int j);
@@ -237,6 +261,8 @@ struct model {
  * and the allocator alike. */
 size_t model_slot_floats(const struct model_dims *d, int B);
 size_t model_scratch_floats(const struct model_dims *d, int B);
+/* Floats that one pending weight gradient keeps (struct chunk_wgrad). */
+size_t model_wslot_floats(const struct model_dims *d, int B);
 /* Floats of one pipeline receive buffer (a chunk's input: B T C, / tp under SP). */
 size_t model_recv_floats(const struct model_dims *d, int B);
 /* A range [at, at + n) of the flat layout (model.flat). */
@@ -271,12 +297,19 @@ size_t model_tensor_size(const struct model_dims *d, enum param_id id);
 /* Dimensions for cfg of shape s, this rank's coordinates from g (validated beforehand). */
 void model_dims_init(struct model_dims *d, const struct config *cfg, const struct run_shape *s, const struct grid *g);
 
-/* Allocate parameters, gradients (zeroed), `nslots` activation sets for
- * micro-batches of B sequences and `nrecv` buffers for a chunk's input
- * received ahead of its slot (the pipeline's look-ahead) with k's memory;
- * initialise the weights from seed (model_init_tensor: each element from
- * its logical position). */
-void model_init(struct model *m, const struct model_dims *d, const struct device *k, int B, int nslots, int nrecv,
+/* How many of each buffer a rank's schedule holds at once: activation
+ * sets (micro-batches from forward to the end of their backward), buffers
+ * for a chunk's input received ahead of its slot (the pipeline's
+ * look-ahead), and pending weight gradients (split backwards between B and
+ * W; 0 without a zero-bubble schedule). */
+struct model_buffers {
+    int slots, recv, wslots;
+};
+
+/* Allocate parameters, gradients (zeroed) and nb's buffers for
+ * micro-batches of B sequences with k's memory; initialise the weights from
+ * seed (model_init_tensor: each element from its logical position). */
+void model_init(struct model *m, const struct model_dims *d, const struct device *k, int B, struct model_buffers nb,
                 uint64_t seed);
 void model_free(struct model *m);
 
@@ -297,6 +330,18 @@ double model_chunk_forward(struct model *m, struct comm *c, struct chunk_acts *a
  * the gradient of the chunk's input is left in m->scr.dresidual (first
  * virtual stage: consumed by the embedding). */
 void model_chunk_backward(struct model *m, struct comm *c, struct chunk_acts *a, float dloss);
+/* The same backward in two parts (a zero-bubble pipeline's B and W).  B:
+ * the input gradients only, left as model_chunk_backward leaves them, and
+ * what the weight gradients need kept in w.  W, any time later with the
+ * slot and w untouched: the parameter gradients, bit for bit those of
+ * model_chunk_backward, the layer_grads and layer_done hooks called as it
+ * calls them.  Neither reads the other's scratch. */
+void model_chunk_backward_input(struct model *m, struct comm *c, struct chunk_acts *a, struct chunk_wgrad *w,
+                                float dloss);
+void model_chunk_backward_weight(struct model *m, struct comm *c, struct chunk_acts *a, struct chunk_wgrad *w);
+/* A free pending-weight-gradient buffer for (mb, chunk), or the one holding it. */
+struct chunk_wgrad *model_wslot(struct model *m, int mb, int chunk);
+void model_wslot_release(struct chunk_wgrad *w);
 
 /* The flat ranges of local layer j's per-layer tensors, in table order
  * (increasing), into r (NUM_PARAMS entries at most); their number returned.

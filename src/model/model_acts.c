@@ -146,6 +146,82 @@ static size_t scratch_layout(struct scratch *s, float *mem, const struct model_d
     return total;
 }
 
+/* ------------------------------------------------ pending weight gradients */
+
+/* One layer's struct layer_wgrad from mem (NULL: just count); the inputs
+ * only for a layer recomputed in full.  Returns the floats used. */
+static size_t layer_wgrad_layout(struct layer_wgrad *w, float *mem, const struct model_dims *d, int B,
+                                 int recomputed)
+{
+    size_t N = (size_t)B * d->Tl, C = (size_t)d->C, Cl = C / (size_t)d->tp, S = d->sp ? N / (size_t)d->tp : N;
+    size_t M = d->llama ? 0 : S, r = recomputed ? 1 : 0;
+    memset(w, 0, sizeof *w);
+    struct { float **p; size_t n; } t[] = {
+        {&w->dfcproj, N * C}, {&w->dfch, N * (size_t)model_fc_cols(d)}, {&w->dln2, S * C},
+        {&w->dattproj, N * C}, {&w->dqkv, N * (size_t)model_qkv_cols(d)}, {&w->dln1, S * C},
+        {&w->in.ln1, r * N * C}, {&w->in.ln1_mean, r * M}, {&w->in.ln1_rstd, r * S}, {&w->in.atty, r * N * Cl},
+        {&w->in.residual2, r * S * C}, {&w->in.ln2, r * N * C}, {&w->in.ln2_mean, r * M},
+        {&w->in.ln2_rstd, r * S}, {&w->in.fch_gelu, r * N * (size_t)model_hidden_cols(d)},
+    };
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        *t[i].p = mem && t[i].n ? mem + total : NULL;
+        total += (t[i].n + 15) / 16 * 16;
+    }
+    return total;
+}
+
+/* The chunk's layers (the first Lr recomputed), then the head's and the
+ * embedding's output gradients where this rank has them. */
+static size_t wslot_layout(struct chunk_wgrad *w, float *mem, const struct model_dims *d, int B)
+{
+    struct layer_wgrad probe;
+    size_t N = (size_t)B * d->Tl, SC = (d->sp ? N / (size_t)d->tp : N) * (size_t)d->C, Lr = (size_t)d->Lr;
+    size_t total = Lr * layer_wgrad_layout(&probe, NULL, d, B, 1) +
+                   ((size_t)d->Lc - Lr) * layer_wgrad_layout(&probe, NULL, d, B, 0);
+    w->mem = mem;
+    w->dlnf = mem && model_has_head(d) ? mem + total : NULL;
+    total += model_has_head(d) ? (SC + 15) / 16 * 16 : 0;
+    w->demb = mem && model_has_embedding(d) ? mem + total : NULL;
+    total += model_has_embedding(d) ? (SC + 15) / 16 * 16 : 0;
+    w->mb = -1;
+    return total;
+}
+
+void model_layer_wgrad(const struct model *m, const struct chunk_wgrad *w, int i, struct layer_wgrad *lw)
+{
+    struct layer_wgrad probe;
+    const struct model_dims *d = &m->d;
+    size_t big = layer_wgrad_layout(&probe, NULL, d, m->B, 1), small = layer_wgrad_layout(&probe, NULL, d, m->B, 0);
+    size_t at = i < d->Lr ? (size_t)i * big : (size_t)d->Lr * big + (size_t)(i - d->Lr) * small;
+    layer_wgrad_layout(lw, w->mem + at, d, m->B, i < d->Lr);
+}
+
+size_t model_wslot_floats(const struct model_dims *d, int B)
+{
+    struct chunk_wgrad probe;
+    return wslot_layout(&probe, NULL, d, B);
+}
+
+struct chunk_wgrad *model_wslot(struct model *m, int mb, int chunk)
+{
+    struct chunk_wgrad *free_slot = NULL;
+    for (int i = 0; i < m->nwslots; i++) {
+        if (m->wslot[i].mb == mb && m->wslot[i].chunk == chunk) return &m->wslot[i];
+        if (m->wslot[i].mb < 0 && !free_slot) free_slot = &m->wslot[i];
+    }
+    if (!free_slot)
+        die("no free weight-gradient buffer for micro-batch %d, chunk %d (%d pending): the schedule defers more "
+            "weight gradients than planned", mb, chunk, m->nwslots);
+    free_slot->mb = mb;
+    free_slot->chunk = chunk;
+    return free_slot;
+}
+
+void model_wslot_release(struct chunk_wgrad *w) { w->mb = -1; }
+
+/* ------------------------------------------------------------ the buffers */
+
 size_t model_slot_floats(const struct model_dims *d, int B)
 {
     struct chunk_acts probe;
@@ -163,17 +239,22 @@ size_t model_recv_floats(const struct model_dims *d, int B)
     return ((size_t)B * d->Tl / (d->sp ? (size_t)d->tp : 1) * d->C + 15) / 16 * 16;
 }
 
-void model_acts_alloc(struct model *m, int nslots, int nrecv)
+void model_acts_alloc(struct model *m, struct model_buffers nb)
 {
     size_t per = model_slot_floats(&m->d, m->B), scr = model_scratch_floats(&m->d, m->B);
-    size_t rcv = model_recv_floats(&m->d, m->B), total = per * (size_t)nslots + scr + rcv * (size_t)nrecv;
+    size_t rcv = model_recv_floats(&m->d, m->B), wper = model_wslot_floats(&m->d, m->B);
+    size_t slots = per * (size_t)nb.slots, wslots = wper * (size_t)nb.wslots;
+    size_t total = slots + wslots + scr + rcv * (size_t)nb.recv;
     float *mem = m->k->alloc(total * sizeof(float));
-    m->nslots = nslots;
-    m->slot = xcalloc((size_t)nslots, sizeof *m->slot);
-    for (int i = 0; i < nslots; i++) slot_layout(&m->slot[i], mem + per * (size_t)i, &m->d, m->B);
-    scratch_layout(&m->scr, mem + per * (size_t)nslots, &m->d, m->B);
-    m->nrecv = nrecv;
-    m->recv = nrecv ? mem + per * (size_t)nslots + scr : NULL;
+    m->nslots = nb.slots;
+    m->slot = xcalloc((size_t)nb.slots, sizeof *m->slot);
+    for (int i = 0; i < nb.slots; i++) slot_layout(&m->slot[i], mem + per * (size_t)i, &m->d, m->B);
+    m->nwslots = nb.wslots;
+    m->wslot = xcalloc((size_t)(nb.wslots ? nb.wslots : 1), sizeof *m->wslot);
+    for (int i = 0; i < nb.wslots; i++) wslot_layout(&m->wslot[i], mem + slots + wper * (size_t)i, &m->d, m->B);
+    scratch_layout(&m->scr, mem + slots + wslots, &m->d, m->B);
+    m->nrecv = nb.recv;
+    m->recv = nb.recv ? mem + slots + wslots + scr : NULL;
     m->act_bytes = total * sizeof(float);
 }
 

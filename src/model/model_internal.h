@@ -14,8 +14,12 @@ float *model_carve(float **cursor, size_t n);
  * decomposition starts from the serial run's weights. */
 void model_init_tensor(float *p, const struct model_dims *d, enum param_id id, int layer, uint64_t seed);
 
-/* Allocate nslots activation slots and the scratch. */
-void model_acts_alloc(struct model *m, int nslots, int nrecv);
+/* Allocate nb's activation slots, receive buffers and pending weight
+ * gradients, and the scratch, in one allocation. */
+void model_acts_alloc(struct model *m, struct model_buffers nb);
+
+/* Where layer i of a pending weight gradient keeps its fields. */
+void model_layer_wgrad(const struct model *m, const struct chunk_wgrad *w, int i, struct layer_wgrad *lw);
 
 /* Where layer i of slot a's chunk keeps its activations: the shared
  * one-layer scratch if it is recomputed in full or stored packed, else its
@@ -47,12 +51,13 @@ void model_bwd_out(const struct model *m, float *x, size_t n);
  * tp_comm.  rows (Ns,C) -> the full (N,C) a column-parallel matmul reads;
  * partial sums (N,C) of a row-parallel matmul -> the stream's rows; the
  * family's norm of the stream's rows gathered in full; and the gradient of a
- * norm's output back into the stream (scr.dresidual). */
+ * norm's output back into the stream (scr.dresidual), its parameters'
+ * gradients now or (keep) their operand kept for a split backward's W. */
 const float *model_gather_to_tp(const struct model *m, struct comm *c, float *full, const float *rows);
 const float *model_reduce_from_tp(const struct model *m, struct comm *c, float *rows, float *partial);
 void model_norm_to_tp(struct model *m, struct comm *c, float *full, float *mean, float *rstd, const float *inp,
                       const float *w, const float *b, int layer, enum fwd_out which, const char *what);
 void model_norm_from_tp(struct model *m, struct comm *c, float *dln_full, float *dw, float *db, const float *inp,
-                        const float *w, const float *mean, const float *rstd);
+                        const float *w, const float *mean, const float *rstd, float *keep);
 
 #endif

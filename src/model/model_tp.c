@@ -43,12 +43,18 @@ void model_norm_to_tp(struct model *m, struct comm *c, float *full, float *mean,
 }
 
 /* The gradient of a norm's output (partial sums over tp of a column-
- * parallel matmul's input gradient) back into the residual stream. */
+ * parallel matmul's input gradient) back into the residual stream; the
+ * norm's parameter gradients too, or (keep, a split backward's B) its
+ * output gradient's rows kept in keep for W. */
 void model_norm_from_tp(struct model *m, struct comm *c, float *dln_full, float *dw, float *db, const float *inp,
-                        const float *w, const float *mean, const float *rstd)
+                        const float *w, const float *mean, const float *rstd, float *keep)
 {
     model_bwd_out(m, dln_full, (size_t)m->N * m->d.C);
     const float *dln = model_reduce_from_tp(m, c, m->scr.dln_part, dln_full);
+    if (keep) {
+        m->k->copy(keep, dln, (size_t)m->Ns * m->d.C * sizeof(float));
+        dw = db = NULL;
+    }
     if (m->d.llama) m->k->rmsnorm_backward(m->d.prec, m->scr.dresidual, dw, dln, inp, w, rstd, m->Ns, m->d.C);
     else m->k->layernorm_backward(m->d.prec, m->scr.dresidual, dw, db, dln, inp, w, mean, rstd, m->Ns, m->d.C);
     model_bwd_out(m, m->scr.dresidual, (size_t)m->Ns * m->d.C);

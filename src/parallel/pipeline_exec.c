@@ -8,7 +8,9 @@
  * for the phase's receives and sends.  An activation arrives in a receive
  * buffer of its size (the model's recv) and moves into its micro-batch's
  * slot when its phase ends, after the slots sent from are freed: a slot is
- * held only by micro-batches between their forward and their backward.  pipeline.c's simulator proves this
+ * held only by micro-batches between their forward and their backward (a
+ * split backward: its W, and its gradient sent; its B keeps what W needs in
+ * one of the model's pending weight gradients).  pipeline.c's simulator proves this
  * order deadlock-free for every pp, even if a send completes only once its
  * receive is posted; no blocking send/recv pair is ever issued in a fixed
  * order.  Matching is FIFO per (peer, direction): one tag per direction. */
@@ -28,11 +30,17 @@ struct posted {
     MPI_Request req;
 };
 
-int pp_exec_init(struct pp_exec *x, enum pp_schedule s, const char *file, const struct grid *g, int v, int m)
+/* What has happened to a (mb, chunk) of a split backward this step: its
+ * slot is free once both have. */
+enum { EX_SPLIT = 1, EX_WGT_DONE = 2, EX_GRAD_SENT = 4 };
+
+struct model_buffers pp_exec_init(struct pp_exec *x, enum pp_schedule s, const char *file, const struct grid *g,
+                                  int v, int m)
 {
     memset(x, 0, sizeof *x);
     x->sched = s;
     x->m = m;
+    x->v = v;
     char err[512], why[600] = "";
     int rc = pp_schedule_build(s, file, g->pp, v, m, g->pp_rank, &x->actions, &x->n, err, sizeof err);
     if (rc) snprintf(why, sizeof why, "pipeline schedule: %s", err);
@@ -42,7 +50,11 @@ int pp_exec_init(struct pp_exec *x, enum pp_schedule s, const char *file, const 
     x->nrecv = g->pp < 2 ? 0 : pp_list_recv_bound(x->actions, x->n); /* (the list read once: pp_recv_bound's) */
     if (x->nrecv < 0) die("out of memory for the pipeline's receive bound");
     x->recv_busy = xcalloc((size_t)(x->nrecv ? x->nrecv : 1), sizeof *x->recv_busy);
-    return s == PP_FILE ? pp_list_peak(x->actions, x->n) : pp_peak_bound(s, file, g->pp, v, m, g->pp_rank);
+    x->split = xcalloc((size_t)(x->n ? x->n : 1), 1);
+    pp_split_marks(x->actions, x->n, x->split);
+    x->state = xcalloc((size_t)m * (size_t)v, 1);
+    /* (the list's own counts: pp_peak_bound's and pp_wpeak_bound's for the schedule) */
+    return (struct model_buffers){pp_list_peak(x->actions, x->n), x->nrecv, pp_list_wpeak(x->actions, x->n)};
 }
 
 void pp_exec_init_forward(struct pp_exec *x, enum pp_schedule s, const char *file, const struct grid *g, int v, int m)
@@ -50,6 +62,7 @@ void pp_exec_init_forward(struct pp_exec *x, enum pp_schedule s, const char *fil
     pp_exec_init(x, s, file, g, v, m);
     x->n = pp_forward_only(x->actions, x->n);
     pp_phase_ends(x->actions, x->n, x->phase_end);
+    memset(x->split, 0, (size_t)(x->n ? x->n : 1));
     x->forward_only = 1;
 }
 
@@ -58,6 +71,8 @@ void pp_exec_free(struct pp_exec *x)
     free(x->actions);
     free(x->phase_end);
     free(x->recv_busy);
+    free(x->split);
+    free(x->state);
     memset(x, 0, sizeof *x);
 }
 
@@ -124,8 +139,12 @@ static void run_phase(struct pp_exec *x, int i, struct model *m, struct comm *c,
         struct chunk_acts *s = model_slot(m, a->mb, a->chunk);
         const float *buf = a->kind == PP_SEND_ACT ? chunk_output(m, s) : s->dout;
         int tag = a->kind == PP_SEND_ACT ? PP_TAG_ACT : PP_TAG_GRAD;
-        /* its backward is done (or, forward only, its output is the next stage's): free it once sent */
-        sent[ns] = a->kind == PP_SEND_GRAD || x->forward_only ? s : NULL;
+        /* its backward is done (or, forward only, its output is the next stage's): free it once sent; a
+         * split backward's once its W is done too */
+        unsigned char *st = &x->state[a->mb * x->v + a->chunk];
+        if (a->kind == PP_SEND_GRAD) *st |= EX_GRAD_SENT;
+        int done = a->kind == PP_SEND_GRAD && (!(*st & EX_SPLIT) || (*st & EX_WGT_DONE));
+        sent[ns] = done || x->forward_only ? s : NULL;
         comm_isend_f32(c, CG_PP, buf, count, a->peer, tag, &sreq[ns]);
         ns++;
     }
@@ -168,21 +187,22 @@ double pp_exec_step(struct pp_exec *x, struct model *m, struct comm *c, const st
     double loss = 0;
     for (int i = 0; i < x->n;) {
         const struct pp_action *a = &x->actions[i];
-        if (a->kind != PP_FWD && a->kind != PP_BWD) {
+        if (a->kind != PP_FWD && a->kind != PP_BWD && a->kind != PP_WGT) {
             run_phase(x, i, m, c, p, &np, &next_recv, t);
             i = x->phase_end[i];
             continue;
         }
         struct chunk_acts *s = model_slot(m, a->mb, a->chunk);
+        int first = a->chunk == 0 && model_has_embedding(d); /* the first virtual stage: sends no gradient */
         flight_action(a->kind, a->mb, a->chunk);
         double t0 = MPI_Wtime();
         if (a->kind == PP_FWD) {
             if (ends) {
                 timer_start(t, T_DATA);
-                uint64_t first = data_first_sample(step, global_batch, g->dp, g->dp_rank, m->B, a->mb);
+                uint64_t sample = data_first_sample(step, global_batch, g->dp, g->dp_rank, m->B, a->mb);
                 int32_t *tok = (int32_t *)m->host; /* host memory: the slot's may be the device's */
                 size_t BT = (size_t)m->B * d->T; /* whole sequences: under cp the model picks its rows */
-                data_batch(data, first, m->B, tok, tok + BT);
+                data_batch(data, sample, m->B, tok, tok + BT);
                 model_set_tokens(m, s, tok, tok + BT);
                 timer_stop(t, T_DATA);
             }
@@ -190,19 +210,35 @@ double pp_exec_step(struct pp_exec *x, struct model *m, struct comm *c, const st
             loss += model_chunk_forward(m, c, s);
             timer_stop(t, T_FORWARD);
             if (x->forward_only && a->chunk == d->v - 1 && model_has_head(d)) model_slot_release(s); /* the loss is in */
-        } else {
-            int last = a->mb == x->m - 1; /* the chunk's gradients become final */
+        } else if (a->kind == PP_BWD && x->split[i]) { /* B: the input gradients; the slot waits for W */
+            x->state[a->mb * d->v + a->chunk] |= EX_SPLIT;
+            timer_start(t, T_BACKWARD);
+            model_chunk_backward_input(m, c, s, model_wslot(m, a->mb, a->chunk), dloss);
+            timer_stop(t, T_BACKWARD);
+            if (!first) m->k->copy(s->dout, m->scr.dresidual, (size_t)m->Ns * d->C * sizeof(float));
+        } else { /* a fused backward, or a split one's W: the parameter gradients */
+            int last = a->mb == x->m - 1, wgt = a->kind == PP_WGT; /* last: the chunk's gradients become final */
+            unsigned char *st = &x->state[a->mb * d->v + a->chunk];
             if (last && x->dp) dp_arm(x->dp);
             timer_start(t, T_BACKWARD);
-            model_chunk_backward(m, c, s, dloss);
+            if (wgt) {
+                struct chunk_wgrad *w = model_wslot(m, a->mb, a->chunk);
+                model_chunk_backward_weight(m, c, s, w);
+                model_wslot_release(w);
+                *st |= EX_WGT_DONE;
+            } else {
+                model_chunk_backward(m, c, s, dloss);
+            }
             timer_stop(t, T_BACKWARD);
             if (last && x->dp) dp_disarm(x->dp);
-            if (a->chunk == 0 && model_has_embedding(d)) model_slot_release(s); /* nothing to send */
-            else m->k->copy(s->dout, m->scr.dresidual, (size_t)m->Ns * d->C * sizeof(float));
+            if (first || (wgt && (*st & EX_GRAD_SENT))) model_slot_release(s); /* nothing (more) to send */
+            else if (!wgt) m->k->copy(s->dout, m->scr.dresidual, (size_t)m->Ns * d->C * sizeof(float));
         }
-        trace_add(x->trace, a->kind == PP_FWD ? TR_FORWARD : TR_BACKWARD, a->mb, a->chunk, t0, MPI_Wtime());
+        trace_add(x->trace, a->kind == PP_FWD ? TR_FORWARD : a->kind == PP_WGT ? TR_WGRAD : TR_BACKWARD, a->mb,
+                  a->chunk, t0, MPI_Wtime());
         i++;
     }
     if (np) die("pipeline step ended with %d receives outstanding", np);
+    memset(x->state, 0, (size_t)x->m * (size_t)d->v);
     return loss;
 }

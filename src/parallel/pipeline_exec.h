@@ -15,7 +15,7 @@
 
 struct pp_exec {
     enum pp_schedule sched;
-    int m;                      /* micro-batches per step and replica */
+    int m, v;                   /* micro-batches per step and replica, chunks per rank */
     struct pp_action *actions;  /* this rank's list */
     int n;
     int *phase_end;             /* [n]: index one past the communication run starting at i */
@@ -24,15 +24,20 @@ struct pp_exec {
     int forward_only;           /* evaluation: the schedule's forwards alone, each slot freed once its output left */
     int nrecv;                  /* activation receive buffers posted at once, at most (pp_recv_bound) */
     int *recv_busy;             /* [nrecv] which of the model's receive buffers hold a posted receive */
+    unsigned char *split;       /* [n] a BWD whose WGT comes later: its B (pp_split_marks) */
+    unsigned char *state;       /* [m * v] of each (mb, chunk) this step: EX_* bits */
 };
 
-/* Build the list for this rank; returns the slots (activation sets) the
- * model needs for it, and sets x->nrecv, the receive buffers it needs
- * beside them (a chunk's input arrives there ahead of its turn and is
- * copied into its slot when the phase that receives it ends).  Dies with
- * the schedule's reason if it cannot run on any rank (agreed: collective
- * over the world; file: parallel.schedule_file, read once here). */
-int pp_exec_init(struct pp_exec *x, enum pp_schedule s, const char *file, const struct grid *g, int v, int m);
+/* Build the list for this rank; returns the buffers the model needs for
+ * it: activation slots (a micro-batch's, from its forward to the end of its
+ * backward: its W where split), receive buffers beside them (x->nrecv: a
+ * chunk's input arrives there ahead of its turn and is copied into its slot
+ * when the phase that receives it ends), and pending weight gradients (B
+ * done, W not yet).  Dies with the schedule's reason if it cannot run on
+ * any rank (agreed: collective over the world; file:
+ * parallel.schedule_file, read once here). */
+struct model_buffers pp_exec_init(struct pp_exec *x, enum pp_schedule s, const char *file, const struct grid *g,
+                                  int v, int m);
 void pp_exec_free(struct pp_exec *x);
 
 /* The forwards of schedule s alone (evaluation: no gradients).  Messages

@@ -114,11 +114,39 @@ static int warmup(enum pp_schedule s, int pp, int v, int m, int rank)
     return imin(pp - rank - 1, m);
 }
 
+void pp_split_marks(const struct pp_action *a, int n, unsigned char *split)
+{
+    for (int i = 0; i < n; i++) {
+        split[i] = 0;
+        for (int j = i + 1; a[i].kind == PP_BWD && j < n && !split[i]; j++)
+            split[i] = a[j].kind == PP_WGT && a[j].mb == a[i].mb && a[j].chunk == a[i].chunk;
+    }
+}
+
 int pp_list_peak(const struct pp_action *a, int n)
+{
+    unsigned char *split = malloc((size_t)(n ? n : 1));
+    if (!split) return -1;
+    pp_split_marks(a, n, split);
+    int live = 0, most = 0;
+    for (int i = 0; i < n; i++) {
+        live += a[i].kind == PP_FWD ? 1 : (a[i].kind == PP_BWD && !split[i]) || a[i].kind == PP_WGT ? -1 : 0;
+        if (live > most) most = live;
+    }
+    free(split);
+    return most;
+}
+
+int pp_list_wpeak(const struct pp_action *a, int n)
 {
     int live = 0, most = 0;
     for (int i = 0; i < n; i++) {
-        live += a[i].kind == PP_FWD ? 1 : a[i].kind == PP_BWD ? -1 : 0;
+        live += a[i].kind == PP_WGT ? -1 : 0;
+        for (int j = i + 1; a[i].kind == PP_BWD && j < n; j++)
+            if (a[j].kind == PP_WGT && a[j].mb == a[i].mb && a[j].chunk == a[i].chunk) {
+                live++;
+                break;
+            }
         if (live > most) most = live;
     }
     return most;

@@ -92,6 +92,8 @@ int pp_peak_bound(enum pp_schedule s, const char *file, int pp, int v, int m, in
  * forwarded and not yet backwarded at once, and the activation receive
  * buffers pp_recv_bound counts (-1: out of memory). */
 int pp_list_peak(const struct pp_action *a, int n);
+int pp_list_wpeak(const struct pp_action *a, int n);
+void pp_split_marks(const struct pp_action *a, int n, unsigned char *split);
 int pp_list_recv_bound(const struct pp_action *a, int n);
 
 /* phase_end[i] for a list of n actions: one past the run of communication

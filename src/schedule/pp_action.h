@@ -10,7 +10,8 @@ enum pp_kind {
     PP_SEND_ACT,  /* send the output activation of (mb, chunk) to peer = next rank */
     PP_RECV_GRAD, /* wait for the gradient w.r.t. (mb, chunk)'s output from peer = next rank */
     PP_BWD,       /* backward of (mb, chunk) */
-    PP_SEND_GRAD  /* send the gradient w.r.t. (mb, chunk)'s input to peer = previous rank */
+    PP_SEND_GRAD, /* send the gradient w.r.t. (mb, chunk)'s input to peer = previous rank */
+    PP_WGT        /* weight gradient of (mb, chunk): its BWD, earlier, then computed input gradients only */
 };
 
 enum { PP_TAG_ACT = 0, PP_TAG_GRAD = 1 }; /* MPI tags: one per direction */
