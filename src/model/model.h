@@ -58,6 +58,8 @@ struct model_dims {
     int tp, tp_rank;            /* tensor-parallel split (1, 0 without TP) */
     int sp;                     /* sequence parallel: the residual stream holds N/tp rows */
     int pp, pp_rank, v;         /* pipeline stages, this rank's, model chunks per rank */
+    int vshape;                 /* zbv: a rank's two chunks in a V, chunk 1 of rank r at virtual stage
+                                   2pp-1-r (rank 0 holds the first stage and the last) */
     int Lc;                     /* layers per chunk: L / (pp * v) */
     int Lp;                     /* layers on this rank: v * Lc */
     int dpcp;                   /* ranks holding replicas of this rank's parameters: dp * cp (the
@@ -104,15 +106,21 @@ static inline struct cp_dims model_cp_dims(const struct model_dims *d, int B)
                             .NKV = model_kv_heads(d), .HS = d->HS, .prec = d->prec};
 }
 
+/* The virtual stage of this rank's chunk c: c*pp + pp_rank (Megatron's
+ * interleaved layout), or in a V (vshape) pp_rank for chunk 0 and
+ * 2pp-1-pp_rank for chunk 1. */
+int model_virtual_stage(const struct model_dims *d, int chunk);
 /* This rank's local layer j (0 .. Lp-1) is global layer
- * (chunk * pp + pp_rank) * Lc + j % Lc with chunk = j / Lc: chunk c holds
- * virtual stage c*pp + pp_rank (Megatron's interleaved layout). */
+ * model_virtual_stage(chunk) * Lc + j % Lc with chunk = j / Lc. */
 int model_global_layer(const struct model_dims *d, int j);
 /* The local index of global layer l, or -1 if another rank holds it. */
 int model_local_layer(const struct model_dims *d, int l);
 /* Does this rank hold the embedding (first virtual stage) / the head (last)? */
 int model_has_embedding(const struct model_dims *d);
 int model_has_head(const struct model_dims *d);
+/* Do two ranks hold the tied wte (the first stage's and the last's), whose
+ * gradients are summed over the embedding group? */
+int model_wte_on_two_ranks(const struct model_dims *d);
 
 /* The row parts of a SHARD_ROWS tensor, each split over tp on its own (q,
  * k and v of qkv: whole heads of each; llama's gate and up of fc): their

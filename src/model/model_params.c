@@ -140,6 +140,7 @@ void model_dims_init(struct model_dims *d, const struct config *cfg, const struc
     d->cp_rank = g->cp_rank;
     d->Tl = d->T / (d->cp > 0 ? d->cp : 1);
     d->v = s->v;
+    d->vshape = s->sched == PP_ZBV;
     d->Lc = d->L / (d->pp * d->v);
     d->Lp = d->v * d->Lc;
     d->recompute = cfg->train.recompute_id == TRAIN_RECOMPUTE_full        ? RECOMPUTE_FULL
@@ -152,21 +153,27 @@ void model_dims_init(struct model_dims *d, const struct config *cfg, const struc
     d->Lr = d->recompute != RECOMPUTE_FULL ? 0 : n == 0 || n > d->Lc ? d->Lc : (int)n;
 }
 
+int model_virtual_stage(const struct model_dims *d, int chunk)
+{
+    return d->vshape && chunk == 1 ? 2 * d->pp - 1 - d->pp_rank : chunk * d->pp + d->pp_rank;
+}
+
 int model_global_layer(const struct model_dims *d, int j)
 {
-    int chunk = j / d->Lc;
-    return (chunk * d->pp + d->pp_rank) * d->Lc + j % d->Lc;
+    return model_virtual_stage(d, j / d->Lc) * d->Lc + j % d->Lc;
 }
 
 int model_local_layer(const struct model_dims *d, int l)
 {
     int s = l / d->Lc; /* virtual stage */
-    if (s % d->pp != d->pp_rank) return -1;
-    return (s / d->pp) * d->Lc + l % d->Lc;
+    for (int c = 0; c < d->v; c++)
+        if (model_virtual_stage(d, c) == s) return c * d->Lc + l % d->Lc;
+    return -1;
 }
 
 int model_has_embedding(const struct model_dims *d) { return d->pp_rank == 0; }
-int model_has_head(const struct model_dims *d) { return d->pp_rank == d->pp - 1; }
+int model_has_head(const struct model_dims *d) { return d->pp_rank == (d->vshape ? 0 : d->pp - 1); }
+int model_wte_on_two_ranks(const struct model_dims *d) { return d->pp > 1 && d->tied && !d->vshape; }
 
 /* Does this rank hold tensor id (per-layer tensors: if it holds any layer)? */
 static int holds(const struct model_dims *d, enum param_id id)

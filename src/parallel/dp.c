@@ -272,7 +272,7 @@ void dp_finish(struct dp *p)
     /* the tied embedding: the first and the last stage hold wte; the sum of
      * their gradients (embedding + head) is the gradient of both copies */
     model_merge_embedding_grad(m);
-    if (m->d.pp > 1 && m->d.tied && m->size[P_WTE] > 0)
+    if (model_wte_on_two_ranks(&m->d) && m->size[P_WTE] > 0)
         comm_allreduce_sum_f32(c, CG_EMBED, m->grad[P_WTE], m->size[P_WTE]);
     dp_reduce_tp_partial(m, c);
     switch (p->strategy) {

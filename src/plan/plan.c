@@ -139,11 +139,11 @@ static void stage_comm(struct plan_stage *s, const struct plan *p, const struct 
         int S = d->pp * d->v;
         double msgs = 0;
         for (int c = 0; c < d->v; c++) {
-            int vs = c * d->pp + d->pp_rank;
+            int vs = model_virtual_stage(d, c);
             msgs += 2 * (vs > 0) + 2 * (vs < S - 1); /* activation in and gradient out; out and in */
         }
         s->comm[CG_PP] = m * msgs * Ns * d->C * 4 + 8 + norms;
-        if ((E || H) && d->tied) s->comm[CG_EMBED] = (double)model_tensor_size(d, P_WTE) * 4;
+        if ((E || H) && model_wte_on_two_ranks(d)) s->comm[CG_EMBED] = (double)model_tensor_size(d, P_WTE) * 4;
     }
     if (d->cp > 1) { /* ring attention (cp.c): each block sent and received cp-1 times a forward (and a
                       * recomputation), the backward's as often and its gradients cp times */

@@ -33,7 +33,7 @@
 
 #include "pp_action.h"
 
-enum pp_schedule { PP_SCHED_NONE = -1, PP_GPIPE = 0, PP_1F1B, PP_INTERLEAVED, PP_FILE /* pp_file.h */ };
+enum pp_schedule { PP_SCHED_NONE = -1, PP_GPIPE = 0, PP_1F1B, PP_INTERLEAVED, PP_FILE /* pp_file.h */, PP_ZBH1, PP_ZBH2, PP_ZBV };
 
 enum pp_send_model {
     PP_SEND_BUFFERED,   /* a send completes when issued (eager/buffered MPI, or sends waited at step end) */
