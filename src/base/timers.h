@@ -5,11 +5,14 @@
 #include <mpi.h>
 #include <stdio.h>
 
-/* Phases of a step; one table, reduced min/avg/max over ranks at the end. */
+/* Phases of a step; one table, reduced min/avg/max over ranks at the end.
+ * backward: whole backwards, or a split one's B (input gradients); weight
+ * grad: a split one's W (zero-bubble schedules). */
 #define TIMER_LIST(X)          \
     X(T_DATA, "data")          \
     X(T_FORWARD, "forward")    \
     X(T_BACKWARD, "backward")  \
+    X(T_WGRAD, "weight grad")  \
     X(T_PP_WAIT, "pp wait")    \
     X(T_DP_REDUCE, "dp reduce") \
     X(T_OPTIMIZER, "optimizer") \

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -432,4 +433,48 @@ void metrics_print_step(FILE *f, const struct step_metrics *s, int64_t total_ste
             (long long)s->step, (long long)total_steps, s->loss, val, s->lr, s->grad_norm, s->tokens_per_s,
             100.0 * s->mfu, 1e3 * s->step_time, elapsed, eta, s->skipped ? " | skipped" : "", slow);
     fflush(f);
+}
+
+/* The elements of a 1-d float64 dataset of f, read into *out (malloc'ed). */
+static int read_column(hid_t f, const char *name, double **out, hsize_t *n)
+{
+    hid_t d = H5Lexists(f, name, H5P_DEFAULT) > 0 ? H5Dopen2(f, name, H5P_DEFAULT) : -1;
+    if (d < 0) return -1;
+    hid_t space = H5Dget_space(d);
+    int rc = space >= 0 && H5Sget_simple_extent_ndims(space) == 1 ? 0 : -1;
+    if (rc == 0) H5Sget_simple_extent_dims(space, n, NULL);
+    *out = rc == 0 ? xmalloc((size_t)(*n ? *n : 1) * sizeof **out) : NULL;
+    if (rc == 0 && *n && H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, *out) < 0) rc = -1;
+    if (space >= 0) H5Sclose(space);
+    H5Dclose(d);
+    if (rc) free(*out), *out = NULL;
+    return rc;
+}
+
+int metrics_read_timers(const char *run_dir, double seconds[3], int64_t *steps)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/metrics.h5", run_dir);
+    if (access(path, R_OK) != 0) return -1;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return -1;
+    static const char *const names[3] = {"/timers/forward", "/timers/backward", "/timers/weight_grad"};
+    double *col = NULL;
+    hsize_t n = 0;
+    int rc = read_column(f, "/metrics/step", &col, &n);
+    *steps = (int64_t)n;
+    free(col);
+    for (int i = 0; i < 3 && rc == 0; i++) {
+        if (i == 2 && H5Lexists(f, names[i], H5P_DEFAULT) <= 0) { /* (a run from before W existed) */
+            seconds[i] = 0;
+            continue;
+        }
+        rc = read_column(f, names[i], &col, &n);
+        seconds[i] = 0;
+        for (hsize_t r = 0; rc == 0 && r < n; r++) seconds[i] += col[r] / (double)n;
+        free(col);
+    }
+    H5Fclose(f);
+    return rc == 0 && *steps > 0 ? 0 : -1;
 }

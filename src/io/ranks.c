@@ -37,7 +37,7 @@ void ranks_step(struct ranks *k, struct comm *c, const struct device *dev, const
         if (used > k->device_peak) k->device_peak = used;
     }
     int world = c->grid->world;
-    double busy = t->total[T_FORWARD] + t->total[T_BACKWARD] + t->total[T_OPTIMIZER];
+    double busy = t->total[T_FORWARD] + t->total[T_BACKWARD] + t->total[T_WGRAD] + t->total[T_OPTIMIZER];
     gather(c, busy - k->busy_before, k->all);
     k->busy_before = busy;
     double *sorted = xmalloc((size_t)world * sizeof *sorted);

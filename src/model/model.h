@@ -379,5 +379,11 @@ int64_t model_logical_params(const struct model_dims *d);
 /* Training FLOPs per token: 6N + 12 L C T, N the parameters a token is multiplied by (not gpt2's
  * position table, nor the embedding of an untied head). */
 double model_flops_per_token(const struct model_dims *d);
+/* Estimated FLOPs of one chunk of this rank for one micro-batch of B
+ * sequences: its forward, a split backward's B (input gradients, with the
+ * attention backward and any recomputation) and W (weight gradients); a
+ * fused backward is B + W.  The head counts towards each chunk equally.
+ * What triad schedule weighs F, B and W by when no run has measured them. */
+void model_action_flops(const struct model_dims *d, int B, double flops[3]);
 
 #endif

@@ -198,6 +198,17 @@ double model_flops_per_token(const struct model_dims *d)
     return 6.0 * n + 12.0 * d->L * d->C * d->T;
 }
 
+void model_action_flops(const struct model_dims *d, int B, double flops[3])
+{
+    double N = (double)B * d->Tl, C = d->C, Cl = C / d->tp, Vs = (double)d->Vp / d->tp;
+    double M = 2 * N * (C * model_qkv_cols(d) + Cl * C + C * model_fc_cols(d) + model_hidden_cols(d) * C);
+    /* causal attention: each query row against T/2 keys on average, QK^T and PV */
+    double A = 2.0 * N * model_q_heads(d) * d->HS * d->T;
+    double head = model_has_head(d) ? 2 * N * C * Vs / d->v : 0; /* (a chunk's share: the last holds it) */
+    flops[0] = d->Lc * (M + A) + head;
+    flops[1] = d->Lc * (M + 2.5 * A) + head + d->Lr * (M + A); /* flash backward: 5 products to the forward's 2 */
+    flops[2] = d->Lc * M + head;
+}
 
 int model_logical_tensors(const struct model_dims *d)
 {

@@ -220,7 +220,7 @@ double pp_exec_step(struct pp_exec *x, struct model *m, struct comm *c, const st
             int last = a->mb == x->m - 1, wgt = a->kind == PP_WGT; /* last: the chunk's gradients become final */
             unsigned char *st = &x->state[a->mb * d->v + a->chunk];
             if (last && x->dp) dp_arm(x->dp);
-            timer_start(t, T_BACKWARD);
+            timer_start(t, wgt ? T_WGRAD : T_BACKWARD);
             if (wgt) {
                 struct chunk_wgrad *w = model_wslot(m, a->mb, a->chunk);
                 model_chunk_backward_weight(m, c, s, w);
@@ -229,7 +229,7 @@ double pp_exec_step(struct pp_exec *x, struct model *m, struct comm *c, const st
             } else {
                 model_chunk_backward(m, c, s, dloss);
             }
-            timer_stop(t, T_BACKWARD);
+            timer_stop(t, wgt ? T_WGRAD : T_BACKWARD);
             if (last && x->dp) dp_disarm(x->dp);
             if (first || (wgt && (*st & EX_GRAD_SENT))) model_slot_release(s); /* nothing (more) to send */
             else if (!wgt) m->k->copy(s->dout, m->scr.dresidual, (size_t)m->Ns * d->C * sizeof(float));
