@@ -53,10 +53,11 @@ static size_t flat_floats(const struct model_dims *d, size_t *params)
     return model_flat_layout(d, at);
 }
 
-static size_t act_bytes(const struct model_dims *d, int B, int slots, int nrecv)
+static size_t act_bytes(const struct model_dims *d, int B, int slots, int nrecv, int wslots)
 {
     return round64((model_slot_floats(d, B) * (size_t)slots + model_scratch_floats(d, B) +
-                    model_recv_floats(d, B) * (size_t)nrecv) * sizeof(float));
+                    model_recv_floats(d, B) * (size_t)nrecv + model_wslot_floats(d, B) * (size_t)wslots) *
+                   sizeof(float));
 }
 
 /* Scratch that Open MPI 4.1's collectives take for a buffer of n bytes over
@@ -216,6 +217,7 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
     s->in_flight = pp_peak_bound(sched, p->shape.schedule_file, p->shape.pp, p->shape.v, p->shape.n_micro, r);
     s->slots = s->in_flight; /* pp_exec_init */
     s->recv = pp_recv_bound(sched, p->shape.schedule_file, p->shape.pp, p->shape.v, p->shape.n_micro, r);
+    s->wslots = pp_wpeak_bound(sched, p->shape.schedule_file, p->shape.pp, p->shape.v, p->shape.n_micro, r);
 
     size_t flat = flat_floats(&d, &s->params), shard = p->shape.zero_stage ? flat / (size_t)p->shape.dpcp : flat;
     int lp = d.prec != PREC_FP32; /* + fp32 master weights beside m and v */
@@ -228,12 +230,13 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
                                         : 0);
     s->slot_bytes = model_slot_floats(&d, p->shape.micro_batch) * 4;
     s->scratch_bytes = model_scratch_floats(&d, p->shape.micro_batch) * 4;
-    s->bytes[PM_ACTS] = act_bytes(&d, p->shape.micro_batch, s->slots, s->recv);
+    s->wslot_bytes = model_wslot_floats(&d, p->shape.micro_batch) * 4;
+    s->bytes[PM_ACTS] = act_bytes(&d, p->shape.micro_batch, s->slots, s->recv, s->wslots);
     for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++) {
         struct model_dims e = d;
         e.recompute = rc;
         e.Lr = rc == RECOMPUTE_FULL ? d.Lc : 0;
-        s->act_by_recompute[rc] = act_bytes(&e, p->shape.micro_batch, s->slots, s->recv);
+        s->act_by_recompute[rc] = act_bytes(&e, p->shape.micro_batch, s->slots, s->recv, s->wslots);
     }
     s->bytes[PM_COMM] = comm_buffer(p, &d, flat);
     s->bytes[PM_WORK] = p->cuda ? lp_operand_bytes(&d, p->shape.micro_batch) + CUDA_CONTEXT_SCRATCH_BYTES +

@@ -29,7 +29,8 @@ enum plan_mem {
     PM_PARAMS,    /* fp32 parameters, every tensor 64-byte aligned */
     PM_GRADS,     /* gradients, laid out like the parameters, + the embedding's share of wte's */
     PM_OPTIM,     /* AdamW m and v (ZeRO-1: a 1/dp slice each, + the reduced gradient slice) */
-    PM_ACTS,      /* activation slots (micro-batches in flight), the look-ahead receive buffers, the shared scratch */
+    PM_ACTS,      /* activation slots (micro-batches in flight), the look-ahead receive buffers, what pending
+                     weight gradients keep (zero-bubble schedules), the shared scratch */
     PM_WORK,      /* CPU: gemm packing buffers, per thread; CUDA: the backend's scratch + 16-bit operand copies;
                      llama: + the rotary tables */
     PM_RUNTIME,   /* MPI, HDF5, the libraries, the heap (a measured constant) */
@@ -45,10 +46,11 @@ struct plan_stage {
     int pp_rank, Lp;          /* Lp: layers on the rank */
     int in_flight, slots;     /* micro-batches (x chunks) the schedule holds at once; slots allocated */
     int recv;                 /* the pipeline's receive buffers (one chunk input each: the look-ahead) */
+    int wslots;               /* pending weight gradients (a split backward between its B and its W) */
     size_t params;            /* parameter elements on the rank (unpadded) */
     size_t bytes[PM_COUNT];
     size_t peak;              /* the resident bytes + the largest transient */
-    size_t slot_bytes, scratch_bytes;
+    size_t slot_bytes, scratch_bytes, wslot_bytes;
     size_t act_by_recompute[3]; /* activations with recompute = none, selective, full (all layers) */
     double comm[CG_COUNT];    /* bytes per step this rank contributes (as comm.c counts them) */
 };

@@ -27,7 +27,8 @@ void plan_human(char *buf, size_t n, double bytes)
 /* Stages a..b print as one row when every number of theirs is the same. */
 static int same_stage(const struct plan_stage *a, const struct plan_stage *b)
 {
-    return a->Lp == b->Lp && a->slots == b->slots && a->in_flight == b->in_flight && a->recv == b->recv && a->params == b->params &&
+    return a->Lp == b->Lp && a->slots == b->slots && a->in_flight == b->in_flight && a->recv == b->recv &&
+           a->wslots == b->wslots && a->params == b->params &&
            !memcmp(a->bytes, b->bytes, sizeof a->bytes) &&
            !memcmp(a->act_by_recompute, b->act_by_recompute, sizeof a->act_by_recompute) &&
            !memcmp(a->comm, b->comm, sizeof a->comm);
@@ -35,7 +36,9 @@ static int same_stage(const struct plan_stage *a, const struct plan_stage *b)
 
 static void stage_label(char *buf, size_t n, const struct plan *p, int a, int b)
 {
-    const char *what = p->shape.pp == 1 ? "" : a == 0 ? " (embed)" : b == p->shape.pp - 1 ? " (head)" : "";
+    int v = p->shape.sched == PP_ZBV; /* (a V: rank 0 holds the first stage and the last) */
+    const char *what = p->shape.pp == 1 ? "" : a == 0 ? (v ? " (embed, head)" : " (embed)")
+                       : b == p->shape.pp - 1 && !v ? " (head)" : "";
     if (p->shape.pp == 1) snprintf(buf, n, "all");
     else if (a == b) snprintf(buf, n, "%d%s", a, what);
     else snprintf(buf, n, "%d-%d%s", a, b, what);
@@ -66,16 +69,22 @@ void plan_print_memory(FILE *f, const struct plan *p)
         const struct plan_stage *s = &p->stage[a];
         char lab[48], inf[24], cks[24] = "", sns[24] = "";
         stage_label(lab, sizeof lab, p, a, b);
-        if (s->recv) snprintf(inf, sizeof inf, "%d+%dr", s->slots, s->recv);
-        else snprintf(inf, sizeof inf, "%d", s->slots);
+        int k = snprintf(inf, sizeof inf, "%d", s->slots);
+        if (s->recv) k += snprintf(inf + k, sizeof inf - (size_t)k, "+%dr", s->recv);
+        if (s->wslots) snprintf(inf + k, sizeof inf - (size_t)k, "+%dw", s->wslots);
         if (ck) snprintf(cks, sizeof cks, " %10.2f", s->bytes[PM_CKPT] / u);
         if (sn) snprintf(sns, sizeof sns, " %8.2f", s->bytes[PM_SNAPSHOT] / u);
         fprintf(f, "  %-11s %6d %9s %8.2f %8.2f %9.2f %11.2f %9.2f %7.2f%s %8.2f%s %8.2f\n", lab, s->Lp, inf,
                 s->bytes[PM_PARAMS] / u, s->bytes[PM_GRADS] / u, s->bytes[PM_OPTIM] / u, s->bytes[PM_ACTS] / u,
                 s->bytes[PM_WORK] / u, s->bytes[PM_RUNTIME] / u, sns, s->bytes[PM_COMM] / u, cks, s->peak / u);
     }
+    int w = 0;
+    for (int r = 0; r < p->shape.pp; r++) w |= p->stage[r].wslots > 0;
     fprintf(f, "  in flight: activation slots, the micro-batches (x chunks) the schedule holds at once%s\n",
             p->shape.pp > 1 ? "; +Nr: N receive\n  buffers of one chunk input each (the look-ahead: received before its slot is taken)" : "");
+    if (w)
+        fprintf(f, "  +Nw: N pending weight gradients (a backward split into B and W: what W needs, kept from B;\n"
+                   "  the slot itself is held until W)\n");
     if (p->cuda)
         fprintf(f, "  workspace: the backend's reduction scratch and the 16-bit copies of the products' operands\n"
                    "  (bf16/fp16); runtime: CUDA context, cuBLAS, allocator (an estimate, 2 GiB: not yet measured\n"
@@ -96,13 +105,15 @@ void plan_print_memory(FILE *f, const struct plan *p)
             ck ? ", ckpt check (one tensor read back to verify a checkpoint)" : "", probe);
     fprintf(f, "\nactivations per rank (%s) by recomputation%s:\n", unit_name(p),
             p->recompute == RECOMPUTE_FULL ? " (full: all layers)" : "");
-    fprintf(f, "  %-14s %10s %10s %12s %10s %10s\n", "stage", "per slot", "scratch", "none", "selective", "full");
+    fprintf(f, "  %-14s %10s%s %10s %12s %10s %10s\n", "stage", "per slot", w ? "      per W" : "", "scratch", "none",
+            "selective", "full");
     for (int a = 0, b = 0; a < p->shape.pp; a = b + 1) {
         b = run_end(p, a);
         const struct plan_stage *s = &p->stage[a];
-        char lab[48];
+        char lab[48], pw[24] = "";
         stage_label(lab, sizeof lab, p, a, b);
-        fprintf(f, "  %-14s %10.2f %10.2f %12.2f %10.2f %10.2f\n", lab, s->slot_bytes / u, s->scratch_bytes / u,
+        if (w) snprintf(pw, sizeof pw, " %10.2f", s->wslot_bytes / u);
+        fprintf(f, "  %-14s %10.2f%s %10.2f %12.2f %10.2f %10.2f\n", lab, s->slot_bytes / u, pw, s->scratch_bytes / u,
                 s->act_by_recompute[0] / u, s->act_by_recompute[1] / u, s->act_by_recompute[2] / u);
     }
 }

@@ -137,6 +137,15 @@ int pp_list_peak(const struct pp_action *a, int n)
     return most;
 }
 
+int pp_wpeak_bound(enum pp_schedule s, const char *file, int pp, int v, int m, int rank)
+{
+    struct pp_action *a;
+    int n, peak = 0;
+    char err[512];
+    if (pp_schedule_build(s, file, pp, v, m, rank, &a, &n, err, sizeof err) == 0) peak = pp_list_wpeak(a, n), free(a);
+    return peak;
+}
+
 int pp_list_wpeak(const struct pp_action *a, int n)
 {
     int live = 0, most = 0;

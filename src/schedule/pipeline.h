@@ -93,6 +93,7 @@ int pp_peak_bound(enum pp_schedule s, const char *file, int pp, int v, int m, in
  * buffers pp_recv_bound counts (-1: out of memory). */
 int pp_list_peak(const struct pp_action *a, int n);
 int pp_list_wpeak(const struct pp_action *a, int n);
+int pp_wpeak_bound(enum pp_schedule s, const char *file, int pp, int v, int m, int rank);
 void pp_split_marks(const struct pp_action *a, int n, unsigned char *split);
 int pp_list_recv_bound(const struct pp_action *a, int n);
 
