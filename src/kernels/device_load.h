@@ -13,8 +13,10 @@
 
 struct device;
 
-/* Raised when struct device or struct device_host change. */
-#define DEVICE_PLUGIN_ABI 1
+/* Raised when struct device or struct device_host change, or what an
+ * operation accepts (2: matmul_backward and the norms' backwards take NULL
+ * for the input or the weight gradient, the zero-bubble B and W). */
+#define DEVICE_PLUGIN_ABI 2
 #define DEVICE_PLUGIN_ENTRY "triad_device_plugin"
 #define DEVICE_PLUGIN_FILE "triad-cuda.so"
 /* the environment variable naming the plugin's path */
