@@ -30,7 +30,10 @@
  *
  * A step: dp_begin; the pipeline calls dp_arm / dp_disarm around each
  * chunk's last backward; dp_finish after the last backward.  Every message
- * goes through comm.c (counted there). */
+ * goes through comm.c (counted there).  Where a zero-bubble schedule splits
+ * a backward, "a layer's backward" here is its W (the weight gradients):
+ * the model calls the layer_grads and layer_done hooks from W, and the
+ * pipeline arms around the last micro-batch's W. */
 #ifndef TRIAD_DP_H
 #define TRIAD_DP_H
 

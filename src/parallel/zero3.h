@@ -8,7 +8,10 @@
  * them (optim.c gathers them after each update).
  *
  * Every dp rank of a group runs the same schedule, so the gathers start in
- * the same order on all of them (MPI's rule for non-blocking collectives). */
+ * the same order on all of them (MPI's rule for non-blocking collectives).
+ * A split backward gathers for its B alone: its W reads no parameter (the
+ * weight gradients need the layer's inputs and output gradients only), so
+ * a layer's gathered copy is released as after any backward. */
 #ifndef TRIAD_ZERO3_H
 #define TRIAD_ZERO3_H
 

@@ -290,7 +290,6 @@ int plan_compute(struct plan *p, const struct config *cfg, int world, int thread
     p->cuda = cfg->train.device_id == TRAIN_DEVICE_cuda;
     p->bucket_mb = cfg->parallel.bucket_mb;
     p->threads = threads > 0 ? threads : cfg->train.threads > 0 ? (int)cfg->train.threads : omp_get_max_threads();
-    pp_bubble_formula(p->shape.pp, p->shape.v, p->shape.n_micro, &p->bubble_num, &p->bubble_den);
     p->stage = xcalloc((size_t)p->shape.pp, sizeof *p->stage);
     for (int r = 0; r < p->shape.pp; r++) {
         plan_stage(&p->stage[r], p, cfg, r);
@@ -298,6 +297,10 @@ int plan_compute(struct plan *p, const struct config *cfg, int world, int thread
     }
     struct model_dims d;
     plan_stage_dims(&d, cfg, p, 0);
+    plan_flop_costs(&d, p->shape.micro_batch, p->cost);
+    p->bubble = p->shape.pp > 1 ? plan_sim_bubble(p->shape.sched, p->shape.schedule_file, p->shape.pp, p->shape.v,
+                                                  p->shape.n_micro, p->cost, NULL)
+                                : 0;
     p->logical_params = model_logical_params(&d);
     p->recompute = d.recompute;
     return 0;

@@ -60,7 +60,8 @@ struct plan {
     int recompute, threads, cuda;
     double bucket_mb;         /* parallel.bucket_mb: ZeRO's pieces */
     int64_t logical_params;
-    long bubble_num, bubble_den; /* the bubble fraction (p-1)/(v*m+p-1) */
+    int cost[3];              /* F, B and W of a chunk in simulator time units, by FLOPs (plan_flop_costs) */
+    double bubble;            /* the schedule's bubble, simulated with them */
     struct plan_stage *stage; /* [pp] */
     size_t peak;              /* the largest stage peak */
     int peak_stage;
@@ -79,6 +80,17 @@ struct plan {
  * Returns 0, or -1 with the reason in err. */
 int plan_compute(struct plan *p, const struct config *cfg, int world, int threads, char *err, size_t errlen);
 void plan_free(struct plan *p);
+
+/* The bubble fraction (idle / (pp x makespan)) of schedule s, simulated
+ * (pipeline.c) with a chunk's forward, B and W taking t[0], t[1] and t[2]
+ * time units (a fused backward t[1] + t[2]); each rank's idle fraction
+ * into idle[pp] when non-NULL.  -1 if the schedule cannot run. */
+double plan_sim_bubble(enum pp_schedule s, const char *file, int pp, int v, int m, const int t[3], double *idle);
+
+/* A chunk's F, B and W for micro-batches of B sequences in simulator time
+ * units by their FLOPs (model_action_flops), the forward PLAN_COST_UNITS. */
+#define PLAN_COST_UNITS 10
+void plan_flop_costs(const struct model_dims *d, int B, int t[3]);
 
 /* config_validate for a plan: as for a run on world ranks, but any device
  * (the CUDA backend need not be built to plan for it). */

@@ -190,8 +190,9 @@ void plan_print(FILE *f, const struct plan *p, const struct config *cfg, double 
                "per rank, %d layers per chunk; recompute '%s'%s\n", (long long)cfg->train.batch_size, p->shape.n_micro, p->shape.micro_batch,
             cfg->parallel.schedule, p->shape.v, d.Lc, cfg->train.recompute, p->shape.sp ? "; sequence parallel" : "");
     if (p->shape.pp > 1)
-        fprintf(f, "pipeline bubble: (p-1)/(v*m+p-1) = %ld/%ld = %.1f%%\n", p->bubble_num, p->bubble_den,
-                100 * (double)p->bubble_num / (double)p->bubble_den);
+        fprintf(f, "pipeline bubble: %.1f%% (%s simulated, F:B:W = %d:%d:%d by FLOPs; 1f1b's (p-1)/(v*m+p-1) = "
+                   "%.1f%%)\n", 100 * p->bubble, cfg->parallel.schedule, p->cost[0], p->cost[1], p->cost[2],
+                100 * pp_bubble_formula(p->shape.pp, 1, p->shape.n_micro, NULL, NULL));
     int lp = d.prec != PREC_FP32;
     fprintf(f, "optimizer: AdamW m and v%s in fp32, %s\n", lp ? " and the master weights" : "",
             p->shape.zero_stage == 3
@@ -211,6 +212,7 @@ void plan_print(FILE *f, const struct plan *p, const struct config *cfg, double 
     plan_print_memory(f, p);
     plan_print_fit(f, p, avail, avail_source);
     if (avail > 0 && (double)p->peak > avail) plan_print_advice(f, p, cfg, avail);
+    plan_print_bubble(f, p, cfg, avail);
     print_comm(f, p);
     fprintf(f, "\nexact bytes per rank (what a run allocates, as its log prints them; what it counts):\n");
     for (int r = 0; r < p->shape.pp; r++) {
