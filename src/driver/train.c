@@ -191,7 +191,7 @@ static void setup(struct run *r)
     if (r->allocated && metrics_memory(&r->metrics, r->allocated, g->world) != 0) train_io_stop(r, r->metrics.failed, "");
     if (g->pp > 1) {
         long num, den;
-        double b = pp_bubble_formula(g->pp, d.v, s->n_micro, &num, &den);
+        double b = pp_bubble_predicted(s->sched, s->schedule_file, g->pp, d.v, s->n_micro, &num, &den, NULL);
         log_info("pipeline: %s, %d stages x %d chunk(s), %d layers per chunk; predicted bubble %ld/%ld = %.1f%%\n",
                  cfg->parallel.schedule, g->pp, d.v, d.Lc, num, den, 100 * b);
     }
@@ -297,7 +297,9 @@ static void report_bubble(const struct run *r)
     MPI_CHECK(MPI_Reduce(&idle, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, g->world_comm));
     log_info("pipeline bubble: predicted %.1f%% (%s, pp %d, v %d, m %d); measured idle (waiting for "
              "activations/gradients) per rank min %.1f%% avg %.1f%% max %.1f%% of the step\n",
-             100 * pp_bubble_formula(g->pp, r->model.d.v, r->shape.n_micro, NULL, NULL), r->cfg->parallel.schedule,
+             100 * pp_bubble_predicted(r->shape.sched, r->shape.schedule_file, g->pp, r->model.d.v, r->shape.n_micro,
+                                       NULL, NULL, NULL),
+             r->cfg->parallel.schedule,
              g->pp, r->model.d.v, r->shape.n_micro, 100 * mn, 100 * sum / g->world, 100 * mx);
 }
 

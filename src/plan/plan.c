@@ -139,7 +139,7 @@ static void stage_comm(struct plan_stage *s, const struct plan *p, const struct 
         int S = d->pp * d->v;
         double msgs = 0;
         for (int c = 0; c < d->v; c++) {
-            int vs = c * d->pp + d->pp_rank;
+            int vs = pp_virtual_stage(p->shape.sched, d->pp, d->pp_rank, c);
             msgs += 2 * (vs > 0) + 2 * (vs < S - 1); /* activation in and gradient out; out and in */
         }
         s->comm[CG_PP] = m * msgs * Ns * d->C * 4 + 8 + norms;
@@ -287,7 +287,8 @@ int plan_compute(struct plan *p, const struct config *cfg, int world, int thread
     p->cuda = cfg->train.device_id == TRAIN_DEVICE_cuda;
     p->bucket_mb = cfg->parallel.bucket_mb;
     p->threads = threads > 0 ? threads : cfg->train.threads > 0 ? (int)cfg->train.threads : omp_get_max_threads();
-    pp_bubble_formula(p->shape.pp, p->shape.v, p->shape.n_micro, &p->bubble_num, &p->bubble_den);
+    pp_bubble_predicted(p->shape.sched, p->shape.schedule_file, p->shape.pp, p->shape.v, p->shape.n_micro,
+                        &p->bubble_num, &p->bubble_den, &p->bubble_formula);
     p->stage = xcalloc((size_t)p->shape.pp, sizeof *p->stage);
     for (int r = 0; r < p->shape.pp; r++) {
         plan_stage(&p->stage[r], p, cfg, r);

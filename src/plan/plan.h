@@ -58,7 +58,8 @@ struct plan {
     int recompute, threads, cuda;
     double bucket_mb;         /* parallel.bucket_mb: ZeRO's pieces */
     int64_t logical_params;
-    long bubble_num, bubble_den; /* the bubble fraction (p-1)/(v*m+p-1) */
+    long bubble_num, bubble_den; /* the bubble fraction: (p-1)/(v*m+p-1), or simulated (pp_bubble_predicted) */
+    int bubble_formula;          /* 1: by the formula */
     struct plan_stage *stage; /* [pp] */
     size_t peak;              /* the largest stage peak */
     int peak_stage;
