@@ -15,7 +15,7 @@
 #define VMAX 4
 #define MMAX 64
 
-enum { C_BUILD, C_LIST, C_ORDER, C_BUF, C_RDV, C_RDV_AHEAD, C_BUBBLE, C_PEAK, NCHECK };
+enum { C_BUILD, C_LIST, C_ORDER, C_BUF, C_RDV, C_RDV_AHEAD, C_BUBBLE, C_PEAK, C_EVAL, NCHECK };
 static const char *const check_name[NCHECK] = {
     "lists build",
     "each (mb, chunk) has one FWD and one BWD and exactly the sends and receives its virtual stage needs",
@@ -26,7 +26,30 @@ static const char *const check_name[NCHECK] = {
     "makespan (v*m+p-1)(tF+tB), so each rank's bubble is exactly (p-1)/(v*m+p-1), at F:B = 1:2, 1:1, 2:3, 1:(1+1)",
     ("peak in-flight (mb, chunk) per rank equals pp_peak_bound (gpipe m; 1f1b min(pp-rank, m); interleaved "
      "min(2(pp-rank-1)+(v-1)pp+1, v*m))"),
+    "the forwards alone (evaluation, pp_forward_only) deadlock-free with rendezvous sends, receives posted on entry",
 };
+
+/* The lists' forwards alone (pp_forward_only, as the held-out loss runs
+ * them), simulated with rendezvous sends and no look-ahead: 0 with err on
+ * a failure. */
+static int forwards_run(struct pp_action **l, const int *n, enum pp_schedule s, int pp, int v, int m, char *err,
+                        size_t len)
+{
+    struct pp_action *f[PPMAX];
+    int nf[PPMAX], ok = 1;
+    for (int r = 0; r < pp; r++) {
+        f[r] = malloc(sizeof **f * (size_t)(n[r] ? n[r] : 1));
+        if (!f[r]) return snprintf(err, len, "out of memory"), 0;
+        memcpy(f[r], l[r], sizeof **f * (size_t)n[r]);
+        nf[r] = pp_forward_only(f[r], n[r]);
+    }
+    struct pp_sim_opts o = {1, 1, PP_SEND_RENDEZVOUS, 0, pp_schedule_layout(s), 1};
+    struct pp_sim sim;
+    if (pp_simulate(pp, v, m, f, nf, &o, &sim, err, len)) ok = 0;
+    else pp_sim_free(&sim);
+    for (int r = 0; r < pp; r++) free(f[r]);
+    return ok;
+}
 
 struct tally {
     int combos, fails[16]; /* (NCHECK here, NZCHECK for the zero-bubble sweep) */
@@ -135,6 +158,7 @@ static void one_combo(struct tally *t, enum pp_schedule s, int pp, int v, int m)
         }
         bub &= b, peak &= p;
     }
+    if (ok && !forwards_run(l, n, s, pp, v, m, err, sizeof err)) failed(t, C_EVAL, s, pp, v, m, err);
     if (ok && !bub) failed(t, C_BUBBLE, s, pp, v, m, "makespan or idle differ from the formula");
     if (ok && !peak) failed(t, C_PEAK, s, pp, v, m, "peak in-flight differs from the bound");
     for (int r = 0; r < pp; r++) free(l[r]);
@@ -157,7 +181,8 @@ static void sweep(enum pp_schedule s)
 
 /* ------------------------------------------------------------ zero bubble */
 
-enum { Z_BUILD, Z_LIST, Z_ORDER, Z_BUF, Z_RDV, Z_RDV_AHEAD, Z_LEAST, Z_H2, Z_1F1B, Z_PEAK, Z_WPEAK, Z_PHASE, NZCHECK };
+enum { Z_BUILD, Z_LIST, Z_ORDER, Z_BUF, Z_RDV, Z_RDV_AHEAD, Z_LEAST, Z_H2, Z_1F1B, Z_PEAK, Z_WPEAK, Z_PHASE, Z_EVAL,
+       NZCHECK };
 static const char *const zcheck_name[NZCHECK] = {
     "lists build",
     "each (mb, chunk) has one F, one B and one W and exactly the sends and receives its stage needs (the V for zbv)",
@@ -176,6 +201,7 @@ static const char *const zcheck_name[NZCHECK] = {
     "peak pending W's per rank = pp_wpeak_bound = zb-h1 min(r+1, m); zb-h2 2r+1 (m >= 2p-1); zbv 2r+1 (m >= 2p-1)",
     ("what the executor can hold: at most 2 sends and 2 receives a phase, no gradient sent after its W, a message "
      "to the rank itself only at zbv's turn (rank p-1), its send and receive in one phase"),
+    "the forwards alone (evaluation, pp_forward_only: no B, no W) deadlock-free with rendezvous sends",
 };
 
 static int min3(int a, int b, int c) { return a < b ? (a < c ? a : c) : (b < c ? b : c); }
@@ -295,6 +321,7 @@ static void zb_combo(struct tally *t, enum pp_schedule s, int pp, int m)
         if (!in_order(l[r], n[r])) failed(t, Z_ORDER, s, pp, v, m, "out of micro-batch order");
         if (!phases_ok(l[r], n[r], s, pp, r, err, sizeof err)) failed(t, Z_PHASE, s, pp, v, m, err);
     }
+    if (ok && !forwards_run(l, n, s, pp, v, m, err, sizeof err)) failed(t, Z_EVAL, s, pp, v, m, err);
     long buffered = -1;
     if (ok && zb_run(l, n, s, pp, m, 1, 1, 1, PP_SEND_BUFFERED, 0, &sim, err, sizeof err)) {
         zb_unit_checks(t, &sim, s, pp, m);

@@ -173,8 +173,10 @@ int pp_forward_only(struct pp_action *a, int n);
  * arrived, every required send and receive present exactly once; each W
  * at most once and after its own B; each chunk's weight gradients (a fused
  * backward, or a W) in micro-batch order, as the gradients must add up to
- * be the same bits as pp = 1's; no deadlock under opts->send.  On success
- * fills *out (free with pp_sim_free); out->sched is PP_SCHED_NONE. */
+ * be the same bits as pp = 1's; no deadlock under opts->send.  Lists
+ * without a backward are an evaluation (pp_forward_only): each (mb, chunk)
+ * forwarded once with its messages.  On success fills *out (free with
+ * pp_sim_free); out->sched is PP_SCHED_NONE. */
 int pp_simulate(int pp, int v, int m, struct pp_action *const *lists, const int *n, const struct pp_sim_opts *opts,
                 struct pp_sim *out, char *err, size_t errlen);
 

@@ -365,15 +365,26 @@ static int sim_alloc(struct sim *S, struct pp_sim *out)
     return 0;
 }
 
-/* Everything that must have happened once the lists ran to the end. */
+/* Lists without a backward or a W are an evaluation (pp_forward_only). */
+static int forward_only(const struct sim *S)
+{
+    for (int r = 0; r < S->pp; r++)
+        for (int i = 0; i < S->n[r]; i++)
+            if (S->l[r][i].kind == PP_BWD || S->l[r][i].kind == PP_WGT) return 0;
+    return 1;
+}
+
+/* Everything that must have happened once the lists ran to the end: the
+ * forwards and their messages, and for a training step the backwards and
+ * their messages and the weight gradients. */
 static int check_complete(const struct sim *S, char *err, size_t errlen)
 {
-    int last = S->pp * S->v - 1;
+    int last = S->pp * S->v - 1, eval = forward_only(S);
     for (int r = 0; r < S->pp; r++)
         for (int q = 0; q < S->m * S->v; q++) {
             int mb = q / S->v, c = q % S->v, s = pp_stage_of(S->o.layout, S->pp, r, c);
-            int want = DID_FWD | DID_BWD | WGRAD | (s > 0 ? GOT_ACT | SENT_GRAD : 0) |
-                       (s < last ? SENT_ACT | GOT_GRAD : 0);
+            int want = DID_FWD | (s > 0 ? GOT_ACT : 0) | (s < last ? SENT_ACT : 0);
+            if (!eval) want |= DID_BWD | WGRAD | (s > 0 ? SENT_GRAD : 0) | (s < last ? GOT_GRAD : 0);
             int miss = want & ~S->st[r][q];
             if (miss)
                 return pp_fail(err, errlen, "rank %d never does %s of mb %d chunk %d", r,
