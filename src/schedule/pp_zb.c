@@ -50,7 +50,8 @@ static void zb_h1(struct order *o, int pp, int m, int r)
 /* zb-h2: a warm-up of 2(pp-r)-1 forwards fills the time until the first B
  * comes back (1F1B's bubble before it); then B, the W deferred by 2r, F.
  * In flight: 2pp-1 on every rank.  Fewer than 2pp-1 micro-batches do not
- * fill that warm-up: zb-h1's order (the least makespan there, tested). */
+ * fill that warm-up: zb-h1's order (with m >= pp the least makespan there
+ * too, tested). */
 static void zb_h2(struct order *o, int pp, int m, int r)
 {
     if (m < 2 * pp - 1) {
