@@ -4,6 +4,8 @@
 # `triad schedule`.  (That every schedule at pp = 2, 4, 8 and interleaved
 # reproduces one rank bit for bit, and the 3D grid the serial run, is the
 # regression suite's: cases pp2_*, pp4_*, pp8_1f1b, grid3d and their twins.)
+# The zero-bubble schedules are drawn here; they train once the executor
+# runs their W's.
 . "$(dirname "$0")/lib.sh"
 
 common="model.n_layer=8 train.steps=20 train.batch_size=8 train.micro_batch_size=1 train.lr=3d-3"
@@ -62,6 +64,21 @@ ok $? "triad schedule prints the 4-stage, 4-micro-batch 1F1B picture and its bub
 grep -q "micro-batches per replica (dp = 1); cp = 2 ranks run each stage's actions together" "$scratch/sched.out" &&
     grep -q "rank 1  .  F0 B0 B0 F1 B1 B1 F2 B2 B2 F3 B3 B3" "$scratch/sched.out"
 ok $? "triad schedule with cp = 2: the stages' picture (4 micro-batches on dp = 1), the cp ranks running it together"
+# the zero-bubble schedules: zb-h1 (rank r defers r W's), zbv's V (rank 3 turns chunk 0 into chunk 1)
+"$TRIAD" schedule "$DECKS/tiny.nml" model.n_layer=4 parallel.pp=4 train.micro_batch_size=1 parallel.schedule="'zb-h1'" \
+    > "$scratch/sched.out" 2>&1
+grep -q "W = weight gradient" "$scratch/sched.out" && grep -q "^rank 3  .  .  .  F0 B0 F1 B1 F2 B2 F3 B3 W0 F4" "$scratch/sched.out" &&
+    grep -q "^bubble fraction 1/9 " "$scratch/sched.out" && grep -q "per rank: 1 2 3 4" "$scratch/sched.out"
+ok $? "triad schedule draws zb-h1 (8 micro-batches on 4 stages): W's deferred, the bubble 1/9 against 1F1B's 3/11"
+"$TRIAD" schedule "$DECKS/tiny.nml" model.n_layer=8 parallel.pp=4 parallel.virtual_stages=2 train.micro_batch_size=1 \
+    parallel.schedule=zbv > "$scratch/sched.out" 2>&1
+grep -q "^rank 3  .    .    .    F0c0 F0c1 F1c0 F1c1" "$scratch/sched.out" &&
+    grep -q "^by formula (p-1)/(3\*2m+p-1), the least any schedule can have = 3/51" "$scratch/sched.out" &&
+    grep -q "^peak in flight (mb, chunk) per rank: 8 8 8 8" "$scratch/sched.out"
+ok $? "triad schedule draws zbv: the V's turn on rank 3, the least bubble 3/51, 2pp half stages on every rank"
+"$TRIAD" check "$DECKS/tiny.nml" model.n_layer=8 parallel.pp=4 world=4 parallel.schedule=zbv > "$scratch/sched.out" 2>&1
+[ $? -eq 1 ] && grep -q "schedule = 'zbv' runs two chunks" "$scratch/sched.out"
+ok $? "zbv without virtual_stages = 2 is refused with the reason"
 "$TRIAD" schedule "$DECKS/tiny.nml" model.n_layer=8 parallel.pp=2 parallel.virtual_stages=2 parallel.schedule=interleaved train.batch_size=5 train.micro_batch_size=1 > "$scratch/sched.out" 2>&1
 [ $? -eq 1 ] && grep -q "multiple" "$scratch/sched.out"
 ok $? "interleaving 5 micro-batches on 2 stages is refused with the reason"

@@ -6,7 +6,9 @@
 # norm, the final checkpoint); triad schedule draws a file; and a file that
 # deadlocks, is malformed, misses a rank or an action, breaks micro-batch
 # order, or names chunks or micro-batches that do not exist is refused before
-# launch with the file, the line and the reason.
+# launch with the file, the line and the reason.  Files with weight
+# gradients (W, zero bubble) are drawn and checked the same way: a W before
+# its B, twice, or weight gradients out of micro-batch order are refused.
 . "$(dirname "$0")/lib.sh"
 
 deck="$DECKS/tiny.nml"
@@ -64,6 +66,22 @@ ok $? "triad schedule draws the file's schedule (rank 0's four forwards first, i
     parallel.schedule_file="'$f/mixed.txt'" > "$scratch/plan" 2>&1
 ok $? "triad plan plans it"
 
+# zero bubble from a file: zb-h1 on 2 ranks (each B's W after it, rank 1 deferring one), and an
+# interleaved file whose W's wait for the cool-down, one grouped with a backward
+printf '%s\n' "rank 0: F0 F1 B0 W0 F2 B1 W1 F3 B2 W2 B3 W3" "rank 1: F0 B0 F1 B1 W0 F2 B2 W1 F3 B3 W2 W3" > "$f/zb.txt"
+"$TRIAD" schedule "$deck" world=2 parallel.pp=2 train.micro_batch_size=2 parallel.schedule="'file'" \
+    parallel.schedule_file="'$f/zb.txt'" > "$scratch/pic" 2>&1 &&
+    grep -q '^rank 1  .  F0 B0 F1 B1 W0 F2 B2 W1 F3 B3 W2 W3' "$scratch/pic" &&
+    grep -q '^bubble fraction 1/13 ' "$scratch/pic" && grep -q '^peak of pending weight gradients (W) per rank: 1 2' "$scratch/pic"
+st=$?
+ok $st "triad schedule draws a file with W's (zb-h1 on 2 ranks: bubble 1/13, rank 1 defers one W)"
+[ $st -eq 0 ] || head -12 "$scratch/pic" | diag
+printf '%s\n' "rank 0: F0c0 F1c0 F0c1 F1c1 F2c0+B0c1 F3c0+B1c1 F2c1+B0c0 F3c1+B1c0 B2c1 B3c1 B2c0 B3c0+W0c1 W1c1 W2c1 W3c1 W0c0 W1c0 W2c0 W3c0" \
+    "rank 1: F0c0 F1c0 F0c1+B0c1 F1c1+B1c1 F2c0+B0c0 F3c0+B1c0 F2c1+B2c1 F3c1+B3c1 B2c0 B3c0" > "$f/interw.txt"
+"$TRIAD" check "$deck" world=2 parallel.pp=2 train.micro_batch_size=2 model.n_layer=4 parallel.virtual_stages=2 \
+    parallel.schedule="'file'" parallel.schedule_file="'$f/interw.txt'" > "$scratch/check" 2>&1
+ok $? "an interleaved file whose rank 0 defers every W to its end passes triad check"
+
 # refused NAME FILE PATTERN: triad check of the file fails, status 1, PATTERN in the error
 refused() {
     printf '%s\n' "$2" "$3" > "$f/bad.txt"
@@ -97,6 +115,16 @@ refused "a group ending in +" "rank 0: F0 F1+ B0 F2 B1 F3 B2 B3" "rank 1: F0 B0 
     "a group ends with '+'"
 refused "no 'rank R:'" "0: F0 F1 B0 F2 B1 F3 B2 B3" "rank 1: F0 B0 F1 B1 F2 B2 F3 B3" \
     "bad.txt:1: a line starts with 'rank R:'"
+refused "a W before its B" "rank 0: F0 F1 W0 B0 F2 B1 F3 B2 B3" "rank 1: F0 B0 F1 B1 F2 B2 F3 B3" \
+    "bad.txt:1: rank 0: W0 comes before B0: a weight gradient needs its backward (the input gradient) first"
+refused "a W twice" "rank 0: F0 F1 B0 W0 F2 B1 W0 F3 B2 B3" "rank 1: F0 B0 F1 B1 F2 B2 F3 B3" \
+    "bad.txt:1: rank 0: W0 appears twice"
+refused "weight gradients out of order" "rank 0: F0 F1 B0 B1 W1 W0 F2 F3 B2 B3" "rank 1: F0 B0 F1 B1 F2 B2 F3 B3" \
+    "rank 0: W1 adds the weight gradient of micro-batch 1 before that of micro-batch 0"
+refused "a fused backward before an earlier W" "rank 0: F0 F1 B0 B1 W0 F2 F3 B2 B3" "rank 1: F0 B0 F1 B1 F2 B2 F3 B3" \
+    "rank 0: B1 (no W follows it: the fused backward) adds the weight gradient of micro-batch 1 before that of micro-batch 0"
+refused "a token that is no compute" "rank 0: F0 F1 B0 X0 F2 B1 F3 B2 B3" "rank 1: F0 B0 F1 B1 F2 B2 F3 B3" \
+    "write F<micro-batch>, B<micro-batch> or W<micro-batch>"
 "$TRIAD" check "$deck" world=2 parallel.pp=2 train.micro_batch_size=2 parallel.schedule="'file'" \
     parallel.schedule_file="'$f/absent.txt'" > "$scratch/bad.out" 2>&1
 [ $? -eq 1 ] && grep -q "absent.txt': cannot read it (No such file or directory)" "$scratch/bad.out"

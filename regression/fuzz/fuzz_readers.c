@@ -501,7 +501,8 @@ static int run_ckpt(struct harness *h, const char *in, char *err, size_t errlen)
 }
 
 /* A pipeline schedule file (parallel.schedule_file) for 2 ranks x 2 chunks
- * and 4 micro-batches: read, proved by the simulator, each rank's list built. */
+ * and 4 micro-batches: read, proved by the simulator, each rank's list built
+ * and its peaks counted.  (The seed of target schedule_zb holds W's.) */
 static int run_schedule(struct harness *h, const char *in, char *err, size_t errlen)
 {
     (void)h;
@@ -511,6 +512,8 @@ static int run_schedule(struct harness *h, const char *in, char *err, size_t err
         int n;
         rc = pp_schedule_build(PP_FILE, in, 2, 2, 4, r, &a, &n, err, errlen);
         if (rc == 0 && pp_peak_bound(PP_FILE, in, 2, 2, 4, r) < 1) rc = errorf(err, errlen, "rank %d holds nothing", r);
+        if (rc == 0 && (pp_wpeak_bound(PP_FILE, in, 2, 2, 4, r) < 0 || pp_list_wpeak(a, n) > 4 * 2))
+            rc = errorf(err, errlen, "rank %d: more W's pending than (mb, chunk) pairs", r);
         if (rc == 0) free(a);
     }
     return rc;
@@ -533,6 +536,7 @@ static const struct target targets[] = {
     {"tokenizer_sp", "tokenizer_sentencepiece.json", run_tokenizer, TEXT},
     {"indexed", "indexed.idx", run_indexed, BYTES},
     {"schedule", "schedule.txt", run_schedule, TEXT},
+    {"schedule_zb", "schedule_zb.txt", run_schedule, TEXT},
 };
 enum { NTARGETS = sizeof targets / sizeof targets[0] };
 

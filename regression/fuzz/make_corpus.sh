@@ -76,6 +76,11 @@ EOD
 printf '%s\n' "# interleaved" "rank 0: F0c0 F1c0 F0c1 F1c1 F2c0+B0c1 F3c0+B1c1 F2c1+B0c0 F3c1+B1c0 B2c1 B3c1 B2c0 B3c0" \
     "rank 1: F0c0 F1c0 F0c1+B0c1 F1c1+B1c1 F2c0+B0c0 F3c0+B1c0 F2c1+B2c1 F3c1+B3c1 B2c0 B3c0  # the last rank" \
     > "$c/schedule.txt"
+# and one with weight gradients (zero bubble): W's after their B's, grouped and deferred to the end
+printf '%s\n' "# interleaved with W's" \
+    "rank 0: F0c0 F1c0 F0c1 F1c1 F2c0+B0c1 F3c0+B1c1 F2c1+B0c0 F3c1+B1c0 B2c1 W0c1 B3c1+W1c1 B2c0 B3c0 W2c1 W3c1 W0c0 W1c0 W2c0 W3c0" \
+    "rank 1: F0c0 F1c0 F0c1+B0c1 F1c1+B1c1 F2c0+B0c0 F3c0+B1c0 F2c1+B2c1 F3c1+B3c1 B2c0 W0c0 B3c0 W1c0 W2c0 W3c0  # W's of chunk 0" \
+    > "$c/schedule_zb.txt"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
 # the checkpoint keeps its model's tokenizer (/tokenizer): a BPE of 7 ids, to fit the llama's 32

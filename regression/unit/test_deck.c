@@ -258,6 +258,8 @@ static const struct bad bad_decks[] = {
     { "&parallel schedule = 'zigzag' /", "schedule = 'zigzag' is not one of 'gpipe', '1f1b', 'interleaved'", 1,
       22, "choose one of" },
     { "&parallel schedule = '1fb1' /", "is not one of", 1, 22, "did you mean schedule = '1f1b'?" },
+    { "&parallel schedule = 'zb-h3' /", "is not one of 'gpipe', '1f1b', 'interleaved', 'file', 'zb-h1', 'zb-h2', 'zbv'",
+      1, 22, "did you mean schedule = 'zb-h1'?" },
     /* duplicates, several values */
     { "&train\n  lr = 1e-3\n/\n&train lr = 2e-3 /", "duplicate key 'lr' (first set at line 2)", 4, 8, NULL },
     { "&model n_layer = 2 N_LAYER = 3 /", "duplicate key 'n_layer' (first set at line 1)", 1, 20, NULL },
@@ -358,6 +360,13 @@ static const struct bad_combo bad_combos[] = {
       "set schedule = 'interleaved'" },
     { "&parallel virtual_stages = 2, schedule = 'interleaved' /", 1, "needs pipeline parallelism (pp > 1)",
       "virtual_stages = 1" },
+    { "&model n_layer = 8 / &parallel pp = 2, schedule = 'zbv' /", 2,
+      "schedule = 'zbv' runs two chunks on each of pp >= 2 ranks, in a V (stages r and 2pp-1-r on rank r), but "
+      "virtual_stages = 1 and pp = 2", "set virtual_stages = 2" },
+    { "&parallel virtual_stages = 2, schedule = 'zbv' /", 1, "but virtual_stages = 2 and pp = 1",
+      "set pp >= 2 and virtual_stages = 2, or schedule = '1f1b'" },
+    { "&model n_layer = 8 / &parallel pp = 2, virtual_stages = 2, schedule = 'zb-h1' /", 2,
+      "virtual_stages = 2 needs schedule = 'interleaved', but schedule = 'zb-h1'", "'zbv' for 2 chunks" },
     { "&parallel sequence_parallel = T /", 1, "sequence_parallel = .true. needs tensor parallelism (tp > 1)",
       "set sequence_parallel = .false." },
     { "&train precision = 'fp16', loss_scale = 1024, loss_scale_min = 4096 /", 1,
@@ -439,8 +448,15 @@ static void test_validate(void)
 
 /* The deck's ENUM words become the enums of the layers below once, in the
  * shape: every word of params.def maps to its own enum, and the schedule's
- * name in the pipeline's messages is the deck's word. */
+ * name in the pipeline's messages is the deck's word (params.def's
+ * identifier with '-' for '_', as config_word spells it). */
 #define WORD_OF(P, word) #word,
+static void dashed(char *buf, size_t n, const char *word)
+{
+    snprintf(buf, n, "%s", word);
+    for (char *p = buf; *p; p++)
+        if (*p == '_') *p = '-';
+}
 static void test_shape_enums(void)
 {
     static const char *const schedules[] = {PARALLEL_SCHEDULE(WORD_OF, ~)};
@@ -452,12 +468,26 @@ static void test_shape_enums(void)
     for (int i = 0; i < n; i++) {
         struct config c;
         struct run_shape s;
-        snprintf(deck, sizeof deck, "&parallel schedule = '%s' /", schedules[i]);
+        char word[64];
+        dashed(word, sizeof word, schedules[i]);
+        snprintf(deck, sizeof deck, "&parallel schedule = '%s' /", word);
         read_ok(&c, deck);
         run_shape_init(&s, &c, 1, 0);
-        same += c.parallel.schedule_id == i && strcmp(pp_schedule_name(s.sched), schedules[i]) == 0;
+        same += c.parallel.schedule_id == i && strcmp(pp_schedule_name(s.sched), word) == 0 &&
+                strcmp(c.parallel.schedule, word) == 0;
     }
     tap_ok(same == n, "every parallel.schedule word is the name of its enum pp_schedule (%d of %d)", same, n);
+    /* '-' and '_' are one character in a word, in any case; the deck's
+     * spelling stored and shown is the dashed one */
+    static const char *const spellings[] = {"zb-h1", "zb_h1", "ZB_H1", "Zb-H1"};
+    same = 0;
+    for (size_t i = 0; i < sizeof spellings / sizeof spellings[0]; i++) {
+        struct config c;
+        snprintf(deck, sizeof deck, "&parallel schedule = '%s' /", spellings[i]);
+        read_ok(&c, deck);
+        same += c.parallel.schedule_id == PARALLEL_SCHEDULE_zb_h1 && strcmp(c.parallel.schedule, "zb-h1") == 0;
+    }
+    tap_ok(same == 4, "schedule = 'zb-h1', 'zb_h1', 'ZB_H1' and 'Zb-H1' all read as 'zb-h1' (%d of 4)", same);
     n = (int)(sizeof precisions / sizeof precisions[0]), same = 0;
     for (int i = 0; i < n; i++) {
         struct config c;
@@ -497,7 +527,7 @@ static void test_doc(void)
 {
     char *doc = doc_text();
     const char *key_rows[] = { "| `n_layer` | integer | `12` | 1 ... 4096 |", "| `lr` | real | `0.0006` | 0 ... 10 |",
-                               "| `schedule` | choice | `'1f1b'` | `'gpipe'`, `'1f1b'`, `'interleaved'`, `'file'` |",
+                               "| `schedule` | choice | `'1f1b'` | `'gpipe'`, `'1f1b'`, `'interleaved'`, `'file'`, `'zb-h1'`, `'zb-h2'`, `'zbv'` |",
                                "| `path` | string | `''` |", "| `shuffle` | logical | `.false.` |" };
     int rows = 1;
     for (size_t i = 0; i < sizeof key_rows / sizeof key_rows[0]; i++) rows &= strstr(doc, key_rows[i]) != NULL;

@@ -91,13 +91,6 @@ void config_append(char *buf, size_t n, const char *fmt, ...)
     va_end(ap);
 }
 
-static int ci_equal_n(const char *a, const char *b, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (tolower((unsigned char)a[i]) != tolower((unsigned char)b[i])) return 0;
-    return 1;
-}
-
 int config_is(const char *v, const char *word)
 {
     for (; *v && *word; v++, word++)
@@ -151,13 +144,24 @@ void config_fmt_value(char *buf, size_t n, const struct config *cfg, const struc
     }
 }
 
+/* An ENUM word of len bytes as decks, docs and messages spell it: its C
+ * identifier's '_' is '-' (params.def: zb_h1 is 'zb-h1'). */
+void config_word(char *buf, size_t n, const char *word, size_t len)
+{
+    size_t i = 0;
+    for (; i < len && i + 1 < n; i++) buf[i] = word[i] == '_' ? '-' : word[i];
+    if (n) buf[i] = '\0';
+}
+
 /* "a, b, c" from "a|b|c", each item wrapped in `open` and `close`. */
 void config_fmt_choices(char *buf, size_t n, const char *choices, const char *open, const char *close)
 {
+    char w[CONFIG_STRLEN];
     buf[0] = '\0';
     for (const char *c = choices; *c;) {
         size_t len = strcspn(c, "|");
-        config_append(buf, n, "%s%s%.*s%s", c == choices ? "" : ", ", open, (int)len, c, close);
+        config_word(w, sizeof w, c, len);
+        config_append(buf, n, "%s%s%s%s", c == choices ? "" : ", ", open, w, close);
         c += len + (c[len] == '|');
     }
 }
@@ -258,24 +262,35 @@ static int assign_bool(struct config *cfg, const struct key_info *k, const struc
     return 0;
 }
 
-/* The index of word (len bytes, any case) in choices "a|b|c", or -1. */
+/* An ENUM word's characters alike: in any case, and '-' as '_' (the C
+ * identifier of 'zb-h1' is zb_h1). */
+static int word_equal_n(const char *a, const char *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        int x = a[i] == '-' ? '_' : tolower((unsigned char)a[i]), y = b[i] == '-' ? '_' : tolower((unsigned char)b[i]);
+        if (x != y) return 0;
+    }
+    return 1;
+}
+
+/* The index of word (len bytes, any case, '-' or '_') in choices "a|b|c", or -1. */
 static int choice_index(const char *choices, const char *word, size_t len)
 {
     int i = 0;
     for (const char *c = choices; *c; i++) {
         size_t n = strcspn(c, "|");
-        if (n == len && ci_equal_n(c, word, n)) return i;
+        if (n == len && word_equal_n(c, word, n)) return i;
         c += n + (c[n] == '|');
     }
     return -1;
 }
 
-/* Set ENUM key k to its choice i: the word in the table's spelling, and its enum. */
+/* Set ENUM key k to its choice i: the word as decks spell it (config_word), and its enum. */
 static void set_choice(struct config *cfg, const struct key_info *k, int i)
 {
     const char *c = k->choices;
     for (int j = 0; j < i; j++) c += strcspn(c, "|") + 1;
-    snprintf(str_field(cfg, k), CONFIG_STRLEN, "%.*s", (int)strcspn(c, "|"), c);
+    config_word(str_field(cfg, k), CONFIG_STRLEN, c, strcspn(c, "|"));
     _Static_assert(sizeof(enum train_device) == sizeof(int), "an ENUM key's enum is stored as an int");
     *(int *)((char *)cfg + k->id_offset) = i;
 }

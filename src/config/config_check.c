@@ -138,10 +138,19 @@ static int check_features(const struct config *cfg, struct deck_error *err)
         return deck_error_hint(err, "set sequence_parallel = .false.");
     }
     int from_file = cfg->parallel.schedule_id == PARALLEL_SCHEDULE_file;
-    if (vs > 1 && cfg->parallel.schedule_id != PARALLEL_SCHEDULE_interleaved && !from_file) {
+    int zbv = cfg->parallel.schedule_id == PARALLEL_SCHEDULE_zbv;
+    if (zbv && (vs != 2 || pp < 2)) {
+        deck_error_set(err, 0, 0, "schedule = 'zbv' runs two chunks on each of pp >= 2 ranks, in a V (stages r and "
+                                  "2pp-1-r on rank r), but virtual_stages = %" PRId64 " and pp = %" PRId64, vs, pp);
+        return deck_error_hint(err, pp < 2 ? "set pp >= 2 and virtual_stages = 2, or schedule = '1f1b'"
+                                           : "set virtual_stages = 2 (n_layer divisible by 2 * pp), or schedule = "
+                                             "'zb-h1' with virtual_stages = 1");
+    }
+    if (vs > 1 && cfg->parallel.schedule_id != PARALLEL_SCHEDULE_interleaved && !from_file && !zbv) {
         deck_error_set(err, 0, 0, "virtual_stages = %" PRId64 " needs schedule = 'interleaved', but schedule = '%s'", vs,
                  cfg->parallel.schedule);
-        return deck_error_hint(err, "set schedule = 'interleaved' (or 'file'), or virtual_stages = 1");
+        return deck_error_hint(err, "set schedule = 'interleaved' (or 'zbv' for 2 chunks, or 'file'), or "
+                                    "virtual_stages = 1");
     }
     if (from_file != (cfg->parallel.schedule_file[0] != 0)) {
         deck_error_set(err, 0, 0, from_file ? "schedule = 'file' but no schedule_file names the file"
@@ -449,7 +458,7 @@ static int check_schedule(const struct config *cfg, int world, struct deck_error
         deck_error_set(err, 0, 0, "schedule_file (pp = %d, virtual_stages = %d, %d micro-batches per replica): %s", s.pp,
                        s.v, m, why);
         return deck_error_hint(err, "correct the file (docs/pipeline.md, \"A schedule from a file\"); `triad schedule` "
-                                    "with schedule = '1f1b' or 'interleaved' draws one to start from");
+                                    "with schedule = '1f1b', 'interleaved' or 'zb-h1' draws one to start from");
     }
     deck_error_set(err, 0, 0, "schedule = '%s' cannot run %d micro-batches per replica on pp = %" PRId64 ": %s",
              cfg->parallel.schedule, m, cfg->parallel.pp, why);

@@ -40,9 +40,11 @@ extern const int config_nkeys;
 extern const struct group_info config_groups[];
 extern const int config_ngroups;
 
-/* A key's value in cfg as a deck writes it; "a, b, c" from "a|b|c", each
- * item wrapped in open and close. */
+/* A key's value in cfg as a deck writes it; an ENUM word of len bytes as
+ * decks write it (the identifier's '_' as '-': 'zb-h1'); "a, b, c" from
+ * "a|b|c", each item so written and wrapped in open and close. */
 void config_fmt_value(char *buf, size_t n, const struct config *cfg, const struct key_info *k);
+void config_word(char *buf, size_t n, const char *word, size_t len);
 void config_fmt_choices(char *buf, size_t n, const char *choices, const char *open, const char *close);
 
 /* config_suggest.c: an unknown group or key described in err, with the

@@ -66,7 +66,7 @@ const char *config_nearest_choice(const char *choices, const char *typed, char *
     const char *best = NULL;
     for (const char *c = choices; *c;) {
         size_t len = strcspn(c, "|");
-        snprintf(buf, n, "%.*s", (int)len, c);
+        config_word(buf, n, c, len);
         int dist = edit_distance(typed, buf);
         if (dist < bestd && is_near(typed, buf, dist)) {
             bestd = dist;
@@ -75,7 +75,7 @@ const char *config_nearest_choice(const char *choices, const char *typed, char *
         c += len + (c[len] == '|');
     }
     if (!best) return NULL;
-    snprintf(buf, n, "%.*s", (int)strcspn(best, "|"), best);
+    config_word(buf, n, best, strcspn(best, "|"));
     return buf;
 }
 

@@ -61,6 +61,9 @@ static enum pp_schedule shape_schedule(const struct config *cfg)
     case PARALLEL_SCHEDULE_1f1b: return PP_1F1B;
     case PARALLEL_SCHEDULE_interleaved: return PP_INTERLEAVED;
     case PARALLEL_SCHEDULE_file: return PP_FILE;
+    case PARALLEL_SCHEDULE_zb_h1: return PP_ZBH1;
+    case PARALLEL_SCHEDULE_zb_h2: return PP_ZBH2;
+    case PARALLEL_SCHEDULE_zbv: return PP_ZBV;
     }
     die("parallel.schedule: no enum %d (params.def and shape.c disagree)", (int)cfg->parallel.schedule_id);
 }

@@ -99,7 +99,8 @@ static int print_schedule(const struct config *cfg, int world)
     struct run_shape s;
     run_shape_init(&s, cfg, world, 0);
     int dp = s.dp, m = s.n_micro, pp = s.pp, v = s.v;
-    struct pp_sim_opts o = {1, 2, PP_SEND_RENDEZVOUS, 1}; /* backward takes twice the forward */
+    /* F = B = W = 1: a fused backward (input and weight gradients) takes twice the forward */
+    struct pp_sim_opts o = {.t_fwd = 1, .t_bwd = 1, .send = PP_SEND_RENDEZVOUS, .lookahead = 1, .t_wgt = 1};
     struct pp_sim sim;
     char err[512];
     if (pp_simulate_schedule(s.sched, s.schedule_file, pp, v, m, &o, &sim, err, sizeof err)) {
@@ -110,7 +111,8 @@ static int print_schedule(const struct config *cfg, int world)
     if (s.cp > 1) /* the cp ranks of a replica run the same schedule, in step: ring attention pairs them in every layer */
         snprintf(cp, sizeof cp, "; cp = %d ranks run each stage's actions together (ring attention)", s.cp);
     printf("schedule %s%s%s%s: pp = %d, virtual_stages = %d, %d micro-batches per replica (dp = %d)%s\n"
-           "F = forward, B = backward (taking twice the forward), . = idle\n\n",
+           "F = forward, B = backward (taking twice the forward; where a W follows, the input gradient alone, "
+           "as long as the forward), W = weight gradient, . = idle\n\n",
            cfg->parallel.schedule, s.schedule_file ? " (" : "", s.schedule_file ? s.schedule_file : "",
            s.schedule_file ? ")" : "", pp, v, m, dp, cp);
     pp_print_table(stdout, &sim, 0);

@@ -129,15 +129,6 @@ static void agree_schedule_file(const char *path, const struct grid *g)
     die_all_if(g->world_comm, h[0] != ~h[1], msg, "every node must see the same file, unchanged while the run starts");
 }
 
-/* The schedule's bubble, simulated with F, B and W taking the same time
- * (so 1F1B's is (p-1)/(m+p-1)). */
-static double predicted_bubble(const struct run *r)
-{
-    static const int alike[3] = {1, 1, 1};
-    return plan_sim_bubble(r->shape.sched, r->shape.schedule_file, r->g->pp, r->model.d.v, r->shape.n_micro, alike,
-                           NULL);
-}
-
 static void setup(struct run *r)
 {
     const struct config *cfg = r->cfg;
@@ -200,10 +191,12 @@ static void setup(struct run *r)
              "gradients, optimizer) + %.1f MiB activations (rank 0)\n", s->n_micro, s->micro_batch, r->model.nslots,
              wait, state / 1048576.0, r->model.act_bytes / 1048576.0);
     if (r->allocated && metrics_memory(&r->metrics, r->allocated, g->world) != 0) train_io_stop(r, r->metrics.failed, "");
-    if (g->pp > 1)
-        log_info("pipeline: %s, %d stages x %d chunk(s), %d layers per chunk; predicted bubble %.1f%% (simulated, "
-                 "forward, backward's input and weight parts alike)\n", cfg->parallel.schedule, g->pp, d.v, d.Lc,
-                 100 * predicted_bubble(r));
+    if (g->pp > 1) {
+        long num, den;
+        double b = pp_bubble_predicted(s->sched, s->schedule_file, g->pp, d.v, s->n_micro, &num, &den, NULL);
+        log_info("pipeline: %s, %d stages x %d chunk(s), %d layers per chunk; predicted bubble %ld/%ld = %.1f%%\n",
+                 cfg->parallel.schedule, g->pp, d.v, d.Lc, num, den, 100 * b);
+    }
     log_info("device: %s%s\n", k->name,
              r->comm.staged  ? "; MPI through host buffers (no CUDA-aware MPI), no overlapped reduction"
              : k->on_device ? "; MPI on device buffers (CUDA-aware)"
@@ -306,7 +299,9 @@ static void report_bubble(const struct run *r)
     MPI_CHECK(MPI_Reduce(&idle, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, g->world_comm));
     log_info("pipeline bubble: predicted %.1f%% (%s, pp %d, v %d, m %d); measured idle (waiting for "
              "activations/gradients) per rank min %.1f%% avg %.1f%% max %.1f%% of the step\n",
-             100 * predicted_bubble(r), r->cfg->parallel.schedule,
+             100 * pp_bubble_predicted(r->shape.sched, r->shape.schedule_file, g->pp, r->model.d.v, r->shape.n_micro,
+                                       NULL, NULL, NULL),
+             r->cfg->parallel.schedule,
              g->pp, r->model.d.v, r->shape.n_micro, 100 * mn, 100 * sum / g->world, 100 * mx);
 }
 

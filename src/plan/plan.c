@@ -290,6 +290,8 @@ int plan_compute(struct plan *p, const struct config *cfg, int world, int thread
     p->cuda = cfg->train.device_id == TRAIN_DEVICE_cuda;
     p->bucket_mb = cfg->parallel.bucket_mb;
     p->threads = threads > 0 ? threads : cfg->train.threads > 0 ? (int)cfg->train.threads : omp_get_max_threads();
+    pp_bubble_predicted(p->shape.sched, p->shape.schedule_file, p->shape.pp, p->shape.v, p->shape.n_micro,
+                        &p->bubble_num, &p->bubble_den, &p->bubble_formula);
     p->stage = xcalloc((size_t)p->shape.pp, sizeof *p->stage);
     for (int r = 0; r < p->shape.pp; r++) {
         plan_stage(&p->stage[r], p, cfg, r);

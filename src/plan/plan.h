@@ -19,6 +19,8 @@
 #include "shape.h"
 #include "topo.h"
 
+struct model_dims;
+
 struct model;
 struct optim;
 
@@ -60,6 +62,8 @@ struct plan {
     int recompute, threads, cuda;
     double bucket_mb;         /* parallel.bucket_mb: ZeRO's pieces */
     int64_t logical_params;
+    long bubble_num, bubble_den; /* the bubble fraction: (p-1)/(v*m+p-1), or simulated (pp_bubble_predicted) */
+    int bubble_formula;          /* 1: by the formula */
     int cost[3];              /* F, B and W of a chunk in simulator time units, by FLOPs (plan_flop_costs) */
     double bubble;            /* the schedule's bubble, simulated with them */
     struct plan_stage *stage; /* [pp] */

@@ -190,9 +190,10 @@ void plan_print(FILE *f, const struct plan *p, const struct config *cfg, double 
                "per rank, %d layers per chunk; recompute '%s'%s\n", (long long)cfg->train.batch_size, p->shape.n_micro, p->shape.micro_batch,
             cfg->parallel.schedule, p->shape.v, d.Lc, cfg->train.recompute, p->shape.sp ? "; sequence parallel" : "");
     if (p->shape.pp > 1)
-        fprintf(f, "pipeline bubble: %.1f%% (%s simulated, F:B:W = %d:%d:%d by FLOPs; 1f1b's (p-1)/(v*m+p-1) = "
-                   "%.1f%%)\n", 100 * p->bubble, cfg->parallel.schedule, p->cost[0], p->cost[1], p->cost[2],
-                100 * pp_bubble_formula(p->shape.pp, 1, p->shape.n_micro, NULL, NULL));
+        fprintf(f, "pipeline bubble: %s = %ld/%ld = %.1f%% (simulated with F:B:W = %d:%d:%d by FLOPs: %.1f%%)\n",
+                p->bubble_formula ? "(p-1)/(v*m+p-1)" : "simulated (F = B = W = 1, triad schedule)", p->bubble_num,
+                p->bubble_den, 100 * (double)p->bubble_num / (double)p->bubble_den, p->cost[0], p->cost[1],
+                p->cost[2], 100 * p->bubble);
     int lp = d.prec != PREC_FP32;
     fprintf(f, "optimizer: AdamW m and v%s in fp32, %s\n", lp ? " and the master weights" : "",
             p->shape.zero_stage == 3

@@ -1,21 +1,22 @@
-/* pipeline.c -- pipeline schedules as data, their simulator and picture
- * (pure code, no MPI; the contract is in pipeline.h and docs/pipeline.md). */
-#include "pipeline.h"
-
+/* pipeline.c -- pipeline schedules as data: each rank's list of actions,
+ * where the stages sit, what the lists hold (pure code, no MPI; the
+ * contract is in pipeline.h and docs/pipeline.md; pp_zb.c: the zero-bubble
+ * orders; pp_sim.c: the simulator and the picture). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "pipeline_internal.h"
 #include "pp_file.h"
 
 /* The schedules' names in messages: the words of parallel.schedule
- * (config/params.def; test_deck checks that they agree). */
-static const char *const sched_names[] = {"gpipe", "1f1b", "interleaved", "file"};
-static const char *const kind_names[] = {"RECV_ACT", "FWD", "SEND_ACT", "RECV_GRAD", "BWD", "SEND_GRAD"};
+ * (config/params.def, where '-' is written '_'; test_deck checks that they
+ * agree). */
+static const char *const sched_names[] = {"gpipe", "1f1b", "interleaved", "file", "zb-h1", "zb-h2", "zbv"};
+static const char *const kind_names[] = {"RECV_ACT", "FWD", "SEND_ACT", "RECV_GRAD", "BWD", "SEND_GRAD", "WGT"};
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
+int pp_fail(char *err, size_t errlen, const char *fmt, ...)
 {
     if (err && errlen) {
         va_list ap;
@@ -27,8 +28,8 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 }
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof(a)[0]))
-_Static_assert(COUNT(sched_names) == PP_FILE + 1, "a name for each enum pp_schedule");
-_Static_assert(COUNT(kind_names) == PP_SEND_GRAD + 1, "a name for each enum pp_kind");
+_Static_assert(COUNT(sched_names) == PP_ZBV + 1, "a name for each enum pp_schedule");
+_Static_assert(COUNT(kind_names) == PP_WGT + 1, "a name for each enum pp_kind");
 
 static int known_schedule(enum pp_schedule s) { return s >= 0 && s < COUNT(sched_names); }
 
@@ -36,30 +37,72 @@ const char *pp_schedule_name(enum pp_schedule s) { return known_schedule(s) ? sc
 
 const char *pp_kind_name(enum pp_kind k) { return k >= 0 && k < COUNT(kind_names) ? kind_names[k] : "?"; }
 
-static int is_compute(enum pp_kind k) { return k == PP_FWD || k == PP_BWD; }
+static int is_zb(enum pp_schedule s) { return s == PP_ZBH1 || s == PP_ZBH2 || s == PP_ZBV; }
+
+/* ------------------------------------------------------------ layout */
+
+enum pp_layout pp_schedule_layout(enum pp_schedule s) { return s == PP_ZBV ? PP_LAYOUT_V : PP_LAYOUT_LOOP; }
+
+/* The V (v = 2): chunk 0 of rank r is stage r, chunk 1 stage 2pp-1-r, so
+ * rank 0 holds the first and the last stage (ZB-V; the embedding and the
+ * head share a rank) and every rank the same share of the layers. */
+int pp_stage_of(enum pp_layout layout, int pp, int rank, int chunk)
+{
+    if (layout == PP_LAYOUT_V) return chunk ? 2 * pp - 1 - rank : rank;
+    return chunk * pp + rank;
+}
+
+void pp_place_of(enum pp_layout layout, int pp, int stage, int *rank, int *chunk)
+{
+    if (layout == PP_LAYOUT_V) {
+        *chunk = stage >= pp;
+        *rank = *chunk ? 2 * pp - 1 - stage : stage;
+    } else {
+        *chunk = stage / pp;
+        *rank = stage % pp;
+    }
+}
+
+int pp_virtual_stage(enum pp_schedule s, int pp, int rank, int chunk)
+{
+    return pp_stage_of(pp_schedule_layout(s), pp, rank, chunk);
+}
+
+void pp_stage_place(enum pp_schedule s, int pp, int stage, int *rank, int *chunk)
+{
+    pp_place_of(pp_schedule_layout(s), pp, stage, rank, chunk);
+}
 
 /* ------------------------------------------------------------ generation */
 
 /* What pp_schedule_check says before the lists exist. */
 static int check_shape(enum pp_schedule s, const char *file, int pp, int v, int m, char *err, size_t errlen)
 {
-    if (!known_schedule(s)) return fail(err, errlen, "no pipeline schedule %d", (int)s);
+    if (!known_schedule(s)) return pp_fail(err, errlen, "no pipeline schedule %d", (int)s);
     if (pp < 1 || v < 1 || m < 1)
-        return fail(err, errlen, "pp = %d, virtual_stages = %d and micro-batches = %d must all be at least 1", pp, v,
+        return pp_fail(err, errlen, "pp = %d, virtual_stages = %d and micro-batches = %d must all be at least 1", pp, v,
                     m);
     if (s == PP_FILE && (!file || !file[0]))
-        return fail(err, errlen, "schedule = 'file' needs parallel.schedule_file, the file of each rank's computes");
-    if (v > 1 && s != PP_INTERLEAVED && s != PP_FILE)
-        return fail(err, errlen, "virtual_stages = %d needs schedule = 'interleaved' (or 'file'), not '%s'", v,
-                    pp_schedule_name(s));
+        return pp_fail(err, errlen, "schedule = 'file' needs parallel.schedule_file, the file of each rank's computes");
+    if (s == PP_ZBV && v != 2)
+        return pp_fail(err, errlen,
+                       "schedule = 'zbv' runs two chunks on each rank, in a V: it needs virtual_stages = 2, not %d",
+                       v);
+    if (s == PP_ZBV && pp < 2)
+        return pp_fail(err, errlen, "schedule = 'zbv' needs pp >= 2 (its V folds 2pp stages onto the ranks); on "
+                                    "one rank use schedule = '1f1b'");
+    if (v > 1 && s != PP_INTERLEAVED && s != PP_FILE && s != PP_ZBV)
+        return pp_fail(err, errlen,
+                       "virtual_stages = %d needs schedule = 'interleaved' (or 'zbv' for 2, or 'file'), not '%s'", v,
+                       pp_schedule_name(s));
     if (v > 1 && pp < 2)
-        return fail(err, errlen, "virtual_stages = %d needs pp >= 2 (there is nothing to interleave on one stage)",
+        return pp_fail(err, errlen, "virtual_stages = %d needs pp >= 2 (there is nothing to interleave on one stage)",
                     v);
-    if (v > 1 && m % pp) {
+    if (v > 1 && s != PP_ZBV && m % pp) {
         char use[64];
         int lo = m / pp * pp;
         snprintf(use, sizeof use, lo ? "%d or %d" : "%d", lo ? lo : pp, lo + pp);
-        return fail(err, errlen,
+        return pp_fail(err, errlen,
                     "the interleaved schedule needs the micro-batches per replica (%d) to be a multiple of pp = %d "
                     "(micro-batches go round the ranks in groups of pp, as in Megatron); use %s "
                     "(batch_size = dp * micro_batch_size * that), or schedule = '1f1b'",
@@ -74,7 +117,7 @@ static int build_all(enum pp_schedule s, const char *file, int pp, int v, int m,
 {
     *l = calloc((size_t)pp, sizeof **l);
     *n = calloc((size_t)pp, sizeof **n);
-    int rc = *l && *n ? 0 : fail(err, errlen, "out of memory");
+    int rc = *l && *n ? 0 : pp_fail(err, errlen, "out of memory");
     for (int r = 0; rc == 0 && r < pp; r++) rc = pp_schedule_build(s, file, pp, v, m, r, &(*l)[r], &(*n)[r], err, errlen);
     return rc;
 }
@@ -88,17 +131,23 @@ static void free_all(int pp, struct pp_action **l, int *n)
 int pp_schedule_check(enum pp_schedule s, const char *file, int pp, int v, int m, char *err, size_t errlen)
 {
     if (check_shape(s, file, pp, v, m, err, errlen)) return -1;
-    if (s != PP_FILE) return 0; /* (the generated ones are proved by test_pipeline) */
-    /* a schedule from a file is proved here, before launch, as the executor
-     * runs it (pipeline_exec.c): rendezvous sends, each phase waiting for
-     * its own, and the next phase's receives posted on entering one */
+    if (s != PP_FILE && !is_zb(s)) return 0; /* (gpipe, 1f1b, interleaved are proved by test_pipeline) */
+    /* a schedule from a file, and the zero-bubble ones, are proved here,
+     * before launch, as the executor runs them (pipeline_exec.c):
+     * rendezvous sends, each phase waiting for its own, and the next
+     * phase's receives posted on entering one */
     struct pp_action **l;
     int *n, rc = build_all(s, file, pp, v, m, &l, &n, err, errlen);
     struct pp_sim sim;
-    struct pp_sim_opts o = {.t_fwd = 1, .t_bwd = 2, .send = PP_SEND_RENDEZVOUS, .lookahead = 1};
+    struct pp_sim_opts o = {.t_fwd = 1, .t_bwd = 1, .send = PP_SEND_RENDEZVOUS, .lookahead = 1,
+                            .layout = pp_schedule_layout(s), .t_wgt = 1};
     char why[1024];
     if (rc == 0 && pp_simulate(pp, v, m, l, n, &o, &sim, why, sizeof why) != 0)
-        rc = fail(err, errlen, "%s: the simulator refuses it: %s", file, why);
+        rc = s == PP_FILE ? pp_fail(err, errlen, "%s: the simulator refuses it: %s", file, why)
+                          : pp_fail(err, errlen, "schedule = '%s' on pp = %d with %d micro-batches: the simulator "
+                                                 "refuses its lists (a bug in pp_zb.c: please report it; use "
+                                                 "schedule = '1f1b' meanwhile): %s",
+                                    pp_schedule_name(s), pp, m, why);
     else if (rc == 0) pp_sim_free(&sim);
     free_all(pp, l, n);
     return rc;
@@ -114,69 +163,74 @@ static int warmup(enum pp_schedule s, int pp, int v, int m, int rank)
     return imin(pp - rank - 1, m);
 }
 
-void pp_split_marks(const struct pp_action *a, int n, unsigned char *split)
-{
-    for (int i = 0; i < n; i++) {
-        split[i] = 0;
-        for (int j = i + 1; a[i].kind == PP_BWD && j < n && !split[i]; j++)
-            split[i] = a[j].kind == PP_WGT && a[j].mb == a[i].mb && a[j].chunk == a[i].chunk;
-    }
-}
-
-int pp_list_peak(const struct pp_action *a, int n)
+/* Along list a: the most activation sets held at once (forward +1, fused
+ * backward -1, W -1: they are kept until the weight gradient) and the most
+ * W's pending (split backward +1, W -1).  -1: out of memory. */
+static int list_peaks(const struct pp_action *a, int n, int *peak, int *wpeak)
 {
     unsigned char *split = malloc((size_t)(n ? n : 1));
     if (!split) return -1;
     pp_split_marks(a, n, split);
-    int live = 0, most = 0;
+    int live = 0, pend = 0;
+    *peak = *wpeak = 0;
     for (int i = 0; i < n; i++) {
-        live += a[i].kind == PP_FWD ? 1 : (a[i].kind == PP_BWD && !split[i]) || a[i].kind == PP_WGT ? -1 : 0;
-        if (live > most) most = live;
+        if (a[i].kind == PP_FWD) live++;
+        else if (a[i].kind == PP_BWD && split[i]) pend++;
+        else if (a[i].kind == PP_BWD) live--;
+        else if (a[i].kind == PP_WGT) live--, pend--;
+        if (live > *peak) *peak = live;
+        if (pend > *wpeak) *wpeak = pend;
     }
     free(split);
-    return most;
+    return 0;
 }
 
-int pp_wpeak_bound(enum pp_schedule s, const char *file, int pp, int v, int m, int rank)
+int pp_list_peak(const struct pp_action *a, int n)
 {
-    struct pp_action *a;
-    int n, peak = 0;
-    char err[512];
-    if (pp_schedule_build(s, file, pp, v, m, rank, &a, &n, err, sizeof err) == 0) peak = pp_list_wpeak(a, n), free(a);
-    return peak;
+    int peak, wpeak;
+    return list_peaks(a, n, &peak, &wpeak) ? -1 : peak;
 }
 
 int pp_list_wpeak(const struct pp_action *a, int n)
 {
-    int live = 0, most = 0;
-    for (int i = 0; i < n; i++) {
-        live += a[i].kind == PP_WGT ? -1 : 0;
-        for (int j = i + 1; a[i].kind == PP_BWD && j < n; j++)
-            if (a[j].kind == PP_WGT && a[j].mb == a[i].mb && a[j].chunk == a[i].chunk) {
-                live++;
-                break;
-            }
-        if (live > most) most = live;
-    }
-    return most;
+    int peak, wpeak;
+    return list_peaks(a, n, &peak, &wpeak) ? -1 : wpeak;
+}
+
+/* Both peaks counted along rank `rank`'s list (0 when it does not build). */
+static void built_peaks(enum pp_schedule s, const char *file, int pp, int v, int m, int rank, int *peak, int *wpeak)
+{
+    struct pp_action *a;
+    int n;
+    char err[512];
+    *peak = *wpeak = 0;
+    if (pp_schedule_build(s, file, pp, v, m, rank, &a, &n, err, sizeof err) != 0) return;
+    if (list_peaks(a, n, peak, wpeak)) *peak = *wpeak = 0;
+    free(a);
 }
 
 int pp_peak_bound(enum pp_schedule s, const char *file, int pp, int v, int m, int rank)
 {
-    if (s == PP_FILE) {
-        struct pp_action *a;
-        int n, peak = 0;
-        char err[512];
-        if (pp_schedule_build(s, file, pp, v, m, rank, &a, &n, err, sizeof err) == 0) peak = pp_list_peak(a, n), free(a);
+    int peak, wpeak;
+    if (s == PP_FILE || is_zb(s)) {
+        built_peaks(s, file, pp, v, m, rank, &peak, &wpeak);
         return peak;
     }
     return s == PP_GPIPE ? m : imin(warmup(s, pp, v, m, rank) + 1, v * m);
 }
 
+int pp_wpeak_bound(enum pp_schedule s, const char *file, int pp, int v, int m, int rank)
+{
+    int peak, wpeak;
+    if (s != PP_FILE && !is_zb(s)) return 0;
+    built_peaks(s, file, pp, v, m, rank, &peak, &wpeak);
+    return wpeak;
+}
+
 void pp_phase_ends(const struct pp_action *a, int n, int *phase_end)
 {
     for (int i = n - 1; i >= 0; i--)
-        phase_end[i] = is_compute(a[i].kind) ? i : i + 1 < n && phase_end[i + 1] > i + 1 ? phase_end[i + 1] : i + 1;
+        phase_end[i] = pp_is_compute(a[i].kind) ? i : i + 1 < n && phase_end[i + 1] > i + 1 ? phase_end[i + 1] : i + 1;
 }
 
 int pp_forward_only(struct pp_action *a, int n)
@@ -197,7 +251,7 @@ static int recv_acts(const struct pp_action *a, int from, int to)
 /* One past the run of communication actions from i. */
 static int run_end(const struct pp_action *a, int n, int i)
 {
-    while (i < n && !is_compute(a[i].kind)) i++;
+    while (i < n && !pp_is_compute(a[i].kind)) i++;
     return i;
 }
 
@@ -207,12 +261,12 @@ static int posted_bound(const struct pp_action *a, int n)
 {
     int most = 0;
     for (int i = 0; i < n;) {
-        if (is_compute(a[i].kind)) {
+        if (pp_is_compute(a[i].kind)) {
             i++;
             continue;
         }
         int end = run_end(a, n, i), nxt = end;
-        while (nxt < n && is_compute(a[nxt].kind)) nxt++;
+        while (nxt < n && pp_is_compute(a[nxt].kind)) nxt++;
         int k = recv_acts(a, i, end) + recv_acts(a, nxt, run_end(a, n, nxt));
         if (k > most) most = k;
         i = end;
@@ -255,23 +309,41 @@ static struct pp_action kth(int pp, int v, int k, int bwd)
     return a;
 }
 
+/* Where the lists are written: the layout, pp, v and the rank. */
+struct place {
+    enum pp_layout layout;
+    int pp, v, rank;
+};
+
+/* The rank that holds virtual stage s. */
+static int rank_of(const struct place *P, int s)
+{
+    int r, c;
+    pp_place_of(P->layout, P->pp, s, &r, &c);
+    return r;
+}
+
 /* Put the computes a[0..k) on the list as one group: the receives they need,
  * the computes back to back, then the sends they make.  A phase (the actions
  * between two computes) thus holds the sends of one group, then the receives
- * of the next. */
-static int emit(struct pp_action *o, int n, const struct pp_action *a, int k, int pp, int v, int rank)
+ * of the next.  A W needs and sends nothing. */
+static int emit(struct pp_action *o, int n, const struct pp_action *a, int k, const struct place *P)
 {
-    int last = pp * v - 1, prev = (rank + pp - 1) % pp, next = (rank + 1) % pp;
+    int last = P->pp * P->v - 1;
     for (int i = 0; i < k; i++) {
-        int s = a[i].chunk * pp + rank;
-        if (a[i].kind == PP_FWD && s > 0) o[n++] = (struct pp_action){PP_RECV_ACT, a[i].mb, a[i].chunk, prev};
-        if (a[i].kind == PP_BWD && s < last) o[n++] = (struct pp_action){PP_RECV_GRAD, a[i].mb, a[i].chunk, next};
+        int s = pp_stage_of(P->layout, P->pp, P->rank, a[i].chunk);
+        if (a[i].kind == PP_FWD && s > 0)
+            o[n++] = (struct pp_action){PP_RECV_ACT, a[i].mb, a[i].chunk, rank_of(P, s - 1)};
+        if (a[i].kind == PP_BWD && s < last)
+            o[n++] = (struct pp_action){PP_RECV_GRAD, a[i].mb, a[i].chunk, rank_of(P, s + 1)};
     }
     for (int i = 0; i < k; i++) o[n++] = a[i];
     for (int i = 0; i < k; i++) {
-        int s = a[i].chunk * pp + rank;
-        if (a[i].kind == PP_FWD && s < last) o[n++] = (struct pp_action){PP_SEND_ACT, a[i].mb, a[i].chunk, next};
-        if (a[i].kind == PP_BWD && s > 0) o[n++] = (struct pp_action){PP_SEND_GRAD, a[i].mb, a[i].chunk, prev};
+        int s = pp_stage_of(P->layout, P->pp, P->rank, a[i].chunk);
+        if (a[i].kind == PP_FWD && s < last)
+            o[n++] = (struct pp_action){PP_SEND_ACT, a[i].mb, a[i].chunk, rank_of(P, s + 1)};
+        if (a[i].kind == PP_BWD && s > 0)
+            o[n++] = (struct pp_action){PP_SEND_GRAD, a[i].mb, a[i].chunk, rank_of(P, s - 1)};
     }
     return n;
 }
@@ -283,16 +355,213 @@ static int build_from_file(const char *file, int pp, int v, int m, int rank, str
     struct pp_file f;
     if (pp_file_read(file, pp, v, m, &f, err, errlen)) return -1;
     int total = f.n[rank], k = 0;
+    struct place P = {PP_LAYOUT_LOOP, pp, v, rank};
     struct pp_action *o = malloc(sizeof *o * 3 * (size_t)(total ? total : 1));
     for (int i = 0, j; o && i < total; i = j) {
         for (j = i + 1; j < total && f.group[rank][j] == f.group[rank][i]; j++) continue;
-        k = emit(o, k, f.act[rank] + i, j - i, pp, v, rank);
+        k = emit(o, k, f.act[rank] + i, j - i, &P);
     }
     pp_file_free(&f);
-    if (!o) return fail(err, errlen, "out of memory for %d pipeline actions", 3 * total);
+    if (!o) return pp_fail(err, errlen, "out of memory for %d pipeline actions", 3 * total);
     *out = o;
     *n = k;
     return 0;
+}
+
+/* ------------------------------------------------------------ zero bubble */
+
+/* The zero-bubble schedules defer what nobody waits for (W), and their
+ * warm-ups run further ahead than 1F1B's, so an activation or a gradient
+ * is often ready long before its receiver takes it.  With the send right
+ * after its compute and the receive right before its compute, the
+ * executor (rendezvous sends, each phase waiting for its own) would stand
+ * in the sender's phase until the receiver posts the receive, and
+ * deadlock.  So each message moves to where both ends meet in the timing
+ * of F = B = W = 1 with buffered sends:
+ *   - an activation's send goes into the last phase of the sender that
+ *     starts no later than the receiver's forward (the output stays in its
+ *     slot until the backward anyway);
+ *   - a gradient's receive goes into the first phase of the receiver that
+ *     ends no earlier than the sender's backward (it lands in the slot its
+ *     forward holds), and its send stays right after the backward, so no
+ *     input gradient outlives its W.
+ * In that timing every receive is posted by the time its send is issued,
+ * so rendezvous sends run the same timeline step for step: no deadlock,
+ * the same makespan (proved again by the simulator in pp_schedule_check,
+ * and by test_pipeline under every send model). */
+
+/* Every rank's computes (c[r], nc[r]) and the plain lists (l[r], n[r]),
+ * each send right after its compute; the plain lists timed in sim, and
+ * when each stage's forward of (mb) starts and its backward ends. */
+struct zb_all {
+    int pp, m;
+    struct pp_action **c, **l;
+    int *nc, *n;
+    struct pp_sim sim;
+    long *fwd_start, *bwd_end; /* [stage * m + mb] */
+};
+
+static void zb_free(struct zb_all *Z)
+{
+    for (int r = 0; r < Z->pp; r++) {
+        if (Z->c) free(Z->c[r]);
+        if (Z->l) free(Z->l[r]);
+    }
+    free(Z->c), free(Z->l), free(Z->nc), free(Z->n), free(Z->fwd_start), free(Z->bwd_end);
+    pp_sim_free(&Z->sim);
+}
+
+/* fwd_start and bwd_end from the timed slots. */
+static int zb_index(struct zb_all *Z, enum pp_layout layout, int v)
+{
+    size_t len = (size_t)Z->pp * (size_t)v * (size_t)Z->m;
+    Z->fwd_start = calloc(len, sizeof *Z->fwd_start), Z->bwd_end = calloc(len, sizeof *Z->bwd_end);
+    if (!Z->fwd_start || !Z->bwd_end) return -1;
+    for (int r = 0; r < Z->pp; r++)
+        for (int i = 0; i < Z->sim.nslot[r]; i++) {
+            const struct pp_slot *x = &Z->sim.slot[r][i];
+            size_t q = (size_t)pp_stage_of(layout, Z->pp, r, x->chunk) * (size_t)Z->m + (size_t)x->mb;
+            if (x->kind == PP_FWD) Z->fwd_start[q] = x->start;
+            if (x->kind == PP_BWD) Z->bwd_end[q] = x->end;
+        }
+    return 0;
+}
+
+static int zb_timed(enum pp_schedule s, int pp, int v, int m, struct zb_all *Z, char *err, size_t errlen)
+{
+    memset(Z, 0, sizeof *Z);
+    Z->pp = pp, Z->m = m;
+    Z->c = calloc((size_t)pp, sizeof *Z->c), Z->l = calloc((size_t)pp, sizeof *Z->l);
+    Z->nc = calloc((size_t)pp, sizeof *Z->nc), Z->n = calloc((size_t)pp, sizeof *Z->n);
+    if (!Z->c || !Z->l || !Z->nc || !Z->n) return pp_fail(err, errlen, "out of memory for the pipeline lists");
+    for (int r = 0; r < pp; r++) {
+        struct place P = {pp_schedule_layout(s), pp, v, r};
+        Z->c[r] = malloc(sizeof **Z->c * 3 * (size_t)v * (size_t)m);
+        Z->l[r] = malloc(sizeof **Z->l * 7 * (size_t)v * (size_t)m);
+        if (!Z->c[r] || !Z->l[r] || (Z->nc[r] = pp_zb_order(s, pp, m, r, Z->c[r])) < 0)
+            return pp_fail(err, errlen, "out of memory for the pipeline lists");
+        for (int i = 0; i < Z->nc[r]; i++) Z->n[r] = emit(Z->l[r], Z->n[r], Z->c[r] + i, 1, &P);
+    }
+    struct pp_sim_opts o = {1, 1, PP_SEND_BUFFERED, 0, pp_schedule_layout(s), 1};
+    char why[512];
+    if (pp_simulate(pp, v, m, Z->l, Z->n, &o, &Z->sim, why, sizeof why))
+        return pp_fail(err, errlen, "schedule = '%s' on pp = %d with %d micro-batches: its order does not run "
+                                    "(a bug in pp_zb.c: please report it): %s",
+                       pp_schedule_name(s), pp, m, why);
+    return zb_index(Z, o.layout, v) ? pp_fail(err, errlen, "out of memory for the pipeline lists") : 0;
+}
+
+/* The messages of rank P->rank not yet on its list: activation sends
+ * waiting for their phase (due: the receiver's forward starts), gradient
+ * receives (due: the sender's backward ends), in the order of their
+ * computes (so each channel's in the order of its messages). */
+struct waiting {
+    struct pp_action *a;
+    long *due;
+    int n, head; /* receives: a[head ..) are not on the list yet */
+};
+
+/* Put on the list the activation sends whose phase is the one before
+ * compute j (t: the timed computes; j = nc: the phase after the last):
+ * the phase after compute j would start after their receiver's forward. */
+static int flush_sends(struct pp_action *o, int n, struct waiting *w, const struct pp_slot *t, int j, int nc)
+{
+    int kept = 0;
+    for (int q = 0; q < w->n; q++)
+        if (j == nc || t[j].end > w->due[q]) o[n++] = w->a[q];
+        else w->a[kept] = w->a[q], w->due[kept++] = w->due[q];
+    w->n = kept;
+    return n;
+}
+
+/* The gradient receives whose phase is the one before compute j: their
+ * data is there when compute j starts (a backward starts after its own,
+ * so none is left behind).  Their senders' backwards end in the order of
+ * the receiving backwards on each channel; across channels a receive due
+ * later may hold back one due earlier, which only posts it later. */
+static int flush_recvs(struct pp_action *o, int n, struct waiting *w, const struct pp_slot *t, int j)
+{
+    while (w->head < w->n && w->due[w->head] <= t[j].start) o[n++] = w->a[w->head++];
+    return n;
+}
+
+/* Rank P->rank's list with its messages placed as above: before each
+ * compute, the sends due (activations waiting, then the gradients of the
+ * compute before), then the receives (activation of this forward,
+ * gradients that are there). */
+static int emit_placed(struct pp_action *o, const struct zb_all *Z, const struct place *P, struct waiting *sends,
+                       struct waiting *recvs)
+{
+    int r = P->rank, nc = Z->nc[r], n = 0, last = P->pp * P->v - 1;
+    const struct pp_action *c = Z->c[r];
+    const struct pp_slot *t = Z->sim.slot[r];
+    for (int j = 0; j < nc; j++) /* the gradient receives, due when their sender's backward ends */
+        if (c[j].kind == PP_BWD) {
+            int s = pp_stage_of(P->layout, P->pp, r, c[j].chunk);
+            if (s == last) continue;
+            recvs->a[recvs->n] = (struct pp_action){PP_RECV_GRAD, c[j].mb, c[j].chunk, rank_of(P, s + 1)};
+            recvs->due[recvs->n++] = Z->bwd_end[(size_t)(s + 1) * (size_t)Z->m + (size_t)c[j].mb];
+        }
+    for (int j = 0; j <= nc; j++) {
+        n = flush_sends(o, n, sends, t, j, nc);
+        if (j > 0 && c[j - 1].kind == PP_BWD) { /* its gradient, sent at once */
+            int s = pp_stage_of(P->layout, P->pp, r, c[j - 1].chunk);
+            if (s > 0) o[n++] = (struct pp_action){PP_SEND_GRAD, c[j - 1].mb, c[j - 1].chunk, rank_of(P, s - 1)};
+        }
+        if (j == nc) break;
+        int s = pp_stage_of(P->layout, P->pp, r, c[j].chunk);
+        if (c[j].kind == PP_FWD && s > 0)
+            o[n++] = (struct pp_action){PP_RECV_ACT, c[j].mb, c[j].chunk, rank_of(P, s - 1)};
+        n = flush_recvs(o, n, recvs, t, j);
+        o[n++] = c[j];
+        if (c[j].kind == PP_FWD && s < last) {
+            sends->a[sends->n] = (struct pp_action){PP_SEND_ACT, c[j].mb, c[j].chunk, rank_of(P, s + 1)};
+            sends->due[sends->n++] = Z->fwd_start[(size_t)(s + 1) * (size_t)Z->m + (size_t)c[j].mb];
+        }
+    }
+    return n;
+}
+
+/* The timing of the schedule built last: every rank's list needs all of
+ * it, and the callers build rank after rank (plan, the bounds, the
+ * simulator, the tests), so it is kept for the next call (one schedule:
+ * build the lists from one thread). */
+static struct {
+    enum pp_schedule s;
+    int pp, v, m, valid;
+    struct zb_all Z;
+} last_zb;
+
+static int zb_timing(enum pp_schedule s, int pp, int v, int m, char *err, size_t errlen)
+{
+    if (last_zb.valid && last_zb.s == s && last_zb.pp == pp && last_zb.v == v && last_zb.m == m) return 0;
+    if (last_zb.valid) zb_free(&last_zb.Z);
+    last_zb.valid = 0;
+    if (zb_timed(s, pp, v, m, &last_zb.Z, err, errlen)) {
+        zb_free(&last_zb.Z);
+        return -1;
+    }
+    last_zb.s = s, last_zb.pp = pp, last_zb.v = v, last_zb.m = m, last_zb.valid = 1;
+    return 0;
+}
+
+/* Rank `rank`'s list of a zero-bubble schedule: its computes (pp_zb.c),
+ * each on its own, its messages placed as above. */
+static int build_zb(enum pp_schedule s, int pp, int v, int m, int rank, struct pp_action **out, int *n, char *err,
+                    size_t errlen)
+{
+    struct place P = {pp_schedule_layout(s), pp, v, rank};
+    size_t len = 7 * (size_t)v * (size_t)m, k = (size_t)v * (size_t)m;
+    int rc = zb_timing(s, pp, v, m, err, errlen);
+    struct pp_action *o = rc ? NULL : malloc(sizeof *o * (len + 2 * k));
+    long *due = rc ? NULL : malloc(sizeof *due * 2 * k);
+    struct waiting sends = {o + len, due, 0, 0}, recvs = {o + len + k, due + k, 0, 0};
+    if (rc == 0 && (!o || !due)) rc = pp_fail(err, errlen, "out of memory for %zu pipeline actions", len);
+    if (rc == 0) *n = emit_placed(o, &last_zb.Z, &P, &sends, &recvs);
+    free(due);
+    if (rc) free(o);
+    else *out = o;
+    return rc;
 }
 
 int pp_schedule_build(enum pp_schedule s, const char *file, int pp, int v, int m, int rank, struct pp_action **out,
@@ -301,355 +570,28 @@ int pp_schedule_build(enum pp_schedule s, const char *file, int pp, int v, int m
     *out = NULL;
     *n = 0;
     if (check_shape(s, file, pp, v, m, err, errlen)) return -1;
-    if (rank < 0 || rank >= pp) return fail(err, errlen, "rank %d is not a stage of a %d-stage pipeline", rank, pp);
+    if (rank < 0 || rank >= pp) return pp_fail(err, errlen, "rank %d is not a stage of a %d-stage pipeline", rank, pp);
     if (s == PP_FILE) return build_from_file(file, pp, v, m, rank, out, n, err, errlen);
+    if (is_zb(s)) return build_zb(s, pp, v, m, rank, out, n, err, errlen);
     int total = v * m, w = warmup(s, pp, v, m, rank), k = 0;
+    struct place P = {PP_LAYOUT_LOOP, pp, v, rank};
     struct pp_action *o = malloc(sizeof *o * 6 * (size_t)total);
-    if (!o) return fail(err, errlen, "out of memory for %d pipeline actions", 6 * total);
+    if (!o) return pp_fail(err, errlen, "out of memory for %d pipeline actions", 6 * total);
     /* Interleaved runs each steady forward and backward as one group (as
      * Megatron does): its phases then pair up across ranks, which rendezvous
      * sends need.  1F1B pairs up with single computes already. */
     int pair = s == PP_INTERLEAVED && v > 1;
-    for (int i = 0; i < w; i++) k = emit(o, k, (struct pp_action[]){kth(pp, v, i, 0)}, 1, pp, v, rank); /* warm-up */
-    for (int i = 0; i < total - w; i++) {                                                                 /* steady */
+    for (int i = 0; i < w; i++) k = emit(o, k, (struct pp_action[]){kth(pp, v, i, 0)}, 1, &P); /* warm-up */
+    for (int i = 0; i < total - w; i++) {                                                        /* steady */
         struct pp_action fb[2] = {kth(pp, v, w + i, 0), kth(pp, v, i, 1)};
-        if (pair) k = emit(o, k, fb, 2, pp, v, rank);
-        else k = emit(o, emit(o, k, fb, 1, pp, v, rank), fb + 1, 1, pp, v, rank);
+        if (pair) k = emit(o, k, fb, 2, &P);
+        else k = emit(o, emit(o, k, fb, 1, &P), fb + 1, 1, &P);
     }
     for (int i = total - w; i < total; i++) /* cool-down */
-        k = emit(o, k, (struct pp_action[]){kth(pp, v, i, 1)}, 1, pp, v, rank);
+        k = emit(o, k, (struct pp_action[]){kth(pp, v, i, 1)}, 1, &P);
     *out = o;
     *n = k;
     return 0;
-}
-
-/* ------------------------------------------------------------ simulation */
-
-/* What has happened to (mb, chunk) on a rank. */
-enum { GOT_ACT = 1, DID_FWD = 2, SENT_ACT = 4, GOT_GRAD = 8, DID_BWD = 16, SENT_GRAD = 32 };
-
-/* A channel is (sender, direction): ACT goes to sender+1, GRAD to sender-1.
- * Message k of a channel is the k-th send and matches the k-th receive. */
-struct chan {
-    int nsend, nrecv;
-    int *smb, *sc, *rmb, *rc; /* [cap] (mb, chunk) as sender and receiver name them */
-    long *issued, *posted;    /* [cap] time of Isend / Irecv, -1 until then */
-};
-
-struct sim {
-    int pp, v, m, cap;
-    struct pp_action *const *l;
-    const int *n;
-    struct pp_sim_opts o;
-    struct chan *ch;          /* [2 pp] */
-    int **seq;                /* [pp][n[r]] message number of each communication action */
-    unsigned char **st;       /* [pp][m v] */
-    int *pc, *entered, *live; /* [pp] position, phase entered, in-flight now */
-    long *clock;              /* [pp] */
-    int *queue, head, len;    /* [pp] ranks that may be able to move (a ring) */
-    unsigned char *queued;    /* [pp] */
-};
-
-static void wake(struct sim *S, int r)
-{
-    if (S->queued[r]) return;
-    S->queued[r] = 1;
-    S->queue[(S->head + S->len++) % S->pp] = r;
-}
-
-static int is_send(enum pp_kind k) { return k == PP_SEND_ACT || k == PP_SEND_GRAD; }
-
-/* Channel of a communication action on rank r. */
-static int chan_of(const struct pp_action *a, int r)
-{
-    int grad = a->kind == PP_SEND_GRAD || a->kind == PP_RECV_GRAD;
-    return 2 * (is_send(a->kind) ? r : a->peer) + grad;
-}
-
-static int describe(char *buf, size_t len, const struct pp_action *a)
-{
-    if (is_compute(a->kind)) return snprintf(buf, len, "%s mb %d chunk %d", pp_kind_name(a->kind), a->mb, a->chunk);
-    return snprintf(buf, len, "%s mb %d chunk %d %s rank %d", pp_kind_name(a->kind), a->mb, a->chunk,
-                    is_send(a->kind) ? "to" : "from", a->peer);
-}
-
-/* "rank r action i (FWD mb 3 chunk 0): why" */
-static int bad_action(char *err, size_t errlen, int r, int i, const struct pp_action *a, const char *why)
-{
-    char d[96];
-    describe(d, sizeof d, a);
-    return fail(err, errlen, "rank %d action %d (%s): %s", r, i, d, why);
-}
-
-/* Each action well formed, numbered on its channel; then the channels matched. */
-static int number_messages(struct sim *S, char *err, size_t errlen)
-{
-    int pp = S->pp, last = pp * S->v - 1;
-    char why[96];
-    for (int r = 0; r < pp; r++)
-        for (int i = 0; i < S->n[r]; i++) {
-            const struct pp_action *a = &S->l[r][i];
-            if (a->kind < PP_RECV_ACT || a->kind > PP_SEND_GRAD || a->mb < 0 || a->mb >= S->m || a->chunk < 0 ||
-                a->chunk >= S->v)
-                return bad_action(err, errlen, r, i, a, "kind, micro-batch or chunk out of range");
-            if (is_compute(a->kind)) continue;
-            int s = a->chunk * pp + r, toward_next = a->kind == PP_SEND_ACT || a->kind == PP_RECV_GRAD;
-            int needs = a->kind == PP_RECV_ACT || a->kind == PP_SEND_GRAD ? s > 0 : s < last;
-            int peer = toward_next ? (r + 1) % pp : (r + pp - 1) % pp;
-            if (!needs) {
-                snprintf(why, sizeof why, "virtual stage %d has no such message", s);
-                return bad_action(err, errlen, r, i, a, why);
-            }
-            if (a->peer != peer) {
-                snprintf(why, sizeof why, "the peer of virtual stage %d is rank %d", s, peer);
-                return bad_action(err, errlen, r, i, a, why);
-            }
-            struct chan *c = &S->ch[chan_of(a, r)];
-            int *cnt = is_send(a->kind) ? &c->nsend : &c->nrecv;
-            if (*cnt == S->cap) return bad_action(err, errlen, r, i, a, "more than m*v messages on its channel");
-            S->seq[r][i] = *cnt;
-            (is_send(a->kind) ? c->smb : c->rmb)[*cnt] = a->mb;
-            (is_send(a->kind) ? c->sc : c->rc)[*cnt] = a->chunk;
-            (*cnt)++;
-        }
-    for (int q = 0; q < 2 * pp; q++) {
-        struct chan *c = &S->ch[q];
-        int src = q / 2, grad = q % 2, dst = grad ? (src + pp - 1) % pp : (src + 1) % pp;
-        const char *what = grad ? "gradient" : "activation";
-        if (c->nsend != c->nrecv)
-            return fail(err, errlen, "rank %d sends %d %s messages to rank %d, which receives %d", src, c->nsend,
-                        what, dst, c->nrecv);
-        for (int k = 0; k < c->nsend; k++) {
-            int s = c->sc[k] * pp + src + (grad ? -1 : 1); /* the receiver's virtual stage */
-            if (c->rmb[k] != c->smb[k] || c->rc[k] != s / pp || s % pp != dst)
-                return fail(err, errlen,
-                            "%s message %d from rank %d to rank %d: sent as mb %d chunk %d, received as mb %d "
-                            "chunk %d (sends and receives on a channel must come in the same order)",
-                            what, k, src, dst, c->smb[k], c->sc[k], c->rmb[k], c->rc[k]);
-        }
-    }
-    return 0;
-}
-
-/* End of the phase (run of communication actions) that starts at i; the
- * blocking model takes one action at a time. */
-static int phase_end(const struct sim *S, int r, int i)
-{
-    if (S->o.send == PP_SEND_BLOCKING) return i + 1;
-    while (i < S->n[r] && !is_compute(S->l[r][i].kind)) i++;
-    return i;
-}
-
-/* Look-ahead: post the receives of the `lookahead` phases after index e. */
-static void post_ahead(struct sim *S, int r, int e)
-{
-    const struct pp_action *l = S->l[r];
-    for (int k = 0; k < S->o.lookahead && S->o.send != PP_SEND_BLOCKING; k++) {
-        while (e < S->n[r] && is_compute(l[e].kind)) e++;
-        if (e >= S->n[r]) return;
-        for (int f = phase_end(S, r, e); e < f; e++) {
-            long *posted = &S->ch[chan_of(&l[e], r)].posted[S->seq[r][e]];
-            if (!is_send(l[e].kind) && *posted < 0) *posted = S->clock[r];
-        }
-    }
-}
-
-/* Checks that a compute or send may happen now on rank r, then records it. */
-static int apply(struct sim *S, int r, int i, char *err, size_t errlen)
-{
-    const struct pp_action *a = &S->l[r][i];
-    unsigned char *st = &S->st[r][a->mb * S->v + a->chunk];
-    int s = a->chunk * S->pp + r, last = S->pp * S->v - 1, need = 0, bad = 0, bit = 0;
-    switch (a->kind) {
-    case PP_RECV_ACT: bit = GOT_ACT; break;
-    case PP_RECV_GRAD: bit = GOT_GRAD; break;
-    case PP_FWD: bit = DID_FWD, need = s > 0 ? GOT_ACT : 0; break;
-    case PP_SEND_ACT: bit = SENT_ACT, need = DID_FWD; break;
-    case PP_BWD: bit = DID_BWD, need = DID_FWD | (s < last ? GOT_GRAD : 0); break;
-    case PP_SEND_GRAD: bit = SENT_GRAD, need = DID_BWD; break;
-    }
-    bad = (*st & bit) ? bit : need & ~*st;
-    if (bad)
-        return bad_action(err, errlen, r, i, a,
-                          bad == bit                           ? "done twice"
-                          : bad & DID_FWD && a->kind != PP_FWD ? "before its forward"
-                          : bad & GOT_ACT                      ? "before its input activation arrived"
-                          : bad & GOT_GRAD                     ? "before its output gradient arrived"
-                                                               : "before its backward");
-    *st |= (unsigned char)bit;
-    return 0;
-}
-
-/* Try to move rank r on.  Returns 1 if it moved, 0 if blocked or done, -1 on error. */
-static int step(struct sim *S, struct pp_sim *out, int r, char *err, size_t errlen)
-{
-    const struct pp_action *l = S->l[r];
-    int i = S->pc[r];
-    if (i >= S->n[r]) return 0;
-    if (is_compute(l[i].kind)) {
-        if (apply(S, r, i, err, errlen)) return -1;
-        int fwd = l[i].kind == PP_FWD, t = fwd ? S->o.t_fwd : S->o.t_bwd;
-        out->slot[r][out->nslot[r]++] = (struct pp_slot){l[i].kind, l[i].mb, l[i].chunk, S->clock[r],
-                                                         S->clock[r] + t};
-        S->clock[r] += t;
-        out->busy[r] += t;
-        S->live[r] += fwd ? 1 : -1;
-        if (S->live[r] > out->peak[r]) out->peak[r] = S->live[r];
-        S->pc[r]++;
-        return 1;
-    }
-    int e = phase_end(S, r, i);
-    if (!S->entered[r]) { /* post the receives (unless posted ahead), issue the sends */
-        for (int j = i; j < e; j++) {
-            struct chan *c = &S->ch[chan_of(&l[j], r)];
-            if (is_send(l[j].kind) && apply(S, r, j, err, errlen)) return -1;
-            long *t = &(is_send(l[j].kind) ? c->issued : c->posted)[S->seq[r][j]];
-            if (*t < 0) *t = S->clock[r];
-        }
-        post_ahead(S, r, e);
-        S->entered[r] = 1;
-        wake(S, (r + 1) % S->pp), wake(S, (r + S->pp - 1) % S->pp); /* whom this may unblock */
-    }
-    long t = S->clock[r];
-    for (int j = i; j < e; j++) { /* wait: receives need their send, rendezvous sends their receive */
-        if (is_send(l[j].kind) && S->o.send == PP_SEND_BUFFERED) continue;
-        struct chan *c = &S->ch[chan_of(&l[j], r)];
-        long tj = (is_send(l[j].kind) ? c->posted : c->issued)[S->seq[r][j]];
-        if (tj < 0) return 0;
-        if (tj > t) t = tj;
-    }
-    for (int j = i; j < e; j++)
-        if (!is_send(l[j].kind) && apply(S, r, j, err, errlen)) return -1;
-    S->clock[r] = t;
-    S->pc[r] = e;
-    S->entered[r] = 0;
-    return 1;
-}
-
-/* Nobody can move: say what each unfinished rank waits for. */
-static int deadlock(const struct sim *S, char *err, size_t errlen)
-{
-    static const char *const model[] = {"buffered", "rendezvous", "blocking rendezvous"};
-    if (!err || !errlen) return -1;
-    size_t k = (size_t)snprintf(err, errlen, "deadlock with %s sends:", model[S->o.send]);
-    for (int r = 0; r < S->pp && k < errlen; r++) {
-        int i = S->pc[r], e = phase_end(S, r, i);
-        for (int j = i; j < e && k < errlen; j++) {
-            const struct chan *c = &S->ch[chan_of(&S->l[r][j], r)];
-            int snd = is_send(S->l[r][j].kind);
-            if ((snd ? c->posted : c->issued)[S->seq[r][j]] >= 0 || (snd && S->o.send == PP_SEND_BUFFERED)) continue;
-            char d[96];
-            describe(d, sizeof d, &S->l[r][j]);
-            k += (size_t)snprintf(err + k, errlen - k, " rank %d waits at action %d (%s);", r, j, d);
-            break;
-        }
-    }
-    return -1;
-}
-
-static void sim_release(struct sim *S)
-{
-    for (int q = 0; S->ch && q < 2 * S->pp; q++) {
-        struct chan *c = &S->ch[q];
-        free(c->smb), free(c->sc), free(c->rmb), free(c->rc), free(c->issued), free(c->posted);
-    }
-    for (int r = 0; r < S->pp; r++) {
-        if (S->seq) free(S->seq[r]);
-        if (S->st) free(S->st[r]);
-    }
-    free(S->ch), free(S->seq), free(S->st), free(S->pc), free(S->entered), free(S->live), free(S->clock);
-    free(S->queue), free(S->queued);
-}
-
-void pp_sim_free(struct pp_sim *sim)
-{
-    for (int r = 0; sim->slot && r < sim->pp; r++) free(sim->slot[r]);
-    free(sim->busy), free(sim->peak), free(sim->nslot), free(sim->slot);
-    memset(sim, 0, sizeof *sim);
-}
-
-static int sim_alloc(struct sim *S, struct pp_sim *out)
-{
-    int pp = S->pp;
-    S->ch = calloc(2 * (size_t)pp, sizeof *S->ch);
-    S->seq = calloc((size_t)pp, sizeof *S->seq);
-    S->st = calloc((size_t)pp, sizeof *S->st);
-    S->pc = calloc((size_t)pp, sizeof(int)), S->entered = calloc((size_t)pp, sizeof(int));
-    S->live = calloc((size_t)pp, sizeof(int)), S->clock = calloc((size_t)pp, sizeof(long));
-    S->queue = calloc((size_t)pp, sizeof(int)), S->queued = calloc((size_t)pp, 1);
-    out->busy = calloc((size_t)pp, sizeof(long)), out->peak = calloc((size_t)pp, sizeof(int));
-    out->nslot = calloc((size_t)pp, sizeof(int));
-    out->slot = calloc((size_t)pp, sizeof *out->slot);
-    if (!S->ch || !S->seq || !S->st || !S->pc || !S->entered || !S->live || !S->clock || !S->queue || !S->queued ||
-        !out->busy || !out->peak || !out->nslot || !out->slot)
-        return -1;
-    for (int q = 0; q < 2 * pp; q++) {
-        struct chan *c = &S->ch[q];
-        size_t cap = (size_t)S->cap;
-        c->smb = malloc(cap * sizeof(int)), c->sc = malloc(cap * sizeof(int));
-        c->rmb = malloc(cap * sizeof(int)), c->rc = malloc(cap * sizeof(int));
-        c->issued = malloc(cap * sizeof(long)), c->posted = malloc(cap * sizeof(long));
-        if (!c->smb || !c->sc || !c->rmb || !c->rc || !c->issued || !c->posted) return -1;
-        for (int k = 0; k < S->cap; k++) c->issued[k] = c->posted[k] = -1;
-    }
-    for (int r = 0; r < pp; r++) {
-        S->seq[r] = calloc((size_t)S->n[r] + 1, sizeof(int));
-        S->st[r] = calloc((size_t)S->m * (size_t)S->v, 1);
-        out->slot[r] = calloc((size_t)S->n[r] + 1, sizeof **out->slot);
-        if (!S->seq[r] || !S->st[r] || !out->slot[r]) return -1;
-    }
-    return 0;
-}
-
-/* Everything that must have happened once the lists ran to the end. */
-static int check_complete(const struct sim *S, char *err, size_t errlen)
-{
-    int last = S->pp * S->v - 1;
-    for (int r = 0; r < S->pp; r++)
-        for (int q = 0; q < S->m * S->v; q++) {
-            int mb = q / S->v, c = q % S->v, s = c * S->pp + r;
-            int want = DID_FWD | DID_BWD | (s > 0 ? GOT_ACT | SENT_GRAD : 0) | (s < last ? SENT_ACT | GOT_GRAD : 0);
-            int miss = want & ~S->st[r][q];
-            if (miss)
-                return fail(err, errlen, "rank %d never does %s of mb %d chunk %d", r,
-                            pp_kind_name(miss & DID_FWD     ? PP_FWD
-                                         : miss & DID_BWD   ? PP_BWD
-                                         : miss & GOT_ACT   ? PP_RECV_ACT
-                                         : miss & SENT_ACT  ? PP_SEND_ACT
-                                         : miss & GOT_GRAD  ? PP_RECV_GRAD
-                                                            : PP_SEND_GRAD),
-                            mb, c);
-        }
-    return 0;
-}
-
-int pp_simulate(int pp, int v, int m, struct pp_action *const *lists, const int *n, const struct pp_sim_opts *opts,
-                struct pp_sim *out, char *err, size_t errlen)
-{
-    memset(out, 0, sizeof *out);
-    if (pp < 1 || v < 1 || m < 1) return fail(err, errlen, "pp, v and m must be at least 1");
-    if (opts->t_fwd < 1 || opts->t_bwd < 1 || opts->lookahead < 0 || opts->send < PP_SEND_BUFFERED ||
-        opts->send > PP_SEND_BLOCKING)
-        return fail(err, errlen, "bad simulator options (times >= 1, look-ahead >= 0, a send model)");
-    struct sim S = {.pp = pp, .v = v, .m = m, .cap = m * v, .l = lists, .n = n, .o = *opts};
-    *out = (struct pp_sim){.pp = pp, .v = v, .m = m, .sched = PP_SCHED_NONE, .opts = *opts};
-    int rc = sim_alloc(&S, out) ? fail(err, errlen, "out of memory in the pipeline simulator")
-                                : number_messages(&S, err, errlen);
-    for (int r = 0; rc == 0 && r < pp; r++) wake(&S, r);
-    while (rc == 0 && S.len > 0) { /* run a rank as far as it goes; entering a phase wakes its neighbours */
-        int r = S.queue[S.head], k;
-        S.head = (S.head + 1) % pp, S.len--, S.queued[r] = 0;
-        while ((k = step(&S, out, r, err, errlen)) == 1) continue;
-        if (k < 0) rc = -1;
-    }
-    for (int r = 0; rc == 0 && r < pp; r++)
-        if (S.pc[r] < n[r]) rc = deadlock(&S, err, errlen);
-    if (rc == 0) rc = check_complete(&S, err, errlen);
-    for (int r = 0; rc == 0 && r < pp; r++)
-        if (S.clock[r] > out->makespan) out->makespan = S.clock[r];
-    sim_release(&S);
-    if (rc) pp_sim_free(out);
-    return rc;
 }
 
 int pp_simulate_schedule(enum pp_schedule s, const char *file, int pp, int v, int m, const struct pp_sim_opts *opts,
@@ -658,79 +600,12 @@ int pp_simulate_schedule(enum pp_schedule s, const char *file, int pp, int v, in
     memset(out, 0, sizeof *out);
     if (check_shape(s, file, pp, v, m, err, errlen)) return -1;
     struct pp_action **l;
+    struct pp_sim_opts o = *opts;
+    o.layout = pp_schedule_layout(s); /* (the lists are written for it) */
     int *n, rc = build_all(s, file, pp, v, m, &l, &n, err, errlen);
-    if (rc == 0) rc = pp_simulate(pp, v, m, l, n, opts, out, err, errlen);
+    if (rc == 0) rc = pp_simulate(pp, v, m, l, n, &o, out, err, errlen);
     if (rc == 0) out->sched = s;
     free_all(pp, l, n);
     return rc;
 }
 
-/* ------------------------------------------------------------ bubble, picture */
-
-long pp_idle(const struct pp_sim *sim, int r) { return sim->makespan - sim->busy[r]; }
-
-double pp_bubble(const struct pp_sim *sim, long *num, long *den)
-{
-    long idle = 0, total = (long)sim->pp * sim->makespan;
-    for (int r = 0; r < sim->pp; r++) idle += pp_idle(sim, r);
-    if (num) *num = idle;
-    if (den) *den = total;
-    return total ? (double)idle / (double)total : 0.0;
-}
-
-double pp_bubble_formula(int pp, int v, int m, long *num, long *den)
-{
-    if (num) *num = pp - 1;
-    if (den) *den = (long)v * m + pp - 1;
-    return (double)(pp - 1) / (double)((long)v * m + pp - 1);
-}
-
-static long gcd(long a, long b) { return b ? gcd(b, a % b) : a; }
-
-static int label(char *buf, size_t len, const struct pp_slot *s, int v)
-{
-    if (v > 1) return snprintf(buf, len, "%c%dc%d", s->kind == PP_FWD ? 'F' : 'B', s->mb, s->chunk);
-    return snprintf(buf, len, "%c%d", s->kind == PP_FWD ? 'F' : 'B', s->mb);
-}
-
-void pp_print_table(FILE *f, const struct pp_sim *sim, int width)
-{
-    char buf[32];
-    int cw = snprintf(buf, sizeof buf, "%ld", sim->makespan > 0 ? sim->makespan - 1 : 0);
-    int lw = snprintf(buf, sizeof buf, "rank %d ", sim->pp - 1);
-    if (lw < 8) lw = 8;
-    struct pp_slot big = {PP_FWD, sim->m - 1, sim->v - 1, 0, 0};
-    int lab = label(buf, sizeof buf, &big, sim->v);
-    cw = (lab > cw ? lab : cw) + 1;
-    int per = ((width > 0 ? width : 100) - lw) / cw;
-    if (per < 1) per = 1;
-    fprintf(f, "%s: pp = %d, virtual_stages = %d, micro-batches = %d; forward %d, backward %d time units\n",
-            sim->sched == PP_SCHED_NONE ? "pipeline" : pp_schedule_name(sim->sched), sim->pp, sim->v, sim->m,
-            sim->opts.t_fwd, sim->opts.t_bwd);
-    for (long t0 = 0; t0 < sim->makespan; t0 += per) {
-        long t1 = t0 + per < sim->makespan ? t0 + per : sim->makespan;
-        fprintf(f, "%s%-*s", t0 ? "\n" : "", lw, "time");
-        for (long t = t0; t < t1; t++) fprintf(f, "%-*ld", t + 1 < t1 ? cw : 0, t);
-        fputc('\n', f);
-        for (int r = 0; r < sim->pp; r++) {
-            int i = 0;
-            snprintf(buf, sizeof buf, "rank %d", r);
-            fprintf(f, "%-*s", lw, buf);
-            for (long t = t0; t < t1; t++) {
-                while (i < sim->nslot[r] && sim->slot[r][i].end <= t) i++;
-                const struct pp_slot *s = i < sim->nslot[r] && sim->slot[r][i].start <= t ? &sim->slot[r][i] : NULL;
-                if (s) label(buf, sizeof buf, s, sim->v);
-                fprintf(f, "%-*s", t + 1 < t1 ? cw : 0, s ? buf : ".");
-            }
-            fputc('\n', f);
-        }
-    }
-    long num, den, fn, fd;
-    double b = pp_bubble(sim, &num, &den), fb = pp_bubble_formula(sim->pp, sim->v, sim->m, &fn, &fd);
-    long g = gcd(num, den) ? gcd(num, den) : 1;
-    fprintf(f, "bubble fraction %ld/%ld = %.4f: idle %ld of %ld rank-time units\n", num / g, den / g, b, num, den);
-    if (sim->sched != PP_FILE) fprintf(f, "by formula (p-1)/(v*m+p-1) = %ld/%ld = %.4f\n", fn, fd, fb);
-    fprintf(f, "peak in flight (mb, chunk) per rank:");
-    for (int r = 0; r < sim->pp; r++) fprintf(f, " %d", sim->peak[r]);
-    fputc('\n', f);
-}

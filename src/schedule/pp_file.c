@@ -41,16 +41,16 @@ static long number(const char **p)
     return *p == s || *p - s > 9 ? -1 : v;
 }
 
-/* The compute written at *p up to end ("F3", "B12c1") into a, p advanced
- * past it.  0, or -1 with the reason. */
+/* The compute written at *p up to end ("F3", "B12c1", "W3") into a, p
+ * advanced past it.  0, or -1 with the reason. */
 static int compute(const struct reader *R, const char **p, const char *end, int v, int m, struct pp_action *a)
 {
     const char *s = *p;
     int len = (int)(end - s);
-    *a = (struct pp_action){*s == 'F' ? PP_FWD : PP_BWD, 0, 0, -1};
-    if (*s != 'F' && *s != 'B')
-        return bad(R, "'%.*s' is no compute: write F<micro-batch> or B<micro-batch> (with c<chunk> when "
-                   "virtual_stages > 1), e.g. F0 or B3c1", len, s);
+    *a = (struct pp_action){*s == 'F' ? PP_FWD : *s == 'W' ? PP_WGT : PP_BWD, 0, 0, -1};
+    if (*s != 'F' && *s != 'B' && *s != 'W')
+        return bad(R, "'%.*s' is no compute: write F<micro-batch>, B<micro-batch> or W<micro-batch> (with "
+                   "c<chunk> when virtual_stages > 1), e.g. F0, B3c1 or W3c1", len, s);
     ++*p;
     long mb = number(p), chunk = 0;
     if (mb < 0) return bad(R, "'%.*s': no micro-batch number after '%c'", len, s, *s);
@@ -135,30 +135,76 @@ static const char *named(char *buf, size_t len, char c, int mb, int chunk, int v
     return buf;
 }
 
+static char kind_letter(enum pp_kind k) { return k == PP_FWD ? 'F' : k == PP_WGT ? 'W' : 'B'; }
+
 /* Each chunk's forwards and backwards in micro-batch order, each backward
- * after its forward, all of them there: 0, or -1 with the first breach. */
-static int check_rank(const struct reader *R, const struct pp_file *f, int r, int v, int m)
+ * after its forward, each W after its backward and once, all of them
+ * there: 0, or -1 with the first breach.  next[chunk][F, B]: the
+ * micro-batch due next; wseen[mb v + chunk]: its W read. */
+static int check_order(const struct reader *R, const struct pp_file *f, int r, int v, int *next, unsigned char *wseen)
 {
-    int *next = calloc(2 * (size_t)v, sizeof *next); /* [chunk][fwd, bwd]: the micro-batch due next */
-    if (!next) return bad(R, "out of memory");
+    for (int i = 0; i < f->n[r]; i++) {
+        const struct pp_action *a = &f->act[r][i];
+        char c = kind_letter(a->kind), me[32], other[32];
+        named(me, sizeof me, c, a->mb, a->chunk, v);
+        if (a->kind == PP_WGT) {
+            unsigned char *seen = &wseen[a->mb * v + a->chunk];
+            if (a->mb >= next[2 * a->chunk + 1])
+                return bad(R, "rank %d: %s comes before %s: a weight gradient needs its backward (the input "
+                           "gradient) first", r, me, named(other, sizeof other, 'B', a->mb, a->chunk, v));
+            if (*seen) return bad(R, "rank %d: %s appears twice", r, me);
+            *seen = 1;
+            continue;
+        }
+        int b = a->kind == PP_BWD, *due = &next[2 * a->chunk + b];
+        if (b && a->mb >= next[2 * a->chunk])
+            return bad(R, "rank %d: %s comes before %s: a backward needs its forward first", r, me,
+                       named(other, sizeof other, 'F', a->mb, a->chunk, v));
+        if (a->mb < *due) return bad(R, "rank %d: %s appears twice", r, me);
+        if (a->mb > *due)
+            return bad(R, "rank %d: %s comes before %s: each chunk's %s run in micro-batch order, so that the "
+                       "gradients add up as in every other schedule", r, me,
+                       named(other, sizeof other, c, *due, a->chunk, v), b ? "backwards" : "forwards");
+        ++*due;
+    }
+    return 0;
+}
+
+/* Each chunk's weight gradients (a backward without a W after it, the
+ * fused one; or a W) in micro-batch order: every parameter's gradient then
+ * adds the micro-batches up in the order of every other schedule, and the
+ * numbers are pp = 1's bits.  wnext[chunk]: the micro-batch due next. */
+static int check_wgrad_order(const struct reader *R, const struct pp_file *f, int r, int v, int *wnext)
+{
+    unsigned char *split = malloc((size_t)f->n[r] + 1);
+    if (!split) return bad(R, "out of memory");
+    pp_split_marks(f->act[r], f->n[r], split);
     int rc = 0;
     for (int i = 0; i < f->n[r] && rc == 0; i++) {
         const struct pp_action *a = &f->act[r][i];
-        int b = a->kind == PP_BWD, *due = &next[2 * a->chunk + b];
-        char c = b ? 'B' : 'F', me[32], other[32];
-        named(me, sizeof me, c, a->mb, a->chunk, v);
-        if (b && a->mb >= next[2 * a->chunk])
-            rc = bad(R, "rank %d: %s comes before %s: a backward needs its forward first", r, me,
-                     named(other, sizeof other, 'F', a->mb, a->chunk, v));
-        else if (a->mb < *due)
-            rc = bad(R, "rank %d: %s appears twice", r, me);
-        else if (a->mb > *due)
-            rc = bad(R, "rank %d: %s comes before %s: each chunk's %s run in micro-batch order, so that the gradients "
-                     "add up as in every other schedule", r, me, named(other, sizeof other, c, *due, a->chunk, v),
-                     b ? "backwards" : "forwards");
-        else
-            ++*due;
+        if (a->kind == PP_FWD || (a->kind == PP_BWD && split[i])) continue;
+        int *due = &wnext[a->chunk];
+        char me[32], w[32], b[32];
+        named(me, sizeof me, kind_letter(a->kind), a->mb, a->chunk, v);
+        if (a->mb != *due)
+            rc = bad(R, "rank %d: %s%s adds the weight gradient of micro-batch %d before that of micro-batch %d "
+                     "(%s, or %s without a W after it): each chunk's weight gradients add up in micro-batch order, "
+                     "so that they are the same bits as every other schedule's and pp = 1's", r, me,
+                     a->kind == PP_BWD ? " (no W follows it: the fused backward)" : "", a->mb, *due,
+                     named(w, sizeof w, 'W', *due, a->chunk, v), named(b, sizeof b, 'B', *due, a->chunk, v));
+        ++*due;
     }
+    free(split);
+    return rc;
+}
+
+/* Rank r's line: the order (above), then every forward and backward there. */
+static int check_rank(const struct reader *R, const struct pp_file *f, int r, int v, int m)
+{
+    int *next = calloc(3 * (size_t)v, sizeof *next); /* [chunk][F, B], then [chunk] the weight gradient due */
+    unsigned char *wseen = calloc((size_t)m * (size_t)v, 1);
+    int rc = next && wseen ? check_order(R, f, r, v, next, wseen) : bad(R, "out of memory");
+    if (rc == 0) rc = check_wgrad_order(R, f, r, v, next + 2 * v);
     for (int k = 0; k < 2 * v && rc == 0; k++) {
         char me[32];
         if (next[k] < m)
@@ -166,6 +212,7 @@ static int check_rank(const struct reader *R, const struct pp_file *f, int r, in
                      "each of its %d chunk(s)", r, named(me, sizeof me, k % 2 ? 'B' : 'F', next[k], k / 2, v), m, v);
     }
     free(next);
+    free(wseen);
     return rc;
 }
 

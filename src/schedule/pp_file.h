@@ -7,16 +7,18 @@
  *   rank 0: F0 F1 F2 F3 B0 F4 B1 ...
  *   rank 1: F0 F1 F2+B0 F3+B1 ...
  *
- * F<mb> and B<mb> are the forward and the backward of micro-batch mb; a
- * suffix c<k> names the model chunk k (needed when virtual_stages > 1, 0
+ * F<mb> and B<mb> are the forward and the backward of micro-batch mb, W<mb>
+ * its weight gradient (zero bubble: a B with a W of the same micro-batch
+ * and chunk after it computes the input gradient alone; without one, both);
+ * a suffix c<k> names the model chunk k (needed when virtual_stages > 1, 0
  * otherwise).  Computes joined by '+' are one group: run back to back with
  * one communication phase before (their receives) and one after (their
  * sends), as the interleaved schedule pairs its steady forward and
- * backward.  Every rank has one line; each chunk's forwards and each
- * chunk's backwards run in micro-batch order (so the gradients add up in
- * the order of every other schedule, and the numbers are the same bits);
- * the rest (deadlock freedom, messages that match) the simulator proves
- * (pipeline.h). */
+ * backward.  Every rank has one line; each chunk's forwards, backwards and
+ * weight gradients (a W, or a B without one) run in micro-batch order, a W
+ * after its B and once (so the gradients add up in the order of every
+ * other schedule, and the numbers are the same bits); the rest (deadlock
+ * freedom, messages that match) the simulator proves (pipeline.h). */
 #ifndef TRIAD_PP_FILE_H
 #define TRIAD_PP_FILE_H
 
@@ -27,7 +29,7 @@
 struct pp_file {
     int pp;
     int *n;                 /* [pp] computes of each rank */
-    struct pp_action **act; /* [pp][n[r]] PP_FWD / PP_BWD with mb and chunk (peer -1) */
+    struct pp_action **act; /* [pp][n[r]] PP_FWD / PP_BWD / PP_WGT with mb and chunk (peer -1) */
     int **group;            /* [pp][n[r]] the group of each: consecutive computes of one group share it */
 };
 
