@@ -62,11 +62,11 @@ feature llama 1 model.arch="'llama'" model.n_kv_head=2 model.ffn_hidden=64
 [ "$(metric skipped "$scratch/fp16-skip-zbv" | tr '\n' ' ')" = "0.0 1.0 0.0 " ]
 ok $? "fp16 under zbv: step 2's overflow skipped the update (metrics.h5 skipped = 0 1 0)"
 
-# restart across schedules: 2 steps of zb-h1, then on from its checkpoint under zbv and under 1f1b
+# restart across schedules: zb-h1 for 4 steps, a checkpoint at step 2; from it on under zbv and under 1f1b
 long="model.n_layer=4 train.steps=4 train.batch_size=8 train.micro_batch_size=1 io.save_final=.true. train.peak_gflops=100.0"
 triad_run 1 "$deck" $long io.run_dir="'$scratch/long-ref'" &&
-    triad_run 2 "$deck" $long train.steps=2 parallel.pp=2 parallel.schedule="'zb-h1'" io.run_dir="'$scratch/half'"
-ok $? "4 steps on pp = 1; 2 steps of zb-h1 on pp = 2"
+    triad_run 2 "$deck" $long io.checkpoint_every=2 parallel.pp=2 parallel.schedule="'zb-h1'" io.run_dir="'$scratch/half'"
+ok $? "4 steps on pp = 1; 4 steps of zb-h1 on pp = 2, checkpointed at step 2"
 for s in "zbv 2" "1f1b 1"; do
     set -- $s
     triad_run 2 "$deck" $long parallel.pp=2 parallel.schedule="'$1'" parallel.virtual_stages=$2 \
@@ -76,4 +76,6 @@ for s in "zbv 2" "1f1b 1"; do
         "$scratch/long-ref/ckpt_4.h5" 0 2>&1)
     ok $? "zb-h1's step-2 checkpoint restarted under $1: step 4's parameters equal pp = 1's bit for bit (exit $st)"
     [ -n "$out" ] && echo "$out" | tail -3 | diag
+    [ $st -eq 0 ] || tail -5 "$scratch/last.out" | diag
 done
+done_testing
