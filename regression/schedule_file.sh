@@ -7,8 +7,10 @@
 # deadlocks, is malformed, misses a rank or an action, breaks micro-batch
 # order, or names chunks or micro-batches that do not exist is refused before
 # launch with the file, the line and the reason.  Files with weight
-# gradients (W, zero bubble) are drawn and checked the same way: a W before
-# its B, twice, or weight gradients out of micro-batch order are refused.
+# gradients (W, zero bubble: zb-h1 written out, an interleaved one deferring
+# every W) train to the same bits too and are drawn and checked the same
+# way: a W before its B, twice, or weight gradients out of micro-batch order
+# are refused.
 . "$(dirname "$0")/lib.sh"
 
 deck="$DECKS/tiny.nml"
@@ -81,6 +83,9 @@ printf '%s\n' "rank 0: F0c0 F1c0 F0c1 F1c1 F2c0+B0c1 F3c0+B1c1 F2c1+B0c0 F3c1+B1
 "$TRIAD" check "$deck" world=2 parallel.pp=2 train.micro_batch_size=2 model.n_layer=4 parallel.virtual_stages=2 \
     parallel.schedule="'file'" parallel.schedule_file="'$f/interw.txt'" > "$scratch/check" 2>&1
 ok $? "an interleaved file whose rank 0 defers every W to its end passes triad check"
+same "zb-h1 from a file (B and W split)" fzb ref parallel.schedule_file="'$f/zb.txt'"
+same "interleaved from a file, rank 0's W's all at its end" finterw ref4 model.n_layer=4 parallel.virtual_stages=2 \
+    parallel.schedule_file="'$f/interw.txt'"
 
 # refused NAME FILE PATTERN: triad check of the file fails, status 1, PATTERN in the error
 refused() {
