@@ -71,6 +71,19 @@ layout cp2       2 parallel.cp=2
 layout cpgrid    8 parallel.cp=2 parallel.tp=2 parallel.pp=2 parallel.sequence_parallel=.true. train.micro_batch_size=2 train.recompute=full
 layout cpllama   4 $llama parallel.cp=4 parallel.zero_stage=3 train.precision=bf16
 layout zero3int  4 parallel.pp=2 parallel.schedule=interleaved parallel.virtual_stages=2 model.n_layer=4 parallel.zero_stage=3 train.micro_batch_size=1 train.recompute=full
+# zero bubble: the activations include what pending weight gradients keep (recomputed layers: their inputs too)
+layout zbh1      2 parallel.pp=2 parallel.schedule=zb-h1 train.micro_batch_size=1
+layout zbh2full  2 parallel.pp=2 parallel.schedule=zb-h2 train.micro_batch_size=1 train.recompute=full train.recompute_layers=1 model.n_layer=4
+layout zbvgrid   8 parallel.pp=2 parallel.tp=2 parallel.sequence_parallel=.true. parallel.schedule=zbv parallel.virtual_stages=2 model.n_layer=4 train.micro_batch_size=1 train.precision=bf16
+layout zbvllama  4 $llama parallel.pp=2 parallel.schedule=zbv parallel.virtual_stages=2 model.n_layer=4 parallel.zero_stage=2 train.micro_batch_size=1
+
+# the bubble of each schedule on the grid, and the advice to take a zero-bubble one
+"$TRIAD" plan "$deck" world=2 $common parallel.pp=2 train.micro_batch_size=1 model.n_layer=4 > "$scratch/zb.plan" 2>&1
+grep -q "^pipeline schedules on this grid" "$scratch/zb.plan" && grep -q "^  zbv  *2 " "$scratch/zb.plan" &&
+    grep -q "^  1f1b  *1 .*(this deck)" "$scratch/zb.plan" && grep -q "^advice: the bubble costs .*schedule = 'z" "$scratch/zb.plan"
+st=$?
+ok $st "triad plan compares every schedule on the grid (bubble, activations, peak) and advises a zero-bubble one"
+[ $st -eq 0 ] || sed -n '/^pipeline schedules/,/^advice/p' "$scratch/zb.plan" | diag
 
 # GPT-3 175B on 64 GPUs: planned here, launched nowhere
 out="$scratch/175b.plan"

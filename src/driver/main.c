@@ -117,6 +117,7 @@ static int print_schedule(const struct config *cfg, int world)
            s.schedule_file ? ")" : "", pp, v, m, dp, cp);
     pp_print_table(stdout, &sim, 0);
     pp_sim_free(&sim);
+    plan_print_schedule_costs(stdout, cfg, world);
     return EXIT_DONE;
 }
 

@@ -96,6 +96,11 @@ double plan_sim_bubble(enum pp_schedule s, const char *file, int pp, int v, int 
 #define PLAN_COST_UNITS 10
 void plan_flop_costs(const struct model_dims *d, int B, int t[3]);
 
+/* triad schedule's figures beside its picture: the bubble and each rank's
+ * idle with F, B and W weighted by their FLOPs, and with the times a
+ * finished run of the deck measured (io.run_dir's metrics.h5), if any. */
+void plan_print_schedule_costs(FILE *f, const struct config *cfg, int world);
+
 /* config_validate for a plan: as for a run on world ranks, but any device
  * (the CUDA backend need not be built to plan for it). */
 int plan_validate(const struct config *cfg, int world, struct deck_error *err);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "model.h"
 #include "plan.h"
 #include "plan_internal.h"
@@ -107,4 +108,48 @@ void plan_print_bubble(FILE *f, const struct plan *p, const struct config *cfg, 
                 alternatives[best].v > 1 ? ", virtual_stages = 2" : "", 100 * a[best].bubble, h2,
                 avail > 0 ? ", fits" : mine >= 0 && a[best].peak <= a[mine].peak ? ", no more than now" : "");
     }
+}
+
+/* "with ...: bubble 4.2 %, idle per rank 1.0/7.4" for costs t on p's shape. */
+static void print_costs_bubble(FILE *f, const struct plan *p, const char *with, const int t[3])
+{
+    double *idle = xcalloc((size_t)p->shape.pp, sizeof *idle);
+    double b = plan_sim_bubble(p->shape.sched, p->shape.schedule_file, p->shape.pp, p->shape.v, p->shape.n_micro, t,
+                               idle);
+    fprintf(f, "%s: bubble %.1f %%, idle per rank ", with, 100 * b);
+    for (int r = 0; r < p->shape.pp; r++) fprintf(f, "%s%.1f", r ? "/" : "", 100 * idle[r]);
+    fputc('\n', f);
+    free(idle);
+}
+
+void plan_print_schedule_costs(FILE *f, const struct config *cfg, int world)
+{
+    struct plan p;
+    char err[256];
+    if (plan_compute(&p, cfg, world, 0, err, sizeof err) != 0 || p.shape.pp < 2) {
+        if (p.shape.pp >= 2) fprintf(f, "(no plan for the costs: %s)\n", err);
+        return;
+    }
+    fprintf(f, "\nF:B:W = %d:%d:%d by the kernels' FLOPs (B with the attention backward%s)\n", p.cost[0], p.cost[1],
+            p.cost[2], cfg->train.recompute_id == TRAIN_RECOMPUTE_full ? " and the recomputation" : "");
+    print_costs_bubble(f, &p, "with them", p.cost);
+    double sec[3];
+    int64_t steps;
+    if (metrics_read_timers(cfg->io.run_dir, sec, &steps) == 0) {
+        /* a chunk's mean F, B and W; a run whose backwards were whole splits them as the FLOPs do */
+        double n = (double)steps * p.shape.n_micro * p.shape.v, ms[3] = {1e3 * sec[0] / n, 1e3 * sec[1] / n,
+                                                                       1e3 * sec[2] / n};
+        int whole = sec[2] <= 0;
+        if (whole) {
+            double b = ms[1] * p.cost[1] / (double)(p.cost[1] + p.cost[2]);
+            ms[2] = ms[1] - b, ms[1] = b;
+        }
+        int t[3];
+        for (int i = 0; i < 3; i++) t[i] = ms[i] * 1e3 >= 1 ? (int)lround(ms[i] * 1e3) : 1; /* in microseconds */
+        fprintf(f, "measured by the run in %s (metrics.h5, %lld steps): F %.3f ms, B %.3f ms, W %.3f ms a chunk "
+                   "and micro-batch%s\n", cfg->io.run_dir, (long long)steps, ms[0], ms[1], ms[2],
+                whole ? " (its backwards whole: split as the FLOPs)" : "");
+        print_costs_bubble(f, &p, "with the run's costs", t);
+    }
+    plan_free(&p);
 }

@@ -37,7 +37,7 @@ static int same_stage(const struct plan_stage *a, const struct plan_stage *b)
 static void stage_label(char *buf, size_t n, const struct plan *p, int a, int b)
 {
     int v = p->shape.sched == PP_ZBV; /* (a V: rank 0 holds the first stage and the last) */
-    const char *what = p->shape.pp == 1 ? "" : a == 0 ? (v ? " (embed, head)" : " (embed)")
+    const char *what = p->shape.pp == 1 ? "" : a == 0 ? (v ? " (embed+head)" : " (embed)")
                        : b == p->shape.pp - 1 && !v ? " (head)" : "";
     if (p->shape.pp == 1) snprintf(buf, n, "all");
     else if (a == b) snprintf(buf, n, "%d%s", a, what);
@@ -61,7 +61,14 @@ void plan_print_memory(FILE *f, const struct plan *p)
         ck |= p->stage[r].bytes[PM_CKPT] > 0;
         sn |= p->stage[r].bytes[PM_SNAPSHOT] > 0;
     }
-    fprintf(f, "  %-11s %6s %9s %8s %8s %9s %11s %9s %7s%s %8s%s %8s\n", "stage", "layers", "in flight", "params",
+    int lw = 11; /* the stage column: as wide as its longest label */
+    for (int a = 0, b = 0; a < p->shape.pp; a = b + 1) {
+        char lab[48];
+        b = run_end(p, a);
+        stage_label(lab, sizeof lab, p, a, b);
+        if ((int)strlen(lab) > lw) lw = (int)strlen(lab);
+    }
+    fprintf(f, "  %-*s %6s %9s %8s %8s %9s %11s %9s %7s%s %8s%s %8s\n", lw, "stage", "layers", "in flight", "params",
             "grads", "optimizer", "activations", "workspace", "runtime", sn ? " snapshot" : "", "comm buf",
             ck ? " ckpt check" : "", "peak");
     for (int a = 0, b = 0; a < p->shape.pp; a = b + 1) {
@@ -74,7 +81,7 @@ void plan_print_memory(FILE *f, const struct plan *p)
         if (s->wslots) snprintf(inf + k, sizeof inf - (size_t)k, "+%dw", s->wslots);
         if (ck) snprintf(cks, sizeof cks, " %10.2f", s->bytes[PM_CKPT] / u);
         if (sn) snprintf(sns, sizeof sns, " %8.2f", s->bytes[PM_SNAPSHOT] / u);
-        fprintf(f, "  %-11s %6d %9s %8.2f %8.2f %9.2f %11.2f %9.2f %7.2f%s %8.2f%s %8.2f\n", lab, s->Lp, inf,
+        fprintf(f, "  %-*s %6d %9s %8.2f %8.2f %9.2f %11.2f %9.2f %7.2f%s %8.2f%s %8.2f\n", lw, lab, s->Lp, inf,
                 s->bytes[PM_PARAMS] / u, s->bytes[PM_GRADS] / u, s->bytes[PM_OPTIM] / u, s->bytes[PM_ACTS] / u,
                 s->bytes[PM_WORK] / u, s->bytes[PM_RUNTIME] / u, sns, s->bytes[PM_COMM] / u, cks, s->peak / u);
     }
