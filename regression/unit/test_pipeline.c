@@ -43,7 +43,7 @@ static int forwards_run(struct pp_action **l, const int *n, enum pp_schedule s, 
         memcpy(f[r], l[r], sizeof **f * (size_t)n[r]);
         nf[r] = pp_forward_only(f[r], n[r]);
     }
-    struct pp_sim_opts o = {1, 1, PP_SEND_RENDEZVOUS, 0, pp_schedule_layout(s), 1};
+    struct pp_sim_opts o = {1, 1, PP_SEND_RENDEZVOUS, 0, pp_schedule_layout(s), 1, NULL};
     struct pp_sim sim;
     if (pp_simulate(pp, v, m, f, nf, &o, &sim, err, len)) ok = 0;
     else pp_sim_free(&sim);
@@ -283,7 +283,7 @@ static void zb_unit_checks(struct tally *t, struct pp_sim *sim, enum pp_schedule
 {
     int v = s == PP_ZBV ? 2 : 1;
     long num, den;
-    struct pp_sim_opts unit = {1, 1, PP_SEND_BUFFERED, 0, pp_schedule_layout(s), 1};
+    struct pp_sim_opts unit = {1, 1, PP_SEND_BUFFERED, 0, pp_schedule_layout(s), 1, NULL};
     double b = pp_bubble(sim, NULL, NULL);
     if (pp_zb_bubble_formula(s, pp, m, &unit, &num, &den) == 0 && sim->makespan != 3L * v * m + pp - 1)
         failed(t, Z_LEAST, s, pp, v, m, "makespan above 3vm + p-1");
@@ -768,6 +768,23 @@ static void test_table_in_docs(void)
     free(doc), free(want);
 }
 
+/* Each rank's own times (rank_t): 1F1B on 2 ranks, 4 micro-batches, rank 1
+ * twice as slow.  Rank 1 starts at 1 (F0 arrives) and then never waits:
+ * 4 x (2 + 4) = 24 busy, done at 25; rank 0's last backward follows, 25 to
+ * 27.  Uniform times put the makespan at 15. */
+static void test_rank_times(void)
+{
+    static const int rt[6] = {1, 1, 1, 2, 2, 2};
+    struct pp_sim_opts o = {1, 1, PP_SEND_RENDEZVOUS, 1, PP_LAYOUT_LOOP, 1, rt};
+    struct pp_sim sim;
+    char err[256];
+    int ok = pp_simulate_schedule(PP_1F1B, NULL, 2, 1, 4, &o, &sim, err, sizeof err) == 0;
+    tap_ok(ok && sim.makespan == 27 && sim.busy[0] == 12 && sim.busy[1] == 24,
+           "each rank's own times (rank 1 twice as slow): 1F1B's makespan 27, busy 12 and 24 (got %ld, %ld, %ld)",
+           ok ? sim.makespan : -1, ok ? sim.busy[0] : -1, ok ? sim.busy[1] : -1);
+    if (ok) pp_sim_free(&sim);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--table")) { /* docs/pipeline.md's table */
@@ -779,6 +796,7 @@ int main(int argc, char **argv)
     test_refusals();
     test_simulator_catches();
     test_picture();
+    test_rank_times();
     test_table_in_docs();
     for (int s = PP_GPIPE; s <= PP_INTERLEAVED; s++) sweep((enum pp_schedule)s);
     for (int s = PP_ZBH1; s <= PP_ZBV; s++) zb_sweep((enum pp_schedule)s);

@@ -451,7 +451,7 @@ static int read_column(hid_t f, const char *name, double **out, hsize_t *n)
     return rc;
 }
 
-int metrics_read_timers(const char *run_dir, double seconds[3], int64_t *steps)
+int metrics_read_timers(const char *run_dir, int world, double *seconds, int64_t *steps)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/metrics.h5", run_dir);
@@ -467,12 +467,12 @@ int metrics_read_timers(const char *run_dir, double seconds[3], int64_t *steps)
     free(col);
     for (int i = 0; i < 3 && rc == 0; i++) {
         if (i == 2 && H5Lexists(f, names[i], H5P_DEFAULT) <= 0) { /* (a run from before W existed) */
-            seconds[i] = 0;
+            for (int r = 0; r < world; r++) seconds[3 * r + i] = 0;
             continue;
         }
         rc = read_column(f, names[i], &col, &n);
-        seconds[i] = 0;
-        for (hsize_t r = 0; rc == 0 && r < n; r++) seconds[i] += col[r] / (double)n;
+        if (rc == 0 && n != (hsize_t)world) rc = -1;
+        for (int r = 0; rc == 0 && r < world; r++) seconds[3 * r + i] = col[r];
         free(col);
     }
     H5Fclose(f);

@@ -58,11 +58,12 @@ int metrics_close(struct metrics_file *mf, const double *timer_totals_all, int w
                   const struct comm_counts *comm_totals);
 
 /* The progress line. */
-/* From run_dir/metrics.h5 of a finished run: the mean over ranks of the
- * seconds spent in forward, backward and weight grad (/timers), and the
- * steps it ran (/metrics/step).  0, or -1 if there is no such file or it
- * holds no timers (a run that has not finished). */
-int metrics_read_timers(const char *run_dir, double seconds[3], int64_t *steps);
+/* From run_dir/metrics.h5 of a finished run on `world` ranks: each
+ * rank's seconds in forward, backward and weight grad (/timers) into
+ * seconds[3 * rank + i], and the steps it ran (/metrics/step).  0, or -1
+ * if there is no such file, it holds no timers (a run that has not
+ * finished) or they are not of `world` ranks. */
+int metrics_read_timers(const char *run_dir, int world, double *seconds, int64_t *steps);
 
 void metrics_print_step(FILE *f, const struct step_metrics *s, int64_t total_steps, double elapsed_s, double eta_s);
 

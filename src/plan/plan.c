@@ -301,7 +301,7 @@ int plan_compute(struct plan *p, const struct config *cfg, int world, int thread
     plan_stage_dims(&d, cfg, p, 0);
     plan_flop_costs(&d, p->shape.micro_batch, p->cost);
     p->bubble = p->shape.pp > 1 ? plan_sim_bubble(p->shape.sched, p->shape.schedule_file, p->shape.pp, p->shape.v,
-                                                  p->shape.n_micro, p->cost, NULL)
+                                                  p->shape.n_micro, p->cost, NULL, NULL)
                                 : 0;
     p->logical_params = model_logical_params(&d);
     p->recompute = d.recompute;

@@ -87,9 +87,11 @@ void plan_free(struct plan *p);
 
 /* The bubble fraction (idle / (pp x makespan)) of schedule s, simulated
  * (pipeline.c) with a chunk's forward, B and W taking t[0], t[1] and t[2]
- * time units (a fused backward t[1] + t[2]); each rank's idle fraction
- * into idle[pp] when non-NULL.  -1 if the schedule cannot run. */
-double plan_sim_bubble(enum pp_schedule s, const char *file, int pp, int v, int m, const int t[3], double *idle);
+ * time units (a fused backward t[1] + t[2]), or with each rank's own
+ * (rank_t[3 r + i], when non-NULL); each rank's idle fraction into
+ * idle[pp] when non-NULL.  -1 if the schedule cannot run. */
+double plan_sim_bubble(enum pp_schedule s, const char *file, int pp, int v, int m, const int t[3], const int *rank_t,
+                       double *idle);
 
 /* A chunk's F, B and W for micro-batches of B sequences in simulator time
  * units by their FLOPs (model_action_flops), the forward PLAN_COST_UNITS. */

@@ -12,9 +12,11 @@
 #include "plan.h"
 #include "plan_internal.h"
 
-double plan_sim_bubble(enum pp_schedule s, const char *file, int pp, int v, int m, const int t[3], double *idle)
+double plan_sim_bubble(enum pp_schedule s, const char *file, int pp, int v, int m, const int t[3], const int *rank_t,
+                       double *idle)
 {
-    struct pp_sim_opts o = {.t_fwd = t[0], .t_bwd = t[1], .send = PP_SEND_RENDEZVOUS, .lookahead = 1, .t_wgt = t[2]};
+    struct pp_sim_opts o = {.t_fwd = t[0], .t_bwd = t[1], .send = PP_SEND_RENDEZVOUS, .lookahead = 1, .t_wgt = t[2],
+                            .rank_t = rank_t};
     struct pp_sim sim;
     char err[512];
     if (pp_simulate_schedule(s, file, pp, v, m, &o, &sim, err, sizeof err) != 0) return -1;
@@ -65,7 +67,7 @@ static void replan(struct alt *a, const struct plan *p, const struct config *cfg
         a->ok = 0;
         return;
     }
-    a->bubble = plan_sim_bubble(alternatives[i].sched, NULL, q.shape.pp, q.shape.v, q.shape.n_micro, t, NULL);
+    a->bubble = plan_sim_bubble(alternatives[i].sched, NULL, q.shape.pp, q.shape.v, q.shape.n_micro, t, NULL, NULL);
     a->ok = a->bubble >= 0;
     a->peak = q.peak;
     a->acts = q.stage[0].bytes[PM_ACTS];
@@ -110,46 +112,72 @@ void plan_print_bubble(FILE *f, const struct plan *p, const struct config *cfg, 
     }
 }
 
-/* "with ...: bubble 4.2 %, idle per rank 1.0/7.4" for costs t on p's shape. */
-static void print_costs_bubble(FILE *f, const struct plan *p, const char *with, const int t[3])
+/* "with ...: bubble 4.2 %, idle per rank 1.0/7.4" for costs t (or each rank's, rank_t) on p's shape. */
+static void print_costs_bubble(FILE *f, const struct plan *p, const char *with, const int t[3], const int *rank_t)
 {
     double *idle = xcalloc((size_t)p->shape.pp, sizeof *idle);
     double b = plan_sim_bubble(p->shape.sched, p->shape.schedule_file, p->shape.pp, p->shape.v, p->shape.n_micro, t,
-                               idle);
+                               rank_t, idle);
     fprintf(f, "%s: bubble %.1f %%, idle per rank ", with, 100 * b);
     for (int r = 0; r < p->shape.pp; r++) fprintf(f, "%s%.1f", r ? "/" : "", 100 * idle[r]);
     fputc('\n', f);
     free(idle);
 }
 
+/* A finished run's F, B and W per stage (ms a chunk and micro-batch: the
+ * mean of the stage's ranks) into ms[3 pp]; a run whose backwards were
+ * whole has them split as the FLOPs split them (*whole set).  0, or -1
+ * when io.run_dir holds no finished run of this grid. */
+static int measured_costs(const struct plan *p, const struct config *cfg, double *ms, int64_t *steps, int *whole)
+{
+    int world = p->shape.world, per = world / p->shape.pp; /* ranks per stage (the pipeline rank varies slowest) */
+    double *sec = xcalloc(3 * (size_t)world, sizeof *sec);
+    int rc = metrics_read_timers(cfg->io.run_dir, world, sec, steps);
+    double n = (double)*steps * p->shape.n_micro * p->shape.v, wsum = 0;
+    for (int r = 0; rc == 0 && r < p->shape.pp; r++)
+        for (int i = 0; i < 3; i++) {
+            double x = 0;
+            for (int k = 0; k < per; k++) x += sec[3 * (r * per + k) + i];
+            ms[3 * r + i] = 1e3 * x / per / n;
+            wsum += i == 2 ? x : 0;
+        }
+    *whole = wsum <= 0;
+    for (int r = 0; rc == 0 && *whole && r < p->shape.pp; r++) {
+        double b = ms[3 * r + 1] * p->cost[1] / (double)(p->cost[1] + p->cost[2]);
+        ms[3 * r + 2] = ms[3 * r + 1] - b, ms[3 * r + 1] = b;
+    }
+    free(sec);
+    return rc;
+}
+
 void plan_print_schedule_costs(FILE *f, const struct config *cfg, int world)
 {
     struct plan p;
     char err[256];
-    if (plan_compute(&p, cfg, world, 0, err, sizeof err) != 0 || p.shape.pp < 2) {
-        if (p.shape.pp >= 2) fprintf(f, "(no plan for the costs: %s)\n", err);
+    if (plan_compute(&p, cfg, world, 0, err, sizeof err) != 0) {
+        fprintf(f, "(no plan for the costs: %s)\n", err);
+        return;
+    }
+    if (p.shape.pp < 2) {
+        plan_free(&p);
         return;
     }
     fprintf(f, "\nF:B:W = %d:%d:%d by the kernels' FLOPs (B with the attention backward%s)\n", p.cost[0], p.cost[1],
             p.cost[2], cfg->train.recompute_id == TRAIN_RECOMPUTE_full ? " and the recomputation" : "");
-    print_costs_bubble(f, &p, "with them", p.cost);
-    double sec[3];
+    print_costs_bubble(f, &p, "with them", p.cost, NULL);
+    int pp = p.shape.pp, whole, *t = xcalloc(3 * (size_t)pp, sizeof *t);
+    double *ms = xcalloc(3 * (size_t)pp, sizeof *ms);
     int64_t steps;
-    if (metrics_read_timers(cfg->io.run_dir, sec, &steps) == 0) {
-        /* a chunk's mean F, B and W; a run whose backwards were whole splits them as the FLOPs do */
-        double n = (double)steps * p.shape.n_micro * p.shape.v, ms[3] = {1e3 * sec[0] / n, 1e3 * sec[1] / n,
-                                                                       1e3 * sec[2] / n};
-        int whole = sec[2] <= 0;
-        if (whole) {
-            double b = ms[1] * p.cost[1] / (double)(p.cost[1] + p.cost[2]);
-            ms[2] = ms[1] - b, ms[1] = b;
+    if (measured_costs(&p, cfg, ms, &steps, &whole) == 0) {
+        fprintf(f, "measured by the run in %s (metrics.h5, %lld steps), a chunk and micro-batch%s:\n", cfg->io.run_dir,
+                (long long)steps, whole ? " (its backwards whole: split into B and W as the FLOPs split them)" : "");
+        for (int r = 0; r < pp; r++) {
+            fprintf(f, "  rank %d: F %.3f ms, B %.3f ms, W %.3f ms\n", r, ms[3 * r], ms[3 * r + 1], ms[3 * r + 2]);
+            for (int i = 0; i < 3; i++) t[3 * r + i] = ms[3 * r + i] >= 1e-3 ? (int)lround(ms[3 * r + i] * 1e3) : 1;
         }
-        int t[3];
-        for (int i = 0; i < 3; i++) t[i] = ms[i] * 1e3 >= 1 ? (int)lround(ms[i] * 1e3) : 1; /* in microseconds */
-        fprintf(f, "measured by the run in %s (metrics.h5, %lld steps): F %.3f ms, B %.3f ms, W %.3f ms a chunk "
-                   "and micro-batch%s\n", cfg->io.run_dir, (long long)steps, ms[0], ms[1], ms[2],
-                whole ? " (its backwards whole: split as the FLOPs)" : "");
-        print_costs_bubble(f, &p, "with the run's costs", t);
+        print_costs_bubble(f, &p, "with the run's costs", t, t); /* (in microseconds) */
     }
+    free(ms);
+    free(t);
     plan_free(&p);
 }

@@ -442,7 +442,7 @@ static int zb_timed(enum pp_schedule s, int pp, int v, int m, struct zb_all *Z, 
             return pp_fail(err, errlen, "out of memory for the pipeline lists");
         for (int i = 0; i < Z->nc[r]; i++) Z->n[r] = emit(Z->l[r], Z->n[r], Z->c[r] + i, 1, &P);
     }
-    struct pp_sim_opts o = {1, 1, PP_SEND_BUFFERED, 0, pp_schedule_layout(s), 1};
+    struct pp_sim_opts o = {1, 1, PP_SEND_BUFFERED, 0, pp_schedule_layout(s), 1, NULL};
     char why[512];
     if (pp_simulate(pp, v, m, Z->l, Z->n, &o, &Z->sim, why, sizeof why))
         return pp_fail(err, errlen, "schedule = '%s' on pp = %d with %d micro-batches: its order does not run "

@@ -75,6 +75,8 @@ struct pp_sim_opts {
     int t_wgt;               /* time of one chunk's weight gradient W (>= 1 when a list holds W); a fused
                               * backward takes t_bwd + t_wgt (0, as the positional {t_fwd, t_bwd, send,
                               * lookahead} leaves it: the fused backward takes t_bwd) */
+    const int *rank_t;       /* NULL, or [pp][3]: rank r's own forward, B and W times (>= 1), in place of
+                              * t_fwd, t_bwd and t_wgt (stages that differ: the head, the embedding) */
 };
 
 /* One compute action placed in time, for the picture. */

@@ -240,7 +240,9 @@ static void compute(struct sim *S, struct pp_sim *out, int r, int i)
 {
     const struct pp_action *a = &S->l[r][i];
     int split = a->kind == PP_BWD && S->split[r][i];
-    int t = a->kind == PP_FWD ? S->o.t_fwd : a->kind == PP_WGT ? S->o.t_wgt : S->o.t_bwd + (split ? 0 : S->o.t_wgt);
+    const int *rt = S->o.rank_t ? S->o.rank_t + 3 * r : NULL; /* (this rank's own times) */
+    int tf = rt ? rt[0] : S->o.t_fwd, tb = rt ? rt[1] : S->o.t_bwd, tw = rt ? rt[2] : S->o.t_wgt;
+    int t = a->kind == PP_FWD ? tf : a->kind == PP_WGT ? tw : tb + (split ? 0 : tw);
     out->slot[r][out->nslot[r]++] = (struct pp_slot){a->kind, split, a->mb, a->chunk, S->clock[r], S->clock[r] + t};
     S->clock[r] += t;
     out->busy[r] += t;
@@ -411,8 +413,11 @@ int pp_simulate(int pp, int v, int m, struct pp_action *const *lists, const int 
         return pp_fail(err, errlen,
                        "bad simulator options (t_fwd, t_bwd >= 1, t_wgt >= 0, look-ahead >= 0, a send model, a "
                        "layout: the V with v = 2)");
+    for (int i = 0; opts->rank_t && i < 3 * pp; i++)
+        if (opts->rank_t[i] < 1) return pp_fail(err, errlen, "bad simulator options (each rank's times >= 1)");
     struct sim S = {.pp = pp, .v = v, .m = m, .cap = m * v, .l = lists, .n = n, .o = *opts};
     *out = (struct pp_sim){.pp = pp, .v = v, .m = m, .sched = PP_SCHED_NONE, .opts = *opts};
+    out->opts.rank_t = NULL; /* (the caller's array: not kept) */
     int rc = sim_alloc(&S, out) ? pp_fail(err, errlen, "out of memory in the pipeline simulator")
                                 : number_messages(&S, err, errlen);
     for (int r = 0; rc == 0 && r < pp; r++) wake(&S, r);
