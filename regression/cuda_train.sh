@@ -93,6 +93,19 @@ out=$([ $st -eq 0 ] && grep -q "matmul: cuBLAS on .*, bf16 tensor cores" "$scrat
       compare_runs "$scratch/gbf16" "$scratch/cpu1" 1e-2 loss)
 ok $? "bf16 on the GPU (tensor cores): per-step losses within 1e-2 of fp32"
 echo "$out" | diag
+# zero bubble on the device: B and W through the CUDA table's backwards (NULL for the part not asked),
+# the split backward's buffers in device memory; the same bits as one GPU, in fp32 and in bf16 (tensor cores)
+for p in fp32 bf16; do
+    triad_run 1 "$deck" $common train.steps=4 train.precision="'$p'" train.micro_batch_size=2 train.device="'cuda'" \
+        io.run_dir="'$scratch/g1$p'" &&
+        triad_run 2 "$deck" $common train.steps=4 train.precision="'$p'" parallel.pp=2 parallel.schedule="'zbv'" \
+            parallel.virtual_stages=2 train.micro_batch_size=2 train.device="'cuda'" train.share_gpus=.true. \
+            io.run_dir="'$scratch/gzbv$p'"
+    st=$?
+    out=$([ $st -eq 0 ] && compare_runs "$scratch/gzbv$p" "$scratch/g1$p" 0 loss grad_norm)
+    ok $? "zbv ($p) on 2 GPUs: every step's loss and grad norm equal one GPU's, bit for bit"
+    echo "$out" | diag
+done
 triad_run 2 "$deck" $common train.precision="'fp16'" train.loss_scale_hysteresis=1 diag.inject_overflow_step=5 \
     diag.inject_rank=1 train.device="'cuda'" train.share_gpus=.true. io.run_dir="'$scratch/gfp16'"
 st=$?
