@@ -76,6 +76,7 @@ layout zbh1      2 parallel.pp=2 parallel.schedule=zb-h1 train.micro_batch_size=
 layout zbh2full  2 parallel.pp=2 parallel.schedule=zb-h2 train.micro_batch_size=1 train.recompute=full train.recompute_layers=1 model.n_layer=4
 layout zbvgrid   8 parallel.pp=2 parallel.tp=2 parallel.sequence_parallel=.true. parallel.schedule=zbv parallel.virtual_stages=2 model.n_layer=4 train.micro_batch_size=1 train.precision=bf16
 layout zbvllama  4 $llama parallel.pp=2 parallel.schedule=zbv parallel.virtual_stages=2 model.n_layer=4 parallel.zero_stage=2 train.micro_batch_size=1
+layout zbh1z3    4 parallel.pp=2 parallel.schedule=zb-h1 parallel.zero_stage=3 train.micro_batch_size=1 train.recompute=full
 
 # the bubble of each schedule on the grid, and the advice to take a zero-bubble one
 "$TRIAD" plan "$deck" world=2 $common parallel.pp=2 train.micro_batch_size=1 model.n_layer=4 > "$scratch/zb.plan" 2>&1

@@ -201,6 +201,7 @@ static int reopen_datasets(struct metrics_file *mf, int64_t last)
     for (int i = 0; i < M_COUNT; i++)
         if (H5Dset_extent(mf->dset[i], &keep) < 0) return -1;
     mf->rows = keep;
+    mf->rows_at_open = keep;
     return 0;
 }
 
@@ -399,6 +400,16 @@ int metrics_close(struct metrics_file *mf, const double *timer_totals_all, int w
                 rc = -1;
             if (d >= 0) H5Dclose(d);
         }
+        /* the steps the totals cover: this run's, not an earlier one's that a restart continues */
+        double ran = (double)(mf->rows - mf->rows_at_open);
+        hsize_t one = 1;
+        hid_t s1 = H5Screate_simple(1, &one, NULL);
+        hid_t d = H5Dcreate2(g, "steps", H5T_NATIVE_DOUBLE, s1, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        if (d < 0 || H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, &ran) < 0 ||
+            describe(d, "1", "the steps the timers' totals cover (this run's, after a restart)"))
+            rc = -1;
+        if (d >= 0) H5Dclose(d);
+        H5Sclose(s1);
         free(col);
         H5Sclose(space);
         H5Gclose(g);
@@ -462,8 +473,9 @@ int metrics_read_timers(const char *run_dir, int world, double *seconds, int64_t
     static const char *const names[3] = {"/timers/forward", "/timers/backward", "/timers/weight_grad"};
     double *col = NULL;
     hsize_t n = 0;
-    int rc = read_column(f, "/metrics/step", &col, &n);
-    *steps = (int64_t)n;
+    int rc = read_column(f, H5Lexists(f, "/timers/steps", H5P_DEFAULT) > 0 ? "/timers/steps" : "/metrics/step", &col,
+                         &n);
+    *steps = rc == 0 && H5Lexists(f, "/timers/steps", H5P_DEFAULT) > 0 && n == 1 ? (int64_t)col[0] : (int64_t)n;
     free(col);
     for (int i = 0; i < 3 && rc == 0; i++) {
         if (i == 2 && H5Lexists(f, names[i], H5P_DEFAULT) <= 0) { /* (a run from before W existed) */

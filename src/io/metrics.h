@@ -28,6 +28,7 @@ struct metrics_file {
     hid_t file;
     hid_t dset[24]; /* M_COUNT of metrics.c */
     hsize_t rows;
+    hsize_t rows_at_open;  /* the rows an earlier run left (a restart): the timers are this run's alone */
     int flush_every;
     char failed[256]; /* why writing stopped ("" while it works): then file < 0 */
 };
@@ -60,7 +61,8 @@ int metrics_close(struct metrics_file *mf, const double *timer_totals_all, int w
 /* The progress line. */
 /* From run_dir/metrics.h5 of a finished run on `world` ranks: each
  * rank's seconds in forward, backward and weight grad (/timers) into
- * seconds[3 * rank + i], and the steps it ran (/metrics/step).  0, or -1
+ * seconds[3 * rank + i], and the steps they cover (/timers/steps: the
+ * last invocation's, which a restart does not add up).  0, or -1
  * if there is no such file, it holds no timers (a run that has not
  * finished) or they are not of `world` ranks. */
 int metrics_read_timers(const char *run_dir, int world, double *seconds, int64_t *steps);

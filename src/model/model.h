@@ -349,6 +349,8 @@ void model_chunk_backward_input(struct model *m, struct comm *c, struct chunk_ac
 void model_chunk_backward_weight(struct model *m, struct comm *c, struct chunk_acts *a, struct chunk_wgrad *w);
 /* A free pending-weight-gradient buffer for (mb, chunk), or the one holding it. */
 struct chunk_wgrad *model_wslot(struct model *m, int mb, int chunk);
+/* The one a B of (mb, chunk) kept, for its W; dies if there is none. */
+struct chunk_wgrad *model_wslot_kept(struct model *m, int mb, int chunk);
 void model_wslot_release(struct chunk_wgrad *w);
 
 /* The flat ranges of local layer j's per-layer tensors, in table order
@@ -382,8 +384,9 @@ double model_flops_per_token(const struct model_dims *d);
 /* Estimated FLOPs of one chunk of this rank for one micro-batch of B
  * sequences: its forward, a split backward's B (input gradients, with the
  * attention backward and any recomputation) and W (weight gradients); a
- * fused backward is B + W.  The head counts towards each chunk equally.
- * What triad schedule weighs F, B and W by when no run has measured them. */
+ * fused backward is B + W.  On the rank holding the head its FLOPs are
+ * spread over the rank's chunks.  What triad plan and triad schedule weigh
+ * F, B and W by when no run has measured them. */
 void model_action_flops(const struct model_dims *d, int B, double flops[3]);
 
 #endif

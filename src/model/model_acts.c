@@ -218,6 +218,14 @@ struct chunk_wgrad *model_wslot(struct model *m, int mb, int chunk)
     return free_slot;
 }
 
+struct chunk_wgrad *model_wslot_kept(struct model *m, int mb, int chunk)
+{
+    for (int i = 0; i < m->nwslots; i++)
+        if (m->wslot[i].mb == mb && m->wslot[i].chunk == chunk) return &m->wslot[i];
+    die("the weight gradient of micro-batch %d, chunk %d has no B before it on this rank (a schedule the simulator "
+        "should have refused)", mb, chunk);
+}
+
 void model_wslot_release(struct chunk_wgrad *w) { w->mb = -1; }
 
 /* ------------------------------------------------------------ the buffers */

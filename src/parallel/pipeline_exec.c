@@ -222,7 +222,7 @@ double pp_exec_step(struct pp_exec *x, struct model *m, struct comm *c, const st
             if (last && x->dp) dp_arm(x->dp);
             timer_start(t, wgt ? T_WGRAD : T_BACKWARD);
             if (wgt) {
-                struct chunk_wgrad *w = model_wslot(m, a->mb, a->chunk);
+                struct chunk_wgrad *w = model_wslot_kept(m, a->mb, a->chunk);
                 model_chunk_backward_weight(m, c, s, w);
                 model_wslot_release(w);
                 *st |= EX_WGT_DONE;

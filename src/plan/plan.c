@@ -96,7 +96,7 @@ static size_t comm_buffer(const struct plan *p, const struct model_dims *d, size
             : overlapped(p, d) ? allreduce_scratch(overlapped_bytes(d), p->shape.dpcp) : allreduce_scratch(flat * 4, p->shape.dpcp);
     if (p->shape.dpcp > 1 && overlapped(p, d) && (x = allreduce_scratch(wte, p->shape.dpcp)) > big) big = x; /* the rest, after */
     if (p->shape.tp > 1 && (x = p->shape.sp ? reduce_scatter_scratch(NC, p->shape.tp) : allreduce_scratch(NC, p->shape.tp)) > big) big = x;
-    if (p->shape.pp > 1 && (x = allreduce_scratch(wte, 2)) > big) big = x;
+    if (model_wte_on_two_ranks(d) && (x = allreduce_scratch(wte, 2)) > big) big = x; /* (the embedding group's) */
     return big;
 }
 
@@ -300,8 +300,14 @@ int plan_compute(struct plan *p, const struct config *cfg, int world, int thread
     struct model_dims d;
     plan_stage_dims(&d, cfg, p, 0);
     plan_flop_costs(&d, p->shape.micro_batch, p->cost);
+    p->rank_cost = xcalloc(3 * (size_t)p->shape.pp, sizeof *p->rank_cost);
+    for (int r = 0; r < p->shape.pp; r++) {
+        struct model_dims e;
+        plan_stage_dims(&e, cfg, p, r);
+        plan_flop_costs(&e, p->shape.micro_batch, p->rank_cost + 3 * r);
+    }
     p->bubble = p->shape.pp > 1 ? plan_sim_bubble(p->shape.sched, p->shape.schedule_file, p->shape.pp, p->shape.v,
-                                                  p->shape.n_micro, p->cost, NULL, NULL)
+                                                  p->shape.n_micro, p->cost, p->rank_cost, NULL)
                                 : 0;
     p->logical_params = model_logical_params(&d);
     p->recompute = d.recompute;
@@ -311,6 +317,7 @@ int plan_compute(struct plan *p, const struct config *cfg, int world, int thread
 void plan_free(struct plan *p)
 {
     free(p->stage);
+    free(p->rank_cost);
     memset(p, 0, sizeof *p);
 }
 

@@ -64,8 +64,9 @@ struct plan {
     int64_t logical_params;
     long bubble_num, bubble_den; /* the bubble fraction: (p-1)/(v*m+p-1), or simulated (pp_bubble_predicted) */
     int bubble_formula;          /* 1: by the formula */
-    int cost[3];              /* F, B and W of a chunk in simulator time units, by FLOPs (plan_flop_costs) */
-    double bubble;            /* the schedule's bubble, simulated with them */
+    int cost[3];              /* F, B and W of a chunk of stage 0 in simulator time units, by FLOPs (plan_flop_costs) */
+    int *rank_cost;           /* [pp][3] each stage's (the head's and the embedding's stages cost more) */
+    double bubble;            /* the schedule's bubble, simulated with each stage's */
     struct plan_stage *stage; /* [pp] */
     size_t peak;              /* the largest stage peak */
     int peak_stage;
@@ -94,7 +95,8 @@ double plan_sim_bubble(enum pp_schedule s, const char *file, int pp, int v, int 
                        double *idle);
 
 /* A chunk's F, B and W for micro-batches of B sequences in simulator time
- * units by their FLOPs (model_action_flops), the forward PLAN_COST_UNITS. */
+ * units by their FLOPs (model_action_flops), the forward of a chunk
+ * without the head or the embedding PLAN_COST_UNITS. */
 #define PLAN_COST_UNITS 10
 void plan_flop_costs(const struct model_dims *d, int B, int t[3]);
 

@@ -28,10 +28,15 @@ double plan_sim_bubble(enum pp_schedule s, const char *file, int pp, int v, int 
 
 void plan_flop_costs(const struct model_dims *d, int B, int t[3])
 {
-    double f[3];
+    double f[3], unit[3];
+    struct model_dims plain = *d; /* the unit: a chunk of layers alone */
+    plain.pp_rank = plain.pp > 2 ? 1 : 0;
+    plain.vshape = 0;
+    if (plain.pp == 2) plain.pp = 3; /* (a middle stage: neither end) */
+    model_action_flops(&plain, B, unit);
     model_action_flops(d, B, f);
     for (int i = 0; i < 3; i++) {
-        t[i] = f[0] > 0 ? (int)lround(PLAN_COST_UNITS * f[i] / f[0]) : PLAN_COST_UNITS;
+        t[i] = unit[0] > 0 ? (int)lround(PLAN_COST_UNITS * f[i] / unit[0]) : PLAN_COST_UNITS;
         if (t[i] < 1) t[i] = 1;
     }
 }
@@ -52,7 +57,7 @@ struct alt {
 };
 
 /* Schedule i on the deck's grid re-planned: its bubble, peak and stage 0's activations. */
-static void replan(struct alt *a, const struct plan *p, const struct config *cfg, int i, const int t[3])
+static void replan(struct alt *a, const struct plan *p, const struct config *cfg, int i)
 {
     struct config c = *cfg;
     struct deck_error e;
@@ -67,7 +72,8 @@ static void replan(struct alt *a, const struct plan *p, const struct config *cfg
         a->ok = 0;
         return;
     }
-    a->bubble = plan_sim_bubble(alternatives[i].sched, NULL, q.shape.pp, q.shape.v, q.shape.n_micro, t, NULL, NULL);
+    a->bubble = plan_sim_bubble(alternatives[i].sched, NULL, q.shape.pp, q.shape.v, q.shape.n_micro, q.cost, q.rank_cost,
+                                NULL);
     a->ok = a->bubble >= 0;
     a->peak = q.peak;
     a->acts = q.stage[0].bytes[PM_ACTS];
@@ -80,12 +86,12 @@ void plan_print_bubble(FILE *f, const struct plan *p, const struct config *cfg, 
     struct alt a[NALT];
     int mine = -1;
     for (int i = 0; i < NALT; i++) {
-        replan(&a[i], p, cfg, i, p->cost);
+        replan(&a[i], p, cfg, i);
         a[i].mine = alternatives[i].sched == p->shape.sched && alternatives[i].v == p->shape.v;
         if (a[i].mine) mine = i;
     }
-    fprintf(f, "\npipeline schedules on this grid (each deck re-planned; bubble simulated with F:B:W = %d:%d:%d, "
-               "by FLOPs):\n", p->cost[0], p->cost[1], p->cost[2]);
+    fprintf(f, "\npipeline schedules on this grid (each deck re-planned; bubble simulated with each stage's F, B and W "
+               "by FLOPs):\n");
     fprintf(f, "  %-13s %6s %8s %16s %10s\n", "schedule", "chunks", "bubble", "activations (0)", "peak");
     char h1[32], h2[32];
     for (int i = 0; i < NALT; i++) {
@@ -162,12 +168,15 @@ void plan_print_schedule_costs(FILE *f, const struct config *cfg, int world)
         plan_free(&p);
         return;
     }
-    fprintf(f, "\nF:B:W = %d:%d:%d by the kernels' FLOPs (B with the attention backward%s)\n", p.cost[0], p.cost[1],
-            p.cost[2], cfg->train.recompute_id == TRAIN_RECOMPUTE_full ? " and the recomputation" : "");
-    print_costs_bubble(f, &p, "with them", p.cost, NULL);
+    fprintf(f, "\nF:B:W by the kernels' FLOPs (B with the attention backward%s), each stage's:",
+            cfg->train.recompute_id == TRAIN_RECOMPUTE_full ? " and the recomputation" : "");
+    for (int r = 0; r < p.shape.pp; r++)
+        fprintf(f, "%s %d:%d:%d", r ? "," : "", p.rank_cost[3 * r], p.rank_cost[3 * r + 1], p.rank_cost[3 * r + 2]);
+    fputc('\n', f);
+    print_costs_bubble(f, &p, "with them", p.cost, p.rank_cost);
     int pp = p.shape.pp, whole, *t = xcalloc(3 * (size_t)pp, sizeof *t);
     double *ms = xcalloc(3 * (size_t)pp, sizeof *ms);
-    int64_t steps;
+    int64_t steps = 0;
     if (measured_costs(&p, cfg, ms, &steps, &whole) == 0) {
         fprintf(f, "measured by the run in %s (metrics.h5, %lld steps), a chunk and micro-batch%s:\n", cfg->io.run_dir,
                 (long long)steps, whole ? " (its backwards whole: split into B and W as the FLOPs split them)" : "");
