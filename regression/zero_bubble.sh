@@ -6,7 +6,8 @@
 # (overlapped all-reduce) and ZeRO-1/2/3, full and selective recomputation,
 # bf16, fp16 with a skipped step, cp and llama; a run restarted under
 # another schedule continues the same bits; a schedule file with W actions
-# runs; triad schedule draws W and triad plan counts what W keeps.
+# runs; triad schedule predicts from the run's own F, B and W times (those of
+# the steps a restart ran).
 . "$(dirname "$0")/lib.sh"
 
 deck="$DECKS/tiny.nml"
@@ -78,4 +79,16 @@ for s in "zbv 2" "1f1b 1"; do
     [ -n "$out" ] && echo "$out" | tail -3 | diag
     [ $st -eq 0 ] || tail -5 "$scratch/last.out" | diag
 done
+
+# triad schedule predicts from a finished run's own times; after a restart in place, those of the steps it ran
+triad_run 2 "$deck" $long io.checkpoint_every=2 parallel.pp=2 parallel.schedule="'zb-h1'" \
+    io.restart="'$scratch/half/ckpt_2.h5'" io.run_dir="'$scratch/half'" &&
+    "$TRIAD" schedule "$deck" world=2 $long parallel.pp=2 parallel.schedule="'zb-h1'" io.run_dir="'$scratch/half'" \
+        > "$scratch/sched.out" 2>&1
+st=$?
+[ $st -eq 0 ] && grep -q "^measured by the run in .*half (metrics.h5, 2 steps)" "$scratch/sched.out" &&
+    grep -q "^  rank 1: F [0-9.]* ms, B [0-9.]* ms, W [0-9.]* ms" "$scratch/sched.out" &&
+    grep -q "^with the run's costs: bubble [0-9.]* %, idle per rank [0-9.]*/[0-9.]*" "$scratch/sched.out"
+ok $? "triad schedule: each rank's F, B and W as the run measured them (2 steps after the restart, not 4) and the bubble with them"
+[ $st -eq 0 ] || tail -5 "$scratch/sched.out" | diag
 done_testing
