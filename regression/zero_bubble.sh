@@ -1,12 +1,12 @@
 #!/bin/sh
-# Zero-bubble pipelines (docs/pipeline.md, "Zero-bubble schedules"): zb-h1,
+# Zero-bubble pipelines (docs/pipeline.md, "Zero bubble" and "Running B and W"): zb-h1,
 # zb-h2 and zbv split each backward into B (input gradients) and W (weight
 # gradients, deferred) and train to the same bits as pp = 1 -- every step's
 # loss and grad norm and the final checkpoint -- in fp32, under tp + SP, dp
 # (overlapped all-reduce) and ZeRO-1/2/3, full and selective recomputation,
 # bf16, fp16 with a skipped step, cp and llama; a run restarted under
-# another schedule continues the same bits; a schedule file with W actions
-# runs; triad schedule predicts from the run's own F, B and W times (those of
+# another schedule continues the same bits (files with W: schedule_file.sh);
+# triad schedule predicts from the run's own F, B and W times (those of
 # the steps a restart ran).
 . "$(dirname "$0")/lib.sh"
 
