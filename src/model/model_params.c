@@ -155,7 +155,8 @@ void model_dims_init(struct model_dims *d, const struct config *cfg, const struc
 
 int model_virtual_stage(const struct model_dims *d, int chunk)
 {
-    return d->vshape && chunk == 1 ? 2 * d->pp - 1 - d->pp_rank : chunk * d->pp + d->pp_rank;
+    /* (the schedules' rule, pipeline.h: the loop, or zbv's V) */
+    return pp_virtual_stage(d->vshape ? PP_ZBV : PP_INTERLEAVED, d->pp, d->pp_rank, chunk);
 }
 
 int model_global_layer(const struct model_dims *d, int j)
