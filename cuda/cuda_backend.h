@@ -74,6 +74,9 @@ void cuda_attention_backward(float *dqkv, float *dkv, const float *dout, const f
                              const float *kv, int ldkv, const float *lse, int B, int T, int q0, int k0, int n, int NH,
                              int NKV, int HS, int flags);
 void cuda_copy_cols(float *dst, int ldd, const float *src, int lds, size_t rows, int cols, int add);
+void cuda_rows_gather(float *dst, const float *src, const int32_t *idx, const float *w, int R, int C);
+void cuda_rows_combine(float *out, const float *src, const int32_t *idx, const float *w, int N, int K, int C, int add);
+void cuda_rows_dot(float *out, const float *a, const float *b, int R, int C);
 void cuda_rope_forward(float *qkv, const float *cos, const float *sin, int B, int T, int NH, int NKV, int HS);
 void cuda_rope_backward(float *dqkv, const float *cos, const float *sin, int B, int T, int NH, int NKV, int HS);
 

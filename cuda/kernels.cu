@@ -322,3 +322,51 @@ void cuda_copy_cols(float *dst, int ldd, const float *src, int lds, size_t rows,
 {
     CUDA_LAUNCH(copy_cols_kernel, grid_for(rows * (size_t)cols), BLOCK, dst, ldd, src, lds, rows, cols, add);
 }
+
+/* A mixture of experts' rows (backend_ops.h): one thread an element; the
+ * combine's and the dot's sums run in the CPU's order. */
+__global__ void rows_gather_kernel(float *dst, const float *src, const int32_t *idx, const float *w, int R, int C)
+{
+    FOR_EACH(e, (size_t)R * C) {
+        size_t r = e / (size_t)C, c = e % (size_t)C;
+        dst[e] = (w ? w[r] : 1.0f) * src[(size_t)(idx ? idx[r] : (int32_t)r) * C + c];
+    }
+}
+
+void cuda_rows_gather(float *dst, const float *src, const int32_t *idx, const float *w, int R, int C)
+{
+    CUDA_LAUNCH(rows_gather_kernel, grid_for((size_t)R * C), BLOCK, dst, src, idx, w, R, C);
+}
+
+__global__ void rows_combine_kernel(float *out, const float *src, const int32_t *idx, const float *w, int N, int K,
+                                    int C, int add)
+{
+    FOR_EACH(e, (size_t)N * C) {
+        size_t t = e / (size_t)C, c = e % (size_t)C;
+        float o = add ? out[e] : 0.0f;
+        for (int k = 0; k < K; k++) {
+            int32_t r = idx[t * K + k];
+            if (r >= 0) o += (w ? w[t * K + k] : 1.0f) * src[(size_t)r * C + c];
+        }
+        out[e] = o;
+    }
+}
+
+void cuda_rows_combine(float *out, const float *src, const int32_t *idx, const float *w, int N, int K, int C, int add)
+{
+    CUDA_LAUNCH(rows_combine_kernel, grid_for((size_t)N * C), BLOCK, out, src, idx, w, N, K, C, add);
+}
+
+__global__ void rows_dot_kernel(float *out, const float *a, const float *b, int R, int C)
+{
+    FOR_EACH(r, (size_t)R) {
+        float sum = 0.0f;
+        for (int c = 0; c < C; c++) sum += a[r * (size_t)C + c] * b[r * (size_t)C + c];
+        out[r] = sum;
+    }
+}
+
+void cuda_rows_dot(float *out, const float *a, const float *b, int R, int C)
+{
+    CUDA_LAUNCH(rows_dot_kernel, grid_for((size_t)R), BLOCK, out, a, b, R, C);
+}

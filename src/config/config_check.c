@@ -129,6 +129,45 @@ static int check_model(const struct config *cfg, struct deck_error *err)
     return 0;
 }
 
+/* A mixture of experts (model.n_expert): its keys together, and what it
+ * does not run with yet (docs/moe.md). */
+static int check_moe(const struct config *cfg, struct deck_error *err)
+{
+    int64_t E = cfg->model.n_expert, K = cfg->model.n_expert_active;
+    if (E == 0) {
+        if (cfg->model.n_shared_expert) {
+            deck_error_set(err, 0, 0, "n_shared_expert = %" PRId64 " without routed experts (n_expert = 0)",
+                           cfg->model.n_shared_expert);
+            return deck_error_hint(err, "set n_expert > 0 for a mixture of experts, or n_shared_expert = 0 (a dense MLP "
+                                        "is ffn_hidden wide)");
+        }
+        return 0;
+    }
+    if (cfg->model.arch_id != MODEL_ARCH_llama) {
+        deck_error_set(err, 0, 0, "n_expert = %" PRId64 " with arch = 'gpt2': the experts are SwiGLU MLPs of the llama "
+                                  "family", E);
+        return deck_error_hint(err, "set arch = 'llama', or n_expert = 0");
+    }
+    if (K > E) {
+        deck_error_set(err, 0, 0, "n_expert_active = %" PRId64 " is above n_expert = %" PRId64
+                                  " (each token chooses k distinct experts)", K, E);
+        return deck_error_hint(err, "set n_expert_active <= %" PRId64, E);
+    }
+    int zb = cfg->parallel.schedule_id == PARALLEL_SCHEDULE_zb_h1 || cfg->parallel.schedule_id == PARALLEL_SCHEDULE_zb_h2 ||
+             cfg->parallel.schedule_id == PARALLEL_SCHEDULE_zbv;
+    if (zb)
+        return not_yet(err, "use schedule = '1f1b' or 'interleaved', or n_expert = 0",
+                       "a mixture of experts under a zero-bubble schedule ('%s': the expert backward is not split into "
+                       "B and W)", cfg->parallel.schedule);
+    if (cfg->parallel.cp > 1)
+        return not_yet(err, "set cp = 1, or n_expert = 0",
+                       "a mixture of experts with context parallelism (cp = %" PRId64 ": the load statistics are per "
+                       "rank)", cfg->parallel.cp);
+    if (cfg->train.device_id == TRAIN_DEVICE_cuda)
+        return not_yet(err, "set device = 'cpu', or n_expert = 0", "a mixture of experts on device = 'cuda'");
+    return 0;
+}
+
 /* Keys that only make sense together, then what this build cannot do yet. */
 static int check_features(const struct config *cfg, struct deck_error *err)
 {
@@ -232,6 +271,15 @@ static int check_split(const struct config *cfg, struct deck_error *err)
                        f.F, cfg->model.ffn_hidden ? "" : ", the family's", tp);
         return suggest(err, "ffn_hidden", near_multiples(a, sizeof a, f.F, tp, config_key_max("model", "ffn_hidden")),
                        "tp", near_divisors(b, sizeof b, f.F, tp, config_key_max("parallel", "tp")), NULL);
+    }
+    if ((f.Fe % tp) || (f.Fs % tp)) {
+        int64_t w = f.Fe % tp ? f.Fe : f.Fs;
+        deck_error_set(err, 0, 0, "the %s hidden width %" PRId64 " is not divisible by tp = %" PRId64
+                                  " (each tensor-parallel rank holds a block of every expert)",
+                       f.Fe % tp ? "experts'" : "shared experts'", w, tp);
+        return suggest(err, "moe_ffn_hidden", near_multiples(a, sizeof a, f.Fe, tp,
+                                                             config_key_max("model", "moe_ffn_hidden")),
+                       "tp", near_divisors(b, sizeof b, w, tp, config_key_max("parallel", "tp")), NULL);
     }
     int64_t T = cfg->model.seq_len;
     if (cfg->parallel.sequence_parallel && T % tp) {
@@ -469,7 +517,7 @@ static int check_schedule(const struct config *cfg, int world, struct deck_error
 int config_validate(const struct config *cfg, int world, struct deck_error *err)
 {
     config_error_reset(err, "");
-    if (check_model(cfg, err) || check_features(cfg, err) || check_split(cfg, err) ||
+    if (check_model(cfg, err) || check_moe(cfg, err) || check_features(cfg, err) || check_split(cfg, err) ||
         check_world(cfg, world, err) || check_batch(cfg, world, err) || check_sizes(cfg, world, err) ||
         check_train(cfg, err) || check_data(cfg, err) || check_io(cfg, err) || check_schedule(cfg, world, err))
         return -1;

@@ -21,6 +21,9 @@ struct model_family {
     int64_t NKV;          /* key/value heads: n_kv_head, or n_head */
     int64_t F;            /* MLP hidden width: ffn_hidden, or 4C (gpt2) or 8C/3 up to a multiple of 256 (llama) */
     int tied;             /* the LM head is wte: tie_embeddings, or .true. for gpt2 and .false. for llama */
+    int64_t E, K;         /* mixture of experts: routed experts (0: a dense MLP) and experts per token */
+    int64_t Fe;           /* an expert's hidden width: moe_ffn_hidden, or F */
+    int64_t Fs;           /* the shared experts' hidden width (n_shared_expert * Fe; 0: none) */
 };
 
 struct run_shape {
@@ -68,8 +71,10 @@ void shape_family(struct model_family *f, const struct config *cfg);
 
 /* The logical parameter count of cfg's model with a vocabulary of V (wte of
  * V rows, gpt2's position table, L blocks, the final norm, an untied head of
- * V rows); -1 beyond 2^63. */
+ * V rows); -1 beyond 2^63.  Of a mixture of experts, every expert counts;
+ * shape_active_params counts those a token is multiplied by (k experts). */
 int64_t shape_params(const struct config *cfg, int64_t V);
+int64_t shape_active_params(const struct config *cfg, int64_t V);
 
 /* a * b and a + b for a, b >= 0; -1 when the result does not fit in 64 bits
  * (or an operand is already -1). */

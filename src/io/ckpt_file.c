@@ -191,7 +191,7 @@ double ckpt_file_bytes(const struct model *m)
 {
     double bytes = 32 << 10;
     for (int id = 0; id < NUM_PARAMS; id++)
-        for (int l = 0; l < (param_table[id].per_layer ? m->d.L : 1); l++) {
+        for (int l = 0; l < param_slices(&m->d, (enum param_id)id); l++) {
             struct tensor_ref t;
             struct state_buf whole = {m->params_mem, 0, m->flat, 0};
             ckpt_tensor_ref(&t, "/model", m, &whole, (enum param_id)id, l);

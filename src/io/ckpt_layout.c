@@ -35,17 +35,16 @@ static void add_rects(struct tensor_ref *t, size_t a, size_t b, size_t row0, siz
 }
 
 void ckpt_tensor_ref(struct tensor_ref *t, const char *prefix, const struct model *m, const struct state_buf *sb,
-                     enum param_id id, int layer)
+                     enum param_id id, int slice)
 {
     const struct model_dims *d = &m->d;
     size_t rows, cols, lrows, lcols;
     param_shape(d, id, &rows, &cols);
     param_local_shape(d, id, &lrows, &lcols);
     if (id == P_WTE || id == P_LMHEAD) rows = (size_t)d->V; /* the padding is not stored */
-    if (param_table[id].per_layer)
-        snprintf(t->path, sizeof t->path, "%s/h.%d/%s", prefix, layer, param_table[id].name);
-    else
-        snprintf(t->path, sizeof t->path, "%s/%s", prefix, param_table[id].name);
+    char name[96];
+    param_slice_name(d, id, slice, name, sizeof name);
+    snprintf(t->path, sizeof t->path, "%s/%s", prefix, name);
     t->rank = cols == 1 ? 1 : 2;
     t->dims[0] = rows;
     t->dims[1] = cols;
@@ -57,7 +56,7 @@ void ckpt_tensor_ref(struct tensor_ref *t, const char *prefix, const struct mode
     t->local = NULL;
 
     /* the local tensor's flat elements [at, at + n) meet the buffer's in [lo, hi) */
-    int j = param_table[id].per_layer ? model_local_layer(d, layer) : 0;
+    int j = param_slice_local(d, id, slice);
     if (m->size[id] == 0 || j < 0) return;
     size_t n = lrows * lcols, at = m->at[id] + (size_t)j * n;
     size_t lo = at > sb->origin ? at : sb->origin, hi = at + n < sb->origin + sb->len ? at + n : sb->origin + sb->len;
@@ -108,8 +107,8 @@ int ckpt_walk(hid_t file, const char *prefix, const struct model *m, const struc
               struct walk_ctx *w)
 {
     for (int id = 0; id < NUM_PARAMS; id++) {
-        int layers = !param_present(&m->d, (enum param_id)id) ? 0 : param_table[id].per_layer ? m->d.L : 1;
-        for (int l = 0; l < layers; l++) {
+        int slices = param_slices(&m->d, (enum param_id)id);
+        for (int l = 0; l < slices; l++) {
             struct tensor_ref t;
             ckpt_tensor_ref(&t, prefix, m, sb, (enum param_id)id, l);
             if (fn(file, &t, w) != 0 && !w->failed) ckpt_walk_fail(w, "rank %d: %s failed", w->g->rank, t.path);

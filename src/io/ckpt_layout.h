@@ -46,9 +46,10 @@ struct state_buf {
 extern const char *const ckpt_prefix[3];
 void ckpt_state_bufs(const struct model *m, const struct optim *o, struct state_buf sb[3]);
 
-/* The tensor `id` (of `layer`) under prefix, and this rank's part of it in sb. */
+/* Logical slice `slice` of tensor `id` (param_slices: a layer's, or a
+ * layer's expert's) under prefix, and this rank's part of it in sb. */
 void ckpt_tensor_ref(struct tensor_ref *t, const char *prefix, const struct model *m, const struct state_buf *sb,
-                     enum param_id id, int layer);
+                     enum param_id id, int slice);
 
 /* The number of datasets under each prefix. */
 int ckpt_datasets_per_prefix(const struct model *m);

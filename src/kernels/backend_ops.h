@@ -67,6 +67,16 @@ void KNAME(attention_backward)(KREAL *dqkv, KREAL *dkv, const KREAL *dout, const
  * added with add != 0 (ring attention's packed keys and values). */
 void KNAME(copy_cols)(KREAL *dst, int ldd, const KREAL *src, int lds, size_t rows, int cols, int add);
 
+/* A mixture of experts' rows (C wide).  gather: dst row r = w[r] * src row
+ * idx[r] (idx NULL: row r; w NULL: 1; in place when idx is NULL).
+ * combine: out row t = (add ? out row t : 0) + the sum over s = 0..K-1, in
+ * that order, of w[tK+s] * src row idx[tK+s], skipping idx < 0 (w NULL:
+ * 1).  dot: out[r] = the sum over c, in order, of a[r,c] * b[r,c]. */
+void KNAME(rows_gather)(KREAL *dst, const KREAL *src, const int32_t *idx, const KREAL *w, int R, int C);
+void KNAME(rows_combine)(KREAL *out, const KREAL *src, const int32_t *idx, const KREAL *w, int N, int K, int C,
+                         int add);
+void KNAME(rows_dot)(KREAL *out, const KREAL *a, const KREAL *b, int R, int C);
+
 /* Rotary position embedding of the q and k heads of qkv (layout as above),
  * in place, Hugging Face's rotate_half convention: for i < HS/2 the pair
  * (x[i], x[i + HS/2]) of position t turns by the angle whose cosine and

@@ -507,6 +507,46 @@ void KNAME(copy_cols)(KREAL *dst, int ldd, const KREAL *src, int lds, size_t row
     }
 }
 
+/* ------------------------------------------------------ a mixture's rows */
+
+void KNAME(rows_gather)(KREAL *dst, const KREAL *src, const int32_t *idx, const KREAL *w, int R, int C)
+{
+#pragma omp parallel for schedule(static) if ((long)R * C >= PAR_MIN)
+    for (long r = 0; r < R; r++) {
+        const KREAL *s = src + (size_t)(idx ? idx[r] : r) * C;
+        KREAL *d = dst + (size_t)r * C, f = w ? w[r] : 1;
+        for (int c = 0; c < C; c++) d[c] = f * s[c];
+    }
+}
+
+void KNAME(rows_combine)(KREAL *out, const KREAL *src, const int32_t *idx, const KREAL *w, int N, int K, int C,
+                         int add)
+{
+#pragma omp parallel for schedule(static) if ((long)N * K * C >= PAR_MIN)
+    for (long t = 0; t < N; t++) {
+        KREAL *o = out + (size_t)t * C;
+        if (!add)
+            for (int c = 0; c < C; c++) o[c] = 0;
+        for (int k = 0; k < K; k++) {
+            int32_t r = idx[t * K + k];
+            if (r < 0) continue;
+            const KREAL *s = src + (size_t)r * C, f = w ? w[t * K + k] : 1;
+            for (int c = 0; c < C; c++) o[c] += f * s[c];
+        }
+    }
+}
+
+void KNAME(rows_dot)(KREAL *out, const KREAL *a, const KREAL *b, int R, int C)
+{
+#pragma omp parallel for schedule(static) if ((long)R * C >= PAR_MIN)
+    for (long r = 0; r < R; r++) {
+        const KREAL *x = a + (size_t)r * C, *y = b + (size_t)r * C;
+        KREAL sum = 0;
+        for (int c = 0; c < C; c++) sum += x[c] * y[c];
+        out[r] = sum;
+    }
+}
+
 /* ------------------------------------------------------------ rotary positions */
 
 /* Turn the pairs (x[i], x[i + HS/2]) of every q and k head of each row by

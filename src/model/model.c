@@ -14,6 +14,7 @@
 #include "backend.h"
 #include "log.h"
 #include "model_internal.h"
+#include "moe.h"
 
 /* llama: the rotary embedding's cosines and sines (Tl, HS/2) of this rank's
  * rows: position t turns pair i by t * theta^(-2i/HS) (Hugging Face's
@@ -46,7 +47,7 @@ static int in_shard(const struct model *m, int id) { return m->d.zero_stage == 3
 
 static size_t slice_floats(const struct model *m, int id)
 {
-    return m->size[id] / (size_t)(param_table[id].per_layer ? m->d.Lp : 1);
+    return m->size[id] / (size_t)param_local_slices(&m->d, (enum param_id)id);
 }
 
 void model_set_tensor(struct model *m, enum param_id id, int j, const float *host)
@@ -105,10 +106,10 @@ void model_init(struct model *m, const struct model_dims *d, const struct device
         m->param[i] = in_shard(m, i) ? NULL : model_carve(&pc, m->size[i]);
         m->grad[i] = d->zero_stage >= 2 && param_table[i].per_layer ? NULL : model_carve(&gc, m->size[i]);
         m->num_params += m->size[i];
-        int layers = m->size[i] == 0 ? 0 : param_table[i].per_layer ? d->Lp : 1;
-        for (int j = 0; j < layers; j++) {
+        int slices = m->size[i] == 0 ? 0 : param_local_slices(d, (enum param_id)i);
+        for (int j = 0; j < slices; j++) {
             float *dst = k->on_device || in_shard(m, i) ? host : m->param[i] + (size_t)j * slice_floats(m, i);
-            model_init_tensor(dst, d, (enum param_id)i, model_global_layer(d, j), seed);
+            model_init_tensor(dst, d, (enum param_id)i, param_slice_global(d, (enum param_id)i, j), seed);
             if (dst == host) model_set_tensor(m, (enum param_id)i, j, host);
         }
     }
@@ -118,6 +119,7 @@ void model_init(struct model *m, const struct model_dims *d, const struct device
     m->host = xalloc_aligned(2 * (size_t)B * d->T * sizeof(float)); /* token losses, or a micro-batch's tokens */
     m->bad_order = LONG_MAX;
     model_acts_alloc(m, nb);
+    moe_alloc(m);
 }
 
 void model_set_tokens(struct model *m, struct chunk_acts *a, const int32_t *inputs, const int32_t *targets)
@@ -148,6 +150,7 @@ void model_free(struct model *m)
     if (m->slot) m->k->release(m->slot[0].inputs); /* the one activation allocation */
     free(m->slot);
     free(m->wslot);
+    moe_free(m);
     memset(m, 0, sizeof *m);
 }
 
@@ -163,24 +166,18 @@ void model_merge_embedding_grad(struct model *m)
     m->k->residual_forward(m->d.prec, m->grad[P_WTE], m->grad[P_WTE], m->dwte_embed, m->size[P_WTE]);
 }
 
-static void tensor_name(const struct model *m, int id, int j, char *name, size_t len)
-{
-    if (param_table[id].per_layer) snprintf(name, len, "h.%d/%s", model_global_layer(&m->d, j), param_table[id].name);
-    else snprintf(name, len, "%s", param_table[id].name);
-}
-
 int model_first_nonfinite_param(const struct model *m, char *name, size_t len)
 {
     for (int id = 0; id < NUM_PARAMS; id++) {
-        int layers = m->size[id] == 0 ? 0 : param_table[id].per_layer ? m->d.Lp : 1;
-        size_t per = layers ? slice_floats(m, id) : 0, lo, hi;
-        for (int j = 0; j < layers; j++) {
+        int slices = m->size[id] == 0 ? 0 : param_local_slices(&m->d, (enum param_id)id);
+        size_t per = slices ? slice_floats(m, id) : 0, lo, hi;
+        for (int j = 0; j < slices; j++) {
             size_t a = m->at[id] + (size_t)j * per;
             int bad = !in_shard(m, id) ? m->k->count_nonfinite(m->param[id] + (size_t)j * per, per) != 0
                       : shard_part(m, a, per, &lo, &hi) /* (ZeRO-3: its part in this rank's shard) */
                           ? m->k->count_nonfinite(m->shard_mem + (lo - m->shard_at), hi - lo) != 0 : 0;
             if (bad) {
-                tensor_name(m, id, j, name, len);
+                param_slice_name(&m->d, (enum param_id)id, param_slice_global(&m->d, (enum param_id)id, j), name, len);
                 return 1;
             }
         }
@@ -285,6 +282,13 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
 
     model_norm_to_tp(m, c, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, P[P_LN2W], P[P_LN2B],
                      l, OUT_LN2, "ln2");
+    if (d->E) { /* a mixture of experts in place of the MLP */
+        moe_forward(m, c, &la, P, j, l, s->full);
+        m->k->residual_forward(m->d.prec, l_res3, la.residual2, model_reduce_from_tp(m, c, s->part, s->full), SC);
+        model_fwd_out(m, l_res3, SC, l, OUT_BLOCK, "block output");
+        model_pack_layer(m, a, i, &la);
+        return;
+    }
     m->k->matmul_forward(d->prec, la.fch, la.ln2, P[P_FCW], P[P_FCB], N, C, FC);
     model_fwd_out(m, la.fch, (size_t)N * FC, l, OUT_FC, "fc");
     if (d->llama) m->k->swiglu_forward(m->d.prec, la.fch_gelu, la.fch, (size_t)N, Fl);
@@ -447,7 +451,7 @@ static void keep_inputs(struct model *m, struct layer_acts *in, const struct lay
 
 /* Layer i's backward, fused (lw NULL) or its B (what W needs into lw). */
 static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a, int i, const float *l_in,
-                           struct layer_wgrad *lw)
+                           struct layer_wgrad *lw, float dloss)
 {
     const struct model_dims *d = &m->d;
     struct scratch *s = &m->scr;
@@ -461,20 +465,29 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
     struct layer_acts la;
     model_layer_acts(m, a, i, &la);
     /* recomputation: the same arithmetic as the forward, so the result is bitwise the same */
-    if (i < d->Lr) block_forward(m, c, a, i, l_in, P);
-    else model_unpack_layer(m, a, i, &la);
+    if (i < d->Lr) {
+        if (m->moe) m->moe->replay = 1; /* (its statistics are the forward's) */
+        block_forward(m, c, a, i, l_in, P);
+        if (m->moe) m->moe->replay = 0;
+    } else
+        model_unpack_layer(m, a, i, &la);
     if (lw && i < d->Lr) keep_inputs(m, &lw->in, &la);
     float *dfch = lw ? lw->dfch : s->dfch, *dqkv = lw ? lw->dqkv : s->dqkv;
 
     /* MLP; dresidual holds d(block output), which is also d(residual2) through the skip */
     const float *dout = model_gather_to_tp(m, c, s->dfull, s->dresidual);
-    matmul_bwd(m, s->dfch_gelu, G[P_FCPROJW], G[P_FCPROJB], dout, la.fch_gelu, P[P_FCPROJW], N, Fl, C,
-               lw ? lw->dfcproj : NULL);
-    model_bwd_out(m, s->dfch_gelu, (size_t)N * Fl);
-    if (d->llama) m->k->swiglu_backward(m->d.prec, dfch, la.fch, s->dfch_gelu, (size_t)N, Fl);
-    else m->k->gelu_backward(m->d.prec, dfch, la.fch, s->dfch_gelu, (size_t)N * Fl);
-    model_bwd_out(m, dfch, (size_t)N * FC);
-    matmul_bwd(m, s->dln_full, G[P_FCW], G[P_FCB], dfch, la.ln2, P[P_FCW], N, C, FC, lw ? dfch : NULL);
+    if (d->E) {
+        if (lw) die("a mixture of experts' backward cannot be split into B and W yet (a zero-bubble schedule)");
+        moe_backward(m, c, &la, P, G, dout, s->dln_full, dloss);
+    } else {
+        matmul_bwd(m, s->dfch_gelu, G[P_FCPROJW], G[P_FCPROJB], dout, la.fch_gelu, P[P_FCPROJW], N, Fl, C,
+                   lw ? lw->dfcproj : NULL);
+        model_bwd_out(m, s->dfch_gelu, (size_t)N * Fl);
+        if (d->llama) m->k->swiglu_backward(m->d.prec, dfch, la.fch, s->dfch_gelu, (size_t)N, Fl);
+        else m->k->gelu_backward(m->d.prec, dfch, la.fch, s->dfch_gelu, (size_t)N * Fl);
+        model_bwd_out(m, dfch, (size_t)N * FC);
+        matmul_bwd(m, s->dln_full, G[P_FCW], G[P_FCB], dfch, la.ln2, P[P_FCW], N, C, FC, lw ? dfch : NULL);
+    }
     model_norm_from_tp(m, c, s->dln_full, G[P_LN2W], G[P_LN2B], la.residual2, P[P_LN2W], la.ln2_mean,
                        la.ln2_rstd, lw ? lw->dln2 : NULL);
     /* attention; dresidual now holds d(residual2) = d(block input) through the skip */
@@ -582,7 +595,7 @@ static void chunk_backward(struct model *m, struct comm *c, struct chunk_acts *a
     for (int i = Lc - 1; i >= 0; i--) {
         struct layer_wgrad lw;
         if (w) model_layer_wgrad(m, w, i, &lw);
-        block_backward(m, c, a, i, layer_input(m, a, i), w ? &lw : NULL);
+        block_backward(m, c, a, i, layer_input(m, a, i), w ? &lw : NULL, dloss);
         if (!w && m->layer_done) m->layer_done(m->layer_done_ctx, a->chunk * Lc + i);
     }
     if (!first_stage(m, a)) return;

@@ -15,14 +15,21 @@
 #include "shape.h"
 #include "topo.h"
 
+struct moe_state;
+
 /* The parameter tensors.  Per-layer tensors are stored for this rank's
  * layers back to back: (Lp, shape...).  A family leaves some out
  * (param_present): llama has no wpe and no biases, and its LN weights are
  * RMSNorm's; fc is gate and up stacked, fcproj is down; lm_head is the
- * untied LM head (tie_embeddings = .false.). */
+ * untied LM head (tie_embeddings = .false.).  A mixture of experts
+ * (docs/moe.md) replaces the MLP by a router (router_w), the routed
+ * experts, each a SwiGLU (expert fc and fcproj: one slice per expert of
+ * this rank), and the shared experts as one SwiGLU in fc and fcproj with
+ * the gate shared_gate_w. */
 enum param_id {
     P_WTE, P_WPE, P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB,
-    P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPROJW, P_FCPROJB, P_LNFW, P_LNFB, P_LMHEAD, NUM_PARAMS
+    P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPROJW, P_FCPROJB, P_LNFW, P_LNFB, P_LMHEAD,
+    P_ROUTERW, P_EXPFCW, P_EXPPROJW, P_SHGATEW, NUM_PARAMS
 };
 
 enum init_kind { INIT_NORMAL, INIT_NORMAL_SCALED, INIT_ZERO, INIT_ONE };
@@ -44,13 +51,21 @@ struct param_info {
     enum init_kind init;
     enum shard_kind shard;
     int sp_partial;       /* under sequence parallelism each tp rank's gradient is a partial sum (LayerNorms) */
+    int expert;           /* one slice per routed expert of each layer: checkpoint /model/h.<l>/expert.<e>/<name> */
 };
 extern const struct param_info param_table[NUM_PARAMS];
 
 struct model_dims {
     int L, C, NH, HS, T, V, Vp; /* logical sizes; Vp = V padded to 128*tp */
     int llama;                  /* the block family (model.arch) */
-    int NKV, F;                 /* key/value heads; MLP hidden width */
+    int NKV, F;                 /* key/value heads; MLP hidden width (a mixture of experts: the shared
+                                   experts', 0 without) */
+    int E, K, Fe;               /* mixture of experts: routed experts (0: a dense MLP), experts per token,
+                                   an expert's hidden width */
+    int El;                     /* the routed experts this rank holds (E without expert parallelism) */
+    int shared_gate;            /* the shared experts' output is scaled by sigmoid(x . shared_gate_w) */
+    int sigmoid_router, norm_topk; /* router scores by sigmoid (else softmax); top-k weights renormalised */
+    double aux_coef, z_coef, capacity; /* train.moe_aux_loss, moe_z_loss, moe_capacity */
     int tied;                   /* the LM head is wte */
     float eps;                  /* of the norms */
     double rope_theta;
@@ -89,12 +104,17 @@ enum { MODEL_TP_REGIONS = 2 };
 
 /* This rank's widths: its query and kv heads, the columns of qkv (its q, k
  * and v heads), of the MLP's first product (llama: gate and up) and of the
- * MLP's hidden activation. */
+ * MLP's hidden activation.  Of a mixture of experts, the last two are per
+ * token: the shared experts' columns, then k rows of a routed expert's
+ * (each token's k choices, the most the experts of a micro-batch take). */
 static inline int model_q_heads(const struct model_dims *d) { return d->NH / d->tp; }
 static inline int model_kv_heads(const struct model_dims *d) { return d->NKV / d->tp; }
 static inline int model_qkv_cols(const struct model_dims *d) { return (d->NH + 2 * d->NKV) / d->tp * d->HS; }
-static inline int model_fc_cols(const struct model_dims *d) { return (d->llama ? 2 : 1) * d->F / d->tp; }
-static inline int model_hidden_cols(const struct model_dims *d) { return d->F / d->tp; }
+static inline int model_fc_cols(const struct model_dims *d)
+{
+    return ((d->llama ? 2 : 1) * d->F + 2 * d->K * d->Fe) / d->tp;
+}
+static inline int model_hidden_cols(const struct model_dims *d) { return (d->F + d->K * d->Fe) / d->tp; }
 
 /* The position in the sequence of this rank's local row l (cp.h). */
 static inline int model_position(const struct model_dims *d, int l) { return cp_position(d->cp, d->cp_rank, d->Tl, l); }
@@ -128,6 +148,20 @@ int model_wte_on_two_ranks(const struct model_dims *d);
 int param_row_parts(const struct model_dims *d, enum param_id id, size_t part[3]);
 /* Does the family have tensor id at all? */
 int param_present(const struct model_dims *d, enum param_id id);
+
+/* A tensor's slices: one for a global tensor, one per layer of a per-layer
+ * tensor, one per layer and expert of an expert's (layer-major).  A slice
+ * is the unit of the checkpoint's datasets, of model_set_tensor and of the
+ * initial values.  Logical: of the whole model (0 if the family has none);
+ * local: of this rank, whose slice j is logical slice param_slice_global. */
+int param_slices(const struct model_dims *d, enum param_id id);
+int param_local_slices(const struct model_dims *d, enum param_id id);
+int param_slice_global(const struct model_dims *d, enum param_id id, int j);
+/* The local index of logical slice g, or -1 if another rank holds it. */
+int param_slice_local(const struct model_dims *d, enum param_id id, int g);
+/* Its name as the checkpoint's dataset under /model: "wte", "h.3/qkv_w",
+ * "h.3/expert.5/fc_w". */
+void param_slice_name(const struct model_dims *d, enum param_id id, int g, char *name, size_t len);
 
 /* Is this rank's gradient of tensor id only its share of a sum over tp (a
  * replicated tensor applied to the N/tp rows of sequence parallelism)? */
@@ -208,6 +242,11 @@ struct scratch {
     float *dqkv;                    /* (N, model_qkv_cols) */
     float *dfch, *dfch_gelu;        /* (N, model_fc_cols), (N, model_hidden_cols) */
     float *cp;                      /* ring attention's blocks (cp_scratch_floats; NULL without cp) */
+    /* a mixture of experts (moe.c; NULL without): the routed rows (N K, C) twice, the router's logits
+     * (N, E) fp32 and their gradient, the shared experts' gate (N), each choice's weight and routed row
+     * (N K), each routed row's weight and token (N K), the d(weight)s by row then d(gate)s (N K + N) */
+    float *moe_x, *moe_y, *moe_logits, *moe_gate, *moe_wslot, *moe_wrow, *moe_dot;
+    int32_t *moe_row, *moe_token;
     struct layer_acts layer;        /* one layer's worth, for recomputed and (bf16/fp16) packed layers */
 };
 
@@ -257,6 +296,7 @@ struct model {
      * known), whose gather may start meanwhile */
     const float *(*layer_params)(void *ctx, int j, int next);
     void *layer_params_ctx;
+    struct moe_state *moe;            /* a mixture of experts' routing and statistics (moe.h); NULL without */
     struct cp_time cp_time; /* ring attention's messages: hidden and waited for (cp.h) */
     /* watching for the first forward output that is not finite (set after a
      * non-finite loss): its place in forward order, and its name */

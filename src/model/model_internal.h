@@ -9,10 +9,10 @@
 /* The next n floats of an allocation, every tensor 64-byte aligned. */
 float *model_carve(float **cursor, size_t n);
 
-/* The initial values of tensor id's slice of global layer `layer` on this
- * rank: each element draws the number of its logical position, so every
- * decomposition starts from the serial run's weights. */
-void model_init_tensor(float *p, const struct model_dims *d, enum param_id id, int layer, uint64_t seed);
+/* The initial values of tensor id's logical slice `slice` (param_slices)
+ * on this rank: each element draws the number of its logical position, so
+ * every decomposition starts from the serial run's weights. */
+void model_init_tensor(float *p, const struct model_dims *d, enum param_id id, int slice, uint64_t seed);
 
 /* Allocate nb's activation slots, receive buffers and pending weight
  * gradients, and the scratch, in one allocation. */

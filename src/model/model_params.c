@@ -29,6 +29,10 @@ const struct param_info param_table[NUM_PARAMS] = {
     [P_LNFW] = {"lnf_w", 0, 0, INIT_ONE, SHARD_NONE, 1},
     [P_LNFB] = {"lnf_b", 0, 0, INIT_ZERO, SHARD_NONE, 1},
     [P_LMHEAD] = {"lm_head", 0, 1, INIT_NORMAL, SHARD_ROWS},
+    [P_ROUTERW] = {"router_w", 1, 1, INIT_NORMAL, SHARD_NONE},
+    [P_EXPFCW] = {"fc_w", 1, 1, INIT_NORMAL, SHARD_ROWS, 0, 1},
+    [P_EXPPROJW] = {"fcproj_w", 1, 1, INIT_NORMAL_SCALED, SHARD_COLS, 0, 1},
+    [P_SHGATEW] = {"shared_gate_w", 1, 1, INIT_NORMAL, SHARD_NONE},
 };
 
 int param_sp_partial(const struct model_dims *d, enum param_id id) { return d->sp && param_table[id].sp_partial; }
@@ -41,6 +45,7 @@ int param_row_parts(const struct model_dims *d, enum param_id id, size_t part[3]
     case P_QKVB: part[0] = C, part[1] = KV, part[2] = KV; return 3;
     case P_FCW:
     case P_FCB: part[0] = F, part[1] = F; return d->llama ? 2 : 1;
+    case P_EXPFCW: part[0] = part[1] = (size_t)d->Fe; return 2; /* an expert's gate and up */
     default: part[0] = (size_t)d->Vp; return 1; /* the vocabulary of wte and lm_head */
     }
 }
@@ -65,6 +70,10 @@ void param_shape(const struct model_dims *d, enum param_id id, size_t *rows, siz
     case P_FCPROJB:
     case P_LNFB: r = gpt2 ? C : 0; break; /* llama: no biases */
     case P_LMHEAD: r = d->tied ? 0 : (size_t)d->Vp; c = C; break;
+    case P_ROUTERW: r = (size_t)d->E; c = C; break;
+    case P_EXPFCW: r = 2 * (size_t)d->Fe; c = C; break; /* one expert's (a slice) */
+    case P_EXPPROJW: r = d->E ? C : 0; c = (size_t)d->Fe; break;
+    case P_SHGATEW: r = d->F && d->E && d->shared_gate ? 1 : 0; c = C; break;
     default: break;
     }
     *rows = r;
@@ -76,6 +85,42 @@ int param_present(const struct model_dims *d, enum param_id id)
     size_t r, c;
     param_shape(d, id, &r, &c);
     return r * c > 0;
+}
+
+int param_slices(const struct model_dims *d, enum param_id id)
+{
+    if (!param_present(d, id)) return 0;
+    return param_table[id].expert ? d->L * d->E : param_table[id].per_layer ? d->L : 1;
+}
+
+int param_local_slices(const struct model_dims *d, enum param_id id)
+{
+    return param_table[id].expert ? d->Lp * d->El : param_table[id].per_layer ? d->Lp : 1;
+}
+
+/* This rank's experts are [E0, E0 + El). */
+static int first_expert(const struct model_dims *d) { return 0 * d->El; }
+
+int param_slice_global(const struct model_dims *d, enum param_id id, int j)
+{
+    if (param_table[id].expert) return model_global_layer(d, j / d->El) * d->E + first_expert(d) + j % d->El;
+    return param_table[id].per_layer ? model_global_layer(d, j) : 0;
+}
+
+int param_slice_local(const struct model_dims *d, enum param_id id, int g)
+{
+    if (!param_table[id].per_layer) return 0;
+    if (!param_table[id].expert) return model_local_layer(d, g);
+    int j = model_local_layer(d, g / d->E), e = g % d->E - first_expert(d);
+    return j < 0 || e < 0 || e >= d->El ? -1 : j * d->El + e;
+}
+
+void param_slice_name(const struct model_dims *d, enum param_id id, int g, char *name, size_t len)
+{
+    const char *n = param_table[id].name;
+    if (param_table[id].expert) snprintf(name, len, "h.%d/expert.%d/%s", g / d->E, g % d->E, n);
+    else if (param_table[id].per_layer) snprintf(name, len, "h.%d/%s", g, n);
+    else snprintf(name, len, "%s", n);
 }
 
 void param_local_shape(const struct model_dims *d, enum param_id id, size_t *rows, size_t *cols)
@@ -122,7 +167,17 @@ void model_dims_init(struct model_dims *d, const struct config *cfg, const struc
     d->HS = d->C / d->NH;
     d->llama = s->fam.llama;
     d->NKV = (int)s->fam.NKV;
-    d->F = (int)s->fam.F;
+    d->F = (int)(s->fam.E ? s->fam.Fs : s->fam.F);
+    d->E = (int)s->fam.E;
+    d->K = (int)s->fam.K;
+    d->Fe = (int)s->fam.Fe;
+    d->El = d->E;
+    d->shared_gate = cfg->model.moe_shared_gate != 0;
+    d->sigmoid_router = cfg->model.moe_router_id == MODEL_MOE_ROUTER_sigmoid;
+    d->norm_topk = cfg->model.moe_norm_topk != 0;
+    d->aux_coef = cfg->train.moe_aux_loss;
+    d->z_coef = cfg->train.moe_z_loss;
+    d->capacity = cfg->train.moe_capacity;
     d->tied = s->fam.tied;
     d->eps = (float)cfg->model.norm_eps;
     d->rope_theta = cfg->model.rope_theta;
@@ -196,13 +251,15 @@ double model_flops_per_token(const struct model_dims *d)
     /* the parameters a token multiplies by: not gpt2's position table, nor an untied head's embedding */
     double n = (double)model_logical_params(d) - (d->llama ? 0.0 : (double)d->T * d->C) -
                (d->tied ? 0.0 : (double)d->V * d->C);
+    n -= (double)d->L * (d->E - d->K) * 3.0 * d->Fe * d->C; /* a token passes k of the E experts */
     return 6.0 * n + 12.0 * d->L * d->C * d->T;
 }
 
 void model_action_flops(const struct model_dims *d, int B, double flops[3])
 {
     double N = (double)B * d->Tl, C = d->C, Cl = C / d->tp, Vs = (double)d->Vp / d->tp;
-    double M = 2 * N * (C * model_qkv_cols(d) + Cl * C + C * model_fc_cols(d) + model_hidden_cols(d) * C);
+    double M = 2 * N * (C * model_qkv_cols(d) + Cl * C + C * model_fc_cols(d) + model_hidden_cols(d) * C +
+                        C * d->E); /* (the router's product: E x C a token, 0 for a dense MLP) */
     /* causal attention: each query row against T/2 keys on average, QK^T and PV */
     double A = 2.0 * N * model_q_heads(d) * d->HS * d->T;
     double head = model_has_head(d) ? 2 * N * C * Vs / d->v : 0; /* (a chunk's share: the last holds it) */
@@ -215,7 +272,7 @@ int model_logical_tensors(const struct model_dims *d)
 {
     int n = 0;
     for (int id = 0; id < NUM_PARAMS; id++)
-        if (param_present(d, (enum param_id)id)) n += param_table[id].per_layer ? d->L : 1;
+        n += param_slices(d, (enum param_id)id);
     return n;
 }
 
@@ -223,7 +280,7 @@ size_t model_tensor_size(const struct model_dims *d, enum param_id id)
 {
     size_t r, c;
     param_local_shape(d, id, &r, &c);
-    return holds(d, id) ? r * c * (param_table[id].per_layer ? (size_t)d->Lp : 1) : 0;
+    return holds(d, id) ? r * c * (size_t)param_local_slices(d, id) : 0;
 }
 
 size_t model_flat_layout(const struct model_dims *d, size_t at[NUM_PARAMS])
@@ -255,7 +312,7 @@ size_t model_rest_floats(const struct model_dims *d)
 
 /* --------------------------------------------------------- initialisation */
 
-void model_init_tensor(float *p, const struct model_dims *d, enum param_id id, int layer, uint64_t seed)
+void model_init_tensor(float *p, const struct model_dims *d, enum param_id id, int slice, uint64_t seed)
 {
     const struct param_info *pi = &param_table[id];
     size_t rows, cols, lrows, lcols;
@@ -269,8 +326,7 @@ void model_init_tensor(float *p, const struct model_dims *d, enum param_id id, i
     double std = 0.02;
     if (pi->init == INIT_NORMAL_SCALED) std = 0.02 / sqrt(2.0 * d->L);
     char key[64];
-    if (pi->per_layer) snprintf(key, sizeof key, "h.%d/%s", layer, pi->name);
-    else snprintf(key, sizeof key, "%s", pi->name);
+    param_slice_name(d, id, slice, key, sizeof key);
     uint64_t stream = rng_stream_id(key);
     size_t real_rows = id == P_WTE || id == P_LMHEAD ? (size_t)d->V : lrows; /* padded vocabulary rows stay zero */
 #pragma omp parallel for schedule(static)

@@ -162,7 +162,8 @@ double optim_grad_norm(const struct optim *o, const struct model *m, struct comm
     const struct model_dims *d = &m->d;
     int nglobal = 0, nlayer = 0;
     for (int i = 0; i < NUM_PARAMS; i++)
-        if (param_present(d, (enum param_id)i)) param_table[i].per_layer ? nlayer++ : nglobal++;
+        if (param_present(d, (enum param_id)i))
+            param_table[i].per_layer ? (nlayer += param_slices(d, (enum param_id)i) / d->L) : nglobal++;
     size_t n = (size_t)model_logical_tensors(d);
     double *e = xcalloc(n, sizeof *e);
     int g = 0, k = 0;
@@ -178,10 +179,15 @@ double optim_grad_norm(const struct optim *o, const struct model *m, struct comm
             g++;
             continue;
         }
-        size_t per = m->size[i] / (size_t)d->Lp;
-        for (int j = 0; j < d->Lp && counts; j++)
-            e[nglobal + (size_t)model_global_layer(d, j) * nlayer + k] = range_sumsq(o, m, at + (size_t)j * per, per);
-        k++;
+        /* each layer's entries in table order, an expert tensor's one per expert */
+        int per_layer = param_slices(d, (enum param_id)i) / d->L, local = param_local_slices(d, (enum param_id)i);
+        size_t per = m->size[i] / (size_t)local;
+        for (int j = 0; j < local && counts; j++) {
+            int gs = param_slice_global(d, (enum param_id)i, j);
+            e[nglobal + (size_t)(gs / per_layer) * nlayer + k + gs % per_layer] =
+                range_sumsq(o, m, at + (size_t)j * per, per);
+        }
+        k += per_layer;
     }
     if (local_nonfinite) {
         *local_nonfinite = 0;

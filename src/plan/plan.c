@@ -246,7 +246,8 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
     int ckpt = cfg->io.save_final || cfg->io.checkpoint_every > 0;
     size_t largest = 0; /* ckpt.c's verify_written reads back one tensor (one layer's) at a time */
     for (int id = 0; id < NUM_PARAMS && ckpt; id++) {
-        size_t n = model_tensor_size(&d, (enum param_id)id) / (param_table[id].per_layer && d.Lp ? (size_t)d.Lp : 1);
+        int slices = param_local_slices(&d, (enum param_id)id);
+        size_t n = model_tensor_size(&d, (enum param_id)id) / (size_t)(slices ? slices : 1);
         if (n > largest) largest = n;
     }
     s->bytes[PM_CKPT] = round64(largest * 4);

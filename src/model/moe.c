@@ -1,0 +1,395 @@
+/* moe.c -- a mixture of experts in place of a block's MLP (docs/moe.md).
+ * The router runs in fp32 and its choices are made on the host, the same
+ * on every tp rank; each expert is a SwiGLU split over tp like the dense
+ * MLP, run as one product per expert over the rows routed to it; their
+ * outputs are summed back into each token in the order of its choices. */
+#include "moe.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "hash.h"
+#include "log.h"
+#include "model_internal.h"
+
+void moe_alloc(struct model *m)
+{
+    const struct model_dims *d = &m->d;
+    if (!d->E) return;
+    size_t N = (size_t)m->N, E = (size_t)d->E, K = (size_t)d->K;
+    struct moe_state *s = xcalloc(1, sizeof *s);
+    s->logits = xcalloc(N * E, sizeof(float));
+    s->probs = xcalloc(N * E, sizeof(float));
+    s->dlogits = xcalloc(N * E, sizeof(float));
+    s->expert = xcalloc(N * K, sizeof(int32_t));
+    s->weight = xcalloc(N * K, sizeof(float));
+    s->row = xcalloc(N * K, sizeof(int32_t));
+    s->token = xcalloc(N * K, sizeof(int32_t));
+    s->row_weight = xcalloc(N * K, sizeof(float));
+    s->first = xcalloc(E + 1, sizeof(int));
+    s->chosen = xcalloc(E, sizeof(int));
+    s->gate = d->F && d->shared_gate ? xcalloc(N, sizeof(float)) : NULL;
+    s->dot = xcalloc(N * K + N, sizeof(float));
+    s->stats.tokens = xcalloc((size_t)d->Lp * E + 1, sizeof(double));
+    m->moe = s;
+}
+
+void moe_free(struct model *m)
+{
+    struct moe_state *s = m->moe;
+    if (!s) return;
+    free(s->logits), free(s->probs), free(s->dlogits), free(s->expert), free(s->weight), free(s->row);
+    free(s->token), free(s->row_weight), free(s->first), free(s->chosen), free(s->gate), free(s->dot);
+    free(s->stats.tokens);
+    free(s);
+    m->moe = NULL;
+}
+
+void moe_stats_reset(struct model *m)
+{
+    struct moe_state *s = m->moe;
+    if (!s) return;
+    double *t = s->stats.tokens;
+    memset(&s->stats, 0, sizeof s->stats);
+    memset(t, 0, ((size_t)m->d.Lp * (size_t)m->d.E + 1) * sizeof(double));
+    s->stats.tokens = t;
+}
+
+/* x (n) on the device into host memory h. */
+static void to_host(const struct model *m, float *h, const float *x, size_t n)
+{
+    if (m->k->on_device) m->k->to_host(h, x, n * sizeof(float));
+    else memcpy(h, x, n * sizeof(float));
+}
+
+static void to_device(const struct model *m, void *x, const void *h, size_t bytes)
+{
+    if (m->k->on_device) m->k->to_device(x, h, bytes);
+    else memcpy(x, h, bytes);
+}
+
+/* ---------------------------------------------------------------- routing */
+
+/* The router's logits (fp32) of the N rows of ln2, on the host. */
+static void router_logits(struct model *m, const float *ln2, const float *w)
+{
+    struct scratch *sc = &m->scr;
+    m->k->matmul_forward(PREC_FP32, sc->moe_logits, ln2, w, NULL, m->N, m->d.C, m->d.E);
+    to_host(m, m->moe->logits, sc->moe_logits, (size_t)m->N * m->d.E);
+}
+
+/* Each token's scores, its k choices (the highest scores, the lower expert
+ * first among equals) and their weights; then the capacity, granted in
+ * token order; then the routed rows, grouped by expert, into the scratch. */
+static void route(struct model *m)
+{
+    const struct model_dims *d = &m->d;
+    struct moe_state *s = m->moe;
+    int N = m->N, E = d->E, K = d->K;
+    memset(s->chosen, 0, (size_t)E * sizeof(int));
+    for (int t = 0; t < N; t++) {
+        const float *l = s->logits + (size_t)t * E;
+        float *p = s->probs + (size_t)t * E;
+        if (d->sigmoid_router)
+            for (int e = 0; e < E; e++) p[e] = 1.0f / (1.0f + expf(-l[e]));
+        else {
+            float mx = l[0], sum = 0;
+            for (int e = 1; e < E; e++) mx = l[e] > mx ? l[e] : mx;
+            for (int e = 0; e < E; e++) sum += (p[e] = expf(l[e] - mx));
+            for (int e = 0; e < E; e++) p[e] /= sum;
+        }
+        int32_t *x = s->expert + (size_t)t * K;
+        float *w = s->weight + (size_t)t * K, sum = 0;
+        for (int k = 0; k < K; k++) {
+            int best = -1;
+            for (int e = 0; e < E; e++) {
+                int taken = 0;
+                for (int i = 0; i < k; i++) taken |= x[i] == e;
+                if (!taken && (best < 0 || p[e] > p[best])) best = e;
+            }
+            x[k] = best;
+            w[k] = p[best];
+            sum += p[best];
+            s->chosen[best]++;
+        }
+        if (d->norm_topk)
+            for (int k = 0; k < K; k++) w[k] /= sum;
+    }
+    /* the capacity: each expert takes its first cap choices in (token, choice) order */
+    long cap = d->capacity > 0 ? (long)ceil(d->capacity * (double)N * K / E) : (long)N * K;
+    int *fill = s->first; /* (counts first, then the prefix sums) */
+    memset(fill, 0, (size_t)(E + 1) * sizeof(int));
+    for (int i = 0; i < N * K; i++) {
+        int e = s->expert[i];
+        s->row[i] = fill[e + 1] < cap ? fill[e + 1]++ : -1; /* its place among expert e's rows */
+    }
+    for (int e = 0; e < E; e++) fill[e + 1] += fill[e];
+    s->R = fill[E];
+    for (int i = 0; i < N * K; i++) {
+        if (s->row[i] < 0) continue;
+        s->row[i] += s->first[s->expert[i]];
+        s->token[s->row[i]] = i / K;
+        s->row_weight[s->row[i]] = s->weight[i];
+    }
+    struct scratch *sc = &m->scr;
+    to_device(m, sc->moe_row, s->row, (size_t)N * K * sizeof(int32_t));
+    to_device(m, sc->moe_token, s->token, (size_t)s->R * sizeof(int32_t));
+    to_device(m, sc->moe_wslot, s->weight, (size_t)N * K * sizeof(float));
+    to_device(m, sc->moe_wrow, s->row_weight, (size_t)s->R * sizeof(float));
+}
+
+/* The shared experts' gate sigmoid(ln2 . w) per token, on the host and in the scratch. */
+static void shared_gate(struct model *m, const float *ln2, const float *w)
+{
+    struct moe_state *s = m->moe;
+    m->k->matmul_forward(PREC_FP32, m->scr.moe_gate, ln2, w, NULL, m->N, m->d.C, 1);
+    to_host(m, s->gate, m->scr.moe_gate, (size_t)m->N);
+    for (int t = 0; t < m->N; t++) s->gate[t] = 1.0f / (1.0f + expf(-s->gate[t]));
+    to_device(m, m->scr.moe_gate, s->gate, (size_t)m->N * sizeof(float));
+}
+
+/* The load-balancing loss E sum_i (c_i / N) P_i and the z-loss mean_t lse_t^2
+ * of this routing, with c_i the choices of expert i before the capacity and
+ * P_i the mean of its scores (sigmoid: each token's normalised to sum 1). */
+static void aux_losses(const struct model *m, double *aux, double *z)
+{
+    const struct model_dims *d = &m->d;
+    const struct moe_state *s = m->moe;
+    int N = m->N, E = d->E;
+    double a = 0, zz = 0;
+    for (int e = 0; e < E; e++) {
+        double P = 0;
+        for (int t = 0; t < N; t++) {
+            const float *p = s->probs + (size_t)t * E;
+            double norm = 1;
+            if (d->sigmoid_router) {
+                norm = 0;
+                for (int i = 0; i < E; i++) norm += p[i];
+            }
+            P += p[e] / norm;
+        }
+        a += (double)s->chosen[e] / N * (P / N);
+    }
+    for (int t = 0; t < N; t++) {
+        const float *l = s->logits + (size_t)t * E;
+        double mx = l[0], sum = 0;
+        for (int e = 1; e < E; e++) mx = l[e] > mx ? l[e] : mx;
+        for (int e = 0; e < E; e++) sum += exp(l[e] - mx);
+        double lse = mx + log(sum);
+        zz += lse * lse;
+    }
+    *aux = a * E;
+    *z = zz / N;
+}
+
+/* ---------------------------------------------------------------- forward */
+
+/* Expert e's slices of the layer's expert tensors (fc: gate and up, 2Fe/tp x C; fcproj: C x Fe/tp). */
+static const float *expert_fc(const struct model *m, const float *w, int e)
+{
+    return w + (size_t)e * 2 * (m->d.Fe / m->d.tp) * m->d.C;
+}
+static const float *expert_proj(const struct model *m, const float *w, int e)
+{
+    return w + (size_t)e * m->d.C * (m->d.Fe / m->d.tp);
+}
+
+void moe_forward(struct model *m, struct comm *c, const struct layer_acts *la, const float *const *P, int j, int l,
+                 float *out)
+{
+    const struct model_dims *d = &m->d;
+    const struct device *k = m->k;
+    struct scratch *sc = &m->scr;
+    struct moe_state *s = m->moe;
+    int N = m->N, C = d->C, E = d->E, K = d->K, Fs = d->F / d->tp, Fe = d->Fe / d->tp;
+    float *sh_fch = la->fch, *fch = la->fch + (size_t)N * 2 * Fs;
+    float *sh_act = la->fch_gelu, *act = la->fch_gelu + (size_t)N * Fs;
+    router_logits(m, la->ln2, P[P_ROUTERW]);
+    route(m);
+    int R = s->R;
+    if (!s->replay) {
+        double aux, z;
+        aux_losses(m, &aux, &z);
+        s->stats.aux += aux;
+        s->stats.z += z;
+        s->stats.layers += 1;
+        s->stats.slots += (double)N * K;
+        s->stats.dropped += (double)N * K - R;
+        for (int e = 0; e < E; e++) s->stats.tokens[(size_t)j * E + e] += s->chosen[e];
+        uint64_t h = s->stats.signature ? s->stats.signature : FNV1A_INIT;
+        h = fnv1a(h, &j, sizeof j);
+        h = fnv1a(h, s->expert, (size_t)N * K * sizeof *s->expert);
+        s->stats.signature = fnv1a(h, s->row, (size_t)N * K * sizeof *s->row);
+    }
+    /* the routed rows through their experts */
+    k->rows_gather(d->prec, sc->moe_x, la->ln2, sc->moe_token, NULL, R, C);
+    for (int e = 0; e < E; e++) {
+        int r0 = s->first[e], n = s->first[e + 1] - r0;
+        if (n) k->matmul_forward(d->prec, fch + (size_t)r0 * 2 * Fe, sc->moe_x + (size_t)r0 * C,
+                                 expert_fc(m, P[P_EXPFCW], e), NULL, n, C, 2 * Fe);
+    }
+    if (Fs) k->matmul_forward(d->prec, sh_fch, la->ln2, P[P_FCW], NULL, N, C, 2 * Fs);
+    model_fwd_out(m, la->fch, (size_t)N * 2 * Fs + (size_t)R * 2 * Fe, l, OUT_FC, "experts' fc");
+    k->swiglu_forward(d->prec, act, fch, (size_t)R, Fe);
+    if (Fs) k->swiglu_forward(d->prec, sh_act, sh_fch, (size_t)N, Fs);
+    model_fwd_out(m, la->fch_gelu, (size_t)N * Fs + (size_t)R * Fe, l, OUT_ACT, "experts' swiglu");
+    for (int e = 0; e < E; e++) {
+        int r0 = s->first[e], n = s->first[e + 1] - r0;
+        if (n) k->matmul_forward(d->prec, sc->moe_y + (size_t)r0 * C, act + (size_t)r0 * Fe,
+                                 expert_proj(m, P[P_EXPPROJW], e), NULL, n, Fe, C);
+    }
+    model_fwd_out(m, sc->moe_y, (size_t)R * C, l, OUT_FCPROJ, "experts' fc projection");
+    /* the shared experts' output, gated, then each token's choices in order */
+    if (Fs) {
+        k->matmul_forward(d->prec, out, sh_act, P[P_FCPROJW], NULL, N, Fs, C);
+        model_fwd_out(m, out, (size_t)N * C, l, OUT_FCPROJ, "shared experts' fc projection");
+        if (s->gate) {
+            shared_gate(m, la->ln2, P[P_SHGATEW]);
+            k->rows_gather(d->prec, out, out, NULL, sc->moe_gate, N, C);
+        }
+    }
+    k->rows_combine(d->prec, out, sc->moe_y, sc->moe_row, sc->moe_wslot, N, K, C, Fs > 0);
+    model_fwd_out(m, out, (size_t)N * C, l, OUT_FCPROJ, "experts' output");
+}
+
+/* --------------------------------------------------------------- backward */
+
+/* d(logits) of each token from d(weight) of its choices (s->dot) and the
+ * auxiliary losses' gradients: aux and z are d(objective)/d(this layer's
+ * aux_l and z_l). */
+static void router_backward(struct model *m, double aux, double z)
+{
+    const struct model_dims *d = &m->d;
+    struct moe_state *s = m->moe;
+    int N = m->N, E = d->E, K = d->K;
+    double *dp = xcalloc((size_t)E, sizeof(double)), *u = xcalloc((size_t)E, sizeof(double));
+    for (int e = 0; e < E; e++) u[e] = aux * E * s->chosen[e] / ((double)N * N); /* d aux / d P-term */
+    for (int t = 0; t < N; t++) {
+        const float *p = s->probs + (size_t)t * E, *l = s->logits + (size_t)t * E, *w = s->weight + (size_t)t * K;
+        const int32_t *x = s->expert + (size_t)t * K;
+        const float *dw = s->dot + (size_t)t * K;
+        float *dl = s->dlogits + (size_t)t * E;
+        for (int e = 0; e < E; e++) dp[e] = 0;
+        /* the weights: w_k = p_k, or p_k / S with S the sum of the k chosen */
+        if (d->norm_topk) {
+            double S = 0, wdw = 0;
+            for (int i = 0; i < K; i++) S += p[x[i]], wdw += (double)w[i] * dw[i];
+            for (int i = 0; i < K; i++) dp[x[i]] += (dw[i] - wdw) / S;
+        } else
+            for (int i = 0; i < K; i++) dp[x[i]] += dw[i];
+        /* the load-balancing loss through P_i */
+        if (d->sigmoid_router) {
+            double Q = 0, ur = 0;
+            for (int e = 0; e < E; e++) Q += p[e];
+            for (int e = 0; e < E; e++) ur += u[e] * p[e] / Q;
+            for (int e = 0; e < E; e++) dp[e] += (u[e] - ur) / Q;
+            for (int e = 0; e < E; e++) dl[e] = (float)(dp[e] * p[e] * (1.0 - p[e]));
+        } else {
+            double pdp = 0;
+            for (int e = 0; e < E; e++) dp[e] += u[e];
+            for (int e = 0; e < E; e++) pdp += dp[e] * p[e];
+            for (int e = 0; e < E; e++) dl[e] = (float)(p[e] * (dp[e] - pdp));
+        }
+        if (z != 0) { /* d (lse^2) / d l_e = 2 lse softmax(l)_e */
+            double mx = l[0], sum = 0;
+            for (int e = 1; e < E; e++) mx = l[e] > mx ? l[e] : mx;
+            for (int e = 0; e < E; e++) sum += exp(l[e] - mx);
+            double lse = mx + log(sum);
+            for (int e = 0; e < E; e++) dl[e] += (float)(z * 2.0 / N * lse * exp(l[e] - mx) / sum);
+        }
+    }
+    free(dp);
+    free(u);
+}
+
+void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, const float *const *P,
+                  float *const *G, const float *dout, float *dln, float dloss)
+{
+    const struct model_dims *d = &m->d;
+    const struct device *k = m->k;
+    struct scratch *sc = &m->scr;
+    struct moe_state *s = m->moe;
+    int N = m->N, C = d->C, E = d->E, K = d->K, Fs = d->F / d->tp, Fe = d->Fe / d->tp;
+    int root = d->tp_rank == 0; /* adds what every tp rank computes alike (the router's share of d(ln2)) once */
+    const float *sh_fch = la->fch, *fch = la->fch + (size_t)N * 2 * Fs;
+    const float *sh_act = la->fch_gelu, *act = la->fch_gelu + (size_t)N * Fs;
+    float *sh_dfch = sc->dfch, *dfch = sc->dfch + (size_t)N * 2 * Fs;
+    float *sh_dact = sc->dfch_gelu, *dact = sc->dfch_gelu + (size_t)N * Fs;
+    /* the forward's routing again: the same logits, so the same choices */
+    s->replay = 1;
+    router_logits(m, la->ln2, P[P_ROUTERW]);
+    route(m);
+    if (s->gate) shared_gate(m, la->ln2, P[P_SHGATEW]);
+    s->replay = 0;
+    int R = s->R;
+    memset(s->dot, 0, ((size_t)N * K + N) * sizeof(float));
+
+    /* the shared experts: d(act) = g dout W, and d(gate) = <dout W, act> */
+    if (Fs) {
+        k->matmul_backward(d->prec, sh_dact, NULL, NULL, dout, sh_act, P[P_FCPROJW], N, Fs, C);
+        const float *gdout = dout;
+        if (s->gate) {
+            k->rows_dot(d->prec, sc->moe_dot + (size_t)N * K, sh_dact, sh_act, N, Fs);
+            k->rows_gather(d->prec, sh_dact, sh_dact, NULL, sc->moe_gate, N, Fs);
+            k->rows_gather(d->prec, sc->moe_x, dout, NULL, sc->moe_gate, N, C);
+            gdout = sc->moe_x;
+        }
+        model_bwd_out(m, sh_dact, (size_t)N * Fs);
+        k->matmul_backward(d->prec, NULL, G[P_FCPROJW], NULL, gdout, sh_act, NULL, N, Fs, C);
+        k->swiglu_backward(d->prec, sh_dfch, sh_fch, sh_dact, (size_t)N, Fs);
+        model_bwd_out(m, sh_dfch, (size_t)N * 2 * Fs);
+        k->matmul_backward(d->prec, dln, G[P_FCW], NULL, sh_dfch, la->ln2, P[P_FCW], N, C, 2 * Fs);
+    }
+    /* the routed rows: d(act) = w dout W, d(weight) = <dout W, act> */
+    k->rows_gather(d->prec, sc->moe_x, dout, sc->moe_token, NULL, R, C);
+    for (int e = 0; e < E; e++) {
+        int r0 = s->first[e], n = s->first[e + 1] - r0;
+        if (n) k->matmul_backward(d->prec, dact + (size_t)r0 * Fe, NULL, NULL, sc->moe_x + (size_t)r0 * C,
+                                  act + (size_t)r0 * Fe, expert_proj(m, P[P_EXPPROJW], e), n, Fe, C);
+    }
+    k->rows_dot(d->prec, sc->moe_dot, dact, act, R, Fe); /* (by row; into choices below) */
+    k->rows_gather(d->prec, dact, dact, NULL, sc->moe_wrow, R, Fe);
+    model_bwd_out(m, dact, (size_t)R * Fe);
+    k->rows_gather(d->prec, sc->moe_x, sc->moe_x, NULL, sc->moe_wrow, R, C);
+    for (int e = 0; e < E; e++) {
+        int r0 = s->first[e], n = s->first[e + 1] - r0;
+        if (n) k->matmul_backward(d->prec, NULL, (float *)expert_proj(m, G[P_EXPPROJW], e), NULL,
+                                  sc->moe_x + (size_t)r0 * C, act + (size_t)r0 * Fe, NULL, n, Fe, C);
+    }
+    k->swiglu_backward(d->prec, dfch, fch, dact, (size_t)R, Fe);
+    model_bwd_out(m, dfch, (size_t)R * 2 * Fe);
+    k->rows_gather(d->prec, sc->moe_y, la->ln2, sc->moe_token, NULL, R, C); /* the rows' inputs again */
+    for (int e = 0; e < E; e++) {
+        int r0 = s->first[e], n = s->first[e + 1] - r0;
+        if (n) k->matmul_backward(d->prec, sc->moe_x + (size_t)r0 * C, (float *)expert_fc(m, G[P_EXPFCW], e), NULL,
+                                  dfch + (size_t)r0 * 2 * Fe, sc->moe_y + (size_t)r0 * C,
+                                  expert_fc(m, P[P_EXPFCW], e), n, C, 2 * Fe);
+    }
+    k->rows_combine(d->prec, dln, sc->moe_x, sc->moe_row, NULL, N, K, C, Fs > 0);
+    model_bwd_out(m, dln, (size_t)N * C);
+
+    /* d(weight) of each choice (by row above) and d(gate), summed over tp */
+    float *rowdot = s->dlogits; /* (free until router_backward) */
+    to_host(m, rowdot, sc->moe_dot, (size_t)R);
+    for (int i = 0; i < N * K; i++) s->dot[i] = s->row[i] >= 0 ? rowdot[s->row[i]] : 0.0f;
+    if (s->gate) to_host(m, s->dot + (size_t)N * K, sc->moe_dot + (size_t)N * K, (size_t)N);
+    if (d->tp > 1) comm_allreduce_sum_f32(c, CG_TP, s->dot, (size_t)N * K + (size_t)N);
+
+    /* the router: d(logits) (fp32), its weight's gradient, its share of d(ln2) */
+    double per = (double)m->B * d->T * dloss / d->L; /* d(objective) / d(aux_l) per unit coefficient */
+    router_backward(m, d->aux_coef * per, d->z_coef * per);
+    to_device(m, sc->moe_logits, s->dlogits, (size_t)N * E * sizeof(float));
+    k->matmul_backward(PREC_FP32, sc->moe_y, G[P_ROUTERW], NULL, sc->moe_logits, la->ln2, P[P_ROUTERW], N, C, E);
+    if (root) k->residual_forward(PREC_FP32, dln, dln, sc->moe_y, (size_t)N * C);
+    if (s->gate) { /* d(gate logit) = d(gate) g (1 - g) */
+        for (int t = 0; t < N; t++) {
+            float g = s->gate[t];
+            s->dlogits[t] = s->dot[(size_t)N * K + t] * g * (1.0f - g);
+        }
+        to_device(m, sc->moe_gate, s->dlogits, (size_t)N * sizeof(float));
+        k->matmul_backward(PREC_FP32, sc->moe_y, G[P_SHGATEW], NULL, sc->moe_gate, la->ln2, P[P_SHGATEW], N, C, 1);
+        if (root) k->residual_forward(PREC_FP32, dln, dln, sc->moe_y, (size_t)N * C);
+    }
+}

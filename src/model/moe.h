@@ -1,0 +1,58 @@
+/* moe.h -- a mixture of experts in place of a block's MLP (docs/moe.md):
+ * the router, the choice of each token's k experts with their weights, the
+ * capacity, the routed experts as one product per expert over its rows, the
+ * shared experts, the load-balancing and z losses, and the statistics. */
+#ifndef TRIAD_MOE_H
+#define TRIAD_MOE_H
+
+#include <stdint.h>
+
+#include "model.h"
+
+/* What the MoE layers of one optimizer step saw on this rank (forwards of
+ * training micro-batches; a backward's recomputation counts nothing). */
+struct moe_stats {
+    double aux, z;          /* sums over layers and micro-batches of E sum_i f_i P_i and mean lse^2 */
+    double layers;          /* layer-micro-batches summed over */
+    double slots, dropped;  /* token choices, and those over capacity */
+    double *tokens;         /* (Lp, E) token choices per local layer and expert */
+    uint64_t signature;     /* a hash of every choice and drop: equal iff the routing was (with certainty
+                               short of a hash collision) */
+};
+
+/* The host side of routing one micro-batch through one layer, and the
+ * step's statistics. */
+struct moe_state {
+    float *logits, *probs;  /* (N, E) router logits and scores (softmax or sigmoid) */
+    int32_t *expert;        /* (N, K) each token's choices, best first */
+    float *weight;          /* (N, K) their weights */
+    int32_t *row;           /* (N, K) each choice's routed row, -1 when dropped */
+    int32_t *token;         /* (N K) the token of each routed row: rows grouped by expert, tokens in order */
+    float *row_weight;      /* (N K) the weight of each routed row */
+    int *first;             /* (E + 1) expert e's rows are [first[e], first[e+1]) */
+    int *chosen;            /* (E) choices of expert e before the capacity */
+    float *gate;            /* (N) the shared experts' gate sigmoid(x . w), or NULL */
+    float *dot;             /* (N K + N) d(weight) of each choice, then d(gate) of each token */
+    float *dlogits;         /* (N, E) */
+    int R;                  /* routed rows */
+    int replay;             /* a backward's recomputation: count no statistics */
+    struct moe_stats stats;
+};
+
+void moe_alloc(struct model *m);
+void moe_free(struct model *m);
+void moe_stats_reset(struct model *m);
+
+/* The MoE MLP of local layer j (global l) on the gathered norm output ln2
+ * (N,C): its products into la's fch and fch_gelu (the shared experts' N
+ * rows, then the routed rows), its output's partial sum over tp into out
+ * (N,C). */
+void moe_forward(struct model *m, struct comm *c, const struct layer_acts *la, const float *const *P, int j, int l,
+                 float *out);
+/* Its backward from dout (N,C) gathered: the parameter gradients into G,
+ * d(ln2) (this rank's partial sum over tp) into dln.  dloss: d(loss)/d(token
+ * loss) of the step, which the auxiliary losses' gradients are scaled by. */
+void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, const float *const *P,
+                  float *const *G, const float *dout, float *dln, float dloss);
+
+#endif
