@@ -28,7 +28,8 @@ static double mean_loss(struct model *m, const int32_t *in, const int32_t *tg)
 
 /* The mixtures of experts checked: none; softmax router with renormalised
  * top 2 of 4, a gated shared expert, both auxiliary losses; sigmoid router
- * without renormalisation, an ungated shared expert, a capacity that drops. */
+ * without renormalisation, an ungated shared expert, a capacity that drops.
+ * The first also has llama's optional q, k and v biases. */
 enum { MOE_NONE, MOE_SOFTMAX, MOE_SIGMOID };
 static const char *const moe_name[] = {"", " moe softmax", " moe sigmoid"};
 static void moe_dims(struct model_dims *d, int moe)
@@ -36,6 +37,7 @@ static void moe_dims(struct model_dims *d, int moe)
     if (moe == MOE_NONE) return;
     d->E = d->El = 4, d->K = 2, d->Fe = 6, d->F = 4;
     d->shared_gate = moe == MOE_SOFTMAX;
+    d->qkv_bias = moe == MOE_SOFTMAX; /* (Qwen2-MoE's q, k and v biases) */
     d->sigmoid_router = moe == MOE_SIGMOID;
     d->norm_topk = moe == MOE_SOFTMAX;
     d->aux_coef = 0.5, d->z_coef = moe == MOE_SOFTMAX ? 0.1 : 0.0;

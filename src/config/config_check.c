@@ -121,6 +121,11 @@ static int check_model(const struct config *cfg, struct deck_error *err)
                                    " is odd: the rotary embedding turns pairs of channels", C, NH, C / NH);
         return deck_error_hint(err, "choose d_model and n_head with an even quotient");
     }
+    if (!llama && cfg->model.qkv_bias) {
+        deck_error_set(err, 0, 0, "qkv_bias = .true. with arch = 'gpt2': gpt2 has its biases always (qkv_bias adds "
+                                  "llama's q, k and v biases)");
+        return deck_error_hint(err, "remove qkv_bias, or set arch = 'llama'");
+    }
     if (!llama && cfg->model.norm_eps != 1e-5) {
         deck_error_set(err, 0, 0, "norm_eps = %g with arch = 'gpt2': GPT-2's LayerNorm epsilon is 1e-5 here "
                                    "(norm_eps sets llama's RMSNorm)", cfg->model.norm_eps);

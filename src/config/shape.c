@@ -34,6 +34,7 @@ void shape_family(struct model_family *f, const struct config *cfg)
     f->F = cfg->model.ffn_hidden;
     if (f->F == 0) f->F = f->llama ? (8 * C / 3 + 255) / 256 * 256 : 4 * C;
     f->tied = cfg->model.tie_embeddings < 0 ? !f->llama : cfg->model.tie_embeddings != 0;
+    f->qkv_bias = !f->llama || cfg->model.qkv_bias;
     f->E = cfg->model.n_expert;
     f->K = f->E ? cfg->model.n_expert_active : 0;
     f->Fe = f->E ? (cfg->model.moe_ffn_hidden ? cfg->model.moe_ffn_hidden : f->F) : 0;
@@ -57,7 +58,8 @@ static int64_t params_with(const struct config *cfg, int64_t V, int64_t experts)
         mlp = add64(add64(mul64(f.E, C), mul64(mul64(experts, 3 * f.Fe), C)),
                     add64(mul64(3 * f.Fs, C), f.Fs && cfg->model.moe_shared_gate ? C : 0));
     int64_t block = add64(add64(mul64(QKV, C), mul64(C, C)), mlp);
-    block = f.llama ? add64(block, mul64(2, C)) : add64(block, add64(add64(mul64(4, C), QKV), add64(C, add64(F, C))));
+    block = f.llama ? add64(block, add64(mul64(2, C), f.qkv_bias ? QKV : 0))
+                    : add64(block, add64(add64(mul64(4, C), QKV), add64(C, add64(F, C))));
     int64_t rest = add64(mul64(V, C), f.llama ? C : add64(mul64(T, C), mul64(2, C)));
     if (!f.tied) rest = add64(rest, mul64(V, C));
     return add64(mul64(L, block), rest);

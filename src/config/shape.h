@@ -21,6 +21,7 @@ struct model_family {
     int64_t NKV;          /* key/value heads: n_kv_head, or n_head */
     int64_t F;            /* MLP hidden width: ffn_hidden, or 4C (gpt2) or 8C/3 up to a multiple of 256 (llama) */
     int tied;             /* the LM head is wte: tie_embeddings, or .true. for gpt2 and .false. for llama */
+    int qkv_bias;         /* q, k and v have biases: gpt2, or llama with qkv_bias */
     int64_t E, K;         /* mixture of experts: routed experts (0: a dense MLP) and experts per token */
     int64_t Fe;           /* an expert's hidden width: moe_ffn_hidden, or F */
     int64_t Fs;           /* the shared experts' hidden width (n_shared_expert * Fe; 0: none) */

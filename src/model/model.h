@@ -63,6 +63,7 @@ struct model_dims {
     int E, K, Fe;               /* mixture of experts: routed experts (0: a dense MLP), experts per token,
                                    an expert's hidden width */
     int El;                     /* the routed experts this rank holds (E without expert parallelism) */
+    int qkv_bias;               /* q, k and v have biases (gpt2; llama with model.qkv_bias) */
     int shared_gate;            /* the shared experts' output is scaled by sigmoid(x . shared_gate_w) */
     int sigmoid_router, norm_topk; /* router scores by sigmoid (else softmax); top-k weights renormalised */
     double aux_coef, z_coef, capacity; /* train.moe_aux_loss, moe_z_loss, moe_capacity */

@@ -59,7 +59,7 @@ void param_shape(const struct model_dims *d, enum param_id id, size_t *rows, siz
     case P_WTE: r = (size_t)d->Vp; c = C; break;
     case P_WPE: r = gpt2 ? (size_t)d->T : 0; c = C; break;
     case P_QKVW: r = C + 2 * (size_t)d->NKV * (size_t)d->HS; c = C; break;
-    case P_QKVB: r = gpt2 ? C + 2 * (size_t)d->NKV * (size_t)d->HS : 0; break;
+    case P_QKVB: r = gpt2 || d->qkv_bias ? C + 2 * (size_t)d->NKV * (size_t)d->HS : 0; break;
     case P_ATTPROJW: c = C; break;
     case P_FCW: r = (size_t)param_row_parts(d, id, part) * F; c = C; break;
     case P_FCB: r = gpt2 ? F : 0; break;
@@ -168,6 +168,7 @@ void model_dims_init(struct model_dims *d, const struct config *cfg, const struc
     d->llama = s->fam.llama;
     d->NKV = (int)s->fam.NKV;
     d->F = (int)(s->fam.E ? s->fam.Fs : s->fam.F);
+    d->qkv_bias = s->fam.qkv_bias;
     d->E = (int)s->fam.E;
     d->K = (int)s->fam.K;
     d->Fe = (int)s->fam.Fe;
