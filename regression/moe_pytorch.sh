@@ -48,7 +48,7 @@ reference() {
     worst=$(sed -n 's/^worst //p' "$r.cmp")
     [ $st -eq 0 ] && [ "$(grep -c '^ *[0-9]' "$r.cmp")" -eq 20 ] && [ "$(grep -c '^eval' "$r.cmp")" -eq 4 ] &&
         [ "$(grep -c '^aux' "$r.cmp")" -eq 20 ] && awk "BEGIN { exit !($worst <= 1e-5) }"
-    ok $? "$what: 20 steps of per-step losses and 4 held-out losses within 1e-5 of PyTorch (worst ${worst:-none})"
+    ok $? "$what: 20 steps of per-step losses, load-balancing losses and 4 held-out losses within 1e-5 of PyTorch (worst ${worst:-none})"
     [ -n "$worst" ] || diag < "$scratch/last.out"
     tail -n 4 "$r.cmp" | diag
 }
@@ -57,6 +57,9 @@ reference "qwen2-moe: shared expert with sigmoid gate, top-2 not renormalised, z
     model.n_shared_expert=2 model.moe_norm_topk=.false. model.qkv_bias=.true. train.moe_z_loss=1e-3
 reference "sigmoid router, renormalised, 1 rank" 1 model.moe_router='sigmoid'
 reference "capacity factor 1.0 with drops, 1 rank" 1 train.moe_capacity=1.0
+drops=$(sed -n 's/.*| dropped \([0-9.]*\)%.*/\1/p' "$scratch/last.out" | sort -n | tail -n 1)
+awk "BEGIN { exit !(${drops:-0} > 1) }"
+ok $? "capacity factor 1.0: the progress line shows token choices dropped (up to ${drops:-none}% a step)"
 reference "mixtral on dp 2" 2
 reference "qwen2-moe on tp 2 + SP x pp 2" 4 parallel.tp=2 parallel.pp=2 parallel.sequence_parallel=.true. \
     model.n_shared_expert=2 model.moe_norm_topk=.false. model.qkv_bias=.true.

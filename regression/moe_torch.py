@@ -17,10 +17,10 @@ step, `step triad reference rel_err`; when the run evaluated
 (train.eval_every, its /eval in metrics.h5) the reference computes the same
 held-out loss after those steps, the first train.eval_batches global
 batches of data.val_path in order, and prints `eval step triad reference
-rel_err` lines.  Then one line `aux step A` per step, A the step's
+rel_err` lines.  Then one line `aux step triad A rel_err` per step, A the step's
 load-balancing loss (the mean over its micro-batches of the mean over the
-layers, unscaled by train.moe_aux_loss; printed, not compared), and last
-`worst REL` (over the step and eval lines); it exits 0.
+layers, unscaled by train.moe_aux_loss) beside triad's metrics/moe_aux_loss,
+and last `worst REL` (over the step, eval and aux lines); it exits 0.
 
 The model, as Hugging Face defines it (not as triad computes it):
   * embedding lookup; no position table;
@@ -290,6 +290,8 @@ def main(argv):
         deck = f.attrs["deck"]
         cfg = dict(DEFAULTS, **deck_values(deck.decode() if isinstance(deck, bytes) else str(deck)))
         triad_loss = np.asarray(f["metrics/loss"][...], dtype=np.float64)
+        triad_aux = np.asarray(f["metrics/moe_aux_loss"][...], dtype=np.float64) if "metrics/moe_aux_loss" in f \
+            else None
         evals = {}
         if "eval" in f:
             evals = dict(zip((int(x) for x in f["eval/step"][...]), (float(x) for x in f["eval/loss"][...])))
@@ -336,7 +338,13 @@ def main(argv):
         torch.nn.utils.clip_grad_norm_(model.parameters(), real(cfg["train.grad_clip"]))
         opt.step()
         ref = ce_sum / n_micro
-        aux_lines.append("aux %3d %.9e" % (s + 1, aux_sum / n_micro))
+        ref_aux = aux_sum / n_micro
+        if triad_aux is not None and model.E:  # triad's metrics/moe_aux_loss, compared like the loss
+            e = abs(triad_aux[s] - ref_aux) / abs(ref_aux)
+            worst = max(worst, e)
+            aux_lines.append("aux %3d %.9e %.9e %.2e" % (s + 1, triad_aux[s], ref_aux, e))
+        else:
+            aux_lines.append("aux %3d %.9e" % (s + 1, ref_aux))
         e = abs(triad_loss[s] - ref) / abs(ref)
         worst = max(worst, e)
         print("%3d %.9e %.9e %.2e" % (s + 1, triad_loss[s], ref, e))

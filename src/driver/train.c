@@ -25,6 +25,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "model.h"
+#include "moe.h"
 #include "optim.h"
 #include "pipeline_exec.h"
 #include "plan.h"
@@ -177,8 +178,13 @@ static void setup(struct run *r)
     if (g->rank == 0 && metrics_open(&r->metrics, cfg->io.run_dir, r->deck, r->step,
                                      (int)cfg->io.metrics_flush, msg, sizeof msg) != 0)
         failed = 1;
+    if (g->rank == 0 && !failed && d.E && metrics_moe(&r->metrics, d.L, d.E) != 0) {
+        snprintf(msg, sizeof msg, "cannot add /metrics/moe_tokens to %s/metrics.h5", cfg->io.run_dir);
+        failed = 1;
+    }
     if (g->rank != 0) r->metrics.file = -1;
     die_all_if(g->world_comm, failed, msg, "set io.run_dir to a writable directory");
+    if (d.E) r->moe_sums = xcalloc(5 + (size_t)d.L * d.E, sizeof *r->moe_sums);
 
     r->allocated = plan_allocated(&r->model, &r->optim, g); /* (rank 0: every rank's; NULL elsewhere) */
     unsigned long long state = r->allocated ? r->allocated[0] + r->allocated[1] + r->allocated[2] : 0;
@@ -219,6 +225,32 @@ static int overflow_consensus(struct run *r, int local)
     return first == INT_MAX ? -1 : first;
 }
 
+/* A mixture of experts' statistics of the step (moe.h) into sm, summed over
+ * the ranks: each layer's on the stage holding it, each micro-batch's on its
+ * replica, the tp ranks' alike (tp rank 0's counted).  Collective. */
+static void moe_step_stats(struct run *r, struct step_metrics *sm)
+{
+    const struct model_dims *d = &r->model.d;
+    if (!d->E) return;
+    const struct moe_stats *st = &r->model.moe->stats;
+    size_t n = 5 + (size_t)d->L * d->E;
+    double *v = r->moe_sums;
+    memset(v, 0, n * sizeof *v);
+    if (d->tp_rank == 0) {
+        v[0] = st->aux, v[1] = st->z, v[2] = st->layers, v[3] = st->slots, v[4] = st->dropped;
+        for (int j = 0; j < d->Lp; j++)
+            for (int e = 0; e < d->E; e++)
+                v[5 + (size_t)model_global_layer(d, j) * d->E + e] = st->tokens[(size_t)j * d->E + e];
+    }
+    if (d->tp > 1) comm_allreduce_sum_f64(&r->comm, CG_TP, v, n);
+    if (r->g->pp > 1) comm_allreduce_sum_f64(&r->comm, CG_PP, v, n);
+    comm_allreduce_sum_f64(&r->comm, CG_DP, v, n);
+    sm->moe_aux = v[2] > 0 ? v[0] / v[2] : 0;
+    sm->moe_z = v[2] > 0 ? v[1] / v[2] : 0;
+    sm->moe_dropped = v[3] > 0 ? v[4] / v[3] : 0;
+    sm->moe_tokens = v + 5;
+}
+
 /* One optimizer step: fills the step's metrics (loss: the mean over the
  * global batch).  A step whose gradients are not finite anywhere is skipped
  * on every rank. */
@@ -230,6 +262,7 @@ static void train_step(struct run *r, struct step_metrics *sm)
 
     if (cfg->diag.inject_nan_step == r->step + 1) diag_inject_nan(&r->model, cfg->diag.inject_tensor);
     model_zero_grad(&r->model);
+    moe_stats_reset(&r->model);
     if (cfg->diag.slow_rank == r->g->rank) { /* testing aid: a straggler */
         timer_start(&r->timers, T_FORWARD);
         pause_for(cfg->diag.slow_seconds);
@@ -242,6 +275,7 @@ static void train_step(struct run *r, struct step_metrics *sm)
     dp_finish(&r->dp);
     if (r->g->pp > 1) comm_allreduce_sum_f64(&r->comm, CG_PP, &loss, 1); /* the last stage has it */
     comm_allreduce_sum_f64(&r->comm, CG_DP, &loss, 1);
+    moe_step_stats(r, sm);
     timer_stop(&r->timers, T_DP_REDUCE);
 
     timer_start(&r->timers, T_OPTIMIZER);
@@ -448,6 +482,7 @@ static void teardown(struct run *r)
     eval_free(&r->eval);
     ranks_free(&r->ranks);
     free(r->allocated);
+    free(r->moe_sums);
     pp_exec_free(&r->exec);
     dp_free(&r->dp);
     optim_free(&r->optim);

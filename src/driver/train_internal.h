@@ -58,6 +58,7 @@ struct run {
     double t_start;             /* wtime() when training began (the progress line's elapsed time) */
     unsigned long long *allocated; /* rank 0: [world x 4] the bytes each rank allocated (plan_allocated) */
     size_t planned_peak;        /* this rank's peak memory as planned (plan_check) */
+    double *moe_sums;           /* a mixture of experts: the step's statistics summed over the ranks (5 + L E) */
 };
 
 /* The run directory (train_start.c): io.run_dir created if need be and

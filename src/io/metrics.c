@@ -14,11 +14,13 @@
 /* ------------------------------------------------------------- metrics.h5 */
 
 enum { M_STEP, M_LOSS, M_LR, M_GNORM, M_SCALE, M_TOKS, M_MFU, M_TIME, M_SKIPPED,
-       M_COMM_TP, M_COMM_DP, M_COMM_PP, M_COMM_S, M_WALL, M_BUSY_MIN, M_BUSY_MED, M_BUSY_MAX, M_SLOWEST, M_COMM_CP, M_COUNT };
+       M_COMM_TP, M_COMM_DP, M_COMM_PP, M_COMM_S, M_WALL, M_BUSY_MIN, M_BUSY_MED, M_BUSY_MAX, M_SLOWEST, M_COMM_CP,
+       M_MOE_AUX, M_MOE_Z, M_MOE_DROPPED, M_COUNT };
 static const char *mnames[M_COUNT] = {"step", "loss", "lr", "grad_norm", "loss_scale", "tokens_per_s", "mfu",
                                       "step_time", "skipped", "comm_tp_bytes", "comm_dp_bytes",
                                       "comm_pp_bytes", "comm_seconds", "time", "busy_min", "busy_median",
-                                      "busy_max", "slowest_rank", "comm_cp_bytes"};
+                                      "busy_max", "slowest_rank", "comm_cp_bytes", "moe_aux_loss", "moe_z_loss",
+                                      "moe_dropped"};
 /* Every dataset says what it holds: attributes units and description. */
 static const char *const munits[M_COUNT][2] = {
     {"1", "optimizer steps done (1-based)"},
@@ -40,6 +42,12 @@ static const char *const munits[M_COUNT][2] = {
     {"s", "the busiest rank's"},
     {"1", "the busiest rank (world rank)"},
     {"bytes", "payload bytes rank 0 moved on the cp communicator in the step (ring attention's keys, values and their gradients)"},
+    {"1", "mixture of experts: the load-balancing loss E sum_i f_i P_i, mean over the layers and micro-batches, "
+          "before train.moe_aux_loss (its least is k, perfect balance); 0 for a dense model"},
+    {"1", "mixture of experts: the router z-loss mean_t logsumexp^2, mean over the layers and micro-batches, before "
+          "train.moe_z_loss; 0 for a dense model"},
+    {"1", "mixture of experts: the fraction of token choices the capacity dropped (train.moe_capacity); 0 for a "
+          "dense model"},
 };
 
 static hid_t mtype(int i)
@@ -184,6 +192,7 @@ static int reopen_datasets(struct metrics_file *mf, int64_t last)
         }
         if (mf->dset[i] < 0) return -1;
     }
+    mf->moe_tokens = -1;
     hid_t space = H5Dget_space(mf->dset[M_STEP]);
     hsize_t n = 0;
     H5Sget_simple_extent_dims(space, &n, NULL);
@@ -210,6 +219,7 @@ int metrics_open(struct metrics_file *mf, const char *run_dir, const char *deck,
 {
     memset(mf, 0, sizeof *mf);
     mf->file = -1;
+    mf->moe_tokens = -1;
     mf->flush_every = flush_every;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* failures are reported here, once, not by HDF5's stack dump */
     char path[4096];
@@ -274,7 +284,7 @@ int metrics_append(struct metrics_file *mf, const struct step_metrics *s)
     double v[M_COUNT] = {0, s->loss, s->lr, s->grad_norm, s->loss_scale, s->tokens_per_s, s->mfu, s->step_time, 0,
                          s->comm_bytes[CG_TP], s->comm_bytes[CG_DP], s->comm_bytes[CG_PP], s->comm_seconds,
                          (double)now.tv_sec + 1e-9 * (double)now.tv_nsec, s->busy_min, s->busy_median, s->busy_max, 0,
-                         s->comm_bytes[CG_CP]};
+                         s->comm_bytes[CG_CP], s->moe_aux, s->moe_z, s->moe_dropped};
     hsize_t newsize = mf->rows + 1, start = mf->rows, one = 1;
     hid_t mem = H5Screate_simple(1, &one, NULL);
     int rc = 0;
@@ -288,11 +298,59 @@ int metrics_append(struct metrics_file *mf, const struct step_metrics *s)
         H5Sclose(fs);
     }
     H5Sclose(mem);
+    if (rc == 0 && mf->moe_tokens >= 0 && s->moe_tokens) { /* the row (L, E) */
+        hsize_t dims[3] = {newsize, mf->moe_dims[1], mf->moe_dims[2]}, at[3] = {start, 0, 0};
+        hsize_t count[3] = {1, mf->moe_dims[1], mf->moe_dims[2]};
+        hid_t fs = H5Dset_extent(mf->moe_tokens, dims) < 0 ? -1 : H5Dget_space(mf->moe_tokens);
+        hid_t ms = H5Screate_simple(3, count, NULL);
+        if (fs < 0 || H5Sselect_hyperslab(fs, H5S_SELECT_SET, at, NULL, count, NULL) < 0 ||
+            H5Dwrite(mf->moe_tokens, H5T_NATIVE_DOUBLE, ms, fs, H5P_DEFAULT, s->moe_tokens) < 0)
+            rc = -1;
+        if (fs >= 0) H5Sclose(fs);
+        H5Sclose(ms);
+    }
     mf->rows = newsize;
     if (rc == 0 && mf->flush_every > 0 && mf->rows % (hsize_t)mf->flush_every == 0)
         rc = H5Fflush(mf->file, H5F_SCOPE_GLOBAL) < 0 ? -1 : 0;
     if (rc != 0) give_up(mf, "writing step", s->step);
     return rc;
+}
+
+int metrics_moe(struct metrics_file *mf, int L, int E)
+{
+    if (mf->file < 0) return 0;
+    const char *path = "/metrics/moe_tokens";
+    hsize_t dims[3] = {mf->rows, (hsize_t)L, (hsize_t)E};
+    if (H5Lexists(mf->file, path, H5P_DEFAULT) > 0) {
+        mf->moe_tokens = H5Dopen2(mf->file, path, H5P_DEFAULT);
+        hsize_t had[3] = {0, 0, 0};
+        hid_t sp = mf->moe_tokens < 0 ? -1 : H5Dget_space(mf->moe_tokens);
+        if (sp >= 0 && H5Sget_simple_extent_ndims(sp) == 3) H5Sget_simple_extent_dims(sp, had, NULL);
+        if (sp >= 0) H5Sclose(sp);
+        if (had[1] != dims[1] || had[2] != dims[2]) { /* another model's: begin the column anew */
+            if (mf->moe_tokens >= 0) H5Dclose(mf->moe_tokens);
+            mf->moe_tokens = -1;
+            if (H5Ldelete(mf->file, path, H5P_DEFAULT) < 0) return -1;
+        } else if (H5Dset_extent(mf->moe_tokens, dims) < 0)
+            return -1;
+    }
+    if (mf->moe_tokens < 0) {
+        hsize_t zero[3] = {0, dims[1], dims[2]}, maxdims[3] = {H5S_UNLIMITED, dims[1], dims[2]};
+        hsize_t chunk[3] = {16, dims[1], dims[2]};
+        hid_t space = H5Screate_simple(3, zero, maxdims), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+        H5Pset_chunk(dcpl, 3, chunk);
+        mf->moe_tokens = H5Dcreate2(mf->file, path, H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+        H5Pclose(dcpl);
+        H5Sclose(space);
+        if (mf->moe_tokens < 0 ||
+            describe(mf->moe_tokens, "tokens", "mixture of experts: the token choices each expert of each layer "
+                                               "took in the step, over the global batch (step, layer, expert), "
+                                               "before the capacity") ||
+            (mf->rows && H5Dset_extent(mf->moe_tokens, dims) < 0)) /* (rows of older steps: 0) */
+            return -1;
+    }
+    mf->moe_dims[0] = dims[0], mf->moe_dims[1] = dims[1], mf->moe_dims[2] = dims[2];
+    return 0;
 }
 
 /* /comm/{bytes,calls,seconds} [communicator][operation] of the whole run. */
@@ -416,6 +474,7 @@ int metrics_close(struct metrics_file *mf, const double *timer_totals_all, int w
     }
     for (int i = 0; i < M_COUNT; i++)
         if (mf->dset[i] > 0) H5Dclose(mf->dset[i]);
+    if (mf->moe_tokens >= 0) H5Dclose(mf->moe_tokens);
     if (H5Fclose(mf->file) < 0) rc = -1;
     mf->file = -1;
     return rc;
@@ -434,14 +493,16 @@ void metrics_print_step(FILE *f, const struct step_metrics *s, int64_t total_ste
     char eta[32], elapsed[32];
     fmt_duration(eta, sizeof eta, eta_s);
     fmt_duration(elapsed, sizeof elapsed, elapsed_s);
-    char val[40] = "", slow[64] = "";
+    char val[40] = "", slow[64] = "", moe[64] = "";
     if (s->val_loss == s->val_loss) snprintf(val, sizeof val, " | val loss %.6f", s->val_loss);
+    if (s->moe_tokens)
+        snprintf(moe, sizeof moe, " | aux %.4f | dropped %.1f%%", s->moe_aux, 100.0 * s->moe_dropped);
     if (s->straggler >= 0)
         snprintf(slow, sizeof slow, " | straggler rank %d (+%.0f%%)", s->straggler,
                  100.0 * (s->busy_max / (s->busy_median > 0 ? s->busy_median : 1) - 1));
-    fprintf(f, "step %6lld/%lld | loss %.6f%s | lr %.3e | grad norm %.4f | %9.0f tok/s | MFU %5.1f%% | %7.1f ms | "
+    fprintf(f, "step %6lld/%lld | loss %.6f%s%s | lr %.3e | grad norm %.4f | %9.0f tok/s | MFU %5.1f%% | %7.1f ms | "
             "elapsed %s | ETA %s%s%s\n",
-            (long long)s->step, (long long)total_steps, s->loss, val, s->lr, s->grad_norm, s->tokens_per_s,
+            (long long)s->step, (long long)total_steps, s->loss, val, moe, s->lr, s->grad_norm, s->tokens_per_s,
             100.0 * s->mfu, 1e3 * s->step_time, elapsed, eta, s->skipped ? " | skipped" : "", slow);
     fflush(f);
 }

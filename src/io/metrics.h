@@ -21,6 +21,11 @@ struct step_metrics {
     double busy_min, busy_median, busy_max; /* the ranks' busy seconds in the step (ranks.h) */
     int slowest_rank;       /* the busiest rank */
     int straggler;          /* a rank persistently slower than the others, or -1 */
+    /* a mixture of experts (else 0 and NULL): the load-balancing and z losses (means over the MoE
+     * layers and micro-batches, before their coefficients), the fraction of token choices dropped by
+     * the capacity, and the choices of each expert (L, E) over the global batch */
+    double moe_aux, moe_z, moe_dropped;
+    const double *moe_tokens;
 };
 
 /* metrics.h5 (rank 0 only; other ranks hold a closed writer). */
@@ -29,6 +34,8 @@ struct metrics_file {
     hid_t dset[24]; /* M_COUNT of metrics.c */
     hsize_t rows;
     hsize_t rows_at_open;  /* the rows an earlier run left (a restart): the timers are this run's alone */
+    hid_t moe_tokens;      /* /metrics/moe_tokens (rows, L, E) of a mixture of experts, else -1 */
+    hsize_t moe_dims[3];
     int flush_every;
     char failed[256]; /* why writing stopped ("" while it works): then file < 0 */
 };
@@ -38,6 +45,10 @@ struct metrics_file {
 int metrics_open(struct metrics_file *mf, const char *run_dir, const char *deck, int64_t first_step,
                  int flush_every, char *err, size_t errlen);
 int metrics_append(struct metrics_file *mf, const struct step_metrics *s);
+/* A mixture of experts of L layers of E experts: /metrics/moe_tokens, a
+ * row (L, E) per step beside the other columns (created, or re-opened and
+ * cut to the rows kept).  Rank 0, after metrics_open. */
+int metrics_moe(struct metrics_file *mf, int L, int E);
 /* A held-out evaluation after step (train.eval_every): a row of
  * /eval/{step, loss, tokens}.  Rank 0. */
 int metrics_eval(struct metrics_file *mf, int64_t step, double loss, int64_t tokens);
