@@ -32,7 +32,7 @@ static double maxdev(const float *a, const float *b, size_t n, double scale)
 static void check(int cp, int NH, int NKV)
 {
     struct grid g;
-    grid_init(&g, 1, cp, 4 / cp, 1);
+    grid_init(&g, 1, cp, 4 / cp, 1, 1);
     struct comm cm;
     comm_init(&cm, &g);
     struct cp_dims d = {.rank = g.cp_rank, .size = cp, .B = B, .Tl = T / cp, .NH = NH, .NKV = NKV, .HS = HS,

@@ -73,7 +73,7 @@ static double grad_dev(const struct model *mt, const struct model *ms, int id, i
 static void check(int tp, int sp, const int32_t *in, const int32_t *tg, int rank)
 {
     struct grid g;
-    grid_init(&g, tp, 1, 4 / tp, 1);
+    grid_init(&g, tp, 1, 4 / tp, 1, 1);
     struct comm cm;
     comm_init(&cm, &g);
     struct model_dims dt, ds;

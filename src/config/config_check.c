@@ -139,6 +139,12 @@ static int check_model(const struct config *cfg, struct deck_error *err)
 static int check_moe(const struct config *cfg, struct deck_error *err)
 {
     int64_t E = cfg->model.n_expert, K = cfg->model.n_expert_active;
+    int64_t ep = cfg->parallel.ep;
+    if (E == 0 && ep > 1) {
+        deck_error_set(err, 0, 0, "ep = %" PRId64 " without experts (n_expert = 0): expert parallelism splits a "
+                                  "mixture's experts", ep);
+        return deck_error_hint(err, "set ep = 1, or n_expert > 0");
+    }
     if (E == 0) {
         if (cfg->model.n_shared_expert) {
             deck_error_set(err, 0, 0, "n_shared_expert = %" PRId64 " without routed experts (n_expert = 0)",
@@ -158,6 +164,17 @@ static int check_moe(const struct config *cfg, struct deck_error *err)
                                   " (each token chooses k distinct experts)", K, E);
         return deck_error_hint(err, "set n_expert_active <= %" PRId64, E);
     }
+    if (E % ep) {
+        char a[64];
+        deck_error_set(err, 0, 0, "n_expert = %" PRId64 " is not divisible by ep = %" PRId64 " (each expert-parallel "
+                                  "rank holds the same number of experts)", E, ep);
+        return suggest(err, "ep", near_divisors(a, sizeof a, E, ep, config_key_max("parallel", "ep")), NULL, NULL,
+                       NULL);
+    }
+    if (ep > 1 && cfg->parallel.zero_stage > 0)
+        return not_yet(err, "set zero_stage = 0, or ep = 1",
+                       "ZeRO (zero_stage = %" PRId64 ") with expert parallelism (ep = %" PRId64 "): the experts' "
+                       "state would be sharded over their own replicas", cfg->parallel.zero_stage, ep);
     int zb = cfg->parallel.schedule_id == PARALLEL_SCHEDULE_zb_h1 || cfg->parallel.schedule_id == PARALLEL_SCHEDULE_zb_h2 ||
              cfg->parallel.schedule_id == PARALLEL_SCHEDULE_zbv;
     if (zb)
@@ -343,6 +360,13 @@ static int check_world(const struct config *cfg, int world, struct deck_error *e
                        tp_pp);
         return deck_error_hint(err, "launch a multiple of %" PRId64 " ranks (mpirun -n %s)", tp_pp,
                         near_multiples(m, sizeof m, world, tp_pp, INT32_MAX));
+    }
+    int64_t ep = cfg->parallel.ep, dpcp = (dp > 0 ? dp : world / tp_pp) * cp;
+    if (dpcp % ep) {
+        deck_error_set(err, 0, 0, "ep = %" PRId64 " does not divide dp * cp = %" PRId64 " (the experts are shared by "
+                                  "groups of ep of the data-parallel ranks)", ep, dpcp);
+        return deck_error_hint(err, "set ep to a divisor of %" PRId64 " (%s), or launch a multiple of %" PRId64
+                                    " ranks", dpcp, near_divisors(m, sizeof m, dpcp, ep, dpcp), tp_pp * ep);
     }
     return 0;
 }

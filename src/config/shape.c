@@ -108,6 +108,7 @@ void run_shape_init(struct run_shape *s, const struct config *cfg, int world, in
     s->dp = shape_dp(cfg, world);
     s->cp = (int)cfg->parallel.cp;
     s->dpcp = s->dp * s->cp;
+    s->ep = (int)cfg->parallel.ep;
     s->sp = cfg->parallel.sequence_parallel && s->tp > 1;
     s->sched = shape_schedule(cfg);
     s->schedule_file = s->sched == PP_FILE ? cfg->parallel.schedule_file : NULL;

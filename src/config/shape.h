@@ -31,6 +31,7 @@ struct run_shape {
     int world;            /* ranks (0: not known yet, e.g. `triad check` without world=) */
     int tp, pp, dp, v;    /* the grid; v: model chunks per pipeline rank (virtual stages) */
     int cp;               /* context-parallel ranks (each holds seq_len / cp positions) */
+    int ep;               /* expert parallelism: groups of ep of the dp * cp ranks share the experts */
     int dpcp;             /* dp * cp: the ranks holding replicas of one shard's parameters, over which
                              the gradients are reduced and ZeRO shards */
     int sp;               /* sequence parallelism in effect (asked and tp > 1) */

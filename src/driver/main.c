@@ -262,7 +262,7 @@ static int train(const struct config *cfg, int world)
     struct run_shape s;
     run_shape_init(&s, cfg, world, 0);
     struct grid g;
-    grid_init(&g, s.tp, s.cp, s.dp, s.pp);
+    grid_init(&g, s.tp, s.cp, s.dp, s.pp, s.ep);
     char desc[256];
     grid_describe(&g, desc, sizeof desc);
     char *deck = echo_deck(cfg);

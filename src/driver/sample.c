@@ -260,7 +260,7 @@ static int open_model(struct sampler *S, const char *ckpt, struct grid *g, char 
                  (long long)cfg.model.n_head, (long long)s.fam.NKV, (long long)s.fam.F);
         return -1;
     }
-    grid_init(g, world, 1, 1, 1);
+    grid_init(g, world, 1, 1, 1, 1);
     struct model_dims d;
     model_dims_init(&d, &cfg, &s, g);
     model_init(&S->m, &d, &cpu_device, 1, (struct model_buffers){.slots = 1}, 0);

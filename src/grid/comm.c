@@ -20,6 +20,8 @@ static MPI_Comm comm_of(const struct comm *c, enum comm_group g)
     case CG_PP: return gr->pp_comm;
     case CG_EMBED: return gr->embed_comm;
     case CG_CP: return gr->cp_comm;
+    case CG_EP: return gr->ep_comm;
+    case CG_EDP: return gr->edp_comm;
     default: break;
     }
     die("unknown communicator %d", (int)g);
@@ -223,6 +225,40 @@ void comm_allgather_f32(struct comm *c, enum comm_group g, float *full, const fl
     mpi_done(c, full, f, all);
     flight_end();
     account(c, g, CO_ALLGATHER, all * sizeof(float), t0);
+}
+
+void comm_alltoall_int(struct comm *c, enum comm_group g, const int *send, int *recv, int n)
+{
+    double t0 = wtime();
+    size_t bytes = (size_t)n * (size_t)group_size(c, g) * sizeof(int);
+    flight_begin(g, CO_ALLTOALL, -1, (double)bytes);
+    MPI_CHECK(MPI_Alltoall(send, n, MPI_INT, recv, n, MPI_INT, comm_of(c, g)));
+    flight_end();
+    account(c, g, CO_ALLTOALL, bytes, t0);
+}
+
+void comm_alltoallv_f32(struct comm *c, enum comm_group g, const float *send, const int *sendcounts,
+                        const int *sdispls, float *recv, const int *recvcounts, const int *rdispls)
+{
+    int size = group_size(c, g);
+    size_t ns = 0, nr = 0;
+    for (int j = 0; j < size; j++) {
+        size_t s = (size_t)sdispls[j] + (size_t)sendcounts[j], r = (size_t)rdispls[j] + (size_t)recvcounts[j];
+        ns = s > ns ? s : ns;
+        nr = r > nr ? r : nr;
+    }
+    double t0 = wtime();
+    size_t sent = 0;
+    for (int j = 0; j < size; j++) sent += (size_t)sendcounts[j];
+    flight_begin(g, CO_ALLTOALL, -1, (double)(sent * sizeof(float)));
+    device_ready(c);
+    if (c->staged) stage(c, ns + nr);
+    const float *s = mpi_view(c, send, ns, 0, 1);
+    float *r = mpi_view(c, recv, nr, ns, 0);
+    MPI_CHECK(MPI_Alltoallv(s, sendcounts, sdispls, MPI_FLOAT, r, recvcounts, rdispls, MPI_FLOAT, comm_of(c, g)));
+    mpi_done(c, recv, r, nr);
+    flight_end();
+    account(c, g, CO_ALLTOALL, sent * sizeof(float), t0);
 }
 
 /* An all-gather of host memory: n values of elsize bytes a rank. */

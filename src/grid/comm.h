@@ -91,6 +91,14 @@ void comm_allgather_f32(struct comm *c, enum comm_group g, float *full, const fl
  * Collective over g. */
 void comm_allgather_u64(struct comm *c, enum comm_group g, uint64_t *all, const uint64_t *mine, size_t n);
 void comm_allgather_f64(struct comm *c, enum comm_group g, double *all, const double *mine, size_t n);
+/* All-to-all: rank i sends n ints of send (host memory) at send + j * n to
+ * rank j, and receives rank j's into recv + j * n (the counts of an
+ * exchange).  The f32 one moves model memory: sendcounts[j] floats at
+ * send + sdispls[j] to rank j, recvcounts[j] from rank j into recv +
+ * rdispls[j] (a mixture's tokens to their experts and back). */
+void comm_alltoall_int(struct comm *c, enum comm_group g, const int *send, int *recv, int n);
+void comm_alltoallv_f32(struct comm *c, enum comm_group g, const float *send, const int *sendcounts,
+                        const int *sdispls, float *recv, const int *recvcounts, const int *rdispls);
 /* full (size * n) summed over the group; rank i keeps block i in part (n). */
 void comm_reduce_scatter_f32(struct comm *c, enum comm_group g, float *part, const float *full, size_t n);
 /* ZeRO's two collectives over a flat buffer made of the group's slices

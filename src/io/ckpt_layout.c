@@ -51,6 +51,7 @@ void ckpt_tensor_ref(struct tensor_ref *t, const char *prefix, const struct mode
     t->replicated = param_table[id].shard == SHARD_NONE;
     t->primary = id != P_WTE || model_has_embedding(d); /* of a tied wte's two copies, the first stage writes */
     t->sliced = sb->sliced;
+    t->expert = param_group(d, id) == CG_EDP;
     t->nblocks = 0;
     t->elems = 0;
     t->local = NULL;
@@ -123,7 +124,8 @@ int ckpt_datasets_per_prefix(const struct model *m) { return model_logical_tenso
 
 int ckpt_owner(const struct tensor_ref *t, const struct grid *g)
 {
-    return t->local != NULL && t->primary && (t->sliced || g->dpcp_rank == 0) && (!t->replicated || g->tp_rank == 0);
+    int first_replica = t->expert ? g->edp_rank == 0 : g->dpcp_rank == 0;
+    return t->local != NULL && t->primary && (t->sliced || first_replica) && (!t->replicated || g->tp_rank == 0);
 }
 
 const char *const ckpt_prefix[3] = {"/model", "/optim/m", "/optim/v"};

@@ -27,6 +27,8 @@ struct tensor_ref {
     int replicated;        /* identical on every tp rank */
     int primary;           /* this copy is written (the tied wte: first stage's) */
     int sliced;            /* a part of a ZeRO slice: every dp rank owns its own */
+    int expert;            /* an expert's under expert parallelism: the ep ranks hold different ones, its
+                              replicas are the edp ranks */
     float *local;          /* the selection's first element in this rank's memory, or NULL if it holds none */
 };
 

@@ -29,7 +29,7 @@ struct moe_state;
 enum param_id {
     P_WTE, P_WPE, P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB,
     P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPROJW, P_FCPROJB, P_LNFW, P_LNFB, P_LMHEAD,
-    P_ROUTERW, P_EXPFCW, P_EXPPROJW, P_SHGATEW, NUM_PARAMS
+    P_ROUTERW, P_SHGATEW, P_EXPFCW, P_EXPPROJW, NUM_PARAMS /* (the experts' last: the flat layout ends with them) */
 };
 
 enum init_kind { INIT_NORMAL, INIT_NORMAL_SCALED, INIT_ZERO, INIT_ONE };
@@ -62,7 +62,8 @@ struct model_dims {
                                    experts', 0 without) */
     int E, K, Fe;               /* mixture of experts: routed experts (0: a dense MLP), experts per token,
                                    an expert's hidden width */
-    int El;                     /* the routed experts this rank holds (E without expert parallelism) */
+    int El;                     /* the routed experts this rank holds: E / ep */
+    int ep, ep_rank;            /* expert parallelism (grid.ep): this rank holds experts [ep_rank El, +El) */
     int qkv_bias;               /* q, k and v have biases (gpt2; llama with model.qkv_bias) */
     int shared_gate;            /* the shared experts' output is scaled by sigmoid(x . shared_gate_w) */
     int sigmoid_router, norm_topk; /* router scores by sigmoid (else softmax); top-k weights renormalised */
@@ -111,11 +112,22 @@ enum { MODEL_TP_REGIONS = 2 };
 static inline int model_q_heads(const struct model_dims *d) { return d->NH / d->tp; }
 static inline int model_kv_heads(const struct model_dims *d) { return d->NKV / d->tp; }
 static inline int model_qkv_cols(const struct model_dims *d) { return (d->NH + 2 * d->NKV) / d->tp * d->HS; }
+/* The most routed rows a rank's experts take per token of its micro-batch:
+ * its own k choices, or under expert parallelism those of the ep ranks'
+ * tokens, each of which sends at most min(k, El) rows to one rank (the
+ * dropless bound, which the capacity does not lower). */
+static inline int model_moe_rows(const struct model_dims *d)
+{
+    return d->ep > 1 ? d->ep * (d->K < d->El ? d->K : d->El) : d->K;
+}
 static inline int model_fc_cols(const struct model_dims *d)
 {
-    return ((d->llama ? 2 : 1) * d->F + 2 * d->K * d->Fe) / d->tp;
+    return ((d->llama ? 2 : 1) * d->F + 2 * model_moe_rows(d) * d->Fe) / d->tp;
 }
-static inline int model_hidden_cols(const struct model_dims *d) { return (d->F + d->K * d->Fe) / d->tp; }
+static inline int model_hidden_cols(const struct model_dims *d)
+{
+    return (d->F + model_moe_rows(d) * d->Fe) / d->tp;
+}
 
 /* The position in the sequence of this rank's local row l (cp.h). */
 static inline int model_position(const struct model_dims *d, int l) { return cp_position(d->cp, d->cp_rank, d->Tl, l); }
@@ -149,6 +161,19 @@ int model_wte_on_two_ranks(const struct model_dims *d);
 int param_row_parts(const struct model_dims *d, enum param_id id, size_t part[3]);
 /* Does the family have tensor id at all? */
 int param_present(const struct model_dims *d, enum param_id id);
+
+/* The communicator over which tensor id's replicas live, whose gradients
+ * are summed over it: the dp * cp ranks (CG_DP), or for an expert's under
+ * expert parallelism the replicas of the rank's experts (CG_EDP). */
+static inline enum comm_group param_group(const struct model_dims *d, enum param_id id)
+{
+    return param_table[id].expert && d->ep > 1 ? CG_EDP : CG_DP;
+}
+/* Where the experts' tensors begin in the flat layout (its end without). */
+static inline size_t model_experts_at(const struct model_dims *d, const size_t at[NUM_PARAMS], size_t flat)
+{
+    return d->ep > 1 ? at[P_EXPFCW] : flat;
+}
 
 /* A tensor's slices: one for a global tensor, one per layer of a per-layer
  * tensor, one per layer and expert of an expert's (layer-major).  A slice
@@ -243,11 +268,14 @@ struct scratch {
     float *dqkv;                    /* (N, model_qkv_cols) */
     float *dfch, *dfch_gelu;        /* (N, model_fc_cols), (N, model_hidden_cols) */
     float *cp;                      /* ring attention's blocks (cp_scratch_floats; NULL without cp) */
-    /* a mixture of experts (moe.c; NULL without): the routed rows (N K, C) twice, the router's logits
-     * (N, E) fp32 and their gradient, the shared experts' gate (N), each choice's weight and routed row
-     * (N K), each routed row's weight and token (N K), the d(weight)s by row then d(gate)s (N K + N) */
+    /* a mixture of experts (moe.c; NULL without): the rows the experts take (N Kx, C; Kx =
+     * model_moe_rows) twice, the router's logits (N, E) fp32 and their gradient, the shared experts' gate
+     * (N), each choice's weight and routed row (N K), each row's weight (N Kx) and token (N K), the
+     * d(weight)s by row then d(gate)s (N Kx + N) */
     float *moe_x, *moe_y, *moe_logits, *moe_gate, *moe_wslot, *moe_wrow, *moe_dot;
     int32_t *moe_row, *moe_token;
+    float *moe_send, *moe_wsend, *moe_dwl; /* expert parallelism: this rank's routed rows (N K, C), their weights
+                                              and d(weight)s (N K) on the way to and from the experts */
     struct layer_acts layer;        /* one layer's worth, for recomputed and (bf16/fp16) packed layers */
 };
 

@@ -128,16 +128,18 @@ static size_t slot_layout(struct chunk_acts *a, float *mem, const struct model_d
 static size_t scratch_layout(struct scratch *s, float *mem, const struct model_dims *d, int B)
 {
     size_t N = (size_t)B * d->Tl, C = (size_t)d->C, Cl = C / (size_t)d->tp, S = d->sp ? N / (size_t)d->tp : N;
-    size_t E = (size_t)d->E, K = (size_t)d->K;
+    size_t E = (size_t)d->E, K = (size_t)d->K, Kx = (size_t)model_moe_rows(d);
     struct cp_dims cd = model_cp_dims(d, B);
     struct { float **p; size_t n; } t[] = {
         {&s->full, N * C}, {&s->part, S * C}, {&s->dresidual, S * C}, {&s->dfull, N * C},
         {&s->dln_full, N * C}, {&s->dln_part, S * C}, {&s->datty, N * Cl}, {&s->dqkv, N * (size_t)model_qkv_cols(d)},
         {&s->dfch, N * (size_t)model_fc_cols(d)}, {&s->dfch_gelu, N * (size_t)model_hidden_cols(d)},
         {&s->cp, cp_scratch_floats(&cd)},
-        {&s->moe_x, N * K * C}, {&s->moe_y, N * K * C}, {&s->moe_logits, N * E}, {&s->moe_gate, E ? N : 0},
-        {&s->moe_wslot, N * K}, {&s->moe_wrow, N * K}, {&s->moe_dot, E ? N * K + N : 0},
+        {&s->moe_x, N * Kx * C}, {&s->moe_y, N * Kx * C}, {&s->moe_logits, N * E}, {&s->moe_gate, E ? N : 0},
+        {&s->moe_wslot, N * K}, {&s->moe_wrow, N * Kx}, {&s->moe_dot, E ? N * Kx + N : 0},
         {(float **)&s->moe_row, N * K}, {(float **)&s->moe_token, N * K}, /* (int32 in float-sized places) */
+        {&s->moe_send, d->ep > 1 ? N * K * C : 0}, {&s->moe_wsend, d->ep > 1 ? N * K : 0},
+        {&s->moe_dwl, d->ep > 1 ? N * K : 0},
     };
     size_t total = 0;
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {

@@ -30,9 +30,9 @@ const struct param_info param_table[NUM_PARAMS] = {
     [P_LNFB] = {"lnf_b", 0, 0, INIT_ZERO, SHARD_NONE, 1},
     [P_LMHEAD] = {"lm_head", 0, 1, INIT_NORMAL, SHARD_ROWS},
     [P_ROUTERW] = {"router_w", 1, 1, INIT_NORMAL, SHARD_NONE},
+    [P_SHGATEW] = {"shared_gate_w", 1, 1, INIT_NORMAL, SHARD_NONE},
     [P_EXPFCW] = {"fc_w", 1, 1, INIT_NORMAL, SHARD_ROWS, 0, 1},
     [P_EXPPROJW] = {"fcproj_w", 1, 1, INIT_NORMAL_SCALED, SHARD_COLS, 0, 1},
-    [P_SHGATEW] = {"shared_gate_w", 1, 1, INIT_NORMAL, SHARD_NONE},
 };
 
 int param_sp_partial(const struct model_dims *d, enum param_id id) { return d->sp && param_table[id].sp_partial; }
@@ -99,7 +99,7 @@ int param_local_slices(const struct model_dims *d, enum param_id id)
 }
 
 /* This rank's experts are [E0, E0 + El). */
-static int first_expert(const struct model_dims *d) { return 0 * d->El; }
+static int first_expert(const struct model_dims *d) { return d->ep_rank * d->El; }
 
 int param_slice_global(const struct model_dims *d, enum param_id id, int j)
 {
@@ -172,7 +172,9 @@ void model_dims_init(struct model_dims *d, const struct config *cfg, const struc
     d->E = (int)s->fam.E;
     d->K = (int)s->fam.K;
     d->Fe = (int)s->fam.Fe;
-    d->El = d->E;
+    d->ep = g->ep > 0 ? g->ep : 1;
+    d->ep_rank = g->ep_rank;
+    d->El = d->E / d->ep;
     d->shared_gate = cfg->model.moe_shared_gate != 0;
     d->sigmoid_router = cfg->model.moe_router_id == MODEL_MOE_ROUTER_sigmoid;
     d->norm_topk = cfg->model.moe_norm_topk != 0;

@@ -29,6 +29,14 @@ void moe_alloc(struct model *m)
     s->token = xcalloc(N * K, sizeof(int32_t));
     s->row_weight = xcalloc(N * K, sizeof(float));
     s->first = xcalloc(E + 1, sizeof(int));
+    size_t nb = (size_t)d->ep * (size_t)d->El;
+    s->block_row = xcalloc(nb, sizeof(int));
+    s->block_n = xcalloc(nb, sizeof(int));
+    s->block_expert = xcalloc(nb, sizeof(int));
+    s->sent = xcalloc(nb, sizeof(int));
+    s->recvd = xcalloc(nb, sizeof(int));
+    s->counts = xcalloc(4 * (size_t)d->ep, sizeof(int));
+    s->displs = s->counts + 2 * d->ep;
     s->chosen = xcalloc(E, sizeof(int));
     s->gate = d->F && d->shared_gate ? xcalloc(N, sizeof(float)) : NULL;
     s->dot = xcalloc(N * K + N, sizeof(float));
@@ -43,6 +51,7 @@ void moe_free(struct model *m)
     free(s->logits), free(s->probs), free(s->dlogits), free(s->expert), free(s->weight), free(s->row);
     free(s->token), free(s->row_weight), free(s->first), free(s->chosen), free(s->gate), free(s->dot);
     free(s->stats.tokens);
+    free(s->block_row), free(s->block_n), free(s->block_expert), free(s->sent), free(s->recvd), free(s->counts);
     free(s);
     m->moe = NULL;
 }
@@ -137,7 +146,80 @@ static void route(struct model *m)
     to_device(m, sc->moe_row, s->row, (size_t)N * K * sizeof(int32_t));
     to_device(m, sc->moe_token, s->token, (size_t)s->R * sizeof(int32_t));
     to_device(m, sc->moe_wslot, s->weight, (size_t)N * K * sizeof(float));
-    to_device(m, sc->moe_wrow, s->row_weight, (size_t)s->R * sizeof(float));
+    to_device(m, d->ep > 1 ? sc->moe_wsend : sc->moe_wrow, s->row_weight, (size_t)s->R * sizeof(float));
+}
+
+/* Where the routed rows go: without expert parallelism a block per expert
+ * here; with it, the rows of each local expert from each rank of the ep
+ * group (the counts exchanged first), blocks in (source, expert) order. */
+static void plan_blocks(struct model *m, struct comm *c)
+{
+    const struct model_dims *d = &m->d;
+    struct moe_state *s = m->moe;
+    int El = d->El, ep = d->ep;
+    if (ep == 1) {
+        for (int e = 0; e < El; e++)
+            s->block_row[e] = s->first[e], s->block_n[e] = s->first[e + 1] - s->first[e], s->block_expert[e] = e;
+        s->nblock = El;
+        s->Rx = s->R;
+        return;
+    }
+    for (int i = 0; i < ep * El; i++) s->sent[i] = s->first[i + 1] - s->first[i]; /* (global expert i) */
+    comm_alltoall_int(c, CG_EP, s->sent, s->recvd, El);
+    int at = 0;
+    for (int p = 0; p < ep; p++)
+        for (int e = 0; e < El; e++) {
+            int b = p * El + e;
+            s->block_row[b] = at, s->block_n[b] = s->recvd[b], s->block_expert[b] = e;
+            at += s->recvd[b];
+        }
+    s->nblock = ep * El;
+    s->Rx = at;
+}
+
+enum { TO_EXPERTS, FROM_EXPERTS };
+
+/* Rows of `width` floats between the ranks that route them (in the order
+ * of route: by global expert) and the ranks whose experts take them (in
+ * plan_blocks' order): an all-to-all over the ep group. */
+static void exchange(struct model *m, struct comm *c, const float *src, float *dst, int width, int dir)
+{
+    struct moe_state *s = m->moe;
+    int ep = m->d.ep, El = m->d.El;
+    int *sc = s->counts, *rc = s->counts + ep, *sd = s->displs, *rd = s->displs + ep;
+    for (int q = 0, so = 0, ro = 0; q < ep; q++) {
+        int out = 0, in = 0;
+        for (int e = 0; e < El; e++) out += s->sent[q * El + e], in += s->recvd[q * El + e];
+        if (dir == FROM_EXPERTS) {
+            int t = out;
+            out = in, in = t;
+        }
+        sc[q] = out * width, sd[q] = so * width, rc[q] = in * width, rd[q] = ro * width;
+        so += out, ro += in;
+    }
+    comm_alltoallv_f32(c, CG_EP, src, sc, sd, dst, rc, rd);
+}
+
+/* The rows of x (N, C) this rank's choices route, at the experts' ranks: into xr. */
+static void rows_to_experts(struct model *m, struct comm *c, const float *x, float *xr)
+{
+    struct scratch *sc = &m->scr;
+    struct moe_state *s = m->moe;
+    if (m->d.ep == 1) {
+        m->k->rows_gather(m->d.prec, xr, x, sc->moe_token, NULL, s->R, m->d.C);
+        return;
+    }
+    m->k->rows_gather(m->d.prec, sc->moe_send, x, sc->moe_token, NULL, s->R, m->d.C);
+    exchange(m, c, sc->moe_send, xr, m->d.C, TO_EXPERTS);
+}
+
+/* Rows of `width` computed at the experts (yr), back in this rank's route
+ * order: yr itself without expert parallelism, else `back`. */
+static const float *rows_from_experts(struct model *m, struct comm *c, const float *yr, float *back, int width)
+{
+    if (m->d.ep == 1) return yr;
+    exchange(m, c, yr, back, width, FROM_EXPERTS);
+    return back;
 }
 
 /* The shared experts' gate sigmoid(ln2 . w) per token, on the host and in the scratch. */
@@ -208,7 +290,6 @@ void moe_forward(struct model *m, struct comm *c, const struct layer_acts *la, c
     float *sh_act = la->fch_gelu, *act = la->fch_gelu + (size_t)N * Fs;
     router_logits(m, la->ln2, P[P_ROUTERW]);
     route(m);
-    int R = s->R;
     if (!s->replay) {
         double aux, z;
         aux_losses(m, &aux, &z);
@@ -216,31 +297,34 @@ void moe_forward(struct model *m, struct comm *c, const struct layer_acts *la, c
         s->stats.z += z;
         s->stats.layers += 1;
         s->stats.slots += (double)N * K;
-        s->stats.dropped += (double)N * K - R;
+        s->stats.dropped += (double)N * K - s->R;
         for (int e = 0; e < E; e++) s->stats.tokens[(size_t)j * E + e] += s->chosen[e];
         uint64_t h = s->stats.signature ? s->stats.signature : FNV1A_INIT;
         h = fnv1a(h, &j, sizeof j);
         h = fnv1a(h, s->expert, (size_t)N * K * sizeof *s->expert);
         s->stats.signature = fnv1a(h, s->row, (size_t)N * K * sizeof *s->row);
     }
-    /* the routed rows through their experts */
-    k->rows_gather(d->prec, sc->moe_x, la->ln2, sc->moe_token, NULL, R, C);
-    for (int e = 0; e < E; e++) {
-        int r0 = s->first[e], n = s->first[e + 1] - r0;
+    /* the routed rows through their experts (blocks of one expert each) */
+    plan_blocks(m, c);
+    int Rx = s->Rx;
+    rows_to_experts(m, c, la->ln2, sc->moe_x);
+    for (int b = 0; b < s->nblock; b++) {
+        int r0 = s->block_row[b], n = s->block_n[b], e = s->block_expert[b];
         if (n) k->matmul_forward(d->prec, fch + (size_t)r0 * 2 * Fe, sc->moe_x + (size_t)r0 * C,
                                  expert_fc(m, P[P_EXPFCW], e), NULL, n, C, 2 * Fe);
     }
     if (Fs) k->matmul_forward(d->prec, sh_fch, la->ln2, P[P_FCW], NULL, N, C, 2 * Fs);
-    model_fwd_out(m, la->fch, (size_t)N * 2 * Fs + (size_t)R * 2 * Fe, l, OUT_FC, "experts' fc");
-    k->swiglu_forward(d->prec, act, fch, (size_t)R, Fe);
+    model_fwd_out(m, la->fch, (size_t)N * 2 * Fs + (size_t)Rx * 2 * Fe, l, OUT_FC, "experts' fc");
+    k->swiglu_forward(d->prec, act, fch, (size_t)Rx, Fe);
     if (Fs) k->swiglu_forward(d->prec, sh_act, sh_fch, (size_t)N, Fs);
-    model_fwd_out(m, la->fch_gelu, (size_t)N * Fs + (size_t)R * Fe, l, OUT_ACT, "experts' swiglu");
-    for (int e = 0; e < E; e++) {
-        int r0 = s->first[e], n = s->first[e + 1] - r0;
+    model_fwd_out(m, la->fch_gelu, (size_t)N * Fs + (size_t)Rx * Fe, l, OUT_ACT, "experts' swiglu");
+    for (int b = 0; b < s->nblock; b++) {
+        int r0 = s->block_row[b], n = s->block_n[b], e = s->block_expert[b];
         if (n) k->matmul_forward(d->prec, sc->moe_y + (size_t)r0 * C, act + (size_t)r0 * Fe,
                                  expert_proj(m, P[P_EXPPROJW], e), NULL, n, Fe, C);
     }
-    model_fwd_out(m, sc->moe_y, (size_t)R * C, l, OUT_FCPROJ, "experts' fc projection");
+    model_fwd_out(m, sc->moe_y, (size_t)Rx * C, l, OUT_FCPROJ, "experts' fc projection");
+    const float *y = rows_from_experts(m, c, sc->moe_y, sc->moe_send, C);
     /* the shared experts' output, gated, then each token's choices in order */
     if (Fs) {
         k->matmul_forward(d->prec, out, sh_act, P[P_FCPROJW], NULL, N, Fs, C);
@@ -250,7 +334,7 @@ void moe_forward(struct model *m, struct comm *c, const struct layer_acts *la, c
             k->rows_gather(d->prec, out, out, NULL, sc->moe_gate, N, C);
         }
     }
-    k->rows_combine(d->prec, out, sc->moe_y, sc->moe_row, sc->moe_wslot, N, K, C, Fs > 0);
+    k->rows_combine(d->prec, out, y, sc->moe_row, sc->moe_wslot, N, K, C, Fs > 0);
     model_fwd_out(m, out, (size_t)N * C, l, OUT_FCPROJ, "experts' output");
 }
 
@@ -321,9 +405,11 @@ void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, 
     s->replay = 1;
     router_logits(m, la->ln2, P[P_ROUTERW]);
     route(m);
+    plan_blocks(m, c);
     if (s->gate) shared_gate(m, la->ln2, P[P_SHGATEW]);
     s->replay = 0;
     int R = s->R;
+    size_t gate_at = (size_t)N * model_moe_rows(d); /* d(gate) after the routed rows' d(weight)s in moe_dot */
     memset(s->dot, 0, ((size_t)N * K + N) * sizeof(float));
 
     /* the shared experts: d(act) = g dout W, and d(gate) = <dout W, act> */
@@ -331,7 +417,7 @@ void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, 
         k->matmul_backward(d->prec, sh_dact, NULL, NULL, dout, sh_act, P[P_FCPROJW], N, Fs, C);
         const float *gdout = dout;
         if (s->gate) {
-            k->rows_dot(d->prec, sc->moe_dot + (size_t)N * K, sh_dact, sh_act, N, Fs);
+            k->rows_dot(d->prec, sc->moe_dot + gate_at, sh_dact, sh_act, N, Fs);
             k->rows_gather(d->prec, sh_dact, sh_dact, NULL, sc->moe_gate, N, Fs);
             k->rows_gather(d->prec, sc->moe_x, dout, NULL, sc->moe_gate, N, C);
             gdout = sc->moe_x;
@@ -342,39 +428,43 @@ void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, 
         model_bwd_out(m, sh_dfch, (size_t)N * 2 * Fs);
         k->matmul_backward(d->prec, dln, G[P_FCW], NULL, sh_dfch, la->ln2, P[P_FCW], N, C, 2 * Fs);
     }
-    /* the routed rows: d(act) = w dout W, d(weight) = <dout W, act> */
-    k->rows_gather(d->prec, sc->moe_x, dout, sc->moe_token, NULL, R, C);
-    for (int e = 0; e < E; e++) {
-        int r0 = s->first[e], n = s->first[e + 1] - r0;
+    /* the routed rows at their experts: d(act) = w dout W, d(weight) = <dout W, act> */
+    int Rx = s->Rx;
+    rows_to_experts(m, c, dout, sc->moe_x);
+    if (d->ep > 1) exchange(m, c, sc->moe_wsend, sc->moe_wrow, 1, TO_EXPERTS); /* the rows' weights */
+    for (int b = 0; b < s->nblock; b++) {
+        int r0 = s->block_row[b], n = s->block_n[b], e = s->block_expert[b];
         if (n) k->matmul_backward(d->prec, dact + (size_t)r0 * Fe, NULL, NULL, sc->moe_x + (size_t)r0 * C,
                                   act + (size_t)r0 * Fe, expert_proj(m, P[P_EXPPROJW], e), n, Fe, C);
     }
-    k->rows_dot(d->prec, sc->moe_dot, dact, act, R, Fe); /* (by row; into choices below) */
-    k->rows_gather(d->prec, dact, dact, NULL, sc->moe_wrow, R, Fe);
-    model_bwd_out(m, dact, (size_t)R * Fe);
-    k->rows_gather(d->prec, sc->moe_x, sc->moe_x, NULL, sc->moe_wrow, R, C);
-    for (int e = 0; e < E; e++) {
-        int r0 = s->first[e], n = s->first[e + 1] - r0;
+    k->rows_dot(d->prec, sc->moe_dot, dact, act, Rx, Fe); /* (by row; back at the routing rank below) */
+    const float *dot = rows_from_experts(m, c, sc->moe_dot, sc->moe_dwl, 1);
+    k->rows_gather(d->prec, dact, dact, NULL, sc->moe_wrow, Rx, Fe);
+    model_bwd_out(m, dact, (size_t)Rx * Fe);
+    k->rows_gather(d->prec, sc->moe_x, sc->moe_x, NULL, sc->moe_wrow, Rx, C);
+    for (int b = 0; b < s->nblock; b++) {
+        int r0 = s->block_row[b], n = s->block_n[b], e = s->block_expert[b];
         if (n) k->matmul_backward(d->prec, NULL, (float *)expert_proj(m, G[P_EXPPROJW], e), NULL,
                                   sc->moe_x + (size_t)r0 * C, act + (size_t)r0 * Fe, NULL, n, Fe, C);
     }
-    k->swiglu_backward(d->prec, dfch, fch, dact, (size_t)R, Fe);
-    model_bwd_out(m, dfch, (size_t)R * 2 * Fe);
-    k->rows_gather(d->prec, sc->moe_y, la->ln2, sc->moe_token, NULL, R, C); /* the rows' inputs again */
-    for (int e = 0; e < E; e++) {
-        int r0 = s->first[e], n = s->first[e + 1] - r0;
+    k->swiglu_backward(d->prec, dfch, fch, dact, (size_t)Rx, Fe);
+    model_bwd_out(m, dfch, (size_t)Rx * 2 * Fe);
+    rows_to_experts(m, c, la->ln2, sc->moe_y); /* the rows' inputs again */
+    for (int b = 0; b < s->nblock; b++) {
+        int r0 = s->block_row[b], n = s->block_n[b], e = s->block_expert[b];
         if (n) k->matmul_backward(d->prec, sc->moe_x + (size_t)r0 * C, (float *)expert_fc(m, G[P_EXPFCW], e), NULL,
                                   dfch + (size_t)r0 * 2 * Fe, sc->moe_y + (size_t)r0 * C,
                                   expert_fc(m, P[P_EXPFCW], e), n, C, 2 * Fe);
     }
-    k->rows_combine(d->prec, dln, sc->moe_x, sc->moe_row, NULL, N, K, C, Fs > 0);
+    const float *dx = rows_from_experts(m, c, sc->moe_x, sc->moe_send, C);
+    k->rows_combine(d->prec, dln, dx, sc->moe_row, NULL, N, K, C, Fs > 0);
     model_bwd_out(m, dln, (size_t)N * C);
 
     /* d(weight) of each choice (by row above) and d(gate), summed over tp */
     float *rowdot = s->dlogits; /* (free until router_backward) */
-    to_host(m, rowdot, sc->moe_dot, (size_t)R);
+    to_host(m, rowdot, dot, (size_t)R);
     for (int i = 0; i < N * K; i++) s->dot[i] = s->row[i] >= 0 ? rowdot[s->row[i]] : 0.0f;
-    if (s->gate) to_host(m, s->dot + (size_t)N * K, sc->moe_dot + (size_t)N * K, (size_t)N);
+    if (s->gate) to_host(m, s->dot + (size_t)N * K, sc->moe_dot + gate_at, (size_t)N);
     if (d->tp > 1) comm_allreduce_sum_f32(c, CG_TP, s->dot, (size_t)N * K + (size_t)N);
 
     /* the router: d(logits) (fp32), its weight's gradient, its share of d(ln2) */

@@ -34,7 +34,13 @@ struct moe_state {
     float *gate;            /* (N) the shared experts' gate sigmoid(x . w), or NULL */
     float *dot;             /* (N K + N) d(weight) of each choice, then d(gate) of each token */
     float *dlogits;         /* (N, E) */
-    int R;                  /* routed rows */
+    int R;                  /* routed rows of this rank's tokens */
+    /* where the routed rows are computed: blocks of rows of one local expert each (without expert
+     * parallelism one per expert; with it one per (source rank, local expert), in that order) */
+    int nblock, *block_row, *block_n, *block_expert;
+    int Rx;                 /* rows this rank's experts take */
+    int *sent, *recvd;      /* (ep El) rows to each rank's each expert, and from each rank to each of ours */
+    int *counts, *displs;   /* (4 ep) an exchange's send counts, send offsets, receive counts, offsets */
     int replay;             /* a backward's recomputation: count no statistics */
     struct moe_stats stats;
 };

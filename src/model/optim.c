@@ -171,8 +171,10 @@ double optim_grad_norm(const struct optim *o, const struct model *m, struct comm
         const struct param_info *pi = &param_table[i];
         if (!param_present(d, (enum param_id)i)) continue;
         /* a replicated tensor is counted on tp rank 0 only, the tied wte on
-         * the first stage only */
-        int counts = (pi->shard != SHARD_NONE || d->tp_rank == 0) && m->size[i] > 0;
+         * the first stage only; under expert parallelism the others than the
+         * experts on ep rank 0 only (the experts on theirs) */
+        int counts = (pi->shard != SHARD_NONE || d->tp_rank == 0) && m->size[i] > 0 &&
+                     (pi->expert || d->ep_rank == 0);
         size_t at = m->at[i];
         if (!pi->per_layer) {
             if (counts && (i != P_WTE || model_has_embedding(d))) e[g] = range_sumsq(o, m, at, m->size[i]);
@@ -195,6 +197,7 @@ double optim_grad_norm(const struct optim *o, const struct model *m, struct comm
     }
     if (o->zero_stage) comm_allreduce_sum_f64(c, CG_DP, e, n);
     if (d->tp > 1) comm_allreduce_sum_f64(c, CG_TP, e, n);
+    if (d->ep > 1) comm_allreduce_sum_f64(c, CG_EP, e, n);
     if (c && c->grid->pp > 1) comm_allreduce_sum_f64(c, CG_PP, e, n);
     double ss = 0;
     for (size_t j = 0; j < n; j++) ss += e[j];

@@ -17,16 +17,31 @@ struct rank_info {
     uint64_t hash;    /* of all its parameters */
 };
 
-/* First tensor whose hash differs inside comm (only replicated tensors when
- * replicated_only); returns its id and the group ranks that differ, or -1. */
-static int first_mismatch(const uint64_t *mine, struct comm *c, enum comm_group group, int n, int replicated_only,
+/* Which tensors a group holds alike: all, the replicated ones (tp), all
+ * but the experts (dp under expert parallelism), the experts (their
+ * replicas' group). */
+enum { SAME_ALL, SAME_REPLICATED, SAME_DENSE, SAME_EXPERTS };
+
+static int compared(int id, int which)
+{
+    switch (which) {
+    case SAME_REPLICATED: return param_table[id].shard == SHARD_NONE;
+    case SAME_DENSE: return !param_table[id].expert;
+    case SAME_EXPERTS: return param_table[id].expert;
+    default: return 1;
+    }
+}
+
+/* First tensor of `which` whose hash differs inside comm; returns its id
+ * and the group ranks that differ, or -1. */
+static int first_mismatch(const uint64_t *mine, struct comm *c, enum comm_group group, int n, int which,
                           int *bad_rank)
 {
     uint64_t *all = xmalloc((size_t)n * NUM_PARAMS * sizeof *all);
     comm_allgather_u64(c, group, all, mine, NUM_PARAMS);
     int found = -1;
     for (int id = 0; id < NUM_PARAMS && found < 0; id++) {
-        if (replicated_only && param_table[id].shard != SHARD_NONE) continue;
+        if (!compared(id, which)) continue;
         for (int r = 1; r < n; r++)
             if (all[(size_t)r * NUM_PARAMS + id] != all[id]) {
                 found = id;
@@ -64,9 +79,13 @@ void diag_check_consistency(const struct model *m, struct comm *c, const struct 
         if (m->grad[id]) gss += m->k->sumsq(m->d.prec, m->grad[id], m->size[id]); /* (ZeRO-2: the layers' are sharded) */
     }
     free(host);
-    int dp_bad = -1, tp_bad = -1;
-    int dp_id = g->dpcp > 1 ? first_mismatch(h, c, CG_DP, g->dpcp, 0, &dp_bad) : -1;
-    int tp_id = g->tp > 1 ? first_mismatch(h, c, CG_TP, g->tp, 1, &tp_bad) : -1;
+    int dp_bad = -1, tp_bad = -1, ep = g->ep > 1;
+    int dp_id = g->dpcp > 1 ? first_mismatch(h, c, CG_DP, g->dpcp, ep ? SAME_DENSE : SAME_ALL, &dp_bad) : -1;
+    if (dp_id < 0 && ep && g->edp > 1) { /* the experts over their replicas: edp rank r is dpcp rank r ep + ep_rank */
+        dp_id = first_mismatch(h, c, CG_EDP, g->edp, SAME_EXPERTS, &dp_bad);
+        if (dp_id >= 0) dp_bad = dp_bad * g->ep + g->ep_rank;
+    }
+    int tp_id = g->tp > 1 ? first_mismatch(h, c, CG_TP, g->tp, SAME_REPLICATED, &tp_bad) : -1;
     int bad = dp_id >= 0 || tp_id >= 0, any;
     MPI_CHECK(MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, g->world_comm));
     if (!any) {

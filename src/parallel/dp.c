@@ -37,7 +37,8 @@ static void start_layer(struct dp *p, int j)
     for (int id = 0; id < NUM_PARAMS; id++) {
         if (!overlappable(m, id)) continue;
         size_t per = m->size[id] / (size_t)m->d.Lp;
-        comm_iallreduce_sum_f32(p->c, CG_DP, m->grad[id] + (size_t)j * per, per, &p->req[p->nreq++]);
+        comm_iallreduce_sum_f32(p->c, param_group(&m->d, (enum param_id)id), m->grad[id] + (size_t)j * per, per,
+                                &p->req[p->nreq++]);
     }
     p->layer_sent[j] = 1;
 }
@@ -279,7 +280,8 @@ void dp_finish(struct dp *p)
     case DP_NONE: break;
     case DP_OVERLAP: /* what the buckets left */
         for (int i = 0; i < NUM_PARAMS; i++)
-            if (!overlappable(m, i)) comm_allreduce_sum_f32(c, CG_DP, m->grad[i], m->size[i]);
+            if (!overlappable(m, i)) comm_allreduce_sum_f32(c, param_group(&m->d, (enum param_id)i), m->grad[i],
+                                                            m->size[i]);
         break;
     case DP_SCATTER_LAYERS: scatter_rest(p); break;
     /* one call over the contiguous gradient memory (tensors are packed with
@@ -287,6 +289,11 @@ void dp_finish(struct dp *p)
     case DP_SCATTER_FLAT:
         comm_reduce_scatter_sliced(c, CG_DP, p->o->gshard, m->grads_mem, p->o->shard, p->o->piece, p->o->pack);
         break;
-    case DP_FLAT: comm_allreduce_sum_f32(c, CG_DP, m->grads_mem, m->flat); break;
+    case DP_FLAT: { /* (under expert parallelism the experts, last in the layout, over their own replicas) */
+        size_t ex = model_experts_at(&m->d, m->at, m->flat);
+        comm_allreduce_sum_f32(c, CG_DP, m->grads_mem, ex);
+        if (ex < m->flat) comm_allreduce_sum_f32(c, CG_EDP, m->grads_mem + ex, m->flat - ex);
+        break;
+    }
     }
 }
