@@ -652,7 +652,7 @@ int main(int argc, char **argv)
     char corpus[4096], work[4096]; /* absolute: the folders link to the seeds */
     if (!realpath(argv[a], corpus) || !realpath(argv[a + 1], work)) die_harness("no folder", argv[a]);
     struct harness h = {.corpus = corpus, .work = work, .rng = seed, .verbose = verbose};
-    grid_init(&h.g, 1, 1, 1, 1);
+    grid_init(&h.g, 1, 1, 1, 1, 1);
     struct config gcfg;
     model_of(&h, &h.llama, &h.llama_cfg, "llama.nml");
     model_of(&h, &h.gpt2, &gcfg, "gpt2.nml");
