@@ -156,13 +156,16 @@ static int check_model_keys(hid_t f, const char *path, const struct model_dims *
     shape_family(&fam, &c); /* the stored deck's n_kv_head, ffn_hidden, tie_embeddings as they were in effect */
     /* the derived sizes only where the key they follow from agrees (n_head, d_model) */
     int kv = d->NH == c.model.n_head, ffn = d->C == c.model.d_model;
+    int64_t F = fam.E ? fam.Fs : fam.F; /* (a mixture's d->F: its shared experts') */
     struct { const char *name; int64_t here, there; } k[] = {
         {"n_layer", d->L, c.model.n_layer},   {"n_head", d->NH, c.model.n_head},
         {"d_model", d->C, c.model.d_model},   {"seq_len", d->T, c.model.seq_len},
         {"vocab_size", d->V, c.model.vocab_size}, {"n_kv_head", kv ? d->NKV : 0, kv ? fam.NKV : 0},
-        {"ffn_hidden", ffn ? d->F : 0, ffn ? fam.F : 0}, {"tie_embeddings", d->tied, fam.tied},
+        {d->E ? "n_shared_expert x moe_ffn_hidden" : "ffn_hidden", ffn ? d->F : 0, ffn ? F : 0},
+        {"tie_embeddings", d->tied, fam.tied}, {"qkv_bias", d->qkv_bias, fam.qkv_bias},
+        {"n_expert", d->E, fam.E}, {"n_expert_active", d->K, fam.K}, {"moe_ffn_hidden", d->Fe, fam.Fe},
     };
-    char list[768] = "";
+    char list[1024] = "";
     if (d->llama != fam.llama)
         snprintf(list, sizeof list, "arch = '%s' here, '%s' in the checkpoint", d->llama ? "llama" : "gpt2",
                  c.model.arch);

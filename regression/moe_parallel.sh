@@ -1,0 +1,146 @@
+#!/bin/sh
+# A mixture of experts (docs/moe.md) on the parallel grid: expert
+# parallelism ep = 2 and 4 within 1e-6 of ep = 1 (every step's loss, grad
+# norm and load-balancing loss) on dp 4, under tp 2 + SP and under pp 2;
+# a checkpoint restarted across ep; a forced imbalance (a router of zeros
+# sends every token to experts 0 and 1, on one ep rank: the other's get no
+# rows, the capacity drops half); and every feature bitwise equal to its
+# plain run: pp 2 under 1f1b and interleaved, dp 2 with ZeRO-1 (ZeRO-2 within
+# 1e-6: another order of the same sums; ZeRO-3 bitwise equal to it), full
+# and selective recomputation, bf16 on pp 2, a restart; the statistics in
+# metrics.h5.
+. "$(dirname "$0")/lib.sh"
+
+cat > "$scratch/moe.nml" << EOF2
+&model
+  arch = 'llama', n_layer = 4, n_head = 4, n_kv_head = 2, d_model = 32, seq_len = 16, vocab_size = 64
+  n_expert = 4, n_expert_active = 2, moe_ffn_hidden = 24, n_shared_expert = 1
+/
+&train
+  steps = 4, batch_size = 8, micro_batch_size = 1, lr = 1.0d-2, min_lr = 1.0d-3, warmup_steps = 2, seed = 7
+  peak_gflops = 100.0, moe_aux_loss = 0.02, moe_z_loss = 1e-3
+/
+&data
+  kind = 'synthetic'
+/
+&io
+  save_final = .true.
+/
+EOF2
+deck="$scratch/moe.nml"
+
+# run NAME NP OVERRIDES...: a run into $scratch/NAME
+run() {
+    name=$1 np=$2
+    shift 2
+    triad_run "$np" "$deck" "$@" io.run_dir="'$scratch/$name'"
+    st=$?
+    [ $st -eq 0 ] || { echo "$name: exit $st" | diag; grep -E -A1 '^error' "$scratch/last.out" | diag; }
+    return $st
+}
+
+# close NAME REF RTOL WHAT: every step's loss, grad norm and load-balancing loss of NAME within RTOL of REF's
+close() {
+    out=$(compare_runs "$scratch/$1" "$scratch/$2" "$3" loss grad_norm moe_aux_loss 2>&1)
+    rc=$?
+    ok $rc "$4 (every step's loss, grad norm and load-balancing loss within $3 of $2)"
+    [ $rc -eq 0 ] || echo "$out" | tail -5 | diag
+}
+
+# bitwise NAME REF WHAT: every step's loss, grad norm, aux loss and the final checkpoint equal
+bitwise() {
+    out=$(compare_runs "$scratch/$1" "$scratch/$2" 0 loss grad_norm moe_aux_loss 2>&1 &&
+        "$PYTHON3" "$top_srcdir/regression/compare_ckpt.py" "$(ls "$scratch/$1"/ckpt_*.h5 | tail -1)" \
+            "$(ls "$scratch/$2"/ckpt_*.h5 | tail -1)" 0 2>&1)
+    rc=$?
+    ok $rc "$3: bitwise equal to $2 (every step's loss, grad norm, load-balancing loss and the final parameters)"
+    [ $rc -eq 0 ] || echo "$out" | tail -5 | diag
+}
+
+# --- expert parallelism against ep = 1
+run ep1 4 parallel.dp=4 && run ep2 4 parallel.dp=4 parallel.ep=2 && run ep4 4 parallel.dp=4 parallel.ep=4
+close ep2 ep1 1e-6 "ep 2 on dp 4"
+close ep4 ep1 1e-6 "ep 4 on dp 4"
+grep -q 'experts over ep 4 of the dp ranks' "$scratch/last.out"
+ok $? "the grid line names the expert parallelism"
+out=$("$PYTHON3" - "$scratch/ep4/metrics.h5" 2>&1 << 'PY'
+
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    rows, names, ops = f["comm/bytes"][()], f["comm"].attrs["rows"].decode().split(), f["comm"].attrs["columns"].decode().split()
+    a2a = rows[names.index("ep")][ops.index("all-to-all")]
+    print("ep 4: %.0f bytes of all-to-all on rank 0" % a2a)
+    sys.exit(0 if a2a > 0 else 1)
+PY
+)
+ok $? "ep 4: the all-to-all is counted in metrics.h5's /comm (communicator ep)"
+echo "$out" | diag
+run tp-ep1 4 parallel.tp=2 parallel.dp=2 parallel.sequence_parallel=.true. &&
+    run tp-ep2 4 parallel.tp=2 parallel.dp=2 parallel.sequence_parallel=.true. parallel.ep=2
+close tp-ep2 tp-ep1 1e-6 "ep 2 under tp 2 + SP x dp 2"
+run pp-ep1 4 parallel.pp=2 parallel.dp=2 && run pp-ep2 4 parallel.pp=2 parallel.dp=2 parallel.ep=2
+close pp-ep2 pp-ep1 1e-6 "ep 2 under pp 2 x dp 2"
+
+# --- a checkpoint of ep 2 continued on ep 4 and on ep 1
+run part-ep2 4 parallel.dp=4 parallel.ep=2 train.steps=4 io.checkpoint_every=2 &&
+    cp -r "$scratch/part-ep2" "$scratch/part-ep1" && cp -r "$scratch/part-ep2" "$scratch/part-ep4" &&
+    run part-ep4 4 parallel.dp=4 parallel.ep=4 io.restart="'$scratch/part-ep4/ckpt_2.h5'" &&
+    run part-ep1 4 parallel.dp=4 io.restart="'$scratch/part-ep1/ckpt_2.h5'"
+close part-ep4 ep1 1e-6 "ep 2's step-2 checkpoint restarted on ep 4"
+close part-ep1 ep1 1e-6 "ep 2's step-2 checkpoint restarted on ep 1"
+
+# --- a forced imbalance: the router of zeros gives every expert the same
+# score, and the first two (on ep rank 0) win every token
+# (written as weights from elsewhere: /model alone, no checksums)
+run zero0 1 train.steps=0 && "$PYTHON3" - "$scratch/zero0/ckpt_0.h5" "$scratch/skew.h5" << 'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f, h5py.File(sys.argv[2], "w") as g:
+    def copy(name, obj):
+        if isinstance(obj, h5py.Dataset):
+            g["model/" + name] = 0 * obj[()] if name.endswith("router_w") else obj[()]
+    f["model"].visititems(copy)
+PY
+init="io.init_from='$scratch/skew.h5'"
+run skew-ep1 4 parallel.dp=4 train.moe_capacity=1.0 "$init" &&
+    run skew-ep2 4 parallel.dp=4 parallel.ep=2 train.moe_capacity=1.0 "$init"
+close skew-ep2 skew-ep1 1e-6 "a forced imbalance on ep 2"
+out=$("$PYTHON3" - "$scratch/skew-ep2/metrics.h5" 2>&1 << 'PY'
+
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    t, drop = f["metrics/moe_tokens"][0], f["metrics/moe_dropped"][0]
+    print("step 1: tokens per expert of layer 0 %s, dropped %.3f" % (list(t[0]), drop))
+    # 8 sequences x 16 tokens, 2 choices each, all to experts 0 and 1; capacity 1.0 keeps a quarter of each rank's
+    # choices per expert: half of them
+    sys.exit(0 if t.shape == (4, 4) and (t[:, 0] == 128).all() and (t[:, 1] == 128).all() and (t[:, 2:] == 0).all()
+             and drop == 0.5 else 1)
+PY
+)
+ok $? "a forced imbalance: every token chooses experts 0 and 1 (metrics/moe_tokens), the capacity drops half of the choices (moe_dropped)"
+echo "$out" | diag
+
+# --- every feature bitwise equal to its plain run
+run ref 1 && run pp2 2 parallel.pp=2 && run pp2v 2 parallel.pp=2 parallel.virtual_stages=2 parallel.schedule="'interleaved'"
+bitwise pp2 ref "pp 2, 1f1b"
+bitwise pp2v ref "pp 2, interleaved"
+run full 1 train.recompute="'full'" && run sel 1 train.recompute="'selective'"
+bitwise full ref "full recomputation"
+bitwise sel ref "selective recomputation"
+# (ZeRO-1 sums each replica's micro-batches, then over the replicas, as dp
+# does; ZeRO-2 and 3 reduce each micro-batch's layer as it ends: another
+# order of the same sums)
+run dp2 2 parallel.dp=2
+for z in 1 2 3; do run zero$z 2 parallel.dp=2 parallel.zero_stage=$z; done
+bitwise zero1 dp2 "ZeRO-1 on dp 2"
+close zero2 dp2 1e-6 "ZeRO-2 on dp 2"
+bitwise zero3 zero2 "ZeRO-3 on dp 2"
+run bf16 1 train.precision="'bf16'" && run bf16-pp2 2 train.precision="'bf16'" parallel.pp=2
+bitwise bf16-pp2 bf16 "bf16 on pp 2"
+run halves 1 train.steps=4 io.checkpoint_every=2 && run halves 1 io.restart="'$scratch/halves/ckpt_2.h5'"
+bitwise halves ref "restarted from step 2"
+
+# --- what is not built yet is refused before anything runs
+triad_run 4 "$deck" parallel.dp=4 parallel.ep=2 parallel.zero_stage=1 io.run_dir="'$scratch/no'"
+[ $? -ne 0 ] && grep -q 'with expert parallelism' "$scratch/last.out"
+ok $? "ZeRO with expert parallelism: refused with a clear error"
+done_testing
