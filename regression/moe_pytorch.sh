@@ -63,4 +63,15 @@ ok $? "capacity factor 1.0: the progress line shows token choices dropped (up to
 reference "mixtral on dp 2" 2
 reference "qwen2-moe on tp 2 + SP x pp 2" 4 parallel.tp=2 parallel.pp=2 parallel.sequence_parallel=.true. \
     model.n_shared_expert=2 model.moe_norm_topk=.false. model.qkv_bias=.true.
+# triad sample of a trained mixture: its greedy text on 1 and 2 ranks (tp 2)
+# equals the reference's greedy continuation
+last=$(ls "$scratch/run2"/ckpt_*.h5 | tail -n 1)
+"$PYTHON3" "$top_srcdir/regression/moe_torch.py" --greedy "$last" The 12 > "$scratch/ref.txt" 2>&1
+for np in 1 2; do
+    $MPIEXEC -n $np "$TRIAD" sample "$last" sample.prompt=The sample.max_new_tokens=12 sample.temperature=0 \
+        > "$scratch/moe$np.txt" 2> "$scratch/last.out"
+    [ $? -eq 0 ] && cmp -s "$scratch/moe$np.txt" "$scratch/ref.txt"
+    ok $? "qwen2-moe, triad sample on $np rank(s): greedy text = PyTorch's ('$(tr -d '\n' < "$scratch/moe$np.txt")')"
+    [ -s "$scratch/moe$np.txt" ] || diag < "$scratch/last.out"
+done
 done_testing

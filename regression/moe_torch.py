@@ -7,6 +7,8 @@ them, for regression/moe_pytorch.sh.  Self-contained: what it shares with
 the dense reference, regression/llama_torch.py, is copied, not imported.
 
     moe_torch.py RUN_DIR CKPT_0 CORPUS
+    moe_torch.py --greedy CKPT PROMPT N       the prompt's bytes and N greedy tokens
+                                              after them (full forwards, no cache)
 
 RUN_DIR is a finished triad run (its metrics.h5 holds the deck it ran and
 the per-step losses); CKPT_0 the checkpoint of the same deck with
@@ -282,7 +284,26 @@ class MoeLlama(torch.nn.Module):
         return x @ (self.embed if self.tied else self.lm_head).T, aux, z
 
 
+def greedy(ckpt, prompt, n):
+    """The prompt's bytes and n greedy tokens after them (full forwards, no
+    cache); generation routes every token (no capacity), as triad sample does."""
+    with h5py.File(ckpt, "r") as f:
+        deck = f.attrs["deck"]
+        cfg = dict(DEFAULTS, **deck_values(deck.decode() if isinstance(deck, bytes) else str(deck)))
+        cfg["train.moe_capacity"] = "0"
+        model = MoeLlama(f, cfg)
+    ids = list(prompt.encode())
+    with torch.no_grad():
+        for _ in range(n):
+            logits = model(torch.tensor([ids]))[0][0, -1, : int(cfg["model.vocab_size"])]
+            ids.append(int(torch.argmax(logits)))
+    sys.stdout.buffer.write(bytes(ids) + b"\n")
+    return 0
+
+
 def main(argv):
+    if argv[1] == "--greedy":
+        return greedy(argv[2], argv[3], int(argv[4]))
     run_dir, ckpt0, corpus = argv[1:4]
     torch.manual_seed(0)
     torch.set_num_threads(1)

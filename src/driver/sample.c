@@ -11,6 +11,7 @@
 #include "comm.h"
 #include "log.h"
 #include "model.h"
+#include "moe.h"
 #include "hf.h"
 #include "tokenizer.h"
 #include "rng.h"
@@ -97,11 +98,18 @@ static void forward_token(struct sampler *S, int32_t tok, int pos)
         if (tp) comm_allreduce_sum_f32(&S->c, CG_TP, S->part, (size_t)C);
         k->residual_forward(PREC_FP32, S->x, S->x, S->part, (size_t)C);
         norm(m, S->h, S->x, P_LN2W, P_LN2B, l);
-        k->matmul_forward(PREC_FP32, S->fc, S->h, layer_param(m, P_FCW, l), layer_param(m, P_FCB, l), 1, C, FC);
-        if (d->llama) k->swiglu_forward(PREC_FP32, S->act, S->fc, 1, Fl);
-        else k->gelu_forward(PREC_FP32, S->act, S->fc, (size_t)Fl);
-        k->matmul_forward(PREC_FP32, S->part, S->act, layer_param(m, P_FCPROJW, l),
-                          root ? layer_param(m, P_FCPROJB, l) : NULL, 1, Fl, C);
+        if (d->E) { /* a mixture of experts: the token's row through the MLP of training */
+            const float *W[NUM_PARAMS];
+            for (int id = 0; id < NUM_PARAMS; id++)
+                W[id] = param_table[id].per_layer ? layer_param(m, (enum param_id)id, l) : NULL;
+            moe_forward_rows(m, &S->c, S->h, 1, W, S->fc, S->act, S->part);
+        } else {
+            k->matmul_forward(PREC_FP32, S->fc, S->h, layer_param(m, P_FCW, l), layer_param(m, P_FCB, l), 1, C, FC);
+            if (d->llama) k->swiglu_forward(PREC_FP32, S->act, S->fc, 1, Fl);
+            else k->gelu_forward(PREC_FP32, S->act, S->fc, (size_t)Fl);
+            k->matmul_forward(PREC_FP32, S->part, S->act, layer_param(m, P_FCPROJW, l),
+                              root ? layer_param(m, P_FCPROJB, l) : NULL, 1, Fl, C);
+        }
         if (tp) comm_allreduce_sum_f32(&S->c, CG_TP, S->part, (size_t)C);
         k->residual_forward(PREC_FP32, S->x, S->x, S->part, (size_t)C);
     }
@@ -248,16 +256,18 @@ static int open_model(struct sampler *S, const char *ckpt, struct grid *g, char 
     struct deck_error de;
     const char *layout[] = {"train.precision=fp32", "train.recompute=none", "train.device=cpu", "parallel.pp=1",
                             "parallel.dp=1", "parallel.cp=1", "parallel.virtual_stages=1", "parallel.schedule=1f1b",
-                            "parallel.sequence_parallel=.false.", "parallel.zero_stage=0", "train.micro_batch_size=0"};
+                            "parallel.sequence_parallel=.false.", "parallel.zero_stage=0", "train.micro_batch_size=0",
+                            "parallel.ep=1"};
     for (size_t i = 0; i < sizeof layout / sizeof layout[0]; i++) config_override(&cfg, layout[i], &de);
     cfg.parallel.tp = world;
     cfg.train.batch_size = 1;
     struct run_shape s;
     run_shape_init(&s, &cfg, world, 0);
-    if (cfg.model.n_head % world || s.fam.NKV % world || s.fam.F % world) {
+    int64_t F = s.fam.E ? s.fam.Fe : s.fam.F; /* (a mixture: the experts' width, and the shared experts') */
+    if (cfg.model.n_head % world || s.fam.NKV % world || F % world || (s.fam.E && s.fam.Fs % world)) {
         snprintf(err, errlen, "%d ranks cannot split the model by tensor parallelism: n_head = %lld, n_kv_head = "
-                 "%lld and the MLP width %lld must all be multiples of the rank count", world,
-                 (long long)cfg.model.n_head, (long long)s.fam.NKV, (long long)s.fam.F);
+                 "%lld and the %s width %lld must all be multiples of the rank count", world,
+                 (long long)cfg.model.n_head, (long long)s.fam.NKV, s.fam.E ? "experts'" : "MLP", (long long)F);
         return -1;
     }
     grid_init(g, world, 1, 1, 1, 1);

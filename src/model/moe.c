@@ -85,8 +85,9 @@ static void to_device(const struct model *m, void *x, const void *h, size_t byte
 static void router_logits(struct model *m, const float *ln2, const float *w)
 {
     struct scratch *sc = &m->scr;
-    m->k->matmul_forward(PREC_FP32, sc->moe_logits, ln2, w, NULL, m->N, m->d.C, m->d.E);
-    to_host(m, m->moe->logits, sc->moe_logits, (size_t)m->N * m->d.E);
+    int N = m->moe->N;
+    m->k->matmul_forward(PREC_FP32, sc->moe_logits, ln2, w, NULL, N, m->d.C, m->d.E);
+    to_host(m, m->moe->logits, sc->moe_logits, (size_t)N * m->d.E);
 }
 
 /* Each token's scores, its k choices (the highest scores, the lower expert
@@ -96,7 +97,7 @@ static void route(struct model *m)
 {
     const struct model_dims *d = &m->d;
     struct moe_state *s = m->moe;
-    int N = m->N, E = d->E, K = d->K;
+    int N = s->N, E = d->E, K = d->K;
     memset(s->chosen, 0, (size_t)E * sizeof(int));
     for (int t = 0; t < N; t++) {
         const float *l = s->logits + (size_t)t * E;
@@ -226,10 +227,11 @@ static const float *rows_from_experts(struct model *m, struct comm *c, const flo
 static void shared_gate(struct model *m, const float *ln2, const float *w)
 {
     struct moe_state *s = m->moe;
-    m->k->matmul_forward(PREC_FP32, m->scr.moe_gate, ln2, w, NULL, m->N, m->d.C, 1);
-    to_host(m, s->gate, m->scr.moe_gate, (size_t)m->N);
-    for (int t = 0; t < m->N; t++) s->gate[t] = 1.0f / (1.0f + expf(-s->gate[t]));
-    to_device(m, m->scr.moe_gate, s->gate, (size_t)m->N * sizeof(float));
+    int N = s->N;
+    m->k->matmul_forward(PREC_FP32, m->scr.moe_gate, ln2, w, NULL, N, m->d.C, 1);
+    to_host(m, s->gate, m->scr.moe_gate, (size_t)N);
+    for (int t = 0; t < N; t++) s->gate[t] = 1.0f / (1.0f + expf(-s->gate[t]));
+    to_device(m, m->scr.moe_gate, s->gate, (size_t)N * sizeof(float));
 }
 
 /* The load-balancing loss E sum_i (c_i / N) P_i and the z-loss mean_t lse_t^2
@@ -239,7 +241,7 @@ static void aux_losses(const struct model *m, double *aux, double *z)
 {
     const struct model_dims *d = &m->d;
     const struct moe_state *s = m->moe;
-    int N = m->N, E = d->E;
+    int N = s->N, E = d->E;
     double a = 0, zz = 0;
     for (int e = 0; e < E; e++) {
         double P = 0;
@@ -278,19 +280,24 @@ static const float *expert_proj(const struct model *m, const float *w, int e)
     return w + (size_t)e * m->d.C * (m->d.Fe / m->d.tp);
 }
 
-void moe_forward(struct model *m, struct comm *c, const struct layer_acts *la, const float *const *P, int j, int l,
-                 float *out)
+/* The MoE MLP of N rows x (N, C): its products into fch and fch_gelu (the
+ * shared experts' N rows, then the routed rows), its output's partial sum
+ * over tp into out (N, C); stats_layer: the local layer whose statistics
+ * count, or -1. */
+static void forward_rows(struct model *m, struct comm *c, const float *x, int N, const float *const *P, float *fch_all,
+                         float *act_all, float *out, int l, int stats_layer)
 {
     const struct model_dims *d = &m->d;
     const struct device *k = m->k;
     struct scratch *sc = &m->scr;
     struct moe_state *s = m->moe;
-    int N = m->N, C = d->C, E = d->E, K = d->K, Fs = d->F / d->tp, Fe = d->Fe / d->tp;
-    float *sh_fch = la->fch, *fch = la->fch + (size_t)N * 2 * Fs;
-    float *sh_act = la->fch_gelu, *act = la->fch_gelu + (size_t)N * Fs;
-    router_logits(m, la->ln2, P[P_ROUTERW]);
+    int C = d->C, E = d->E, K = d->K, Fs = d->F / d->tp, Fe = d->Fe / d->tp, j = stats_layer;
+    float *sh_fch = fch_all, *fch = fch_all + (size_t)N * 2 * Fs;
+    float *sh_act = act_all, *act = act_all + (size_t)N * Fs;
+    s->N = N;
+    router_logits(m, x, P[P_ROUTERW]);
     route(m);
-    if (!s->replay) {
+    if (j >= 0) {
         double aux, z;
         aux_losses(m, &aux, &z);
         s->stats.aux += aux;
@@ -307,17 +314,17 @@ void moe_forward(struct model *m, struct comm *c, const struct layer_acts *la, c
     /* the routed rows through their experts (blocks of one expert each) */
     plan_blocks(m, c);
     int Rx = s->Rx;
-    rows_to_experts(m, c, la->ln2, sc->moe_x);
+    rows_to_experts(m, c, x, sc->moe_x);
     for (int b = 0; b < s->nblock; b++) {
         int r0 = s->block_row[b], n = s->block_n[b], e = s->block_expert[b];
         if (n) k->matmul_forward(d->prec, fch + (size_t)r0 * 2 * Fe, sc->moe_x + (size_t)r0 * C,
                                  expert_fc(m, P[P_EXPFCW], e), NULL, n, C, 2 * Fe);
     }
-    if (Fs) k->matmul_forward(d->prec, sh_fch, la->ln2, P[P_FCW], NULL, N, C, 2 * Fs);
-    model_fwd_out(m, la->fch, (size_t)N * 2 * Fs + (size_t)Rx * 2 * Fe, l, OUT_FC, "experts' fc");
+    if (Fs) k->matmul_forward(d->prec, sh_fch, x, P[P_FCW], NULL, N, C, 2 * Fs);
+    model_fwd_out(m, fch_all, (size_t)N * 2 * Fs + (size_t)Rx * 2 * Fe, l, OUT_FC, "experts' fc");
     k->swiglu_forward(d->prec, act, fch, (size_t)Rx, Fe);
     if (Fs) k->swiglu_forward(d->prec, sh_act, sh_fch, (size_t)N, Fs);
-    model_fwd_out(m, la->fch_gelu, (size_t)N * Fs + (size_t)Rx * Fe, l, OUT_ACT, "experts' swiglu");
+    model_fwd_out(m, act_all, (size_t)N * Fs + (size_t)Rx * Fe, l, OUT_ACT, "experts' swiglu");
     for (int b = 0; b < s->nblock; b++) {
         int r0 = s->block_row[b], n = s->block_n[b], e = s->block_expert[b];
         if (n) k->matmul_forward(d->prec, sc->moe_y + (size_t)r0 * C, act + (size_t)r0 * Fe,
@@ -330,12 +337,24 @@ void moe_forward(struct model *m, struct comm *c, const struct layer_acts *la, c
         k->matmul_forward(d->prec, out, sh_act, P[P_FCPROJW], NULL, N, Fs, C);
         model_fwd_out(m, out, (size_t)N * C, l, OUT_FCPROJ, "shared experts' fc projection");
         if (s->gate) {
-            shared_gate(m, la->ln2, P[P_SHGATEW]);
+            shared_gate(m, x, P[P_SHGATEW]);
             k->rows_gather(d->prec, out, out, NULL, sc->moe_gate, N, C);
         }
     }
     k->rows_combine(d->prec, out, y, sc->moe_row, sc->moe_wslot, N, K, C, Fs > 0);
     model_fwd_out(m, out, (size_t)N * C, l, OUT_FCPROJ, "experts' output");
+}
+
+void moe_forward(struct model *m, struct comm *c, const struct layer_acts *la, const float *const *P, int j, int l,
+                 float *out)
+{
+    forward_rows(m, c, la->ln2, m->N, P, la->fch, la->fch_gelu, out, l, m->moe->replay ? -1 : j);
+}
+
+void moe_forward_rows(struct model *m, struct comm *c, const float *x, int n, const float *const *P, float *fch,
+                      float *act, float *out)
+{
+    forward_rows(m, c, x, n, P, fch, act, out, -1, -1);
 }
 
 /* --------------------------------------------------------------- backward */
@@ -347,7 +366,7 @@ static void router_backward(struct model *m, double aux, double z)
 {
     const struct model_dims *d = &m->d;
     struct moe_state *s = m->moe;
-    int N = m->N, E = d->E, K = d->K;
+    int N = s->N, E = d->E, K = d->K;
     double *dp = xcalloc((size_t)E, sizeof(double)), *u = xcalloc((size_t)E, sizeof(double));
     for (int e = 0; e < E; e++) u[e] = aux * E * s->chosen[e] / ((double)N * N); /* d aux / d P-term */
     for (int t = 0; t < N; t++) {
@@ -402,6 +421,7 @@ void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, 
     float *sh_dfch = sc->dfch, *dfch = sc->dfch + (size_t)N * 2 * Fs;
     float *sh_dact = sc->dfch_gelu, *dact = sc->dfch_gelu + (size_t)N * Fs;
     /* the forward's routing again: the same logits, so the same choices */
+    s->N = N;
     s->replay = 1;
     router_logits(m, la->ln2, P[P_ROUTERW]);
     route(m);

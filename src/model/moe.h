@@ -34,6 +34,7 @@ struct moe_state {
     float *gate;            /* (N) the shared experts' gate sigmoid(x . w), or NULL */
     float *dot;             /* (N K + N) d(weight) of each choice, then d(gate) of each token */
     float *dlogits;         /* (N, E) */
+    int N;                  /* the rows of the call under way (a micro-batch's, or a sampled token's) */
     int R;                  /* routed rows of this rank's tokens */
     /* where the routed rows are computed: blocks of rows of one local expert each (without expert
      * parallelism one per expert; with it one per (source rank, local expert), in that order) */
@@ -55,6 +56,11 @@ void moe_stats_reset(struct model *m);
  * (N,C). */
 void moe_forward(struct model *m, struct comm *c, const struct layer_acts *la, const float *const *P, int j, int l,
                  float *out);
+/* The same MLP on n <= N rows x (n, C) outside training (triad sample's
+ * token at a time): fch and act hold (n, model_fc_cols) and (n,
+ * model_hidden_cols); no statistics. */
+void moe_forward_rows(struct model *m, struct comm *c, const float *x, int n, const float *const *P, float *fch,
+                      float *act, float *out);
 /* Its backward from dout (N,C) gathered: the parameter gradients into G,
  * d(ln2) (this rank's partial sum over tp) into dln.  dloss: d(loss)/d(token
  * loss) of the step, which the auxiliary losses' gradients are scaled by. */
