@@ -39,7 +39,7 @@ PY
     st=$?
     [ $st -eq 0 ] || diag < "$scratch/$name.cmp"
     ok $st "$name: planned parameter, gradient, optimizer and activation bytes equal the allocated, every stage"
-    want=$(sed -n 's/^  stage 0 traffic per step: tp \([0-9]*\), dp \([0-9]*\), pp \([0-9]*\), embed [0-9]*, cp \([0-9]*\) .*/\1 \2 \3 \4/p' "$scratch/$name.plan")
+    want=$(sed -n 's/^  stage 0 traffic per step: tp \([0-9]*\), dp \([0-9]*\), pp \([0-9]*\), embed [0-9]*, cp \([0-9]*\)[ ,].*/\1 \2 \3 \4/p' "$scratch/$name.plan")
     "$PYTHON3" - "$scratch/$name/metrics.h5" $want <<'PY'
 import sys, h5py
 with h5py.File(sys.argv[1]) as f:
@@ -58,6 +58,11 @@ layout dp2zero   2 parallel.zero_stage=1
 layout 3d        8 parallel.tp=2 parallel.pp=2 train.micro_batch_size=2
 layout 3dfull    8 parallel.tp=2 parallel.pp=2 train.micro_batch_size=2 train.recompute=full
 layout selective 1 train.recompute=selective
+moe="model.arch='llama' model.n_kv_head=2 model.n_expert=4 model.moe_ffn_hidden=24 model.n_shared_expert=1"
+layout moe       2 $moe
+layout moetpsp   4 $moe parallel.tp=2 parallel.sequence_parallel=.true.
+layout moeep     4 $moe parallel.ep=2
+layout moeep4pp  8 $moe parallel.ep=4 parallel.pp=2 train.micro_batch_size=1 train.recompute=full
 layout bf16pp    2 parallel.pp=2 train.micro_batch_size=2 train.precision=bf16
 llama="model.arch=llama model.n_kv_head=2"
 layout llama     1 $llama

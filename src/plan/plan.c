@@ -39,8 +39,11 @@ void plan_stage_dims(struct model_dims *d, const struct config *cfg, const struc
     g.dp = p->shape.dp;
     g.pp = p->shape.pp;
     g.dpcp = p->shape.dpcp;
+    g.ep = p->shape.ep; /* (every ep rank holds as many experts: rank 0 stands for them) */
+    g.edp = p->shape.ep > 0 ? p->shape.dpcp / p->shape.ep : 0;
     g.pp_rank = pp_rank;
-    g.world_comm = g.tp_comm = g.cp_comm = g.dp_comm = g.pp_comm = g.embed_comm = MPI_COMM_NULL;
+    g.world_comm = g.tp_comm = g.cp_comm = g.dp_comm = g.pp_comm = g.embed_comm = g.ep_comm = g.edp_comm =
+        MPI_COMM_NULL;
     model_dims_init(d, cfg, &p->shape, &g);
 }
 
@@ -100,6 +103,37 @@ static size_t comm_buffer(const struct plan *p, const struct model_dims *d, size
     return big;
 }
 
+/* A mixture of experts' messages (moe.c) per step: under tp each MoE
+ * layer's backward sums the d(weight)s of its N K choices and d(gate)s of
+ * its N tokens; the step's statistics (5 + L E doubles) are summed over tp,
+ * pp and dp; under expert parallelism the experts' gradients travel over
+ * their replicas (edp) instead of dp, the gradient norm over ep, and each
+ * layer's all-to-alls over ep carry the choices' counts (E ints, forward
+ * and backward), the rows to the experts (N K C: the inputs forward and
+ * again backward, the output gradients), their weights (N K) and, back,
+ * what the experts computed (Rx C forward and backward, Rx d(weight)s):
+ * Rx, the rows this rank's experts take, is N K at perfect balance, which
+ * the count here assumes (the one estimate of the plan's traffic). */
+static void moe_comm(struct plan_stage *s, const struct plan *p, const struct model_dims *d, size_t flat, double norms)
+{
+    double N = (double)p->shape.micro_batch * d->Tl, K = d->K, C = d->C, m = p->shape.n_micro;
+    double stats = 8.0 * (5 + (double)d->L * d->E);
+    if (d->tp > 1) s->comm[CG_TP] += m * d->Lp * (N * K + N) * 4 + stats;
+    if (p->shape.pp > 1) s->comm[CG_PP] += stats;
+    s->comm[CG_DP] += stats;
+    if (d->ep < 2) return;
+    double experts = 0;
+    size_t at[NUM_PARAMS];
+    model_flat_layout(d, at);
+    for (int i = 0; i < NUM_PARAMS; i++)
+        if (param_group(d, (enum param_id)i) == CG_EDP) experts += (double)model_tensor_size(d, (enum param_id)i) * 4;
+    if (p->shape.zero_stage == 0 && !overlapped(p, d)) experts = (double)(flat - model_experts_at(d, at, flat)) * 4;
+    s->comm[CG_DP] -= experts;
+    s->comm[CG_EDP] = experts;
+    s->comm[CG_EP] = norms + m * (d->Lp + (double)d->v * d->Lr) * (4.0 * d->E + 2 * N * K * C * 4) +
+                     m * d->Lp * (4.0 * d->E + N * K * (3 * C + 2) * 4 + N * K * C * 4);
+}
+
 /* Bytes this rank contributes per step to each communicator, counted as
  * comm.c counts them (all-gather and reduce-scatter: the full buffer). */
 static void stage_comm(struct plan_stage *s, const struct plan *p, const struct model_dims *d, size_t flat,
@@ -152,6 +186,7 @@ static void stage_comm(struct plan_stage *s, const struct plan *p, const struct 
         double layers = 2 * (P - 1) * (d->Lp + (double)d->v * d->Lr) + 2 * (P - 1) * d->Lp + 2 * P * d->Lp;
         s->comm[CG_CP] = m * layers * kv;
     }
+    if (d->E) moe_comm(s, p, d, flat, norms);
 }
 
 /* The parameters: the flat layout, or (ZeRO-3) the tensors outside the

@@ -235,9 +235,13 @@ void plan_print(FILE *f, const struct plan *p, const struct config *cfg, double 
     }
     for (int r = 0; r < p->shape.pp; r++)
         fprintf(f, "  stage %d peak: %zu bytes\n", r, p->stage[r].peak);
-    for (int r = 0; r < p->shape.pp; r++)
-        fprintf(f, "  stage %d traffic per step: tp %.0f, dp %.0f, pp %.0f, embed %.0f, cp %.0f bytes\n", r,
+    for (int r = 0; r < p->shape.pp; r++) {
+        fprintf(f, "  stage %d traffic per step: tp %.0f, dp %.0f, pp %.0f, embed %.0f, cp %.0f", r,
                 p->stage[r].comm[CG_TP], p->stage[r].comm[CG_DP], p->stage[r].comm[CG_PP], p->stage[r].comm[CG_EMBED],
                 p->stage[r].comm[CG_CP]);
+        if (p->shape.ep > 1) /* (ep: the all-to-alls at perfect balance, the one estimate) */
+            fprintf(f, ", ep %.0f (at balance), edp %.0f", p->stage[r].comm[CG_EP], p->stage[r].comm[CG_EDP]);
+        fprintf(f, " bytes\n");
+    }
 }
 
