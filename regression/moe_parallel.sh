@@ -7,7 +7,7 @@
 # rows, the capacity drops half); and every feature bitwise equal to its
 # plain run: pp 2 under 1f1b and interleaved, dp 2 with ZeRO-1 (ZeRO-2 within
 # 1e-6: another order of the same sums; ZeRO-3 bitwise equal to it), full
-# and selective recomputation, bf16 on pp 2, a restart; the statistics in
+# and selective recomputation, bf16 and fp16 on pp 2, a restart; the statistics in
 # metrics.h5.
 . "$(dirname "$0")/lib.sh"
 
@@ -136,6 +136,8 @@ close zero2 dp2 1e-6 "ZeRO-2 on dp 2"
 bitwise zero3 zero2 "ZeRO-3 on dp 2"
 run bf16 1 train.precision="'bf16'" && run bf16-pp2 2 train.precision="'bf16'" parallel.pp=2
 bitwise bf16-pp2 bf16 "bf16 on pp 2"
+run fp16 1 train.precision="'fp16'" && run fp16-pp2 2 train.precision="'fp16'" parallel.pp=2
+bitwise fp16-pp2 fp16 "fp16 (dynamic loss scale) on pp 2"
 run halves 1 train.steps=4 io.checkpoint_every=2 && run halves 1 io.restart="'$scratch/halves/ckpt_2.h5'"
 bitwise halves ref "restarted from step 2"
 

@@ -14,7 +14,6 @@
 #include "backend.h"
 #include "log.h"
 #include "model_internal.h"
-#include "moe.h"
 
 /* llama: the rotary embedding's cosines and sines (Tl, HS/2) of this rank's
  * rows: position t turns pair i by t * theta^(-2i/HS) (Hugging Face's
@@ -467,9 +466,9 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
     model_layer_acts(m, a, i, &la);
     /* recomputation: the same arithmetic as the forward, so the result is bitwise the same */
     if (i < d->Lr) {
-        if (m->moe) m->moe->replay = 1; /* (its statistics are the forward's) */
+        moe_replay(m, 1); /* (its statistics are the forward's) */
         block_forward(m, c, a, i, l_in, P);
-        if (m->moe) m->moe->replay = 0;
+        moe_replay(m, 0);
     } else
         model_unpack_layer(m, a, i, &la);
     if (lw && i < d->Lr) keep_inputs(m, &lw->in, &la);

@@ -60,4 +60,21 @@ void model_norm_to_tp(struct model *m, struct comm *c, float *full, float *mean,
 void model_norm_from_tp(struct model *m, struct comm *c, float *dln_full, float *dw, float *db, const float *inp,
                         const float *w, const float *mean, const float *rstd, float *keep);
 
+/* A mixture of experts in place of the MLP (moe.c; no-ops without one).
+ * moe_forward: local layer j (global l) on the gathered norm output ln2
+ * (N,C): its products into la's fch and fch_gelu (the shared experts' N
+ * rows, then the routed rows), its output's partial sum over tp into out
+ * (N,C).  moe_backward: from dout (N,C) gathered, the parameter gradients
+ * into G, d(ln2) (this rank's partial sum over tp) into dln; dloss, d(loss)
+ * / d(token loss) of the step, scales the auxiliary losses' gradients.
+ * moe_replay: a backward's recomputation is under way (on), whose forward
+ * counts no statistics. */
+void moe_alloc(struct model *m);
+void moe_free(struct model *m);
+void moe_forward(struct model *m, struct comm *c, const struct layer_acts *la, const float *const *P, int j, int l,
+                 float *out);
+void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, const float *const *P,
+                  float *const *G, const float *dout, float *dln, float dloss);
+void moe_replay(struct model *m, int on);
+
 #endif

@@ -56,6 +56,11 @@ void moe_free(struct model *m)
     m->moe = NULL;
 }
 
+void moe_replay(struct model *m, int on)
+{
+    if (m->moe) m->moe->replay = on;
+}
+
 void moe_stats_reset(struct model *m)
 {
     struct moe_state *s = m->moe;

@@ -1,7 +1,9 @@
 /* moe.h -- a mixture of experts in place of a block's MLP (docs/moe.md):
  * the router, the choice of each token's k experts with their weights, the
  * capacity, the routed experts as one product per expert over its rows, the
- * shared experts, the load-balancing and z losses, and the statistics. */
+ * shared experts, the load-balancing and z losses, and the statistics.
+ * What the model's forward and backward call of it is declared in
+ * model_internal.h (the model's private interface, which moe.c implements). */
 #ifndef TRIAD_MOE_H
 #define TRIAD_MOE_H
 
@@ -46,25 +48,11 @@ struct moe_state {
     struct moe_stats stats;
 };
 
-void moe_alloc(struct model *m);
-void moe_free(struct model *m);
 void moe_stats_reset(struct model *m);
 
-/* The MoE MLP of local layer j (global l) on the gathered norm output ln2
- * (N,C): its products into la's fch and fch_gelu (the shared experts' N
- * rows, then the routed rows), its output's partial sum over tp into out
- * (N,C). */
-void moe_forward(struct model *m, struct comm *c, const struct layer_acts *la, const float *const *P, int j, int l,
-                 float *out);
 /* The same MLP on n <= N rows x (n, C) outside training (triad sample's
  * token at a time): fch and act hold (n, model_fc_cols) and (n,
  * model_hidden_cols); no statistics. */
 void moe_forward_rows(struct model *m, struct comm *c, const float *x, int n, const float *const *P, float *fch,
                       float *act, float *out);
-/* Its backward from dout (N,C) gathered: the parameter gradients into G,
- * d(ln2) (this rank's partial sum over tp) into dln.  dloss: d(loss)/d(token
- * loss) of the step, which the auxiliary losses' gradients are scaled by. */
-void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, const float *const *P,
-                  float *const *G, const float *dout, float *dln, float dloss);
-
 #endif
