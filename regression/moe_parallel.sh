@@ -1,7 +1,8 @@
 #!/bin/sh
 # A mixture of experts (docs/moe.md) on the parallel grid: expert
 # parallelism ep = 2 and 4 within 1e-6 of ep = 1 (every step's loss, grad
-# norm and load-balancing loss) on dp 4, under tp 2 + SP and under pp 2;
+# norm and load-balancing loss) on dp 4, under tp 2 + SP, under pp 2 and on
+# tp 2 x ep 2 x dp 2 x pp 2 (8 ranks);
 # a checkpoint restarted across ep; a forced imbalance (a router of zeros
 # sends every token to experts 0 and 1, on one ep rank: the other's get no
 # rows, the capacity drops half); and every feature bitwise equal to its
@@ -80,6 +81,8 @@ run tp-ep1 4 parallel.tp=2 parallel.dp=2 parallel.sequence_parallel=.true. &&
 close tp-ep2 tp-ep1 1e-6 "ep 2 under tp 2 + SP x dp 2"
 run pp-ep1 4 parallel.pp=2 parallel.dp=2 && run pp-ep2 4 parallel.pp=2 parallel.dp=2 parallel.ep=2
 close pp-ep2 pp-ep1 1e-6 "ep 2 under pp 2 x dp 2"
+run grid 8 parallel.tp=2 parallel.sequence_parallel=.true. parallel.pp=2 parallel.dp=2 parallel.ep=2 train.threads=1
+close grid ep1 1e-6 "tp 2 + SP x ep 2 x dp 2 x pp 2 on 8 ranks"
 
 # --- a checkpoint of ep 2 continued on ep 4 and on ep 1
 run part-ep2 4 parallel.dp=4 parallel.ep=2 train.steps=4 io.checkpoint_every=2 &&
