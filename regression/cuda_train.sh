@@ -112,4 +112,16 @@ st=$?
 [ $st -eq 0 ] && grep -q "step 5: gradients not finite (first on world rank 1)" "$scratch/last.out" &&
     grep -q "step 5: loss scale 65536 -> 32768" "$scratch/last.out"
 ok $? "fp16 on the GPU: an injected overflow skips step 5 on both ranks and the scale backs off"
+# a mixture of experts (docs/moe.md): the router's choices on the host, the
+# rows gathered and combined on the device, ep 2's all-to-alls through MPI
+moe="model.arch='llama' model.n_kv_head=2 model.n_expert=4 model.moe_ffn_hidden=24 model.n_shared_expert=1"
+for ep in 1 2; do
+    triad_run 2 "$deck" $common $moe parallel.ep=$ep train.steps=6 io.run_dir="'$scratch/moecpu$ep'"
+    triad_run 2 "$deck" $common $moe parallel.ep=$ep train.steps=6 train.device="'cuda'" train.share_gpus=.true. \
+        io.run_dir="'$scratch/moegpu$ep'"
+    st=$?
+    out=$([ $st -eq 0 ] && compare_runs "$scratch/moegpu$ep" "$scratch/moecpu$ep" 1e-4 loss moe_aux_loss)
+    ok $? "a mixture of experts on 2 GPUs, ep $ep: per-step losses and load-balancing losses within 1e-4 of the CPU"
+    echo "$out" | diag
+done
 done_testing

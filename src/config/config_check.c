@@ -185,8 +185,6 @@ static int check_moe(const struct config *cfg, struct deck_error *err)
         return not_yet(err, "set cp = 1, or n_expert = 0",
                        "a mixture of experts with context parallelism (cp = %" PRId64 ": the load statistics are per "
                        "rank)", cfg->parallel.cp);
-    if (cfg->train.device_id == TRAIN_DEVICE_cuda)
-        return not_yet(err, "set device = 'cpu', or n_expert = 0", "a mixture of experts on device = 'cuda'");
     return 0;
 }
 
