@@ -47,7 +47,8 @@ static int in_shard(const struct model *m, int id) { return m->d.zero_stage == 3
 
 static size_t slice_floats(const struct model *m, int id)
 {
-    return m->size[id] / (size_t)param_local_slices(&m->d, (enum param_id)id);
+    int n = param_local_slices(&m->d, (enum param_id)id); /* (0: a dense model's expert tensors) */
+    return n > 0 ? m->size[id] / (size_t)n : 0;
 }
 
 void model_set_tensor(struct model *m, enum param_id id, int j, const float *host)
