@@ -6,7 +6,8 @@ the formats' definitions and not from triad's code (regression/hf_io.sh):
         a Hugging Face folder (config.json, model.safetensors or shards with
         model.safetensors.index.json) of random weights for FAMILY
         (llama: LlamaForCausalLM; gpt2: GPT2LMHeadModel, Conv1D weights
-        [in, out], names with the "transformer." prefix); --dtypes stores
+        [in, out], names with the "transformer." prefix; mixtral:
+        MixtralForCausalLM; qwen2_moe: Qwen2MoeForCausalLM); --dtypes stores
         some tensors in BF16 and F16 (their values exact in the format);
   llmc FILE DECK_JSON   an llm.c GPT-2 checkpoint (header magic 20240326,
         version 3, padded vocabulary) of random weights;
@@ -18,7 +19,21 @@ the formats' definitions and not from triad's code (regression/hf_io.sh):
         the safetensors container, config.json's types, the sharded index).
 
 DECK_JSON: {"L":..., "C":..., "NH":..., "NKV":..., "F":..., "V":..., "T":...,
-"eps":..., "theta":..., "tied": true|false}.
+"eps":..., "theta":..., "tied": true|false}; a mixture of experts adds
+"E" (experts), "K" (per token), "Fe" (an expert's width), and for
+qwen2_moe "Fs" (the shared expert's width) and "norm_topk" (true|false).
+
+The mixtures of experts as transformers defines them (modeling_mixtral.py,
+modeling_qwen2_moe.py): Mixtral's block_sparse_moe.gate [E, C] is the
+router, expert X's w1 (gate_proj) and w3 (up_proj) are [Fe, C], w2
+(down_proj) [C, Fe]; Qwen2-MoE's mlp.gate is the router, mlp.experts.X.
+{gate,up,down}_proj the experts, mlp.shared_expert.{gate,up,down}_proj the
+shared expert of shared_expert_intermediate_size, mlp.shared_expert_gate
+[1, C] its gate, and its attention has q, k and v biases.  Triad's
+checkpoint keeps the router as h.L/router_w, each expert as
+h.L/expert.X/fc_w (gate rows, then up rows) and fcproj_w (down), the
+shared expert as h.L/fc_w and fcproj_w, its gate as h.L/shared_gate_w, the
+q, k and v biases as h.L/qkv_b (q, then k, then v).
 """
 import json
 import os
@@ -87,6 +102,40 @@ def hf_tensors(family, k, rng):
     KV = k["NKV"] * C // NH
     r = lambda *s: (rng.standard_normal(s) * 0.05).astype(np.float32)
     t = {}
+    if family in ("mixtral", "qwen2_moe"):
+        E, Fe, Fs = k["E"], k["Fe"], k.get("Fs", 0)
+        t["model.embed_tokens.weight"] = r(V, C)
+        for l in range(L):
+            p = "model.layers.%d." % l
+            t[p + "input_layernorm.weight"] = 1 + r(C)
+            for x, rows in (("q", C), ("k", KV), ("v", KV)):
+                t[p + "self_attn.%s_proj.weight" % x] = r(rows, C)
+                if family == "qwen2_moe":
+                    t[p + "self_attn.%s_proj.bias" % x] = r(rows)
+            t[p + "self_attn.o_proj.weight"] = r(C, C)
+            t[p + "post_attention_layernorm.weight"] = 1 + r(C)
+            if family == "mixtral":
+                m = p + "block_sparse_moe."
+                t[m + "gate.weight"] = r(E, C)
+                for x in range(E):
+                    t[m + "experts.%d.w1.weight" % x] = r(Fe, C)
+                    t[m + "experts.%d.w2.weight" % x] = r(C, Fe)
+                    t[m + "experts.%d.w3.weight" % x] = r(Fe, C)
+            else:
+                m = p + "mlp."
+                t[m + "gate.weight"] = r(E, C)
+                for x in range(E):
+                    t[m + "experts.%d.gate_proj.weight" % x] = r(Fe, C)
+                    t[m + "experts.%d.up_proj.weight" % x] = r(Fe, C)
+                    t[m + "experts.%d.down_proj.weight" % x] = r(C, Fe)
+                t[m + "shared_expert.gate_proj.weight"] = r(Fs, C)
+                t[m + "shared_expert.up_proj.weight"] = r(Fs, C)
+                t[m + "shared_expert.down_proj.weight"] = r(C, Fs)
+                t[m + "shared_expert_gate.weight"] = r(1, C)
+        t["model.norm.weight"] = 1 + r(C)
+        if not k["tied"]:
+            t["lm_head.weight"] = r(V, C)
+        return t
     if family == "llama":
         t["model.embed_tokens.weight"] = r(V, C)
         for l in range(L):
@@ -120,6 +169,21 @@ def hf_tensors(family, k, rng):
 
 
 def config(family, k):
+    attention = {"hidden_size": k["C"], "num_attention_heads": k["NH"], "num_hidden_layers": k["L"],
+                 "num_key_value_heads": k["NKV"], "vocab_size": k["V"], "rms_norm_eps": k["eps"],
+                 "rope_theta": k["theta"], "tie_word_embeddings": k["tied"], "max_position_embeddings": 4096,
+                 "hidden_act": "silu", "torch_dtype": "float32"}
+    if family == "mixtral":
+        return dict(attention, architectures=["MixtralForCausalLM"], model_type="mixtral",
+                    intermediate_size=k["Fe"], num_local_experts=k["E"], num_experts_per_tok=k["K"],
+                    sliding_window=None, router_aux_loss_coef=0.02, output_router_logits=False)
+    if family == "qwen2_moe":
+        return dict(attention, architectures=["Qwen2MoeForCausalLM"], model_type="qwen2_moe",
+                    intermediate_size=5 * k["Fe"],  # (the dense width: unused, every block sparse)
+                    moe_intermediate_size=k["Fe"], shared_expert_intermediate_size=k["Fs"], num_experts=k["E"],
+                    num_experts_per_tok=k["K"], norm_topk_prob=k["norm_topk"], decoder_sparse_step=1,
+                    mlp_only_layers=[], use_sliding_window=False, sliding_window=4, max_window_layers=k["L"],
+                    router_aux_loss_coef=0.001, output_router_logits=False)
     if family == "llama":
         return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": k["C"],
                 "intermediate_size": k["F"], "num_attention_heads": k["NH"], "num_hidden_layers": k["L"],
@@ -199,11 +263,50 @@ def expected(src, k):
                 for l in range(L):
                     e["h.%d/%s" % (l, name)] = a[l]
         return e
-    t = {}
+    t = Used()
     for fn in sorted(os.listdir(src)):
         if fn.endswith(".safetensors"):
             t.update(load_safetensors(os.path.join(src, fn)))
     cfg = json.load(open(os.path.join(src, "config.json")))
+    e = expected_hf(t, cfg, k)
+    unread = sorted(n for n in set(t) - t.used if not n.endswith("attn.bias") or cfg["model_type"] != "gpt2")
+    if unread:
+        raise SystemExit("the folder holds tensors the format does not map: %s" % unread[:5])
+    return e
+
+
+def expected_hf(t, cfg, k):
+    """{triad dataset: array} of a Hugging Face folder's tensors t."""
+    L, T = k["L"], k["T"]
+    e = {}
+    if cfg["model_type"] in ("mixtral", "qwen2_moe"):
+        mixtral = cfg["model_type"] == "mixtral"
+        E = cfg["num_local_experts"] if mixtral else cfg["num_experts"]
+        e["wte"] = t["model.embed_tokens.weight"]
+        for l in range(L):
+            p, h = "model.layers.%d." % l, "h.%d/" % l
+            e[h + "ln1_w"] = t[p + "input_layernorm.weight"]
+            e[h + "qkv_w"] = np.concatenate([t[p + "self_attn.%s_proj.weight" % x] for x in "qkv"])
+            if not mixtral:
+                e[h + "qkv_b"] = np.concatenate([t[p + "self_attn.%s_proj.bias" % x] for x in "qkv"])
+            e[h + "attproj_w"] = t[p + "self_attn.o_proj.weight"]
+            e[h + "ln2_w"] = t[p + "post_attention_layernorm.weight"]
+            m = p + ("block_sparse_moe." if mixtral else "mlp.")
+            e[h + "router_w"] = t[m + "gate.weight"]
+            for x in range(E):
+                ex = m + "experts.%d." % x
+                gate, up, down = ("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj")
+                e[h + "expert.%d/fc_w" % x] = np.concatenate([t[ex + gate + ".weight"], t[ex + up + ".weight"]])
+                e[h + "expert.%d/fcproj_w" % x] = t[ex + down + ".weight"]
+            if not mixtral:
+                e[h + "fc_w"] = np.concatenate([t[m + "shared_expert.gate_proj.weight"],
+                                                t[m + "shared_expert.up_proj.weight"]])
+                e[h + "fcproj_w"] = t[m + "shared_expert.down_proj.weight"]
+                e[h + "shared_gate_w"] = t[m + "shared_expert_gate.weight"]
+        e["lnf_w"] = t["model.norm.weight"]
+        if "lm_head.weight" in t:
+            e["lm_head"] = t["lm_head.weight"]
+        return e
     if cfg["model_type"] == "llama":
         e["wte"] = t["model.embed_tokens.weight"]
         for l in range(L):
@@ -232,8 +335,55 @@ def expected(src, k):
     return e
 
 
+class Used(dict):
+    """The folder's tensors, remembering which were read."""
+    def __init__(self, *a):
+        dict.__init__(self, *a)
+        self.used = set()
+
+    def __getitem__(self, n):
+        if n not in self:
+            raise SystemExit("the folder has no tensor %s" % n)
+        self.used.add(n)
+        return dict.__getitem__(self, n)
+
+    def __contains__(self, n):
+        self.used.add(n)
+        return dict.__contains__(self, n)
+
+
+def config_keys(cfg, k):
+    """config.json's keys against the deck's (a folder triad exported)."""
+    want = {"num_hidden_layers": k["L"], "hidden_size": k["C"], "num_attention_heads": k["NH"],
+            "num_key_value_heads": k["NKV"], "vocab_size": k["V"], "tie_word_embeddings": k["tied"]}
+    if cfg["model_type"] == "llama":
+        want.update(intermediate_size=k["F"])
+    elif cfg["model_type"] == "mixtral":
+        want.update(architectures=["MixtralForCausalLM"], intermediate_size=k["Fe"], num_local_experts=k["E"],
+                    num_experts_per_tok=k["K"])
+    elif cfg["model_type"] == "qwen2_moe":
+        want.update(architectures=["Qwen2MoeForCausalLM"], moe_intermediate_size=k["Fe"],
+                    shared_expert_intermediate_size=k["Fs"], num_experts=k["E"], num_experts_per_tok=k["K"],
+                    norm_topk_prob=k["norm_topk"], decoder_sparse_step=1, mlp_only_layers=[])
+        if cfg.get("qkv_bias", True) is not True or cfg.get("use_sliding_window", False):
+            return "qkv_bias must be true and use_sliding_window false"
+    else:
+        return None
+    for key, v in want.items():
+        if cfg.get(key) != v:
+            return "config.json: %s is %r, the deck's %r" % (key, cfg.get(key), v)
+    if abs(cfg.get("rms_norm_eps", 0) - k["eps"]) > 1e-6 * k["eps"] or cfg.get("rope_theta") != k["theta"]:
+        return "config.json: rms_norm_eps %r, rope_theta %r" % (cfg.get("rms_norm_eps"), cfg.get("rope_theta"))
+    return None
+
+
 def check(src, ckpt, k):
     e = expected(src, k)
+    if os.path.isdir(src):
+        bad = config_keys(json.load(open(os.path.join(src, "config.json"))), k)
+        if bad:
+            print(bad)
+            return 1
     with h5py.File(ckpt, "r") as f:
         m = f["model"]
         have = []

@@ -2,15 +2,19 @@
 # Weights in and out against files made and read by an independent
 # implementation of the formats (regression/hf_files.py, from their
 # definitions): Hugging Face folders of LlamaForCausalLM (F32, BF16 and F16
-# tensors, two shards with an index) and GPT2LMHeadModel (Conv1D weights,
-# "transformer." names), and an llm.c GPT-2 checkpoint, read into every
-# tensor bit for bit on one rank and on tp 2 x pp 2; `triad export` of a
-# trained llama and GPT-2, read back by the independent reader and imported
-# again bitwise; a config.json of another model, damaged safetensors files
-# and a refused export each give a clear error.
+# tensors, two shards with an index), GPT2LMHeadModel (Conv1D weights,
+# "transformer." names), MixtralForCausalLM and Qwen2MoeForCausalLM (every
+# expert of every layer, the shared expert and its gate, q, k and v
+# biases), and an llm.c GPT-2 checkpoint, read into every tensor bit for
+# bit on one rank and on tp 2 x pp 2; `triad export` of a trained llama,
+# GPT-2, Mixtral and Qwen2-MoE, read back by the independent reader and
+# imported again bitwise; a config.json of another model (a dense deck for
+# experts, another expert count), damaged safetensors files and refused
+# exports (a sigmoid router, a tensor the folder would not carry) each give
+# a clear error.
 . "$(dirname "$0")/lib.sh"
 
-hf_decks # $H, $KL, $KG and $scratch/{llama,gpt2}.nml (lib.sh)
+hf_decks # $H, $KL, $KG, $KM, $KQ and $scratch/{llama,gpt2,mixtral,qwen2_moe}.nml (lib.sh)
 grid="parallel.tp=2 parallel.pp=2 train.micro_batch_size=2"
 
 # imported WHAT DECK SRC K NP [overrides]: train.steps = 0 from SRC, the step-0 checkpoint against SRC
@@ -43,9 +47,17 @@ $H llmc "$scratch/gpt2.bin" "$KG"
 imported "an llm.c GPT-2 checkpoint (magic 20240326, version 3, padded vocabulary)" gpt2 "$scratch/gpt2.bin" "$KG" 2 \
     parallel.tp=2
 
+$H make mixtral "$scratch/hf_mixtral" "$KM" --dtypes
+imported "a MixtralForCausalLM folder (4 experts, F32, BF16, F16 tensors)" mixtral "$scratch/hf_mixtral" "$KM" 1
+imported "the same on tp 2 x pp 2 (each rank its shard of every expert)" mixtral "$scratch/hf_mixtral" "$KM" 4 $grid
+$H make qwen2_moe "$scratch/hf_qwen2_moe" "$KQ" --dtypes --shards 2
+imported "a Qwen2MoeForCausalLM folder in 2 shards (experts, gated shared expert, q, k, v biases)" qwen2_moe \
+    "$scratch/hf_qwen2_moe" "$KQ" 1
+imported "the same on tp 2 x pp 2" qwen2_moe "$scratch/hf_qwen2_moe" "$KQ" 4 $grid
+
 # continue training from the folder, then export, read back independently, import again
-for fam in llama gpt2; do
-    [ $fam = llama ] && k=$KL || k=$KG
+for fam in llama gpt2 mixtral qwen2_moe; do
+    case $fam in llama) k=$KL ;; gpt2) k=$KG ;; mixtral) k=$KM ;; *) k=$KQ ;; esac
     triad_run 4 "$scratch/$fam.nml" $grid train.steps=6 io.init_from="'$scratch/hf_$fam'" io.run_dir="'$scratch/t_$fam'"
     ok $? "$fam: 6 steps on tp 2 x pp 2 from the Hugging Face folder"
     "$TRIAD" export "$scratch/t_$fam/ckpt_6.h5" "$scratch/ex_$fam" > "$scratch/last.out" 2>&1 &&
@@ -65,6 +77,20 @@ ok $? "export.dtype = 'bf16': every tensor BF16, config.json says bfloat16 and t
 [ $? -eq 1 ] && grep -q "already holds a model" "$scratch/last.out"
 ok $? "an export into a folder that holds a model is refused (nothing overwritten)"
 
+triad_run 1 "$scratch/mixtral.nml" model.moe_router="'sigmoid'" io.run_dir="'$scratch/t_sigmoid'" &&
+    "$TRIAD" export "$scratch/t_sigmoid/ckpt_0.h5" "$scratch/ex_sigmoid" > "$scratch/last.out" 2>&1
+[ $? -eq 1 ] && grep -q "no Hugging Face architecture expresses this mixture of experts: a sigmoid router" \
+    "$scratch/last.out" && [ ! -e "$scratch/ex_sigmoid" ]
+ok $? "the export of a sigmoid router's checkpoint is refused, naming it (nothing written)"
+grep error "$scratch/last.out" | diag
+cp "$scratch/t_mixtral/ckpt_6.h5" "$scratch/extra.h5"
+"$PYTHON3" -c "import sys, h5py; h5py.File(sys.argv[1], 'a').create_dataset('model/h.1/expert.2/fc_b', data=[0.0] * 48)" \
+    "$scratch/extra.h5" && "$TRIAD" export "$scratch/extra.h5" "$scratch/ex_extra" > "$scratch/last.out" 2>&1
+[ $? -eq 1 ] && grep -q "holds /model/h.1/expert.2/fc_b, which its stored deck's model does not have" \
+    "$scratch/last.out" && [ ! -e "$scratch/ex_extra" ]
+ok $? "the export of a checkpoint with a tensor the folder would not carry is refused (nothing dropped silently)"
+grep error "$scratch/last.out" | diag
+
 # errors: each a clear message and status 1
 # refused WHAT PATTERN DECK SRC [overrides]
 refused() {
@@ -81,6 +107,13 @@ refused "config.json of another model: each differing key with both values" \
     "n_layer = 3 in the deck, num_hidden_layers = 2 in config.json; d_model = 64 in the deck, hidden_size = 32" \
     llama "$scratch/hf_llama" model.n_layer=3 model.d_model=64 model.ffn_hidden=64
 refused "a llama folder for a gpt2 deck" "model_type 'llama', but the deck's arch = 'gpt2'" gpt2 "$scratch/hf_llama"
+refused "a Mixtral folder for a dense deck: the keys to set" \
+    "a mixture of experts, but the deck's &model is dense (n_expert = 0): set n_expert = 4, n_expert_active = 2, moe_ffn_hidden = 24" \
+    llama "$scratch/hf_mixtral" model.norm_eps=1e-5 model.rope_theta=1e6
+refused "a Mixtral folder of another expert count" "n_expert = 8 in the deck, num_local_experts = 4 in config.json" \
+    mixtral "$scratch/hf_mixtral" model.n_expert=8
+refused "a Mixtral folder for a deck with a shared expert" "set n_shared_expert = 0 (Mixtral has no shared expert)" \
+    mixtral "$scratch/hf_mixtral" model.n_shared_expert=1
 for kind in header offsets dtype shape; do
     cp -r "$scratch/hf_llama" "$scratch/bad_$kind"
     $H corrupt $kind "$scratch/bad_$kind"

@@ -58,9 +58,12 @@ compare_runs() {
     "$PYTHON3" "$top_srcdir/regression/compare.py" "$@"
 }
 
-# hf_decks: the small llama and GPT-2 of the weights-in-and-out tests --
-# $H (the independent writer and reader, regression/hf_files.py), $KL and
-# $KG (their shapes for it) and the decks $scratch/llama.nml, gpt2.nml.
+# hf_decks: the small llama, GPT-2 and mixtures of experts of the
+# weights-in-and-out tests -- $H (the independent writer and reader,
+# regression/hf_files.py), $KL, $KG, $KM and $KQ (their shapes for it) and
+# the decks $scratch/llama.nml, gpt2.nml, mixtral.nml (4 experts, 2 a
+# token, 24 wide) and qwen2_moe.nml (the same with a gated shared expert
+# of 2 x 24, q, k and v biases, the top-k weights not renormalised).
 hf_decks() {
     H="$PYTHON3 $top_srcdir/regression/hf_files.py"
     KL='{"L":2,"C":32,"NH":4,"NKV":2,"F":64,"V":64,"T":16,"eps":1e-6,"theta":500000,"tied":false}'
@@ -70,4 +73,14 @@ hf_decks() {
         "&train" "  steps = 0, batch_size = 4, peak_gflops = 100.0" "/" > "$scratch/llama.nml"
     printf '%s\n' "&model" "  n_layer = 2, n_head = 4, d_model = 32, seq_len = 16, vocab_size = 64" "/" \
         "&train" "  steps = 0, batch_size = 4, peak_gflops = 100.0" "/" > "$scratch/gpt2.nml"
+    moe='"E":4,"K":2,"Fe":24'
+    KM='{"L":2,"C":32,"NH":4,"NKV":2,"F":64,"V":64,"T":16,"eps":1e-5,"theta":1000000,"tied":false,'$moe'}'
+    KQ='{"L":2,"C":32,"NH":4,"NKV":2,"F":64,"V":64,"T":16,"eps":1e-6,"theta":10000,"tied":false,'$moe',"Fs":48,"norm_topk":false}'
+    printf '%s\n' "&model" "  arch = 'llama', n_layer = 2, n_head = 4, n_kv_head = 2, d_model = 32, seq_len = 16," \
+        "  vocab_size = 64, norm_eps = 1e-5, rope_theta = 1e6, n_expert = 4, n_expert_active = 2, moe_ffn_hidden = 24" \
+        "/" "&train" "  steps = 0, batch_size = 4, peak_gflops = 100.0" "/" > "$scratch/mixtral.nml"
+    printf '%s\n' "&model" "  arch = 'llama', n_layer = 2, n_head = 4, n_kv_head = 2, d_model = 32, seq_len = 16," \
+        "  vocab_size = 64, norm_eps = 1e-6, n_expert = 4, n_expert_active = 2, moe_ffn_hidden = 24," \
+        "  n_shared_expert = 2, qkv_bias = .true., moe_norm_topk = .false." "/" \
+        "&train" "  steps = 0, batch_size = 4, peak_gflops = 100.0" "/" > "$scratch/qwen2_moe.nml"
 }

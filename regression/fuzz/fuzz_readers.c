@@ -55,7 +55,7 @@ struct harness {
     const char *corpus, *work;
     uint64_t rng;
     struct grid g;
-    struct model llama, gpt2; /* the seeds' models (corpus/llama.nml, gpt2.nml) */
+    struct model llama, gpt2, moe; /* the seeds' models (corpus/llama.nml, gpt2.nml, qwen2_moe.nml) */
     struct config llama_cfg;
     hsize_t regions[64][2];   /* the seed checkpoint's tensor bytes: [offset, size) */
     int nregions;
@@ -404,6 +404,12 @@ static int run_config(struct harness *h, const char *in, char *err, size_t errle
     return run_folder(h, in, "hf_config", "config.json", "llama", rest, &h->llama, err, errlen);
 }
 
+static int run_config_moe(struct harness *h, const char *in, char *err, size_t errlen)
+{
+    static const char *const rest[] = {"model.safetensors", NULL};
+    return run_folder(h, in, "hf_config_moe", "config.json", "qwen2_moe", rest, &h->moe, err, errlen);
+}
+
 static int run_safetensors(struct harness *h, const char *in, char *err, size_t errlen)
 {
     static const char *const rest[] = {"config.json", NULL};
@@ -527,6 +533,7 @@ struct target {
 static const struct target targets[] = {
     {"deck", "llama.nml", run_deck, TEXT},
     {"config", "llama/config.json", run_config, TEXT},
+    {"config_moe", "qwen2_moe/config.json", run_config_moe, TEXT},
     {"safetensors", "llama/model.safetensors", run_safetensors, SAFETENSORS},
     {"index", "sharded/model.safetensors.index.json", run_index, TEXT},
     {"llmc", "gpt2.bin", run_llmc, BYTES},
@@ -656,6 +663,7 @@ int main(int argc, char **argv)
     struct config gcfg;
     model_of(&h, &h.llama, &h.llama_cfg, "llama.nml");
     model_of(&h, &h.gpt2, &gcfg, "gpt2.nml");
+    model_of(&h, &h.moe, &gcfg, "qwen2_moe.nml");
     char ck[4096];
     snprintf(ck, sizeof ck, "%s/ckpt.h5", h.corpus);
     ckpt_regions(&h, ck);
@@ -669,6 +677,7 @@ int main(int argc, char **argv)
     if (!found) fprintf(stderr, "fuzz_readers: no target '%s'\n", argv[a + 2]);
     model_free(&h.llama);
     model_free(&h.gpt2);
+    model_free(&h.moe);
     grid_free(&h.g);
     MPI_Finalize();
     return failures || !found ? 1 : 0;

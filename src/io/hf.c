@@ -93,7 +93,7 @@ static int load_transposed(struct model *m, enum param_id id, int j, const struc
     return rc;
 }
 
-/* This rank's shard of tensor id, local layer j, from nsrc sources (one per
+/* This rank's shard of tensor id, local slice j, from nsrc sources (one per
  * row part, or one for the whole tensor), through host memory.  Rows past
  * the file's (the padded vocabulary) are zero; gpt2's position table takes
  * the file's first T rows. */
@@ -148,47 +148,19 @@ static void expected_shape(const struct model_dims *d, enum param_id id, int nsr
 
 /* ------------------------------------------------------------ Hugging Face names */
 
-int hf_tensors(const struct model_dims *d, const struct hf_tensor **t)
-{
-    static const struct hf_tensor llama[] = {
-        {"model.embed_tokens.weight", P_WTE, -1, 0},
-        {"model.layers.%d.input_layernorm.weight", P_LN1W, -1, 0},
-        {"model.layers.%d.self_attn.q_proj.weight", P_QKVW, 0, 0},
-        {"model.layers.%d.self_attn.k_proj.weight", P_QKVW, 1, 0},
-        {"model.layers.%d.self_attn.v_proj.weight", P_QKVW, 2, 0},
-        {"model.layers.%d.self_attn.o_proj.weight", P_ATTPROJW, -1, 0},
-        {"model.layers.%d.post_attention_layernorm.weight", P_LN2W, -1, 0},
-        {"model.layers.%d.mlp.gate_proj.weight", P_FCW, 0, 0},
-        {"model.layers.%d.mlp.up_proj.weight", P_FCW, 1, 0},
-        {"model.layers.%d.mlp.down_proj.weight", P_FCPROJW, -1, 0},
-        {"model.norm.weight", P_LNFW, -1, 0},
-        {"lm_head.weight", P_LMHEAD, -1, 0},
-    };
-    static const struct hf_tensor gpt2[] = {
-        {"wte.weight", P_WTE, -1, 0},                  {"wpe.weight", P_WPE, -1, 0},
-        {"h.%d.ln_1.weight", P_LN1W, -1, 0},           {"h.%d.ln_1.bias", P_LN1B, -1, 0},
-        {"h.%d.attn.c_attn.weight", P_QKVW, -1, 1},    {"h.%d.attn.c_attn.bias", P_QKVB, -1, 0},
-        {"h.%d.attn.c_proj.weight", P_ATTPROJW, -1, 1}, {"h.%d.attn.c_proj.bias", P_ATTPROJB, -1, 0},
-        {"h.%d.ln_2.weight", P_LN2W, -1, 0},           {"h.%d.ln_2.bias", P_LN2B, -1, 0},
-        {"h.%d.mlp.c_fc.weight", P_FCW, -1, 1},        {"h.%d.mlp.c_fc.bias", P_FCB, -1, 0},
-        {"h.%d.mlp.c_proj.weight", P_FCPROJW, -1, 1},  {"h.%d.mlp.c_proj.bias", P_FCPROJB, -1, 0},
-        {"ln_f.weight", P_LNFW, -1, 0},                {"ln_f.bias", P_LNFB, -1, 0},
-        {"lm_head.weight", P_LMHEAD, -1, 0},
-    };
-    *t = d->llama ? llama : gpt2;
-    return d->llama ? (int)(sizeof llama / sizeof llama[0]) : (int)(sizeof gpt2 / sizeof gpt2[0]);
-}
-
-/* The file's names for tensor id of global layer l, one per row part it is
- * kept in there, in part order; 0 when the family has no such tensor. */
-static int hf_names(const struct model_dims *d, enum param_id id, int l, char names[3][160], int *transposed)
+/* The file's names for logical slice g of tensor id (hf_tensors: layer,
+ * then expert), one per row part it is kept in there, in part order; 0
+ * when the architecture has no such tensor. */
+static int hf_names(const struct model_dims *d, enum hf_arch a, enum param_id id, int g, char names[3][160],
+                    int *transposed)
 {
     const struct hf_tensor *t;
-    int nt = hf_tensors(d, &t), n = 0;
+    int nt = hf_tensors(a, &t), n = 0;
+    int l = param_table[id].expert ? g / d->E : g, e = param_table[id].expert ? g % d->E : 0;
     if (!param_present(d, id)) return 0;
     for (int i = 0; i < nt && n < 3; i++)
         if (t[i].id == id) {
-            snprintf(names[n++], sizeof names[0], t[i].name, l);
+            snprintf(names[n++], sizeof names[0], t[i].name, l, e);
             *transposed = t[i].transposed;
         }
     return n;
@@ -246,145 +218,6 @@ static int read_json(const char *path, struct json **out, char *why, size_t whyl
         errno = 0;
         return -1;
     }
-    return 0;
-}
-
-/* One key of config.json against the deck: its kind, and whether the file
- * has it or its default stands in. */
-enum key_kind { KEY_INT, KEY_REAL, KEY_BOOL };
-struct key_check {
-    const char *deck, *file; /* the deck's key, config.json's */
-    enum key_kind kind;
-    double here;
-    int present;             /* config.json has it (else the default, if any, stands) */
-    int has_default;
-    double there;
-};
-
-/* The value of k in cfg by its kind; null counts as absent (Hugging Face's
- * None: the default).  -1 with the reason for a value of the wrong type. */
-static int key_value(struct key_check *k, const struct json *cfg, const char *path, char *err, size_t errlen)
-{
-    static const char *const what[] = {"an integer", "a number", "true or false"};
-    static const char *const kinds[] = {"null", "false", "true", "a number", "a string", "an array", "an object"};
-    const struct json *v = json_get(cfg, k->file);
-    k->present = v && v->kind != JSON_NULL;
-    if (!k->present) return 0;
-    int ok = k->kind == KEY_BOOL ? v->kind == JSON_TRUE || v->kind == JSON_FALSE : v->kind == JSON_NUMBER;
-    if (ok && k->kind == KEY_INT) ok = v->number == floor(v->number) && fabs(v->number) <= 2147483647.0;
-    if (!ok) {
-        if (v->kind == JSON_NUMBER) {
-            char num[32];
-            for (int digits = 1; digits <= 17; digits++) /* the shortest that reads back */
-                if (snprintf(num, sizeof num, "%.*g", digits, v->number), strtod(num, NULL) == v->number) break;
-            return errorf(err, errlen, "%s: \"%s\" is %s; it must be %s", path, k->file, num, what[k->kind]);
-        }
-        return errorf(err, errlen, "%s: \"%s\" is %s%s%.40s%s; it must be %s", path, k->file, kinds[v->kind],
-                      v->kind == JSON_STRING ? " \"" : "", v->kind == JSON_STRING ? v->string : "",
-                      v->kind == JSON_STRING ? "\"" : "", what[k->kind]);
-    }
-    k->there = k->kind == KEY_BOOL ? v->kind == JSON_TRUE : v->number;
-    return 0;
-}
-
-/* An optional integer key (absent or null: 0 and *present = 0). */
-static int opt_int(const struct json *cfg, const char *key, long long *out, int *present, const char *path, char *err,
-                   size_t errlen)
-{
-    struct key_check k = {.deck = key, .file = key, .kind = KEY_INT};
-    if (key_value(&k, cfg, path, err, errlen) != 0) return -1;
-    *present = k.present;
-    *out = k.present ? (long long)k.there : 0;
-    return 0;
-}
-
-/* Does config.json's value of k agree with the deck's?  Integers and
- * switches exactly; reals (eps, theta) to 1e-6 relative, as a file writes
- * them with fewer digits. */
-static int key_agrees(const struct key_check *k, double there)
-{
-    return k->kind == KEY_REAL ? fabs(k->here - there) <= fabs(k->here) * 1e-6 : k->here == there;
-}
-
-/* The deck's &model against config.json: every differing key listed. */
-static int check_config(const struct model_dims *d, const struct json *cfg, const char *path, char *err,
-                        size_t errlen)
-{
-    const struct json *mt = json_get(cfg, "model_type");
-    if (!mt || mt->kind != JSON_STRING)
-        return errorf(err, errlen, "%s: \"model_type\" is %s; it must be the string \"llama\" or \"gpt2\"", path,
-                      mt ? "not a string" : "missing");
-    if (strcmp(mt->string, d->llama ? "llama" : "gpt2") != 0)
-        return errorf(err, errlen, "%s: model_type '%.60s', but the deck's arch = '%s' (triad reads model_type 'llama' "
-                    "as arch = 'llama' and 'gpt2' as arch = 'gpt2')", path, mt->string, d->llama ? "llama" : "gpt2");
-    struct key_check k[12];
-    int n = 0;
-#define KEY(deck_, file_, kind_, here_, has_def_, def_) \
-    k[n++] = (struct key_check){ deck_, file_, kind_, here_, 0, has_def_, def_ }
-    if (d->llama) {
-        KEY("n_layer", "num_hidden_layers", KEY_INT, d->L, 0, 0);
-        KEY("n_head", "num_attention_heads", KEY_INT, d->NH, 0, 0);
-        KEY("n_kv_head", "num_key_value_heads", KEY_INT, d->NKV, 0, 0); /* (default: num_attention_heads, below) */
-        KEY("d_model", "hidden_size", KEY_INT, d->C, 0, 0);
-        KEY("ffn_hidden", "intermediate_size", KEY_INT, d->F, 0, 0);
-        KEY("vocab_size", "vocab_size", KEY_INT, d->V, 0, 0);
-        KEY("norm_eps", "rms_norm_eps", KEY_REAL, d->eps, 1, 1e-6);
-        KEY("rope_theta", "rope_theta", KEY_REAL, d->rope_theta, 1, 10000.0);
-        KEY("tie_embeddings", "tie_word_embeddings", KEY_BOOL, d->tied, 1, 0.0);
-    } else {
-        KEY("n_layer", "n_layer", KEY_INT, d->L, 0, 0);
-        KEY("n_head", "n_head", KEY_INT, d->NH, 0, 0);
-        KEY("d_model", "n_embd", KEY_INT, d->C, 0, 0);
-        KEY("vocab_size", "vocab_size", KEY_INT, d->V, 0, 0);
-        KEY("ffn_hidden", "n_inner", KEY_INT, d->F, 0, 0); /* (default: 4 n_embd, below) */
-        KEY("tie_embeddings", "tie_word_embeddings", KEY_BOOL, d->tied, 1, 1.0);
-    }
-#undef KEY
-    for (int i = 0; i < n; i++)
-        if (key_value(&k[i], cfg, path, err, errlen) != 0) return -1;
-    /* defaults that are other keys: kv heads = heads, the MLP 4 C */
-    if (d->llama && k[1].present && !k[2].present) k[2].has_default = 1, k[2].there = k[1].there;
-    if (!d->llama && k[2].present && !k[4].present) k[4].has_default = 1, k[4].there = 4 * k[2].there;
-    char list[1536] = "";
-    for (int i = 0; i < n; i++) {
-        double there = k[i].there; /* config.json's value, or the default */
-        if ((k[i].present || k[i].has_default) && key_agrees(&k[i], there)) continue;
-        size_t len = strlen(list);
-        if (k[i].present)
-            snprintf(list + len, sizeof list - len, "%s%s = %g in the deck, %s = %g in config.json", len ? "; " : "",
-                     k[i].deck, k[i].here, k[i].file, there);
-        else if (k[i].has_default)
-            snprintf(list + len, sizeof list - len, "%s%s = %g in the deck, but config.json has no %s (its default "
-                     "is %g)", len ? "; " : "", k[i].deck, k[i].here, k[i].file, there);
-        else
-            snprintf(list + len, sizeof list - len, "%s%s = %g in the deck, no %s in config.json", len ? "; " : "",
-                     k[i].deck, k[i].here, k[i].file);
-    }
-    if (list[0])
-        return errorf(err, errlen, "%s describes another model: %s; set the deck's &model as config.json's", path,
-                    list);
-    long long x;
-    int has;
-    if (!d->llama) {
-        if (opt_int(cfg, "n_positions", &x, &has, path, err, errlen) != 0) return -1;
-        if (!has || x < d->T)
-            return errorf(err, errlen, "%s: n_positions = %lld%s, fewer than the deck's seq_len = %d positions", path,
-                          x, has ? "" : " (absent)", d->T);
-        return 0;
-    }
-    const struct json *rs = json_get(cfg, "rope_scaling");
-    if (rs && rs->kind != JSON_NULL)
-        return errorf(err, errlen, "%s: rope_scaling is set; triad's rotary embedding has no scaling", path);
-    static const char *const biases[] = {"attention_bias", "mlp_bias"};
-    for (int i = 0; i < 2; i++) {
-        struct key_check b = {.deck = biases[i], .file = biases[i], .kind = KEY_BOOL};
-        if (key_value(&b, cfg, path, err, errlen) != 0) return -1;
-        if (b.present && b.there)
-            return errorf(err, errlen, "%s: %s is true; triad's llama blocks have no biases", path, biases[i]);
-    }
-    if (opt_int(cfg, "head_dim", &x, &has, path, err, errlen) != 0) return -1;
-    if (has && x != d->HS)
-        return errorf(err, errlen, "%s: head_dim = %lld, but d_model / n_head = %d", path, x, d->HS);
     return 0;
 }
 
@@ -554,21 +387,22 @@ static int folder_find(const struct folder *f, const char *name, int gpt2, int64
     return 0;
 }
 
-/* Every tensor this rank holds, from the folder. */
-static int load_folder(struct model *m, const struct folder *f, int allow_nonfinite, char *err, size_t errlen)
+/* Every slice of every tensor this rank holds, from the folder of
+ * architecture a. */
+static int load_folder(struct model *m, enum hf_arch a, const struct folder *f, int allow_nonfinite, char *err,
+                       size_t errlen)
 {
     const struct model_dims *d = &m->d;
     for (int id = 0; id < NUM_PARAMS; id++) {
-        int layers = m->size[id] == 0 ? 0 : param_table[id].per_layer ? d->Lp : 1;
-        for (int j = 0; j < layers; j++) {
-            int l = param_table[id].per_layer ? model_global_layer(d, j) : 0, tr;
+        int slices = m->size[id] == 0 ? 0 : param_local_slices(d, (enum param_id)id);
+        for (int j = 0; j < slices; j++) {
             char names[3][160];
             struct src s[3];
-            int n = hf_names(d, (enum param_id)id, l, names, &tr);
+            int tr = 0, n = hf_names(d, a, (enum param_id)id, param_slice_global(d, (enum param_id)id, j), names, &tr);
             for (int p = 0; p < n; p++) {
                 int64_t er, ec;
                 expected_shape(d, (enum param_id)id, n, p, tr, &er, &ec);
-                if (folder_find(f, names[p], !d->llama, er, ec, id == P_WPE, &s[p], err, errlen) != 0) return -1;
+                if (folder_find(f, names[p], a == HF_GPT2, er, ec, id == P_WPE, &s[p], err, errlen) != 0) return -1;
                 s[p].transposed = tr;
                 s[p].allow_nonfinite = allow_nonfinite;
                 if (tr) s[p].rows = ec, s[p].cols = er; /* as triad sees it */
@@ -584,15 +418,16 @@ int hf_load(const char *dir, struct model *m, const struct grid *g, int allow_no
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     struct json *cfg = NULL;
+    enum hf_arch arch = HF_LLAMA;
     int rc = read_json(path, &cfg, err, errlen);
     if (rc != 0 && errno == ENOENT)
         rc = errorf(err, errlen, "%s: there is none: a Hugging Face model folder has config.json and "
                     "model.safetensors", path);
-    if (rc == 0) rc = check_config(&m->d, cfg, path, err, errlen);
+    if (rc == 0) rc = hf_check_config(&m->d, cfg, path, &arch, err, errlen);
     json_free(cfg);
     struct folder f = {0};
     if (rc == 0) rc = folder_open(&f, dir, err, errlen);
-    if (rc == 0) rc = load_folder(m, &f, allow_nonfinite, err, errlen);
+    if (rc == 0) rc = load_folder(m, arch, &f, allow_nonfinite, err, errlen);
     folder_close(&f);
     return mpi_agree_error(g->world_comm, rc != 0, err, errlen);
 }
@@ -815,8 +650,8 @@ int llmc_load(const char *path, struct model *m, const struct grid *g, int allow
         enum param_id id = order[i].id;
         int per_layer = param_table[id].per_layer, n = per_layer ? (int)L : 1;
         uint64_t bytes = (uint64_t)(order[i].rows * order[i].cols) * es;
-        for (int j = 0; rc == 0 && j < (per_layer ? d->Lp : 1) && m->size[id]; j++) {
-            int l = per_layer ? model_global_layer(d, j) : 0;
+        for (int j = 0; rc == 0 && m->size[id] && j < param_local_slices(d, id); j++) {
+            int l = param_slice_global(d, id, j); /* (a layer: gpt2 has no experts) */
             struct src s = { .fd = fd, .at = at + (uint64_t)l * bytes, .dtype = dt, .rows = order[i].rows,
                              .cols = order[i].cols, .allow_nonfinite = allow_nonfinite };
             snprintf(s.name, sizeof s.name, "%s: tensor %s", path, param_table[id].name);

@@ -1,6 +1,7 @@
 /* hf.h -- weights from other tools (io.init_from): a Hugging Face model
  * folder (config.json and model.safetensors, or the shards of
- * model.safetensors.index.json) of LlamaForCausalLM or GPT2LMHeadModel, and
+ * model.safetensors.index.json) of LlamaForCausalLM, GPT2LMHeadModel,
+ * MixtralForCausalLM or Qwen2MoeForCausalLM, and
  * llm.c's GPT-2 checkpoint (gpt2_124M.bin); and a checkpoint written out as
  * a Hugging Face folder (`triad export`).  docs/formats.md gives the names
  * and layouts. */
@@ -8,6 +9,7 @@
 #define TRIAD_HF_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "config.h"
 #include "model.h"
@@ -16,18 +18,41 @@
 
 struct tokenizer;
 
+/* The Hugging Face architectures triad reads and writes (hf_arch.c):
+ * GPT2LMHeadModel, LlamaForCausalLM, and the llama family's mixtures of
+ * experts MixtralForCausalLM and Qwen2MoeForCausalLM. */
+enum hf_arch { HF_GPT2, HF_LLAMA, HF_MIXTRAL, HF_QWEN2_MOE, HF_NARCH };
+/* Its model_type ("mixtral") and its class ("MixtralForCausalLM"). */
+const char *hf_model_type(enum hf_arch a);
+const char *hf_class(enum hf_arch a);
+
 /* One tensor of a Hugging Face folder: its name (a format taking the
- * layer for per-layer tensors), triad's tensor, which of its row parts it
- * is (param_row_parts; -1: all of it), and whether it is stored transposed
- * (GPT-2's Conv1D, [in, out]).  hf_tensors gives the family's, in the order
- * a folder lists them (globals, then each layer's, then the rest); both the
- * reader and `triad export` walk it. */
+ * layer, then the expert, for per-layer and per-expert tensors), triad's
+ * tensor, which of its row parts it is (param_row_parts; -1: all of it),
+ * and whether it is stored transposed (GPT-2's Conv1D, [in, out]).
+ * hf_tensors gives the architecture's, in the order a folder lists them
+ * (globals, then each layer's, an expert's run of rows once per expert,
+ * then the rest); both the reader and `triad export` walk it. */
 struct hf_tensor {
     const char *name;
     enum param_id id;
     int part, transposed;
 };
-int hf_tensors(const struct model_dims *d, const struct hf_tensor **t);
+int hf_tensors(enum hf_arch a, const struct hf_tensor **t);
+
+/* The deck's &model (d) against config.json (cfg, read from path): the
+ * architecture its model_type names into *arch, which must hold the deck's
+ * model (family, dense or experts, the switches the architecture fixes),
+ * and every key that differs listed with both values (a value of the wrong
+ * JSON type is an error, never a default).  0, or -1 with the reason. */
+struct json;
+int hf_check_config(const struct model_dims *d, const struct json *cfg, const char *path, enum hf_arch *arch,
+                    char *err, size_t errlen);
+/* The architecture `triad export` writes model d as; -1 with the reason
+ * when none expresses it (a sigmoid router, ungated shared experts, ...). */
+int hf_arch_of(const struct model_dims *d, char *err, size_t errlen);
+/* config.json of model d as architecture a, its tensors in dtype, into fp. */
+void hf_print_config(FILE *fp, const struct model_dims *d, enum hf_arch a, enum st_dtype dtype);
 
 /* What io.init_from names: a directory (a Hugging Face folder), an llm.c
  * checkpoint (its magic number), or anything else (triad's HDF5). */

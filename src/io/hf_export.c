@@ -26,92 +26,147 @@
 #include "tokenizer.h"
 
 /* One tensor of the folder: its name and shape, and where it comes from:
- * rows [r0, r0 + rows) of the checkpoint's dataset, transposed (GPT-2's
- * Conv1D [in, out]). */
+ * rows [r0, r0 + rows) of the checkpoint's dataset (logical slice `slice`
+ * of tensor id), transposed (GPT-2's Conv1D [in, out]). */
 struct piece {
     char name[160];
-    char dataset[96];
+    char dataset[112];
+    enum param_id id;
+    int slice;
     int64_t r0, rows, cols;
     int rank, transposed;
 };
 
-static void piece(struct piece *p, const char *name, int l, const char *dataset, int64_t r0, int64_t rows,
-                  int64_t cols, int transposed)
+/* Tensor t of layer l (and expert e) into p, if model d has it: 1, else 0
+ * (p NULL: only counted). */
+static int piece(const struct model_dims *d, const struct hf_tensor *t, int l, int e, struct piece *p)
 {
-    snprintf(p->name, sizeof p->name, name, l);
-    snprintf(p->dataset, sizeof p->dataset, dataset, l);
-    p->r0 = r0, p->rows = rows, p->cols = cols, p->transposed = transposed;
+    enum param_id id = t->id;
+    if (!param_present(d, id)) return 0;
+    if (!p) return 1;
+    size_t rows, cols, part[3] = {0, 0, 0}, r0 = 0;
+    param_shape(d, id, &rows, &cols);
+    if (id == P_WTE || id == P_LMHEAD) rows = (size_t)d->V; /* no padding */
+    if (t->part >= 0) {
+        param_row_parts(d, id, part);
+        for (int k = 0; k < t->part; k++) r0 += part[k];
+        rows = part[t->part];
+    }
+    char slice[96];
+    p->id = id;
+    p->slice = param_table[id].expert ? l * d->E + e : param_table[id].per_layer ? l : 0;
+    param_slice_name(d, id, p->slice, slice, sizeof slice);
+    snprintf(p->name, sizeof p->name, t->name, l, e);
+    snprintf(p->dataset, sizeof p->dataset, "/model/%s", slice);
+    p->r0 = (int64_t)r0, p->rows = (int64_t)rows, p->cols = (int64_t)cols, p->transposed = t->transposed;
     p->rank = cols == 1 ? 1 : 2;
+    return 1;
 }
 
-/* The folder's tensors for model d (hf_tensors), in writing order; returns
- * their number. */
-static int pieces(const struct model_dims *d, struct piece *p)
+/* The folder's tensors for model d as architecture a (hf_tensors), in
+ * writing order, into p (NULL: only counted); returns their number. */
+static int pieces(const struct model_dims *d, enum hf_arch a, struct piece *p)
 {
     const struct hf_tensor *t;
-    int nt = hf_tensors(d, &t), n = 0, first_layer = 0, last_layer = nt;
+    int nt = hf_tensors(a, &t), n = 0, first_layer = 0, last_layer = nt;
     while (first_layer < nt && !param_table[t[first_layer].id].per_layer) first_layer++;
     while (last_layer > first_layer && !param_table[t[last_layer - 1].id].per_layer) last_layer--;
-    /* the globals before the layers, each layer's tensors, the globals after */
+    /* the globals before the layers, each layer's tensors (a run of an
+     * expert's, once per expert), the globals after */
     for (int pass = 0; pass < 3; pass++)
-        for (int l = 0; l < (pass == 1 ? d->L : 1); l++)
-            for (int i = pass == 0 ? 0 : pass == 1 ? first_layer : last_layer;
-                 i < (pass == 0 ? first_layer : pass == 1 ? last_layer : nt); i++) {
-                enum param_id id = t[i].id;
-                if (!param_present(d, id)) continue;
-                size_t rows, cols, part[3] = {0, 0, 0}, r0 = 0;
-                param_shape(d, id, &rows, &cols);
-                if (id == P_WTE || id == P_LMHEAD) rows = (size_t)d->V; /* no padding */
-                if (t[i].part >= 0) {
-                    param_row_parts(d, id, part);
-                    for (int k = 0; k < t[i].part; k++) r0 += part[k];
-                    rows = part[t[i].part];
-                }
-                char dataset[96];
-                if (param_table[id].per_layer) snprintf(dataset, sizeof dataset, "/model/h.%%d/%s", param_table[id].name);
-                else snprintf(dataset, sizeof dataset, "/model/%s", param_table[id].name);
-                piece(&p[n++], t[i].name, l, dataset, (int64_t)r0, (int64_t)rows, (int64_t)cols, t[i].transposed);
+        for (int l = 0; l < (pass == 1 ? d->L : 1); l++) {
+            int lo = pass == 0 ? 0 : pass == 1 ? first_layer : last_layer;
+            int hi = pass == 0 ? first_layer : pass == 1 ? last_layer : nt;
+            for (int i = lo; i < hi;) {
+                int run = 1, experts = param_table[t[i].id].expert ? d->E : 1;
+                while (param_table[t[i].id].expert && i + run < hi && param_table[t[i + run].id].expert) run++;
+                for (int e = 0; e < experts; e++)
+                    for (int k = i; k < i + run; k++) n += piece(d, &t[k], l, e, p ? &p[n] : NULL);
+                i += run;
             }
+        }
     return n;
 }
 
-/* A real as JSON: the shortest of %.15g / %.17g that reads back exactly. */
-static void fmt_real(char *buf, size_t n, double x)
+/* Every dataset of model d (each slice of each tensor it has) is written
+ * whole by the n pieces, each row once, so that no tensor of the
+ * checkpoint is left out of the folder (an architecture's table that
+ * missed one is an error, never a folder without it). */
+static int covers_model(const struct model_dims *d, enum hf_arch a, const struct piece *p, int n, char *err,
+                        size_t errlen)
 {
-    snprintf(buf, n, "%.15g", x);
-    if (strtod(buf, NULL) != x) snprintf(buf, n, "%.17g", x);
+    int base[NUM_PARAMS + 1] = {0}, rc = 0;
+    for (int id = 0; id < NUM_PARAMS; id++) base[id + 1] = base[id] + param_slices(d, (enum param_id)id);
+    int64_t *next = calloc((size_t)base[NUM_PARAMS] + 1, sizeof *next); /* each dataset's first row not yet written */
+    if (!next) return errorf(err, errlen, "out of memory");
+    for (int i = 0; i < n && rc == 0; i++) {
+        int64_t *x = &next[base[p[i].id] + p[i].slice];
+        if (*x != p[i].r0)
+            rc = errorf(err, errlen, "internal: %s's tensor '%s' takes rows %lld.. of %s, but row %lld comes next",
+                        hf_class(a), p[i].name, (long long)p[i].r0, p[i].dataset, (long long)*x);
+        *x += p[i].rows;
+    }
+    for (int id = 0; id < NUM_PARAMS && rc == 0; id++)
+        for (int g = 0; g < param_slices(d, (enum param_id)id) && rc == 0; g++) {
+            size_t rows, cols;
+            char name[96];
+            param_shape(d, (enum param_id)id, &rows, &cols);
+            if (id == P_WTE || id == P_LMHEAD) rows = (size_t)d->V;
+            param_slice_name(d, (enum param_id)id, g, name, sizeof name);
+            if (next[base[id] + g] != (int64_t)rows)
+                rc = errorf(err, errlen, "the checkpoint's /model/%s would be left out of the %s folder (%lld of its "
+                            "%zu rows written): nothing written", name, hf_class(a), (long long)next[base[id] + g],
+                            rows);
+        }
+    free(next);
+    return rc;
 }
 
-static int write_config(const char *path, const struct model_dims *d, enum st_dtype dtype)
+/* The file's side: every dataset under its /model is one that the pieces
+ * take (a checkpoint holding more than its stored deck describes is not
+ * exported without it). */
+struct model_walk {
+    const char **names; /* the pieces' datasets, sorted */
+    int n;
+    char extra[200];    /* the first dataset that none takes */
+};
+
+static int cmp_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+static herr_t visit_dataset(hid_t g, const char *name, const H5L_info_t *info, void *data)
 {
-    FILE *fp = fopen(path, "w");
-    if (!fp) return -1;
-    const char *torch_dtype = dtype == ST_BF16 ? "bfloat16" : dtype == ST_F16 ? "float16" : "float32";
-    char eps[32], theta[32];
-    for (int digits = 6; digits <= 9; digits++) { /* the float epsilon as the deck wrote it */
-        snprintf(eps, sizeof eps, "%.*g", digits, (double)d->eps);
-        if ((float)strtod(eps, NULL) == d->eps) break;
+    (void)info;
+    struct model_walk *w = data;
+    hid_t o = H5Oopen(g, name, H5P_DEFAULT);
+    if (o < 0) return -1;
+    int dataset = H5Iget_type(o) == H5I_DATASET;
+    H5Oclose(o);
+    char full[200];
+    const char *key = full;
+    snprintf(full, sizeof full, "/model/%s", name);
+    if (dataset && !bsearch(&key, w->names, (size_t)w->n, sizeof *w->names, cmp_name)) {
+        snprintf(w->extra, sizeof w->extra, "%s", full);
+        return 1; /* (stops the walk) */
     }
-    fmt_real(theta, sizeof theta, d->rope_theta);
-    if (d->llama)
-        fprintf(fp, "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
-                "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n  \"num_attention_heads\": %d,\n"
-                "  \"num_hidden_layers\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
-                "  \"vocab_size\": %d,\n  \"max_position_embeddings\": %d,\n  \"rms_norm_eps\": %s,\n"
-                "  \"rope_theta\": %s,\n  \"rope_scaling\": null,\n  \"hidden_act\": \"silu\",\n"
-                "  \"attention_bias\": false,\n  \"mlp_bias\": false,\n  \"tie_word_embeddings\": %s,\n"
-                "  \"torch_dtype\": \"%s\"\n}\n",
-                d->C, d->F, d->NH, d->L, d->NKV, d->HS, d->V, d->T, eps, theta, d->tied ? "true" : "false",
-                torch_dtype);
-    else
-        fprintf(fp, "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
-                "  \"n_embd\": %d,\n  \"n_head\": %d,\n  \"n_layer\": %d,\n  \"n_inner\": %d,\n"
-                "  \"n_positions\": %d,\n  \"n_ctx\": %d,\n  \"vocab_size\": %d,\n"
-                "  \"activation_function\": \"gelu_new\",\n  \"layer_norm_epsilon\": 1e-05,\n"
-                "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"%s\"\n}\n",
-                d->C, d->NH, d->L, d->F, d->T, d->T, d->V, d->tied ? "true" : "false", torch_dtype);
-    int rc = ferror(fp) || fflush(fp) != 0 || fsync(fileno(fp)) != 0;
-    return fclose(fp) != 0 || rc ? -1 : 0;
+    return 0;
+}
+
+static int covers_file(hid_t f, const char *ckpt, enum hf_arch a, const struct piece *p, int n, char *err,
+                       size_t errlen)
+{
+    struct model_walk w = {.names = malloc(((size_t)n + 1) * sizeof *w.names), .n = n};
+    if (!w.names) return errorf(err, errlen, "out of memory");
+    for (int i = 0; i < n; i++) w.names[i] = p[i].dataset;
+    qsort(w.names, (size_t)n, sizeof *w.names, cmp_name);
+    hid_t g = H5Gopen2(f, "/model", H5P_DEFAULT);
+    herr_t rc = g < 0 ? -1 : H5Lvisit(g, H5_INDEX_NAME, H5_ITER_INC, visit_dataset, &w);
+    if (g >= 0) H5Gclose(g);
+    free(w.names);
+    if (rc < 0) return errorf(err, errlen, "cannot list the datasets of %s's /model group", ckpt);
+    if (rc > 0)
+        return errorf(err, errlen, "%s holds %s, which its stored deck's model does not have, and so the %s folder "
+                      "would not: nothing written", ckpt, w.extra, hf_class(a));
+    return 0;
 }
 
 /* The whole model the checkpoint's stored deck (into cfg) describes. */
@@ -130,20 +185,18 @@ static int ckpt_dims(const char *path, struct model_dims *d, struct config *out,
     return 0;
 }
 
-/* Every dataset the folder takes (whole, once) against its checksum, as a
- * restart checks them, before anything is written. */
+/* Every dataset the folder takes (whole, once: covers_model) against its
+ * checksum, as a restart checks them, before anything is written. */
 static int verify_model(hid_t f, const struct model_dims *d, char *err, size_t errlen)
 {
-    struct piece *p = calloc((size_t)(16 + 12 * d->L), sizeof *p);
-    if (!p) return errorf(err, errlen, "out of memory");
-    int n = pieces(d, p), rc = 0;
-    for (int i = 0; rc == 0 && i < n; i++) {
-        int seen = 0; /* (llama's q, k, v and gate, up are parts of one dataset) */
-        for (int k = 0; k < i && !seen; k++) seen = strcmp(p[k].dataset, p[i].dataset) == 0;
-        if (!seen) rc = ckpt_verify_dataset(f, p[i].dataset, err, errlen);
-    }
-    free(p);
-    return rc;
+    for (int id = 0; id < NUM_PARAMS; id++)
+        for (int g = 0; g < param_slices(d, (enum param_id)id); g++) {
+            char name[96], path[112];
+            param_slice_name(d, (enum param_id)id, g, name, sizeof name);
+            snprintf(path, sizeof path, "/model/%s", name);
+            if (ckpt_verify_dataset(f, path, err, errlen) != 0) return -1;
+        }
+    return 0;
 }
 
 /* Rows [r0, r0 + rows) of a dataset of cols columns, as floats. */
@@ -163,13 +216,12 @@ static int read_rows(hid_t f, const struct piece *p, float *buf)
     return rc < 0 ? -1 : 0;
 }
 
-static int write_tensors(hid_t f, const char *path, const struct model_dims *d, enum st_dtype dtype, char *err,
+/* The n pieces into a safetensors file at path, in dtype. */
+static int write_tensors(hid_t f, const char *path, const struct piece *p, int n, enum st_dtype dtype, char *err,
                          size_t errlen)
 {
-    struct piece *p = calloc((size_t)(16 + 12 * d->L), sizeof *p);
-    struct st_out *out = calloc((size_t)(16 + 12 * d->L), sizeof *out);
-    if (!p || !out) return free(p), free(out), errorf(err, errlen, "out of memory");
-    int n = pieces(d, p);
+    struct st_out *out = calloc((size_t)n + 1, sizeof *out);
+    if (!out) return errorf(err, errlen, "out of memory");
     for (int i = 0; i < n; i++) {
         out[i].name = p[i].name;
         out[i].rank = p[i].rank;
@@ -192,9 +244,18 @@ static int write_tensors(hid_t f, const char *path, const struct model_dims *d, 
         free(tr);
     }
     if (w.fp && st_end(&w, err, errlen) != 0 && rc == 0) rc = -1;
-    free(p);
     free(out);
     return rc;
+}
+
+/* config.json at path (hf_print_config), fsynced. */
+static int write_config(const char *path, const struct model_dims *d, enum hf_arch a, enum st_dtype dtype)
+{
+    FILE *fp = fopen(path, "w");
+    if (!fp) return -1;
+    hf_print_config(fp, d, a, dtype);
+    int rc = ferror(fp) || fflush(fp) != 0 || fsync(fileno(fp)) != 0;
+    return fclose(fp) != 0 || rc ? -1 : 0;
 }
 
 /* The model's tokenizer into the folder (checked to open and to fit the
@@ -252,18 +313,28 @@ int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err,
     struct model_dims d;
     struct config cfg;
     if (ckpt_dims(ckpt, &d, &cfg, err, errlen) != 0) return -1;
-    hid_t f = H5Fopen(ckpt, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) return errorf(err, errlen, "cannot open %s as HDF5 (missing, unreadable or not a checkpoint)", ckpt);
-    int rc = verify_model(f, &d, err, errlen);
+    int arch = hf_arch_of(&d, err, errlen); /* (a model no architecture expresses: refused before anything) */
+    if (arch < 0) return -1;
+    int n = pieces(&d, (enum hf_arch)arch, NULL);
+    struct piece *p = calloc((size_t)n + 1, sizeof *p);
+    if (!p) return errorf(err, errlen, "out of memory");
+    pieces(&d, (enum hf_arch)arch, p);
+    int rc = covers_model(&d, (enum hf_arch)arch, p, n, err, errlen);
+    hid_t f = rc == 0 ? H5Fopen(ckpt, H5F_ACC_RDONLY, H5P_DEFAULT) : H5I_INVALID_HID;
+    if (rc == 0 && f < 0)
+        rc = errorf(err, errlen, "cannot open %s as HDF5 (missing, unreadable or not a checkpoint)", ckpt);
+    if (rc == 0) rc = covers_file(f, ckpt, (enum hf_arch)arch, p, n, err, errlen);
+    if (rc == 0) rc = verify_model(f, &d, err, errlen);
     if (rc == 0) rc = ckpt_check_tokenizer(f, ckpt, err, errlen);
     if (rc == 0 && mkdir(dir, 0777) != 0 && errno != EEXIST)
         rc = errorf(err, errlen, "cannot create the folder %s: %s", dir, strerror(errno));
     snprintf(tmp_cfg, sizeof tmp_cfg, "%s.tmp", cfg_path);
     snprintf(tmp_st, sizeof tmp_st, "%s.tmp", st_path);
-    if (rc == 0) rc = write_tensors(f, tmp_st, &d, dtype, err, errlen);
-    if (rc == 0 && write_config(tmp_cfg, &d, dtype) != 0)
+    if (rc == 0) rc = write_tensors(f, tmp_st, p, n, dtype, err, errlen);
+    if (rc == 0 && write_config(tmp_cfg, &d, (enum hf_arch)arch, dtype) != 0)
         rc = errorf(err, errlen, "cannot write %s: %s", tmp_cfg, strerror(errno));
-    H5Fclose(f);
+    if (f >= 0) H5Fclose(f);
+    free(p);
     if (rc == 0) rc = write_tokenizer(&cfg, ckpt, &d, dir, err, errlen);
     if (rc == 0 && (rename(tmp_st, st_path) != 0 || rename(tmp_cfg, cfg_path) != 0))
         rc = errorf(err, errlen, "cannot rename into %s: %s", dir, strerror(errno));
