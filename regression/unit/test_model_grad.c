@@ -35,7 +35,7 @@ static const char *const moe_name[] = {"", " moe softmax", " moe sigmoid"};
 static void moe_dims(struct model_dims *d, int moe)
 {
     if (moe == MOE_NONE) return;
-    d->E = d->El = 4, d->K = 2, d->Fe = 6, d->F = 4;
+    d->E = d->El = 4, d->K = 2, d->Fe = 6, d->F = 4, d->ep = 1;
     d->shared_gate = moe == MOE_SOFTMAX;
     d->qkv_bias = moe == MOE_SOFTMAX; /* (Qwen2-MoE's q, k and v biases) */
     d->sigmoid_router = moe == MOE_SIGMOID;

@@ -29,14 +29,14 @@ void moe_alloc(struct model *m)
     s->token = xcalloc(N * K, sizeof(int32_t));
     s->row_weight = xcalloc(N * K, sizeof(float));
     s->first = xcalloc(E + 1, sizeof(int));
-    size_t nb = (size_t)d->ep * (size_t)d->El;
+    size_t nb = (size_t)(d->ep > 1 ? d->ep : 1) * (size_t)d->El;
     s->block_row = xcalloc(nb, sizeof(int));
     s->block_n = xcalloc(nb, sizeof(int));
     s->block_expert = xcalloc(nb, sizeof(int));
     s->sent = xcalloc(nb, sizeof(int));
     s->recvd = xcalloc(nb, sizeof(int));
-    s->counts = xcalloc(4 * (size_t)d->ep, sizeof(int));
-    s->displs = s->counts + 2 * d->ep;
+    s->counts = xcalloc(4 * (size_t)(d->ep > 1 ? d->ep : 1), sizeof(int));
+    s->displs = s->counts + 2 * (d->ep > 1 ? d->ep : 1);
     s->chosen = xcalloc(E, sizeof(int));
     s->gate = d->F && d->shared_gate ? xcalloc(N, sizeof(float)) : NULL;
     s->dot = xcalloc(N * K + N, sizeof(float));
@@ -163,7 +163,7 @@ static void plan_blocks(struct model *m, struct comm *c)
     const struct model_dims *d = &m->d;
     struct moe_state *s = m->moe;
     int El = d->El, ep = d->ep;
-    if (ep == 1) {
+    if (ep <= 1) {
         for (int e = 0; e < El; e++)
             s->block_row[e] = s->first[e], s->block_n[e] = s->first[e + 1] - s->first[e], s->block_expert[e] = e;
         s->nblock = El;
@@ -211,7 +211,7 @@ static void rows_to_experts(struct model *m, struct comm *c, const float *x, flo
 {
     struct scratch *sc = &m->scr;
     struct moe_state *s = m->moe;
-    if (m->d.ep == 1) {
+    if (m->d.ep <= 1) {
         m->k->rows_gather(m->d.prec, xr, x, sc->moe_token, NULL, s->R, m->d.C);
         return;
     }
@@ -223,7 +223,7 @@ static void rows_to_experts(struct model *m, struct comm *c, const float *x, flo
  * order: yr itself without expert parallelism, else `back`. */
 static const float *rows_from_experts(struct model *m, struct comm *c, const float *yr, float *back, int width)
 {
-    if (m->d.ep == 1) return yr;
+    if (m->d.ep <= 1) return yr;
     exchange(m, c, yr, back, width, FROM_EXPERTS);
     return back;
 }
