@@ -1,7 +1,8 @@
 #!/bin/sh
 # A mixture of experts (docs/moe.md) on the parallel grid: expert
 # parallelism ep = 2 and 4 within 1e-6 of ep = 1 (every step's loss, grad
-# norm and load-balancing loss) on dp 4, under tp 2 + SP, under pp 2 and on
+# norm and load-balancing loss) on dp 4, under tp 2 + SP, under pp 2, with
+# cp 2 (and cp alone against one rank), and on
 # tp 2 x ep 2 x dp 2 x pp 2 (8 ranks);
 # a checkpoint restarted across ep; a forced imbalance (a router of zeros
 # sends every token to experts 0 and 1, on one ep rank: the other's get no
@@ -81,6 +82,9 @@ run tp-ep1 4 parallel.tp=2 parallel.dp=2 parallel.sequence_parallel=.true. &&
 close tp-ep2 tp-ep1 1e-6 "ep 2 under tp 2 + SP x dp 2"
 run pp-ep1 4 parallel.pp=2 parallel.dp=2 && run pp-ep2 4 parallel.pp=2 parallel.dp=2 parallel.ep=2
 close pp-ep2 pp-ep1 1e-6 "ep 2 under pp 2 x dp 2"
+run cp2 2 parallel.cp=2 && run cp2-ep2 2 parallel.cp=2 parallel.ep=2 && run cp1 1
+close cp2 cp1 1e-6 "cp 2 (the auxiliary losses' sums over the cp ranks)"
+close cp2-ep2 cp1 1e-6 "cp 2 with ep 2 (the tokens exchanged between the cp ranks)"
 run grid 8 parallel.tp=2 parallel.sequence_parallel=.true. parallel.pp=2 parallel.dp=2 parallel.ep=2 train.threads=1
 close grid ep1 1e-6 "tp 2 + SP x ep 2 x dp 2 x pp 2 on 8 ranks"
 
@@ -143,6 +147,13 @@ run fp16 1 train.precision="'fp16'" && run fp16-pp2 2 train.precision="'fp16'" p
 bitwise fp16-pp2 fp16 "fp16 (dynamic loss scale) on pp 2"
 run halves 1 train.steps=4 io.checkpoint_every=2 && run halves 1 io.restart="'$scratch/halves/ckpt_2.h5'"
 bitwise halves ref "restarted from step 2"
+
+# --- a NaN in one expert: the NaN watch names the layer's experts and the expert's tensor
+triad_run 1 "$deck" diag.inject_nan_step=2 diag.inject_tensor="'h.1/expert.3/fc_w'" train.steps=6 \
+    io.run_dir="'$scratch/nan'"
+[ $? -eq 1 ] && grep -q "First non-finite forward output: h.1/experts' fc .*Non-finite parameter: h.1/expert.3/fc_w" \
+    "$scratch/last.out"
+ok $? "a NaN injected into h.1/expert.3/fc_w stops the run naming the experts' output and that expert's tensor"
 
 # --- what is not built yet is refused before anything runs
 triad_run 4 "$deck" parallel.dp=4 parallel.ep=2 parallel.zero_stage=1 io.run_dir="'$scratch/no'"

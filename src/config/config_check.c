@@ -181,10 +181,6 @@ static int check_moe(const struct config *cfg, struct deck_error *err)
         return not_yet(err, "use schedule = '1f1b' or 'interleaved', or n_expert = 0",
                        "a mixture of experts under a zero-bubble schedule ('%s': the expert backward is not split into "
                        "B and W)", cfg->parallel.schedule);
-    if (cfg->parallel.cp > 1)
-        return not_yet(err, "set cp = 1, or n_expert = 0",
-                       "a mixture of experts with context parallelism (cp = %" PRId64 ": the load statistics are per "
-                       "rank)", cfg->parallel.cp);
     return 0;
 }
 

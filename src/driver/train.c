@@ -236,13 +236,15 @@ static void moe_step_stats(struct run *r, struct step_metrics *sm)
     size_t n = 5 + (size_t)d->L * d->E;
     double *v = r->moe_sums;
     memset(v, 0, n * sizeof *v);
-    if (d->tp_rank == 0) {
-        v[0] = st->aux, v[1] = st->z, v[2] = st->layers, v[3] = st->slots, v[4] = st->dropped;
+    if (d->tp_rank == 0) { /* (the losses over a micro-batch's tokens: alike on its cp ranks, counted on the first) */
+        if (d->cp_rank == 0) v[0] = st->aux, v[1] = st->z, v[2] = st->layers;
+        v[3] = st->slots, v[4] = st->dropped;
         for (int j = 0; j < d->Lp; j++)
             for (int e = 0; e < d->E; e++)
                 v[5 + (size_t)model_global_layer(d, j) * d->E + e] = st->tokens[(size_t)j * d->E + e];
     }
     if (d->tp > 1) comm_allreduce_sum_f64(&r->comm, CG_TP, v, n);
+    if (d->cp > 1) comm_allreduce_sum_f64(&r->comm, CG_CP, v, n);
     if (r->g->pp > 1) comm_allreduce_sum_f64(&r->comm, CG_PP, v, n);
     comm_allreduce_sum_f64(&r->comm, CG_DP, v, n);
     sm->moe_aux = v[2] > 0 ? v[0] / v[2] : 0;

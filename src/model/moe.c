@@ -29,6 +29,7 @@ void moe_alloc(struct model *m)
     s->token = xcalloc(N * K, sizeof(int32_t));
     s->row_weight = xcalloc(N * K, sizeof(float));
     s->first = xcalloc(E + 1, sizeof(int));
+    s->sums = xcalloc(2 * E + 1, sizeof(double));
     size_t nb = (size_t)(d->ep > 1 ? d->ep : 1) * (size_t)d->El;
     s->block_row = xcalloc(nb, sizeof(int));
     s->block_n = xcalloc(nb, sizeof(int));
@@ -50,7 +51,7 @@ void moe_free(struct model *m)
     if (!s) return;
     free(s->logits), free(s->probs), free(s->dlogits), free(s->expert), free(s->weight), free(s->row);
     free(s->token), free(s->row_weight), free(s->first), free(s->chosen), free(s->gate), free(s->dot);
-    free(s->stats.tokens);
+    free(s->stats.tokens), free(s->sums);
     free(s->block_row), free(s->block_n), free(s->block_expert), free(s->sent), free(s->recvd), free(s->counts);
     free(s);
     m->moe = NULL;
@@ -239,15 +240,17 @@ static void shared_gate(struct model *m, const float *ln2, const float *w)
     to_device(m, m->scr.moe_gate, s->gate, (size_t)N * sizeof(float));
 }
 
-/* The load-balancing loss E sum_i (c_i / N) P_i and the z-loss mean_t lse_t^2
- * of this routing, with c_i the choices of expert i before the capacity and
- * P_i the mean of its scores (sigmoid: each token's normalised to sum 1). */
-static void aux_losses(const struct model *m, double *aux, double *z)
+/* The sums the auxiliary losses need over the micro-batch's tokens: the
+ * choices of each expert before the capacity (c_i), its scores (sigmoid:
+ * each token's normalised to sum 1), and lse_t^2 of the router's logits;
+ * this rank's, summed over the cp ranks that hold the rest of its
+ * sequences (a collective there), and the tokens Ng they cover. */
+static void aux_sums(struct model *m, struct comm *c)
 {
     const struct model_dims *d = &m->d;
-    const struct moe_state *s = m->moe;
+    struct moe_state *s = m->moe;
     int N = s->N, E = d->E;
-    double a = 0, zz = 0;
+    double *u = s->sums;
     for (int e = 0; e < E; e++) {
         double P = 0;
         for (int t = 0; t < N; t++) {
@@ -259,8 +262,10 @@ static void aux_losses(const struct model *m, double *aux, double *z)
             }
             P += p[e] / norm;
         }
-        a += (double)s->chosen[e] / N * (P / N);
+        u[e] = s->chosen[e];
+        u[E + e] = P;
     }
+    double zz = 0;
     for (int t = 0; t < N; t++) {
         const float *l = s->logits + (size_t)t * E;
         double mx = l[0], sum = 0;
@@ -269,8 +274,24 @@ static void aux_losses(const struct model *m, double *aux, double *z)
         double lse = mx + log(sum);
         zz += lse * lse;
     }
+    u[2 * E] = zz;
+    s->Ng = N;
+    if (d->cp > 1) {
+        comm_allreduce_sum_f64(c, CG_CP, u, 2 * (size_t)E + 1);
+        s->Ng = (double)N * d->cp;
+    }
+}
+
+/* The load-balancing loss E sum_i (c_i / Ng) (P_i / Ng) and the z-loss
+ * (sum lse^2) / Ng from aux_sums. */
+static void aux_losses(const struct model *m, double *aux, double *z)
+{
+    const struct moe_state *s = m->moe;
+    int E = m->d.E;
+    double a = 0, Ng = s->Ng;
+    for (int e = 0; e < E; e++) a += s->sums[e] / Ng * (s->sums[E + e] / Ng);
     *aux = a * E;
-    *z = zz / N;
+    *z = s->sums[2 * E] / Ng;
 }
 
 /* ---------------------------------------------------------------- forward */
@@ -302,6 +323,7 @@ static void forward_rows(struct model *m, struct comm *c, const float *x, int N,
     s->N = N;
     router_logits(m, x, P[P_ROUTERW]);
     route(m);
+    aux_sums(m, c);
     if (j >= 0) {
         double aux, z;
         aux_losses(m, &aux, &z);
@@ -373,7 +395,8 @@ static void router_backward(struct model *m, double aux, double z)
     struct moe_state *s = m->moe;
     int N = s->N, E = d->E, K = d->K;
     double *dp = xcalloc((size_t)E, sizeof(double)), *u = xcalloc((size_t)E, sizeof(double));
-    for (int e = 0; e < E; e++) u[e] = aux * E * s->chosen[e] / ((double)N * N); /* d aux / d P-term */
+    double Ng = s->Ng; /* (the micro-batch's tokens: over the cp ranks too) */
+    for (int e = 0; e < E; e++) u[e] = aux * E * s->sums[e] / (Ng * Ng); /* d aux / d P-term */
     for (int t = 0; t < N; t++) {
         const float *p = s->probs + (size_t)t * E, *l = s->logits + (size_t)t * E, *w = s->weight + (size_t)t * K;
         const int32_t *x = s->expert + (size_t)t * K;
@@ -405,7 +428,7 @@ static void router_backward(struct model *m, double aux, double z)
             for (int e = 1; e < E; e++) mx = l[e] > mx ? l[e] : mx;
             for (int e = 0; e < E; e++) sum += exp(l[e] - mx);
             double lse = mx + log(sum);
-            for (int e = 0; e < E; e++) dl[e] += (float)(z * 2.0 / N * lse * exp(l[e] - mx) / sum);
+            for (int e = 0; e < E; e++) dl[e] += (float)(z * 2.0 / Ng * lse * exp(l[e] - mx) / sum);
         }
     }
     free(dp);
@@ -430,6 +453,7 @@ void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, 
     s->replay = 1;
     router_logits(m, la->ln2, P[P_ROUTERW]);
     route(m);
+    aux_sums(m, c);
     plan_blocks(m, c);
     if (s->gate) shared_gate(m, la->ln2, P[P_SHGATEW]);
     s->replay = 0;

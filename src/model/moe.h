@@ -45,6 +45,7 @@ struct moe_state {
     int *sent, *recvd;      /* (ep El) rows to each rank's each expert, and from each rank to each of ours */
     int *counts, *displs;   /* (4 ep) an exchange's send counts, send offsets, receive counts, offsets */
     int replay;             /* a backward's recomputation: count no statistics */
+    double *sums, Ng;       /* (2E + 1) what the auxiliary losses need, over Ng tokens (aux_sums) */
     struct moe_stats stats;
 };
 

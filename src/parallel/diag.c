@@ -157,16 +157,20 @@ void diag_report_nonfinite(const struct model *m, const struct grid *g, int64_t 
 
 void diag_inject_nan(struct model *m, const char *name)
 {
-    int layer = -1, id = -1, n = 0;
+    int layer = -1, expert = -1, id = -1, n = 0;
     const char *base = name;
     if (sscanf(name, "h.%d/%n", &layer, &n) == 1 && n > 0) base = name + n;
+    if (layer >= 0 && sscanf(base, "expert.%d/%n", &expert, &n) == 1 && n > 0) base += n;
     for (int i = 0; i < NUM_PARAMS; i++)
-        if (strcmp(param_table[i].name, base) == 0 && (layer >= 0) == param_table[i].per_layer) id = i;
-    if (id < 0 || layer >= m->d.L)
-        die_all("name a parameter as checkpoints do: wte, wpe, lnf_w, lnf_b, or h.<layer>/<name> with layer < "
-                "n_layer (ln1_w, qkv_w, attproj_w, fc_w, fcproj_w, ...)",
+        if (strcmp(param_table[i].name, base) == 0 && (layer >= 0) == param_table[i].per_layer &&
+            (expert >= 0) == param_table[i].expert && param_present(&m->d, (enum param_id)i))
+            id = i;
+    if (id < 0 || layer >= m->d.L || expert >= m->d.E)
+        die_all("name a parameter as checkpoints do: wte, wpe, lnf_w, lnf_b, h.<layer>/<name> with layer < "
+                "n_layer (ln1_w, qkv_w, attproj_w, fc_w, fcproj_w, ...), or h.<layer>/expert.<e>/fc_w or fcproj_w",
                 "diag.inject_tensor = '%s' names no parameter of this model", name);
-    int j = layer >= 0 ? model_local_layer(&m->d, layer) : 0;
+    int g = expert >= 0 ? layer * m->d.E + expert : layer; /* (its logical slice) */
+    int j = layer >= 0 ? param_slice_local(&m->d, (enum param_id)id, g) : 0;
     float *x = j >= 0 ? model_element(m, (enum param_id)id, j, 0) : NULL, nan = NAN;
     if (!x) return; /* another rank holds it (ZeRO-3: its first element) */
     m->k->to_device(x, &nan, sizeof nan);

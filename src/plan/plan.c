@@ -105,8 +105,9 @@ static size_t comm_buffer(const struct plan *p, const struct model_dims *d, size
 
 /* A mixture of experts' messages (moe.c) per step: under tp each MoE
  * layer's backward sums the d(weight)s of its N K choices and d(gate)s of
- * its N tokens; the step's statistics (5 + L E doubles) are summed over tp,
- * pp and dp; under expert parallelism the experts' gradients travel over
+ * its N tokens; under cp each routing (forward, recomputation, backward)
+ * sums its 2E + 1 sums for the auxiliary losses; the step's statistics
+ * (5 + L E doubles) are summed over tp, cp, pp and dp; under expert parallelism the experts' gradients travel over
  * their replicas (edp) instead of dp, the gradient norm over ep, and each
  * layer's all-to-alls over ep carry the choices' counts (E ints, forward
  * and backward), the rows to the experts (N K C: the inputs forward and
@@ -120,6 +121,8 @@ static void moe_comm(struct plan_stage *s, const struct plan *p, const struct mo
     double stats = 8.0 * (5 + (double)d->L * d->E);
     if (d->tp > 1) s->comm[CG_TP] += m * d->Lp * (N * K + N) * 4 + stats;
     if (p->shape.pp > 1) s->comm[CG_PP] += stats;
+    if (d->cp > 1) /* each routing's sums for the auxiliary losses (forward, recomputation, backward), the statistics */
+        s->comm[CG_CP] += m * (2.0 * d->Lp + (double)d->v * d->Lr) * (2.0 * d->E + 1) * 8 + stats;
     s->comm[CG_DP] += stats;
     if (d->ep < 2) return;
     double experts = 0;
