@@ -7,7 +7,8 @@
 # a checkpoint restarted across ep; a forced imbalance (a router of zeros
 # sends every token to experts 0 and 1, on one ep rank: the other's get no
 # rows, the capacity drops half); and every feature bitwise equal to its
-# plain run: pp 2 under 1f1b and interleaved, dp 2 with ZeRO-1 (ZeRO-2 within
+# plain run: pp 2 under 1f1b, interleaved, zb-h1, zb-h2 and zbv (and zb-h1 with
+# ep 2 against 1f1b with ep 2), dp 2 with ZeRO-1 (ZeRO-2 within
 # 1e-6: another order of the same sums; ZeRO-3 bitwise equal to it), full
 # and selective recomputation, bf16 and fp16 on pp 2, a restart; the statistics in
 # metrics.h5.
@@ -130,6 +131,13 @@ echo "$out" | diag
 run ref 1 && run pp2 2 parallel.pp=2 && run pp2v 2 parallel.pp=2 parallel.virtual_stages=2 parallel.schedule="'interleaved'"
 bitwise pp2 ref "pp 2, 1f1b"
 bitwise pp2v ref "pp 2, interleaved"
+for s in zb-h1 zb-h2 zbv; do # (the experts' backward split: B the input gradients, W the weights' later)
+    v=1
+    [ $s = zbv ] && v=2
+    run $s 2 parallel.pp=2 parallel.virtual_stages=$v parallel.schedule="'$s'" && bitwise $s ref "pp 2, $s"
+done
+run zb-ep2 4 parallel.pp=2 parallel.dp=2 parallel.ep=2 parallel.schedule="'zb-h1'"
+bitwise zb-ep2 pp-ep2 "zb-h1 with ep 2 (W's all-to-alls) on pp 2 x dp 2, against 1f1b"
 run full 1 train.recompute="'full'" && run sel 1 train.recompute="'selective'"
 bitwise full ref "full recomputation"
 bitwise sel ref "selective recomputation"

@@ -62,6 +62,7 @@ moe="model.arch='llama' model.n_kv_head=2 model.n_expert=4 model.moe_ffn_hidden=
 layout moe       2 $moe
 layout moetpsp   4 $moe parallel.tp=2 parallel.sequence_parallel=.true.
 layout moeep     4 $moe parallel.ep=2
+layout moezbv   2 $moe parallel.pp=2 parallel.virtual_stages=2 parallel.schedule=zbv model.n_layer=4 train.micro_batch_size=1
 layout moecp    4 $moe parallel.cp=2 parallel.ep=2 train.recompute=full
 layout moeep4pp  8 $moe parallel.ep=4 parallel.pp=2 train.micro_batch_size=1 train.recompute=full
 layout bf16pp    2 parallel.pp=2 train.micro_batch_size=2 train.precision=bf16

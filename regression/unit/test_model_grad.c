@@ -175,12 +175,13 @@ static int same_grads(const struct model *a, const struct model *b, const float 
  * backward's gradients bit for bit, with another micro-batch's forward and
  * B between them (they share the scratch, not what W keeps), in fp32 and
  * bf16 (layers stored packed), with no, one and every layer recomputed. */
-static void check_split(int llama, enum precision prec, int Lr)
+static void check_split(int llama, int moe, enum precision prec, int Lr)
 {
     struct model_dims d = {.L = 2, .C = 8, .NH = 2, .HS = 4, .T = T, .Tl = T, .cp = 1, .V = 11, .Vp = 128, .tp = 1,
                            .pp = 1, .dpcp = 1, .v = 1, .Lc = 2, .Lp = 2, .llama = llama, .NKV = llama ? 1 : 2,
                            .F = llama ? 12 : 32, .tied = !llama, .eps = 1e-5f, .rope_theta = 10000.0, .prec = prec,
                            .recompute = Lr ? RECOMPUTE_FULL : RECOMPUTE_NONE, .Lr = Lr};
+    moe_dims(&d, moe);
     struct model f, w;
     model_init(&f, &d, &cpu_device, B, (struct model_buffers){.slots = 2}, 5);
     model_init(&w, &d, &cpu_device, B, (struct model_buffers){.slots = 2, .wslots = 2}, 5);
@@ -211,8 +212,8 @@ static void check_split(int llama, enum precision prec, int Lr)
     }
     for (int mb = 0; mb < 2; mb++) model_chunk_backward_weight(&w, NULL, a[mb], model_wslot(&w, mb, 0));
     tap_ok(same_grads(&f, &w, dinf, dinw, 2 * SC),
-           "%s %s, %d layer(s) recomputed: B then W later gives the fused backward's gradients bit for bit",
-           llama ? "llama" : "gpt2", prec == PREC_FP32 ? "fp32" : "bf16", Lr);
+           "%s%s %s, %d layer(s) recomputed: B then W later gives the fused backward's gradients bit for bit",
+           llama ? "llama" : "gpt2", moe_name[moe], prec == PREC_FP32 ? "fp32" : "bf16", Lr);
     free(dinf), free(dinw);
     model_free(&f);
     model_free(&w);
@@ -227,7 +228,10 @@ int main(int argc, char **argv)
     check_family(1, MOE_SIGMOID);
     for (int llama = 0; llama < 2; llama++)
         for (int p = 0; p < 2; p++)
-            for (int Lr = 0; Lr <= 2; Lr++) check_split(llama, p ? PREC_BF16 : PREC_FP32, Lr);
+            for (int Lr = 0; Lr <= 2; Lr++) check_split(llama, MOE_NONE, p ? PREC_BF16 : PREC_FP32, Lr);
+    for (int moe = MOE_SOFTMAX; moe <= MOE_SIGMOID; moe++)
+        for (int p = 0; p < 2; p++)
+            for (int Lr = 0; Lr <= 2; Lr++) check_split(1, moe, p ? PREC_BF16 : PREC_FP32, Lr);
     MPI_Finalize();
     return tap_done();
 }

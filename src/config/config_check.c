@@ -175,12 +175,6 @@ static int check_moe(const struct config *cfg, struct deck_error *err)
         return not_yet(err, "set zero_stage = 0, or ep = 1",
                        "ZeRO (zero_stage = %" PRId64 ") with expert parallelism (ep = %" PRId64 "): the experts' "
                        "state would be sharded over their own replicas", cfg->parallel.zero_stage, ep);
-    int zb = cfg->parallel.schedule_id == PARALLEL_SCHEDULE_zb_h1 || cfg->parallel.schedule_id == PARALLEL_SCHEDULE_zb_h2 ||
-             cfg->parallel.schedule_id == PARALLEL_SCHEDULE_zbv;
-    if (zb)
-        return not_yet(err, "use schedule = '1f1b' or 'interleaved', or n_expert = 0",
-                       "a mixture of experts under a zero-bubble schedule ('%s': the expert backward is not split into "
-                       "B and W)", cfg->parallel.schedule);
     return 0;
 }
 

@@ -477,8 +477,7 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
     /* MLP; dresidual holds d(block output), which is also d(residual2) through the skip */
     const float *dout = model_gather_to_tp(m, c, s->dfull, s->dresidual);
     if (d->E) {
-        if (lw) die("a mixture of experts' backward cannot be split into B and W yet (a zero-bubble schedule)");
-        moe_backward(m, c, &la, P, G, dout, s->dln_full, dloss);
+        moe_backward(m, c, &la, P, G, dout, s->dln_full, dloss, lw);
     } else {
         matmul_bwd(m, s->dfch_gelu, G[P_FCPROJW], G[P_FCPROJB], dout, la.fch_gelu, P[P_FCPROJW], N, Fl, C,
                    lw ? lw->dfcproj : NULL);
@@ -511,7 +510,8 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
 
 /* W of layer i: its parameter gradients from lw and the slot (a recomputed
  * layer's inputs from lw, a packed one's unpacked again). */
-static void block_weight(struct model *m, struct chunk_acts *a, int i, const float *l_in, const struct layer_wgrad *lw)
+static void block_weight(struct model *m, struct comm *c, struct chunk_acts *a, int i, const float *l_in,
+                         const struct layer_wgrad *lw)
 {
     const struct model_dims *d = &m->d;
     const struct block_sizes z = block_sizes(m);
@@ -524,8 +524,11 @@ static void block_weight(struct model *m, struct chunk_acts *a, int i, const flo
         model_layer_acts(m, a, i, &la);
         model_unpack_layer(m, a, i, &la);
     }
-    matmul_wgt(m, G[P_FCPROJW], G[P_FCPROJB], lw->dfcproj, la.fch_gelu, N, Fl, C);
-    matmul_wgt(m, G[P_FCW], G[P_FCB], lw->dfch, la.ln2, N, C, FC);
+    if (d->E) moe_weight(m, c, &la, G, lw);
+    else {
+        matmul_wgt(m, G[P_FCPROJW], G[P_FCPROJB], lw->dfcproj, la.fch_gelu, N, Fl, C);
+        matmul_wgt(m, G[P_FCW], G[P_FCB], lw->dfch, la.ln2, N, C, FC);
+    }
     norm_wgt(m, G[P_LN2W], G[P_LN2B], lw->dln2, la.residual2, la.ln2_mean, la.ln2_rstd);
     matmul_wgt(m, G[P_ATTPROJW], G[P_ATTPROJB], lw->dattproj, la.atty, N, Cl, C);
     matmul_wgt(m, G[P_QKVW], G[P_QKVB], lw->dqkv, la.ln1, N, C, QKV);
@@ -621,7 +624,7 @@ void model_chunk_backward_weight(struct model *m, struct comm *c, struct chunk_a
     for (int i = Lc - 1; i >= 0; i--) {
         struct layer_wgrad lw;
         model_layer_wgrad(m, w, i, &lw);
-        block_weight(m, a, i, layer_input(m, a, i), &lw);
+        block_weight(m, c, a, i, layer_input(m, a, i), &lw);
         if (m->layer_done) m->layer_done(m->layer_done_ctx, a->chunk * Lc + i);
     }
     if (first_stage(m, a)) embed_backward(m, c, a, w->demb);

@@ -243,6 +243,10 @@ struct chunk_acts {
 struct layer_wgrad {
     float *dfcproj, *dfch, *dln2;   /* (N,C) gathered, (N, model_fc_cols), (Ns,C) */
     float *dattproj, *dqkv, *dln1;  /* (N,C) gathered, (N, model_qkv_cols), (Ns,C) */
+    float *moe_logits, *moe_gate;   /* a mixture of experts: the router's logits (N,E), the shared experts' gate
+                                       (N), which W routes again by (it reads no parameter) */
+    float *moe_dlogits, *moe_dgate; /* and their gradients (the MLP's output gradient in dfcproj, its experts'
+                                       first products' in dfch) */
     struct layer_acts in;           /* recomputed layers: ln1, atty, residual2, ln2, fch_gelu and statistics */
 };
 

@@ -168,6 +168,8 @@ static size_t layer_wgrad_layout(struct layer_wgrad *w, float *mem, const struct
         {&w->in.ln1, r * N * C}, {&w->in.ln1_mean, r * M}, {&w->in.ln1_rstd, r * S}, {&w->in.atty, r * N * Cl},
         {&w->in.residual2, r * S * C}, {&w->in.ln2, r * N * C}, {&w->in.ln2_mean, r * M},
         {&w->in.ln2_rstd, r * S}, {&w->in.fch_gelu, r * N * (size_t)model_hidden_cols(d)},
+        {&w->moe_logits, N * (size_t)d->E}, {&w->moe_gate, d->E && d->F && d->shared_gate ? N : 0},
+        {&w->moe_dlogits, N * (size_t)d->E}, {&w->moe_dgate, d->E && d->F && d->shared_gate ? N : 0},
     };
     size_t total = 0;
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {

@@ -66,7 +66,10 @@ void model_norm_from_tp(struct model *m, struct comm *c, float *dln_full, float 
  * rows, then the routed rows), its output's partial sum over tp into out
  * (N,C).  moe_backward: from dout (N,C) gathered, the parameter gradients
  * into G, d(ln2) (this rank's partial sum over tp) into dln; dloss, d(loss)
- * / d(token loss) of the step, scales the auxiliary losses' gradients.
+ * / d(token loss) of the step, scales the auxiliary losses' gradients; a
+ * split backward's B (lw) computes no parameter gradient and keeps in lw
+ * what moe_weight, its W, needs: the output gradient, the first products'
+ * gradients, the router's logits and gate and their gradients.
  * moe_replay: a backward's recomputation is under way (on), whose forward
  * counts no statistics. */
 void moe_alloc(struct model *m);
@@ -74,7 +77,9 @@ void moe_free(struct model *m);
 void moe_forward(struct model *m, struct comm *c, const struct layer_acts *la, const float *const *P, int j, int l,
                  float *out);
 void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, const float *const *P,
-                  float *const *G, const float *dout, float *dln, float dloss);
+                  float *const *G, const float *dout, float *dln, float dloss, struct layer_wgrad *lw);
+void moe_weight(struct model *m, struct comm *c, const struct layer_acts *la, float *const *G,
+                const struct layer_wgrad *lw);
 void moe_replay(struct model *m, int on);
 
 #endif

@@ -296,14 +296,15 @@ static void aux_losses(const struct model *m, double *aux, double *z)
 
 /* ---------------------------------------------------------------- forward */
 
-/* Expert e's slices of the layer's expert tensors (fc: gate and up, 2Fe/tp x C; fcproj: C x Fe/tp). */
+/* Expert e's slices of the layer's expert tensors (fc: gate and up, 2Fe/tp x C; fcproj: C x Fe/tp);
+ * NULL for none (a split backward's B has no gradients). */
 static const float *expert_fc(const struct model *m, const float *w, int e)
 {
-    return w + (size_t)e * 2 * (m->d.Fe / m->d.tp) * m->d.C;
+    return w ? w + (size_t)e * 2 * (m->d.Fe / m->d.tp) * m->d.C : NULL;
 }
 static const float *expert_proj(const struct model *m, const float *w, int e)
 {
-    return w + (size_t)e * m->d.C * (m->d.Fe / m->d.tp);
+    return w ? w + (size_t)e * m->d.C * (m->d.Fe / m->d.tp) : NULL;
 }
 
 /* The MoE MLP of N rows x (N, C): its products into fch and fch_gelu (the
@@ -436,7 +437,7 @@ static void router_backward(struct model *m, double aux, double z)
 }
 
 void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, const float *const *P,
-                  float *const *G, const float *dout, float *dln, float dloss)
+                  float *const *G, const float *dout, float *dln, float dloss, struct layer_wgrad *lw)
 {
     const struct model_dims *d = &m->d;
     const struct device *k = m->k;
@@ -446,8 +447,9 @@ void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, 
     int root = d->tp_rank == 0; /* adds what every tp rank computes alike (the router's share of d(ln2)) once */
     const float *sh_fch = la->fch, *fch = la->fch + (size_t)N * 2 * Fs;
     const float *sh_act = la->fch_gelu, *act = la->fch_gelu + (size_t)N * Fs;
-    float *sh_dfch = sc->dfch, *dfch = sc->dfch + (size_t)N * 2 * Fs;
+    float *sh_dfch = lw ? lw->dfch : sc->dfch, *dfch = sh_dfch + (size_t)N * 2 * Fs; /* (B: kept for W) */
     float *sh_dact = sc->dfch_gelu, *dact = sc->dfch_gelu + (size_t)N * Fs;
+    if (lw) k->copy(lw->dfcproj, dout, (size_t)N * C * sizeof(float));
     /* the forward's routing again: the same logits, so the same choices */
     s->N = N;
     s->replay = 1;
@@ -457,6 +459,10 @@ void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, 
     plan_blocks(m, c);
     if (s->gate) shared_gate(m, la->ln2, P[P_SHGATEW]);
     s->replay = 0;
+    if (lw) { /* what W routes again by */
+        k->copy(lw->moe_logits, sc->moe_logits, (size_t)N * E * sizeof(float));
+        if (s->gate) k->copy(lw->moe_gate, sc->moe_gate, (size_t)N * sizeof(float));
+    }
     int R = s->R;
     size_t gate_at = (size_t)N * model_moe_rows(d); /* d(gate) after the routed rows' d(weight)s in moe_dot */
     memset(s->dot, 0, ((size_t)N * K + N) * sizeof(float));
@@ -498,7 +504,7 @@ void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, 
     }
     k->swiglu_backward(d->prec, dfch, fch, dact, (size_t)Rx, Fe);
     model_bwd_out(m, dfch, (size_t)Rx * 2 * Fe);
-    rows_to_experts(m, c, la->ln2, sc->moe_y); /* the rows' inputs again */
+    if (!lw) rows_to_experts(m, c, la->ln2, sc->moe_y); /* the rows' inputs again (W's: there) */
     for (int b = 0; b < s->nblock; b++) {
         int r0 = s->block_row[b], n = s->block_n[b], e = s->block_expert[b];
         if (n) k->matmul_backward(d->prec, sc->moe_x + (size_t)r0 * C, (float *)expert_fc(m, G[P_EXPFCW], e), NULL,
@@ -522,6 +528,7 @@ void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, 
     to_device(m, sc->moe_logits, s->dlogits, (size_t)N * E * sizeof(float));
     k->matmul_backward(PREC_FP32, sc->moe_y, G[P_ROUTERW], NULL, sc->moe_logits, la->ln2, P[P_ROUTERW], N, C, E);
     if (root) k->residual_forward(PREC_FP32, dln, dln, sc->moe_y, (size_t)N * C);
+    if (lw) k->copy(lw->moe_dlogits, sc->moe_logits, (size_t)N * E * sizeof(float));
     if (s->gate) { /* d(gate logit) = d(gate) g (1 - g) */
         for (int t = 0; t < N; t++) {
             float g = s->gate[t];
@@ -530,5 +537,51 @@ void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, 
         to_device(m, sc->moe_gate, s->dlogits, (size_t)N * sizeof(float));
         k->matmul_backward(PREC_FP32, sc->moe_y, G[P_SHGATEW], NULL, sc->moe_gate, la->ln2, P[P_SHGATEW], N, C, 1);
         if (root) k->residual_forward(PREC_FP32, dln, dln, sc->moe_y, (size_t)N * C);
+        if (lw) k->copy(lw->moe_dgate, sc->moe_gate, (size_t)N * sizeof(float));
     }
+}
+
+void moe_weight(struct model *m, struct comm *c, const struct layer_acts *la, float *const *G,
+                const struct layer_wgrad *lw)
+{
+    const struct model_dims *d = &m->d;
+    const struct device *k = m->k;
+    struct scratch *sc = &m->scr;
+    struct moe_state *s = m->moe;
+    int N = m->N, C = d->C, E = d->E, Fs = d->F / d->tp, Fe = d->Fe / d->tp;
+    const float *sh_act = la->fch_gelu, *act = la->fch_gelu + (size_t)N * Fs, *dout = lw->dfcproj;
+    const float *sh_dfch = lw->dfch, *dfch = lw->dfch + (size_t)N * 2 * Fs;
+    /* B's routing again, from the logits it kept: the same choices, the same blocks */
+    s->N = N;
+    to_host(m, s->logits, lw->moe_logits, (size_t)N * E);
+    route(m);
+    plan_blocks(m, c);
+    /* the shared experts: (g dout)^T act and d(fc)^T ln2 */
+    if (Fs) {
+        const float *gdout = dout;
+        if (s->gate) {
+            k->rows_gather(d->prec, sc->moe_x, dout, NULL, lw->moe_gate, N, C);
+            gdout = sc->moe_x;
+        }
+        k->matmul_backward(d->prec, NULL, G[P_FCPROJW], NULL, gdout, sh_act, NULL, N, Fs, C);
+        k->matmul_backward(d->prec, NULL, G[P_FCW], NULL, sh_dfch, la->ln2, NULL, N, C, 2 * Fs);
+    }
+    /* the routed rows at their experts: (w dout)^T act and d(fc)^T x, block by block */
+    rows_to_experts(m, c, dout, sc->moe_x);
+    if (d->ep > 1) exchange(m, c, sc->moe_wsend, sc->moe_wrow, 1, TO_EXPERTS);
+    k->rows_gather(d->prec, sc->moe_x, sc->moe_x, NULL, sc->moe_wrow, s->Rx, C);
+    for (int b = 0; b < s->nblock; b++) {
+        int r0 = s->block_row[b], n = s->block_n[b], e = s->block_expert[b];
+        if (n) k->matmul_backward(d->prec, NULL, (float *)expert_proj(m, G[P_EXPPROJW], e), NULL,
+                                  sc->moe_x + (size_t)r0 * C, act + (size_t)r0 * Fe, NULL, n, Fe, C);
+    }
+    rows_to_experts(m, c, la->ln2, sc->moe_y);
+    for (int b = 0; b < s->nblock; b++) {
+        int r0 = s->block_row[b], n = s->block_n[b], e = s->block_expert[b];
+        if (n) k->matmul_backward(d->prec, NULL, (float *)expert_fc(m, G[P_EXPFCW], e), NULL,
+                                  dfch + (size_t)r0 * 2 * Fe, sc->moe_y + (size_t)r0 * C, NULL, n, C, 2 * Fe);
+    }
+    /* the router and the gate: d(logits)^T ln2 */
+    k->matmul_backward(PREC_FP32, NULL, G[P_ROUTERW], NULL, lw->moe_dlogits, la->ln2, NULL, N, C, E);
+    if (s->gate) k->matmul_backward(PREC_FP32, NULL, G[P_SHGATEW], NULL, lw->moe_dgate, la->ln2, NULL, N, C, 1);
 }
