@@ -107,12 +107,14 @@ static size_t comm_buffer(const struct plan *p, const struct model_dims *d, size
  * layer's backward sums the d(weight)s of its N K choices and d(gate)s of
  * its N tokens; under cp each routing (forward, recomputation, backward)
  * sums its 2E + 1 sums for the auxiliary losses; the step's statistics
- * (5 + L E doubles) are summed over tp, cp, pp and dp; under expert parallelism the experts' gradients travel over
- * their replicas (edp) instead of dp, the gradient norm over ep, and each
- * layer's all-to-alls over ep carry the choices' counts (E ints, forward
- * and backward), the rows to the experts (N K C: the inputs forward and
- * again backward, the output gradients), their weights (N K) and, back,
- * what the experts computed (Rx C forward and backward, Rx d(weight)s):
+ * (5 + L E doubles) are summed over tp, cp, pp and dp; under expert
+ * parallelism the experts' gradients travel over their replicas (edp)
+ * instead of dp, the gradient norm over ep, and each layer's all-to-alls
+ * over ep carry the choices' counts (E ints, forward and backward), the
+ * rows to the experts (N K C: the inputs forward and again backward, the
+ * output gradients), their weights (N K) and, back, what the experts
+ * computed (Rx C forward and backward, Rx d(weight)s); a split backward's
+ * W sends the counts, the output gradients and the weights once more.
  * Rx, the rows this rank's experts take, is N K at perfect balance, which
  * the count here assumes (the one estimate of the plan's traffic). */
 static void moe_comm(struct plan_stage *s, const struct plan *p, const struct model_dims *d, size_t flat, double norms)
@@ -134,7 +136,10 @@ static void moe_comm(struct plan_stage *s, const struct plan *p, const struct mo
     s->comm[CG_DP] -= experts;
     s->comm[CG_EDP] = experts;
     s->comm[CG_EP] = norms + m * (d->Lp + (double)d->v * d->Lr) * (4.0 * d->E + 2 * N * K * C * 4) +
-                     m * d->Lp * (4.0 * d->E + N * K * (3 * C + 2) * 4 + N * K * C * 4);
+                     m * d->Lp * (4.0 * d->E + N * K * (3 * C + 2) * 4);
+    if (s->wslots) /* a split backward's W routes again: the counts, the rows' output gradients and weights once
+                      more, and the inputs there instead of in B */
+        s->comm[CG_EP] += m * d->Lp * (4.0 * d->E + N * K * (C + 1) * 4);
 }
 
 /* Bytes this rank contributes per step to each communicator, counted as
