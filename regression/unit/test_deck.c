@@ -473,7 +473,7 @@ static void test_shape_enums(void)
         snprintf(deck, sizeof deck, "&parallel schedule = '%s' /", word);
         read_ok(&c, deck);
         run_shape_init(&s, &c, 1, 0);
-        same += c.parallel.schedule_id == i && strcmp(pp_schedule_name(s.sched), word) == 0 &&
+        same += (int)c.parallel.schedule_id == i && strcmp(pp_schedule_name(s.sched), word) == 0 &&
                 strcmp(c.parallel.schedule, word) == 0;
     }
     tap_ok(same == n, "every parallel.schedule word is the name of its enum pp_schedule (%d of %d)", same, n);
@@ -495,7 +495,7 @@ static void test_shape_enums(void)
         snprintf(deck, sizeof deck, "&train precision = '%s' /", precisions[i]);
         read_ok(&c, deck);
         run_shape_init(&s, &c, 1, 0);
-        same += c.train.precision_id == i && s.prec == prec_of[i];
+        same += (int)c.train.precision_id == i && s.prec == prec_of[i];
     }
     tap_ok(same == n, "every train.precision word gives its enum precision (%d of %d)", same, n);
 }

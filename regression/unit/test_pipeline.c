@@ -267,7 +267,7 @@ static int phases_ok(const struct pp_action *l, int n, enum pp_schedule s, int p
 static int zb_run(struct pp_action **l, int *n, enum pp_schedule s, int pp, int m, int tf, int tb, int tw, int send,
                   int ahead, struct pp_sim *sim, char *err, size_t len)
 {
-    struct pp_sim_opts o = {tf, tb, (enum pp_send_model)send, ahead, pp_schedule_layout(s), tw};
+    struct pp_sim_opts o = {tf, tb, (enum pp_send_model)send, ahead, pp_schedule_layout(s), tw, NULL};
     return pp_simulate(pp, s == PP_ZBV ? 2 : 1, m, l, n, &o, sim, err, len) == 0;
 }
 
