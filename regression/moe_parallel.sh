@@ -86,6 +86,12 @@ close pp-ep2 pp-ep1 1e-6 "ep 2 under pp 2 x dp 2"
 run cp2 2 parallel.cp=2 && run cp2-ep2 2 parallel.cp=2 parallel.ep=2 && run cp1 1
 close cp2 cp1 1e-6 "cp 2 (the auxiliary losses' sums over the cp ranks)"
 close cp2-ep2 cp1 1e-6 "cp 2 with ep 2 (the tokens exchanged between the cp ranks)"
+"$PYTHON3" - "$scratch/cp2/metrics.h5" "$scratch/cp1/metrics.h5" << 'PY'
+import sys, h5py, numpy as np
+a, b = (h5py.File(f, "r")["metrics/moe_tokens"][()] for f in sys.argv[1:])
+sys.exit(0 if a.shape == b.shape and (a == b).all() and (a.sum(axis=2) == 8 * 16 * 2).all() else 1)
+PY
+ok $? "cp 2: the tokens each expert took (metrics/moe_tokens) equal one rank's, 2 choices of 128 tokens a layer"
 run grid 8 parallel.tp=2 parallel.sequence_parallel=.true. parallel.pp=2 parallel.dp=2 parallel.ep=2 train.threads=1
 close grid ep1 1e-6 "tp 2 + SP x ep 2 x dp 2 x pp 2 on 8 ranks"
 

@@ -276,7 +276,7 @@ static int check_split(const struct config *cfg, struct deck_error *err)
         return suggest(err, "tp", near_divisors(a, sizeof a, f.NKV, tp, config_key_max("parallel", "tp")),
                        "n_kv_head", near_multiples(b, sizeof b, f.NKV, tp, NH), NULL);
     }
-    if (f.F % tp) {
+    if (!f.E && f.F % tp) { /* (a mixture has no dense MLP: its widths are checked below) */
         deck_error_set(err, 0, 0, "the MLP hidden width %" PRId64 " (ffn_hidden%s) is not divisible by tp = %" PRId64,
                        f.F, cfg->model.ffn_hidden ? "" : ", the family's", tp);
         return suggest(err, "ffn_hidden", near_multiples(a, sizeof a, f.F, tp, config_key_max("model", "ffn_hidden")),

@@ -227,7 +227,8 @@ static int overflow_consensus(struct run *r, int local)
 
 /* A mixture of experts' statistics of the step (moe.h) into sm, summed over
  * the ranks: each layer's on the stage holding it, each micro-batch's on its
- * replica, the tp ranks' alike (tp rank 0's counted).  Collective. */
+ * replica and its positions on their cp rank (dp's communicator spans dp x
+ * cp), the tp ranks' alike (tp rank 0's counted).  Collective. */
 static void moe_step_stats(struct run *r, struct step_metrics *sm)
 {
     const struct model_dims *d = &r->model.d;
@@ -244,7 +245,6 @@ static void moe_step_stats(struct run *r, struct step_metrics *sm)
                 v[5 + (size_t)model_global_layer(d, j) * d->E + e] = st->tokens[(size_t)j * d->E + e];
     }
     if (d->tp > 1) comm_allreduce_sum_f64(&r->comm, CG_TP, v, n);
-    if (d->cp > 1) comm_allreduce_sum_f64(&r->comm, CG_CP, v, n);
     if (r->g->pp > 1) comm_allreduce_sum_f64(&r->comm, CG_PP, v, n);
     comm_allreduce_sum_f64(&r->comm, CG_DP, v, n);
     sm->moe_aux = v[2] > 0 ? v[0] / v[2] : 0;

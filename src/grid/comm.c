@@ -164,14 +164,14 @@ static void account(struct comm *c, enum comm_group g, enum comm_op op, size_t b
 }
 
 static void allreduce(struct comm *c, enum comm_group g, void *buf, size_t n, size_t elsize,
-                      MPI_Datatype type, MPI_Op op)
+                      MPI_Datatype type, MPI_Op op, int host)
 {
     MPI_Comm mc = comm_of(c, g);
     double t0 = wtime();
     flight_begin(g, CO_ALLREDUCE, -1, (double)(n * elsize));
     char *p = buf;
-    if (type == MPI_FLOAT) device_ready(c); /* the f32 calls take model memory */
-    int model = type == MPI_FLOAT && c->staged; /* model memory on a device MPI cannot read */
+    if (type == MPI_FLOAT && !host) device_ready(c); /* the f32 calls take model memory */
+    int model = type == MPI_FLOAT && !host && c->staged; /* model memory on a device MPI cannot read */
     if (model) stage(c, n), p = (char *)mpi_view(c, buf, n, 0, 1);
     for (size_t done = 0; done < n;) {
         size_t cnt = n - done < (size_t)INT_MAX ? n - done : (size_t)INT_MAX;
@@ -185,22 +185,27 @@ static void allreduce(struct comm *c, enum comm_group g, void *buf, size_t n, si
 
 void comm_allreduce_sum_f32(struct comm *c, enum comm_group g, float *buf, size_t n)
 {
-    allreduce(c, g, buf, n, sizeof *buf, MPI_FLOAT, MPI_SUM);
+    allreduce(c, g, buf, n, sizeof *buf, MPI_FLOAT, MPI_SUM, 0);
+}
+
+void comm_allreduce_sum_host_f32(struct comm *c, enum comm_group g, float *buf, size_t n)
+{
+    allreduce(c, g, buf, n, sizeof *buf, MPI_FLOAT, MPI_SUM, 1);
 }
 
 void comm_allreduce_sum_f64(struct comm *c, enum comm_group g, double *buf, size_t n)
 {
-    allreduce(c, g, buf, n, sizeof *buf, MPI_DOUBLE, MPI_SUM);
+    allreduce(c, g, buf, n, sizeof *buf, MPI_DOUBLE, MPI_SUM, 1);
 }
 
 void comm_allreduce_max_f32(struct comm *c, enum comm_group g, float *buf, size_t n)
 {
-    allreduce(c, g, buf, n, sizeof *buf, MPI_FLOAT, MPI_MAX);
+    allreduce(c, g, buf, n, sizeof *buf, MPI_FLOAT, MPI_MAX, 0);
 }
 
 void comm_allreduce_max_int(struct comm *c, enum comm_group g, int *buf, size_t n)
 {
-    allreduce(c, g, buf, n, sizeof *buf, MPI_INT, MPI_MAX);
+    allreduce(c, g, buf, n, sizeof *buf, MPI_INT, MPI_MAX, 1);
 }
 
 static int group_size(const struct comm *c, enum comm_group g)

@@ -80,6 +80,8 @@ void comm_totals(const struct comm *c, struct comm_counts *out);
 /* In-place all-reduces over one of the grid's communicators.  The f32 calls
  * take model memory (comm_use_device), the others host memory. */
 void comm_allreduce_sum_f32(struct comm *c, enum comm_group g, float *buf, size_t n);
+/* The same of floats in host memory (never staged: not model memory). */
+void comm_allreduce_sum_host_f32(struct comm *c, enum comm_group g, float *buf, size_t n);
 void comm_allreduce_sum_f64(struct comm *c, enum comm_group g, double *buf, size_t n);
 void comm_allreduce_max_f32(struct comm *c, enum comm_group g, float *buf, size_t n);
 void comm_allreduce_max_int(struct comm *c, enum comm_group g, int *buf, size_t n);

@@ -261,7 +261,9 @@ double model_flops_per_token(const struct model_dims *d)
 void model_action_flops(const struct model_dims *d, int B, double flops[3])
 {
     double N = (double)B * d->Tl, C = d->C, Cl = C / d->tp, Vs = (double)d->Vp / d->tp;
-    double M = 2 * N * (C * model_qkv_cols(d) + Cl * C + C * model_fc_cols(d) + model_hidden_cols(d) * C +
+    /* the MLP's columns a token computes: the dense or shared ones and its k experts' (not the buffers' bound) */
+    double fc = ((d->llama ? 2.0 : 1.0) * d->F + 2.0 * d->K * d->Fe) / d->tp, hid = (d->F + (double)d->K * d->Fe) / d->tp;
+    double M = 2 * N * (C * model_qkv_cols(d) + Cl * C + C * fc + hid * C +
                         C * d->E); /* (the router's product: E x C a token, 0 for a dense MLP) */
     /* causal attention: each query row against T/2 keys on average, QK^T and PV */
     double A = 2.0 * N * model_q_heads(d) * d->HS * d->T;

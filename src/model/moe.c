@@ -5,6 +5,7 @@
  * outputs are summed back into each token in the order of its choices. */
 #include "moe.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,14 +195,17 @@ static void exchange(struct model *m, struct comm *c, const float *src, float *d
     struct moe_state *s = m->moe;
     int ep = m->d.ep, El = m->d.El;
     int *sc = s->counts, *rc = s->counts + ep, *sd = s->displs, *rd = s->displs + ep;
-    for (int q = 0, so = 0, ro = 0; q < ep; q++) {
-        int out = 0, in = 0;
+    for (long q = 0, so = 0, ro = 0; q < ep; q++) {
+        long out = 0, in = 0;
         for (int e = 0; e < El; e++) out += s->sent[q * El + e], in += s->recvd[q * El + e];
         if (dir == FROM_EXPERTS) {
-            int t = out;
+            long t = out;
             out = in, in = t;
         }
-        sc[q] = out * width, sd[q] = so * width, rc[q] = in * width, rd[q] = ro * width;
+        if ((so + out) * width > INT_MAX || (ro + in) * width > INT_MAX)
+            die("a mixture's all-to-all of %ld rows of %d floats exceeds MPI's int count: lower "
+                "train.micro_batch_size (or raise ep)", so + out > ro + in ? so + out : ro + in, width);
+        sc[q] = (int)(out * width), sd[q] = (int)(so * width), rc[q] = (int)(in * width), rd[q] = (int)(ro * width);
         so += out, ro += in;
     }
     comm_alltoallv_f32(c, CG_EP, src, sc, sd, dst, rc, rd);
@@ -520,7 +524,7 @@ void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, 
     to_host(m, rowdot, dot, (size_t)R);
     for (int i = 0; i < N * K; i++) s->dot[i] = s->row[i] >= 0 ? rowdot[s->row[i]] : 0.0f;
     if (s->gate) to_host(m, s->dot + (size_t)N * K, sc->moe_dot + gate_at, (size_t)N);
-    if (d->tp > 1) comm_allreduce_sum_f32(c, CG_TP, s->dot, (size_t)N * K + (size_t)N);
+    if (d->tp > 1) comm_allreduce_sum_host_f32(c, CG_TP, s->dot, (size_t)N * K + (size_t)N); /* (host memory) */
 
     /* the router: d(logits) (fp32), its weight's gradient, its share of d(ln2) */
     double per = (double)m->B * d->T * dloss / d->L; /* d(objective) / d(aux_l) per unit coefficient */

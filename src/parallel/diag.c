@@ -79,11 +79,11 @@ void diag_check_consistency(const struct model *m, struct comm *c, const struct 
         if (m->grad[id]) gss += m->k->sumsq(m->d.prec, m->grad[id], m->size[id]); /* (ZeRO-2: the layers' are sharded) */
     }
     free(host);
-    int dp_bad = -1, tp_bad = -1, ep = g->ep > 1;
+    int dp_bad = -1, tp_bad = -1, ep = g->ep > 1, ref = 0; /* ref: the dp x cp rank the group compares with */
     int dp_id = g->dpcp > 1 ? first_mismatch(h, c, CG_DP, g->dpcp, ep ? SAME_DENSE : SAME_ALL, &dp_bad) : -1;
     if (dp_id < 0 && ep && g->edp > 1) { /* the experts over their replicas: edp rank r is dpcp rank r ep + ep_rank */
         dp_id = first_mismatch(h, c, CG_EDP, g->edp, SAME_EXPERTS, &dp_bad);
-        if (dp_id >= 0) dp_bad = dp_bad * g->ep + g->ep_rank;
+        if (dp_id >= 0) dp_bad = dp_bad * g->ep + g->ep_rank, ref = g->ep_rank; /* (edp rank 0's) */
     }
     int tp_id = g->tp > 1 ? first_mismatch(h, c, CG_TP, g->tp, SAME_REPLICATED, &tp_bad) : -1;
     int bad = dp_id >= 0 || tp_id >= 0, any;
@@ -101,11 +101,12 @@ void diag_check_consistency(const struct model *m, struct comm *c, const struct 
     /* the lowest world rank that saw a mismatch describes it */
     char msg[1024] = "";
     if (dp_id >= 0)
-        snprintf(msg, sizeof msg, "data-parallel replicas diverged at step %lld: tensor %s on world rank %d "
-                 "(%s rank %d of its group) differs from %s rank 0 (world rank %d)", (long long)step,
-                 param_table[dp_id].name, grid_rank_of(g, g->tp_rank, dp_bad % g->cp, dp_bad / g->cp, g->pp_rank),
-                 g->cp > 1 ? "dp x cp" : "dp", dp_bad, g->cp > 1 ? "dp x cp" : "dp",
-                 grid_rank_of(g, g->tp_rank, 0, 0, g->pp_rank));
+        snprintf(msg, sizeof msg, "data-parallel replicas diverged at step %lld: tensor %s%s on world rank %d "
+                 "(%s rank %d of its group) differs from %s rank %d (world rank %d)", (long long)step,
+                 param_table[dp_id].expert ? "expert " : "", param_table[dp_id].name,
+                 grid_rank_of(g, g->tp_rank, dp_bad % g->cp, dp_bad / g->cp, g->pp_rank),
+                 g->cp > 1 ? "dp x cp" : "dp", dp_bad, g->cp > 1 ? "dp x cp" : "dp", ref,
+                 grid_rank_of(g, g->tp_rank, ref % g->cp, ref / g->cp, g->pp_rank));
     else if (tp_id >= 0)
         snprintf(msg, sizeof msg, "replicated tensor %s disagrees across tensor-parallel ranks at step %lld: "
                  "world rank %d (tp rank %d) differs from tp rank 0 (world rank %d)", param_table[tp_id].name,

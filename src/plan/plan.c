@@ -107,7 +107,7 @@ static size_t comm_buffer(const struct plan *p, const struct model_dims *d, size
  * layer's backward sums the d(weight)s of its N K choices and d(gate)s of
  * its N tokens; under cp each routing (forward, recomputation, backward)
  * sums its 2E + 1 sums for the auxiliary losses; the step's statistics
- * (5 + L E doubles) are summed over tp, cp, pp and dp; under expert
+ * (5 + L E doubles) are summed over tp, pp and dp (dp x cp); under expert
  * parallelism the experts' gradients travel over their replicas (edp)
  * instead of dp, the gradient norm over ep, and each layer's all-to-alls
  * over ep carry the choices' counts (E ints, forward and backward), the
@@ -124,7 +124,7 @@ static void moe_comm(struct plan_stage *s, const struct plan *p, const struct mo
     if (d->tp > 1) s->comm[CG_TP] += m * d->Lp * (N * K + N) * 4 + stats;
     if (p->shape.pp > 1) s->comm[CG_PP] += stats;
     if (d->cp > 1) /* each routing's sums for the auxiliary losses (forward, recomputation, backward), the statistics */
-        s->comm[CG_CP] += m * (2.0 * d->Lp + (double)d->v * d->Lr) * (2.0 * d->E + 1) * 8 + stats;
+        s->comm[CG_CP] += m * (2.0 * d->Lp + (double)d->v * d->Lr) * (2.0 * d->E + 1) * 8;
     s->comm[CG_DP] += stats;
     if (d->ep < 2) return;
     double experts = 0;
