@@ -31,6 +31,7 @@ void moe_alloc(struct model *m)
     s->row_weight = xcalloc(N * K, sizeof(float));
     s->first = xcalloc(E + 1, sizeof(int));
     s->sums = xcalloc(2 * E + 1, sizeof(double));
+    s->work = xcalloc(2 * E, sizeof(double));
     size_t nb = (size_t)(d->ep > 1 ? d->ep : 1) * (size_t)d->El;
     s->block_row = xcalloc(nb, sizeof(int));
     s->block_n = xcalloc(nb, sizeof(int));
@@ -52,7 +53,7 @@ void moe_free(struct model *m)
     if (!s) return;
     free(s->logits), free(s->probs), free(s->dlogits), free(s->expert), free(s->weight), free(s->row);
     free(s->token), free(s->row_weight), free(s->first), free(s->chosen), free(s->gate), free(s->dot);
-    free(s->stats.tokens), free(s->sums);
+    free(s->stats.tokens), free(s->sums), free(s->work);
     free(s->block_row), free(s->block_n), free(s->block_expert), free(s->sent), free(s->recvd), free(s->counts);
     free(s);
     m->moe = NULL;
@@ -73,19 +74,6 @@ void moe_stats_reset(struct model *m)
     s->stats.tokens = t;
 }
 
-/* x (n) on the device into host memory h. */
-static void to_host(const struct model *m, float *h, const float *x, size_t n)
-{
-    if (m->k->on_device) m->k->to_host(h, x, n * sizeof(float));
-    else memcpy(h, x, n * sizeof(float));
-}
-
-static void to_device(const struct model *m, void *x, const void *h, size_t bytes)
-{
-    if (m->k->on_device) m->k->to_device(x, h, bytes);
-    else memcpy(x, h, bytes);
-}
-
 /* ---------------------------------------------------------------- routing */
 
 /* The router's logits (fp32) of the N rows of ln2, on the host. */
@@ -94,7 +82,7 @@ static void router_logits(struct model *m, const float *ln2, const float *w)
     struct scratch *sc = &m->scr;
     int N = m->moe->N;
     m->k->matmul_forward(PREC_FP32, sc->moe_logits, ln2, w, NULL, N, m->d.C, m->d.E);
-    to_host(m, m->moe->logits, sc->moe_logits, (size_t)N * m->d.E);
+    m->k->to_host(m->moe->logits, sc->moe_logits, (size_t)N * m->d.E * sizeof(float));
 }
 
 /* Each token's scores, its k choices (the highest scores, the lower expert
@@ -151,10 +139,10 @@ static void route(struct model *m)
         s->row_weight[s->row[i]] = s->weight[i];
     }
     struct scratch *sc = &m->scr;
-    to_device(m, sc->moe_row, s->row, (size_t)N * K * sizeof(int32_t));
-    to_device(m, sc->moe_token, s->token, (size_t)s->R * sizeof(int32_t));
-    to_device(m, sc->moe_wslot, s->weight, (size_t)N * K * sizeof(float));
-    to_device(m, d->ep > 1 ? sc->moe_wsend : sc->moe_wrow, s->row_weight, (size_t)s->R * sizeof(float));
+    m->k->to_device(sc->moe_row, s->row, (size_t)N * K * sizeof(int32_t));
+    m->k->to_device(sc->moe_token, s->token, (size_t)s->R * sizeof(int32_t));
+    m->k->to_device(sc->moe_wslot, s->weight, (size_t)N * K * sizeof(float));
+    m->k->to_device(d->ep > 1 ? sc->moe_wsend : sc->moe_wrow, s->row_weight, (size_t)s->R * sizeof(float));
 }
 
 /* Where the routed rows go: without expert parallelism a block per expert
@@ -239,9 +227,9 @@ static void shared_gate(struct model *m, const float *ln2, const float *w)
     struct moe_state *s = m->moe;
     int N = s->N;
     m->k->matmul_forward(PREC_FP32, m->scr.moe_gate, ln2, w, NULL, N, m->d.C, 1);
-    to_host(m, s->gate, m->scr.moe_gate, (size_t)N);
+    m->k->to_host(s->gate, m->scr.moe_gate, (size_t)N * sizeof(float));
     for (int t = 0; t < N; t++) s->gate[t] = 1.0f / (1.0f + expf(-s->gate[t]));
-    to_device(m, m->scr.moe_gate, s->gate, (size_t)N * sizeof(float));
+    m->k->to_device(m->scr.moe_gate, s->gate, (size_t)N * sizeof(float));
 }
 
 /* The sums the auxiliary losses need over the micro-batch's tokens: the
@@ -255,19 +243,15 @@ static void aux_sums(struct model *m, struct comm *c)
     struct moe_state *s = m->moe;
     int N = s->N, E = d->E;
     double *u = s->sums;
-    for (int e = 0; e < E; e++) {
-        double P = 0;
-        for (int t = 0; t < N; t++) {
-            const float *p = s->probs + (size_t)t * E;
-            double norm = 1;
-            if (d->sigmoid_router) {
-                norm = 0;
-                for (int i = 0; i < E; i++) norm += p[i];
-            }
-            P += p[e] / norm;
+    for (int e = 0; e < E; e++) u[e] = s->chosen[e], u[E + e] = 0;
+    for (int t = 0; t < N; t++) { /* (each expert's P summed over the tokens in order) */
+        const float *p = s->probs + (size_t)t * E;
+        double norm = 1;
+        if (d->sigmoid_router) {
+            norm = 0;
+            for (int i = 0; i < E; i++) norm += p[i];
         }
-        u[e] = s->chosen[e];
-        u[E + e] = P;
+        for (int e = 0; e < E; e++) u[E + e] += p[e] / norm;
     }
     double zz = 0;
     for (int t = 0; t < N; t++) {
@@ -399,7 +383,7 @@ static void router_backward(struct model *m, double aux, double z)
     const struct model_dims *d = &m->d;
     struct moe_state *s = m->moe;
     int N = s->N, E = d->E, K = d->K;
-    double *dp = xcalloc((size_t)E, sizeof(double)), *u = xcalloc((size_t)E, sizeof(double));
+    double *dp = s->work, *u = s->work + E;
     double Ng = s->Ng; /* (the micro-batch's tokens: over the cp ranks too) */
     for (int e = 0; e < E; e++) u[e] = aux * E * s->sums[e] / (Ng * Ng); /* d aux / d P-term */
     for (int t = 0; t < N; t++) {
@@ -436,8 +420,6 @@ static void router_backward(struct model *m, double aux, double z)
             for (int e = 0; e < E; e++) dl[e] += (float)(z * 2.0 / Ng * lse * exp(l[e] - mx) / sum);
         }
     }
-    free(dp);
-    free(u);
 }
 
 void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, const float *const *P,
@@ -521,15 +503,15 @@ void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, 
 
     /* d(weight) of each choice (by row above) and d(gate), summed over tp */
     float *rowdot = s->dlogits; /* (free until router_backward) */
-    to_host(m, rowdot, dot, (size_t)R);
+    m->k->to_host(rowdot, dot, (size_t)R * sizeof(float));
     for (int i = 0; i < N * K; i++) s->dot[i] = s->row[i] >= 0 ? rowdot[s->row[i]] : 0.0f;
-    if (s->gate) to_host(m, s->dot + (size_t)N * K, sc->moe_dot + gate_at, (size_t)N);
+    if (s->gate) m->k->to_host(s->dot + (size_t)N * K, sc->moe_dot + gate_at, (size_t)N * sizeof(float));
     if (d->tp > 1) comm_allreduce_sum_host_f32(c, CG_TP, s->dot, (size_t)N * K + (size_t)N); /* (host memory) */
 
     /* the router: d(logits) (fp32), its weight's gradient, its share of d(ln2) */
     double per = (double)m->B * d->T * dloss / d->L; /* d(objective) / d(aux_l) per unit coefficient */
     router_backward(m, d->aux_coef * per, d->z_coef * per);
-    to_device(m, sc->moe_logits, s->dlogits, (size_t)N * E * sizeof(float));
+    m->k->to_device(sc->moe_logits, s->dlogits, (size_t)N * E * sizeof(float));
     k->matmul_backward(PREC_FP32, sc->moe_y, G[P_ROUTERW], NULL, sc->moe_logits, la->ln2, P[P_ROUTERW], N, C, E);
     if (root) k->residual_forward(PREC_FP32, dln, dln, sc->moe_y, (size_t)N * C);
     if (lw) k->copy(lw->moe_dlogits, sc->moe_logits, (size_t)N * E * sizeof(float));
@@ -538,7 +520,7 @@ void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, 
             float g = s->gate[t];
             s->dlogits[t] = s->dot[(size_t)N * K + t] * g * (1.0f - g);
         }
-        to_device(m, sc->moe_gate, s->dlogits, (size_t)N * sizeof(float));
+        m->k->to_device(sc->moe_gate, s->dlogits, (size_t)N * sizeof(float));
         k->matmul_backward(PREC_FP32, sc->moe_y, G[P_SHGATEW], NULL, sc->moe_gate, la->ln2, P[P_SHGATEW], N, C, 1);
         if (root) k->residual_forward(PREC_FP32, dln, dln, sc->moe_y, (size_t)N * C);
         if (lw) k->copy(lw->moe_dgate, sc->moe_gate, (size_t)N * sizeof(float));
@@ -557,7 +539,7 @@ void moe_weight(struct model *m, struct comm *c, const struct layer_acts *la, fl
     const float *sh_dfch = lw->dfch, *dfch = lw->dfch + (size_t)N * 2 * Fs;
     /* B's routing again, from the logits it kept: the same choices, the same blocks */
     s->N = N;
-    to_host(m, s->logits, lw->moe_logits, (size_t)N * E);
+    m->k->to_host(s->logits, lw->moe_logits, (size_t)N * E * sizeof(float));
     route(m);
     plan_blocks(m, c);
     /* the shared experts: (g dout)^T act and d(fc)^T ln2 */

@@ -46,6 +46,7 @@ struct moe_state {
     int *counts, *displs;   /* (4 ep) an exchange's send counts, send offsets, receive counts, offsets */
     int replay;             /* a backward's recomputation: count no statistics */
     double *sums, Ng;       /* (2E + 1) what the auxiliary losses need, over Ng tokens (aux_sums) */
+    double *work;           /* (2E) router_backward's per-token scratch */
     struct moe_stats stats;
 };
 
