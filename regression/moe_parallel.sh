@@ -11,7 +11,9 @@
 # ep 2 against 1f1b with ep 2), dp 2 with ZeRO-1 (ZeRO-2 within
 # 1e-6: another order of the same sums; ZeRO-3 bitwise equal to it), full
 # and selective recomputation, bf16 and fp16 on pp 2, a restart; the statistics in
-# metrics.h5.
+# metrics.h5; ZeRO-1, 2 and 3 with ep 2 and 4 (the experts' state sliced over
+# their own replicas), on the 8-rank grid too, and their checkpoints
+# restarted on other ep and ZeRO stages.
 . "$(dirname "$0")/lib.sh"
 
 cat > "$scratch/moe.nml" << EOF2
@@ -169,8 +171,22 @@ triad_run 1 "$deck" diag.inject_nan_step=2 diag.inject_tensor="'h.1/expert.3/fc_
     "$scratch/last.out"
 ok $? "a NaN injected into h.1/expert.3/fc_w stops the run naming the experts' output and that expert's tensor"
 
-# --- what is not built yet is refused before anything runs
-triad_run 4 "$deck" parallel.dp=4 parallel.ep=2 parallel.zero_stage=1 io.run_dir="'$scratch/no'"
-[ $? -ne 0 ] && grep -q 'with expert parallelism' "$scratch/last.out"
-ok $? "ZeRO with expert parallelism: refused with a clear error"
+# --- ZeRO under expert parallelism: the dense tensors' state sliced over the
+# 4 dp ranks, each expert's over its 2 replicas (edp); a checkpoint of those
+# slices restarted without ZeRO on ep 4 and with ZeRO-3 on ep 1
+for z in 1 2 3; do run ep2-zero$z 4 parallel.dp=4 parallel.ep=2 parallel.zero_stage=$z; done
+close ep2-zero1 ep1 1e-6 "ZeRO-1 with ep 2 on dp 4"
+close ep2-zero2 ep1 1e-6 "ZeRO-2 with ep 2 on dp 4"
+bitwise ep2-zero3 ep2-zero2 "ZeRO-3 with ep 2 on dp 4"
+run ep4-zero2 4 parallel.dp=4 parallel.ep=4 parallel.zero_stage=2
+close ep4-zero2 ep1 1e-6 "ZeRO-2 with ep 4 on dp 4"
+run grid-zero3 8 parallel.tp=2 parallel.sequence_parallel=.true. parallel.pp=2 parallel.dp=2 parallel.ep=2 \
+    parallel.zero_stage=3 train.threads=1
+close grid-zero3 ep1 1e-6 "ZeRO-3 on tp 2 + SP x ep 2 x dp 2 x pp 2 (8 ranks)"
+run zpart 4 parallel.dp=4 parallel.ep=2 parallel.zero_stage=2 io.checkpoint_every=2 &&
+    cp -r "$scratch/zpart" "$scratch/zpart-ep4" && cp -r "$scratch/zpart" "$scratch/zpart-z3" &&
+    run zpart-ep4 4 parallel.dp=4 parallel.ep=4 io.restart="'$scratch/zpart-ep4/ckpt_2.h5'" &&
+    run zpart-z3 4 parallel.dp=4 parallel.zero_stage=3 io.restart="'$scratch/zpart-z3/ckpt_2.h5'"
+close zpart-ep4 ep1 1e-6 "ZeRO-2 with ep 2's step-2 checkpoint restarted on ep 4 without ZeRO"
+close zpart-z3 ep1 1e-6 "ZeRO-2 with ep 2's step-2 checkpoint restarted on ep 1 with ZeRO-3"
 done_testing

@@ -65,6 +65,8 @@ layout moeep     4 $moe parallel.ep=2
 layout moezbv   2 $moe parallel.pp=2 parallel.virtual_stages=2 parallel.schedule=zbv model.n_layer=4 train.micro_batch_size=1
 layout moecp    4 $moe parallel.cp=2 parallel.ep=2 train.recompute=full
 layout moeep4pp  8 $moe parallel.ep=4 parallel.pp=2 train.micro_batch_size=1 train.recompute=full
+# ZeRO under expert parallelism: the dense tensors' shares over dp, the experts' over edp (their traffic off dp's)
+for z in 1 2 3; do layout moeepzero$z 4 $moe parallel.ep=2 parallel.zero_stage=$z train.precision=bf16; done
 layout bf16pp    2 parallel.pp=2 train.micro_batch_size=2 train.precision=bf16
 llama="model.arch=llama model.n_kv_head=2"
 layout llama     1 $llama

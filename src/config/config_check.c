@@ -171,10 +171,6 @@ static int check_moe(const struct config *cfg, struct deck_error *err)
         return suggest(err, "ep", near_divisors(a, sizeof a, E, ep, config_key_max("parallel", "ep")), NULL, NULL,
                        NULL);
     }
-    if (ep > 1 && cfg->parallel.zero_stage > 0)
-        return not_yet(err, "set zero_stage = 0, or ep = 1",
-                       "ZeRO (zero_stage = %" PRId64 ") with expert parallelism (ep = %" PRId64 "): the experts' "
-                       "state would be sharded over their own replicas", cfg->parallel.zero_stage, ep);
     return 0;
 }
 

@@ -158,7 +158,7 @@ static void setup(struct run *r)
     model_init(&r->model, &d, k, s->micro_batch, nb, (uint64_t)cfg->train.seed);
     r->ckpt_bytes = ckpt_file_bytes(&r->model);
     comm_use_device(&r->comm, k);
-    optim_init(&r->optim, &r->model, cfg, s, g);
+    optim_init(&r->optim, &r->model, cfg, s);
     if (cfg->io.async_checkpoint && cfg->io.checkpoint_every > 0) /* (its memory from the start, as planned) */
         ckpt_async_init(&r->async, &r->model, &r->optim, g);
     scaler_init(&r->scaler, cfg);

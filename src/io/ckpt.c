@@ -226,14 +226,14 @@ static int transfer(hid_t f, const struct model *m, const struct optim *o, int w
     if (m->k->on_device)
         for (int p = 0; p < np; p++) {
             dev[p] = sb[p].mem;
-            sb[p].mem = xalloc_aligned(sb[p].len * sizeof(float)); /* (reading too: what the file lacks stays) */
-            m->k->to_host(sb[p].mem, dev[p], sb[p].len * sizeof(float));
+            sb[p].mem = xalloc_aligned(sb[p].z.floats * sizeof(float)); /* (reading too: what the file lacks stays) */
+            m->k->to_host(sb[p].mem, dev[p], sb[p].z.floats * sizeof(float));
         }
     for (int p = 0; p < np; p++)
         rc |= ckpt_walk(f, ckpt_prefix[p], m, &sb[p], writing ? write_tensor : read_tensor, &w);
     rc = ckpt_agree(rc, err, errlen, g);
     for (int p = 0; p < np && dev[p] && !writing && rc == 0; p++)
-        m->k->to_device(dev[p], sb[p].mem, sb[p].len * sizeof(float));
+        m->k->to_device(dev[p], sb[p].mem, sb[p].z.floats * sizeof(float));
     if (rc == 0) {
         ckpt_sums_reduce(w.sums, per * np, g);
         w.next = 0;

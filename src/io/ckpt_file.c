@@ -193,7 +193,7 @@ double ckpt_file_bytes(const struct model *m)
     for (int id = 0; id < NUM_PARAMS; id++)
         for (int l = 0; l < param_slices(&m->d, (enum param_id)id); l++) {
             struct tensor_ref t;
-            struct state_buf whole = {m->params_mem, 0, m->flat, 0};
+            struct state_buf whole = ckpt_whole_buf(m, m->params_mem);
             ckpt_tensor_ref(&t, "/model", m, &whole, (enum param_id)id, l);
             double b = 4.0 * (double)t.dims[0] * (double)(t.rank == 2 ? t.dims[1] : 1);
             bytes += 3 * (b + (b >= (1 << 20) ? (1 << 20) : 0) + 1024);

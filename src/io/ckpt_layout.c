@@ -59,10 +59,9 @@ void ckpt_tensor_ref(struct tensor_ref *t, const char *prefix, const struct mode
     /* the local tensor's flat elements [at, at + n) meet the buffer's in [lo, hi) */
     int j = param_slice_local(d, id, slice);
     if (m->size[id] == 0 || j < 0) return;
-    size_t n = lrows * lcols, at = m->at[id] + (size_t)j * n;
-    size_t lo = at > sb->origin ? at : sb->origin, hi = at + n < sb->origin + sb->len ? at + n : sb->origin + sb->len;
-    if (lo >= hi) return;
-    t->local = sb->mem + (lo - sb->origin);
+    size_t n = lrows * lcols, at = m->at[id] + (size_t)j * n, lo, hi, s;
+    if (!zero_slice_part(&sb->z, at, n, &lo, &hi, &s)) return;
+    t->local = sb->mem + s;
 
     /* the row blocks, in the order they lie in local memory: one per row
      * part (q, k, v; gate, up) of a row-split tensor */
@@ -130,14 +129,21 @@ int ckpt_owner(const struct tensor_ref *t, const struct grid *g)
 
 const char *const ckpt_prefix[3] = {"/model", "/optim/m", "/optim/v"};
 
+struct state_buf ckpt_whole_buf(const struct model *m, float *mem)
+{
+    struct state_buf b = {mem, {1, {{CG_DP, 1, 0, 0, m->flat, m->flat, 0, 0}}, m->flat}, 0};
+    return b;
+}
+
 void ckpt_state_bufs(const struct model *m, const struct optim *o, struct state_buf sb[3])
 {
-    struct state_buf whole = {m->params_mem, 0, m->flat, 0}, none = {NULL, 0, 0, 0};
-    sb[0] = whole;
+    struct state_buf none = ckpt_whole_buf(m, NULL);
+    none.z.part[0].shard = none.z.floats = 0; /* (holds nothing) */
+    sb[0] = ckpt_whole_buf(m, m->params_mem);
     sb[1] = sb[2] = none; /* (the model alone: nothing of the optimizer) */
-    if (m->shard_mem) sb[0] = (struct state_buf){m->shard_mem, m->shard_at, m->shard_n, 1}; /* ZeRO-3: the slice */
+    if (m->shard_mem) sb[0] = (struct state_buf){m->shard_mem, m->zs, 1}; /* ZeRO-3: the shares */
     if (!o) return;
-    struct state_buf slice = {NULL, o->offset, o->shard, o->zero_stage > 0}; /* (all of it without ZeRO) */
+    struct state_buf slice = {NULL, o->z, o->zero_stage > 0}; /* (all of it without ZeRO) */
     if (o->master_mem) sb[0] = slice, sb[0].mem = o->master_mem;
     sb[1] = slice, sb[1].mem = o->m_mem;
     sb[2] = slice, sb[2].mem = o->v_mem;

@@ -33,14 +33,16 @@ struct tensor_ref {
 };
 
 /* The memory of one kind of state (parameters, m, v) on this rank: the
- * flat layout's elements [origin, origin + len) at mem -- all of it, or
- * (ZeRO) this rank's 1/dp slice, whose part of each tensor the rank writes
- * and reads itself. */
+ * flat layout's elements that z keeps, at mem + their state index -- all of
+ * it (one whole part), or (ZeRO) this rank's shares, whose part of each
+ * tensor the rank writes and reads itself. */
 struct state_buf {
     float *mem;
-    size_t origin, len;
+    struct zero_slices z;
     int sliced;
 };
+/* The state buffer of all of the flat layout, whole, at mem. */
+struct state_buf ckpt_whole_buf(const struct model *m, float *mem);
 
 /* The groups of a checkpoint, and the state each holds (o may be NULL: the
  * model alone, nothing of the optimizer).  Mixed precision: the fp32 master

@@ -35,10 +35,12 @@ static void rope_tables(struct model *m)
     free(c);
 }
 
-/* The part [*lo, *hi) of flat range [a, a + n) in this rank's ZeRO-3 shard; 0 if none. */
-static int shard_part(const struct model *m, size_t a, size_t n, size_t *lo, size_t *hi)
+/* Where in the ZeRO-3 shard the part [*lo, *hi) of flat range [a, a + n)
+ * that this rank keeps lies; NULL if none. */
+static float *shard_part(const struct model *m, size_t a, size_t n, size_t *lo, size_t *hi)
 {
-    return flat_meet(a, n, m->shard_at, m->shard_n, lo, hi);
+    size_t state;
+    return zero_slice_part(&m->zs, a, n, lo, hi, &state) ? m->shard_mem + state : NULL;
 }
 
 /* Is tensor id kept in the shard alone (ZeRO-3's per-layer tensors)? */
@@ -54,8 +56,10 @@ void model_set_tensor(struct model *m, enum param_id id, int j, const float *hos
 {
     size_t per = slice_floats(m, id), lo, hi, a = m->at[id] + (size_t)j * per;
     if (!in_shard(m, id)) m->k->to_device(m->param[id] + (size_t)j * per, host, per * sizeof(float));
-    else if (shard_part(m, a, per, &lo, &hi))
-        m->k->to_device(m->shard_mem + (lo - m->shard_at), host + (lo - a), (hi - lo) * sizeof(float));
+    else {
+        float *dst = shard_part(m, a, per, &lo, &hi);
+        if (dst) m->k->to_device(dst, host + (lo - a), (hi - lo) * sizeof(float));
+    }
 }
 
 float *model_element(const struct model *m, enum param_id id, int j, size_t i)
@@ -63,7 +67,7 @@ float *model_element(const struct model *m, enum param_id id, int j, size_t i)
     size_t per = slice_floats(m, id), lo, hi, p = m->at[id] + (size_t)j * per + i;
     if (m->size[id] == 0 || i >= per) return NULL;
     if (!in_shard(m, id)) return m->param[id] + (size_t)j * per + i;
-    return shard_part(m, p, 1, &lo, &hi) ? m->shard_mem + (p - m->shard_at) : NULL;
+    return shard_part(m, p, 1, &lo, &hi);
 }
 
 int model_layer_ranges(const struct model *m, int j, struct flat_range *r)
@@ -90,11 +94,10 @@ void model_init(struct model *m, const struct model_dims *d, const struct device
     m->flat = model_flat_layout(d, m->at);
     m->params_mem = k->alloc((d->zero_stage == 3 ? model_rest_floats(d) : m->flat) * sizeof(float));
     m->grads_mem = k->alloc((d->zero_stage >= 2 ? model_rest_floats(d) : m->flat) * sizeof(float));
+    model_zero_slices(d, m->at, m->flat, &m->zs);
     if (d->zero_stage == 3) {
-        m->shard_n = m->flat / (size_t)d->dpcp;
-        m->shard_at = (size_t)d->dpcp_rank * m->shard_n;
-        m->shard_mem = k->alloc(m->shard_n * sizeof(float));
-        k->zero(m->shard_mem, m->shard_n * sizeof(float)); /* (the padding between tensors stays zero) */
+        m->shard_mem = k->alloc(m->zs.floats * sizeof(float));
+        k->zero(m->shard_mem, m->zs.floats * sizeof(float)); /* (the padding between tensors stays zero) */
     }
     float *pc = m->params_mem, *gc = m->grads_mem;
     m->num_params = 0;
@@ -103,8 +106,10 @@ void model_init(struct model *m, const struct model_dims *d, const struct device
         if ((k->on_device || in_shard(m, i)) && slice_floats(m, i) > most) most = slice_floats(m, i);
     float *host = xalloc_aligned(most * sizeof(float));
     for (int i = 0; i < NUM_PARAMS; i++) {
-        m->param[i] = in_shard(m, i) ? NULL : model_carve(&pc, m->size[i]);
-        m->grad[i] = d->zero_stage >= 2 && param_table[i].per_layer ? NULL : model_carve(&gc, m->size[i]);
+        /* at its place in the flat layout, or (the tensors outside the layers alone) one after the other */
+        m->param[i] = in_shard(m, i) ? NULL : d->zero_stage == 3 ? model_carve(&pc, m->size[i]) : m->params_mem + m->at[i];
+        m->grad[i] = d->zero_stage >= 2 ? (param_table[i].per_layer ? NULL : model_carve(&gc, m->size[i]))
+                                        : m->grads_mem + m->at[i];
         m->num_params += m->size[i];
         int slices = m->size[i] == 0 ? 0 : param_local_slices(d, (enum param_id)i);
         for (int j = 0; j < slices; j++) {
@@ -172,10 +177,10 @@ int model_first_nonfinite_param(const struct model *m, char *name, size_t len)
         int slices = m->size[id] == 0 ? 0 : param_local_slices(&m->d, (enum param_id)id);
         size_t per = slices ? slice_floats(m, id) : 0, lo, hi;
         for (int j = 0; j < slices; j++) {
-            size_t a = m->at[id] + (size_t)j * per;
+            const float *mine = in_shard(m, id) ? shard_part(m, m->at[id] + (size_t)j * per, per, &lo, &hi) : NULL;
             int bad = !in_shard(m, id) ? m->k->count_nonfinite(m->param[id] + (size_t)j * per, per) != 0
-                      : shard_part(m, a, per, &lo, &hi) /* (ZeRO-3: its part in this rank's shard) */
-                          ? m->k->count_nonfinite(m->shard_mem + (lo - m->shard_at), hi - lo) != 0 : 0;
+                      : mine /* (ZeRO-3: its part in this rank's shard) */ ? m->k->count_nonfinite(mine, hi - lo) != 0
+                             : 0;
             if (bad) {
                 param_slice_name(&m->d, (enum param_id)id, param_slice_global(&m->d, (enum param_id)id, j), name, len);
                 return 1;

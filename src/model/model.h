@@ -283,6 +283,25 @@ struct scratch {
     struct layer_acts layer;        /* one layer's worth, for recomputed and (bf16/fp16) packed layers */
 };
 
+/* ZeRO's slices of the flat layout.  Without ZeRO one part, all of it,
+ * kept whole.  With ZeRO (zero_stage >= 1) each part [at, at + n) is cut
+ * into equal shares over its replicas: the dense tensors over the dp * cp
+ * ranks (CG_DP); under expert parallelism the experts' tensors, last in
+ * the layout, are a second part over their edp replicas (CG_EDP).  This
+ * rank's share of part k is [offset, offset + shard) of the layout, kept
+ * at index `state` of the sliced buffers (the optimizer's state, ZeRO-3's
+ * parameters: the parts' shares back to back, floats in all). */
+struct zero_part {
+    enum comm_group group;
+    int ranks, rank;
+    size_t at, n, shard, offset, state;
+};
+struct zero_slices {
+    int n;
+    struct zero_part part[2];
+    size_t floats;
+};
+
 struct model {
     struct model_dims d;
     const struct device *k;          /* where the buffers below live and what computes on them */
@@ -298,11 +317,11 @@ struct model {
                                          ZeRO-3) the tensors outside the layers, one after the other */
     float *param[NUM_PARAMS], *grad[NUM_PARAMS]; /* NULL for per-layer tensors under ZeRO-3 (param) and
                                                     ZeRO-2 (grad) */
-    /* ZeRO-3: this rank's 1/dp slice [shard_at, shard_at + shard_n) of the
-     * flat layout in fp32, the one copy of the layers' parameters (the
-     * optimizer's master weights); NULL otherwise */
+    struct zero_slices zs;            /* ZeRO's slices of the flat layout (one part, whole, without ZeRO) */
+    /* ZeRO-3: this rank's shares of the flat layout (zs) in fp32, the one
+     * copy of the layers' parameters (the optimizer's master weights);
+     * NULL otherwise */
     float *shard_mem;
-    size_t shard_at, shard_n;
     unsigned long param_version;      /* bumped when the parameters change (a gathered copy is stale) */
     float *dwte_embed;                /* the embedding's share of wte's gradient; the head's
                                          accumulates in grad[P_WTE] (tied); optim adds them per step */
@@ -362,8 +381,30 @@ static inline int flat_meet(size_t a, size_t n, size_t at, size_t len, size_t *l
 
 /* The flat layout of this rank's tensors: where each starts (at), each
  * 16-aligned; its floats returned, a multiple of 16 * dp (ZeRO's equal
- * shards). */
+ * shards).  Under expert parallelism the tensors before the experts end on
+ * such a multiple too (model_zero_slices). */
 size_t model_flat_layout(const struct model_dims *d, size_t at[NUM_PARAMS]);
+
+/* This rank's ZeRO slices of a flat layout of `flat` floats: without ZeRO one
+ * part, the whole buffer; with it part 0 (the dense tensors, sliced over
+ * dp x cp) and, under expert parallelism, part 1 (the experts, sliced over
+ * their own replicas, the expert-data-parallel group). */
+void model_zero_slices(const struct model_dims *d, const size_t at[NUM_PARAMS], size_t flat, struct zero_slices *z);
+/* The part a flat range lies in (a range never spans two: each is within a tensor). */
+static inline const struct zero_part *zero_part_of(const struct zero_slices *z, size_t a)
+{
+    return z->n > 1 && a >= z->part[1].at ? &z->part[1] : &z->part[0];
+}
+/* The part [*lo, *hi) of flat range [a, a + n) in this rank's shares, and
+ * where *lo is kept (*state); 0 if none. */
+static inline int zero_slice_part(const struct zero_slices *z, size_t a, size_t n, size_t *lo, size_t *hi,
+                                  size_t *state)
+{
+    const struct zero_part *p = zero_part_of(z, a);
+    if (!flat_meet(a, n, p->offset, p->shard, lo, hi)) return 0;
+    *state = p->state + (*lo - p->offset);
+    return 1;
+}
 /* Floats of one layer's per-layer tensors on this rank. */
 size_t model_layer_floats(const struct model_dims *d);
 /* Floats of the tensors outside the layers, one after the other: grads_mem

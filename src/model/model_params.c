@@ -296,7 +296,29 @@ size_t model_flat_layout(const struct model_dims *d, size_t at[NUM_PARAMS])
         total += (model_tensor_size(d, (enum param_id)i) + 15) / 16 * 16;
     }
     size_t quantum = 16 * (size_t)(d->dpcp > 0 ? d->dpcp : 1);
+    if (d->ep > 1 && d->E > 0) { /* the dense part ends on a quantum too: the experts' shares start there */
+        size_t pad = (at[P_EXPFCW] + quantum - 1) / quantum * quantum - at[P_EXPFCW];
+        for (int i = P_EXPFCW; i < NUM_PARAMS; i++) at[i] += pad;
+        total += pad;
+    }
     return (total + quantum - 1) / quantum * quantum;
+}
+
+void model_zero_slices(const struct model_dims *d, const size_t at[NUM_PARAMS], size_t flat, struct zero_slices *z)
+{
+    memset(z, 0, sizeof *z);
+    int sliced = d->zero_stage > 0 && d->dpcp > 1, dpcp = sliced ? d->dpcp : 1, me = sliced ? d->dpcp_rank : 0;
+    size_t ex = sliced && d->E > 0 ? model_experts_at(d, at, flat) : flat;
+    z->part[z->n++] = (struct zero_part){CG_DP, dpcp, me, 0, ex, 0, 0, 0};
+    if (ex < flat) /* the experts' replicas: every ep-th of the dp * cp ranks (topo.c) */
+        z->part[z->n++] = (struct zero_part){CG_EDP, dpcp / d->ep, me / d->ep, ex, flat - ex, 0, 0, 0};
+    for (int k = 0; k < z->n; k++) {
+        struct zero_part *p = &z->part[k];
+        p->shard = p->n / (size_t)p->ranks;
+        p->offset = p->at + (size_t)p->rank * p->shard;
+        p->state = z->floats;
+        z->floats += p->shard;
+    }
 }
 
 size_t model_layer_floats(const struct model_dims *d)

@@ -16,44 +16,85 @@ size_t optim_zero_piece(double bucket_mb, int dp)
     return piece < 16 ? 16 : piece;
 }
 
-size_t optim_zero_pack_floats(size_t shard, double bucket_mb, int dp)
+size_t optim_zero_pack_floats(const struct zero_slices *z, double bucket_mb, int dp)
 {
-    size_t piece = optim_zero_piece(bucket_mb, dp);
-    return shard > piece ? piece * (size_t)dp : 0;
+    size_t piece = optim_zero_piece(bucket_mb, dp), most = 0;
+    for (int k = 0; k < z->n; k++)
+        if (z->part[k].shard > piece && piece * (size_t)z->part[k].ranks > most)
+            most = piece * (size_t)z->part[k].ranks;
+    return most;
 }
 
-void optim_slice_counts(const struct optim *o, const struct flat_range *r, int k, int dpcp, int *counts, int *displs)
+const struct zero_part *optim_slice_counts(const struct optim *o, const struct flat_range *r, int k, int *counts,
+                                           int *displs)
 {
+    const struct zero_part *p = zero_part_of(&o->z, r[0].at);
     size_t at = 0;
-    for (int q = 0; q < dpcp; q++) {
+    for (int q = 0; q < p->ranks; q++) {
         size_t n = 0, lo, hi;
         for (int i = 0; i < k; i++)
-            if (flat_meet(r[i].at, r[i].n, (size_t)q * o->shard, o->shard, &lo, &hi)) n += hi - lo;
+            if (flat_meet(r[i].at, r[i].n, p->at + (size_t)q * p->shard, p->shard, &lo, &hi)) n += hi - lo;
         if (at + n > (size_t)INT_MAX) die("a ZeRO block of %zu elements exceeds MPI's int count", at + n);
         counts[q] = (int)n;
         if (displs) displs[q] = (int)at;
         at += n;
     }
+    return p;
 }
 
-void optim_init(struct optim *o, const struct model *m, const struct config *cfg, const struct run_shape *s,
-                const struct grid *g)
+void optim_zero_layers(const struct optim *o, const struct model *m, struct zero_layers *zl)
+{
+    memset(zl, 0, sizeof *zl);
+    struct flat_range r[NUM_PARAMS];
+    zl->Lp = m->d.Lp;
+    zl->nranges = model_layer_ranges(m, 0, r);
+    zl->stride = m->d.dpcp;
+    for (int i = 0; i < zl->nranges; i++) { /* a new part where a range lies in another one than the last */
+        const struct zero_part *p = zero_part_of(&o->z, r[i].at);
+        if (zl->nparts == 0 || p != zl->part[zl->nparts - 1]) {
+            if (zl->nparts == 2) die("a layer's tensors in more than two parts of ZeRO's slices");
+            zl->first[zl->nparts] = i;
+            zl->part[zl->nparts++] = p;
+        }
+        if (zl->nparts == 1) zl->off[1] += r[i].n;
+    }
+    zl->first[zl->nparts] = zl->nranges;
+    if (zl->nparts < 2) zl->off[1] = 0;
+    zl->ranges = xcalloc((size_t)zl->Lp * zl->nranges, sizeof *zl->ranges);
+    zl->counts = xcalloc(2 * (size_t)zl->Lp * zl->nparts * zl->stride, sizeof *zl->counts);
+    zl->displs = zl->counts + (size_t)zl->Lp * zl->nparts * zl->stride;
+    for (int j = 0; j < zl->Lp; j++) {
+        model_layer_ranges(m, j, zl->ranges + (size_t)j * zl->nranges);
+        for (int k = 0; k < zl->nparts; k++)
+            optim_slice_counts(o, zero_layer_ranges(zl, j, k), zl->first[k + 1] - zl->first[k],
+                               zl->counts + zero_layer_run(zl, j, k), zl->displs + zero_layer_run(zl, j, k));
+    }
+}
+
+void optim_zero_layers_free(struct zero_layers *zl)
+{
+    free(zl->ranges);
+    free(zl->counts);
+    memset(zl, 0, sizeof *zl);
+}
+
+void optim_init(struct optim *o, const struct model *m, const struct config *cfg, const struct run_shape *s)
 {
     memset(o, 0, sizeof *o);
     o->zero_stage = s->zero_stage;
-    o->shard = o->zero_stage ? m->flat / (size_t)s->dpcp : m->flat;
-    o->offset = o->zero_stage ? (size_t)g->dpcp_rank * o->shard : 0;
+    o->z = m->zs;
+    size_t n = o->z.floats;
     o->k = m->k;
-    o->m_mem = o->k->alloc(o->shard * sizeof(float));
-    o->v_mem = o->k->alloc(o->shard * sizeof(float));
+    o->m_mem = o->k->alloc(n * sizeof(float));
+    o->v_mem = o->k->alloc(n * sizeof(float));
     o->prec = m->d.prec;
-    if (o->zero_stage == 3) o->master_mem = m->shard_mem; /* the model's one copy of its slice, in fp32 */
-    else if (o->prec != PREC_FP32) o->master_mem = o->k->alloc(o->shard * sizeof(float));
+    if (o->zero_stage == 3) o->master_mem = m->shard_mem; /* the model's one copy of its shares, in fp32 */
+    else if (o->prec != PREC_FP32) o->master_mem = o->k->alloc(n * sizeof(float));
     if (o->zero_stage) {
-        o->gshard = o->k->alloc(o->shard * sizeof(float));
+        o->gshard = o->k->alloc(n * sizeof(float));
         o->piece = optim_zero_piece(cfg->parallel.bucket_mb, s->dpcp);
-        /* (ZeRO-3 never gathers the slice whole: optim_params_from_master) */
-        o->pack_floats = o->zero_stage == 3 ? 0 : optim_zero_pack_floats(o->shard, cfg->parallel.bucket_mb, s->dpcp);
+        /* (ZeRO-3 never gathers the shares whole: optim_params_from_master) */
+        o->pack_floats = o->zero_stage == 3 ? 0 : optim_zero_pack_floats(&o->z, cfg->parallel.bucket_mb, s->dpcp);
         if (o->pack_floats) o->pack = o->k->alloc(o->pack_floats * sizeof(float));
     }
     o->beta1 = cfg->train.beta1;
@@ -80,28 +121,28 @@ void optim_free(struct optim *o)
 static void rest_to_slice(struct optim *o, const struct model *m)
 {
     for (int i = 0; i < NUM_PARAMS; i++) {
-        size_t lo, hi;
-        if (param_table[i].per_layer || !optim_slice_part(o, m->at[i], m->size[i], &lo, &hi)) continue;
-        o->k->copy(o->master_mem + (lo - o->offset), m->param[i] + (lo - m->at[i]), (hi - lo) * sizeof(float));
+        size_t lo, hi, s;
+        if (param_table[i].per_layer || !optim_slice_part(o, m->at[i], m->size[i], &lo, &hi, &s)) continue;
+        o->k->copy(o->master_mem + s, m->param[i] + (lo - m->at[i]), (hi - lo) * sizeof(float));
     }
 }
 
 static void rest_from_slice(struct optim *o, struct model *m, struct comm *c)
 {
-    int dpcp = c->grid->dpcp, me = c->grid->dpcp_rank;
+    int dpcp = c->grid->dpcp;
     size_t bucket = o->piece * (size_t)dpcp;
     int *counts = xmalloc(2 * (size_t)dpcp * sizeof *counts), *displs = counts + dpcp;
     for (int i = 0; i < NUM_PARAMS; i++) {
         if (param_table[i].per_layer || m->size[i] == 0) continue;
         for (size_t t = 0; t < m->size[i]; t += bucket) {
             struct flat_range r = {m->at[i] + t, m->size[i] - t < bucket ? m->size[i] - t : bucket};
-            optim_slice_counts(o, &r, 1, dpcp, counts, displs);
-            float *piece = m->param[i] + t, *mine = piece + displs[me];
-            size_t lo, hi;
-            if (optim_slice_part(o, r.at, r.n, &lo, &hi))
-                o->k->copy(mine, o->master_mem + (lo - o->offset), (hi - lo) * sizeof(float));
-            o->k->lp_round(o->prec, mine, (size_t)counts[me]);
-            comm_allgatherv_f32(c, CG_DP, piece, counts, displs);
+            const struct zero_part *p = optim_slice_counts(o, &r, 1, counts, displs);
+            float *piece = m->param[i] + t, *mine = piece + displs[p->rank];
+            size_t lo, hi, s;
+            if (optim_slice_part(o, r.at, r.n, &lo, &hi, &s))
+                o->k->copy(mine, o->master_mem + s, (hi - lo) * sizeof(float));
+            o->k->lp_round(o->prec, mine, (size_t)counts[p->rank]);
+            comm_allgatherv_f32(c, p->group, piece, counts, displs);
         }
     }
     free(counts);
@@ -110,7 +151,19 @@ static void rest_from_slice(struct optim *o, struct model *m, struct comm *c)
 void optim_master_from_params(struct optim *o, const struct model *m)
 {
     if (o->zero_stage == 3) rest_to_slice(o, m); /* (the layers' parameters live in the slice already) */
-    else if (o->master_mem) o->k->copy(o->master_mem, m->params_mem + o->offset, o->shard * sizeof(float));
+    else if (o->master_mem)
+        for (int k = 0; k < o->z.n; k++) {
+            const struct zero_part *p = &o->z.part[k];
+            o->k->copy(o->master_mem + p->state, m->params_mem + p->offset, p->shard * sizeof(float));
+        }
+}
+
+/* ZeRO-1 and 2: every rank's updated shares spread to all their replicas. */
+static void gather_params(struct optim *o, struct model *m, struct comm *c)
+{
+    for (int k = 0; k < o->z.n; k++)
+        comm_allgather_sliced(c, o->z.part[k].group, m->params_mem + o->z.part[k].at, o->z.part[k].shard, o->piece,
+                              o->pack);
 }
 
 void optim_params_from_master(struct optim *o, struct model *m, struct comm *c)
@@ -121,15 +174,18 @@ void optim_params_from_master(struct optim *o, struct model *m, struct comm *c)
         rest_from_slice(o, m, c);
         return;
     }
-    float *mine = m->params_mem + o->offset;
-    o->k->copy(mine, o->master_mem, o->shard * sizeof(float));
-    o->k->lp_round(o->prec, mine, o->shard);
-    if (o->zero_stage) comm_allgather_sliced(c, CG_DP, m->params_mem, o->shard, o->piece, o->pack);
+    for (int k = 0; k < o->z.n; k++) {
+        const struct zero_part *p = &o->z.part[k];
+        float *mine = m->params_mem + p->offset;
+        o->k->copy(mine, o->master_mem + p->state, p->shard * sizeof(float));
+        o->k->lp_round(o->prec, mine, p->shard);
+    }
+    if (o->zero_stage) gather_params(o, m, c);
 }
 
 void optim_unscale(struct optim *o, struct model *m, float inv)
 {
-    o->k->scale_inplace(o->prec, o->zero_stage ? o->gshard : m->grads_mem, o->shard, inv);
+    o->k->scale_inplace(o->prec, o->zero_stage ? o->gshard : m->grads_mem, o->z.floats, inv);
 }
 
 double lr_at(const struct config *cfg, int64_t step)
@@ -150,8 +206,8 @@ double lr_at(const struct config *cfg, int64_t step)
 static double range_sumsq(const struct optim *o, const struct model *m, size_t a, size_t n)
 {
     if (!o->zero_stage) return o->k->sumsq(o->prec, m->grads_mem + a, n);
-    size_t lo, hi;
-    return optim_slice_part(o, a, n, &lo, &hi) ? o->k->sumsq(o->prec, o->gshard + (lo - o->offset), hi - lo) : 0.0;
+    size_t lo, hi, s;
+    return optim_slice_part(o, a, n, &lo, &hi, &s) ? o->k->sumsq(o->prec, o->gshard + s, hi - lo) : 0.0;
 }
 
 /* The squared norm of every logical tensor (one entry per tensor and layer)
@@ -171,10 +227,11 @@ double optim_grad_norm(const struct optim *o, const struct model *m, struct comm
         const struct param_info *pi = &param_table[i];
         if (!param_present(d, (enum param_id)i)) continue;
         /* a replicated tensor is counted on tp rank 0 only, the tied wte on
-         * the first stage only; under expert parallelism the others than the
-         * experts on ep rank 0 only (the experts on theirs) */
+         * the first stage only; under expert parallelism without ZeRO the
+         * others than the experts on ep rank 0 only (the experts on theirs;
+         * with ZeRO each rank counts its shares, summed over all dp * cp) */
         int counts = (pi->shard != SHARD_NONE || d->tp_rank == 0) && m->size[i] > 0 &&
-                     (pi->expert || d->ep_rank == 0);
+                     (pi->expert || d->ep_rank == 0 || o->zero_stage);
         size_t at = m->at[i];
         if (!pi->per_layer) {
             if (counts && (i != P_WTE || model_has_embedding(d))) e[g] = range_sumsq(o, m, at, m->size[i]);
@@ -197,7 +254,7 @@ double optim_grad_norm(const struct optim *o, const struct model *m, struct comm
     }
     if (o->zero_stage) comm_allreduce_sum_f64(c, CG_DP, e, n);
     if (d->tp > 1) comm_allreduce_sum_f64(c, CG_TP, e, n);
-    if (d->ep > 1) comm_allreduce_sum_f64(c, CG_EP, e, n);
+    if (d->ep > 1 && !o->zero_stage) comm_allreduce_sum_f64(c, CG_EP, e, n);
     if (c && c->grid->pp > 1) comm_allreduce_sum_f64(c, CG_PP, e, n);
     double ss = 0;
     for (size_t j = 0; j < n; j++) ss += e[j];
@@ -208,28 +265,27 @@ double optim_grad_norm(const struct optim *o, const struct model *m, struct comm
 void optim_update(struct optim *o, struct model *m, struct comm *c, double grad_norm, double lr)
 {
     int t = (int)++o->updates;
-    float *grads = o->zero_stage ? o->gshard : m->grads_mem; /* flat position p lives at grads[p - offset] */
+    float *grads = o->zero_stage ? o->gshard : m->grads_mem; /* indexed as the state (optim_slice_part) */
     double coef = o->grad_clip > 0 ? o->grad_clip / (grad_norm + 1e-6) : 1.0; /* as PyTorch */
-    if (coef < 1.0) o->k->scale_inplace(o->prec, grads, o->shard, (float)coef);
+    if (coef < 1.0) o->k->scale_inplace(o->prec, grads, o->z.floats, (float)coef);
     for (int i = 0; i < NUM_PARAMS; i++) {
-        size_t lo, hi, at = m->at[i];
-        if (!optim_slice_part(o, at, m->size[i], &lo, &hi)) continue;
+        size_t lo, hi, s, at = m->at[i];
+        if (!optim_slice_part(o, at, m->size[i], &lo, &hi, &s)) continue;
         float wd = param_table[i].decay ? (float)o->weight_decay : 0.0f;
-        size_t s = lo - o->offset;
         float *w = o->master_mem ? o->master_mem + s : m->params_mem + lo;
         o->k->adamw_update(o->prec, w, grads + s, o->m_mem + s, o->v_mem + s, hi - lo, (float)lr, (float)o->beta1,
                      (float)o->beta2, (float)o->eps, wd, t);
     }
     if (o->master_mem) optim_params_from_master(o, m, c);
-    else if (o->zero_stage) comm_allgather_sliced(c, CG_DP, m->params_mem, o->shard, o->piece, o->pack);
+    else if (o->zero_stage) gather_params(o, m, c);
 }
 
 float *optim_some_grad(struct optim *o, struct model *m)
 {
     for (int i = 0; i < NUM_PARAMS; i++) {
-        size_t lo, hi, at = m->at[i];
-        if (m->size[i] && optim_slice_part(o, at, m->size[i], &lo, &hi))
-            return o->zero_stage ? o->gshard + (lo - o->offset) : m->grads_mem + lo;
+        size_t lo, hi, s, at = m->at[i];
+        if (m->size[i] && optim_slice_part(o, at, m->size[i], &lo, &hi, &s))
+            return (o->zero_stage ? o->gshard : m->grads_mem) + s;
     }
     return NULL;
 }

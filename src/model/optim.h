@@ -13,19 +13,20 @@
  * With precision bf16/fp16 the parameters the model computes with hold
  * values of that format; the optimizer keeps fp32 master weights (laid out
  * like m and v), updates them, and rounds them into the parameters.
- * With ZeRO (zero_stage >= 1) each of the dp * cp ranks keeps and updates
- * one slice [offset, offset + shard) of the flat parameter buffer: the
- * gradients are reduce-scattered into gshard, the slice is updated, and the
- * parameters are all-gathered. */
+ * With ZeRO (zero_stage >= 1) each rank keeps and updates its shares of
+ * the flat parameter buffer (model.zs: a share of the dense tensors over
+ * the dp * cp ranks, and under expert parallelism one of its experts' over
+ * their replicas): the gradients are reduce-scattered into gshard, the
+ * shares are updated, and the parameters are all-gathered. */
 struct optim {
     const struct device *k;       /* the model's: where the state lives */
-    float *m_mem, *v_mem;          /* moments: flat, or the slice */
-    int zero_stage;                /* the shape's: from 1 the state is a slice over the dp * cp ranks; from 2
-                                      the gradients are reduced into gshard layer by layer (dp.h); at 3 the
-                                      slice of master weights is the model's shard (m->shard_mem), in fp32
-                                      too, and the only copy of the layers' parameters */
-    size_t shard, offset;          /* the slice of the flat buffers this rank updates */
-    float *gshard;                 /* (shard) its reduced gradient */
+    float *m_mem, *v_mem;          /* moments: flat, or the shares */
+    int zero_stage;                /* the shape's: from 1 the state is sliced (z); from 2 the gradients are
+                                      reduced into gshard layer by layer (dp.h); at 3 the shares of master
+                                      weights are the model's shard (m->shard_mem), in fp32 too, and the
+                                      only copy of the layers' parameters */
+    struct zero_slices z;          /* the model's: what this rank updates, where it keeps it (z.floats) */
+    float *gshard;                 /* (z.floats) its reduced gradient */
     size_t piece;                  /* ZeRO: floats per rank of one piece of its collectives (comm_*_sliced) */
     size_t pack_floats;            /* and their staging buffer (0: the slice fits in one piece) */
     float *pack;
@@ -37,12 +38,11 @@ struct optim {
 
 /* ZeRO's collectives run in pieces of parallel.bucket_mb over all dp ranks
  * (at least 16 floats a rank); the staging buffer they need, in floats
- * (0 when the slice of shard floats fits in one). */
+ * (0 when every share of z fits in one). */
 size_t optim_zero_piece(double bucket_mb, int dp);
-size_t optim_zero_pack_floats(size_t shard, double bucket_mb, int dp);
+size_t optim_zero_pack_floats(const struct zero_slices *z, double bucket_mb, int dp);
 
-void optim_init(struct optim *o, const struct model *m, const struct config *cfg, const struct run_shape *s,
-                const struct grid *g);
+void optim_init(struct optim *o, const struct model *m, const struct config *cfg, const struct run_shape *s);
 void optim_free(struct optim *o);
 
 /* Mixed precision: take the master weights from the parameters (a fresh
@@ -51,16 +51,45 @@ void optim_free(struct optim *o);
 void optim_master_from_params(struct optim *o, const struct model *m);
 void optim_params_from_master(struct optim *o, struct model *m, struct comm *c);
 
-/* How many elements of the ranges r[0..k) (increasing, packed back to back)
- * fall into each of the dpcp ranks' slices (counts), and where each rank's
- * run starts in the packed ranges (displs, if not NULL). */
-void optim_slice_counts(const struct optim *o, const struct flat_range *r, int k, int dpcp, int *counts, int *displs);
+/* How many elements of the ranges r[0..k) (increasing, packed back to
+ * back, all in one part of the slices) fall into each of the part's ranks'
+ * shares (counts), and where each rank's run starts in the packed ranges
+ * (displs, if not NULL); the part returned. */
+const struct zero_part *optim_slice_counts(const struct optim *o, const struct flat_range *r, int k, int *counts,
+                                           int *displs);
+
+/* Each local layer's per-layer tensors packed back to back in table order
+ * (model_layer_ranges: ZeRO-2's working buffers, ZeRO-3's gathers), cut
+ * into the parts of the slices they lie in: the dense tensors, then under
+ * expert parallelism the experts' (last in the table).  Part k's ranges
+ * are [first[k], first[k + 1]) of a layer's nranges; they start at off[k]
+ * in the packed layer; zero_layer_runs gives each rank of the part's group
+ * its run (counts) and where it starts (displs, from off[k]). */
+struct zero_layers {
+    int Lp, nranges, nparts, stride;
+    struct flat_range *ranges;     /* [Lp][nranges] */
+    int first[3];
+    size_t off[2];
+    const struct zero_part *part[2];
+    int *counts, *displs;          /* [Lp][nparts][stride] */
+};
+void optim_zero_layers(const struct optim *o, const struct model *m, struct zero_layers *zl);
+void optim_zero_layers_free(struct zero_layers *zl);
+static inline const struct flat_range *zero_layer_ranges(const struct zero_layers *zl, int j, int k)
+{
+    return zl->ranges + (size_t)j * zl->nranges + zl->first[k];
+}
+static inline size_t zero_layer_run(const struct zero_layers *zl, int j, int k)
+{
+    return ((size_t)j * zl->nparts + k) * zl->stride;
+}
 
 /* The part [*lo, *hi) of flat range [a, a + n) that this rank updates (all
- * of it without ZeRO); 0 if none. */
-static inline int optim_slice_part(const struct optim *o, size_t a, size_t n, size_t *lo, size_t *hi)
+ * of it without ZeRO), and where its state is kept (*s: the index into
+ * m_mem, v_mem, master_mem and gshard); 0 if none. */
+static inline int optim_slice_part(const struct optim *o, size_t a, size_t n, size_t *lo, size_t *hi, size_t *s)
 {
-    return flat_meet(a, n, o->offset, o->shard, lo, hi);
+    return zero_slice_part(&o->z, a, n, lo, hi, s);
 }
 
 /* Divide the reduced gradients by the loss scale (times inv). */

@@ -13,9 +13,9 @@
 static void add_to_shard(struct optim *o, const struct flat_range *r, int k, const float *recv)
 {
     for (int i = 0; i < k; i++) {
-        size_t lo, hi;
-        if (!optim_slice_part(o, r[i].at, r[i].n, &lo, &hi)) continue;
-        o->k->residual_forward(o->prec, o->gshard + (lo - o->offset), o->gshard + (lo - o->offset), recv, hi - lo);
+        size_t lo, hi, s;
+        if (!optim_slice_part(o, r[i].at, r[i].n, &lo, &hi, &s)) continue;
+        o->k->residual_forward(o->prec, o->gshard + s, o->gshard + s, recv, hi - lo);
         recv += hi - lo;
     }
 }
@@ -92,23 +92,41 @@ size_t dp_layer_buffer_floats(const struct model_dims *d)
     return DP_LAYER_BUFFERS * ((model_layer_floats(d) + 15) / 16 * 16);
 }
 
-size_t dp_layer_ring_floats(const struct model_dims *d, size_t piece)
+/* Is the layer's part 1 the experts' (ZeRO's slices under expert parallelism, model_zero_slices)? */
+static int expert_part(const struct model_dims *d) { return d->ep > 1 && d->E > 0; }
+
+size_t dp_layer_ring_chunk(const struct model_dims *d, int part, size_t piece)
 {
-    /* a chunk: a layer's share of one rank, at most a piece; a run larger than that (the slices cut the
-     * layers unevenly) goes in several */
-    size_t share = (model_layer_floats(d) + (size_t)d->dpcp - 1) / (size_t)d->dpcp, chunk = (share + 15) / 16 * 16;
+    size_t floats = 0;
+    for (int i = 0; i < NUM_PARAMS; i++)
+        if (param_table[i].per_layer && d->Lp > 0 && (param_table[i].expert && expert_part(d)) == part)
+            floats += model_tensor_size(d, (enum param_id)i) / (size_t)d->Lp;
+    /* a chunk: a layer's part's share of one rank, at most a piece; a run larger than that (the slices cut
+     * the layers unevenly) goes in several */
+    size_t ranks = (size_t)d->dpcp / (part ? (size_t)d->ep : 1), share = (floats + ranks - 1) / ranks;
+    size_t chunk = (share + 15) / 16 * 16;
     if (chunk > piece) chunk = piece;
-    return DP_LAYER_BUFFERS * (chunk < 16 ? 16 : chunk);
+    return chunk < 16 ? 16 : chunk;
 }
 
-/* Finish buffer b's ring and add this rank's run to gshard. */
+size_t dp_layer_ring_floats(const struct model_dims *d, size_t piece)
+{
+    size_t n = dp_layer_ring_chunk(d, 0, piece);
+    if (expert_part(d)) n += dp_layer_ring_chunk(d, 1, piece);
+    return DP_LAYER_BUFFERS * n;
+}
+
+/* Finish buffer b's rings and add this rank's runs to gshard. */
 static void retire(struct dp *p, int b)
 {
     if (p->layer[b] < 0) return;
-    int j = p->layer[b], dpcp = p->c->grid->dpcp;
-    comm_ring_progress(p->c, &p->ring[b], 1);
-    add_to_shard(p->o, p->ranges + (size_t)j * p->nranges, p->nranges,
-                 p->work[b] + p->displs[(size_t)j * dpcp + p->c->grid->dpcp_rank]);
+    const struct zero_layers *zl = &p->zl;
+    int j = p->layer[b];
+    for (int k = 0; k < zl->nparts; k++) {
+        comm_ring_progress(p->c, &p->ring[b][k], 1);
+        add_to_shard(p->o, zero_layer_ranges(zl, j, k), zl->first[k + 1] - zl->first[k],
+                     p->work[b] + zl->off[k] + zl->displs[zero_layer_run(zl, j, k) + zl->part[k]->rank]);
+    }
     p->layer[b] = -1;
 }
 
@@ -131,34 +149,26 @@ static void scatter_layer_done(void *ctx, int j)
     int b = (p->next + DP_LAYER_BUFFERS - 1) % DP_LAYER_BUFFERS; /* the one just handed out */
     struct model *m = p->m;
     float *g = p->work[b];
-    int dpcp = p->c->grid->dpcp;
     for (int id = 0; id < NUM_PARAMS; id++) { /* the partial sums over tp first */
         if (!param_table[id].per_layer) continue;
         size_t per = m->size[id] / (size_t)m->d.Lp;
         if (param_sp_partial(&m->d, (enum param_id)id)) comm_allreduce_sum_f32(p->c, CG_TP, g, per);
         g += per;
     }
-    comm_ring_start(p->c, &p->ring[b], CG_DP, p->work[b], p->counts + (size_t)j * dpcp, p->displs + (size_t)j * dpcp,
-                    p->recv[b], p->ring_piece, RING_TAG + b);
+    const struct zero_layers *zl = &p->zl;
+    for (int k = 0; k < zl->nparts; k++) /* (each part's ring on its own communicator) */
+        comm_ring_start(p->c, &p->ring[b][k], zl->part[k]->group, p->work[b] + zl->off[k],
+                        zl->counts + zero_layer_run(zl, j, k), zl->displs + zero_layer_run(zl, j, k), p->recv[b][k],
+                        p->ring_piece[k], RING_TAG + b);
     int other = (b + 1) % DP_LAYER_BUFFERS;
-    if (p->layer[other] >= 0) comm_ring_progress(p->c, &p->ring[other], 0);
+    for (int k = 0; k < zl->nparts && p->layer[other] >= 0; k++) comm_ring_progress(p->c, &p->ring[other][k], 0);
 }
 
 static void scatter_layers_init(struct dp *p)
 {
     struct model *m = p->m;
-    int Lp = m->d.Lp, dpcp = p->c->grid->dpcp;
     p->layer_floats = model_layer_floats(&m->d);
-    struct flat_range r[NUM_PARAMS];
-    p->nranges = model_layer_ranges(m, 0, r);
-    p->ranges = xcalloc((size_t)Lp * p->nranges, sizeof *p->ranges);
-    p->counts = xcalloc(2 * (size_t)Lp * dpcp, sizeof *p->counts);
-    p->displs = p->counts + (size_t)Lp * dpcp;
-    for (int j = 0; j < Lp; j++) {
-        model_layer_ranges(m, j, p->ranges + (size_t)j * p->nranges);
-        optim_slice_counts(p->o, p->ranges + (size_t)j * p->nranges, p->nranges, dpcp, p->counts + (size_t)j * dpcp,
-                           p->displs + (size_t)j * dpcp);
-    }
+    optim_zero_layers(p->o, m, &p->zl);
     size_t n = (p->layer_floats + 15) / 16 * 16;
     float *mem = m->k->alloc(DP_LAYER_BUFFERS * n * sizeof(float)); /* where the model's gradients live */
     for (int b = 0; b < DP_LAYER_BUFFERS; b++) {
@@ -185,12 +195,12 @@ static void scatter_rest(struct dp *p)
         if (param_table[i].per_layer || m->size[i] == 0) continue;
         for (size_t t = 0; t < m->size[i]; t += bucket) {
             struct flat_range r = {m->at[i] + t, m->size[i] - t < bucket ? m->size[i] - t : bucket};
-            optim_slice_counts(p->o, &r, 1, dpcp, counts, displs);
+            const struct zero_part *part = optim_slice_counts(p->o, &r, 1, counts, displs);
             struct comm_ring ring;
-            comm_ring_start(c, &ring, CG_DP, m->grad[i] + t, counts, displs, p->recv[0], p->ring_piece,
+            comm_ring_start(c, &ring, part->group, m->grad[i] + t, counts, displs, p->recv[0][0], p->ring_piece[0],
                             RING_TAG + DP_LAYER_BUFFERS);
             comm_ring_progress(c, &ring, 1);
-            add_to_shard(p->o, &r, 1, m->grad[i] + t + displs[c->grid->dpcp_rank]);
+            add_to_shard(p->o, &r, 1, m->grad[i] + t + displs[part->rank]);
         }
     }
     free(counts);
@@ -211,34 +221,36 @@ void dp_init(struct dp *p, struct model *m, struct optim *o, struct comm *c, con
                   : s->overlap && m->d.Lp ? DP_OVERLAP /* (a stage may hold no layer) */
                                           : DP_FLAT;
     if (p->strategy == DP_OVERLAP) overlap_init(p, bucket_mb);
-    if (p->strategy == DP_SCATTER_LAYERS) { /* the rings' scratch: one run for each buffer (the rest uses the first) */
-        size_t nr = dp_layer_ring_floats(&m->d, o->piece) / DP_LAYER_BUFFERS;
-        p->ring_piece = nr;
-        p->recv[0] = m->k->alloc(DP_LAYER_BUFFERS * nr * sizeof(float));
-        p->recv[1] = p->recv[0] + nr;
+    if (p->strategy == DP_SCATTER_LAYERS) { /* the rings' scratch: a chunk for each buffer and part (the rest
+                                               uses the first) */
+        float *at = m->k->alloc(dp_layer_ring_floats(&m->d, o->piece) * sizeof(float));
+        for (int b = 0; b < DP_LAYER_BUFFERS; b++)
+            for (int k = 0; k < 1 + expert_part(&m->d); k++) {
+                p->ring_piece[k] = dp_layer_ring_chunk(&m->d, k, o->piece);
+                p->recv[b][k] = at;
+                at += p->ring_piece[k];
+            }
     }
     if (p->strategy == DP_SCATTER_LAYERS && m->d.Lp > 0) scatter_layers_init(p);
-    if (s->zero_stage == 3 && m->d.Lp > 0)
-        zero3_init(&p->z3, m, o, c, p->ranges, p->nranges, p->counts, p->displs);
+    if (s->zero_stage == 3 && m->d.Lp > 0) zero3_init(&p->z3, m, o, c, &p->zl);
 }
 
 void dp_free(struct dp *p)
 {
     if (p->work[0]) p->m->k->release(p->work[0]);
-    if (p->recv[0]) p->m->k->release(p->recv[0]);
+    if (p->recv[0][0]) p->m->k->release(p->recv[0][0]);
     zero3_free(&p->z3);
     free(p->layer_sent);
     free(p->pending);
     free(p->req);
-    free(p->ranges);
-    free(p->counts);
+    optim_zero_layers_free(&p->zl);
     memset(p, 0, sizeof *p);
 }
 
 void dp_begin(struct dp *p)
 {
     zero3_begin(&p->z3);
-    if (p->strategy == DP_SCATTER_LAYERS) p->o->k->zero(p->o->gshard, p->o->shard * sizeof(float));
+    if (p->strategy == DP_SCATTER_LAYERS) p->o->k->zero(p->o->gshard, p->o->z.floats * sizeof(float));
 }
 
 void dp_arm(struct dp *p)
@@ -287,7 +299,11 @@ void dp_finish(struct dp *p)
     /* one call over the contiguous gradient memory (tensors are packed with
      * padding, which is zero and stays zero) */
     case DP_SCATTER_FLAT:
-        comm_reduce_scatter_sliced(c, CG_DP, p->o->gshard, m->grads_mem, p->o->shard, p->o->piece, p->o->pack);
+        for (int k = 0; k < p->o->z.n; k++) { /* (each part of the slices over its replicas) */
+            const struct zero_part *z = &p->o->z.part[k];
+            comm_reduce_scatter_sliced(c, z->group, p->o->gshard + z->state, m->grads_mem + z->at, z->shard,
+                                       p->o->piece, p->o->pack);
+        }
         break;
     case DP_FLAT: { /* (under expert parallelism the experts, last in the layout, over their own replicas) */
         size_t ex = model_experts_at(&m->d, m->at, m->flat);

@@ -64,16 +64,14 @@ struct dp {
     MPI_Request *req;           /* started all-reduces */
     int nreq, cap;
     double started_at, wait_s, hidden_s; /* time the collectives ran during the backward, and waited after it */
-    /* DP_SCATTER_LAYERS */
+    /* DP_SCATTER_LAYERS: a ring for each part of a layer (the dense tensors; the experts' under ep) */
     size_t layer_floats;        /* one layer's per-layer tensors, packed */
-    struct flat_range *ranges;  /* per local layer: its range list */
-    int nranges;                /* ranges per layer */
-    int *counts, *displs;       /* per local layer: each dp rank's run of the packed layer */
-    float *work[DP_LAYER_BUFFERS]; /* a layer's gradients; after its reduction this rank's run is summed */
-    float *recv[DP_LAYER_BUFFERS]; /* the rings' scratch: a chunk of ring_piece floats each */
-    size_t ring_piece;
+    struct zero_layers zl;      /* the packed layers' parts and each rank's runs */
+    float *work[DP_LAYER_BUFFERS]; /* a layer's gradients; after its reduction this rank's runs are summed */
+    float *recv[DP_LAYER_BUFFERS][2]; /* the rings' scratch: a chunk of ring_piece[part] floats each */
+    size_t ring_piece[2];
     int layer[DP_LAYER_BUFFERS];   /* the local layer a buffer holds; -1 free */
-    struct comm_ring ring[DP_LAYER_BUFFERS];
+    struct comm_ring ring[DP_LAYER_BUFFERS][2];
     int next;                   /* the buffer handed out next (round robin: the oldest) */
     struct zero3 z3;            /* ZeRO-3 (zero_stage 3): the layers' parameter gathers (m set when armed) */
 };
@@ -98,9 +96,11 @@ void dp_finish(struct dp *p);
 void dp_reduce_tp_partial(struct model *m, struct comm *c);
 
 /* Floats of DP_SCATTER_LAYERS's working buffers, and of the scratch of
- * their ring reduce-scatters (a chunk for each buffer: a layer's 1/dp, at most `piece`
- * floats, optim.piece), for the planner. */
+ * their ring reduce-scatters (a chunk for each buffer and part: a rank's
+ * share of a layer's part, at most `piece` floats, optim.piece), for the
+ * planner; dp_layer_ring_chunk is one part's chunk. */
 size_t dp_layer_buffer_floats(const struct model_dims *d);
+size_t dp_layer_ring_chunk(const struct model_dims *d, int part, size_t piece);
 size_t dp_layer_ring_floats(const struct model_dims *d, size_t piece);
 
 #endif

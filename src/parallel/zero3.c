@@ -13,28 +13,32 @@ size_t zero3_buffer_floats(const struct model_dims *d)
 static void settle(struct zero3 *z, int b)
 {
     if (!z->busy[b]) return;
-    comm_wait(z->c, CG_DP, CO_ALLGATHER, 1, &z->req[b]);
+    for (int k = 0; k < z->zl->nparts; k++) comm_wait(z->c, z->zl->part[k]->group, CO_ALLGATHER, 1, &z->req[b][k]);
     z->busy[b] = 0;
 }
 
-/* Start gathering local layer j into buffer b: this rank's parts of the
- * layer's ranges copied from its slice to their place in the packed layer
- * and rounded to the compute precision, then an in-place all-gather. */
+/* Start gathering local layer j into buffer b: for each part, this rank's
+ * elements of the part's ranges copied from its shares to their place in
+ * the packed layer and rounded to the compute precision, then an in-place
+ * all-gather over the part's replicas. */
 static void start(struct zero3 *z, int b, int j)
 {
     settle(z, b); /* (a gather into b still in flight: a prefetch the caller did not ask for after all) */
-    int dpcp = z->c->grid->dpcp, me = z->c->grid->dpcp_rank;
-    const struct flat_range *r = z->ranges + (size_t)j * z->nranges;
-    const int *counts = z->counts + (size_t)j * dpcp, *displs = z->displs + (size_t)j * dpcp;
-    float *mine = z->buf[b] + displs[me], *dst = mine;
-    for (int i = 0; i < z->nranges; i++) {
-        size_t lo, hi;
-        if (!optim_slice_part(z->o, r[i].at, r[i].n, &lo, &hi)) continue;
-        z->m->k->copy(dst, z->o->master_mem + (lo - z->o->offset), (hi - lo) * sizeof(float));
-        dst += hi - lo;
+    const struct zero_layers *zl = z->zl;
+    for (int k = 0; k < zl->nparts; k++) {
+        const struct flat_range *r = zero_layer_ranges(zl, j, k);
+        const int *counts = zl->counts + zero_layer_run(zl, j, k), *displs = zl->displs + zero_layer_run(zl, j, k);
+        int me = zl->part[k]->rank;
+        float *mine = z->buf[b] + zl->off[k] + displs[me], *dst = mine;
+        for (int i = 0; i < zl->first[k + 1] - zl->first[k]; i++) {
+            size_t lo, hi, s;
+            if (!optim_slice_part(z->o, r[i].at, r[i].n, &lo, &hi, &s)) continue;
+            z->m->k->copy(dst, z->o->master_mem + s, (hi - lo) * sizeof(float));
+            dst += hi - lo;
+        }
+        z->m->k->lp_round(z->m->d.prec, mine, (size_t)counts[me]);
+        comm_iallgatherv_f32(z->c, zl->part[k]->group, z->buf[b] + zl->off[k], counts, displs, &z->req[b][k]);
     }
-    z->m->k->lp_round(z->m->d.prec, mine, (size_t)counts[me]);
-    comm_iallgatherv_f32(z->c, CG_DP, z->buf[b], counts, displs, &z->req[b]);
     z->busy[b] = 1;
 }
 
@@ -96,17 +100,13 @@ void zero3_begin(struct zero3 *z)
     for (int b = 0; b < ZERO3_BUFFERS && z->m; b++) z->layer[b] = -1; /* each step starts cold: as planned */
 }
 
-void zero3_init(struct zero3 *z, struct model *m, struct optim *o, struct comm *c, const struct flat_range *ranges,
-                int nranges, const int *counts, const int *displs)
+void zero3_init(struct zero3 *z, struct model *m, struct optim *o, struct comm *c, const struct zero_layers *zl)
 {
     memset(z, 0, sizeof *z);
     z->m = m;
     z->o = o;
     z->c = c;
-    z->ranges = ranges;
-    z->nranges = nranges;
-    z->counts = counts;
-    z->displs = displs;
+    z->zl = zl;
     size_t n = (model_layer_floats(&m->d) + 15) / 16 * 16;
     float *mem = m->k->alloc(ZERO3_BUFFERS * n * sizeof(float));
     for (int b = 0; b < ZERO3_BUFFERS; b++) {

@@ -1,5 +1,6 @@
 /* zero3.h -- ZeRO-3's parameter side: the layers' parameters live only in
- * each dp rank's 1/dp slice of the flat layout (model.shard_mem, in fp32);
+ * each rank's shares of the flat layout (model.shard_mem, in fp32: 1/dp of
+ * the dense tensors, and under expert parallelism 1/edp of its experts');
  * a layer's are all-gathered into one of two buffers just before its
  * forward and again before its backward (model.layer_params), in the
  * compute precision, while the gather of the next layer of the pass runs
@@ -27,14 +28,12 @@ struct zero3 {
     struct model *m;
     struct optim *o;
     struct comm *c;
-    int nranges;               /* flat ranges per layer */
-    const struct flat_range *ranges; /* per local layer (ZeRO-2's, dp.c) */
-    const int *counts, *displs;      /* per local layer: each dp rank's run of the packed layer (ZeRO-2's) */
+    const struct zero_layers *zl; /* the packed layers' parts, each rank's runs (ZeRO-2's, dp.c) */
     float *buf[ZERO3_BUFFERS];
     int layer[ZERO3_BUFFERS];  /* the local layer a buffer holds or receives (-1: none) */
     unsigned long seen;        /* the parameters' version (model.param_version) they were gathered from */
-    int busy[ZERO3_BUFFERS];   /* its gather is in flight */
-    MPI_Request req[ZERO3_BUFFERS];
+    int busy[ZERO3_BUFFERS];   /* its gathers are in flight (one a part) */
+    MPI_Request req[ZERO3_BUFFERS][2];
     int current;               /* the buffer handed out last */
 };
 
@@ -45,10 +44,9 @@ struct pp_action;
 long zero3_gathers(const struct pp_action *a, int n, int Lc);
 
 /* Set up the buffers and arm m->layer_params (m has zero_stage 3 and
- * layers); the layers' flat ranges and their dp runs are ZeRO-2's (the
- * gathers invert its reduce-scatters), kept by the caller. */
-void zero3_init(struct zero3 *z, struct model *m, struct optim *o, struct comm *c, const struct flat_range *ranges,
-                int nranges, const int *counts, const int *displs);
+ * layers); the layers' parts and their runs are ZeRO-2's (the gathers
+ * invert its reduce-scatters), kept by the caller. */
+void zero3_init(struct zero3 *z, struct model *m, struct optim *o, struct comm *c, const struct zero_layers *zl);
 /* Start of a step: no layer is taken as gathered (the planner counts from a cold start). */
 void zero3_begin(struct zero3 *z);
 /* Wait for any gather in flight (before the slice changes, and at the end). */

@@ -56,6 +56,15 @@ static size_t flat_floats(const struct model_dims *d, size_t *params)
     return model_flat_layout(d, at);
 }
 
+/* ZeRO's slices of this rank's flat layout (model.zs). */
+static struct zero_slices zero_slices_of(const struct model_dims *d)
+{
+    size_t at[NUM_PARAMS], flat = model_flat_layout(d, at);
+    struct zero_slices z;
+    model_zero_slices(d, at, flat, &z);
+    return z;
+}
+
 static size_t act_bytes(const struct model_dims *d, int B, int slots, int nrecv, int wslots)
 {
     return round64((model_slot_floats(d, B) * (size_t)slots + model_scratch_floats(d, B) +
@@ -92,11 +101,16 @@ static size_t overlapped_bytes(const struct model_dims *d)
 static size_t comm_buffer(const struct plan *p, const struct model_dims *d, size_t flat)
 {
     size_t big = 0, NC = (size_t)p->shape.micro_batch * d->Tl * d->C * 4, wte = model_tensor_size(d, P_WTE) * 4, x;
-    size_t bucket = optim_zero_piece(p->bucket_mb, p->shape.dpcp) * (size_t)p->shape.dpcp; /* ZeRO's pieces */
+    size_t piece = optim_zero_piece(p->bucket_mb, p->shape.dpcp); /* ZeRO's pieces, a rank */
     /* (ZeRO-2 and 3 reduce by rings of messages, comm_ring: their scratch is counted with the gradients) */
-    if (p->shape.dpcp > 1 && p->shape.zero_stage < 2)
-        big = p->shape.zero_stage ? reduce_scatter_scratch((flat < bucket ? flat : bucket) * 4, p->shape.dpcp)
-            : overlapped(p, d) ? allreduce_scratch(overlapped_bytes(d), p->shape.dpcp) : allreduce_scratch(flat * 4, p->shape.dpcp);
+    if (p->shape.dpcp > 1 && p->shape.zero_stage == 1) {
+        struct zero_slices z = zero_slices_of(d);
+        for (int k = 0; k < z.n; k++) { /* each part's, in pieces over its replicas */
+            size_t bucket = piece * (size_t)z.part[k].ranks, n = z.part[k].n < bucket ? z.part[k].n : bucket;
+            if ((x = reduce_scatter_scratch(n * 4, z.part[k].ranks)) > big) big = x;
+        }
+    } else if (p->shape.dpcp > 1 && p->shape.zero_stage == 0)
+        big = overlapped(p, d) ? allreduce_scratch(overlapped_bytes(d), p->shape.dpcp) : allreduce_scratch(flat * 4, p->shape.dpcp);
     if (p->shape.dpcp > 1 && overlapped(p, d) && (x = allreduce_scratch(wte, p->shape.dpcp)) > big) big = x; /* the rest, after */
     if (p->shape.tp > 1 && (x = p->shape.sp ? reduce_scatter_scratch(NC, p->shape.tp) : allreduce_scratch(NC, p->shape.tp)) > big) big = x;
     if (model_wte_on_two_ranks(d) && (x = allreduce_scratch(wte, 2)) > big) big = x; /* (the embedding group's) */
@@ -132,10 +146,12 @@ static void moe_comm(struct plan_stage *s, const struct plan *p, const struct mo
     model_flat_layout(d, at);
     for (int i = 0; i < NUM_PARAMS; i++)
         if (param_group(d, (enum param_id)i) == CG_EDP) experts += (double)model_tensor_size(d, (enum param_id)i) * 4;
-    if (p->shape.zero_stage == 0 && !overlapped(p, d)) experts = (double)(flat - model_experts_at(d, at, flat)) * 4;
-    s->comm[CG_DP] -= experts;
-    s->comm[CG_EDP] = experts;
-    s->comm[CG_EP] = norms + m * (d->Lp + (double)d->v * d->Lr) * (4.0 * d->E + 2 * N * K * C * 4) +
+    if (!overlapped(p, d)) experts = (double)(flat - model_experts_at(d, at, flat)) * 4;
+    if (p->shape.zero_stage == 0) { /* (ZeRO's traffic is counted by part: stage_comm) */
+        s->comm[CG_DP] -= experts;
+        s->comm[CG_EDP] = experts;
+    }
+    s->comm[CG_EP] = (p->shape.zero_stage ? 0 : norms) + m * (d->Lp + (double)d->v * d->Lr) * (4.0 * d->E + 2 * N * K * C * 4) +
                      m * d->Lp * (4.0 * d->E + N * K * (3 * C + 2) * 4);
     if (s->wslots) /* a split backward's W routes again: the counts, the rows' output gradients and weights once
                       more, and the inputs there instead of in B */
@@ -167,15 +183,25 @@ static void stage_comm(struct plan_stage *s, const struct plan *p, const struct 
         }
     }
     s->comm[CG_DP] = 8; /* the loss */
-    if (p->shape.dpcp > 1 && p->shape.zero_stage >= 2) { /* every layer per micro-batch, the rest once; the parameters gathered */
-        double rest = 0;
+    struct zero_slices z = zero_slices_of(d);
+    if (p->shape.dpcp > 1 && p->shape.zero_stage >= 2) { /* every layer per micro-batch, the rest once; the parameters
+                                                           gathered; each part over its replicas */
+        double rest = 0, layer[2] = {0, 0};
         for (int i = 0; i < NUM_PARAMS; i++)
             if (!param_table[i].per_layer) rest += (double)model_tensor_size(d, (enum param_id)i) * 4;
-        s->comm[CG_DP] += m * d->Lp * (double)model_layer_floats(d) * 4 + rest + norms;
-        /* the updated parameters: all of them gathered, or (ZeRO-3) the rest, and each layer when used */
-        s->comm[CG_DP] += d->zero_stage == 3 ? rest + (double)gathers * (double)model_layer_floats(d) * 4
-                                          : (double)flat * 4;
-    } else if (p->shape.dpcp > 1 && p->shape.zero_stage) s->comm[CG_DP] += 2.0 * flat * 4 + norms;
+            else if (d->Lp > 0)
+                layer[z.n > 1 && param_table[i].expert] += (double)(model_tensor_size(d, (enum param_id)i) / d->Lp) * 4;
+        s->comm[CG_DP] += rest + norms;
+        for (int k = 0; k < z.n; k++) {
+            s->comm[z.part[k].group] += m * d->Lp * layer[k];
+            /* the updated parameters: all of them gathered, or (ZeRO-3) the rest, and each layer when used */
+            s->comm[z.part[k].group] += d->zero_stage == 3 ? (double)gathers * layer[k] : (double)z.part[k].n * 4;
+        }
+        if (d->zero_stage == 3) s->comm[CG_DP] += rest;
+    } else if (p->shape.dpcp > 1 && p->shape.zero_stage) {
+        s->comm[CG_DP] += norms;
+        for (int k = 0; k < z.n; k++) s->comm[z.part[k].group] += 2.0 * z.part[k].n * 4;
+    }
     else if (p->shape.dpcp > 1 && overlapped(p, d)) s->comm[CG_DP] += (double)s->params * 4; /* tensor by tensor */
     else if (p->shape.dpcp > 1) s->comm[CG_DP] += (double)flat * 4;                          /* the padded buffer */
     if (p->shape.pp > 1) {
@@ -203,7 +229,7 @@ static void stage_comm(struct plan_stage *s, const struct plan *p, const struct 
 static size_t param_bytes(const struct model_dims *d, size_t flat)
 {
     if (d->zero_stage != 3) return round64(flat * 4);
-    return round64(model_rest_floats(d) * 4) + round64(flat / (size_t)d->dpcp * 4) +
+    return round64(model_rest_floats(d) * 4) + round64(zero_slices_of(d).floats * 4) +
            (d->Lp > 0 ? round64(zero3_buffer_floats(d) * 4) : 0);
 }
 
@@ -262,14 +288,15 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
     s->recv = pp_recv_bound(sched, p->shape.schedule_file, p->shape.pp, p->shape.v, p->shape.n_micro, r);
     s->wslots = pp_wpeak_bound(sched, p->shape.schedule_file, p->shape.pp, p->shape.v, p->shape.n_micro, r);
 
-    size_t flat = flat_floats(&d, &s->params), shard = p->shape.zero_stage ? flat / (size_t)p->shape.dpcp : flat;
+    struct zero_slices z = zero_slices_of(&d);
+    size_t flat = flat_floats(&d, &s->params), shard = z.floats;
     int lp = d.prec != PREC_FP32; /* + fp32 master weights beside m and v */
     s->bytes[PM_PARAMS] = param_bytes(&d, flat); /* bf16/fp16 values in fp32 containers, on the GPU too (so far) */
     s->bytes[PM_GRADS] = grad_bytes(&d, flat, optim_zero_piece(p->bucket_mb, p->shape.dpcp));
     s->bytes[PM_OPTIM] = (2 + (size_t)(lp && p->shape.zero_stage != 3)) * round64(shard * 4) + /* (ZeRO-3: the master is
                                                                                            the parameters' slice) */
                          (p->shape.zero_stage ? round64(shard * 4) +
-                                              (p->shape.zero_stage == 3 ? 0 : round64(optim_zero_pack_floats(shard, p->bucket_mb, p->shape.dpcp) * 4))
+                                              (p->shape.zero_stage == 3 ? 0 : round64(optim_zero_pack_floats(&z, p->bucket_mb, p->shape.dpcp) * 4))
                                         : 0);
     s->slot_bytes = model_slot_floats(&d, p->shape.micro_batch) * 4;
     s->scratch_bytes = model_scratch_floats(&d, p->shape.micro_batch) * 4;
@@ -456,8 +483,8 @@ unsigned long long *plan_allocated(const struct model *m, const struct optim *o,
     unsigned long long mine[4] = {
         param_bytes(&m->d, m->flat),
         grad_bytes(&m->d, m->flat, o->piece),
-        (2 + (o->master_mem && o->zero_stage != 3 ? 1ull : 0ull)) * round64(o->shard * 4) +
-            (o->gshard ? round64(o->shard * 4) : 0) + (o->pack ? round64(o->pack_floats * 4) : 0),
+        (2 + (o->master_mem && o->zero_stage != 3 ? 1ull : 0ull)) * round64(o->z.floats * 4) +
+            (o->gshard ? round64(o->z.floats * 4) : 0) + (o->pack ? round64(o->pack_floats * 4) : 0),
         round64(m->act_bytes),
     };
     unsigned long long *all = g->rank == 0 ? xmalloc((size_t)g->world * sizeof mine) : NULL;
