@@ -276,3 +276,73 @@ void cuda_attention_backward(float *dqkv, float *dkv, const float *dout, const f
     dim3 gk((unsigned)((n + ATT_ROWS - 1) / ATT_ROWS), (unsigned)NKV, (unsigned)B);
     CUDA_LAUNCH(att_dkv_kernel, gk, 32 * ATT_ROWS, a);
 }
+
+/* ------------------------------------------------------------ over a cache */
+
+/* Row blockIdx.x's k and v heads (after its NH q heads) into the caches at (seq, pos). */
+__global__ void att_store_kernel(const float *qkv, int ldq, float *kc, float *vc, const int32_t *seq,
+                                 const int32_t *pos, int Tc, int qcols, int KV)
+{
+    int r = blockIdx.x;
+    const float *k = qkv + (size_t)r * ldq + qcols;
+    size_t at = ((size_t)seq[r] * Tc + (size_t)pos[r]) * KV;
+    for (int c = threadIdx.x; c < KV; c += blockDim.x) {
+        kc[at + c] = k[c];
+        vc[at + c] = k[KV + c];
+    }
+}
+
+/* A warp per (row blockIdx.x, head blockIdx.y): each lane scores one key of
+ * a tile of 32 against the row's query (in shared memory), the row's online
+ * softmax as att_forward_kernel's, the output's HS values held by the lanes
+ * (lane + 32 t) and accumulated from the tile's values read in place. */
+__global__ void att_cached_kernel(float *out, const float *qkv, int ldq, const float *kc, const float *vc,
+                                  const int32_t *seq, const int32_t *pos, int Tc, int NH, int NKV, int HS, float scale)
+{
+    __shared__ float qs[ATT_HS_MAX], ps[ATT_TILE];
+    int lane = threadIdx.x, r = blockIdx.x, h = blockIdx.y, n = pos[r] + 1, KV = NKV * HS;
+    size_t base = (size_t)seq[r] * Tc * KV + (size_t)(h / (NH / NKV)) * HS;
+    const float *k = kc + base, *v = vc + base;
+    for (int c = lane; c < HS; c += 32) qs[c] = qkv[(size_t)r * ldq + (size_t)h * HS + c];
+    __syncthreads();
+    float m = -INFINITY, sum = 0.0f, acc[ATT_PER_LANE];
+    for (int t = 0; t < ATT_PER_LANE; t++) acc[t] = 0.0f;
+    for (int j0 = 0; j0 < n; j0 += ATT_TILE) {
+        int j = j0 + lane, see = j < n;
+        float s = 0.0f;
+        if (see) {
+            for (int c = 0; c < HS; c++) s += qs[c] * k[(size_t)j * KV + c];
+            s *= scale;
+        } else
+            s = -INFINITY;
+        float mt = fmaxf(m, warp_max(s));
+        float p = see ? expf(s - mt) : 0.0f, corr = m == -INFINITY ? 0.0f : expf(m - mt);
+        sum = sum * corr + warp_sum(p);
+        m = mt;
+        ps[lane] = p;
+        __syncthreads();
+        int nt = n - j0 < ATT_TILE ? n - j0 : ATT_TILE;
+        for (int t = 0; t < ATT_PER_LANE; t++) {
+            int c = lane + 32 * t;
+            if (c >= HS) break;
+            float x = acc[t] * corr;
+            for (int jj = 0; jj < nt; jj++) x += ps[jj] * v[(size_t)(j0 + jj) * KV + c];
+            acc[t] = x;
+        }
+        __syncthreads(); /* ps is read */
+    }
+    float inv = 1.0f / sum;
+    for (int t = 0; t < ATT_PER_LANE; t++) {
+        int c = lane + 32 * t;
+        if (c < HS) out[(size_t)r * NH * HS + (size_t)h * HS + c] = acc[t] * inv;
+    }
+}
+
+void cuda_attention_cached(float *out, const float *qkv, int ldq, float *kc, float *vc, const int32_t *seq,
+                           const int32_t *pos, int R, int Tc, int NH, int NKV, int HS)
+{
+    if (R <= 0) return;
+    CUDA_LAUNCH(att_store_kernel, dim3((unsigned)R), 128, qkv, ldq, kc, vc, seq, pos, Tc, NH * HS, NKV * HS);
+    CUDA_LAUNCH(att_cached_kernel, dim3((unsigned)R, (unsigned)NH), 32, out, qkv, ldq, kc, vc, seq, pos, Tc, NH, NKV,
+                HS, 1.0f / sqrtf((float)HS));
+}

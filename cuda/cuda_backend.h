@@ -73,6 +73,11 @@ void cuda_attention_forward(float *out, float *lse, const float *qkv, const floa
 void cuda_attention_backward(float *dqkv, float *dkv, const float *dout, const float *out, const float *qkv,
                              const float *kv, int ldkv, const float *lse, int B, int T, int q0, int k0, int n, int NH,
                              int NKV, int HS, int flags);
+/* Attention of R rows over a cache of keys and values (backend_ops.h):
+ * the rows' k and v stored, then a warp per (row, head).  Head sizes up
+ * to 128. */
+void cuda_attention_cached(float *out, const float *qkv, int ldq, float *kc, float *vc, const int32_t *seq,
+                           const int32_t *pos, int R, int Tc, int NH, int NKV, int HS);
 void cuda_copy_cols(float *dst, int ldd, const float *src, int lds, size_t rows, int cols, int add);
 void cuda_rows_gather(float *dst, const float *src, const int32_t *idx, const float *w, int R, int C);
 void cuda_rows_combine(float *out, const float *src, const int32_t *idx, const float *w, int N, int K, int C, int add);

@@ -63,6 +63,19 @@ void KNAME(attention_backward)(KREAL *dqkv, KREAL *dkv, const KREAL *dout, const
                                const KREAL *kv, int ldkv, const KREAL *lse, int B, int T, int q0, int k0, int n,
                                int NH, int NKV, int HS, int flags);
 
+/* Attention of R rows over a cache of keys and values (generation): row r
+ * is position pos[r] of sequence seq[r].  First each row's k and v heads
+ * (qkv, rows of ldq: NH q heads, NKV k heads, NKV v heads, HS each) are
+ * stored at (seq[r], pos[r]) of the caches kc and vc, (S, Tc, NKV*HS)
+ * each; then each row's q heads attend over positions 0 .. pos[r] of its
+ * sequence's cache (query head h on kv head h / (NH/NKV)), scale
+ * 1/sqrt(HS): rows of one sequence in one call see each other causally.
+ * out (R, NH*HS).  A row's result depends on its q and its cache alone
+ * (not on the other rows, their number or order).  seq and pos: the
+ * device's memory. */
+void KNAME(attention_cached)(KREAL *out, const KREAL *qkv, int ldq, KREAL *kc, KREAL *vc, const int32_t *seq,
+                             const int32_t *pos, int R, int Tc, int NH, int NKV, int HS);
+
 /* cols columns of rows rows, src (ld lds) into dst (ld ldd): copied, or
  * added with add != 0 (ring attention's packed keys and values). */
 void KNAME(copy_cols)(KREAL *dst, int ldd, const KREAL *src, int lds, size_t rows, int cols, int add);

@@ -419,6 +419,57 @@ void KNAME(attention_forward)(KREAL *out, KREAL *lse, const KREAL *qkv, const KR
         }
 }
 
+/* Attention over a cache (backend_ops.h): the rows' keys and values
+ * stored, then one (row, head) per iteration, its keys in blocks of ATT_BLK
+ * under an online softmax as above, each score a lane sum over HS. */
+void KNAME(attention_cached)(KREAL *out, const KREAL *qkv, int ldq, KREAL *kc, KREAL *vc, const int32_t *seq,
+                             const int32_t *pos, int R, int Tc, int NH, int NKV, int HS)
+{
+    size_t KV = (size_t)NKV * HS;
+    for (int r = 0; r < R; r++) {
+        const KREAL *k = qkv + (size_t)r * ldq + (size_t)NH * HS;
+        size_t at = ((size_t)seq[r] * Tc + (size_t)pos[r]) * KV;
+        for (size_t c = 0; c < KV; c++) kc[at + c] = k[c], vc[at + c] = k[KV + c];
+    }
+    const int G = NH / NKV;
+    const KREAL scale = K(1) / KSQRT(K(HS));
+#pragma omp parallel for collapse(2) schedule(static) if ((long)R * NH > 1)
+    for (int r = 0; r < R; r++)
+        for (int h = 0; h < NH; h++) {
+            const KREAL *q = qkv + (size_t)r * ldq + (size_t)h * HS;
+            size_t base = (size_t)seq[r] * Tc * KV + (size_t)(h / G) * HS;
+            const KREAL *k = kc + base, *v = vc + base; // (pos[r]+1, HS) ld KV
+            KREAL *o = out + (size_t)r * NH * HS + (size_t)h * HS, s[ATT_BLK], mx = -K(INFINITY), sum = 0;
+            int n = pos[r] + 1;
+            for (int c = 0; c < HS; c++) o[c] = 0;
+            for (int j0 = 0; j0 < n; j0 += ATT_BLK) {
+                int nc = imin(ATT_BLK, n - j0);
+                KREAL m = mx, add;
+                for (int j = 0; j < nc; j++) {
+                    const KREAL *kj = k + (size_t)(j0 + j) * KV;
+                    LANE_SUM(KREAL, s[j], 0, HS, c, q[c] * kj[c]);
+                    s[j] *= scale;
+                    m = s[j] > m ? s[j] : m;
+                }
+#pragma omp simd
+                for (int j = 0; j < nc; j++) s[j] = KEXP(s[j] - m);
+                LANE_SUM(KREAL, add, 0, nc, j, s[j]);
+                KREAL corr = KEXP(mx - m); /* (0 for the first block: mx was -inf) */
+                sum = sum * corr + add;
+                mx = m;
+                for (int j = 0; j < nc; j++) {
+                    const KREAL *vj = v + (size_t)(j0 + j) * KV;
+                    KREAL f = j ? K(1) : corr, p = s[j];
+#pragma omp simd
+                    for (int c = 0; c < HS; c++) o[c] = o[c] * f + p * vj[c];
+                }
+            }
+            KREAL inv = K(1) / sum;
+#pragma omp simd
+            for (int c = 0; c < HS; c++) o[c] *= inv;
+        }
+}
+
 /* Rows [*, *+n) x HS with leading dimension ld set to 0. */
 static void zero_rows(KREAL *x, int n, int HS, int ld)
 {
