@@ -118,6 +118,55 @@ static void test_attention(int B, int T, int NH, int NKV, int HS, int do_fd)
     free(fq), free(fw), free(fo), free(fa), free(fdq), free(fs);
 }
 
+/* Attention over a cache (generation): B sequences of T rows, every row at
+ * its sequence's slot and position, in one call against the scalar
+ * reference (double) and the double kernel (float); then the float rows
+ * one call each, positions in order and the sequences interleaved (a
+ * decode), and all of them in one call in reverse order: each row bitwise
+ * what the first call gave it (a row depends on its own sequence alone). */
+static void test_attention_cached(int B, int T, int NH, int NKV, int HS)
+{
+    int C = NH * HS, W = (NH + 2 * NKV) * HS, KV = NKV * HS, N = B * T;
+    size_t NC = (size_t)N * C, NW = (size_t)N * W, cache = (size_t)N * KV;
+    double *qkv = drand_new(NW, 1.5, 0), *ro = dnew(NC), *ra = dnew((size_t)B * NH * T), *out = dnew(NC);
+    double *kc = dnew(cache), *vc = dnew(cache);
+    int32_t *seq = xalloc((size_t)N * sizeof *seq), *pos = xalloc((size_t)N * sizeof *pos);
+    for (int r = 0; r < N; r++) seq[r] = r / T, pos[r] = r % T;
+    char shape[96];
+    snprintf(shape, sizeof shape, "attention_cached B=%d T=%d NH=%d NKV=%d HS=%d", B, T, NH, NKV, HS);
+    attention_ref(ro, ra, qkv, B, T, NH, NKV, HS);
+    dnan(out, NC), dnan(kc, cache), dnan(vc, cache);
+    attention_cached_f64(out, qkv, W, kc, vc, seq, pos, N, T, NH, NKV, HS);
+    double e = relerr(out, ro, NC);
+    tap_ok(e <= EXACT_TOL, "%s: every row in one call = scalar reference (%.1e)", shape, e);
+
+    float *fq = tof(qkv, NW), *fo = fnew(NC), *fr = fnew(NC), *fk = fnew(cache), *fv = fnew(cache);
+    fnan(fo, NC), fnan(fk, cache), fnan(fv, cache);
+    attention_cached(fo, fq, W, fk, fv, seq, pos, N, T, NH, NKV, HS);
+    check_f32(shape, fo, out, NC);
+    fnan(fr, NC), fnan(fk, cache), fnan(fv, cache);
+    for (int t = 0; t < T; t++)
+        for (int b = 0; b < B; b++) {
+            int r = b * T + t;
+            attention_cached(fr + (size_t)r * C, fq + (size_t)r * W, W, fk, fv, seq + r, pos + r, 1, T, NH, NKV, HS);
+        }
+    tap_ok(memcmp(fr, fo, NC * sizeof(float)) == 0, "%s: a row at a time, sequences interleaved = one call, bitwise",
+           shape);
+    float *rq = fnew(NW);
+    int32_t *rs = xalloc((size_t)N * sizeof *rs), *rp = xalloc((size_t)N * sizeof *rp);
+    for (int r = 0; r < N; r++) {
+        memcpy(rq + (size_t)r * W, fq + (size_t)(N - 1 - r) * W, (size_t)W * sizeof(float));
+        rs[r] = seq[N - 1 - r], rp[r] = pos[N - 1 - r];
+    }
+    fnan(fk, cache), fnan(fv, cache);
+    attention_cached(fr, rq, W, fk, fv, rs, rp, N, T, NH, NKV, HS);
+    int same = 1;
+    for (int r = 0; r < N; r++) same &= memcmp(fr + (size_t)r * C, fo + (size_t)(N - 1 - r) * C, C * sizeof(float)) == 0;
+    tap_ok(same, "%s: the rows of one call in reverse order: each row the same bits", shape);
+    free(qkv), free(ro), free(ra), free(out), free(kc), free(vc), free(seq), free(pos);
+    free(fq), free(fo), free(fr), free(fk), free(fv), free(rq), free(rs), free(rp);
+}
+
 /* Grouped-query attention is multi-head attention with each kv head copied
  * to its query heads: the same outputs, and the kv gradients the sums of
  * the copies' (float kernels, within rounding). */
@@ -440,6 +489,8 @@ int main(void)
     test_attention(2, 7, 4, 2, 4, 1);    /* grouped-query: 2 query heads per kv head */
     test_attention(1, 67, 6, 1, 2, 1);   /* multi-query: one kv head */
     test_gqa_is_mha_with_copies(2, 9, 6, 2, 4);
+    test_attention_cached(3, 9, 2, 2, 4);
+    test_attention_cached(2, 150, 4, 2, 16); /* three blocks of keys; grouped-query */
     test_ring_decomposition(2, 2, 5, 2, 2, 4);
     test_ring_decomposition(1, 3, 70, 2, 1, 4); /* chunks of two row blocks; multi-query */
     test_ring_decomposition(2, 4, 3, 4, 2, 8);  /* grouped-query */

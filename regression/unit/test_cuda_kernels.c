@@ -207,6 +207,39 @@ static void test_attention(int NH, int NKV, int HS, int T)
     ct_free_all();
 }
 
+/* Attention over a cache: S sequences of T rows, as one call of all rows
+ * (a prefill) and then again a row at a time (decode steps, sequences
+ * interleaved), against the CPU kernel; the caches the rows filled equal
+ * the CPU's bit for bit (a copy). */
+static void test_attention_cached(int NH, int NKV, int HS, int T)
+{
+    int S = 3, N = S * T, W = (NH + 2 * NKV) * HS, C = NH * HS, KV = NKV * HS;
+    size_t nq = (size_t)N * W, no = (size_t)N * C, nk = (size_t)N * KV;
+    float *qkv = ct_frand(nq, 1, 0), *out = ct_alloc(FLOATS(no)), *kc = ct_alloc(FLOATS(nk)), *vc = ct_alloc(FLOATS(nk));
+    int32_t *seq = ct_alloc((size_t)N * sizeof *seq), *pos = ct_alloc((size_t)N * sizeof *pos);
+    for (int r = 0; r < N; r++) seq[r] = r / T, pos[r] = r % T;
+    float *d_qkv = ct_put(qkv, FLOATS(nq)), *d_out = ct_nan(no), *d_kc = ct_nan(nk), *d_vc = ct_nan(nk);
+    int32_t *d_seq = ct_put(seq, (size_t)N * sizeof *seq), *d_pos = ct_put(pos, (size_t)N * sizeof *pos);
+    char what[128];
+    attention_cached(out, qkv, W, kc, vc, seq, pos, N, T, NH, NKV, HS);
+    cuda_attention_cached(d_out, d_qkv, W, d_kc, d_vc, d_seq, d_pos, N, T, NH, NKV, HS);
+    snprintf(what, sizeof what, "attention_cached, all rows in one call (NH %d, NKV %d, HS %d, T %d)", NH, NKV, HS, T);
+    ct_close(what, d_out, out, no, TOL_GEMM);
+    snprintf(what, sizeof what, "attention_cached: the caches (NH %d, NKV %d, HS %d, T %d)", NH, NKV, HS, T);
+    ct_equal(what, d_kc, kc, nk);
+    d_out = ct_nan(no), d_kc = ct_nan(nk), d_vc = ct_nan(nk);
+    for (int t = 0; t < T; t++)
+        for (int b = 0; b < S; b++) {
+            int r = b * T + t;
+            cuda_attention_cached(d_out + (size_t)r * C, d_qkv + (size_t)r * W, W, d_kc, d_vc, d_seq + r, d_pos + r, 1,
+                                  T, NH, NKV, HS);
+        }
+    snprintf(what, sizeof what, "attention_cached, a row at a time (NH %d, NKV %d, HS %d, T %d)", NH, NKV, HS, T);
+    ct_close(what, d_out, out, no, TOL_GEMM);
+    free(qkv), free(out), free(kc), free(vc), free(seq), free(pos);
+    ct_free_all();
+}
+
 /* ------------------------------------------------------------ llama's kernels */
 
 static void test_llama_kernels(void)
@@ -430,6 +463,8 @@ int main(void)
     test_attention(4, 2, 24, 67);
     test_attention(2, 1, 64, 90);  /* two values a lane; chunks of 40 rows: two tiles */
     test_attention(2, 2, 128, 75); /* the kernel's largest head */
+    test_attention_cached(4, 2, 24, 37);
+    test_attention_cached(2, 1, 128, 70); /* four values a lane; three tiles of keys */
     test_llama_kernels();
     test_matmul_tc(PREC_BF16);
     test_matmul_tc(PREC_FP16);
