@@ -1,8 +1,15 @@
 #!/bin/sh
 # triad sample: greedy text from a trained llama checkpoint equals the
 # greedy continuation of an independent PyTorch implementation
-# (regression/llama_torch.py --greedy: full forwards, no cache), on one rank
-# and on tp 2; GPT-2 the same on 1 and 2 ranks; sampling with a seed is
+# (regression/llama_torch.py --greedy: full forwards, no cache), on one rank,
+# tp 2, pp 2 and dp 2; GPT-2 the same on 1 and 2 ranks.  A prompt file
+# (prompts of different lengths, decoded as one batch after a prefill of
+# whole prompts): at temperature 0.9 the same text one prompt at a time
+# (sample.batch_size = 1) as all at once, and the same on tp 2, pp 2, dp 2
+# and tp 2 x pp 2 x dp 2, for the llama and for a mixture of experts;
+# greedy, the batch equals each prompt sampled on its own.  train.device =
+# 'cuda' on the CUDA emulator gives the CPU's text.  The prefill and decode
+# rates are printed apart from the text.  Sampling with a seed is
 # deterministic and the seed matters; token-id prompts and output; bad
 # requests refused with the reason.
 . "$(dirname "$0")/lib.sh"
@@ -14,26 +21,93 @@ triad_run 1 "$DECKS/tiny.nml" $train model.arch="'llama'" model.n_kv_head=2 io.r
 ok $? "a byte-level llama (GQA) trained 60 steps on text"
 triad_run 1 "$DECKS/tiny.nml" $train io.run_dir="'$scratch/gpt2'"
 ok $? "a byte-level GPT-2 trained the same"
-L=$scratch/llama/ckpt_60.h5 G=$scratch/gpt2/ckpt_60.h5
+triad_run 1 "$DECKS/tiny.nml" $train train.steps=30 model.arch="'llama'" model.n_kv_head=2 model.n_expert=4 \
+    model.moe_ffn_hidden=24 model.n_shared_expert=1 train.moe_capacity=1.0 io.run_dir="'$scratch/moe'"
+ok $? "a byte-level mixture of experts (4 experts, a shared one, capacity 1) trained 30 steps"
+L=$scratch/llama/ckpt_60.h5 G=$scratch/gpt2/ckpt_60.h5 E=$scratch/moe/ckpt_30.h5
 greedy="sample.prompt=The sample.max_new_tokens=24 sample.temperature=0"
+
+# sample NAME NP ARGS...: stdout into $scratch/NAME.txt, stderr into $scratch/NAME.err
+sample() {
+    name=$1 np=$2
+    shift 2
+    $MPIEXEC -n "$np" "$TRIAD" sample "$@" > "$scratch/$name.txt" 2> "$scratch/$name.err"
+}
 
 if "$PYTHON3" -c "import torch" 2> /dev/null; then
     "$PYTHON3" "$top_srcdir/regression/llama_torch.py" --greedy "$L" The 24 > "$scratch/ref.txt" 2>&1
-    for np in 1 2; do
-        $MPIEXEC -n $np "$TRIAD" sample "$L" $greedy > "$scratch/llama$np.txt" 2> "$scratch/last.out"
-        [ $? -eq 0 ] && cmp -s "$scratch/llama$np.txt" "$scratch/ref.txt"
-        ok $? "llama, $np rank(s): greedy text = PyTorch's greedy continuation ('$(tr -d '\n' < "$scratch/llama$np.txt")')"
+    for grid in "1" "2 parallel.tp=2" "2 parallel.pp=2" "2 parallel.dp=2"; do
+        set -- $grid
+        np=$1
+        shift
+        sample llama "$np" "$L" $greedy "$@"
+        [ $? -eq 0 ] && cmp -s "$scratch/llama.txt" "$scratch/ref.txt"
+        ok $? "llama, $np rank(s) $*: greedy text = PyTorch's greedy continuation ('$(tr -d '\n' < "$scratch/llama.txt")')"
     done
 else
     skip "no PyTorch for $PYTHON3: the llama reference (tools/install-deps.sh installs python3-torch)"
-    skip "(the same on 2 ranks)"
+    skip "(the same on tp 2)"
+    skip "(the same on pp 2)"
+    skip "(the same on dp 2)"
 fi
 for np in 1 2; do
-    $MPIEXEC -n $np "$TRIAD" sample "$G" $greedy > "$scratch/gpt2_$np.txt" 2> "$scratch/last.out"
+    sample gpt2_$np $np "$G" $greedy
     ok $? "gpt2, $np rank(s): triad sample runs"
 done
 cmp -s "$scratch/gpt2_1.txt" "$scratch/gpt2_2.txt"
 ok $? "gpt2: greedy text on 2 ranks (tp 2) = on 1 ('$(tr -d '\n' < "$scratch/gpt2_1.txt")')"
+
+# A batch: prompts of 1 to 15 bytes (37 in all), one of them twice (its own random numbers: the prompt's index keys them).
+printf 'The\nAnd so it was\nx\nIt was the best\nThe\nof\n' > "$scratch/prompts.txt"
+batch="sample.prompt_file=$scratch/prompts.txt sample.max_new_tokens=12 sample.temperature=0.9 sample.top_k=20"
+for ck in llama moe; do
+    case $ck in llama) C=$L ;; moe) C=$E ;; esac
+    sample "$ck.all" 1 "$C" $batch
+    st=$?
+    [ $st -eq 0 ] && [ "$(wc -l < "$scratch/$ck.all.txt")" -ge 6 ] &&
+        grep -q "^triad sample: 6 prompts on tp 1 x pp 1 x dp 1 (cpu), batches of up to 6: prefill 37 tokens in .* tokens/s), decode .* tokens/s)" \
+            "$scratch/$ck.all.err" && ! grep -q "tokens/s" "$scratch/$ck.all.txt"
+    ok $? "$ck: 6 prompts from a file in one batch; the prefill and decode rates on stderr, not in the text"
+    grep "tokens/s" "$scratch/$ck.all.err" | diag
+    sample "$ck.one" 1 "$C" $batch sample.batch_size=1
+    [ $? -eq 0 ] && cmp -s "$scratch/$ck.one.txt" "$scratch/$ck.all.txt"
+    ok $? "$ck, temperature 0.9: the 6 prompts one at a time (batch_size 1) = all in one batch, token for token"
+    for grid in "2 parallel.tp=2" "2 parallel.pp=2" "2 parallel.dp=2" "3 parallel.dp=3 sample.batch_size=1" \
+        "8 parallel.tp=2 parallel.pp=2 parallel.dp=2"; do
+        set -- $grid
+        np=$1
+        shift
+        sample "$ck.grid" "$np" "$C" $batch "$@"
+        [ $? -eq 0 ] && cmp -s "$scratch/$ck.grid.txt" "$scratch/$ck.all.txt"
+        ok $? "$ck, temperature 0.9: the same text on $np ranks, $*"
+    done
+done
+sample batch0 1 "$L" sample.prompt_file="$scratch/prompts.txt" sample.max_new_tokens=12 sample.temperature=0
+st=$?
+: > "$scratch/each.txt"
+while IFS= read -r line; do
+    "$TRIAD" sample "$L" sample.prompt="$line" sample.max_new_tokens=12 sample.temperature=0 >> "$scratch/each.txt" \
+        2> /dev/null || st=1
+done < "$scratch/prompts.txt"
+[ $st -eq 0 ] && cmp -s "$scratch/batch0.txt" "$scratch/each.txt"
+ok $? "greedy: the batch of 6 = each prompt sampled on its own, token for token"
+! cmp -s "$scratch/batch0.txt" "$scratch/llama.all.txt"
+ok $? "greedy and temperature 0.9 differ (the draws are used)"
+
+EMU="$top_builddir/regression/cuda_emu/triad"
+if [ -x "$EMU" ]; then
+    TRIAD_EMU_DEVICES=1 $MPIEXEC -n 2 "$EMU" sample "$L" $batch parallel.pp=2 train.device=cuda \
+        train.share_gpus=.true. > "$scratch/emu.txt" 2> "$scratch/emu.err"
+    [ $? -eq 0 ] && cmp -s "$scratch/emu.txt" "$scratch/llama.all.txt" && grep -q "(cuda)" "$scratch/emu.err"
+    ok $? "train.device = 'cuda' (the CUDA emulator), pp 2: the CPU's text"
+    TRIAD_EMU_DEVICES=1 $MPIEXEC -n 1 "$EMU" sample "$E" $batch train.device=cuda \
+        > "$scratch/emu.txt" 2> "$scratch/emu.err"
+    [ $? -eq 0 ] && cmp -s "$scratch/emu.txt" "$scratch/moe.all.txt"
+    ok $? "train.device = 'cuda' (the CUDA emulator), a mixture of experts: the CPU's text"
+else
+    skip "the CUDA emulator's triad is not built ($EMU: make check builds it)"
+    skip "(the mixture of experts on it)"
+fi
 
 s="sample.prompt=The sample.max_new_tokens=24 sample.temperature=0.9 sample.top_k=20 sample.top_p=0.95"
 "$TRIAD" sample "$L" $s sample.seed=7 > "$scratch/s7a.txt" 2>/dev/null
@@ -44,7 +118,7 @@ ok $? "temperature 0.9, top_k 20, top_p 0.95: the same seed gives the same text,
 printf '84 104 101\n' > "$scratch/prompt.ids"
 "$TRIAD" sample "$L" sample.prompt_tokens="'$scratch/prompt.ids'" sample.max_new_tokens=24 sample.temperature=0 \
     > "$scratch/ids.txt" 2>/dev/null
-cmp -s "$scratch/ids.txt" "$scratch/llama1.txt" || cmp -s "$scratch/ids.txt" "$scratch/ref.txt"
+cmp -s "$scratch/ids.txt" "$scratch/llama.txt" || cmp -s "$scratch/ids.txt" "$scratch/ref.txt"
 ok $? "a prompt of token ids (the bytes of 'The') gives the same text"
 
 # refused WHAT PATTERN NP ARGS...
@@ -58,9 +132,28 @@ refused() {
 }
 refused "a prompt and max_new_tokens past seq_len" "exceed the model's seq_len = 32" 1 "$L" sample.prompt="'The '" \
     sample.max_new_tokens=40
-refused "3 ranks cannot split 4 heads" "3 ranks cannot split the model" 3 "$L" sample.prompt="'x'"
+refused "3 ranks cannot split 4 heads" "n_head = 4 is not divisible by tp = 3" 3 "$L" sample.prompt="'x'" \
+    sample.max_new_tokens=8
+refused "a grid that is not the launched ranks" "tp \* dp \* pp = 2 \* 2 \* 1 = 4, but 2 ranks were launched" 2 "$L" \
+    sample.prompt="'x'" sample.max_new_tokens=8 parallel.tp=2 parallel.dp=2
+refused "context parallelism" "parallel.cp = 2: triad sample splits a model over tp, pp and dp only" 2 "$L" \
+    sample.prompt="'x'" sample.max_new_tokens=8 parallel.cp=2
 refused "a missing checkpoint" "cannot open" 1 "$scratch/none.h5" sample.prompt="'x'"
 refused "an empty prompt" "the prompt is empty" 1 "$L"
+refused "a prompt and a prompt file at once" "set one of sample.prompt, sample.prompt_tokens and sample.prompt_file" 1 \
+    "$L" sample.prompt="'x'" sample.prompt_file="$scratch/prompts.txt"
+refused "a missing prompt file" "cannot open sample.prompt_file = '$scratch/none.txt'" 1 "$L" \
+    sample.prompt_file="$scratch/none.txt"
+: > "$scratch/empty.txt"
+refused "an empty prompt file" "sample.prompt_file = '$scratch/empty.txt' holds no prompts" 1 "$L" \
+    sample.prompt_file="$scratch/empty.txt"
+printf 'The\n\nAnd\n' > "$scratch/gap.txt"
+refused "an empty line in the prompt file" "prompt 2 (line 2 of $scratch/gap.txt) is empty" 1 "$L" \
+    sample.prompt_file="$scratch/gap.txt" sample.max_new_tokens=8
+printf 'The\nthis prompt is longer than the model can hold\n' > "$scratch/long.txt"
+refused "a prompt of the file longer than seq_len" \
+    "prompt 2 (line 2 of $scratch/long.txt) (45 tokens) and max_new_tokens = 4 exceed the model's seq_len = 32" 2 "$L" \
+    sample.prompt_file="$scratch/long.txt" sample.max_new_tokens=4 parallel.dp=2
 printf '12 999 3\n' > "$scratch/bad.ids"
 refused "a token id outside the vocabulary" "token 999 (id number 2) is not an id" 1 "$L" sample.prompt_tokens="'$scratch/bad.ids'"
 done_testing
