@@ -1,12 +1,11 @@
 /* sample.h -- `triad sample CKPT [sample.key=value ...]`: text from a
- * checkpoint.  The model's family and shape come from the checkpoint; the
- * launched ranks split it by tensor parallelism (tp = world; heads and the
- * vocabulary split as in training).  One token at a time through every
- * layer, with a cache of each layer's keys and values, so a token costs
- * one pass over the weights; the logits are gathered and every rank draws
- * the same token from counter-based random numbers of sample.seed:
- * temperature, then top_k, then top_p.  Prints the text (a byte-level
- * model) or the token ids. */
+ * checkpoint (docs/sample.md).  The model's family and shape come from the
+ * checkpoint; the launched ranks split it as parallel.tp, pp and dp say
+ * (none given: tp = every rank), on train.device.  The prompts
+ * (sample_text.h) are split over the dp replicas, each generating for its
+ * share in batches (sample_gen.h); rank 0 prints every prompt's text in
+ * order (one prompt: streamed as it grows) and the prefill and decode
+ * rates on stderr. */
 #ifndef TRIAD_SAMPLE_H
 #define TRIAD_SAMPLE_H
 
