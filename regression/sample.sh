@@ -8,7 +8,8 @@
 # (sample.batch_size = 1) as all at once, and the same on tp 2, pp 2, dp 2
 # and tp 2 x pp 2 x dp 2, for the llama and for a mixture of experts;
 # greedy, the batch equals each prompt sampled on its own.  train.device =
-# 'cuda' on the CUDA emulator gives the CPU's text.  The prefill and decode
+# 'cuda' on the CUDA emulator gives the CPU's text, and so do the generic
+# and AVX2 SIMD paths.  The prefill and decode
 # rates are printed apart from the text.  Sampling with a seed is
 # deterministic and the seed matters; token-id prompts and output; bad
 # requests refused with the reason.
@@ -81,6 +82,16 @@ for ck in llama moe; do
         [ $? -eq 0 ] && cmp -s "$scratch/$ck.grid.txt" "$scratch/$ck.all.txt"
         ok $? "$ck, temperature 0.9: the same text on $np ranks, $*"
     done
+done
+for isa in generic avx2; do
+    TRIAD_ISA=$isa sample isa 1 "$L" $batch
+    st=$?
+    if [ $st -ne 0 ] && grep -q "TRIAD_ISA" "$scratch/isa.err"; then
+        skip "this processor does not run the $isa path"
+        continue
+    fi
+    [ $st -eq 0 ] && cmp -s "$scratch/isa.txt" "$scratch/llama.all.txt"
+    ok $? "TRIAD_ISA=$isa: the batch's text at temperature 0.9 is the default path's"
 done
 sample batch0 1 "$L" sample.prompt_file="$scratch/prompts.txt" sample.max_new_tokens=12 sample.temperature=0
 st=$?

@@ -2,8 +2,9 @@
 # gpu_check.sh -- on a GPU machine: build triad with the CUDA backend (the
 # plugin triad-cuda.so), its unit tests and the GEMM benchmark through
 # configure and make, and run them; then run the full program on the GPU
-# against the CPU, benchmark GPT-2 124M, and run the regression suite's GPU
-# cases (docs/cuda.md, "On a GPU machine").
+# against the CPU (training, and triad sample's text and rates), benchmark
+# GPT-2 124M, and run the regression suite's GPU cases (docs/cuda.md, "On a
+# GPU machine").
 #
 #   tools/gpu_check.sh          about 5 minutes expected on an H200 machine
 #
@@ -352,7 +353,67 @@ for spec in "bf16 1e-2" "fp16 2.5e-3"; do
     fi
 done
 
-# (iii) GPT-2 124M on one GPU, batch 8 x 1024 tokens: tokens/s and MFU
+# (iii) triad sample (docs/sample.md) on the GPU: a byte-level llama trained
+# 30 steps on the CPU; a prompt file's greedy text on the GPU, on 1 rank and
+# on pp 2, equal to the CPU's; then the rates of 64 prompts of 96-127 bytes,
+# 128 new tokens each, on the llama small config (one step trained), in one
+# batch and one at a time, beside the CPU's (one rank).  Whether the GPU's
+# text at temperature 0.9 is the same batched as one at a time is printed,
+# not counted (cuBLAS may sum a product's rows differently for another row
+# count; the CPU's GEMM never does).
+echo "== triad sample on the GPU"
+SD=$B/run/sample
+# sample_run NAME NP ARGS...: its text in $SD/NAME.txt, its stderr in $SD/NAME.err
+sample_run() {
+    sn=$1 snp=$2
+    shift 2
+    LD_LIBRARY_PATH=$TLD OMPI_MCA_hwloc_base_binding_policy=none timeout -k 10 "$(tl 120)" \
+        mpirun -n "$snp" "$TR" sample "$@" > "$SD/$sn.txt" 2> "$SD/$sn.err"
+}
+rates() { sed -n 's/.*prefill \([0-9]*\) tokens in .* (\([0-9.]*\) tokens\/s), decode \([0-9]*\) tokens in .* (\([0-9.]*\) tokens\/s)/prefill \2 tokens\/s, decode \4 tokens\/s/p' "$SD/$1.err"; }
+if [ -z "$TR" ] || [ -n "$NOGPU" ]; then
+    bad "triad sample on the GPU: not run: ${NOGPU:-no triad}"
+else
+    rm -rf "$SD" && mkdir -p "$SD"
+    printf 'The\nAnd so it was\nx\nIt was the best\nThe\nof\n' > "$SD/prompts.txt"
+    SCK=$B/run/sample-train/ckpt_30.h5
+    trun sample-train 1 60 regression/decks/tiny.nml model.arch="'llama'" model.n_kv_head=2 model.vocab_size=256 \
+        model.seq_len=32 data.kind="'text'" data.path="'$PWD/regression/cases/data/corpus.txt'" train.steps=30 \
+        train.batch_size=8 train.lr=1d-2 io.save_final=.true.
+    g="sample.prompt_file=$SD/prompts.txt sample.max_new_tokens=12"
+    sample_run cpu 1 "$SCK" $g sample.temperature=0
+    sample_run gpu 1 "$SCK" $g sample.temperature=0 train.device=cuda
+    grc=$?
+    sample_run gpu_pp2 2 "$SCK" $g sample.temperature=0 train.device=cuda train.share_gpus=.true. parallel.pp=2
+    prc=$?
+    if [ $grc -eq 0 ] && [ $prc -eq 0 ] && [ -s "$SD/cpu.txt" ] && cmp -s "$SD/gpu.txt" "$SD/cpu.txt" &&
+        cmp -s "$SD/gpu_pp2.txt" "$SD/cpu.txt"; then
+        ok "triad sample, 6 prompts, greedy: the GPU's text (1 rank and pp 2) = the CPU's"
+    else
+        bad "triad sample, greedy, GPU (exit $grc, pp 2 exit $prc) against the CPU: $(head -c 300 "$SD/gpu.err")"
+    fi
+    sample_run t1 1 "$SCK" $g sample.temperature=0.9 train.device=cuda
+    sample_run t1b 1 "$SCK" $g sample.temperature=0.9 train.device=cuda sample.batch_size=1
+    echo "gpu_check: temperature 0.9 on the GPU, batched = one at a time: $(cmp -s "$SD/t1.txt" "$SD/t1b.txt" &&
+        echo yes || echo no) (not counted)"
+    awk 'BEGIN { for (i = 0; i < 64; i++) { n = 96 + (i * 13) % 32; s = "";
+                 for (j = 0; j < n; j++) s = s sprintf("%c", 97 + (i * 7 + j * 3) % 26); print s } }' > "$SD/p64.txt"
+    if trun sample-small 1 120 bench/llama_small.nml model.vocab_size=256 train.steps=1 io.save_final=.true.; then
+        r="$B/run/sample-small/ckpt_1.h5 sample.prompt_file=$SD/p64.txt sample.max_new_tokens=128 sample.temperature=0.8"
+        sample_run small_gpu 1 $r train.device=cuda
+        sample_run small_gpu_b1 1 $r train.device=cuda sample.batch_size=1
+        sample_run small_cpu 1 $r
+        if [ -s "$SD/small_gpu.txt" ] && [ -n "$(rates small_gpu)" ]; then
+            ok "triad sample, llama small, 64 prompts x 128 new tokens: GPU batch 64: $(rates small_gpu); GPU one at a time: $(rates small_gpu_b1); CPU (1 rank, $OMP_NUM_THREADS threads) batch 64: $(rates small_cpu)"
+        else
+            bad "triad sample, llama small on the GPU: $(head -c 300 "$SD/small_gpu.err")"
+        fi
+    else
+        bad "triad sample: training the llama small config failed: $(why "$B/run/sample-small.log")"
+    fi
+fi
+
+# (iv) GPT-2 124M on one GPU, batch 8 x 1024 tokens: tokens/s and MFU
 # against the GEMM benchmark's rates measured above.
 BB=8
 BT=1024
@@ -412,7 +473,7 @@ bench() { # bench PRECISION PEAK_GFLOPS [PEAK2 LABEL2]
 bench bf16 "$PEAK_BF16"
 bench fp32 "$PEAK_FP32" "$PEAK_BF16" bf16
 
-# (iv) the regression suite's GPU cases (regression/cases/gpu_*) against
+# (v) the regression suite's GPU cases (regression/cases/gpu_*) against
 # their references and CPU twins, where this python has h5py and numpy
 echo "== regression/run 'gpu_*'"
 if [ -z "$TR" ] || [ -n "$NOGPU" ]; then

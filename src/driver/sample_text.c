@@ -47,28 +47,30 @@ static int encode(const struct tokenizer *tok, const char *text, size_t len, int
     return k > (size_t)INT32_MAX / 2 ? errorf(err, errlen, "a prompt of %zu tokens", k) : (int)k;
 }
 
-/* The ids of sample.prompt_tokens: whitespace-separated, each in the vocabulary. */
-static int read_ids(const char *path, int V, int32_t **ids, size_t *cap, char *err, size_t errlen)
+/* The ids of sample.prompt_tokens: whitespace-separated, each in the
+ * vocabulary; every one is checked and counted, at most T kept (a file of
+ * any length is read in T ids of memory). */
+static int read_ids(const char *path, int V, int T, int32_t **ids, size_t *cap, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "r");
     if (!f) return errorf(err, errlen, "cannot open sample.prompt_tokens = '%s': %s", path, strerror(errno));
-    long long v;
-    size_t n = 0;
+    if (*cap < (size_t)T) *ids = grow(*ids, (*cap = (size_t)T) * sizeof **ids);
+    long long v, count = 0;
     errno = 0;
     while (fscanf(f, "%lld", &v) == 1) {
         if (v < 0 || v >= V || errno == ERANGE) {
             fclose(f);
-            return errorf(err, errlen, "%s: token %lld (id number %zu) is not an id of this model's vocabulary "
-                            "(0 .. %d)", path, v, n + 1, V - 1);
+            return errorf(err, errlen, "%s: token %lld (id number %lld) is not an id of this model's vocabulary "
+                          "(0 .. %d)", path, v, count + 1, V - 1);
         }
-        if (n == *cap) *ids = grow(*ids, (*cap = 2 * *cap) * sizeof **ids);
-        (*ids)[n++] = (int32_t)v;
-        if (n > (size_t)INT32_MAX / 2) break;
+        if (count < T) (*ids)[count] = (int32_t)v;
+        count++;
     }
     int junk = !feof(f);
     fclose(f);
-    if (junk) return errorf(err, errlen, "%s: not whitespace-separated integers (after %zu ids)", path, n);
-    return (int)n;
+    if (junk) return errorf(err, errlen, "%s: not whitespace-separated integers (after %lld ids)", path, count);
+    if (count > T) return errorf(err, errlen, "%s holds %lld ids, more than the model's seq_len = %d", path, count, T);
+    return (int)count;
 }
 
 /* A prompt of n ids (`where` names it) must be non-empty, with room for
@@ -131,7 +133,7 @@ int prompts_read(struct prompts *p, const struct config *o, const struct tokeniz
     int rc = 0, n = 0;
     if (o->sample.prompt_file[0]) rc = read_file(p, o, tok, T, &ids, &icap, &cap, err, errlen);
     else {
-        n = o->sample.prompt_tokens[0] ? read_ids(o->sample.prompt_tokens, V, &ids, &icap, err, errlen)
+        n = o->sample.prompt_tokens[0] ? read_ids(o->sample.prompt_tokens, V, T, &ids, &icap, err, errlen)
                                        : encode(tok, o->sample.prompt, strlen(o->sample.prompt), &ids, &icap, err,
                                                 errlen);
         if (n < 0 || check_room(n, "the prompt", o, T, err, errlen) != 0) rc = -1;
