@@ -169,6 +169,7 @@ static void setup(struct run *r)
     train_open_run_dir(r);
     open_data(r);
     train_initial_state(r);
+    if (cfg->train.mc_eval_every > 0) mc_eval_init(&r->mc, cfg, NULL, s, g, d.V, d.T); /* (the run's tokenizer is in) */
 
     mfu_reference(r, k, d.prec);
 
@@ -320,6 +321,24 @@ static void evaluate(struct run *r, struct step_metrics *sm)
     log_info("step %lld: validation loss %.6f over %lld tokens of %s (%.2f s)\n", (long long)r->step, sm->val_loss,
              (long long)tokens, r->cfg->data.val_path, wtime() - t0);
     if (metrics_eval(&r->metrics, r->step, sm->val_loss, tokens) != 0) train_io_stop(r, r->metrics.failed, "");
+}
+
+/* The multiple-choice tasks after this step (train.mc_eval_every): into
+ * the log, the step's progress line and metrics.h5's /eval/<task>.
+ * Collective. */
+static void evaluate_tasks(struct run *r, struct step_metrics *sm)
+{
+    double t0 = wtime();
+    mc_eval_run(&r->mc, &r->model, &r->comm, NULL);
+    sm->tasks = r->mc.score;
+    sm->ntasks = r->mc.ntask;
+    if (r->g->rank != 0) return;
+    for (int i = 0; i < r->mc.ntask; i++) {
+        const struct task_score *t = &r->mc.score[i];
+        log_info("step %lld: task %s: acc %.6f, acc_norm %.6f over %lld examples (%.2f s)\n", (long long)r->step,
+                 t->name, t->acc, t->acc_norm, (long long)t->examples, wtime() - t0);
+        if (metrics_task(&r->metrics, r->step, t) != 0) train_io_stop(r, r->metrics.failed, "");
+    }
 }
 
 /* Measured pipeline idle (time waiting for messages) next to the schedule's
@@ -482,6 +501,7 @@ static void teardown(struct run *r)
     ckpt_async_free(&r->async);
     data_close(r->data);
     eval_free(&r->eval);
+    mc_eval_free(&r->mc);
     ranks_free(&r->ranks);
     free(r->allocated);
     free(r->moe_sums);
@@ -527,6 +547,8 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
         r.step++;
         if (r.eval.batches && (r.step % cfg->train.eval_every == 0 || r.step == cfg->train.steps))
             evaluate(&r, &sm);
+        if (r.mc.ntask && (r.step % cfg->train.mc_eval_every == 0 || r.step == cfg->train.steps))
+            evaluate_tasks(&r, &sm);
         r.tokens += cfg->train.batch_size * r.model.d.T;
         t_steps += dt;
         double avg = t_steps / (double)(r.step - first_step);
