@@ -132,9 +132,11 @@ static void tasks(const struct config *cfg, const char *ckpt, const struct run_s
     if (bad) snprintf(msg, sizeof msg, "writing eval.scores = '%s' failed", cfg->eval.scores);
     die_all_if(g->world_comm, bad, msg, "free space where eval.scores points");
     for (int i = 0; g->rank == 0 && i < mc.ntask; i++)
-        printf("task %s: acc %.6f | acc_norm %.6f | %lld examples, %lld choices (%.2f s in all)\n", mc.name[i],
-               mc.score[i].acc, mc.score[i].acc_norm, (long long)mc.task[i].n, (long long)mc.task[i].rows, dt);
-    if (g->rank == 0 && scores) printf("each choice's log-probability: %s\n", cfg->eval.scores);
+        printf("task %s: acc %.6f | acc_norm %.6f | %lld examples, %lld choices\n", mc.name[i], mc.score[i].acc,
+               mc.score[i].acc_norm, (long long)mc.task[i].n, (long long)mc.task[i].rows);
+    if (g->rank == 0)
+        printf("tasks scored in %.2f s%s%s\n", dt, scores ? "; each choice's log-probability in " : "",
+               scores ? cfg->eval.scores : "");
     mc_eval_free(&mc);
 }
 
