@@ -14,12 +14,12 @@ lm-evaluation-harness score them, with the model of regression/llama_torch.py
     mc_torch.py text2ids TASK.jsonl [DOC_ID]
         a JSON Lines task as examples of ids: each text's UTF-8 bytes (a
         byte-level model), the context after DOC_ID where one is given
-    mc_torch.py check CKPT EXAMPLES.json SCORES ACC ACC_NORM
-        scores every choice and compares with triad eval's eval.scores file
-        (SCORES) and its acc and acc_norm: prints `worst REL` over the
-        log-probabilities and `acc A acc_norm B` (the reference's); exits 0
-        when every log-probability is within 1e-5 relative and the
-        accuracies are equal, else 1
+    mc_torch.py check CKPT SCORES TASK EXAMPLES.json ACC ACC_NORM [TASK EXAMPLES.json ACC ACC_NORM ...]
+        scores every choice of each task and compares with the task's lines
+        of triad eval's eval.scores file (SCORES) and its acc and acc_norm:
+        prints `TASK: worst REL` over the log-probabilities and the
+        reference's acc and acc_norm; exits 0 when every log-probability is
+        within 1e-5 relative and the accuracies are equal, else 1
 
 EXAMPLES.json: [{"ctx": [ids], "endings": [[ids], ...], "label": k}, ...].
 A choice's log-probability: the sum, over its tokens, of log softmax of the
@@ -68,44 +68,46 @@ def text2ids(path, doc):
     return 0
 
 
-def check(ckpt, examples, scores, acc, acc_norm):
+def score(model, examples, triad):
+    """(worst relative difference, acc, acc_norm) of the examples against triad's {(example, choice): line}"""
+    worst, right, right_norm = 0.0, 0, 0
+    for e, ex in enumerate(examples):
+        sums, means = [], []
+        for c, end in enumerate(ex["endings"]):
+            seq = torch.tensor([ex["ctx"] + end])
+            logits = model(seq[:, :-1])[0]
+            loss = torch.nn.functional.cross_entropy(logits, seq[0, 1:], reduction="none")
+            lp = -float(loss[len(ex["ctx"]) - 1:].double().sum())
+            sums.append(lp)
+            means.append(lp / len(end))
+            label, n, got = triad.pop((e, c), (None, None, None))
+            if got is None or label != ex["label"] or n != len(end):
+                raise SystemExit("example %d choice %d: triad's line is missing or differs (%s %s)" % (e, c, label, n))
+            worst = max(worst, abs(got - lp) / abs(lp))
+        right += int(np.argmax(sums)) == ex["label"]
+        right_norm += int(np.argmax(means)) == ex["label"]
+    if triad:
+        raise SystemExit("triad scored choices the reference has not: %s" % sorted(triad)[:4])
+    return worst, right / len(examples), right_norm / len(examples)
+
+
+def check(ckpt, scores, groups):
     torch.set_num_threads(1)
     with h5py.File(ckpt, "r") as f:
         deck = f.attrs["deck"]
         cfg = deck_values(deck.decode() if isinstance(deck, bytes) else str(deck))
         model = Llama(f, cfg)
-    triad = {}
-    for line in open(scores):
-        if line.startswith("#"):
-            continue
-        task, e, c, label, n, lp = line.split("\t")
-        triad[(int(e), int(c))] = (int(label), int(n), float(lp))
-    worst, right, right_norm = 0.0, 0, 0
-    with torch.no_grad():
-        for e, ex in enumerate(examples):
-            sums, means = [], []
-            for c, end in enumerate(ex["endings"]):
-                seq = torch.tensor([ex["ctx"] + end])
-                logits = model(seq[:, :-1])[0]
-                loss = torch.nn.functional.cross_entropy(logits, seq[0, 1:], reduction="none")
-                lp = -float(loss[len(ex["ctx"]) - 1:].double().sum())
-                sums.append(lp)
-                means.append(lp / len(end))
-                label, n, got = triad.pop((e, c), (None, None, None))
-                if got is None or label != ex["label"] or n != len(end):
-                    print("example %d choice %d: triad's line is missing or differs (%s %s)" % (e, c, label, n))
-                    return 1
-                worst = max(worst, abs(got - lp) / abs(lp))
-            right += int(np.argmax(sums)) == ex["label"]
-            right_norm += int(np.argmax(means)) == ex["label"]
-    if triad:
-        print("triad scored choices the reference has not: %s" % sorted(triad)[:4])
-        return 1
-    ref_acc, ref_norm = right / len(examples), right_norm / len(examples)
-    print("worst %.3e" % worst)
-    print("acc %.6f acc_norm %.6f (triad %s %s)" % (ref_acc, ref_norm, acc, acc_norm))
-    same = abs(ref_acc - float(acc)) < 5e-7 and abs(ref_norm - float(acc_norm)) < 5e-7
-    return 0 if worst <= 1e-5 and same else 1
+    lines = [line.rstrip("\n").split("\t") for line in open(scores) if not line.startswith("#")]
+    good = True
+    for k in range(0, len(groups), 4):
+        name, examples, acc, acc_norm = groups[k], json.load(open(groups[k + 1])), groups[k + 2], groups[k + 3]
+        triad = {(int(e), int(c)): (int(label), int(n), float(lp)) for task, e, c, label, n, lp in lines if task == name}
+        with torch.no_grad():
+            worst, ref_acc, ref_norm = score(model, examples, triad)
+        same = abs(ref_acc - float(acc)) < 5e-7 and abs(ref_norm - float(acc_norm)) < 5e-7
+        print("%s: worst %.3e, acc %.6f acc_norm %.6f (triad %s %s)" % (name, worst, ref_acc, ref_norm, acc, acc_norm))
+        good = good and worst <= 1e-5 and same
+    return 0 if good else 1
 
 
 def main(argv):
@@ -114,7 +116,7 @@ def main(argv):
     if argv[1] == "text2ids":
         return text2ids(argv[2], int(argv[3]) if len(argv) > 3 else None)
     if argv[1] == "check":
-        return check(argv[2], json.load(open(argv[3])), argv[4], argv[5], argv[6])
+        return check(argv[2], argv[3], argv[4:])
     print(__doc__)
     return 2
 
