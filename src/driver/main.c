@@ -59,7 +59,7 @@ static void usage(FILE *f)
             "  --doc        print the input reference (docs/input.md)\n"
             "  --version    the build: version, commit, compiler, SIMD path, BLAS, MPI, HDF5, CUDA\n"
             "\n"
-            "DECK is a Fortran namelist (&model, &parallel, &train, &data, &io, &export, &diag); any key can be\n"
+            "DECK is a Fortran namelist (&model, &parallel, &train, &data, &io, &eval, &export, &diag); any key can be\n"
             "overridden on the command line, e.g. `triad input/demo.nml train.steps=100`.\n"
             "The number of ranks must equal tp * cp * dp * pp (dp = 0 in the deck takes the rest).\n"
             "Exit status: 0 done, 1 error, 3 stopped cleanly with a checkpoint (requeue), 4 hung\n"

@@ -78,7 +78,7 @@ static int read_tasks(struct mc_eval *e, const struct config *cfg, const char *c
         }
         if (rc == 0) rc = mc_task_read(&e->task[i], path, tok, V, T, cfg->eval.max_examples, err, errlen);
         if (rc == 0)
-            log_info("task %s: %lld examples, %lld choices, from %s\n", e->name[i], (long long)e->task[i].n,
+            log_info("read task %s: %lld examples, %lld choices, from %s\n", e->name[i], (long long)e->task[i].n,
                      (long long)e->task[i].rows, path);
     }
     tok_close(tok);
