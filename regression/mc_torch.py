@@ -32,13 +32,6 @@ import os
 import struct
 import sys
 
-import h5py
-import numpy as np
-import torch
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from llama_torch import Llama, deck_values  # noqa: E402  (the one independent model of the suite)
-
 
 def write(examples, out):
     stream, longest = [], 0
@@ -70,6 +63,9 @@ def text2ids(path, doc):
 
 def score(model, examples, triad):
     """(worst relative difference, acc, acc_norm) of the examples against triad's {(example, choice): line}"""
+    import numpy as np
+    import torch
+
     worst, right, right_norm = 0.0, 0, 0
     for e, ex in enumerate(examples):
         sums, means = [], []
@@ -92,6 +88,11 @@ def score(model, examples, triad):
 
 
 def check(ckpt, scores, groups):
+    """(torch, h5py and the model imported here alone: writing a file needs none of them)"""
+    import h5py
+    import torch
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from llama_torch import Llama, deck_values  # the one independent model of the suite
     torch.set_num_threads(1)
     with h5py.File(ckpt, "r") as f:
         deck = f.attrs["deck"]
