@@ -9,7 +9,7 @@
 #    tp 2 x dp 2 x pp 2, on tp 2 x cp 2 x pp 2 (sequence parallel) and on
 #    the CUDA backend (the emulator of regression/cuda_emu, where built);
 #  * triad eval's held-out loss equal to the training run's last evaluation
-#    (bitwise on its grid, within 1e-6 on the others), its perplexity
+#    (bitwise on its grid, in fp32 and bf16; within 1e-6 on the others), its perplexity
 #    exp(loss) and, for text, bits per byte loss / ln 2;
 #  * train.mc_eval_every: the training numbers bitwise the same with it,
 #    /eval/<task> at its steps, the last one equal to triad eval's on the
@@ -125,6 +125,11 @@ sys.exit(not all('%.6f %.6f' % (f['eval/%s/acc' % t][-1], f['eval/%s/acc_norm' %
     "$(field "$scratch/e1.out" qa)"
 ok $? "the training's last task evaluation (step 6) equals triad eval's on its checkpoint"
 against "1 rank" "$scratch/e1.out" "$scratch/s1.tsv"
+triad_run 1 "$scratch/llama.nml" train.precision=bf16 io.run_dir="'$scratch/bf'" &&
+    triad_run 1 eval "$scratch/bf/ckpt_6.h5" &&
+    [ "$(held "$scratch/last.out" | cut -d' ' -f1)" = "$("$PYTHON3" -c "import h5py, sys
+print('%.9f' % h5py.File(sys.argv[1] + '/metrics.h5', 'r')['eval/loss'][-1])" "$scratch/bf")" ]
+ok $? "bf16: the held-out loss of the checkpoint equals the run's last evaluation bitwise (its parameters rounded alike)"
 n=1
 for lay in "parallel.tp=2 parallel.pp=2" "parallel.tp=2 parallel.cp=2 parallel.pp=2 parallel.sequence_parallel=.true."; do
     n=$((n + 1))
