@@ -281,7 +281,8 @@ cmp_runs() {
         function dev(a, b, fl) { return a == b ? 0 : (a ~ /[a-z]/ || b ~ /[a-z]/) ? 1e30 : abs(a - b) / (abs(b) + fl) }
         /^step +[0-9]+\/[0-9]+ \| loss / {
             file = FILENAME == ARGV[1] ? 1 : 2; split($2, s, "/"); k = s[1] + 0
-            L[file, k] = $5; G[file, k] = $12; S[file, k] = ($NF == "skipped"); c[file]++
+            L[file, k] = $5; S[file, k] = ($NF == "skipped"); c[file]++
+            for (i = 6; i < NF; i++) if ($i == "norm") G[file, k] = $(i + 1) # (a mixture adds aux, dropped before)
         }
         END {
             if (c[1] != n || c[2] != n) { printf "progress lines: %d (GPU) and %d (CPU), expected %d\n", c[1], c[2], n; exit 1 }
@@ -328,7 +329,20 @@ for np in 1 2; do
         bad "train fp32, $np rank(s), 20 steps: $PAIR"
     fi
 done
-# (i b) triad eval: a checkpoint's held-out loss (a token shard) and the scores of
+# (i') a mixture of experts (docs/moe.md: llama, 4 experts, top 2, a gated
+# shared expert) on 1 rank, and with expert parallelism ep 2 on 2 ranks
+# (the all-to-alls through MPI), against the CPU within 1e-4
+MOE="model.arch='llama' model.n_kv_head=2 model.n_expert=4 model.n_expert_active=2 model.moe_ffn_hidden=24"
+MOE="$MOE model.n_shared_expert=1 train.moe_aux_loss=0.02 train.moe_z_loss=1e-3"
+for np in 1 2; do
+    ep=""; [ "$np" -gt 1 ] && ep="parallel.ep=2"
+    if pair "moe-np$np" "$np" 1e-4 1e-3 $MOE $ep; then
+        ok "train a mixture of experts, $np rank(s)${ep:+ ($ep)}, 20 steps: CUDA matches the CPU: $PAIR"
+    else
+        bad "train a mixture of experts, $np rank(s)${ep:+ ($ep)}: $PAIR"
+    fi
+done
+# (i'') triad eval: a checkpoint's held-out loss (a token shard) and the scores of
 # a multiple-choice task (an llm.c eval file by regression/mc_torch.py's
 # writer) on the GPU, within 1e-5 of the CPU's, the same acc and acc_norm
 EV=$B/run/ev-files

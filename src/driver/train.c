@@ -16,6 +16,7 @@
 #include "comm.h"
 #include "cpu.h"
 #include "data.h"
+#include "device_profile.h"
 #include "diag.h"
 #include "eval.h"
 #include "flight.h"
@@ -139,6 +140,7 @@ static void setup(struct run *r)
     const struct device *k = device_for(cfg->train.device_id == TRAIN_DEVICE_cuda, cfg->diag.stage_through_host, why, sizeof why);
     die_all_if(g->world_comm, !k, why, "the CUDA backend is loaded only for train.device = 'cuda' (docs/cuda.md, "
                                          "\"Loaded on demand\")");
+    if (cfg->diag.profile_ops) k = device_profiled(k);
     run_shape_init(&r->shape, cfg, g->world, device_staged(k));
     const struct run_shape *s = &r->shape;
     agree_schedule_file(s->schedule_file, g);
@@ -476,6 +478,8 @@ static int finish_run(struct run *r, int status, int64_t first_step)
     if (g->rank == 0 && metrics_close(&r->metrics, all, g->world, &totals) != 0) log_warn("closing metrics.h5 failed");
     free(all);
     timers_print_summary(&r->timers, g->world_comm, (int)(r->step - first_step), stdout);
+    if (cfg->diag.profile_ops)
+        device_profile_print(g->world_comm, r->timers.total[T_STEP], (int)(r->step - first_step), stdout);
     if (r->dp.strategy == DP_OVERLAP)
         log_info("overlapped dp reduction (rank 0): in flight during backward %.3f s, waited for after it %.3f s\n",
                  r->dp.hidden_s, r->dp.wait_s);
@@ -535,6 +539,7 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
         comm_step_begin(&r.comm);
         flight_step(r.step);
         timer_start(&r.timers, T_STEP);
+        device_profile_count(1);
         double t0 = wtime();
         struct step_metrics sm;
         memset(&sm, 0, sizeof sm);
@@ -542,6 +547,7 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
         sm.straggler = -1;
         train_step(&r, &sm);
         double dt = wtime() - t0;
+        device_profile_count(0);
         timer_stop(&r.timers, T_STEP);
         flight_step(r.step); /* what follows the step (evaluation, checkpoint) has a timeout of its own */
         r.step++;
