@@ -13,7 +13,8 @@
 # and selective recomputation, bf16 and fp16 on pp 2, a restart; the statistics in
 # metrics.h5; ZeRO-1, 2 and 3 with ep 2 and 4 (the experts' state sliced over
 # their own replicas), on the 8-rank grid too, and their checkpoints
-# restarted on other ep and ZeRO stages.
+# restarted on other ep and ZeRO stages; ep 4 without shared experts; the
+# hang watchdog naming an ep all-to-all.
 . "$(dirname "$0")/lib.sh"
 
 cat > "$scratch/moe.nml" << EOF2
@@ -66,6 +67,9 @@ bitwise() {
 run ep1 4 parallel.dp=4 && run ep2 4 parallel.dp=4 parallel.ep=2 && run ep4 4 parallel.dp=4 parallel.ep=4
 close ep2 ep1 1e-6 "ep 2 on dp 4"
 close ep4 ep1 1e-6 "ep 4 on dp 4"
+# without shared experts (Mixtral): what overlaps the dispatch is each rank's own rows at its own experts
+run ns-ep1 4 parallel.dp=4 model.n_shared_expert=0 && run ns-ep4 4 parallel.dp=4 parallel.ep=4 model.n_shared_expert=0
+close ns-ep4 ns-ep1 1e-6 "ep 4 on dp 4 without shared experts"
 grep -q 'experts over ep 4 of the dp ranks' "$scratch/last.out"
 ok $? "the grid line names the expert parallelism"
 out=$("$PYTHON3" - "$scratch/ep4/metrics.h5" 2>&1 << 'PY'
@@ -189,4 +193,13 @@ run zpart 4 parallel.dp=4 parallel.ep=2 parallel.zero_stage=2 io.checkpoint_ever
     run zpart-z3 4 parallel.dp=4 parallel.zero_stage=3 io.restart="'$scratch/zpart-z3/ckpt_2.h5'"
 close zpart-ep4 ep1 1e-6 "ZeRO-2 with ep 2's step-2 checkpoint restarted on ep 4 without ZeRO"
 close zpart-z3 ep1 1e-6 "ZeRO-2 with ep 2's step-2 checkpoint restarted on ep 1 with ZeRO-3"
+
+# --- the hang watchdog names the all-to-all: rank 0 sleeps 8 s before its
+# step, so rank 1 waits for it in its first mixture layer's exchange
+triad_run 2 "$deck" parallel.dp=2 parallel.ep=2 train.steps=3 diag.hang_timeout=3 diag.slow_rank=0 \
+    diag.slow_seconds=8 io.run_dir="'$scratch/hang'"
+st=$?
+grep "^blocked in: " "$scratch/hang/hang.rank00001.txt" 2> /dev/null | diag
+[ $st -eq 4 ] && grep -q "^blocked in: ep all-to-all" "$scratch/hang/hang.rank00001.txt"
+ok $? "a rank that waits too long in the experts' exchange: status 4 (got $st), its report names the ep all-to-all"
 done_testing

@@ -282,7 +282,8 @@ cmp_runs() {
         function dev(a, b, fl) { return a == b ? 0 : (a ~ /[a-z]/ || b ~ /[a-z]/) ? 1e30 : abs(a - b) / (abs(b) + fl) }
         /^step +[0-9]+\/[0-9]+ \| loss / {
             file = FILENAME == ARGV[1] ? 1 : 2; split($2, s, "/"); k = s[1] + 0
-            L[file, k] = $5; G[file, k] = $12; S[file, k] = ($NF == "skipped"); c[file]++
+            L[file, k] = $5; S[file, k] = ($NF == "skipped"); c[file]++
+            for (i = 6; i < NF; i++) if ($i == "norm") G[file, k] = $(i + 1) # (a mixture adds aux, dropped before)
         }
         END {
             if (c[1] != n || c[2] != n) { printf "progress lines: %d (GPU) and %d (CPU), expected %d\n", c[1], c[2], n; exit 1 }
@@ -329,6 +330,67 @@ for np in 1 2; do
         bad "train fp32, $np rank(s), 20 steps: $PAIR"
     fi
 done
+# (i') a mixture of experts (docs/moe.md: llama, 4 experts, top 2, a gated
+# shared expert) on 1 rank, and with expert parallelism ep 2 on 2 ranks
+# (the all-to-alls through MPI), against the CPU within 1e-4
+MOE="model.arch='llama' model.n_kv_head=2 model.n_expert=4 model.n_expert_active=2 model.moe_ffn_hidden=24"
+MOE="$MOE model.n_shared_expert=1 train.moe_aux_loss=0.02 train.moe_z_loss=1e-3"
+for np in 1 2; do
+    ep=""; [ "$np" -gt 1 ] && ep="parallel.ep=2"
+    if pair "moe-np$np" "$np" 1e-4 1e-3 $MOE $ep; then
+        ok "train a mixture of experts, $np rank(s)${ep:+ ($ep)}, 20 steps: CUDA matches the CPU: $PAIR"
+    else
+        bad "train a mixture of experts, $np rank(s)${ep:+ ($ep)}: $PAIR"
+    fi
+done
+# (i'') triad eval: a checkpoint's held-out loss (a token shard) and the scores of
+# a multiple-choice task (an llm.c eval file by regression/mc_torch.py's
+# writer) on the GPU, within 1e-5 of the CPU's, the same acc and acc_norm
+EV=$B/run/ev-files
+mkdir -p "$EV"
+"${PYTHON3:=python3}" - "$EV" << 'EOD'
+import json, random, struct, sys
+r = random.Random(3)
+ids = [r.randrange(64) for _ in range(4000)]
+open(sys.argv[1] + "/val.bin", "wb").write(struct.pack("<256i", 20240520, 1, len(ids), *([0] * 253)) +
+                                           struct.pack("<%dH" % len(ids), *ids))
+ex = [{"ctx": [r.randrange(64) for _ in range(r.randint(1, 8))], "label": r.randrange(4)} for _ in range(40)]
+for e in ex:
+    e["endings"] = [[r.randrange(64) for _ in range(r.randint(1, 17 - len(e["ctx"])))] for _ in range(4)]
+json.dump(ex, open(sys.argv[1] + "/mc.json", "w"))
+EOD
+"$PYTHON3" regression/mc_torch.py write "$EV/mc.json" "$EV/mc.bin"
+EVAL="data.kind='tokens' data.val_path='$EV/val.bin' eval.tasks='$EV/mc.bin'"
+# (the scores' task name: mc; the held-out line: loss X | perplexity ...)
+if [ -z "$TR" ]; then
+    bad "triad eval on the GPU: no triad"
+elif ! trun ev-ckpt 1 60 $TINY train.steps=4 io.save_final=.true. ||
+    ! trun ev-cpu 1 60 eval "$B/run/ev-ckpt/ckpt_4.h5" $EVAL eval.scores="'$EV/cpu.tsv'"; then
+    bad "triad eval on the CPU (the reference) failed: $(why "$B/run/ev-cpu.log")"
+elif [ -n "$NOGPU" ]; then
+    bad "triad eval on the GPU: not run: $NOGPU"
+elif ! trun ev-gpu 1 60 eval "$B/run/ev-ckpt/ckpt_4.h5" $EVAL eval.scores="'$EV/gpu.tsv'" train.device="'cuda'"; then
+    bad "triad eval on the GPU failed: $(why "$B/run/ev-gpu.log")"
+elif EVCMP=$("$PYTHON3" - "$B/run/ev-gpu.log" "$B/run/ev-cpu.log" "$EV/gpu.tsv" "$EV/cpu.tsv" << 'EOD'
+import re, sys
+def held(log):
+    return [float(m.group(1)) for m in re.finditer(r"^held-out .*: loss ([0-9.]+) ", open(log).read(), re.M)]
+def task(log):
+    return re.findall(r"^task mc: acc ([0-9.]+) \| acc_norm ([0-9.]+) ", open(log).read(), re.M)
+rows = lambda f: [l.split("\t") for l in open(f) if not l.startswith("#")]
+(g,), (c,) = held(sys.argv[1]), held(sys.argv[2])
+a, b = rows(sys.argv[3]), rows(sys.argv[4])
+worst = max(abs(float(x[5]) - float(y[5])) / abs(float(y[5])) for x, y in zip(a, b))
+good = abs(g - c) <= 1e-5 * c and len(a) == len(b) == 160 and worst <= 1e-5 and task(sys.argv[1]) == task(sys.argv[2])
+print("held-out loss %.9f (CPU %.9f), 160 choices' log-probabilities within %.2g, acc and acc_norm %s" %
+      (g, c, worst, task(sys.argv[1])))
+sys.exit(not good)
+EOD
+); then
+    ok "triad eval on the GPU: $EVCMP"
+else
+    bad "triad eval on the GPU: $EVCMP"
+fi
 # (ii) bf16 and fp16 on 2 ranks, an overflow injected on rank 1 at step 5:
 # skipped on every rank; fp16 backs its loss scale off (hysteresis 1).  The
 # GPU's losses against the CPU's with the same settings, within the

@@ -8,7 +8,10 @@
 One subplot per quantity (stacked, sharing the step axis), one line per run;
 the legend names each run by its directory (or --labels).  A run that
 evaluated (train.eval_every) adds its held-out loss (/eval) to the loss
-subplot as a second, dashed curve with markers.  Any dataset under
+subplot as a second, dashed curve with markers; one that evaluated
+multiple-choice tasks (train.mc_eval_every: /eval/<task>) gets a subplot
+`accuracy` below the others, each task's acc solid and acc_norm dotted
+(ask for it among --quantities to place it).  Any dataset under
 /metrics can be plotted: loss lr grad_norm loss_scale tokens_per_s mfu
 step_time skipped comm_tp_bytes comm_dp_bytes comm_pp_bytes comm_cp_bytes comm_seconds
 (docs/formats.md).  A run may be given as its directory or as the
@@ -53,6 +56,7 @@ LABELS = {
     "comm_pp_bytes": "pp bytes / step",
     "comm_cp_bytes": "cp bytes / step",
     "comm_seconds": "comm seconds / step",
+    "accuracy": "task accuracy",
 }
 
 
@@ -80,8 +84,13 @@ def load(run, quantities):
                     n = min(len(steps), len(v))  # a live file may be mid-flush
                     out[q] = (steps[:n], v[:n])
             available = sorted(g.keys())
-            if "eval" in f and "loss" in quantities:
+            if "eval" in f and "loss" in quantities and "loss" in f["eval"]:
                 out["eval_loss"] = (f["eval/step"][:], f["eval/loss"][:].astype(np.float64))
+            tasks = {name: (t["step"][:], t["acc"][:].astype(np.float64), t["acc_norm"][:].astype(np.float64))
+                     for name, t in (f["eval"].items() if "eval" in f else ()) if isinstance(t, h5py.Group)}
+            if tasks:
+                out["accuracy"] = tasks
+                available.append("accuracy")
     except OSError as e:
         raise SystemExit(f"plot_metrics.py: error: cannot read {path}: {e}")
     if len(steps) > 1 and np.any(np.diff(steps) <= 0):
@@ -136,6 +145,8 @@ def main():
         d, available = load(run, quantities)
         data.append(d)
         union.update(available)
+    if "accuracy" in union and "accuracy" not in quantities:
+        quantities.append("accuracy")
     unknown = [q for q in quantities if q not in union]
     if unknown:
         raise SystemExit(f"plot_metrics.py: error: no run has {', '.join(unknown)}; "
@@ -149,10 +160,17 @@ def main():
             if q not in d:
                 print(f"plot_metrics.py: warning: {args.runs[i]} has no {q}", file=sys.stderr)
                 continue
+            c = colors[i % len(colors)]
+            if q == "accuracy":
+                for k, (name, (ts, acc, norm)) in enumerate(sorted(d[q].items())):
+                    m = "osv^<>"[k % 6]
+                    ax.plot(ts, acc, color=c, marker=m, markersize=3, linewidth=1.2, label=f"{label} {name} acc")
+                    ax.plot(ts, norm, color=c, marker=m, markersize=3, linewidth=1.0, linestyle=":",
+                            label=f"{label} {name} acc_norm")
+                continue
             steps, v = d[q]
             if q == "mfu":
                 v = 100.0 * v
-            c = colors[i % len(colors)]
             if args.smooth > 1:
                 ax.plot(steps, v, color=c, alpha=0.25, linewidth=0.8)
                 ax.plot(steps, smooth(v, args.smooth), color=c, linewidth=1.4, label=label)
@@ -170,6 +188,8 @@ def main():
         ax.grid(True, alpha=0.3)
     axes[-1].set_xlabel("step")
     axes[0].legend(loc="best", fontsize="small", frameon=False)
+    if quantities[-1] == "accuracy" and len(quantities) > 1:
+        axes[-1].legend(loc="best", fontsize="x-small", frameon=False)
     if args.title:
         fig.suptitle(args.title)
     fig.tight_layout()

@@ -38,6 +38,7 @@
 #include "device.h"
 #include "hf.h"
 #include "log.h"
+#include "mc_task.h"
 #include "model.h"
 #include "pipeline.h"
 #include "shape.h"
@@ -525,6 +526,45 @@ static int run_schedule(struct harness *h, const char *in, char *err, size_t err
     return rc;
 }
 
+/* A multiple-choice task (eval.tasks) for a byte-level model of seq_len 16,
+ * read, then every example's context and choices walked. */
+static int run_mc(const char *path, char *err, size_t errlen)
+{
+    struct mc_task t;
+    if (mc_task_read(&t, path, NULL, 256, 16, 0, err, errlen) != 0) return -1;
+    int64_t rows = 0, sum = 0;
+    for (int64_t e = 0; e < t.n; e++) {
+        int n;
+        const int32_t *ids = mc_context(&t, e, &n);
+        for (int k = 0; k < n; k++) sum += ids[k];
+        for (int c = 0; c < mc_choices(&t, e); c++, rows++) {
+            ids = mc_choice(&t, e, c, &n);
+            for (int k = 0; k < n; k++) sum += ids[k];
+        }
+        if (mc_label(&t, e) < 0 || mc_label(&t, e) >= mc_choices(&t, e)) rows = -1;
+    }
+    int rc = rows == t.rows && sum >= 0 ? 0 : errorf(err, errlen, "a task of %lld choices walked as %lld",
+                                                      (long long)t.rows, (long long)rows);
+    mc_task_free(&t);
+    return rc;
+}
+
+static int run_mc_llmc(struct harness *h, const char *in, char *err, size_t errlen)
+{
+    (void)h;
+    return run_mc(in, err, errlen);
+}
+
+/* (A JSON Lines task is known by its name's ending.) */
+static int run_mc_jsonl(struct harness *h, const char *in, char *err, size_t errlen)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/task.jsonl", h->work);
+    unlink(path);
+    if (symlink(in, path) != 0) die_harness("cannot link", path);
+    return run_mc(path, err, errlen);
+}
+
 struct target {
     const char *name, *seed;
     int (*run)(struct harness *h, const char *in, char *err, size_t errlen);
@@ -544,6 +584,8 @@ static const struct target targets[] = {
     {"indexed", "indexed.idx", run_indexed, BYTES},
     {"schedule", "schedule.txt", run_schedule, TEXT},
     {"schedule_zb", "schedule_zb.txt", run_schedule, TEXT},
+    {"mc_llmc", "hellaswag.bin", run_mc_llmc, BYTES},
+    {"mc_jsonl", "tasks.jsonl", run_mc_jsonl, TEXT},
 };
 enum { NTARGETS = sizeof targets / sizeof targets[0] };
 

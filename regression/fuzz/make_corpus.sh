@@ -85,6 +85,13 @@ def subset(src, dst, n):
 subset(sys.argv[1] + "/tokenizer-qwen3/models/tokenizer.json", sys.argv[2] + "/tokenizer_bytelevel.json", 700)
 subset(sys.argv[1] + "/tokenizer-llama2/models/tokenizer.json", sys.argv[2] + "/tokenizer_sentencepiece.json", 700)
 EOD
+# multiple-choice tasks: an llm.c eval file by the independent writer (regression/mc_torch.py), and JSON Lines
+printf '%s\n' '[{"ctx": [1, 2, 3], "endings": [[4], [5, 6], [7, 8, 9], [10]], "label": 2},' \
+    '{"ctx": [11], "endings": [[12, 13], [14], [15], [16, 17, 18, 19]], "label": 0}]' > "$c/hellaswag.json"
+$P "$top/regression/mc_torch.py" write "$c/hellaswag.json" "$c/hellaswag.bin"
+rm "$c/hellaswag.json"
+printf '%s\n' '{"context": "The cat", "choices": [" sat", " \u00fc\u65e5", " x"], "label": 0, "id": 1}' '' \
+    '{"context": "Q: 2+2? A:", "choices": [" 4", " five"], "label": 1}' > "$c/tasks.jsonl"
 # a pipeline schedule file: interleaved, 2 ranks x 2 chunks, 4 micro-batches, with a comment and groups
 printf '%s\n' "# interleaved" "rank 0: F0c0 F1c0 F0c1 F1c1 F2c0+B0c1 F3c0+B1c1 F2c1+B0c0 F3c1+B1c0 B2c1 B3c1 B2c0 B3c0" \
     "rank 1: F0c0 F1c0 F0c1+B0c1 F1c1+B1c1 F2c0+B0c0 F3c0+B1c0 F2c1+B2c1 F3c1+B3c1 B2c0 B3c0  # the last rank" \

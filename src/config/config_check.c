@@ -492,6 +492,11 @@ static int check_data(const struct config *cfg, struct deck_error *err)
                        cfg->data.val_path);
         return deck_error_hint(err, "set eval_every in &train (e.g. 100), or remove val_path");
     }
+    if (cfg->train.mc_eval_every > 0 && !cfg->eval.tasks[0]) {
+        deck_error_set(err, 0, 0, "mc_eval_every = %" PRId64 " needs multiple-choice tasks, but eval.tasks is empty",
+                       cfg->train.mc_eval_every);
+        return deck_error_hint(err, "set tasks in &eval (llm.c eval files or JSON Lines), or mc_eval_every = 0");
+    }
     return 0;
 }
 

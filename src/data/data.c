@@ -91,6 +91,9 @@ struct data_source {
     int S_lo, S_hi;                             /* copy length range; 0 = no copy */
     double floor_lo, floor_hi;                  /* loss floor bounds, nats/token */
 
+    /* sequences in memory (data_open_rows): sample i is row i */
+    const int32_t *rows;                        /* (W, T+1), the caller's */
+
     char desc[512];
 };
 
@@ -628,6 +631,17 @@ struct data_source *data_open(const struct config *cfg, int V, int T, struct dec
     return ds;
 }
 
+struct data_source *data_open_rows(const int32_t *rows, uint64_t n, int V, int T)
+{
+    struct data_source *ds = xcalloc(1, sizeof *ds);
+    ds->V = V;
+    ds->T = T;
+    ds->rows = rows;
+    ds->W = n;
+    snprintf(ds->desc, sizeof ds->desc, "%llu sequences of %d tokens in memory", (unsigned long long)n, T + 1);
+    return ds;
+}
+
 void data_close(struct data_source *ds)
 {
     if (!ds) return;
@@ -652,7 +666,9 @@ uint64_t data_windows(const struct data_source *ds)
 
 void data_sample(const struct data_source *ds, uint64_t i, int32_t *seq)
 {
-    if (ds->kind == DATA_KIND_synthetic)
+    if (ds->rows)
+        memcpy(seq, ds->rows + (i % ds->W) * (uint64_t)(ds->T + 1), (size_t)(ds->T + 1) * sizeof *seq);
+    else if (ds->kind == DATA_KIND_synthetic)
         seq[0] = synthetic_gen(ds, i, seq + 1);
     else
         copy_tokens(ds, window_of(ds, i) * (uint64_t)ds->T, ds->T + 1, seq);
@@ -664,7 +680,11 @@ void data_batch(const struct data_source *ds, uint64_t first, int n, int32_t *in
     const int T = ds->T;
     for (int j = 0; j < n; j++) {
         int32_t *in = inputs + (size_t)j * T, *tg = targets + (size_t)j * T; /* (T) each */
-        if (ds->kind == DATA_KIND_synthetic) {
+        if (ds->rows) {
+            const int32_t *row = ds->rows + ((first + j) % ds->W) * (uint64_t)(T + 1);
+            memcpy(in, row, (size_t)T * sizeof *in);
+            memcpy(tg, row + 1, (size_t)T * sizeof *tg);
+        } else if (ds->kind == DATA_KIND_synthetic) {
             in[0] = synthetic_gen(ds, first + j, tg);
             memcpy(in + 1, tg, (size_t)(T - 1) * sizeof *in);
         } else {

@@ -21,6 +21,11 @@ struct data_source *data_open(const struct config *cfg, int V, int T,
                               struct deck_error *err);
 void data_close(struct data_source *ds);
 
+/* Sequences the caller holds: sample i is row i mod n of rows (n, T+1),
+ * read where it lies (the caller keeps it, and may rewrite it between
+ * batches).  For evaluations that lay out their own sequences. */
+struct data_source *data_open_rows(const int32_t *rows, uint64_t n, int V, int T);
+
 /* Short description for the start-up banner, e.g.
  * "tokens: 3 shards, 1234567 tokens, 1205 windows of 1024". */
 const char *data_describe(const struct data_source *ds);

@@ -6,7 +6,7 @@
  * (check, schedule, plan) and the options that need none (--help,
  * --version, --doc) are the tables below main's helpers; `triad export`
  * turns a checkpoint into a Hugging Face folder, `triad sample` generates
- * from one. */
+ * from one, `triad eval` judges one. */
 #include <errno.h>
 #include <omp.h>
 #include <stdint.h>
@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "cpu.h"
+#include "evaluate.h"
 #include "hf.h"
 #include "pipeline.h"
 #include "plan.h"
@@ -36,6 +37,7 @@ static void usage(FILE *f)
             "   or: triad plan DECK [world=N] [group.key=value ...]\n"
             "   or: triad export CKPT DIR [export.dtype=fp32|bf16|fp16]\n"
             "   or: mpirun -n N triad sample CKPT [sample.key=value ...]\n"
+            "   or: mpirun -n N triad eval CKPT [group.key=value ...]\n"
             "   or: mpirun -n N triad tokenize tokenize.tokenizer=T tokenize.input=GLOB tokenize.output=PREFIX\n"
             "   or: triad --doc | --help | --version\n"
             "\n"
@@ -50,12 +52,15 @@ static void usage(FILE *f)
             "  sample       generate from checkpoint CKPT (&sample: prompt, prompt_tokens or prompt_file,\n"
             "               max_new_tokens, temperature, top_k, top_p, seed, batch_size, tokenizer) on the grid of\n"
             "               parallel.tp, pp and dp (none given: tp = N), on train.device\n"
+            "  eval         judge checkpoint CKPT on the launched ranks, any grid (parallel.tp, cp, pp; dp takes\n"
+            "               the rest): the held-out loss of data.val_path, its perplexity and bits per byte; the\n"
+            "               multiple-choice tasks of eval.tasks (llm.c eval files, JSON Lines): acc, acc_norm\n"
             "  tokenize     text files (&tokenize: format text or jsonl) through a tokenizer.json into llm.c\n"
             "               token shards (uint16, or uint32 for a vocabulary over 65536); N ranks share the work\n"
             "  --doc        print the input reference (docs/input.md)\n"
             "  --version    the build: version, commit, compiler, SIMD path, BLAS, MPI, HDF5, CUDA\n"
             "\n"
-            "DECK is a Fortran namelist (&model, &parallel, &train, &data, &io, &export, &diag); any key can be\n"
+            "DECK is a Fortran namelist (&model, &parallel, &train, &data, &io, &eval, &export, &diag); any key can be\n"
             "overridden on the command line, e.g. `triad input/demo.nml train.steps=100`.\n"
             "The number of ranks must equal tp * cp * dp * pp (dp = 0 in the deck takes the rest).\n"
             "Exit status: 0 done, 1 error, 3 stopped cleanly with a checkpoint (requeue), 4 hung\n"
@@ -227,6 +232,18 @@ static int sample_command(int argc, char **argv, int rank)
     return sample_checkpoint(argv[2], &opts);
 }
 
+/* `mpirun -n N triad eval CKPT [group.key=value ...]`: every rank. */
+static int eval_command(int argc, char **argv, int rank)
+{
+    if (argc < 3 || strchr(argv[2], '=')) {
+        if (rank == 0)
+            fprintf(stderr, "error: triad eval needs a checkpoint: triad eval CKPT [group.key=value ...], e.g. "
+                    "triad eval run/ckpt_100.h5 data.val_path='val.bin' eval.tasks='hellaswag_val.bin'\n");
+        return EXIT_ERROR;
+    }
+    return evaluate_checkpoint(argv[2], argc - 3, argv + 3);
+}
+
 /* The options that need no deck. */
 static void print_usage(void) { usage(stdout); }
 static void print_doc(void) { config_doc_markdown(stdout); }
@@ -308,6 +325,7 @@ int main(int argc, char **argv)
         }
     if (!strcmp(argv[1], "export")) exit_all(rank == 0 ? export_checkpoint(argc, argv) : EXIT_DONE);
     if (!strcmp(argv[1], "sample")) exit_all(sample_command(argc, argv, rank));
+    if (!strcmp(argv[1], "eval")) exit_all(eval_command(argc, argv, rank));
     if (!strcmp(argv[1], "tokenize")) {
         struct config opts;
         exit_all(read_options(&opts, argc, argv, 2, rank) != 0 ? EXIT_ERROR : tokenize_run(&opts));

@@ -16,6 +16,7 @@
 #include "comm.h"
 #include "cpu.h"
 #include "data.h"
+#include "device_profile.h"
 #include "diag.h"
 #include "eval.h"
 #include "flight.h"
@@ -139,6 +140,7 @@ static void setup(struct run *r)
     const struct device *k = device_for(cfg->train.device_id == TRAIN_DEVICE_cuda, cfg->diag.stage_through_host, why, sizeof why);
     die_all_if(g->world_comm, !k, why, "the CUDA backend is loaded only for train.device = 'cuda' (docs/cuda.md, "
                                          "\"Loaded on demand\")");
+    if (cfg->diag.profile_ops) k = device_profiled(k);
     run_shape_init(&r->shape, cfg, g->world, device_staged(k));
     const struct run_shape *s = &r->shape;
     agree_schedule_file(s->schedule_file, g);
@@ -169,6 +171,7 @@ static void setup(struct run *r)
     train_open_run_dir(r);
     open_data(r);
     train_initial_state(r);
+    if (cfg->train.mc_eval_every > 0) mc_eval_init(&r->mc, cfg, NULL, s, g, d.V, d.T); /* (the run's tokenizer is in) */
 
     mfu_reference(r, k, d.prec);
 
@@ -322,6 +325,24 @@ static void evaluate(struct run *r, struct step_metrics *sm)
     if (metrics_eval(&r->metrics, r->step, sm->val_loss, tokens) != 0) train_io_stop(r, r->metrics.failed, "");
 }
 
+/* The multiple-choice tasks after this step (train.mc_eval_every): into
+ * the log, the step's progress line and metrics.h5's /eval/<task>.
+ * Collective. */
+static void evaluate_tasks(struct run *r, struct step_metrics *sm)
+{
+    double t0 = wtime();
+    mc_eval_run(&r->mc, &r->model, &r->comm, NULL);
+    sm->tasks = r->mc.score;
+    sm->ntasks = r->mc.ntask;
+    if (r->g->rank != 0) return;
+    for (int i = 0; i < r->mc.ntask; i++) {
+        const struct task_score *t = &r->mc.score[i];
+        log_info("step %lld: task %s: acc %.6f, acc_norm %.6f over %lld examples (%.2f s)\n", (long long)r->step,
+                 t->name, t->acc, t->acc_norm, (long long)t->examples, wtime() - t0);
+        if (metrics_task(&r->metrics, r->step, t) != 0) train_io_stop(r, r->metrics.failed, "");
+    }
+}
+
 /* Measured pipeline idle (time waiting for messages) next to the schedule's
  * bubble.  Collective. */
 static void report_bubble(const struct run *r)
@@ -457,6 +478,8 @@ static int finish_run(struct run *r, int status, int64_t first_step)
     if (g->rank == 0 && metrics_close(&r->metrics, all, g->world, &totals) != 0) log_warn("closing metrics.h5 failed");
     free(all);
     timers_print_summary(&r->timers, g->world_comm, (int)(r->step - first_step), stdout);
+    if (cfg->diag.profile_ops)
+        device_profile_print(g->world_comm, r->timers.total[T_STEP], (int)(r->step - first_step), stdout);
     if (r->dp.strategy == DP_OVERLAP)
         log_info("overlapped dp reduction (rank 0): in flight during backward %.3f s, waited for after it %.3f s\n",
                  r->dp.hidden_s, r->dp.wait_s);
@@ -482,6 +505,7 @@ static void teardown(struct run *r)
     ckpt_async_free(&r->async);
     data_close(r->data);
     eval_free(&r->eval);
+    mc_eval_free(&r->mc);
     ranks_free(&r->ranks);
     free(r->allocated);
     free(r->moe_sums);
@@ -515,6 +539,7 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
         comm_step_begin(&r.comm);
         flight_step(r.step);
         timer_start(&r.timers, T_STEP);
+        device_profile_count(1);
         double t0 = wtime();
         struct step_metrics sm;
         memset(&sm, 0, sizeof sm);
@@ -522,11 +547,14 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
         sm.straggler = -1;
         train_step(&r, &sm);
         double dt = wtime() - t0;
+        device_profile_count(0);
         timer_stop(&r.timers, T_STEP);
         flight_step(r.step); /* what follows the step (evaluation, checkpoint) has a timeout of its own */
         r.step++;
         if (r.eval.batches && (r.step % cfg->train.eval_every == 0 || r.step == cfg->train.steps))
             evaluate(&r, &sm);
+        if (r.mc.ntask && (r.step % cfg->train.mc_eval_every == 0 || r.step == cfg->train.steps))
+            evaluate_tasks(&r, &sm);
         r.tokens += cfg->train.batch_size * r.model.d.T;
         t_steps += dt;
         double avg = t_steps / (double)(r.step - first_step);

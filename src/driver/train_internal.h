@@ -14,6 +14,7 @@
 #include "data.h"
 #include "dp.h"
 #include "eval.h"
+#include "mc_eval.h"
 #include "metrics.h"
 #include "model.h"
 #include "optim.h"
@@ -39,6 +40,7 @@ struct run {
     struct pp_exec exec;        /* this rank's pipeline schedule (pp = 1: forward, backward, ...) */
     struct dp dp;               /* the data-parallel gradient reduction (dp.h) */
     struct eval eval;           /* the held-out loss (train.eval_every) */
+    struct mc_eval mc;          /* the multiple-choice tasks (train.mc_eval_every) */
     struct ranks ranks;         /* the ranks' busy time per step, side by side (stragglers) */
     struct loss_scaler scaler;  /* fp16: the dynamic loss scale */
     int nonfinite_streak;       /* steps in a row whose loss was not finite */

@@ -126,7 +126,7 @@ static float *stage_pending(struct comm *c, const float *src, float *dev, size_t
     int b = pool_take(c, n);
     float *h = c->pool[b].p;
     if (copy_in) c->k->to_host(h, src, copy_in * sizeof(float));
-    c->pend[c->npend] = (struct comm_staged){MPI_REQUEST_NULL, b, dev, n};
+    c->pend[c->npend] = (struct comm_staged){MPI_REQUEST_NULL, b, dev, n, 0};
     return h;
 }
 
@@ -242,20 +242,26 @@ void comm_alltoall_int(struct comm *c, enum comm_group g, const int *send, int *
     account(c, g, CO_ALLTOALL, bytes, t0);
 }
 
+/* The floats an all-to-all's send and receive buffers span; the bytes it sends. */
+static void alltoallv_extent(const struct comm *c, enum comm_group g, const int *sendcounts, const int *sdispls,
+                             const int *recvcounts, const int *rdispls, size_t *ns, size_t *nr, size_t *sent)
+{
+    *ns = *nr = *sent = 0;
+    for (int j = 0, size = group_size(c, g); j < size; j++) {
+        size_t s = (size_t)sdispls[j] + (size_t)sendcounts[j], r = (size_t)rdispls[j] + (size_t)recvcounts[j];
+        *ns = s > *ns ? s : *ns;
+        *nr = r > *nr ? r : *nr;
+        *sent += (size_t)sendcounts[j] * sizeof(float);
+    }
+}
+
 void comm_alltoallv_f32(struct comm *c, enum comm_group g, const float *send, const int *sendcounts,
                         const int *sdispls, float *recv, const int *recvcounts, const int *rdispls)
 {
-    int size = group_size(c, g);
-    size_t ns = 0, nr = 0;
-    for (int j = 0; j < size; j++) {
-        size_t s = (size_t)sdispls[j] + (size_t)sendcounts[j], r = (size_t)rdispls[j] + (size_t)recvcounts[j];
-        ns = s > ns ? s : ns;
-        nr = r > nr ? r : nr;
-    }
+    size_t ns, nr, sent;
+    alltoallv_extent(c, g, sendcounts, sdispls, recvcounts, rdispls, &ns, &nr, &sent);
     double t0 = wtime();
-    size_t sent = 0;
-    for (int j = 0; j < size; j++) sent += (size_t)sendcounts[j];
-    flight_begin(g, CO_ALLTOALL, -1, (double)(sent * sizeof(float)));
+    flight_begin(g, CO_ALLTOALL, -1, (double)sent);
     device_ready(c);
     if (c->staged) stage(c, ns + nr);
     const float *s = mpi_view(c, send, ns, 0, 1);
@@ -263,7 +269,27 @@ void comm_alltoallv_f32(struct comm *c, enum comm_group g, const float *send, co
     MPI_CHECK(MPI_Alltoallv(s, sendcounts, sdispls, MPI_FLOAT, r, recvcounts, rdispls, MPI_FLOAT, comm_of(c, g)));
     mpi_done(c, recv, r, nr);
     flight_end();
-    account(c, g, CO_ALLTOALL, sent * sizeof(float), t0);
+    account(c, g, CO_ALLTOALL, sent, t0);
+}
+
+void comm_ialltoallv_f32(struct comm *c, enum comm_group g, const float *send, const int *sendcounts,
+                         const int *sdispls, float *recv, const int *recvcounts, const int *rdispls,
+                         MPI_Request *req)
+{
+    size_t ns, nr, sent;
+    alltoallv_extent(c, g, sendcounts, sdispls, recvcounts, rdispls, &ns, &nr, &sent);
+    if (c->staged) { /* one host buffer: the rows to send, then the rows received (copied out in comm_wait) */
+        float *h = stage_pending(c, send, recv, ns + nr, ns);
+        c->pend[c->npend].n = nr, c->pend[c->npend].at = ns;
+        MPI_CHECK(MPI_Ialltoallv(h, sendcounts, sdispls, MPI_FLOAT, h + ns, recvcounts, rdispls, MPI_FLOAT,
+                                 comm_of(c, g), req));
+        pending_started(c, *req);
+    } else {
+        device_ready(c);
+        MPI_CHECK(MPI_Ialltoallv(send, sendcounts, sdispls, MPI_FLOAT, recv, recvcounts, rdispls, MPI_FLOAT,
+                                 comm_of(c, g), req));
+    }
+    account(c, g, CO_ALLTOALL, sent, wtime());
 }
 
 /* An all-gather of host memory: n values of elsize bytes a rank. */
@@ -530,7 +556,7 @@ static void finish_staged(struct comm *c, const int *which, int n)
     for (int i = 0; i < n; i++) {
         if (which[i] < 0) continue;
         struct comm_staged *s = &c->pend[which[i]];
-        if (s->dev) c->k->to_device(s->dev, c->pool[s->buf].p, s->n * sizeof(float));
+        if (s->dev) c->k->to_device(s->dev, c->pool[s->buf].p + s->at, s->n * sizeof(float));
         c->pool[s->buf].busy = 0;
         s->buf = -1;
     }

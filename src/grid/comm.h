@@ -29,7 +29,7 @@ struct comm_staged {
     MPI_Request req;
     int buf;                  /* its host buffer: an index into comm.pool */
     float *dev;               /* where a received result goes (NULL for a send) */
-    size_t n;
+    size_t n, at;             /* its floats, and where they start in the host buffer */
 };
 
 /* A host buffer for staging (the device table's host_alloc: pinned on a
@@ -101,6 +101,12 @@ void comm_allgather_f64(struct comm *c, enum comm_group g, double *all, const do
 void comm_alltoall_int(struct comm *c, enum comm_group g, const int *send, int *recv, int n);
 void comm_alltoallv_f32(struct comm *c, enum comm_group g, const float *send, const int *sendcounts,
                         const int *sdispls, float *recv, const int *recvcounts, const int *rdispls);
+/* The same, non-blocking (computation overlaps it): bytes and calls counted
+ * here, the time in comm_wait(CO_ALLTOALL), where recv becomes valid.  send,
+ * recv and the four arrays must stay untouched until then. */
+void comm_ialltoallv_f32(struct comm *c, enum comm_group g, const float *send, const int *sendcounts,
+                         const int *sdispls, float *recv, const int *recvcounts, const int *rdispls,
+                         MPI_Request *req);
 /* full (size * n) summed over the group; rank i keeps block i in part (n). */
 void comm_reduce_scatter_f32(struct comm *c, enum comm_group g, float *part, const float *full, size_t n);
 /* ZeRO's two collectives over a flat buffer made of the group's slices

@@ -295,6 +295,12 @@ int ckpt_load_model(const char *path, struct model *m, const struct grid *g, cha
     return load(path, m, NULL, NULL, g, err, errlen);
 }
 
+int ckpt_load_model_counters(const char *path, struct model *m, struct ckpt_state *st, const struct grid *g,
+                             char *err, size_t errlen)
+{
+    return load(path, m, NULL, st, g, err, errlen);
+}
+
 int ckpt_load_all(const char *path, struct model *m, struct optim *o, struct ckpt_state *st,
                   const struct grid *g, char *err, size_t errlen)
 {

@@ -31,6 +31,11 @@ int ckpt_read_config(const char *path, struct config *cfg, char *err, size_t err
  * filled alike on every rank. */
 int ckpt_load_model(const char *path, struct model *m, const struct grid *g, char *err, size_t errlen);
 
+/* ckpt_load_model, and the counters stored beside the tensors into st
+ * (the model judged by triad eval).  Collective. */
+int ckpt_load_model_counters(const char *path, struct model *m, struct ckpt_state *st, const struct grid *g,
+                             char *err, size_t errlen);
+
 /* Read model, optimizer state and counters for a restart.  Collective. */
 int ckpt_load_all(const char *path, struct model *m, struct optim *o, struct ckpt_state *st,
                   const struct grid *g, char *err, size_t errlen);

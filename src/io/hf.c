@@ -532,6 +532,16 @@ struct tokenizer *hf_model_tokenizer(const struct config *cfg, const char *ckpt,
     return t;
 }
 
+struct tokenizer *hf_open_tokenizer(const char *option, const struct config *cfg, const char *ckpt, int V, char *err,
+                                    size_t errlen)
+{
+    err[0] = 0;
+    if (!strcmp(option, "none")) return NULL;
+    if (option[0]) return open_fitting(option, "the tokenizer", V, err, errlen);
+    if (ckpt) return hf_model_tokenizer(cfg, ckpt, V, err, errlen);
+    return is_tokenizer(cfg->io.run_dir) ? open_fitting(cfg->io.run_dir, "the run's tokenizer in", V, err, errlen) : NULL;
+}
+
 int hf_copy_file(const char *src, const char *dst, char *err, size_t errlen)
 {
     char tmp[4200], buf[1 << 16];

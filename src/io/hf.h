@@ -80,6 +80,13 @@ int hf_tokenizer_of(const struct config *cfg, const char *ckpt, char *path, size
  * checked to fit the vocabulary of V ids.  NULL with err "" when the model
  * has none, or with the reason. */
 struct tokenizer *hf_model_tokenizer(const struct config *cfg, const char *ckpt, int V, char *err, size_t errlen);
+/* The tokenizer an option names (eval.tokenizer): 'none', none (NULL, err
+ * ""); a path, that tokenizer; '' the model's: ckpt's (hf_model_tokenizer),
+ * or with ckpt NULL the run's copy in io.run_dir (hf_keep_tokenizer's), if
+ * any.  Checked to fit the vocabulary of V ids.  NULL with err "" when
+ * there is none, or with the reason. */
+struct tokenizer *hf_open_tokenizer(const char *option, const struct config *cfg, const char *ckpt, int V, char *err,
+                                    size_t errlen);
 /* At the start of a run (rank 0): the model's tokenizer checked (it opens,
  * its ids fit vocab_size V) and its files copied into io.run_dir
  * (hf_copy_tokenizer), where every checkpoint of the run stores them

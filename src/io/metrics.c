@@ -95,82 +95,134 @@ static int create_datasets(struct metrics_file *mf)
 
 static void give_up(struct metrics_file *mf, const char *what, int64_t step);
 
-/* /eval/{step, loss, tokens}: a group of extendible datasets, created on the
- * first evaluation; a restarted run drops the rows after its step. */
-static const char *const enames[3] = {"step", "loss", "tokens"};
+/* The evaluations' tables: a group of extendible datasets, one a column,
+ * created with the first row (/eval: the held-out loss; /eval/<task>: a
+ * multiple-choice task's accuracies); a restarted run drops the rows after
+ * its step from every table under /eval. */
+struct column {
+    const char *name, *units, *description;
+    int integer; /* int64, else float64 */
+};
 
-static int eval_truncate(hid_t file, int64_t last)
+static int table_append(hid_t file, const char *group, int n, const struct column *col, const double *v)
 {
-    if (H5Lexists(file, "/eval", H5P_DEFAULT) <= 0) return 0;
-    hid_t d[3];
     int rc = 0;
-    for (int i = 0; i < 3; i++) {
-        char path[32];
-        snprintf(path, sizeof path, "/eval/%s", enames[i]);
-        d[i] = H5Dopen2(file, path, H5P_DEFAULT);
-        if (d[i] < 0) rc = -1;
-    }
-    hsize_t n = 0, keep = 0;
-    if (rc == 0) {
-        hid_t sp = H5Dget_space(d[0]);
-        H5Sget_simple_extent_dims(sp, &n, NULL);
-        H5Sclose(sp);
-        int64_t *steps = xmalloc((n ? n : 1) * sizeof *steps);
-        if (n && H5Dread(d[0], H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, steps) < 0) rc = -1;
-        while (rc == 0 && keep < n && steps[keep] <= last) keep++;
-        free(steps);
-    }
-    for (int i = 0; i < 3; i++) {
-        if (rc == 0 && H5Dset_extent(d[i], &keep) < 0) rc = -1;
-        if (d[i] >= 0) H5Dclose(d[i]);
-    }
-    return rc;
-}
-
-int metrics_eval(struct metrics_file *mf, int64_t step, double loss, int64_t tokens)
-{
-    if (mf->file < 0) return 0;
-    int rc = 0;
-    if (H5Lexists(mf->file, "/eval", H5P_DEFAULT) <= 0) {
-        hid_t g = H5Gcreate2(mf->file, "/eval", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    char path[320];
+    snprintf(path, sizeof path, "%s/%s", group, col[0].name);
+    /* (/eval may be there without its own columns: made as a task's parent) */
+    int parent = H5Lexists(file, "/eval", H5P_DEFAULT) > 0, there = parent && H5Lexists(file, group, H5P_DEFAULT) > 0;
+    if (!there || H5Lexists(file, path, H5P_DEFAULT) <= 0) {
+        hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+        H5Pset_create_intermediate_group(lcpl, 1);
+        hid_t g = there ? H5Gopen2(file, group, H5P_DEFAULT) : H5Gcreate2(file, group, lcpl, H5P_DEFAULT, H5P_DEFAULT);
         hsize_t zero = 0, maxdims = H5S_UNLIMITED, chunk = 64;
         hid_t space = H5Screate_simple(1, &zero, &maxdims), dcpl = H5Pcreate(H5P_DATASET_CREATE);
         H5Pset_chunk(dcpl, 1, &chunk);
-        for (int i = 0; i < 3 && g >= 0; i++) {
-            static const char *const eunits[3][2] = {{"1", "the step after which the held-out loss was measured"},
-                                                      {"nats", "mean cross-entropy over the held-out tokens"},
-                                                      {"tokens", "held-out tokens the loss covers"}};
-            hid_t d = H5Dcreate2(g, enames[i], i == 1 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT64, space, H5P_DEFAULT, dcpl,
-                                 H5P_DEFAULT);
-            if (d < 0 || describe(d, eunits[i][0], eunits[i][1])) rc = -1;
+        for (int i = 0; i < n && g >= 0; i++) {
+            hid_t d = H5Dcreate2(g, col[i].name, col[i].integer ? H5T_NATIVE_INT64 : H5T_NATIVE_DOUBLE, space,
+                                 H5P_DEFAULT, dcpl, H5P_DEFAULT);
+            if (d < 0 || describe(d, col[i].units, col[i].description)) rc = -1;
             if (d >= 0) H5Dclose(d);
         }
         if (g < 0) rc = -1;
         else H5Gclose(g);
         H5Pclose(dcpl);
         H5Sclose(space);
+        H5Pclose(lcpl);
     }
-    const void *v[3] = {&step, &loss, &tokens};
-    for (int i = 0; i < 3 && rc == 0; i++) {
-        char path[32];
-        snprintf(path, sizeof path, "/eval/%s", enames[i]);
-        hid_t d = H5Dopen2(mf->file, path, H5P_DEFAULT);
+    for (int i = 0; i < n && rc == 0; i++) {
+        snprintf(path, sizeof path, "%s/%s", group, col[i].name);
+        hid_t d = H5Dopen2(file, path, H5P_DEFAULT);
         hid_t fs = d < 0 ? -1 : H5Dget_space(d);
-        hsize_t n = 0, one = 1;
-        if (fs >= 0) H5Sget_simple_extent_dims(fs, &n, NULL), H5Sclose(fs);
-        hsize_t grown = n + 1;
+        hsize_t rows = 0, one = 1;
+        if (fs >= 0) H5Sget_simple_extent_dims(fs, &rows, NULL), H5Sclose(fs);
+        hsize_t grown = rows + 1;
         if (d < 0 || H5Dset_extent(d, &grown) < 0) rc = -1;
         fs = rc ? -1 : H5Dget_space(d);
         hid_t mem = H5Screate_simple(1, &one, NULL);
-        if (fs >= 0 && (H5Sselect_hyperslab(fs, H5S_SELECT_SET, &n, NULL, &one, NULL) < 0 ||
-                        H5Dwrite(d, i == 1 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT64, mem, fs, H5P_DEFAULT, v[i]) < 0))
+        int64_t whole = (int64_t)v[i];
+        if (fs >= 0 && (H5Sselect_hyperslab(fs, H5S_SELECT_SET, &rows, NULL, &one, NULL) < 0 ||
+                        H5Dwrite(d, col[i].integer ? H5T_NATIVE_INT64 : H5T_NATIVE_DOUBLE, mem, fs, H5P_DEFAULT,
+                                 col[i].integer ? (const void *)&whole : (const void *)&v[i]) < 0))
             rc = -1;
         if (fs >= 0) H5Sclose(fs);
         H5Sclose(mem);
         if (d >= 0) H5Dclose(d);
     }
-    if (rc == 0) rc = H5Fflush(mf->file, H5F_SCOPE_GLOBAL) < 0 ? -1 : 0;
+    if (rc == 0) rc = H5Fflush(file, H5F_SCOPE_GLOBAL) < 0 ? -1 : 0;
+    return rc;
+}
+
+/* The table g and those below it: the rows of steps <= last kept. */
+static int table_truncate(hid_t g, int64_t last)
+{
+    H5G_info_t info;
+    if (H5Gget_info(g, &info) < 0) return -1;
+    hsize_t keep = 0;
+    int rc = 0, has_step = H5Lexists(g, "step", H5P_DEFAULT) > 0;
+    if (has_step) {
+        hid_t d = H5Dopen2(g, "step", H5P_DEFAULT), sp = d < 0 ? -1 : H5Dget_space(d);
+        hsize_t n = 0;
+        if (sp >= 0) H5Sget_simple_extent_dims(sp, &n, NULL), H5Sclose(sp);
+        int64_t *steps = xmalloc((n ? n : 1) * sizeof *steps);
+        if (d < 0 || (n && H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, steps) < 0)) rc = -1;
+        while (rc == 0 && keep < n && steps[keep] <= last) keep++;
+        free(steps);
+        if (d >= 0) H5Dclose(d);
+    }
+    for (hsize_t i = 0; rc == 0 && i < info.nlinks; i++) {
+        char name[256];
+        if (H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT) < 0) {
+            rc = -1;
+            break;
+        }
+        hid_t o = H5Oopen(g, name, H5P_DEFAULT);
+        if (o < 0) rc = -1;
+        else if (H5Iget_type(o) == H5I_GROUP) rc = table_truncate(o, last);
+        else if (has_step && H5Dset_extent(o, &keep) < 0) rc = -1;
+        if (o >= 0) H5Oclose(o);
+    }
+    return rc;
+}
+
+static int eval_truncate(hid_t file, int64_t last)
+{
+    if (H5Lexists(file, "/eval", H5P_DEFAULT) <= 0) return 0;
+    hid_t g = H5Gopen2(file, "/eval", H5P_DEFAULT);
+    int rc = g < 0 ? -1 : table_truncate(g, last);
+    if (g >= 0) H5Gclose(g);
+    return rc;
+}
+
+int metrics_eval(struct metrics_file *mf, int64_t step, double loss, int64_t tokens)
+{
+    static const struct column col[3] = {
+        {"step", "1", "the step after which the held-out loss was measured", 1},
+        {"loss", "nats", "mean cross-entropy over the held-out tokens", 0},
+        {"tokens", "tokens", "held-out tokens the loss covers", 1},
+    };
+    if (mf->file < 0) return 0;
+    double v[3] = {(double)step, loss, (double)tokens};
+    int rc = table_append(mf->file, "/eval", 3, col, v);
     if (rc != 0) give_up(mf, "writing the evaluation after step", step);
+    return rc;
+}
+
+int metrics_task(struct metrics_file *mf, int64_t step, const struct task_score *t)
+{
+    static const struct column col[4] = {
+        {"step", "1", "the step after which the task was evaluated", 1},
+        {"acc", "1", "the fraction of examples whose most likely choice is the label (by the sum of its tokens' "
+                     "log-probabilities)", 0},
+        {"acc_norm", "1", "the same by the mean of its tokens' log-probabilities (length-normalised)", 0},
+        {"examples", "1", "the examples scored", 1},
+    };
+    if (mf->file < 0) return 0;
+    char group[128];
+    snprintf(group, sizeof group, "/eval/%s", t->name);
+    double v[4] = {(double)step, t->acc, t->acc_norm, (double)t->examples};
+    int rc = table_append(mf->file, group, 4, col, v);
+    if (rc != 0) give_up(mf, "writing a task's evaluation after step", step);
     return rc;
 }
 
@@ -493,16 +545,19 @@ void metrics_print_step(FILE *f, const struct step_metrics *s, int64_t total_ste
     char eta[32], elapsed[32];
     fmt_duration(eta, sizeof eta, eta_s);
     fmt_duration(elapsed, sizeof elapsed, elapsed_s);
-    char val[40] = "", slow[64] = "", moe[64] = "";
+    char val[40] = "", slow[64] = "", moe[64] = "", tasks[512] = "";
     if (s->val_loss == s->val_loss) snprintf(val, sizeof val, " | val loss %.6f", s->val_loss);
+    for (int i = 0, n = 0; i < s->ntasks && n < (int)sizeof tasks; i++)
+        n += snprintf(tasks + n, sizeof tasks - (size_t)n, " | %s acc %.4f norm %.4f", s->tasks[i].name,
+                      s->tasks[i].acc, s->tasks[i].acc_norm);
     if (s->moe_tokens)
         snprintf(moe, sizeof moe, " | aux %.4f | dropped %.1f%%", s->moe_aux, 100.0 * s->moe_dropped);
     if (s->straggler >= 0)
         snprintf(slow, sizeof slow, " | straggler rank %d (+%.0f%%)", s->straggler,
                  100.0 * (s->busy_max / (s->busy_median > 0 ? s->busy_median : 1) - 1));
-    fprintf(f, "step %6lld/%lld | loss %.6f%s%s | lr %.3e | grad norm %.4f | %9.0f tok/s | MFU %5.1f%% | %7.1f ms | "
+    fprintf(f, "step %6lld/%lld | loss %.6f%s%s%s | lr %.3e | grad norm %.4f | %9.0f tok/s | MFU %5.1f%% | %7.1f ms | "
             "elapsed %s | ETA %s%s%s\n",
-            (long long)s->step, (long long)total_steps, s->loss, val, moe, s->lr, s->grad_norm, s->tokens_per_s,
+            (long long)s->step, (long long)total_steps, s->loss, val, tasks, moe, s->lr, s->grad_norm, s->tokens_per_s,
             100.0 * s->mfu, 1e3 * s->step_time, elapsed, eta, s->skipped ? " | skipped" : "", slow);
     fflush(f);
 }

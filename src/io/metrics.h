@@ -10,6 +10,13 @@
 #include "timers.h"
 #include "trace.h"
 
+/* A multiple-choice task's result (metrics.h5's /eval/<name>). */
+struct task_score {
+    const char *name;
+    double acc, acc_norm;   /* fractions of the examples right by the sum, and by the mean, of the log-probabilities */
+    int64_t examples;
+};
+
 /* One row of metrics per step. */
 struct step_metrics {
     int64_t step;           /* 1-based: the number of optimizer steps done */
@@ -18,6 +25,8 @@ struct step_metrics {
     double comm_bytes[CG_COUNT]; /* this rank's (rank 0's) traffic in the step */
     double comm_seconds;
     double val_loss;        /* the held-out loss measured after this step, or NaN */
+    const struct task_score *tasks; /* the multiple-choice tasks evaluated after this step (ntasks; else 0) */
+    int ntasks;
     double busy_min, busy_median, busy_max; /* the ranks' busy seconds in the step (ranks.h) */
     int slowest_rank;       /* the busiest rank */
     int straggler;          /* a rank persistently slower than the others, or -1 */
@@ -52,6 +61,9 @@ int metrics_moe(struct metrics_file *mf, int L, int E);
 /* A held-out evaluation after step (train.eval_every): a row of
  * /eval/{step, loss, tokens}.  Rank 0. */
 int metrics_eval(struct metrics_file *mf, int64_t step, double loss, int64_t tokens);
+/* A multiple-choice task evaluated after step (train.mc_eval_every): a
+ * row of /eval/<name>/{step, acc, acc_norm, examples}.  Rank 0. */
+int metrics_task(struct metrics_file *mf, int64_t step, const struct task_score *t);
 /* The bytes every rank allocated (world rows of parameters, gradients,
  * optimizer state, activations: plan_allocated) as /memory/allocated,
  * replacing a restarted run's.  Rank 0. */

@@ -364,6 +364,19 @@ static double head_forward(struct model *m, struct comm *c, struct chunk_acts *a
     return sum;
 }
 
+void model_token_losses(struct model *m, const struct chunk_acts *a, float *out)
+{
+    const struct model_dims *d = &m->d;
+    const float *losses = a->losses;
+    if (m->k->on_device) {
+        m->k->to_host(m->host, a->losses, (size_t)m->N * sizeof(float));
+        losses = m->host;
+    }
+    for (int b = 0; b < m->B; b++)
+        for (int r = 0; r < d->Tl; r++)
+            out[(size_t)b * d->T + (size_t)model_position(d, r)] = losses[(size_t)b * d->Tl + (size_t)r];
+}
+
 static int first_stage(const struct model *m, const struct chunk_acts *a)
 {
     return a->chunk == 0 && model_has_embedding(&m->d);

@@ -447,6 +447,11 @@ void model_set_tokens(struct model *m, struct chunk_acts *a, const int32_t *inpu
  * stage returns the sum of the micro-batch's token losses (0 elsewhere).
  * c may be NULL when tp = 1. */
 double model_chunk_forward(struct model *m, struct comm *c, struct chunk_acts *a);
+/* After that forward on the last virtual stage: each token's loss, minus
+ * the log-probability of its target, into out (B, T) host memory at its
+ * position in its sequence (under cp this rank's positions alone; the
+ * others are left as they are).  Alike on the tp ranks. */
+void model_token_losses(struct model *m, const struct chunk_acts *a, float *out);
 /* Backward of that chunk: the last virtual stage starts from the loss with
  * dloss per token, the others from a->dout.  Parameter gradients accumulate;
  * the gradient of the chunk's input is left in m->scr.dresidual (first

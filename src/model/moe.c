@@ -38,8 +38,7 @@ void moe_alloc(struct model *m)
     s->block_expert = xcalloc(nb, sizeof(int));
     s->sent = xcalloc(nb, sizeof(int));
     s->recvd = xcalloc(nb, sizeof(int));
-    s->counts = xcalloc(4 * (size_t)(d->ep > 1 ? d->ep : 1), sizeof(int));
-    s->displs = s->counts + 2 * (d->ep > 1 ? d->ep : 1);
+    s->counts = xcalloc(8 * (size_t)(d->ep > 1 ? d->ep : 1), sizeof(int));
     s->chosen = xcalloc(E, sizeof(int));
     s->gate = d->F && d->shared_gate ? xcalloc(N, sizeof(float)) : NULL;
     s->dot = xcalloc(N * K + N, sizeof(float));
@@ -175,14 +174,17 @@ static void plan_blocks(struct model *m, struct comm *c)
 
 enum { TO_EXPERTS, FROM_EXPERTS };
 
-/* Rows of `width` floats between the ranks that route them (in the order
- * of route: by global expert) and the ranks whose experts take them (in
- * plan_blocks' order): an all-to-all over the ep group. */
-static void exchange(struct model *m, struct comm *c, const float *src, float *dst, int width, int dir)
+/* Post the all-to-all over the ep group that moves rows of `width` floats
+ * between the ranks that route them (in the order of route: by global
+ * expert) and the ranks whose experts take them (in plan_blocks' order).
+ * Its counts stay in `slot` (0 or 1) until exchange_wait, so two exchanges
+ * may be under way at once; computation overlaps them meanwhile. */
+static void exchange_start(struct model *m, struct comm *c, const float *src, float *dst, int width, int dir, int slot,
+                           MPI_Request *req)
 {
     struct moe_state *s = m->moe;
     int ep = m->d.ep, El = m->d.El;
-    int *sc = s->counts, *rc = s->counts + ep, *sd = s->displs, *rd = s->displs + ep;
+    int *sc = s->counts + 4 * ep * slot, *rc = sc + ep, *sd = sc + 2 * ep, *rd = sc + 3 * ep;
     for (long q = 0, so = 0, ro = 0; q < ep; q++) {
         long out = 0, in = 0;
         for (int e = 0; e < El; e++) out += s->sent[q * El + e], in += s->recvd[q * El + e];
@@ -196,11 +198,22 @@ static void exchange(struct model *m, struct comm *c, const float *src, float *d
         sc[q] = (int)(out * width), sd[q] = (int)(so * width), rc[q] = (int)(in * width), rd[q] = (int)(ro * width);
         so += out, ro += in;
     }
-    comm_alltoallv_f32(c, CG_EP, src, sc, sd, dst, rc, rd);
+    comm_ialltoallv_f32(c, CG_EP, src, sc, sd, dst, rc, rd, req);
 }
 
-/* The rows of x (N, C) this rank's choices route, at the experts' ranks: into xr. */
-static void rows_to_experts(struct model *m, struct comm *c, const float *x, float *xr)
+static void exchange_wait(struct comm *c, MPI_Request *req) { comm_wait(c, CG_EP, CO_ALLTOALL, 1, req); }
+
+static void exchange(struct model *m, struct comm *c, const float *src, float *dst, int width, int dir, int slot)
+{
+    MPI_Request req;
+    exchange_start(m, c, src, dst, width, dir, slot, &req);
+    exchange_wait(c, &req);
+}
+
+/* The rows of x (N, C) this rank's choices route, at the experts' ranks:
+ * into xr, after rows_wait under expert parallelism (the rows gathered in
+ * moe_send meanwhile, read by own_rows). */
+static void rows_to_experts(struct model *m, struct comm *c, const float *x, float *xr, MPI_Request *req)
 {
     struct scratch *sc = &m->scr;
     struct moe_state *s = m->moe;
@@ -209,16 +222,41 @@ static void rows_to_experts(struct model *m, struct comm *c, const float *x, flo
         return;
     }
     m->k->rows_gather(m->d.prec, sc->moe_send, x, sc->moe_token, NULL, s->R, m->d.C);
-    exchange(m, c, sc->moe_send, xr, m->d.C, TO_EXPERTS);
+    exchange_start(m, c, sc->moe_send, xr, m->d.C, TO_EXPERTS, 0, req);
 }
 
 /* Rows of `width` computed at the experts (yr), back in this rank's route
- * order: yr itself without expert parallelism, else `back`. */
-static const float *rows_from_experts(struct model *m, struct comm *c, const float *yr, float *back, int width)
+ * order: yr itself without expert parallelism, else `back` after rows_wait. */
+static const float *rows_from_experts(struct model *m, struct comm *c, const float *yr, float *back, int width,
+                                      MPI_Request *req)
 {
     if (m->d.ep <= 1) return yr;
-    exchange(m, c, yr, back, width, FROM_EXPERTS);
+    exchange_start(m, c, yr, back, width, FROM_EXPERTS, 0, req);
     return back;
+}
+
+static void rows_wait(const struct model *m, struct comm *c, MPI_Request *req)
+{
+    if (m->d.ep > 1) exchange_wait(c, req);
+}
+
+/* Let MPI move an exchange under way between two products (its large
+ * messages advance only inside MPI calls). */
+static void rows_progress(const struct model *m, struct comm *c, MPI_Request *req)
+{
+    if (m->d.ep > 1) comm_progress(c, 1, req);
+}
+
+/* Block b's rows of width C: this rank's own rows for its own experts are
+ * read where rows_to_experts gathered them (own: before the exchange
+ * ends), every other block from xr. */
+static int own_block(const struct model *m, int b) { return m->d.ep > 1 && b / m->d.El == m->d.ep_rank; }
+static const float *block_rows(const struct model *m, const float *xr, int b, int own)
+{
+    const struct moe_state *s = m->moe;
+    size_t C = (size_t)m->d.C;
+    return own ? m->scr.moe_send + (size_t)s->first[m->d.ep_rank * m->d.El + s->block_expert[b]] * C
+               : xr + (size_t)s->block_row[b] * C;
 }
 
 /* The shared experts' gate sigmoid(ln2 . w) per token, on the host and in the scratch. */
@@ -327,28 +365,41 @@ static void forward_rows(struct model *m, struct comm *c, const float *x, int N,
         h = fnv1a(h, s->expert, (size_t)N * K * sizeof *s->expert);
         s->stats.signature = fnv1a(h, s->row, (size_t)N * K * sizeof *s->row);
     }
-    /* the routed rows through their experts (blocks of one expert each) */
+    /* the routed rows through their experts (blocks of one expert each);
+     * while they travel, the shared experts' first product and SwiGLU and
+     * this rank's own rows at its own experts */
     plan_blocks(m, c);
     int Rx = s->Rx;
-    rows_to_experts(m, c, x, sc->moe_x);
-    for (int b = 0; b < s->nblock; b++) {
-        int r0 = s->block_row[b], n = s->block_n[b], e = s->block_expert[b];
-        if (n) k->matmul_forward(d->prec, fch + (size_t)r0 * 2 * Fe, sc->moe_x + (size_t)r0 * C,
-                                 expert_fc(m, P[P_EXPFCW], e), NULL, n, C, 2 * Fe);
+    MPI_Request req;
+    rows_to_experts(m, c, x, sc->moe_x, &req);
+    if (Fs) {
+        k->matmul_forward(d->prec, sh_fch, x, P[P_FCW], NULL, N, C, 2 * Fs);
+        model_fwd_out(m, sh_fch, (size_t)N * 2 * Fs, l, OUT_FC, "experts' fc");
+        k->swiglu_forward(d->prec, sh_act, sh_fch, (size_t)N, Fs);
+        model_fwd_out(m, sh_act, (size_t)N * Fs, l, OUT_ACT, "experts' swiglu");
     }
-    if (Fs) k->matmul_forward(d->prec, sh_fch, x, P[P_FCW], NULL, N, C, 2 * Fs);
-    model_fwd_out(m, fch_all, (size_t)N * 2 * Fs + (size_t)Rx * 2 * Fe, l, OUT_FC, "experts' fc");
+    for (int own = 1; own >= 0; own--) {
+        if (!own) rows_wait(m, c, &req);
+        for (int b = 0; b < s->nblock; b++) {
+            int r0 = s->block_row[b], n = s->block_n[b], e = s->block_expert[b];
+            if (!n || own_block(m, b) != own) continue;
+            k->matmul_forward(d->prec, fch + (size_t)r0 * 2 * Fe, block_rows(m, sc->moe_x, b, own),
+                              expert_fc(m, P[P_EXPFCW], e), NULL, n, C, 2 * Fe);
+            if (own) rows_progress(m, c, &req);
+        }
+    }
+    model_fwd_out(m, fch, (size_t)Rx * 2 * Fe, l, OUT_FC, "experts' fc");
     k->swiglu_forward(d->prec, act, fch, (size_t)Rx, Fe);
-    if (Fs) k->swiglu_forward(d->prec, sh_act, sh_fch, (size_t)N, Fs);
-    model_fwd_out(m, act_all, (size_t)N * Fs + (size_t)Rx * Fe, l, OUT_ACT, "experts' swiglu");
+    model_fwd_out(m, act, (size_t)Rx * Fe, l, OUT_ACT, "experts' swiglu");
     for (int b = 0; b < s->nblock; b++) {
         int r0 = s->block_row[b], n = s->block_n[b], e = s->block_expert[b];
         if (n) k->matmul_forward(d->prec, sc->moe_y + (size_t)r0 * C, act + (size_t)r0 * Fe,
                                  expert_proj(m, P[P_EXPPROJW], e), NULL, n, Fe, C);
     }
     model_fwd_out(m, sc->moe_y, (size_t)Rx * C, l, OUT_FCPROJ, "experts' fc projection");
-    const float *y = rows_from_experts(m, c, sc->moe_y, sc->moe_send, C);
-    /* the shared experts' output, gated, then each token's choices in order */
+    /* the outputs back; meanwhile the shared experts' output, gated; then
+     * each token's choices in order */
+    const float *y = rows_from_experts(m, c, sc->moe_y, sc->moe_send, C, &req);
     if (Fs) {
         k->matmul_forward(d->prec, out, sh_act, P[P_FCPROJW], NULL, N, Fs, C);
         model_fwd_out(m, out, (size_t)N * C, l, OUT_FCPROJ, "shared experts' fc projection");
@@ -357,6 +408,7 @@ static void forward_rows(struct model *m, struct comm *c, const float *x, int N,
             k->rows_gather(d->prec, out, out, NULL, sc->moe_gate, N, C);
         }
     }
+    rows_wait(m, c, &req);
     k->rows_combine(d->prec, out, y, sc->moe_row, sc->moe_wslot, N, K, C, Fs > 0);
     model_fwd_out(m, out, (size_t)N * C, l, OUT_FCPROJ, "experts' output");
 }
@@ -453,15 +505,21 @@ void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, 
     size_t gate_at = (size_t)N * model_moe_rows(d); /* d(gate) after the routed rows' d(weight)s in moe_dot */
     memset(s->dot, 0, ((size_t)N * K + N) * sizeof(float));
 
-    /* the shared experts: d(act) = g dout W, and d(gate) = <dout W, act> */
+    /* the output gradients of the routed rows and their weights to the
+     * experts; meanwhile the shared experts: d(act) = g dout W, and d(gate)
+     * = <dout W, act> */
+    int Rx = s->Rx;
+    MPI_Request req[2];
+    rows_to_experts(m, c, dout, sc->moe_x, &req[0]);
+    if (d->ep > 1) exchange_start(m, c, sc->moe_wsend, sc->moe_wrow, 1, TO_EXPERTS, 1, &req[1]);
     if (Fs) {
         k->matmul_backward(d->prec, sh_dact, NULL, NULL, dout, sh_act, P[P_FCPROJW], N, Fs, C);
         const float *gdout = dout;
         if (s->gate) {
             k->rows_dot(d->prec, sc->moe_dot + gate_at, sh_dact, sh_act, N, Fs);
             k->rows_gather(d->prec, sh_dact, sh_dact, NULL, sc->moe_gate, N, Fs);
-            k->rows_gather(d->prec, sc->moe_x, dout, NULL, sc->moe_gate, N, C);
-            gdout = sc->moe_x;
+            k->rows_gather(d->prec, sc->moe_y, dout, NULL, sc->moe_gate, N, C);
+            gdout = sc->moe_y;
         }
         model_bwd_out(m, sh_dact, (size_t)N * Fs);
         k->matmul_backward(d->prec, NULL, G[P_FCPROJW], NULL, gdout, sh_act, NULL, N, Fs, C);
@@ -469,17 +527,24 @@ void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, 
         model_bwd_out(m, sh_dfch, (size_t)N * 2 * Fs);
         k->matmul_backward(d->prec, dln, G[P_FCW], NULL, sh_dfch, la->ln2, P[P_FCW], N, C, 2 * Fs);
     }
-    /* the routed rows at their experts: d(act) = w dout W, d(weight) = <dout W, act> */
-    int Rx = s->Rx;
-    rows_to_experts(m, c, dout, sc->moe_x);
-    if (d->ep > 1) exchange(m, c, sc->moe_wsend, sc->moe_wrow, 1, TO_EXPERTS); /* the rows' weights */
+    rows_wait(m, c, &req[0]);
+    rows_wait(m, c, &req[1]);
+    /* the rows' inputs again (W's: there), travelling while the routed rows
+     * at their experts make d(act) = w dout W and d(weight) = <dout W, act> */
+    if (!lw) rows_to_experts(m, c, la->ln2, sc->moe_y, &req[0]);
     for (int b = 0; b < s->nblock; b++) {
         int r0 = s->block_row[b], n = s->block_n[b], e = s->block_expert[b];
-        if (n) k->matmul_backward(d->prec, dact + (size_t)r0 * Fe, NULL, NULL, sc->moe_x + (size_t)r0 * C,
-                                  act + (size_t)r0 * Fe, expert_proj(m, P[P_EXPPROJW], e), n, Fe, C);
+        if (!n) continue;
+        k->matmul_backward(d->prec, dact + (size_t)r0 * Fe, NULL, NULL, sc->moe_x + (size_t)r0 * C,
+                           act + (size_t)r0 * Fe, expert_proj(m, P[P_EXPPROJW], e), n, Fe, C);
+        if (!lw) rows_progress(m, c, &req[0]);
     }
     k->rows_dot(d->prec, sc->moe_dot, dact, act, Rx, Fe); /* (by row; back at the routing rank below) */
-    const float *dot = rows_from_experts(m, c, sc->moe_dot, sc->moe_dwl, 1);
+    const float *dot = sc->moe_dot;
+    if (d->ep > 1) {
+        exchange(m, c, sc->moe_dot, sc->moe_dwl, 1, FROM_EXPERTS, 1);
+        dot = sc->moe_dwl;
+    }
     k->rows_gather(d->prec, dact, dact, NULL, sc->moe_wrow, Rx, Fe);
     model_bwd_out(m, dact, (size_t)Rx * Fe);
     k->rows_gather(d->prec, sc->moe_x, sc->moe_x, NULL, sc->moe_wrow, Rx, C);
@@ -490,14 +555,15 @@ void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, 
     }
     k->swiglu_backward(d->prec, dfch, fch, dact, (size_t)Rx, Fe);
     model_bwd_out(m, dfch, (size_t)Rx * 2 * Fe);
-    if (!lw) rows_to_experts(m, c, la->ln2, sc->moe_y); /* the rows' inputs again (W's: there) */
+    if (!lw) rows_wait(m, c, &req[0]);
     for (int b = 0; b < s->nblock; b++) {
         int r0 = s->block_row[b], n = s->block_n[b], e = s->block_expert[b];
         if (n) k->matmul_backward(d->prec, sc->moe_x + (size_t)r0 * C, (float *)expert_fc(m, G[P_EXPFCW], e), NULL,
                                   dfch + (size_t)r0 * 2 * Fe, sc->moe_y + (size_t)r0 * C,
                                   expert_fc(m, P[P_EXPFCW], e), n, C, 2 * Fe);
     }
-    const float *dx = rows_from_experts(m, c, sc->moe_x, sc->moe_send, C);
+    const float *dx = rows_from_experts(m, c, sc->moe_x, sc->moe_send, C, &req[0]);
+    rows_wait(m, c, &req[0]);
     k->rows_combine(d->prec, dln, dx, sc->moe_row, NULL, N, K, C, Fs > 0);
     model_bwd_out(m, dln, (size_t)N * C);
 
@@ -542,26 +608,34 @@ void moe_weight(struct model *m, struct comm *c, const struct layer_acts *la, fl
     m->k->to_host(s->logits, lw->moe_logits, (size_t)N * E * sizeof(float));
     route(m);
     plan_blocks(m, c);
-    /* the shared experts: (g dout)^T act and d(fc)^T ln2 */
+    /* the routed rows to their experts, the rows' inputs with them, and
+     * their weights; meanwhile the shared experts: (g dout)^T act and
+     * d(fc)^T ln2 */
+    MPI_Request req[2];
+    rows_to_experts(m, c, dout, sc->moe_x, &req[0]);
+    if (d->ep > 1) exchange_start(m, c, sc->moe_wsend, sc->moe_wrow, 1, TO_EXPERTS, 1, &req[1]);
     if (Fs) {
         const float *gdout = dout;
         if (s->gate) {
-            k->rows_gather(d->prec, sc->moe_x, dout, NULL, lw->moe_gate, N, C);
-            gdout = sc->moe_x;
+            k->rows_gather(d->prec, sc->moe_y, dout, NULL, lw->moe_gate, N, C);
+            gdout = sc->moe_y;
         }
         k->matmul_backward(d->prec, NULL, G[P_FCPROJW], NULL, gdout, sh_act, NULL, N, Fs, C);
         k->matmul_backward(d->prec, NULL, G[P_FCW], NULL, sh_dfch, la->ln2, NULL, N, C, 2 * Fs);
     }
-    /* the routed rows at their experts: (w dout)^T act and d(fc)^T x, block by block */
-    rows_to_experts(m, c, dout, sc->moe_x);
-    if (d->ep > 1) exchange(m, c, sc->moe_wsend, sc->moe_wrow, 1, TO_EXPERTS);
+    rows_wait(m, c, &req[0]);
+    rows_wait(m, c, &req[1]);
+    /* (w dout)^T act and d(fc)^T x, block by block, the inputs travelling during the first */
+    rows_to_experts(m, c, la->ln2, sc->moe_y, &req[0]);
     k->rows_gather(d->prec, sc->moe_x, sc->moe_x, NULL, sc->moe_wrow, s->Rx, C);
     for (int b = 0; b < s->nblock; b++) {
         int r0 = s->block_row[b], n = s->block_n[b], e = s->block_expert[b];
-        if (n) k->matmul_backward(d->prec, NULL, (float *)expert_proj(m, G[P_EXPPROJW], e), NULL,
-                                  sc->moe_x + (size_t)r0 * C, act + (size_t)r0 * Fe, NULL, n, Fe, C);
+        if (!n) continue;
+        k->matmul_backward(d->prec, NULL, (float *)expert_proj(m, G[P_EXPPROJW], e), NULL,
+                           sc->moe_x + (size_t)r0 * C, act + (size_t)r0 * Fe, NULL, n, Fe, C);
+        rows_progress(m, c, &req[0]);
     }
-    rows_to_experts(m, c, la->ln2, sc->moe_y);
+    rows_wait(m, c, &req[0]);
     for (int b = 0; b < s->nblock; b++) {
         int r0 = s->block_row[b], n = s->block_n[b], e = s->block_expert[b];
         if (n) k->matmul_backward(d->prec, NULL, (float *)expert_fc(m, G[P_EXPFCW], e), NULL,

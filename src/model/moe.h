@@ -43,7 +43,7 @@ struct moe_state {
     int nblock, *block_row, *block_n, *block_expert;
     int Rx;                 /* rows this rank's experts take */
     int *sent, *recvd;      /* (ep El) rows to each rank's each expert, and from each rank to each of ours */
-    int *counts, *displs;   /* (4 ep) an exchange's send counts, send offsets, receive counts, offsets */
+    int *counts;            /* (2 x 4 ep) two exchanges' send counts, receive counts, send and receive offsets */
     int replay;             /* a backward's recomputation: count no statistics */
     double *sums, Ng;       /* (2E + 1) what the auxiliary losses need, over Ng tokens (aux_sums) */
     double *work;           /* (2E) router_backward's per-token scratch */

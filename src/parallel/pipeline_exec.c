@@ -57,13 +57,16 @@ struct model_buffers pp_exec_init(struct pp_exec *x, enum pp_schedule s, const c
     return (struct model_buffers){pp_list_peak(x->actions, x->n), x->nrecv, pp_list_wpeak(x->actions, x->n)};
 }
 
-void pp_exec_init_forward(struct pp_exec *x, enum pp_schedule s, const char *file, const struct grid *g, int v, int m)
+struct model_buffers pp_exec_init_forward(struct pp_exec *x, enum pp_schedule s, const char *file,
+                                          const struct grid *g, int v, int m)
 {
-    pp_exec_init(x, s, file, g, v, m);
+    struct model_buffers nb = pp_exec_init(x, s, file, g, v, m);
     x->n = pp_forward_only(x->actions, x->n);
     pp_phase_ends(x->actions, x->n, x->phase_end);
     memset(x->split, 0, (size_t)(x->n ? x->n : 1));
     x->forward_only = 1;
+    nb.wslots = 0;
+    return nb;
 }
 
 void pp_exec_free(struct pp_exec *x)
@@ -209,7 +212,10 @@ double pp_exec_step(struct pp_exec *x, struct model *m, struct comm *c, const st
             timer_start(t, T_FORWARD);
             loss += model_chunk_forward(m, c, s);
             timer_stop(t, T_FORWARD);
-            if (x->forward_only && a->chunk == d->v - 1 && model_has_head(d)) model_slot_release(s); /* the loss is in */
+            if (x->forward_only && a->chunk == d->v - 1 && model_has_head(d)) { /* the loss is in */
+                if (x->token_losses) model_token_losses(m, s, x->token_losses + (size_t)a->mb * m->B * d->T);
+                model_slot_release(s);
+            }
         } else if (a->kind == PP_BWD && x->split[i]) { /* B: the input gradients; the slot waits for W */
             x->state[a->mb * d->v + a->chunk] |= EX_SPLIT;
             timer_start(t, T_BACKWARD);

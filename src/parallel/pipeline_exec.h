@@ -22,6 +22,8 @@ struct pp_exec {
     struct trace *trace;        /* timeline events, or NULL */
     struct dp *dp;              /* armed around each chunk's last backward, or NULL */
     int forward_only;           /* evaluation: the schedule's forwards alone, each slot freed once its output left */
+    float *token_losses;        /* forward only, or NULL: where the head puts each micro-batch's token losses,
+                                   (B, T) at mb * B * T, host memory (model_token_losses) */
     int nrecv;                  /* activation receive buffers posted at once, at most (pp_recv_bound) */
     int *recv_busy;             /* [nrecv] which of the model's receive buffers hold a posted receive */
     unsigned char *split;       /* [n] a BWD whose WGT comes later: its B (pp_split_marks) */
@@ -41,8 +43,11 @@ struct model_buffers pp_exec_init(struct pp_exec *x, enum pp_schedule s, const c
 void pp_exec_free(struct pp_exec *x);
 
 /* The forwards of schedule s alone (evaluation: no gradients).  Messages
- * flow one way, so any prefix order of the forwards is deadlock-free. */
-void pp_exec_init_forward(struct pp_exec *x, enum pp_schedule s, const char *file, const struct grid *g, int v, int m);
+ * flow one way, so any prefix order of the forwards is deadlock-free.
+ * Returns the buffers a model needs for them (those of the whole schedule's
+ * list, no pending weight gradients): for a model built for evaluation alone. */
+struct model_buffers pp_exec_init_forward(struct pp_exec *x, enum pp_schedule s, const char *file,
+                                          const struct grid *g, int v, int m);
 
 /* One step: forward and backward of every micro-batch through this rank's
  * chunks.  The global batch's sample order comes from data (step, G, the

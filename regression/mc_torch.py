@@ -1,0 +1,126 @@
+#!/usr/bin/python3
+"""mc_torch.py -- the independent side of regression/eval_tasks.sh: an llm.c
+eval file written as llm.c's dev/data scripts write one, and multiple-choice
+examples scored in PyTorch the way llm.c's dev/data/hellaswag.py and
+lm-evaluation-harness score them, with the model of regression/llama_torch.py
+(Hugging Face's LlamaForCausalLM written out) on a checkpoint's weights.
+
+    mc_torch.py write EXAMPLES.json OUT.bin
+        the llm.c eval file of the examples: 256 int32 of header (magic
+        20240522, version 1, the examples, the longest example's bytes), then
+        each example a stream of uint16: 65535, its bytes, its index, the
+        label, the number of choices, the context's length and ids, each
+        choice's length and ids (dev/data/data_common.py's layout)
+    mc_torch.py text2ids TASK.jsonl [DOC_ID]
+        a JSON Lines task as examples of ids: each text's UTF-8 bytes (a
+        byte-level model), the context after DOC_ID where one is given
+    mc_torch.py check CKPT SCORES TASK EXAMPLES.json ACC ACC_NORM [TASK EXAMPLES.json ACC ACC_NORM ...]
+        scores every choice of each task and compares with the task's lines
+        of triad eval's eval.scores file (SCORES) and its acc and acc_norm:
+        prints `TASK: worst REL` over the log-probabilities and the
+        reference's acc and acc_norm; exits 0 when every log-probability is
+        within 1e-5 relative and the accuracies are equal, else 1
+
+EXAMPLES.json: [{"ctx": [ids], "endings": [[ids], ...], "label": k}, ...].
+A choice's log-probability: the sum, over its tokens, of log softmax of the
+logits at the position before each (the context's last position predicts
+its first token); acc takes the choice of the largest sum, acc_norm of the
+largest mean over its tokens (llm.c's avg_loss); the first wins a tie.
+"""
+import json
+import os
+import struct
+import sys
+
+
+def write(examples, out):
+    stream, longest = [], 0
+    for idx, ex in enumerate(examples):
+        s = [2**16 - 1, 0, idx, ex["label"], len(ex["endings"]), len(ex["ctx"])] + list(ex["ctx"])
+        for end in ex["endings"]:
+            s += [len(end)] + list(end)
+        s[1] = 2 * len(s)  # <EXAMPLE_BYTES>: the whole example's, its delimiter included
+        longest = max(longest, s[1])
+        stream += s
+    header = [20240522, 1, len(examples), longest] + [0] * 252
+    with open(out, "wb") as f:
+        f.write(struct.pack("<256i", *header))
+        f.write(struct.pack("<%dH" % len(stream), *stream))
+    return 0
+
+
+def text2ids(path, doc):
+    out = []
+    for line in open(path, encoding="utf-8"):
+        if not line.strip():
+            continue
+        j = json.loads(line)
+        ctx = ([doc] if doc is not None else []) + list(j["context"].encode())
+        out.append({"ctx": ctx, "endings": [list(c.encode()) for c in j["choices"]], "label": j["label"]})
+    json.dump(out, sys.stdout)
+    return 0
+
+
+def score(model, examples, triad):
+    """(worst relative difference, acc, acc_norm) of the examples against triad's {(example, choice): line}"""
+    import numpy as np
+    import torch
+
+    worst, right, right_norm = 0.0, 0, 0
+    for e, ex in enumerate(examples):
+        sums, means = [], []
+        for c, end in enumerate(ex["endings"]):
+            seq = torch.tensor([ex["ctx"] + end])
+            logits = model(seq[:, :-1])[0]
+            loss = torch.nn.functional.cross_entropy(logits, seq[0, 1:], reduction="none")
+            lp = -float(loss[len(ex["ctx"]) - 1:].double().sum())
+            sums.append(lp)
+            means.append(lp / len(end))
+            label, n, got = triad.pop((e, c), (None, None, None))
+            if got is None or label != ex["label"] or n != len(end):
+                raise SystemExit("example %d choice %d: triad's line is missing or differs (%s %s)" % (e, c, label, n))
+            worst = max(worst, abs(got - lp) / abs(lp))
+        right += int(np.argmax(sums)) == ex["label"]
+        right_norm += int(np.argmax(means)) == ex["label"]
+    if triad:
+        raise SystemExit("triad scored choices the reference has not: %s" % sorted(triad)[:4])
+    return worst, right / len(examples), right_norm / len(examples)
+
+
+def check(ckpt, scores, groups):
+    """(torch, h5py and the model imported here alone: writing a file needs none of them)"""
+    import h5py
+    import torch
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from llama_torch import Llama, deck_values  # the one independent model of the suite
+    torch.set_num_threads(1)
+    with h5py.File(ckpt, "r") as f:
+        deck = f.attrs["deck"]
+        cfg = deck_values(deck.decode() if isinstance(deck, bytes) else str(deck))
+        model = Llama(f, cfg)
+    lines = [line.rstrip("\n").split("\t") for line in open(scores) if not line.startswith("#")]
+    good = True
+    for k in range(0, len(groups), 4):
+        name, examples, acc, acc_norm = groups[k], json.load(open(groups[k + 1])), groups[k + 2], groups[k + 3]
+        triad = {(int(e), int(c)): (int(label), int(n), float(lp)) for task, e, c, label, n, lp in lines if task == name}
+        with torch.no_grad():
+            worst, ref_acc, ref_norm = score(model, examples, triad)
+        same = abs(ref_acc - float(acc)) < 5e-7 and abs(ref_norm - float(acc_norm)) < 5e-7
+        print("%s: worst %.3e, acc %.6f acc_norm %.6f (triad %s %s)" % (name, worst, ref_acc, ref_norm, acc, acc_norm))
+        good = good and worst <= 1e-5 and same
+    return 0 if good else 1
+
+
+def main(argv):
+    if argv[1] == "write":
+        return write(json.load(open(argv[2])), argv[3])
+    if argv[1] == "text2ids":
+        return text2ids(argv[2], int(argv[3]) if len(argv) > 3 else None)
+    if argv[1] == "check":
+        return check(argv[2], argv[3], argv[4:])
+    print(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,58 @@
+#!/bin/sh
+# diag.profile_ops: every device operation timed.  The table lists the
+# operations the steps ran (the products with their GFLOP/s), its seconds
+# and the time outside them add up to the step total, it is the same on a
+# device MPI cannot read (each operation waited for), and the run's numbers
+# are bitwise those of the run without it.
+. "$(dirname "$0")/lib.sh"
+
+deck="$DECKS/tiny.nml"
+common="train.steps=6 model.arch='llama' model.n_kv_head=2"
+
+# table OUT: the profile's rows "name avg calls gflops" and the step total, checked
+table() {
+    "$PYTHON3" - "$1" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+step = float(re.search(r"^  step total +\S+ +(\S+)", text, re.M).group(1))
+part = text.split("device operations over", 1)[1].split("communication (", 1)[0]
+rows = {}
+outside = None
+for line in part.splitlines()[2:]:
+    f = line.split()
+    if not f:
+        continue
+    if line.strip().startswith("(outside"):
+        outside = float(f[-2])
+        continue
+    rows[f[0]] = (float(f[2]), int(f[5]), float(f[6]) if len(f) > 6 else None)
+need = ["matmul_forward", "matmul_backward", "rmsnorm_forward", "rmsnorm_backward", "attention_forward",
+        "attention_backward", "swiglu_forward", "swiglu_backward", "rope_forward", "crossentropy_backward",
+        "adamw_update"]
+missing = [n for n in need if n not in rows or rows[n][1] <= 0]
+assert not missing, "missing rows: %s" % missing
+assert rows["matmul_forward"][2] and rows["matmul_backward"][2], "the products have no GFLOP/s"
+assert all(r[2] is None for n, r in rows.items() if not n.startswith("matmul")), "GFLOP/s on an operation that is no product"
+total = sum(r[0] for r in rows.values()) + outside
+assert abs(total - step) <= 1e-3 * max(1, step) + 5e-4 * len(rows), "rows %.4f + outside != step %.4f" % (total, step)
+print("%d operations, %.4f s of %.4f s in them" % (len(rows), total - outside, step))
+PY
+}
+
+triad_run 1 "$deck" $common io.run_dir="'$scratch/plain'"
+st=$?
+triad_run 1 "$deck" $common diag.profile_ops=.true. io.run_dir="'$scratch/prof'"
+[ $st -eq 0 ] && [ $? -eq 0 ] && cp "$scratch/last.out" "$scratch/prof.out" && table "$scratch/prof.out" | diag
+ok $? "one rank: every operation of the step in the table, products with GFLOP/s, adding up to the step total"
+grep -A4 "device operations over" "$scratch/prof.out" | diag
+compare_runs "$scratch/prof" "$scratch/plain" 0 > /dev/null
+ok $? "the profiled run's losses are bitwise those of the plain run"
+
+triad_run 2 "$deck" $common parallel.tp=2 diag.profile_ops=.true. diag.stage_through_host=.true. \
+    io.run_dir="'$scratch/staged'"
+[ $? -eq 0 ] && cp "$scratch/last.out" "$scratch/staged.out" && table "$scratch/staged.out" | diag &&
+    grep -q "seconds over 2 ranks" "$scratch/staged.out"
+ok $? "tp 2 on a device MPI cannot read (each operation waited for): the table over both ranks adds up"
+compare_runs "$scratch/staged" "$scratch/plain" 1e-5 > /dev/null
+ok $? "and it trains as the plain run (within 1e-5: tp 2 sums in another order)"
+done_testing

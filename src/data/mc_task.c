@@ -1,0 +1,307 @@
+/* mc_task.c -- multiple-choice tasks from llm.c's eval files and JSON Lines (mc_task.h). */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include "mc_task.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "log.h"
+
+#define EVAL_MAGIC 20240522     /* llm.c's eval files */
+#define EVAL_VERSION 1
+#define EVAL_HEADER_BYTES (256 * 4)
+#define EVAL_START 65535        /* <START_EXAMPLE> */
+#define EVAL_FIXED 6            /* uint16 before the context's ids: start, bytes, index, label, choices, length */
+
+int mc_task_is_jsonl(const char *path)
+{
+    size_t n = strlen(path);
+    return (n >= 6 && !strcmp(path + n - 6, ".jsonl")) || (n >= 5 && !strcmp(path + n - 5, ".json"));
+}
+
+static void push(struct mc_task *t, size_t *cap, int32_t v)
+{
+    if (t->len == *cap) {
+        *cap = *cap ? 2 * *cap : 4096;
+        int32_t *grown = realloc(t->stream, *cap * sizeof *grown);
+        if (!grown) die("out of memory for a task of %zu ids", t->len);
+        t->stream = grown;
+    }
+    t->stream[t->len++] = v;
+}
+
+const int32_t *mc_choice(const struct mc_task *t, int64_t e, int c, int *n)
+{
+    const int32_t *s = t->stream + t->at[e] + 3 + t->stream[t->at[e] + 2];
+    for (int k = 0; k < c; k++) s += 1 + s[0];
+    *n = s[0];
+    return s + 1;
+}
+
+static int check_ids(const int32_t *ids, int n, int V, const char *path, const char *where, const char *part,
+                     char *err, size_t errlen)
+{
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= V)
+            return errorf(err, errlen, "%s: %s: id %d (%s, token %d) is not in the model's vocabulary (0 .. %d)\n"
+                          "  hint: the task was made with another tokenizer than the model's", path, where, ids[i],
+                          part, i + 1, V - 1);
+    return 0;
+}
+
+/* The example at t->stream[at..t->len), read from `where` of path: two
+ * choices or more, the label one of them, nothing empty, every id < V,
+ * the context and each choice in T positions (the choice's last token is
+ * a target only). */
+static int check_example(const struct mc_task *t, size_t at, const char *path, const char *where, int V, int T,
+                         char *err, size_t errlen)
+{
+    const int32_t *s = t->stream + at;
+    int label = s[0], nch = s[1], nctx = s[2];
+    if (nch < 2)
+        return errorf(err, errlen, "%s: %s has %d choice%s: a multiple-choice example needs two or more", path, where,
+                      nch, nch == 1 ? "" : "s");
+    if (label < 0 || label >= nch)
+        return errorf(err, errlen, "%s: %s: label %d is not one of its %d choices (0 .. %d)\n"
+                      "  hint: the label is the 0-based index of the right choice", path, where, label, nch, nch - 1);
+    if (nctx < 1)
+        return errorf(err, errlen, "%s: %s: the context is empty, so a choice's first token follows nothing\n"
+                      "  hint: give each example a context", path, where);
+    if (check_ids(s + 3, nctx, V, path, where, "the context", err, errlen)) return -1;
+    size_t p = 3 + (size_t)nctx;
+    for (int c = 0; c < nch; c++) {
+        int n = s[p];
+        char part[32];
+        snprintf(part, sizeof part, "choice %d", c);
+        if (n < 1) return errorf(err, errlen, "%s: %s: choice %d is empty", path, where, c);
+        if (check_ids(s + p + 1, n, V, path, where, part, err, errlen)) return -1;
+        if ((int64_t)nctx + n - 1 > T)
+            return errorf(err, errlen, "%s: %s: choice %d does not fit the model's seq_len = %d: its context (%d "
+                          "ids) and its own %d ids take %lld positions\n  hint: a model of a longer seq_len, or a "
+                          "task with shorter examples", path, where, c, T, nctx, n, (long long)nctx + n - 1);
+        p += 1 + (size_t)n;
+    }
+    return 0;
+}
+
+static unsigned rd16(const unsigned char *p) { return (unsigned)p[0] | (unsigned)p[1] << 8; }
+static int32_t rd32(const unsigned char *p)
+{
+    return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+}
+
+/* The whole file, malloc'ed; NULL with err. */
+static unsigned char *read_all(const char *path, size_t *size, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return errorf(err, errlen, "cannot open %s: %s", path, strerror(errno)), NULL;
+    unsigned char *buf = NULL;
+    size_t cap = 0;
+    *size = 0;
+    for (;;) {
+        if (*size == cap) {
+            cap = cap ? 2 * cap : 1 << 20;
+            unsigned char *grown = realloc(buf, cap);
+            if (!grown) die("out of memory reading %s", path);
+            buf = grown;
+        }
+        size_t got = fread(buf + *size, 1, cap - *size, f);
+        *size += got;
+        if (got == 0) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) return free(buf), errorf(err, errlen, "cannot read %s", path), NULL;
+    return buf;
+}
+
+/* llm.c's eval file (dev/data/data_common.py, write_evalfile). */
+static int read_llmc(struct mc_task *t, const char *path, int V, int T, int64_t max, char *err, size_t errlen)
+{
+    size_t size, cap = 0;
+    unsigned char *b = read_all(path, &size, err, errlen);
+    if (!b) return -1;
+    int rc = -1;
+    int32_t magic = size >= 16 ? rd32(b) : 0, version = size >= 16 ? rd32(b + 4) : 0;
+    int32_t count = size >= 16 ? rd32(b + 8) : 0, longest = size >= 16 ? rd32(b + 12) : 0;
+    if (size < EVAL_HEADER_BYTES)
+        errorf(err, errlen, "%s: %zu bytes, fewer than the 1024 of an llm.c eval file's header: not such a file, or "
+               "truncated", path, size);
+    else if (magic != EVAL_MAGIC)
+        errorf(err, errlen, "%s: magic %d is not llm.c's eval file's %d%s\n  hint: eval.tasks takes llm.c eval files "
+               "(dev/data/hellaswag.py, mmlu.py) or JSON Lines (a name ending in .jsonl)", path, magic, EVAL_MAGIC,
+               magic == 20240520 || magic == 20240801 ? " (it is an llm.c token shard)" : "");
+    else if (version != EVAL_VERSION)
+        errorf(err, errlen, "%s: version %d; llm.c's eval files are version %d", path, version, EVAL_VERSION);
+    else if (count < 1 || longest < 2 * EVAL_FIXED)
+        errorf(err, errlen, "%s: the header says %d examples, the longest %d bytes: no example fits that", path, count,
+               longest);
+    else
+        rc = 0;
+    size_t pos = EVAL_HEADER_BYTES;
+    int64_t keep = max > 0 && max < count ? max : count;
+    for (int64_t e = 0; rc == 0 && e < keep; e++) {
+        char where[48];
+        snprintf(where, sizeof where, "example %lld", (long long)e);
+        if (size - pos < 2 * EVAL_FIXED) {
+            rc = errorf(err, errlen, "%s: the file ends at byte %zu, after %lld of the %d examples its header "
+                        "announces: it is truncated", path, size, (long long)e, count);
+            break;
+        }
+        const unsigned char *x = b + pos;
+        unsigned bytes = rd16(x + 2);
+        if (rd16(x) != EVAL_START) {
+            rc = errorf(err, errlen, "%s: %s does not start with <START_EXAMPLE> = 65535 (byte %zu holds %u): the "
+                        "file is damaged", path, where, pos, rd16(x));
+            break;
+        }
+        if (bytes < 2 * EVAL_FIXED || bytes % 2 || bytes > (unsigned)longest) {
+            rc = errorf(err, errlen, "%s: %s says it is %u bytes: not an even count from %d to the header's longest "
+                        "example, %d", path, where, bytes, 2 * EVAL_FIXED, longest);
+            break;
+        }
+        if (bytes > size - pos) {
+            rc = errorf(err, errlen, "%s: %s of %d is %u bytes from byte %zu, but the file ends at byte %zu: it is "
+                        "truncated", path, where, count, bytes, pos, size);
+            break;
+        }
+        if (rd16(x + 4) != (unsigned)(e & 0xffff)) {
+            rc = errorf(err, errlen, "%s: %s carries the index %u: the examples are out of order", path, where,
+                        rd16(x + 4));
+            break;
+        }
+        /* the label, the choices, then the context's and each choice's length and ids: exactly its bytes */
+        size_t w = EVAL_FIXED - 1, words = bytes / 2, at = t->len;
+        int nch = (int)rd16(x + 8), fits = 1;
+        push(t, &cap, (int32_t)rd16(x + 6));
+        push(t, &cap, nch);
+        for (int part = -1; fits && part < nch; part++) {
+            fits = w < words;
+            unsigned n = fits ? rd16(x + 2 * w++) : 0;
+            fits = fits && n <= words - w;
+            push(t, &cap, (int32_t)n);
+            for (unsigned i = 0; fits && i < n; i++) push(t, &cap, (int32_t)rd16(x + 2 * w++));
+        }
+        if (!fits || w != words) {
+            rc = errorf(err, errlen, "%s: %s: its lengths and ids do not take exactly its %u bytes (the context's "
+                        "or a choice's length is wrong): the file is damaged", path, where, bytes);
+            break;
+        }
+        rc = check_example(t, at, path, where, V, T, err, errlen);
+        pos += bytes;
+    }
+    if (rc == 0 && keep == count && pos != size)
+        rc = errorf(err, errlen, "%s: %zu bytes follow the last of the %d examples its header announces: the count "
+                    "is wrong or the file is damaged", path, size - pos, count);
+    free(b);
+    return rc;
+}
+
+/* JSON Lines: {"context": "...", "choices": ["...", ...], "label": k} a line. */
+static int read_jsonl(struct mc_task *t, const char *path, const struct tokenizer *tok, int V, int T, int64_t max,
+                      char *err, size_t errlen)
+{
+    if (!tok && V != 256)
+        return errorf(err, errlen, "%s: JSON Lines hold text, and this model (vocab_size = %d) has no tokenizer to "
+                      "encode it\n  hint: set eval.tokenizer to the model's tokenizer.json (or its folder)", path, V);
+    FILE *f = fopen(path, "r");
+    if (!f) return errorf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+    char *line = NULL, where[48], jerr[256];
+    size_t lcap = 0, cap = t->len;
+    ssize_t n;
+    int rc = 0;
+    int32_t doc = tok ? (tok_bos(tok) >= 0 ? tok_bos(tok) : tok_eos(tok)) : -1;
+    int64_t lineno = 0, examples = 0;
+    static const char *const form = "each line {\"context\": \"...\", \"choices\": [\"...\", ...], \"label\": k}";
+    while (rc == 0 && (max == 0 || examples < max) && (n = getline(&line, &lcap, f)) >= 0) {
+        lineno++;
+        size_t i = 0;
+        while (i < (size_t)n && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r' || line[i] == '\n')) i++;
+        if (i == (size_t)n) continue; /* (a blank line) */
+        snprintf(where, sizeof where, "line %lld", (long long)lineno);
+        struct json *j = json_parse(line, (size_t)n, jerr, sizeof jerr);
+        const struct json *ctx = j ? json_get(j, "context") : NULL, *ch = j ? json_get(j, "choices") : NULL;
+        long long label;
+        if (!j) rc = errorf(err, errlen, "%s: %s: %s", path, where, jerr);
+        else if (j->kind != JSON_OBJECT || !ctx || ctx->kind != JSON_STRING || !ch || ch->kind != JSON_ARRAY ||
+                 json_int(j, "label", &label) != 0 || label < INT32_MIN || label > INT32_MAX)
+            rc = errorf(err, errlen, "%s: %s: not a task's example: %s (a string, an array of strings, an integer)",
+                        path, where, form);
+        for (int c = 0; rc == 0 && c < ch->n; c++)
+            if (ch->item[c].kind != JSON_STRING)
+                rc = errorf(err, errlen, "%s: %s: choice %d is not a string: %s", path, where, c, form);
+        size_t at = t->len;
+        if (rc == 0) {
+            push(t, &cap, (int32_t)label);
+            push(t, &cap, ch->n);
+            push(t, &cap, 0); /* the context's length, once known */
+            if (doc >= 0) push(t, &cap, doc);
+        }
+        /* each text after its length, encoded straight into the stream */
+        for (int c = -1; rc == 0 && c < ch->n; c++) {
+            const char *s = c < 0 ? ctx->string : ch->item[c].string;
+            size_t len = strlen(s), from;
+            if (c >= 0) push(t, &cap, 0);
+            from = t->len;
+            if (tok) rc = tok_encode(tok, s, len, 0, &t->stream, &t->len, &cap, err, errlen);
+            for (size_t k = 0; !tok && k < len; k++) push(t, &cap, (unsigned char)s[k]);
+            if (c < 0) t->stream[at + 2] = (int32_t)(t->len - from) + (doc >= 0);
+            else t->stream[from - 1] = (int32_t)(t->len - from);
+        }
+        json_free(j);
+        if (rc == 0) rc = check_example(t, at, path, where, V, T, err, errlen);
+        examples++;
+    }
+    int bad = rc == 0 && ferror(f);
+    free(line);
+    fclose(f);
+    if (bad) return errorf(err, errlen, "cannot read %s", path);
+    if (rc == 0 && examples == 0) return errorf(err, errlen, "%s holds no example: %s", path, form);
+    return rc;
+}
+
+int mc_task_read(struct mc_task *t, const char *path, const struct tokenizer *tok, int V, int T, int64_t max_examples,
+                 char *err, size_t errlen)
+{
+    memset(t, 0, sizeof *t);
+    int rc = mc_task_is_jsonl(path) ? read_jsonl(t, path, tok, V, T, max_examples, err, errlen)
+                                    : read_llmc(t, path, V, T, max_examples, err, errlen);
+    if (rc == 0) mc_task_index(t);
+    else mc_task_free(t);
+    return rc;
+}
+
+void mc_task_index(struct mc_task *t)
+{
+    size_t n = 0;
+    for (size_t p = 0; p < t->len; n++) { /* label, choices, then each part's length and ids */
+        int parts = 1 + t->stream[p + 1];
+        p += 2;
+        for (int k = 0; k < parts; k++) p += 1 + (size_t)t->stream[p];
+    }
+    free(t->at);
+    t->at = xmalloc((n ? n : 1) * sizeof *t->at);
+    t->n = (int64_t)n;
+    t->rows = 0;
+    size_t p = 0;
+    for (size_t e = 0; e < n; e++) {
+        t->at[e] = p;
+        int parts = 1 + t->stream[p + 1];
+        t->rows += parts - 1;
+        p += 2;
+        for (int k = 0; k < parts; k++) p += 1 + (size_t)t->stream[p];
+    }
+}
+
+void mc_task_free(struct mc_task *t)
+{
+    free(t->stream);
+    free(t->at);
+    memset(t, 0, sizeof *t);
+}

@@ -1,0 +1,205 @@
+/* evaluate.c -- `triad eval CKPT`: a checkpoint's model judged on any grid (evaluate.h). */
+#include "evaluate.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt.h"
+#include "comm.h"
+#include "data.h"
+#include "device.h"
+#include "eval.h"
+#include "exit_status.h"
+#include "hf.h"
+#include "log.h"
+#include "mc_eval.h"
+#include "model.h"
+#include "pipeline_exec.h"
+#include "shape.h"
+#include "timers.h"
+#include "tokenizer.h"
+#include "topo.h"
+
+/* Rank 0: the checkpoint's deck, its grid reset, the overrides on top,
+ * checked for world ranks.  0, or -1 with the error printed. */
+static int eval_deck(struct config *cfg, const char *ckpt, int noverride, char **overrides, int world)
+{
+    char err[1024];
+    if (ckpt_read_config(ckpt, cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "error: triad eval %s: %s\n", ckpt, err);
+        return -1;
+    }
+    static const char *const layout[] = {"parallel.tp=1", "parallel.cp=1", "parallel.pp=1", "parallel.dp=0",
+                                         "parallel.ep=1", "parallel.virtual_stages=1", "parallel.schedule=1f1b",
+                                         "parallel.schedule_file=''", "parallel.sequence_parallel=.false.",
+                                         "parallel.zero_stage=0", "train.micro_batch_size=0"};
+    struct deck_error de;
+    memset(&de, 0, sizeof de);
+    for (size_t i = 0; i < sizeof layout / sizeof layout[0]; i++) config_override(cfg, layout[i], &de);
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < noverride; i++) rc = config_override(cfg, overrides[i], &de);
+    if (rc != 0) {
+        config_error_print(stderr, &de);
+        return -1;
+    }
+    if (cfg->parallel.zero_stage != 0) {
+        fprintf(stderr, "error: triad eval: parallel.zero_stage = %lld, but an evaluation has no optimizer state or "
+                "gradients to shard, and each replica holds the whole model\n  hint: leave parallel.zero_stage at 0\n",
+                (long long)cfg->parallel.zero_stage);
+        return -1;
+    }
+    if (!cfg->data.val_path[0] && !cfg->eval.tasks[0]) {
+        fprintf(stderr, "error: triad eval %s: nothing to evaluate: data.val_path and eval.tasks are both empty\n"
+                "  hint: data.val_path='held_out.bin' (of data.kind: text, tokens or indexed) for the loss, "
+                "eval.tasks='hellaswag_val.bin' for a multiple-choice task\n", ckpt);
+        return -1;
+    }
+    cfg->train.eval_every = cfg->data.val_path[0] ? 1 : 0; /* one evaluation of each, as a training run's */
+    cfg->train.mc_eval_every = cfg->eval.tasks[0] ? 1 : 0;
+    if (cfg->data.kind_id != DATA_KIND_synthetic && !cfg->data.path[0]) /* (the training data, never read here) */
+        snprintf(cfg->data.path, sizeof cfg->data.path, "%s", cfg->data.val_path);
+    config_resolve(cfg);
+    if (config_validate(cfg, world, &de) != 0) {
+        if (!de.file[0]) snprintf(de.file, sizeof de.file, "triad eval %s", ckpt);
+        config_error_print(stderr, &de);
+        return -1;
+    }
+    return 0;
+}
+
+/* Rank 0: the UTF-8 bytes the held-out targets stand for: text's bytes
+ * are its tokens; tokens decode through tok (special tokens, such as the
+ * documents' separators, have none).  -1 without a tokenizer. */
+static int64_t target_bytes(const struct eval *ev, const struct config *cfg, const struct tokenizer *tok, int T)
+{
+    int64_t n = ev->batches * ev->G;
+    if (cfg->data.kind_id == DATA_KIND_text) return n * T;
+    if (!tok) return -1;
+    int32_t *ids = xmalloc((size_t)n * T * sizeof *ids), *seq = xmalloc((size_t)(T + 1) * sizeof *seq);
+    for (int64_t i = 0; i < n; i++) { /* the unshuffled windows: sample i is window i */
+        data_sample(ev->data, (uint64_t)i, seq);
+        memcpy(ids + (size_t)i * T, seq + 1, (size_t)T * sizeof *ids);
+    }
+    char *text = NULL, err[256];
+    size_t bytes = 0;
+    int rc = tok_decode(tok, ids, (size_t)n * T, 1, &text, &bytes, err, sizeof err);
+    free(text), free(ids), free(seq);
+    return rc ? -1 : (int64_t)bytes;
+}
+
+/* The held-out loss of data.val_path, its perplexity and bits per byte.  Collective. */
+static void held_out(const struct config *cfg, const struct run_shape *s, const struct grid *g, struct model *m,
+                     struct comm *c, const struct tokenizer *tok)
+{
+    struct eval ev;
+    eval_init(&ev, cfg, s, g, m->d.V, m->d.T);
+    struct timers scratch;
+    memset(&scratch, 0, sizeof scratch);
+    double t0 = wtime();
+    int64_t tokens;
+    double loss = eval_run(&ev, m, c, &scratch, &tokens), dt = wtime() - t0;
+    if (g->rank == 0) {
+        int64_t bytes = target_bytes(&ev, cfg, tok, m->d.T);
+        char bpb[96] = "bits per byte - (no tokenizer for the tokens: set eval.tokenizer)";
+        if (bytes > 0)
+            snprintf(bpb, sizeof bpb, "bits per byte %.6f (%lld bytes)", loss * (double)tokens / (log(2.0) * (double)bytes),
+                     (long long)bytes);
+        printf("held-out %s: loss %.9f | perplexity %.6f | %s | %lld tokens (%.2f s)\n", cfg->data.val_path, loss,
+               exp(loss), bpb, (long long)tokens, dt);
+    }
+    eval_free(&ev);
+}
+
+/* Each task's acc and acc_norm; eval.scores gets every choice.  Collective. */
+static void tasks(const struct config *cfg, const char *ckpt, const struct run_shape *s, const struct grid *g,
+                  struct model *m, struct comm *c)
+{
+    struct mc_eval mc;
+    mc_eval_init(&mc, cfg, ckpt, s, g, m->d.V, m->d.T);
+    FILE *scores = NULL;
+    char msg[CONFIG_STRLEN + 64] = "";
+    if (g->rank == 0 && cfg->eval.scores[0] && !(scores = fopen(cfg->eval.scores, "w")))
+        snprintf(msg, sizeof msg, "cannot write eval.scores = '%s'", cfg->eval.scores);
+    die_all_if(g->world_comm, msg[0] != '\0', msg, "name a file in a writable folder");
+    if (scores) fprintf(scores, "# task\texample\tchoice\tlabel\ttokens\tlogprob\n");
+    double t0 = wtime();
+    mc_eval_run(&mc, m, c, scores);
+    double dt = wtime() - t0;
+    int bad = scores && (ferror(scores) | fclose(scores)) != 0;
+    if (bad) snprintf(msg, sizeof msg, "writing eval.scores = '%s' failed", cfg->eval.scores);
+    die_all_if(g->world_comm, bad, msg, "free space where eval.scores points");
+    for (int i = 0; g->rank == 0 && i < mc.ntask; i++)
+        printf("task %s: acc %.6f | acc_norm %.6f | %lld examples, %lld choices\n", mc.name[i], mc.score[i].acc,
+               mc.score[i].acc_norm, (long long)mc.task[i].n, (long long)mc.task[i].rows);
+    if (g->rank == 0)
+        printf("tasks scored in %.2f s%s%s\n", dt, scores ? "; each choice's log-probability in " : "",
+               scores ? cfg->eval.scores : "");
+    mc_eval_free(&mc);
+}
+
+int evaluate_checkpoint(const char *ckpt, int noverride, char **overrides)
+{
+    int rank, world;
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
+    struct config cfg;
+    int rc = rank == 0 ? eval_deck(&cfg, ckpt, noverride, overrides, world) : 0;
+    MPI_CHECK(MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (rc != 0) return EXIT_ERROR;
+    MPI_CHECK(MPI_Bcast(&cfg, (int)sizeof cfg, MPI_BYTE, 0, MPI_COMM_WORLD));
+    if (cfg.train.threads > 0) omp_set_num_threads((int)cfg.train.threads);
+
+    char why[1024] = "";
+    const struct device *k = device_for(cfg.train.device_id == TRAIN_DEVICE_cuda, cfg.diag.stage_through_host, why,
+                                        sizeof why);
+    die_all_if(MPI_COMM_WORLD, !k, why, "the CUDA backend is loaded only for train.device = 'cuda' (docs/cuda.md)");
+    struct run_shape s;
+    run_shape_init(&s, &cfg, world, device_staged(k));
+    struct grid g;
+    grid_init(&g, s.tp, s.cp, s.dp, s.pp, s.ep);
+    struct device_options dopt = {.allow_shared = (int)cfg.train.share_gpus, .tf32 = (int)cfg.train.tf32};
+    die_all_if(g.world_comm, device_open(k, g.world_comm, &dopt, why, sizeof why) < 0, why,
+               "one GPU per rank: launch as many ranks per node as it has GPUs, or set train.share_gpus");
+    /* the model as the schedule's forwards need it, the checkpoint's weights in it */
+    struct pp_exec forwards;
+    struct model_buffers nb = pp_exec_init_forward(&forwards, s.sched, s.schedule_file, &g, s.v, s.n_micro);
+    pp_exec_free(&forwards);
+    struct model_dims d;
+    model_dims_init(&d, &cfg, &s, &g);
+    struct model m;
+    model_init(&m, &d, k, s.micro_batch, nb, (uint64_t)cfg.train.seed);
+    struct comm c;
+    comm_init(&c, &g);
+    comm_use_device(&c, k);
+    struct ckpt_state st;
+    memset(&st, 0, sizeof st);
+    if (ckpt_load_model_counters(ckpt, &m, &st, &g, why, sizeof why) != 0)
+        die_all("triad eval reads a triad checkpoint (run_dir/ckpt_<step>.h5) of any grid", "triad eval %s: %s",
+                ckpt, why);
+    if (d.prec != PREC_FP32) k->lp_round(d.prec, m.params_mem, m.flat); /* what a run of that precision computes with */
+
+    /* the tokenizer of bits per byte (tokens decoded to text): rank 0's */
+    struct tokenizer *tok = NULL;
+    if (rank == 0 && cfg.data.val_path[0] && cfg.data.kind_id != DATA_KIND_text)
+        tok = hf_open_tokenizer(cfg.eval.tokenizer, &cfg, ckpt, d.V, why, sizeof why);
+    else why[0] = '\0';
+    die_all_if(g.world_comm, why[0] != '\0', why, "eval.tokenizer names the model's tokenizer (a tokenizer.json or "
+               "its folder), or 'none'");
+    char desc[256];
+    grid_describe(&g, desc, sizeof desc);
+    log_info("triad eval %s: step %lld, %lld tokens trained on; %s; device %s; %s, %d micro-batch(es) of %d "
+             "sequences per replica\n", ckpt, (long long)st.step, (long long)st.tokens, desc, k->name,
+             cfg.train.precision, s.n_micro, s.micro_batch);
+    if (cfg.data.val_path[0]) held_out(&cfg, &s, &g, &m, &c, tok);
+    tok_close(tok);
+    if (cfg.eval.tasks[0]) tasks(&cfg, ckpt, &s, &g, &m, &c);
+    fflush(stdout);
+    model_free(&m);
+    comm_free(&c);
+    grid_free(&g);
+    if (k->close) k->close();
+    return EXIT_DONE;
+}

@@ -1,0 +1,58 @@
+/* mc_eval.h -- multiple-choice tasks (eval.tasks) scored on the grid, for
+ * `triad eval` and train.mc_eval_every.
+ *
+ * Each choice is one sequence: its example's context, then its own ids.
+ * batch_size of them make a global batch through the training schedule's
+ * forwards, as the held-out loss (eval.h): nothing of the training state
+ * is touched, so a run's training numbers are bitwise the same with and
+ * without it.  Each batch's token losses are summed over the grid into one
+ * (batch_size, seq_len) table, every position from the one rank that
+ * computed it; a choice's log-probability is minus the sum of its tokens'
+ * losses, taken in order.  acc counts the examples whose choice of the
+ * largest log-probability is the label, acc_norm those whose choice of the
+ * largest mean over its tokens is (llm.c's length normalisation; the
+ * first choice wins a tie).  The tasks are read by rank 0 and sent to the
+ * others. */
+#ifndef TRIAD_MC_EVAL_H
+#define TRIAD_MC_EVAL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "comm.h"
+#include "config.h"
+#include "data.h"
+#include "mc_task.h"
+#include "metrics.h"
+#include "model.h"
+#include "pipeline_exec.h"
+#include "shape.h"
+
+enum { MC_NAME = 64 };
+
+struct mc_eval {
+    int ntask;
+    struct mc_task *task;       /* [ntask] */
+    char (*name)[MC_NAME];      /* [ntask] each task's name (eval.tasks) */
+    struct task_score *score;   /* [ntask] the last evaluation's */
+    struct pp_exec exec;        /* the schedule's forwards alone */
+    int64_t G;                  /* sequences per global batch */
+    int T;
+    int32_t *rows;              /* (G, T+1) the batch's sequences */
+    float *losses;              /* (G, T) their token losses, summed over the grid */
+    struct data_source *data;   /* over rows */
+};
+
+/* Collective: read the tasks of eval.tasks (rank 0, a JSON Lines task
+ * through eval.tokenizer's tokenizer: the model's, ckpt's or with ckpt
+ * NULL the run's), for a model of V ids and seq_len T, and send them to
+ * every rank.  Errors agreed, printed once, status 1.  Nothing (ntask = 0)
+ * without tasks. */
+void mc_eval_init(struct mc_eval *e, const struct config *cfg, const char *ckpt, const struct run_shape *s,
+                  const struct grid *g, int V, int T);
+/* Collective: score every task (e->score); rank 0 writes each choice's
+ * line to scores where it is not NULL (eval.scores). */
+void mc_eval_run(struct mc_eval *e, struct model *m, struct comm *c, FILE *scores);
+void mc_eval_free(struct mc_eval *e);
+
+#endif
