@@ -275,7 +275,7 @@ int main(int argc, char **argv)
     for (int c = CAND_AVX512; c <= CAND_AVX2; c++)
         if (have[c]) {
             set_threads((enum cand)c, nthreads);
-            printf("# gemm_peak_gflops() on %s: %.1f\n", cand_name[c], gemm_peak_gflops());
+            printf("# gemm_peak_gflops() on %s: %.1f\n", cand_name[c], gemm_peak_gflops(GEMM_FP32));
         }
     free(b.A); free(b.B); free(b.C); free(b.D);
     return 0;
