@@ -170,14 +170,25 @@ const struct gemm_kernel gemm_kernel_avx512 = {
     .pack_a = pack_a, .pack_b = pack_b, .ukernel = ukernel_rows,
 };
 
+/* gemm_pack.h's bf16 layouts: the fp32 packing, then pairs swapped and rounded in place (kc odd: in C). */
 AVX512_TARGET static void pack_a_bf16(int transA, int m, int kc, const float *A, long lda, void *ap)
 {
-    pack_a_bf16_c(transA, m, kc, A, lda, ap, GEMM_MR);
+    if (kc % 2) {
+        pack_a_bf16_c(transA, m, kc, A, lda, ap, GEMM_MR);
+        return;
+    }
+    pack_a(transA, m, kc, A, lda, ap);
+    bf16_pairs(ap, (long)(m + GEMM_MR - 1) / GEMM_MR * GEMM_MR * kc, GEMM_MR);
 }
 
 AVX512_TARGET static void pack_b_bf16(int transB, int kc, int n, const float *B, long ldb, void *bp)
 {
-    pack_b_bf16_c(transB, kc, n, B, ldb, bp, GEMM_NR);
+    if (kc % 2) {
+        pack_b_bf16_c(transB, kc, n, B, ldb, bp, GEMM_NR);
+        return;
+    }
+    pack_b(transB, kc, n, B, ldb, bp);
+    bf16_pairs(bp, (long)(n + GEMM_NR - 1) / GEMM_NR * GEMM_NR * kc, GEMM_NR);
 }
 
 const struct gemm_kernel gemm_kernel_avx512_bf16 = {

@@ -59,7 +59,23 @@ pack_b_c(int transB, int kc, int n, const float *restrict B, long ldb, float *re
  * rounded by gemm_bf16_round, k padded with zeros to kp (even), and each
  * pair of k stored odd first (packed position q holds k = q ^ 1), so that
  * an fp32 micro-kernel summing in packed order adds a(2p+1) b(2p+1) before
- * a(2p) b(2p).  (Position q < kp holds k = q ^ 1 < kc, or a zero.) */
+ * a(2p) b(2p).  (Position q < kp holds k = q ^ 1 < kc, or a zero.)
+ *
+ * With kc even, a kernel packs with its fp32 packing and then turns the
+ * panels into these in place (bf16_pairs): n floats in groups of 2w (the
+ * w values of one k, then the w of the next), each group's halves
+ * swapped and rounded.  With kc odd (at most a product's last block) the
+ * loops below pack directly. */
+static inline __attribute__((always_inline)) void bf16_pairs(float *restrict x, long n, const int w)
+{
+    for (long g = 0; g < n; g += 2 * w)
+        for (int i = 0; i < w; i++) {
+            float lo = gemm_bf16_round(x[g + i]), hi = gemm_bf16_round(x[g + w + i]);
+            x[g + i] = hi;
+            x[g + w + i] = lo;
+        }
+}
+
 static inline __attribute__((always_inline)) float bf16_at(const float *x, long stride, int k, int kc)
 {
     return k < kc ? gemm_bf16_round(x[(long)k * stride]) : 0.0f;
