@@ -78,17 +78,23 @@ AVX512_TARGET static void pack_a(int transA, int m, int kc, const float *A, long
     uint32_t *ap = ap_;
     int kp2 = (kc + 1) / 2; /* pairs */
     const __mmask16 full = lanes_mask(GEMM_MR);
-    for (int p0 = 0; p0 < m; p0 += GEMM_MR, ap += (long)GEMM_MR * kp2) {
-        int mr = m - p0 < GEMM_MR ? m - p0 : GEMM_MR;
-        if (transA) {         /* op(A)(i,k) = A[k*lda + i]: two rows of A per pair, across */
-            for (int p = 0; p < kp2; p++) {
-                const float *r0 = A + (long)(2 * p) * lda + p0;
-                const float *r1 = 2 * p + 1 < kc ? r0 + lda : NULL;
-                _mm512_mask_storeu_epi32(ap + (long)p * GEMM_MR, full, pairs_across(r0, r1, lanes_mask(mr)));
+    if (transA) {             /* op(A)(i,k) = A[k*lda + i]: two rows of A per pair, across, 8 pairs at a time */
+        for (int pb = 0; pb < kp2; pb += 8) {
+            int pe = pb + 8 < kp2 ? pb + 8 : kp2;
+            for (int p0 = 0; p0 < m; p0 += GEMM_MR) {
+                __mmask16 mk = lanes_mask(m - p0);
+                for (int p = pb; p < pe; p++) {
+                    const float *r0 = A + (long)(2 * p) * lda + p0;
+                    const float *r1 = 2 * p + 1 < kc ? r0 + lda : NULL;
+                    _mm512_mask_storeu_epi32(ap + (long)p0 * kp2 + (long)p * GEMM_MR, full, pairs_across(r0, r1, mk));
+                }
             }
-        } else {              /* op(A)(i,k) = A[i*lda + k] */
-            pairs_down(A + (long)p0 * lda, lda, mr, kc, ap, GEMM_MR, GEMM_MR);
         }
+        return;
+    }
+    for (int p0 = 0; p0 < m; p0 += GEMM_MR, ap += (long)GEMM_MR * kp2) { /* op(A)(i,k) = A[i*lda + k] */
+        int mr = m - p0 < GEMM_MR ? m - p0 : GEMM_MR;
+        pairs_down(A + (long)p0 * lda, lda, mr, kc, ap, GEMM_MR, GEMM_MR);
     }
 }
 
