@@ -67,7 +67,7 @@ int main(int argc, char **argv)
     int N = B * T, HS = C / NH;
     size_t NC = (size_t)N * C, NV = (size_t)N * V, ATT = (size_t)B * NH * T; /* attention's log-sum-exp */
     printf("kernels_bench: B=%d T=%d C=%d NH=%d V=%d, %d threads, gemm %s\n", B, T, C, NH, V,
-           omp_get_max_threads(), gemm_backend_name());
+           omp_get_max_threads(), gemm_backend_name(GEMM_FP32));
 
     int32_t *tok = malloc((size_t)N * sizeof(int32_t));
     for (int n = 0; n < N; n++) tok[n] = (int32_t)((n * 7919u) % (unsigned)V);

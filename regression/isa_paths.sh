@@ -1,15 +1,17 @@
 #!/bin/sh
 # Every SIMD path this processor runs (src/base/cpu.h: TRIAD_ISA=generic|avx2|
-# avx512) gives the same numbers: a few runs (fp32, bf16, fp16 with an
-# overflow on tp 2 x dp 2, the 3-D grid) compared across the paths bitwise,
-# every step's loss and gradient norm and the final parameters; then the
-# whole regression suite under each lower path against the same stored
+# avx512|avx512bf16) gives the same numbers: a few runs (fp32, bf16, fp16
+# with an overflow on tp 2 x dp 2, the 3-D grid) compared across the paths
+# bitwise, every step's loss and gradient norm and the final parameters, each
+# run on its path's kernel (a bf16 run's products on its bf16 kernel:
+# VDPBF16PS on avx512bf16, emulated on the others); then the whole
+# regression suite under each lower path against the same stored
 # references (the best path runs it as regression/run).
 . "$(dirname "$0")/lib.sh"
 cases="$top_srcdir/regression/cases"
 
 paths=""
-for p in generic avx2 avx512; do
+for p in generic avx2 avx512 avx512bf16; do
     if TRIAD_ISA=$p $MPIEXEC -n 1 "$TRIAD" --version > "$scratch/version.$p" 2>&1; then
         paths="$paths $p"
     else
@@ -25,8 +27,12 @@ for c in serial bf16 fp16_overflow_tp2_dp2 grid3d; do
     for p in $paths; do
         (cd "$cases" && TRIAD_ISA=$p triad_run "${ranks:-1}" "$c.nml" io.run_dir="'$scratch/$c.$p'")
         st=$?
-        grep -q "matmul: triad $p sgemm" "$scratch/last.out" || st=1
-        ok $st "$c on path $p: ran $ranks rank(s) on triad's $p kernels"
+        case $c in # (avx512bf16 multiplies fp32 and fp16 runs on avx512's sgemm)
+            bf16) kernel="triad $p bf16 gemm" ;;
+            *) kernel="triad ${p%bf16} sgemm" ;;
+        esac
+        grep -q "matmul: $kernel" "$scratch/last.out" || st=1
+        ok $st "$c on path $p: ran $ranks rank(s) on triad's $p kernels ($kernel)"
         [ $st -eq 0 ] || tail -5 "$scratch/last.out" | diag
     done
     for p in $paths; do

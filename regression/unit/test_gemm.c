@@ -4,7 +4,12 @@
  * the packed kernel (MR 14, NR 32, MC 224, KC 256, NC 1024 in gemm.c),
  * sub-matrices (lda/ldb/ldc wider than the operand), calls from inside an
  * OpenMP parallel region, and bitwise determinism.  Then every SIMD path this
- * processor runs against the arithmetic gemm_kernels.h defines, bitwise. */
+ * processor runs against the arithmetic gemm_kernels.h defines, bitwise, in
+ * fp32 (gemm_f32) and in bf16 (gemm_bf16: odd K, blocks padded to even,
+ * operands rounded at packing, and tiny sums that the arithmetic flushes),
+ * and gemm_bf16 against the double-accumulated product of the rounded
+ * operands. */
+#include <float.h>
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -303,9 +308,174 @@ static void test_paths_bitwise(void)
     gemm_reset_path();
 }
 
+/* ------------------------------------------------------------ gemm_bf16 */
+
+static float op_a(const struct mats *m, int i, int k)
+{
+    return m->tA ? m->A[(size_t)k * m->lda + i] : m->A[(size_t)i * m->lda + k];
+}
+
+static float op_b(const struct mats *m, int k, int j)
+{
+    return m->tB ? m->B[(size_t)j * m->ldb + k] : m->B[(size_t)k * m->ldb + j];
+}
+
+/* gemm_kernels.h's bf16 arithmetic, one element at a time: K blocks of
+ * GEMM_KC padded to even, pairs odd first, fma_ftz, the flushing close. */
+static void spec_gemm_bf16(const struct mats *m, float alpha, float beta, float *C)
+{
+    for (int i = 0; i < m->M; i++)
+        for (int j = 0; j < m->N; j++) {
+            float c = m->C0[(size_t)i * m->ldc + j];
+            for (int k0 = 0; k0 < m->K; k0 += GEMM_KC) {
+                int k1 = k0 + GEMM_KC < m->K ? k0 + GEMM_KC : m->K;
+                float acc = 0.0f;
+                for (int k = k0; k < k1; k += 2) {
+                    float a1 = k + 1 < k1 ? gemm_bf16_round(op_a(m, i, k + 1)) : 0.0f;
+                    float b1 = k + 1 < k1 ? gemm_bf16_round(op_b(m, k + 1, j)) : 0.0f;
+                    acc = gemm_fma_ftz(a1, b1, acc);
+                    acc = gemm_fma_ftz(gemm_bf16_round(op_a(m, i, k)), gemm_bf16_round(op_b(m, k, j)), acc);
+                }
+                float b0 = k0 == 0 ? beta : 1.0f, r = gemm_mul_ftz(alpha, acc);
+                c = b0 != 0.0f ? gemm_fma_ftz(b0, c, r) : r;
+            }
+            C[(size_t)i * m->ldc + j] = c;
+        }
+}
+
+/* Tiny operands where (i + j) % 5 == 0 scale them: row i of op(A) by
+ * 2^-60 and column j of op(B) by 2^-66 when i % 5 == 0 (j % 5 == 0), so
+ * those products (about 2^-126) and their sums cross FLT_MIN and the
+ * flushing decides; every 7th value of A is a bf16 subnormal (a zero once
+ * packed). */
+static void make_tiny(struct mats *m)
+{
+    for (int i = 0; i < m->M; i++)
+        for (int k = 0; k < m->K; k++) {
+            float *a = m->tA ? &m->A[(size_t)k * m->lda + i] : &m->A[(size_t)i * m->lda + k];
+            if (i % 5 == 0) *a *= 0x1p-60f;
+            if ((i * 31 + k) % 7 == 0) *a = 0x1p-130f * (k % 2 ? -1.0f : 1.0f);
+        }
+    for (int j = 0; j < m->N; j++)
+        for (int k = 0; k < m->K; k++)
+            if (j % 5 == 0) *(m->tB ? &m->B[(size_t)j * m->ldb + k] : &m->B[(size_t)k * m->ldb + j]) *= 0x1p-66f;
+}
+
+/* Each path's gemm_bf16 gives exactly spec_gemm_bf16's C: every transpose,
+ * odd and even K on both sides of GEMM_KC, kernels' edges, alpha/beta,
+ * tiny sums, 1 and N threads. */
+static void test_paths_bitwise_bf16(void)
+{
+    static const int sizes[][3] = {
+        {1, 1, 1}, {5, 7, 3}, {6, 16, 17}, {7, 17, 255}, {13, 31, 256}, {14, 32, 257},
+        {29, 47, 601}, {145, 40, 70}, {225, 33, 9}, {64, 1030, 20}, {100, 64, 513},
+    };
+    static const float ab[][2] = {{1.0f, 0.0f}, {1.0f, 1.0f}, {0.75f, -1.5f}};
+    int ncase = (int)(sizeof sizes / sizeof sizes[0]), nt = omp_get_max_threads();
+    for (int p = 0; p < ISA_COUNT; p++) {
+        if (!isa_supported((enum isa)p)) {
+            char why[96];
+            snprintf(why, sizeof why, "path %s (bf16): this processor cannot run it", isa_name((enum isa)p));
+            tap_skip(why);
+            continue;
+        }
+        isa_force((enum isa)p);
+        gemm_reset_path();
+        int bad = -1, checked = 0, flushed = 0;
+        for (int c = 0; c < ncase && bad < 0; c++)
+            for (int t = 0; t < 4 && bad < 0; t++)
+                for (int x = 0; x < 3 && bad < 0; x++)
+                    for (int th = 1; th <= nt && bad < 0; th += nt > 1 ? nt - 1 : 1) {
+                        float alpha = ab[x][0], beta = ab[x][1];
+                        struct mats m = mats_new(t >> 1, t & 1, sizes[c][0], sizes[c][1], sizes[c][2], c % 2 * 3,
+                                                 beta, 700u + (uint64_t)(c * 12 + t * 3 + x));
+                        if ((c + t) % 2) make_tiny(&m);
+                        size_t nc = (size_t)m.M * m.ldc;
+                        float *want = malloc(nc * sizeof(float));
+                        if (!want) exit(1);
+                        memcpy(want, m.C0, nc * sizeof(float));
+                        spec_gemm_bf16(&m, alpha, beta, want);
+                        for (size_t e = 0; e < nc; e++) flushed += want[e] == 0.0f && m.C0[e] != 0.0f && beta == 0;
+                        omp_set_num_threads(th);
+                        gemm_bf16(m.tA, m.tB, m.M, m.N, m.K, alpha, m.A, m.lda, m.B, m.ldb, beta, m.C, m.ldc);
+                        omp_set_num_threads(nt);
+                        if (memcmp(want, m.C, nc * sizeof(float)) != 0) bad = c;
+                        checked++;
+                        free(want);
+                        mats_free(&m);
+                    }
+        if (!tap_ok(bad < 0, "path %s: gemm_bf16 bitwise equal to the bf16 arithmetic of gemm_kernels.h (%d products: "
+                    "every transpose, odd K, block edges, alpha/beta, tiny sums (%d flushed to 0), 1 and %d threads; "
+                    "%s)", isa_name((enum isa)p), checked, flushed, nt, gemm_backend_name(GEMM_BF16)))
+            tap_diag("first failing size M=%d N=%d K=%d", sizes[bad][0], sizes[bad][1], sizes[bad][2]);
+    }
+    gemm_reset_path();
+}
+
+/* The window where fma_ftz's rule matters, in a product: row 0 of A and
+ * column 0 of B make the first pair's sum FLT_MIN + 2^-149 and the second
+ * pair subtract (8 + r) 2^-152 with r = row index - 4 of C: r <= 2 rounds
+ * back to FLT_MIN at 24 bits (kept), r >= 3 is tiny (a zero), though
+ * gradual underflow rounds r = 3, 4 up to FLT_MIN.  Every path. */
+static void test_bf16_flush_window(void)
+{
+    enum { M = 13, N = 3, K = 4 };
+    float A[M * K], B[K * N], C[M * N];
+    int ok = 1, paths = 0;
+    for (int i = 0; i < M; i++) {
+        /* pair (0,1): a1 b1 = 2^-126, a0 b0 = 2^-149;  pair (2,3): a3 b3 = -(8 + r) 2^-152, a2 b2 = 0 */
+        A[i * K + 0] = 0x1p-75f, A[i * K + 1] = 0x1p-63f, A[i * K + 2] = 0.0f, A[i * K + 3] = (float)(i + 4) * 0x1p-80f;
+    }
+    for (int j = 0; j < N; j++)
+        B[0 * N + j] = 0x1p-74f, B[1 * N + j] = 0x1p-63f, B[2 * N + j] = 1.0f, B[3 * N + j] = -0x1p-72f;
+    for (int p = 0; p < ISA_COUNT; p++) {
+        if (!isa_supported((enum isa)p)) continue;
+        isa_force((enum isa)p);
+        gemm_reset_path();
+        gemm_bf16(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) ok = ok && C[i * N + j] == (i - 4 <= 2 ? FLT_MIN : 0.0f);
+        paths++;
+    }
+    gemm_reset_path();
+    tap_ok(ok, "gemm_bf16 on %d path(s): FLT_MIN - r 2^-152 flushed for r >= 3, kept (rounded to FLT_MIN) for r <= 2",
+           paths);
+}
+
+/* gemm_bf16 is a product: within fp32 rounding of the double-accumulated
+ * product of the operands rounded to bf16 (sizes across every block edge,
+ * alpha/beta). */
+static void test_bf16_accuracy(void)
+{
+    static const int sizes[][3] = {{7, 13, 17}, {15, 33, 15}, {223, 65, 255}, {225, 100, 257}, {29, 1025, 31}};
+    double worst = 0.0;
+    for (int c = 0; c < 5; c++)
+        for (int t = 0; t < 4; t++) {
+            float beta = c % 2 ? 0.5f : 0.0f;
+            struct mats m = mats_new(t >> 1, t & 1, sizes[c][0], sizes[c][1], sizes[c][2], 2, beta, 900u + c * 4u + t);
+            gemm_bf16(m.tA, m.tB, m.M, m.N, m.K, 1.5f, m.A, m.lda, m.B, m.ldb, beta, m.C, m.ldc);
+            for (int i = 0; i < m.M; i++)
+                for (int j = 0; j < m.N; j++) {
+                    double s = 0.0, mag = 0.0;
+                    for (int k = 0; k < m.K; k++) {
+                        double x = (double)gemm_bf16_round(op_a(&m, i, k)) * gemm_bf16_round(op_b(&m, k, j));
+                        s += x;
+                        mag += fabs(x);
+                    }
+                    double c0 = beta != 0.0f ? m.C0[(size_t)i * m.ldc + j] : 0.0; /* (NaN when unread) */
+                    double ref = 1.5 * s + beta * c0, scale = 1.5 * mag + fabs(beta * c0);
+                    double e = fabs(m.C[(size_t)i * m.ldc + j] - ref) / (scale > 1e-30 ? scale : 1e-30);
+                    if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+                }
+            mats_free(&m);
+        }
+    tap_ok(worst <= TOL, "gemm_bf16 within %.0e of the double product of the bf16-rounded operands (worst %.2e; %s)",
+           TOL, worst, gemm_backend_name(GEMM_BF16));
+}
+
 int main(void)
 {
-    tap_diag("path: %s, %d OpenMP threads", gemm_backend_name(), omp_get_max_threads());
+    tap_diag("path: %s, %d OpenMP threads", gemm_backend_name(GEMM_FP32), omp_get_max_threads());
     test_shapes();
     test_alpha_beta();
     test_degenerate();
@@ -313,5 +483,8 @@ int main(void)
     test_determinism();
     test_f64();
     if (getenv("TRIAD_GEMM") == NULL) test_paths_bitwise(); /* (the BLAS is not bitwise) */
+    test_bf16_accuracy();
+    test_paths_bitwise_bf16();
+    test_bf16_flush_window();
     return tap_done();
 }

@@ -11,9 +11,13 @@
  *      cross-entropy, AdamW by hand;
  *  (d) "+=" outputs accumulate (a second call doubles them) and overwritten
  *      outputs ignore their old contents (pre-filled with NaN);
- *  (e) parallel results are bitwise independent of the thread count.
+ *  (e) parallel results are bitwise independent of the thread count;
+ *  (f) the CPU table's matmuls per precision: a bf16 run's in gemm_bf16's
+ *      arithmetic, fp32's and fp16's in gemm_f32's.
  */
 #include "backend.h"
+#include "device.h"
+#include "gemm.h"
 #include "kernel_check.h"
 
 #include <math.h>
@@ -260,6 +264,58 @@ static void test_matmul_f32(int N, int C, int OC)
     check_f32(what, fdb, db, OC);
     free(x); free(wt); free(b); free(d); free(out); free(di); free(dw); free(db);
     free(fx); free(fwt); free(fb); free(fd); free(fout); free(fdi); free(fdw); free(fdb);
+}
+
+/* The CPU table's matmul_forward / matmul_backward in each precision, on
+ * operands holding bf16 values, bitwise against their definition: gemm_bf16
+ * (bf16) or gemm_f32 (fp32, fp16) and the bias and its gradient in float as
+ * the fp32 kernels add them; bf16's products differ from fp32's. */
+static float *frand_new(size_t n, double scale)
+{
+    double *x = drand_new(n, scale, 0);
+    float *f = tof(x, n);
+    free(x);
+    return f;
+}
+
+static void test_matmul_precision(int N, int C, int OC)
+{
+    size_t NC = (size_t)N * C, NO = (size_t)N * OC, OCC = (size_t)OC * C;
+    float *x = frand_new(NC, 1), *w = frand_new(OCC, 0.2), *b = frand_new(OC, 1);
+    float *d = frand_new(NO, 1), *dw0 = frand_new(OCC, 1), *db0 = frand_new(OC, 1);
+    lp_round(PREC_BF16, x, NC), lp_round(PREC_BF16, w, OCC), lp_round(PREC_BF16, d, NO);
+    float *out = fnew(NO), *di = fnew(NC), *dw = fnew(OCC), *db = fnew(OC);
+    float *want = fnew(NO), *wdi = fnew(NC), *wdw = fnew(OCC), *wdb = fnew(OC);
+    static const enum precision ps[] = {PREC_FP32, PREC_BF16, PREC_FP16};
+    int same[3], differs = 0;
+    for (int i = 0; i < 3; i++) {
+        void (*gemm)(int, int, int, int, int, float, const float *, int, const float *, int, float, float *, int) =
+            ps[i] == PREC_BF16 ? gemm_bf16 : gemm_f32;
+        gemm(0, 1, N, OC, C, 1.0f, x, C, w, C, 0.0f, want, OC);
+        for (int n = 0; n < N; n++)
+            for (int j = 0; j < OC; j++) want[(size_t)n * OC + j] += b[j];
+        gemm(0, 0, N, C, OC, 1.0f, d, OC, w, C, 0.0f, wdi, C);
+        memcpy(wdw, dw0, OCC * sizeof(float));
+        gemm(1, 0, OC, C, N, 1.0f, d, OC, x, C, 1.0f, wdw, C);
+        memcpy(wdb, db0, OC * sizeof(float));
+        for (int n = 0; n < N; n++)
+            for (int j = 0; j < OC; j++) wdb[j] += d[(size_t)n * OC + j];
+        fnan(out, NO), fnan(di, NC);
+        memcpy(dw, dw0, OCC * sizeof(float)), memcpy(db, db0, OC * sizeof(float));
+        cpu_device.matmul_forward(ps[i], out, x, w, b, N, C, OC);
+        cpu_device.matmul_backward(ps[i], di, dw, db, d, x, w, N, C, OC);
+        same[i] = !memcmp(out, want, NO * sizeof(float)) && !memcmp(di, wdi, NC * sizeof(float)) &&
+                  !memcmp(dw, wdw, OCC * sizeof(float)) && !memcmp(db, wdb, OC * sizeof(float));
+        if (ps[i] == PREC_BF16) { /* against fp32's products of the same operands */
+            gemm_f32(0, 1, N, OC, C, 1.0f, x, C, w, C, 0.0f, want, OC);
+            for (size_t e = 0; e < NO; e++) differs += want[e] + b[e % OC] != out[e];
+        }
+    }
+    tap_ok(same[0] && same[1] && same[2] && differs > 0,
+           "cpu_device matmuls N=%d C=%d OC=%d: bf16 bitwise gemm_bf16's (%d of %zu outputs differ from fp32's "
+           "products), fp32 and fp16 bitwise gemm_f32's (forward, dinp, dweight +=, dbias +=)", N, C, OC, differs, NO);
+    free(x); free(w); free(b); free(d); free(dw0); free(db0);
+    free(out); free(di); free(dw); free(db); free(want); free(wdi); free(wdw); free(wdb);
 }
 
 /* ------------------------------------------------------------ gelu */
@@ -694,6 +750,7 @@ int main(void)
     test_matmul();
     test_matmul_f32(33, 70, 45);
     test_matmul_f32(130, 257, 300);
+    test_matmul_precision(37, 301, 70);
     test_gelu();
     test_residual();
     test_crossentropy_fd();

@@ -18,7 +18,7 @@
 #define CPU_X86 0
 #endif
 
-static const char *const names[ISA_COUNT] = {"generic", "avx2", "avx512"};
+static const char *const names[ISA_COUNT] = {"generic", "avx2", "avx512", "avx512bf16"};
 
 static _Atomic int active = -1;
 static char reason[160];
@@ -36,6 +36,7 @@ int isa_supported(enum isa i)
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
                __builtin_cpu_supports("fma");
+    case ISA_AVX512BF16: return isa_supported(ISA_AVX512) && __builtin_cpu_supports("avx512bf16");
 #endif
     default: return 0;
     }
@@ -50,7 +51,10 @@ static enum isa isa_best(void)
 
 static const char *has_text(enum isa i)
 {
-    return i == ISA_AVX512 ? "AVX-512 F/BW/DQ/VL" : i == ISA_AVX2 ? "AVX2 and FMA, no AVX-512" : "no AVX2";
+    return i == ISA_AVX512BF16 ? "AVX-512 F/BW/DQ/VL and AVX512-BF16"
+           : i == ISA_AVX512   ? "AVX-512 F/BW/DQ/VL, no AVX512-BF16"
+           : i == ISA_AVX2     ? "AVX2 and FMA, no AVX-512"
+                               : "no AVX2";
 }
 
 int isa_init(char *err, size_t errlen)
@@ -63,7 +67,7 @@ int isa_init(char *err, size_t errlen)
         for (int i = 0; i < ISA_COUNT; i++)
             if (!strcmp(force, names[i])) found = i;
         if (found < 0) {
-            snprintf(err, errlen, "TRIAD_ISA=%s is not a SIMD path: use generic, avx2 or avx512 (or unset it)",
+            snprintf(err, errlen, "TRIAD_ISA=%s is not a SIMD path: use generic, avx2, avx512 or avx512bf16 (or unset it)",
                      force);
             return -1;
         }
@@ -202,24 +206,26 @@ static double max_clock_ghz(char *src, size_t srclen)
     return listed;
 }
 
-void cpu_core_peak(enum isa i, struct cpu_peak *out)
+void cpu_core_peak(enum isa i, int bf16, struct cpu_peak *out)
 {
     char src[96];
     out->ghz = max_clock_ghz(src, sizeof src);
-    /* Two FMA pipes of the path's width, 2 flops per lane each; Zen 4
-     * (AMD family 0x19) runs AVX-512 on 256-bit pipes. */
-    int lanes = i == ISA_AVX512 ? 16 : i == ISA_AVX2 ? 8 : 4;
+    /* Two FMA pipes of the path's width, 2 flops per lane each (VDPBF16PS:
+     * 2 products per lane); Zen 4 (AMD family 0x19) runs AVX-512 on 256-bit
+     * pipes. */
+    int wide = i == ISA_AVX512 || i == ISA_AVX512BF16, pairs = bf16 && i == ISA_AVX512BF16 ? 2 : 1;
+    int lanes = wide ? 16 : i == ISA_AVX2 ? 8 : 4;
     const char *note = "";
 #if CPU_X86
-    if (i == ISA_AVX512 && __builtin_cpu_is("amd")) {
+    if (wide && __builtin_cpu_is("amd")) {
         char fam[16];
         cpuinfo_field("cpu family", fam, sizeof fam);
         if (atoi(fam) == 0x19) lanes = 8, note = " (AMD family 0x19: AVX-512 on 256-bit pipes)";
     }
 #endif
-    out->flops_per_cycle = 2 * lanes * 2;
-    snprintf(out->how, sizeof out->how, "%.2f GHz (%s) x 2 FMA pipes x %d fp32 lanes x 2 flops%s", out->ghz,
-             src, lanes, note);
+    out->flops_per_cycle = 2 * lanes * pairs * 2;
+    snprintf(out->how, sizeof out->how, "%.2f GHz (%s) x 2 FMA pipes x %d fp32 lanes x %s2 flops%s", out->ghz, src,
+             lanes, pairs == 2 ? "2 bf16 products (VDPBF16PS) x " : "", note);
 }
 
 int cpu_cores_available(void)

@@ -1,9 +1,11 @@
 /* cpu.h -- the processor: which SIMD path the hot kernels take, and its
- * nominal fp32 peak (the MFU reference on the CPU).
+ * nominal peak (the MFU reference on the CPU).
  *
  * Paths, lowest first: generic (plain C, any 64-bit CPU), avx2 (AVX2 + FMA),
- * avx512 (AVX-512 F/BW/DQ/VL).  The best one the processor runs is chosen at
- * start-up; TRIAD_ISA=generic|avx2|avx512 forces one (a path the processor
+ * avx512 (AVX-512 F/BW/DQ/VL), avx512bf16 (avx512 with AVX512-BF16: a bf16
+ * run's products on VDPBF16PS; everything else as avx512).  The best one
+ * the processor runs is chosen at start-up;
+ * TRIAD_ISA=generic|avx2|avx512|avx512bf16 forces one (a path the processor
  * cannot run is an error), so one machine can test every lower path.
  * Every path computes bitwise the same numbers (gemm_kernels.h says how). */
 #ifndef TRIAD_CPU_H
@@ -11,7 +13,7 @@
 
 #include <stddef.h>
 
-enum isa { ISA_GENERIC, ISA_AVX2, ISA_AVX512, ISA_COUNT };
+enum isa { ISA_GENERIC, ISA_AVX2, ISA_AVX512, ISA_AVX512BF16, ISA_COUNT };
 
 const char *isa_name(enum isa i);
 /* 1 if this processor (and this build) can run path i. */
@@ -31,14 +33,17 @@ int isa_force(enum isa i);
 /* The processor's name (from /proc/cpuinfo), "" if unknown. */
 const char *cpu_model_name(void);
 
-/* Nominal fp32 peak of one core on path i: clock x flop/cycle, with the
- * clock and the per-cycle rate it took (why: "2 FMA pipes x 8 lanes"). */
+/* Nominal peak of one core on path i: clock x flop/cycle, with the clock
+ * and the per-cycle rate it took (why: "2 FMA pipes x 8 lanes"); fp32's,
+ * or with bf16 set a bf16 run's products' (twice fp32's on avx512bf16,
+ * whose VDPBF16PS adds two products per fp32 lane; fp32's on the paths
+ * that emulate it). */
 struct cpu_peak {
     double ghz;            /* maximum clock, 0 when unknown */
-    int flops_per_cycle;   /* fp32, per core */
-    char how[200];         /* where the figures came from */
+    int flops_per_cycle;   /* per core */
+    char how[240];         /* where the figures came from */
 };
-void cpu_core_peak(enum isa i, struct cpu_peak *out);
+void cpu_core_peak(enum isa i, int bf16, struct cpu_peak *out);
 
 /* Cores this process may run on (its affinity mask: a Slurm allocation's
  * cpuset; with OMP_PROC_BIND, the processors of its OpenMP places), at

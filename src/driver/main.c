@@ -65,8 +65,8 @@ static void usage(FILE *f)
             "The number of ranks must equal tp * cp * dp * pp (dp = 0 in the deck takes the rest).\n"
             "Exit status: 0 done, 1 error, 3 stopped cleanly with a checkpoint (requeue), 4 hung\n"
             "(diag.hang_timeout; run_dir/hang.rank*.txt).\n"
-            "Environment: TRIAD_ISA=generic|avx2|avx512 forces a lower SIMD path (--version says which runs);\n"
-            "TRIAD_GEMM=blas multiplies with the BLAS instead of triad's kernels.\n"
+            "Environment: TRIAD_ISA=generic|avx2|avx512|avx512bf16 forces a lower SIMD path (--version says which runs);\n"
+            "TRIAD_GEMM=blas multiplies fp32 products with the BLAS instead of triad's kernels.\n"
             "Reference: docs/input.md; files: docs/formats.md.\n");
 }
 

@@ -88,7 +88,7 @@ static void mfu_reference(struct run *r, const struct device *k, enum precision 
         MPI_CHECK(MPI_Comm_free(&node));
         int avail = cpu_cores_available();
         cores = node_threads > avail ? (double)threads * avail / node_threads : threads;
-        cpu_core_peak(isa_active(), &cp);
+        cpu_core_peak(isa_active(), prec == PREC_BF16, &cp);
         nominal = cores * cp.ghz * cp.flops_per_cycle;
     }
     double mine = set > 0 ? set : nominal > 0 ? nominal : measured, sum = 0;
@@ -99,9 +99,9 @@ static void mfu_reference(struct run *r, const struct device *k, enum precision 
                  "%.1f GFLOP/s from the deck (train.peak_gflops); MFU is against it", set);
     else if (nominal > 0)
         snprintf(r->peak_text, sizeof r->peak_text,
-                 "nominal %.1f GFLOP/s (%.2f cores x %s), measured sgemm %.1f GFLOP/s (%.0f%% of nominal); "
+                 "nominal %.1f GFLOP/s (%.2f cores x %s), measured %s %.1f GFLOP/s (%.0f%% of nominal); "
                  "MFU is against the nominal (train.peak_gflops overrides)",
-                 nominal, cores, cp.how, measured, 100 * measured / nominal);
+                 nominal, cores, cp.how, prec == PREC_BF16 ? "bf16 gemm" : "sgemm", measured, 100 * measured / nominal);
     else
         snprintf(r->peak_text, sizeof r->peak_text,
                  "measured %.1f GFLOP/s (no nominal figure for this device); MFU is against it "

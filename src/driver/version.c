@@ -53,9 +53,10 @@ void version_print(FILE *f)
             "; kernels compiled for generic"
 #endif
     );
-    fprintf(f, "simd:     %s (%s%s%s); TRIAD_ISA=generic|avx2|avx512 forces another\n", isa_name(isa_active()),
+    fprintf(f, "simd:     %s (%s%s%s); TRIAD_ISA=generic|avx2|avx512|avx512bf16 forces another\n", isa_name(isa_active()),
             isa_reason(), *model ? "; " : "", model);
-    fprintf(f, "matmul:   %s\n", gemm_backend_name());
+    fprintf(f, "matmul:   %s\n", gemm_backend_name(GEMM_FP32));
+    fprintf(f, "bf16:     %s\n", gemm_backend_name(GEMM_BF16));
 #ifdef HAVE_OPENBLAS_GET_CONFIG
     fprintf(f, "blas:     %s (%s)\n", BLAS_NAME, openblas_get_config());
 #else

@@ -36,6 +36,15 @@ void KNAME(matmul_forward)(KREAL *out, const KREAL *inp, const KREAL *weight,
 void KNAME(matmul_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias,
                             const KREAL *dout, const KREAL *inp, const KREAL *weight,
                             int N, int C, int OC);
+#ifdef KERNELS_BF16
+/* The same two with the products in gemm_bf16's arithmetic (gemm.h): a
+ * bf16 run's, whose operands hold bf16 values (in the float copies of
+ * kernels_cpu.c only: the CPU table's matmuls in PREC_BF16). */
+void KNAME(matmul_forward_bf16)(KREAL *out, const KREAL *inp, const KREAL *weight, const KREAL *bias, int N, int C,
+                                int OC);
+void KNAME(matmul_backward_bf16)(KREAL *dinp, KREAL *dweight, KREAL *dbias, const KREAL *dout, const KREAL *inp,
+                                 const KREAL *weight, int N, int C, int OC);
+#endif
 
 /* Causal self-attention over NH query heads of size HS sharing NKV key/value
  * heads (grouped-query attention: query head h reads kv head h / (NH/NKV);

@@ -6,7 +6,9 @@
  * machines measured it beat the BLAS libraries on the program's shapes
  * (docs/performance.md, "Matmul path").  TRIAD_GEMM=blas calls
  * cblas_sgemm instead.  fp64 is always cblas_dgemm (the double-precision
- * tests).
+ * tests).  gemm_bf16 (a bf16 run's linear layers) runs the same loop nest
+ * over the path's bf16 kernel: VDPBF16PS on avx512bf16, its arithmetic in
+ * fp32 FMAs elsewhere (gemm_kernels.h); no BLAS has that arithmetic.
  *
  * Threads: the caller's OpenMP owns the cores.  Outside a parallel region a
  * product is cut into one slice of C per OpenMP thread; inside one (attention
@@ -55,39 +57,48 @@ void MKL_Set_Num_Threads(int nth);
 #endif
 
 /* ------------------------------------------------------------ the path */
-/* The kernel in use, or NULL for cblas_sgemm; chosen once, on first use
- * (possibly inside a parallel region, hence the atomic and the critical
- * section), and again by gemm_reset_path. */
-static const struct gemm_kernel *_Atomic path_kernel;
+/* The kernels in use per arithmetic (fp32: NULL for cblas_sgemm); chosen
+ * once, on first use (possibly inside a parallel region, hence the atomics
+ * and the critical section), and again by gemm_reset_path. */
+static const struct gemm_kernel *_Atomic path_kernel[2];
 static _Atomic int path_set;
 
-static const struct gemm_kernel *kernel_of(enum isa i)
+static const struct gemm_kernel *kernel_of(enum isa i, enum gemm_arith a)
 {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    if (i == ISA_AVX512) return &gemm_kernel_avx512;
-    if (i == ISA_AVX2) return &gemm_kernel_avx2;
+    if (i == ISA_AVX512BF16) return a == GEMM_BF16 ? &gemm_kernel_avx512bf16 : &gemm_kernel_avx512;
+    if (i == ISA_AVX512) return a == GEMM_BF16 ? &gemm_kernel_avx512_bf16 : &gemm_kernel_avx512;
+    if (i == ISA_AVX2) return a == GEMM_BF16 ? &gemm_kernel_avx2_bf16 : &gemm_kernel_avx2;
 #endif
     (void)i;
-    return &gemm_kernel_generic;
+    return a == GEMM_BF16 ? &gemm_kernel_generic_bf16 : &gemm_kernel_generic;
 }
 
-static const struct gemm_kernel *gemm_path(void)
+static void check_fits(const struct gemm_kernel *g)
 {
-    if (atomic_load_explicit(&path_set, memory_order_acquire)) return atomic_load(&path_kernel);
+    if (g && (g->mc > GEMM_MC_MAX || g->nr > GEMM_NR_MAX || g->mc % g->mr || GEMM_NC % g->nr)) {
+        fprintf(stderr, "gemm: kernel '%s' does not fit the packing buffers (gemm_kernels.h)\n", g->name);
+        abort();
+    }
+}
+
+static const struct gemm_kernel *gemm_path(enum gemm_arith a)
+{
+    if (atomic_load_explicit(&path_set, memory_order_acquire)) return atomic_load(&path_kernel[a]);
     enum isa isa = isa_active(); /* (outside the critical section: it has its own) */
 #pragma omp critical(triad_gemm_init)
     if (!atomic_load_explicit(&path_set, memory_order_relaxed)) {
         const char *force = getenv("TRIAD_GEMM");
-        const struct gemm_kernel *g = force && !strcmp(force, "blas") ? NULL : kernel_of(isa);
-        if (g && (g->mc > GEMM_MC_MAX || g->nr > GEMM_NR_MAX || g->mc % g->mr || GEMM_NC % g->nr)) {
-            fprintf(stderr, "gemm: kernel '%s' does not fit the packing buffers (gemm_kernels.h)\n", g->name);
-            abort();
-        }
-        atomic_store(&path_kernel, g);
+        const struct gemm_kernel *g = force && !strcmp(force, "blas") ? NULL : kernel_of(isa, GEMM_FP32);
+        const struct gemm_kernel *h = kernel_of(isa, GEMM_BF16);
+        check_fits(g);
+        check_fits(h);
+        atomic_store(&path_kernel[GEMM_FP32], g);
+        atomic_store(&path_kernel[GEMM_BF16], h);
         BLAS_ONE_THREAD();
         atomic_store_explicit(&path_set, 1, memory_order_release);
     }
-    return atomic_load(&path_kernel);
+    return atomic_load(&path_kernel[a]);
 }
 
 void gemm_reset_path(void) { atomic_store(&path_set, 0); }
@@ -116,19 +127,24 @@ static float *buf_get(float **buf, size_t nfloat)
 /* One thread's share: C(m,n) = alpha op(A) op(B) + beta C, A/B/C already
  * offset to the slice.  Loop nest jc -> pc -> ic -> jr -> ir: a packed B
  * micro-panel (KC x NR) stays in L1 while the packed A block (MC x KC)
- * streams from L2; the packed B block (KC x NC) serves all of the rows. */
+ * streams from L2; the packed B block (KC x NC) serves all of the rows.
+ * A bf16 kernel's blocks hold kp (kc padded to even) values of k, of
+ * g->elem bytes each. */
 static void gemm_serial_packed(const struct gemm_kernel *g, int transA, int transB, int m, int n, int k,
                                float alpha, const float *A, long lda, const float *B, long ldb, float beta,
                                float *C, long ldc)
 {
-    float *ap = buf_get(&tl_apack, APACK_FLOATS);
-    float *bp = buf_get(&tl_bpack, BPACK_FLOATS);
+    char *ap = (char *)buf_get(&tl_apack, APACK_FLOATS);
+    char *bp = (char *)buf_get(&tl_bpack, BPACK_FLOATS);
     const int MR = g->mr, NR = g->nr, MC = g->mc;
+    unsigned mode = g->mode_enter ? g->mode_enter() : 0;
 
     for (int jc = 0; jc < n; jc += GEMM_NC) {
         int nc = n - jc < GEMM_NC ? n - jc : GEMM_NC;
         for (int pc = 0; pc < k; pc += GEMM_KC) {
             int kc = k - pc < GEMM_KC ? k - pc : GEMM_KC;
+            int kp = g->bf16 ? (kc + 1) & ~1 : kc;
+            long panel = (long)kp * g->elem; /* bytes per row or column of a panel */
             float beta_p = pc == 0 ? beta : 1.0f;  /* later K blocks accumulate */
             g->pack_b(transB, kc, nc, transB ? B + (long)jc * ldb + pc : B + (long)pc * ldb + jc, ldb, bp);
             for (int ic = 0; ic < m; ic += MC) {
@@ -136,16 +152,17 @@ static void gemm_serial_packed(const struct gemm_kernel *g, int transA, int tran
                 g->pack_a(transA, mc, kc, transA ? A + (long)pc * lda + ic : A + (long)ic * lda + pc, lda, ap);
                 for (int jr = 0; jr < nc; jr += NR) {
                     int nr = nc - jr < NR ? nc - jr : NR;
-                    const float *bpj = bp + (long)jr * kc;
+                    const char *bpj = bp + jr * panel;
                     for (int ir = 0; ir < mc; ir += MR) {
                         int mr = mc - ir < MR ? mc - ir : MR;
-                        g->ukernel[mr](kc, ap + (long)ir * kc, bpj, C + (long)(ic + ir) * ldc + jc + jr, ldc,
-                                       alpha, beta_p, nr);
+                        g->ukernel[mr](kp, ap + ir * panel, bpj, C + (long)(ic + ir) * ldc + jc + jr, ldc, alpha,
+                                       beta_p, nr);
                     }
                 }
             }
         }
     }
+    if (g->mode_leave) g->mode_leave(mode);
 }
 
 static void gemm_serial_blas(int transA, int transB, int m, int n, int k, float alpha, const float *A, long lda,
@@ -209,11 +226,9 @@ static void gemm_parallel(const struct gemm_kernel *g, int gm, int gn, int trans
     }
 }
 
-void gemm_f32(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
-              int ldb, float beta, float *C, int ldc)
+static void gemm_by(const struct gemm_kernel *g, int transA, int transB, int M, int N, int K, float alpha,
+                    const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
-    if (M <= 0 || N <= 0) return;
-    const struct gemm_kernel *g = gemm_path();
     if (K <= 0 || alpha == 0.0f) {
         scale_c(M, N, beta, C, ldc);
         return;
@@ -225,6 +240,20 @@ void gemm_f32(int transA, int transB, int M, int N, int K, float alpha, const fl
         gemm_slice(g, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+void gemm_f32(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+              int ldb, float beta, float *C, int ldc)
+{
+    if (M <= 0 || N <= 0) return;
+    gemm_by(gemm_path(GEMM_FP32), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm_bf16(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+               int ldb, float beta, float *C, int ldc)
+{
+    if (M <= 0 || N <= 0) return;
+    gemm_by(gemm_path(GEMM_BF16), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 void gemm_f64(int transA, int transB, int M, int N, int K, double alpha, const double *A, int lda,
               const double *B, int ldb, double beta, double *C, int ldc)
 {
@@ -232,15 +261,12 @@ void gemm_f64(int transA, int transB, int M, int N, int K, double alpha, const d
                 alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-const char *gemm_backend_name(void)
+const char *gemm_backend_name(enum gemm_arith a)
 {
     static char name[160];
-    const struct gemm_kernel *g = gemm_path();
-    if (g)
-        snprintf(name, sizeof name, "%s", g->name);
-    else
-        snprintf(name, sizeof name, "cblas_sgemm of %s (TRIAD_GEMM=blas, one BLAS thread per OpenMP thread)",
-                 BLAS_NAME);
+    const struct gemm_kernel *g = gemm_path(a);
+    if (g) return g->name;
+    snprintf(name, sizeof name, "cblas_sgemm of %s (TRIAD_GEMM=blas, one BLAS thread per OpenMP thread)", BLAS_NAME);
     return name;
 }
 
@@ -248,7 +274,7 @@ enum { PROBE_N = 1024 }; /* gemm_peak_gflops: three PROBE_N^2 matrices */
 
 size_t gemm_probe_bytes(void) { return 3 * (size_t)PROBE_N * PROBE_N * sizeof(float); }
 
-double gemm_peak_gflops(void)
+double gemm_peak_gflops(enum gemm_arith a)
 {
     enum { S = PROBE_N };
     float *A = aligned_alloc(64, (size_t)S * S * sizeof(float));
@@ -265,7 +291,7 @@ double gemm_peak_gflops(void)
     }
     for (int rep = 0; rep < 6; rep++) {     /* the first one warms up caches and threads */
         double t0 = omp_get_wtime();
-        gemm_f32(0, 1, S, S, S, 1.0f, A, S, B, S, 0.0f, C, S);
+        (a == GEMM_BF16 ? gemm_bf16 : gemm_f32)(0, 1, S, S, S, 1.0f, A, S, B, S, 0.0f, C, S);
         double dt = omp_get_wtime() - t0;
         if (rep > 0 && dt > 0 && 2.0 * S * S * S / dt / 1e9 > best) best = 2.0 * S * S * S / dt / 1e9;
     }

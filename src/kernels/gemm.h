@@ -1,16 +1,27 @@
 /* gemm.h -- the matmul path.  Row-major C (M,N) = alpha op(A) op(B) + beta C,
  * op(X) = X or X^T.  gemm_f32 is the program's hot path: triad's packed
  * kernel for the SIMD path in use (cpu.h), bitwise the same on every path,
- * or cblas_sgemm with TRIAD_GEMM=blas (docs/performance.md); gemm_f64 is
- * the BLAS's, for the double-precision tests. */
+ * or cblas_sgemm with TRIAD_GEMM=blas (docs/performance.md); gemm_bf16 the
+ * same in bf16 x bf16 products with fp32 sums (a bf16 run's linear layers:
+ * VDPBF16PS where the processor has AVX512-BF16, its arithmetic emulated
+ * bitwise elsewhere; gemm_kernels.h); gemm_f64 is the BLAS's, for the
+ * double-precision tests. */
 #ifndef TRIAD_GEMM_H
 #define TRIAD_GEMM_H
 
 #include <stddef.h>
 
+/* The arithmetic of a product (gemm_kernels.h). */
+enum gemm_arith { GEMM_FP32, GEMM_BF16 };
+
 void gemm_f32(int transA, int transB, int M, int N, int K, float alpha,
               const float *A, int lda, const float *B, int ldb, float beta,
               float *C, int ldc);
+/* A and B are rounded to bf16 as they are packed (gemm_kernels.h's
+ * gemm_bf16_round: a no-op on bf16 values, except that subnormal ones
+ * become zeros); C and the sums are fp32. */
+void gemm_bf16(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+               int ldb, float beta, float *C, int ldc);
 void gemm_f64(int transA, int transB, int M, int N, int K, double alpha,
               const double *A, int lda, const double *B, int ldb, double beta,
               double *C, int ldc);
@@ -25,12 +36,12 @@ size_t gemm_pack_bytes(void);
 /* Bytes gemm_peak_gflops allocates while it measures (the planner's probe). */
 size_t gemm_probe_bytes(void);
 
-/* Name of the implementation in use (printed at start-up). */
-const char *gemm_backend_name(void);
+/* Name of the implementation in use for arithmetic a (printed at start-up). */
+const char *gemm_backend_name(enum gemm_arith a);
 
-/* This path's sgemm rate in GFLOP/s on this rank's threads, measured now on
- * a 1024^3 product (best of 5 after a warm-up, about 0.05 s): the peak for
- * MFU. */
-double gemm_peak_gflops(void);
+/* This path's rate in arithmetic a in GFLOP/s on this rank's threads,
+ * measured now on a 1024^3 product (best of 5 after a warm-up, about 0.05
+ * s): the peak for MFU. */
+double gemm_peak_gflops(enum gemm_arith a);
 
 #endif

@@ -1,7 +1,11 @@
 /* gemm_avx2.c -- the AVX2 + FMA packed sgemm kernel: a 6x16 register block
  * (12 ymm accumulators, 2 for B, 1 broadcast: 15 of the 16 registers), as
  * BLIS's Haswell kernel.  The arithmetic is gemm_kernels.h's, so it gives
- * bitwise the same C as the other paths. */
+ * bitwise the same C as the other paths.
+ *
+ * Its bf16 kernel is the same micro-kernel on gemm_pack.h's bf16 packing
+ * (rounded values, pairs stored odd first), run with MXCSR.FTZ: x86
+ * flushes exactly fma_ftz's tiny results, so each FMA is fma_ftz. */
 #include "gemm_kernels.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -73,9 +77,10 @@ pack_transposed(const float *src, long ld, int rows, int kc, float *dst, long st
 
 /* A row-major (op(A) = A) is packed through pack_transposed (the MR rows and
  * two of zeros); A transposed one k at a time, with the same 8-wide stores. */
-AVX2_TARGET static void pack_a(int transA, int m, int kc, const float *A, long lda, float *ap)
+AVX2_TARGET static void pack_a(int transA, int m, int kc, const float *A, long lda, void *ap_)
 {
     const __m256i last = lane_mask(MR);
+    float *ap = ap_;
     if (transA) {             /* op(A)(i,k) = A[k*lda + i]: the MR rows side by side, one load per k */
         for (int p = 0; p < m; p += MR, ap += (long)MR * kc) {
             int mr = m - p < MR ? m - p : MR;
@@ -99,8 +104,9 @@ AVX2_TARGET static void pack_a(int transA, int m, int kc, const float *A, long l
 /* B transposed (op(B)(k,j) = B[j*ldb + k]) is packed 8 columns by 8 values
  * of k at a time through register transposes (attention's q k^T is such a
  * product, with few k per column); B as stored is copied row by row. */
-AVX2_TARGET static void pack_b(int transB, int kc, int n, const float *B, long ldb, float *bp)
+AVX2_TARGET static void pack_b(int transB, int kc, int n, const float *B, long ldb, void *bp_)
 {
+    float *bp = bp_;
     if (!transB) {
         pack_b_c(transB, kc, n, B, ldb, bp, NR);
         return;
@@ -165,7 +171,7 @@ ukernel_body(const int rows, int kc, const float *restrict ap, const float *rest
 }
 
 #define UKERNEL(R)                                                                                   \
-    AVX2_TARGET static void ukernel_##R(int kc, const float *ap, const float *bp, float *c, long ldc, \
+    AVX2_TARGET static void ukernel_##R(int kc, const void *ap, const void *bp, float *c, long ldc,   \
                                         float alpha, float beta, int nr)                             \
     {                                                                                                \
         ukernel_body(R, kc, ap, bp, c, ldc, alpha, beta, nr);                                        \
@@ -178,7 +184,35 @@ static gemm_ukernel_fn *const ukernel_rows[MR + 1] = {
 
 const struct gemm_kernel gemm_kernel_avx2 = {
     .name = "triad avx2 sgemm (6x16 micro-kernel)",
-    .mr = MR, .nr = NR, .mc = MR * 24,
+    .mr = MR, .nr = NR, .mc = MR * 24, .bf16 = 0, .elem = 4,
     .pack_a = pack_a, .pack_b = pack_b, .ukernel = ukernel_rows,
+};
+
+/* gemm_pack.h's bf16 layouts: the fp32 packing, then pairs swapped and rounded in place (kc odd: in C). */
+AVX2_TARGET static void pack_a_bf16(int transA, int m, int kc, const float *A, long lda, void *ap)
+{
+    if (kc % 2) {
+        pack_a_bf16_c(transA, m, kc, A, lda, ap, MR);
+        return;
+    }
+    pack_a(transA, m, kc, A, lda, ap);
+    bf16_pairs(ap, (long)(m + MR - 1) / MR * MR * kc, MR);
+}
+
+AVX2_TARGET static void pack_b_bf16(int transB, int kc, int n, const float *B, long ldb, void *bp)
+{
+    if (kc % 2) {
+        pack_b_bf16_c(transB, kc, n, B, ldb, bp, NR);
+        return;
+    }
+    pack_b(transB, kc, n, B, ldb, bp);
+    bf16_pairs(bp, (long)(n + NR - 1) / NR * NR * kc, NR);
+}
+
+const struct gemm_kernel gemm_kernel_avx2_bf16 = {
+    .name = "triad avx2 bf16 gemm (6x16 micro-kernel, VDPBF16PS's arithmetic in FMAs with MXCSR.FTZ)",
+    .mr = MR, .nr = NR, .mc = MR * 24, .bf16 = 1, .elem = 4,
+    .pack_a = pack_a_bf16, .pack_b = pack_b_bf16, .ukernel = ukernel_rows,
+    .mode_enter = gemm_mxcsr_ftz_enter, .mode_leave = gemm_mxcsr_leave,
 };
 #endif

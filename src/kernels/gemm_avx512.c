@@ -1,7 +1,11 @@
 /* gemm_avx512.c -- the AVX-512 packed sgemm kernel: 14x32 register block
  * (28 zmm accumulators), 16x16 in-register transposes for packing.  The
  * arithmetic is gemm_kernels.h's, so it gives bitwise the same C as the
- * other paths. */
+ * other paths.
+ *
+ * Its bf16 kernel, for AVX-512 processors without AVX512-BF16 (those with
+ * it take gemm_avx512bf16.c's), is the same micro-kernel on gemm_pack.h's
+ * bf16 packing run with MXCSR.FTZ, as gemm_avx2.c's. */
 #include "gemm_kernels.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -11,6 +15,9 @@
 #define GEMM_NV 2
 #define GEMM_NR (GEMM_NV * 16)
 #define AVX512_TARGET __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,fma")))
+
+#include "gemm_avx512_transpose.h"
+#include "gemm_pack.h"
 
 /* The micro-kernel of gemm_kernels.h.  Edges are handled here, with exact
  * row counts and masked columns, so no tile is computed twice.  beta == 0
@@ -67,7 +74,7 @@ ukernel_body(const int rows, int kc, const float *restrict ap, const float *rest
 /* One micro-kernel per row count 1..MR, so an edge panel of 3 rows costs
  * 3 rows of work, not MR. */
 #define UKERNEL(R)                                                                        \
-    AVX512_TARGET static void ukernel_##R(int kc, const float *ap, const float *bp,       \
+    AVX512_TARGET static void ukernel_##R(int kc, const void *ap, const void *bp,         \
                                           float *c, long ldc, float alpha, float beta,    \
                                           int nr)                                         \
     {                                                                                     \
@@ -82,43 +89,6 @@ static gemm_ukernel_fn *const ukernel_rows[GEMM_MR + 1] = {
     NULL, ukernel_1, ukernel_2, ukernel_3, ukernel_4, ukernel_5, ukernel_6, ukernel_7,
     ukernel_8, ukernel_9, ukernel_10, ukernel_11, ukernel_12, ukernel_13, ukernel_14,
 };
-
-/* dst[x] = the even 128-bit quarters of src[x] then src[y]; dst[y] the odd. */
-AVX512_TARGET
-static inline __attribute__((always_inline)) void lanes128(__m512 *dst, const __m512 *src, int x, int y)
-{
-    dst[x] = _mm512_shuffle_f32x4(src[x], src[y], 0x88);
-    dst[y] = _mm512_shuffle_f32x4(src[x], src[y], 0xdd);
-}
-
-/* In-register transpose: r[i] lane j  ->  r[j] lane i (16 x 16 floats). */
-AVX512_TARGET
-static inline __attribute__((always_inline)) void transpose16(__m512 r[16])
-{
-    __m512 t[16];
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; i += 4) {
-        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
-        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
-        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
-        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-        lanes128(t, r, i, i + 4);
-        lanes128(t, r, i + 8, i + 12);
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-        lanes128(r, t, i, i + 8);
-        lanes128(r, t, i + 4, i + 12);
-    }
-}
 
 /* dst[k*stride + i] = src[i*ld + k] for i < lanes (<= 16), k < kc: rows
  * i >= rows are zeros.  16 values of k at a time through transpose16. */
@@ -143,8 +113,9 @@ static inline __attribute__((always_inline)) void pack_transposed(const float *s
 /* Packed A: panels of MR rows; panel p holds op(A)(p*MR + i, k) at [k*MR + i].
  * Rows past m are zeroed; the edge kernels (ukernel_rows) never read them. */
 AVX512_TARGET
-static void pack_a(int transA, int m, int kc, const float *A, long lda, float *ap)
+static void pack_a(int transA, int m, int kc, const float *A, long lda, void *ap_)
 {
+    float *ap = ap_;
     const __mmask16 full = (__mmask16)((1u << GEMM_MR) - 1);
     if (transA) {             /* op(A)(i,k) = A[k*lda + i]: 16 rows of A at a time, across */
         for (int k0 = 0; k0 < kc; k0 += 16) {
@@ -167,8 +138,9 @@ static void pack_a(int transA, int m, int kc, const float *A, long lda, float *a
 
 /* Packed B: panels of NR columns; panel q holds op(B)(k, q*NR + j) at [k*NR + j]. */
 AVX512_TARGET
-static void pack_b(int transB, int kc, int n, const float *B, long ldb, float *bp)
+static void pack_b(int transB, int kc, int n, const float *B, long ldb, void *bp_)
 {
+    float *bp = bp_;
     if (!transB) {            /* op(B)(k,j) = B[k*ldb + j]: 16 rows of B at a time, across */
         for (int k0 = 0; k0 < kc; k0 += 16) {
             int k1 = k0 + 16 < kc ? k0 + 16 : kc;
@@ -194,7 +166,35 @@ static void pack_b(int transB, int kc, int n, const float *B, long ldb, float *b
 
 const struct gemm_kernel gemm_kernel_avx512 = {
     .name = "triad avx512 sgemm (14x32 micro-kernel)",
-    .mr = GEMM_MR, .nr = GEMM_NR, .mc = GEMM_MR * 16,
+    .mr = GEMM_MR, .nr = GEMM_NR, .mc = GEMM_MR * 16, .bf16 = 0, .elem = 4,
     .pack_a = pack_a, .pack_b = pack_b, .ukernel = ukernel_rows,
+};
+
+/* gemm_pack.h's bf16 layouts: the fp32 packing, then pairs swapped and rounded in place (kc odd: in C). */
+AVX512_TARGET static void pack_a_bf16(int transA, int m, int kc, const float *A, long lda, void *ap)
+{
+    if (kc % 2) {
+        pack_a_bf16_c(transA, m, kc, A, lda, ap, GEMM_MR);
+        return;
+    }
+    pack_a(transA, m, kc, A, lda, ap);
+    bf16_pairs(ap, (long)(m + GEMM_MR - 1) / GEMM_MR * GEMM_MR * kc, GEMM_MR);
+}
+
+AVX512_TARGET static void pack_b_bf16(int transB, int kc, int n, const float *B, long ldb, void *bp)
+{
+    if (kc % 2) {
+        pack_b_bf16_c(transB, kc, n, B, ldb, bp, GEMM_NR);
+        return;
+    }
+    pack_b(transB, kc, n, B, ldb, bp);
+    bf16_pairs(bp, (long)(n + GEMM_NR - 1) / GEMM_NR * GEMM_NR * kc, GEMM_NR);
+}
+
+const struct gemm_kernel gemm_kernel_avx512_bf16 = {
+    .name = "triad avx512 bf16 gemm (14x32 micro-kernel, VDPBF16PS's arithmetic in FMAs with MXCSR.FTZ)",
+    .mr = GEMM_MR, .nr = GEMM_NR, .mc = GEMM_MR * 16, .bf16 = 1, .elem = 4,
+    .pack_a = pack_a_bf16, .pack_b = pack_b_bf16, .ukernel = ukernel_rows,
+    .mode_enter = gemm_mxcsr_ftz_enter, .mode_leave = gemm_mxcsr_leave,
 };
 #endif

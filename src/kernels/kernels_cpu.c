@@ -51,7 +51,9 @@
 #endif
 
 #ifndef KERNELS_F64
+#define KERNELS_BF16 /* (and the bf16 matmuls) */
 #include "backend_ops.h" /* this copy's names (backend.h declares the plain and _f64 ones) */
+#undef KERNELS_BF16
 #endif
 
 #define K(x) ((KREAL)(x))
@@ -303,10 +305,14 @@ void KNAME(rmsnorm_backward)(KREAL *dinp, KREAL *dweight, const KREAL *dout, con
 
 /* ------------------------------------------------------------ matmul */
 
-void KNAME(matmul_forward)(KREAL *out, const KREAL *inp, const KREAL *weight,
-                           const KREAL *bias, int N, int C, int OC)
+/* The product of a matmul: GEMM, or gemm_bf16 (a bf16 run's). */
+typedef void gemm_fn(int transA, int transB, int M, int N, int K, KREAL alpha, const KREAL *A, int lda,
+                     const KREAL *B, int ldb, KREAL beta, KREAL *C, int ldc);
+
+static void matmul_forward_by(gemm_fn *gemm, KREAL *out, const KREAL *inp, const KREAL *weight, const KREAL *bias,
+                              int N, int C, int OC)
 {
-    GEMM(0, 1, N, OC, C, K(1), inp, C, weight, C, K(0), out, OC);
+    gemm(0, 1, N, OC, C, K(1), inp, C, weight, C, K(0), out, OC);
     if (!bias) return;
 #pragma omp parallel for schedule(static) if ((long)N * OC >= PAR_MIN)
     for (int n = 0; n < N; n++) {
@@ -316,12 +322,11 @@ void KNAME(matmul_forward)(KREAL *out, const KREAL *inp, const KREAL *weight,
     }
 }
 
-void KNAME(matmul_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias,
-                            const KREAL *dout, const KREAL *inp, const KREAL *weight,
-                            int N, int C, int OC)
+static void matmul_backward_by(gemm_fn *gemm, KREAL *dinp, KREAL *dweight, KREAL *dbias, const KREAL *dout,
+                               const KREAL *inp, const KREAL *weight, int N, int C, int OC)
 {
-    if (dinp) GEMM(0, 0, N, C, OC, K(1), dout, OC, weight, C, K(0), dinp, C);
-    if (dweight) GEMM(1, 0, OC, C, N, K(1), dout, OC, inp, C, K(1), dweight, C);
+    if (dinp) gemm(0, 0, N, C, OC, K(1), dout, OC, weight, C, K(0), dinp, C);
+    if (dweight) gemm(1, 0, OC, C, N, K(1), dout, OC, inp, C, K(1), dweight, C);
     if (!dbias) return;
 #pragma omp parallel if ((long)N * OC >= PAR_MIN)
     {
@@ -334,6 +339,31 @@ void KNAME(matmul_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias,
         }
     }
 }
+
+void KNAME(matmul_forward)(KREAL *out, const KREAL *inp, const KREAL *weight, const KREAL *bias, int N, int C, int OC)
+{
+    matmul_forward_by(GEMM, out, inp, weight, bias, N, C, OC);
+}
+
+void KNAME(matmul_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias, const KREAL *dout, const KREAL *inp,
+                            const KREAL *weight, int N, int C, int OC)
+{
+    matmul_backward_by(GEMM, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+}
+
+#ifndef KERNELS_F64
+void KNAME(matmul_forward_bf16)(KREAL *out, const KREAL *inp, const KREAL *weight, const KREAL *bias, int N, int C,
+                                int OC)
+{
+    matmul_forward_by(gemm_bf16, out, inp, weight, bias, N, C, OC);
+}
+
+void KNAME(matmul_backward_bf16)(KREAL *dinp, KREAL *dweight, KREAL *dbias, const KREAL *dout, const KREAL *inp,
+                                 const KREAL *weight, int N, int C, int OC)
+{
+    matmul_backward_by(gemm_bf16, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+}
+#endif
 
 /* ------------------------------------------------------------ attention */
 

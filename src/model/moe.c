@@ -427,6 +427,11 @@ void moe_forward_rows(struct model *m, struct comm *c, const float *x, int n, co
 
 /* --------------------------------------------------------------- backward */
 
+/* A product's precision (device.h: its operands hold values of it): the
+ * run's, or fp32 where one operand is scaled by the shared experts' gate
+ * or the routing weights in fp32 (g dout, w dout). */
+static enum precision gated_prec(const struct moe_state *s, enum precision p) { return s->gate ? PREC_FP32 : p; }
+
 /* d(logits) of each token from d(weight) of its choices (s->dot) and the
  * auxiliary losses' gradients: aux and z are d(objective)/d(this layer's
  * aux_l and z_l). */
@@ -522,7 +527,7 @@ void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, 
             gdout = sc->moe_y;
         }
         model_bwd_out(m, sh_dact, (size_t)N * Fs);
-        k->matmul_backward(d->prec, NULL, G[P_FCPROJW], NULL, gdout, sh_act, NULL, N, Fs, C);
+        k->matmul_backward(gated_prec(s, d->prec), NULL, G[P_FCPROJW], NULL, gdout, sh_act, NULL, N, Fs, C);
         k->swiglu_backward(d->prec, sh_dfch, sh_fch, sh_dact, (size_t)N, Fs);
         model_bwd_out(m, sh_dfch, (size_t)N * 2 * Fs);
         k->matmul_backward(d->prec, dln, G[P_FCW], NULL, sh_dfch, la->ln2, P[P_FCW], N, C, 2 * Fs);
@@ -548,9 +553,9 @@ void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, 
     k->rows_gather(d->prec, dact, dact, NULL, sc->moe_wrow, Rx, Fe);
     model_bwd_out(m, dact, (size_t)Rx * Fe);
     k->rows_gather(d->prec, sc->moe_x, sc->moe_x, NULL, sc->moe_wrow, Rx, C);
-    for (int b = 0; b < s->nblock; b++) {
+    for (int b = 0; b < s->nblock; b++) { /* (w dout: fp32 values) */
         int r0 = s->block_row[b], n = s->block_n[b], e = s->block_expert[b];
-        if (n) k->matmul_backward(d->prec, NULL, (float *)expert_proj(m, G[P_EXPPROJW], e), NULL,
+        if (n) k->matmul_backward(PREC_FP32, NULL, (float *)expert_proj(m, G[P_EXPPROJW], e), NULL,
                                   sc->moe_x + (size_t)r0 * C, act + (size_t)r0 * Fe, NULL, n, Fe, C);
     }
     k->swiglu_backward(d->prec, dfch, fch, dact, (size_t)Rx, Fe);
@@ -620,7 +625,7 @@ void moe_weight(struct model *m, struct comm *c, const struct layer_acts *la, fl
             k->rows_gather(d->prec, sc->moe_y, dout, NULL, lw->moe_gate, N, C);
             gdout = sc->moe_y;
         }
-        k->matmul_backward(d->prec, NULL, G[P_FCPROJW], NULL, gdout, sh_act, NULL, N, Fs, C);
+        k->matmul_backward(gated_prec(s, d->prec), NULL, G[P_FCPROJW], NULL, gdout, sh_act, NULL, N, Fs, C);
         k->matmul_backward(d->prec, NULL, G[P_FCW], NULL, sh_dfch, la->ln2, NULL, N, C, 2 * Fs);
     }
     rows_wait(m, c, &req[0]);
@@ -628,10 +633,10 @@ void moe_weight(struct model *m, struct comm *c, const struct layer_acts *la, fl
     /* (w dout)^T act and d(fc)^T x, block by block, the inputs travelling during the first */
     rows_to_experts(m, c, la->ln2, sc->moe_y, &req[0]);
     k->rows_gather(d->prec, sc->moe_x, sc->moe_x, NULL, sc->moe_wrow, s->Rx, C);
-    for (int b = 0; b < s->nblock; b++) {
+    for (int b = 0; b < s->nblock; b++) { /* (w dout: fp32 values) */
         int r0 = s->block_row[b], n = s->block_n[b], e = s->block_expert[b];
         if (!n) continue;
-        k->matmul_backward(d->prec, NULL, (float *)expert_proj(m, G[P_EXPPROJW], e), NULL,
+        k->matmul_backward(PREC_FP32, NULL, (float *)expert_proj(m, G[P_EXPPROJW], e), NULL,
                            sc->moe_x + (size_t)r0 * C, act + (size_t)r0 * Fe, NULL, n, Fe, C);
         rows_progress(m, c, &req[0]);
     }
