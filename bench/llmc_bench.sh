@@ -35,8 +35,10 @@ fi
 THREADS=${THREADS:-2}
 STEPS=${STEPS:-10}
 PY=/usr/bin/python3
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-unset OMP_WAIT_POLICY # (each runtime's default: PASSIVE slows llm.c's many short parallel loops)
+# idle threads sleep in both (as bench/bench.sh runs triad and PyTorch): on a
+# machine shared with other work, spinning threads slowed triad 1.8x here,
+# and llm.c ran no faster spinning (10.4 s a step sleeping, 11.6 s spinning)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=PASSIVE
 dir=$(pwd)/run/bench_llmc
 rm -rf "$dir"
 mkdir -p "$dir"

@@ -44,14 +44,17 @@ static int write_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
     return rc < 0 ? -1 : 0;
 }
 
-/* Where the file holds dataset ds as plain floats (contiguous, native
- * float, its space allocated: every triad checkpoint), its first byte in
- * the file, for a read outside HDF5 (ckpt_raw.h); else HADDR_UNDEF. */
-static haddr_t plain_offset(hid_t ds)
+/* Where the file holds dataset ds of tensor t as plain floats (contiguous,
+ * native float, all of its space allocated: every triad checkpoint), its
+ * first byte in the file, for a read outside HDF5 (ckpt_raw.h); else
+ * HADDR_UNDEF. */
+static haddr_t plain_offset(hid_t ds, const struct tensor_ref *t)
 {
     hid_t type = H5Dget_type(ds), dcpl = H5Dget_create_plist(ds);
+    hsize_t bytes = 4 * t->dims[0] * (t->rank == 2 ? t->dims[1] : 1);
     int plain = type >= 0 && dcpl >= 0 && H5Tequal(type, H5T_NATIVE_FLOAT) > 0 &&
-                H5Pget_layout(dcpl) == H5D_CONTIGUOUS && H5Pget_external_count(dcpl) == 0;
+                H5Pget_layout(dcpl) == H5D_CONTIGUOUS && H5Pget_external_count(dcpl) == 0 &&
+                H5Dget_storage_size(ds) == bytes;
     if (dcpl >= 0) H5Pclose(dcpl);
     if (type >= 0) H5Tclose(type);
     return plain ? H5Dget_offset(ds) : HADDR_UNDEF;
@@ -73,7 +76,7 @@ static int reread_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
         return -1;
     }
     if (ckpt_owner(t, w->g) && t->elems > 0) {
-        haddr_t at = plain_offset(ds); /* (write_tensor's datasets are contiguous floats, allocated at creation) */
+        haddr_t at = plain_offset(ds, t); /* (write_tensor's datasets are contiguous floats, allocated at creation) */
         if (at != HADDR_UNDEF) add_piece(w, t, at);
         else ckpt_walk_fail(w, "rank %d: %s was not stored as contiguous floats", w->g->rank, t->path);
     }
@@ -104,7 +107,7 @@ static int read_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
                        t->rank == 2 ? ", " : "",
                        t->rank == 2 ? (unsigned long long)t->dims[1] : 0ull);
         rc = -1;
-    } else if (t->local && (at = plain_offset(ds)) != HADDR_UNDEF) {
+    } else if (t->local && (at = plain_offset(ds, t)) != HADDR_UNDEF) {
         add_piece(w, t, at);
     } else if (t->local) { /* (a file from another tool: chunked, compressed, another type; HDF5 converts) */
         hsize_t n = t->elems;
