@@ -228,17 +228,88 @@ void cpu_core_peak(enum isa i, int bf16, struct cpu_peak *out)
              lanes, pairs == 2 ? "2 bf16 products (VDPBF16PS) x " : "", note);
 }
 
-int cpu_cores_available(void)
+/* ----------------------------------------------------- CPUs and cores */
+
+int cpu_mask_count(const struct cpu_mask *m)
 {
-    /* With OMP_PROC_BIND the runtime has already bound this thread to one
-     * place: count the places' processors instead. */
+    int n = 0;
+    for (int w = 0; w < CPU_MASK_MAX / 64; w++) n += __builtin_popcountll(m->bits[w]);
+    return n;
+}
+
+int cpu_mask_has(const struct cpu_mask *m, int cpu)
+{
+    return cpu >= 0 && cpu < CPU_MASK_MAX && (m->bits[cpu / 64] >> (cpu % 64) & 1);
+}
+
+void cpu_mask_add(struct cpu_mask *m, int cpu)
+{
+    if (cpu >= 0 && cpu < CPU_MASK_MAX) m->bits[cpu / 64] |= 1ull << (cpu % 64);
+}
+
+void cpu_mask_list(const struct cpu_mask *m, char *out, size_t len)
+{
+    size_t at = 0;
+    out[0] = '\0';
+    for (int c = 0; c < CPU_MASK_MAX; c++) {
+        if (!cpu_mask_has(m, c)) continue;
+        int e = c;
+        while (cpu_mask_has(m, e + 1)) e++;
+        char item[24];
+        int k = e == c ? snprintf(item, sizeof item, "%s%d", at ? "," : "", c)
+                       : snprintf(item, sizeof item, "%s%d-%d", at ? "," : "", c, e);
+        if (at + (size_t)k + 5 >= len) { /* (room kept for ",...") */
+            snprintf(out + at, len - at, "%s...", at ? "," : "");
+            return;
+        }
+        memcpy(out + at, item, (size_t)k + 1);
+        at += (size_t)k;
+        c = e;
+    }
+}
+
+void cpu_usable(struct cpu_mask *m)
+{
+    memset(m, 0, sizeof *m);
     if (omp_get_proc_bind() != omp_proc_bind_false && omp_get_num_places() > 0) {
-        int n = 0;
-        for (int p = 0; p < omp_get_num_places(); p++) n += omp_get_place_num_procs(p);
-        if (n > 0) return n;
+        for (int p = 0; p < omp_get_num_places(); p++) {
+            int n = omp_get_place_num_procs(p), ids[CPU_MASK_MAX];
+            if (n <= 0 || n > CPU_MASK_MAX) continue;
+            omp_get_place_proc_ids(p, ids);
+            for (int i = 0; i < n; i++) cpu_mask_add(m, ids[i]);
+        }
+        if (cpu_mask_count(m) > 0) return;
     }
     cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        for (int c = 0; c < CPU_SETSIZE && c < CPU_MASK_MAX; c++)
+            if (CPU_ISSET(c, &set)) cpu_mask_add(m, c);
+    if (cpu_mask_count(m) == 0) { /* (no mask to read: every online CPU) */
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        for (int c = 0; c < (n > 0 ? n : 1) && c < CPU_MASK_MAX; c++) cpu_mask_add(m, c);
+    }
+}
+
+/* The core of CPU c: the first CPU in its core's list, or c itself. */
+static int core_of(int c, const char *sysfs_cpu)
+{
+    static const char *const lists[] = {"core_cpus_list", "thread_siblings_list"};
+    for (int i = 0; i < 2; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/cpu%d/topology/%s", sysfs_cpu, c, lists[i]);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        int first = -1;
+        if (fscanf(f, "%d", &first) != 1) first = -1;
+        fclose(f);
+        if (first >= 0 && first < CPU_MASK_MAX) return first;
+    }
+    return c;
+}
+
+void cpu_cores_of(const struct cpu_mask *cpus, struct cpu_mask *cores, const char *sysfs_cpu)
+{
+    memset(cores, 0, sizeof *cores);
+    for (int c = 0; c < CPU_MASK_MAX; c++)
+        if (cpu_mask_has(cpus, c)) cpu_mask_add(cores, core_of(c, sysfs_cpu ? sysfs_cpu : "/sys/devices/system/cpu"));
 }

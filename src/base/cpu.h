@@ -12,6 +12,7 @@
 #define TRIAD_CPU_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 enum isa { ISA_GENERIC, ISA_AVX2, ISA_AVX512, ISA_AVX512BF16, ISA_COUNT };
 
@@ -45,9 +46,28 @@ struct cpu_peak {
 };
 void cpu_core_peak(enum isa i, int bf16, struct cpu_peak *out);
 
-/* Cores this process may run on (its affinity mask: a Slurm allocation's
- * cpuset; with OMP_PROC_BIND, the processors of its OpenMP places), at
- * least 1. */
-int cpu_cores_available(void);
+/* A set of logical CPUs (or of cores, each named by its first CPU). */
+enum { CPU_MASK_MAX = 1024 };
+struct cpu_mask {
+    uint64_t bits[CPU_MASK_MAX / 64];
+};
+int cpu_mask_count(const struct cpu_mask *m);
+int cpu_mask_has(const struct cpu_mask *m, int cpu);
+void cpu_mask_add(struct cpu_mask *m, int cpu);
+/* m as a list of ranges ("0-3,8"), cut with "..." to fit len. */
+void cpu_mask_list(const struct cpu_mask *m, char *out, size_t len);
+
+/* The CPUs this process may run on: its affinity mask (a launcher's
+ * binding, a Slurm allocation's cpuset), or with OMP_PROC_BIND the
+ * processors of its OpenMP places (the runtime has bound the first thread
+ * to one of them already). */
+void cpu_usable(struct cpu_mask *m);
+
+/* The physical cores of a set of CPUs: the hardware threads of one core
+ * (sysfs's topology/core_cpus_list, or thread_siblings_list on older
+ * kernels, under sysfs_cpu; NULL: /sys/devices/system/cpu) are one core,
+ * named by its first CPU; a CPU whose topology cannot be read counts as a
+ * core of its own. */
+void cpu_cores_of(const struct cpu_mask *cpus, struct cpu_mask *cores, const char *sysfs_cpu);
 
 #endif

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "binding.h"
 #include "ckpt.h"
 #include "comm.h"
 #include "cpu.h"
@@ -64,30 +65,27 @@ static void open_data(struct run *r)
 }
 
 /* MFU's reference.  On the CPU, the processor's nominal peak (cpu.h:
- * clock x flop/cycle of the SIMD path) for this rank's share of its node's
- * cores: its threads, scaled down when the node's ranks have more threads
- * than cores.  A device without a nominal figure: its measured rate.
- * train.peak_gflops overrides both.  The achievable rate (the start-up
- * sgemm, measured by all ranks at once so that ranks sharing cores add up
- * to their rate) is printed beside it unless the deck gives the peak. */
+ * clock x flop/cycle of the SIMD path) for the cores this rank's threads
+ * get (binding.h: its cores, shared with the node's ranks bound to them;
+ * binding_check warns where threads share cores).  A device without a
+ * nominal figure: its measured rate.  train.peak_gflops overrides both.
+ * The achievable rate (the start-up sgemm, measured by all ranks at once so
+ * that ranks sharing cores add up to their rate) is printed beside it
+ * unless the deck gives the peak. */
 static void mfu_reference(struct run *r, const struct device *k, enum precision prec)
 {
     const struct config *cfg = r->cfg;
     const struct grid *g = r->g;
     double set = cfg->train.peak_gflops, measured = 0, nominal = 0, cores = 0;
     struct cpu_peak cp = {0};
+    struct binding b = {0};
+    if (!k->on_device) binding_check(&b, g);
     if (set <= 0) {
         MPI_CHECK(MPI_Barrier(g->world_comm));
         measured = k->peak_gflops(prec);
     }
     if (set <= 0 && !k->on_device) {
-        MPI_Comm node;
-        MPI_CHECK(MPI_Comm_split_type(g->world_comm, MPI_COMM_TYPE_SHARED, g->rank, MPI_INFO_NULL, &node));
-        int threads = omp_get_max_threads(), node_threads = 0;
-        MPI_CHECK(MPI_Allreduce(&threads, &node_threads, 1, MPI_INT, MPI_SUM, node));
-        MPI_CHECK(MPI_Comm_free(&node));
-        int avail = cpu_cores_available();
-        cores = node_threads > avail ? (double)threads * avail / node_threads : threads;
+        cores = b.cores_used;
         cpu_core_peak(isa_active(), prec == PREC_BF16, &cp);
         nominal = cores * cp.ghz * cp.flops_per_cycle;
     }

@@ -2,7 +2,8 @@
  * rank takes part in every dataset operation (metadata is collective in
  * parallel HDF5) and writes or reads its own selection of each tensor
  * (ckpt_layout.h); the file's mechanics are ckpt_file.c's, the checksums
- * ckpt_sum.c's. */
+ * ckpt_sum.c's.  The tensors' bytes are read outside HDF5 where the file
+ * holds them plain (ckpt_raw.h), HDF5 reading the metadata. */
 #include "ckpt.h"
 
 #include <dirent.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "ckpt_layout.h"
+#include "ckpt_raw.h"
 #include "ckpt_sum.h"
 #include "ckpt_tok.h"
 #include "config.h"
@@ -42,8 +44,30 @@ static int write_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
     return rc < 0 ? -1 : 0;
 }
 
-/* Read back this rank's written selection (if it owns one) and sum it as
- * write_tensor did, for verify_written. */
+/* Where the file holds dataset ds of tensor t as plain floats (contiguous,
+ * native float, all of its space allocated: every triad checkpoint), its
+ * first byte in the file, for a read outside HDF5 (ckpt_raw.h); else
+ * HADDR_UNDEF. */
+static haddr_t plain_offset(hid_t ds, const struct tensor_ref *t)
+{
+    hid_t type = H5Dget_type(ds), dcpl = H5Dget_create_plist(ds);
+    hsize_t bytes = 4 * t->dims[0] * (t->rank == 2 ? t->dims[1] : 1);
+    int plain = type >= 0 && dcpl >= 0 && H5Tequal(type, H5T_NATIVE_FLOAT) > 0 &&
+                H5Pget_layout(dcpl) == H5D_CONTIGUOUS && H5Pget_external_count(dcpl) == 0 &&
+                H5Dget_storage_size(ds) == bytes;
+    if (dcpl >= 0) H5Pclose(dcpl);
+    if (type >= 0) H5Tclose(type);
+    return plain ? H5Dget_offset(ds) : HADDR_UNDEF;
+}
+
+/* A selection to read outside HDF5 once every dataset is located. */
+static void add_piece(struct walk_ctx *w, const struct tensor_ref *t, haddr_t at)
+{
+    w->pieces[w->npieces++] = (struct ckpt_piece){*t, (uint64_t)at, w->next};
+}
+
+/* This rank's written selection (if it owns one), listed to be read back
+ * and summed as write_tensor did, for verify_written. */
 static int reread_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
 {
     hid_t ds = H5Dopen2(file, t->path, H5P_DEFAULT);
@@ -51,29 +75,20 @@ static int reread_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
         ckpt_walk_fail(w, "rank %d: dataset %s is missing", w->g->rank, t->path);
         return -1;
     }
-    int rc = 0;
     if (ckpt_owner(t, w->g) && t->elems > 0) {
-        hid_t fs = H5Dget_space(ds);
-        hsize_t n = t->elems;
-        hid_t ms = H5Screate_simple(1, &n, NULL);
-        ckpt_select_blocks(fs, t, 1);
-        float *back = xmalloc(t->elems * sizeof(float));
-        if (H5Dread(ds, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, back) < 0) {
-            ckpt_walk_fail(w, "rank %d: reading back %s failed", w->g->rank, t->path);
-            rc = -1;
-        } else {
-            w->sums[w->next] = ckpt_partial_checksum(t, back);
-        }
-        free(back);
-        H5Sclose(ms);
-        H5Sclose(fs);
+        haddr_t at = plain_offset(ds, t); /* (write_tensor's datasets are contiguous floats, allocated at creation) */
+        if (at != HADDR_UNDEF) add_piece(w, t, at);
+        else ckpt_walk_fail(w, "rank %d: %s was not stored as contiguous floats", w->g->rank, t->path);
     }
     H5Dclose(ds);
-    return rc;
+    return w->failed ? -1 : 0;
 }
 
+/* A tensor to read: its shape checked, then its selection listed to be
+ * read outside HDF5 where the file holds it plain, else read now. */
 static int read_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
 {
+    haddr_t at;
     if (H5Lexists(file, t->path, H5P_DEFAULT) <= 0) {
         ckpt_walk_fail(w, "dataset %s is missing", t->path);
         return -1;
@@ -92,7 +107,9 @@ static int read_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
                        t->rank == 2 ? ", " : "",
                        t->rank == 2 ? (unsigned long long)t->dims[1] : 0ull);
         rc = -1;
-    } else if (t->local) {
+    } else if (t->local && (at = plain_offset(ds, t)) != HADDR_UNDEF) {
+        add_piece(w, t, at);
+    } else if (t->local) { /* (a file from another tool: chunked, compressed, another type; HDF5 converts) */
         hsize_t n = t->elems;
         hid_t ms = H5Screate_simple(1, &n, NULL);
         ckpt_select_blocks(fs, t, 1);
@@ -181,8 +198,9 @@ static int check_model_keys(hid_t f, const char *path, const struct model_dims *
 
 /* A newly written file, before it may replace anything: every tensor reads
  * back with the checksum stored beside it (each owner re-reads what it
- * wrote: an I/O error lost inside a collective write, or a short file,
- * shows here), and its step is the one written.  Collective. */
+ * wrote, outside HDF5 and after the flush: an I/O error lost inside a
+ * collective write, or a short file, shows here), and its step is the one
+ * written.  Collective. */
 static int verify_written(const char *path, const struct model *m, const struct optim *o, int64_t step,
                           const struct grid *g, char *err, size_t errlen)
 {
@@ -196,9 +214,12 @@ static int verify_written(const char *path, const struct model *m, const struct 
     struct state_buf sb[3];
     ckpt_state_bufs(m, o, sb);
     int per = ckpt_datasets_per_prefix(m);
-    struct walk_ctx w = {.g = g, .sums = xcalloc((size_t)per * 3, sizeof(uint64_t)), .err = err, .errlen = errlen};
+    struct walk_ctx w = {.g = g, .sums = xcalloc((size_t)per * 3, sizeof(uint64_t)), .err = err, .errlen = errlen,
+                         .pieces = xcalloc((size_t)per * 3, sizeof(struct ckpt_piece))};
     for (int p = 0; p < 3; p++) rc |= ckpt_walk(f, ckpt_prefix[p], m, &sb[p], reread_tensor, &w);
     rc = ckpt_agree(rc, err, errlen, g);
+    if (rc == 0) rc = ckpt_agree(ckpt_raw_read_pieces(path, w.pieces, w.npieces, 0, w.sums, g, err, errlen), err,
+                                 errlen, g);
     if (rc == 0) {
         ckpt_sums_reduce(w.sums, per * 3, g);
         w.next = 0;
@@ -207,19 +228,23 @@ static int verify_written(const char *path, const struct model *m, const struct 
         rc = ckpt_agree(rc, err, errlen, g);
     }
     if (rc == 0) rc = ckpt_verify_tokenizer(f, g, err, errlen);
+    free(w.pieces);
     free(w.sums);
     H5Fclose(f);
     return rc;
 }
 
-/* Read (or write, then attach checksums to) the tensors under each prefix. */
-static int transfer(hid_t f, const struct model *m, const struct optim *o, int with_optim, int writing,
-                    const struct grid *g, char *err, size_t errlen)
+/* Read (or write, then attach checksums to) the tensors under each prefix
+ * of the file f at path.  Reading: the walk checks each dataset and lists
+ * the selections to read outside HDF5, which follow in file order. */
+static int transfer(hid_t f, const char *path, const struct model *m, const struct optim *o, int with_optim,
+                    int writing, const struct grid *g, char *err, size_t errlen)
 {
     struct state_buf sb[3];
     ckpt_state_bufs(m, o, sb);
     int np = with_optim ? 3 : 1, per = ckpt_datasets_per_prefix(m);
-    struct walk_ctx w = {.g = g, .sums = xcalloc((size_t)per * np, sizeof(uint64_t)), .err = err, .errlen = errlen};
+    struct walk_ctx w = {.g = g, .sums = xcalloc((size_t)per * np, sizeof(uint64_t)), .err = err, .errlen = errlen,
+                         .pieces = writing ? NULL : xcalloc((size_t)per * np, sizeof(struct ckpt_piece))};
     int rc = 0;
     /* state in device memory: HDF5 reads and writes a host copy of each buffer */
     float *dev[3] = {NULL, NULL, NULL};
@@ -232,6 +257,8 @@ static int transfer(hid_t f, const struct model *m, const struct optim *o, int w
     for (int p = 0; p < np; p++)
         rc |= ckpt_walk(f, ckpt_prefix[p], m, &sb[p], writing ? write_tensor : read_tensor, &w);
     rc = ckpt_agree(rc, err, errlen, g);
+    if (rc == 0 && !writing)
+        rc = ckpt_agree(ckpt_raw_read_pieces(path, w.pieces, w.npieces, 1, w.sums, g, err, errlen), err, errlen, g);
     for (int p = 0; p < np && dev[p] && !writing && rc == 0; p++)
         m->k->to_device(dev[p], sb[p].mem, sb[p].z.floats * sizeof(float));
     if (rc == 0) {
@@ -241,6 +268,7 @@ static int transfer(hid_t f, const struct model *m, const struct optim *o, int w
             rc |= ckpt_walk(f, ckpt_prefix[p], m, &sb[p], writing ? ckpt_attach_checksum : ckpt_verify_checksum, &w);
         rc = ckpt_agree(rc, err, errlen, g);
     }
+    free(w.pieces);
     free(w.sums);
     for (int p = 0; p < np; p++)
         if (dev[p]) free(sb[p].mem);
@@ -253,7 +281,7 @@ int ckpt_save(const char *run_dir, const struct ckpt_state *st, const struct mod
     char tmp[4200];
     hid_t f = ckpt_create_tmp(run_dir, st->step, m, g, tmp, sizeof tmp, err, errlen);
     if (f < 0) return -1;
-    int rc = transfer(f, m, o, 1, 1, g, err, errlen);
+    int rc = transfer(f, tmp, m, o, 1, 1, g, err, errlen);
     if (rc == 0) ckpt_write_attributes(f, st, deck, g);
     if (rc == 0) rc = ckpt_write_tokenizer(f, run_dir, g, err, errlen);
     rc = ckpt_close_and_flush(f, tmp, rc, g, err, errlen);
@@ -284,7 +312,7 @@ static int load(const char *path, struct model *m, struct optim *o, struct ckpt_
     }
     if (ckpt_agree(rc, err, errlen, g)) return -1;
     rc = ckpt_agree(check_model_keys(f, path, &m->d, err, errlen), err, errlen, g);
-    if (rc == 0) rc = transfer(f, m, o, o != NULL, 0, g, err, errlen);
+    if (rc == 0) rc = transfer(f, path, m, o, o != NULL, 0, g, err, errlen);
     if (rc == 0 && st) rc = ckpt_read_state(f, path, st, err, errlen);
     H5Fclose(f);
     return ckpt_agree(rc, err, errlen, g);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ckpt_piece.h"
+#include "ckpt_raw.h"
 #include "ckpt_sum.h"
 #include "flight.h"
 #include "log.h"
@@ -34,41 +35,6 @@ static void writer_fail(struct ckpt_async *a, const char *fmt, ...)
     a->failed = 1;
 }
 
-/* pwrite or pread all of n bytes at off (short transfers and EINTR resumed). */
-static int transfer_all(int fd, int writing, void *buf, size_t n, off_t off)
-{
-    char *p = buf;
-    while (n > 0) {
-        ssize_t k = writing ? pwrite(fd, p, n, off) : pread(fd, p, n, off);
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0) return -1;
-        if (k == 0) { /* (a read past the end: the file is short) */
-            errno = EIO;
-            return -1;
-        }
-        p += k, n -= (size_t)k, off += k;
-    }
-    return 0;
-}
-
-/* A piece's rectangles between the file and data (its elements in order):
- * whole rows in one transfer, a part of each row otherwise. */
-static int piece_io(int fd, int writing, const struct ckpt_piece *pc, float *data)
-{
-    const struct tensor_ref *t = &pc->t;
-    hsize_t cols = t->rank == 2 ? t->dims[1] : 1;
-    for (int b = 0; b < t->nblocks; b++) {
-        hsize_t rows = t->count[b][0], width = t->count[b][1];
-        if (width == cols) rows = 1, width *= t->count[b][0]; /* contiguous in the file */
-        for (hsize_t r = 0; r < rows; r++) {
-            off_t off = (off_t)(pc->offset + 4 * ((t->start[b][0] + r) * cols + t->start[b][1]));
-            if (transfer_all(fd, writing, data, width * sizeof(float), off) != 0) return -1;
-            data += width;
-        }
-    }
-    return 0;
-}
-
 /* The writer's nice value: on a node whose cores all compute, the writer
  * takes about 36 / (1024 + 36) = 3 % of one (the kernel's weights of nice
  * 15 and 0), and much longer to finish; on one with cores to spare it
@@ -84,7 +50,7 @@ static void *writer(void *arg)
     if (fd < 0) writer_fail(a, "cannot open %s to write it", a->tmp);
     for (int i = 0; i < a->npieces && !a->failed; i++) {
         struct ckpt_piece *pc = &a->pieces[i];
-        if (piece_io(fd, 1, pc, pc->t.local) != 0)
+        if (ckpt_raw_io(fd, 1, pc, pc->t.local) != 0)
             writer_fail(a, "writing %s into %s failed", pc->t.path, a->tmp);
         a->sums[pc->index] = ckpt_partial_checksum(&pc->t, pc->t.local);
         atomic_fetch_add(&a->progress, 1);
@@ -96,19 +62,17 @@ static void *writer(void *arg)
     if (fd >= 0 && close(fd) != 0) writer_fail(a, "closing %s failed", a->tmp);
     fd = a->failed ? -1 : open(a->tmp, O_RDONLY);
     if (fd < 0 && !a->failed) writer_fail(a, "cannot open %s to read it back", a->tmp);
-    float *back = fd < 0 ? NULL : malloc((a->largest ? a->largest : 1) * sizeof(float)); /* (no MPI here: no xmalloc) */
-    if (fd >= 0 && !back) writer_fail(a, "no memory to read back %s", a->tmp); /* (errno: ENOMEM) */
-    for (int i = 0; fd >= 0 && back && i < a->npieces && !a->failed; i++) {
+    for (int i = 0; fd >= 0 && i < a->npieces && !a->failed; i++) {
         struct ckpt_piece *pc = &a->pieces[i];
-        if (piece_io(fd, 0, pc, back) != 0)
+        uint64_t sum = 0;
+        if (ckpt_raw_read(fd, pc, NULL, &sum) != 0)
             writer_fail(a, "reading back %s of %s failed", pc->t.path, a->tmp);
-        else if (ckpt_partial_checksum(&pc->t, back) != a->sums[pc->index]) {
+        else if (sum != a->sums[pc->index]) {
             errno = 0; /* (no call failed: the bytes differ) */
             writer_fail(a, "%s does not read back as written (checksum mismatch in %s)", a->tmp, pc->t.path);
         }
         atomic_fetch_add(&a->progress, 1);
     }
-    free(back);
     if (fd >= 0) close(fd);
     atomic_store(&a->done, 1);
     return NULL;
@@ -135,11 +99,7 @@ void ckpt_async_init(struct ckpt_async *a, const struct model *m, const struct o
     free(a->pieces);
     a->datasets = ckpt_pieces(m, o, g, &a->pieces, &a->npieces);
     size_t need = 0;
-    a->largest = 0;
-    for (int i = 0; i < a->npieces; i++) {
-        need += a->pieces[i].t.elems;
-        if (a->pieces[i].t.elems > a->largest) a->largest = a->pieces[i].t.elems;
-    }
+    for (int i = 0; i < a->npieces; i++) need += a->pieces[i].t.elems;
     if (!a->snap || a->snap_floats < need) {
         if (a->snap) a->release(a->snap);
         a->snap = m->k->host_alloc((need ? need : 1) * sizeof(float));

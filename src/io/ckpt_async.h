@@ -28,7 +28,7 @@ struct ckpt_async {
     struct ckpt_piece *pieces; /* what this rank owns, t.local in the snapshot (ckpt_piece.h) */
     int npieces, datasets;
     float *snap;               /* the snapshot: the pieces one after another */
-    size_t snap_floats, largest; /* its size; the largest piece (the read-back buffer) */
+    size_t snap_floats;        /* its size */
     void (*release)(void *);   /* how the snapshot is freed */
     uint64_t *sums;            /* this rank's checksum of each dataset's piece (by index) */
     char tmp[4200];            /* the file being written */

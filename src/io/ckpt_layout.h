@@ -78,7 +78,8 @@ struct walk_ctx {
     char *err;
     size_t errlen;
     int failed;      /* an error is in err (later ones are dropped) */
-    struct ckpt_piece *pieces; /* (creating for a background write) this rank's, by index */
+    struct ckpt_piece *pieces; /* the selections this rank writes or reads outside HDF5 (ckpt_raw.h), in walk
+                                  order (a background write's: by index) */
     int npieces, cursor;
 };
 

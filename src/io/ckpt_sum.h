@@ -15,6 +15,12 @@
  * the dataset's "checksum" attribute. */
 uint64_t ckpt_partial_checksum(const struct tensor_ref *t, const float *data);
 
+/* The same sum over a run of n elements that lie one after another in the
+ * logical tensor from its element `first` on (a checksum over a piece that
+ * arrives in parts: the parts' sums add up).  AVX-512 where that path is in
+ * use (cpu.h); integer arithmetic, so every path gives the same sum. */
+uint64_t ckpt_sum_run(uint64_t first, const float *data, size_t n);
+
 /* The owners' partial sums of n datasets added up, in place, on every rank.
  * Collective over the world. */
 void ckpt_sums_reduce(uint64_t *sums, int n, const struct grid *g);
