@@ -3,11 +3,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdlib.h>
-#include <unistd.h>
-
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ckpt_sum.h"
 #include "log.h"

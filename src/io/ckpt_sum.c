@@ -53,7 +53,10 @@ __attribute__((target("avx512f,avx512dq"))) static uint64_t run_avx512(uint64_t 
         x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 27)), m2);
         acc = _mm512_add_epi64(acc, _mm512_xor_si512(x, _mm512_srli_epi64(x, 31)));
     }
-    return (uint64_t)_mm512_reduce_add_epi64(acc) + run_generic(first + k, bits + k, n - k);
+    uint64_t lane[8], sum = run_generic(first + k, bits + k, n - k);
+    _mm512_storeu_si512((void *)lane, acc); /* (the lanes added unsigned: _mm512_reduce_add_epi64 adds signed) */
+    for (int i = 0; i < 8; i++) sum += lane[i];
+    return sum;
 }
 #endif
 
