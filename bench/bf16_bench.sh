@@ -6,12 +6,15 @@
 # path only when named).  On avx512bf16 a bf16 run's linear layers multiply
 # on VDPBF16PS; on avx512 and avx2 the same arithmetic is emulated in fp32
 # FMAs (src/kernels/gemm_kernels.h), as a processor without AVX512-BF16
-# runs it.  The two precisions alternate, ROUNDS times each (default 3),
-# and each keeps its best median tokens/s (steps after the first two): the
-# machine may be shared, and the best of alternating runs is the figure the
-# neighbours disturbed least.  Prints tokens/s of both, the ratio, and the
-# rates of the matmul kernels each run measured at start-up.  Target
-# (docs/performance.md): bf16 >= 1.5x fp32 on avx512bf16.
+# runs it (CONFIGS="small" for one config).  The two precisions alternate,
+# ROUNDS times each (default 3), so that both meet the same neighbours on a
+# shared machine; each
+# precision's figures pool the steps of its runs (after the first two of a
+# run): the median step, and the fastest (as bench/gemm_bench keeps its
+# fastest call: other work only ever slows a step down).  Prints tokens/s
+# of both, the ratios, and the rates of the matmul kernels each run
+# measured at start-up.  Target (docs/performance.md): bf16 >= 1.5x fp32 on
+# avx512bf16.
 set -u
 cd "$(dirname "$0")/.."
 THREADS=${THREADS:-2}
@@ -23,6 +26,9 @@ export OMP_NUM_THREADS=$THREADS OMP_WAIT_POLICY=PASSIVE
 calc() { awk "BEGIN { print $1 }"; }
 max() { awk "BEGIN { a = $1; b = $2; print (a > b ? a : b) }"; }
 
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
 if [ -z "${PATHS:-}" ]; then
     PATHS=""
     for p in avx2 avx512 avx512bf16; do
@@ -31,42 +37,53 @@ if [ -z "${PATHS:-}" ]; then
     [ -n "$PATHS" ] || PATHS=generic
 fi
 
-# median tokens/s of the steps after the first two (warm-up)
-median_tps() {
+# tokens/s of the steps after the first two (warm-up), one per line
+step_tps() {
     $PY - "$1" <<'PY'
-import sys, h5py, numpy as np
+import sys, h5py
 with h5py.File(sys.argv[1] + "/metrics.h5") as f:
-    print(f"{np.median(f['metrics/tokens_per_s'][2:]):.1f}")
+    print("\n".join(f"{x:.2f}" for x in f["metrics/tokens_per_s"][2:]))
 PY
 }
 
-# one run: prints "tokens/s rate-GFLOP/s kernel"
-one_run() { # path deck precision
-    out=$(TRIAD_ISA=$1 mpirun -n 1 --bind-to none ./triad "$2" train.threads="$THREADS" train.precision="'$3'" 2>&1) ||
-        { echo "$out" >&2; exit 1; }
+# the median and the largest of the numbers in file $1
+stats() { sort -g "$1" | awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; print m, v[NR] }'; }
+
+# one run (in $tmp/run, replaced): its steps' tokens/s appended to file $4;
+# prints "rate-GFLOP/s kernel"
+one_run() { # path deck precision file
+    rm -rf "$tmp/run"
+    out=$(TRIAD_ISA=$1 mpirun -n 1 --bind-to none ./triad "$2" train.threads="$THREADS" train.precision="'$3'" \
+          io.run_dir="'$tmp/run'" 2>&1) || { echo "$out" >&2; exit 1; }
+    step_tps "$tmp/run" >> "$4"
     rate=$(echo "$out" | sed -n 's/.*measured \(sgemm\|bf16 gemm\) \([0-9.]*\) GFLOP\/s.*/\2/p')
     kernel=$(echo "$out" | sed -n 's/.*matmul: triad \([a-z0-9]*\) \(sgemm\|bf16 gemm\).*/\1 \2/p')
-    run=$(sed -n "s/.*run_dir *= *'\([^']*\)'.*/\1/p" "$2")
-    echo "$(median_tps "$run") $rate $kernel"
+    echo "$rate $kernel"
 }
 
-printf '%-10s %-11s %12s %12s %7s %12s %12s\n' config path "fp32 tok/s" "bf16 tok/s" "ratio" "sgemm GF/s" "bf16 GF/s"
-for cfg in small gpt2_124m; do
+printf '%-10s %-11s %11s %11s %6s %11s %11s %6s %9s %9s\n' config path "fp32 tok/s" "bf16 tok/s" ratio \
+    "fp32 best" "bf16 best" ratio "sgemm GF" "bf16 GF"
+for cfg in ${CONFIGS:-small gpt2_124m}; do
     deck=bench/$cfg.nml
     for p in $PATHS; do
-        best32=0 best16=0 rate32=0 rate16=0 kernel=""
+        rate32=0 rate16=0 kernel=""
+        : > "$tmp/fp32"
+        : > "$tmp/bf16"
         r=0
         while [ $r -lt "$ROUNDS" ]; do
-            set -- $(one_run "$p" "$deck" fp32) || exit 1
-            best32=$(max "$best32" "$1") rate32=$(max "$rate32" "$2")
-            set -- $(one_run "$p" "$deck" bf16) || exit 1
-            best16=$(max "$best16" "$1") rate16=$(max "$rate16" "$2") kernel="$3 $4 $5"
+            got=$(one_run "$p" "$deck" fp32 "$tmp/fp32") || exit 1
+            set -- $got
+            rate32=$(max "$rate32" "$1")
+            got=$(one_run "$p" "$deck" bf16 "$tmp/bf16") || exit 1
+            set -- $got
+            rate16=$(max "$rate16" "$1") kernel="$2 $3 $4"
             r=$((r + 1))
         done
-        printf '%-10s %-11s %12.0f %12.0f %6.2fx %12.1f %12.1f\n' "$cfg" "$p" "$best32" "$best16" \
-            "$(calc "$best16 / $best32")" "$rate32" "$rate16"
+        set -- $(stats "$tmp/fp32") $(stats "$tmp/bf16")
+        printf '%-10s %-11s %11.0f %11.0f %5.2fx %11.0f %11.0f %5.2fx %9.1f %9.1f\n' "$cfg" "$p" "$1" "$3" \
+            "$(calc "$3 / $1")" "$2" "$4" "$(calc "$4 / $2")" "$rate32" "$rate16"
         echo "#   $cfg on $p: bf16 products on triad $kernel" >&2
     done
 done
-echo "# best of $ROUNDS alternating runs per precision, $THREADS threads, one rank; the GF/s columns: the" \
-     "start-up measurement of each kernel (1024^3), the best of the runs"
+echo "# tokens/s: the median and the fastest step of $ROUNDS alternating runs per precision (steps after the" \
+     "first two of each), $THREADS threads, one rank; GF: each kernel's start-up measurement (1024^3), best of the runs"
