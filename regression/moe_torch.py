@@ -49,8 +49,12 @@ The model, as Hugging Face defines it (not as triad computes it):
       - model.n_shared_expert > 0 (Qwen2-MoE's shared_expert, hidden width
         n_shared_expert * moe_ffn_hidden): out += g * down(silu(gate(x)) * up(x)),
         g = sigmoid(x @ shared_expert_gate^T) with model.moe_shared_gate, else 1;
+    except the first model.moe_dense_layers layers (Qwen2-MoE's
+    mlp_only_layers, DeepSeek's first_k_dense_replace), whose MLP is the
+    dense llama's down(silu(gate(x)) * up(x)) of hidden width ffn_hidden;
   * final RMSNorm, untied lm_head (or wte when tied), cross-entropy.
-The auxiliary losses, per layer l and micro-batch:
+The auxiliary losses, per MoE layer l and micro-batch (their means below
+are over the MoE layers):
   * load balancing (Hugging Face's load_balancing_loss_func, per layer rather
     than over all layers concatenated): aux_l = E * sum_i (c_i / N) * P_i,
     c_i the number of the N*k slots choosing expert i before capacity drops
@@ -78,7 +82,8 @@ h.<l>/expert.<e>/fcproj_w [C, Fe] its down_proj (w2); with model.qkv_bias
 qkv_b [C + 2 KV] the q, k and v biases (Qwen2); with a shared expert fc_w [2*Fs, C] its gate_proj then
 up_proj, fcproj_w [C, Fs] its down_proj, shared_gate_w [1, C] Qwen's
 shared_expert_gate.  A deck without model.n_expert (or 0) is the dense
-llama: fc_w / fcproj_w are then the MLP.
+llama: fc_w / fcproj_w are then the MLP, as they are of a leading dense
+layer's (h.<l>/fc_w [2*F, C], h.<l>/fcproj_w [C, F], F = ffn_hidden).
 """
 import math
 import sys
@@ -116,7 +121,7 @@ def real(v):
 
 # Keys a run made before triad had mixtures of experts does not echo (their
 # defaults in src/config/params.def; n_expert = 0 is the dense llama).
-DEFAULTS = {"model.n_expert": "0", "model.n_expert_active": "2", "model.moe_ffn_hidden": "0",
+DEFAULTS = {"model.n_expert": "0", "model.n_expert_active": "2", "model.moe_ffn_hidden": "0", "model.moe_dense_layers": "0",
             "model.n_shared_expert": "0", "model.moe_router": "softmax", "model.moe_norm_topk": ".true.",
             "model.moe_shared_gate": ".true.", "train.moe_aux_loss": "0.01", "train.moe_z_loss": "0",
             "train.moe_capacity": "0", "train.micro_batch_size": "0", "train.lr_schedule": "cosine",
@@ -145,6 +150,7 @@ class MoeLlama(torch.nn.Module):
         self.shared_gate = logical(cfg["model.moe_shared_gate"])
         self.ns = int(cfg["model.n_shared_expert"])
         self.cf = real(cfg["train.moe_capacity"])
+        self.Ld = int(cfg["model.moe_dense_layers"]) if self.E else 0
         assert self.router in ("softmax", "sigmoid"), "model.moe_router = '%s'" % self.router
         assert self.E == 0 or 1 <= self.k <= self.E, "n_expert_active = %d of n_expert = %d" % (self.k, self.E)
         arr = lambda name: np.asarray(ck["model/" + name][...], dtype=np.float32)
@@ -167,7 +173,8 @@ class MoeLlama(torch.nn.Module):
                 m.q_bias, m.k_bias, m.v_bias = T(b[:q]), T(b[q:q + kv]), T(b[q + kv:])
             m.o_proj = P(hl + "attproj_w")
             m.post_norm = P(hl + "ln2_w")
-            if self.E:
+            m.sparse = self.E and l >= self.Ld
+            if m.sparse:
                 m.gate = P(hl + "router_w")
                 assert m.gate.shape == (self.E, C), "router_w %s" % (tuple(m.gate.shape),)
                 fc0 = arr(hl + "expert.0/fc_w")
@@ -183,15 +190,17 @@ class MoeLlama(torch.nn.Module):
                     ex.up_proj = T(fc[Fe:])
                     ex.down_proj = T(proj)
                     m.experts.append(ex)
-            if self.ns or not self.E:  # the shared expert, or the dense MLP
+            if self.ns or not m.sparse:  # the shared expert, or the dense MLP
                 fc = arr(hl + "fc_w")
                 Fs = fc.shape[0] // 2
-                if self.E:
+                if not m.sparse and cfg.get("model.ffn_hidden", "0") != "0":
+                    assert Fs == int(cfg["model.ffn_hidden"]), "h.%d/fc_w %s, ffn_hidden %s" % (l, fc.shape, cfg["model.ffn_hidden"])
+                if m.sparse:
                     assert Fs == self.ns * Fe, "fc_w %s for n_shared_expert %d x %d" % (fc.shape, self.ns, Fe)
                 m.gate_proj = T(fc[:Fs])
                 m.up_proj = T(fc[Fs:])
                 m.down_proj = P(hl + "fcproj_w")
-                if self.E and self.shared_gate:
+                if m.sparse and self.shared_gate:
                     m.shared_expert_gate = P(hl + "shared_gate_w")
             self.layers.append(m)
         self.norm = P("lnf_w")
@@ -274,9 +283,9 @@ class MoeLlama(torch.nn.Module):
             y = (att @ v).transpose(1, 2).reshape(B, T, self.C)
             x = x + y @ m.o_proj.T
             h = self.rms(x, m.post_norm).reshape(B * T, self.C)
-            if self.E:
+            if m.sparse:
                 y, a, zl = self.moe(m, h)
-                aux, z = aux + a / self.L, z + zl / self.L
+                aux, z = aux + a / (self.L - self.Ld), z + zl / (self.L - self.Ld)
             else:
                 y = swiglu(h, m.gate_proj, m.up_proj, m.down_proj)
             x = x + y.view(B, T, self.C)

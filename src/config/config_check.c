@@ -152,7 +152,18 @@ static int check_moe(const struct config *cfg, struct deck_error *err)
             return deck_error_hint(err, "set n_expert > 0 for a mixture of experts, or n_shared_expert = 0 (a dense MLP "
                                         "is ffn_hidden wide)");
         }
+        if (cfg->model.moe_dense_layers) {
+            deck_error_set(err, 0, 0, "moe_dense_layers = %" PRId64 " without experts (n_expert = 0): every block "
+                                      "of a dense model is dense", cfg->model.moe_dense_layers);
+            return deck_error_hint(err, "set moe_dense_layers = 0, or n_expert > 0");
+        }
         return 0;
+    }
+    if (cfg->model.moe_dense_layers >= cfg->model.n_layer) {
+        deck_error_set(err, 0, 0, "moe_dense_layers = %" PRId64 " leaves no MoE block of n_layer = %" PRId64,
+                       cfg->model.moe_dense_layers, cfg->model.n_layer);
+        return deck_error_hint(err, "set moe_dense_layers < %" PRId64 ", or n_expert = 0 for a dense model",
+                               cfg->model.n_layer);
     }
     if (cfg->model.arch_id != MODEL_ARCH_llama) {
         deck_error_set(err, 0, 0, "n_expert = %" PRId64 " with arch = 'gpt2': the experts are SwiGLU MLPs of the llama "
@@ -272,7 +283,7 @@ static int check_split(const struct config *cfg, struct deck_error *err)
         return suggest(err, "tp", near_divisors(a, sizeof a, f.NKV, tp, config_key_max("parallel", "tp")),
                        "n_kv_head", near_multiples(b, sizeof b, f.NKV, tp, NH), NULL);
     }
-    if (!f.E && f.F % tp) { /* (a mixture has no dense MLP: its widths are checked below) */
+    if ((!f.E || f.Ld) && f.F % tp) { /* (a mixture's experts are checked below) */
         deck_error_set(err, 0, 0, "the MLP hidden width %" PRId64 " (ffn_hidden%s) is not divisible by tp = %" PRId64,
                        f.F, cfg->model.ffn_hidden ? "" : ", the family's", tp);
         return suggest(err, "ffn_hidden", near_multiples(a, sizeof a, f.F, tp, config_key_max("model", "ffn_hidden")),

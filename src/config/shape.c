@@ -39,6 +39,7 @@ void shape_family(struct model_family *f, const struct config *cfg)
     f->K = f->E ? cfg->model.n_expert_active : 0;
     f->Fe = f->E ? (cfg->model.moe_ffn_hidden ? cfg->model.moe_ffn_hidden : f->F) : 0;
     f->Fs = f->E ? cfg->model.n_shared_expert * f->Fe : 0;
+    f->Ld = f->E ? cfg->model.moe_dense_layers : 0;
 }
 
 /* The parameters of cfg's model with a vocabulary of V, its MoE blocks
@@ -52,17 +53,18 @@ static int64_t params_with(const struct config *cfg, int64_t V, int64_t experts)
     /* a block: q, k and v (C + 2 KV rows of C), the attention projection (C^2), the MLP (gpt2: C -> F -> C;
      * llama: gate and up C -> F, down F -> C); gpt2 adds two LayerNorms (2C each) and the biases,
      * llama has two RMSNorms (C each).  An MoE block's MLP: the router (E x C), each expert a SwiGLU
-     * of Fe, the shared experts one of Fs with its gate (C) */
-    int64_t mlp = mul64(mul64(f.llama ? 3 : 2, F), C);
+     * of Fe, the shared experts one of Fs with its gate (C); a mixture's first Ld blocks keep the dense MLP */
+    int64_t dense = mul64(mul64(f.llama ? 3 : 2, F), C), mlp = dense;
     if (f.E)
         mlp = add64(add64(mul64(f.E, C), mul64(mul64(experts, 3 * f.Fe), C)),
                     add64(mul64(3 * f.Fs, C), f.Fs && cfg->model.moe_shared_gate ? C : 0));
-    int64_t block = add64(add64(mul64(QKV, C), mul64(C, C)), mlp);
-    block = f.llama ? add64(block, add64(mul64(2, C), f.qkv_bias ? QKV : 0))
-                    : add64(block, add64(add64(mul64(4, C), QKV), add64(C, add64(F, C))));
+    int64_t attn = add64(mul64(QKV, C), mul64(C, C)); /* and the norms and biases */
+    attn = f.llama ? add64(attn, add64(mul64(2, C), f.qkv_bias ? QKV : 0))
+                   : add64(attn, add64(add64(mul64(4, C), QKV), add64(C, add64(F, C))));
     int64_t rest = add64(mul64(V, C), f.llama ? C : add64(mul64(T, C), mul64(2, C)));
     if (!f.tied) rest = add64(rest, mul64(V, C));
-    return add64(mul64(L, block), rest);
+    int64_t blocks = add64(mul64(L - f.Ld, add64(attn, mlp)), mul64(f.Ld, add64(attn, dense)));
+    return add64(blocks, rest);
 }
 
 int64_t shape_params(const struct config *cfg, int64_t V) { return params_with(cfg, V, cfg->model.n_expert); }

@@ -25,6 +25,7 @@ struct model_family {
     int64_t E, K;         /* mixture of experts: routed experts (0: a dense MLP) and experts per token */
     int64_t Fe;           /* an expert's hidden width: moe_ffn_hidden, or F */
     int64_t Fs;           /* the shared experts' hidden width (n_shared_expert * Fe; 0: none) */
+    int64_t Ld;           /* of a mixture, the leading blocks with a dense MLP of F (moe_dense_layers) */
 };
 
 struct run_shape {

@@ -139,12 +139,6 @@ void gen_close(struct gen *G)
 
 /* ------------------------------------------------------------ forward */
 
-/* Local layer j's slice of per-layer tensor id (NULL where the family has none). */
-static const float *layer_param(const struct model *m, int id, int j)
-{
-    return m->size[id] ? m->param[id] + (size_t)j * (m->size[id] / (size_t)m->d.Lp) : NULL;
-}
-
 /* The family's norm of n rows. */
 static void norm(struct gen *G, float *out, const float *x, const float *w, const float *b, int n)
 {
@@ -180,10 +174,11 @@ static void block(struct gen *G, int j, int n)
     const struct model_dims *d = &m->d;
     const struct device *k = m->k;
     int C = d->C, Cl = C / d->tp, HS = d->HS, NHl = model_q_heads(d), NKVl = model_kv_heads(d);
-    int QKV = model_qkv_cols(d), FC = model_fc_cols(d), Fl = model_hidden_cols(d), root = d->tp_rank == 0;
+    int l = model_global_layer(d, j), QKV = model_qkv_cols(d), FC = model_layer_fc_cols(d, l);
+    int Fl = model_layer_hidden_cols(d, l), root = d->tp_rank == 0;
     size_t nC = (size_t)n * C, cache = (size_t)j * G->S * G->Tc * NKVl * HS;
     const float *W[NUM_PARAMS];
-    for (int id = 0; id < NUM_PARAMS; id++) W[id] = param_table[id].per_layer ? layer_param(m, id, j) : NULL;
+    model_layer_params(m, j, W);
     norm(G, G->h, G->x, W[P_LN1W], W[P_LN1B], n);
     k->matmul_forward(PREC_FP32, G->qkv, G->h, W[P_QKVW], W[P_QKVB], n, C, QKV); /* column-parallel */
     if (d->llama) k->rope_forward(PREC_FP32, G->qkv, G->rope_cos, G->rope_sin, 1, n, NHl, NKVl, HS);
@@ -193,7 +188,7 @@ static void block(struct gen *G, int j, int n)
     tp_sum(G, G->part, nC); /* row-parallel */
     k->residual_forward(PREC_FP32, G->x, G->x, G->part, nC);
     norm(G, G->h, G->x, W[P_LN2W], W[P_LN2B], n);
-    if (d->E) moe_forward_rows(m, &G->c, G->h, n, W, G->fc, G->act, G->part);
+    if (model_moe_layer(d, l)) moe_forward_rows(m, &G->c, G->h, n, W, G->fc, G->act, G->part);
     else {
         k->matmul_forward(PREC_FP32, G->fc, G->h, W[P_FCW], W[P_FCB], n, C, FC);
         if (d->llama) k->swiglu_forward(PREC_FP32, G->act, G->fc, (size_t)n, Fl);

@@ -192,6 +192,7 @@ double ckpt_file_bytes(const struct model *m)
     double bytes = 32 << 10;
     for (int id = 0; id < NUM_PARAMS; id++)
         for (int l = 0; l < param_slices(&m->d, (enum param_id)id); l++) {
+            if (!param_slice_exists(&m->d, (enum param_id)id, l)) continue;
             struct tensor_ref t;
             struct state_buf whole = ckpt_whole_buf(m, m->params_mem);
             ckpt_tensor_ref(&t, "/model", m, &whole, (enum param_id)id, l);

@@ -109,6 +109,7 @@ int ckpt_walk(hid_t file, const char *prefix, const struct model *m, const struc
     for (int id = 0; id < NUM_PARAMS; id++) {
         int slices = param_slices(&m->d, (enum param_id)id);
         for (int l = 0; l < slices; l++) {
+            if (!param_slice_exists(&m->d, (enum param_id)id, l)) continue; /* (a layer without it) */
             struct tensor_ref t;
             ckpt_tensor_ref(&t, prefix, m, sb, (enum param_id)id, l);
             if (fn(file, &t, w) != 0 && !w->failed) ckpt_walk_fail(w, "rank %d: %s failed", w->g->rank, t.path);

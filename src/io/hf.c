@@ -157,7 +157,7 @@ static int hf_names(const struct model_dims *d, enum hf_arch a, enum param_id id
     const struct hf_tensor *t;
     int nt = hf_tensors(a, &t), n = 0;
     int l = param_table[id].expert ? g / d->E : g, e = param_table[id].expert ? g % d->E : 0;
-    if (!param_present(d, id)) return 0;
+    if (!param_present(d, id) || !param_slice_exists(d, id, g)) return 0;
     for (int i = 0; i < nt && n < 3; i++)
         if (t[i].id == id) {
             snprintf(names[n++], sizeof names[0], t[i].name, l, e);

@@ -89,6 +89,9 @@ int hf_tensors(enum hf_arch a, const struct hf_tensor **t)
         {"model.layers.%d.self_attn.v_proj.bias", P_QKVB, 2, 0},
         {"model.layers.%d.self_attn.o_proj.weight", P_ATTPROJW, -1, 0},
         {"model.layers.%d.post_attention_layernorm.weight", P_LN2W, -1, 0},
+        {"model.layers.%d.mlp.gate_proj.weight", P_DFCW, 0, 0}, /* (the dense blocks of mlp_only_layers) */
+        {"model.layers.%d.mlp.up_proj.weight", P_DFCW, 1, 0},
+        {"model.layers.%d.mlp.down_proj.weight", P_DFCPROJW, -1, 0},
         {"model.layers.%d.mlp.gate.weight", P_ROUTERW, -1, 0},
         {"model.layers.%d.mlp.experts.%d.gate_proj.weight", P_EXPFCW, 0, 0},
         {"model.layers.%d.mlp.experts.%d.up_proj.weight", P_EXPFCW, 1, 0},
@@ -151,6 +154,9 @@ int hf_arch_of(const struct model_dims *d, char *err, size_t errlen)
     if (!d->F && !d->norm_topk)
         add(why, sizeof why, "top-k weights not renormalised (moe_norm_topk = .false.) without shared experts: "
             "Mixtral renormalises them always");
+    if (!d->F && d->Ld)
+        add(why, sizeof why, "leading dense blocks (moe_dense_layers = %d) without shared experts: Mixtral has "
+            "experts in every block, and Qwen2-MoE has a shared expert", d->Ld);
     if (why[0])
         return errorf(err, errlen, "no Hugging Face architecture expresses this mixture of experts: %s. triad "
                       "writes MixtralForCausalLM (softmax router, top-k renormalised, no shared expert, no biases) "
@@ -276,6 +282,7 @@ static int check_kind(const struct model_dims *d, enum hf_arch a, const struct j
     if (a == HF_MIXTRAL && !d->norm_topk)
         add(set, sizeof set, "moe_norm_topk = .true. (Mixtral renormalises the top-k weights always)");
     if (a == HF_MIXTRAL && d->qkv_bias) add(set, sizeof set, "qkv_bias = .false. (Mixtral has no biases)");
+    if (a == HF_MIXTRAL && d->Ld) add(set, sizeof set, "moe_dense_layers = 0 (Mixtral has experts in every block)");
     if (a == HF_QWEN2_MOE && d->F && !d->shared_gate)
         add(set, sizeof set, "moe_shared_gate = .true. (Qwen2-MoE scales its shared expert by "
             "sigmoid(x . shared_expert_gate))");
@@ -332,6 +339,7 @@ static int check_keys(const struct model_dims *d, enum hf_arch a, const struct j
         fs = KEY("n_shared_expert", "shared_expert_intermediate_size", KEY_INT, d->F / d->Fe, 0, 0);
         KEY("moe_norm_topk", "norm_topk_prob", KEY_BOOL, d->norm_topk, 1, 0.0);
         KEY("qkv_bias", "qkv_bias", KEY_BOOL, d->qkv_bias, 1, 1.0);
+        if (d->Ld) KEY("ffn_hidden", "intermediate_size", KEY_INT, d->Fd, 0, 0); /* (the dense blocks' width) */
     }
 #undef KEY
     for (int i = 0; i < n; i++)
@@ -403,6 +411,35 @@ static int check_window(const struct model_dims *d, enum hf_arch a, const struct
     return 0;
 }
 
+/* Qwen2-MoE's mlp_only_layers, the blocks with a dense MLP: triad's are
+ * the first moe_dense_layers, so the list must name exactly those (in any
+ * order). */
+static int check_dense_layers(const struct model_dims *d, const struct json *mo, const char *path, char *err,
+                              size_t errlen)
+{
+    if (mo && mo->kind != JSON_NULL && mo->kind != JSON_ARRAY)
+        return errorf(err, errlen, "%s: \"mlp_only_layers\" is not an array of layers", path);
+    int n = mo && mo->kind == JSON_ARRAY ? mo->n : 0, most = -1;
+    char seen[4096] = {0};
+    for (int i = 0; i < n; i++) {
+        const struct json *x = &mo->item[i];
+        if (x->kind != JSON_NUMBER || x->number != floor(x->number) || x->number < 0 || x->number >= d->L)
+            return errorf(err, errlen, "%s: mlp_only_layers[%d] is not a layer of the %d (0 .. %d)", path, i, d->L,
+                          d->L - 1);
+        int l = (int)x->number;
+        if (l < (int)sizeof seen && seen[l]++)
+            return errorf(err, errlen, "%s: mlp_only_layers names layer %d twice", path, l);
+        most = l > most ? l : most;
+    }
+    if (most + 1 != n)
+        return errorf(err, errlen, "%s: mlp_only_layers names %d dense block(s) that are not the first ones (layer "
+                      "%d is among them); triad's dense blocks are the leading moe_dense_layers", path, n, most);
+    if (n != d->Ld)
+        return errorf(err, errlen, "%s: mlp_only_layers makes the first %d block(s) dense, but the deck has "
+                      "moe_dense_layers = %d: set moe_dense_layers = %d", path, n, d->Ld, n);
+    return 0;
+}
+
 /* What the deck has no key for and triad's blocks do not do: scaled
  * rotary angles, biases beyond q, k and v, another head width, dense
  * layers among Qwen2-MoE's sparse ones, a sliding window. */
@@ -427,12 +464,7 @@ static int check_llama_rest(const struct model_dims *d, enum hf_arch a, const st
         if (has && x != 1)
             return errorf(err, errlen, "%s: decoder_sparse_step = %g: only every %g-th block has experts; triad's "
                           "mixture of experts has them in every block (decoder_sparse_step = 1)", path, x, x);
-        const struct json *mo = json_get(cfg, "mlp_only_layers");
-        if (mo && mo->kind != JSON_NULL && mo->kind != JSON_ARRAY)
-            return errorf(err, errlen, "%s: \"mlp_only_layers\" is not an array of layers", path);
-        if (mo && mo->kind == JSON_ARRAY && mo->n > 0)
-            return errorf(err, errlen, "%s: mlp_only_layers names %d dense block(s); triad's mixture of experts has "
-                          "experts in every block (mlp_only_layers = [])", path, mo->n);
+        if (check_dense_layers(d, json_get(cfg, "mlp_only_layers"), path, err, errlen) != 0) return -1;
     }
     return is_moe(a) ? check_window(d, a, cfg, path, err, errlen) : 0;
 }
@@ -487,6 +519,9 @@ void hf_print_config(FILE *fp, const struct model_dims *d, enum hf_arch a, enum 
     }
     fmt_real(theta, sizeof theta, d->rope_theta);
     fmt_real(aux, sizeof aux, d->aux_coef);
+    char dense[4096] = "";
+    for (int l = 0; l < d->Ld && strlen(dense) + 16 < sizeof dense; l++)
+        snprintf(dense + strlen(dense), sizeof dense - strlen(dense), "%s%d", l ? ", " : "", l);
     switch (a) {
     case HF_GPT2:
         fprintf(fp, "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
@@ -517,20 +552,20 @@ void hf_print_config(FILE *fp, const struct model_dims *d, enum hf_arch a, enum 
                 "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"%s\"\n}\n",
                 d->C, d->Fe, d->NH, d->L, d->NKV, d->HS, d->E, d->K, d->V, d->T, eps, theta, aux, tied, torch_dtype);
         return;
-    default: /* Qwen2-MoE: intermediate_size (the dense width, unused with every block sparse) written as the
-              * shared expert's */
+    default: /* Qwen2-MoE: intermediate_size, the dense blocks' width (with every block sparse unused, written as
+              * the shared expert's); mlp_only_layers, the first moe_dense_layers */
         fprintf(fp, "{\n  \"architectures\": [\"Qwen2MoeForCausalLM\"],\n  \"model_type\": \"qwen2_moe\",\n"
                 "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n  \"num_attention_heads\": %d,\n"
                 "  \"num_hidden_layers\": %d,\n  \"num_key_value_heads\": %d,\n"
                 "  \"num_experts\": %d,\n  \"num_experts_per_tok\": %d,\n  \"moe_intermediate_size\": %d,\n"
                 "  \"shared_expert_intermediate_size\": %d,\n  \"norm_topk_prob\": %s,\n"
-                "  \"decoder_sparse_step\": 1,\n  \"mlp_only_layers\": [],\n  \"qkv_bias\": true,\n"
+                "  \"decoder_sparse_step\": 1,\n  \"mlp_only_layers\": [%s],\n  \"qkv_bias\": true,\n"
                 "  \"vocab_size\": %d,\n  \"max_position_embeddings\": %d,\n  \"rms_norm_eps\": %s,\n"
                 "  \"rope_theta\": %s,\n  \"rope_scaling\": null,\n  \"use_sliding_window\": false,\n"
                 "  \"hidden_act\": \"silu\",\n  \"router_aux_loss_coef\": %s,\n  \"output_router_logits\": false,\n"
                 "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"%s\"\n}\n",
-                d->C, d->F, d->NH, d->L, d->NKV, d->E, d->K, d->Fe, d->F, d->norm_topk ? "true" : "false", d->V, d->T,
-                eps, theta, aux, tied, torch_dtype);
+                d->C, d->Ld ? d->Fd : d->F, d->NH, d->L, d->NKV, d->E, d->K, d->Fe, d->F,
+                d->norm_topk ? "true" : "false", dense, d->V, d->T, eps, theta, aux, tied, torch_dtype);
         return;
     }
 }

@@ -42,7 +42,8 @@ struct piece {
 static int piece(const struct model_dims *d, const struct hf_tensor *t, int l, int e, struct piece *p)
 {
     enum param_id id = t->id;
-    if (!param_present(d, id)) return 0;
+    int g = param_table[id].expert ? l * d->E + e : param_table[id].per_layer ? l : 0;
+    if (!param_present(d, id) || !param_slice_exists(d, id, g)) return 0;
     if (!p) return 1;
     size_t rows, cols, part[3] = {0, 0, 0}, r0 = 0;
     param_shape(d, id, &rows, &cols);
@@ -54,7 +55,7 @@ static int piece(const struct model_dims *d, const struct hf_tensor *t, int l, i
     }
     char slice[96];
     p->id = id;
-    p->slice = param_table[id].expert ? l * d->E + e : param_table[id].per_layer ? l : 0;
+    p->slice = g;
     param_slice_name(d, id, p->slice, slice, sizeof slice);
     snprintf(p->name, sizeof p->name, t->name, l, e);
     snprintf(p->dataset, sizeof p->dataset, "/model/%s", slice);
@@ -108,6 +109,7 @@ static int covers_model(const struct model_dims *d, enum hf_arch a, const struct
     }
     for (int id = 0; id < NUM_PARAMS && rc == 0; id++)
         for (int g = 0; g < param_slices(d, (enum param_id)id) && rc == 0; g++) {
+            if (!param_slice_exists(d, (enum param_id)id, g)) continue;
             size_t rows, cols;
             char name[96];
             param_shape(d, (enum param_id)id, &rows, &cols);
@@ -191,6 +193,7 @@ static int verify_model(hid_t f, const struct model_dims *d, char *err, size_t e
 {
     for (int id = 0; id < NUM_PARAMS; id++)
         for (int g = 0; g < param_slices(d, (enum param_id)id); g++) {
+            if (!param_slice_exists(d, (enum param_id)id, g)) continue;
             char name[96], path[112];
             param_slice_name(d, (enum param_id)id, g, name, sizeof name);
             snprintf(path, sizeof path, "/model/%s", name);

@@ -73,11 +73,9 @@ float *model_element(const struct model *m, enum param_id id, int j, size_t i)
 int model_layer_ranges(const struct model *m, int j, struct flat_range *r)
 {
     int n = 0;
-    for (int id = 0; id < NUM_PARAMS; id++) {
-        if (!param_table[id].per_layer) continue;
-        size_t per = m->size[id] / (size_t)m->d.Lp;
-        r[n++] = (struct flat_range){m->at[id] + (size_t)j * per, per};
-    }
+    for (int id = 0; id < NUM_PARAMS; id++)
+        if (param_table[id].per_layer) /* (empty where the layer has none: every layer lists the same tensors) */
+            r[n++] = (struct flat_range){m->at[id] + param_layer_offset(&m->d, id, j), param_layer_floats(&m->d, id, j)};
     return n;
 }
 
@@ -219,19 +217,42 @@ void model_bwd_out(const struct model *m, float *x, size_t n) { m->k->lp_round(m
 
 /* ----------------------------------------------------------------- forward */
 
+/* A mixture's leading dense layer runs the dense block: its MLP (dfc,
+ * dfcproj) in the places of fc and fcproj. */
+static void dense_mlp_in_place(const struct model_dims *d, int j, const float **P)
+{
+    if (!d->E || model_moe_layer(d, model_global_layer(d, j))) return;
+    P[P_FCW] = P[P_DFCW];
+    P[P_FCPROJW] = P[P_DFCPROJW];
+}
+
 /* Local layer j's parameters, each per-layer tensor's slice (NULL where the
- * family has none: llama's biases, which the kernels skip): in place, or
- * (ZeRO-3) from the gathered copy the layer_params hook hands out, with
- * the gather of layer `next` under way meanwhile. */
+ * family or the layer has none: llama's biases, which the kernels skip): in
+ * place, or (ZeRO-3) from the gathered copy the layer_params hook hands
+ * out, with the gather of layer `next` under way meanwhile. */
 static void layer_weights(struct model *m, int j, int next, const float *W[NUM_PARAMS])
 {
     const float *buf = m->layer_params ? m->layer_params(m->layer_params_ctx, j, next) : NULL;
+    if (!buf) {
+        model_layer_params(m, j, W);
+        return;
+    }
     for (int id = 0; id < NUM_PARAMS; id++) {
         if (!param_table[id].per_layer) continue;
-        size_t per = m->size[id] / (size_t)m->d.Lp;
-        W[id] = per == 0 ? NULL : buf ? buf : m->param[id] + (size_t)j * per;
-        if (buf) buf += per;
+        size_t per = param_layer_floats(&m->d, id, j);
+        W[id] = per == 0 ? NULL : buf;
+        buf += per;
     }
+    dense_mlp_in_place(&m->d, j, W);
+}
+
+void model_layer_params(const struct model *m, int j, const float *W[NUM_PARAMS])
+{
+    for (int id = 0; id < NUM_PARAMS; id++) {
+        size_t per = param_layer_floats(&m->d, id, j);
+        W[id] = per == 0 ? NULL : m->param[id] + param_layer_offset(&m->d, id, j);
+    }
+    dense_mlp_in_place(&m->d, j, W);
 }
 
 /* A block's sizes on this rank: rows, widths (model.h) and heads. */
@@ -241,12 +262,13 @@ struct block_sizes {
     int QKV, FC, Fl;     /* columns of qkv, of the MLP's first product, of its activation */
 };
 
-static struct block_sizes block_sizes(const struct model *m)
+/* (of global layer l) */
+static struct block_sizes block_sizes(const struct model *m, int l)
 {
     const struct model_dims *d = &m->d;
     return (struct block_sizes){ .B = m->B, .T = d->Tl, .C = d->C, .Cl = d->C / d->tp, .N = m->N,
                                  .NHl = model_q_heads(d), .NKVl = model_kv_heads(d), .QKV = model_qkv_cols(d),
-                                 .FC = model_fc_cols(d), .Fl = model_hidden_cols(d) };
+                                 .FC = model_layer_fc_cols(d, l), .Fl = model_layer_hidden_cols(d, l) };
 }
 
 /* Layer i of slot a's chunk (local layer j = chunk * Lc + i), with its parameters P. */
@@ -255,9 +277,9 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
 {
     const struct model_dims *d = &m->d;
     struct scratch *s = &m->scr;
-    const struct block_sizes z = block_sizes(m);
-    int B = z.B, T = z.T, C = z.C, Cl = z.Cl, N = z.N, NHl = z.NHl, NKVl = z.NKVl, QKV = z.QKV, FC = z.FC, Fl = z.Fl;
     int j = a->chunk * d->Lc + i, l = model_global_layer(d, j);
+    const struct block_sizes z = block_sizes(m, l);
+    int B = z.B, T = z.T, C = z.C, Cl = z.Cl, N = z.N, NHl = z.NHl, NKVl = z.NKVl, QKV = z.QKV, FC = z.FC, Fl = z.Fl;
     size_t SC = (size_t)m->Ns * C, NC = (size_t)N * C, NCl = (size_t)N * Cl;
     const float *no_bias = NULL;
     int root = d->tp_rank == 0; /* adds the replicated bias of a row-parallel matmul once */
@@ -287,7 +309,7 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
 
     model_norm_to_tp(m, c, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, P[P_LN2W], P[P_LN2B],
                      l, OUT_LN2, "ln2");
-    if (d->E) { /* a mixture of experts in place of the MLP */
+    if (model_moe_layer(d, l)) { /* a mixture of experts in place of the MLP */
         moe_forward(m, c, &la, P, j, l, s->full);
         m->k->residual_forward(m->d.prec, l_res3, la.residual2, model_reduce_from_tp(m, c, s->part, s->full), SC);
         model_fwd_out(m, l_res3, SC, l, OUT_BLOCK, "block output");
@@ -413,10 +435,11 @@ static void layer_grads(struct model *m, int j, float *G[NUM_PARAMS])
             G[id] = m->grad[id];
             continue;
         }
-        size_t per = m->size[id] / (size_t)m->d.Lp;
-        G[id] = per == 0 ? NULL : buf ? buf : m->grad[id] + (size_t)j * per; /* NULL: absent from the family */
+        size_t per = param_layer_floats(&m->d, id, j);
+        G[id] = per == 0 ? NULL : buf ? buf : m->grad[id] + param_layer_offset(&m->d, id, j); /* NULL: absent */
         if (buf) buf += per;
     }
+    dense_mlp_in_place(&m->d, j, (const float **)G);
 }
 
 /* The two halves of a backward.  Fused (w NULL): every gradient at once.
@@ -454,13 +477,13 @@ static void norm_wgt(struct model *m, float *dw, float *db, const float *dln, co
 }
 
 /* Copy what W reads of a recomputed layer (la: the scratch) into in. */
-static void keep_inputs(struct model *m, struct layer_acts *in, const struct layer_acts *la)
+static void keep_inputs(struct model *m, struct layer_acts *in, const struct layer_acts *la, int l)
 {
     const float *from[] = {la->ln1, la->ln1_mean, la->ln1_rstd, la->atty, la->residual2,
                            la->ln2, la->ln2_mean, la->ln2_rstd, la->fch_gelu};
     float *to[] = {in->ln1, in->ln1_mean, in->ln1_rstd, in->atty, in->residual2,
                    in->ln2, in->ln2_mean, in->ln2_rstd, in->fch_gelu};
-    const struct block_sizes z = block_sizes(m);
+    const struct block_sizes z = block_sizes(m, l);
     size_t N = (size_t)z.N, S = (size_t)m->Ns, C = (size_t)z.C, M = m->d.llama ? 0 : S;
     size_t n[] = {N * C, M, S, N * (size_t)z.Cl, S * C, N * C, M, S, N * (size_t)z.Fl};
     for (size_t i = 0; i < sizeof n / sizeof n[0]; i++)
@@ -473,9 +496,9 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
 {
     const struct model_dims *d = &m->d;
     struct scratch *s = &m->scr;
-    const struct block_sizes z = block_sizes(m);
+    int j = a->chunk * d->Lc + i, l = model_global_layer(d, j);
+    const struct block_sizes z = block_sizes(m, l);
     int B = z.B, T = z.T, C = z.C, Cl = z.Cl, N = z.N, NHl = z.NHl, NKVl = z.NKVl, QKV = z.QKV, FC = z.FC, Fl = z.Fl;
-    int j = a->chunk * d->Lc + i;
     const float *P[NUM_PARAMS];
     float *G[NUM_PARAMS] = {0};
     layer_weights(m, j, i > 0 ? j - 1 : -1, P);
@@ -489,12 +512,12 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
         moe_replay(m, 0);
     } else
         model_unpack_layer(m, a, i, &la);
-    if (lw && i < d->Lr) keep_inputs(m, &lw->in, &la);
+    if (lw && i < d->Lr) keep_inputs(m, &lw->in, &la, l);
     float *dfch = lw ? lw->dfch : s->dfch, *dqkv = lw ? lw->dqkv : s->dqkv;
 
     /* MLP; dresidual holds d(block output), which is also d(residual2) through the skip */
     const float *dout = model_gather_to_tp(m, c, s->dfull, s->dresidual);
-    if (d->E) {
+    if (model_moe_layer(d, l)) {
         moe_backward(m, c, &la, P, G, dout, s->dln_full, dloss, lw);
     } else {
         matmul_bwd(m, s->dfch_gelu, G[P_FCPROJW], G[P_FCPROJB], dout, la.fch_gelu, P[P_FCPROJW], N, Fl, C,
@@ -532,17 +555,18 @@ static void block_weight(struct model *m, struct comm *c, struct chunk_acts *a, 
                          const struct layer_wgrad *lw)
 {
     const struct model_dims *d = &m->d;
-    const struct block_sizes z = block_sizes(m);
+    int j = a->chunk * d->Lc + i, l = model_global_layer(d, j);
+    const struct block_sizes z = block_sizes(m, l);
     int C = z.C, Cl = z.Cl, N = z.N, QKV = z.QKV, FC = z.FC, Fl = z.Fl;
     float *G[NUM_PARAMS];
-    layer_grads(m, a->chunk * d->Lc + i, G);
+    layer_grads(m, j, G);
     struct layer_acts la;
     if (i < d->Lr) la = lw->in;
     else {
         model_layer_acts(m, a, i, &la);
         model_unpack_layer(m, a, i, &la);
     }
-    if (d->E) moe_weight(m, c, &la, G, lw);
+    if (model_moe_layer(d, l)) moe_weight(m, c, &la, G, lw);
     else {
         matmul_wgt(m, G[P_FCPROJW], G[P_FCPROJB], lw->dfcproj, la.fch_gelu, N, Fl, C);
         matmul_wgt(m, G[P_FCW], G[P_FCB], lw->dfch, la.ln2, N, C, FC);

@@ -25,10 +25,12 @@ struct moe_state;
  * (docs/moe.md) replaces the MLP by a router (router_w), the routed
  * experts, each a SwiGLU (expert fc and fcproj: one slice per expert of
  * this rank), and the shared experts as one SwiGLU in fc and fcproj with
- * the gate shared_gate_w. */
+ * the gate shared_gate_w.  A mixture's leading dense layers (model.Ld)
+ * keep a dense SwiGLU of width Fd in dfc and dfcproj (checkpoint: fc_w and
+ * fcproj_w of those layers); the MoE layers' tensors are absent there. */
 enum param_id {
     P_WTE, P_WPE, P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB,
-    P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPROJW, P_FCPROJB, P_LNFW, P_LNFB, P_LMHEAD,
+    P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPROJW, P_FCPROJB, P_LNFW, P_LNFB, P_LMHEAD, P_DFCW, P_DFCPROJW,
     P_ROUTERW, P_SHGATEW, P_EXPFCW, P_EXPPROJW, NUM_PARAMS /* (the experts' last: the flat layout ends with them) */
 };
 
@@ -42,6 +44,11 @@ enum init_kind { INIT_NORMAL, INIT_NORMAL_SCALED, INIT_ZERO, INIT_ONE };
  *   SHARD_COLS   one contiguous block of input columns (attproj, fcproj) */
 enum shard_kind { SHARD_NONE, SHARD_ROWS, SHARD_COLS };
 
+/* Which layers hold a per-layer tensor: every one; of a mixture only its
+ * MoE layers (every layer of a dense model: the MLP's tensors); or only a
+ * mixture's leading dense layers. */
+enum layer_set { LAYERS_ALL, LAYERS_MOE, LAYERS_DENSE };
+
 /* One row of the tensor table, which allocation, initialisation, the
  * optimizer and the checkpoint all walk. */
 struct param_info {
@@ -52,6 +59,7 @@ struct param_info {
     enum shard_kind shard;
     int sp_partial;       /* under sequence parallelism each tp rank's gradient is a partial sum (LayerNorms) */
     int expert;           /* one slice per routed expert of each layer: checkpoint /model/h.<l>/expert.<e>/<name> */
+    enum layer_set layers; /* (per-layer tensors) */
 };
 extern const struct param_info param_table[NUM_PARAMS];
 
@@ -62,6 +70,9 @@ struct model_dims {
                                    experts', 0 without) */
     int E, K, Fe;               /* mixture of experts: routed experts (0: a dense MLP), experts per token,
                                    an expert's hidden width */
+    int Ld, Fd;                 /* a mixture's leading dense layers (0 .. Ld-1) and their MLP's hidden width */
+    int Lpd;                    /* of them, those on this rank: its first Lpd local layers (the local layers
+                                   run in the global order) */
     int El;                     /* the routed experts this rank holds: E / ep */
     int ep, ep_rank;            /* expert parallelism (grid.ep): this rank holds experts [ep_rank El, +El) */
     int qkv_bias;               /* q, k and v have biases (gpt2; llama with model.qkv_bias) */
@@ -120,13 +131,29 @@ static inline int model_moe_rows(const struct model_dims *d)
 {
     return d->ep > 1 ? d->ep * (d->K < d->El ? d->K : d->El) : d->K;
 }
+/* Is global layer l a mixture's MoE layer (not a dense model's, nor one of a
+ * mixture's leading dense layers)? */
+static inline int model_moe_layer(const struct model_dims *d, int l) { return d->E && l >= d->Ld; }
+/* Layer l's widths; model_fc_cols and model_hidden_cols: the most of any
+ * layer, the width of a layer's stored activations. */
+static inline int model_layer_fc_cols(const struct model_dims *d, int l)
+{
+    if (!model_moe_layer(d, l)) return (d->llama ? 2 : 1) * d->Fd / d->tp;
+    return (2 * d->F + 2 * model_moe_rows(d) * d->Fe) / d->tp;
+}
+static inline int model_layer_hidden_cols(const struct model_dims *d, int l)
+{
+    return model_moe_layer(d, l) ? (d->F + model_moe_rows(d) * d->Fe) / d->tp : d->Fd / d->tp;
+}
 static inline int model_fc_cols(const struct model_dims *d)
 {
-    return ((d->llama ? 2 : 1) * d->F + 2 * model_moe_rows(d) * d->Fe) / d->tp;
+    int a = model_layer_fc_cols(d, 0), b = model_layer_fc_cols(d, d->L - 1);
+    return a > b ? a : b;
 }
 static inline int model_hidden_cols(const struct model_dims *d)
 {
-    return (d->F + model_moe_rows(d) * d->Fe) / d->tp;
+    int a = model_layer_hidden_cols(d, 0), b = model_layer_hidden_cols(d, d->L - 1);
+    return a > b ? a : b;
 }
 
 /* The position in the sequence of this rank's local row l (cp.h). */
@@ -185,6 +212,15 @@ int param_local_slices(const struct model_dims *d, enum param_id id);
 int param_slice_global(const struct model_dims *d, enum param_id id, int j);
 /* The local index of logical slice g, or -1 if another rank holds it. */
 int param_slice_local(const struct model_dims *d, enum param_id id, int g);
+/* Does logical slice g exist (a per-layer tensor of a layer set: layer g's
+ * or g / E's holds it, param_info.layers)?  Absent slices are skipped
+ * wherever the slices are walked: param_slices counts the range. */
+int param_slice_exists(const struct model_dims *d, enum param_id id, int g);
+/* Local layer j's part of per-layer tensor id (its experts' slices, back to
+ * back): its floats (0: the layer has none) and where it starts in the
+ * tensor's local storage. */
+size_t param_layer_floats(const struct model_dims *d, enum param_id id, int j);
+size_t param_layer_offset(const struct model_dims *d, enum param_id id, int j);
 /* Its name as the checkpoint's dataset under /model: "wte", "h.3/qkv_w",
  * "h.3/expert.5/fc_w". */
 void param_slice_name(const struct model_dims *d, enum param_id id, int g, char *name, size_t len);
@@ -405,14 +441,18 @@ static inline int zero_slice_part(const struct zero_slices *z, size_t a, size_t 
     *state = p->state + (*lo - p->offset);
     return 1;
 }
-/* Floats of one layer's per-layer tensors on this rank. */
+/* Floats of local layer j's per-layer tensors on this rank; the most of
+ * any of its layers (a buffer for one). */
+size_t model_layer_floats_of(const struct model_dims *d, int j);
 size_t model_layer_floats(const struct model_dims *d);
 /* Floats of the tensors outside the layers, one after the other: grads_mem
  * under ZeRO-2, params_mem under ZeRO-3. */
 size_t model_rest_floats(const struct model_dims *d);
-/* The logical tensors of the family, one per layer of a per-layer tensor:
- * the datasets of a checkpoint, the entries of the gradient norm. */
+/* The logical tensors of the family, one per layer of a per-layer tensor
+ * (and expert): the datasets of a checkpoint.  The gradient norm's entries:
+ * the same over every layer alike (param_slices: 0 where a layer has none). */
 int model_logical_tensors(const struct model_dims *d);
+int model_norm_terms(const struct model_dims *d);
 /* Elements of tensor id on this rank (0 where another stage holds it). */
 size_t model_tensor_size(const struct model_dims *d, enum param_id id);
 
@@ -472,6 +512,11 @@ struct chunk_wgrad *model_wslot(struct model *m, int mb, int chunk);
 struct chunk_wgrad *model_wslot_kept(struct model *m, int mb, int chunk);
 void model_wslot_release(struct chunk_wgrad *w);
 
+/* Local layer j's parameters in place (not under ZeRO-3), each per-layer
+ * tensor's slice, NULL where the family or the layer has none; a mixture's
+ * leading dense layer has its MLP (dfc, dfcproj) in the places of fc and
+ * fcproj, as the block reads them. */
+void model_layer_params(const struct model *m, int j, const float *W[NUM_PARAMS]);
 /* The flat ranges of local layer j's per-layer tensors, in table order
  * (increasing), into r (NUM_PARAMS entries at most); their number returned.
  * Packed back to back they are model_layer_floats long. */

@@ -22,17 +22,19 @@ const struct param_info param_table[NUM_PARAMS] = {
     [P_ATTPROJB] = {"attproj_b", 1, 0, INIT_ZERO, SHARD_NONE},
     [P_LN2W] = {"ln2_w", 1, 0, INIT_ONE, SHARD_NONE, 1},
     [P_LN2B] = {"ln2_b", 1, 0, INIT_ZERO, SHARD_NONE, 1},
-    [P_FCW] = {"fc_w", 1, 1, INIT_NORMAL, SHARD_ROWS},
-    [P_FCB] = {"fc_b", 1, 0, INIT_ZERO, SHARD_ROWS},
-    [P_FCPROJW] = {"fcproj_w", 1, 1, INIT_NORMAL_SCALED, SHARD_COLS},
-    [P_FCPROJB] = {"fcproj_b", 1, 0, INIT_ZERO, SHARD_NONE},
+    [P_FCW] = {"fc_w", 1, 1, INIT_NORMAL, SHARD_ROWS, .layers = LAYERS_MOE},
+    [P_FCB] = {"fc_b", 1, 0, INIT_ZERO, SHARD_ROWS, .layers = LAYERS_MOE},
+    [P_FCPROJW] = {"fcproj_w", 1, 1, INIT_NORMAL_SCALED, SHARD_COLS, .layers = LAYERS_MOE},
+    [P_FCPROJB] = {"fcproj_b", 1, 0, INIT_ZERO, SHARD_NONE, .layers = LAYERS_MOE},
     [P_LNFW] = {"lnf_w", 0, 0, INIT_ONE, SHARD_NONE, 1},
     [P_LNFB] = {"lnf_b", 0, 0, INIT_ZERO, SHARD_NONE, 1},
     [P_LMHEAD] = {"lm_head", 0, 1, INIT_NORMAL, SHARD_ROWS},
-    [P_ROUTERW] = {"router_w", 1, 1, INIT_NORMAL, SHARD_NONE},
-    [P_SHGATEW] = {"shared_gate_w", 1, 1, INIT_NORMAL, SHARD_NONE},
-    [P_EXPFCW] = {"fc_w", 1, 1, INIT_NORMAL, SHARD_ROWS, 0, 1},
-    [P_EXPPROJW] = {"fcproj_w", 1, 1, INIT_NORMAL_SCALED, SHARD_COLS, 0, 1},
+    [P_DFCW] = {"fc_w", 1, 1, INIT_NORMAL, SHARD_ROWS, .layers = LAYERS_DENSE},
+    [P_DFCPROJW] = {"fcproj_w", 1, 1, INIT_NORMAL_SCALED, SHARD_COLS, .layers = LAYERS_DENSE},
+    [P_ROUTERW] = {"router_w", 1, 1, INIT_NORMAL, SHARD_NONE, .layers = LAYERS_MOE},
+    [P_SHGATEW] = {"shared_gate_w", 1, 1, INIT_NORMAL, SHARD_NONE, .layers = LAYERS_MOE},
+    [P_EXPFCW] = {"fc_w", 1, 1, INIT_NORMAL, SHARD_ROWS, 0, 1, LAYERS_MOE},
+    [P_EXPPROJW] = {"fcproj_w", 1, 1, INIT_NORMAL_SCALED, SHARD_COLS, 0, 1, LAYERS_MOE},
 };
 
 int param_sp_partial(const struct model_dims *d, enum param_id id) { return d->sp && param_table[id].sp_partial; }
@@ -45,6 +47,7 @@ int param_row_parts(const struct model_dims *d, enum param_id id, size_t part[3]
     case P_QKVB: part[0] = C, part[1] = KV, part[2] = KV; return 3;
     case P_FCW:
     case P_FCB: part[0] = F, part[1] = F; return d->llama ? 2 : 1;
+    case P_DFCW: part[0] = part[1] = (size_t)d->Fd; return 2; /* a leading dense layer's gate and up */
     case P_EXPFCW: part[0] = part[1] = (size_t)d->Fe; return 2; /* an expert's gate and up */
     default: part[0] = (size_t)d->Vp; return 1; /* the vocabulary of wte and lm_head */
     }
@@ -74,6 +77,8 @@ void param_shape(const struct model_dims *d, enum param_id id, size_t *rows, siz
     case P_EXPFCW: r = 2 * (size_t)d->Fe; c = C; break; /* one expert's (a slice) */
     case P_EXPPROJW: r = d->E ? C : 0; c = (size_t)d->Fe; break;
     case P_SHGATEW: r = d->F && d->E && d->shared_gate ? 1 : 0; c = C; break;
+    case P_DFCW: r = d->E && d->Ld ? 2 * (size_t)d->Fd : 0; c = C; break;
+    case P_DFCPROJW: r = d->E && d->Ld ? C : 0; c = (size_t)d->Fd; break;
     default: break;
     }
     *rows = r;
@@ -93,9 +98,37 @@ int param_slices(const struct model_dims *d, enum param_id id)
     return param_table[id].expert ? d->L * d->E : param_table[id].per_layer ? d->L : 1;
 }
 
+/* Does global layer l hold per-layer tensor id? */
+static int layer_has(const struct model_dims *d, enum param_id id, int l)
+{
+    switch (param_table[id].layers) {
+    case LAYERS_MOE: return !d->E || l >= d->Ld;
+    case LAYERS_DENSE: return l < d->Ld;
+    default: return 1;
+    }
+}
+
+/* The local layers holding per-layer tensor id: *first of the set's first, their number returned. */
+static int local_layers(const struct model_dims *d, enum param_id id, int *first)
+{
+    int dense = d->E ? d->Lpd : 0;
+    switch (param_table[id].layers) {
+    case LAYERS_MOE: *first = dense; return d->Lp - dense;
+    case LAYERS_DENSE: *first = 0; return dense;
+    default: *first = 0; return d->Lp;
+    }
+}
+
+int param_slice_exists(const struct model_dims *d, enum param_id id, int g)
+{
+    if (!param_table[id].per_layer) return 1;
+    return layer_has(d, id, param_table[id].expert ? g / d->E : g);
+}
+
 int param_local_slices(const struct model_dims *d, enum param_id id)
 {
-    return param_table[id].expert ? d->Lp * d->El : param_table[id].per_layer ? d->Lp : 1;
+    int first, n = local_layers(d, id, &first);
+    return param_table[id].expert ? n * d->El : param_table[id].per_layer ? n : 1;
 }
 
 /* This rank's experts are [E0, E0 + El). */
@@ -103,16 +136,36 @@ static int first_expert(const struct model_dims *d) { return d->ep_rank * d->El;
 
 int param_slice_global(const struct model_dims *d, enum param_id id, int j)
 {
-    if (param_table[id].expert) return model_global_layer(d, j / d->El) * d->E + first_expert(d) + j % d->El;
-    return param_table[id].per_layer ? model_global_layer(d, j) : 0;
+    int first;
+    local_layers(d, id, &first);
+    if (param_table[id].expert) return model_global_layer(d, first + j / d->El) * d->E + first_expert(d) + j % d->El;
+    return param_table[id].per_layer ? model_global_layer(d, first + j) : 0;
 }
 
 int param_slice_local(const struct model_dims *d, enum param_id id, int g)
 {
     if (!param_table[id].per_layer) return 0;
-    if (!param_table[id].expert) return model_local_layer(d, g);
-    int j = model_local_layer(d, g / d->E), e = g % d->E - first_expert(d);
-    return j < 0 || e < 0 || e >= d->El ? -1 : j * d->El + e;
+    int first, ex = param_table[id].expert, l = ex ? g / d->E : g, j = model_local_layer(d, l);
+    local_layers(d, id, &first);
+    if (j < 0 || !layer_has(d, id, l)) return -1;
+    if (!ex) return j - first;
+    int e = g % d->E - first_expert(d);
+    return e < 0 || e >= d->El ? -1 : (j - first) * d->El + e;
+}
+
+size_t param_layer_floats(const struct model_dims *d, enum param_id id, int j)
+{
+    if (!param_table[id].per_layer || !layer_has(d, id, model_global_layer(d, j))) return 0;
+    size_t r, c;
+    param_local_shape(d, id, &r, &c);
+    return r * c * (size_t)(param_table[id].expert ? d->El : 1);
+}
+
+size_t param_layer_offset(const struct model_dims *d, enum param_id id, int j)
+{
+    int first;
+    local_layers(d, id, &first);
+    return (size_t)(j - first) * param_layer_floats(d, id, j);
 }
 
 void param_slice_name(const struct model_dims *d, enum param_id id, int g, char *name, size_t len)
@@ -209,6 +262,9 @@ void model_dims_init(struct model_dims *d, const struct config *cfg, const struc
     d->zero_stage = s->zero_stage;
     int64_t n = cfg->train.recompute_layers;
     d->Lr = d->recompute != RECOMPUTE_FULL ? 0 : n == 0 || n > d->Lc ? d->Lc : (int)n;
+    d->Ld = (int)s->fam.Ld;
+    d->Fd = (int)s->fam.F;
+    for (int j = 0; j < d->Lp; j++) d->Lpd += model_global_layer(d, j) < d->Ld; /* (in order: a prefix) */
 }
 
 int model_virtual_stage(const struct model_dims *d, int chunk)
@@ -254,7 +310,7 @@ double model_flops_per_token(const struct model_dims *d)
     /* the parameters a token multiplies by: not gpt2's position table, nor an untied head's embedding */
     double n = (double)model_logical_params(d) - (d->llama ? 0.0 : (double)d->T * d->C) -
                (d->tied ? 0.0 : (double)d->V * d->C);
-    n -= (double)d->L * (d->E - d->K) * 3.0 * d->Fe * d->C; /* a token passes k of the E experts */
+    n -= (double)(d->L - d->Ld) * (d->E - d->K) * 3.0 * d->Fe * d->C; /* a token passes k of the E experts */
     return 6.0 * n + 12.0 * d->L * d->C * d->T;
 }
 
@@ -265,6 +321,10 @@ void model_action_flops(const struct model_dims *d, int B, double flops[3])
     double fc = ((d->llama ? 2.0 : 1.0) * d->F + 2.0 * d->K * d->Fe) / d->tp, hid = (d->F + (double)d->K * d->Fe) / d->tp;
     double M = 2 * N * (C * model_qkv_cols(d) + Cl * C + C * fc + hid * C +
                         C * d->E); /* (the router's product: E x C a token, 0 for a dense MLP) */
+    if (d->Lp > 0 && d->E && d->Lpd) { /* a mixture's leading dense layers: the mean over this rank's */
+        double Md = 2 * N * (C * model_qkv_cols(d) + Cl * C + 3.0 * C * d->Fd / d->tp);
+        M = (d->Lpd * Md + (d->Lp - d->Lpd) * M) / d->Lp;
+    }
     /* causal attention: each query row against T/2 keys on average, QK^T and PV */
     double A = 2.0 * N * model_q_heads(d) * d->HS * d->T;
     double head = model_has_head(d) ? 2 * N * C * Vs / d->v : 0; /* (a chunk's share: the last holds it) */
@@ -277,7 +337,14 @@ int model_logical_tensors(const struct model_dims *d)
 {
     int n = 0;
     for (int id = 0; id < NUM_PARAMS; id++)
-        n += param_slices(d, (enum param_id)id);
+        for (int g = 0; g < param_slices(d, (enum param_id)id); g++) n += param_slice_exists(d, (enum param_id)id, g);
+    return n;
+}
+
+int model_norm_terms(const struct model_dims *d)
+{
+    int n = 0;
+    for (int id = 0; id < NUM_PARAMS; id++) n += param_slices(d, (enum param_id)id);
     return n;
 }
 
@@ -321,12 +388,21 @@ void model_zero_slices(const struct model_dims *d, const size_t at[NUM_PARAMS], 
     }
 }
 
-size_t model_layer_floats(const struct model_dims *d)
+size_t model_layer_floats_of(const struct model_dims *d, int j)
 {
     size_t n = 0;
-    for (int i = 0; i < NUM_PARAMS; i++)
-        if (param_table[i].per_layer && d->Lp > 0) n += model_tensor_size(d, (enum param_id)i) / (size_t)d->Lp;
+    for (int i = 0; i < NUM_PARAMS; i++) n += param_layer_floats(d, (enum param_id)i, j);
     return n;
+}
+
+size_t model_layer_floats(const struct model_dims *d)
+{
+    size_t most = 0;
+    for (int j = 0; j < d->Lp; j++) {
+        size_t n = model_layer_floats_of(d, j);
+        most = n > most ? n : most;
+    }
+    return most;
 }
 
 size_t model_rest_floats(const struct model_dims *d)

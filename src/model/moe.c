@@ -580,7 +580,8 @@ void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, 
     if (d->tp > 1) comm_allreduce_sum_host_f32(c, CG_TP, s->dot, (size_t)N * K + (size_t)N); /* (host memory) */
 
     /* the router: d(logits) (fp32), its weight's gradient, its share of d(ln2) */
-    double per = (double)m->B * d->T * dloss / d->L; /* d(objective) / d(aux_l) per unit coefficient */
+    double per = (double)m->B * d->T * dloss / (d->L - d->Ld); /* d(objective) / d(aux_l) per unit coefficient
+                                                                   (the mean over the MoE layers) */
     router_backward(m, d->aux_coef * per, d->z_coef * per);
     m->k->to_device(sc->moe_logits, s->dlogits, (size_t)N * E * sizeof(float));
     k->matmul_backward(PREC_FP32, sc->moe_y, G[P_ROUTERW], NULL, sc->moe_logits, la->ln2, P[P_ROUTERW], N, C, E);

@@ -56,15 +56,16 @@ void optim_zero_layers(const struct optim *o, const struct model *m, struct zero
             zl->first[zl->nparts] = i;
             zl->part[zl->nparts++] = p;
         }
-        if (zl->nparts == 1) zl->off[1] += r[i].n;
     }
     zl->first[zl->nparts] = zl->nranges;
-    if (zl->nparts < 2) zl->off[1] = 0;
     zl->ranges = xcalloc((size_t)zl->Lp * zl->nranges, sizeof *zl->ranges);
+    zl->off = xcalloc(2 * (size_t)zl->Lp, sizeof *zl->off);
     zl->counts = xcalloc(2 * (size_t)zl->Lp * zl->nparts * zl->stride, sizeof *zl->counts);
     zl->displs = zl->counts + (size_t)zl->Lp * zl->nparts * zl->stride;
     for (int j = 0; j < zl->Lp; j++) {
-        model_layer_ranges(m, j, zl->ranges + (size_t)j * zl->nranges);
+        struct flat_range *rj = zl->ranges + (size_t)j * zl->nranges;
+        model_layer_ranges(m, j, rj);
+        for (int i = 0; zl->nparts == 2 && i < zl->first[1]; i++) zl->off[2 * (size_t)j + 1] += rj[i].n;
         for (int k = 0; k < zl->nparts; k++)
             optim_slice_counts(o, zero_layer_ranges(zl, j, k), zl->first[k + 1] - zl->first[k],
                                zl->counts + zero_layer_run(zl, j, k), zl->displs + zero_layer_run(zl, j, k));
@@ -74,6 +75,7 @@ void optim_zero_layers(const struct optim *o, const struct model *m, struct zero
 void optim_zero_layers_free(struct zero_layers *zl)
 {
     free(zl->ranges);
+    free(zl->off);
     free(zl->counts);
     memset(zl, 0, sizeof *zl);
 }
@@ -220,7 +222,7 @@ double optim_grad_norm(const struct optim *o, const struct model *m, struct comm
     for (int i = 0; i < NUM_PARAMS; i++)
         if (param_present(d, (enum param_id)i))
             param_table[i].per_layer ? (nlayer += param_slices(d, (enum param_id)i) / d->L) : nglobal++;
-    size_t n = (size_t)model_logical_tensors(d);
+    size_t n = (size_t)model_norm_terms(d);
     double *e = xcalloc(n, sizeof *e);
     int g = 0, k = 0;
     for (int i = 0; i < NUM_PARAMS; i++) {

@@ -62,14 +62,16 @@ const struct zero_part *optim_slice_counts(const struct optim *o, const struct f
  * (model_layer_ranges: ZeRO-2's working buffers, ZeRO-3's gathers), cut
  * into the parts of the slices they lie in: the dense tensors, then under
  * expert parallelism the experts' (last in the table).  Part k's ranges
- * are [first[k], first[k + 1]) of a layer's nranges; they start at off[k]
- * in the packed layer; zero_layer_runs gives each rank of the part's group
- * its run (counts) and where it starts (displs, from off[k]). */
+ * are [first[k], first[k + 1]) of a layer's nranges (empty where the layer
+ * has no such tensor: a mixture's dense and MoE layers); they start at
+ * zero_layer_off(j, k) in the packed layer; zero_layer_runs gives each rank
+ * of the part's group its run (counts) and where it starts (displs, from
+ * that offset). */
 struct zero_layers {
     int Lp, nranges, nparts, stride;
     struct flat_range *ranges;     /* [Lp][nranges] */
     int first[3];
-    size_t off[2];
+    size_t *off;                   /* [Lp][2] */
     const struct zero_part *part[2];
     int *counts, *displs;          /* [Lp][nparts][stride] */
 };
@@ -79,6 +81,7 @@ static inline const struct flat_range *zero_layer_ranges(const struct zero_layer
 {
     return zl->ranges + (size_t)j * zl->nranges + zl->first[k];
 }
+static inline size_t zero_layer_off(const struct zero_layers *zl, int j, int k) { return zl->off[2 * (size_t)j + k]; }
 static inline size_t zero_layer_run(const struct zero_layers *zl, int j, int k)
 {
     return ((size_t)j * zl->nparts + k) * zl->stride;

@@ -164,8 +164,9 @@ void diag_inject_nan(struct model *m, const char *name)
     if (layer >= 0 && sscanf(base, "expert.%d/%n", &expert, &n) == 1 && n > 0) base += n;
     for (int i = 0; i < NUM_PARAMS; i++)
         if (strcmp(param_table[i].name, base) == 0 && (layer >= 0) == param_table[i].per_layer &&
-            (expert >= 0) == param_table[i].expert && param_present(&m->d, (enum param_id)i))
-            id = i;
+            (expert >= 0) == param_table[i].expert && param_present(&m->d, (enum param_id)i) &&
+            param_slice_exists(&m->d, (enum param_id)i, expert >= 0 ? layer * m->d.E + expert : layer))
+            id = i; /* (fc_w: a mixture's shared experts', or its leading dense layers' MLP) */
     if (id < 0 || layer >= m->d.L || expert >= m->d.E)
         die_all("name a parameter as checkpoints do: wte, wpe, lnf_w, lnf_b, h.<layer>/<name> with layer < "
                 "n_layer (ln1_w, qkv_w, attproj_w, fc_w, fcproj_w, ...), or h.<layer>/expert.<e>/fc_w or fcproj_w",

@@ -36,8 +36,9 @@ static void start_layer(struct dp *p, int j)
     if (p->nreq == 0) p->started_at = MPI_Wtime();
     for (int id = 0; id < NUM_PARAMS; id++) {
         if (!overlappable(m, id)) continue;
-        size_t per = m->size[id] / (size_t)m->d.Lp;
-        comm_iallreduce_sum_f32(p->c, param_group(&m->d, (enum param_id)id), m->grad[id] + (size_t)j * per, per,
+        size_t per = param_layer_floats(&m->d, (enum param_id)id, j);
+        comm_iallreduce_sum_f32(p->c, param_group(&m->d, (enum param_id)id),
+                                m->grad[id] + param_layer_offset(&m->d, (enum param_id)id, j), per,
                                 &p->req[p->nreq++]);
     }
     p->layer_sent[j] = 1;
@@ -56,7 +57,7 @@ static void overlap_layer_done(void *ctx, int j)
     struct model *m = p->m;
     size_t bytes = 0;
     for (int id = 0; id < NUM_PARAMS; id++)
-        if (overlappable(m, id)) bytes += m->size[id] / (size_t)m->d.Lp * sizeof(float);
+        if (overlappable(m, id)) bytes += param_layer_floats(&m->d, (enum param_id)id, j) * sizeof(float);
     p->pending[p->npending++] = j;
     p->pending_bytes += bytes;
     if (p->pending_bytes >= p->bucket_bytes) flush(p);
@@ -97,10 +98,13 @@ static int expert_part(const struct model_dims *d) { return d->ep > 1 && d->E > 
 
 size_t dp_layer_ring_chunk(const struct model_dims *d, int part, size_t piece)
 {
-    size_t floats = 0;
-    for (int i = 0; i < NUM_PARAMS; i++)
-        if (param_table[i].per_layer && d->Lp > 0 && (param_table[i].expert && expert_part(d)) == part)
-            floats += model_tensor_size(d, (enum param_id)i) / (size_t)d->Lp;
+    size_t floats = 0; /* (the most of any layer) */
+    for (int j = 0; j < d->Lp; j++) {
+        size_t n = 0;
+        for (int i = 0; i < NUM_PARAMS; i++)
+            if ((param_table[i].expert && expert_part(d)) == part) n += param_layer_floats(d, (enum param_id)i, j);
+        floats = n > floats ? n : floats;
+    }
     /* a chunk: a layer's part's share of one rank, at most a piece; a run larger than that (the slices cut
      * the layers unevenly) goes in several */
     size_t ranks = (size_t)d->dpcp / (part ? (size_t)d->ep : 1), share = (floats + ranks - 1) / ranks;
@@ -125,7 +129,7 @@ static void retire(struct dp *p, int b)
     for (int k = 0; k < zl->nparts; k++) {
         comm_ring_progress(p->c, &p->ring[b][k], 1);
         add_to_shard(p->o, zero_layer_ranges(zl, j, k), zl->first[k + 1] - zl->first[k],
-                     p->work[b] + zl->off[k] + zl->displs[zero_layer_run(zl, j, k) + zl->part[k]->rank]);
+                     p->work[b] + zero_layer_off(zl, j, k) + zl->displs[zero_layer_run(zl, j, k) + zl->part[k]->rank]);
     }
     p->layer[b] = -1;
 }
@@ -151,13 +155,13 @@ static void scatter_layer_done(void *ctx, int j)
     float *g = p->work[b];
     for (int id = 0; id < NUM_PARAMS; id++) { /* the partial sums over tp first */
         if (!param_table[id].per_layer) continue;
-        size_t per = m->size[id] / (size_t)m->d.Lp;
+        size_t per = param_layer_floats(&m->d, (enum param_id)id, j);
         if (param_sp_partial(&m->d, (enum param_id)id)) comm_allreduce_sum_f32(p->c, CG_TP, g, per);
         g += per;
     }
     const struct zero_layers *zl = &p->zl;
     for (int k = 0; k < zl->nparts; k++) /* (each part's ring on its own communicator) */
-        comm_ring_start(p->c, &p->ring[b][k], zl->part[k]->group, p->work[b] + zl->off[k],
+        comm_ring_start(p->c, &p->ring[b][k], zl->part[k]->group, p->work[b] + zero_layer_off(zl, j, k),
                         zl->counts + zero_layer_run(zl, j, k), zl->displs + zero_layer_run(zl, j, k), p->recv[b][k],
                         p->ring_piece[k], RING_TAG + b);
     int other = (b + 1) % DP_LAYER_BUFFERS;

@@ -29,7 +29,7 @@ static void start(struct zero3 *z, int b, int j)
         const struct flat_range *r = zero_layer_ranges(zl, j, k);
         const int *counts = zl->counts + zero_layer_run(zl, j, k), *displs = zl->displs + zero_layer_run(zl, j, k);
         int me = zl->part[k]->rank;
-        float *mine = z->buf[b] + zl->off[k] + displs[me], *dst = mine;
+        float *mine = z->buf[b] + zero_layer_off(zl, j, k) + displs[me], *dst = mine;
         for (int i = 0; i < zl->first[k + 1] - zl->first[k]; i++) {
             size_t lo, hi, s;
             if (!optim_slice_part(z->o, r[i].at, r[i].n, &lo, &hi, &s)) continue;
@@ -37,7 +37,7 @@ static void start(struct zero3 *z, int b, int j)
             dst += hi - lo;
         }
         z->m->k->lp_round(z->m->d.prec, mine, (size_t)counts[me]);
-        comm_iallgatherv_f32(z->c, zl->part[k]->group, z->buf[b] + zl->off[k], counts, displs, &z->req[b][k]);
+        comm_iallgatherv_f32(z->c, zl->part[k]->group, z->buf[b] + zero_layer_off(zl, j, k), counts, displs, &z->req[b][k]);
     }
     z->busy[b] = 1;
 }
@@ -80,19 +80,18 @@ static const float *layer_params(void *ctx, int j, int next)
     return z->buf[z->current];
 }
 
-long zero3_gathers(const struct pp_action *a, int n, int Lc)
+void zero3_gathers(const struct pp_action *a, int n, int Lc, long *count)
 {
     int held[ZERO3_BUFFERS] = {-1, -1}, current = 0, fill[ZERO3_BUFFERS];
-    long count = 0;
     for (int i = 0; i < n; i++) {
         if (a[i].kind != PP_FWD && a[i].kind != PP_BWD) continue;
         for (int k = 0; k < Lc; k++) { /* the layers of the chunk, in the pass's order (model.c) */
             int fwd = a[i].kind == PP_FWD, kk = fwd ? k : Lc - 1 - k, j = a[i].chunk * Lc + kk;
             int next = fwd ? (kk + 1 < Lc ? j + 1 : -1) : (kk > 0 ? j - 1 : -1);
-            count += policy(held, &current, j, next, fill);
+            int f = policy(held, &current, j, next, fill);
+            for (int q = 0; q < f; q++) count[held[fill[q]]]++;
         }
     }
-    return count;
 }
 
 void zero3_begin(struct zero3 *z)

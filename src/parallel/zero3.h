@@ -37,11 +37,12 @@ struct zero3 {
     int current;               /* the buffer handed out last */
 };
 
-/* Floats of the two gather buffers, and the gathers one step makes on a
- * rank whose schedule is a[0..n) with Lc layers a chunk (for the planner). */
+/* Floats of the two gather buffers, and the gathers of each local layer
+ * one step makes (into count[], one per layer) on a rank whose schedule is
+ * a[0..n) with Lc layers a chunk (for the planner). */
 size_t zero3_buffer_floats(const struct model_dims *d);
 struct pp_action;
-long zero3_gathers(const struct pp_action *a, int n, int Lc);
+void zero3_gathers(const struct pp_action *a, int n, int Lc, long *count);
 
 /* Set up the buffers and arm m->layer_params (m has zero_stage 3 and
  * layers); the layers' parts and their runs are ZeRO-2's (the gathers

@@ -135,10 +135,13 @@ static void moe_comm(struct plan_stage *s, const struct plan *p, const struct mo
 {
     double N = (double)p->shape.micro_batch * d->Tl, K = d->K, C = d->C, m = p->shape.n_micro;
     double stats = 8.0 * (5 + (double)d->L * d->E);
-    if (d->tp > 1) s->comm[CG_TP] += m * d->Lp * (N * K + N) * 4 + stats;
+    /* the rank's MoE layers (its last Lp - Lpd), and of them those recomputed (the first Lr of each chunk) */
+    double Lm = d->Lp - d->Lpd, Lrm = 0;
+    for (int j = 0; j < d->Lp; j++) Lrm += j >= d->Lpd && j % d->Lc < d->Lr;
+    if (d->tp > 1) s->comm[CG_TP] += m * Lm * (N * K + N) * 4 + stats;
     if (p->shape.pp > 1) s->comm[CG_PP] += stats;
     if (d->cp > 1) /* each routing's sums for the auxiliary losses (forward, recomputation, backward), the statistics */
-        s->comm[CG_CP] += m * (2.0 * d->Lp + (double)d->v * d->Lr) * (2.0 * d->E + 1) * 8;
+        s->comm[CG_CP] += m * (2.0 * Lm + Lrm) * (2.0 * d->E + 1) * 8;
     s->comm[CG_DP] += stats;
     if (d->ep < 2) return;
     double experts = 0;
@@ -151,21 +154,31 @@ static void moe_comm(struct plan_stage *s, const struct plan *p, const struct mo
         s->comm[CG_DP] -= experts;
         s->comm[CG_EDP] = experts;
     }
-    s->comm[CG_EP] = (p->shape.zero_stage ? 0 : norms) + m * (d->Lp + (double)d->v * d->Lr) * (4.0 * d->E + 2 * N * K * C * 4) +
-                     m * d->Lp * (4.0 * d->E + N * K * (3 * C + 2) * 4);
+    s->comm[CG_EP] = (p->shape.zero_stage ? 0 : norms) + m * (Lm + Lrm) * (4.0 * d->E + 2 * N * K * C * 4) +
+                     m * Lm * (4.0 * d->E + N * K * (3 * C + 2) * 4);
     if (s->wslots) /* a split backward's W routes again: the counts, the rows' output gradients and weights once
                       more, and the inputs there instead of in B */
-        s->comm[CG_EP] += m * d->Lp * (4.0 * d->E + N * K * (C + 1) * 4);
+        s->comm[CG_EP] += m * Lm * (4.0 * d->E + N * K * (C + 1) * 4);
 }
 
 /* Bytes this rank contributes per step to each communicator, counted as
  * comm.c counts them (all-gather and reduce-scatter: the full buffer). */
+/* Bytes of local layer j's per-layer tensors in part k of ZeRO's slices z. */
+static double layer_part_bytes(const struct model_dims *d, const struct zero_slices *z, int j, int k)
+{
+    double n = 0;
+    for (int i = 0; i < NUM_PARAMS; i++)
+        if ((z->n > 1 && param_table[i].expert) == k) n += (double)param_layer_floats(d, (enum param_id)i, j) * 4;
+    return n;
+}
+
+/* gathers: ZeRO-3's of each local layer in a step */
 static void stage_comm(struct plan_stage *s, const struct plan *p, const struct model_dims *d, size_t flat,
-                       long gathers)
+                       const long *gathers)
 {
     double N = (double)p->shape.micro_batch * d->Tl, NC = N * d->C * 4, Ns = d->sp ? N / d->tp : N;
     int E = model_has_embedding(d), H = model_has_head(d);
-    double norms = 8.0 * model_logical_tensors(d); /* one double per logical tensor (optim_grad_norm) */
+    double norms = 8.0 * model_norm_terms(d); /* one double per logical tensor and layer (optim_grad_norm) */
     double m = p->shape.n_micro;
     memset(s->comm, 0, sizeof s->comm);
     if (d->tp > 1) {
@@ -186,16 +199,19 @@ static void stage_comm(struct plan_stage *s, const struct plan *p, const struct 
     struct zero_slices z = zero_slices_of(d);
     if (p->shape.dpcp > 1 && p->shape.zero_stage >= 2) { /* every layer per micro-batch, the rest once; the parameters
                                                            gathered; each part over its replicas */
-        double rest = 0, layer[2] = {0, 0};
+        double rest = 0;
         for (int i = 0; i < NUM_PARAMS; i++)
             if (!param_table[i].per_layer) rest += (double)model_tensor_size(d, (enum param_id)i) * 4;
-            else if (d->Lp > 0)
-                layer[z.n > 1 && param_table[i].expert] += (double)(model_tensor_size(d, (enum param_id)i) / d->Lp) * 4;
         s->comm[CG_DP] += rest + norms;
         for (int k = 0; k < z.n; k++) {
-            s->comm[z.part[k].group] += m * d->Lp * layer[k];
+            double layers = 0, gathered = 0;
+            for (int j = 0; j < d->Lp; j++) {
+                layers += layer_part_bytes(d, &z, j, k);
+                gathered += d->zero_stage == 3 ? (double)gathers[j] * layer_part_bytes(d, &z, j, k) : 0;
+            }
+            s->comm[z.part[k].group] += m * layers;
             /* the updated parameters: all of them gathered, or (ZeRO-3) the rest, and each layer when used */
-            s->comm[z.part[k].group] += d->zero_stage == 3 ? (double)gathers * layer[k] : (double)z.part[k].n * 4;
+            s->comm[z.part[k].group] += d->zero_stage == 3 ? gathered : (double)z.part[k].n * 4;
         }
         if (d->zero_stage == 3) s->comm[CG_DP] += rest;
     } else if (p->shape.dpcp > 1 && p->shape.zero_stage) {
@@ -334,15 +350,17 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
         else if (s->bytes[i] > transient) transient = s->bytes[i];
     }
     s->peak += transient;
-    long gathers = 0; /* ZeRO-3: the layer gathers of a step (zero3.c's policy over this rank's schedule) */
+    /* ZeRO-3: the layer gathers of a step (zero3.c's policy over this rank's schedule) */
+    long *gathers = xcalloc((size_t)d.Lp + 1, sizeof *gathers);
     struct pp_action *acts = NULL;
     int nacts = 0;
     char err[256];
     if (d.zero_stage == 3 && d.Lp > 0 &&
         pp_schedule_build(sched, p->shape.schedule_file, p->shape.pp, p->shape.v, p->shape.n_micro, r, &acts, &nacts, err, sizeof err) == 0)
-        gathers = zero3_gathers(acts, nacts, d.Lc);
+        zero3_gathers(acts, nacts, d.Lc, gathers);
     free(acts);
     stage_comm(s, p, &d, flat, gathers);
+    free(gathers);
 }
 
 int plan_compute(struct plan *p, const struct config *cfg, int world, int threads, char *err, size_t errlen)
