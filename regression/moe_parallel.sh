@@ -13,8 +13,10 @@
 # and selective recomputation, bf16 and fp16 on pp 2, a restart; the statistics in
 # metrics.h5; ZeRO-1, 2 and 3 with ep 2 and 4 (the experts' state sliced over
 # their own replicas), on the 8-rank grid too, and their checkpoints
-# restarted on other ep and ZeRO stages; ep 4 without shared experts; the
-# hang watchdog naming an ep all-to-all.
+# restarted on other ep and ZeRO stages; ep 4 without shared experts;
+# leading dense blocks under ep and ZeRO-2/3, restarted on pp 2, and on the
+# 8-rank grid with a stage of dense blocks alone; the hang watchdog naming
+# an ep all-to-all.
 . "$(dirname "$0")/lib.sh"
 
 cat > "$scratch/moe.nml" << EOF2
@@ -193,6 +195,25 @@ run zpart 4 parallel.dp=4 parallel.ep=2 parallel.zero_stage=2 io.checkpoint_ever
     run zpart-z3 4 parallel.dp=4 parallel.zero_stage=3 io.restart="'$scratch/zpart-z3/ckpt_2.h5'"
 close zpart-ep4 ep1 1e-6 "ZeRO-2 with ep 2's step-2 checkpoint restarted on ep 4 without ZeRO"
 close zpart-z3 ep1 1e-6 "ZeRO-2 with ep 2's step-2 checkpoint restarted on ep 1 with ZeRO-3"
+
+# --- leading dense blocks (model.moe_dense_layers): a rank whose layers are
+# both kinds (ZeRO's layer buffers and gathers of different sizes, a dense
+# layer's experts' part empty) and a pipeline stage of dense layers alone
+# under ep (no expert on it)
+dense="model.moe_dense_layers=1 model.ffn_hidden=40"
+run dl-ep1 4 parallel.dp=4 $dense && run dl-ep2 4 parallel.dp=4 parallel.ep=2 $dense
+close dl-ep2 dl-ep1 1e-6 "1 leading dense block: ep 2 on dp 4"
+for z in 2 3; do run dl-zero$z 4 parallel.dp=4 parallel.ep=2 parallel.zero_stage=$z $dense io.checkpoint_every=2; done
+close dl-zero2 dl-ep1 1e-6 "1 leading dense block: ZeRO-2 with ep 2 on dp 4"
+bitwise dl-zero3 dl-zero2 "1 leading dense block: ZeRO-3 with ep 2 on dp 4"
+cp -r "$scratch/dl-zero2" "$scratch/dl-part" &&
+    run dl-part 2 parallel.pp=2 $dense io.restart="'$scratch/dl-part/ckpt_2.h5'"
+close dl-part dl-ep1 1e-6 "1 leading dense block: ZeRO-2 with ep 2's step-2 checkpoint restarted on pp 2"
+dense="model.moe_dense_layers=2 model.ffn_hidden=40"
+run dl2-ref 1 $dense &&
+    run dl2-grid 8 parallel.tp=2 parallel.sequence_parallel=.true. parallel.pp=2 parallel.dp=2 parallel.ep=2 \
+        parallel.zero_stage=3 train.threads=1 $dense
+close dl2-grid dl2-ref 1e-6 "2 leading dense blocks, the first stage dense alone: ZeRO-3 on tp 2 + SP x ep 2 x dp 2 x pp 2"
 
 # --- the hang watchdog names the all-to-all: rank 0 sleeps 8 s before its
 # step, so rank 1 waits for it in its first mixture layer's exchange

@@ -9,7 +9,9 @@
 # router with renormalised top-2; Qwen2-MoE's shared expert behind its
 # sigmoid gate, top-2 not renormalised, with the router z-loss; a sigmoid
 # router; a capacity factor of 1.0 that drops slots; on one rank, on dp 2,
-# and on tp 2 (sequence parallel) x pp 2.
+# and on tp 2 (sequence parallel) x pp 2.  Then leading dense blocks
+# (model.moe_dense_layers) on one rank and on tp 2 x pp 2 with a stage of
+# dense blocks alone, and their greedy text.
 . "$(dirname "$0")/lib.sh"
 
 if ! "$PYTHON3" -c "import torch" 2> /dev/null; then
@@ -63,6 +65,15 @@ ok $? "capacity factor 1.0: the progress line shows token choices dropped (up to
 reference "mixtral on dp 2" 2
 reference "qwen2-moe on tp 2 + SP x pp 2" 4 parallel.tp=2 parallel.pp=2 parallel.sequence_parallel=.true. \
     model.n_shared_expert=2 model.moe_norm_topk=.false. model.qkv_bias=.true.
+# leading dense blocks (Qwen2-MoE's mlp_only_layers, DeepSeek's first_k_dense_replace): the dense MLP ffn_hidden
+# wide, the auxiliary losses the means over the MoE blocks; on tp 2 + SP x pp 2 the first stage holds dense blocks
+# alone
+qd="model.n_shared_expert=2 model.moe_norm_topk=.false. model.qkv_bias=.true. model.ffn_hidden=40"
+reference "qwen2-moe, 1 leading dense block of 3, z-loss, 1 rank" 1 $qd model.n_layer=3 model.moe_dense_layers=1 \
+    train.moe_z_loss=1e-3
+dl=$r
+reference "qwen2-moe, 3 leading dense blocks of 4, on tp 2 + SP x pp 2" 4 $qd model.n_layer=4 \
+    model.moe_dense_layers=3 parallel.tp=2 parallel.pp=2 parallel.sequence_parallel=.true.
 # triad sample of a trained mixture: its greedy text on 1 and 2 ranks (tp 2)
 # equals the reference's greedy continuation
 last=$(ls "$scratch/run2"/ckpt_*.h5 | tail -n 1)
@@ -74,4 +85,11 @@ for np in 1 2; do
     ok $? "qwen2-moe, triad sample on $np rank(s): greedy text = PyTorch's ('$(tr -d '\n' < "$scratch/moe$np.txt")')"
     [ -s "$scratch/moe$np.txt" ] || diag < "$scratch/last.out"
 done
+last=$(ls "$dl"/ckpt_*.h5 | tail -n 1)
+"$PYTHON3" "$top_srcdir/regression/moe_torch.py" --greedy "$last" The 12 > "$scratch/ref.txt" 2>&1
+$MPIEXEC -n 2 "$TRIAD" sample "$last" sample.prompt=The sample.max_new_tokens=12 sample.temperature=0 \
+    > "$scratch/dl.txt" 2> "$scratch/last.out"
+[ $? -eq 0 ] && cmp -s "$scratch/dl.txt" "$scratch/ref.txt"
+ok $? "qwen2-moe with a leading dense block, triad sample on 2 ranks (tp 2): greedy text = PyTorch's ('$(tr -d '\n' < "$scratch/dl.txt")')"
+[ -s "$scratch/dl.txt" ] || diag < "$scratch/last.out"
 done_testing
