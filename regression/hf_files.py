@@ -21,7 +21,9 @@ the formats' definitions and not from triad's code (regression/hf_io.sh):
 DECK_JSON: {"L":..., "C":..., "NH":..., "NKV":..., "F":..., "V":..., "T":...,
 "eps":..., "theta":..., "tied": true|false}; a mixture of experts adds
 "E" (experts), "K" (per token), "Fe" (an expert's width), and for
-qwen2_moe "Fs" (the shared expert's width) and "norm_topk" (true|false).
+qwen2_moe "Fs" (the shared expert's width), "norm_topk" (true|false) and
+optionally "Ld", the leading blocks with a dense MLP of width F
+(mlp_only_layers = [0 .. Ld-1]; triad's h.L/fc_w and fcproj_w there).
 
 The mixtures of experts as transformers defines them (modeling_mixtral.py,
 modeling_qwen2_moe.py): Mixtral's block_sparse_moe.gate [E, C] is the
@@ -121,6 +123,11 @@ def hf_tensors(family, k, rng):
                     t[m + "experts.%d.w1.weight" % x] = r(Fe, C)
                     t[m + "experts.%d.w2.weight" % x] = r(C, Fe)
                     t[m + "experts.%d.w3.weight" % x] = r(Fe, C)
+            elif l < k.get("Ld", 0):  # a dense block (mlp_only_layers): Qwen2MoeMLP of intermediate_size
+                m = p + "mlp."
+                t[m + "gate_proj.weight"] = r(F, C)
+                t[m + "up_proj.weight"] = r(F, C)
+                t[m + "down_proj.weight"] = r(C, F)
             else:
                 m = p + "mlp."
                 t[m + "gate.weight"] = r(E, C)
@@ -179,10 +186,11 @@ def config(family, k):
                     sliding_window=None, router_aux_loss_coef=0.02, output_router_logits=False)
     if family == "qwen2_moe":
         return dict(attention, architectures=["Qwen2MoeForCausalLM"], model_type="qwen2_moe",
-                    intermediate_size=5 * k["Fe"],  # (the dense width: unused, every block sparse)
+                    # (the dense width: unused when every block is sparse)
+                    intermediate_size=k["F"] if k.get("Ld", 0) else 5 * k["Fe"],
                     moe_intermediate_size=k["Fe"], shared_expert_intermediate_size=k["Fs"], num_experts=k["E"],
                     num_experts_per_tok=k["K"], norm_topk_prob=k["norm_topk"], decoder_sparse_step=1,
-                    mlp_only_layers=[], use_sliding_window=False, sliding_window=4, max_window_layers=k["L"],
+                    mlp_only_layers=list(range(k.get("Ld", 0)))[::-1], use_sliding_window=False, sliding_window=4, max_window_layers=k["L"],
                     router_aux_loss_coef=0.001, output_router_logits=False)
     if family == "llama":
         return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": k["C"],
@@ -292,6 +300,10 @@ def expected_hf(t, cfg, k):
             e[h + "attproj_w"] = t[p + "self_attn.o_proj.weight"]
             e[h + "ln2_w"] = t[p + "post_attention_layernorm.weight"]
             m = p + ("block_sparse_moe." if mixtral else "mlp.")
+            if not mixtral and l in cfg.get("mlp_only_layers", []):  # a dense block
+                e[h + "fc_w"] = np.concatenate([t[m + "gate_proj.weight"], t[m + "up_proj.weight"]])
+                e[h + "fcproj_w"] = t[m + "down_proj.weight"]
+                continue
             e[h + "router_w"] = t[m + "gate.weight"]
             for x in range(E):
                 ex = m + "experts.%d." % x
@@ -364,7 +376,11 @@ def config_keys(cfg, k):
     elif cfg["model_type"] == "qwen2_moe":
         want.update(architectures=["Qwen2MoeForCausalLM"], moe_intermediate_size=k["Fe"],
                     shared_expert_intermediate_size=k["Fs"], num_experts=k["E"], num_experts_per_tok=k["K"],
-                    norm_topk_prob=k["norm_topk"], decoder_sparse_step=1, mlp_only_layers=[])
+                    norm_topk_prob=k["norm_topk"], decoder_sparse_step=1)
+        if sorted(cfg.get("mlp_only_layers", [])) != list(range(k.get("Ld", 0))):
+            return "config.json: mlp_only_layers is %r, the deck's first %d" % (cfg.get("mlp_only_layers"), k.get("Ld", 0))
+        if k.get("Ld", 0):
+            want.update(intermediate_size=k["F"])
         if cfg.get("qkv_bias", True) is not True or cfg.get("use_sliding_window", False):
             return "qkv_bias must be true and use_sliding_window false"
     else:

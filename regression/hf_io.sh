@@ -5,7 +5,8 @@
 # tensors, two shards with an index), GPT2LMHeadModel (Conv1D weights,
 # "transformer." names), MixtralForCausalLM and Qwen2MoeForCausalLM (every
 # expert of every layer, the shared expert and its gate, q, k and v
-# biases), and an llm.c GPT-2 checkpoint, read into every tensor bit for
+# biases; a dense first block, mlp_only_layers), and an llm.c GPT-2
+# checkpoint, read into every tensor bit for
 # bit on one rank and on tp 2 x pp 2; `triad export` of a trained llama,
 # GPT-2, Mixtral and Qwen2-MoE, read back by the independent reader and
 # imported again bitwise; a config.json of another model (a dense deck for
@@ -54,6 +55,21 @@ $H make qwen2_moe "$scratch/hf_qwen2_moe" "$KQ" --dtypes --shards 2
 imported "a Qwen2MoeForCausalLM folder in 2 shards (experts, gated shared expert, q, k, v biases)" qwen2_moe \
     "$scratch/hf_qwen2_moe" "$KQ" 1
 imported "the same on tp 2 x pp 2" qwen2_moe "$scratch/hf_qwen2_moe" "$KQ" 4 $grid
+# a dense first block (mlp_only_layers = [0], intermediate_size its width): model.moe_dense_layers
+KQD=$(echo "$KQ" | sed 's/}$/,"Ld":1}/')
+dense="model.moe_dense_layers=1 model.ffn_hidden=64"
+$H make qwen2_moe "$scratch/hf_qwen2_dense" "$KQD"
+imported "a Qwen2MoeForCausalLM folder with a dense first block (mlp_only_layers = [0])" qwen2_moe \
+    "$scratch/hf_qwen2_dense" "$KQD" 1 $dense
+imported "the same on tp 2 x pp 2 (the first stage's block dense)" qwen2_moe "$scratch/hf_qwen2_dense" "$KQD" 4 $grid \
+    $dense
+triad_run 4 "$scratch/qwen2_moe.nml" $grid $dense train.steps=6 io.init_from="'$scratch/hf_qwen2_dense'" \
+    io.run_dir="'$scratch/t_dense'" &&
+    "$TRIAD" export "$scratch/t_dense/ckpt_6.h5" "$scratch/ex_dense" > "$scratch/last.out" 2>&1 &&
+    $H check "$scratch/ex_dense" "$scratch/t_dense/ckpt_6.h5" "$KQD" > "$scratch/cmp" 2>&1
+ok $? "a dense first block: 6 steps on tp 2 x pp 2, exported (mlp_only_layers = [0]) and read back independently"
+diag < "$scratch/cmp"
+imported "the exported folder with a dense first block imported again" qwen2_moe "$scratch/ex_dense" "$KQD" 1 $dense
 
 # continue training from the folder, then export, read back independently, import again
 for fam in llama gpt2 mixtral qwen2_moe; do
@@ -114,6 +130,11 @@ refused "a Mixtral folder of another expert count" "n_expert = 8 in the deck, nu
     mixtral "$scratch/hf_mixtral" model.n_expert=8
 refused "a Mixtral folder for a deck with a shared expert" "set n_shared_expert = 0 (Mixtral has no shared expert)" \
     mixtral "$scratch/hf_mixtral" model.n_shared_expert=1
+refused "a Qwen2-MoE folder with a dense first block for a deck without" \
+    "mlp_only_layers makes the first 1 block(s) dense, but the deck has moe_dense_layers = 0: set moe_dense_layers = 1" \
+    qwen2_moe "$scratch/hf_qwen2_dense"
+refused "a Mixtral folder for a deck with leading dense blocks" "set moe_dense_layers = 0 (Mixtral has experts in every block)" \
+    mixtral "$scratch/hf_mixtral" model.moe_dense_layers=1
 for kind in header offsets dtype shape; do
     cp -r "$scratch/hf_llama" "$scratch/bad_$kind"
     $H corrupt $kind "$scratch/bad_$kind"
