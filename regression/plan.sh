@@ -67,6 +67,11 @@ layout moecp    4 $moe parallel.cp=2 parallel.ep=2 train.recompute=full
 layout moeep4pp  8 $moe parallel.ep=4 parallel.pp=2 train.micro_batch_size=1 train.recompute=full
 # ZeRO under expert parallelism: the dense tensors' shares over dp, the experts' over edp (their traffic off dp's)
 for z in 1 2 3; do layout moeepzero$z 4 $moe parallel.ep=2 parallel.zero_stage=$z train.precision=bf16; done
+# leading dense blocks: layers of two sizes (ZeRO's layer buffers and gathers), the MoE traffic of the MoE layers
+# alone, and a first stage of dense blocks (no experts on it)
+dense="model.moe_dense_layers=1 model.ffn_hidden=40"
+layout moedensez3 4 $moe $dense parallel.ep=2 parallel.zero_stage=3 train.recompute=full
+layout moedensepp 8 $moe $dense parallel.ep=2 parallel.pp=2 parallel.zero_stage=2 parallel.tp=2 train.micro_batch_size=1
 layout bf16pp    2 parallel.pp=2 train.micro_batch_size=2 train.precision=bf16
 llama="model.arch=llama model.n_kv_head=2"
 layout llama     1 $llama
