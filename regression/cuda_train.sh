@@ -124,4 +124,12 @@ for ep in 1 2; do
     ok $? "a mixture of experts on 2 GPUs, ep $ep: per-step losses and load-balancing losses within 1e-4 of the CPU"
     echo "$out" | diag
 done
+dense="model.moe_dense_layers=1 model.ffn_hidden=40"
+triad_run 2 "$deck" $common $moe $dense parallel.ep=2 train.steps=6 io.run_dir="'$scratch/moedcpu'"
+triad_run 2 "$deck" $common $moe $dense parallel.ep=2 train.steps=6 train.device="'cuda'" train.share_gpus=.true. \
+    io.run_dir="'$scratch/moedgpu'"
+st=$?
+out=$([ $st -eq 0 ] && compare_runs "$scratch/moedgpu" "$scratch/moedcpu" 1e-4 loss moe_aux_loss)
+ok $? "a mixture with a leading dense block on 2 GPUs, ep 2: per-step losses and load-balancing losses within 1e-4 of the CPU"
+echo "$out" | diag
 done_testing
