@@ -332,11 +332,12 @@ for np in 1 2; do
 done
 # (i') a mixture of experts (docs/moe.md: llama, 4 experts, top 2, a gated
 # shared expert) on 1 rank, and with expert parallelism ep 2 on 2 ranks
-# (the all-to-alls through MPI), against the CPU within 1e-4
+# (the all-to-alls through MPI) with a leading dense block, against the CPU
+# within 1e-4
 MOE="model.arch='llama' model.n_kv_head=2 model.n_expert=4 model.n_expert_active=2 model.moe_ffn_hidden=24"
 MOE="$MOE model.n_shared_expert=1 train.moe_aux_loss=0.02 train.moe_z_loss=1e-3"
 for np in 1 2; do
-    ep=""; [ "$np" -gt 1 ] && ep="parallel.ep=2"
+    ep=""; [ "$np" -gt 1 ] && ep="parallel.ep=2 model.moe_dense_layers=1 model.ffn_hidden=40"
     if pair "moe-np$np" "$np" 1e-4 1e-3 $MOE $ep; then
         ok "train a mixture of experts, $np rank(s)${ep:+ ($ep)}, 20 steps: CUDA matches the CPU: $PAIR"
     else
