@@ -28,7 +28,7 @@ run tp4sp 4 parallel.tp=4 parallel.sequence_parallel=.true.
 # sequence parallelism every N*C all-reduce becomes an all-gather plus a
 # reduce-scatter, and the LayerNorm gradients (4L+2)C are all-reduced once.
 # After the last step the consistency check all-gathers over tp one 8-byte
-# hash per entry of the parameter table (21: model.h's P_WTE ... P_EXPPROJW),
+# hash per entry of the parameter table (23: model.h's P_WTE ... P_EXPPROJW),
 # counted in the run's totals, not in a step's row.
 "$PYTHON3" - "$scratch" <<'PY'
 import sys, h5py
@@ -44,7 +44,7 @@ def counted(run):
 bad = 0
 for run, sp, tp in (("tp2", 0, 2), ("tp4", 0, 4), ("tp2sp", 1, 2), ("tp4sp", 1, 4)):
     got, per_step = counted(run)
-    hashes = 21 * 8 * tp
+    hashes = 23 * 8 * tp
     act = (4 * L + 2) * N * C * 4 * nmb
     norms = 8 * (4 + 12 * L)
     ce = 3 * N * 4 * nmb
