@@ -4,6 +4,7 @@
 #include "cpu.h"
 
 #include <math.h>
+#include <omp.h>
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define HAVE_F16C_PATH 1
@@ -99,12 +100,106 @@ enum { FP16_BLOCK = 4096 };
 
 static size_t block_len(size_t at, size_t n) { return n - at < FP16_BLOCK ? n - at : FP16_BLOCK; }
 
+/* The bf16 arrays: the same rounding as bf16_bits, 16 or 8 lanes at a time
+ * on the avx512 and avx2 paths (integer operations: the same bits on every
+ * path), the scalar code for the rest and on the generic path.  Each
+ * returns how many leading elements it did. */
+enum bf16_op { BF16_ROUND, BF16_PACK, BF16_UNPACK };
+#ifdef HAVE_F16C_PATH
+__attribute__((target("avx512f,avx512bw"))) static size_t bf16_avx512(enum bf16_op op, float *x, uint16_t *h,
+                                                                       size_t n)
+{
+    const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff), hi = _mm512_set1_epi32((int)0xffff0000u);
+    const __m512i quiet_bit = _mm512_set1_epi32(0x00400000), abs = _mm512_set1_epi32(0x7fffffff);
+    const __m512i inf = _mm512_set1_epi32(0x7f800000);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        if (op == BF16_UNPACK) {
+            __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(h + i)));
+            _mm512_storeu_si512(x + i, _mm512_slli_epi32(w, 16));
+            continue;
+        }
+        __m512i u = _mm512_loadu_si512(x + i);
+        __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
+        __m512i r = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(u, bias), lsb), hi);
+        __m512i q = _mm512_and_si512(_mm512_or_si512(u, quiet_bit), hi);
+        __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf);
+        r = _mm512_mask_blend_epi32(nan, r, q);
+        if (op == BF16_ROUND) _mm512_storeu_si512(x + i, r);
+        else _mm256_storeu_si256((__m256i *)(h + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+    }
+    return i;
+}
+
+__attribute__((target("avx2"))) static size_t bf16_avx2(enum bf16_op op, float *x, uint16_t *h, size_t n)
+{
+    const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff), hi = _mm256_set1_epi32((int)0xffff0000u);
+    const __m256i quiet_bit = _mm256_set1_epi32(0x00400000), abs = _mm256_set1_epi32(0x7fffffff);
+    const __m256i inf = _mm256_set1_epi32(0x7f800000);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        if (op == BF16_UNPACK) {
+            __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(h + i)));
+            _mm256_storeu_si256((__m256i *)(x + i), _mm256_slli_epi32(w, 16));
+            continue;
+        }
+        __m256i u = _mm256_loadu_si256((const __m256i *)(x + i));
+        __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
+        __m256i r = _mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(u, bias), lsb), hi);
+        __m256i q = _mm256_and_si256(_mm256_or_si256(u, quiet_bit), hi);
+        /* |u| > Inf as signed ints: both sides are non-negative */
+        __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs), inf);
+        r = _mm256_blendv_epi8(r, q, nan);
+        if (op == BF16_ROUND) _mm256_storeu_si256((__m256i *)(x + i), r);
+        else {
+            __m256i w = _mm256_srli_epi32(r, 16);
+            _mm_storeu_si128((__m128i *)(h + i), _mm_packus_epi32(_mm256_castsi256_si128(w),
+                                                                  _mm256_extracti128_si256(w, 1)));
+        }
+    }
+    return i;
+}
+
+static size_t bf16_simd(enum bf16_op op, float *x, uint16_t *h, size_t n)
+{
+    enum isa a = isa_active();
+    if (a >= ISA_AVX512) return bf16_avx512(op, x, h, n);
+    if (a >= ISA_AVX2) return bf16_avx2(op, x, h, n);
+    return 0;
+}
+#else
+static size_t bf16_simd(enum bf16_op op, float *x, uint16_t *h, size_t n)
+{
+    return (void)op, (void)x, (void)h, (void)n, 0;
+}
+#endif
+
+/* One block of a bf16 array (x: the fp32 side, h: the 16-bit one). */
+static void bf16_block(enum bf16_op op, float *x, uint16_t *h, size_t n)
+{
+    size_t i = bf16_simd(op, x, h, n);
+    for (; i < n; i++) {
+        if (op == BF16_ROUND) x[i] = f32_of_bits(bf16_bits(f32_bits(x[i])));
+        else if (op == BF16_PACK) h[i] = (uint16_t)(bf16_bits(f32_bits(x[i])) >> 16);
+        else x[i] = f32_from_bf16(h[i]);
+    }
+}
+
+/* A bf16 array in parallel: one contiguous part a thread (a multiple of 16). */
+static void bf16_array(enum bf16_op op, float *x, uint16_t *h, size_t n)
+{
+#pragma omp parallel if (n > 65536)
+    {
+        size_t parts = (size_t)omp_get_num_threads(), me = (size_t)omp_get_thread_num();
+        size_t per = (n / parts + 15) / 16 * 16, lo = me * per < n ? me * per : n, len = n - lo < per ? n - lo : per;
+        bf16_block(op, x + lo, h ? h + lo : NULL, len);
+    }
+}
+
 void lp_round(enum precision p, float *x, size_t n)
 {
-    if (p == PREC_BF16) {
-#pragma omp parallel for simd schedule(static) if (n > 65536)
-        for (size_t i = 0; i < n; i++) x[i] = f32_of_bits(bf16_bits(f32_bits(x[i])));
-    } else if (p == PREC_FP16) {
+    if (p == PREC_BF16) bf16_array(BF16_ROUND, x, NULL, n);
+    else if (p == PREC_FP16) {
 #pragma omp parallel for schedule(static) if (n > 65536)
         for (size_t at = 0; at < n; at += FP16_BLOCK) {
             uint16_t h[FP16_BLOCK];
@@ -116,10 +211,8 @@ void lp_round(enum precision p, float *x, size_t n)
 
 void lp_pack(enum precision p, uint16_t *dst, const float *src, size_t n)
 {
-    if (p == PREC_BF16) {
-#pragma omp parallel for simd schedule(static) if (n > 65536)
-        for (size_t i = 0; i < n; i++) dst[i] = (uint16_t)(bf16_bits(f32_bits(src[i])) >> 16);
-    } else {
+    if (p == PREC_BF16) bf16_array(BF16_PACK, (float *)src, dst, n); /* (src only read) */
+    else {
 #pragma omp parallel for schedule(static) if (n > 65536)
         for (size_t at = 0; at < n; at += FP16_BLOCK) fp16_pack_block(dst + at, src + at, block_len(at, n));
     }
@@ -127,10 +220,8 @@ void lp_pack(enum precision p, uint16_t *dst, const float *src, size_t n)
 
 void lp_unpack(enum precision p, float *dst, const uint16_t *src, size_t n)
 {
-    if (p == PREC_BF16) {
-#pragma omp parallel for simd schedule(static) if (n > 65536)
-        for (size_t i = 0; i < n; i++) dst[i] = f32_from_bf16(src[i]);
-    } else {
+    if (p == PREC_BF16) bf16_array(BF16_UNPACK, dst, (uint16_t *)src, n); /* (src only read) */
+    else {
 #pragma omp parallel for schedule(static) if (n > 65536)
         for (size_t at = 0; at < n; at += FP16_BLOCK) fp16_unpack_block(dst + at, src + at, block_len(at, n));
     }

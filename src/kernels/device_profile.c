@@ -3,12 +3,19 @@
 
 #include "log.h"
 
+/* ops.def's operations, then the table's own that a step calls: the
+ * roundings and the 16-bit storage of a bf16/fp16 run, and the copies and
+ * zeroings within the device */
+#define MEMORY_OPS(X) X(lp_round) X(lp_pack) X(lp_unpack) X(copy) X(zero)
 enum {
 #define OP(ret, name, params, args) OPI_##name,
 #define OP_P OP
 #include "ops.def"
 #undef OP
 #undef OP_P
+#define X(name) OPI_##name,
+    MEMORY_OPS(X)
+#undef X
     NUM_OPS
 };
 
@@ -18,6 +25,9 @@ static const char *const op_name[NUM_OPS] = {
 #include "ops.def"
 #undef OP
 #undef OP_P
+#define X(name) #name,
+    MEMORY_OPS(X)
+#undef X
 };
 
 static struct {
@@ -90,6 +100,41 @@ static double flops_matmul_backward(float *dinp, float *dweight, float *dbias, c
 #undef OP
 #undef OP_P
 
+static void timed_lp_round(enum precision p, float *x, size_t n)
+{
+    double t0 = op_begin();
+    inner->lp_round(p, x, n);
+    op_end(OPI_lp_round, t0, 0);
+}
+
+static void timed_lp_pack(enum precision p, uint16_t *dst, const float *src, size_t n)
+{
+    double t0 = op_begin();
+    inner->lp_pack(p, dst, src, n);
+    op_end(OPI_lp_pack, t0, 0);
+}
+
+static void timed_lp_unpack(enum precision p, float *dst, const uint16_t *src, size_t n)
+{
+    double t0 = op_begin();
+    inner->lp_unpack(p, dst, src, n);
+    op_end(OPI_lp_unpack, t0, 0);
+}
+
+static void timed_copy(void *dst, const void *src, size_t bytes)
+{
+    double t0 = op_begin();
+    inner->copy(dst, src, bytes);
+    op_end(OPI_copy, t0, 0);
+}
+
+static void timed_zero(void *p, size_t bytes)
+{
+    double t0 = op_begin();
+    inner->zero(p, bytes);
+    op_end(OPI_zero, t0, 0);
+}
+
 const struct device *device_profiled(const struct device *k)
 {
     inner = k;
@@ -99,6 +144,9 @@ const struct device *device_profiled(const struct device *k)
 #include "ops.def"
 #undef OP
 #undef OP_P
+#define X(name) table.name = timed_##name;
+    MEMORY_OPS(X)
+#undef X
     return &table;
 }
 

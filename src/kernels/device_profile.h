@@ -3,7 +3,8 @@
  * device_profiled wraps a device table: each operation of ops.def is timed
  * on this rank (on a GPU the device is synchronised before and after each,
  * which slows it), and the products' floating-point operations are
- * counted.  The table says where a step's time goes that the sgemm rate
+ * counted; so are the table's roundings and 16-bit storage of a bf16/fp16
+ * run (lp_round, lp_pack, lp_unpack) and its copies and zeroings.  The table says where a step's time goes that the sgemm rate
  * does not explain: norms, activations, attention, the loss, AdamW. */
 #ifndef TRIAD_DEVICE_PROFILE_H
 #define TRIAD_DEVICE_PROFILE_H
