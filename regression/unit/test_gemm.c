@@ -473,6 +473,52 @@ static void test_bf16_accuracy(void)
            TOL, worst, gemm_backend_name(GEMM_BF16));
 }
 
+/* gemm_f32_bias and gemm_bf16_bias: bitwise the product followed by a pass
+ * adding the bias, on every path and thread count, across block edges;
+ * the sums tiny (operands near 2^-64) so that many sums plus a bias of the
+ * opposite sign land below FLT_MIN: a subnormal kept, not flushed by the
+ * bf16 kernels' FTZ mode. */
+static void test_bias_epilogue(void)
+{
+    static const int sizes[][3] = {{7, 13, 17}, {223, 65, 255}, {225, 1100, 300}, {300, 33, 64}};
+    int bad = 0, subnormal = 0, runs = 0;
+    for (int p = 0; p < ISA_COUNT; p++) {
+        if (!isa_supported((enum isa)p)) continue;
+        isa_force((enum isa)p);
+        gemm_reset_path();
+        for (int a = 0; a < 2; a++)
+            for (int c = 0; c < 4; c++)
+                for (int t = 0; t < 2; t++) {
+                    int tiny = t == 1;
+                    struct mats m = mats_new(0, 1, sizes[c][0], sizes[c][1], sizes[c][2], 3, 0.0f, 77u + c * 2u + t);
+                    size_t nc = (size_t)m.M * m.ldc;
+                    float *bias = malloc((size_t)m.N * sizeof *bias), *want = malloc(nc * sizeof *want);
+                    if (tiny) {
+                        for (size_t i = 0; i < (size_t)m.M * m.lda; i++) m.A[i] *= 0x1p-64f;
+                        for (size_t i = 0; i < (size_t)m.N * m.ldb; i++) m.B[i] *= 0x1p-64f;
+                    }
+                    (a ? gemm_bf16 : gemm_f32)(0, 1, m.M, m.N, m.K, 1.0f, m.A, m.lda, m.B, m.ldb, 0.0f, want, m.ldc);
+                    for (int j = 0; j < m.N; j++) /* (tiny: minus a sum of column j's first row, nudged) */
+                        bias[j] = tiny ? -want[j] * 0.9990234375f : (float)j * 0.01f - 0.3f;
+                    for (int i = 0; i < m.M; i++)
+                        for (int j = 0; j < m.N; j++) {
+                            want[(size_t)i * m.ldc + j] += bias[j];
+                            subnormal += fpclassify(want[(size_t)i * m.ldc + j]) == FP_SUBNORMAL;
+                        }
+                    (a ? gemm_bf16_bias : gemm_f32_bias)(0, 1, m.M, m.N, m.K, m.A, m.lda, m.B, m.ldb, m.C, m.ldc,
+                                                         bias);
+                    for (int i = 0; i < m.M; i++)
+                        bad += memcmp(m.C + (size_t)i * m.ldc, want + (size_t)i * m.ldc, (size_t)m.N * sizeof(float)) != 0;
+                    runs++;
+                    free(bias), free(want);
+                    mats_free(&m);
+                }
+    }
+    gemm_reset_path();
+    tap_ok(bad == 0 && subnormal > 0, "gemm_f32_bias, gemm_bf16_bias: bitwise the product then the bias added, %d "
+           "products on every path (%d subnormal results kept; %d rows differ)", runs, subnormal, bad);
+}
+
 int main(void)
 {
     tap_diag("path: %s, %d OpenMP threads", gemm_backend_name(GEMM_FP32), omp_get_max_threads());
@@ -486,5 +532,6 @@ int main(void)
     test_bf16_accuracy();
     test_paths_bitwise_bf16();
     test_bf16_flush_window();
+    test_bias_epilogue();
     return tap_done();
 }

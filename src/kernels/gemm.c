@@ -130,9 +130,19 @@ static float *buf_get(float **buf, size_t nfloat)
  * streams from L2; the packed B block (KC x NC) serves all of the rows.
  * A bf16 kernel's blocks hold kp (kc padded to even) values of k, of
  * g->elem bytes each. */
+/* C (m, n) += bias, one row at a time (bias: C's columns). */
+static void add_bias(float *C, long ldc, int m, int n, const float *bias)
+{
+    for (int i = 0; i < m; i++) {
+        float *c = C + (long)i * ldc;
+#pragma omp simd
+        for (int j = 0; j < n; j++) c[j] += bias[j];
+    }
+}
+
 static void gemm_serial_packed(const struct gemm_kernel *g, int transA, int transB, int m, int n, int k,
                                float alpha, const float *A, long lda, const float *B, long ldb, float beta,
-                               float *C, long ldc)
+                               float *C, long ldc, const float *bias)
 {
     char *ap = (char *)buf_get(&tl_apack, APACK_FLOATS);
     char *bp = (char *)buf_get(&tl_bpack, BPACK_FLOATS);
@@ -158,6 +168,11 @@ static void gemm_serial_packed(const struct gemm_kernel *g, int transA, int tran
                         g->ukernel[mr](kp, ap + ir * panel, bpj, C + (long)(ic + ir) * ldc + jc + jr, ldc, alpha,
                                        beta_p, nr);
                     }
+                    if (bias && pc + kc >= k) { /* the panel's last sums are in: its bias, in the caller's mode */
+                        if (g->mode_leave) g->mode_leave(mode);
+                        add_bias(C + (long)ic * ldc + jc + jr, ldc, mc, nr, bias + jc + jr);
+                        if (g->mode_enter) mode = g->mode_enter();
+                    }
                 }
             }
         }
@@ -174,12 +189,15 @@ static void gemm_serial_blas(int transA, int transB, int m, int n, int k, float 
 
 /* One slice of C on the calling thread, by kernel g (NULL: BLAS). */
 static void gemm_slice(const struct gemm_kernel *g, int transA, int transB, int m, int n, int k, float alpha,
-                       const float *A, long lda, const float *B, long ldb, float beta, float *C, long ldc)
+                       const float *A, long lda, const float *B, long ldb, float beta, float *C, long ldc,
+                       const float *bias)
 {
     if (g)
-        gemm_serial_packed(g, transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
-    else
+        gemm_serial_packed(g, transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+    else {
         gemm_serial_blas(transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+        if (bias) add_bias(C, ldc, m, n, bias);
+    }
 }
 
 /* C = beta C for K == 0 (or alpha == 0): no product to form. */
@@ -197,7 +215,7 @@ static void scale_c(int m, int n, float beta, float *C, long ldc)
  * computes an element never changes how it is summed. */
 static void gemm_parallel(const struct gemm_kernel *g, int gm, int gn, int transA, int transB, int M, int N,
                           int K, float alpha, const float *A, long lda, const float *B, long ldb, float beta,
-                          float *C, long ldc)
+                          float *C, long ldc, const float *bias)
 {
     int nt = omp_get_max_threads();
     long mt = (M + gm - 1) / gm, ntile = (N + gn - 1) / gn;
@@ -216,42 +234,55 @@ static void gemm_parallel(const struct gemm_kernel *g, int gm, int gn, int trans
             int m0 = t0 * gm, m1 = t1 * gm < M ? t1 * gm : M;
             if (m1 > m0)
                 gemm_slice(g, transA, transB, m1 - m0, N, K, alpha, transA ? A + m0 : A + (long)m0 * lda, lda,
-                           B, ldb, beta, C + (long)m0 * ldc, ldc);
+                           B, ldb, beta, C + (long)m0 * ldc, ldc, bias);
         } else {
             int n0 = t0 * gn, n1 = t1 * gn < N ? t1 * gn : N;
             if (n1 > n0)
                 gemm_slice(g, transA, transB, M, n1 - n0, K, alpha, A, lda, transB ? B + (long)n0 * ldb : B + n0,
-                           ldb, beta, C + n0, ldc);
+                           ldb, beta, C + n0, ldc, bias ? bias + n0 : NULL);
         }
     }
 }
 
 static void gemm_by(const struct gemm_kernel *g, int transA, int transB, int M, int N, int K, float alpha,
-                    const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+                    const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                    const float *bias)
 {
+    if (M <= 0 || N <= 0) return;
     if (K <= 0 || alpha == 0.0f) {
         scale_c(M, N, beta, C, ldc);
+        if (bias) add_bias(C, ldc, M, N, bias);
         return;
     }
     if (!omp_in_parallel() && omp_get_max_threads() > 1 && (long)M * N * K >= GEMM_PAR_MIN)
         gemm_parallel(g, g ? g->mr : 16, g ? g->nr : 16, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta,
-                      C, ldc);
+                      C, ldc, bias);
     else
-        gemm_slice(g, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        gemm_slice(g, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
 }
 
 void gemm_f32(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
               int ldb, float beta, float *C, int ldc)
 {
-    if (M <= 0 || N <= 0) return;
-    gemm_by(gemm_path(GEMM_FP32), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm_by(gemm_path(GEMM_FP32), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
 }
 
 void gemm_bf16(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                int ldb, float beta, float *C, int ldc)
 {
-    if (M <= 0 || N <= 0) return;
-    gemm_by(gemm_path(GEMM_BF16), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm_by(gemm_path(GEMM_BF16), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
+}
+
+void gemm_f32_bias(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                   float *C, int ldc, const float *bias)
+{
+    gemm_by(gemm_path(GEMM_FP32), transA, transB, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, bias);
+}
+
+void gemm_bf16_bias(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                    float *C, int ldc, const float *bias)
+{
+    gemm_by(gemm_path(GEMM_BF16), transA, transB, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, bias);
 }
 
 void gemm_f64(int transA, int transB, int M, int N, int K, double alpha, const double *A, int lda,

@@ -309,6 +309,7 @@ void KNAME(rmsnorm_backward)(KREAL *dinp, KREAL *dweight, const KREAL *dout, con
 typedef void gemm_fn(int transA, int transB, int M, int N, int K, KREAL alpha, const KREAL *A, int lda,
                      const KREAL *B, int ldb, KREAL beta, KREAL *C, int ldc);
 
+#ifdef KERNELS_F64
 static void matmul_forward_by(gemm_fn *gemm, KREAL *out, const KREAL *inp, const KREAL *weight, const KREAL *bias,
                               int N, int C, int OC)
 {
@@ -321,6 +322,18 @@ static void matmul_forward_by(gemm_fn *gemm, KREAL *out, const KREAL *inp, const
         for (int j = 0; j < OC; j++) o[j] += bias[j];
     }
 }
+#else
+/* out = inp weight^T, then + bias: added by the GEMM to each panel of out as
+ * its sums complete (gemm.h), the bits of a pass afterwards. */
+typedef void gemm_bias_fn(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
+                          int ldb, float *C, int ldc, const float *bias);
+
+static void matmul_forward_by(gemm_bias_fn *gemm, float *out, const float *inp, const float *weight,
+                              const float *bias, int N, int C, int OC)
+{
+    gemm(0, 1, N, OC, C, inp, C, weight, C, out, OC, bias);
+}
+#endif
 
 static void matmul_backward_by(gemm_fn *gemm, KREAL *dinp, KREAL *dweight, KREAL *dbias, const KREAL *dout,
                                const KREAL *inp, const KREAL *weight, int N, int C, int OC)
@@ -342,7 +355,11 @@ static void matmul_backward_by(gemm_fn *gemm, KREAL *dinp, KREAL *dweight, KREAL
 
 void KNAME(matmul_forward)(KREAL *out, const KREAL *inp, const KREAL *weight, const KREAL *bias, int N, int C, int OC)
 {
+#ifdef KERNELS_F64
     matmul_forward_by(GEMM, out, inp, weight, bias, N, C, OC);
+#else
+    matmul_forward_by(gemm_f32_bias, out, inp, weight, bias, N, C, OC);
+#endif
 }
 
 void KNAME(matmul_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias, const KREAL *dout, const KREAL *inp,
@@ -355,7 +372,7 @@ void KNAME(matmul_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias, const KRE
 void KNAME(matmul_forward_bf16)(KREAL *out, const KREAL *inp, const KREAL *weight, const KREAL *bias, int N, int C,
                                 int OC)
 {
-    matmul_forward_by(gemm_bf16, out, inp, weight, bias, N, C, OC);
+    matmul_forward_by(gemm_bf16_bias, out, inp, weight, bias, N, C, OC);
 }
 
 void KNAME(matmul_backward_bf16)(KREAL *dinp, KREAL *dweight, KREAL *dbias, const KREAL *dout, const KREAL *inp,
