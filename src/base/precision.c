@@ -185,6 +185,8 @@ static void bf16_block(enum bf16_op op, float *x, uint16_t *h, size_t n)
     }
 }
 
+void bf16_round_span(float *x, size_t n) { bf16_block(BF16_ROUND, x, NULL, n); }
+
 /* A bf16 array in parallel: one contiguous part a thread (a multiple of 16). */
 static void bf16_array(enum bf16_op op, float *x, uint16_t *h, size_t n)
 {

@@ -49,6 +49,15 @@ struct device {
     void (*lp_pack)(enum precision p, uint16_t *dst, const float *src, size_t n);
     void (*lp_unpack)(enum precision p, float *dst, const uint16_t *src, size_t n);
     size_t (*count_nonfinite)(const float *x, size_t n);
+    /* Optional (NULL: not offered, the caller rounds): matmul_forward and
+     * matmul_backward whose out / dinp come back rounded to the run's
+     * precision, the bits of the operation followed by lp_round; the CPU's
+     * GEMM rounds each panel of its output while it is in L1, which saves
+     * a bf16 run a pass over every product's output. */
+    void (*matmul_forward_rounded)(enum precision p, float *out, const float *inp, const float *weight,
+                                   const float *bias, int N, int C, int OC);
+    void (*matmul_backward_rounded)(enum precision p, float *dinp, float *dweight, float *dbias, const float *dout,
+                                    const float *inp, const float *weight, int N, int C, int OC);
 
     /* The device's measured dense product rate in GFLOP/s for a run in
      * precision p (the MFU reference), and what multiplies in it ("triad

@@ -31,11 +31,37 @@ static void host_sync(void) {} /* the kernels have returned */
 
 static int host_mpi_staged(void) { return 0; }
 
+/* The products with their outputs rounded (device.h): a bf16 run's by
+ * gemm_bf16's epilogue; the others' (fp32: nothing to round) after. */
+static void cpu_matmul_forward_rounded(enum precision p, float *out, const float *inp, const float *weight,
+                                       const float *bias, int N, int C, int OC)
+{
+    if (p != PREC_BF16) {
+        cpu_matmul_forward(p, out, inp, weight, bias, N, C, OC);
+        lp_round(p, out, (size_t)N * OC);
+        return;
+    }
+    gemm_bf16_ep(0, 1, N, OC, C, inp, C, weight, C, out, OC, &(struct gemm_epilogue){bias, 1});
+}
+
+static void cpu_matmul_backward_rounded(enum precision p, float *dinp, float *dweight, float *dbias, const float *dout,
+                                        const float *inp, const float *weight, int N, int C, int OC)
+{
+    if (p != PREC_BF16) {
+        cpu_matmul_backward(p, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+        if (dinp) lp_round(p, dinp, (size_t)N * C);
+        return;
+    }
+    if (dinp) gemm_bf16_ep(0, 0, N, C, OC, dout, OC, weight, C, dinp, C, &(struct gemm_epilogue){NULL, 1});
+    if (dweight || dbias) cpu_matmul_backward(p, NULL, dweight, dbias, dout, inp, weight, N, C, OC);
+}
+
 /* The members shared by the two CPU tables: the operations (ops.def, included
  * in each table) and these. */
 #define OP(ret, name, params, args) .name = cpu_##name,
 #define CPU_MEMBERS                                                                                      \
     .lp_round = lp_round, .lp_pack = lp_pack, .lp_unpack = lp_unpack, .count_nonfinite = count_nonfinite, \
+    .matmul_forward_rounded = cpu_matmul_forward_rounded, .matmul_backward_rounded = cpu_matmul_backward_rounded, \
     .peak_gflops = cpu_peak_gflops, .matmul_name = cpu_matmul_name, .alloc = host_alloc,              \
     .release = free, .zero = host_zero, .copy = host_copy, .to_device = host_copy, .to_host = host_copy, \
     .host_alloc = host_alloc, .host_release = free, .sync = host_sync

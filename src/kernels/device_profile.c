@@ -4,9 +4,10 @@
 #include "log.h"
 
 /* ops.def's operations, then the table's own that a step calls: the
- * roundings and the 16-bit storage of a bf16/fp16 run, and the copies and
- * zeroings within the device */
-#define MEMORY_OPS(X) X(lp_round) X(lp_pack) X(lp_unpack) X(copy) X(zero)
+ * products with rounded outputs, the roundings and the 16-bit storage of a
+ * bf16/fp16 run, and the copies and zeroings within the device */
+#define MEMORY_OPS(X) \
+    X(matmul_forward_rounded) X(matmul_backward_rounded) X(lp_round) X(lp_pack) X(lp_unpack) X(copy) X(zero)
 enum {
 #define OP(ret, name, params, args) OPI_##name,
 #define OP_P OP
@@ -100,6 +101,23 @@ static double flops_matmul_backward(float *dinp, float *dweight, float *dbias, c
 #undef OP
 #undef OP_P
 
+static void timed_matmul_forward_rounded(enum precision p, float *out, const float *inp, const float *weight,
+                                         const float *bias, int N, int C, int OC)
+{
+    double t0 = op_begin();
+    inner->matmul_forward_rounded(p, out, inp, weight, bias, N, C, OC);
+    op_end(OPI_matmul_forward_rounded, t0, flops_matmul_forward(out, inp, weight, bias, N, C, OC));
+}
+
+static void timed_matmul_backward_rounded(enum precision p, float *dinp, float *dweight, float *dbias,
+                                          const float *dout, const float *inp, const float *weight, int N, int C,
+                                          int OC)
+{
+    double t0 = op_begin();
+    inner->matmul_backward_rounded(p, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+    op_end(OPI_matmul_backward_rounded, t0, flops_matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC));
+}
+
 static void timed_lp_round(enum precision p, float *x, size_t n)
 {
     double t0 = op_begin();
@@ -144,7 +162,7 @@ const struct device *device_profiled(const struct device *k)
 #include "ops.def"
 #undef OP
 #undef OP_P
-#define X(name) table.name = timed_##name;
+#define X(name) table.name = k->name ? timed_##name : NULL;
     MEMORY_OPS(X)
 #undef X
     return &table;

@@ -37,6 +37,7 @@
 
 #include "cpu.h"
 #include "gemm_kernels.h"
+#include "precision.h"
 
 /* Below this many multiply-adds a product is not worth a parallel region. */
 #define GEMM_PAR_MIN (64L * 64 * 64)
@@ -130,19 +131,21 @@ static float *buf_get(float **buf, size_t nfloat)
  * streams from L2; the packed B block (KC x NC) serves all of the rows.
  * A bf16 kernel's blocks hold kp (kc padded to even) values of k, of
  * g->elem bytes each. */
-/* C (m, n) += bias, one row at a time (bias: C's columns). */
-static void add_bias(float *C, long ldc, int m, int n, const float *bias)
+/* The epilogue on C (m, n), one row at a time; bias: of C's first column. */
+static void epilogue(const struct gemm_epilogue *ep, const float *bias, float *C, long ldc, int m, int n)
 {
     for (int i = 0; i < m; i++) {
         float *c = C + (long)i * ldc;
+        if (bias)
 #pragma omp simd
-        for (int j = 0; j < n; j++) c[j] += bias[j];
+            for (int j = 0; j < n; j++) c[j] += bias[j];
+        if (ep->round_bf16) bf16_round_span(c, (size_t)n);
     }
 }
 
 static void gemm_serial_packed(const struct gemm_kernel *g, int transA, int transB, int m, int n, int k,
                                float alpha, const float *A, long lda, const float *B, long ldb, float beta,
-                               float *C, long ldc, const float *bias)
+                               float *C, long ldc, const struct gemm_epilogue *ep, const float *bias)
 {
     char *ap = (char *)buf_get(&tl_apack, APACK_FLOATS);
     char *bp = (char *)buf_get(&tl_bpack, BPACK_FLOATS);
@@ -168,9 +171,9 @@ static void gemm_serial_packed(const struct gemm_kernel *g, int transA, int tran
                         g->ukernel[mr](kp, ap + ir * panel, bpj, C + (long)(ic + ir) * ldc + jc + jr, ldc, alpha,
                                        beta_p, nr);
                     }
-                    if (bias && pc + kc >= k) { /* the panel's last sums are in: its bias, in the caller's mode */
+                    if (ep && pc + kc >= k) { /* the panel's last sums are in: its epilogue, in the caller's mode */
                         if (g->mode_leave) g->mode_leave(mode);
-                        add_bias(C + (long)ic * ldc + jc + jr, ldc, mc, nr, bias + jc + jr);
+                        epilogue(ep, bias ? bias + jc + jr : NULL, C + (long)ic * ldc + jc + jr, ldc, mc, nr);
                         if (g->mode_enter) mode = g->mode_enter();
                     }
                 }
@@ -190,13 +193,13 @@ static void gemm_serial_blas(int transA, int transB, int m, int n, int k, float 
 /* One slice of C on the calling thread, by kernel g (NULL: BLAS). */
 static void gemm_slice(const struct gemm_kernel *g, int transA, int transB, int m, int n, int k, float alpha,
                        const float *A, long lda, const float *B, long ldb, float beta, float *C, long ldc,
-                       const float *bias)
+                       const struct gemm_epilogue *ep, const float *bias)
 {
     if (g)
-        gemm_serial_packed(g, transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+        gemm_serial_packed(g, transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, ep, bias);
     else {
         gemm_serial_blas(transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
-        if (bias) add_bias(C, ldc, m, n, bias);
+        if (ep) epilogue(ep, bias, C, ldc, m, n);
     }
 }
 
@@ -215,9 +218,10 @@ static void scale_c(int m, int n, float beta, float *C, long ldc)
  * computes an element never changes how it is summed. */
 static void gemm_parallel(const struct gemm_kernel *g, int gm, int gn, int transA, int transB, int M, int N,
                           int K, float alpha, const float *A, long lda, const float *B, long ldb, float beta,
-                          float *C, long ldc, const float *bias)
+                          float *C, long ldc, const struct gemm_epilogue *ep)
 {
     int nt = omp_get_max_threads();
+    const float *bias = ep ? ep->bias : NULL;
     long mt = (M + gm - 1) / gm, ntile = (N + gn - 1) / gn;
     long cost_m = (mt + nt - 1) / nt * ntile, cost_n = (ntile + nt - 1) / nt * mt;
     int split_m = cost_m <= cost_n;
@@ -234,31 +238,32 @@ static void gemm_parallel(const struct gemm_kernel *g, int gm, int gn, int trans
             int m0 = t0 * gm, m1 = t1 * gm < M ? t1 * gm : M;
             if (m1 > m0)
                 gemm_slice(g, transA, transB, m1 - m0, N, K, alpha, transA ? A + m0 : A + (long)m0 * lda, lda,
-                           B, ldb, beta, C + (long)m0 * ldc, ldc, bias);
+                           B, ldb, beta, C + (long)m0 * ldc, ldc, ep, bias);
         } else {
             int n0 = t0 * gn, n1 = t1 * gn < N ? t1 * gn : N;
             if (n1 > n0)
                 gemm_slice(g, transA, transB, M, n1 - n0, K, alpha, A, lda, transB ? B + (long)n0 * ldb : B + n0,
-                           ldb, beta, C + n0, ldc, bias ? bias + n0 : NULL);
+                           ldb, beta, C + n0, ldc, ep, bias ? bias + n0 : NULL);
         }
     }
 }
 
 static void gemm_by(const struct gemm_kernel *g, int transA, int transB, int M, int N, int K, float alpha,
                     const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
-                    const float *bias)
+                    const struct gemm_epilogue *ep)
 {
     if (M <= 0 || N <= 0) return;
+    if (ep && !ep->bias && !ep->round_bf16) ep = NULL;
     if (K <= 0 || alpha == 0.0f) {
         scale_c(M, N, beta, C, ldc);
-        if (bias) add_bias(C, ldc, M, N, bias);
+        if (ep) epilogue(ep, ep->bias, C, ldc, M, N);
         return;
     }
     if (!omp_in_parallel() && omp_get_max_threads() > 1 && (long)M * N * K >= GEMM_PAR_MIN)
         gemm_parallel(g, g ? g->mr : 16, g ? g->nr : 16, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta,
-                      C, ldc, bias);
+                      C, ldc, ep);
     else
-        gemm_slice(g, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+        gemm_slice(g, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep, ep ? ep->bias : NULL);
 }
 
 void gemm_f32(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
@@ -273,16 +278,16 @@ void gemm_bf16(int transA, int transB, int M, int N, int K, float alpha, const f
     gemm_by(gemm_path(GEMM_BF16), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
 }
 
-void gemm_f32_bias(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                   float *C, int ldc, const float *bias)
+void gemm_f32_ep(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                 float *C, int ldc, const struct gemm_epilogue *ep)
 {
-    gemm_by(gemm_path(GEMM_FP32), transA, transB, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, bias);
+    gemm_by(gemm_path(GEMM_FP32), transA, transB, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, ep);
 }
 
-void gemm_bf16_bias(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                    float *C, int ldc, const float *bias)
+void gemm_bf16_ep(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                  float *C, int ldc, const struct gemm_epilogue *ep)
 {
-    gemm_by(gemm_path(GEMM_BF16), transA, transB, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, bias);
+    gemm_by(gemm_path(GEMM_BF16), transA, transB, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, ep);
 }
 
 void gemm_f64(int transA, int transB, int M, int N, int K, double alpha, const double *A, int lda,

@@ -22,14 +22,20 @@ void gemm_f32(int transA, int transB, int M, int N, int K, float alpha,
  * become zeros); C and the sums are fp32. */
 void gemm_bf16(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                int ldb, float beta, float *C, int ldc);
-/* The same, then each element of C plus bias[j] of its column (an fp32
- * addition after the last sum, outside the kernels' FTZ mode): the bits of
- * the product followed by a pass that adds the bias, done on each panel of
- * C while it is in L1 (docs/performance.md).  bias NULL: the plain product. */
-void gemm_f32_bias(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                   float *C, int ldc, const float *bias);
-void gemm_bf16_bias(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                    float *C, int ldc, const float *bias);
+/* What C = op(A) op(B) (alpha 1, beta 0) does to each element after its
+ * last sum, in this order: adds bias[j] of its column (an fp32 addition,
+ * outside the kernels' FTZ mode; NULL: none), rounds it to bf16
+ * (round_bf16).  The bits of the product followed by passes over C that do
+ * the same, done on each panel of C while it is in L1
+ * (docs/performance.md). */
+struct gemm_epilogue {
+    const float *bias;
+    int round_bf16;
+};
+void gemm_f32_ep(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                 float *C, int ldc, const struct gemm_epilogue *ep);
+void gemm_bf16_ep(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                  float *C, int ldc, const struct gemm_epilogue *ep);
 void gemm_f64(int transA, int transB, int M, int N, int K, double alpha,
               const double *A, int lda, const double *B, int ldb, double beta,
               double *C, int ldc);

@@ -325,13 +325,13 @@ static void matmul_forward_by(gemm_fn *gemm, KREAL *out, const KREAL *inp, const
 #else
 /* out = inp weight^T, then + bias: added by the GEMM to each panel of out as
  * its sums complete (gemm.h), the bits of a pass afterwards. */
-typedef void gemm_bias_fn(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
-                          int ldb, float *C, int ldc, const float *bias);
+typedef void gemm_ep_fn(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
+                        int ldb, float *C, int ldc, const struct gemm_epilogue *ep);
 
-static void matmul_forward_by(gemm_bias_fn *gemm, float *out, const float *inp, const float *weight,
+static void matmul_forward_by(gemm_ep_fn *gemm, float *out, const float *inp, const float *weight,
                               const float *bias, int N, int C, int OC)
 {
-    gemm(0, 1, N, OC, C, inp, C, weight, C, out, OC, bias);
+    gemm(0, 1, N, OC, C, inp, C, weight, C, out, OC, &(struct gemm_epilogue){bias, 0});
 }
 #endif
 
@@ -358,7 +358,7 @@ void KNAME(matmul_forward)(KREAL *out, const KREAL *inp, const KREAL *weight, co
 #ifdef KERNELS_F64
     matmul_forward_by(GEMM, out, inp, weight, bias, N, C, OC);
 #else
-    matmul_forward_by(gemm_f32_bias, out, inp, weight, bias, N, C, OC);
+    matmul_forward_by(gemm_f32_ep, out, inp, weight, bias, N, C, OC);
 #endif
 }
 
@@ -372,7 +372,7 @@ void KNAME(matmul_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias, const KRE
 void KNAME(matmul_forward_bf16)(KREAL *out, const KREAL *inp, const KREAL *weight, const KREAL *bias, int N, int C,
                                 int OC)
 {
-    matmul_forward_by(gemm_bf16_bias, out, inp, weight, bias, N, C, OC);
+    matmul_forward_by(gemm_bf16_ep, out, inp, weight, bias, N, C, OC);
 }
 
 void KNAME(matmul_backward_bf16)(KREAL *dinp, KREAL *dweight, KREAL *dbias, const KREAL *dout, const KREAL *inp,

@@ -200,9 +200,9 @@ static long out_order(int layer, enum fwd_out out)
 /* A forward output (n floats at x) is stored in the run's precision: rounded
  * here (a no-op in fp32).  While watching, the first that holds a value that
  * is not finite is remembered by name. */
-void model_fwd_out(struct model *m, float *x, size_t n, int layer, enum fwd_out out, const char *what)
+/* The watch of model_fwd_out alone (x already rounded). */
+static void fwd_watch(struct model *m, const float *x, size_t n, int layer, enum fwd_out out, const char *what)
 {
-    m->k->lp_round(m->d.prec, x, n);
     if (!m->watch || !m->k->count_nonfinite(x, n)) return;
     long order = out_order(layer, out);
     if (order >= m->bad_order) return;
@@ -210,6 +210,27 @@ void model_fwd_out(struct model *m, float *x, size_t n, int layer, enum fwd_out 
     if (layer < 0) snprintf(m->bad_name, sizeof m->bad_name, "embedding output");
     else if (layer >= m->d.L) snprintf(m->bad_name, sizeof m->bad_name, "head: %s", what);
     else snprintf(m->bad_name, sizeof m->bad_name, "h.%d/%s", layer, what);
+}
+
+void model_fwd_out(struct model *m, float *x, size_t n, int layer, enum fwd_out out, const char *what)
+{
+    m->k->lp_round(m->d.prec, x, n);
+    fwd_watch(m, x, n, layer, out, what);
+}
+
+/* out = inp W^T + b (N, OC) as a forward output (model_fwd_out): rounded by
+ * the product itself where the device offers it (matmul_forward_rounded),
+ * else after it. */
+static void product_forward(struct model *m, float *out, const float *inp, const float *w, const float *b, int N,
+                            int C, int OC, int layer, enum fwd_out o, const char *what)
+{
+    if (!m->k->matmul_forward_rounded) {
+        m->k->matmul_forward(m->d.prec, out, inp, w, b, N, C, OC);
+        model_fwd_out(m, out, (size_t)N * OC, layer, o, what);
+        return;
+    }
+    m->k->matmul_forward_rounded(m->d.prec, out, inp, w, b, N, C, OC);
+    fwd_watch(m, out, (size_t)N * OC, layer, o, what);
 }
 
 /* An activation gradient, stored in the run's precision too. */
@@ -280,7 +301,7 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
     int j = a->chunk * d->Lc + i, l = model_global_layer(d, j);
     const struct block_sizes z = block_sizes(m, l);
     int B = z.B, T = z.T, C = z.C, Cl = z.Cl, N = z.N, NHl = z.NHl, NKVl = z.NKVl, QKV = z.QKV, FC = z.FC, Fl = z.Fl;
-    size_t SC = (size_t)m->Ns * C, NC = (size_t)N * C, NCl = (size_t)N * Cl;
+    size_t SC = (size_t)m->Ns * C, NCl = (size_t)N * Cl;
     const float *no_bias = NULL;
     int root = d->tp_rank == 0; /* adds the replicated bias of a row-parallel matmul once */
     struct layer_acts la;
@@ -289,10 +310,12 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
 
     model_norm_to_tp(m, c, la.ln1, la.ln1_mean, la.ln1_rstd, residual, P[P_LN1W], P[P_LN1B], l, OUT_LN1,
                      "ln1");
-    m->k->matmul_forward(d->prec, la.qkv, la.ln1, P[P_QKVW], P[P_QKVB], N, C,
-                         QKV); /* column-parallel */
-    if (d->llama) m->k->rope_forward(d->prec, la.qkv, m->rope_cos, m->rope_sin, B, T, NHl, NKVl, d->HS);
-    model_fwd_out(m, la.qkv, (size_t)N * QKV, l, OUT_QKV, "qkv");
+    if (d->llama) { /* column-parallel; the rotary embedding on the product's fp32 sums */
+        m->k->matmul_forward(d->prec, la.qkv, la.ln1, P[P_QKVW], P[P_QKVB], N, C, QKV);
+        m->k->rope_forward(d->prec, la.qkv, m->rope_cos, m->rope_sin, B, T, NHl, NKVl, d->HS);
+        model_fwd_out(m, la.qkv, (size_t)N * QKV, l, OUT_QKV, "qkv");
+    } else
+        product_forward(m, la.qkv, la.ln1, P[P_QKVW], P[P_QKVB], N, C, QKV, l, OUT_QKV, "qkv");
     if (d->cp > 1) {
         struct cp_dims cd = model_cp_dims(d, m->B);
         cp_attention_forward(&cd, m->k, c, &m->cp_time, s->cp, la.atty, la.lse, la.qkv);
@@ -301,9 +324,8 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
         m->k->attention_forward(d->prec, la.atty, la.lse, la.qkv, la.qkv + (size_t)NHl * d->HS, QKV, B, T, 0, 0, T,
                                 NHl, NKVl, d->HS, ATT_CAUSAL);
     model_fwd_out(m, la.atty, NCl, l, OUT_ATTENTION, "attention output");
-    m->k->matmul_forward(d->prec, s->full, la.atty, P[P_ATTPROJW], root ? P[P_ATTPROJB] : no_bias,
-                         N, Cl, C); /* row-parallel */
-    model_fwd_out(m, s->full, NC, l, OUT_ATTPROJ, "attention projection");
+    product_forward(m, s->full, la.atty, P[P_ATTPROJW], root ? P[P_ATTPROJB] : no_bias, N, Cl, C, l, OUT_ATTPROJ,
+                    "attention projection"); /* row-parallel */
     m->k->residual_forward(m->d.prec, la.residual2, residual, model_reduce_from_tp(m, c, s->part, s->full), SC);
     model_fwd_out(m, la.residual2, SC, l, OUT_RESIDUAL2, "residual after attention");
 
@@ -316,14 +338,12 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
         model_pack_layer(m, a, i, &la);
         return;
     }
-    m->k->matmul_forward(d->prec, la.fch, la.ln2, P[P_FCW], P[P_FCB], N, C, FC);
-    model_fwd_out(m, la.fch, (size_t)N * FC, l, OUT_FC, "fc");
+    product_forward(m, la.fch, la.ln2, P[P_FCW], P[P_FCB], N, C, FC, l, OUT_FC, "fc");
     if (d->llama) m->k->swiglu_forward(m->d.prec, la.fch_gelu, la.fch, (size_t)N, Fl);
     else m->k->gelu_forward(m->d.prec, la.fch_gelu, la.fch, (size_t)N * Fl);
     model_fwd_out(m, la.fch_gelu, (size_t)N * Fl, l, OUT_ACT, d->llama ? "swiglu" : "gelu");
-    m->k->matmul_forward(d->prec, s->full, la.fch_gelu, P[P_FCPROJW],
-                         root ? P[P_FCPROJB] : no_bias, N, Fl, C);
-    model_fwd_out(m, s->full, NC, l, OUT_FCPROJ, "fc projection");
+    product_forward(m, s->full, la.fch_gelu, P[P_FCPROJW], root ? P[P_FCPROJB] : no_bias, N, Fl, C, l, OUT_FCPROJ,
+                    "fc projection");
     m->k->residual_forward(m->d.prec, l_res3, la.residual2, model_reduce_from_tp(m, c, s->part, s->full), SC);
     model_fwd_out(m, l_res3, SC, l, OUT_BLOCK, "block output");
     model_pack_layer(m, a, i, &la);
@@ -365,8 +385,7 @@ static double head_forward(struct model *m, struct comm *c, struct chunk_acts *a
     int N = m->N, Vs = d->Vp / d->tp, v0 = d->tp_rank * Vs;
     model_norm_to_tp(m, c, a->lnf, a->lnf_mean, a->lnf_rstd, residual, m->param[P_LNFW],
                      m->size[P_LNFB] ? m->param[P_LNFB] : NULL, d->L, OUT_LNF, "final norm");
-    m->k->matmul_forward(d->prec, a->logits, a->lnf, head_weight(m), NULL, N, d->C, Vs);
-    model_fwd_out(m, a->logits, (size_t)N * Vs, d->L, OUT_LOGITS, "logits");
+    product_forward(m, a->logits, a->lnf, head_weight(m), NULL, N, d->C, Vs, d->L, OUT_LOGITS, "logits");
     m->k->crossentropy_max(m->d.prec, a->ce_max, a->logits, N, Vs, v0, d->V);
     if (d->tp > 1) comm_allreduce_max_f32(c, CG_TP, a->ce_max, (size_t)N);
     m->k->crossentropy_sumexp(m->d.prec, a->ce_sums, a->ce_sums + N, a->logits, a->ce_max, a->targets, N, Vs, v0, d->V);
@@ -448,8 +467,10 @@ static void layer_grads(struct model *m, int j, float *G[NUM_PARAMS])
  * The kernels compute the two parts independently (backend_ops.h), so W's
  * numbers are the fused backward's bit for bit. */
 
-/* A matmul's backward: the input gradient; the weight's and the bias's now
- * (keep NULL) or, for W, its output gradient kept in keep. */
+/* A matmul's backward: the input gradient, stored in the run's precision
+ * (model_bwd_out; by the product itself where the device offers it); the
+ * weight's and the bias's now (keep NULL) or, for W, its output gradient
+ * kept in keep. */
 static void matmul_bwd(struct model *m, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                        const float *w, int N, int C, int OC, float *keep)
 {
@@ -457,7 +478,12 @@ static void matmul_bwd(struct model *m, float *dinp, float *dw, float *db, const
         if (keep != dout) m->k->copy(keep, dout, (size_t)N * OC * sizeof(float));
         dw = db = NULL;
     }
+    if (m->k->matmul_backward_rounded) {
+        m->k->matmul_backward_rounded(m->d.prec, dinp, dw, db, dout, inp, w, N, C, OC);
+        return;
+    }
     m->k->matmul_backward(m->d.prec, dinp, dw, db, dout, inp, w, N, C, OC);
+    if (dinp) model_bwd_out(m, dinp, (size_t)N * C);
 }
 
 /* W of a matmul: its weight's and bias's gradients from the kept output gradient. */
@@ -522,19 +548,17 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
     } else {
         matmul_bwd(m, s->dfch_gelu, G[P_FCPROJW], G[P_FCPROJB], dout, la.fch_gelu, P[P_FCPROJW], N, Fl, C,
                    lw ? lw->dfcproj : NULL);
-        model_bwd_out(m, s->dfch_gelu, (size_t)N * Fl);
         if (d->llama) m->k->swiglu_backward(m->d.prec, dfch, la.fch, s->dfch_gelu, (size_t)N, Fl);
         else m->k->gelu_backward(m->d.prec, dfch, la.fch, s->dfch_gelu, (size_t)N * Fl);
         model_bwd_out(m, dfch, (size_t)N * FC);
         matmul_bwd(m, s->dln_full, G[P_FCW], G[P_FCB], dfch, la.ln2, P[P_FCW], N, C, FC, lw ? dfch : NULL);
     }
     model_norm_from_tp(m, c, s->dln_full, G[P_LN2W], G[P_LN2B], la.residual2, P[P_LN2W], la.ln2_mean,
-                       la.ln2_rstd, lw ? lw->dln2 : NULL);
+                       la.ln2_rstd, lw ? lw->dln2 : NULL, !model_moe_layer(d, l)); /* (the MoE's: its sums) */
     /* attention; dresidual now holds d(residual2) = d(block input) through the skip */
     dout = model_gather_to_tp(m, c, s->dfull, s->dresidual);
     matmul_bwd(m, s->datty, G[P_ATTPROJW], G[P_ATTPROJB], dout, la.atty, P[P_ATTPROJW], N, Cl, C,
                lw ? lw->dattproj : NULL);
-    model_bwd_out(m, s->datty, (size_t)N * Cl);
     if (d->cp > 1) {
         struct cp_dims cd = model_cp_dims(d, m->B);
         cp_attention_backward(&cd, m->k, c, &m->cp_time, s->cp, dqkv, s->datty, la.atty, la.qkv, la.lse);
@@ -546,7 +570,7 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
     model_bwd_out(m, dqkv, (size_t)N * QKV);
     matmul_bwd(m, s->dln_full, G[P_QKVW], G[P_QKVB], dqkv, la.ln1, P[P_QKVW], N, C, QKV, lw ? dqkv : NULL);
     model_norm_from_tp(m, c, s->dln_full, G[P_LN1W], G[P_LN1B], l_in, P[P_LN1W], la.ln1_mean, la.ln1_rstd,
-                       lw ? lw->dln1 : NULL);
+                       lw ? lw->dln1 : NULL, 1);
 }
 
 /* W of layer i: its parameter gradients from lw and the slot (a recomputed
@@ -591,7 +615,7 @@ static void head_backward(struct model *m, struct comm *c, struct chunk_acts *a,
                w ? a->logits : NULL);
     m->k->zero(m->scr.dresidual, (size_t)m->Ns * C * sizeof(float));
     model_norm_from_tp(m, c, m->scr.dln_full, m->grad[P_LNFW], m->size[P_LNFB] ? m->grad[P_LNFB] : NULL, residual,
-                       m->param[P_LNFW], a->lnf_mean, a->lnf_rstd, w ? w->dlnf : NULL);
+                       m->param[P_LNFW], a->lnf_mean, a->lnf_rstd, w ? w->dlnf : NULL, 1);
 }
 
 static void head_weight_grads(struct model *m, struct chunk_acts *a, const float *residual, const struct chunk_wgrad *w)

@@ -52,13 +52,14 @@ void model_bwd_out(const struct model *m, float *x, size_t n);
  * partial sums (N,C) of a row-parallel matmul -> the stream's rows; the
  * family's norm of the stream's rows gathered in full; and the gradient of a
  * norm's output back into the stream (scr.dresidual), its parameters'
- * gradients now or (keep) their operand kept for a split backward's W. */
+ * gradients now or (keep) their operand kept for a split backward's W
+ * (rounded: dln_full already holds values of the run's precision). */
 const float *model_gather_to_tp(const struct model *m, struct comm *c, float *full, const float *rows);
 const float *model_reduce_from_tp(const struct model *m, struct comm *c, float *rows, float *partial);
 void model_norm_to_tp(struct model *m, struct comm *c, float *full, float *mean, float *rstd, const float *inp,
                       const float *w, const float *b, int layer, enum fwd_out which, const char *what);
 void model_norm_from_tp(struct model *m, struct comm *c, float *dln_full, float *dw, float *db, const float *inp,
-                        const float *w, const float *mean, const float *rstd, float *keep);
+                        const float *w, const float *mean, const float *rstd, float *keep, int rounded);
 
 /* A mixture of experts in place of the MLP (moe.c; no-ops without one).
  * moe_forward: local layer j (global l) on the gathered norm output ln2

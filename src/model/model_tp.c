@@ -47,9 +47,9 @@ void model_norm_to_tp(struct model *m, struct comm *c, float *full, float *mean,
  * norm's parameter gradients too, or (keep, a split backward's B) its
  * output gradient's rows kept in keep for W. */
 void model_norm_from_tp(struct model *m, struct comm *c, float *dln_full, float *dw, float *db, const float *inp,
-                        const float *w, const float *mean, const float *rstd, float *keep)
+                        const float *w, const float *mean, const float *rstd, float *keep, int rounded)
 {
-    model_bwd_out(m, dln_full, (size_t)m->N * m->d.C);
+    if (!rounded) model_bwd_out(m, dln_full, (size_t)m->N * m->d.C);
     const float *dln = model_reduce_from_tp(m, c, m->scr.dln_part, dln_full);
     if (keep) {
         m->k->copy(keep, dln, (size_t)m->Ns * m->d.C * sizeof(float));
