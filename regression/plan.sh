@@ -73,6 +73,7 @@ dense="model.moe_dense_layers=1 model.ffn_hidden=40"
 layout moedensez3 4 $moe $dense parallel.ep=2 parallel.zero_stage=3 train.recompute=full
 layout moedensepp 8 $moe $dense parallel.ep=2 parallel.pp=2 parallel.zero_stage=2 parallel.tp=2 train.micro_batch_size=1
 layout bf16pp    2 parallel.pp=2 train.micro_batch_size=2 train.precision=bf16
+layout bf16unpk  2 parallel.pp=2 train.micro_batch_size=2 train.precision=bf16 train.pack_activations=.false.
 llama="model.arch=llama model.n_kv_head=2"
 layout llama     1 $llama
 layout llama3d   8 $llama parallel.tp=2 parallel.pp=2 parallel.sequence_parallel=.true. train.micro_batch_size=2

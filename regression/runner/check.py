@@ -14,7 +14,7 @@ from .references import build_info, read_reference, write_reference
 # Deck keys that describe the layout, not the problem: a case and its twin may
 # differ in these without saying so (twin_differs: names more).
 LAYOUT_KEYS = ("parallel.*", "io.*", "train.micro_batch_size", "train.threads",
-               "train.peak_gflops", "train.recompute*", "train.device")
+               "train.peak_gflops", "train.recompute*", "train.device", "train.pack_activations")
 
 
 class Checker:

@@ -20,6 +20,7 @@
 #include "cpu.h"
 #include "gemm.h"
 #include "gemm_kernels.h"
+#include "precision.h"
 #include "tap.h"
 
 /* Deterministic fill in [-1, 1). */
@@ -473,8 +474,9 @@ static void test_bf16_accuracy(void)
            TOL, worst, gemm_backend_name(GEMM_BF16));
 }
 
-/* gemm_f32_bias and gemm_bf16_bias: bitwise the product followed by a pass
- * adding the bias, on every path and thread count, across block edges;
+/* gemm_f32_ep and gemm_bf16_ep with a bias, and with a bias and bf16
+ * rounding: bitwise the product followed by a pass adding the bias (and
+ * lp_round), on every path and thread count, across block edges;
  * the sums tiny (operands near 2^-64) so that many sums plus a bias of the
  * opposite sign land below FLT_MIN: a subnormal kept, not flushed by the
  * bf16 kernels' FTZ mode. */
@@ -488,8 +490,9 @@ static void test_bias_epilogue(void)
         gemm_reset_path();
         for (int a = 0; a < 2; a++)
             for (int c = 0; c < 4; c++)
-                for (int t = 0; t < 2; t++) {
-                    int tiny = t == 1;
+                for (int t = 0; t < 4; t++) {
+                    int rnd = t >= 2; /* then rounded to bf16 */
+                    int tiny = t % 2;
                     struct mats m = mats_new(0, 1, sizes[c][0], sizes[c][1], sizes[c][2], 3, 0.0f, 77u + c * 2u + t);
                     size_t nc = (size_t)m.M * m.ldc;
                     float *bias = malloc((size_t)m.N * sizeof *bias), *want = malloc(nc * sizeof *want);
@@ -500,13 +503,15 @@ static void test_bias_epilogue(void)
                     (a ? gemm_bf16 : gemm_f32)(0, 1, m.M, m.N, m.K, 1.0f, m.A, m.lda, m.B, m.ldb, 0.0f, want, m.ldc);
                     for (int j = 0; j < m.N; j++) /* (tiny: minus a sum of column j's first row, nudged) */
                         bias[j] = tiny ? -want[j] * 0.9990234375f : (float)j * 0.01f - 0.3f;
-                    for (int i = 0; i < m.M; i++)
+                    for (int i = 0; i < m.M; i++) {
                         for (int j = 0; j < m.N; j++) {
                             want[(size_t)i * m.ldc + j] += bias[j];
                             subnormal += fpclassify(want[(size_t)i * m.ldc + j]) == FP_SUBNORMAL;
                         }
-                    (a ? gemm_bf16_bias : gemm_f32_bias)(0, 1, m.M, m.N, m.K, m.A, m.lda, m.B, m.ldb, m.C, m.ldc,
-                                                         bias);
+                        if (rnd) lp_round(PREC_BF16, want + (size_t)i * m.ldc, (size_t)m.N);
+                    }
+                    struct gemm_epilogue ep = {bias, rnd};
+                    (a ? gemm_bf16_ep : gemm_f32_ep)(0, 1, m.M, m.N, m.K, m.A, m.lda, m.B, m.ldb, m.C, m.ldc, &ep);
                     for (int i = 0; i < m.M; i++)
                         bad += memcmp(m.C + (size_t)i * m.ldc, want + (size_t)i * m.ldc, (size_t)m.N * sizeof(float)) != 0;
                     runs++;
@@ -515,7 +520,7 @@ static void test_bias_epilogue(void)
                 }
     }
     gemm_reset_path();
-    tap_ok(bad == 0 && subnormal > 0, "gemm_f32_bias, gemm_bf16_bias: bitwise the product then the bias added, %d "
+    tap_ok(bad == 0 && subnormal > 0, "gemm_f32_ep, gemm_bf16_ep: bitwise the product then the bias added (then lp_round), %d "
            "products on every path (%d subnormal results kept; %d rows differ)", runs, subnormal, bad);
 }
 

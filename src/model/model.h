@@ -102,6 +102,7 @@ struct model_dims {
     int recompute;              /* RECOMPUTE_* */
     int Lr;                     /* full recompute: the first Lr layers of each chunk */
     enum precision prec;        /* storage precision of parameters and activations */
+    int pack_acts;              /* bf16/fp16: the stored layers packed in 16 bits (train.pack_activations) */
 };
 
 enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL };

@@ -87,8 +87,9 @@ static void unpack_layer(const struct model *m, struct layer_acts *la, const uin
     }
 }
 
-/* Are the stored layers' activations kept packed? */
-static int packed(const struct model_dims *d) { return d->prec != PREC_FP32; }
+/* Are the stored layers' activations kept packed (bf16/fp16, unless
+ * train.pack_activations = .false.: fp32 containers, as fp32 keeps them)? */
+static int packed(const struct model_dims *d) { return d->pack_acts; }
 
 /* One micro-batch's activations for one chunk (head buffers only where the
  * head lives), carved from mem (NULL: just count). */
