@@ -58,6 +58,11 @@ struct device {
                                    const float *bias, int N, int C, int OC);
     void (*matmul_backward_rounded)(enum precision p, float *dinp, float *dweight, float *dbias, const float *dout,
                                     const float *inp, const float *weight, int N, int C, int OC);
+    /* The activations' operations gelu_forward, gelu_backward,
+     * swiglu_forward, swiglu_backward and crossentropy_backward return their
+     * output rounded to the run's precision p (the CPU's: a block at a time,
+     * rounded while it is in L1), so the caller need not (0: it rounds). */
+    int acts_rounded;
 
     /* The device's measured dense product rate in GFLOP/s for a run in
      * precision p (the MFU reference), and what multiplies in it ("triad

@@ -31,6 +31,103 @@ static void host_sync(void) {} /* the kernels have returned */
 
 static int host_mpi_staged(void) { return 0; }
 
+/* ------------------------------------------------ outputs rounded in blocks */
+
+/* The activations' operations with their outputs rounded (device.h's
+ * acts_rounded): rows [0, N) of w output floats each, in blocks of about
+ * ROUND_BLOCK floats spread over the threads, each computed by the
+ * operation (its own parallel region is inactive inside this one) and then
+ * rounded while it is in L1.  Each row's values are the operation's on the
+ * whole array (element- or row-wise arithmetic), bit for bit. */
+enum { ROUND_BLOCK = 16384 };
+struct rows_op {
+    void (*fn)(const struct rows_op *o, size_t r0, size_t n);
+    float *out;
+    const float *in, *dout, *maxes, *sums;
+    const int32_t *targets;
+    float dloss;
+    int F, Vs, v0, V;
+};
+
+static void rounded_rows(enum precision p, const struct rows_op *o, size_t N, size_t w)
+{
+    size_t rows = w >= ROUND_BLOCK ? 1 : ROUND_BLOCK / w;
+#pragma omp parallel for schedule(static) if (N * w >= 65536)
+    for (size_t r0 = 0; r0 < N; r0 += rows) {
+        size_t n = N - r0 < rows ? N - r0 : rows;
+        o->fn(o, r0, n);
+        lp_round(p, o->out + r0 * w, n * w);
+    }
+}
+
+static void gelu_fwd_rows(const struct rows_op *o, size_t r0, size_t n)
+{
+    cpu_gelu_forward(PREC_FP32, o->out + r0, o->in + r0, n);
+}
+
+static void gelu_bwd_rows(const struct rows_op *o, size_t r0, size_t n)
+{
+    cpu_gelu_backward(PREC_FP32, o->out + r0, o->in + r0, o->dout + r0, n);
+}
+
+static void swiglu_fwd_rows(const struct rows_op *o, size_t r0, size_t n)
+{
+    size_t F = (size_t)o->F;
+    cpu_swiglu_forward(PREC_FP32, o->out + r0 * F, o->in + r0 * 2 * F, n, o->F);
+}
+
+static void swiglu_bwd_rows(const struct rows_op *o, size_t r0, size_t n)
+{
+    size_t F = (size_t)o->F;
+    cpu_swiglu_backward(PREC_FP32, o->out + r0 * 2 * F, o->in + r0 * 2 * F, o->dout + r0 * F, n, o->F);
+}
+
+static void ce_bwd_rows(const struct rows_op *o, size_t r0, size_t n)
+{
+    size_t Vs = (size_t)o->Vs;
+    cpu_crossentropy_backward(PREC_FP32, o->out + r0 * Vs, o->in + r0 * Vs, o->maxes + r0, o->sums + r0,
+                              o->targets + r0, o->dloss, (int)n, o->Vs, o->v0, o->V);
+}
+
+static void gelu_forward_rounded(enum precision p, float *out, const float *inp, size_t N)
+{
+    if (p == PREC_FP32) cpu_gelu_forward(p, out, inp, N);
+    else rounded_rows(p, &(struct rows_op){.fn = gelu_fwd_rows, .out = out, .in = inp}, N, 1);
+}
+
+static void gelu_backward_rounded(enum precision p, float *dinp, const float *inp, const float *dout, size_t N)
+{
+    if (p == PREC_FP32) cpu_gelu_backward(p, dinp, inp, dout, N);
+    else rounded_rows(p, &(struct rows_op){.fn = gelu_bwd_rows, .out = dinp, .in = inp, .dout = dout}, N, 1);
+}
+
+static void swiglu_forward_rounded(enum precision p, float *out, const float *inp, size_t N, int F)
+{
+    if (p == PREC_FP32) cpu_swiglu_forward(p, out, inp, N, F);
+    else rounded_rows(p, &(struct rows_op){.fn = swiglu_fwd_rows, .out = out, .in = inp, .F = F}, N, (size_t)F);
+}
+
+static void swiglu_backward_rounded(enum precision p, float *dinp, const float *inp, const float *dout, size_t N,
+                                    int F)
+{
+    if (p == PREC_FP32) cpu_swiglu_backward(p, dinp, inp, dout, N, F);
+    else
+        rounded_rows(p, &(struct rows_op){.fn = swiglu_bwd_rows, .out = dinp, .in = inp, .dout = dout, .F = F}, N,
+                     2 * (size_t)F);
+}
+
+static void crossentropy_backward_rounded(enum precision p, float *dlogits, const float *logits, const float *maxes,
+                                          const float *sums, const int32_t *targets, float dloss, int N, int Vs,
+                                          int v0, int V)
+{
+    if (p == PREC_FP32) cpu_crossentropy_backward(p, dlogits, logits, maxes, sums, targets, dloss, N, Vs, v0, V);
+    else
+        rounded_rows(p, &(struct rows_op){.fn = ce_bwd_rows, .out = dlogits, .in = logits, .maxes = maxes,
+                                          .sums = sums, .targets = targets, .dloss = dloss, .Vs = Vs, .v0 = v0,
+                                          .V = V},
+                     (size_t)N, (size_t)Vs);
+}
+
 /* The products with their outputs rounded (device.h): a bf16 run's by
  * gemm_bf16's epilogue; the others' (fp32: nothing to round) after. */
 static void cpu_matmul_forward_rounded(enum precision p, float *out, const float *inp, const float *weight,
@@ -64,8 +161,18 @@ static void cpu_matmul_backward_rounded(enum precision p, float *dinp, float *dw
     .matmul_forward_rounded = cpu_matmul_forward_rounded, .matmul_backward_rounded = cpu_matmul_backward_rounded, \
     .peak_gflops = cpu_peak_gflops, .matmul_name = cpu_matmul_name, .alloc = host_alloc,              \
     .release = free, .zero = host_zero, .copy = host_copy, .to_device = host_copy, .to_host = host_copy, \
-    .host_alloc = host_alloc, .host_release = free, .sync = host_sync
+    .host_alloc = host_alloc, .host_release = free, .sync = host_sync, .acts_rounded = 1,                    \
+    .gelu_forward = gelu_forward_rounded, .gelu_backward = gelu_backward_rounded,                            \
+    .swiglu_forward = swiglu_forward_rounded, .swiglu_backward = swiglu_backward_rounded,                    \
+    .crossentropy_backward = crossentropy_backward_rounded
 
+/* (CPU_MEMBERS replaces five operations of ops.def's list by their rounded
+ * wrappers above: an initializer overridden on purpose) */
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Winitializer-overrides"
+#else
+#pragma GCC diagnostic ignored "-Woverride-init"
+#endif
 const struct device cpu_device = {
     .name = "cpu",
     .on_device = 0,

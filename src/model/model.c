@@ -218,6 +218,17 @@ void model_fwd_out(struct model *m, float *x, size_t n, int layer, enum fwd_out 
     fwd_watch(m, x, n, layer, out, what);
 }
 
+void model_act_out(struct model *m, float *x, size_t n, int layer, enum fwd_out out, const char *what)
+{
+    if (m->k->acts_rounded) fwd_watch(m, x, n, layer, out, what);
+    else model_fwd_out(m, x, n, layer, out, what);
+}
+
+void model_act_bwd_out(const struct model *m, float *x, size_t n)
+{
+    if (!m->k->acts_rounded) model_bwd_out(m, x, n);
+}
+
 /* out = inp W^T + b (N, OC) as a forward output (model_fwd_out): rounded by
  * the product itself where the device offers it (matmul_forward_rounded),
  * else after it. */
@@ -341,7 +352,7 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
     product_forward(m, la.fch, la.ln2, P[P_FCW], P[P_FCB], N, C, FC, l, OUT_FC, "fc");
     if (d->llama) m->k->swiglu_forward(m->d.prec, la.fch_gelu, la.fch, (size_t)N, Fl);
     else m->k->gelu_forward(m->d.prec, la.fch_gelu, la.fch, (size_t)N * Fl);
-    model_fwd_out(m, la.fch_gelu, (size_t)N * Fl, l, OUT_ACT, d->llama ? "swiglu" : "gelu");
+    model_act_out(m, la.fch_gelu, (size_t)N * Fl, l, OUT_ACT, d->llama ? "swiglu" : "gelu");
     product_forward(m, s->full, la.fch_gelu, P[P_FCPROJW], root ? P[P_FCPROJB] : no_bias, N, Fl, C, l, OUT_FCPROJ,
                     "fc projection");
     m->k->residual_forward(m->d.prec, l_res3, la.residual2, model_reduce_from_tp(m, c, s->part, s->full), SC);
@@ -550,7 +561,7 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
                    lw ? lw->dfcproj : NULL);
         if (d->llama) m->k->swiglu_backward(m->d.prec, dfch, la.fch, s->dfch_gelu, (size_t)N, Fl);
         else m->k->gelu_backward(m->d.prec, dfch, la.fch, s->dfch_gelu, (size_t)N * Fl);
-        model_bwd_out(m, dfch, (size_t)N * FC);
+        model_act_bwd_out(m, dfch, (size_t)N * FC);
         matmul_bwd(m, s->dln_full, G[P_FCW], G[P_FCB], dfch, la.ln2, P[P_FCW], N, C, FC, lw ? dfch : NULL);
     }
     model_norm_from_tp(m, c, s->dln_full, G[P_LN2W], G[P_LN2B], la.residual2, P[P_LN2W], la.ln2_mean,
@@ -610,7 +621,7 @@ static void head_backward(struct model *m, struct comm *c, struct chunk_acts *a,
     const struct model_dims *d = &m->d;
     int N = m->N, C = d->C, Vs = d->Vp / d->tp, v0 = d->tp_rank * Vs;
     m->k->crossentropy_backward(m->d.prec, a->logits, a->logits, a->ce_max, a->ce_sums, a->targets, dloss, N, Vs, v0, d->V);
-    model_bwd_out(m, a->logits, (size_t)N * Vs);
+    model_act_bwd_out(m, a->logits, (size_t)N * Vs);
     matmul_bwd(m, m->scr.dln_full, head_grad(m), NULL, a->logits, a->lnf, head_weight(m), N, C, Vs,
                w ? a->logits : NULL);
     m->k->zero(m->scr.dresidual, (size_t)m->Ns * C * sizeof(float));

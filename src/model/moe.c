@@ -376,7 +376,7 @@ static void forward_rows(struct model *m, struct comm *c, const float *x, int N,
         k->matmul_forward(d->prec, sh_fch, x, P[P_FCW], NULL, N, C, 2 * Fs);
         model_fwd_out(m, sh_fch, (size_t)N * 2 * Fs, l, OUT_FC, "experts' fc");
         k->swiglu_forward(d->prec, sh_act, sh_fch, (size_t)N, Fs);
-        model_fwd_out(m, sh_act, (size_t)N * Fs, l, OUT_ACT, "experts' swiglu");
+        model_act_out(m, sh_act, (size_t)N * Fs, l, OUT_ACT, "experts' swiglu");
     }
     for (int own = 1; own >= 0; own--) {
         if (!own) rows_wait(m, c, &req);
@@ -390,7 +390,7 @@ static void forward_rows(struct model *m, struct comm *c, const float *x, int N,
     }
     model_fwd_out(m, fch, (size_t)Rx * 2 * Fe, l, OUT_FC, "experts' fc");
     k->swiglu_forward(d->prec, act, fch, (size_t)Rx, Fe);
-    model_fwd_out(m, act, (size_t)Rx * Fe, l, OUT_ACT, "experts' swiglu");
+    model_act_out(m, act, (size_t)Rx * Fe, l, OUT_ACT, "experts' swiglu");
     for (int b = 0; b < s->nblock; b++) {
         int r0 = s->block_row[b], n = s->block_n[b], e = s->block_expert[b];
         if (n) k->matmul_forward(d->prec, sc->moe_y + (size_t)r0 * C, act + (size_t)r0 * Fe,
@@ -529,7 +529,7 @@ void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, 
         model_bwd_out(m, sh_dact, (size_t)N * Fs);
         k->matmul_backward(gated_prec(s, d->prec), NULL, G[P_FCPROJW], NULL, gdout, sh_act, NULL, N, Fs, C);
         k->swiglu_backward(d->prec, sh_dfch, sh_fch, sh_dact, (size_t)N, Fs);
-        model_bwd_out(m, sh_dfch, (size_t)N * 2 * Fs);
+        model_act_bwd_out(m, sh_dfch, (size_t)N * 2 * Fs);
         k->matmul_backward(d->prec, dln, G[P_FCW], NULL, sh_dfch, la->ln2, P[P_FCW], N, C, 2 * Fs);
     }
     rows_wait(m, c, &req[0]);
@@ -559,7 +559,7 @@ void moe_backward(struct model *m, struct comm *c, const struct layer_acts *la, 
                                   sc->moe_x + (size_t)r0 * C, act + (size_t)r0 * Fe, NULL, n, Fe, C);
     }
     k->swiglu_backward(d->prec, dfch, fch, dact, (size_t)Rx, Fe);
-    model_bwd_out(m, dfch, (size_t)Rx * 2 * Fe);
+    model_act_bwd_out(m, dfch, (size_t)Rx * 2 * Fe);
     if (!lw) rows_wait(m, c, &req[0]);
     for (int b = 0; b < s->nblock; b++) {
         int r0 = s->block_row[b], n = s->block_n[b], e = s->block_expert[b];
