@@ -19,6 +19,7 @@
 #include "device.h"
 #include "gemm.h"
 #include "kernel_check.h"
+#include "precision.h"
 
 #include <math.h>
 #include <omp.h>
@@ -316,6 +317,54 @@ static void test_matmul_precision(int N, int C, int OC)
            "products), fp32 and fp16 bitwise gemm_f32's (forward, dinp, dweight +=, dbias +=)", N, C, OC, differs, NO);
     free(x); free(w); free(b); free(d); free(dw0); free(db0);
     free(out); free(di); free(dw); free(db); free(want); free(wdi); free(wdw); free(wdb);
+}
+
+/* The CPU table's operations that round their own outputs (device.h:
+ * matmul_*_rounded, and gelu, swiglu and the cross-entropy's backward,
+ * rounded a block at a time): bitwise the plain operation followed by
+ * lp_round, in every precision, across the blocks' edges and threads. */
+static int same_floats(const float *a, const float *b, size_t n) { return !memcmp(a, b, n * sizeof(float)); }
+
+static void test_rounded_ops(void)
+{
+    static const enum precision ps[] = {PREC_FP32, PREC_BF16, PREC_FP16};
+    enum { N = 70001, R = 37, F = 3001, V = 5003, Vs = 5120 };
+    float *x = frand_new((size_t)R * 2 * F > N ? (size_t)R * 2 * F : N, 3), *d = frand_new((size_t)R * Vs, 1);
+    size_t most = (size_t)R * 2 * F > (size_t)R * Vs ? (size_t)R * 2 * F : (size_t)R * Vs;
+    float *got = fnew(most), *want = fnew(most), *mx = fnew(R), *sums = fnew(2 * R);
+    int32_t tg[R];
+    int ok = cpu_device.acts_rounded;
+    for (int r = 0; r < R; r++) tg[r] = (r * 131) % V;
+    crossentropy_max(mx, x, R, Vs, 0, V);
+    crossentropy_sumexp(sums, sums + R, x, mx, tg, R, Vs, 0, V);
+    for (int i = 0; i < 3; i++) {
+        enum precision p = ps[i];
+        cpu_device.gelu_forward(p, got, x, N);
+        gelu_forward(want, x, N), lp_round(p, want, N);
+        ok &= same_floats(got, want, N);
+        cpu_device.gelu_backward(p, got, x, d, N);
+        gelu_backward(want, x, d, N), lp_round(p, want, N);
+        ok &= same_floats(got, want, N);
+        cpu_device.swiglu_forward(p, got, x, R, F);
+        swiglu_forward(want, x, R, F), lp_round(p, want, (size_t)R * F);
+        ok &= same_floats(got, want, (size_t)R * F);
+        cpu_device.swiglu_backward(p, got, x, d, R, F);
+        swiglu_backward(want, x, d, R, F), lp_round(p, want, (size_t)R * 2 * F);
+        ok &= same_floats(got, want, (size_t)R * 2 * F);
+        cpu_device.crossentropy_backward(p, got, x, mx, sums, tg, 0.25f, R, Vs, 0, V);
+        crossentropy_backward(want, x, mx, sums, tg, 0.25f, R, Vs, 0, V), lp_round(p, want, (size_t)R * Vs);
+        ok &= same_floats(got, want, (size_t)R * Vs);
+        float *b = d + 7;
+        cpu_device.matmul_forward_rounded(p, got, x, d, b, R, 101, 300);
+        cpu_device.matmul_forward(p, want, x, d, b, R, 101, 300), lp_round(p, want, (size_t)R * 300);
+        ok &= same_floats(got, want, (size_t)R * 300);
+        cpu_device.matmul_backward_rounded(p, got, NULL, NULL, d, NULL, x, R, 101, 300);
+        cpu_device.matmul_backward(p, want, NULL, NULL, d, NULL, x, R, 101, 300), lp_round(p, want, (size_t)R * 101);
+        ok &= same_floats(got, want, (size_t)R * 101);
+    }
+    tap_ok(ok, "cpu_device's rounded operations (matmul forward and dinp, gelu, swiglu, cross-entropy backward) are "
+           "the plain ones then lp_round, bitwise, in fp32, bf16 and fp16");
+    free(x), free(d), free(got), free(want), free(mx), free(sums);
 }
 
 /* ------------------------------------------------------------ gelu */
@@ -752,6 +801,7 @@ int main(void)
     test_matmul_f32(130, 257, 300);
     test_matmul_precision(37, 301, 70);
     test_gelu();
+    test_rounded_ops();
     test_residual();
     test_crossentropy_fd();
     test_crossentropy_shards(2, 8, 11);
