@@ -42,7 +42,8 @@ static int cores(const int *cpus, int n, const char *root)
 
 int main(void)
 {
-    char root[] = "/tmp/test_cpu_XXXXXX";
+    char root[256];
+    tap_tmp_template(root, sizeof root, "test_cpu");
     if (!mkdtemp(root)) {
         tap_skip("cannot make a temporary directory");
         return tap_done();
