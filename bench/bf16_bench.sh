@@ -13,8 +13,12 @@
 # run): the median step, and the fastest (as bench/gemm_bench keeps its
 # fastest call: other work only ever slows a step down).  Prints tokens/s
 # of both, the ratios, and the rates of the matmul kernels each run
-# measured at start-up.  Target (docs/performance.md): bf16 >= 1.5x fp32 on
-# avx512bf16.
+# measured at start-up.  Beside them the CPU seconds a step takes (user +
+# system of the run less those of the same run stopped after 2 steps, per
+# round, the median of the rounds; the ratio fp32's over bf16's, as the
+# others bf16's speed): the work, which neighbours sharing the cores change
+# far less than the wall time.  Target (docs/performance.md):
+# bf16 >= 1.5x fp32 on avx512bf16.
 set -u
 cd "$(dirname "$0")/.."
 THREADS=${THREADS:-2}
@@ -49,41 +53,59 @@ PY
 # the median and the largest of the numbers in file $1
 stats() { sort -g "$1" | awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; print m, v[NR] }'; }
 
-# one run (in $tmp/run, replaced): its steps' tokens/s appended to file $4;
-# prints "rate-GFLOP/s kernel"
-one_run() { # path deck precision file
+# the CPU seconds (user + system) of the last timed run
+cpu_s() { awk '{ print $1 + $2 }' "$tmp/time"; }
+
+# one run (in $tmp/run, replaced), its CPU time in $tmp/time: its steps'
+# tokens/s appended to file $4; prints "rate-GFLOP/s kernel"
+one_run() { # path deck precision file [train.steps=N]
     rm -rf "$tmp/run"
-    out=$(TRIAD_ISA=$1 mpirun -n 1 --bind-to none ./triad "$2" train.threads="$THREADS" train.precision="'$3'" \
-          io.run_dir="'$tmp/run'" 2>&1) || { echo "$out" >&2; exit 1; }
+    out=$(TRIAD_ISA=$1 /usr/bin/time -f '%U %S' -o "$tmp/time" mpirun -n 1 --bind-to none ./triad "$2" \
+          train.threads="$THREADS" train.precision="'$3'" io.run_dir="'$tmp/run'" ${5:-} 2>&1) ||
+        { echo "$out" >&2; exit 1; }
     step_tps "$tmp/run" >> "$4"
     rate=$(echo "$out" | sed -n 's/.*measured \(sgemm\|bf16 gemm\) \([0-9.]*\) GFLOP\/s.*/\2/p')
     kernel=$(echo "$out" | sed -n 's/.*matmul: triad \([a-z0-9]*\) \(sgemm\|bf16 gemm\).*/\1 \2/p')
     echo "$rate $kernel"
 }
 
-printf '%-10s %-11s %11s %11s %6s %11s %11s %6s %9s %9s\n' config path "fp32 tok/s" "bf16 tok/s" ratio \
-    "fp32 best" "bf16 best" ratio "sgemm GF" "bf16 GF"
+# one round of a precision: a whole run, then the same run stopped after 2
+# steps; the CPU seconds of a step after the first two appended to file
+# $4.cpu; prints what one_run prints
+one_round() { # path deck precision file
+    before=$(wc -l < "$4")
+    got=$(one_run "$@") || exit 1
+    whole=$(cpu_s) steps=$(($(wc -l < "$4") - before))
+    one_run "$1" "$2" "$3" "$tmp/short" train.steps=2 > /dev/null || exit 1
+    calc "($whole - $(cpu_s)) / $steps" >> "$4.cpu"
+    echo "$got"
+}
+
+printf '%-10s %-11s %11s %11s %6s %11s %11s %6s %9s %9s %6s %9s %9s\n' config path "fp32 tok/s" "bf16 tok/s" ratio \
+    "fp32 best" "bf16 best" ratio "fp32 CPUs" "bf16 CPUs" ratio "sgemm GF" "bf16 GF"
 for cfg in ${CONFIGS:-small gpt2_124m}; do
     deck=bench/$cfg.nml
     for p in $PATHS; do
         rate32=0 rate16=0 kernel=""
-        : > "$tmp/fp32"
-        : > "$tmp/bf16"
+        for f in fp32 bf16 fp32.cpu bf16.cpu; do : > "$tmp/$f"; done
         r=0
         while [ $r -lt "$ROUNDS" ]; do
-            got=$(one_run "$p" "$deck" fp32 "$tmp/fp32") || exit 1
+            got=$(one_round "$p" "$deck" fp32 "$tmp/fp32") || exit 1
             set -- $got
             rate32=$(max "$rate32" "$1")
-            got=$(one_run "$p" "$deck" bf16 "$tmp/bf16") || exit 1
+            got=$(one_round "$p" "$deck" bf16 "$tmp/bf16") || exit 1
             set -- $got
             rate16=$(max "$rate16" "$1") kernel="$2 $3 $4"
             r=$((r + 1))
         done
         set -- $(stats "$tmp/fp32") $(stats "$tmp/bf16")
-        printf '%-10s %-11s %11.0f %11.0f %5.2fx %11.0f %11.0f %5.2fx %9.1f %9.1f\n' "$cfg" "$p" "$1" "$3" \
-            "$(calc "$3 / $1")" "$2" "$4" "$(calc "$4 / $2")" "$rate32" "$rate16"
+        tok="$1 $3 $(calc "$3 / $1") $2 $4 $(calc "$4 / $2")"
+        set -- $(stats "$tmp/fp32.cpu") $(stats "$tmp/bf16.cpu")
+        printf '%-10s %-11s %11.0f %11.0f %5.2fx %11.0f %11.0f %5.2fx %9.3f %9.3f %5.2fx %9.1f %9.1f\n' "$cfg" "$p" \
+            $tok "$1" "$3" "$(calc "$1 / $3")" "$rate32" "$rate16"
         echo "#   $cfg on $p: bf16 products on triad $kernel" >&2
     done
 done
 echo "# tokens/s: the median and the fastest step of $ROUNDS alternating runs per precision (steps after the" \
-     "first two of each), $THREADS threads, one rank; GF: each kernel's start-up measurement (1024^3), best of the runs"
+     "first two of each), $THREADS threads, one rank; CPUs: CPU seconds a step (after the first two), the median of" \
+     "the rounds, and fp32's over bf16's; GF: each kernel's start-up measurement (1024^3), best of the runs"

@@ -7,10 +7,12 @@
  * bli_sgemm with the kernels of BLIS_ARCH (default zen3, the AVX2 kernels
  * of Zen 3; skx for AVX-512), selected from inside the program (setenv
  * before bli_init).  Beside them a bf16 run's linear layers, gemm_bf16:
- * "bf16" on VDPBF16PS (path avx512bf16), "bf16-avx2" its emulation on the
- * avx2 path (not for attention, whose products stay fp32).
+ * "bf16" on VDPBF16PS (path avx512bf16), "bf16-avx512" and "bf16-avx2"
+ * its emulation on the avx512 and avx2 paths (not for attention, whose
+ * products stay fp32).
  *
  * Build and run:  make bench/gemm_bench && OMP_NUM_THREADS=2 bench/gemm_bench [calls per round, default 20]
+ * (CANDIDATES="avx512 bf16-avx512" runs only those named).
  * (configure finds Debian's BLIS, libblis-openmp-dev, and adds it; about a minute).
  *
  * Whole products run outside a parallel region with every thread of each
@@ -51,8 +53,22 @@
 void openblas_set_num_threads(int num_threads);
 #endif
 
-enum cand { CAND_AVX512, CAND_AVX2, CAND_BLAS, CAND_BLIS, CAND_BF16, CAND_BF16_AVX2, NCAND };
-static const char *cand_name[NCAND] = {"avx512", "avx2", "blas", "blis", "bf16", "bf16-avx2"};
+enum cand { CAND_AVX512, CAND_AVX2, CAND_BLAS, CAND_BLIS, CAND_BF16, CAND_BF16_AVX512, CAND_BF16_AVX2, NCAND };
+static const char *cand_name[NCAND] = {"avx512", "avx2", "blas", "blis", "bf16", "bf16-avx512", "bf16-avx2"};
+
+/* The triad path of a candidate, ISA_COUNT for another library's. */
+static enum isa cand_isa(enum cand c)
+{
+    switch (c) {
+    case CAND_AVX512: case CAND_BF16_AVX512: return ISA_AVX512;
+    case CAND_AVX2: case CAND_BF16_AVX2: return ISA_AVX2;
+    case CAND_BF16: return ISA_AVX512BF16;
+    default: return ISA_COUNT;
+    }
+}
+
+/* 1 for gemm_bf16's candidates. */
+static int cand_bf16(enum cand c) { return c == CAND_BF16 || c == CAND_BF16_AVX512 || c == CAND_BF16_AVX2; }
 
 enum kind { WHOLE, ATT_FWD, ATT_BWD };
 
@@ -72,6 +88,7 @@ static void call(enum cand c, int tA, int tB, int M, int N, int K, float alpha, 
         gemm_f32(tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         break;
     case CAND_BF16:
+    case CAND_BF16_AVX512:
     case CAND_BF16_AVX2:
         gemm_bf16(tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         break;
@@ -89,11 +106,24 @@ static void call(enum cand c, int tA, int tB, int M, int N, int K, float alpha, 
     }
 }
 
+/* 1 if name is a word of the space-separated list (NULL: every name). */
+static int listed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        p += strspn(p, " ");
+        size_t w = strcspn(p, " ");
+        if (w == n && !strncmp(p, name, n)) return 1;
+        p += w;
+    }
+    return !list;
+}
+
 /* Sets each library's thread count for whole products (nt) or per-head ones (1). */
 static void set_threads(enum cand c, int nt)
 {
-    if (c == CAND_AVX512 || c == CAND_AVX2 || c == CAND_BF16 || c == CAND_BF16_AVX2) { /* triad's path */
-        isa_force(c == CAND_AVX512 ? ISA_AVX512 : c == CAND_BF16 ? ISA_AVX512BF16 : ISA_AVX2);
+    if (cand_isa(c) != ISA_COUNT) { /* triad's path */
+        isa_force(cand_isa(c));
         gemm_reset_path();
     }
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS
@@ -184,7 +214,7 @@ static void run_shape(const struct shape *s, const int *have, const struct bufs 
     for (int c = 0; c < NCAND; c++) gflops[c] = 0.0;
     for (int r = 0; r < rounds; r++)
         for (int c = 0; c < NCAND; c++) {
-            if (!have[c] || (s->kind != WHOLE && (c == CAND_BF16 || c == CAND_BF16_AVX2))) continue;
+            if (!have[c] || (s->kind != WHOLE && cand_bf16((enum cand)c))) continue;
             time_case((enum cand)c, s, b, nthreads, 1, &dt);         /* warm up, wake threads */
             for (int i = 0; i < calls; i++) {
                 double flops = time_case((enum cand)c, s, b, nthreads, 1, &dt);
@@ -239,7 +269,7 @@ int main(int argc, char **argv)
     }
 
     int have[NCAND] = {isa_supported(ISA_AVX512), isa_supported(ISA_AVX2), 1, 0, isa_supported(ISA_AVX512BF16),
-                       isa_supported(ISA_AVX2)};
+                       isa_supported(ISA_AVX512), isa_supported(ISA_AVX2)};
 #ifdef HAVE_BLIS
     /* BLIS 0.9 reads BLIS_ARCH_TYPE (a number: the arch_t id) once, in
      * bli_init(): setting it here, before the first BLIS call, selects
@@ -258,12 +288,13 @@ int main(int argc, char **argv)
     have[CAND_BLIS] = 1;
     printf("# blis: BLIS %s with its %s kernels\n", bli_info_get_version_str(), bli_arch_string(bli_arch_query_id()));
 #endif
-    printf("# avx512, avx2: triad's gemm_f32 on that SIMD path; blas: cblas_sgemm of %s; bf16, bf16-avx2: "
-           "gemm_bf16 on avx512bf16 (VDPBF16PS) and avx2 (emulated)\n", BLAS_NAME);
+    for (int c = 0; c < NCAND; c++) have[c] = have[c] && listed(getenv("CANDIDATES"), cand_name[c]);
+    printf("# avx512, avx2: triad's gemm_f32 on that SIMD path; blas: cblas_sgemm of %s; bf16, bf16-avx512, "
+           "bf16-avx2: gemm_bf16 on avx512bf16 (VDPBF16PS), avx512 and avx2 (emulated)\n", BLAS_NAME);
     printf("# %d OpenMP threads; best of %d rounds x %d calls\n", nthreads, rounds, calls);
     printf("%-31s %-2s %5s %5s %5s |", "shape", "op", "M", "N", "K");
     for (int c = 0; c < NCAND; c++)
-        if (have[c]) printf(" %9s", cand_name[c]);
+        if (have[c]) printf(" %11s", cand_name[c]);
     printf("   GFLOP/s\n");
 
     for (int i = 0; i < ns; i++) {
@@ -276,8 +307,8 @@ int main(int argc, char **argv)
             printf("%-31s %-2s %5s %5s %5s |", s->what, "*", "T=256", "", "HS=64");
         run_shape(s, have, &b, rounds, calls, nthreads, g);
         for (int c = 0; c < NCAND; c++)
-            if (have[c] && g[c] > 0) printf(" %9.1f", g[c]);
-            else if (have[c]) printf(" %9s", "-");
+            if (have[c] && g[c] > 0) printf(" %11.1f", g[c]);
+            else if (have[c]) printf(" %11s", "-");
         printf("\n");
         fflush(stdout);
     }

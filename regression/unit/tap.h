@@ -57,6 +57,15 @@ static inline void *tap_alloc(size_t n)
     return p;
 }
 
+/* The template of a scratch file or directory for mkstemp / mkdtemp:
+ * "<dir>/<name>_XXXXXX" with dir $TMPDIR, or /tmp where that is unset or
+ * empty.  (A template cut short by len has no XXXXXX: mkstemp refuses it.) */
+static inline void tap_tmp_template(char *out, size_t len, const char *name)
+{
+    const char *dir = getenv("TMPDIR");
+    snprintf(out, len, "%s/%s_XXXXXX", dir && dir[0] ? dir : "/tmp", name);
+}
+
 /* Largest |a-b| / max(|b|, floor) over n elements (floor avoids dividing by 0). */
 static inline double tap_max_relerr(const double *a, const double *b, size_t n, double floor_)
 {

@@ -116,7 +116,8 @@ static void test_partial_checksum(void)
 static void test_raw_read(void)
 {
     enum { R = 300, C = 2048, LEAD = 4096 + 12 };
-    char path[] = "/tmp/test_ckpt_raw_XXXXXX";
+    char path[256];
+    tap_tmp_template(path, sizeof path, "test_ckpt_raw");
     int fd = mkstemp(path);
     if (fd < 0) {
         tap_skip("cannot make a temporary file");

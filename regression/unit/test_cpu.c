@@ -1,6 +1,6 @@
 /* test_cpu.c -- CPU sets and their physical cores (cpu.h): hardware threads
  * of one core counted once, read from a topology tree made here (an SMT
- * node: CPU c and c + 4 are one core); CPU lists as ranges. */
+ * node: CPU c and c + 4 are one core); CPU lists and flags as ranges. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +42,8 @@ static int cores(const int *cpus, int n, const char *root)
 
 int main(void)
 {
-    char root[] = "/tmp/test_cpu_XXXXXX";
+    char root[256];
+    tap_tmp_template(root, sizeof root, "test_cpu");
     if (!mkdtemp(root)) {
         tap_skip("cannot make a temporary directory");
         return tap_done();
@@ -71,6 +72,13 @@ int main(void)
     tap_ok(strcmp(text, "0-7,12,14-15,1023") == 0, "CPU list as ranges: %s", text);
     cpu_mask_list(&m, text, 12);
     tap_ok(strcmp(text, "0-7,12,...") == 0, "cut to fit, with ...: %s", text);
+    const unsigned char on[] = {1, 0, 1, 1, 1, 1, 0, 1};
+    size_t k = range_list(on, 8, text, sizeof text);
+    tap_ok(strcmp(text, "0,2-5,7") == 0 && k == 7, "flags as ranges, with the length: %s (%zu)", text, k);
+    k = range_list(on, 8, text, 8);
+    tap_ok(strcmp(text, "0,...") == 0 && k == 5, "cut to fit, with the length: %s (%zu)", text, k);
+    k = range_list(on + 1, 1, text, sizeof text);
+    tap_ok(strcmp(text, "") == 0 && k == 0, "no flag set: the empty string");
 
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);

@@ -603,8 +603,7 @@ static void test_make_tokens(void)
 
 int main(void)
 {
-    const char *base = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof tmpdir, "%s/triad_test_data_XXXXXX", base && base[0] ? base : "/tmp");
+    tap_tmp_template(tmpdir, sizeof tmpdir, "triad_test_data");
     if (!mkdtemp(tmpdir)) {
         printf("Bail out! cannot create a temporary directory under %s\n", tmpdir);
         return 1;

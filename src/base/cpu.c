@@ -247,25 +247,34 @@ void cpu_mask_add(struct cpu_mask *m, int cpu)
     if (cpu >= 0 && cpu < CPU_MASK_MAX) m->bits[cpu / 64] |= 1ull << (cpu % 64);
 }
 
-void cpu_mask_list(const struct cpu_mask *m, char *out, size_t len)
+size_t range_list(const unsigned char *on, int n, char *out, size_t len)
 {
     size_t at = 0;
+    if (len == 0) return 0;
     out[0] = '\0';
-    for (int c = 0; c < CPU_MASK_MAX; c++) {
-        if (!cpu_mask_has(m, c)) continue;
-        int e = c;
-        while (cpu_mask_has(m, e + 1)) e++;
-        char item[24];
-        int k = e == c ? snprintf(item, sizeof item, "%s%d", at ? "," : "", c)
-                       : snprintf(item, sizeof item, "%s%d-%d", at ? "," : "", c, e);
+    for (int i = 0; i < n; i++) {
+        if (!on[i]) continue;
+        int e = i;
+        while (e + 1 < n && on[e + 1]) e++;
+        char item[32];
+        int k = e == i ? snprintf(item, sizeof item, "%s%d", at ? "," : "", i)
+                       : snprintf(item, sizeof item, "%s%d-%d", at ? "," : "", i, e);
         if (at + (size_t)k + 5 >= len) { /* (room kept for ",...") */
             snprintf(out + at, len - at, "%s...", at ? "," : "");
-            return;
+            return at + strlen(out + at);
         }
         memcpy(out + at, item, (size_t)k + 1);
         at += (size_t)k;
-        c = e;
+        i = e;
     }
+    return at;
+}
+
+void cpu_mask_list(const struct cpu_mask *m, char *out, size_t len)
+{
+    unsigned char on[CPU_MASK_MAX];
+    for (int c = 0; c < CPU_MASK_MAX; c++) on[c] = (unsigned char)cpu_mask_has(m, c);
+    range_list(on, CPU_MASK_MAX, out, len);
 }
 
 void cpu_usable(struct cpu_mask *m)

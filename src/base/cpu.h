@@ -56,6 +56,10 @@ int cpu_mask_has(const struct cpu_mask *m, int cpu);
 void cpu_mask_add(struct cpu_mask *m, int cpu);
 /* m as a list of ranges ("0-3,8"), cut with "..." to fit len. */
 void cpu_mask_list(const struct cpu_mask *m, char *out, size_t len);
+/* The indices i < n where on[i] as a list of ranges ("0,2-5,7"), cut with
+ * ",..." (or "..." alone) to fit len bytes with its NUL; returns the
+ * string's length (0, writing nothing, when len is 0). */
+size_t range_list(const unsigned char *on, int n, char *out, size_t len);
 
 /* The CPUs this process may run on: its affinity mask (a launcher's
  * binding, a Slurm allocation's cpuset), or with OMP_PROC_BIND the

@@ -75,30 +75,8 @@ static void share_node(struct rank_use *u, const struct on_node *mine, MPI_Comm 
     free(all);
 }
 
-/* The world ranks where take[r] as ranges ("0-3,8"), cut with "..." to fit. */
-static void rank_list(const int *take, int world, char *out, size_t len)
-{
-    size_t at = 0;
-    out[0] = '\0';
-    for (int r = 0; r < world; r++) {
-        if (!take[r]) continue;
-        int e = r;
-        while (e + 1 < world && take[e + 1]) e++;
-        char item[32];
-        int k = e == r ? snprintf(item, sizeof item, "%s%d", at ? "," : "", r)
-                       : snprintf(item, sizeof item, "%s%d-%d", at ? "," : "", r, e);
-        if (at + (size_t)k + 5 >= len) { /* (room kept for ",...") */
-            snprintf(out + at, len - at, "%s...", at ? "," : "");
-            return;
-        }
-        memcpy(out + at, item, (size_t)k + 1);
-        at += (size_t)k;
-        r = e;
-    }
-}
-
 /* "ranks 0-3 (4 ranks on 2 nodes)" or "rank 5 (node h)" for the ranks where take[r]. */
-static void who(const int *take, const struct rank_use *u, int world, char *out, size_t len)
+static void who(const unsigned char *take, const struct rank_use *u, int world, char *out, size_t len)
 {
     int n = 0, nodes = 0, first = -1;
     for (int r = 0; r < world; r++) {
@@ -110,7 +88,7 @@ static void who(const int *take, const struct rank_use *u, int world, char *out,
         nodes += !seen;
     }
     char list[160];
-    rank_list(take, world, list, sizeof list);
+    range_list(take, world, list, sizeof list);
     if (n == 1)
         snprintf(out, len, "rank %s (on %s)", list, u[first].host);
     else
@@ -147,7 +125,7 @@ static void warn(const char *fmt, ...)
  * (threads, cores, CPUs, node shape), naming the ranks. */
 static void warn_ranks(const struct rank_use *u, int world, int *flagged)
 {
-    int *take = xcalloc((size_t)world, sizeof *take);
+    unsigned char *take = xcalloc((size_t)world, sizeof *take);
     for (int r = 0; r < world; r++) {
         const struct rank_use *a = &u[r];
         if (flagged[r] || a->threads <= a->cores) continue;
@@ -181,7 +159,8 @@ static void warn_ranks(const struct rank_use *u, int world, int *flagged)
  * no rank alone does: one warning per kind of node. */
 static void warn_nodes(const struct rank_use *u, int world, const int *flagged)
 {
-    int *done = xcalloc((size_t)world, sizeof *done), *take = xcalloc((size_t)world, sizeof *take);
+    int *done = xcalloc((size_t)world, sizeof *done);
+    unsigned char *take = xcalloc((size_t)world, sizeof *take);
     for (int r = 0; r < world; r++) {
         const struct rank_use *a = &u[r];
         int bad = a->crowded && !done[r];
