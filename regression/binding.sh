@@ -24,7 +24,7 @@ c0=$1 c1=${2:-}
 
 # any launcher: the affinity set by taskset
 run 2 $MPIEXEC -n 1 taskset -c "$c0"
-[ $? -eq 0 ] && grep -q "^warning: rank 0 (on [^)]*): 2 OpenMP threads on 1 core (1 hardware thread: CPU $c0): the threads share it" \
+[ $? -eq 0 ] && grep -q "warning: rank 0 (on [^)]*): 2 OpenMP threads on 1 core (1 hardware thread: CPU $c0): the threads share it" \
     "$scratch/last.out" && grep -q "srun --cpus-per-task=2" "$scratch/last.out" && [ "$(cores_of_peak)" = 1.00 ]
 check $? "2 threads on one CPU (taskset): warned, the fix named, the peak counts 1.00 cores"
 grep "^warning" "$scratch/last.out" | diag
@@ -34,7 +34,7 @@ if [ -n "$c1" ]; then
     check $? "2 threads on two cores: no warning, 2.00 cores"
     # two ranks bound to the same core
     run 1 $MPIEXEC -n 2 taskset -c "$c0"
-    [ $? -eq 0 ] && grep -q "^warning: ranks 0-1 (2 ranks on 1 node, .*): 2 OpenMP threads in all on 1 of the node's [0-9]* cores: the ranks' bindings overlap" \
+    [ $? -eq 0 ] && grep -q "warning: ranks 0-1 (2 ranks on 1 node, .*): 2 OpenMP threads in all on 1 of the node's [0-9]* cores: the ranks' bindings overlap" \
         "$scratch/last.out" && [ "$(cores_of_peak)" = 0.50 ]
     check $? "two ranks of 1 thread bound to one core: one warning for the node, each rank counts 0.50 cores"
 else
@@ -45,7 +45,7 @@ fi
 # Open MPI's mpirun: its own binding (a plain mpirun -n 1 binds the rank to one core)
 if $MPIEXEC --version 2>&1 | grep -q "Open MPI" && [ -n "$c1" ]; then
     run 2 $MPIEXEC -n 1 --bind-to core
-    [ $? -eq 0 ] && grep -q "^warning: rank 0 (on [^)]*): 2 OpenMP threads on 1 core" "$scratch/last.out" &&
+    [ $? -eq 0 ] && grep -q "warning: rank 0 (on [^)]*): 2 OpenMP threads on 1 core" "$scratch/last.out" &&
         grep -q "mpirun --map-by slot:PE=2" "$scratch/last.out" && grep -q -- "--bind-to none" "$scratch/last.out"
     check $? "mpirun --bind-to core, 2 threads: warned, naming --map-by slot:PE=2 and --bind-to none"
     run 2 $MPIEXEC -n 1 --map-by slot:PE=2
@@ -56,7 +56,7 @@ if $MPIEXEC --version 2>&1 | grep -q "Open MPI" && [ -n "$c1" ]; then
     check $? "2 ranks of 1 thread, each bound to its own core: no warning, 1.00 cores each"
     run 2 $MPIEXEC -n 2 --bind-to core
     [ $? -eq 0 ] && [ "$(grep -c "OpenMP threads" "$scratch/last.out")" -eq 1 ] &&
-        grep -q "^warning: ranks 0-1 (2 ranks on 1 node, [^)]*): 2 OpenMP threads each on 1 core" "$scratch/last.out"
+        grep -q "warning: ranks 0-1 (2 ranks on 1 node, [^)]*): 2 OpenMP threads each on 1 core" "$scratch/last.out"
     check $? "2 ranks of 2 threads, each bound to one core: one line for both ranks"
 else
     for i in 1 2 3 4; do skip "MPIEXEC is not Open MPI's mpirun, or one CPU only"; done
