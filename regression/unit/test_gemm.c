@@ -362,9 +362,25 @@ static void make_tiny(struct mats *m)
             if (j % 5 == 0) *(m->tB ? &m->B[(size_t)j * m->ldb + k] : &m->B[(size_t)k * m->ldb + j]) *= 0x1p-66f;
 }
 
+/* Every third value of A and B halfway between two bf16 values (the low
+ * 16 bits 0x8000): the packing's rounding to nearest even decides, up or
+ * down by the bit above. */
+static void make_ties(struct mats *m)
+{
+    float *x[2] = {m->A, m->B};
+    size_t n[2] = {(size_t)(m->tA ? m->K : m->M) * m->lda, (size_t)(m->tB ? m->N : m->K) * m->ldb};
+    for (int t = 0; t < 2; t++)
+        for (size_t i = 0; i < n[t]; i += 3) {
+            uint32_t u;
+            memcpy(&u, &x[t][i], sizeof u);
+            u = (u & 0xffff0000u) | 0x8000u;
+            memcpy(&x[t][i], &u, sizeof u);
+        }
+}
+
 /* Each path's gemm_bf16 gives exactly spec_gemm_bf16's C: every transpose,
  * odd and even K on both sides of GEMM_KC, kernels' edges, alpha/beta,
- * tiny sums, 1 and N threads. */
+ * tiny sums, operands rounded at ties, 1 and N threads. */
 static void test_paths_bitwise_bf16(void)
 {
     static const int sizes[][3] = {
@@ -391,6 +407,7 @@ static void test_paths_bitwise_bf16(void)
                         struct mats m = mats_new(t >> 1, t & 1, sizes[c][0], sizes[c][1], sizes[c][2], c % 2 * 3,
                                                  beta, 700u + (uint64_t)(c * 12 + t * 3 + x));
                         if ((c + t) % 2) make_tiny(&m);
+                        else make_ties(&m);
                         size_t nc = (size_t)m.M * m.ldc;
                         float *want = malloc(nc * sizeof(float));
                         if (!want) exit(1);
@@ -406,8 +423,8 @@ static void test_paths_bitwise_bf16(void)
                         mats_free(&m);
                     }
         if (!tap_ok(bad < 0, "path %s: gemm_bf16 bitwise equal to the bf16 arithmetic of gemm_kernels.h (%d products: "
-                    "every transpose, odd K, block edges, alpha/beta, tiny sums (%d flushed to 0), 1 and %d threads; "
-                    "%s)", isa_name((enum isa)p), checked, flushed, nt, gemm_backend_name(GEMM_BF16)))
+                    "every transpose, odd K, block edges, alpha/beta, tiny sums (%d flushed to 0), ties, 1 and %d "
+                    "threads; %s)", isa_name((enum isa)p), checked, flushed, nt, gemm_backend_name(GEMM_BF16)))
             tap_diag("first failing size M=%d N=%d K=%d", sizes[bad][0], sizes[bad][1], sizes[bad][2]);
     }
     gemm_reset_path();

@@ -3,9 +3,10 @@
  * BLIS's Haswell kernel.  The arithmetic is gemm_kernels.h's, so it gives
  * bitwise the same C as the other paths.
  *
- * Its bf16 kernel is the same micro-kernel on gemm_pack.h's bf16 packing
- * (rounded values, pairs stored odd first), run with MXCSR.FTZ: x86
- * flushes exactly fma_ftz's tiny results, so each FMA is fma_ftz. */
+ * Its bf16 kernel is the same micro-kernel on gemm_pack.h's bf16 layouts
+ * (rounded values, pairs stored odd first), which the same packing code
+ * makes with its bf16 flag, run with MXCSR.FTZ: x86 flushes exactly
+ * fma_ftz's tiny results, so each FMA is fma_ftz. */
 #include "gemm_kernels.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -49,75 +50,114 @@ AVX2_TARGET static inline __attribute__((always_inline)) void transpose8(__m256 
     }
 }
 
-/* dst[k*stride + i] = src[i*ld + k] for i < lanes (<= 8), k < kc: rows
- * i >= rows are zeros.  8 values of k at a time through transpose8; each
- * k's lanes go out in an 8-wide store whose spare lanes the next k
- * overwrites (the last k of the panel is stored masked). */
+/* gemm_bf16_round on 8 floats (packing with bf16). */
+AVX2_TARGET static inline __attribute__((always_inline)) __m256 round8(__m256 x)
+{
+    const __m256i u = _mm256_castps_si256(x), one = _mm256_set1_epi32(1);
+    __m256i r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)),
+                                 _mm256_and_si256(_mm256_srli_epi32(u, 16), one)); /* to nearest even */
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+    r = _mm256_blendv_epi8(r, _mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), nan); /* NaN: made quiet */
+    __m256i tiny = _mm256_cmpeq_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7f800000)), _mm256_setzero_si256());
+    /* keep the upper half, or of zeros and subnormals the sign alone */
+    __m256i keep = _mm256_blendv_epi8(_mm256_set1_epi32((int)0xffff0000u), _mm256_set1_epi32((int)0x80000000u), tiny);
+    return _mm256_castsi256_ps(_mm256_and_si256(r, keep));
+}
+
+/* x as packed: with bf16 rounded. */
+AVX2_TARGET static inline __attribute__((always_inline)) __m256 pack8(__m256 x, const int bf16)
+{
+    return bf16 ? round8(x) : x;
+}
+
+/* dst[q*stride + i] = src[i*ld + k] for i < lanes (<= 8), packed position
+ * q < kp holding k (gemm_pack.h: q ^ 1 with bf16): rows i >= rows are
+ * zeros.  8 values of k at a time through transpose8; each position's
+ * lanes go out in an 8-wide store whose spare lanes the next position
+ * overwrites (the last of the panel is stored masked). */
 AVX2_TARGET static inline __attribute__((always_inline)) void
-pack_transposed(const float *src, long ld, int rows, int kc, float *dst, long stride, int lanes)
+pack_transposed(const float *src, long ld, int rows, int kc, float *dst, long stride, int lanes, const int bf16)
 {
     const __m256i out = lane_mask(lanes);
+    const int kp = pack_kp(kc, bf16);
     int k = 0;
     for (; k + 8 <= kc; k += 8) {
         __m256 r[8];
 #pragma GCC unroll 8
-        for (int i = 0; i < 8; i++) r[i] = i < rows ? _mm256_loadu_ps(src + (long)i * ld + k) : _mm256_setzero_ps();
+        for (int i = 0; i < 8; i++)
+            r[i] = i < rows ? pack8(_mm256_loadu_ps(src + (long)i * ld + k), bf16) : _mm256_setzero_ps();
         transpose8(r);
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
-            if (lanes < 8 && k + j == kc - 1)
-                _mm256_maskstore_ps(dst + (long)(k + j) * stride, out, r[j]);
+            if (lanes < 8 && k + j == kp - 1)
+                _mm256_maskstore_ps(dst + (long)(k + j) * stride, out, r[j ^ bf16]);
             else
-                _mm256_storeu_ps(dst + (long)(k + j) * stride, r[j]);
+                _mm256_storeu_ps(dst + (long)(k + j) * stride, r[j ^ bf16]);
         }
     }
-    for (; k < kc; k++)
-        for (int i = 0; i < lanes; i++) dst[(long)k * stride + i] = i < rows ? src[(long)i * ld + k] : 0.0f;
+    for (; k < kp; k++)
+        for (int i = 0; i < lanes; i++)
+            dst[(long)k * stride + i] = i < rows ? pack_at(src + (long)i * ld, 1, k ^ bf16, kc, bf16) : 0.0f;
 }
 
 /* A row-major (op(A) = A) is packed through pack_transposed (the MR rows and
  * two of zeros); A transposed one k at a time, with the same 8-wide stores. */
-AVX2_TARGET static void pack_a(int transA, int m, int kc, const float *A, long lda, void *ap_)
+AVX2_TARGET static inline __attribute__((always_inline)) void
+pack_a_any(int transA, int m, int kc, const float *A, long lda, void *ap_, const int bf16)
 {
     const __m256i last = lane_mask(MR);
+    const int kp = pack_kp(kc, bf16);
     float *ap = ap_;
     if (transA) {             /* op(A)(i,k) = A[k*lda + i]: the MR rows side by side, one load per k */
-        for (int p = 0; p < m; p += MR, ap += (long)MR * kc) {
+        for (int p = 0; p < m; p += MR, ap += (long)MR * kp) {
             int mr = m - p < MR ? m - p : MR;
             __m256i rows = lane_mask(mr);
-            for (int k = 0; k < kc; k++) {
-                __m256 r = _mm256_maskload_ps(A + (long)k * lda + p, rows);
-                if (k == kc - 1)
-                    _mm256_maskstore_ps(ap + (long)k * MR, last, r);
-                else
-                    _mm256_storeu_ps(ap + (long)k * MR, r);
+            /* with bf16 a pair of k at a time: the rows read in order (gemm_pack.h), their positions
+             * written in order (a store's spare lanes are the next position's) */
+            for (int k = 0; k < kp; k += 1 + bf16) {
+                __m256 r[2];
+#pragma GCC unroll 2
+                for (int h = 0; h <= bf16; h++)
+                    r[h] = !bf16 || k + h < kc ? pack8(_mm256_maskload_ps(A + (long)(k + h) * lda + p, rows), bf16)
+                                               : _mm256_setzero_ps();
+#pragma GCC unroll 2
+                for (int h = 0; h <= bf16; h++) {
+                    if (k + h == kp - 1)
+                        _mm256_maskstore_ps(ap + (long)(k + h) * MR, last, r[h ^ bf16]);
+                    else
+                        _mm256_storeu_ps(ap + (long)(k + h) * MR, r[h ^ bf16]);
+                }
             }
         }
         return;
     }
-    for (int p = 0; p < m; p += MR, ap += (long)MR * kc) {
+    for (int p = 0; p < m; p += MR, ap += (long)MR * kp) {
         int mr = m - p < MR ? m - p : MR;
-        pack_transposed(A + (long)p * lda, lda, mr, kc, ap, MR, MR);
+        pack_transposed(A + (long)p * lda, lda, mr, kc, ap, MR, MR, bf16);
     }
 }
 
 /* B transposed (op(B)(k,j) = B[j*ldb + k]) is packed 8 columns by 8 values
  * of k at a time through register transposes (attention's q k^T is such a
  * product, with few k per column); B as stored is copied row by row. */
-AVX2_TARGET static void pack_b(int transB, int kc, int n, const float *B, long ldb, void *bp_)
+AVX2_TARGET static inline __attribute__((always_inline)) void
+pack_b_any(int transB, int kc, int n, const float *B, long ldb, void *bp_, const int bf16)
 {
+    const int kp = pack_kp(kc, bf16);
     float *bp = bp_;
     if (!transB) {
-        pack_b_c(transB, kc, n, B, ldb, bp, NR);
+        pack_b_c(transB, kc, n, B, ldb, bp, NR, bf16);
         return;
     }
-    for (int q = 0; q < n; q += NR, bp += (long)NR * kc) {
+    for (int q = 0; q < n; q += NR, bp += (long)NR * kp) {
         int nr = n - q < NR ? n - q : NR;
         for (int v = 0; v < NR / 8; v++)
-            pack_transposed(B + (long)(q + 8 * v) * ldb, ldb, nr - 8 * v, kc, bp + 8 * v, NR, 8);
+            pack_transposed(B + (long)(q + 8 * v) * ldb, ldb, nr - 8 * v, kc, bp + 8 * v, NR, 8, bf16);
     }
 }
 
+/* The fp32 packing, and gemm_pack.h's bf16 layouts made in the same pass. */
+GEMM_PACKERS(AVX2_TARGET)
 
 AVX2_TARGET static inline __attribute__((always_inline)) void
 ukernel_body(const int rows, int kc, const float *restrict ap, const float *restrict bp, float *restrict c,
@@ -187,27 +227,6 @@ const struct gemm_kernel gemm_kernel_avx2 = {
     .mr = MR, .nr = NR, .mc = MR * 24, .bf16 = 0, .elem = 4,
     .pack_a = pack_a, .pack_b = pack_b, .ukernel = ukernel_rows,
 };
-
-/* gemm_pack.h's bf16 layouts: the fp32 packing, then pairs swapped and rounded in place (kc odd: in C). */
-AVX2_TARGET static void pack_a_bf16(int transA, int m, int kc, const float *A, long lda, void *ap)
-{
-    if (kc % 2) {
-        pack_a_bf16_c(transA, m, kc, A, lda, ap, MR);
-        return;
-    }
-    pack_a(transA, m, kc, A, lda, ap);
-    bf16_pairs(ap, (long)(m + MR - 1) / MR * MR * kc, MR);
-}
-
-AVX2_TARGET static void pack_b_bf16(int transB, int kc, int n, const float *B, long ldb, void *bp)
-{
-    if (kc % 2) {
-        pack_b_bf16_c(transB, kc, n, B, ldb, bp, NR);
-        return;
-    }
-    pack_b(transB, kc, n, B, ldb, bp);
-    bf16_pairs(bp, (long)(n + NR - 1) / NR * NR * kc, NR);
-}
 
 const struct gemm_kernel gemm_kernel_avx2_bf16 = {
     .name = "triad avx2 bf16 gemm (6x16 micro-kernel, VDPBF16PS's arithmetic in FMAs with MXCSR.FTZ)",

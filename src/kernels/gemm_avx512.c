@@ -5,7 +5,8 @@
  *
  * Its bf16 kernel, for AVX-512 processors without AVX512-BF16 (those with
  * it take gemm_avx512bf16.c's), is the same micro-kernel on gemm_pack.h's
- * bf16 packing run with MXCSR.FTZ, as gemm_avx2.c's. */
+ * bf16 layouts, which the same packing code makes with its bf16 flag, run
+ * with MXCSR.FTZ, as gemm_avx2.c's. */
 #include "gemm_kernels.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -90,106 +91,125 @@ static gemm_ukernel_fn *const ukernel_rows[GEMM_MR + 1] = {
     ukernel_8, ukernel_9, ukernel_10, ukernel_11, ukernel_12, ukernel_13, ukernel_14,
 };
 
-/* dst[k*stride + i] = src[i*ld + k] for i < lanes (<= 16), k < kc: rows
- * i >= rows are zeros.  16 values of k at a time through transpose16. */
+/* gemm_bf16_round on 16 floats (packing with bf16). */
+AVX512_TARGET static inline __attribute__((always_inline)) __m512 round16(__m512 x)
+{
+    const __m512i u = _mm512_castps_si512(x);
+    const __m512i one = _mm512_set1_epi32(1);
+    __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)),
+                                 _mm512_and_si512(_mm512_srli_epi32(u, 16), one)); /* to nearest even */
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000)); /* NaN: made quiet */
+    __mmask16 tiny = _mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7f800000));
+    /* keep the upper half, or of zeros and subnormals the sign alone */
+    __m512i keep =
+        _mm512_mask_mov_epi32(_mm512_set1_epi32((int)0xffff0000u), tiny, _mm512_set1_epi32((int)0x80000000u));
+    return _mm512_castsi512_ps(_mm512_and_si512(r, keep));
+}
+
+/* x as packed: with bf16 rounded. */
+AVX512_TARGET static inline __attribute__((always_inline)) __m512 pack16(__m512 x, const int bf16)
+{
+    return bf16 ? round16(x) : x;
+}
+
+/* dst[q*stride + i] = src[i*ld + k] for i < lanes (<= 16), packed position
+ * q < kp holding k (gemm_pack.h: q ^ 1 with bf16): rows i >= rows are
+ * zeros.  16 values of k at a time through transpose16. */
 AVX512_TARGET
 static inline __attribute__((always_inline)) void pack_transposed(const float *src, long ld, int rows, int kc,
-                                                                  float *dst, long stride, int lanes)
+                                                                  float *dst, long stride, int lanes, const int bf16)
 {
     const __mmask16 out = (__mmask16)((1u << lanes) - 1);
+    const int kp = pack_kp(kc, bf16);
     int k = 0;
     for (; k + 16 <= kc; k += 16) {
         __m512 r[16];
 #pragma GCC unroll 16
-        for (int i = 0; i < 16; i++) r[i] = i < rows ? _mm512_loadu_ps(src + (long)i * ld + k) : _mm512_setzero_ps();
+        for (int i = 0; i < 16; i++)
+            r[i] = i < rows ? pack16(_mm512_loadu_ps(src + (long)i * ld + k), bf16) : _mm512_setzero_ps();
         transpose16(r);
 #pragma GCC unroll 16
-        for (int j = 0; j < 16; j++) _mm512_mask_storeu_ps(dst + (long)(k + j) * stride, out, r[j]);
+        for (int j = 0; j < 16; j++) _mm512_mask_storeu_ps(dst + (long)(k + j) * stride, out, r[j ^ bf16]);
     }
-    for (; k < kc; k++)
-        for (int i = 0; i < lanes; i++) dst[(long)k * stride + i] = i < rows ? src[(long)i * ld + k] : 0.0f;
+    for (; k < kp; k++)
+        for (int i = 0; i < lanes; i++)
+            dst[(long)k * stride + i] = i < rows ? pack_at(src + (long)i * ld, 1, k ^ bf16, kc, bf16) : 0.0f;
 }
 
-/* Packed A: panels of MR rows; panel p holds op(A)(p*MR + i, k) at [k*MR + i].
- * Rows past m are zeroed; the edge kernels (ukernel_rows) never read them. */
+/* Packed A: panels of MR rows; panel p holds op(A)(p*MR + i, k) at [k*MR + i]
+ * (with bf16 gemm_pack.h's layout).  Rows past m are zeroed; the edge
+ * kernels (ukernel_rows) never read them. */
 AVX512_TARGET
-static void pack_a(int transA, int m, int kc, const float *A, long lda, void *ap_)
+static inline __attribute__((always_inline)) void pack_a_any(int transA, int m, int kc, const float *A, long lda,
+                                                             void *ap_, const int bf16)
 {
     float *ap = ap_;
     const __mmask16 full = (__mmask16)((1u << GEMM_MR) - 1);
+    const int kp = pack_kp(kc, bf16);
     if (transA) {             /* op(A)(i,k) = A[k*lda + i]: 16 rows of A at a time, across */
-        for (int k0 = 0; k0 < kc; k0 += 16) {
-            int k1 = k0 + 16 < kc ? k0 + 16 : kc;
+        for (int k0 = 0; k0 < kp; k0 += 16) {
+            int k1 = k0 + 16 < kp ? k0 + 16 : kp;
             for (int p = 0; p < m; p += GEMM_MR) {
                 int mr = m - p < GEMM_MR ? m - p : GEMM_MR;
                 __mmask16 mk = (__mmask16)((1u << mr) - 1);
-                for (int k = k0; k < k1; k++)
-                    _mm512_mask_storeu_ps(ap + (long)p * kc + (long)k * GEMM_MR, full,
-                                          _mm512_maskz_loadu_ps(mk, A + (long)k * lda + p));
+                for (int k = k0; k < k1; k++) {  /* k in order, at its packed position (gemm_pack.h) */
+                    __m512 r = !bf16 || k < kc ? pack16(_mm512_maskz_loadu_ps(mk, A + (long)k * lda + p), bf16)
+                                               : _mm512_setzero_ps();
+                    _mm512_mask_storeu_ps(ap + (long)p * kp + (long)(k ^ bf16) * GEMM_MR, full, r);
+                }
             }
         }
         return;
     }
-    for (int p = 0; p < m; p += GEMM_MR, ap += (long)GEMM_MR * kc) {
+    for (int p = 0; p < m; p += GEMM_MR, ap += (long)GEMM_MR * kp) {
         int mr = m - p < GEMM_MR ? m - p : GEMM_MR;   /* op(A)(i,k) = A[i*lda + k] */
-        pack_transposed(A + (long)p * lda, lda, mr, kc, ap, GEMM_MR, GEMM_MR);
+        pack_transposed(A + (long)p * lda, lda, mr, kc, ap, GEMM_MR, GEMM_MR, bf16);
     }
 }
 
-/* Packed B: panels of NR columns; panel q holds op(B)(k, q*NR + j) at [k*NR + j]. */
+/* Packed B: panels of NR columns; panel q holds op(B)(k, q*NR + j) at [k*NR + j]
+ * (with bf16 gemm_pack.h's layout). */
 AVX512_TARGET
-static void pack_b(int transB, int kc, int n, const float *B, long ldb, void *bp_)
+static inline __attribute__((always_inline)) void pack_b_any(int transB, int kc, int n, const float *B, long ldb,
+                                                             void *bp_, const int bf16)
 {
     float *bp = bp_;
+    const int kp = pack_kp(kc, bf16);
     if (!transB) {            /* op(B)(k,j) = B[k*ldb + j]: 16 rows of B at a time, across */
-        for (int k0 = 0; k0 < kc; k0 += 16) {
-            int k1 = k0 + 16 < kc ? k0 + 16 : kc;
+        for (int k0 = 0; k0 < kp; k0 += 16) {
+            int k1 = k0 + 16 < kp ? k0 + 16 : kp;
             for (int q = 0; q < n; q += GEMM_NR)
 #pragma GCC unroll 16
                 for (int v = 0; v < GEMM_NV; v++) {
                     int w = n - q - 16 * v;
                     __mmask16 mk = w >= 16 ? (__mmask16)0xffff : w > 0 ? (__mmask16)((1u << w) - 1) : 0;
-                    for (int k = k0; k < k1; k++)
-                        _mm512_store_ps(bp + (long)q * kc + (long)k * GEMM_NR + 16 * v,
-                                        _mm512_maskz_loadu_ps(mk, B + (long)k * ldb + q + 16 * v));
+                    for (int k = k0; k < k1; k++) /* k in order, at its packed position (gemm_pack.h) */
+                        _mm512_store_ps(bp + (long)q * kp + (long)(k ^ bf16) * GEMM_NR + 16 * v,
+                                        !bf16 || k < kc
+                                            ? pack16(_mm512_maskz_loadu_ps(mk, B + (long)k * ldb + q + 16 * v), bf16)
+                                            : _mm512_setzero_ps());
                 }
         }
         return;
     }
-    for (int q = 0; q < n; q += GEMM_NR, bp += (long)GEMM_NR * kc) {
+    for (int q = 0; q < n; q += GEMM_NR, bp += (long)GEMM_NR * kp) {
         int nr = n - q < GEMM_NR ? n - q : GEMM_NR;
 #pragma GCC unroll 16
         for (int v = 0; v < GEMM_NV; v++)     /* op(B)(k,j) = B[j*ldb + k] */
-            pack_transposed(B + (long)(q + 16 * v) * ldb, ldb, nr - 16 * v, kc, bp + 16 * v, GEMM_NR, 16);
+            pack_transposed(B + (long)(q + 16 * v) * ldb, ldb, nr - 16 * v, kc, bp + 16 * v, GEMM_NR, 16, bf16);
     }
 }
+
+/* The fp32 packing, and gemm_pack.h's bf16 layouts made in the same pass. */
+GEMM_PACKERS(AVX512_TARGET)
 
 const struct gemm_kernel gemm_kernel_avx512 = {
     .name = "triad avx512 sgemm (14x32 micro-kernel)",
     .mr = GEMM_MR, .nr = GEMM_NR, .mc = GEMM_MR * 16, .bf16 = 0, .elem = 4,
     .pack_a = pack_a, .pack_b = pack_b, .ukernel = ukernel_rows,
 };
-
-/* gemm_pack.h's bf16 layouts: the fp32 packing, then pairs swapped and rounded in place (kc odd: in C). */
-AVX512_TARGET static void pack_a_bf16(int transA, int m, int kc, const float *A, long lda, void *ap)
-{
-    if (kc % 2) {
-        pack_a_bf16_c(transA, m, kc, A, lda, ap, GEMM_MR);
-        return;
-    }
-    pack_a(transA, m, kc, A, lda, ap);
-    bf16_pairs(ap, (long)(m + GEMM_MR - 1) / GEMM_MR * GEMM_MR * kc, GEMM_MR);
-}
-
-AVX512_TARGET static void pack_b_bf16(int transB, int kc, int n, const float *B, long ldb, void *bp)
-{
-    if (kc % 2) {
-        pack_b_bf16_c(transB, kc, n, B, ldb, bp, GEMM_NR);
-        return;
-    }
-    pack_b(transB, kc, n, B, ldb, bp);
-    bf16_pairs(bp, (long)(n + GEMM_NR - 1) / GEMM_NR * GEMM_NR * kc, GEMM_NR);
-}
 
 const struct gemm_kernel gemm_kernel_avx512_bf16 = {
     .name = "triad avx512 bf16 gemm (14x32 micro-kernel, VDPBF16PS's arithmetic in FMAs with MXCSR.FTZ)",

@@ -22,25 +22,19 @@
 #define MR 4
 #define NR 16
 
-static void pack_a(int transA, int m, int kc, const float *A, long lda, void *ap)
+static inline __attribute__((always_inline)) void pack_a_any(int transA, int m, int kc, const float *A, long lda,
+                                                             void *ap, const int bf16)
 {
-    pack_a_c(transA, m, kc, A, lda, ap, MR);
+    pack_a_c(transA, m, kc, A, lda, ap, MR, bf16);
 }
 
-static void pack_b(int transB, int kc, int n, const float *B, long ldb, void *bp)
+static inline __attribute__((always_inline)) void pack_b_any(int transB, int kc, int n, const float *B, long ldb,
+                                                             void *bp, const int bf16)
 {
-    pack_b_c(transB, kc, n, B, ldb, bp, NR);
+    pack_b_c(transB, kc, n, B, ldb, bp, NR, bf16);
 }
 
-static void pack_a_bf16(int transA, int m, int kc, const float *A, long lda, void *ap)
-{
-    pack_a_bf16_c(transA, m, kc, A, lda, ap, MR);
-}
-
-static void pack_b_bf16(int transB, int kc, int n, const float *B, long ldb, void *bp)
-{
-    pack_b_bf16_c(transB, kc, n, B, ldb, bp, NR);
-}
+GEMM_PACKERS()
 
 static inline __attribute__((always_inline)) void
 ukernel_body(const int rows, int kc, const float *restrict ap, const float *restrict bp, float *restrict c,

@@ -89,15 +89,16 @@ extern const struct gemm_kernel gemm_kernel_generic_bf16, gemm_kernel_avx2_bf16,
 
 /* x as VCVTNE2PS2BF16 rounds it to bf16: to nearest even (a finite value
  * past bf16's largest becomes an infinity); zero and subnormals to a zero
- * of their sign; a NaN stays a NaN, made quiet. */
+ * of their sign; a NaN stays a NaN, made quiet.  Selects, no branches, so
+ * that compilers vectorise the packing loops that call it. */
 static inline float gemm_bf16_round(float x)
 {
-    uint32_t u;
+    uint32_t u, r;
     memcpy(&u, &x, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) u = (u | 0x00400000u) & 0xffff0000u;
-    else if ((u & 0x7f800000u) == 0) u &= 0x80000000u;
-    else u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    memcpy(&x, &u, sizeof x);
+    r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;                        /* to nearest even */
+    r = (u & 0x7fffffffu) > 0x7f800000u ? (u | 0x00400000u) & 0xffff0000u : r; /* NaN: made quiet */
+    r = (u & 0x7f800000u) == 0 ? u & 0x80000000u : r;                          /* zero, subnormal */
+    memcpy(&x, &r, sizeof x);
     return x;
 }
 
