@@ -137,14 +137,16 @@ static inline int model_moe_rows(const struct model_dims *d)
 static inline int model_moe_layer(const struct model_dims *d, int l) { return d->E && l >= d->Ld; }
 /* Layer l's widths; model_fc_cols and model_hidden_cols: the most of any
  * layer, the width of a layer's stored activations. */
+/* (the width of a dense layer's MLP: F of a dense model, Fd of a mixture's leading layers) */
+static inline int model_dense_width(const struct model_dims *d) { return d->E ? d->Fd : d->F; }
 static inline int model_layer_fc_cols(const struct model_dims *d, int l)
 {
-    if (!model_moe_layer(d, l)) return (d->llama ? 2 : 1) * d->Fd / d->tp;
+    if (!model_moe_layer(d, l)) return (d->llama ? 2 : 1) * model_dense_width(d) / d->tp;
     return (2 * d->F + 2 * model_moe_rows(d) * d->Fe) / d->tp;
 }
 static inline int model_layer_hidden_cols(const struct model_dims *d, int l)
 {
-    return model_moe_layer(d, l) ? (d->F + model_moe_rows(d) * d->Fe) / d->tp : d->Fd / d->tp;
+    return model_moe_layer(d, l) ? (d->F + model_moe_rows(d) * d->Fe) / d->tp : model_dense_width(d) / d->tp;
 }
 static inline int model_fc_cols(const struct model_dims *d)
 {
