@@ -20,6 +20,11 @@
 #ifndef TRIAD_GEMM_PACK_H
 #define TRIAD_GEMM_PACK_H
 
+/* Rows ahead that pack_b_c's bf16 packing of B as stored prefetches. */
+#ifndef PACK_AHEAD
+#define PACK_AHEAD 16
+#endif
+
 /* The values of k a packed panel holds: kc, with bf16 padded to even. */
 static inline __attribute__((always_inline)) int pack_kp(int kc, const int bf16) { return bf16 ? (kc + 1) & ~1 : kc; }
 
@@ -73,6 +78,8 @@ static inline __attribute__((always_inline)) void pack_b_c(int transB, int kc, i
                     continue;
                 }
                 const float *b = B + (long)k * ldb + q0;
+                /* (with bf16 the rounding makes a row's loop long: fewer rows' loads in flight) */
+                if (bf16 && k + PACK_AHEAD < kc) __builtin_prefetch(b + PACK_AHEAD * ldb);
                 if (nr == NR)
                     for (int j = 0; j < NR; j++) d[j] = pack_val(b[j], bf16);
                 else
