@@ -18,11 +18,11 @@
 #define AVX512_TARGET __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,fma")))
 
 #include "gemm_avx512_transpose.h"
+#include "gemm_avx512_ukernel.h"
 #include "gemm_pack.h"
 
-/* The micro-kernel of gemm_kernels.h.  Edges are handled here, with exact
- * row counts and masked columns, so no tile is computed twice.  beta == 0
- * never reads C (it may hold NaN garbage). */
+/* The micro-kernel of gemm_kernels.h: kc fp32 FMAs per accumulator, in
+ * gemm_avx512_ukernel.h's frame. */
 AVX512_TARGET
 static inline __attribute__((always_inline)) void
 ukernel_body(const int rows, int kc, const float *restrict ap, const float *restrict bp,
@@ -30,21 +30,7 @@ ukernel_body(const int rows, int kc, const float *restrict ap, const float *rest
 {
     __m512 acc[GEMM_MR][GEMM_NV];
     __mmask16 mask[GEMM_NV];
-#pragma GCC unroll 4
-    for (int v = 0; v < GEMM_NV; v++) {
-        int w = nr - 16 * v;
-        mask[v] = w >= 16 ? (__mmask16)0xffff : w > 0 ? (__mmask16)((1u << w) - 1) : 0;
-    }
-#pragma GCC unroll 16
-    for (int i = 0; i < rows; i++) {         /* C arrives while we compute */
-        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
-        _mm_prefetch((const char *)(c + i * ldc + nr - 1), _MM_HINT_T0);
-    }
-#pragma GCC unroll 16
-    for (int i = 0; i < rows; i++)
-#pragma GCC unroll 4
-        for (int v = 0; v < GEMM_NV; v++) acc[i][v] = _mm512_setzero_ps();
-
+    ukernel_open(rows, c, ldc, nr, acc, mask);
     for (int k = 0; k < kc; k++) {
         __m512 b[GEMM_NV];
 #pragma GCC unroll 4
@@ -58,38 +44,9 @@ ukernel_body(const int rows, int kc, const float *restrict ap, const float *rest
         ap += GEMM_MR;
         bp += GEMM_NR;
     }
-
-    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-#pragma GCC unroll 16
-    for (int i = 0; i < rows; i++) {
-        float *ci = c + i * ldc;
-#pragma GCC unroll 4
-        for (int v = 0; v < GEMM_NV; v++) {
-            __m512 r = _mm512_mul_ps(va, acc[i][v]);
-            if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask[v], ci + v * 16), r);
-            _mm512_mask_storeu_ps(ci + v * 16, mask[v], r);
-        }
-    }
+    ukernel_close(rows, acc, mask, c, ldc, alpha, beta);
 }
-
-/* One micro-kernel per row count 1..MR, so an edge panel of 3 rows costs
- * 3 rows of work, not MR. */
-#define UKERNEL(R)                                                                        \
-    AVX512_TARGET static void ukernel_##R(int kc, const void *ap, const void *bp,         \
-                                          float *c, long ldc, float alpha, float beta,    \
-                                          int nr)                                         \
-    {                                                                                     \
-        ukernel_body(R, kc, ap, bp, c, ldc, alpha, beta, nr);                             \
-    }
-UKERNEL(1) UKERNEL(2) UKERNEL(3) UKERNEL(4) UKERNEL(5) UKERNEL(6) UKERNEL(7)
-UKERNEL(8) UKERNEL(9) UKERNEL(10) UKERNEL(11) UKERNEL(12) UKERNEL(13) UKERNEL(14)
-#if GEMM_MR != 14
-#error "the ukernel table below lists row counts 1..14: extend it with GEMM_MR"
-#endif
-static gemm_ukernel_fn *const ukernel_rows[GEMM_MR + 1] = {
-    NULL, ukernel_1, ukernel_2, ukernel_3, ukernel_4, ukernel_5, ukernel_6, ukernel_7,
-    ukernel_8, ukernel_9, ukernel_10, ukernel_11, ukernel_12, ukernel_13, ukernel_14,
-};
+UKERNEL_ROWS
 
 /* gemm_bf16_round on 16 floats (packing with bf16). */
 AVX512_TARGET static inline __attribute__((always_inline)) __m512 round16(__m512 x)

@@ -21,6 +21,7 @@
 #define AVX512_TARGET __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx512bf16,fma")))
 
 #include "gemm_avx512_transpose.h"
+#include "gemm_avx512_ukernel.h"
 
 /* Packed A: panels of MR rows; pair p of k (k = 2p, 2p+1) of row i at
  * 32-bit word [p*MR + i]: bf16 a(i,2p) in the low half, a(i,2p+1) in the
@@ -126,9 +127,9 @@ AVX512_TARGET static void pack_b(int transB, int kc, int n, const float *B, long
     }
 }
 
-/* The micro-kernel: kc (even) values of k, kc/2 VDPBF16PS per accumulator.
- * Edges as the avx512 sgemm kernel's: exact rows, masked columns; beta ==
- * 0 never reads C. */
+/* The micro-kernel: kc (even) values of k, kc/2 VDPBF16PS per accumulator,
+ * in gemm_avx512_ukernel.h's frame (the avx512 sgemm kernel's edges and C
+ * update). */
 AVX512_TARGET
 static inline __attribute__((always_inline)) void
 ukernel_body(const int rows, int kc, const uint32_t *restrict ap, const uint32_t *restrict bp, float *restrict c,
@@ -136,18 +137,7 @@ ukernel_body(const int rows, int kc, const uint32_t *restrict ap, const uint32_t
 {
     __m512 acc[GEMM_MR][GEMM_NV];
     __mmask16 mask[GEMM_NV];
-#pragma GCC unroll 4
-    for (int v = 0; v < GEMM_NV; v++) mask[v] = lanes_mask(nr - 16 * v);
-#pragma GCC unroll 16
-    for (int i = 0; i < rows; i++) {
-        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
-        _mm_prefetch((const char *)(c + i * ldc + nr - 1), _MM_HINT_T0);
-    }
-#pragma GCC unroll 16
-    for (int i = 0; i < rows; i++)
-#pragma GCC unroll 4
-        for (int v = 0; v < GEMM_NV; v++) acc[i][v] = _mm512_setzero_ps();
-
+    ukernel_open(rows, c, ldc, nr, acc, mask);
     for (int p = 0; p < kc / 2; p++) {
         __m512bh b[GEMM_NV];
 #pragma GCC unroll 4
@@ -161,36 +151,9 @@ ukernel_body(const int rows, int kc, const uint32_t *restrict ap, const uint32_t
         ap += GEMM_MR;
         bp += GEMM_NR;
     }
-
-    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-#pragma GCC unroll 16
-    for (int i = 0; i < rows; i++) {
-        float *ci = c + i * ldc;
-#pragma GCC unroll 4
-        for (int v = 0; v < GEMM_NV; v++) {
-            __m512 r = _mm512_mul_ps(va, acc[i][v]);
-            if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask[v], ci + v * 16), r);
-            _mm512_mask_storeu_ps(ci + v * 16, mask[v], r);
-        }
-    }
+    ukernel_close(rows, acc, mask, c, ldc, alpha, beta);
 }
-
-#define UKERNEL(R)                                                                        \
-    AVX512_TARGET static void ukernel_##R(int kc, const void *ap, const void *bp,         \
-                                          float *c, long ldc, float alpha, float beta,    \
-                                          int nr)                                         \
-    {                                                                                     \
-        ukernel_body(R, kc, ap, bp, c, ldc, alpha, beta, nr);                             \
-    }
-UKERNEL(1) UKERNEL(2) UKERNEL(3) UKERNEL(4) UKERNEL(5) UKERNEL(6) UKERNEL(7)
-UKERNEL(8) UKERNEL(9) UKERNEL(10) UKERNEL(11) UKERNEL(12) UKERNEL(13) UKERNEL(14)
-#if GEMM_MR != 14
-#error "the ukernel table below lists row counts 1..14: extend it with GEMM_MR"
-#endif
-static gemm_ukernel_fn *const ukernel_rows[GEMM_MR + 1] = {
-    NULL, ukernel_1, ukernel_2, ukernel_3, ukernel_4, ukernel_5, ukernel_6, ukernel_7,
-    ukernel_8, ukernel_9, ukernel_10, ukernel_11, ukernel_12, ukernel_13, ukernel_14,
-};
+UKERNEL_ROWS
 
 const struct gemm_kernel gemm_kernel_avx512bf16 = {
     .name = "triad avx512bf16 bf16 gemm (14x32 VDPBF16PS micro-kernel)",
