@@ -102,7 +102,7 @@ void cuda_crossentropy_backward(float *dlogits, const float *logits, const float
                                 const float *sums, const int32_t *targets, float dloss,
                                 int N, int Vs, int v0, int V);
 
-void cuda_adamw_update(float *param, const float *grad, float *m, float *v, size_t n,
+void cuda_adamw_update(float *param, const float *grad, float gscale, float *m, float *v, size_t n,
                        float lr, float beta1, float beta2, float eps, float wd, int t);
 
 double cuda_sumsq(const float *x, size_t n);
@@ -117,6 +117,8 @@ enum cuda_lp { CUDA_BF16, CUDA_FP16 };
  * NaN; fp16 magnitudes >= 65520 become infinities. */
 void cuda_round_bf16(float *x, size_t n);
 void cuda_round_fp16(float *x, size_t n);
+/* dst[i] = the nearest value of lp to src[i] (dst may be src). */
+void cuda_round_to(enum cuda_lp lp, float *dst, const float *src, size_t n);
 /* Store n values as 16-bit patterns (rounding as above); load them (exact). */
 void cuda_pack_bf16(uint16_t *dst, const float *src, size_t n);
 void cuda_unpack_bf16(float *dst, const uint16_t *src, size_t n);

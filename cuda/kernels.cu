@@ -240,13 +240,13 @@ void cuda_residual_forward(float *out, const float *a, const float *b, size_t N)
 
 /* ------------------------------------------------------------ AdamW */
 
-__global__ void adamw_kernel(float *param, const float *grad, float *m, float *v, size_t n,
+__global__ void adamw_kernel(float *param, const float *grad, float gscale, float *m, float *v, size_t n,
                              float step, float bc2s, float decay, float beta1, float beta2,
                              float eps)
 {
     float w1 = 1.0f - beta1, w2 = 1.0f - beta2;
     FOR_EACH(i, n) {
-        float g = grad[i];
+        float g = grad[i] * gscale;
         float mi = m[i] + w1 * (g - m[i]);
         float vi = v[i] * beta2 + w2 * (g * g);
         float denom = sqrtf(vi) / bc2s + eps;
@@ -257,13 +257,13 @@ __global__ void adamw_kernel(float *param, const float *grad, float *m, float *v
 }
 
 /* Bias corrections in double on the host, as the CPU kernel. */
-void cuda_adamw_update(float *param, const float *grad, float *m, float *v, size_t n,
+void cuda_adamw_update(float *param, const float *grad, float gscale, float *m, float *v, size_t n,
                        float lr, float beta1, float beta2, float eps, float wd, int t)
 {
     double bc1 = 1.0 - pow((double)beta1, t), bc2 = 1.0 - pow((double)beta2, t);
     float step = (float)((double)lr / bc1), bc2s = (float)sqrt(bc2);
     float decay = (float)(1.0 - (double)lr * (double)wd);
-    CUDA_LAUNCH(adamw_kernel, grid_for(n), BLOCK, param, grad, m, v, n, step, bc2s, decay, beta1,
+    CUDA_LAUNCH(adamw_kernel, grid_for(n), BLOCK, param, grad, gscale, m, v, n, step, bc2s, decay, beta1,
                 beta2, eps);
 }
 

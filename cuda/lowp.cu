@@ -1,4 +1,5 @@
-/* lowp.cu -- bf16 and fp16 storage: rounding in place, packing to 16-bit
+/* lowp.cu -- bf16 and fp16 storage: rounding (in place or into another
+ * array), packing to 16-bit
  * patterns and back, and the count of non-finite values for the loss
  * scaler.  The conversions are CUDA's __float2bfloat16_rn / __float2half_rn
  * (IEEE round-to-nearest-even, overflow to infinity, NaN kept), which the
@@ -8,14 +9,14 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-__global__ void round_bf16_kernel(float *x, size_t n)
+__global__ void round_bf16_kernel(float *dst, const float *src, size_t n)
 {
-    FOR_EACH(i, n) x[i] = __bfloat162float(__float2bfloat16_rn(x[i]));
+    FOR_EACH(i, n) dst[i] = __bfloat162float(__float2bfloat16_rn(src[i]));
 }
 
-__global__ void round_fp16_kernel(float *x, size_t n)
+__global__ void round_fp16_kernel(float *dst, const float *src, size_t n)
 {
-    FOR_EACH(i, n) x[i] = __half2float(__float2half_rn(x[i]));
+    FOR_EACH(i, n) dst[i] = __half2float(__float2half_rn(src[i]));
 }
 
 __global__ void pack_bf16_kernel(uint16_t *dst, const float *src, size_t n)
@@ -38,8 +39,14 @@ __global__ void unpack_fp16_kernel(float *dst, const uint16_t *src, size_t n)
     FOR_EACH(i, n) dst[i] = __half2float(__ushort_as_half(src[i]));
 }
 
-void cuda_round_bf16(float *x, size_t n) { CUDA_LAUNCH(round_bf16_kernel, grid_for(n), BLOCK, x, n); }
-void cuda_round_fp16(float *x, size_t n) { CUDA_LAUNCH(round_fp16_kernel, grid_for(n), BLOCK, x, n); }
+void cuda_round_bf16(float *x, size_t n) { cuda_round_to(CUDA_BF16, x, x, n); }
+void cuda_round_fp16(float *x, size_t n) { cuda_round_to(CUDA_FP16, x, x, n); }
+
+void cuda_round_to(enum cuda_lp lp, float *dst, const float *src, size_t n)
+{
+    if (lp == CUDA_BF16) CUDA_LAUNCH(round_bf16_kernel, grid_for(n), BLOCK, dst, src, n);
+    else CUDA_LAUNCH(round_fp16_kernel, grid_for(n), BLOCK, dst, src, n);
+}
 
 void cuda_pack_bf16(uint16_t *dst, const float *src, size_t n)
 {

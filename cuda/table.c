@@ -101,6 +101,14 @@ static void round_lp(enum precision p, float *x, size_t n)
     else if (p == PREC_FP16) cuda_round_fp16(x, n);
 }
 
+static void round_lp_to(enum precision p, float *dst, const float *src, size_t n)
+{
+    if (p == PREC_FP32) {
+        if (dst != src) dev_copy(dst, src, n * sizeof *dst);
+    } else
+        cuda_round_to(lp_of(p), dst, src, n);
+}
+
 static void pack_lp(enum precision p, uint16_t *dst, const float *src, size_t n)
 {
     cuda_pack(lp_of(p), dst, src, n);
@@ -144,6 +152,7 @@ const struct device cuda_device = {
     .on_device = 1,
 #include "ops.def"
     .lp_round = round_lp,
+    .lp_round_to = round_lp_to,
     .lp_pack = pack_lp,
     .lp_unpack = unpack_lp,
     .count_nonfinite = cuda_count_nonfinite,

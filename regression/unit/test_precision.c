@@ -147,9 +147,17 @@ int main(void)
             float want = from(to(x[i]));
             if (!(isnan(want) ? isnan(y[i]) : y[i] == want && signbit(y[i]) == signbit(want))) wrong++;
         }
-        tap_ok(wrong == 0, "%s, %s arrays (pack, unpack, round) equal the scalar conversions on %zu values (%d wrong)",
-               isa_name((enum isa)p), k ? "bf16" : "fp16", n, wrong);
-        free(x), free(y), free(h);
+        /* into another array: the same bits, the source untouched */
+        float *z = malloc(n * sizeof *z), *x0 = malloc(n * sizeof *x0);
+        memcpy(x0, x, n * sizeof *x);
+        lp_round_to(pk, z, x, n);
+        if (memcmp(z, y, n * sizeof *z) || memcmp(x, x0, n * sizeof *x)) wrong++;
+        lp_round_to(PREC_FP32, z, x, n);
+        if (memcmp(z, x, n * sizeof *z)) wrong++;
+        tap_ok(wrong == 0,
+               "%s, %s arrays (pack, unpack, round, round into another array) equal the scalar conversions on %zu "
+               "values (%d wrong)", isa_name((enum isa)p), k ? "bf16" : "fp16", n, wrong);
+        free(x), free(y), free(h), free(z), free(x0);
     }
     float v[6] = {1, INFINITY, 2, NAN, -INFINITY, 3e38f};
     tap_ok(count_nonfinite(v, 6) == 3 && count_nonfinite(v, 1) == 0, "count_nonfinite counts NaN and both infinities");

@@ -4,6 +4,7 @@
 #include "cpu.h"
 
 #include <math.h>
+#include <string.h>
 #include <omp.h>
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -103,11 +104,12 @@ static size_t block_len(size_t at, size_t n) { return n - at < FP16_BLOCK ? n - 
 /* The bf16 arrays: the same rounding as bf16_bits, 16 or 8 lanes at a time
  * on the avx512 and avx2 paths (integer operations: the same bits on every
  * path), the scalar code for the rest and on the generic path.  Each
- * returns how many leading elements it did. */
+ * returns how many leading elements it did: BF16_ROUND x = round(in) (in
+ * may be x), BF16_PACK h = the bf16 of in, BF16_UNPACK x = h. */
 enum bf16_op { BF16_ROUND, BF16_PACK, BF16_UNPACK };
 #ifdef HAVE_F16C_PATH
-__attribute__((target("avx512f,avx512bw"))) static size_t bf16_avx512(enum bf16_op op, float *x, uint16_t *h,
-                                                                       size_t n)
+__attribute__((target("avx512f,avx512bw"))) static size_t bf16_avx512(enum bf16_op op, float *x, const float *in,
+                                                                       uint16_t *h, size_t n)
 {
     const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff), hi = _mm512_set1_epi32((int)0xffff0000u);
     const __m512i quiet_bit = _mm512_set1_epi32(0x00400000), abs = _mm512_set1_epi32(0x7fffffff);
@@ -119,7 +121,7 @@ __attribute__((target("avx512f,avx512bw"))) static size_t bf16_avx512(enum bf16_
             _mm512_storeu_si512(x + i, _mm512_slli_epi32(w, 16));
             continue;
         }
-        __m512i u = _mm512_loadu_si512(x + i);
+        __m512i u = _mm512_loadu_si512(in + i);
         __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
         __m512i r = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(u, bias), lsb), hi);
         __m512i q = _mm512_and_si512(_mm512_or_si512(u, quiet_bit), hi);
@@ -131,7 +133,8 @@ __attribute__((target("avx512f,avx512bw"))) static size_t bf16_avx512(enum bf16_
     return i;
 }
 
-__attribute__((target("avx2"))) static size_t bf16_avx2(enum bf16_op op, float *x, uint16_t *h, size_t n)
+__attribute__((target("avx2"))) static size_t bf16_avx2(enum bf16_op op, float *x, const float *in, uint16_t *h,
+                                                        size_t n)
 {
     const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff), hi = _mm256_set1_epi32((int)0xffff0000u);
     const __m256i quiet_bit = _mm256_set1_epi32(0x00400000), abs = _mm256_set1_epi32(0x7fffffff);
@@ -143,7 +146,7 @@ __attribute__((target("avx2"))) static size_t bf16_avx2(enum bf16_op op, float *
             _mm256_storeu_si256((__m256i *)(x + i), _mm256_slli_epi32(w, 16));
             continue;
         }
-        __m256i u = _mm256_loadu_si256((const __m256i *)(x + i));
+        __m256i u = _mm256_loadu_si256((const __m256i *)(in + i));
         __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
         __m256i r = _mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(u, bias), lsb), hi);
         __m256i q = _mm256_and_si256(_mm256_or_si256(u, quiet_bit), hi);
@@ -160,60 +163,63 @@ __attribute__((target("avx2"))) static size_t bf16_avx2(enum bf16_op op, float *
     return i;
 }
 
-static size_t bf16_simd(enum bf16_op op, float *x, uint16_t *h, size_t n)
+static size_t bf16_simd(enum bf16_op op, float *x, const float *in, uint16_t *h, size_t n)
 {
     enum isa a = isa_active();
-    if (a >= ISA_AVX512) return bf16_avx512(op, x, h, n);
-    if (a >= ISA_AVX2) return bf16_avx2(op, x, h, n);
+    if (a >= ISA_AVX512) return bf16_avx512(op, x, in, h, n);
+    if (a >= ISA_AVX2) return bf16_avx2(op, x, in, h, n);
     return 0;
 }
 #else
-static size_t bf16_simd(enum bf16_op op, float *x, uint16_t *h, size_t n)
+static size_t bf16_simd(enum bf16_op op, float *x, const float *in, uint16_t *h, size_t n)
 {
-    return (void)op, (void)x, (void)h, (void)n, 0;
+    return (void)op, (void)x, (void)in, (void)h, (void)n, 0;
 }
 #endif
 
-/* One block of a bf16 array (x: the fp32 side, h: the 16-bit one). */
-static void bf16_block(enum bf16_op op, float *x, uint16_t *h, size_t n)
+/* One block of a bf16 array (x, in: the fp32 sides, h: the 16-bit one; as bf16_simd). */
+static void bf16_block(enum bf16_op op, float *x, const float *in, uint16_t *h, size_t n)
 {
-    size_t i = bf16_simd(op, x, h, n);
+    size_t i = bf16_simd(op, x, in, h, n);
     for (; i < n; i++) {
-        if (op == BF16_ROUND) x[i] = f32_of_bits(bf16_bits(f32_bits(x[i])));
-        else if (op == BF16_PACK) h[i] = (uint16_t)(bf16_bits(f32_bits(x[i])) >> 16);
+        if (op == BF16_ROUND) x[i] = f32_of_bits(bf16_bits(f32_bits(in[i])));
+        else if (op == BF16_PACK) h[i] = (uint16_t)(bf16_bits(f32_bits(in[i])) >> 16);
         else x[i] = f32_from_bf16(h[i]);
     }
 }
 
-void bf16_round_span(float *x, size_t n) { bf16_block(BF16_ROUND, x, NULL, n); }
+void bf16_round_span(float *x, size_t n) { bf16_block(BF16_ROUND, x, x, NULL, n); }
 
 /* A bf16 array in parallel: one contiguous part a thread (a multiple of 16). */
-static void bf16_array(enum bf16_op op, float *x, uint16_t *h, size_t n)
+static void bf16_array(enum bf16_op op, float *x, const float *in, uint16_t *h, size_t n)
 {
 #pragma omp parallel if (n > 65536)
     {
         size_t parts = (size_t)omp_get_num_threads(), me = (size_t)omp_get_thread_num();
         size_t per = (n / parts + 15) / 16 * 16, lo = me * per < n ? me * per : n, len = n - lo < per ? n - lo : per;
-        bf16_block(op, x + lo, h ? h + lo : NULL, len);
+        bf16_block(op, x ? x + lo : NULL, in ? in + lo : NULL, h ? h + lo : NULL, len);
     }
 }
 
-void lp_round(enum precision p, float *x, size_t n)
+void lp_round_to(enum precision p, float *dst, const float *src, size_t n)
 {
-    if (p == PREC_BF16) bf16_array(BF16_ROUND, x, NULL, n);
+    if (p == PREC_BF16) bf16_array(BF16_ROUND, dst, src, NULL, n);
     else if (p == PREC_FP16) {
 #pragma omp parallel for schedule(static) if (n > 65536)
         for (size_t at = 0; at < n; at += FP16_BLOCK) {
             uint16_t h[FP16_BLOCK];
-            fp16_pack_block(h, x + at, block_len(at, n));
-            fp16_unpack_block(x + at, h, block_len(at, n));
+            fp16_pack_block(h, src + at, block_len(at, n));
+            fp16_unpack_block(dst + at, h, block_len(at, n));
         }
-    }
+    } else if (dst != src)
+        memcpy(dst, src, n * sizeof *dst);
 }
+
+void lp_round(enum precision p, float *x, size_t n) { lp_round_to(p, x, x, n); }
 
 void lp_pack(enum precision p, uint16_t *dst, const float *src, size_t n)
 {
-    if (p == PREC_BF16) bf16_array(BF16_PACK, (float *)src, dst, n); /* (src only read) */
+    if (p == PREC_BF16) bf16_array(BF16_PACK, NULL, src, dst, n);
     else {
 #pragma omp parallel for schedule(static) if (n > 65536)
         for (size_t at = 0; at < n; at += FP16_BLOCK) fp16_pack_block(dst + at, src + at, block_len(at, n));
@@ -222,7 +228,7 @@ void lp_pack(enum precision p, uint16_t *dst, const float *src, size_t n)
 
 void lp_unpack(enum precision p, float *dst, const uint16_t *src, size_t n)
 {
-    if (p == PREC_BF16) bf16_array(BF16_UNPACK, dst, (uint16_t *)src, n); /* (src only read) */
+    if (p == PREC_BF16) bf16_array(BF16_UNPACK, dst, NULL, (uint16_t *)src, n); /* (src only read) */
     else {
 #pragma omp parallel for schedule(static) if (n > 65536)
         for (size_t at = 0; at < n; at += FP16_BLOCK) fp16_unpack_block(dst + at, src + at, block_len(at, n));

@@ -38,6 +38,9 @@ float f32_from_fp16(uint16_t h);
 
 /* x[i] = the nearest value of format p (no-op for fp32). */
 void lp_round(enum precision p, float *x, size_t n);
+/* dst[i] = the nearest value of format p to src[i] (fp32: a copy), in one
+ * pass; dst == src is lp_round. */
+void lp_round_to(enum precision p, float *dst, const float *src, size_t n);
 /* Store n values in format p (rounding), and load them back (exact). */
 void lp_pack(enum precision p, uint16_t *dst, const float *src, size_t n);
 void lp_unpack(enum precision p, float *dst, const uint16_t *src, size_t n);

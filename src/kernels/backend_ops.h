@@ -142,9 +142,12 @@ void KNAME(crossentropy_backward)(KREAL *dlogits, const KREAL *logits,
                                   const int32_t *targets, KREAL dloss,
                                   int N, int Vs, int v0, int V);
 
-/* AdamW (PyTorch semantics) on n elements; t >= 1 is the step for bias
- * correction; wd = 0 for tensors without decay. */
-void KNAME(adamw_update)(KREAL *param, const KREAL *grad, KREAL *m, KREAL *v, size_t n,
+/* AdamW (PyTorch semantics) on n elements of the gradient grad * gscale
+ * (gscale: the clipping coefficient, 1 without; the product is the one a
+ * separate scale_inplace would store, so the fused pass is bitwise the
+ * two); t >= 1 is the step for bias correction; wd = 0 for tensors without
+ * decay. */
+void KNAME(adamw_update)(KREAL *param, const KREAL *grad, KREAL gscale, KREAL *m, KREAL *v, size_t n,
                          KREAL lr, KREAL beta1, KREAL beta2, KREAL eps, KREAL wd, int t);
 
 /* Sum of squares (accumulated in double) and in-place scaling. */

@@ -7,7 +7,7 @@
  * products with rounded outputs, the roundings and the 16-bit storage of a
  * bf16/fp16 run, and the copies and zeroings within the device */
 #define MEMORY_OPS(X) \
-    X(matmul_forward_rounded) X(matmul_backward_rounded) X(lp_round) X(lp_pack) X(lp_unpack) X(copy) X(zero)
+    X(matmul_forward_rounded) X(matmul_backward_rounded) X(lp_round) X(lp_round_to) X(lp_pack) X(lp_unpack) X(copy) X(zero)
 enum {
 #define OP(ret, name, params, args) OPI_##name,
 #define OP_P OP
@@ -123,6 +123,13 @@ static void timed_lp_round(enum precision p, float *x, size_t n)
     double t0 = op_begin();
     inner->lp_round(p, x, n);
     op_end(OPI_lp_round, t0, 0);
+}
+
+static void timed_lp_round_to(enum precision p, float *dst, const float *src, size_t n)
+{
+    double t0 = op_begin();
+    inner->lp_round_to(p, dst, src, n);
+    op_end(OPI_lp_round_to, t0, 0);
 }
 
 static void timed_lp_pack(enum precision p, uint16_t *dst, const float *src, size_t n)

@@ -827,9 +827,10 @@ void KNAME(crossentropy_backward)(KREAL *dlogits, const KREAL *logits,
 
 /* ------------------------------------------------------------ AdamW */
 
-/* As torch.optim.AdamW (foreach=False): p *= 1 - lr wd; m = lerp(m, g, 1-b1);
+/* As torch.optim.AdamW (foreach=False) on g = grad * gscale (the clipped
+ * gradient, scaled in the same pass): p *= 1 - lr wd; m = lerp(m, g, 1-b1);
  * v = b2 v + (1-b2) g^2; p -= (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps). */
-void KNAME(adamw_update)(KREAL *param, const KREAL *grad, KREAL *m, KREAL *v, size_t n,
+void KNAME(adamw_update)(KREAL *param, const KREAL *grad, KREAL gscale, KREAL *m, KREAL *v, size_t n,
                          KREAL lr, KREAL beta1, KREAL beta2, KREAL eps, KREAL wd, int t)
 {
     double bc1 = 1.0 - pow((double)beta1, t), bc2 = 1.0 - pow((double)beta2, t);
@@ -839,7 +840,7 @@ void KNAME(adamw_update)(KREAL *param, const KREAL *grad, KREAL *m, KREAL *v, si
     KREAL w1 = K(1) - beta1, w2 = K(1) - beta2;
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) {
-        KREAL g = grad[i];
+        KREAL g = grad[i] * gscale;
         KREAL mi = m[i] + w1 * (g - m[i]);
         KREAL vi = v[i] * beta2 + w2 * (g * g);
         KREAL denom = KSQRT(vi) / bc2s + eps;

@@ -141,9 +141,8 @@ static void rest_from_slice(struct optim *o, struct model *m, struct comm *c)
             const struct zero_part *p = optim_slice_counts(o, &r, 1, counts, displs);
             float *piece = m->param[i] + t, *mine = piece + displs[p->rank];
             size_t lo, hi, s;
-            if (optim_slice_part(o, r.at, r.n, &lo, &hi, &s))
-                o->k->copy(mine, o->master_mem + s, (hi - lo) * sizeof(float));
-            o->k->lp_round(o->prec, mine, (size_t)counts[p->rank]);
+            if (optim_slice_part(o, r.at, r.n, &lo, &hi, &s)) /* this rank's part, rounded as it is copied */
+                o->k->lp_round_to(o->prec, mine, o->master_mem + s, hi - lo);
             comm_allgatherv_f32(c, p->group, piece, counts, displs);
         }
     }
@@ -179,8 +178,7 @@ void optim_params_from_master(struct optim *o, struct model *m, struct comm *c)
     for (int k = 0; k < o->z.n; k++) {
         const struct zero_part *p = &o->z.part[k];
         float *mine = m->params_mem + p->offset;
-        o->k->copy(mine, o->master_mem + p->state, p->shard * sizeof(float));
-        o->k->lp_round(o->prec, mine, p->shard);
+        o->k->lp_round_to(o->prec, mine, o->master_mem + p->state, p->shard); /* (one pass) */
     }
     if (o->zero_stage) gather_params(o, m, c);
 }
@@ -269,14 +267,14 @@ void optim_update(struct optim *o, struct model *m, struct comm *c, double grad_
     int t = (int)++o->updates;
     float *grads = o->zero_stage ? o->gshard : m->grads_mem; /* indexed as the state (optim_slice_part) */
     double coef = o->grad_clip > 0 ? o->grad_clip / (grad_norm + 1e-6) : 1.0; /* as PyTorch */
-    if (coef < 1.0) o->k->scale_inplace(o->prec, grads, o->z.floats, (float)coef);
+    float gscale = coef < 1.0 ? (float)coef : 1.0f; /* applied by the update itself (no pass of its own) */
     for (int i = 0; i < NUM_PARAMS; i++) {
         size_t lo, hi, s, at = m->at[i];
         if (!optim_slice_part(o, at, m->size[i], &lo, &hi, &s)) continue;
         float wd = param_table[i].decay ? (float)o->weight_decay : 0.0f;
         float *w = o->master_mem ? o->master_mem + s : m->params_mem + lo;
-        o->k->adamw_update(o->prec, w, grads + s, o->m_mem + s, o->v_mem + s, hi - lo, (float)lr, (float)o->beta1,
-                     (float)o->beta2, (float)o->eps, wd, t);
+        o->k->adamw_update(o->prec, w, grads + s, gscale, o->m_mem + s, o->v_mem + s, hi - lo, (float)lr,
+                           (float)o->beta1, (float)o->beta2, (float)o->eps, wd, t);
     }
     if (o->master_mem) optim_params_from_master(o, m, c);
     else if (o->zero_stage) gather_params(o, m, c);
