@@ -157,7 +157,8 @@ static void cpu_matmul_backward_rounded(enum precision p, float *dinp, float *dw
  * in each table) and these. */
 #define OP(ret, name, params, args) .name = cpu_##name,
 #define CPU_MEMBERS                                                                                      \
-    .lp_round = lp_round, .lp_round_to = lp_round_to, .lp_pack = lp_pack, .lp_unpack = lp_unpack, .count_nonfinite = count_nonfinite, \
+    .lp_round = lp_round, .lp_round_to = lp_round_to, .lp_pack = lp_pack, .lp_unpack = lp_unpack,        \
+    .count_nonfinite = count_nonfinite,                                                                  \
     .matmul_forward_rounded = cpu_matmul_forward_rounded, .matmul_backward_rounded = cpu_matmul_backward_rounded, \
     .peak_gflops = cpu_peak_gflops, .matmul_name = cpu_matmul_name, .alloc = host_alloc,              \
     .release = free, .zero = host_zero, .copy = host_copy, .to_device = host_copy, .to_host = host_copy, \

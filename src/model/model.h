@@ -18,8 +18,10 @@
 struct moe_state;
 
 /* The parameter tensors.  Per-layer tensors are stored for this rank's
- * layers back to back: (Lp, shape...).  A family leaves some out
- * (param_present): llama has no wpe and no biases, and its LN weights are
+ * layers of the tensor's layer set back to back (param_info.layers: every
+ * layer, the MoE layers or the leading dense ones): (that set's local
+ * layers, shape...), a layer's part at param_layer_offset.  A family
+ * leaves some out (param_present): llama has no wpe and no biases, and its LN weights are
  * RMSNorm's; fc is gate and up stacked, fcproj is down; lm_head is the
  * untied LM head (tie_embeddings = .false.).  A mixture of experts
  * (docs/moe.md) replaces the MLP by a router (router_w), the routed
