@@ -118,6 +118,7 @@ void model_init(struct model *m, const struct model_dims *d, const struct device
     }
     free(host);
     m->dwte_embed = k->alloc((m->size[P_WTE] ? m->size[P_WTE] : 1) * sizeof(float));
+    if (!k->on_device && m->size[P_WTE]) m->wte_rows = xcalloc((size_t)d->Vp / d->tp, 1);
     if (d->llama) rope_tables(m);
     m->host = xalloc_aligned(2 * (size_t)B * d->T * sizeof(float)); /* token losses, or a micro-batch's tokens */
     m->bad_order = LONG_MAX;
@@ -148,6 +149,7 @@ void model_free(struct model *m)
     m->k->release(m->grads_mem);
     if (m->shard_mem) m->k->release(m->shard_mem);
     m->k->release(m->dwte_embed);
+    free(m->wte_rows);
     if (m->rope_cos) m->k->release(m->rope_cos);
     free(m->host);
     if (m->slot) m->k->release(m->slot[0].inputs); /* the one activation allocation */
@@ -157,16 +159,45 @@ void model_free(struct model *m)
     memset(m, 0, sizeof *m);
 }
 
+/* Each run of consecutive rows marked in wte_rows, [r0, r1), or (no marks
+ * kept) the whole table once; returns the number of runs. */
+static int wte_runs(const struct model *m, int *r0, int *r1, int from)
+{
+    int rows = m->d.Vp / m->d.tp;
+    if (!m->wte_rows) {
+        *r0 = 0, *r1 = rows;
+        return from == 0;
+    }
+    for (*r0 = from; *r0 < rows && !m->wte_rows[*r0]; ++*r0) {}
+    for (*r1 = *r0; *r1 < rows && m->wte_rows[*r1]; ++*r1) {}
+    return *r0 < rows;
+}
+
 void model_zero_grad(struct model *m)
 {
     for (int i = 0; i < NUM_PARAMS; i++)
         if (m->grad[i]) m->k->zero(m->grad[i], m->size[i] * sizeof(float));
-    m->k->zero(m->dwte_embed, m->size[P_WTE] * sizeof(float));
+    size_t C = (size_t)m->d.C;
+    for (int r0, r1 = 0; m->size[P_WTE] && wte_runs(m, &r0, &r1, r1);)
+        m->k->zero(m->dwte_embed + r0 * C, (size_t)(r1 - r0) * C * sizeof(float));
+    if (m->wte_rows) memset(m->wte_rows, 0, (size_t)m->d.Vp / m->d.tp);
 }
 
 void model_merge_embedding_grad(struct model *m)
 {
-    m->k->residual_forward(m->d.prec, m->grad[P_WTE], m->grad[P_WTE], m->dwte_embed, m->size[P_WTE]);
+    size_t C = (size_t)m->d.C;
+    for (int r0, r1 = 0; m->size[P_WTE] && wte_runs(m, &r0, &r1, r1);)
+        m->k->residual_forward(m->d.prec, m->grad[P_WTE] + r0 * C, m->grad[P_WTE] + r0 * C, m->dwte_embed + r0 * C,
+                               (size_t)(r1 - r0) * C);
+}
+
+/* The rows of this rank's shard that n tokens at t write (wte_rows). */
+static void mark_wte_rows(struct model *m, const int32_t *t, size_t n)
+{
+    int Vs = m->d.Vp / m->d.tp, v0 = m->d.tp_rank * Vs;
+    if (!m->wte_rows) return;
+    for (size_t i = 0; i < n; i++)
+        if (t[i] >= v0 && t[i] - v0 < Vs) m->wte_rows[t[i] - v0] = 1;
 }
 
 int model_first_nonfinite_param(const struct model *m, char *name, size_t len)
@@ -657,6 +688,7 @@ static void embed_backward(struct model *m, struct comm *c, struct chunk_acts *a
     else
         m->k->encoder_backward(m->d.prec, m->dwte_embed, dwpe, dout, a->inputs, m->B, d->Tl, d->C, d->tp_rank * Vs,
                                Vs);
+    mark_wte_rows(m, a->inputs, (size_t)m->B * d->Tl); /* (host memory on a host table) */
 }
 
 /* The input of layer i of slot a's chunk, and the chunk's output. */

@@ -366,6 +366,11 @@ struct model {
     unsigned long param_version;      /* bumped when the parameters change (a gathered copy is stale) */
     float *dwte_embed;                /* the embedding's share of wte's gradient; the head's
                                          accumulates in grad[P_WTE] (tied); optim adds them per step */
+    /* Host tables (the tokens are host memory): the rows of this rank's
+     * vocabulary shard the embedding's backward wrote into dwte_embed since
+     * it was last zeroed, 1 a row; the merge and the zeroing visit those
+     * rows alone (every other row is zero).  NULL: the whole table. */
+    unsigned char *wte_rows;
     float *rope_cos, *rope_sin;       /* llama: (T, HS/2) the rotary embedding's angles */
     int nslots;                       /* micro-batches in flight this rank can hold */
     struct chunk_acts *slot;
@@ -538,7 +543,8 @@ float *model_element(const struct model *m, enum param_id id, int j, size_t i);
 void model_zero_grad(struct model *m);
 /* grad[P_WTE] += dwte_embed: the head's and the embedding's shares of the
  * tied weight's gradient, added once per step (optim then sums the first and
- * last stage's copies over the embedding group). */
+ * last stage's copies over the embedding group); on a host table only the
+ * rows the step's tokens wrote (wte_rows: the others add zero). */
 void model_merge_embedding_grad(struct model *m);
 
 /* The first parameter tensor holding a NaN or infinity on this rank, named
