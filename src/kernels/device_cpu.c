@@ -162,18 +162,9 @@ static void cpu_matmul_backward_rounded(enum precision p, float *dinp, float *dw
     .matmul_forward_rounded = cpu_matmul_forward_rounded, .matmul_backward_rounded = cpu_matmul_backward_rounded, \
     .peak_gflops = cpu_peak_gflops, .matmul_name = cpu_matmul_name, .alloc = host_alloc,              \
     .release = free, .zero = host_zero, .copy = host_copy, .to_device = host_copy, .to_host = host_copy, \
-    .host_alloc = host_alloc, .host_release = free, .sync = host_sync, .acts_rounded = 1,                    \
-    .gelu_forward = gelu_forward_rounded, .gelu_backward = gelu_backward_rounded,                            \
-    .swiglu_forward = swiglu_forward_rounded, .swiglu_backward = swiglu_backward_rounded,                    \
-    .crossentropy_backward = crossentropy_backward_rounded
-
-/* (CPU_MEMBERS replaces five operations of ops.def's list by their rounded
- * wrappers above: an initializer overridden on purpose) */
-#if defined(__clang__)
-#pragma clang diagnostic ignored "-Winitializer-overrides"
-#else
-#pragma GCC diagnostic ignored "-Woverride-init"
-#endif
+    .host_alloc = host_alloc, .host_release = free, .sync = host_sync, .acts_rounded = 1
+/* (the activations' operations: their rounded wrappers above) */
+#define OP_A(ret, name, params, args) .name = name##_rounded,
 const struct device cpu_device = {
     .name = "cpu",
     .on_device = 0,
@@ -194,3 +185,4 @@ const struct device cpu_staged_device = {
 };
 #undef OP
 #undef OP_P
+#undef OP_A
