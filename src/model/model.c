@@ -159,8 +159,9 @@ void model_free(struct model *m)
     memset(m, 0, sizeof *m);
 }
 
-/* Each run of consecutive rows marked in wte_rows, [r0, r1), or (no marks
- * kept) the whole table once; returns the number of runs. */
+/* The next run of consecutive rows marked in wte_rows at or after row
+ * `from`, [r0, r1), or (no marks kept) the whole table once; 0 when no run
+ * is left. */
 static int wte_runs(const struct model *m, int *r0, int *r1, int from)
 {
     int rows = m->d.Vp / m->d.tp;
