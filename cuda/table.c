@@ -95,12 +95,6 @@ static const char *matmul_name(enum precision p)
     return s;
 }
 
-static void round_lp(enum precision p, float *x, size_t n)
-{
-    if (p == PREC_BF16) cuda_round_bf16(x, n);
-    else if (p == PREC_FP16) cuda_round_fp16(x, n);
-}
-
 static void round_lp_to(enum precision p, float *dst, const float *src, size_t n)
 {
     if (p == PREC_FP32) {
@@ -108,6 +102,8 @@ static void round_lp_to(enum precision p, float *dst, const float *src, size_t n
     } else
         cuda_round_to(lp_of(p), dst, src, n);
 }
+
+static void round_lp(enum precision p, float *x, size_t n) { round_lp_to(p, x, x, n); }
 
 static void pack_lp(enum precision p, uint16_t *dst, const float *src, size_t n)
 {

@@ -4,8 +4,8 @@
 #include "cpu.h"
 
 #include <math.h>
-#include <string.h>
 #include <omp.h>
+#include <string.h>
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define HAVE_F16C_PATH 1
