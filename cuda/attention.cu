@@ -1,8 +1,10 @@
 /* attention.cu -- fused causal attention (flash-attention's scheme) with NH
- * query heads sharing NKV key/value heads (group G = NH/NKV), in fp32 in
- * every precision, with no buffer of T x T: the contract of the CPU
- * kernels (backend_ops.h), one call being n query rows against n key rows
- * (the whole sequence, or a pair of ring attention's chunks).
+ * query heads sharing NKV key/value heads (group G = NH/NKV), in fp32, with
+ * no buffer of T x T: the contract of the CPU kernels (backend_ops.h), one
+ * call being n query rows against n key rows (the whole sequence, or a
+ * pair of ring attention's chunks).  In a bf16 run (args.bf16) the
+ * probabilities and dS are rounded to bf16 before they multiply, as the
+ * CPU's attention_forward_bf16 packs them; their row sums stay fp32.
  *
  * Forward: a block takes ATT_ROWS query rows of one (sequence, head), a
  * warp per row; the block loads tiles of ATT_TILE keys and values into
@@ -17,6 +19,8 @@
  * in head order. */
 #include "common.cuh"
 
+#include <cuda_bf16.h>
+
 #define ATT_ROWS 8      /* rows (warps) of a block */
 #define ATT_TILE 32     /* keys or queries of a tile: one per lane */
 #define ATT_HS_MAX CUDA_ATT_HS_MAX /* head sizes up to this (the deck check refuses larger) */
@@ -25,9 +29,15 @@
 struct att_args {
     const float *qkv, *kv, *lse, *dout, *out, *D;
     float *o, *l, *dq, *dkv;
-    int ldkv, T, q0, k0, n, NH, NKV, HS, G, W, C, causal, flag;
+    int ldkv, T, q0, k0, n, NH, NKV, HS, G, W, C, causal, flag, bf16;
     float scale;
 };
+
+/* x as a product's operand: rounded to bf16 (to nearest even) in a bf16 run. */
+__device__ static float operand(const struct att_args &a, float x)
+{
+    return a.bf16 ? __bfloat162float(__float2bfloat16_rn(x)) : x;
+}
 
 /* Load ATT_TILE rows [r0, r0 + ATT_TILE) of an (n, HS) matrix of leading
  * dimension ld into tile (rows past n zero); every thread of the block takes part. */
@@ -81,7 +91,7 @@ __global__ void att_forward_kernel(struct att_args a)
         float p = see ? expf(s - mt) : 0.0f, corr = m == -INFINITY ? 0.0f : expf(m - mt);
         sum = sum * corr + warp_sum(p);
         m = mt;
-        ps[w][lane] = p;
+        ps[w][lane] = operand(a, p);
         __syncthreads();
         for (int t = 0; t < ATT_PER_LANE; t++) {
             int c = lane + 32 * t;
@@ -144,7 +154,7 @@ __global__ void att_dq_kernel(struct att_args a)
         int j = j0 + lane, see = live && j < a.n && (!a.causal || j <= i);
         float p = see ? expf(dot_row(qs[w], ks, lane, HS) * a.scale - li) : 0.0f;
         float dp = see ? dot_row(dos[w], vs, lane, HS) : 0.0f;
-        dss[w][lane] = p * (dp - Di) * a.scale;
+        dss[w][lane] = operand(a, p * (dp - Di) * a.scale);
         __syncthreads();
         for (int t = 0; t < ATT_PER_LANE; t++) {
             int c = lane + 32 * t;
@@ -193,8 +203,8 @@ __global__ void att_dkv_kernel(struct att_args a)
             int i = i0 + lane, see = live && i < a.n && (!a.causal || j <= i);
             float p = see ? expf(dot_row(kr[w], qs, lane, HS) * a.scale - lt[lane]) : 0.0f;
             float dp = see ? dot_row(vr[w], dos, lane, HS) : 0.0f;
-            pss[w][lane] = p;
-            dss[w][lane] = p * (dp - dt[lane]) * a.scale;
+            pss[w][lane] = operand(a, p);
+            dss[w][lane] = operand(a, p * (dp - dt[lane]) * a.scale);
             __syncthreads();
             for (int t = 0; t < ATT_PER_LANE; t++) {
                 int c = lane + 32 * t;
@@ -220,8 +230,8 @@ __global__ void att_dkv_kernel(struct att_args a)
     }
 }
 
-static struct att_args args_of(const float *qkv, const float *kv, int ldkv, int T, int q0, int k0, int n, int NH,
-                               int NKV, int HS, int flags)
+static struct att_args args_of(int bf16, const float *qkv, const float *kv, int ldkv, int T, int q0, int k0, int n,
+                               int NH, int NKV, int HS, int flags)
 {
     if (HS > ATT_HS_MAX)
         cuda_fail_at(__FILE__, __LINE__, "attention", "head size above the fused kernel's limit",
@@ -243,25 +253,26 @@ static struct att_args args_of(const float *qkv, const float *kv, int ldkv, int 
     a.C = NH * HS;
     a.causal = flags & ATT_CAUSAL;
     a.flag = flags;
+    a.bf16 = bf16;
     a.scale = 1.0f / sqrtf((float)HS);
     return a;
 }
 
-void cuda_attention_forward(float *out, float *lse, const float *qkv, const float *kv, int ldkv, int B, int T, int q0,
-                            int k0, int n, int NH, int NKV, int HS, int flags)
+void cuda_attention_forward(int bf16, float *out, float *lse, const float *qkv, const float *kv, int ldkv, int B, int T,
+                            int q0, int k0, int n, int NH, int NKV, int HS, int flags)
 {
-    struct att_args a = args_of(qkv, kv, ldkv, T, q0, k0, n, NH, NKV, HS, flags);
+    struct att_args a = args_of(bf16, qkv, kv, ldkv, T, q0, k0, n, NH, NKV, HS, flags);
     a.o = out;
     a.l = lse;
     dim3 grid((unsigned)((n + ATT_ROWS - 1) / ATT_ROWS), (unsigned)NH, (unsigned)B);
     CUDA_LAUNCH(att_forward_kernel, grid, 32 * ATT_ROWS, a);
 }
 
-void cuda_attention_backward(float *dqkv, float *dkv, const float *dout, const float *out, const float *qkv,
+void cuda_attention_backward(int bf16, float *dqkv, float *dkv, const float *dout, const float *out, const float *qkv,
                              const float *kv, int ldkv, const float *lse, int B, int T, int q0, int k0, int n, int NH,
                              int NKV, int HS, int flags)
 {
-    struct att_args a = args_of(qkv, kv, ldkv, T, q0, k0, n, NH, NKV, HS, flags);
+    struct att_args a = args_of(bf16, qkv, kv, ldkv, T, q0, k0, n, NH, NKV, HS, flags);
     long rows = (long)B * NH * n;
     float *D = cuda_att_workspace((size_t)rows); /* (B,NH,n): linear in the length */
     a.lse = lse;

@@ -32,7 +32,7 @@ int cuda_device_count(char *why, size_t whylen);
 void cuda_backend_init(void);
 void cuda_backend_finalize(void);
 /* fp32 matmuls on TF32 tensor cores (1) or in full fp32 (0, the default);
- * the fused attention computes in fp32 either way. */
+ * the fused attention computes in fp32 FMAs either way. */
 void cuda_set_tf32(int on);
 /* The dense rate of this GPU in GFLOP/s: n^3 products of random operands
  * on cuBLAS, 16-bit of format lp on tensor cores (lp >= 0, an enum cuda_lp)
@@ -65,12 +65,14 @@ void cuda_rmsnorm_forward(float *out, float *rstd, const float *inp, const float
 void cuda_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                            const float *rstd, int N, int C);
 
-/* Fused causal attention as the CPU kernels (backend_ops.h), in fp32 in
- * every precision, no T x T buffer (the backward's workspace holds one
- * float per query row: cuda_att_workspace).  Head sizes up to 128. */
-void cuda_attention_forward(float *out, float *lse, const float *qkv, const float *kv, int ldkv, int B, int T, int q0,
-                            int k0, int n, int NH, int NKV, int HS, int flags);
-void cuda_attention_backward(float *dqkv, float *dkv, const float *dout, const float *out, const float *qkv,
+/* Fused causal attention as the CPU kernels (backend_ops.h), in fp32, no
+ * T x T buffer (the backward's workspace holds one float per query row:
+ * cuda_att_workspace).  bf16 != 0 (a bf16 run's): the probabilities and dS
+ * rounded to bf16 before their products, as the CPU's
+ * attention_forward_bf16.  Head sizes up to 128. */
+void cuda_attention_forward(int bf16, float *out, float *lse, const float *qkv, const float *kv, int ldkv, int B, int T,
+                            int q0, int k0, int n, int NH, int NKV, int HS, int flags);
+void cuda_attention_backward(int bf16, float *dqkv, float *dkv, const float *dout, const float *out, const float *qkv,
                              const float *kv, int ldkv, const float *lse, int B, int T, int q0, int k0, int n, int NH,
                              int NKV, int HS, int flags);
 /* Attention of R rows over a cache of keys and values (backend_ops.h):

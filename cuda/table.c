@@ -76,6 +76,23 @@ static void dev_matmul_backward(enum precision p, float *dinp, float *dweight, f
     else cuda_matmul_backward_tc(lp_of(p), dinp, dweight, dbias, dout, inp, weight, N, C, OC);
 }
 
+/* Attention in fp32 on the format's values; a bf16 run's probabilities and
+ * dS rounded to bf16 before their products, as the CPU's gemm_bf16 packs
+ * them (fp16 runs: fp32, as on the CPU). */
+static void dev_attention_forward(enum precision p, float *out, float *lse, const float *qkv, const float *kv, int ldkv,
+                                  int B, int T, int q0, int k0, int n, int NH, int NKV, int HS, int flags)
+{
+    cuda_attention_forward(p == PREC_BF16, out, lse, qkv, kv, ldkv, B, T, q0, k0, n, NH, NKV, HS, flags);
+}
+
+static void dev_attention_backward(enum precision p, float *dqkv, float *dkv, const float *dout, const float *out,
+                                   const float *qkv, const float *kv, int ldkv, const float *lse, int B, int T, int q0,
+                                   int k0, int n, int NH, int NKV, int HS, int flags)
+{
+    cuda_attention_backward(p == PREC_BF16, dqkv, dkv, dout, out, qkv, kv, ldkv, lse, B, T, q0, k0, n, NH, NKV, HS,
+                            flags);
+}
+
 /* The rate of the products a run in precision p makes (CUDA_PROBE_N^3). */
 static double peak_gflops(enum precision p)
 {

@@ -9,9 +9,13 @@
  *      (each query head on its group's kv head) and its causality, the
  *      rotary turn by Hugging Face's formula q*cos + rotate_half(q)*sin,
  *      RMSNorm and SwiGLU by their definitions; "+=" outputs accumulate,
- *      overwritten ones ignore their old contents (NaN-filled). */
+ *      overwritten ones ignore their old contents (NaN-filled);
+ *  (d) a bf16 run's attention (the CPU table in PREC_BF16) against the
+ *      same loops with its probabilities and dS rounded to bf16. */
 #include "backend.h"
+#include "device.h"
 #include "kernel_check.h"
+#include "precision.h"
 
 /* ------------------------------------------------------------ attention */
 
@@ -481,6 +485,120 @@ static void test_ring_decomposition(int B, int P, int c, int NH, int NKV, int HS
     free(ldq), free(ldkv);
 }
 
+/* ------------------------------------------------------ bf16 attention */
+
+static double bf16d(double x) { return f32_from_bf16(bf16_from_f32((float)x)); }
+
+/* A bf16 run's attention written out longhand (backend_ops.h): the forward
+ * takes the keys in blocks of 64 (kernels_cpu.c's ATT_BLK) against the
+ * running row maximum m, and multiplies the values by exp(s - m) rounded
+ * to bf16, while its sum keeps them unrounded; the backward multiplies by
+ * p = exp(s - lse) and dS = p (dout.v - D) scale, each rounded to bf16. */
+static void attention_bf16_ref(double *out, double *lse, double *dqkv, const float *qkv, const float *dout,
+                               const float *fout, const float *flse, int B, int T, int NH, int NKV, int HS)
+{
+    int W = (NH + 2 * NKV) * HS, C = NH * HS, G = NH / NKV;
+    double sc = 1.0 / sqrt(HS);
+    memset(dqkv, 0, (size_t)B * T * W * sizeof *dqkv);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const float *q = qkv + (size_t)b * T * W + h * HS, *k = qkv + (size_t)b * T * W + (NH + h / G) * HS;
+            const float *v = k + NKV * HS;
+            double *dq = dqkv + (size_t)b * T * W + h * HS, *dk = dqkv + (size_t)b * T * W + (NH + h / G) * HS;
+            double *dv = dk + NKV * HS;
+            for (int i = 0; i < T; i++) {
+                double s[T], o[HS], m = -INFINITY, sum = 0;
+                for (int j = 0; j <= i; j++) {
+                    s[j] = 0;
+                    for (int d = 0; d < HS; d++) s[j] += (double)q[(size_t)i * W + d] * k[(size_t)j * W + d];
+                    s[j] *= sc;
+                }
+                for (int d = 0; d < HS; d++) o[d] = 0;
+                for (int j0 = 0; j0 <= i; j0 += 64) {
+                    int j1 = j0 + 64 < i + 1 ? j0 + 64 : i + 1;
+                    double mt = m;
+                    for (int j = j0; j < j1; j++) mt = s[j] > mt ? s[j] : mt;
+                    double corr = m == -INFINITY ? 0 : exp(m - mt);
+                    sum *= corr;
+                    for (int d = 0; d < HS; d++) o[d] *= corr;
+                    for (int j = j0; j < j1; j++) {
+                        double p = exp(s[j] - mt), pr = bf16d(p);
+                        sum += p;
+                        for (int d = 0; d < HS; d++) o[d] += pr * v[(size_t)j * W + d];
+                    }
+                    m = mt;
+                }
+                for (int d = 0; d < HS; d++) out[((size_t)b * T + i) * C + h * HS + d] = o[d] / sum;
+                lse[((size_t)b * NH + h) * T + i] = m + log(sum);
+                /* the backward, from the kernel's own out and lse (as the model passes them) */
+                size_t row = ((size_t)b * T + i) * C + (size_t)h * HS;
+                const float *dy = dout + row, *oy = fout + row;
+                double D = 0, li = flse[((size_t)b * NH + h) * T + i];
+                for (int d = 0; d < HS; d++) D += (double)dy[d] * oy[d];
+                for (int j = 0; j <= i; j++) {
+                    double p = exp(s[j] - li), dp = 0;
+                    for (int d = 0; d < HS; d++) dp += (double)dy[d] * v[(size_t)j * W + d];
+                    double ds = bf16d(p * (dp - D) * sc), pr = bf16d(p);
+                    for (int d = 0; d < HS; d++) {
+                        dv[(size_t)j * W + d] += pr * dy[d];
+                        dq[(size_t)i * W + d] += ds * k[(size_t)j * W + d];
+                        dk[(size_t)j * W + d] += ds * q[(size_t)i * W + d];
+                    }
+                }
+            }
+        }
+}
+
+/* The share of got's n values within tight of ref (relative, floor 1 % of
+ * ref's largest), and the largest such error in *worst. */
+static double share_close(const float *got, const double *ref, size_t n, double tight, double *worst)
+{
+    double big = maxabs(ref, n), w = 0;
+    size_t near = 0;
+    for (size_t i = 0; i < n; i++) {
+        double sc = fabs(ref[i]) > 1e-2 * big ? fabs(ref[i]) : 1e-2 * big;
+        double e = isnan(got[i]) ? INFINITY : fabs(got[i] - ref[i]) / (sc > 0 ? sc : 1);
+        near += e <= tight;
+        w = e > w ? e : w;
+    }
+    *worst = w;
+    return (double)near / (double)n;
+}
+
+/* Where the kernel's fp32 probabilities and the longhand's double ones fall
+ * on either side of a bf16 rounding boundary (about 1 in 10^4) the two
+ * round a step apart; every other value agrees as fp32 sums do.  fp32's
+ * attention on the same inputs must not. */
+static void test_attention_bf16(int B, int T, int NH, int NKV, int HS)
+{
+    int W = (NH + 2 * NKV) * HS, C = NH * HS;
+    size_t n3 = (size_t)B * T * W, nc = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    double *dq = drand_new(n3, 2, 0), *dd = drand_new(nc, 1, 0);
+    float *qkv = tof(dq, n3), *dout = tof(dd, nc);
+    free(dq), free(dd);
+    lp_round(PREC_BF16, qkv, n3), lp_round(PREC_BF16, dout, nc);
+    float *out = fnew(nc), *lse = fnew(nl), *dqkv = fnew(n3), *o32 = fnew(nc), *l32 = fnew(nl), *d32 = fnew(n3);
+    double *ro = dnew(nc), *rl = dnew(nl), *rd = dnew(n3), wo, wd, w32o, w32d;
+    fnan(out, nc), fnan(dqkv, n3);
+    cpu_device.attention_forward(PREC_BF16, out, lse, qkv, qkv + NH * HS, W, B, T, 0, 0, T, NH, NKV, HS, ATT_CAUSAL);
+    cpu_device.attention_backward(PREC_BF16, dqkv, dqkv + NH * HS, dout, out, qkv, qkv + NH * HS, W, lse, B, T, 0,
+                                  0, T, NH, NKV, HS, ATT_CAUSAL);
+    cpu_device.attention_forward(PREC_FP32, o32, l32, qkv, qkv + NH * HS, W, B, T, 0, 0, T, NH, NKV, HS, ATT_CAUSAL);
+    cpu_device.attention_backward(PREC_FP32, d32, d32 + NH * HS, dout, out, qkv, qkv + NH * HS, W, lse, B, T, 0, 0,
+                                  T, NH, NKV, HS, ATT_CAUSAL);
+    attention_bf16_ref(ro, rl, rd, qkv, dout, out, lse, B, T, NH, NKV, HS);
+    double so = share_close(out, ro, nc, 1e-5, &wo), sd = share_close(dqkv, rd, n3, 1e-5, &wd);
+    double s32o = share_close(o32, ro, nc, 1e-5, &w32o), s32d = share_close(d32, rd, n3, 1e-5, &w32d);
+    double el = 0;
+    for (size_t i = 0; i < nl; i++) el = fabs(lse[i] - rl[i]) > el ? fabs(lse[i] - rl[i]) : el;
+    tap_ok(so >= 0.99 && sd >= 0.99 && wo <= 1e-2 && wd <= 1e-2 && el <= 1e-5 && s32o < 0.5 && s32d < 0.5,
+           "bf16 attention B=%d T=%d NH=%d NKV=%d HS=%d: = the longhand with bf16 probabilities and dS (out %.4f, "
+           "dqkv %.4f within 1e-5; worst %.1e, %.1e; lse %.1e); fp32's attention is not (%.4f, %.4f)", B, T, NH, NKV,
+           HS, so, sd, wo, wd, el, s32o, s32d);
+    free(qkv), free(dout), free(out), free(lse), free(dqkv), free(o32), free(l32), free(d32);
+    free(ro), free(rl), free(rd);
+}
+
 int main(void)
 {
     test_attention(2, 5, 2, 2, 4, 1);
@@ -489,6 +607,8 @@ int main(void)
     test_attention(2, 7, 4, 2, 4, 1);    /* grouped-query: 2 query heads per kv head */
     test_attention(1, 67, 6, 1, 2, 1);   /* multi-query: one kv head */
     test_gqa_is_mha_with_copies(2, 9, 6, 2, 4);
+    test_attention_bf16(2, 150, 4, 2, 16); /* three blocks of keys; grouped-query */
+    test_attention_bf16(1, 40, 2, 2, 64);
     test_attention_cached(3, 9, 2, 2, 4);
     test_attention_cached(2, 150, 4, 2, 16); /* three blocks of keys; grouped-query */
     test_ring_decomposition(2, 2, 5, 2, 2, 4);

@@ -26,6 +26,7 @@
  * No GPU: "1..0 # SKIP no CUDA device: <reason>". */
 #include "backend.h"
 #include "cuda_test.h"
+#include "device.h"
 #include "precision.h"
 
 #include <string.h>
@@ -164,7 +165,7 @@ static void test_attention(int NH, int NKV, int HS, int T)
     float *d_qkv = ct_put(qkv, FLOATS(n3)), *d_out = ct_nan(nc), *d_lse = ct_nan(nl);
     char what[128];
     attention_forward(out, lse, qkv, qkv + NH * HS, W, B, T, 0, 0, T, NH, NKV, HS, ATT_CAUSAL);
-    cuda_attention_forward(d_out, d_lse, d_qkv, d_qkv + NH * HS, W, B, T, 0, 0, T, NH, NKV, HS, ATT_CAUSAL);
+    cuda_attention_forward(0, d_out, d_lse, d_qkv, d_qkv + NH * HS, W, B, T, 0, 0, T, NH, NKV, HS, ATT_CAUSAL);
     snprintf(what, sizeof what, "attention_forward out (NH %d, NKV %d, HS %d, T %d)", NH, NKV, HS, T);
     ct_close(what, d_out, out, nc, TOL_GEMM);
     snprintf(what, sizeof what, "attention_forward lse (NH %d, NKV %d, HS %d, T %d)", NH, NKV, HS, T);
@@ -175,7 +176,7 @@ static void test_attention(int NH, int NKV, int HS, int T)
     float *d_lse0 = ct_put(lse, FLOATS(nl)), *d_out0 = ct_put(out, FLOATS(nc)); /* both sides from the CPU's */
     attention_backward(dqkv, dqkv + NH * HS, dout, out, qkv, qkv + NH * HS, W, lse, B, T, 0, 0, T, NH, NKV, HS,
                        ATT_CAUSAL);
-    cuda_attention_backward(d_dqkv, d_dqkv + NH * HS, d_dout, d_out0, d_qkv, d_qkv + NH * HS, W, d_lse0, B, T, 0, 0,
+    cuda_attention_backward(0, d_dqkv, d_dqkv + NH * HS, d_dout, d_out0, d_qkv, d_qkv + NH * HS, W, d_lse0, B, T, 0, 0,
                             T, NH, NKV, HS, ATT_CAUSAL);
     snprintf(what, sizeof what, "attention_backward dqkv (NH %d, NKV %d, HS %d, T %d)", NH, NKV, HS, T);
     ct_close(what, d_dqkv, dqkv, n3, TOL_GEMM);
@@ -187,7 +188,7 @@ static void test_attention(int NH, int NKV, int HS, int T)
     ct_copy_in(d_out, out, FLOATS(nc));
     ct_copy_in(d_lse, lse, FLOATS(nl));
     attention_forward(out, lse, qkv, kv, KW, B, T, n, n, n, NH, NKV, HS, ATT_MERGE);
-    cuda_attention_forward(d_out, d_lse, d_qkv, d_kv, KW, B, T, n, n, n, NH, NKV, HS, ATT_MERGE);
+    cuda_attention_forward(0, d_out, d_lse, d_qkv, d_kv, KW, B, T, n, n, n, NH, NKV, HS, ATT_MERGE);
     snprintf(what, sizeof what, "attention_forward merged chunk pair out (n %d, HS %d, NKV %d)", n, HS, NKV);
     ct_close(what, d_out, out, nc, TOL_GEMM);
     snprintf(what, sizeof what, "attention_forward merged chunk pair lse (n %d, HS %d, NKV %d)", n, HS, NKV);
@@ -196,7 +197,7 @@ static void test_attention(int NH, int NKV, int HS, int T)
     ct_copy_in(d_out0, out, FLOATS(nc));
     ct_copy_in(d_dqkv, dqkv, FLOATS(n3));
     attention_backward(dqkv, dkv, dout, out, qkv, kv, KW, lse, B, T, n, n, n, NH, NKV, HS, ATT_ACCUM);
-    cuda_attention_backward(d_dqkv, d_dkv, d_dout, d_out0, d_qkv, d_kv, KW, d_lse0, B, T, n, n, n, NH, NKV, HS,
+    cuda_attention_backward(0, d_dqkv, d_dkv, d_dout, d_out0, d_qkv, d_kv, KW, d_lse0, B, T, n, n, n, NH, NKV, HS,
                             ATT_ACCUM);
     snprintf(what, sizeof what, "attention_backward chunk pair dq, added (n %d, HS %d, NKV %d)", n, HS, NKV);
     ct_close(what, d_dqkv, dqkv, n3, TOL_GEMM);
@@ -204,6 +205,80 @@ static void test_attention(int NH, int NKV, int HS, int T)
     ct_close(what, d_dkv, dkv, nk, TOL_GEMM);
 
     free(qkv), free(out), free(lse), free(dout), free(dqkv), free(kv), free(dkv);
+    ct_free_all();
+}
+
+/* Device array dev (n floats) against ref: at least share of the
+ * elements within tight (relative, floor 1 % of ref's largest), every one
+ * within loose.  A bf16 run's attention rounds its probabilities to bf16:
+ * where the two sides' fp32 probabilities fall on either side of a
+ * rounding boundary the rounded values differ by a bf16 step, which moves
+ * that row's sums by up to 2^-8 of a probability; everywhere else the two
+ * agree as fp32 sums do. */
+static void ct_mostly_close(const char *what, const float *dev, const float *ref, size_t n, double tight,
+                            double share, double loose)
+{
+    float *g = ct_get(dev, FLOATS(n));
+    double big = 0, worst = 0;
+    size_t near = 0;
+    for (size_t i = 0; i < n; i++) big = fabs(ref[i]) > big ? fabs(ref[i]) : big;
+    for (size_t i = 0; i < n; i++) {
+        double scale = fabs(ref[i]) > 1e-2 * big ? fabs(ref[i]) : 1e-2 * big;
+        double e = isnan(g[i]) ? INFINITY : fabs(g[i] - ref[i]) / (scale > 0 ? scale : 1);
+        near += e <= tight;
+        worst = e > worst ? e : worst;
+    }
+    tap_ok((double)near >= share * (double)n && worst <= loose,
+           "%s: GPU vs CPU %.4f of the elements within %.0e (>= %.2f), all within %.0e (worst %.1e)", what,
+           (double)near / (double)n, tight, share, loose, worst);
+    free(g);
+}
+
+/* A bf16 run's attention (the probabilities and dS rounded to bf16 before
+ * their products) against the CPU's (cpu_device in PREC_BF16: gemm_bf16),
+ * on bf16 values of q, k, v and dout, causal over the whole sequence.  The
+ * forward rounds probabilities not yet normalised, against the row's
+ * running maximum, which moves at the end of each block of keys (64 on
+ * the CPU, 32 here): the two round the same values only when every key
+ * is in the first block (T <= 32); the backward's probabilities are
+ * normalised (exp(s - lse)) on both, at every T. */
+static void test_attention_bf16(int NH, int NKV, int HS, int T)
+{
+    int B = 2, C = NH * HS, W = (NH + 2 * NKV) * HS;
+    size_t n3 = (size_t)B * T * W, nc = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    float *qkv = ct_frand(n3, 2, 0), *out = ct_alloc(FLOATS(nc)), *lse = ct_alloc(FLOATS(nl));
+    float *dout = ct_frand(nc, 1, 0), *dqkv = ct_alloc(FLOATS(n3));
+    lp_round(PREC_BF16, qkv, n3);
+    lp_round(PREC_BF16, dout, nc);
+    float *d_qkv = ct_put(qkv, FLOATS(n3)), *d_out = ct_nan(nc), *d_lse = ct_nan(nl);
+    char what[128];
+    cpu_device.attention_forward(PREC_BF16, out, lse, qkv, qkv + NH * HS, W, B, T, 0, 0, T, NH, NKV, HS, ATT_CAUSAL);
+    cuda_attention_forward(1, d_out, d_lse, d_qkv, d_qkv + NH * HS, W, B, T, 0, 0, T, NH, NKV, HS, ATT_CAUSAL);
+    snprintf(what, sizeof what, "bf16 attention_forward out (NH %d, NKV %d, HS %d, T %d)", NH, NKV, HS, T);
+    if (T <= 32) ct_mostly_close(what, d_out, out, nc, 2e-5, 0.95, 1e-2);
+    snprintf(what, sizeof what, "bf16 attention_forward lse (NH %d, NKV %d, HS %d, T %d)", NH, NKV, HS, T);
+    ct_close(what, d_lse, lse, nl, TOL_GEMM);
+
+    float *d_dout = ct_put(dout, FLOATS(nc)), *d_dqkv = ct_nan(n3);
+    float *d_lse0 = ct_put(lse, FLOATS(nl)), *d_out0 = ct_put(out, FLOATS(nc));
+    cpu_device.attention_backward(PREC_BF16, dqkv, dqkv + NH * HS, dout, out, qkv, qkv + NH * HS, W, lse, B, T, 0, 0,
+                                  T, NH, NKV, HS, ATT_CAUSAL);
+    cuda_attention_backward(1, d_dqkv, d_dqkv + NH * HS, d_dout, d_out0, d_qkv, d_qkv + NH * HS, W, d_lse0, B, T, 0,
+                            0, T, NH, NKV, HS, ATT_CAUSAL);
+    snprintf(what, sizeof what, "bf16 attention_backward dqkv (NH %d, NKV %d, HS %d, T %d)", NH, NKV, HS, T);
+    ct_mostly_close(what, d_dqkv, dqkv, n3, 2e-5, 0.95, 1e-2);
+
+    /* the rounding is what they share: the fp32 kernel's gradients are further off */
+    ct_copy_in(d_dqkv, dqkv, FLOATS(n3));
+    cuda_attention_backward(0, d_dqkv, d_dqkv + NH * HS, d_dout, d_out0, d_qkv, d_qkv + NH * HS, W, d_lse0, B, T, 0,
+                            0, T, NH, NKV, HS, ATT_CAUSAL);
+    float *g = ct_get(d_dqkv, FLOATS(n3));
+    size_t near = 0;
+    for (size_t i = 0; i < n3; i++) near += fabs(g[i] - dqkv[i]) <= 2e-5 * fabs(dqkv[i]);
+    tap_ok(near < n3 / 2, "bf16 attention_backward: the GPU's fp32 attention is not the bf16 one (%zu of %zu close)",
+           near, n3);
+    free(g);
+    free(qkv), free(out), free(lse), free(dout), free(dqkv);
     ct_free_all();
 }
 
@@ -474,6 +549,9 @@ int main(void)
     test_crossentropy(600, 300, 520); /* a shard of padding only */
     test_adamw();
     test_peak();
+    test_attention_bf16(4, 2, 24, 29); /* (last: the others' random inputs stay as they were) */
+    test_attention_bf16(4, 2, 24, 67);
+    test_attention_bf16(2, 1, 64, 90);
     cuda_backend_finalize();
     return tap_done();
 }

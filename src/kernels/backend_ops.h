@@ -71,6 +71,17 @@ void KNAME(attention_forward)(KREAL *out, KREAL *lse, const KREAL *qkv, const KR
 void KNAME(attention_backward)(KREAL *dqkv, KREAL *dkv, const KREAL *dout, const KREAL *out, const KREAL *qkv,
                                const KREAL *kv, int ldkv, const KREAL *lse, int B, int T, int q0, int k0, int n,
                                int NH, int NKV, int HS, int flags);
+#ifdef KERNELS_BF16
+/* The same two with the products in gemm_bf16's arithmetic: a bf16 run's
+ * (q, k, v, out and dout hold bf16 values; the probabilities and dS are
+ * rounded to bf16 as the products pack them, as flash-attention multiplies
+ * them in 16 bits; the row maxima, sums, lse and D stay fp32). */
+void KNAME(attention_forward_bf16)(KREAL *out, KREAL *lse, const KREAL *qkv, const KREAL *kv, int ldkv, int B, int T,
+                                   int q0, int k0, int n, int NH, int NKV, int HS, int flags);
+void KNAME(attention_backward_bf16)(KREAL *dqkv, KREAL *dkv, const KREAL *dout, const KREAL *out, const KREAL *qkv,
+                                    const KREAL *kv, int ldkv, const KREAL *lse, int B, int T, int q0, int k0, int n,
+                                    int NH, int NKV, int HS, int flags);
+#endif
 
 /* Attention of R rows over a cache of keys and values (generation): row r
  * is position pos[r] of sequence seq[r].  First each row's k and v heads

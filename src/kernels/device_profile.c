@@ -56,7 +56,7 @@ static void op_end(int i, double t0, double flops)
     fig[i].flops += flops;
 }
 
-/* The products' operations (ops.def's OP_P): 2 N C OC a product made. */
+/* The products' operations (ops.def's OP_P): a matmul 2 N C OC a product made. */
 #define OP(ret, name, params, args)
 #define OP_P(ret, name, params, args) static double flops_##name params;
 #include "ops.def"
@@ -75,6 +75,32 @@ static double flops_matmul_backward(float *dinp, float *dweight, float *dbias, c
 {
     (void)dbias, (void)dout, (void)inp, (void)weight;
     return 2.0 * N * C * OC * ((dinp != NULL) + (dweight != NULL));
+}
+
+/* Attention: the products made over the (query, key) pairs a call
+ * attends, 2 HS flops each: two in forward (the scores, their sum of
+ * values), five in backward (the scores again, dV, dP, dQ, dK); with
+ * ATT_CAUSAL n (n + 1) / 2 pairs per head, n^2 without. */
+static double attention_flops(int products, int B, int n, int NH, int HS, int flags)
+{
+    double pairs = flags & ATT_CAUSAL ? 0.5 * n * (n + 1.0) : (double)n * n;
+    return 2.0 * HS * products * pairs * NH * B;
+}
+
+static double flops_attention_forward(float *out, float *lse, const float *qkv, const float *kv, int ldkv, int B,
+                                      int T, int q0, int k0, int n, int NH, int NKV, int HS, int flags)
+{
+    (void)out, (void)lse, (void)qkv, (void)kv, (void)ldkv, (void)T, (void)q0, (void)k0, (void)NKV;
+    return attention_flops(2, B, n, NH, HS, flags);
+}
+
+static double flops_attention_backward(float *dqkv, float *dkv, const float *dout, const float *out,
+                                       const float *qkv, const float *kv, int ldkv, const float *lse, int B, int T,
+                                       int q0, int k0, int n, int NH, int NKV, int HS, int flags)
+{
+    (void)dqkv, (void)dkv, (void)dout, (void)out, (void)qkv, (void)kv, (void)ldkv, (void)lse, (void)T, (void)q0,
+        (void)k0, (void)NKV;
+    return attention_flops(5, B, n, NH, HS, flags);
 }
 
 /* Each operation: timed, then forwarded to the inner table. */

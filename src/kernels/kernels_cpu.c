@@ -393,7 +393,8 @@ void KNAME(matmul_backward_bf16)(KREAL *dinp, KREAL *dweight, KREAL *dbias, cons
  * output divided by the row sum, and lse = max + log(sum) kept per row for
  * the backward, which recomputes each block's probabilities from it.
  * Nothing of size T x T exists.  A query head reads its group's kv head in
- * place (GQA without copies).  Products go through GEMM.
+ * place (GQA without copies).  Products go through GEMM (a bf16 run's
+ * through gemm_bf16: attention_forward_bf16 below).
  *
  * One call takes n query rows against n key rows (backend_ops.h): the whole
  * sequence, or one pair of context-parallel chunks (cp.c), whose results
@@ -411,8 +412,8 @@ static struct att_geom att_geom(int NH, int NKV, int HS)
  * mask or below the diagonal block, i - j0 + 1 in it. */
 static inline int att_visible(int causal, int i, int j0, int nc) { return causal ? imin(nc, i - j0 + 1) : nc; }
 
-void KNAME(attention_forward)(KREAL *out, KREAL *lse, const KREAL *qkv, const KREAL *kv, int ldkv,
-                              int B, int T, int q0, int k0, int n, int NH, int NKV, int HS, int flags)
+static void attention_forward_by(gemm_fn *gemm, KREAL *out, KREAL *lse, const KREAL *qkv, const KREAL *kv,
+                                 int ldkv, int B, int T, int q0, int k0, int n, int NH, int NKV, int HS, int flags)
 {
     struct att_geom g = att_geom(NH, NKV, HS);
     const int causal = flags & ATT_CAUSAL, merge = flags & ATT_MERGE;
@@ -436,7 +437,7 @@ void KNAME(attention_forward)(KREAL *out, KREAL *lse, const KREAL *qkv, const KR
                 }
                 for (int j0 = 0; j0 < (causal ? i0 + 1 : n); j0 += ATT_BLK) {
                     int nc = imin(ATT_BLK, n - j0);
-                    GEMM(0, 1, nr, nc, HS, g.scale, q + (size_t)i0 * g.W, g.W, k + (size_t)j0 * ldkv, ldkv, K(0), s,
+                    gemm(0, 1, nr, nc, HS, g.scale, q + (size_t)i0 * g.W, g.W, k + (size_t)j0 * ldkv, ldkv, K(0), s,
                          ATT_BLK);
                     for (int r = 0; r < nr; r++) {
                         KREAL *sr = s + (size_t)r * ATT_BLK, m = mx[r], add;
@@ -453,7 +454,7 @@ void KNAME(attention_forward)(KREAL *out, KREAL *lse, const KREAL *qkv, const KR
 #pragma omp simd
                         for (int c = 0; c < HS; c++) orow[c] *= corr;
                     }
-                    GEMM(0, 0, nr, HS, nc, K(1), s, ATT_BLK, v + (size_t)j0 * ldkv, ldkv, K(1),
+                    gemm(0, 0, nr, HS, nc, K(1), s, ATT_BLK, v + (size_t)j0 * ldkv, ldkv, K(1),
                          o + (size_t)i0 * g.C, g.C);
                 }
                 for (int r = 0; r < nr; r++) {
@@ -524,9 +525,9 @@ static void zero_rows(KREAL *x, int n, int HS, int ld)
         for (int c = 0; c < HS; c++) x[(size_t)i * ld + c] = 0;
 }
 
-void KNAME(attention_backward)(KREAL *dqkv, KREAL *dkv, const KREAL *dout, const KREAL *out, const KREAL *qkv,
-                               const KREAL *kv, int ldkv, const KREAL *lse, int B, int T, int q0, int k0, int n,
-                               int NH, int NKV, int HS, int flags)
+static void attention_backward_by(gemm_fn *gemm, KREAL *dqkv, KREAL *dkv, const KREAL *dout, const KREAL *out,
+                                  const KREAL *qkv, const KREAL *kv, int ldkv, const KREAL *lse, int B, int T, int q0,
+                                  int k0, int n, int NH, int NKV, int HS, int flags)
 {
     struct att_geom g = att_geom(NH, NKV, HS);
     const int causal = flags & ATT_CAUSAL, accum = flags & ATT_ACCUM;
@@ -560,7 +561,7 @@ void KNAME(attention_backward)(KREAL *dqkv, KREAL *dkv, const KREAL *dout, const
                             const KREAL *dr = dout_h + (size_t)(i0 + rr) * g.C, *orow = out_h + (size_t)(i0 + rr) * g.C;
                             LANE_SUM(KREAL, D[rr], 0, HS, c, dr[c] * orow[c]);
                         }
-                        GEMM(0, 1, nr, nc, HS, g.scale, q + (size_t)i0 * g.W, g.W, k + (size_t)j0 * ldkv, ldkv, K(0),
+                        gemm(0, 1, nr, nc, HS, g.scale, q + (size_t)i0 * g.W, g.W, k + (size_t)j0 * ldkv, ldkv, K(0),
                              p, ATT_BLK);
                         for (int rr = 0; rr < nr; rr++) {
                             KREAL *pr = p + (size_t)rr * ATT_BLK, li = l[i0 + rr];
@@ -570,9 +571,9 @@ void KNAME(attention_backward)(KREAL *dqkv, KREAL *dkv, const KREAL *dout, const
                             for (int j = nv; j < nc; j++) pr[j] = 0;
                         }
                         /* dv_j += p^T dout_i; dp = dout_i v_j^T; ds = p (dp - D) scale */
-                        GEMM(1, 0, nc, HS, nr, K(1), p, ATT_BLK, dout_h + (size_t)i0 * g.C, g.C, K(1),
+                        gemm(1, 0, nc, HS, nr, K(1), p, ATT_BLK, dout_h + (size_t)i0 * g.C, g.C, K(1),
                              dv + (size_t)j0 * ldkv, ldkv);
-                        GEMM(0, 1, nr, nc, HS, K(1), dout_h + (size_t)i0 * g.C, g.C, v + (size_t)j0 * ldkv, ldkv,
+                        gemm(0, 1, nr, nc, HS, K(1), dout_h + (size_t)i0 * g.C, g.C, v + (size_t)j0 * ldkv, ldkv,
                              K(0), ds, ATT_BLK);
                         for (int rr = 0; rr < nr; rr++) {
                             KREAL *pr = p + (size_t)rr * ATT_BLK, *dr = ds + (size_t)rr * ATT_BLK, Di = D[rr];
@@ -580,15 +581,46 @@ void KNAME(attention_backward)(KREAL *dqkv, KREAL *dkv, const KREAL *dout, const
                             for (int j = 0; j < nc; j++) dr[j] = pr[j] * (dr[j] - Di) * g.scale;
                         }
                         /* dq_i += ds k_j; dk_j += ds^T q_i */
-                        GEMM(0, 0, nr, HS, nc, K(1), ds, ATT_BLK, k + (size_t)j0 * ldkv, ldkv, K(1),
+                        gemm(0, 0, nr, HS, nc, K(1), ds, ATT_BLK, k + (size_t)j0 * ldkv, ldkv, K(1),
                              dq + (size_t)i0 * g.W, g.W);
-                        GEMM(1, 0, nc, HS, nr, K(1), ds, ATT_BLK, q + (size_t)i0 * g.W, g.W, K(1),
+                        gemm(1, 0, nc, HS, nr, K(1), ds, ATT_BLK, q + (size_t)i0 * g.W, g.W, K(1),
                              dk + (size_t)j0 * ldkv, ldkv);
                     }
                 }
             }
         }
 }
+
+void KNAME(attention_forward)(KREAL *out, KREAL *lse, const KREAL *qkv, const KREAL *kv, int ldkv, int B, int T,
+                              int q0, int k0, int n, int NH, int NKV, int HS, int flags)
+{
+    attention_forward_by(GEMM, out, lse, qkv, kv, ldkv, B, T, q0, k0, n, NH, NKV, HS, flags);
+}
+
+void KNAME(attention_backward)(KREAL *dqkv, KREAL *dkv, const KREAL *dout, const KREAL *out, const KREAL *qkv,
+                               const KREAL *kv, int ldkv, const KREAL *lse, int B, int T, int q0, int k0, int n,
+                               int NH, int NKV, int HS, int flags)
+{
+    attention_backward_by(GEMM, dqkv, dkv, dout, out, qkv, kv, ldkv, lse, B, T, q0, k0, n, NH, NKV, HS, flags);
+}
+
+#ifndef KERNELS_F64
+/* A bf16 run's: the products in gemm_bf16's arithmetic, which rounds the
+ * probabilities and dS to bf16 as it packs them (q, k, v, out and dout
+ * hold bf16 values already); the softmax's statistics stay fp32. */
+void KNAME(attention_forward_bf16)(KREAL *out, KREAL *lse, const KREAL *qkv, const KREAL *kv, int ldkv, int B, int T,
+                                   int q0, int k0, int n, int NH, int NKV, int HS, int flags)
+{
+    attention_forward_by(gemm_bf16, out, lse, qkv, kv, ldkv, B, T, q0, k0, n, NH, NKV, HS, flags);
+}
+
+void KNAME(attention_backward_bf16)(KREAL *dqkv, KREAL *dkv, const KREAL *dout, const KREAL *out, const KREAL *qkv,
+                                    const KREAL *kv, int ldkv, const KREAL *lse, int B, int T, int q0, int k0, int n,
+                                    int NH, int NKV, int HS, int flags)
+{
+    attention_backward_by(gemm_bf16, dqkv, dkv, dout, out, qkv, kv, ldkv, lse, B, T, q0, k0, n, NH, NKV, HS, flags);
+}
+#endif
 
 void KNAME(copy_cols)(KREAL *dst, int ldd, const KREAL *src, int lds, size_t rows, int cols, int add)
 {
