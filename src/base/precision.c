@@ -108,12 +108,22 @@ static size_t block_len(size_t at, size_t n) { return n - at < FP16_BLOCK ? n - 
  * may be x), BF16_PACK h = the bf16 of in, BF16_UNPACK x = h. */
 enum bf16_op { BF16_ROUND, BF16_PACK, BF16_UNPACK };
 #ifdef HAVE_F16C_PATH
-__attribute__((target("avx512f,avx512bw"))) static size_t bf16_avx512(enum bf16_op op, float *x, const float *in,
-                                                                       uint16_t *h, size_t n)
+/* bf16_bits on 16 lanes. */
+__attribute__((target("avx512f,avx512bw"), always_inline)) static inline __m512i bf16_bits16(__m512i u)
 {
     const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff), hi = _mm512_set1_epi32((int)0xffff0000u);
     const __m512i quiet_bit = _mm512_set1_epi32(0x00400000), abs = _mm512_set1_epi32(0x7fffffff);
     const __m512i inf = _mm512_set1_epi32(0x7f800000);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
+    __m512i r = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(u, bias), lsb), hi);
+    __m512i q = _mm512_and_si512(_mm512_or_si512(u, quiet_bit), hi);
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf);
+    return _mm512_mask_blend_epi32(nan, r, q);
+}
+
+__attribute__((target("avx512f,avx512bw"))) static size_t bf16_avx512(enum bf16_op op, float *x, const float *in,
+                                                                       uint16_t *h, size_t n)
+{
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
         if (op == BF16_UNPACK) {
@@ -121,16 +131,23 @@ __attribute__((target("avx512f,avx512bw"))) static size_t bf16_avx512(enum bf16_
             _mm512_storeu_si512(x + i, _mm512_slli_epi32(w, 16));
             continue;
         }
-        __m512i u = _mm512_loadu_si512(in + i);
-        __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
-        __m512i r = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(u, bias), lsb), hi);
-        __m512i q = _mm512_and_si512(_mm512_or_si512(u, quiet_bit), hi);
-        __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf);
-        r = _mm512_mask_blend_epi32(nan, r, q);
+        __m512i r = bf16_bits16(_mm512_loadu_si512(in + i));
         if (op == BF16_ROUND) _mm512_storeu_si512(x + i, r);
         else _mm256_storeu_si256((__m256i *)(h + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
     }
     return i;
+}
+
+/* bf16_round_rows on 16 lanes at a time, the rows' tails masked. */
+__attribute__((target("avx512f,avx512bw"))) static void bf16_rows_avx512(float *x, size_t ld, size_t rows, size_t n)
+{
+    __mmask16 tail = (__mmask16)((1u << (n % 16)) - 1);
+    for (size_t r = 0; r < rows; r++) {
+        float *row = x + r * ld;
+        size_t i = 0;
+        for (; i + 16 <= n; i += 16) _mm512_storeu_si512(row + i, bf16_bits16(_mm512_loadu_si512(row + i)));
+        if (tail) _mm512_mask_storeu_epi32(row + i, tail, bf16_bits16(_mm512_maskz_loadu_epi32(tail, row + i)));
+    }
 }
 
 __attribute__((target("avx2"))) static size_t bf16_avx2(enum bf16_op op, float *x, const float *in, uint16_t *h,
@@ -188,7 +205,16 @@ static void bf16_block(enum bf16_op op, float *x, const float *in, uint16_t *h, 
     }
 }
 
-void bf16_round_span(float *x, size_t n) { bf16_block(BF16_ROUND, x, x, NULL, n); }
+void bf16_round_rows(float *x, size_t ld, size_t rows, size_t n)
+{
+#ifdef HAVE_F16C_PATH
+    if (isa_active() >= ISA_AVX512) {
+        bf16_rows_avx512(x, ld, rows, n);
+        return;
+    }
+#endif
+    for (size_t r = 0; r < rows; r++) bf16_block(BF16_ROUND, x + r * ld, x + r * ld, NULL, n);
+}
 
 /* A bf16 array in parallel: one contiguous part a thread (a multiple of 16). */
 static void bf16_array(enum bf16_op op, float *x, const float *in, uint16_t *h, size_t n)

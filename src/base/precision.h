@@ -45,9 +45,10 @@ void lp_round_to(enum precision p, float *dst, const float *src, size_t n);
 void lp_pack(enum precision p, uint16_t *dst, const float *src, size_t n);
 void lp_unpack(enum precision p, float *dst, const uint16_t *src, size_t n);
 
-/* x[i] = its bf16 rounding, on the calling thread (lp_round's arithmetic,
- * SIMD on the avx2 and avx512 paths): for a block of a larger operation. */
-void bf16_round_span(float *x, size_t n);
+/* Each of rows rows of n floats, ld apart from x, = its bf16 rounding, on
+ * the calling thread (lp_round's arithmetic, SIMD on the avx2 and avx512
+ * paths): a block of a larger operation (the GEMM's epilogue on a panel). */
+void bf16_round_rows(float *x, size_t ld, size_t rows, size_t n);
 
 /* Number of NaN or infinite elements. */
 size_t count_nonfinite(const float *x, size_t n);

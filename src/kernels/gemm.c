@@ -134,13 +134,13 @@ static float *buf_get(float **buf, size_t nfloat)
 /* The epilogue on C (m, n), one row at a time; bias: of C's first column. */
 static void epilogue(const struct gemm_epilogue *ep, const float *bias, float *C, long ldc, int m, int n)
 {
-    for (int i = 0; i < m; i++) {
-        float *c = C + (long)i * ldc;
-        if (bias)
+    if (bias)
+        for (int i = 0; i < m; i++) {
+            float *c = C + (long)i * ldc;
 #pragma omp simd
             for (int j = 0; j < n; j++) c[j] += bias[j];
-        if (ep->round_bf16) bf16_round_span(c, (size_t)n);
-    }
+        }
+    if (ep->round_bf16) bf16_round_rows(C, (size_t)ldc, (size_t)m, (size_t)n);
 }
 
 static void gemm_serial_packed(const struct gemm_kernel *g, int transA, int transB, int m, int n, int k,
