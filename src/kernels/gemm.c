@@ -125,24 +125,45 @@ static float *buf_get(float **buf, size_t nfloat)
     return *buf;
 }
 
+/* The bias of C (m, n), one row at a time; bias: of C's first column. */
+static void epilogue_bias(const float *bias, float *C, long ldc, int m, int n)
+{
+    for (int i = 0; i < m; i++) {
+        float *c = C + (long)i * ldc;
+#pragma omp simd
+        for (int j = 0; j < n; j++) c[j] += bias[j];
+    }
+}
+
+/* The epilogue on a tile of C, inside the kernel's mode (*mode: the
+ * caller's, saved by g->mode_enter): the bias added in the caller's mode
+ * (an fp32 addition without the bf16 kernels' flushing), the rounding (an
+ * integer operation: any mode). */
+static void epilogue(const struct gemm_kernel *g, unsigned *mode, const struct gemm_epilogue *ep, const float *bias,
+                     float *C, long ldc, int m, int n)
+{
+    if (bias) {
+        if (g->mode_leave) g->mode_leave(*mode);
+        epilogue_bias(bias, C, ldc, m, n);
+        if (g->mode_enter) *mode = g->mode_enter();
+    }
+    if (ep->round_bf16) bf16_round_rows(C, (size_t)ldc, (size_t)m, (size_t)n);
+}
+
+/* The same outside a kernel (the BLAS path, K == 0). */
+static void epilogue_plain(const struct gemm_epilogue *ep, const float *bias, float *C, long ldc, int m, int n)
+{
+    if (bias) epilogue_bias(bias, C, ldc, m, n);
+    if (ep->round_bf16) bf16_round_rows(C, (size_t)ldc, (size_t)m, (size_t)n);
+}
+
 /* One thread's share: C(m,n) = alpha op(A) op(B) + beta C, A/B/C already
  * offset to the slice.  Loop nest jc -> pc -> ic -> jr -> ir: a packed B
  * micro-panel (KC x NR) stays in L1 while the packed A block (MC x KC)
  * streams from L2; the packed B block (KC x NC) serves all of the rows.
  * A bf16 kernel's blocks hold kp (kc padded to even) values of k, of
- * g->elem bytes each. */
-/* The epilogue on C (m, n), one row at a time; bias: of C's first column. */
-static void epilogue(const struct gemm_epilogue *ep, const float *bias, float *C, long ldc, int m, int n)
-{
-    if (bias)
-        for (int i = 0; i < m; i++) {
-            float *c = C + (long)i * ldc;
-#pragma omp simd
-            for (int j = 0; j < n; j++) c[j] += bias[j];
-        }
-    if (ep->round_bf16) bf16_round_rows(C, (size_t)ldc, (size_t)m, (size_t)n);
-}
-
+ * g->elem bytes each.  The epilogue runs on each register tile as its last
+ * sums are stored, while the tile is in L1. */
 static void gemm_serial_packed(const struct gemm_kernel *g, int transA, int transB, int m, int n, int k,
                                float alpha, const float *A, long lda, const float *B, long ldb, float beta,
                                float *C, long ldc, const struct gemm_epilogue *ep, const float *bias)
@@ -168,13 +189,10 @@ static void gemm_serial_packed(const struct gemm_kernel *g, int transA, int tran
                     const char *bpj = bp + jr * panel;
                     for (int ir = 0; ir < mc; ir += MR) {
                         int mr = mc - ir < MR ? mc - ir : MR;
-                        g->ukernel[mr](kp, ap + ir * panel, bpj, C + (long)(ic + ir) * ldc + jc + jr, ldc, alpha,
-                                       beta_p, nr);
-                    }
-                    if (ep && pc + kc >= k) { /* the panel's last sums are in: its epilogue, in the caller's mode */
-                        if (g->mode_leave) g->mode_leave(mode);
-                        epilogue(ep, bias ? bias + jc + jr : NULL, C + (long)ic * ldc + jc + jr, ldc, mc, nr);
-                        if (g->mode_enter) mode = g->mode_enter();
+                        float *c = C + (long)(ic + ir) * ldc + jc + jr;
+                        g->ukernel[mr](kp, ap + ir * panel, bpj, c, ldc, alpha, beta_p, nr);
+                        if (ep && pc + kc >= k) /* the tile's last sums are in: its epilogue while it is in L1 */
+                            epilogue(g, &mode, ep, bias ? bias + jc + jr : NULL, c, ldc, mr, nr);
                     }
                 }
             }
@@ -199,7 +217,7 @@ static void gemm_slice(const struct gemm_kernel *g, int transA, int transB, int 
         gemm_serial_packed(g, transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, ep, bias);
     else {
         gemm_serial_blas(transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
-        if (ep) epilogue(ep, bias, C, ldc, m, n);
+        if (ep) epilogue_plain(ep, bias, C, ldc, m, n);
     }
 }
 
@@ -256,7 +274,7 @@ static void gemm_by(const struct gemm_kernel *g, int transA, int transB, int M, 
     if (ep && !ep->bias && !ep->round_bf16) ep = NULL;
     if (K <= 0 || alpha == 0.0f) {
         scale_c(M, N, beta, C, ldc);
-        if (ep) epilogue(ep, ep->bias, C, ldc, M, N);
+        if (ep) epilogue_plain(ep, ep->bias, C, ldc, M, N);
         return;
     }
     if (!omp_in_parallel() && omp_get_max_threads() > 1 && (long)M * N * K >= GEMM_PAR_MIN)
