@@ -721,7 +721,7 @@ void KNAME(rope_backward)(KREAL *dqkv, const KREAL *cos, const KREAL *sin, int B
  * float-vs-double test checks the rewrite. */
 void KNAME(gelu_forward)(KREAL *out, const KREAL *inp, size_t N)
 {
-#pragma omp parallel for simd schedule(static) if (N >= PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (parallel : N >= PAR_MIN)
     for (size_t i = 0; i < N; i++) {
         KREAL x = inp[i];
         KREAL u = GELU_S * (x + GELU_A * x * x * x);
@@ -735,7 +735,7 @@ void KNAME(gelu_forward)(KREAL *out, const KREAL *inp, size_t N)
 
 void KNAME(gelu_backward)(KREAL *dinp, const KREAL *inp, const KREAL *dout, size_t N)
 {
-#pragma omp parallel for simd schedule(static) if (N >= PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (parallel : N >= PAR_MIN)
     for (size_t i = 0; i < N; i++) {
         KREAL x = inp[i];
         KREAL u = GELU_S * (x + GELU_A * x * x * x);
@@ -787,7 +787,7 @@ void KNAME(swiglu_backward)(KREAL *dinp, const KREAL *inp, const KREAL *dout, si
 
 void KNAME(residual_forward)(KREAL *out, const KREAL *a, const KREAL *b, size_t N)
 {
-#pragma omp parallel for simd schedule(static) if (N >= PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (parallel : N >= PAR_MIN)
     for (size_t i = 0; i < N; i++) out[i] = a[i] + b[i];
 }
 
@@ -870,7 +870,7 @@ void KNAME(adamw_update)(KREAL *param, const KREAL *grad, KREAL gscale, KREAL *m
     KREAL bc2s = (KREAL)sqrt(bc2);
     KREAL decay = (KREAL)(1.0 - (double)lr * (double)wd);
     KREAL w1 = K(1) - beta1, w2 = K(1) - beta2;
-#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         KREAL g = grad[i] * gscale;
         KREAL mi = m[i] + w1 * (g - m[i]);
@@ -906,6 +906,6 @@ double KNAME(sumsq)(const KREAL *x, size_t n)
 
 void KNAME(scale_inplace)(KREAL *x, size_t n, KREAL s)
 {
-#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) x[i] *= s;
 }
