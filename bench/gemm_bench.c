@@ -6,10 +6,9 @@
  * cblas_sgemm; OpenBLAS by default), and with -DHAVE_BLIS "blis" =
  * bli_sgemm with the kernels of BLIS_ARCH (default zen3, the AVX2 kernels
  * of Zen 3; skx for AVX-512), selected from inside the program (setenv
- * before bli_init).  Beside them a bf16 run's linear layers, gemm_bf16:
- * "bf16" on VDPBF16PS (path avx512bf16), "bf16-avx512" and "bf16-avx2"
- * its emulation on the avx512 and avx2 paths (not for attention, whose
- * products stay fp32).
+ * before bli_init).  Beside them a bf16 run's products (its linear layers
+ * and its attention's), gemm_bf16: "bf16" on VDPBF16PS (path avx512bf16),
+ * "bf16-avx512" and "bf16-avx2" its emulation on the avx512 and avx2 paths.
  *
  * Build and run:  make bench/gemm_bench && OMP_NUM_THREADS=2 bench/gemm_bench [calls per round, default 20]
  * (CANDIDATES="avx512 bf16-avx512" runs only those named).
@@ -17,9 +16,11 @@
  *
  * Whole products run outside a parallel region with every thread of each
  * library, with the program's beta (0 for outputs, 1 for dW += ...).
- * Attention runs as kernels_cpu.c calls it: one (b,h) per OpenMP thread,
- * causal row blocks of 64 (only blocks on or below the diagonal), each
- * library held to one thread; its GFLOP/s counts the flops done.
+ * Attention runs one (b,h) per OpenMP thread, causal row blocks of 64
+ * against all the keys they see (the products of an earlier attention
+ * kernel; the fused kernel's 64 x 64 blocks are timed in the model, by
+ * diag.profile_ops), each library held to one thread; its GFLOP/s counts
+ * the flops done.
  *
  * Measuring on a shared machine (the reference VM shares its 2 cores and its
  * memory bandwidth with other work): every call is timed on its own and the
@@ -67,8 +68,6 @@ static enum isa cand_isa(enum cand c)
     }
 }
 
-/* 1 for gemm_bf16's candidates. */
-static int cand_bf16(enum cand c) { return c == CAND_BF16 || c == CAND_BF16_AVX512 || c == CAND_BF16_AVX2; }
 
 enum kind { WHOLE, ATT_FWD, ATT_BWD };
 
@@ -214,7 +213,7 @@ static void run_shape(const struct shape *s, const int *have, const struct bufs 
     for (int c = 0; c < NCAND; c++) gflops[c] = 0.0;
     for (int r = 0; r < rounds; r++)
         for (int c = 0; c < NCAND; c++) {
-            if (!have[c] || (s->kind != WHOLE && cand_bf16((enum cand)c))) continue;
+            if (!have[c]) continue;
             time_case((enum cand)c, s, b, nthreads, 1, &dt);         /* warm up, wake threads */
             for (int i = 0; i < calls; i++) {
                 double flops = time_case((enum cand)c, s, b, nthreads, 1, &dt);
