@@ -68,7 +68,6 @@ static enum isa cand_isa(enum cand c)
     }
 }
 
-
 enum kind { WHOLE, ATT_FWD, ATT_BWD };
 
 struct shape {

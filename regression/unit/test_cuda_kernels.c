@@ -256,6 +256,7 @@ static void test_attention_bf16(int NH, int NKV, int HS, int T)
     cuda_attention_forward(1, d_out, d_lse, d_qkv, d_qkv + NH * HS, W, B, T, 0, 0, T, NH, NKV, HS, ATT_CAUSAL);
     snprintf(what, sizeof what, "bf16 attention_forward out (NH %d, NKV %d, HS %d, T %d)", NH, NKV, HS, T);
     if (T <= 32) ct_mostly_close(what, d_out, out, nc, 2e-5, 0.95, 1e-2);
+    else ct_mostly_close(what, d_out, out, nc, 1e-2, 0.95, 0.2); /* (rounded against other maxima: bf16's noise) */
     snprintf(what, sizeof what, "bf16 attention_forward lse (NH %d, NKV %d, HS %d, T %d)", NH, NKV, HS, T);
     ct_close(what, d_lse, lse, nl, TOL_GEMM);
 

@@ -802,6 +802,25 @@ static void test_threads(void)
     free(x); free(g); free(lw); free(lb); free(qkv); free(lg); free(tok);
 }
 
+/* The CPU table's zeroing (over the threads from 1 MiB): every byte, on 1
+ * to 16 threads, at sizes that are no multiple of the threads' shares. */
+static void test_zero(void)
+{
+    static const size_t sizes[] = {((size_t)1 << 20) + 4, ((size_t)1 << 20) + 68, ((size_t)3 << 20) + 4, 1000};
+    int left = 0, was = omp_get_max_threads();
+    for (int t = 1; t <= 16; t++)
+        for (size_t q = 0; q < sizeof sizes / sizeof sizes[0]; q++) {
+            unsigned char *p = malloc(sizes[q]);
+            memset(p, 0xff, sizes[q]);
+            omp_set_num_threads(t);
+            cpu_device.zero(p, sizes[q]);
+            for (size_t i = 0; i < sizes[q]; i++) left += p[i] != 0;
+            free(p);
+        }
+    omp_set_num_threads(was);
+    tap_ok(left == 0, "cpu_device.zero on 1..16 threads zeroes every byte (%d left)", left);
+}
+
 int main(void)
 {
     test_encoder();
@@ -826,5 +845,6 @@ int main(void)
     test_norms();
     test_accumulate();
     test_threads();
+    test_zero();
     return tap_done();
 }

@@ -1,6 +1,7 @@
 /* test_precision.c -- bf16 and fp16: every bit pattern, ties to even,
  * overflow, subnormals, and random values against the nearest neighbour. */
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,6 +159,25 @@ int main(void)
                "%s, %s arrays (pack, unpack, round, round into another array) equal the scalar conversions on %zu "
                "values (%d wrong)", isa_name((enum isa)p), k ? "bf16" : "fp16", n, wrong);
         free(x), free(y), free(h), free(z), free(x0);
+    }
+    /* every element of a parallel array, whatever the thread count: sizes
+     * whose share per thread rounds to a multiple of 16 (or 64 bytes) */
+    {
+        static const size_t sizes[] = {65537, 65553, 98305, 65536 * 3 + 1};
+        int missed = 0, was = omp_get_max_threads();
+        for (int t = 1; t <= 16; t++)
+            for (size_t q = 0; q < sizeof sizes / sizeof sizes[0]; q++) {
+                size_t n = sizes[q];
+                float *y = malloc(n * sizeof *y);
+                for (size_t i = 0; i < n; i++) y[i] = 1.0078125f + 0x1p-20f; /* rounds to 1.0078125 */
+                omp_set_num_threads(t);
+                lp_round(PREC_BF16, y, n);
+                for (size_t i = 0; i < n; i++) missed += y[i] != 1.0078125f;
+                free(y);
+            }
+        omp_set_num_threads(was);
+        tap_ok(missed == 0, "bf16 arrays on 1..16 threads: every element rounded, at sizes whose shares are whole "
+               "vectors (%d missed)", missed);
     }
     float v[6] = {1, INFINITY, 2, NAN, -INFINITY, 3e38f};
     tap_ok(count_nonfinite(v, 6) == 3 && count_nonfinite(v, 1) == 0, "count_nonfinite counts NaN and both infinities");

@@ -222,7 +222,8 @@ static void bf16_array(enum bf16_op op, float *x, const float *in, uint16_t *h, 
 #pragma omp parallel if (n > 65536)
     {
         size_t parts = (size_t)omp_get_num_threads(), me = (size_t)omp_get_thread_num();
-        size_t per = (n / parts + 15) / 16 * 16, lo = me * per < n ? me * per : n, len = n - lo < per ? n - lo : per;
+        size_t per = ((n + parts - 1) / parts + 15) / 16 * 16; /* (rounded up: the parts cover n) */
+        size_t lo = me * per < n ? me * per : n, len = n - lo < per ? n - lo : per;
         bf16_block(op, x ? x + lo : NULL, in ? in + lo : NULL, h ? h + lo : NULL, len);
     }
 }

@@ -53,7 +53,7 @@ struct device {
     /* Optional (NULL: not offered, the caller rounds): matmul_forward and
      * matmul_backward whose out / dinp come back rounded to the run's
      * precision, the bits of the operation followed by lp_round; the CPU's
-     * GEMM rounds each panel of its output while it is in L1, which saves
+     * GEMM rounds each tile of its output while it is in L1, which saves
      * a bf16 run a pass over every product's output. */
     void (*matmul_forward_rounded)(enum precision p, float *out, const float *inp, const float *weight,
                                    const float *bias, int N, int C, int OC);

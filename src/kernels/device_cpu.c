@@ -26,7 +26,7 @@ static void host_zero(void *p, size_t bytes)
 #pragma omp parallel if (bytes >= ((size_t)1 << 20))
     {
         size_t parts = (size_t)omp_get_num_threads(), me = (size_t)omp_get_thread_num();
-        size_t per = (bytes / parts + 63) / 64 * 64, lo = me * per < bytes ? me * per : bytes;
+        size_t per = ((bytes + parts - 1) / parts + 63) / 64 * 64, lo = me * per < bytes ? me * per : bytes;
         memset((char *)p + lo, 0, bytes - lo < per ? bytes - lo : per);
     }
 }

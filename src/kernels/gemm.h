@@ -26,8 +26,8 @@ void gemm_bf16(int transA, int transB, int M, int N, int K, float alpha, const f
  * last sum, in this order: adds bias[j] of its column (an fp32 addition,
  * outside the kernels' FTZ mode; NULL: none), rounds it to bf16
  * (round_bf16).  The bits of the product followed by passes over C that do
- * the same, done on each panel of C while it is in L1
- * (docs/performance.md). */
+ * the same, done on each register tile of C as its last sums are stored,
+ * while it is in L1 (docs/performance.md). */
 struct gemm_epilogue {
     const float *bias;
     int round_bf16;

@@ -323,7 +323,7 @@ static void matmul_forward_by(gemm_fn *gemm, KREAL *out, const KREAL *inp, const
     }
 }
 #else
-/* out = inp weight^T, then + bias: added by the GEMM to each panel of out as
+/* out = inp weight^T, then + bias: added by the GEMM to each tile of out as
  * its sums complete (gemm.h), the bits of a pass afterwards. */
 typedef void gemm_ep_fn(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B,
                         int ldb, float *C, int ldc, const struct gemm_epilogue *ep);

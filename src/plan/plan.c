@@ -265,7 +265,7 @@ static size_t grad_bytes(const struct model_dims *d, size_t flat, size_t piece)
 /* The CUDA table's 16-bit copies of the matmuls' operands in a bf16/fp16
  * run (cuda_lp_operand): three slots, each as large as the largest operand
  * it takes: the weights; the layers' inputs; the output gradients
- * (attention is fused, in fp32: none of its own). */
+ * (attention is fused, its fp32 FMAs in shared memory: none of its own). */
 static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
 
 static size_t lp_operand_bytes(const struct model_dims *d, int B)
