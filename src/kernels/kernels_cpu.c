@@ -27,6 +27,7 @@
 #include <omp.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #ifdef KERNELS_F64
 #define KREAL double
@@ -94,6 +95,32 @@ static inline int imin(int a, int b) { return a < b ? a : b; }
         for (int w_ = LANES / 2; w_ > 0; w_ /= 2)                                  \
             for (int l_ = 0; l_ < w_; l_++) acc_[l_] += acc_[l_ + w_];             \
         (total) = acc_[0];                                                         \
+    } while (0)
+
+/* The same lanes for a maximum: total = the largest of total and TERM(j)
+ * over j in [lo, hi) as `x > total ? x : total` takes it (NaN terms never
+ * win), lane by lane, then a fixed tree.  Only which of two equal zeros
+ * wins can differ from a loop in order. */
+#define LANE_MAX(TYPE, total, lo, hi, j, TERM)                                      \
+    do {                                                                           \
+        TYPE mx_[LANES];                                                           \
+        long j0_ = (lo), hi_ = (hi);                                               \
+        for (int l_ = 0; l_ < LANES; l_++) mx_[l_] = (total);                      \
+        for (; j0_ + LANES <= hi_; j0_ += LANES) {                                 \
+            _Pragma("omp simd") for (int l_ = 0; l_ < LANES; l_++) {               \
+                long j = j0_ + l_;                                                 \
+                TYPE x_ = (TERM);                                                  \
+                mx_[l_] = x_ > mx_[l_] ? x_ : mx_[l_];                             \
+            }                                                                      \
+        }                                                                          \
+        for (int l_ = 0; j0_ + l_ < hi_; l_++) {                                   \
+            long j = j0_ + l_;                                                     \
+            TYPE x_ = (TERM);                                                      \
+            mx_[l_] = x_ > mx_[l_] ? x_ : mx_[l_];                                 \
+        }                                                                          \
+        for (int w_ = LANES / 2; w_ > 0; w_ /= 2)                                  \
+            for (int l_ = 0; l_ < w_; l_++) mx_[l_] = mx_[l_ + w_] > mx_[l_] ? mx_[l_ + w_] : mx_[l_]; \
+        (total) = mx_[0];                                                          \
     } while (0)
 
 #ifndef KERNELS_F64
@@ -442,7 +469,7 @@ static void attention_forward_by(gemm_fn *gemm, KREAL *out, KREAL *lse, const KR
                     for (int r = 0; r < nr; r++) {
                         KREAL *sr = s + (size_t)r * ATT_BLK, m = mx[r], add;
                         int nv = att_visible(causal, i0 + r, j0, nc);
-                        for (int j = 0; j < nv; j++) m = sr[j] > m ? sr[j] : m;
+                        LANE_MAX(KREAL, m, 0, nv, j, sr[j]);
 #pragma omp simd
                         for (int j = 0; j < nv; j++) sr[j] = KEXP(sr[j] - m);
                         for (int j = nv; j < nc; j++) sr[j] = 0;
@@ -519,6 +546,16 @@ void KNAME(attention_cached)(KREAL *out, const KREAL *qkv, int ldq, KREAL *kc, K
 }
 
 /* Rows [*, *+n) x HS with leading dimension ld set to 0. */
+/* D_i = dout_i . out_i (the softmax's backward term) of rows [i0, i0 + nr)
+ * into D[0 .. nr): rows of ld floats, HS of them a head's. */
+static void att_delta(KREAL *D, const KREAL *dout, const KREAL *out, int i0, int nr, int ld, int HS)
+{
+    for (int rr = 0; rr < nr; rr++) {
+        const KREAL *dr = dout + (size_t)(i0 + rr) * ld, *orow = out + (size_t)(i0 + rr) * ld;
+        LANE_SUM(KREAL, D[rr], 0, HS, c, dr[c] * orow[c]);
+    }
+}
+
 static void zero_rows(KREAL *x, int n, int HS, int ld)
 {
     for (int i = 0; i < n; i++)
@@ -540,6 +577,7 @@ static void attention_backward_by(gemm_fn *gemm, KREAL *dqkv, KREAL *dkv, const 
             const KREAL *k = kv + koff, *v = kv + voff;
             KREAL *dk = dkv + koff, *dv = dkv + voff; // ld ldkv
             KREAL p[ATT_BLK * ATT_BLK], ds[ATT_BLK * ATT_BLK], D[ATT_BLK];
+            KREAL *Dall = malloc((size_t)n * sizeof *Dall); /* D of every row (NULL: per block, as needed) */
             if (!accum) {
                 zero_rows(dk, n, HS, ldkv);
                 zero_rows(dv, n, HS, ldkv);
@@ -552,15 +590,14 @@ static void attention_backward_by(gemm_fn *gemm, KREAL *dqkv, KREAL *dkv, const 
                 const KREAL *out_h = out + ((size_t)b * T + q0) * g.C + (size_t)h * HS;
                 KREAL *dq = dqkv + qoff;
                 if (!accum) zero_rows(dq, n, HS, g.W);
+                if (Dall) att_delta(Dall, dout_h, out_h, 0, n, g.C, HS);
                 for (int j0 = 0; j0 < n; j0 += ATT_BLK) {
                     int nc = imin(ATT_BLK, n - j0);
                     /* the query blocks that see block j0: at or below the diagonal when causal */
                     for (int i0 = causal ? j0 : 0; i0 < n; i0 += ATT_BLK) {
                         int nr = imin(ATT_BLK, n - i0);
-                        for (int rr = 0; rr < nr; rr++) { /* D_i = dout_i . out_i (the softmax's backward term) */
-                            const KREAL *dr = dout_h + (size_t)(i0 + rr) * g.C, *orow = out_h + (size_t)(i0 + rr) * g.C;
-                            LANE_SUM(KREAL, D[rr], 0, HS, c, dr[c] * orow[c]);
-                        }
+                        const KREAL *Db = Dall ? Dall + i0 : D;
+                        if (!Dall) att_delta(D, dout_h, out_h, i0, nr, g.C, HS);
                         gemm(0, 1, nr, nc, HS, g.scale, q + (size_t)i0 * g.W, g.W, k + (size_t)j0 * ldkv, ldkv, K(0),
                              p, ATT_BLK);
                         for (int rr = 0; rr < nr; rr++) {
@@ -576,7 +613,7 @@ static void attention_backward_by(gemm_fn *gemm, KREAL *dqkv, KREAL *dkv, const 
                         gemm(0, 1, nr, nc, HS, K(1), dout_h + (size_t)i0 * g.C, g.C, v + (size_t)j0 * ldkv, ldkv,
                              K(0), ds, ATT_BLK);
                         for (int rr = 0; rr < nr; rr++) {
-                            KREAL *pr = p + (size_t)rr * ATT_BLK, *dr = ds + (size_t)rr * ATT_BLK, Di = D[rr];
+                            KREAL *pr = p + (size_t)rr * ATT_BLK, *dr = ds + (size_t)rr * ATT_BLK, Di = Db[rr];
 #pragma omp simd
                             for (int j = 0; j < nc; j++) dr[j] = pr[j] * (dr[j] - Di) * g.scale;
                         }
@@ -588,6 +625,7 @@ static void attention_backward_by(gemm_fn *gemm, KREAL *dqkv, KREAL *dkv, const 
                     }
                 }
             }
+            free(Dall);
         }
 }
 
