@@ -1,8 +1,9 @@
 /* lowp.cu -- bf16 and fp16 storage: rounding (in place or into another
  * array), packing to 16-bit patterns and back, and the count of
- * non-finite values for the loss scaler.  The conversions are CUDA's __float2bfloat16_rn / __float2half_rn
- * (IEEE round-to-nearest-even, overflow to infinity, NaN kept), which the
- * unit test checks bit for bit against a reference on every pattern. */
+ * non-finite values for the loss scaler.  The conversions are CUDA's
+ * __float2bfloat16_rn / __float2half_rn (IEEE round-to-nearest-even,
+ * overflow to infinity, NaN kept), which the unit test checks bit for bit
+ * against a reference on every pattern. */
 #include "common.cuh"
 
 #include <cuda_bf16.h>

@@ -47,7 +47,7 @@ void lp_unpack(enum precision p, float *dst, const uint16_t *src, size_t n);
 
 /* Each of rows rows of n floats, ld apart from x, = its bf16 rounding, on
  * the calling thread (lp_round's arithmetic, SIMD on the avx2 and avx512
- * paths): a block of a larger operation (the GEMM's epilogue on a panel). */
+ * paths): a block of a larger operation (the GEMM's epilogue on a tile). */
 void bf16_round_rows(float *x, size_t ld, size_t rows, size_t n);
 
 /* Number of NaN or infinite elements. */

@@ -135,26 +135,24 @@ static void epilogue_bias(const float *bias, float *C, long ldc, int m, int n)
     }
 }
 
-/* The epilogue on a tile of C, inside the kernel's mode (*mode: the
- * caller's, saved by g->mode_enter): the bias added in the caller's mode
- * (an fp32 addition without the bf16 kernels' flushing), the rounding (an
- * integer operation: any mode). */
-static void epilogue(const struct gemm_kernel *g, unsigned *mode, const struct gemm_epilogue *ep, const float *bias,
-                     float *C, long ldc, int m, int n)
-{
-    if (bias) {
-        if (g->mode_leave) g->mode_leave(*mode);
-        epilogue_bias(bias, C, ldc, m, n);
-        if (g->mode_enter) *mode = g->mode_enter();
-    }
-    if (ep->round_bf16) bf16_round_rows(C, (size_t)ldc, (size_t)m, (size_t)n);
-}
-
-/* The same outside a kernel (the BLAS path, K == 0). */
+/* The epilogue on C (m, n) in the caller's floating-point mode: the bias,
+ * then the rounding. */
 static void epilogue_plain(const struct gemm_epilogue *ep, const float *bias, float *C, long ldc, int m, int n)
 {
     if (bias) epilogue_bias(bias, C, ldc, m, n);
     if (ep->round_bf16) bf16_round_rows(C, (size_t)ldc, (size_t)m, (size_t)n);
+}
+
+/* The same on a tile of C inside kernel g's mode (*mode: the caller's, as
+ * g->mode_enter saved it): a bias leaves the mode for its addition (an fp32
+ * addition without the bf16 kernels' flushing); the rounding alone (integer
+ * operations) runs in any mode. */
+static void epilogue(const struct gemm_kernel *g, unsigned *mode, const struct gemm_epilogue *ep, const float *bias,
+                     float *C, long ldc, int m, int n)
+{
+    if (bias && g->mode_leave) g->mode_leave(*mode);
+    epilogue_plain(ep, bias, C, ldc, m, n);
+    if (bias && g->mode_enter) *mode = g->mode_enter();
 }
 
 /* One thread's share: C(m,n) = alpha op(A) op(B) + beta C, A/B/C already

@@ -119,7 +119,8 @@ static inline int imin(int a, int b) { return a < b ? a : b; }
             mx_[l_] = x_ > mx_[l_] ? x_ : mx_[l_];                                 \
         }                                                                          \
         for (int w_ = LANES / 2; w_ > 0; w_ /= 2)                                  \
-            for (int l_ = 0; l_ < w_; l_++) mx_[l_] = mx_[l_ + w_] > mx_[l_] ? mx_[l_ + w_] : mx_[l_]; \
+            for (int l_ = 0; l_ < w_; l_++)                                        \
+                mx_[l_] = mx_[l_ + w_] > mx_[l_] ? mx_[l_ + w_] : mx_[l_];         \
         (total) = mx_[0];                                                          \
     } while (0)
 
@@ -545,7 +546,6 @@ void KNAME(attention_cached)(KREAL *out, const KREAL *qkv, int ldq, KREAL *kc, K
         }
 }
 
-/* Rows [*, *+n) x HS with leading dimension ld set to 0. */
 /* D_i = dout_i . out_i (the softmax's backward term) of rows [i0, i0 + nr)
  * into D[0 .. nr): rows of ld floats, HS of them a head's. */
 static void att_delta(KREAL *D, const KREAL *dout, const KREAL *out, int i0, int nr, int ld, int HS)
@@ -556,6 +556,7 @@ static void att_delta(KREAL *D, const KREAL *dout, const KREAL *out, int i0, int
     }
 }
 
+/* Rows [*, *+n) x HS with leading dimension ld set to 0. */
 static void zero_rows(KREAL *x, int n, int HS, int ld)
 {
     for (int i = 0; i < n; i++)

@@ -22,8 +22,8 @@ struct moe_state;
  * layer, the MoE layers or the leading dense ones): (that set's local
  * layers, shape...), a layer's part at param_layer_offset.  A family
  * leaves some out (param_present): llama has no wpe and no biases, and its
- * LN weights are RMSNorm's; fc is gate and up stacked, fcproj is down; lm_head is the
- * untied LM head (tie_embeddings = .false.).  A mixture of experts
+ * LN weights are RMSNorm's; fc is gate and up stacked, fcproj is down;
+ * lm_head is the untied LM head (tie_embeddings = .false.).  A mixture of experts
  * (docs/moe.md) replaces the MLP by a router (router_w), the routed
  * experts, each a SwiGLU (expert fc and fcproj: one slice per expert of
  * this rank), and the shared experts as one SwiGLU in fc and fcproj with
