@@ -8,7 +8,7 @@
  * fp32 (gemm_f32) and in bf16 (gemm_bf16: odd K, blocks padded to even,
  * operands rounded at packing, and tiny sums that the arithmetic flushes),
  * and gemm_bf16 against the double-accumulated product of the rounded
- * operands. */
+ * operands; the products of operands packed once (gemm_packed) against both. */
 #include <float.h>
 #include <math.h>
 #include <omp.h>
@@ -500,7 +500,7 @@ static void test_bf16_accuracy(void)
 static void test_bias_epilogue(void)
 {
     static const int sizes[][3] = {{7, 13, 17}, {223, 65, 255}, {225, 1100, 300}, {300, 33, 64}};
-    int bad = 0, subnormal = 0, runs = 0;
+    int bad = 0, subnormal[2] = {0, 0}, runs = 0;
     for (int p = 0; p < ISA_COUNT; p++) {
         if (!isa_supported((enum isa)p)) continue;
         isa_force((enum isa)p);
@@ -514,8 +514,10 @@ static void test_bias_epilogue(void)
                     size_t nc = (size_t)m.M * m.ldc;
                     float *bias = malloc((size_t)m.N * sizeof *bias), *want = malloc(nc * sizeof *want);
                     if (tiny) {
-                        for (size_t i = 0; i < (size_t)m.M * m.lda; i++) m.A[i] *= 0x1p-64f;
-                        for (size_t i = 0; i < (size_t)m.N * m.ldb; i++) m.B[i] *= 0x1p-64f;
+                        /* products near 2^-120 (normal: the bf16 kernels' FTZ keeps them), sums
+                         * with the bias near 2^-130: subnormal, which FTZ would flush */
+                        for (size_t i = 0; i < (size_t)m.M * m.lda; i++) m.A[i] *= 0x1p-60f;
+                        for (size_t i = 0; i < (size_t)m.N * m.ldb; i++) m.B[i] *= 0x1p-60f;
                     }
                     (a ? gemm_bf16 : gemm_f32)(0, 1, m.M, m.N, m.K, 1.0f, m.A, m.lda, m.B, m.ldb, 0.0f, want, m.ldc);
                     for (int j = 0; j < m.N; j++) /* (tiny: minus a sum of column j's first row, nudged) */
@@ -523,7 +525,7 @@ static void test_bias_epilogue(void)
                     for (int i = 0; i < m.M; i++) {
                         for (int j = 0; j < m.N; j++) {
                             want[(size_t)i * m.ldc + j] += bias[j];
-                            subnormal += fpclassify(want[(size_t)i * m.ldc + j]) == FP_SUBNORMAL;
+                            subnormal[a] += fpclassify(want[(size_t)i * m.ldc + j]) == FP_SUBNORMAL;
                         }
                         if (rnd) lp_round(PREC_BF16, want + (size_t)i * m.ldc, (size_t)m.N);
                     }
@@ -537,8 +539,65 @@ static void test_bias_epilogue(void)
                 }
     }
     gemm_reset_path();
-    tap_ok(bad == 0 && subnormal > 0, "gemm_f32_ep, gemm_bf16_ep: bitwise the product then the bias added (then lp_round), %d "
-           "products on every path (%d subnormal results kept; %d rows differ)", runs, subnormal, bad);
+    tap_ok(bad == 0 && subnormal[0] > 0 && subnormal[1] > 0,
+           "gemm_f32_ep, gemm_bf16_ep: bitwise the product then the bias added (then lp_round), %d products on every "
+           "path (subnormal results kept: %d fp32, %d bf16, which the bf16 kernels' FTZ must not flush; %d rows differ)",
+           runs, subnormal[0], subnormal[1], bad);
+}
+
+/* gemm_pack_a / gemm_pack_b / gemm_packed (operands packed once, used
+ * many times: attention's blocks) give gemm_f32's and gemm_bf16's C bit for
+ * bit, on every path, in both arithmetics: every transpose, K across
+ * GEMM_KC (blocks packed one after the other), odd K, the kernels' edges,
+ * alpha/beta, tiny sums and ties; each packed operand used twice. */
+static void test_packed_operands(void)
+{
+    static const int sizes[][3] = {{1, 1, 1}, {5, 7, 3}, {14, 32, 64}, {64, 64, 64}, {15, 33, 255},
+                                   {29, 47, 257}, {64, 70, 601}, {230, 19, 66}};
+    int ncase = (int)(sizeof sizes / sizeof sizes[0]), bad = 0, runs = 0, paths = 0;
+    int blas = getenv("TRIAD_GEMM") != NULL; /* TRIAD_GEMM=blas: fp32 on the BLAS (not bitwise) */
+    for (int p = 0; p < ISA_COUNT; p++) {
+        if (!isa_supported((enum isa)p)) continue;
+        isa_force((enum isa)p);
+        gemm_reset_path();
+        paths++;
+        for (int a = 0; a < 2; a++)
+            for (int c = 0; c < ncase; c++)
+                for (int t = 0; t < 4; t++) {
+                    float alpha = c % 3 == 2 ? 0.75f : 1.0f, beta = (float)(t % 2);
+                    struct mats m = mats_new(t >> 1, t & 1, sizes[c][0], sizes[c][1], sizes[c][2], c % 2 * 5,
+                                             1.0f, 900u + (uint64_t)(c * 8 + t * 2 + a));
+                    if (a && c % 2) make_tiny(&m);
+                    else if (a) make_ties(&m);
+                    enum gemm_arith ar = a ? GEMM_BF16 : GEMM_FP32;
+                    size_t nc = (size_t)m.M * m.ldc;
+                    float *want = malloc(nc * sizeof(float));
+                    void *ap = aligned_alloc(64, gemm_pack_a_bytes(ar, m.M, m.K));
+                    void *bp = aligned_alloc(64, gemm_pack_b_bytes(ar, m.K, m.N));
+                    if (!want || !ap || !bp) exit(1);
+                    memcpy(want, m.C0, nc * sizeof(float));
+                    gemm_pack_a(ar, m.tA, m.M, m.K, m.A, m.lda, ap);
+                    gemm_pack_b(ar, m.tB, m.K, m.N, m.B, m.ldb, bp);
+                    for (int use = 0; use < 2; use++) { /* the second use adds to the first's C */
+                        (a ? gemm_bf16 : gemm_f32)(m.tA, m.tB, m.M, m.N, m.K, alpha, m.A, m.lda, m.B, m.ldb,
+                                                   use ? 1.0f : beta, want, m.ldc);
+                        gemm_packed(ar, m.M, m.N, m.K, alpha, ap, bp, use ? 1.0f : beta, m.C, m.ldc);
+                    }
+                    if (blas && !a) { /* cblas_sgemm on the copies: within rounding of the transposed call */
+                        for (size_t e = 0; e < nc; e++)
+                            bad += !(fabsf(want[e] - m.C[e]) <= 1e-5f * (1.0f + fabsf(want[e])));
+                    } else {
+                        bad += memcmp(want, m.C, nc * sizeof(float)) != 0;
+                    }
+                    runs++;
+                    free(want), free(ap), free(bp);
+                    mats_free(&m);
+                }
+    }
+    gemm_reset_path();
+    tap_ok(bad == 0 && runs > 0, "gemm_packed on operands packed once: %s gemm_f32's and gemm_bf16's C, %d products "
+           "used twice each on %d paths (every transpose, K across GEMM_KC, edges, tiny sums, ties; %d differ)",
+           blas ? "(fp32 on the BLAS: within 1e-5 of)" : "bitwise", runs, paths, bad);
 }
 
 int main(void)
@@ -555,5 +614,6 @@ int main(void)
     test_paths_bitwise_bf16();
     test_bf16_flush_window();
     test_bias_epilogue();
+    test_packed_operands();
     return tap_done();
 }

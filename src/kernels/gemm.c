@@ -155,13 +155,27 @@ static void epilogue(const struct gemm_kernel *g, unsigned *mode, const struct g
     if (bias && g->mode_enter) *mode = g->mode_enter();
 }
 
+/* The epilogue on the rows of a tile (m, n) a kernel left (bit i: row i):
+ * all of them at once, or one at a time. */
+static void epilogue_rows(const struct gemm_kernel *g, unsigned *mode, const struct gemm_epilogue *ep,
+                          const float *bias, float *C, long ldc, unsigned left, int m, int n)
+{
+    if (left == (1u << m) - 1) {
+        epilogue(g, mode, ep, bias, C, ldc, m, n);
+        return;
+    }
+    for (int i = 0; i < m; i++)
+        if (left >> i & 1u) epilogue(g, mode, ep, bias, C + (long)i * ldc, ldc, 1, n);
+}
+
 /* One thread's share: C(m,n) = alpha op(A) op(B) + beta C, A/B/C already
  * offset to the slice.  Loop nest jc -> pc -> ic -> jr -> ir: a packed B
  * micro-panel (KC x NR) stays in L1 while the packed A block (MC x KC)
  * streams from L2; the packed B block (KC x NC) serves all of the rows.
  * A bf16 kernel's blocks hold kp (kc padded to even) values of k, of
  * g->elem bytes each.  The epilogue runs on each register tile as its last
- * sums are stored, while the tile is in L1. */
+ * sums are stored: in the kernel's registers (the AVX-512 and AVX2
+ * kernels), else here on the rows it left, while they are in L1. */
 static void gemm_serial_packed(const struct gemm_kernel *g, int transA, int transB, int m, int n, int k,
                                float alpha, const float *A, long lda, const float *B, long ldb, float beta,
                                float *C, long ldc, const struct gemm_epilogue *ep, const float *bias)
@@ -188,9 +202,13 @@ static void gemm_serial_packed(const struct gemm_kernel *g, int transA, int tran
                     for (int ir = 0; ir < mc; ir += MR) {
                         int mr = mc - ir < MR ? mc - ir : MR;
                         float *c = C + (long)(ic + ir) * ldc + jc + jr;
-                        g->ukernel[mr](kp, ap + ir * panel, bpj, c, ldc, alpha, beta_p, nr);
-                        if (ep && pc + kc >= k) /* the tile's last sums are in: its epilogue while it is in L1 */
-                            epilogue(g, &mode, ep, bias ? bias + jc + jr : NULL, c, ldc, mr, nr);
+                        /* the tile's last sums: its epilogue as they are stored (the rows the kernel
+                         * leaves: here, while they are in L1) */
+                        int last = ep && pc + kc >= k;
+                        const float *tb = last && bias ? bias + jc + jr : NULL;
+                        unsigned left = g->ukernel[mr](kp, ap + ir * panel, bpj, c, ldc, alpha, beta_p, nr, tb,
+                                                       last && ep->round_bf16);
+                        if (left) epilogue_rows(g, &mode, ep, tb, c, ldc, left, mr, nr);
                     }
                 }
             }
@@ -311,6 +329,107 @@ void gemm_f64(int transA, int transB, int M, int N, int K, double alpha, const d
 {
     cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, M, N, K,
                 alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* ------------------------------------------------------------ packed operands */
+/* gemm.h: op(X) packed once, multiplied many times.  K blocks of GEMM_KC,
+ * each packed as gemm_serial_packed packs its blocks (rows, or columns, in
+ * panels of `reg`), one after the other. */
+static size_t round64(size_t b) { return (b + 63) / 64 * 64; }
+
+/* Bytes of one K block of kc values of k over `rows` rows (A) or columns (B). */
+static size_t block_bytes(const struct gemm_kernel *g, int reg, int rows, int kc)
+{
+    int kp = g->bf16 ? (kc + 1) & ~1 : kc;
+    return round64((size_t)((rows + reg - 1) / reg) * (size_t)reg * (size_t)kp * (size_t)g->elem);
+}
+
+static size_t packed_bytes(const struct gemm_kernel *g, int reg, int rows, int k)
+{
+    if (!g) return round64((size_t)rows * (size_t)k * sizeof(float));
+    size_t b = 0;
+    for (int pc = 0; pc < k; pc += GEMM_KC) b += block_bytes(g, reg, rows, k - pc < GEMM_KC ? k - pc : GEMM_KC);
+    return b;
+}
+
+size_t gemm_pack_a_bytes(enum gemm_arith a, int m, int k)
+{
+    const struct gemm_kernel *g = gemm_path(a);
+    return packed_bytes(g, g ? g->mr : 1, m, k);
+}
+
+size_t gemm_pack_b_bytes(enum gemm_arith a, int k, int n)
+{
+    const struct gemm_kernel *g = gemm_path(a);
+    return packed_bytes(g, g ? g->nr : 1, n, k);
+}
+
+/* op(X) (rows, cols) copied row-major (the BLAS path's "packing"). */
+static void copy_op(int trans, int rows, int cols, const float *X, long ld, float *dst)
+{
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) dst[(long)i * cols + j] = trans ? X[(long)j * ld + i] : X[(long)i * ld + j];
+}
+
+void gemm_pack_a(enum gemm_arith a, int transA, int m, int k, const float *A, int lda, void *ap)
+{
+    const struct gemm_kernel *g = gemm_path(a);
+    if (!g) {
+        copy_op(transA, m, k, A, lda, ap);
+        return;
+    }
+    for (int pc = 0; pc < k; pc += GEMM_KC) {
+        int kc = k - pc < GEMM_KC ? k - pc : GEMM_KC;
+        g->pack_a(transA, m, kc, transA ? A + (long)pc * lda : A + pc, lda, ap);
+        ap = (char *)ap + block_bytes(g, g->mr, m, kc);
+    }
+}
+
+void gemm_pack_b(enum gemm_arith a, int transB, int k, int n, const float *B, int ldb, void *bp)
+{
+    const struct gemm_kernel *g = gemm_path(a);
+    if (!g) {
+        copy_op(transB, k, n, B, ldb, bp);
+        return;
+    }
+    for (int pc = 0; pc < k; pc += GEMM_KC) {
+        int kc = k - pc < GEMM_KC ? k - pc : GEMM_KC;
+        g->pack_b(transB, kc, n, transB ? B + pc : B + (long)pc * ldb, ldb, bp);
+        bp = (char *)bp + block_bytes(g, g->nr, n, kc);
+    }
+}
+
+void gemm_packed(enum gemm_arith a, int m, int n, int k, float alpha, const void *ap, const void *bp, float beta,
+                 float *C, int ldc)
+{
+    const struct gemm_kernel *g = gemm_path(a);
+    if (m <= 0 || n <= 0) return;
+    if (k <= 0 || alpha == 0.0f) {
+        scale_c(m, n, beta, C, ldc);
+        return;
+    }
+    if (!g) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, alpha, ap, k, bp, n, beta, C, ldc);
+        return;
+    }
+    const int MR = g->mr, NR = g->nr;
+    unsigned mode = g->mode_enter ? g->mode_enter() : 0;
+    const char *apc = ap, *bpc = bp;
+    for (int pc = 0; pc < k; pc += GEMM_KC) {   /* the K blocks in order, as gemm_serial_packed sums them */
+        int kc = k - pc < GEMM_KC ? k - pc : GEMM_KC;
+        int kp = g->bf16 ? (kc + 1) & ~1 : kc;
+        long panel = (long)kp * g->elem;
+        float beta_p = pc == 0 ? beta : 1.0f;
+        for (int jr = 0; jr < n; jr += NR) {
+            int nr = n - jr < NR ? n - jr : NR;
+            for (int ir = 0; ir < m; ir += MR)
+                g->ukernel[m - ir < MR ? m - ir : MR](kp, apc + ir * panel, bpc + jr * panel, C + (long)ir * ldc + jr,
+                                                      ldc, alpha, beta_p, nr, NULL, 0);
+        }
+        apc += block_bytes(g, MR, m, kc);
+        bpc += block_bytes(g, NR, n, kc);
+    }
+    if (g->mode_leave) g->mode_leave(mode);
 }
 
 const char *gemm_backend_name(enum gemm_arith a)

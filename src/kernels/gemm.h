@@ -36,6 +36,20 @@ void gemm_f32_ep(int transA, int transB, int M, int N, int K, const float *A, in
                  float *C, int ldc, const struct gemm_epilogue *ep);
 void gemm_bf16_ep(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                   float *C, int ldc, const struct gemm_epilogue *ep);
+/* Operands packed once and multiplied many times (attention's blocks of a
+ * few dozen rows, each used against every block it meets): op(A) (m, k)
+ * or op(B) (k, n) in the layout of the path's kernel for arithmetic a, k
+ * cut in blocks of GEMM_KC as the product sums them (on the BLAS path:
+ * op(X) copied row-major), in gemm_pack_a_bytes / gemm_pack_b_bytes bytes
+ * (multiples of 64) at a 64-byte aligned address.  gemm_packed then forms
+ * C (m, n) = alpha op(A) op(B) + beta C from them on the calling thread:
+ * bitwise what gemm_f32 or gemm_bf16 gives for the same operands. */
+size_t gemm_pack_a_bytes(enum gemm_arith a, int m, int k);
+size_t gemm_pack_b_bytes(enum gemm_arith a, int k, int n);
+void gemm_pack_a(enum gemm_arith a, int transA, int m, int k, const float *A, int lda, void *ap);
+void gemm_pack_b(enum gemm_arith a, int transB, int k, int n, const float *B, int ldb, void *bp);
+void gemm_packed(enum gemm_arith a, int m, int n, int k, float alpha, const void *ap, const void *bp, float beta,
+                 float *C, int ldc);
 void gemm_f64(int transA, int transB, int M, int N, int K, double alpha,
               const double *A, int lda, const double *B, int ldb, double beta,
               double *C, int ldc);

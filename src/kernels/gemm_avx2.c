@@ -159,11 +159,48 @@ pack_b_any(int transB, int kc, int n, const float *B, long ldb, void *bp_, const
 /* The fp32 packing, and gemm_pack.h's bf16 layouts made in the same pass. */
 GEMM_PACKERS(AVX2_TARGET)
 
-AVX2_TARGET static inline __attribute__((always_inline)) void
+/* x rounded to bf16 as lp_round rounds (precision.h): to nearest even on
+ * the bits, a NaN made quiet, subnormals kept (integer operations). */
+AVX2_TARGET static inline __attribute__((always_inline)) __m256 bf16_bits8(__m256 x)
+{
+    const __m256i u = _mm256_castps_si256(x), hi = _mm256_set1_epi32((int)0xffff0000u);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), hi);
+    __m256i q = _mm256_and_si256(_mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), hi);
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                     _mm256_set1_epi32(0x7f800000));
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(r, q, nan));
+}
+
+/* One row of C's two vectors, r = alpha acc (+ beta C), with the epilogue
+ * (gemm_ukernel_fn) as gemm_avx512_ukernel.h's close does it; 1 when the
+ * kernel's mode flushed a bias sum (r then left as it was). */
+AVX2_TARGET static inline __attribute__((always_inline)) int close_row(__m256 r[2], const __m256 bv[2],
+                                                                       const float *bias, int round)
+{
+    if (bias) {
+        __m256 s0 = _mm256_add_ps(r[0], bv[0]), s1 = _mm256_add_ps(r[1], bv[1]), z = _mm256_setzero_ps();
+        __m256 f0 = _mm256_and_ps(_mm256_cmp_ps(s0, z, _CMP_EQ_OQ),
+                                  _mm256_cmp_ps(r[0], _mm256_sub_ps(z, bv[0]), _CMP_NEQ_UQ));
+        __m256 f1 = _mm256_and_ps(_mm256_cmp_ps(s1, z, _CMP_EQ_OQ),
+                                  _mm256_cmp_ps(r[1], _mm256_sub_ps(z, bv[1]), _CMP_NEQ_UQ));
+        if (_mm256_movemask_ps(_mm256_or_ps(f0, f1))) return 1;
+        r[0] = s0;
+        r[1] = s1;
+    }
+    if (round) {
+        r[0] = bf16_bits8(r[0]);
+        r[1] = bf16_bits8(r[1]);
+    }
+    return 0;
+}
+
+AVX2_TARGET static inline __attribute__((always_inline)) unsigned
 ukernel_body(const int rows, int kc, const float *restrict ap, const float *restrict bp, float *restrict c,
-             long ldc, float alpha, float beta, int nr)
+             long ldc, float alpha, float beta, int nr, const float *bias, int round)
 {
     __m256 acc[MR][2];
+    unsigned left = 0;
 #pragma GCC unroll 6
     for (int i = 0; i < rows; i++) {
         _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
@@ -181,40 +218,48 @@ ukernel_body(const int rows, int kc, const float *restrict ap, const float *rest
         ap += MR;
         bp += NR;
     }
-    __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+    __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta), bv[2];
     if (nr == NR) {
+        bv[0] = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
+        bv[1] = bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
 #pragma GCC unroll 6
         for (int i = 0; i < rows; i++) {
             float *ci = c + i * ldc;
-            __m256 r0 = _mm256_mul_ps(va, acc[i][0]), r1 = _mm256_mul_ps(va, acc[i][1]);
+            __m256 r[2] = {_mm256_mul_ps(va, acc[i][0]), _mm256_mul_ps(va, acc[i][1])};
             if (beta != 0.0f) {
-                r0 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci), r0);
-                r1 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci + 8), r1);
+                r[0] = _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci), r[0]);
+                r[1] = _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci + 8), r[1]);
             }
-            _mm256_storeu_ps(ci, r0);
-            _mm256_storeu_ps(ci + 8, r1);
+            left |= (unsigned)close_row(r, bv, bias, round) << i;
+            _mm256_storeu_ps(ci, r[0]);
+            _mm256_storeu_ps(ci + 8, r[1]);
         }
-        return;
+        return left;
     }
     __m256i m0 = lane_mask(nr), m1 = lane_mask(nr - 8);
+    bv[0] = bias ? _mm256_maskload_ps(bias, m0) : _mm256_setzero_ps();
+    bv[1] = bias ? _mm256_maskload_ps(bias + 8, m1) : _mm256_setzero_ps();
 #pragma GCC unroll 6
     for (int i = 0; i < rows; i++) {
         float *ci = c + i * ldc;
-        __m256 r0 = _mm256_mul_ps(va, acc[i][0]), r1 = _mm256_mul_ps(va, acc[i][1]);
+        __m256 r[2] = {_mm256_mul_ps(va, acc[i][0]), _mm256_mul_ps(va, acc[i][1])};
         if (beta != 0.0f) {
-            r0 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(ci, m0), r0);
-            r1 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(ci + 8, m1), r1);
+            r[0] = _mm256_fmadd_ps(vb, _mm256_maskload_ps(ci, m0), r[0]);
+            r[1] = _mm256_fmadd_ps(vb, _mm256_maskload_ps(ci + 8, m1), r[1]);
         }
-        _mm256_maskstore_ps(ci, m0, r0);
-        _mm256_maskstore_ps(ci + 8, m1, r1);
+        left |= (unsigned)close_row(r, bv, bias, round) << i;
+        _mm256_maskstore_ps(ci, m0, r[0]);
+        _mm256_maskstore_ps(ci + 8, m1, r[1]);
     }
+    return left;
 }
 
 #define UKERNEL(R)                                                                                   \
-    AVX2_TARGET static void ukernel_##R(int kc, const void *ap, const void *bp, float *c, long ldc,   \
-                                        float alpha, float beta, int nr)                             \
+    AVX2_TARGET static unsigned ukernel_##R(int kc, const void *ap, const void *bp, float *c, long ldc, \
+                                            float alpha, float beta, int nr, const float *bias,      \
+                                            int round)                                               \
     {                                                                                                \
-        ukernel_body(R, kc, ap, bp, c, ldc, alpha, beta, nr);                                        \
+        return ukernel_body(R, kc, ap, bp, c, ldc, alpha, beta, nr, bias, round);                    \
     }
 UKERNEL(1) UKERNEL(2) UKERNEL(3) UKERNEL(4) UKERNEL(5) UKERNEL(6)
 

@@ -24,9 +24,9 @@
 /* The micro-kernel of gemm_kernels.h: kc fp32 FMAs per accumulator, in
  * gemm_avx512_ukernel.h's frame. */
 AVX512_TARGET
-static inline __attribute__((always_inline)) void
+static inline __attribute__((always_inline)) unsigned
 ukernel_body(const int rows, int kc, const float *restrict ap, const float *restrict bp,
-             float *restrict c, long ldc, float alpha, float beta, int nr)
+             float *restrict c, long ldc, float alpha, float beta, int nr, const float *bias, int round)
 {
     __m512 acc[GEMM_MR][GEMM_NV];
     __mmask16 mask[GEMM_NV];
@@ -44,7 +44,7 @@ ukernel_body(const int rows, int kc, const float *restrict ap, const float *rest
         ap += GEMM_MR;
         bp += GEMM_NR;
     }
-    ukernel_close(rows, acc, mask, c, ldc, alpha, beta);
+    return ukernel_close(rows, acc, mask, c, ldc, alpha, beta, bias, round);
 }
 UKERNEL_ROWS
 

@@ -5,7 +5,7 @@
  * row counts (one micro-kernel per count) and masked columns, so no tile
  * is computed twice; C prefetched while the block is summed; then C =
  * alpha acc, or alpha acc + beta C (beta == 0 never reads C: it may hold
- * NaN garbage).  Included after <immintrin.h> by a file that defines
+ * NaN garbage), with the epilogue's bias and rounding in registers.  Included after <immintrin.h> by a file that defines
  * AVX512_TARGET, GEMM_MR and GEMM_NV; its ukernel_body sums between
  * ukernel_open and ukernel_close, and UKERNEL_ROWS makes ukernel_rows. */
 #ifndef TRIAD_GEMM_AVX512_UKERNEL_H
@@ -33,33 +33,74 @@ static inline __attribute__((always_inline)) void ukernel_open(const int rows, c
         for (int v = 0; v < GEMM_NV; v++) acc[i][v] = _mm512_setzero_ps();
 }
 
-/* C (rows, the columns of mask) = alpha acc (+ beta C). */
-AVX512_TARGET
-static inline __attribute__((always_inline)) void ukernel_close(const int rows, __m512 acc[GEMM_MR][GEMM_NV],
-                                                                const __mmask16 mask[GEMM_NV], float *restrict c,
-                                                                long ldc, float alpha, float beta)
+/* x rounded to bf16 as lp_round rounds (precision.h): to nearest even on
+ * the bits, a NaN made quiet, subnormals kept; integer operations, which
+ * no floating-point mode changes. */
+AVX512_TARGET static inline __attribute__((always_inline)) __m512 ukernel_bf16_bits(__m512 x)
 {
-    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    const __m512i u = _mm512_castps_si512(x), hi = _mm512_set1_epi32((int)0xffff0000u);
+    __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)),
+                                 _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)));
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000));
+    return _mm512_castsi512_ps(_mm512_and_si512(r, hi));
+}
+
+/* C (rows, the columns of mask) = alpha acc (+ beta C), then the epilogue
+ * (gemm_ukernel_fn): + bias, rounded.  The bias sum is the plain fp32 one
+ * unless the kernel's mode (MXCSR.FTZ) flushed it, which leaves a zero
+ * where the operands do not cancel: such a row is stored without the
+ * epilogue and left to the caller. */
+AVX512_TARGET
+static inline __attribute__((always_inline)) unsigned ukernel_close(const int rows, __m512 acc[GEMM_MR][GEMM_NV],
+                                                                    const __mmask16 mask[GEMM_NV], float *restrict c,
+                                                                    long ldc, float alpha, float beta,
+                                                                    const float *bias, int round)
+{
+    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta), bv[GEMM_NV];
+    unsigned left = 0;
+#pragma GCC unroll 4
+    for (int v = 0; v < GEMM_NV; v++) bv[v] = bias ? _mm512_maskz_loadu_ps(mask[v], bias + v * 16) : _mm512_setzero_ps();
 #pragma GCC unroll 16
     for (int i = 0; i < rows; i++) {
         float *ci = c + i * ldc;
+        __m512 r[GEMM_NV], s[GEMM_NV];
+        __mmask16 flushed = 0;
 #pragma GCC unroll 4
         for (int v = 0; v < GEMM_NV; v++) {
-            __m512 r = _mm512_mul_ps(va, acc[i][v]);
-            if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask[v], ci + v * 16), r);
-            _mm512_mask_storeu_ps(ci + v * 16, mask[v], r);
+            r[v] = _mm512_mul_ps(va, acc[i][v]);
+            if (beta != 0.0f) r[v] = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask[v], ci + v * 16), r[v]);
+            s[v] = r[v];
+            if (bias) {
+                s[v] = _mm512_add_ps(r[v], bv[v]);
+                flushed |= _mm512_mask_cmp_ps_mask(mask[v], s[v], _mm512_setzero_ps(), _CMP_EQ_OQ) &
+                           _mm512_cmp_ps_mask(r[v], _mm512_sub_ps(_mm512_setzero_ps(), bv[v]), _CMP_NEQ_UQ);
+            }
         }
+        if (flushed) {
+            left |= 1u << i;
+        } else {
+#pragma GCC unroll 4
+            for (int v = 0; v < GEMM_NV; v++) {
+                if (bias) r[v] = s[v];
+                if (round) r[v] = ukernel_bf16_bits(r[v]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int v = 0; v < GEMM_NV; v++) _mm512_mask_storeu_ps(ci + v * 16, mask[v], r[v]);
     }
+    return left;
 }
 
 /* One micro-kernel per row count 1..MR over the file's ukernel_body, so
  * an edge panel of 3 rows costs 3 rows of work, not MR; ukernel_rows[rows]. */
 #define UKERNEL(R)                                                                        \
-    AVX512_TARGET static void ukernel_##R(int kc, const void *ap, const void *bp,         \
-                                          float *c, long ldc, float alpha, float beta,    \
-                                          int nr)                                         \
+    AVX512_TARGET static unsigned ukernel_##R(int kc, const void *ap, const void *bp,     \
+                                              float *c, long ldc, float alpha, float beta, \
+                                              int nr, const float *bias, int round)       \
     {                                                                                     \
-        ukernel_body(R, kc, ap, bp, c, ldc, alpha, beta, nr);                             \
+        return ukernel_body(R, kc, ap, bp, c, ldc, alpha, beta, nr, bias, round);         \
     }
 #if GEMM_MR != 14
 #error "UKERNEL_ROWS lists row counts 1..14: extend it with GEMM_MR"

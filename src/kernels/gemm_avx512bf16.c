@@ -131,9 +131,9 @@ AVX512_TARGET static void pack_b(int transB, int kc, int n, const float *B, long
  * in gemm_avx512_ukernel.h's frame (the avx512 sgemm kernel's edges and C
  * update). */
 AVX512_TARGET
-static inline __attribute__((always_inline)) void
+static inline __attribute__((always_inline)) unsigned
 ukernel_body(const int rows, int kc, const uint32_t *restrict ap, const uint32_t *restrict bp, float *restrict c,
-             long ldc, float alpha, float beta, int nr)
+             long ldc, float alpha, float beta, int nr, const float *bias, int round)
 {
     __m512 acc[GEMM_MR][GEMM_NV];
     __mmask16 mask[GEMM_NV];
@@ -151,7 +151,7 @@ ukernel_body(const int rows, int kc, const uint32_t *restrict ap, const uint32_t
         ap += GEMM_MR;
         bp += GEMM_NR;
     }
-    ukernel_close(rows, acc, mask, c, ldc, alpha, beta);
+    return ukernel_close(rows, acc, mask, c, ldc, alpha, beta, bias, round);
 }
 UKERNEL_ROWS
 

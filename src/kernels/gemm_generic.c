@@ -95,16 +95,19 @@ ukernel_bf16_body(const int rows, int kc, const float *restrict ap, const float 
     }
 }
 
+/* No epilogue of their own: the caller does it on the rows they leave (all). */
 #define UKERNEL(R)                                                                                    \
-    static void ukernel_##R(int kc, const void *ap, const void *bp, float *c, long ldc, float alpha,  \
-                            float beta, int nr)                                                       \
+    static unsigned ukernel_##R(int kc, const void *ap, const void *bp, float *c, long ldc, float alpha, \
+                                float beta, int nr, const float *bias, int round)                     \
     {                                                                                                 \
         ukernel_body(R, kc, ap, bp, c, ldc, alpha, beta, nr);                                         \
+        return bias || round ? (1u << R) - 1 : 0;                                                     \
     }                                                                                                 \
-    static void ukernel_bf16_##R(int kc, const void *ap, const void *bp, float *c, long ldc, float alpha, \
-                                 float beta, int nr)                                                  \
+    static unsigned ukernel_bf16_##R(int kc, const void *ap, const void *bp, float *c, long ldc, float alpha, \
+                                     float beta, int nr, const float *bias, int round)                \
     {                                                                                                 \
         ukernel_bf16_body(R, kc, ap, bp, c, ldc, alpha, beta, nr);                                    \
+        return bias || round ? (1u << R) - 1 : 0;                                                     \
     }
 UKERNEL(1) UKERNEL(2) UKERNEL(3) UKERNEL(4)
 

@@ -51,9 +51,14 @@
 /* C (rows, nr; row stride ldc) = alpha * Ap Bp + beta * C over kc values
  * of k (even for a bf16 kernel: padded), for a packed A panel (the first
  * `rows` of MR used) and a packed B panel (the first nr of NR used); beta
- * == 0 never reads C. */
-typedef void gemm_ukernel_fn(int kc, const void *ap, const void *bp, float *c, long ldc, float alpha, float beta,
-                             int nr);
+ * == 0 never reads C.  Then, on a product's last K block, gemm.h's
+ * epilogue on the tile as it is stored: bias (the tile's first column's;
+ * NULL: none) added in plain fp32, the sum rounded to bf16 (round: as
+ * lp_round rounds).  Returns the rows (bit i: row i) it left without the
+ * epilogue, which the caller does: a kernel without one of its own leaves
+ * all of them; one whose floating-point mode flushed a bias sum, that row. */
+typedef unsigned gemm_ukernel_fn(int kc, const void *ap, const void *bp, float *c, long ldc, float alpha, float beta,
+                                 int nr, const float *bias, int round);
 
 struct gemm_kernel {
     const char *name;   /* "triad avx2 sgemm (6x16 micro-kernel)" */

@@ -27,12 +27,15 @@
 #include <omp.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #ifdef KERNELS_F64
 #define KREAL double
 #define KNAME(n) n##_f64
 #define GEMM gemm_f64
+#define ATT_ARITH 0
 #define KEXP(x) exp(x)
 #define KSQRT(x) sqrt(x)
 #define KLOG(x) log(x)
@@ -46,6 +49,7 @@
 #define KREAL float
 #define KNAME(n) KPASTE(n, KERNELS_SUFFIX)
 #define GEMM gemm_f32
+#define ATT_ARITH GEMM_FP32
 #define KEXP(x) fast_expf(x)
 #define KSQRT(x) sqrtf(x)
 #define KLOG(x) logf(x)
@@ -78,6 +82,70 @@ static inline int imin(int a, int b) { return a < b ? a : b; }
  * order: the SIMD paths would then differ).  TYPE total = sum of TERM(j)
  * over j in [lo, hi). */
 #define LANES 16
+
+/* The fixed trees that close LANE_SUM and LANE_MAX: a[l] op= a[l + w] for
+ * w = 8, 4, 2, 1, l < w.  In float as whole vectors (GCC's vector
+ * extensions: the halves of a register), which the compiler otherwise
+ * assembled lane by lane from the stack; the same operations, the same bits. */
+#define LANE_PASTE2(a, b) a##b
+#define LANE_PASTE(a, b) LANE_PASTE2(a, b)
+#define LANE_TREE_SUM(TYPE, a) LANE_PASTE(lane_tree_sum_, TYPE)(a)
+#define LANE_TREE_MAX(TYPE, a) LANE_PASTE(lane_tree_max_, TYPE)(a)
+
+static inline double lane_tree_sum_double(double *a)
+{
+    for (int w = LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) a[l] += a[l + w];
+    return a[0];
+}
+
+static inline double lane_tree_max_double(double *a)
+{
+    for (int w = LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) a[l] = a[l + w] > a[l] ? a[l + w] : a[l];
+    return a[0];
+}
+
+typedef float lane_v16 __attribute__((vector_size(64)));
+typedef float lane_v8 __attribute__((vector_size(32)));
+typedef float lane_v4 __attribute__((vector_size(16)));
+typedef int lane_i8 __attribute__((vector_size(32)));
+typedef int lane_i4 __attribute__((vector_size(16)));
+
+static inline float lane_tree_sum_float(const float *a)
+{
+    lane_v16 v;
+    memcpy(&v, a, sizeof v);
+    lane_v8 s8 = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+                 __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+    lane_v4 s4 = __builtin_shufflevector(s8, s8, 0, 1, 2, 3) + __builtin_shufflevector(s8, s8, 4, 5, 6, 7);
+    float s0 = s4[0] + s4[2], s1 = s4[1] + s4[3];
+    return s0 + s1;
+}
+
+/* hi > lo ? hi : lo, lane by lane (a NaN in hi never wins; of two equal
+ * values lo), as bits: lo takes hi's where the comparison holds. */
+#define LANE_VMAX(IT, lo, hi)                                                       \
+    do {                                                                           \
+        IT m_ = (hi) > (lo), l_, h_;                                               \
+        memcpy(&l_, &(lo), sizeof l_);                                             \
+        memcpy(&h_, &(hi), sizeof h_);                                             \
+        l_ = (h_ & m_) | (l_ & ~m_);                                               \
+        memcpy(&(lo), &l_, sizeof l_);                                             \
+    } while (0)
+
+static inline float lane_tree_max_float(const float *a)
+{
+    lane_v16 v;
+    memcpy(&v, a, sizeof v);
+    lane_v8 lo8 = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
+    lane_v8 hi8 = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+    LANE_VMAX(lane_i8, lo8, hi8);
+    lane_v4 lo4 = __builtin_shufflevector(lo8, lo8, 0, 1, 2, 3), hi4 = __builtin_shufflevector(lo8, lo8, 4, 5, 6, 7);
+    LANE_VMAX(lane_i4, lo4, hi4);
+    float m0 = lo4[2] > lo4[0] ? lo4[2] : lo4[0], m1 = lo4[3] > lo4[1] ? lo4[3] : lo4[1];
+    return m1 > m0 ? m1 : m0;
+}
 #define LANE_SUM(TYPE, total, lo, hi, j, TERM)                                      \
     do {                                                                           \
         TYPE acc_[LANES] = {0};                                                    \
@@ -92,9 +160,7 @@ static inline int imin(int a, int b) { return a < b ? a : b; }
             long j = j0_ + l_;                                                     \
             acc_[l_] += (TERM);                                                    \
         }                                                                          \
-        for (int w_ = LANES / 2; w_ > 0; w_ /= 2)                                  \
-            for (int l_ = 0; l_ < w_; l_++) acc_[l_] += acc_[l_ + w_];             \
-        (total) = acc_[0];                                                         \
+        (total) = LANE_TREE_SUM(TYPE, acc_);                                       \
     } while (0)
 
 /* The same lanes for a maximum: total = the largest of total and TERM(j)
@@ -118,10 +184,7 @@ static inline int imin(int a, int b) { return a < b ? a : b; }
             TYPE x_ = (TERM);                                                      \
             mx_[l_] = x_ > mx_[l_] ? x_ : mx_[l_];                                 \
         }                                                                          \
-        for (int w_ = LANES / 2; w_ > 0; w_ /= 2)                                  \
-            for (int l_ = 0; l_ < w_; l_++)                                        \
-                mx_[l_] = mx_[l_ + w_] > mx_[l_] ? mx_[l_ + w_] : mx_[l_];         \
-        (total) = mx_[0];                                                          \
+        (total) = LANE_TREE_MAX(TYPE, mx_);                                        \
     } while (0)
 
 #ifndef KERNELS_F64
@@ -440,11 +503,133 @@ static struct att_geom att_geom(int NH, int NKV, int HS)
  * mask or below the diagonal block, i - j0 + 1 in it. */
 static inline int att_visible(int causal, int i, int j0, int nc) { return causal ? imin(nc, i - j0 + 1) : nc; }
 
-static void attention_forward_by(gemm_fn *gemm, KREAL *out, KREAL *lse, const KREAL *qkv, const KREAL *kv,
-                                 int ldkv, int B, int T, int q0, int k0, int n, int NH, int NKV, int HS, int flags)
+/* ------------------------------------------------ attention's packed blocks */
+/* The products multiply blocks of ATT_BLK rows of q, k, v, out and dout
+ * (HS columns each) with each other, each block with every block it meets.
+ * Each is packed once for them (gemm.h's packed operands, in the run's
+ * arithmetic), not once per product: the blocks of k and v for the whole
+ * (sequence, kv head) up front, a query block's as the loop reaches it,
+ * the probabilities' and dS's as they are formed.  The products are the
+ * bits gemm_f32 / gemm_bf16 would give.  In double (the tests' reference)
+ * "packing" copies op(X) row-major for gemm_f64. */
+#ifdef KERNELS_F64
+typedef int att_arith;
+static size_t att_rm_bytes(int r, int c) { return ((size_t)r * (size_t)c * sizeof(double) + 63) / 64 * 64; }
+static size_t att_a_bytes(att_arith a, int m, int k) { (void)a; return att_rm_bytes(m, k); }
+static size_t att_b_bytes(att_arith a, int k, int n) { (void)a; return att_rm_bytes(k, n); }
+static void att_copy(int trans, int r, int c, const double *X, int ld, void *dst)
+{
+    double *d = dst;
+    for (int i = 0; i < r; i++)
+        for (int j = 0; j < c; j++) d[(size_t)i * c + j] = trans ? X[(size_t)j * ld + i] : X[(size_t)i * ld + j];
+}
+static void att_pack_a(att_arith a, int trans, int m, int k, const double *X, int ld, void *dst)
+{
+    (void)a;
+    att_copy(trans, m, k, X, ld, dst);
+}
+static void att_pack_b(att_arith a, int trans, int k, int n, const double *X, int ld, void *dst)
+{
+    (void)a;
+    att_copy(trans, k, n, X, ld, dst);
+}
+static void att_mul(att_arith a, int m, int n, int k, double alpha, const void *ap, const void *bp, double beta,
+                    double *C, int ldc)
+{
+    (void)a;
+    gemm_f64(0, 0, m, n, k, alpha, ap, k, bp, n, beta, C, ldc);
+}
+#else
+typedef enum gemm_arith att_arith;
+#define att_a_bytes gemm_pack_a_bytes
+#define att_b_bytes gemm_pack_b_bytes
+#define att_pack_a gemm_pack_a
+#define att_pack_b gemm_pack_b
+#define att_mul gemm_packed
+#endif
+
+/* The forms a block of r rows (HS columns) takes: A (r, HS), B (r, HS),
+ * or its transpose as B (HS, r). */
+enum att_form { ATT_AS_A, ATT_AS_B, ATT_AS_BT };
+
+static size_t att_form_bytes(att_arith a, enum att_form f, int HS)
+{
+    return f == ATT_AS_A ? att_a_bytes(a, ATT_BLK, HS) : f == ATT_AS_B ? att_b_bytes(a, ATT_BLK, HS)
+                                                                        : att_b_bytes(a, HS, ATT_BLK);
+}
+
+/* The blocks of one of a head's operands (n rows of HS values, ld apart)
+ * in one form: all of them packed up front (keep), or one block's room,
+ * packed again at each use. */
+struct att_op {
+    const KREAL *x;
+    int ld, n, HS, keep;
+    enum att_form f;
+    att_arith a;
+    size_t bytes; /* of one block */
+    char *mem;
+};
+
+static void att_pack_block(const struct att_op *o, int i0, void *dst)
+{
+    int r = imin(ATT_BLK, o->n - i0);
+    const KREAL *x = o->x + (size_t)i0 * o->ld;
+    if (o->f == ATT_AS_A) att_pack_a(o->a, 0, r, o->HS, x, o->ld, dst);
+    else if (o->f == ATT_AS_B) att_pack_b(o->a, 0, r, o->HS, x, o->ld, dst);
+    else att_pack_b(o->a, 1, o->HS, r, x, o->ld, dst);
+}
+
+/* Lay o out at *room (advanced past it); with keep pack every block now. */
+static void att_op_init(struct att_op *o, att_arith a, enum att_form f, const KREAL *x, int ld, int n, int HS,
+                        int keep, char **room)
+{
+    *o = (struct att_op){x, ld, n, HS, keep, f, a, att_form_bytes(a, f, HS), *room};
+    int nb = keep ? (n + ATT_BLK - 1) / ATT_BLK : 1;
+    *room += (size_t)nb * o->bytes;
+    for (int i0 = 0; keep && i0 < n; i0 += ATT_BLK) att_pack_block(o, i0, o->mem + (size_t)(i0 / ATT_BLK) * o->bytes);
+}
+
+/* Block i0 (a multiple of ATT_BLK) packed. */
+static const void *att_block(const struct att_op *o, int i0)
+{
+    if (o->keep) return o->mem + (size_t)(i0 / ATT_BLK) * o->bytes;
+    att_pack_block(o, i0, o->mem);
+    return o->mem;
+}
+
+/* The calling thread's room for packed blocks, kept for its life (as
+ * gemm.c keeps its packing buffers); at least `bytes`. */
+static _Thread_local char *att_buf;
+static _Thread_local size_t att_buf_bytes;
+static char *att_room(size_t bytes)
+{
+    if (bytes > att_buf_bytes) {
+        free(att_buf);
+        att_buf = aligned_alloc(64, (bytes + 63) / 64 * 64);
+        if (!att_buf) {
+            fprintf(stderr, "attention: out of memory for packed blocks (%zu bytes)\n", bytes);
+            abort();
+        }
+        att_buf_bytes = bytes;
+    }
+    return att_buf;
+}
+
+/* Whether `per_block` bytes for each of n rows' blocks are kept (ATT_KEEP_BYTES). */
+static int att_keeps(size_t per_block, int n)
+{
+    return (size_t)((n + ATT_BLK - 1) / ATT_BLK) * per_block <= ATT_KEEP_BYTES;
+}
+
+static void attention_forward_by(att_arith a, KREAL *out, KREAL *lse, const KREAL *qkv, const KREAL *kv, int ldkv,
+                                 int B, int T, int q0, int k0, int n, int NH, int NKV, int HS, int flags)
 {
     struct att_geom g = att_geom(NH, NKV, HS);
     const int causal = flags & ATT_CAUSAL, merge = flags & ATT_MERGE;
+    const size_t kv_block = att_form_bytes(a, ATT_AS_BT, HS) + att_form_bytes(a, ATT_AS_B, HS);
+    const int keep = att_keeps(kv_block, n);
+    const size_t room = (keep ? (size_t)(n + ATT_BLK - 1) / ATT_BLK : 1) * kv_block + att_form_bytes(a, ATT_AS_A, HS) +
+                        att_a_bytes(a, ATT_BLK, ATT_BLK);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
@@ -453,9 +638,16 @@ static void attention_forward_by(gemm_fn *gemm, KREAL *out, KREAL *lse, const KR
             const KREAL *v = k + (size_t)NKV * HS;
             KREAL *o = out + ((size_t)b * T + q0) * g.C + (size_t)h * HS;              // (n,HS) ld C
             KREAL *l = lse + ((size_t)b * NH + h) * T + q0;
-            KREAL s[ATT_BLK * ATT_BLK], mx[ATT_BLK], sum[ATT_BLK];
+            KREAL s[ATT_BLK * ATT_BLK], mx[ATT_BLK], sum[ATT_BLK], add[ATT_BLK], corr[ATT_BLK];
+            char *cur = att_room(room), *pp;
+            struct att_op kt, vb, qa;                 /* k^T and v as B, q as A */
+            att_op_init(&kt, a, ATT_AS_BT, k, ldkv, n, HS, keep, &cur);
+            att_op_init(&vb, a, ATT_AS_B, v, ldkv, n, HS, keep, &cur);
+            att_op_init(&qa, a, ATT_AS_A, q, g.W, n, HS, 0, &cur);
+            pp = cur;                                 /* the probabilities as A */
             for (int i0 = 0; i0 < n; i0 += ATT_BLK) {
                 int nr = imin(ATT_BLK, n - i0);
+                const void *qi = att_block(&qa, i0);
                 for (int r = 0; r < nr; r++) {
                     /* merging: the saved row is the softmax so far, its sum 1 against max = lse */
                     mx[r] = merge ? l[i0 + r] : -K(INFINITY);
@@ -465,25 +657,33 @@ static void attention_forward_by(gemm_fn *gemm, KREAL *out, KREAL *lse, const KR
                 }
                 for (int j0 = 0; j0 < (causal ? i0 + 1 : n); j0 += ATT_BLK) {
                     int nc = imin(ATT_BLK, n - j0);
-                    gemm(0, 1, nr, nc, HS, g.scale, q + (size_t)i0 * g.W, g.W, k + (size_t)j0 * ldkv, ldkv, K(0), s,
-                         ATT_BLK);
+                    att_mul(a, nr, nc, HS, g.scale, qi, att_block(&kt, j0), K(0), s, ATT_BLK);
+                    /* Each row over the whole block, the keys it may not see
+                     * masked (-inf to the maximum, 0 to the sum: the lanes'
+                     * results of the visible keys alone, without a scalar tail). */
                     for (int r = 0; r < nr; r++) {
-                        KREAL *sr = s + (size_t)r * ATT_BLK, m = mx[r], add;
+                        KREAL *sr = s + (size_t)r * ATT_BLK, m = mx[r];
                         int nv = att_visible(causal, i0 + r, j0, nc);
-                        LANE_MAX(KREAL, m, 0, nv, j, sr[j]);
+                        LANE_MAX(KREAL, m, 0, nc, j, j < nv ? sr[j] : -K(INFINITY));
 #pragma omp simd
-                        for (int j = 0; j < nv; j++) sr[j] = KEXP(sr[j] - m);
-                        for (int j = nv; j < nc; j++) sr[j] = 0;
-                        LANE_SUM(KREAL, add, 0, nv, j, sr[j]);
-                        KREAL corr = KEXP(mx[r] - m); /* (0 for the first block: mx was -inf) */
-                        sum[r] = sum[r] * corr + add;
+                        for (int j = 0; j < nc; j++) sr[j] = j < nv ? KEXP(sr[j] - m) : K(0);
+                        LANE_SUM(KREAL, add[r], 0, nc, j, sr[j]);
+                        corr[r] = mx[r] - m;
                         mx[r] = m;
-                        KREAL *orow = o + (size_t)(i0 + r) * g.C;
-#pragma omp simd
-                        for (int c = 0; c < HS; c++) orow[c] *= corr;
                     }
-                    gemm(0, 0, nr, HS, nc, K(1), s, ATT_BLK, v + (size_t)j0 * ldkv, ldkv, K(1),
-                         o + (size_t)i0 * g.C, g.C);
+#pragma omp simd
+                    for (int r = 0; r < nr; r++) {
+                        corr[r] = KEXP(corr[r]); /* (0 for the first block: mx was -inf) */
+                        sum[r] = sum[r] * corr[r] + add[r];
+                    }
+                    for (int r = 0; r < nr; r++) {
+                        KREAL *orow = o + (size_t)(i0 + r) * g.C, cr = corr[r];
+                        if (cr == K(1)) continue; /* (the maximum did not move) */
+#pragma omp simd
+                        for (int c = 0; c < HS; c++) orow[c] *= cr;
+                    }
+                    att_pack_a(a, 0, nr, nc, s, ATT_BLK, pp);
+                    att_mul(a, nr, HS, nc, K(1), pp, att_block(&vb, j0), K(1), o + (size_t)i0 * g.C, g.C);
                 }
                 for (int r = 0; r < nr; r++) {
                     KREAL inv = K(1) / sum[r], *orow = o + (size_t)(i0 + r) * g.C;
@@ -563,12 +763,20 @@ static void zero_rows(KREAL *x, int n, int HS, int ld)
         for (int c = 0; c < HS; c++) x[(size_t)i * ld + c] = 0;
 }
 
-static void attention_backward_by(gemm_fn *gemm, KREAL *dqkv, KREAL *dkv, const KREAL *dout, const KREAL *out,
+/* Each gradient block gathers its terms in the order of the other index
+ * (dq_i over the key blocks j ascending, dk_j and dv_j over the query
+ * blocks i ascending, a kv head's query heads one after the other), which
+ * the loop order below (query blocks outermost) keeps. */
+static void attention_backward_by(att_arith a, KREAL *dqkv, KREAL *dkv, const KREAL *dout, const KREAL *out,
                                   const KREAL *qkv, const KREAL *kv, int ldkv, const KREAL *lse, int B, int T, int q0,
                                   int k0, int n, int NH, int NKV, int HS, int flags)
 {
     struct att_geom g = att_geom(NH, NKV, HS);
     const int causal = flags & ATT_CAUSAL, accum = flags & ATT_ACCUM;
+    const size_t bt = att_form_bytes(a, ATT_AS_BT, HS), bb = att_form_bytes(a, ATT_AS_B, HS);
+    const size_t ba = att_form_bytes(a, ATT_AS_A, HS), bp = att_a_bytes(a, ATT_BLK, ATT_BLK);
+    const int keep = att_keeps(2 * bt + bb, n);
+    const size_t room = (keep ? (size_t)(n + ATT_BLK - 1) / ATT_BLK : 1) * (2 * bt + bb) + 2 * (ba + bb) + 3 * bp;
     /* One (b, kv head) per iteration: its query heads in order, each adding
      * its share to the kv head's gradients. */
 #pragma omp parallel for collapse(2) schedule(static)
@@ -578,7 +786,12 @@ static void attention_backward_by(gemm_fn *gemm, KREAL *dqkv, KREAL *dkv, const 
             const KREAL *k = kv + koff, *v = kv + voff;
             KREAL *dk = dkv + koff, *dv = dkv + voff; // ld ldkv
             KREAL p[ATT_BLK * ATT_BLK], ds[ATT_BLK * ATT_BLK], D[ATT_BLK];
-            KREAL *Dall = malloc((size_t)n * sizeof *Dall); /* D of every row (NULL: per block, as needed) */
+            char *cur = att_room(room);
+            struct att_op kt, kb, vt;                 /* k^T, k and v^T as B: the kv head's */
+            att_op_init(&kt, a, ATT_AS_BT, k, ldkv, n, HS, keep, &cur);
+            att_op_init(&kb, a, ATT_AS_B, k, ldkv, n, HS, keep, &cur);
+            att_op_init(&vt, a, ATT_AS_BT, v, ldkv, n, HS, keep, &cur);
+            char *head = cur, *pt = cur + 2 * (ba + bb), *dsa = pt + bp, *dst = dsa + bp;
             if (!accum) {
                 zero_rows(dk, n, HS, ldkv);
                 zero_rows(dv, n, HS, ldkv);
@@ -590,57 +803,59 @@ static void attention_backward_by(gemm_fn *gemm, KREAL *dqkv, KREAL *dkv, const 
                 const KREAL *dout_h = dout + ((size_t)b * T + q0) * g.C + (size_t)h * HS; // ld C
                 const KREAL *out_h = out + ((size_t)b * T + q0) * g.C + (size_t)h * HS;
                 KREAL *dq = dqkv + qoff;
+                struct att_op qa, qb, da, db;         /* q and dout as A and as B, a block at a time */
+                cur = head;
+                att_op_init(&qa, a, ATT_AS_A, q, g.W, n, HS, 0, &cur);
+                att_op_init(&qb, a, ATT_AS_B, q, g.W, n, HS, 0, &cur);
+                att_op_init(&da, a, ATT_AS_A, dout_h, g.C, n, HS, 0, &cur);
+                att_op_init(&db, a, ATT_AS_B, dout_h, g.C, n, HS, 0, &cur);
                 if (!accum) zero_rows(dq, n, HS, g.W);
-                if (Dall) att_delta(Dall, dout_h, out_h, 0, n, g.C, HS);
-                for (int j0 = 0; j0 < n; j0 += ATT_BLK) {
-                    int nc = imin(ATT_BLK, n - j0);
-                    /* the query blocks that see block j0: at or below the diagonal when causal */
-                    for (int i0 = causal ? j0 : 0; i0 < n; i0 += ATT_BLK) {
-                        int nr = imin(ATT_BLK, n - i0);
-                        const KREAL *Db = Dall ? Dall + i0 : D;
-                        if (!Dall) att_delta(D, dout_h, out_h, i0, nr, g.C, HS);
-                        gemm(0, 1, nr, nc, HS, g.scale, q + (size_t)i0 * g.W, g.W, k + (size_t)j0 * ldkv, ldkv, K(0),
-                             p, ATT_BLK);
+                for (int i0 = 0; i0 < n; i0 += ATT_BLK) {
+                    int nr = imin(ATT_BLK, n - i0);
+                    const void *qi = att_block(&qa, i0), *qi_b = att_block(&qb, i0);
+                    const void *di = att_block(&da, i0), *di_b = att_block(&db, i0);
+                    att_delta(D, dout_h, out_h, i0, nr, g.C, HS);
+                    /* the key blocks block i0 sees: at or below the diagonal when causal */
+                    for (int j0 = 0; j0 < (causal ? i0 + 1 : n); j0 += ATT_BLK) {
+                        int nc = imin(ATT_BLK, n - j0);
+                        att_mul(a, nr, nc, HS, g.scale, qi, att_block(&kt, j0), K(0), p, ATT_BLK);
                         for (int rr = 0; rr < nr; rr++) {
                             KREAL *pr = p + (size_t)rr * ATT_BLK, li = l[i0 + rr];
                             int nv = att_visible(causal, i0 + rr, j0, nc);
 #pragma omp simd
-                            for (int j = 0; j < nv; j++) pr[j] = KEXP(pr[j] - li);
-                            for (int j = nv; j < nc; j++) pr[j] = 0;
+                            for (int j = 0; j < nc; j++) pr[j] = j < nv ? KEXP(pr[j] - li) : K(0);
                         }
                         /* dv_j += p^T dout_i; dp = dout_i v_j^T; ds = p (dp - D) scale */
-                        gemm(1, 0, nc, HS, nr, K(1), p, ATT_BLK, dout_h + (size_t)i0 * g.C, g.C, K(1),
-                             dv + (size_t)j0 * ldkv, ldkv);
-                        gemm(0, 1, nr, nc, HS, K(1), dout_h + (size_t)i0 * g.C, g.C, v + (size_t)j0 * ldkv, ldkv,
-                             K(0), ds, ATT_BLK);
+                        att_pack_a(a, 1, nc, nr, p, ATT_BLK, pt);
+                        att_mul(a, nc, HS, nr, K(1), pt, di_b, K(1), dv + (size_t)j0 * ldkv, ldkv);
+                        att_mul(a, nr, nc, HS, K(1), di, att_block(&vt, j0), K(0), ds, ATT_BLK);
                         for (int rr = 0; rr < nr; rr++) {
-                            KREAL *pr = p + (size_t)rr * ATT_BLK, *dr = ds + (size_t)rr * ATT_BLK, Di = Db[rr];
+                            KREAL *pr = p + (size_t)rr * ATT_BLK, *dr = ds + (size_t)rr * ATT_BLK, Di = D[rr];
 #pragma omp simd
                             for (int j = 0; j < nc; j++) dr[j] = pr[j] * (dr[j] - Di) * g.scale;
                         }
                         /* dq_i += ds k_j; dk_j += ds^T q_i */
-                        gemm(0, 0, nr, HS, nc, K(1), ds, ATT_BLK, k + (size_t)j0 * ldkv, ldkv, K(1),
-                             dq + (size_t)i0 * g.W, g.W);
-                        gemm(1, 0, nc, HS, nr, K(1), ds, ATT_BLK, q + (size_t)i0 * g.W, g.W, K(1),
-                             dk + (size_t)j0 * ldkv, ldkv);
+                        att_pack_a(a, 0, nr, nc, ds, ATT_BLK, dsa);
+                        att_mul(a, nr, HS, nc, K(1), dsa, att_block(&kb, j0), K(1), dq + (size_t)i0 * g.W, g.W);
+                        att_pack_a(a, 1, nc, nr, ds, ATT_BLK, dst);
+                        att_mul(a, nc, HS, nr, K(1), dst, qi_b, K(1), dk + (size_t)j0 * ldkv, ldkv);
                     }
                 }
             }
-            free(Dall);
         }
 }
 
 void KNAME(attention_forward)(KREAL *out, KREAL *lse, const KREAL *qkv, const KREAL *kv, int ldkv, int B, int T,
                               int q0, int k0, int n, int NH, int NKV, int HS, int flags)
 {
-    attention_forward_by(GEMM, out, lse, qkv, kv, ldkv, B, T, q0, k0, n, NH, NKV, HS, flags);
+    attention_forward_by(ATT_ARITH, out, lse, qkv, kv, ldkv, B, T, q0, k0, n, NH, NKV, HS, flags);
 }
 
 void KNAME(attention_backward)(KREAL *dqkv, KREAL *dkv, const KREAL *dout, const KREAL *out, const KREAL *qkv,
                                const KREAL *kv, int ldkv, const KREAL *lse, int B, int T, int q0, int k0, int n,
                                int NH, int NKV, int HS, int flags)
 {
-    attention_backward_by(GEMM, dqkv, dkv, dout, out, qkv, kv, ldkv, lse, B, T, q0, k0, n, NH, NKV, HS, flags);
+    attention_backward_by(ATT_ARITH, dqkv, dkv, dout, out, qkv, kv, ldkv, lse, B, T, q0, k0, n, NH, NKV, HS, flags);
 }
 
 #ifndef KERNELS_F64
@@ -650,14 +865,14 @@ void KNAME(attention_backward)(KREAL *dqkv, KREAL *dkv, const KREAL *dout, const
 void KNAME(attention_forward_bf16)(KREAL *out, KREAL *lse, const KREAL *qkv, const KREAL *kv, int ldkv, int B, int T,
                                    int q0, int k0, int n, int NH, int NKV, int HS, int flags)
 {
-    attention_forward_by(gemm_bf16, out, lse, qkv, kv, ldkv, B, T, q0, k0, n, NH, NKV, HS, flags);
+    attention_forward_by(GEMM_BF16, out, lse, qkv, kv, ldkv, B, T, q0, k0, n, NH, NKV, HS, flags);
 }
 
 void KNAME(attention_backward_bf16)(KREAL *dqkv, KREAL *dkv, const KREAL *dout, const KREAL *out, const KREAL *qkv,
                                     const KREAL *kv, int ldkv, const KREAL *lse, int B, int T, int q0, int k0, int n,
                                     int NH, int NKV, int HS, int flags)
 {
-    attention_backward_by(gemm_bf16, dqkv, dkv, dout, out, qkv, kv, ldkv, lse, B, T, q0, k0, n, NH, NKV, HS, flags);
+    attention_backward_by(GEMM_BF16, dqkv, dkv, dout, out, qkv, kv, ldkv, lse, B, T, q0, k0, n, NH, NKV, HS, flags);
 }
 #endif
 

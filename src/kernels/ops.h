@@ -17,4 +17,9 @@
  * adding to the gradients. */
 enum { ATT_CAUSAL = 1, ATT_MERGE = 2, ATT_ACCUM = 4 };
 
+/* The bytes of packed key and value blocks the CPU's attention keeps per
+ * thread for a whole (sequence, kv head) (kernels_cpu.c); a longer one
+ * packs each block again at each use. */
+#define ATT_KEEP_BYTES ((size_t)4 << 20)
+
 #endif
