@@ -3,7 +3,8 @@
 # side in one run: one rank, 2 threads, the small config, its llama twin
 # (llama_small: the same L, C, NH, T, B, V) and GPT-2 124M, on
 # every SIMD path this processor runs (src/base/cpu.h; PATHS="avx2" for one, the
-# generic C path only when named: on x86-64 it is a test path, not a fast one).
+# generic C path only when named: on x86-64 it is a test path, not a fast one;
+# CONFIGS="small" for some of the configs).
 # Prints tokens/s, ms/step, the step's GFLOP/s, MFU against the nominal peak,
 # the step's GFLOP/s against the sgemm rate triad measured on this machine at
 # start-up (the achievable limit: nothing is assumed about the processor),
@@ -16,7 +17,12 @@ cd "$(dirname "$0")/.."
 THREADS=${THREADS:-2}
 PY=/usr/bin/python3
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMP_NUM_THREADS=$THREADS OMP_WAIT_POLICY=PASSIVE
+# Each code under its own best wait policy (docs/performance.md, "Threads"):
+# triad under OpenMP's default, which was 2-4 % faster than PASSIVE (one pool
+# of threads), the PyTorch peer under PASSIVE, which it sets for itself
+# (two pools, which spin against each other otherwise).
+export OMP_NUM_THREADS=$THREADS
+unset OMP_WAIT_POLICY
 
 calc() { awk "BEGIN { print $1 }"; }
 
@@ -39,7 +45,7 @@ PY
 }
 
 printf '%-10s %-14s %10s %9s %9s %7s %9s %11s\n' config code "tokens/s" "ms/step" "GFLOP/s" "MFU" "of sgemm" "vs PyTorch"
-for cfg in small llama_small gpt2_124m; do
+for cfg in ${CONFIGS:-small llama_small gpt2_124m}; do
     deck=bench/$cfg.nml
     case $cfg in
         small) targs="--layers 4 --d-model 256 --heads 4 --seq-len 256 --batch 8 --vocab 4096" ;;

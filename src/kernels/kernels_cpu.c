@@ -65,11 +65,9 @@
 
 /* Below this many elements an elementwise kernel stays on one thread. */
 #define PAR_MIN 16384
-/* Row block of the causal attention products: only blocks on or below the
- * diagonal are computed, which saves ~(1 - (n+1)/2n) of the flops. */
-#ifndef ATT_BLK
-#define ATT_BLK 64
-#endif
+/* ATT_BLK (ops.h): the row block of the causal attention products, only
+ * blocks on or below the diagonal computed, which saves ~(1 - (n+1)/2n) of
+ * the flops. */
 /* Channel granule for the channel-split reductions (one cache line). */
 #define CH_GRAIN 16
 
@@ -615,10 +613,12 @@ static char *att_room(size_t bytes)
     return att_buf;
 }
 
-/* Whether `per_block` bytes for each of n rows' blocks are kept (ATT_KEEP_BYTES). */
-static int att_keeps(size_t per_block, int n)
+/* The thread's room for a pass (ops.h's att_room_bytes); *keep: the key
+ * and value blocks kept for the whole head. */
+static size_t att_pass_room(att_arith a, int bwd, int n, int HS, int *keep)
 {
-    return (size_t)((n + ATT_BLK - 1) / ATT_BLK) * per_block <= ATT_KEEP_BYTES;
+    return att_room_bytes(bwd, n, att_form_bytes(a, ATT_AS_BT, HS), att_form_bytes(a, ATT_AS_B, HS),
+                          att_form_bytes(a, ATT_AS_A, HS), att_a_bytes(a, ATT_BLK, ATT_BLK), keep);
 }
 
 static void attention_forward_by(att_arith a, KREAL *out, KREAL *lse, const KREAL *qkv, const KREAL *kv, int ldkv,
@@ -626,10 +626,8 @@ static void attention_forward_by(att_arith a, KREAL *out, KREAL *lse, const KREA
 {
     struct att_geom g = att_geom(NH, NKV, HS);
     const int causal = flags & ATT_CAUSAL, merge = flags & ATT_MERGE;
-    const size_t kv_block = att_form_bytes(a, ATT_AS_BT, HS) + att_form_bytes(a, ATT_AS_B, HS);
-    const int keep = att_keeps(kv_block, n);
-    const size_t room = (keep ? (size_t)(n + ATT_BLK - 1) / ATT_BLK : 1) * kv_block + att_form_bytes(a, ATT_AS_A, HS) +
-                        att_a_bytes(a, ATT_BLK, ATT_BLK);
+    int keep;
+    const size_t room = att_pass_room(a, 0, n, HS, &keep);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
@@ -773,10 +771,10 @@ static void attention_backward_by(att_arith a, KREAL *dqkv, KREAL *dkv, const KR
 {
     struct att_geom g = att_geom(NH, NKV, HS);
     const int causal = flags & ATT_CAUSAL, accum = flags & ATT_ACCUM;
-    const size_t bt = att_form_bytes(a, ATT_AS_BT, HS), bb = att_form_bytes(a, ATT_AS_B, HS);
-    const size_t ba = att_form_bytes(a, ATT_AS_A, HS), bp = att_a_bytes(a, ATT_BLK, ATT_BLK);
-    const int keep = att_keeps(2 * bt + bb, n);
-    const size_t room = (keep ? (size_t)(n + ATT_BLK - 1) / ATT_BLK : 1) * (2 * bt + bb) + 2 * (ba + bb) + 3 * bp;
+    const size_t ba = att_form_bytes(a, ATT_AS_A, HS), bb = att_form_bytes(a, ATT_AS_B, HS);
+    const size_t bp = att_a_bytes(a, ATT_BLK, ATT_BLK);
+    int keep;
+    const size_t room = att_pass_room(a, 1, n, HS, &keep);
     /* One (b, kv head) per iteration: its query heads in order, each adding
      * its share to the kv head's gradients. */
 #pragma omp parallel for collapse(2) schedule(static)

@@ -17,9 +17,27 @@
  * adding to the gradients. */
 enum { ATT_CAUSAL = 1, ATT_MERGE = 2, ATT_ACCUM = 4 };
 
-/* The bytes of packed key and value blocks the CPU's attention keeps per
- * thread for a whole (sequence, kv head) (kernels_cpu.c); a longer one
- * packs each block again at each use. */
+/* The CPU's attention (kernels_cpu.c) works in blocks of ATT_BLK rows and
+ * keeps, per thread, the packed key and value blocks of a whole (sequence,
+ * kv head) when they fit ATT_KEEP_BYTES (a longer one packs each block
+ * again at each use). */
+#ifndef ATT_BLK
+#define ATT_BLK 64
+#endif
 #define ATT_KEEP_BYTES ((size_t)4 << 20)
+
+/* The bytes of packed blocks that attention's forward (bwd 0) or backward
+ * (bwd 1) over n rows needs per thread, from the bytes of one block packed
+ * as each operand: bt (k^T, v^T as B), bb (k, v, q, dout as B), ba (q,
+ * dout as A), bp (an ATT_BLK-square block as A: the probabilities, dS);
+ * *keep: whether the key and value blocks are kept for the whole head.
+ * (The planner's workspace too.) */
+static inline size_t att_room_bytes(int bwd, int n, size_t bt, size_t bb, size_t ba, size_t bp, int *keep)
+{
+    size_t kv = bwd ? 2 * bt + bb : bt + bb, blocks = (size_t)(n + ATT_BLK - 1) / ATT_BLK;
+    size_t own = bwd ? 2 * (ba + bb) + 3 * bp : ba + bp;
+    *keep = blocks * kv <= ATT_KEEP_BYTES;
+    return (*keep ? blocks : 1) * kv + own;
+}
 
 #endif

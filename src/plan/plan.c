@@ -21,6 +21,7 @@
 #include "gemm.h"
 #include "log.h"
 #include "model.h"
+#include "ops.h"
 #include "optim.h"
 #include "pipeline.h"
 #include "plan_internal.h"
@@ -98,6 +99,18 @@ static size_t overlapped_bytes(const struct model_dims *d)
  * Overlapped, every bucket's non-blocking all-reduces may be in flight at
  * once before the final wait: up to all the per-layer gradients; ZeRO-2
  * keeps two layers' reduce-scatters in flight. */
+/* The packed blocks the CPU's attention keeps per thread (ops.h), the
+ * larger of its two passes, for sequences of d->Tl rows. */
+static size_t cpu_att_bytes(const struct model_dims *d)
+{
+    enum gemm_arith a = d->prec == PREC_BF16 ? GEMM_BF16 : GEMM_FP32;
+    size_t bt = gemm_pack_b_bytes(a, d->HS, ATT_BLK), bb = gemm_pack_b_bytes(a, ATT_BLK, d->HS);
+    size_t ba = gemm_pack_a_bytes(a, ATT_BLK, d->HS), bp = gemm_pack_a_bytes(a, ATT_BLK, ATT_BLK);
+    int keep;
+    size_t fwd = att_room_bytes(0, d->Tl, bt, bb, ba, bp, &keep), bwd = att_room_bytes(1, d->Tl, bt, bb, ba, bp, &keep);
+    return fwd > bwd ? fwd : bwd;
+}
+
 static size_t comm_buffer(const struct plan *p, const struct model_dims *d, size_t flat)
 {
     size_t big = 0, NC = (size_t)p->shape.micro_batch * d->Tl * d->C * 4, wte = model_tensor_size(d, P_WTE) * 4, x;
@@ -327,7 +340,7 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
     s->bytes[PM_COMM] = comm_buffer(p, &d, flat);
     s->bytes[PM_WORK] = p->cuda ? lp_operand_bytes(&d, p->shape.micro_batch) + CUDA_CONTEXT_SCRATCH_BYTES +
                                       cuda_att_bytes(&d, p->shape.micro_batch)
-                                : (size_t)p->threads * gemm_pack_bytes();
+                                : (size_t)p->threads * (gemm_pack_bytes() + cpu_att_bytes(&d));
     if (d.llama) s->bytes[PM_WORK] += (size_t)d.Tl * (size_t)d.HS * 4; /* the rotary tables, cos and sin (Tl, HS/2) */
     int ckpt = cfg->io.save_final || cfg->io.checkpoint_every > 0;
     size_t largest = 0; /* ckpt.c's verify_written reads back one tensor (one layer's) at a time */
