@@ -68,4 +68,22 @@ diag < "$scratch/table.out"
 ok $st "tp 2 on a device MPI cannot read (each operation waited for): the table over both ranks adds up"
 compare_runs "$scratch/staged" "$scratch/plain" 1e-5 > /dev/null
 ok $? "and it trains as the plain run (within 1e-5: tp 2 sums in another order)"
+
+# bf16 with packed activations: each stored layer is packed after its
+# forward and unpacked before its backward, except the last layer, whose
+# activations the scratch still holds when its backward follows (its packing
+# deferred, then dropped).  With L layers, L - 1 packs and unpacks a step:
+# 3 layers' calls twice 2 layers' (with all L of them packed: 3/2).
+calls() { # calls of operation $1 in profile $2
+    sed -n "s/^  $1 .* \([0-9][0-9]*\) *\$/\1/p" "$2" | head -1
+}
+for L in 2 3; do
+    triad_run 1 "$deck" train.steps=4 model.n_layer=$L train.precision="'bf16'" diag.profile_ops=.true. \
+        io.run_dir="'$scratch/bf16_$L'" && cp "$scratch/last.out" "$scratch/bf16_$L.out"
+done
+p2=$(calls lp_pack "$scratch/bf16_2.out") u2=$(calls lp_unpack "$scratch/bf16_2.out")
+p3=$(calls lp_pack "$scratch/bf16_3.out") u3=$(calls lp_unpack "$scratch/bf16_3.out")
+diag "lp_pack calls: $p2 (2 layers), $p3 (3 layers); lp_unpack: $u2, $u3"
+[ -n "$p2" ] && [ -n "$p3" ] && [ "$p2" -gt 0 ] && [ "$p2" = "$u2" ] && [ "$p3" = "$u3" ] && [ "$p3" -eq $((2 * p2)) ]
+ok $? "bf16: the last layer's activations neither packed nor unpacked (L - 1 layers' calls a step: 3 layers 2x 2 layers')"
 done_testing

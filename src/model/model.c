@@ -349,6 +349,7 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
     int root = d->tp_rank == 0; /* adds the replicated bias of a row-parallel matmul once */
     struct layer_acts la;
     model_layer_acts(m, a, i, &la);
+    model_pack_pending(m); /* (the scratch is about to be overwritten) */
     float *l_res3 = a->residual3 + i * SC;
 
     model_norm_to_tp(m, c, la.ln1, la.ln1_mean, la.ln1_rstd, residual, P[P_LN1W], P[P_LN1B], l, OUT_LN1,
@@ -378,7 +379,7 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
         moe_forward(m, c, &la, P, j, l, s->full);
         m->k->residual_forward(m->d.prec, l_res3, la.residual2, model_reduce_from_tp(m, c, s->part, s->full), SC);
         model_fwd_out(m, l_res3, SC, l, OUT_BLOCK, "block output");
-        model_pack_layer(m, a, i, &la);
+        model_pack_layer(m, a, i);
         return;
     }
     product_forward(m, la.fch, la.ln2, P[P_FCW], P[P_FCB], N, C, FC, l, OUT_FC, "fc");
@@ -389,7 +390,7 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
                     "fc projection");
     m->k->residual_forward(m->d.prec, l_res3, la.residual2, model_reduce_from_tp(m, c, s->part, s->full), SC);
     model_fwd_out(m, l_res3, SC, l, OUT_BLOCK, "block output");
-    model_pack_layer(m, a, i, &la);
+    model_pack_layer(m, a, i);
 }
 
 /* Vocabulary-parallel embedding: each rank looks up its rows, the sum over
@@ -580,7 +581,7 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
         block_forward(m, c, a, i, l_in, P);
         moe_replay(m, 0);
     } else
-        model_unpack_layer(m, a, i, &la);
+        model_unpack_layer(m, a, i, lw != NULL); /* (kept packed for W, which loads it again) */
     if (lw && i < d->Lr) keep_inputs(m, &lw->in, &la, l);
     float *dfch = lw ? lw->dfch : s->dfch, *dqkv = lw ? lw->dqkv : s->dqkv;
 
@@ -631,7 +632,7 @@ static void block_weight(struct model *m, struct comm *c, struct chunk_acts *a, 
     if (i < d->Lr) la = lw->in;
     else {
         model_layer_acts(m, a, i, &la);
-        model_unpack_layer(m, a, i, &la);
+        model_unpack_layer(m, a, i, 1);
     }
     if (model_moe_layer(d, l)) moe_weight(m, c, &la, G, lw);
     else {

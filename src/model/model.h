@@ -379,6 +379,11 @@ struct model {
     int nwslots;                      /* split backwards (B done, W pending) this rank can hold */
     struct chunk_wgrad *wslot;
     struct scratch scr;
+    /* Packed activations: the stored layer whose activations the scratch
+     * still holds, its packing deferred until the scratch is needed again
+     * (model_acts.c), and its index; NULL: none. */
+    struct chunk_acts *scr_pending;
+    int scr_pending_layer;
     size_t act_bytes;                 /* activations, what pending weight gradients keep, scratch */
     /* called after the backward of local layer j, when set (overlap of the
      * data-parallel reduction with the rest of the backward) */

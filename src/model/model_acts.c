@@ -320,16 +320,38 @@ void model_layer_acts(const struct model *m, const struct chunk_acts *a, int i, 
     la->fch_gelu = st->fch_gelu + at * N * (size_t)model_hidden_cols(d);
 }
 
-void model_pack_layer(struct model *m, struct chunk_acts *a, int i, struct layer_acts *la)
+static uint16_t *packed_at(const struct model *m, const struct chunk_acts *a, int i)
 {
-    const struct model_dims *d = &m->d;
-    if (packed(d) && i >= d->Lr) /* a stored layer (a recomputation stores nothing: i < Lr) */
-        pack_layer(m, a->packed + (size_t)(i - d->Lr) * packed_layer_u16(d, m->B), la);
+    return a->packed + (size_t)(i - m->d.Lr) * packed_layer_u16(&m->d, m->B);
 }
 
-void model_unpack_layer(const struct model *m, const struct chunk_acts *a, int i, struct layer_acts *la)
+void model_pack_pending(struct model *m)
+{
+    if (!m->scr_pending) return;
+    struct layer_acts la = m->scr.layer;
+    pack_layer(m, packed_at(m, m->scr_pending, m->scr_pending_layer), &la);
+    m->scr_pending = NULL;
+}
+
+void model_pack_layer(struct model *m, struct chunk_acts *a, int i)
 {
     const struct model_dims *d = &m->d;
-    if (packed(d) && i >= d->Lr)
-        unpack_layer(m, la, a->packed + (size_t)(i - d->Lr) * packed_layer_u16(d, m->B));
+    if (!packed(d) || i < d->Lr) return; /* (a recomputation stores nothing: i < Lr) */
+    model_pack_pending(m);
+    m->scr_pending = a;
+    m->scr_pending_layer = i;
+}
+
+void model_unpack_layer(struct model *m, struct chunk_acts *a, int i, int keep_packed)
+{
+    const struct model_dims *d = &m->d;
+    if (!packed(d) || i < d->Lr) return;
+    if (m->scr_pending == a && m->scr_pending_layer == i) { /* the scratch holds it */
+        if (keep_packed) model_pack_pending(m);
+        m->scr_pending = NULL;
+        return;
+    }
+    model_pack_pending(m);
+    struct layer_acts la = m->scr.layer;
+    unpack_layer(m, &la, packed_at(m, a, i));
 }

@@ -26,11 +26,17 @@ void model_layer_wgrad(const struct model *m, const struct chunk_wgrad *w, int i
  * place among the slot's stored layers. */
 void model_layer_acts(const struct model *m, const struct chunk_acts *a, int i, struct layer_acts *la);
 
-/* bf16/fp16: store layer i's activations (la) into the slot's packed
- * memory after its forward, and load them back before its backward (exact
- * both ways); no-ops in fp32 and for recomputed layers. */
-void model_pack_layer(struct model *m, struct chunk_acts *a, int i, struct layer_acts *la);
-void model_unpack_layer(const struct model *m, const struct chunk_acts *a, int i, struct layer_acts *la);
+/* bf16/fp16: store layer i's activations (in the scratch) into the slot's
+ * packed memory after its forward, and load them back before its backward
+ * (exact both ways); no-ops in fp32 and for recomputed layers.  The store
+ * is deferred while the scratch holds the layer: model_pack_pending does
+ * it before the scratch is overwritten (each layer's forward), and a
+ * backward that finds its layer still there skips the load (the last
+ * layer's, when the backward follows the forward), storing it only if
+ * keep_packed (a weight-gradient pass will load it again). */
+void model_pack_layer(struct model *m, struct chunk_acts *a, int i);
+void model_pack_pending(struct model *m);
+void model_unpack_layer(struct model *m, struct chunk_acts *a, int i, int keep_packed);
 
 /* The forward's outputs, in the order it computes them: the embedding's
  * (layer -1), each block's, the head's (layer L).  The NaN watch names the
