@@ -145,6 +145,24 @@ pack_b_any(int transB, int kc, int n, const float *B, long ldb, void *bp_, const
 {
     const int kp = pack_kp(kc, bf16);
     float *bp = bp_;
+    if (!transB && !bf16) { /* a row of NR columns per k: two vectors (the compiler made a memmove call of each) */
+        for (int q = 0; q < n; q += NR, bp += (long)NR * kp) {
+            int nr = n - q < NR ? n - q : NR;
+            __m256i m0 = lane_mask(nr), m1 = lane_mask(nr - 8);
+            const float *b = B + q;
+            if (nr == NR)
+                for (int k = 0; k < kc; k++) {
+                    _mm256_store_ps(bp + (long)k * NR, _mm256_loadu_ps(b + (long)k * ldb));
+                    _mm256_store_ps(bp + (long)k * NR + 8, _mm256_loadu_ps(b + (long)k * ldb + 8));
+                }
+            else
+                for (int k = 0; k < kc; k++) { /* (masked loads give zeros past n) */
+                    _mm256_store_ps(bp + (long)k * NR, _mm256_maskload_ps(b + (long)k * ldb, m0));
+                    _mm256_store_ps(bp + (long)k * NR + 8, _mm256_maskload_ps(b + (long)k * ldb + 8, m1));
+                }
+        }
+        return;
+    }
     if (!transB) {
         pack_b_c(transB, kc, n, B, ldb, bp, NR, bf16);
         return;
