@@ -38,10 +38,12 @@ THREADS=${THREADS:-2}
 STEPS=${STEPS:-10}
 ROUNDS=${ROUNDS:-2}
 PY=/usr/bin/python3
-# idle threads sleep in both (as bench/bench.sh runs triad and PyTorch): on a
-# machine shared with other work, spinning threads slowed triad 1.8x here,
-# and llm.c ran no faster spinning (10.4 s a step sleeping, 11.6 s spinning)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=PASSIVE
+# Each code under its own best wait policy (as bench/bench.sh runs triad and
+# PyTorch): llm.c's idle threads sleep (10.4 s a step sleeping, 11.6 s
+# spinning, here), triad's under OpenMP's default (PASSIVE was 3-13 % slower
+# on the small config: docs/performance.md, "Threads")
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+unset OMP_WAIT_POLICY
 dir=$(pwd)/run/bench_llmc
 rm -rf "$dir"
 mkdir -p "$dir"
@@ -101,7 +103,7 @@ while [ $r -le "$ROUNDS" ]; do
         data.path="'$dir/tokens_*.bin'" io.init_from="'$dir/gpt2_124M.bin'" train.lr=1e-4 \
         train.lr_schedule="'constant'" train.warmup_steps=0 train.beta2=0.999 train.eps=1e-8 train.weight_decay=0 \
         train.grad_clip=0 io.run_dir="'$dir/triad$r'" > "$dir/triad$r.out" 2>&1 || { tail "$dir/triad$r.out"; exit 1; }
-    OMP_NUM_THREADS=$THREADS "$exe" "$dir/gpt2_124M.bin" "$dir/tokens_*.bin" "$STEPS" 4 64 1e-4 > "$dir/llmc$r.out" \
+    OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$THREADS "$exe" "$dir/gpt2_124M.bin" "$dir/tokens_*.bin" "$STEPS" 4 64 1e-4 > "$dir/llmc$r.out" \
         2>&1 || { tail "$dir/llmc$r.out"; exit 1; }
     r=$((r + 1))
 done
