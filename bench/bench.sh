@@ -102,8 +102,9 @@ END {
       k = cfgs[c] " " ps[i]
       if (!(k in tps)) continue
       ratio = (pk in tps) ? sprintf("%.2fx", tps[k] / tps[pk]) : "n/a"
-      printf "%-11s %-14s %10.0f %9.1f %9.1f %6.1f%% %8.1f%% %11s   %s\n", cfgs[c], "triad " ps[i], tps[k], ms[k], gf[k],
-             mfu[k], 100 * gf[k] / sgemm[ps[i]], ratio, runs[k]
+      of = sgemm[ps[i]] > 0 ? sprintf("%.1f%%", 100 * gf[k] / sgemm[ps[i]]) : "n/a"
+      printf "%-11s %-14s %10.0f %9.1f %9.1f %6.1f%% %9s %11s   %s\n", cfgs[c], "triad " ps[i], tps[k], ms[k], gf[k],
+             mfu[k], of, ratio, runs[k]
     }
     if (pk in tps)
       printf "%-11s %-14s %10.0f %9.1f %9.1f %7s %9s %11s   %s\n", cfgs[c], "pytorch", tps[pk], ms[pk], gf[pk], "", "",

@@ -518,10 +518,13 @@ static void test_bias_epilogue(void)
                          * with the bias near 2^-130: subnormal, which FTZ would flush */
                         for (size_t i = 0; i < (size_t)m.M * m.lda; i++) m.A[i] *= 0x1p-60f;
                         for (size_t i = 0; i < (size_t)m.N * m.ldb; i++) m.B[i] *= 0x1p-60f;
+                        /* and a last row of zero products, to which a subnormal bias adds itself */
+                        for (int k = 0; k < m.K; k++) m.A[(size_t)(m.M - 1) * m.lda + k] = 0.0f;
                     }
                     (a ? gemm_bf16 : gemm_f32)(0, 1, m.M, m.N, m.K, 1.0f, m.A, m.lda, m.B, m.ldb, 0.0f, want, m.ldc);
-                    for (int j = 0; j < m.N; j++) /* (tiny: minus a sum of column j's first row, nudged) */
-                        bias[j] = tiny ? -want[j] * 0.9990234375f : (float)j * 0.01f - 0.3f;
+                    for (int j = 0; j < m.N; j++) /* (tiny: minus a sum of column j's first row, nudged; */
+                        bias[j] = tiny ? -want[j] * 0.9990234375f : (float)j * 0.01f - 0.3f; /* or subnormal) */
+                    for (int j = 3; tiny && j < m.N; j += 4) bias[j] = j % 8 == 3 ? 0x1p-135f : -0x1p-131f;
                     for (int i = 0; i < m.M; i++) {
                         for (int j = 0; j < m.N; j++) {
                             want[(size_t)i * m.ldc + j] += bias[j];

@@ -43,7 +43,9 @@ void gemm_bf16_ep(int transA, int transB, int M, int N, int K, const float *A, i
  * op(X) copied row-major), in gemm_pack_a_bytes / gemm_pack_b_bytes bytes
  * (multiples of 64) at a 64-byte aligned address.  gemm_packed then forms
  * C (m, n) = alpha op(A) op(B) + beta C from them on the calling thread:
- * bitwise what gemm_f32 or gemm_bf16 gives for the same operands. */
+ * bitwise what gemm_f32 or gemm_bf16 gives for the same operands (on the
+ * BLAS path, cblas_sgemm on the copies: deterministic, not bitwise the
+ * transposed call). */
 size_t gemm_pack_a_bytes(enum gemm_arith a, int m, int k);
 size_t gemm_pack_b_bytes(enum gemm_arith a, int k, int n);
 void gemm_pack_a(enum gemm_arith a, int transA, int m, int k, const float *A, int lda, void *ap);

@@ -197,11 +197,13 @@ AVX2_TARGET static inline __attribute__((always_inline)) int close_row(__m256 r[
                                                                        const float *bias, int round)
 {
     if (bias) {
+        /* -bias by its sign bit (an FTZ subtraction would flush a subnormal bias) */
         __m256 s0 = _mm256_add_ps(r[0], bv[0]), s1 = _mm256_add_ps(r[1], bv[1]), z = _mm256_setzero_ps();
+        __m256 sign = _mm256_set1_ps(-0.0f);
         __m256 f0 = _mm256_and_ps(_mm256_cmp_ps(s0, z, _CMP_EQ_OQ),
-                                  _mm256_cmp_ps(r[0], _mm256_sub_ps(z, bv[0]), _CMP_NEQ_UQ));
+                                  _mm256_cmp_ps(r[0], _mm256_xor_ps(bv[0], sign), _CMP_NEQ_UQ));
         __m256 f1 = _mm256_and_ps(_mm256_cmp_ps(s1, z, _CMP_EQ_OQ),
-                                  _mm256_cmp_ps(r[1], _mm256_sub_ps(z, bv[1]), _CMP_NEQ_UQ));
+                                  _mm256_cmp_ps(r[1], _mm256_xor_ps(bv[1], sign), _CMP_NEQ_UQ));
         if (_mm256_movemask_ps(_mm256_or_ps(f0, f1))) return 1;
         r[0] = s0;
         r[1] = s1;

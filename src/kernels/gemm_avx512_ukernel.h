@@ -58,10 +58,14 @@ static inline __attribute__((always_inline)) unsigned ukernel_close(const int ro
                                                                     long ldc, float alpha, float beta,
                                                                     const float *bias, int round)
 {
-    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta), bv[GEMM_NV];
+    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta), bv[GEMM_NV], nb[GEMM_NV];
     unsigned left = 0;
 #pragma GCC unroll 4
-    for (int v = 0; v < GEMM_NV; v++) bv[v] = bias ? _mm512_maskz_loadu_ps(mask[v], bias + v * 16) : _mm512_setzero_ps();
+    for (int v = 0; v < GEMM_NV; v++) {
+        bv[v] = bias ? _mm512_maskz_loadu_ps(mask[v], bias + v * 16) : _mm512_setzero_ps();
+        /* -bias by its sign bit (an FTZ subtraction would flush a subnormal bias) */
+        nb[v] = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(bv[v]), _mm512_set1_epi32((int)0x80000000u)));
+    }
 #pragma GCC unroll 16
     for (int i = 0; i < rows; i++) {
         float *ci = c + i * ldc;
@@ -75,7 +79,7 @@ static inline __attribute__((always_inline)) unsigned ukernel_close(const int ro
             if (bias) {
                 s[v] = _mm512_add_ps(r[v], bv[v]);
                 flushed |= _mm512_mask_cmp_ps_mask(mask[v], s[v], _mm512_setzero_ps(), _CMP_EQ_OQ) &
-                           _mm512_cmp_ps_mask(r[v], _mm512_sub_ps(_mm512_setzero_ps(), bv[v]), _CMP_NEQ_UQ);
+                           _mm512_cmp_ps_mask(r[v], nb[v], _CMP_NEQ_UQ);
             }
         }
         if (flushed) {

@@ -104,7 +104,6 @@ static inline double lane_tree_max_double(double *a)
     return a[0];
 }
 
-typedef float lane_v16 __attribute__((vector_size(64)));
 typedef float lane_v8 __attribute__((vector_size(32)));
 typedef float lane_v4 __attribute__((vector_size(16)));
 typedef int lane_i8 __attribute__((vector_size(32)));
@@ -112,12 +111,15 @@ typedef int lane_i4 __attribute__((vector_size(16)));
 
 static inline float lane_tree_sum_float(const float *a)
 {
-    lane_v16 v;
-    memcpy(&v, a, sizeof v);
-    lane_v8 s8 = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
-                 __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
-    lane_v4 s4 = __builtin_shufflevector(s8, s8, 0, 1, 2, 3) + __builtin_shufflevector(s8, s8, 4, 5, 6, 7);
-    float s0 = s4[0] + s4[2], s1 = s4[1] + s4[3];
+    lane_v8 lo8, hi8;
+    lane_v4 lo4, hi4;
+    memcpy(&lo8, a, sizeof lo8);
+    memcpy(&hi8, a + 8, sizeof hi8);
+    lo8 += hi8;
+    memcpy(&lo4, &lo8, sizeof lo4);
+    memcpy(&hi4, (const float *)&lo8 + 4, sizeof hi4);
+    lo4 += hi4;
+    float s0 = lo4[0] + lo4[2], s1 = lo4[1] + lo4[3];
     return s0 + s1;
 }
 
@@ -134,12 +136,13 @@ static inline float lane_tree_sum_float(const float *a)
 
 static inline float lane_tree_max_float(const float *a)
 {
-    lane_v16 v;
-    memcpy(&v, a, sizeof v);
-    lane_v8 lo8 = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
-    lane_v8 hi8 = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+    lane_v8 lo8, hi8;
+    lane_v4 lo4, hi4;
+    memcpy(&lo8, a, sizeof lo8);
+    memcpy(&hi8, a + 8, sizeof hi8);
     LANE_VMAX(lane_i8, lo8, hi8);
-    lane_v4 lo4 = __builtin_shufflevector(lo8, lo8, 0, 1, 2, 3), hi4 = __builtin_shufflevector(lo8, lo8, 4, 5, 6, 7);
+    memcpy(&lo4, &lo8, sizeof lo4);
+    memcpy(&hi4, (const float *)&lo8 + 4, sizeof hi4);
     LANE_VMAX(lane_i4, lo4, hi4);
     float m0 = lo4[2] > lo4[0] ? lo4[2] : lo4[0], m1 = lo4[3] > lo4[1] ? lo4[3] : lo4[1];
     return m1 > m0 ? m1 : m0;
