@@ -9,6 +9,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define HAVE_F16C_PATH 1
+#include "bf16_simd.h" /* bf16_bits16, bf16_bits8: bf16_bits on 16 and 8 lanes */
 #endif
 
 /* The bits of f rounded to bf16 (low half zero), without a branch so that
@@ -108,19 +109,6 @@ static size_t block_len(size_t at, size_t n) { return n - at < FP16_BLOCK ? n - 
  * may be x), BF16_PACK h = the bf16 of in, BF16_UNPACK x = h. */
 enum bf16_op { BF16_ROUND, BF16_PACK, BF16_UNPACK };
 #ifdef HAVE_F16C_PATH
-/* bf16_bits on 16 lanes. */
-__attribute__((target("avx512f,avx512bw"), always_inline)) static inline __m512i bf16_bits16(__m512i u)
-{
-    const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff), hi = _mm512_set1_epi32((int)0xffff0000u);
-    const __m512i quiet_bit = _mm512_set1_epi32(0x00400000), abs = _mm512_set1_epi32(0x7fffffff);
-    const __m512i inf = _mm512_set1_epi32(0x7f800000);
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
-    __m512i r = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(u, bias), lsb), hi);
-    __m512i q = _mm512_and_si512(_mm512_or_si512(u, quiet_bit), hi);
-    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf);
-    return _mm512_mask_blend_epi32(nan, r, q);
-}
-
 __attribute__((target("avx512f,avx512bw"))) static size_t bf16_avx512(enum bf16_op op, float *x, const float *in,
                                                                        uint16_t *h, size_t n)
 {
@@ -153,9 +141,6 @@ __attribute__((target("avx512f,avx512bw"))) static void bf16_rows_avx512(float *
 __attribute__((target("avx2"))) static size_t bf16_avx2(enum bf16_op op, float *x, const float *in, uint16_t *h,
                                                         size_t n)
 {
-    const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff), hi = _mm256_set1_epi32((int)0xffff0000u);
-    const __m256i quiet_bit = _mm256_set1_epi32(0x00400000), abs = _mm256_set1_epi32(0x7fffffff);
-    const __m256i inf = _mm256_set1_epi32(0x7f800000);
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         if (op == BF16_UNPACK) {
@@ -163,13 +148,7 @@ __attribute__((target("avx2"))) static size_t bf16_avx2(enum bf16_op op, float *
             _mm256_storeu_si256((__m256i *)(x + i), _mm256_slli_epi32(w, 16));
             continue;
         }
-        __m256i u = _mm256_loadu_si256((const __m256i *)(in + i));
-        __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
-        __m256i r = _mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(u, bias), lsb), hi);
-        __m256i q = _mm256_and_si256(_mm256_or_si256(u, quiet_bit), hi);
-        /* |u| > Inf as signed ints: both sides are non-negative */
-        __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs), inf);
-        r = _mm256_blendv_epi8(r, q, nan);
+        __m256i r = bf16_bits8(_mm256_loadu_si256((const __m256i *)(in + i)));
         if (op == BF16_ROUND) _mm256_storeu_si256((__m256i *)(x + i), r);
         else {
             __m256i w = _mm256_srli_epi32(r, 16);

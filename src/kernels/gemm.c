@@ -168,49 +168,59 @@ static void epilogue_rows(const struct gemm_kernel *g, unsigned *mode, const str
         if (left >> i & 1u) epilogue(g, mode, ep, bias, C + (long)i * ldc, ldc, 1, n);
 }
 
+/* The values of k a packed block of kc holds: a bf16 kernel pads to even. */
+static int kp_of(const struct gemm_kernel *g, int kc) { return g->bf16 ? (kc + 1) & ~1 : kc; }
+
+/* C (m, n) = alpha Ap Bp + beta C over one packed K block of kc values: A's
+ * panels of MR rows, B's of NR columns, the register tiles in the order jr
+ * -> ir (a B micro-panel stays in L1 while A's panels stream past it).  With
+ * ep (the product's last K block) each tile's epilogue as its last sums are
+ * stored: in the kernel's registers (the AVX-512 and AVX2 kernels), else
+ * here on the rows it left, while they are in L1; bias: C's first column's. */
+static void block_product(const struct gemm_kernel *g, unsigned *mode, int m, int n, int kc, const char *ap,
+                          const char *bp, float alpha, float beta, float *C, long ldc,
+                          const struct gemm_epilogue *ep, const float *bias)
+{
+    const int kp = kp_of(g, kc);
+    const long panel = (long)kp * g->elem; /* bytes per row or column of a panel */
+    for (int jr = 0; jr < n; jr += g->nr) {
+        int nr = n - jr < g->nr ? n - jr : g->nr;
+        const float *tb = ep && bias ? bias + jr : NULL;
+        for (int ir = 0; ir < m; ir += g->mr) {
+            int mr = m - ir < g->mr ? m - ir : g->mr;
+            float *c = C + (long)ir * ldc + jr;
+            unsigned left = g->ukernel[mr](kp, ap + ir * panel, bp + jr * panel, c, ldc, alpha, beta, nr, tb,
+                                           ep && ep->round_bf16);
+            if (left) epilogue_rows(g, mode, ep, tb, c, ldc, left, mr, nr);
+        }
+    }
+}
+
 /* One thread's share: C(m,n) = alpha op(A) op(B) + beta C, A/B/C already
- * offset to the slice.  Loop nest jc -> pc -> ic -> jr -> ir: a packed B
- * micro-panel (KC x NR) stays in L1 while the packed A block (MC x KC)
- * streams from L2; the packed B block (KC x NC) serves all of the rows.
- * A bf16 kernel's blocks hold kp (kc padded to even) values of k, of
- * g->elem bytes each.  The epilogue runs on each register tile as its last
- * sums are stored: in the kernel's registers (the AVX-512 and AVX2
- * kernels), else here on the rows it left, while they are in L1. */
+ * offset to the slice.  Loop nest jc -> pc -> ic, then block_product: the
+ * packed A block (MC x KC) streams from L2; the packed B block (KC x NC)
+ * serves all of the rows.  A bf16 kernel's blocks hold kp (kc padded to
+ * even) values of k, of g->elem bytes each. */
 static void gemm_serial_packed(const struct gemm_kernel *g, int transA, int transB, int m, int n, int k,
                                float alpha, const float *A, long lda, const float *B, long ldb, float beta,
                                float *C, long ldc, const struct gemm_epilogue *ep, const float *bias)
 {
     char *ap = (char *)buf_get(&tl_apack, APACK_FLOATS);
     char *bp = (char *)buf_get(&tl_bpack, BPACK_FLOATS);
-    const int MR = g->mr, NR = g->nr, MC = g->mc;
     unsigned mode = g->mode_enter ? g->mode_enter() : 0;
 
     for (int jc = 0; jc < n; jc += GEMM_NC) {
         int nc = n - jc < GEMM_NC ? n - jc : GEMM_NC;
         for (int pc = 0; pc < k; pc += GEMM_KC) {
             int kc = k - pc < GEMM_KC ? k - pc : GEMM_KC;
-            int kp = g->bf16 ? (kc + 1) & ~1 : kc;
-            long panel = (long)kp * g->elem; /* bytes per row or column of a panel */
-            float beta_p = pc == 0 ? beta : 1.0f;  /* later K blocks accumulate */
+            float beta_p = pc == 0 ? beta : 1.0f; /* later K blocks accumulate */
+            const struct gemm_epilogue *last = pc + kc >= k ? ep : NULL;
             g->pack_b(transB, kc, nc, transB ? B + (long)jc * ldb + pc : B + (long)pc * ldb + jc, ldb, bp);
-            for (int ic = 0; ic < m; ic += MC) {
-                int mc = m - ic < MC ? m - ic : MC;
+            for (int ic = 0; ic < m; ic += g->mc) {
+                int mc = m - ic < g->mc ? m - ic : g->mc;
                 g->pack_a(transA, mc, kc, transA ? A + (long)pc * lda + ic : A + (long)ic * lda + pc, lda, ap);
-                for (int jr = 0; jr < nc; jr += NR) {
-                    int nr = nc - jr < NR ? nc - jr : NR;
-                    const char *bpj = bp + jr * panel;
-                    for (int ir = 0; ir < mc; ir += MR) {
-                        int mr = mc - ir < MR ? mc - ir : MR;
-                        float *c = C + (long)(ic + ir) * ldc + jc + jr;
-                        /* the tile's last sums: its epilogue as they are stored (the rows the kernel
-                         * leaves: here, while they are in L1) */
-                        int last = ep && pc + kc >= k;
-                        const float *tb = last && bias ? bias + jc + jr : NULL;
-                        unsigned left = g->ukernel[mr](kp, ap + ir * panel, bpj, c, ldc, alpha, beta_p, nr, tb,
-                                                       last && ep->round_bf16);
-                        if (left) epilogue_rows(g, &mode, ep, tb, c, ldc, left, mr, nr);
-                    }
-                }
+                block_product(g, &mode, mc, nc, kc, ap, bp, alpha, beta_p, C + (long)ic * ldc + jc, ldc, last,
+                              bias ? bias + jc : NULL);
             }
         }
     }
@@ -340,8 +350,7 @@ static size_t round64(size_t b) { return (b + 63) / 64 * 64; }
 /* Bytes of one K block of kc values of k over `rows` rows (A) or columns (B). */
 static size_t block_bytes(const struct gemm_kernel *g, int reg, int rows, int kc)
 {
-    int kp = g->bf16 ? (kc + 1) & ~1 : kc;
-    return round64((size_t)((rows + reg - 1) / reg) * (size_t)reg * (size_t)kp * (size_t)g->elem);
+    return round64((size_t)((rows + reg - 1) / reg) * (size_t)reg * (size_t)kp_of(g, kc) * (size_t)g->elem);
 }
 
 static size_t packed_bytes(const struct gemm_kernel *g, int reg, int rows, int k)
@@ -364,39 +373,37 @@ size_t gemm_pack_b_bytes(enum gemm_arith a, int k, int n)
     return packed_bytes(g, g ? g->nr : 1, n, k);
 }
 
-/* op(X) (rows, cols) copied row-major (the BLAS path's "packing"). */
-static void copy_op(int trans, int rows, int cols, const float *X, long ld, float *dst)
+/* op(X) packed as A (side_a: m = rows, k) or as B (k, n = rows), its K
+ * blocks one after the other; on the BLAS path op(X) copied row-major. */
+static void pack_operand(enum gemm_arith a, int side_a, int trans, int rows, int k, const float *X, long ld,
+                         char *dst)
 {
-    for (int i = 0; i < rows; i++)
-        for (int j = 0; j < cols; j++) dst[(long)i * cols + j] = trans ? X[(long)j * ld + i] : X[(long)i * ld + j];
+    const struct gemm_kernel *g = gemm_path(a);
+    int r = side_a ? rows : k, c = side_a ? k : rows; /* op(X) is r x c */
+    if (!g) {
+        float *d = (float *)dst;
+        for (int i = 0; i < r; i++)
+            for (int j = 0; j < c; j++) d[(long)i * c + j] = trans ? X[(long)j * ld + i] : X[(long)i * ld + j];
+        return;
+    }
+    int k_down = side_a ? trans : !trans; /* the values of k run down X's rows */
+    for (int pc = 0; pc < k; pc += GEMM_KC) {
+        int kc = k - pc < GEMM_KC ? k - pc : GEMM_KC;
+        const float *x = k_down ? X + (long)pc * ld : X + pc;
+        if (side_a) g->pack_a(trans, rows, kc, x, ld, dst);
+        else g->pack_b(trans, kc, rows, x, ld, dst);
+        dst += block_bytes(g, side_a ? g->mr : g->nr, rows, kc);
+    }
 }
 
 void gemm_pack_a(enum gemm_arith a, int transA, int m, int k, const float *A, int lda, void *ap)
 {
-    const struct gemm_kernel *g = gemm_path(a);
-    if (!g) {
-        copy_op(transA, m, k, A, lda, ap);
-        return;
-    }
-    for (int pc = 0; pc < k; pc += GEMM_KC) {
-        int kc = k - pc < GEMM_KC ? k - pc : GEMM_KC;
-        g->pack_a(transA, m, kc, transA ? A + (long)pc * lda : A + pc, lda, ap);
-        ap = (char *)ap + block_bytes(g, g->mr, m, kc);
-    }
+    pack_operand(a, 1, transA, m, k, A, lda, ap);
 }
 
 void gemm_pack_b(enum gemm_arith a, int transB, int k, int n, const float *B, int ldb, void *bp)
 {
-    const struct gemm_kernel *g = gemm_path(a);
-    if (!g) {
-        copy_op(transB, k, n, B, ldb, bp);
-        return;
-    }
-    for (int pc = 0; pc < k; pc += GEMM_KC) {
-        int kc = k - pc < GEMM_KC ? k - pc : GEMM_KC;
-        g->pack_b(transB, kc, n, transB ? B + pc : B + (long)pc * ldb, ldb, bp);
-        bp = (char *)bp + block_bytes(g, g->nr, n, kc);
-    }
+    pack_operand(a, 0, transB, n, k, B, ldb, bp);
 }
 
 void gemm_packed(enum gemm_arith a, int m, int n, int k, float alpha, const void *ap, const void *bp, float beta,
@@ -412,22 +419,13 @@ void gemm_packed(enum gemm_arith a, int m, int n, int k, float alpha, const void
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, alpha, ap, k, bp, n, beta, C, ldc);
         return;
     }
-    const int MR = g->mr, NR = g->nr;
     unsigned mode = g->mode_enter ? g->mode_enter() : 0;
     const char *apc = ap, *bpc = bp;
     for (int pc = 0; pc < k; pc += GEMM_KC) {   /* the K blocks in order, as gemm_serial_packed sums them */
         int kc = k - pc < GEMM_KC ? k - pc : GEMM_KC;
-        int kp = g->bf16 ? (kc + 1) & ~1 : kc;
-        long panel = (long)kp * g->elem;
-        float beta_p = pc == 0 ? beta : 1.0f;
-        for (int jr = 0; jr < n; jr += NR) {
-            int nr = n - jr < NR ? n - jr : NR;
-            for (int ir = 0; ir < m; ir += MR)
-                g->ukernel[m - ir < MR ? m - ir : MR](kp, apc + ir * panel, bpc + jr * panel, C + (long)ir * ldc + jr,
-                                                      ldc, alpha, beta_p, nr, NULL, 0);
-        }
-        apc += block_bytes(g, MR, m, kc);
-        bpc += block_bytes(g, NR, n, kc);
+        block_product(g, &mode, m, n, kc, apc, bpc, alpha, pc == 0 ? beta : 1.0f, C, ldc, NULL, NULL);
+        apc += block_bytes(g, g->mr, m, kc);
+        bpc += block_bytes(g, g->nr, n, kc);
     }
     if (g->mode_leave) g->mode_leave(mode);
 }

@@ -15,6 +15,7 @@
 
 #define AVX2_TARGET __attribute__((target("avx2,fma")))
 
+#include "bf16_simd.h"
 #include "gemm_pack.h"
 
 #define MR 6
@@ -177,19 +178,6 @@ pack_b_any(int transB, int kc, int n, const float *B, long ldb, void *bp_, const
 /* The fp32 packing, and gemm_pack.h's bf16 layouts made in the same pass. */
 GEMM_PACKERS(AVX2_TARGET)
 
-/* x rounded to bf16 as lp_round rounds (precision.h): to nearest even on
- * the bits, a NaN made quiet, subnormals kept (integer operations). */
-AVX2_TARGET static inline __attribute__((always_inline)) __m256 bf16_bits8(__m256 x)
-{
-    const __m256i u = _mm256_castps_si256(x), hi = _mm256_set1_epi32((int)0xffff0000u);
-    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    __m256i r = _mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), hi);
-    __m256i q = _mm256_and_si256(_mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), hi);
-    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
-                                     _mm256_set1_epi32(0x7f800000));
-    return _mm256_castsi256_ps(_mm256_blendv_epi8(r, q, nan));
-}
-
 /* One row of C's two vectors, r = alpha acc (+ beta C), with the epilogue
  * (gemm_ukernel_fn) as gemm_avx512_ukernel.h's close does it; 1 when the
  * kernel's mode flushed a bias sum (r then left as it was). */
@@ -209,8 +197,8 @@ AVX2_TARGET static inline __attribute__((always_inline)) int close_row(__m256 r[
         r[1] = s1;
     }
     if (round) {
-        r[0] = bf16_bits8(r[0]);
-        r[1] = bf16_bits8(r[1]);
+        r[0] = _mm256_castsi256_ps(bf16_bits8(_mm256_castps_si256(r[0]))); /* lp_round's */
+        r[1] = _mm256_castsi256_ps(bf16_bits8(_mm256_castps_si256(r[1])));
     }
     return 0;
 }

@@ -18,6 +18,7 @@
 #define AVX512_TARGET __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,fma")))
 
 #include "gemm_avx512_transpose.h"
+#include "bf16_simd.h"
 #include "gemm_avx512_ukernel.h"
 #include "gemm_pack.h"
 

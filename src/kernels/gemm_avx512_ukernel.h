@@ -5,7 +5,8 @@
  * row counts (one micro-kernel per count) and masked columns, so no tile
  * is computed twice; C prefetched while the block is summed; then C =
  * alpha acc, or alpha acc + beta C (beta == 0 never reads C: it may hold
- * NaN garbage), with the epilogue's bias and rounding in registers.  Included after <immintrin.h> by a file that defines
+ * NaN garbage), with the epilogue's bias and rounding in registers.
+ * Included after <immintrin.h> and bf16_simd.h by a file that defines
  * AVX512_TARGET, GEMM_MR and GEMM_NV; its ukernel_body sums between
  * ukernel_open and ukernel_close, and UKERNEL_ROWS makes ukernel_rows. */
 #ifndef TRIAD_GEMM_AVX512_UKERNEL_H
@@ -31,20 +32,6 @@ static inline __attribute__((always_inline)) void ukernel_open(const int rows, c
     for (int i = 0; i < rows; i++)
 #pragma GCC unroll 4
         for (int v = 0; v < GEMM_NV; v++) acc[i][v] = _mm512_setzero_ps();
-}
-
-/* x rounded to bf16 as lp_round rounds (precision.h): to nearest even on
- * the bits, a NaN made quiet, subnormals kept; integer operations, which
- * no floating-point mode changes. */
-AVX512_TARGET static inline __attribute__((always_inline)) __m512 ukernel_bf16_bits(__m512 x)
-{
-    const __m512i u = _mm512_castps_si512(x), hi = _mm512_set1_epi32((int)0xffff0000u);
-    __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)),
-                                 _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)));
-    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                            _mm512_set1_epi32(0x7f800000));
-    r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000));
-    return _mm512_castsi512_ps(_mm512_and_si512(r, hi));
 }
 
 /* C (rows, the columns of mask) = alpha acc (+ beta C), then the epilogue
@@ -88,7 +75,7 @@ static inline __attribute__((always_inline)) unsigned ukernel_close(const int ro
 #pragma GCC unroll 4
             for (int v = 0; v < GEMM_NV; v++) {
                 if (bias) r[v] = s[v];
-                if (round) r[v] = ukernel_bf16_bits(r[v]);
+                if (round) r[v] = _mm512_castsi512_ps(bf16_bits16(_mm512_castps_si512(r[v]))); /* lp_round's */
             }
         }
 #pragma GCC unroll 4

@@ -21,6 +21,7 @@
 #define AVX512_TARGET __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx512bf16,fma")))
 
 #include "gemm_avx512_transpose.h"
+#include "bf16_simd.h"
 #include "gemm_avx512_ukernel.h"
 
 /* Packed A: panels of MR rows; pair p of k (k = 2p, 2p+1) of row i at

@@ -774,7 +774,6 @@ static void attention_backward_by(att_arith a, KREAL *dqkv, KREAL *dkv, const KR
 {
     struct att_geom g = att_geom(NH, NKV, HS);
     const int causal = flags & ATT_CAUSAL, accum = flags & ATT_ACCUM;
-    const size_t ba = att_form_bytes(a, ATT_AS_A, HS), bb = att_form_bytes(a, ATT_AS_B, HS);
     const size_t bp = att_a_bytes(a, ATT_BLK, ATT_BLK);
     int keep;
     const size_t room = att_pass_room(a, 1, n, HS, &keep);
@@ -792,7 +791,7 @@ static void attention_backward_by(att_arith a, KREAL *dqkv, KREAL *dkv, const KR
             att_op_init(&kt, a, ATT_AS_BT, k, ldkv, n, HS, keep, &cur);
             att_op_init(&kb, a, ATT_AS_B, k, ldkv, n, HS, keep, &cur);
             att_op_init(&vt, a, ATT_AS_BT, v, ldkv, n, HS, keep, &cur);
-            char *head = cur, *pt = cur + 2 * (ba + bb), *dsa = pt + bp, *dst = dsa + bp;
+            char *head = cur;
             if (!accum) {
                 zero_rows(dk, n, HS, ldkv);
                 zero_rows(dv, n, HS, ldkv);
@@ -810,6 +809,7 @@ static void attention_backward_by(att_arith a, KREAL *dqkv, KREAL *dkv, const KR
                 att_op_init(&qb, a, ATT_AS_B, q, g.W, n, HS, 0, &cur);
                 att_op_init(&da, a, ATT_AS_A, dout_h, g.C, n, HS, 0, &cur);
                 att_op_init(&db, a, ATT_AS_B, dout_h, g.C, n, HS, 0, &cur);
+                char *pt = cur, *dsa = pt + bp, *dst = dsa + bp; /* p^T, dS and dS^T as A */
                 if (!accum) zero_rows(dq, n, HS, g.W);
                 for (int i0 = 0; i0 < n; i0 += ATT_BLK) {
                     int nr = imin(ATT_BLK, n - i0);

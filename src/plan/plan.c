@@ -95,10 +95,6 @@ static size_t overlapped_bytes(const struct model_dims *d)
     return n;
 }
 
-/* MPI's scratch for the largest collective this rank makes (one at a time).
- * Overlapped, every bucket's non-blocking all-reduces may be in flight at
- * once before the final wait: up to all the per-layer gradients; ZeRO-2
- * keeps two layers' reduce-scatters in flight. */
 /* The packed blocks the CPU's attention keeps per thread (ops.h), the
  * larger of its two passes, for sequences of d->Tl rows. */
 static size_t cpu_att_bytes(const struct model_dims *d)
@@ -111,6 +107,10 @@ static size_t cpu_att_bytes(const struct model_dims *d)
     return fwd > bwd ? fwd : bwd;
 }
 
+/* MPI's scratch for the largest collective this rank makes (one at a time).
+ * Overlapped, every bucket's non-blocking all-reduces may be in flight at
+ * once before the final wait: up to all the per-layer gradients; ZeRO-2
+ * keeps two layers' reduce-scatters in flight. */
 static size_t comm_buffer(const struct plan *p, const struct model_dims *d, size_t flat)
 {
     size_t big = 0, NC = (size_t)p->shape.micro_batch * d->Tl * d->C * 4, wte = model_tensor_size(d, P_WTE) * 4, x;
