@@ -1,10 +1,12 @@
 /* log.c -- rank-0 printing, fatal errors, checked allocation. */
+#define _DEFAULT_SOURCE /* madvise */
 #include "log.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "exit_status.h"
 
@@ -115,13 +117,24 @@ void *xcalloc_at(const char *file, int line, size_t n, size_t size)
     return p;
 }
 
+/* Blocks from HUGE_MIN up (the model's state, its activations) start on a
+ * 2 MiB boundary and ask for transparent huge pages (where the kernel gives
+ * them on request, its default "madvise" mode; advice only, ignored where it
+ * cannot): the products' packing and the optimizer stream through gigabytes
+ * a step, and 4 KiB pages made the TLB miss every 64 lines (docs/performance.md,
+ * "Huge pages"). */
+enum { HUGE_PAGE = 2 << 20, HUGE_MIN = 4 * HUGE_PAGE };
+
 void *xalloc_aligned_at(const char *file, int line, size_t n)
 {
     void *p = NULL;
     size_t rounded = (n + 63) / 64 * 64;
-    if (posix_memalign(&p, 64, rounded ? rounded : 64) != 0)
+    if (posix_memalign(&p, rounded >= HUGE_MIN ? HUGE_PAGE : 64, rounded ? rounded : 64) != 0)
         die_at(file, line, "reduce the model or micro-batch size, or use more ranks",
                "out of memory allocating %zu bytes", n);
+#ifdef MADV_HUGEPAGE
+    if (rounded >= HUGE_MIN) (void)madvise(p, rounded / HUGE_PAGE * HUGE_PAGE, MADV_HUGEPAGE);
+#endif
     memset(p, 0, rounded);
     return p;
 }

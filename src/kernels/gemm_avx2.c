@@ -102,31 +102,36 @@ pack_transposed(const float *src, long ld, int rows, int kc, float *dst, long st
 }
 
 /* A row-major (op(A) = A) is packed through pack_transposed (the MR rows and
- * two of zeros); A transposed one k at a time, with the same 8-wide stores. */
+ * two of zeros); A transposed by rows of A, with the same 8-wide stores. */
 AVX2_TARGET static inline __attribute__((always_inline)) void
 pack_a_any(int transA, int m, int kc, const float *A, long lda, void *ap_, const int bf16)
 {
     const __m256i last = lane_mask(MR);
     const int kp = pack_kp(kc, bf16);
     float *ap = ap_;
-    if (transA) {             /* op(A)(i,k) = A[k*lda + i]: the MR rows side by side, one load per k */
-        for (int p = 0; p < m; p += MR, ap += (long)MR * kp) {
-            int mr = m - p < MR ? m - p : MR;
-            __m256i rows = lane_mask(mr);
-            /* with bf16 a pair of k at a time: the rows read in order (gemm_pack.h), their positions
-             * written in order (a store's spare lanes are the next position's) */
-            for (int k = 0; k < kp; k += 1 + bf16) {
-                __m256 r[2];
+    if (transA) { /* op(A)(i,k) = A[k*lda + i]: 8 rows of A at a time, across, each panel's 8 k in turn */
+        /* (with bf16 a pair of k at a time); positions written in order (gemm_pack.h): an 8-wide store's
+         * spare lanes are the next position's, stored after it; each panel's last masked */
+        for (int k0 = 0; k0 < kp; k0 += 8) {
+            int k1 = k0 + 8 < kp ? k0 + 8 : kp;
+            for (int p = 0; p < m; p += MR) {
+                int mr = m - p < MR ? m - p : MR;
+                for (int k = k0; k < k1; k += 1 + bf16) {
+                    __m256 r[2];
 #pragma GCC unroll 2
-                for (int h = 0; h <= bf16; h++)
-                    r[h] = !bf16 || k + h < kc ? pack8(_mm256_maskload_ps(A + (long)(k + h) * lda + p, rows), bf16)
-                                               : _mm256_setzero_ps();
+                    for (int h = 0; h <= bf16; h++) {
+                        const float *a = A + (long)(k + h) * lda + p; /* a whole panel: its spare lanes read too */
+                        r[h] = bf16 && k + h >= kc ? _mm256_setzero_ps()
+                               : pack8(p + 8 <= m ? _mm256_loadu_ps(a) : _mm256_maskload_ps(a, lane_mask(mr)), bf16);
+                    }
 #pragma GCC unroll 2
-                for (int h = 0; h <= bf16; h++) {
-                    if (k + h == kp - 1)
-                        _mm256_maskstore_ps(ap + (long)(k + h) * MR, last, r[h ^ bf16]);
-                    else
-                        _mm256_storeu_ps(ap + (long)(k + h) * MR, r[h ^ bf16]);
+                    for (int h = 0; h <= bf16; h++) {
+                        float *at = ap + (long)p * kp + (long)(k + h) * MR;
+                        if (k + h == kp - 1)
+                            _mm256_maskstore_ps(at, last, r[h ^ bf16]);
+                        else
+                            _mm256_storeu_ps(at, r[h ^ bf16]);
+                    }
                 }
             }
         }
@@ -146,21 +151,25 @@ pack_b_any(int transB, int kc, int n, const float *B, long ldb, void *bp_, const
 {
     const int kp = pack_kp(kc, bf16);
     float *bp = bp_;
-    if (!transB && !bf16) { /* a row of NR columns per k: two vectors (the compiler made a memmove call of each) */
-        for (int q = 0; q < n; q += NR, bp += (long)NR * kp) {
-            int nr = n - q < NR ? n - q : NR;
-            __m256i m0 = lane_mask(nr), m1 = lane_mask(nr - 8);
-            const float *b = B + q;
-            if (nr == NR)
-                for (int k = 0; k < kc; k++) {
-                    _mm256_store_ps(bp + (long)k * NR, _mm256_loadu_ps(b + (long)k * ldb));
-                    _mm256_store_ps(bp + (long)k * NR + 8, _mm256_loadu_ps(b + (long)k * ldb + 8));
-                }
-            else
-                for (int k = 0; k < kc; k++) { /* (masked loads give zeros past n) */
-                    _mm256_store_ps(bp + (long)k * NR, _mm256_maskload_ps(b + (long)k * ldb, m0));
-                    _mm256_store_ps(bp + (long)k * NR + 8, _mm256_maskload_ps(b + (long)k * ldb + 8, m1));
-                }
+    if (!transB && !bf16) { /* a row of NR columns per k: two vectors; 8 rows of B at a time, across */
+        for (int k0 = 0; k0 < kc; k0 += 8) {
+            int k1 = k0 + 8 < kc ? k0 + 8 : kc;
+            for (int q = 0; q < n; q += NR) {
+                int nr = n - q < NR ? n - q : NR;
+                float *d = bp + (long)q * kp;
+                const float *b = B + q;
+                if (nr == NR)
+                    for (int k = k0; k < k1; k++) {
+                        _mm256_store_ps(d + (long)k * NR, _mm256_loadu_ps(b + (long)k * ldb));
+                        _mm256_store_ps(d + (long)k * NR + 8, _mm256_loadu_ps(b + (long)k * ldb + 8));
+                    }
+                else
+                    for (int k = k0; k < k1; k++) { /* (masked loads give zeros past n) */
+                        const float *r = b + (long)k * ldb;
+                        _mm256_store_ps(d + (long)k * NR, _mm256_maskload_ps(r, lane_mask(nr)));
+                        _mm256_store_ps(d + (long)k * NR + 8, _mm256_maskload_ps(r + 8, lane_mask(nr - 8)));
+                    }
+            }
         }
         return;
     }

@@ -106,9 +106,9 @@ static inline __attribute__((always_inline)) void pack_a_any(int transA, int m, 
     float *ap = ap_;
     const __mmask16 full = (__mmask16)((1u << GEMM_MR) - 1);
     const int kp = pack_kp(kc, bf16);
-    if (transA) {             /* op(A)(i,k) = A[k*lda + i]: 16 rows of A at a time, across */
-        for (int k0 = 0; k0 < kp; k0 += 16) {
-            int k1 = k0 + 16 < kp ? k0 + 16 : kp;
+    if (transA) {             /* op(A)(i,k) = A[k*lda + i]: 4 rows of A at a time, across, each panel's 4 k */
+        for (int k0 = 0; k0 < kp; k0 += 4) {
+            int k1 = k0 + 4 < kp ? k0 + 4 : kp;
             for (int p = 0; p < m; p += GEMM_MR) {
                 int mr = m - p < GEMM_MR ? m - p : GEMM_MR;
                 __mmask16 mk = (__mmask16)((1u << mr) - 1);
@@ -135,9 +135,9 @@ static inline __attribute__((always_inline)) void pack_b_any(int transB, int kc,
 {
     float *bp = bp_;
     const int kp = pack_kp(kc, bf16);
-    if (!transB) {            /* op(B)(k,j) = B[k*ldb + j]: 16 rows of B at a time, across */
-        for (int k0 = 0; k0 < kp; k0 += 16) {
-            int k1 = k0 + 16 < kp ? k0 + 16 : kp;
+    if (!transB) {            /* op(B)(k,j) = B[k*ldb + j]: 8 rows of B at a time, across */
+        for (int k0 = 0; k0 < kp; k0 += 8) {
+            int k1 = k0 + 8 < kp ? k0 + 8 : kp;
             for (int q = 0; q < n; q += GEMM_NR)
 #pragma GCC unroll 16
                 for (int v = 0; v < GEMM_NV; v++) {

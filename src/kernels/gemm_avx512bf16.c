@@ -80,9 +80,9 @@ AVX512_TARGET static void pack_a(int transA, int m, int kc, const float *A, long
     uint32_t *ap = ap_;
     int kp2 = (kc + 1) / 2; /* pairs */
     const __mmask16 full = lanes_mask(GEMM_MR);
-    if (transA) {             /* op(A)(i,k) = A[k*lda + i]: two rows of A per pair, across, 8 pairs at a time */
-        for (int pb = 0; pb < kp2; pb += 8) {
-            int pe = pb + 8 < kp2 ? pb + 8 : kp2;
+    if (transA) {             /* op(A)(i,k) = A[k*lda + i]: two rows of A per pair, across, 4 pairs at a time */
+        for (int pb = 0; pb < kp2; pb += 4) {
+            int pe = pb + 4 < kp2 ? pb + 4 : kp2;
             for (int p0 = 0; p0 < m; p0 += GEMM_MR) {
                 __mmask16 mk = lanes_mask(m - p0);
                 for (int p = pb; p < pe; p++) {
@@ -104,9 +104,9 @@ AVX512_TARGET static void pack_b(int transB, int kc, int n, const float *B, long
 {
     uint32_t *bp = bp_;
     int kp2 = (kc + 1) / 2;
-    if (!transB) {            /* op(B)(k,j) = B[k*ldb + j]: two rows of B per pair, across, 8 pairs at a time */
-        for (int pb = 0; pb < kp2; pb += 8) {
-            int pe = pb + 8 < kp2 ? pb + 8 : kp2;
+    if (!transB) {            /* op(B)(k,j) = B[k*ldb + j]: two rows of B per pair, across, 4 pairs at a time */
+        for (int pb = 0; pb < kp2; pb += 4) {
+            int pe = pb + 4 < kp2 ? pb + 4 : kp2;
             for (int q = 0; q < n; q += GEMM_NR)
 #pragma GCC unroll 2
                 for (int v = 0; v < GEMM_NV; v++) {
