@@ -118,11 +118,12 @@ void *xcalloc_at(const char *file, int line, size_t n, size_t size)
 }
 
 /* Blocks from HUGE_MIN up (the model's state, its activations) start on a
- * 2 MiB boundary and ask for transparent huge pages (where the kernel gives
- * them on request, its default "madvise" mode; advice only, ignored where it
- * cannot): the products' packing and the optimizer stream through gigabytes
- * a step, and 4 KiB pages made the TLB miss every 64 lines (docs/performance.md,
- * "Huge pages"). */
+ * 2 MiB boundary and ask for transparent huge pages (which a kernel in THP
+ * mode "madvise" gives only on request; in "always" they come anyway;
+ * advice only, ignored where it cannot): the products' packing and the
+ * optimizer stream through gigabytes a step, and 4 KiB pages made the TLB
+ * miss every 64 lines (docs/performance.md, "The packing's row order, huge
+ * pages"). */
 enum { HUGE_PAGE = 2 << 20, HUGE_MIN = 4 * HUGE_PAGE };
 
 void *xalloc_aligned_at(const char *file, int line, size_t n)

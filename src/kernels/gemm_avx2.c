@@ -120,9 +120,12 @@ pack_a_any(int transA, int m, int kc, const float *A, long lda, void *ap_, const
                     __m256 r[2];
 #pragma GCC unroll 2
                     for (int h = 0; h <= bf16; h++) {
+                        if (bf16 && k + h >= kc) { /* (kc padded to even) */
+                            r[h] = _mm256_setzero_ps();
+                            continue;
+                        }
                         const float *a = A + (long)(k + h) * lda + p; /* a whole panel: its spare lanes read too */
-                        r[h] = bf16 && k + h >= kc ? _mm256_setzero_ps()
-                               : pack8(p + 8 <= m ? _mm256_loadu_ps(a) : _mm256_maskload_ps(a, lane_mask(mr)), bf16);
+                        r[h] = pack8(p + 8 <= m ? _mm256_loadu_ps(a) : _mm256_maskload_ps(a, lane_mask(mr)), bf16);
                     }
 #pragma GCC unroll 2
                     for (int h = 0; h <= bf16; h++) {

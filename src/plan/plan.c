@@ -28,7 +28,7 @@
 #include "zero3.h"
 
 
-static size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; } /* what xalloc_aligned reserves */
+static size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; } /* what xalloc_aligned touches */
 
 void plan_stage_dims(struct model_dims *d, const struct config *cfg, const struct plan *p, int pp_rank)
 {
