@@ -166,12 +166,13 @@ pack_b_any(int transB, int kc, int n, const float *B, long ldb, void *bp_, const
                         _mm256_store_ps(d + (long)k * NR, _mm256_loadu_ps(b + (long)k * ldb));
                         _mm256_store_ps(d + (long)k * NR + 8, _mm256_loadu_ps(b + (long)k * ldb + 8));
                     }
-                else
-                    for (int k = k0; k < k1; k++) { /* (masked loads give zeros past n) */
-                        const float *r = b + (long)k * ldb;
-                        _mm256_store_ps(d + (long)k * NR, _mm256_maskload_ps(r, lane_mask(nr)));
-                        _mm256_store_ps(d + (long)k * NR + 8, _mm256_maskload_ps(r + 8, lane_mask(nr - 8)));
+                else {          /* (masked loads give zeros past n) */
+                    const __m256i m0 = lane_mask(nr), m1 = lane_mask(nr - 8);
+                    for (int k = k0; k < k1; k++) {
+                        _mm256_store_ps(d + (long)k * NR, _mm256_maskload_ps(b + (long)k * ldb, m0));
+                        _mm256_store_ps(d + (long)k * NR + 8, _mm256_maskload_ps(b + (long)k * ldb + 8, m1));
                     }
+                }
             }
         }
         return;
