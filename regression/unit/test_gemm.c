@@ -603,6 +603,61 @@ static void test_packed_operands(void)
            blas ? "(fp32 on the BLAS: within 1e-5 of)" : "bitwise", runs, paths, bad);
 }
 
+/* gemm_packed_causal on a diagonal block's shapes gives gemm_packed's C
+ * bitwise where the caller reads it (COLS: j <= i; K_FROM: all of C), A
+ * with the leading zeros K_FROM promises (of either sign), on every path,
+ * in both arithmetics: square blocks of attention's sizes, odd edges (a
+ * bf16 kernel's pairs straddling the cut), alpha/beta, tiny sums (some
+ * underflowing to -0) and ties. */
+static void test_packed_causal(void)
+{
+    static const int sizes[][2] = {{1, 8}, {9, 5}, {16, 8}, {37, 64}, {64, 64}, {64, 128}, {50, 33}, {23, 256}};
+    int ncase = (int)(sizeof sizes / sizeof sizes[0]), bad = 0, runs = 0, paths = 0;
+    for (int p = 0; p < ISA_COUNT; p++) {
+        if (!isa_supported((enum isa)p)) continue;
+        isa_force((enum isa)p);
+        gemm_reset_path();
+        paths++;
+        for (int a = 0; a < 2; a++)
+            for (int c = 0; c < ncase; c++)
+                for (int sh = 0; sh < 2; sh++)
+                    for (int t = 0; t < 2; t++) {
+                        enum gemm_causal shape = (enum gemm_causal)sh;
+                        int S = sizes[c][0], H = sizes[c][1]; /* block of S positions, heads of H values */
+                        int M = S, N = shape == GEMM_CAUSAL_COLS ? S : H, K = shape == GEMM_CAUSAL_COLS ? H : S;
+                        float alpha = c % 3 == 2 ? 0.75f : 1.0f, beta = (float)t;
+                        struct mats m = mats_new(0, 0, M, N, K, c % 2 * 3, 1.0f, 1700u + (uint64_t)(c * 8 + sh * 2 + t));
+                        if (a && c % 2) make_tiny(&m);
+                        else if (a) make_ties(&m);
+                        for (int i = 0; i < M && shape != GEMM_CAUSAL_COLS; i++)
+                            for (int k = 0; k < K; k++)
+                                if (k < i)
+                                    m.A[(size_t)i * m.lda + k] = (i + k) % 2 ? -0.0f : 0.0f;
+                        enum gemm_arith ar = a ? GEMM_BF16 : GEMM_FP32;
+                        size_t nc = (size_t)M * m.ldc;
+                        float *want = malloc(nc * sizeof(float));
+                        void *ap = aligned_alloc(64, gemm_pack_a_bytes(ar, M, K));
+                        void *bp = aligned_alloc(64, gemm_pack_b_bytes(ar, K, N));
+                        if (!want || !ap || !bp) exit(1);
+                        memcpy(want, m.C0, nc * sizeof(float));
+                        gemm_pack_a(ar, 0, M, K, m.A, m.lda, ap);
+                        gemm_pack_b(ar, 0, K, N, m.B, m.ldb, bp);
+                        gemm_packed(ar, M, N, K, alpha, ap, bp, beta, want, m.ldc);
+                        gemm_packed_causal(ar, shape, M, N, K, alpha, ap, bp, beta, m.C, m.ldc);
+                        for (int i = 0; i < M; i++) {
+                            int n = shape == GEMM_CAUSAL_COLS ? i + 1 : N;
+                            bad += memcmp(want + (size_t)i * m.ldc, m.C + (size_t)i * m.ldc, n * sizeof(float)) != 0;
+                        }
+                        runs++;
+                        free(want), free(ap), free(bp);
+                        mats_free(&m);
+                    }
+    }
+    gemm_reset_path();
+    tap_ok(bad == 0 && runs > 0, "gemm_packed_causal: gemm_packed's C bitwise where it is read, %d products on %d "
+           "paths (both shapes, both arithmetics, edges, tiny sums, ties; %d rows differ)", runs, paths, bad);
+}
+
 int main(void)
 {
     tap_diag("path: %s, %d OpenMP threads", gemm_backend_name(GEMM_FP32), omp_get_max_threads());
@@ -618,5 +673,6 @@ int main(void)
     test_bf16_flush_window();
     test_bias_epilogue();
     test_packed_operands();
+    test_packed_causal();
     return tap_done();
 }

@@ -430,6 +430,35 @@ void gemm_packed(enum gemm_arith a, int m, int n, int k, float alpha, const void
     if (g->mode_leave) g->mode_leave(mode);
 }
 
+void gemm_packed_causal(enum gemm_arith a, enum gemm_causal shape, int m, int n, int k, float alpha, const void *ap,
+                        const void *bp, float beta, float *C, int ldc)
+{
+    const struct gemm_kernel *g = gemm_path(a);
+    if (!g || k > GEMM_KC || m <= 0 || n <= 0 || k <= 0 || alpha == 0.0f) {
+        gemm_packed(a, m, n, k, alpha, ap, bp, beta, C, ldc);
+        return;
+    }
+    unsigned mode = g->mode_enter ? g->mode_enter() : 0;
+    const int kp = kp_of(g, k), pair = g->bf16; /* a bf16 kernel's k runs in pairs */
+    const long panel = (long)kp * g->elem;       /* bytes per row or column of a panel */
+    for (int jr = 0; jr < n; jr += g->nr) {
+        int nr = n - jr < g->nr ? n - jr : g->nr;
+        /* COLS: the tiles whose rows reach column jr */
+        for (int ir = shape == GEMM_CAUSAL_COLS ? jr / g->mr * g->mr : 0; ir < m; ir += g->mr) {
+            int mr = m - ir < g->mr ? m - ir : g->mr, k0 = shape == GEMM_CAUSAL_K_FROM ? ir & ~pair : 0;
+            float *c = C + (long)ir * ldc + jr;
+            if (k0 >= kp) { /* (m > k: rows past the last value of k) */
+                scale_c(mr, nr, beta, c, ldc);
+                continue;
+            }
+            g->ukernel[mr](kp - k0, (const char *)ap + ir * panel + (long)k0 * g->mr * g->elem,
+                           (const char *)bp + jr * panel + (long)k0 * g->nr * g->elem, c, ldc, alpha, beta, nr,
+                           NULL, 0);
+        }
+    }
+    if (g->mode_leave) g->mode_leave(mode);
+}
+
 const char *gemm_backend_name(enum gemm_arith a)
 {
     static char name[160];

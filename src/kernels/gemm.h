@@ -52,6 +52,23 @@ void gemm_pack_a(enum gemm_arith a, int transA, int m, int k, const float *A, in
 void gemm_pack_b(enum gemm_arith a, int transB, int k, int n, const float *B, int ldb, void *bp);
 void gemm_packed(enum gemm_arith a, int m, int n, int k, float alpha, const void *ap, const void *bp, float beta,
                  float *C, int ldc);
+/* gemm_packed on a block of causal attention's diagonal, where the rows of
+ * op(A), and the columns of op(B) or the values of k, stand for the same
+ * positions of a sequence; the register tiles cut to what the mask keeps:
+ *   GEMM_CAUSAL_COLS:   C(i, j) for j > i is not formed (the caller masks
+ *                       it; some of it, in the diagonal's tiles, is);
+ *   GEMM_CAUSAL_K_FROM: op(A)(i, k) is zero for k < i (the transposed
+ *                       probabilities and dS): those leading terms are left
+ *                       out of the sums, which start at +0 and stay +0
+ *                       through them (fma(+-0, b, +0) = +0 for a finite b).
+ * C is bitwise gemm_packed's wherever the caller reads it.  (Trailing zero
+ * terms are not left out: a sum that underflowed to -0 becomes +0 at the
+ * next zero term, so cutting them would change the sign of such a zero,
+ * differently for each kernel's tile height.)  One K block (k <= GEMM_KC);
+ * otherwise, and on the BLAS path, gemm_packed whole. */
+enum gemm_causal { GEMM_CAUSAL_COLS, GEMM_CAUSAL_K_FROM };
+void gemm_packed_causal(enum gemm_arith a, enum gemm_causal shape, int m, int n, int k, float alpha, const void *ap,
+                        const void *bp, float beta, float *C, int ldc);
 void gemm_f64(int transA, int transB, int M, int N, int K, double alpha,
               const double *A, int lda, const double *B, int ldb, double beta,
               double *C, int ldc);

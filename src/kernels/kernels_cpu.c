@@ -540,6 +540,13 @@ static void att_mul(att_arith a, int m, int n, int k, double alpha, const void *
     (void)a;
     gemm_f64(0, 0, m, n, k, alpha, ap, k, bp, n, beta, C, ldc);
 }
+/* (the whole product: the same sums where the caller reads them) */
+static void att_mul_causal(att_arith a, enum gemm_causal shape, int m, int n, int k, double alpha, const void *ap,
+                           const void *bp, double beta, double *C, int ldc)
+{
+    (void)shape;
+    att_mul(a, m, n, k, alpha, ap, bp, beta, C, ldc);
+}
 #else
 typedef enum gemm_arith att_arith;
 #define att_a_bytes gemm_pack_a_bytes
@@ -547,7 +554,17 @@ typedef enum gemm_arith att_arith;
 #define att_pack_a gemm_pack_a
 #define att_pack_b gemm_pack_b
 #define att_mul gemm_packed
+#define att_mul_causal gemm_packed_causal
 #endif
+
+/* A product of blocks i0 (rows) and j0: on causal attention's diagonal
+ * (gemm.h's gemm_packed_causal) cut to the terms the mask keeps. */
+static void att_mul_at(att_arith a, int diag, enum gemm_causal shape, int m, int n, int k, KREAL alpha,
+                       const void *ap, const void *bp, KREAL beta, KREAL *C, int ldc)
+{
+    if (diag) att_mul_causal(a, shape, m, n, k, alpha, ap, bp, beta, C, ldc);
+    else att_mul(a, m, n, k, alpha, ap, bp, beta, C, ldc);
+}
 
 /* The forms a block of r rows (HS columns) takes: A (r, HS), B (r, HS),
  * or its transpose as B (HS, r). */
@@ -653,22 +670,27 @@ static void attention_forward_by(att_arith a, KREAL *out, KREAL *lse, const KREA
                     /* merging: the saved row is the softmax so far, its sum 1 against max = lse */
                     mx[r] = merge ? l[i0 + r] : -K(INFINITY);
                     sum[r] = merge ? K(1) : K(0);
-                    if (!merge)
-                        for (int c = 0; c < HS; c++) o[(size_t)(i0 + r) * g.C + c] = 0;
                 }
                 for (int j0 = 0; j0 < (causal ? i0 + 1 : n); j0 += ATT_BLK) {
                     int nc = imin(ATT_BLK, n - j0);
-                    att_mul(a, nr, nc, HS, g.scale, qi, att_block(&kt, j0), K(0), s, ATT_BLK);
-                    /* Each row over the whole block, the keys it may not see
-                     * masked (-inf to the maximum, 0 to the sum: the lanes'
-                     * results of the visible keys alone, without a scalar tail). */
+                    /* Without a merge every row sees block 0 first: its sums
+                     * are stored (beta 0), not added to zeros rescaled by
+                     * corr = 0 (the same bits, but that a sum underflowed
+                     * to -0 stays -0). */
+                    const int first = j0 == 0 && !merge, diag = causal && j0 == i0;
+                    att_mul_at(a, diag, GEMM_CAUSAL_COLS, nr, nc, HS, g.scale, qi, att_block(&kt, j0), K(0), s,
+                               ATT_BLK);
+                    /* Each row over the keys it may see (the others: 0; the
+                     * lanes' results are those over the whole block with
+                     * -inf to the maximum and 0 to the sum). */
                     for (int r = 0; r < nr; r++) {
                         KREAL *sr = s + (size_t)r * ATT_BLK, m = mx[r];
                         int nv = att_visible(causal, i0 + r, j0, nc);
-                        LANE_MAX(KREAL, m, 0, nc, j, j < nv ? sr[j] : -K(INFINITY));
+                        LANE_MAX(KREAL, m, 0, nv, j, sr[j]);
 #pragma omp simd
-                        for (int j = 0; j < nc; j++) sr[j] = j < nv ? KEXP(sr[j] - m) : K(0);
-                        LANE_SUM(KREAL, add[r], 0, nc, j, sr[j]);
+                        for (int j = 0; j < nv; j++) sr[j] = KEXP(sr[j] - m);
+                        for (int j = nv; j < nc; j++) sr[j] = K(0);
+                        LANE_SUM(KREAL, add[r], 0, nv, j, sr[j]);
                         corr[r] = mx[r] - m;
                         mx[r] = m;
                     }
@@ -677,14 +699,15 @@ static void attention_forward_by(att_arith a, KREAL *out, KREAL *lse, const KREA
                         corr[r] = KEXP(corr[r]); /* (0 for the first block: mx was -inf) */
                         sum[r] = sum[r] * corr[r] + add[r];
                     }
-                    for (int r = 0; r < nr; r++) {
+                    for (int r = 0; r < nr && !first; r++) {
                         KREAL *orow = o + (size_t)(i0 + r) * g.C, cr = corr[r];
                         if (cr == K(1)) continue; /* (the maximum did not move) */
 #pragma omp simd
                         for (int c = 0; c < HS; c++) orow[c] *= cr;
                     }
                     att_pack_a(a, 0, nr, nc, s, ATT_BLK, pp);
-                    att_mul(a, nr, HS, nc, K(1), pp, att_block(&vb, j0), K(1), o + (size_t)i0 * g.C, g.C);
+                    att_mul(a, nr, HS, nc, K(1), pp, att_block(&vb, j0), first ? K(0) : K(1), o + (size_t)i0 * g.C,
+                            g.C);
                 }
                 for (int r = 0; r < nr; r++) {
                     KREAL inv = K(1) / sum[r], *orow = o + (size_t)(i0 + r) * g.C;
@@ -757,13 +780,6 @@ static void att_delta(KREAL *D, const KREAL *dout, const KREAL *out, int i0, int
     }
 }
 
-/* Rows [*, *+n) x HS with leading dimension ld set to 0. */
-static void zero_rows(KREAL *x, int n, int HS, int ld)
-{
-    for (int i = 0; i < n; i++)
-        for (int c = 0; c < HS; c++) x[(size_t)i * ld + c] = 0;
-}
-
 /* Each gradient block gathers its terms in the order of the other index
  * (dq_i over the key blocks j ascending, dk_j and dv_j over the query
  * blocks i ascending, a kv head's query heads one after the other), which
@@ -792,10 +808,6 @@ static void attention_backward_by(att_arith a, KREAL *dqkv, KREAL *dkv, const KR
             att_op_init(&kb, a, ATT_AS_B, k, ldkv, n, HS, keep, &cur);
             att_op_init(&vt, a, ATT_AS_BT, v, ldkv, n, HS, keep, &cur);
             char *head = cur;
-            if (!accum) {
-                zero_rows(dk, n, HS, ldkv);
-                zero_rows(dv, n, HS, ldkv);
-            }
             for (int r = 0; r < g.G; r++) {
                 int h = kh * g.G + r;
                 size_t qoff = ((size_t)b * T + q0) * g.W + (size_t)h * HS;
@@ -810,7 +822,6 @@ static void attention_backward_by(att_arith a, KREAL *dqkv, KREAL *dkv, const KR
                 att_op_init(&da, a, ATT_AS_A, dout_h, g.C, n, HS, 0, &cur);
                 att_op_init(&db, a, ATT_AS_B, dout_h, g.C, n, HS, 0, &cur);
                 char *pt = cur, *dsa = pt + bp, *dst = dsa + bp; /* p^T, dS and dS^T as A */
-                if (!accum) zero_rows(dq, n, HS, g.W);
                 for (int i0 = 0; i0 < n; i0 += ATT_BLK) {
                     int nr = imin(ATT_BLK, n - i0);
                     const void *qi = att_block(&qa, i0), *qi_b = att_block(&qb, i0);
@@ -819,27 +830,42 @@ static void attention_backward_by(att_arith a, KREAL *dqkv, KREAL *dkv, const KR
                     /* the key blocks block i0 sees: at or below the diagonal when causal */
                     for (int j0 = 0; j0 < (causal ? i0 + 1 : n); j0 += ATT_BLK) {
                         int nc = imin(ATT_BLK, n - j0);
-                        att_mul(a, nr, nc, HS, g.scale, qi, att_block(&kt, j0), K(0), p, ATT_BLK);
+                        /* Without ATT_ACCUM a gradient block's first term is
+                         * stored (beta 0), not added to zeros (as above):
+                         * dq_i's at j0 = 0, dk_j's and dv_j's at the kv
+                         * head's first query head and the first query block
+                         * that sees key block j. */
+                        const KREAL bq = !accum && j0 == 0 ? K(0) : K(1);
+                        const KREAL bkv = !accum && r == 0 && i0 == (causal ? j0 : 0) ? K(0) : K(1);
+                        const int diag = causal && j0 == i0;
+                        att_mul_at(a, diag, GEMM_CAUSAL_COLS, nr, nc, HS, g.scale, qi, att_block(&kt, j0), K(0), p,
+                                   ATT_BLK);
                         for (int rr = 0; rr < nr; rr++) {
                             KREAL *pr = p + (size_t)rr * ATT_BLK, li = l[i0 + rr];
                             int nv = att_visible(causal, i0 + rr, j0, nc);
 #pragma omp simd
-                            for (int j = 0; j < nc; j++) pr[j] = j < nv ? KEXP(pr[j] - li) : K(0);
+                            for (int j = 0; j < nv; j++) pr[j] = KEXP(pr[j] - li);
+                            for (int j = nv; j < nc; j++) pr[j] = K(0);
                         }
-                        /* dv_j += p^T dout_i; dp = dout_i v_j^T; ds = p (dp - D) scale */
+                        /* dv_j += p^T dout_i; dp = dout_i v_j^T; ds = p (dp - D) scale (0 where p is) */
                         att_pack_a(a, 1, nc, nr, p, ATT_BLK, pt);
-                        att_mul(a, nc, HS, nr, K(1), pt, di_b, K(1), dv + (size_t)j0 * ldkv, ldkv);
-                        att_mul(a, nr, nc, HS, K(1), di, att_block(&vt, j0), K(0), ds, ATT_BLK);
+                        att_mul_at(a, diag, GEMM_CAUSAL_K_FROM, nc, HS, nr, K(1), pt, di_b, bkv, dv + (size_t)j0 * ldkv,
+                                   ldkv);
+                        att_mul_at(a, diag, GEMM_CAUSAL_COLS, nr, nc, HS, K(1), di, att_block(&vt, j0), K(0), ds,
+                                   ATT_BLK);
                         for (int rr = 0; rr < nr; rr++) {
                             KREAL *pr = p + (size_t)rr * ATT_BLK, *dr = ds + (size_t)rr * ATT_BLK, Di = D[rr];
+                            int nv = att_visible(causal, i0 + rr, j0, nc);
 #pragma omp simd
-                            for (int j = 0; j < nc; j++) dr[j] = pr[j] * (dr[j] - Di) * g.scale;
+                            for (int j = 0; j < nv; j++) dr[j] = pr[j] * (dr[j] - Di) * g.scale;
+                            for (int j = nv; j < nc; j++) dr[j] = K(0);
                         }
                         /* dq_i += ds k_j; dk_j += ds^T q_i */
                         att_pack_a(a, 0, nr, nc, ds, ATT_BLK, dsa);
-                        att_mul(a, nr, HS, nc, K(1), dsa, att_block(&kb, j0), K(1), dq + (size_t)i0 * g.W, g.W);
+                        att_mul(a, nr, HS, nc, K(1), dsa, att_block(&kb, j0), bq, dq + (size_t)i0 * g.W, g.W);
                         att_pack_a(a, 1, nc, nr, ds, ATT_BLK, dst);
-                        att_mul(a, nc, HS, nr, K(1), dst, qi_b, K(1), dk + (size_t)j0 * ldkv, ldkv);
+                        att_mul_at(a, diag, GEMM_CAUSAL_K_FROM, nc, HS, nr, K(1), dst, qi_b, bkv,
+                                   dk + (size_t)j0 * ldkv, ldkv);
                     }
                 }
             }
