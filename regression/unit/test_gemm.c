@@ -430,6 +430,17 @@ static void test_paths_bitwise_bf16(void)
     gemm_reset_path();
 }
 
+
+/* Path p (cpu.h's isa) forced for the products that follow, where this
+ * processor runs it (0: it does not). */
+static int path_on(int p)
+{
+    if (!isa_supported((enum isa)p)) return 0;
+    isa_force((enum isa)p);
+    gemm_reset_path();
+    return 1;
+}
+
 /* The window where fma_ftz's rule matters, in a product: row 0 of A and
  * column 0 of B make the first pair's sum FLT_MIN + 2^-149 and the second
  * pair subtract (8 + r) 2^-152 with r = row index - 4 of C: r <= 2 rounds
@@ -447,9 +458,7 @@ static void test_bf16_flush_window(void)
     for (int j = 0; j < N; j++)
         B[0 * N + j] = 0x1p-74f, B[1 * N + j] = 0x1p-63f, B[2 * N + j] = 1.0f, B[3 * N + j] = -0x1p-72f;
     for (int p = 0; p < ISA_COUNT; p++) {
-        if (!isa_supported((enum isa)p)) continue;
-        isa_force((enum isa)p);
-        gemm_reset_path();
+        if (!path_on(p)) continue;
         gemm_bf16(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
         for (int i = 0; i < M; i++)
             for (int j = 0; j < N; j++) ok = ok && C[i * N + j] == (i - 4 <= 2 ? FLT_MIN : 0.0f);
@@ -502,9 +511,7 @@ static void test_bias_epilogue(void)
     static const int sizes[][3] = {{7, 13, 17}, {223, 65, 255}, {225, 1100, 300}, {300, 33, 64}};
     int bad = 0, subnormal[2] = {0, 0}, runs = 0;
     for (int p = 0; p < ISA_COUNT; p++) {
-        if (!isa_supported((enum isa)p)) continue;
-        isa_force((enum isa)p);
-        gemm_reset_path();
+        if (!path_on(p)) continue;
         for (int a = 0; a < 2; a++)
             for (int c = 0; c < 4; c++)
                 for (int t = 0; t < 4; t++) {
@@ -560,9 +567,7 @@ static void test_packed_operands(void)
     int ncase = (int)(sizeof sizes / sizeof sizes[0]), bad = 0, runs = 0, paths = 0;
     int blas = getenv("TRIAD_GEMM") != NULL; /* TRIAD_GEMM=blas: fp32 on the BLAS (not bitwise) */
     for (int p = 0; p < ISA_COUNT; p++) {
-        if (!isa_supported((enum isa)p)) continue;
-        isa_force((enum isa)p);
-        gemm_reset_path();
+        if (!path_on(p)) continue;
         paths++;
         for (int a = 0; a < 2; a++)
             for (int c = 0; c < ncase; c++)
@@ -614,9 +619,7 @@ static void test_packed_causal(void)
     static const int sizes[][2] = {{1, 8}, {9, 5}, {16, 8}, {37, 64}, {64, 64}, {64, 128}, {50, 33}, {23, 256}};
     int ncase = (int)(sizeof sizes / sizeof sizes[0]), bad = 0, runs = 0, paths = 0;
     for (int p = 0; p < ISA_COUNT; p++) {
-        if (!isa_supported((enum isa)p)) continue;
-        isa_force((enum isa)p);
-        gemm_reset_path();
+        if (!path_on(p)) continue;
         paths++;
         for (int a = 0; a < 2; a++)
             for (int c = 0; c < ncase; c++)
