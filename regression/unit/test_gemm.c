@@ -430,7 +430,6 @@ static void test_paths_bitwise_bf16(void)
     gemm_reset_path();
 }
 
-
 /* Path p (cpu.h's isa) forced for the products that follow, where this
  * processor runs it (0: it does not). */
 static int path_on(int p)
