@@ -541,7 +541,8 @@ static void test_bias_epilogue(void)
                     struct gemm_epilogue ep = {bias, rnd};
                     (a ? gemm_bf16_ep : gemm_f32_ep)(0, 1, m.M, m.N, m.K, m.A, m.lda, m.B, m.ldb, m.C, m.ldc, &ep);
                     for (int i = 0; i < m.M; i++)
-                        bad += memcmp(m.C + (size_t)i * m.ldc, want + (size_t)i * m.ldc, (size_t)m.N * sizeof(float)) != 0;
+                        bad += memcmp(m.C + (size_t)i * m.ldc, want + (size_t)i * m.ldc,
+                                      (size_t)m.N * sizeof(float)) != 0;
                     runs++;
                     free(bias), free(want);
                     mats_free(&m);
@@ -549,8 +550,9 @@ static void test_bias_epilogue(void)
     }
     gemm_reset_path();
     tap_ok(bad == 0 && subnormal[0] > 0 && subnormal[1] > 0,
-           "gemm_f32_ep, gemm_bf16_ep: bitwise the product then the bias added (then lp_round), %d products on every "
-           "path (subnormal results kept: %d fp32, %d bf16, which the bf16 kernels' FTZ must not flush; %d rows differ)",
+           "gemm_f32_ep, gemm_bf16_ep: bitwise the product then the bias added (then lp_round), %d products on "
+           "every path (subnormal results kept: %d fp32, %d bf16, which the bf16 kernels' FTZ must not flush; "
+           "%d rows differ)",
            runs, subnormal[0], subnormal[1], bad);
 }
 
@@ -610,9 +612,9 @@ static void test_packed_operands(void)
 /* gemm_packed_causal on a diagonal block's shapes gives gemm_packed's C
  * bitwise where the caller reads it (COLS: j <= i; K_FROM: all of C), A
  * with the leading zeros K_FROM promises (of either sign), on every path,
- * in both arithmetics: square blocks of attention's sizes, odd edges (a
- * bf16 kernel's pairs straddling the cut), alpha/beta, tiny sums (some
- * underflowing to -0) and ties. */
+ * in both arithmetics: square blocks of attention's sizes, odd sizes (a
+ * bf16 kernel's k padded to a whole pair), more rows than k, alpha < 0,
+ * beta; in bf16 also tiny sums (some flushed to -0) and ties. */
 static void test_packed_causal(void)
 {
     static const int sizes[][2] = {{1, 8}, {9, 5}, {16, 8}, {37, 64}, {64, 64}, {64, 128}, {50, 33}, {23, 256}};
@@ -626,9 +628,12 @@ static void test_packed_causal(void)
                     for (int t = 0; t < 2; t++) {
                         enum gemm_causal shape = (enum gemm_causal)sh;
                         int S = sizes[c][0], H = sizes[c][1]; /* block of S positions, heads of H values */
-                        int M = S, N = shape == GEMM_CAUSAL_COLS ? S : H, K = shape == GEMM_CAUSAL_COLS ? H : S;
-                        float alpha = c % 3 == 2 ? 0.75f : 1.0f, beta = (float)t;
-                        struct mats m = mats_new(0, 0, M, N, K, c % 2 * 3, 1.0f, 1700u + (uint64_t)(c * 8 + sh * 2 + t));
+                        /* (K_FROM with c == 1: K < M, rows past the last k all zeros) */
+                        int M = S, N = shape == GEMM_CAUSAL_COLS ? S : H;
+                        int K = shape == GEMM_CAUSAL_COLS ? H : c == 1 ? S - 4 : S;
+                        float alpha = c % 3 == 2 ? 0.75f : c % 3 == 1 ? -1.25f : 1.0f, beta = (float)t;
+                        struct mats m = mats_new(0, 0, M, N, K, c % 2 * 3, 1.0f,
+                                                 1700u + (uint64_t)(c * 8 + sh * 2 + t));
                         if (a && c % 2) make_tiny(&m);
                         else if (a) make_ties(&m);
                         for (int i = 0; i < M && shape != GEMM_CAUSAL_COLS; i++)
@@ -657,7 +662,8 @@ static void test_packed_causal(void)
     }
     gemm_reset_path();
     tap_ok(bad == 0 && runs > 0, "gemm_packed_causal: gemm_packed's C bitwise where it is read, %d products on %d "
-           "paths (both shapes, both arithmetics, edges, tiny sums, ties; %d rows differ)", runs, paths, bad);
+           "paths (both shapes, both arithmetics, edges, more rows than k, alpha < 0, tiny sums, ties; %d rows "
+           "differ)", runs, paths, bad);
 }
 
 int main(void)

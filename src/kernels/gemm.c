@@ -439,18 +439,19 @@ void gemm_packed_causal(enum gemm_arith a, enum gemm_causal shape, int m, int n,
         return;
     }
     unsigned mode = g->mode_enter ? g->mode_enter() : 0;
-    const int kp = kp_of(g, k), pair = g->bf16; /* a bf16 kernel's k runs in pairs */
-    const long panel = (long)kp * g->elem;       /* bytes per row or column of a panel */
+    const int kp = kp_of(g, k);
+    const long panel = (long)kp * g->elem; /* bytes per row or column of a panel */
     for (int jr = 0; jr < n; jr += g->nr) {
         int nr = n - jr < g->nr ? n - jr : g->nr;
         /* COLS: the tiles whose rows reach column jr */
         for (int ir = shape == GEMM_CAUSAL_COLS ? jr / g->mr * g->mr : 0; ir < m; ir += g->mr) {
-            int mr = m - ir < g->mr ? m - ir : g->mr, k0 = shape == GEMM_CAUSAL_K_FROM ? ir & ~pair : 0;
+            int mr = m - ir < g->mr ? m - ir : g->mr, k0 = 0;
+            /* K_FROM: from the panel's first row, a bf16 kernel's from the pair it is in (every
+             * kernel's MR is even, so that is the row itself); rows past the last k (m > k) sum
+             * nothing, the kernel's C update on an empty sum being gemm_packed's on zeros. */
+            if (shape == GEMM_CAUSAL_K_FROM) k0 = g->bf16 ? ir & ~1 : ir;
+            if (k0 > kp) k0 = kp;
             float *c = C + (long)ir * ldc + jr;
-            if (k0 >= kp) { /* (m > k: rows past the last value of k) */
-                scale_c(mr, nr, beta, c, ldc);
-                continue;
-            }
             g->ukernel[mr](kp - k0, (const char *)ap + ir * panel + (long)k0 * g->mr * g->elem,
                            (const char *)bp + jr * panel + (long)k0 * g->nr * g->elem, c, ldc, alpha, beta, nr,
                            NULL, 0);

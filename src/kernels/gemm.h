@@ -61,11 +61,12 @@ void gemm_packed(enum gemm_arith a, int m, int n, int k, float alpha, const void
  *                       probabilities and dS): those leading terms are left
  *                       out of the sums, which start at +0 and stay +0
  *                       through them (fma(+-0, b, +0) = +0 for a finite b).
- * C is bitwise gemm_packed's wherever the caller reads it.  (Trailing zero
- * terms are not left out: a sum that underflowed to -0 becomes +0 at the
- * next zero term, so cutting them would change the sign of such a zero,
- * differently for each kernel's tile height.)  One K block (k <= GEMM_KC);
- * otherwise, and on the BLAS path, gemm_packed whole. */
+ * C is bitwise gemm_packed's wherever the caller reads it, for finite
+ * operands (a masked term with an infinite or NaN b made NaN before).
+ * (Trailing zero terms are not left out: a sum that underflowed to -0 may
+ * become +0 at a zero term, so cutting them would change the sign of such
+ * a zero, differently for each kernel's tile height.)  One K block (k <=
+ * GEMM_KC); otherwise, and on the BLAS path, gemm_packed whole. */
 enum gemm_causal { GEMM_CAUSAL_COLS, GEMM_CAUSAL_K_FROM };
 void gemm_packed_causal(enum gemm_arith a, enum gemm_causal shape, int m, int n, int k, float alpha, const void *ap,
                         const void *bp, float beta, float *C, int ldc);

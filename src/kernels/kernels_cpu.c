@@ -847,8 +847,8 @@ static void attention_backward_by(att_arith a, KREAL *dqkv, KREAL *dkv, const KR
                             for (int j = 0; j < nv; j++) pr[j] = KEXP(pr[j] - li);
                             for (int j = nv; j < nc; j++) pr[j] = K(0);
                         }
-                        /* dv_j += p^T dout_i; dp = dout_i v_j^T; ds = p (dp - D) scale, +0 where p is
-                         * (the diagonal's dp is not formed there) */
+                        /* dv_j += p^T dout_i; dp = dout_i v_j^T; ds = p (dp - D) scale, +0 at the masked
+                         * keys (the diagonal's dp is not formed there) */
                         att_pack_a(a, 1, nc, nr, p, ATT_BLK, pt);
                         att_mul_at(a, diag, GEMM_CAUSAL_K_FROM, nc, HS, nr, K(1), pt, di_b, bkv, dv + (size_t)j0 * ldkv,
                                    ldkv);
