@@ -626,7 +626,7 @@ static void test_packed_causal(void)
             for (int c = 0; c < ncase; c++)
                 for (int sh = 0; sh < 2; sh++)
                     for (int t = 0; t < 2; t++) {
-                        enum gemm_causal shape = (enum gemm_causal)sh;
+                        enum gemm_causal shape = sh ? GEMM_CAUSAL_K_FROM : GEMM_CAUSAL_COLS;
                         int S = sizes[c][0], H = sizes[c][1]; /* block of S positions, heads of H values */
                         /* (K_FROM with c == 1: K < M, rows past the last k all zeros) */
                         int M = S, N = shape == GEMM_CAUSAL_COLS ? S : H;

@@ -176,9 +176,15 @@ static int kp_of(const struct gemm_kernel *g, int kc) { return g->bf16 ? (kc + 1
  * -> ir (a B micro-panel stays in L1 while A's panels stream past it).  With
  * ep (the product's last K block) each tile's epilogue as its last sums are
  * stored: in the kernel's registers (the AVX-512 and AVX2 kernels), else
- * here on the rows it left, while they are in L1; bias: C's first column's. */
-static void block_product(const struct gemm_kernel *g, unsigned *mode, int m, int n, int kc, const char *ap,
-                          const char *bp, float alpha, float beta, float *C, long ldc,
+ * here on the rows it left, while they are in L1; bias: C's first column's.
+ * cut (gemm.h's gemm_packed_causal, on a whole product of one K block):
+ * COLS starts each column's tiles at the one whose rows reach it; K_FROM
+ * starts each tile's sums at its first row's k (a bf16 kernel's at the pair
+ * it is in: every kernel's MR is even, so the row itself; rows past the
+ * last k sum nothing, the kernel's C update on an empty sum being that on
+ * zeros). */
+static void block_product(const struct gemm_kernel *g, unsigned *mode, enum gemm_causal cut, int m, int n, int kc,
+                          const char *ap, const char *bp, float alpha, float beta, float *C, long ldc,
                           const struct gemm_epilogue *ep, const float *bias)
 {
     const int kp = kp_of(g, kc);
@@ -186,10 +192,15 @@ static void block_product(const struct gemm_kernel *g, unsigned *mode, int m, in
     for (int jr = 0; jr < n; jr += g->nr) {
         int nr = n - jr < g->nr ? n - jr : g->nr;
         const float *tb = ep && bias ? bias + jr : NULL;
-        for (int ir = 0; ir < m; ir += g->mr) {
-            int mr = m - ir < g->mr ? m - ir : g->mr;
+        for (int ir = cut == GEMM_CAUSAL_COLS ? jr / g->mr * g->mr : 0; ir < m; ir += g->mr) {
+            int mr = m - ir < g->mr ? m - ir : g->mr, k0 = 0;
+            if (cut == GEMM_CAUSAL_K_FROM) {
+                k0 = g->bf16 ? ir & ~1 : ir;
+                if (k0 > kp) k0 = kp;
+            }
             float *c = C + (long)ir * ldc + jr;
-            unsigned left = g->ukernel[mr](kp, ap + ir * panel, bp + jr * panel, c, ldc, alpha, beta, nr, tb,
+            unsigned left = g->ukernel[mr](kp - k0, ap + ir * panel + (long)k0 * g->mr * g->elem,
+                                           bp + jr * panel + (long)k0 * g->nr * g->elem, c, ldc, alpha, beta, nr, tb,
                                            ep && ep->round_bf16);
             if (left) epilogue_rows(g, mode, ep, tb, c, ldc, left, mr, nr);
         }
@@ -219,7 +230,8 @@ static void gemm_serial_packed(const struct gemm_kernel *g, int transA, int tran
             for (int ic = 0; ic < m; ic += g->mc) {
                 int mc = m - ic < g->mc ? m - ic : g->mc;
                 g->pack_a(transA, mc, kc, transA ? A + (long)pc * lda + ic : A + (long)ic * lda + pc, lda, ap);
-                block_product(g, &mode, mc, nc, kc, ap, bp, alpha, beta_p, C + (long)ic * ldc + jc, ldc, last,
+                block_product(g, &mode, GEMM_CAUSAL_NONE, mc, nc, kc, ap, bp, alpha, beta_p, C + (long)ic * ldc + jc,
+                              ldc, last,
                               bias ? bias + jc : NULL);
             }
         }
@@ -406,8 +418,8 @@ void gemm_pack_b(enum gemm_arith a, int transB, int k, int n, const float *B, in
     pack_operand(a, 0, transB, n, k, B, ldb, bp);
 }
 
-void gemm_packed(enum gemm_arith a, int m, int n, int k, float alpha, const void *ap, const void *bp, float beta,
-                 float *C, int ldc)
+void gemm_packed_causal(enum gemm_arith a, enum gemm_causal cut, int m, int n, int k, float alpha, const void *ap,
+                        const void *bp, float beta, float *C, int ldc)
 {
     const struct gemm_kernel *g = gemm_path(a);
     if (m <= 0 || n <= 0) return;
@@ -419,45 +431,22 @@ void gemm_packed(enum gemm_arith a, int m, int n, int k, float alpha, const void
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, alpha, ap, k, bp, n, beta, C, ldc);
         return;
     }
+    if (k > GEMM_KC) cut = GEMM_CAUSAL_NONE; /* (a cut on one K block only) */
     unsigned mode = g->mode_enter ? g->mode_enter() : 0;
     const char *apc = ap, *bpc = bp;
     for (int pc = 0; pc < k; pc += GEMM_KC) {   /* the K blocks in order, as gemm_serial_packed sums them */
         int kc = k - pc < GEMM_KC ? k - pc : GEMM_KC;
-        block_product(g, &mode, m, n, kc, apc, bpc, alpha, pc == 0 ? beta : 1.0f, C, ldc, NULL, NULL);
+        block_product(g, &mode, cut, m, n, kc, apc, bpc, alpha, pc == 0 ? beta : 1.0f, C, ldc, NULL, NULL);
         apc += block_bytes(g, g->mr, m, kc);
         bpc += block_bytes(g, g->nr, n, kc);
     }
     if (g->mode_leave) g->mode_leave(mode);
 }
 
-void gemm_packed_causal(enum gemm_arith a, enum gemm_causal shape, int m, int n, int k, float alpha, const void *ap,
-                        const void *bp, float beta, float *C, int ldc)
+void gemm_packed(enum gemm_arith a, int m, int n, int k, float alpha, const void *ap, const void *bp, float beta,
+                 float *C, int ldc)
 {
-    const struct gemm_kernel *g = gemm_path(a);
-    if (!g || k > GEMM_KC || m <= 0 || n <= 0 || k <= 0 || alpha == 0.0f) {
-        gemm_packed(a, m, n, k, alpha, ap, bp, beta, C, ldc);
-        return;
-    }
-    unsigned mode = g->mode_enter ? g->mode_enter() : 0;
-    const int kp = kp_of(g, k);
-    const long panel = (long)kp * g->elem; /* bytes per row or column of a panel */
-    for (int jr = 0; jr < n; jr += g->nr) {
-        int nr = n - jr < g->nr ? n - jr : g->nr;
-        /* COLS: the tiles whose rows reach column jr */
-        for (int ir = shape == GEMM_CAUSAL_COLS ? jr / g->mr * g->mr : 0; ir < m; ir += g->mr) {
-            int mr = m - ir < g->mr ? m - ir : g->mr, k0 = 0;
-            /* K_FROM: from the panel's first row, a bf16 kernel's from the pair it is in (every
-             * kernel's MR is even, so that is the row itself); rows past the last k (m > k) sum
-             * nothing, the kernel's C update on an empty sum being gemm_packed's on zeros. */
-            if (shape == GEMM_CAUSAL_K_FROM) k0 = g->bf16 ? ir & ~1 : ir;
-            if (k0 > kp) k0 = kp;
-            float *c = C + (long)ir * ldc + jr;
-            g->ukernel[mr](kp - k0, (const char *)ap + ir * panel + (long)k0 * g->mr * g->elem,
-                           (const char *)bp + jr * panel + (long)k0 * g->nr * g->elem, c, ldc, alpha, beta, nr,
-                           NULL, 0);
-        }
-    }
-    if (g->mode_leave) g->mode_leave(mode);
+    gemm_packed_causal(a, GEMM_CAUSAL_NONE, m, n, k, alpha, ap, bp, beta, C, ldc);
 }
 
 const char *gemm_backend_name(enum gemm_arith a)

@@ -54,7 +54,8 @@ void gemm_packed(enum gemm_arith a, int m, int n, int k, float alpha, const void
                  float *C, int ldc);
 /* gemm_packed on a block of causal attention's diagonal, where the rows of
  * op(A), and the columns of op(B) or the values of k, stand for the same
- * positions of a sequence; the register tiles cut to what the mask keeps:
+ * positions of a sequence; the register tiles cut to what the mask keeps
+ * (GEMM_CAUSAL_NONE: gemm_packed):
  *   GEMM_CAUSAL_COLS:   C(i, j) for j > i is not formed (the caller masks
  *                       it; some of it, in the diagonal's tiles, is);
  *   GEMM_CAUSAL_K_FROM: op(A)(i, k) is zero for k < i (the transposed
@@ -67,8 +68,8 @@ void gemm_packed(enum gemm_arith a, int m, int n, int k, float alpha, const void
  * become +0 at a zero term, so cutting them would change the sign of such
  * a zero, differently for each kernel's tile height.)  One K block (k <=
  * GEMM_KC); otherwise, and on the BLAS path, gemm_packed whole. */
-enum gemm_causal { GEMM_CAUSAL_COLS, GEMM_CAUSAL_K_FROM };
-void gemm_packed_causal(enum gemm_arith a, enum gemm_causal shape, int m, int n, int k, float alpha, const void *ap,
+enum gemm_causal { GEMM_CAUSAL_NONE, GEMM_CAUSAL_COLS, GEMM_CAUSAL_K_FROM };
+void gemm_packed_causal(enum gemm_arith a, enum gemm_causal cut, int m, int n, int k, float alpha, const void *ap,
                         const void *bp, float beta, float *C, int ldc);
 void gemm_f64(int transA, int transB, int M, int N, int K, double alpha,
               const double *A, int lda, const double *B, int ldb, double beta,

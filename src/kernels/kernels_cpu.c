@@ -562,8 +562,7 @@ typedef enum gemm_arith att_arith;
 static void att_mul_at(att_arith a, int diag, enum gemm_causal shape, int m, int n, int k, KREAL alpha,
                        const void *ap, const void *bp, KREAL beta, KREAL *C, int ldc)
 {
-    if (diag) att_mul_causal(a, shape, m, n, k, alpha, ap, bp, beta, C, ldc);
-    else att_mul(a, m, n, k, alpha, ap, bp, beta, C, ldc);
+    att_mul_causal(a, diag ? shape : GEMM_CAUSAL_NONE, m, n, k, alpha, ap, bp, beta, C, ldc);
 }
 
 /* The forms a block of r rows (HS columns) takes: A (r, HS), B (r, HS),
