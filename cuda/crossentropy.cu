@@ -20,18 +20,26 @@ __global__ void ce_max_kernel(float *maxes, const float *logits, int Vs, int nv)
     if (threadIdx.x == 0) maxes[blockIdx.x] = mx;
 }
 
-__global__ void ce_sumexp_kernel(float *sums, float *tlogit, const float *logits,
+/* The real columns' logits become their exponentials (backend_ops.h); the
+ * thread that holds the target's column keeps its logit first. */
+__global__ void ce_sumexp_kernel(float *sums, float *tlogit, float *logits,
                                  const float *maxes, const int32_t *targets, int Vs, int v0, int nv)
 {
     int n = blockIdx.x;
-    const float *l = logits + (size_t)n * Vs;
+    float *l = logits + (size_t)n * Vs;
     float mx = maxes[n], s = 0.0f;
-    for (int j = threadIdx.x; j < nv; j += blockDim.x) s += expf(l[j] - mx);
+    long t = (long)targets[n] - v0;
+    for (int j = threadIdx.x; j < nv; j += blockDim.x) {
+        float x = l[j];
+        if (j == t) tlogit[n] = x;
+        float e = expf(x - mx);
+        l[j] = e;
+        s += e;
+    }
     s = block_sum(s);
     if (threadIdx.x == 0) {
-        long t = (long)targets[n] - v0;
         sums[n] = s;
-        tlogit[n] = (t >= 0 && t < nv) ? l[t] : 0.0f;
+        if (t < 0 || t >= nv) tlogit[n] = 0.0f;
     }
 }
 
@@ -41,18 +49,17 @@ __global__ void ce_loss_kernel(float *losses, const float *maxes, const float *s
     FOR_EACH(n, (size_t)N) losses[n] = logf(sums[n]) + maxes[n] - tlogit[n];
 }
 
-/* Elementwise; each thread reads its logit before writing the same
- * element, so dlogits may alias logits. */
-__global__ void ce_backward_kernel(float *dlogits, const float *logits, const float *maxes,
-                                   const float *sums, const int32_t *targets, float dloss,
-                                   int Vs, int v0, int nv, size_t NV)
+/* Elementwise on ce_sumexp_kernel's exponentials; each thread reads its
+ * element before writing it, so dlogits may alias exps. */
+__global__ void ce_backward_kernel(float *dlogits, const float *exps, const float *sums,
+                                   const int32_t *targets, float dloss, int Vs, int v0, int nv, size_t NV)
 {
     FOR_EACH(i, NV) {
         size_t n = i / Vs;
         int j = (int)(i % Vs);
         float d = 0.0f;
         if (j < nv) {
-            float p = expf(logits[i] - maxes[n]) * (1.0f / sums[n]);
+            float p = exps[i] * (1.0f / sums[n]);
             d = j == (long)targets[n] - v0 ? (p - 1.0f) * dloss : p * dloss;
         }
         dlogits[i] = d;
@@ -64,7 +71,7 @@ void cuda_crossentropy_max(float *maxes, const float *logits, int N, int Vs, int
     CUDA_LAUNCH(ce_max_kernel, N, BLOCK, maxes, logits, Vs, real_cols(Vs, v0, V));
 }
 
-void cuda_crossentropy_sumexp(float *sums, float *tlogit, const float *logits, const float *maxes,
+void cuda_crossentropy_sumexp(float *sums, float *tlogit, float *logits, const float *maxes,
                               const int32_t *targets, int N, int Vs, int v0, int V)
 {
     CUDA_LAUNCH(ce_sumexp_kernel, N, BLOCK, sums, tlogit, logits, maxes, targets, Vs, v0,
@@ -77,11 +84,10 @@ void cuda_crossentropy_loss(float *losses, const float *maxes, const float *sums
     CUDA_LAUNCH(ce_loss_kernel, grid_for(N), BLOCK, losses, maxes, sums, tlogit, N);
 }
 
-void cuda_crossentropy_backward(float *dlogits, const float *logits, const float *maxes,
-                                const float *sums, const int32_t *targets, float dloss,
-                                int N, int Vs, int v0, int V)
+void cuda_crossentropy_backward(float *dlogits, const float *exps, const float *sums,
+                                const int32_t *targets, float dloss, int N, int Vs, int v0, int V)
 {
     size_t NV = (size_t)N * Vs;
-    CUDA_LAUNCH(ce_backward_kernel, grid_for(NV), BLOCK, dlogits, logits, maxes, sums, targets,
-                dloss, Vs, v0, real_cols(Vs, v0, V), NV);
+    CUDA_LAUNCH(ce_backward_kernel, grid_for(NV), BLOCK, dlogits, exps, sums, targets, dloss, Vs, v0,
+                real_cols(Vs, v0, V), NV);
 }

@@ -96,13 +96,12 @@ void cuda_gelu_backward(float *dinp, const float *inp, const float *dout, size_t
 void cuda_residual_forward(float *out, const float *a, const float *b, size_t N);
 
 void cuda_crossentropy_max(float *maxes, const float *logits, int N, int Vs, int v0, int V);
-void cuda_crossentropy_sumexp(float *sums, float *tlogit, const float *logits, const float *maxes,
+void cuda_crossentropy_sumexp(float *sums, float *tlogit, float *logits, const float *maxes,
                               const int32_t *targets, int N, int Vs, int v0, int V);
 void cuda_crossentropy_loss(float *losses, const float *maxes, const float *sums,
                             const float *tlogit, int N);
-void cuda_crossentropy_backward(float *dlogits, const float *logits, const float *maxes,
-                                const float *sums, const int32_t *targets, float dloss,
-                                int N, int Vs, int v0, int V);
+void cuda_crossentropy_backward(float *dlogits, const float *exps, const float *sums,
+                                const int32_t *targets, float dloss, int N, int Vs, int v0, int V);
 
 void cuda_adamw_update(float *param, const float *grad, float gscale, float *m, float *v, size_t n,
                        float lr, float beta1, float beta2, float eps, float wd, int t);

@@ -489,15 +489,18 @@ static void test_crossentropy(int v0, int Vs, int V)
     }
     snprintf(what, sizeof what, "crossentropy_sumexp tlogit, shard at %d", v0);
     ct_equal(what, d_tl, tl, N);
+    /* the exponentials left over the real columns; the padding's logits as they were */
+    snprintf(what, sizeof what, "crossentropy_sumexp exponentials over the logits, shard at %d", v0);
+    ct_close(what, d_logits, logits, NV, TOL_F32);
 
-    /* both sides from the CPU's maxes and sums */
-    float *d_mx0 = ct_put(mx, FLOATS(N)), *d_sums0 = ct_put(sums, FLOATS(N));
-    crossentropy_backward(dl, logits, mx, sums, tg, dloss, N, Vs, v0, V);
-    cuda_crossentropy_backward(d_dl, d_logits, d_mx0, d_sums0, d_tg, dloss, N, Vs, v0, V);
+    /* both sides from their own exponentials and the CPU's sums */
+    float *d_sums0 = ct_put(sums, FLOATS(N));
+    crossentropy_backward(dl, logits, sums, tg, dloss, N, Vs, v0, V);
+    cuda_crossentropy_backward(d_dl, d_logits, d_sums0, d_tg, dloss, N, Vs, v0, V);
     snprintf(what, sizeof what, "crossentropy_backward, shard at %d (padding 0)", v0);
     ct_close(what, d_dl, dl, NV, TOL_F32);
-    cuda_crossentropy_backward(d_logits, d_logits, d_mx0, d_sums0, d_tg, dloss, N, Vs, v0, V);
-    snprintf(what, sizeof what, "crossentropy_backward in place (dlogits = logits), shard at %d", v0);
+    cuda_crossentropy_backward(d_logits, d_logits, d_sums0, d_tg, dloss, N, Vs, v0, V);
+    snprintf(what, sizeof what, "crossentropy_backward in place (dlogits = exps), shard at %d", v0);
     ct_close(what, d_logits, dl, NV, TOL_F32);
 
     free(logits), free(tg), free(mx), free(sums), free(tl), free(loss), free(dl);

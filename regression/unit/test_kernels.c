@@ -332,11 +332,13 @@ static void test_rounded_ops(void)
     float *x = frand_new((size_t)R * 2 * F > N ? (size_t)R * 2 * F : N, 3), *d = frand_new((size_t)R * Vs, 1);
     size_t most = (size_t)R * 2 * F > (size_t)R * Vs ? (size_t)R * 2 * F : (size_t)R * Vs;
     float *got = fnew(most), *want = fnew(most), *mx = fnew(R), *sums = fnew(2 * R);
+    float *ex = fnew((size_t)R * Vs); /* the exponentials crossentropy_sumexp leaves */
     int32_t tg[R];
     int ok = cpu_device.acts_rounded;
     for (int r = 0; r < R; r++) tg[r] = (r * 131) % V;
-    crossentropy_max(mx, x, R, Vs, 0, V);
-    crossentropy_sumexp(sums, sums + R, x, mx, tg, R, Vs, 0, V);
+    memcpy(ex, x, (size_t)R * Vs * sizeof(float));
+    crossentropy_max(mx, ex, R, Vs, 0, V);
+    crossentropy_sumexp(sums, sums + R, ex, mx, tg, R, Vs, 0, V);
     for (int i = 0; i < 3; i++) {
         enum precision p = ps[i];
         cpu_device.gelu_forward(p, got, x, N);
@@ -351,8 +353,8 @@ static void test_rounded_ops(void)
         cpu_device.swiglu_backward(p, got, x, d, R, F);
         swiglu_backward(want, x, d, R, F), lp_round(p, want, (size_t)R * 2 * F);
         ok &= same_floats(got, want, (size_t)R * 2 * F);
-        cpu_device.crossentropy_backward(p, got, x, mx, sums, tg, 0.25f, R, Vs, 0, V);
-        crossentropy_backward(want, x, mx, sums, tg, 0.25f, R, Vs, 0, V), lp_round(p, want, (size_t)R * Vs);
+        cpu_device.crossentropy_backward(p, got, ex, sums, tg, 0.25f, R, Vs, 0, V);
+        crossentropy_backward(want, ex, sums, tg, 0.25f, R, Vs, 0, V), lp_round(p, want, (size_t)R * Vs);
         ok &= same_floats(got, want, (size_t)R * Vs);
         float *b = d + 7;
         cpu_device.matmul_forward_rounded(p, got, x, d, b, R, 101, 300);
@@ -441,24 +443,27 @@ static void test_residual(void)
 
 /* ------------------------------------------------------------ cross-entropy */
 
-/* The three steps on one shard, as the model runs them without TP. */
-static void ce_full_f64(double *losses, double *maxes, double *sums, double *tl,
+/* The three steps on one shard, as the model runs them without TP, on a
+ * copy of the logits: exps (N,Vs) holds what crossentropy_sumexp leaves
+ * (the exponentials of the real columns; the backward's input). */
+static void ce_full_f64(double *losses, double *maxes, double *sums, double *tl, double *exps,
                         const double *logits, const int32_t *tg, int N, int Vs, int v0, int V)
 {
-    crossentropy_max_f64(maxes, logits, N, Vs, v0, V);
-    crossentropy_sumexp_f64(sums, tl, logits, maxes, tg, N, Vs, v0, V);
+    memcpy(exps, logits, (size_t)N * Vs * sizeof(double));
+    crossentropy_max_f64(maxes, exps, N, Vs, v0, V);
+    crossentropy_sumexp_f64(sums, tl, exps, maxes, tg, N, Vs, v0, V);
     crossentropy_loss_f64(losses, maxes, sums, tl, N);
 }
 
 struct ce {
-    double *logits, *losses, *maxes, *sums, *tl, dloss;
+    double *logits, *exps, *losses, *maxes, *sums, *tl, dloss;
     int32_t *tg;
     int N, Vs, V;
 };
 static double ce_lossfn(void *p)
 {
     struct ce *c = p;
-    ce_full_f64(c->losses, c->maxes, c->sums, c->tl, c->logits, c->tg, c->N, c->Vs, 0, c->V);
+    ce_full_f64(c->losses, c->maxes, c->sums, c->tl, c->exps, c->logits, c->tg, c->N, c->Vs, 0, c->V);
     double s = 0;
     for (int n = 0; n < c->N; n++) s += c->losses[n];
     return c->dloss * s;
@@ -469,6 +474,7 @@ static void test_crossentropy_fd(void)
     int N = 7, V = 11, Vs = 13; /* two padding columns */
     struct ce c = {.N = N, .Vs = Vs, .V = V, .dloss = 0.37};
     c.logits = drand_new((size_t)N * Vs, 3, 0);
+    c.exps = dnew((size_t)N * Vs);
     c.losses = dnew(N); c.maxes = dnew(N); c.sums = dnew(N); c.tl = dnew(N);
     c.tg = xalloc(N * sizeof(int32_t));
     for (int n = 0; n < N; n++) c.tg[n] = irand(V);
@@ -476,7 +482,7 @@ static void test_crossentropy_fd(void)
     double *dl = dnew((size_t)N * Vs);
     dnan(dl, (size_t)N * Vs);
     ce_lossfn(&c);
-    crossentropy_backward_f64(dl, c.logits, c.maxes, c.sums, c.tg, c.dloss, N, Vs, 0, V);
+    crossentropy_backward_f64(dl, c.exps, c.sums, c.tg, c.dloss, N, Vs, 0, V);
     check_fd("crossentropy dlogits (padding included)", dl, c.logits, (size_t)N * Vs, ce_lossfn, &c);
     int pad0 = 1;
     for (int n = 0; n < N; n++)
@@ -495,21 +501,30 @@ static void test_crossentropy_fd(void)
     tap_ok(worst <= EXACT_TOL, "crossentropy loss = -log softmax[target] over real columns (rel err %.1e)",
            worst);
 
-    /* dlogits may alias logits */
-    double *inplace = dcopy(c.logits, (size_t)N * Vs);
-    crossentropy_backward_f64(inplace, inplace, c.maxes, c.sums, c.tg, c.dloss, N, Vs, 0, V);
-    crossentropy_backward_f64(dl, c.logits, c.maxes, c.sums, c.tg, c.dloss, N, Vs, 0, V);
+    /* the exponentials left over the real columns, the padding untouched */
+    int kept = 1;
+    for (int n = 0; n < N; n++)
+        for (int j = 0; j < Vs; j++) {
+            double x = c.logits[n * Vs + j], e = c.exps[n * Vs + j];
+            kept &= j < V ? e == exp(x - c.maxes[n]) : e == x;
+        }
+    tap_ok(kept, "crossentropy_sumexp leaves exp(logit - max) over the real columns, the padding as it was");
+
+    /* dlogits may alias exps */
+    double *inplace = dcopy(c.exps, (size_t)N * Vs);
+    crossentropy_backward_f64(inplace, inplace, c.sums, c.tg, c.dloss, N, Vs, 0, V);
+    crossentropy_backward_f64(dl, c.exps, c.sums, c.tg, c.dloss, N, Vs, 0, V);
     float *fl = tof(c.logits, (size_t)N * Vs), *fdl = fnew((size_t)N * Vs), *fm = fnew(N), *fs = fnew(N),
           *ft = fnew(N);
     crossentropy_max(fm, fl, N, Vs, 0, V);
     crossentropy_sumexp(fs, ft, fl, fm, c.tg, N, Vs, 0, V);
-    crossentropy_backward(fdl, fl, fm, fs, c.tg, 0.37f, N, Vs, 0, V);
-    crossentropy_backward(fl, fl, fm, fs, c.tg, 0.37f, N, Vs, 0, V);
+    crossentropy_backward(fdl, fl, fs, c.tg, 0.37f, N, Vs, 0, V);
+    crossentropy_backward(fl, fl, fs, c.tg, 0.37f, N, Vs, 0, V);
     tap_ok(memcmp(inplace, dl, (size_t)N * Vs * sizeof(double)) == 0 &&
                memcmp(fl, fdl, (size_t)N * Vs * sizeof(float)) == 0,
-           "crossentropy_backward in place (dlogits == logits) = out of place, bitwise");
+           "crossentropy_backward in place (dlogits == exps) = out of place, bitwise");
 
-    free(c.logits); free(c.losses); free(c.maxes); free(c.sums); free(c.tl); free(c.tg);
+    free(c.logits); free(c.exps); free(c.losses); free(c.maxes); free(c.sums); free(c.tl); free(c.tg);
     free(dl); free(inplace); free(fl); free(fdl); free(fm); free(fs); free(ft);
 }
 
@@ -523,8 +538,9 @@ static void test_crossentropy_shards(int S, int Vs, int V)
     for (int n = 0; n < N; n++) tg[n] = irand(V);
     tg[0] = 0, tg[1] = V - 1;
     double *m1 = dnew(N), *s1 = dnew(N), *t1 = dnew(N), *l1 = dnew(N), *d1 = dnew((size_t)N * Vp);
-    ce_full_f64(l1, m1, s1, t1, lg, tg, N, Vp, 0, V);
-    crossentropy_backward_f64(d1, lg, m1, s1, tg, 0.25, N, Vp, 0, V);
+    double *e1s = dnew((size_t)N * Vp), *es = dnew((size_t)S * N * Vs); /* the exponentials: whole, per shard */
+    ce_full_f64(l1, m1, s1, t1, e1s, lg, tg, N, Vp, 0, V);
+    crossentropy_backward_f64(d1, e1s, s1, tg, 0.25, N, Vp, 0, V);
 
     double *ms = dnew((size_t)S * N), *ss = dnew((size_t)S * N), *ts = dnew((size_t)S * N);
     double *m = dnew(N), *s = dnew(N), *t = dnew(N), *l = dnew(N), *d = dnew((size_t)N * Vp);
@@ -542,9 +558,10 @@ static void test_crossentropy_shards(int S, int Vs, int V)
         for (int r = 0; r < S; r++) m[n] = fmax(m[n], ms[(size_t)r * N + n]);
     }
     for (int r = 0; r < S; r++) {
+        double *e_r = es + (size_t)r * N * Vs;
         for (int n = 0; n < N; n++)
-            memcpy(lg_s + (size_t)n * Vs, lg + (size_t)n * Vp + (size_t)r * Vs, Vs * sizeof(double));
-        crossentropy_sumexp_f64(ss + (size_t)r * N, ts + (size_t)r * N, lg_s, m, tg, N, Vs, r * Vs, V);
+            memcpy(e_r + (size_t)n * Vs, lg + (size_t)n * Vp + (size_t)r * Vs, Vs * sizeof(double));
+        crossentropy_sumexp_f64(ss + (size_t)r * N, ts + (size_t)r * N, e_r, m, tg, N, Vs, r * Vs, V);
     }
     for (int n = 0; n < N; n++) {
         s[n] = t[n] = 0;
@@ -552,9 +569,7 @@ static void test_crossentropy_shards(int S, int Vs, int V)
     }
     crossentropy_loss_f64(l, m, s, t, N);
     for (int r = 0; r < S; r++) {
-        for (int n = 0; n < N; n++)
-            memcpy(lg_s + (size_t)n * Vs, lg + (size_t)n * Vp + (size_t)r * Vs, Vs * sizeof(double));
-        crossentropy_backward_f64(ds, lg_s, m, s, tg, 0.25, N, Vs, r * Vs, V);
+        crossentropy_backward_f64(ds, es + (size_t)r * N * Vs, s, tg, 0.25, N, Vs, r * Vs, V);
         for (int n = 0; n < N; n++)
             memcpy(d + (size_t)n * Vp + (size_t)r * Vs, ds + (size_t)n * Vs, Vs * sizeof(double));
         if (r * Vs >= V)
@@ -569,7 +584,7 @@ static void test_crossentropy_shards(int S, int Vs, int V)
            "padding 0, empty shard max -inf / grad 0",
            S, Vs, V, e1, e2);
 
-    free(lg); free(lg_s); free(tg); free(m1); free(s1); free(t1); free(l1); free(d1);
+    free(lg); free(lg_s); free(tg); free(m1); free(s1); free(t1); free(l1); free(d1); free(e1s); free(es);
     free(ms); free(ss); free(ts); free(m); free(s); free(t); free(l); free(d); free(ds);
 }
 
@@ -578,9 +593,10 @@ static void test_crossentropy_exact(void)
     /* zero logits: loss = log V, dlogits = (1/V - onehot) dloss */
     int N = 5, V = 1000, Vs = 1024;
     double *lg = dnew((size_t)N * Vs), *m = dnew(N), *s = dnew(N), *t = dnew(N), *l = dnew(N);
+    double *ex = dnew((size_t)N * Vs);
     float *fl = fnew((size_t)N * Vs), *fm = fnew(N), *fs = fnew(N), *ft = fnew(N), *flo = fnew(N);
     int32_t tg[5] = {0, 1, 500, 998, 999};
-    ce_full_f64(l, m, s, t, lg, tg, N, Vs, 0, V);
+    ce_full_f64(l, m, s, t, ex, lg, tg, N, Vs, 0, V);
     crossentropy_max(fm, fl, N, Vs, 0, V);
     crossentropy_sumexp(fs, ft, fl, fm, tg, N, Vs, 0, V);
     crossentropy_loss(flo, fm, fs, ft, N);
@@ -594,13 +610,13 @@ static void test_crossentropy_exact(void)
 
     /* shift invariance / no overflow at large logits */
     double *lg2 = drand_new((size_t)N * Vs, 5, 0), *l2 = dnew(N);
-    ce_full_f64(l, m, s, t, lg2, tg, N, Vs, 0, V);
+    ce_full_f64(l, m, s, t, ex, lg2, tg, N, Vs, 0, V);
     for (size_t i = 0; i < (size_t)N * Vs; i++) lg2[i] += 1000;
-    ce_full_f64(l2, m, s, t, lg2, tg, N, Vs, 0, V);
+    ce_full_f64(l2, m, s, t, ex, lg2, tg, N, Vs, 0, V);
     double e = relerr(l2, l, N);
     tap_ok(e <= 1e-9, "crossentropy: logits + 1000 give the same loss (rel err %.1e)", e);
 
-    free(lg); free(m); free(s); free(t); free(l); free(fl); free(fm); free(fs); free(ft); free(flo);
+    free(lg); free(ex); free(m); free(s); free(t); free(l); free(fl); free(fm); free(fs); free(ft); free(flo);
     free(lg2); free(l2);
 }
 
@@ -615,8 +631,9 @@ static void test_crossentropy_f32(void)
     int32_t *tg = xalloc(N * sizeof(int32_t));
     for (int n = 0; n < N; n++) tg[n] = irand(V);
     tg[0] = 3, tg[1] = 999;
-    ce_full_f64(l, m, s, t, lg, tg, N, Vp, 0, V);
-    crossentropy_backward_f64(d, lg, m, s, tg, 1.0 / N, N, Vp, 0, V);
+    double *ex = dnew(NV);
+    ce_full_f64(l, m, s, t, ex, lg, tg, N, Vp, 0, V);
+    crossentropy_backward_f64(d, ex, s, tg, 1.0 / N, N, Vp, 0, V);
 
     float *fl[2], *fm[2], *fs[2], *ft[2], *fd = fnew(NV), *fds = fnew((size_t)N * Vs);
     float *m2 = fnew(N), *s2 = fnew(N), *t2 = fnew(N), *flo = fnew(N);
@@ -631,12 +648,12 @@ static void test_crossentropy_f32(void)
     for (int n = 0; n < N; n++) s2[n] = fs[0][n] + fs[1][n], t2[n] = ft[0][n] + ft[1][n];
     crossentropy_loss(flo, m2, s2, t2, N);
     for (int r = 0; r < 2; r++) {
-        crossentropy_backward(fds, fl[r], m2, s2, tg, 1.0f / N, N, Vs, r * Vs, V);
+        crossentropy_backward(fds, fl[r], s2, tg, 1.0f / N, N, Vs, r * Vs, V);
         for (size_t i = 0; i < (size_t)N * Vs; i++) fd[(i / Vs) * Vp + (size_t)r * Vs + i % Vs] = fds[i];
     }
     check_f32("crossentropy losses (2 float shards, V=1000, Vp=1024)", flo, l, N);
     check_f32("crossentropy dlogits (2 float shards, V=1000, Vp=1024)", fd, d, NV);
-    free(lg); free(m); free(s); free(t); free(l); free(d); free(tg);
+    free(lg); free(ex); free(m); free(s); free(t); free(l); free(d); free(tg);
     for (int r = 0; r < 2; r++) free(fl[r]), free(fm[r]), free(fs[r]), free(ft[r]);
     free(fd); free(fds); free(m2); free(s2); free(t2); free(flo);
 }
@@ -781,11 +798,12 @@ static void test_threads(void)
         att_fwd(o[6] + (size_t)B * NH * T, o[6], qkv, B, T, NH, NH, C / NH);
         o[7] = fnew(3 * NC);
         att_bwd(o[7], g, o[6] + (size_t)B * NH * T, qkv, o[6], B, T, NH, NH, C / NH);
-        o[8] = fnew((size_t)N * V + 3 * N); /* dlogits, maxes, sums, tlogit */
+        o[8] = fnew((size_t)N * V + 3 * N); /* logits -> exps -> dlogits in place, maxes, sums, tlogit */
         float *mx = o[8] + (size_t)N * V, *sm = mx + N, *tl = sm + N;
-        crossentropy_max(mx, lg, N, V, 0, V);
-        crossentropy_sumexp(sm, tl, lg, mx, tok, N, V, 0, V);
-        crossentropy_backward(o[8], lg, mx, sm, tok, 0.5f, N, V, 0, V);
+        memcpy(o[8], lg, (size_t)N * V * sizeof(float));
+        crossentropy_max(mx, o[8], N, V, 0, V);
+        crossentropy_sumexp(sm, tl, o[8], mx, tok, N, V, 0, V);
+        crossentropy_backward(o[8], o[8], sm, tok, 0.5f, N, V, 0, V);
         ss[k] = sumsq(lg, (size_t)N * V);
     }
     omp_set_num_threads(maxthr);

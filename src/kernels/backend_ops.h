@@ -139,17 +139,19 @@ void KNAME(residual_forward)(KREAL *out, const KREAL *a, const KREAL *b, size_t 
 /* maxes (N) = max over this shard's real columns (-inf if it has none). */
 void KNAME(crossentropy_max)(KREAL *maxes, const KREAL *logits, int N, int Vs, int v0, int V);
 /* sums (N) = sum exp(logit - maxes); tlogit (N) = logit of the target if this
- * shard holds it, else 0. */
-void KNAME(crossentropy_sumexp)(KREAL *sums, KREAL *tlogit, const KREAL *logits,
+ * shard holds it, else 0.  The real columns' logits are replaced by their
+ * exp(logit - maxes), the softmax's numerators that the backward scales
+ * (so it computes no exponential; the padding columns keep their logits). */
+void KNAME(crossentropy_sumexp)(KREAL *sums, KREAL *tlogit, KREAL *logits,
                                 const KREAL *maxes, const int32_t *targets,
                                 int N, int Vs, int v0, int V);
 /* losses (N) = log(sums) + maxes - tlogit (after the reductions). */
 void KNAME(crossentropy_loss)(KREAL *losses, const KREAL *maxes, const KREAL *sums,
                               const KREAL *tlogit, int N);
-/* dlogits (N,Vs) = (softmax - onehot(target)) * dloss; padded columns 0.
- * dlogits may alias logits. */
-void KNAME(crossentropy_backward)(KREAL *dlogits, const KREAL *logits,
-                                  const KREAL *maxes, const KREAL *sums,
+/* dlogits (N,Vs) = (softmax - onehot(target)) * dloss from the exponentials
+ * crossentropy_sumexp left (exps) and the reduced sums: softmax = exps / sums
+ * (as exps * (1 / sums)); padded columns 0.  dlogits may alias exps. */
+void KNAME(crossentropy_backward)(KREAL *dlogits, const KREAL *exps, const KREAL *sums,
                                   const int32_t *targets, KREAL dloss,
                                   int N, int Vs, int v0, int V);
 

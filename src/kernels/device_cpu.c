@@ -54,7 +54,7 @@ enum { ROUND_BLOCK = 16384 };
 struct rows_op {
     void (*fn)(const struct rows_op *o, size_t r0, size_t n);
     float *out;
-    const float *in, *dout, *maxes, *sums;
+    const float *in, *dout, *sums;
     const int32_t *targets;
     float dloss;
     int F, Vs, v0, V;
@@ -96,7 +96,7 @@ static void swiglu_bwd_rows(const struct rows_op *o, size_t r0, size_t n)
 static void ce_bwd_rows(const struct rows_op *o, size_t r0, size_t n)
 {
     size_t Vs = (size_t)o->Vs;
-    cpu_crossentropy_backward(PREC_FP32, o->out + r0 * Vs, o->in + r0 * Vs, o->maxes + r0, o->sums + r0,
+    cpu_crossentropy_backward(PREC_FP32, o->out + r0 * Vs, o->in + r0 * Vs, o->sums + r0,
                               o->targets + r0, o->dloss, (int)n, o->Vs, o->v0, o->V);
 }
 
@@ -127,15 +127,13 @@ static void swiglu_backward_rounded(enum precision p, float *dinp, const float *
                      2 * (size_t)F);
 }
 
-static void crossentropy_backward_rounded(enum precision p, float *dlogits, const float *logits, const float *maxes,
-                                          const float *sums, const int32_t *targets, float dloss, int N, int Vs,
-                                          int v0, int V)
+static void crossentropy_backward_rounded(enum precision p, float *dlogits, const float *exps, const float *sums,
+                                          const int32_t *targets, float dloss, int N, int Vs, int v0, int V)
 {
-    if (p == PREC_FP32) cpu_crossentropy_backward(p, dlogits, logits, maxes, sums, targets, dloss, N, Vs, v0, V);
+    if (p == PREC_FP32) cpu_crossentropy_backward(p, dlogits, exps, sums, targets, dloss, N, Vs, v0, V);
     else
-        rounded_rows(p, &(struct rows_op){.fn = ce_bwd_rows, .out = dlogits, .in = logits, .maxes = maxes,
-                                          .sums = sums, .targets = targets, .dloss = dloss, .Vs = Vs, .v0 = v0,
-                                          .V = V},
+        rounded_rows(p, &(struct rows_op){.fn = ce_bwd_rows, .out = dlogits, .in = exps, .sums = sums,
+                                          .targets = targets, .dloss = dloss, .Vs = Vs, .v0 = v0, .V = V},
                      (size_t)N, (size_t)Vs);
 }
 

@@ -1094,19 +1094,19 @@ void KNAME(crossentropy_max)(KREAL *maxes, const KREAL *logits, int N, int Vs, i
     }
 }
 
-void KNAME(crossentropy_sumexp)(KREAL *sums, KREAL *tlogit, const KREAL *logits,
+void KNAME(crossentropy_sumexp)(KREAL *sums, KREAL *tlogit, KREAL *logits,
                                 const KREAL *maxes, const int32_t *targets,
                                 int N, int Vs, int v0, int V)
 {
     int nv = ce_real_cols(Vs, v0, V);
 #pragma omp parallel for schedule(static) if ((long)N * nv >= PAR_MIN)
     for (int n = 0; n < N; n++) {
-        const KREAL *l = logits + (size_t)n * Vs;
+        KREAL *l = logits + (size_t)n * Vs;
         KREAL mx = maxes[n], s;
-        LANE_SUM(KREAL, s, 0, nv, j, KEXP(l[j] - mx));
-        sums[n] = s;
         long t = (long)targets[n] - v0;
         tlogit[n] = (t >= 0 && t < nv) ? l[t] : K(0);
+        LANE_SUM(KREAL, s, 0, nv, j, (l[j] = KEXP(l[j] - mx)));
+        sums[n] = s;
     }
 }
 
@@ -1117,22 +1117,21 @@ void KNAME(crossentropy_loss)(KREAL *losses, const KREAL *maxes, const KREAL *su
     for (int n = 0; n < N; n++) losses[n] = KLOG(sums[n]) + maxes[n] - tlogit[n];
 }
 
-/* dlogits may alias logits: every element is read before it is written. */
-void KNAME(crossentropy_backward)(KREAL *dlogits, const KREAL *logits,
-                                  const KREAL *maxes, const KREAL *sums,
+/* dlogits may alias exps: every element is read before it is written. */
+void KNAME(crossentropy_backward)(KREAL *dlogits, const KREAL *exps, const KREAL *sums,
                                   const int32_t *targets, KREAL dloss,
                                   int N, int Vs, int v0, int V)
 {
     int nv = ce_real_cols(Vs, v0, V);
 #pragma omp parallel for schedule(static) if ((long)N * Vs >= PAR_MIN)
     for (int n = 0; n < N; n++) {
-        const KREAL *l = logits + (size_t)n * Vs;
+        const KREAL *e = exps + (size_t)n * Vs;
         KREAL *d = dlogits + (size_t)n * Vs;
-        KREAL mx = maxes[n], inv = K(1) / sums[n];
+        KREAL inv = K(1) / sums[n];
         long t = (long)targets[n] - v0;
-        KREAL pt = (t >= 0 && t < nv) ? KEXP(l[t] - mx) * inv : K(0);
+        KREAL pt = (t >= 0 && t < nv) ? e[t] * inv : K(0);
 #pragma omp simd
-        for (int j = 0; j < nv; j++) d[j] = KEXP(l[j] - mx) * inv * dloss;
+        for (int j = 0; j < nv; j++) d[j] = e[j] * inv * dloss;
         for (int j = nv; j < Vs; j++) d[j] = 0;
         if (t >= 0 && t < nv) d[t] = (pt - K(1)) * dloss;
     }

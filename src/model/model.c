@@ -653,7 +653,8 @@ static void head_backward(struct model *m, struct comm *c, struct chunk_acts *a,
 {
     const struct model_dims *d = &m->d;
     int N = m->N, C = d->C, Vs = d->Vp / d->tp, v0 = d->tp_rank * Vs;
-    m->k->crossentropy_backward(m->d.prec, a->logits, a->logits, a->ce_max, a->ce_sums, a->targets, dloss, N, Vs, v0, d->V);
+    /* (a->logits holds crossentropy_sumexp's exponentials) */
+    m->k->crossentropy_backward(m->d.prec, a->logits, a->logits, a->ce_sums, a->targets, dloss, N, Vs, v0, d->V);
     model_act_bwd_out(m, a->logits, (size_t)N * Vs);
     matmul_bwd(m, m->scr.dln_full, head_grad(m), NULL, a->logits, a->lnf, head_weight(m), N, C, Vs,
                w ? a->logits : NULL);
