@@ -366,7 +366,7 @@ static void test_rounded_ops(void)
     }
     tap_ok(ok, "cpu_device's rounded operations (matmul forward and dinp, gelu, swiglu, cross-entropy backward) are "
            "the plain ones then lp_round, bitwise, in fp32, bf16 and fp16");
-    free(x), free(d), free(got), free(want), free(mx), free(sums);
+    free(x), free(d), free(got), free(want), free(mx), free(sums), free(ex);
 }
 
 /* ------------------------------------------------------------ gelu */

@@ -16,8 +16,10 @@ struct device;
 /* Raised when struct device or struct device_host change, or what an
  * operation accepts (2: matmul_backward and the norms' backwards take NULL
  * for the input or the weight gradient, the zero-bubble B and W; 3:
- * attention_cached, generation's attention over a cache). */
-#define DEVICE_PLUGIN_ABI 3
+ * attention_cached, generation's attention over a cache; 4:
+ * crossentropy_sumexp leaves the exponentials over the logits, and
+ * crossentropy_backward takes them, without the maxima). */
+#define DEVICE_PLUGIN_ABI 4
 #define DEVICE_PLUGIN_ENTRY "triad_device_plugin"
 #define DEVICE_PLUGIN_FILE "triad-cuda.so"
 /* the environment variable naming the plugin's path */

@@ -272,8 +272,9 @@ struct chunk_acts {
     float *residual3;               /* (Lc,Ns,C) block outputs; the last is the chunk's output */
     /* the head, on the rank holding the last virtual stage */
     float *lnf, *lnf_mean, *lnf_rstd; /* (N,C), (Ns) x2 */
-    float *logits;                  /* (N,Vp/tp); the cross-entropy's exponentials after its sumexp, then
-                                     * dlogits in place in backward */
+    float *logits;                  /* (N,Vp/tp); after the cross-entropy's sumexp its exponentials in the
+                                     * real columns (the padding's logits stay), then dlogits in place in
+                                     * backward */
     float *ce_max, *ce_sums, *losses; /* (N), (2N): sum of exp then target logit, (N) */
 };
 
