@@ -16,10 +16,12 @@
  *      arithmetic, fp32's and fp16's in gemm_f32's.
  */
 #include "backend.h"
+#include "cpu.h"
 #include "device.h"
 #include "gemm.h"
 #include "kernel_check.h"
 #include "precision.h"
+#include "rng.h"
 
 #include <math.h>
 #include <omp.h>
@@ -421,6 +423,112 @@ static void test_gelu(void)
 
     free(g.out); free(g.inp); free(g.w); free(di); free(ref);
     free(x); free(d); free(o); free(dx); free(fx); free(fd); free(fo); free(fdx);
+}
+
+/* ------------------------------------------------------------ exponentials */
+
+/* The float exponential of the CPU kernels (kernels_cpu.c: Cephes expf,
+ * each operation rounded on its own), one element at a time: the reference
+ * that the kernels' exponential passes must equal bit for bit. */
+static float ref_expf(float x)
+{
+    const float lo = -86.5f, hi = 88.7228f;
+    float xc = x < lo ? lo : x;
+    xc = xc > hi ? hi : xc;
+    float t = xc * 1.44269504088896341f + 12582912.0f;
+    float n = t - 12582912.0f;
+    float r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    float y = p * (r * r) + r + 1.0f;
+    uint32_t tb, sb;
+    memcpy(&tb, &t, 4);
+    sb = (tb - 0x4B400000u + 126u) << 23;
+    float sc;
+    memcpy(&sc, &sb, 4);
+    y = y * sc * 2.0f;
+    y = x < lo ? 0.0f : y;
+    y = x > hi ? INFINITY : y;
+    return y;
+}
+
+/* the same float, or both NaN */
+static int same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0 || (isnan(a) && isnan(b)); }
+
+/* The kernels that take their exponentials a block of 256 at a time
+ * (gelu, swiglu, the cross-entropy's), on every path this processor runs,
+ * against the one-element formulas on ref_expf: lengths that end inside a
+ * block, inputs over the whole range with the ends of the exponential's
+ * (its clamps, infinities, NaN). */
+static void test_exp_passes(void)
+{
+    const int F = 300, V = 601, R = 3;
+    const size_t N = 2 * 256 + 77, NG = (size_t)R * 2 * F;
+    const float ends[] = {-INFINITY, INFINITY, NAN, -86.5f, -86.49f, -86.51f, 88.7228f, 88.73f, -44.0f, 44.0f,
+                          -80.0f, 80.0f, 0.0f, -0.0f, 1e-30f, -1e-30f, 3.4e38f, -3.4e38f, -9.0f, 9.0f};
+    const int nends = (int)(sizeof ends / sizeof *ends);
+    float *x = malloc(NG * sizeof *x), *d = malloc(NG * sizeof *d), *o = malloc(NG * sizeof *o),
+          *o2 = malloc(NG * sizeof *o2), *lg = malloc((size_t)R * V * sizeof *lg), *l0 = malloc((size_t)R * V * sizeof *l0);
+    float mx[3], sums[3], tl[3];
+    int32_t tg[3] = {5, 300, 600};
+    if (!x || !d || !o || !o2 || !lg || !l0) exit(1);
+    for (size_t i = 0; i < NG; i++) {
+        x[i] = (float)(rng_uniform(41, 0, i) * 60.0 - 30.0) * (i % 7 == 0 ? 4.0f : 1.0f);
+        d[i] = (float)(rng_uniform(42, 0, i) * 2.0 - 1.0);
+    }
+    for (int k = 0; k < nends; k++) x[3 * k + 1] = ends[k], x[256 + 2 * k] = ends[k] / 2;
+    for (size_t i = 0; i < (size_t)R * V; i++) l0[i] = (float)(rng_uniform(43, 0, i) * 40.0 - 20.0);
+    l0[7] = -INFINITY, l0[V + 9] = -1e30f;
+    const float S = (float)0.7978845608028654, A = (float)0.044715;
+    const enum isa was = isa_active();
+    for (int p = ISA_GENERIC; p < ISA_COUNT; p++) {
+        if (!isa_supported((enum isa)p)) continue;
+        isa_force((enum isa)p);
+        int bad = 0;
+        gelu_forward(o, x, N);
+        for (size_t i = 0; i < N; i++)
+            bad += !same_bits(o[i], x[i] / (1.0f + ref_expf(-2.0f * (S * (x[i] + A * x[i] * x[i] * x[i])))));
+        tap_ok(!bad, "%s: gelu_forward on %zu floats = x / (1 + exp(-2u)) with the one-element exponential, "
+               "bit for bit (%d differ)", isa_name((enum isa)p), N, bad);
+        bad = 0;
+        gelu_backward(o, x, d, N);
+        for (size_t i = 0; i < N; i++) {
+            float mu = -2.0f * (S * (x[i] + A * x[i] * x[i] * x[i]));
+            float e = ref_expf(mu < 80.0f ? mu : 80.0f), du = S * (1.0f + 3.0f * A * x[i] * x[i]);
+            float sig = 1.0f / (1.0f + e), g = sig + 2.0f * x[i] * sig * (e * sig) * du;
+            bad += !same_bits(o[i], g * d[i]);
+        }
+        tap_ok(!bad, "%s: gelu_backward bit for bit with the one-element exponential (%d differ)",
+               isa_name((enum isa)p), bad);
+        bad = 0;
+        swiglu_forward(o, x, (size_t)R, F);
+        swiglu_backward(o2, x, d, (size_t)R, F);
+        for (int r = 0; r < R; r++)
+            for (int i = 0; i < F; i++) {
+                const float *g = x + (size_t)r * 2 * F, *u = g + F, *dd = d + (size_t)r * F;
+                float e = ref_expf(-g[i]), sg = 1.0f / (1.0f + e);
+                bad += !same_bits(o[(size_t)r * F + i], g[i] / (1.0f + e) * u[i]);
+                bad += !same_bits(o2[(size_t)r * 2 * F + i], dd[i] * u[i] * (sg * (1.0f + g[i] * (1.0f - sg))));
+                bad += !same_bits(o2[(size_t)r * 2 * F + F + i], dd[i] * (g[i] * sg));
+            }
+        tap_ok(!bad, "%s: swiglu forward and backward (F = %d) bit for bit with the one-element exponential "
+               "(%d differ)", isa_name((enum isa)p), F, bad);
+        bad = 0;
+        memcpy(lg, l0, (size_t)R * V * sizeof *lg);
+        crossentropy_max(mx, lg, R, V, 0, V);
+        crossentropy_sumexp(sums, tl, lg, mx, tg, R, V, 0, V);
+        for (int r = 0; r < R; r++)
+            for (int j = 0; j < V; j++) bad += !same_bits(lg[(size_t)r * V + j], ref_expf(l0[(size_t)r * V + j] - mx[r]));
+        tap_ok(!bad, "%s: crossentropy_sumexp leaves exp(logit - max) over rows of %d, bit for bit with the "
+               "one-element exponential (%d differ)", isa_name((enum isa)p), V, bad);
+    }
+    isa_force(was);
+    free(x); free(d); free(o); free(o2); free(lg); free(l0);
 }
 
 /* ------------------------------------------------------------ residual */
@@ -851,6 +959,7 @@ int main(void)
     test_matmul_f32(130, 257, 300);
     test_matmul_precision(37, 301, 70);
     test_gelu();
+    test_exp_passes();
     test_rounded_ops();
     test_residual();
     test_crossentropy_fd();
