@@ -250,8 +250,8 @@ static inline float fast_expf(float x)
  * long.  In one loop the chain (about 30 operations, a hundred cycles) fills
  * the processor's queues with a few vectors and the loop waits on it
  * (avx2: about 28 cycles per 8 floats); in three, more vectors are in
- * flight (gelu_forward on 2M floats: avx2 1.05 -> 0.75 ms, avx512 0.70 ->
- * 0.59 ms; docs/performance.md). */
+ * flight (kernels_bench's gelu_forward, 2M floats: avx2 1.00 -> 0.66 ms,
+ * avx512 0.68 -> 0.56 ms; docs/performance.md). */
 #define EXP_BLK 256
 _Static_assert(EXP_BLK % LANES == 0, "a block of exponentials is a whole number of LANE_SUM's lanes");
 static inline void exp_block(KREAL *y, const KREAL *x, int n)
@@ -555,6 +555,16 @@ static struct att_geom att_geom(int NH, int NKV, int HS)
  * mask or below the diagonal block, i - j0 + 1 in it. */
 static inline int att_visible(int causal, int i, int j0, int nc) { return causal ? imin(nc, i - j0 + 1) : nc; }
 
+/* The exponentials of a block's nr x nc scores (rows ATT_BLK apart) in
+ * place: the whole block in one go when its rows are whole (exp_block's
+ * passes over more values at a time), else row by row. */
+static void att_exp_block(KREAL *s, int nr, int nc)
+{
+    if (nc == ATT_BLK) exp_inplace(s, (size_t)nr * ATT_BLK);
+    else
+        for (int r = 0; r < nr; r++) exp_inplace(s + (size_t)r * ATT_BLK, (size_t)nc);
+}
+
 /* ------------------------------------------------ attention's packed blocks */
 /* The products multiply blocks of ATT_BLK rows of q, k, v, out and dout
  * (HS columns each) with each other, each block with every block it meets.
@@ -746,7 +756,7 @@ static void attention_forward_by(att_arith a, KREAL *out, KREAL *lse, const KREA
                         corr[r] = mx[r] - m;
                         mx[r] = m;
                     }
-                    exp_inplace(s, (size_t)(nr - 1) * ATT_BLK + (size_t)nc);
+                    att_exp_block(s, nr, nc);
                     for (int r = 0; r < nr; r++) {
                         const KREAL *sr = s + (size_t)r * ATT_BLK;
                         LANE_SUM(KREAL, add[r], 0, att_visible(causal, i0 + r, j0, nc), j, sr[j]);
@@ -904,7 +914,7 @@ static void attention_backward_by(att_arith a, KREAL *dqkv, KREAL *dkv, const KR
                             for (int j = 0; j < nv; j++) pr[j] = pr[j] - li;
                             for (int j = nv; j < nc; j++) pr[j] = -K(INFINITY);
                         }
-                        exp_inplace(p, (size_t)(nr - 1) * ATT_BLK + (size_t)nc); /* (exp_block's passes) */
+                        att_exp_block(p, nr, nc); /* (exp_block's passes) */
                         /* dv_j += p^T dout_i; dp = dout_i v_j^T; ds = p (dp - D) scale, +0 at the masked
                          * keys (the diagonal's dp is not formed there) */
                         att_pack_a(a, 1, nc, nr, p, ATT_BLK, pt);
