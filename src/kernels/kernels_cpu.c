@@ -65,6 +65,14 @@
 
 /* Below this many elements an elementwise kernel stays on one thread. */
 #define PAR_MIN 16384
+
+/* Whether a kernel's loop opens a parallel region of its own: WORK >=
+ * PAR_MIN elements, called from outside one.  Entering an OpenMP construct
+ * costs a microsecond even when its if clause is false, 2.6 us nested
+ * (libgomp makes a team of one; Zen 5): the kernels device_cpu.c's
+ * rounded_rows calls a block at a time from inside its own region skip it,
+ * and run their loop as it is on the calling thread. */
+static inline int par_own(size_t work) { return work >= PAR_MIN && !omp_in_parallel(); }
 /* ATT_BLK (ops.h): the row block of the causal attention products, only
  * blocks on or below the diagonal computed, which saves ~(1 - (n+1)/2n) of
  * the flops. */
@@ -1076,6 +1084,45 @@ void KNAME(rope_backward)(KREAL *dqkv, const KREAL *cos, const KREAL *sin, int B
 /* float: 0.5x(1 + tanh u) = x sigmoid(2u) = x / (1 + exp(-2u)), with no
  * cancellation for negative x; double keeps the textbook tanh form, so the
  * float-vs-double test checks the rewrite. */
+#ifndef KERNELS_F64
+/* GELU of x[b .. b + EXP_BLK) (cut at N): x sigmoid(2u), its exponentials by exp_block. */
+static inline __attribute__((always_inline)) void gelu_fwd_block(float *out, const float *inp, size_t b, size_t N)
+{
+    int n = N - b < EXP_BLK ? (int)(N - b) : EXP_BLK;
+    const float *x = inp + b;
+    float *o = out + b, e[EXP_BLK];
+#pragma omp simd
+    for (int i = 0; i < n; i++) e[i] = -2.0f * (GELU_S * (x[i] + GELU_A * x[i] * x[i] * x[i]));
+    exp_block(e, e, n);
+#pragma omp simd
+    for (int i = 0; i < n; i++) o[i] = x[i] / (1.0f + e[i]);
+}
+
+/* Its gradient on the same block: sig = sigmoid(2u), 1 - sig = e sig,
+ * sech^2 u = 4 sig (1 - sig); the exponent is capped so that e sig stays
+ * finite. */
+static inline __attribute__((always_inline)) void gelu_bwd_block(float *dinp, const float *inp, const float *dout,
+                                                                 size_t b, size_t N)
+{
+    int n = N - b < EXP_BLK ? (int)(N - b) : EXP_BLK;
+    const float *x = inp + b, *d = dout + b;
+    float *di = dinp + b, e[EXP_BLK];
+#pragma omp simd
+    for (int i = 0; i < n; i++) {
+        float mu = -2.0f * (GELU_S * (x[i] + GELU_A * x[i] * x[i] * x[i]));
+        e[i] = mu < 80.0f ? mu : 80.0f;
+    }
+    exp_block(e, e, n);
+#pragma omp simd
+    for (int i = 0; i < n; i++) {
+        float du = GELU_S * (1.0f + 3.0f * GELU_A * x[i] * x[i]);
+        float sig = 1.0f / (1.0f + e[i]);
+        float g = sig + 2.0f * x[i] * sig * (e[i] * sig) * du;
+        di[i] = g * d[i];
+    }
+}
+#endif
+
 void KNAME(gelu_forward)(KREAL *out, const KREAL *inp, size_t N)
 {
 #ifdef KERNELS_F64
@@ -1087,17 +1134,11 @@ void KNAME(gelu_forward)(KREAL *out, const KREAL *inp, size_t N)
     }
 #else
     /* x sigmoid(2u), the exponentials a block at a time (exp_block) */
-#pragma omp parallel for schedule(static) if (N >= PAR_MIN)
-    for (size_t b = 0; b < N; b += EXP_BLK) {
-        int n = N - b < EXP_BLK ? (int)(N - b) : EXP_BLK;
-        const float *x = inp + b;
-        float *o = out + b, e[EXP_BLK];
-#pragma omp simd
-        for (int i = 0; i < n; i++) e[i] = -2.0f * (GELU_S * (x[i] + GELU_A * x[i] * x[i] * x[i]));
-        exp_block(e, e, n);
-#pragma omp simd
-        for (int i = 0; i < n; i++) o[i] = x[i] / (1.0f + e[i]);
-    }
+    if (par_own(N)) {
+#pragma omp parallel for schedule(static)
+        for (size_t b = 0; b < N; b += EXP_BLK) gelu_fwd_block(out, inp, b, N);
+    } else
+        for (size_t b = 0; b < N; b += EXP_BLK) gelu_fwd_block(out, inp, b, N);
 #endif
 }
 
@@ -1114,72 +1155,71 @@ void KNAME(gelu_backward)(KREAL *dinp, const KREAL *inp, const KREAL *dout, size
         dinp[i] = g * dout[i];
     }
 #else
-    /* sig = sigmoid(2u), 1 - sig = e sig, sech^2 u = 4 sig (1 - sig); the
-     * exponent is capped so that e sig stays finite.  The exponentials a
-     * block at a time (exp_block). */
-#pragma omp parallel for schedule(static) if (N >= PAR_MIN)
-    for (size_t b = 0; b < N; b += EXP_BLK) {
-        int n = N - b < EXP_BLK ? (int)(N - b) : EXP_BLK;
-        const float *x = inp + b, *d = dout + b;
-        float *di = dinp + b, e[EXP_BLK];
-#pragma omp simd
-        for (int i = 0; i < n; i++) {
-            float mu = -2.0f * (GELU_S * (x[i] + GELU_A * x[i] * x[i] * x[i]));
-            e[i] = mu < 80.0f ? mu : 80.0f;
-        }
-        exp_block(e, e, n);
-#pragma omp simd
-        for (int i = 0; i < n; i++) {
-            float du = GELU_S * (1.0f + 3.0f * GELU_A * x[i] * x[i]);
-            float sig = 1.0f / (1.0f + e[i]);
-            float g = sig + 2.0f * x[i] * sig * (e[i] * sig) * du;
-            di[i] = g * d[i];
-        }
-    }
+    if (par_own(N)) {
+#pragma omp parallel for schedule(static)
+        for (size_t b = 0; b < N; b += EXP_BLK) gelu_bwd_block(dinp, inp, dout, b, N);
+    } else
+        for (size_t b = 0; b < N; b += EXP_BLK) gelu_bwd_block(dinp, inp, dout, b, N);
 #endif
 }
 
 /* ------------------------------------------------------------ swiglu */
 
-void KNAME(swiglu_forward)(KREAL *out, const KREAL *inp, size_t N, int F)
+/* Row n of swiglu: out = silu(g) u over the row's F columns, the
+ * exponentials a block at a time (exp_block). */
+static inline __attribute__((always_inline)) void swiglu_fwd_row(KREAL *out, const KREAL *inp, size_t n, int F)
 {
-#pragma omp parallel for schedule(static) if (N * (size_t)F >= PAR_MIN)
-    for (size_t n = 0; n < N; n++) {
-        const KREAL *g = inp + n * 2 * (size_t)F, *u = g + F;
-        KREAL *o = out + n * (size_t)F;
-        for (int b = 0; b < F; b += EXP_BLK) { /* the exponentials a block at a time (exp_block) */
-            int nb = imin(EXP_BLK, F - b);
-            KREAL e[EXP_BLK];
+    const KREAL *g = inp + n * 2 * (size_t)F, *u = g + F;
+    KREAL *o = out + n * (size_t)F;
+    for (int b = 0; b < F; b += EXP_BLK) {
+        int nb = imin(EXP_BLK, F - b);
+        KREAL e[EXP_BLK];
 #pragma omp simd
-            for (int i = 0; i < nb; i++) e[i] = -g[b + i];
-            exp_block(e, e, nb);
+        for (int i = 0; i < nb; i++) e[i] = -g[b + i];
+        exp_block(e, e, nb);
 #pragma omp simd
-            for (int i = 0; i < nb; i++) o[b + i] = g[b + i] / (K(1) + e[i]) * u[b + i];
+        for (int i = 0; i < nb; i++) o[b + i] = g[b + i] / (K(1) + e[i]) * u[b + i];
+    }
+}
+
+/* Its gradient on row n: dg and du. */
+static inline __attribute__((always_inline)) void swiglu_bwd_row(KREAL *dinp, const KREAL *inp, const KREAL *dout,
+                                                                 size_t n, int F)
+{
+    const KREAL *g = inp + n * 2 * (size_t)F, *u = g + F, *d = dout + n * (size_t)F;
+    KREAL *dg = dinp + n * 2 * (size_t)F, *du = dg + F;
+    for (int b = 0; b < F; b += EXP_BLK) {
+        int nb = imin(EXP_BLK, F - b);
+        KREAL e[EXP_BLK];
+#pragma omp simd
+        for (int i = 0; i < nb; i++) e[i] = -g[b + i];
+        exp_block(e, e, nb);
+#pragma omp simd
+        for (int i = 0; i < nb; i++) {
+            int c = b + i;
+            KREAL sg = K(1) / (K(1) + e[i]), silu = g[c] * sg;
+            dg[c] = d[c] * u[c] * (sg * (K(1) + g[c] * (K(1) - sg)));
+            du[c] = d[c] * silu;
         }
     }
 }
 
+void KNAME(swiglu_forward)(KREAL *out, const KREAL *inp, size_t N, int F)
+{
+    if (par_own(N * (size_t)F)) {
+#pragma omp parallel for schedule(static)
+        for (size_t n = 0; n < N; n++) swiglu_fwd_row(out, inp, n, F);
+    } else
+        for (size_t n = 0; n < N; n++) swiglu_fwd_row(out, inp, n, F);
+}
+
 void KNAME(swiglu_backward)(KREAL *dinp, const KREAL *inp, const KREAL *dout, size_t N, int F)
 {
-#pragma omp parallel for schedule(static) if (N * (size_t)F >= PAR_MIN)
-    for (size_t n = 0; n < N; n++) {
-        const KREAL *g = inp + n * 2 * (size_t)F, *u = g + F, *d = dout + n * (size_t)F;
-        KREAL *dg = dinp + n * 2 * (size_t)F, *du = dg + F;
-        for (int b = 0; b < F; b += EXP_BLK) { /* the exponentials a block at a time (exp_block) */
-            int nb = imin(EXP_BLK, F - b);
-            KREAL e[EXP_BLK];
-#pragma omp simd
-            for (int i = 0; i < nb; i++) e[i] = -g[b + i];
-            exp_block(e, e, nb);
-#pragma omp simd
-            for (int i = 0; i < nb; i++) {
-                int c = b + i;
-                KREAL sg = K(1) / (K(1) + e[i]), silu = g[c] * sg;
-                dg[c] = d[c] * u[c] * (sg * (K(1) + g[c] * (K(1) - sg)));
-                du[c] = d[c] * silu;
-            }
-        }
-    }
+    if (par_own(N * (size_t)F)) {
+#pragma omp parallel for schedule(static)
+        for (size_t n = 0; n < N; n++) swiglu_bwd_row(dinp, inp, dout, n, F);
+    } else
+        for (size_t n = 0; n < N; n++) swiglu_bwd_row(dinp, inp, dout, n, F);
 }
 
 /* ------------------------------------------------------------ residual */
@@ -1246,24 +1286,35 @@ void KNAME(crossentropy_loss)(KREAL *losses, const KREAL *maxes, const KREAL *su
     for (int n = 0; n < N; n++) losses[n] = KLOG(sums[n]) + maxes[n] - tlogit[n];
 }
 
-/* dlogits may alias exps: every element is read before it is written. */
+/* Row n of the logits' gradient: softmax less the target's one, times
+ * dloss; the nv real columns of Vs.  d may alias e: every element is read
+ * before it is written. */
+static inline __attribute__((always_inline)) void ce_bwd_row(KREAL *dlogits, const KREAL *exps, const KREAL *sums,
+                                                             const int32_t *targets, KREAL dloss, int n, int Vs,
+                                                             int v0, int nv)
+{
+    const KREAL *e = exps + (size_t)n * Vs;
+    KREAL *d = dlogits + (size_t)n * Vs;
+    KREAL inv = K(1) / sums[n];
+    long t = (long)targets[n] - v0;
+    KREAL pt = (t >= 0 && t < nv) ? e[t] * inv : K(0);
+#pragma omp simd
+    for (int j = 0; j < nv; j++) d[j] = e[j] * inv * dloss;
+    for (int j = nv; j < Vs; j++) d[j] = 0;
+    if (t >= 0 && t < nv) d[t] = (pt - K(1)) * dloss;
+}
+
+/* dlogits may alias exps. */
 void KNAME(crossentropy_backward)(KREAL *dlogits, const KREAL *exps, const KREAL *sums,
                                   const int32_t *targets, KREAL dloss,
                                   int N, int Vs, int v0, int V)
 {
     int nv = ce_real_cols(Vs, v0, V);
-#pragma omp parallel for schedule(static) if ((long)N * Vs >= PAR_MIN)
-    for (int n = 0; n < N; n++) {
-        const KREAL *e = exps + (size_t)n * Vs;
-        KREAL *d = dlogits + (size_t)n * Vs;
-        KREAL inv = K(1) / sums[n];
-        long t = (long)targets[n] - v0;
-        KREAL pt = (t >= 0 && t < nv) ? e[t] * inv : K(0);
-#pragma omp simd
-        for (int j = 0; j < nv; j++) d[j] = e[j] * inv * dloss;
-        for (int j = nv; j < Vs; j++) d[j] = 0;
-        if (t >= 0 && t < nv) d[t] = (pt - K(1)) * dloss;
-    }
+    if (par_own((size_t)N * (size_t)Vs)) {
+#pragma omp parallel for schedule(static)
+        for (int n = 0; n < N; n++) ce_bwd_row(dlogits, exps, sums, targets, dloss, n, Vs, v0, nv);
+    } else
+        for (int n = 0; n < N; n++) ce_bwd_row(dlogits, exps, sums, targets, dloss, n, Vs, v0, nv);
 }
 
 /* ------------------------------------------------------------ AdamW */
