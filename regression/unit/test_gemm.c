@@ -8,7 +8,9 @@
  * fp32 (gemm_f32) and in bf16 (gemm_bf16: odd K, blocks padded to even,
  * operands rounded at packing, and tiny sums that the arithmetic flushes),
  * and gemm_bf16 against the double-accumulated product of the rounded
- * operands; the products of operands packed once (gemm_packed) against both. */
+ * operands; a weight's gradient with its bias's (the wgrad products'
+ * column sums) against the product and the plain loop; the products of
+ * operands packed once (gemm_packed) against both. */
 #include <float.h>
 #include <math.h>
 #include <omp.h>
@@ -556,6 +558,72 @@ static void test_bias_epilogue(void)
            runs, subnormal[0], subnormal[1], bad);
 }
 
+/* gemm_f32_wgrad and gemm_bf16_wgrad (a weight's gradient C += A^T B with
+ * its bias's, the sums of A's columns, formed while A is packed): C bitwise
+ * gemm_f32's / gemm_bf16's (transA, beta 1) and the sums bitwise the plain
+ * loop over A's rows in order, from a nonzero start, on every path and on
+ * 1, 2 and 3 threads (slices cut along M and along N: the first slice's
+ * sums only), across the block edges (MR, MC, KC; odd K for bf16's pairs),
+ * and with the sums subnormal (columns of values near 2^-130 that cancel
+ * to a few 2^-149): kept, which the bf16 kernels' FTZ mode would flush.
+ * On the BLAS path (TRIAD_GEMM=blas: ISA_COUNT below) the loop after the
+ * product. */
+static void test_wgrad_sums(void)
+{
+    /* M (columns of A, rows of C), N, K (rows of A) */
+    static const int sizes[][3] = {{1, 5, 3}, {13, 40, 257}, {15, 300, 7}, {230, 33, 600}, {450, 70, 513}, {40, 1100, 300}};
+    int bad_c = 0, bad_s = 0, runs = 0, subnormal = 0, tiny_cols = 0, paths = 0;
+    for (int p = 0; p <= ISA_COUNT; p++) {
+        if (p < ISA_COUNT && !path_on(p)) continue;
+        if (p == ISA_COUNT) {
+            setenv("TRIAD_GEMM", "blas", 1);
+            gemm_reset_path();
+        }
+        paths++;
+        for (int a = 0; a < 2; a++)
+            for (int c = 0; c < 6; c++)
+                for (int th = 1; th <= 3; th++)
+                    for (int tiny = 0; tiny < 2; tiny++) {
+                        struct mats m = mats_new(1, 0, sizes[c][0], sizes[c][1], sizes[c][2], 3, 1.0f,
+                                                 500u + (unsigned)(c * 8 + th * 2 + tiny));
+                        size_t nc = (size_t)m.M * m.ldc;
+                        float *want = malloc(nc * sizeof *want), *sums = malloc((size_t)m.M * sizeof *sums),
+                              *ref = malloc((size_t)m.M * sizeof *ref);
+                        if (tiny) /* every third column: +-(2^-130 + 2^-149 n), summing to a few 2^-149 */
+                            for (int k = 0; k < m.K; k++)
+                                for (int i = 0; i < m.M; i += 3)
+                                    m.A[(size_t)k * m.lda + i] = (k % 2 ? -0x1p-130f : 0x1p-130f) +
+                                                                 (float)((k + i) % 3) * 0x1p-149f;
+                        for (int i = 0; i < m.M; i++) sums[i] = ref[i] = tiny && i % 3 == 0 ? 0.0f : 0.25f * (float)i;
+                        for (int k = 0; k < m.K; k++)
+                            for (int i = 0; i < m.M; i++) ref[i] += m.A[(size_t)k * m.lda + i];
+                        /* (each such sum subnormal, unless this thread's mode was left flushing) */
+                        for (int i = 0; i < m.M; i++) subnormal += fpclassify(ref[i]) == FP_SUBNORMAL;
+                        tiny_cols += tiny ? (m.M + 2) / 3 : 0;
+                        memcpy(want, m.C0, nc * sizeof *want);
+                        int was = omp_get_max_threads();
+                        omp_set_num_threads(th);
+                        (a ? gemm_bf16 : gemm_f32)(1, 0, m.M, m.N, m.K, 1.0f, m.A, m.lda, m.B, m.ldb, 1.0f, want,
+                                                   m.ldc);
+                        (a ? gemm_bf16_wgrad : gemm_f32_wgrad)(m.M, m.N, m.K, m.A, m.lda, m.B, m.ldb, m.C, m.ldc,
+                                                               sums);
+                        omp_set_num_threads(was);
+                        bad_c += memcmp(m.C, want, nc * sizeof *want) != 0;
+                        bad_s += memcmp(sums, ref, (size_t)m.M * sizeof *ref) != 0;
+                        runs++;
+                        free(want), free(sums), free(ref);
+                        mats_free(&m);
+                    }
+    }
+    unsetenv("TRIAD_GEMM");
+    gemm_reset_path();
+    tap_ok(bad_c == 0 && bad_s == 0 && subnormal == tiny_cols,
+           "gemm_f32_wgrad, gemm_bf16_wgrad: C bitwise the transposed product, the column sums bitwise the loop "
+           "over A's rows, %d products on %d paths with BLAS, 1-3 threads (%d of %d subnormal sums kept; %d C and "
+           "%d sums differ)",
+           runs, paths, subnormal, tiny_cols, bad_c, bad_s);
+}
+
 /* gemm_pack_a / gemm_pack_b / gemm_packed (operands packed once, used
  * many times: attention's blocks) give gemm_f32's and gemm_bf16's C bit for
  * bit, on every path, in both arithmetics: every transpose, K across
@@ -680,6 +748,7 @@ int main(void)
     test_paths_bitwise_bf16();
     test_bf16_flush_window();
     test_bias_epilogue();
+    test_wgrad_sums();
     test_packed_operands();
     test_packed_causal();
     return tap_done();

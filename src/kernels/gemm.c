@@ -211,10 +211,12 @@ static void block_product(const struct gemm_kernel *g, unsigned *mode, enum gemm
  * offset to the slice.  Loop nest jc -> pc -> ic, then block_product: the
  * packed A block (MC x KC) streams from L2; the packed B block (KC x NC)
  * serves all of the rows.  A bf16 kernel's blocks hold kp (kc padded to
- * even) values of k, of g->elem bytes each. */
+ * even) values of k, of g->elem bytes each.  sums (transA; NULL: none):
+ * op(A)'s rows summed into it as the first column block packs them, k in
+ * order (pc, then the block's k), outside the kernel's mode. */
 static void gemm_serial_packed(const struct gemm_kernel *g, int transA, int transB, int m, int n, int k,
                                float alpha, const float *A, long lda, const float *B, long ldb, float beta,
-                               float *C, long ldc, const struct gemm_epilogue *ep, const float *bias)
+                               float *C, long ldc, const struct gemm_epilogue *ep, const float *bias, float *sums)
 {
     char *ap = (char *)buf_get(&tl_apack, APACK_FLOATS);
     char *bp = (char *)buf_get(&tl_bpack, BPACK_FLOATS);
@@ -229,7 +231,10 @@ static void gemm_serial_packed(const struct gemm_kernel *g, int transA, int tran
             g->pack_b(transB, kc, nc, transB ? B + (long)jc * ldb + pc : B + (long)pc * ldb + jc, ldb, bp);
             for (int ic = 0; ic < m; ic += g->mc) {
                 int mc = m - ic < g->mc ? m - ic : g->mc;
-                g->pack_a(transA, mc, kc, transA ? A + (long)pc * lda + ic : A + (long)ic * lda + pc, lda, ap);
+                float *s = sums && jc == 0 ? sums + ic : NULL;
+                if (s && g->mode_leave) g->mode_leave(mode);
+                g->pack_a(transA, mc, kc, transA ? A + (long)pc * lda + ic : A + (long)ic * lda + pc, lda, ap, s);
+                if (s && g->mode_enter) mode = g->mode_enter();
                 block_product(g, &mode, GEMM_CAUSAL_NONE, mc, nc, kc, ap, bp, alpha, beta_p, C + (long)ic * ldc + jc,
                               ldc, last,
                               bias ? bias + jc : NULL);
@@ -246,16 +251,29 @@ static void gemm_serial_blas(int transA, int transB, int m, int n, int k, float 
                 alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
 }
 
-/* One slice of C on the calling thread, by kernel g (NULL: BLAS). */
+/* sums[i] += A[k*lda + i] (i < m), k = 0 .. K-1 in order: op(A) = A^T's
+ * rows summed as gemm_serial_packed sums them, where nothing packs A. */
+static void col_sums(int m, int K, const float *A, long lda, float *sums)
+{
+    for (int k = 0; k < K; k++) {
+        const float *a = A + (long)k * lda;
+#pragma omp simd
+        for (int i = 0; i < m; i++) sums[i] += a[i];
+    }
+}
+
+/* One slice of C on the calling thread, by kernel g (NULL: BLAS); sums:
+ * gemm_serial_packed's. */
 static void gemm_slice(const struct gemm_kernel *g, int transA, int transB, int m, int n, int k, float alpha,
                        const float *A, long lda, const float *B, long ldb, float beta, float *C, long ldc,
-                       const struct gemm_epilogue *ep, const float *bias)
+                       const struct gemm_epilogue *ep, const float *bias, float *sums)
 {
     if (g)
-        gemm_serial_packed(g, transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, ep, bias);
+        gemm_serial_packed(g, transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, ep, bias, sums);
     else {
         gemm_serial_blas(transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
         if (ep) epilogue_plain(ep, bias, C, ldc, m, n);
+        if (sums) col_sums(m, k, A, lda, sums);
     }
 }
 
@@ -271,10 +289,11 @@ static void scale_c(int m, int n, float beta, float *C, long ldc)
  * (gm rows, gn columns), whichever leaves the busiest thread fewer tiles
  * (near a tie, the one that reads less);
  * each thread then runs the serial product on its slice.  Which thread
- * computes an element never changes how it is summed. */
+ * computes an element never changes how it is summed.  sums: each row's
+ * by the thread whose slice holds the row, along N the first slice's. */
 static void gemm_parallel(const struct gemm_kernel *g, int gm, int gn, int transA, int transB, int M, int N,
                           int K, float alpha, const float *A, long lda, const float *B, long ldb, float beta,
-                          float *C, long ldc, const struct gemm_epilogue *ep)
+                          float *C, long ldc, const struct gemm_epilogue *ep, float *sums)
 {
     int nt = omp_get_max_threads();
     const float *bias = ep ? ep->bias : NULL;
@@ -294,56 +313,76 @@ static void gemm_parallel(const struct gemm_kernel *g, int gm, int gn, int trans
             int m0 = t0 * gm, m1 = t1 * gm < M ? t1 * gm : M;
             if (m1 > m0)
                 gemm_slice(g, transA, transB, m1 - m0, N, K, alpha, transA ? A + m0 : A + (long)m0 * lda, lda,
-                           B, ldb, beta, C + (long)m0 * ldc, ldc, ep, bias);
+                           B, ldb, beta, C + (long)m0 * ldc, ldc, ep, bias, sums ? sums + m0 : NULL);
         } else {
             int n0 = t0 * gn, n1 = t1 * gn < N ? t1 * gn : N;
             if (n1 > n0)
                 gemm_slice(g, transA, transB, M, n1 - n0, K, alpha, A, lda, transB ? B + (long)n0 * ldb : B + n0,
-                           ldb, beta, C + n0, ldc, ep, bias ? bias + n0 : NULL);
+                           ldb, beta, C + n0, ldc, ep, bias ? bias + n0 : NULL, n0 == 0 ? sums : NULL);
         }
     }
 }
 
+/* The product by kernel g (NULL: BLAS); sums (transA; NULL: none): op(A)'s
+ * rows summed into it, k in order. */
 static void gemm_by(const struct gemm_kernel *g, int transA, int transB, int M, int N, int K, float alpha,
                     const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
-                    const struct gemm_epilogue *ep)
+                    const struct gemm_epilogue *ep, float *sums)
 {
-    if (M <= 0 || N <= 0) return;
+    if (M <= 0) return;
+    if (N <= 0) {
+        if (sums) col_sums(M, K, A, lda, sums);
+        return;
+    }
     if (ep && !ep->bias && !ep->round_bf16) ep = NULL;
     if (K <= 0 || alpha == 0.0f) {
         scale_c(M, N, beta, C, ldc);
         if (ep) epilogue_plain(ep, ep->bias, C, ldc, M, N);
+        if (sums) col_sums(M, K, A, lda, sums);
         return;
     }
     if (!omp_in_parallel() && omp_get_max_threads() > 1 && (long)M * N * K >= GEMM_PAR_MIN)
         gemm_parallel(g, g ? g->mr : 16, g ? g->nr : 16, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta,
-                      C, ldc, ep);
+                      C, ldc, ep, sums);
     else
-        gemm_slice(g, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep, ep ? ep->bias : NULL);
+        gemm_slice(g, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep, ep ? ep->bias : NULL,
+                   sums);
 }
 
 void gemm_f32(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
               int ldb, float beta, float *C, int ldc)
 {
-    gemm_by(gemm_path(GEMM_FP32), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
+    gemm_by(gemm_path(GEMM_FP32), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL);
 }
 
 void gemm_bf16(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                int ldb, float beta, float *C, int ldc)
 {
-    gemm_by(gemm_path(GEMM_BF16), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
+    gemm_by(gemm_path(GEMM_BF16), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL);
 }
 
 void gemm_f32_ep(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                  float *C, int ldc, const struct gemm_epilogue *ep)
 {
-    gemm_by(gemm_path(GEMM_FP32), transA, transB, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, ep);
+    gemm_by(gemm_path(GEMM_FP32), transA, transB, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, ep, NULL);
 }
 
 void gemm_bf16_ep(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                   float *C, int ldc, const struct gemm_epilogue *ep)
 {
-    gemm_by(gemm_path(GEMM_BF16), transA, transB, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, ep);
+    gemm_by(gemm_path(GEMM_BF16), transA, transB, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, ep, NULL);
+}
+
+void gemm_f32_wgrad(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
+                    float *sums)
+{
+    gemm_by(gemm_path(GEMM_FP32), 1, 0, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, C, ldc, NULL, sums);
+}
+
+void gemm_bf16_wgrad(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
+                     float *sums)
+{
+    gemm_by(gemm_path(GEMM_BF16), 1, 0, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, C, ldc, NULL, sums);
 }
 
 void gemm_f64(int transA, int transB, int M, int N, int K, double alpha, const double *A, int lda,
@@ -402,7 +441,7 @@ static void pack_operand(enum gemm_arith a, int side_a, int trans, int rows, int
     for (int pc = 0; pc < k; pc += GEMM_KC) {
         int kc = k - pc < GEMM_KC ? k - pc : GEMM_KC;
         const float *x = k_down ? X + (long)pc * ld : X + pc;
-        if (side_a) g->pack_a(trans, rows, kc, x, ld, dst);
+        if (side_a) g->pack_a(trans, rows, kc, x, ld, dst, NULL);
         else g->pack_b(trans, kc, rows, x, ld, dst);
         dst += block_bytes(g, side_a ? g->mr : g->nr, rows, kc);
     }

@@ -36,6 +36,16 @@ void gemm_f32_ep(int transA, int transB, int M, int N, int K, const float *A, in
                  float *C, int ldc, const struct gemm_epilogue *ep);
 void gemm_bf16_ep(int transA, int transB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                   float *C, int ldc, const struct gemm_epilogue *ep);
+/* A weight's gradient and its bias's in one pass over the output gradient
+ * (A, K x M, row-major): C (M, N) += A^T B (alpha 1, beta 1), and sums[i]
+ * += A[k*lda + i] for k = 0 .. K-1 in order, fp32 adds in the caller's
+ * floating-point mode, formed as A is packed (on the BLAS path, a loop
+ * after the product).  Bitwise the product of gemm_f32 / gemm_bf16 and the
+ * plain loop over the rows of A; sums NULL: the product alone. */
+void gemm_f32_wgrad(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
+                    float *sums);
+void gemm_bf16_wgrad(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
+                     float *sums);
 /* Operands packed once and multiplied many times (attention's blocks of a
  * few dozen rows, each used against every block it meets): op(A) (m, k)
  * or op(B) (k, n) in the layout of the path's kernel for arithmetic a, k

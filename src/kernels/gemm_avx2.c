@@ -104,7 +104,7 @@ pack_transposed(const float *src, long ld, int rows, int kc, float *dst, long st
 /* A row-major (op(A) = A) is packed through pack_transposed (the MR rows and
  * two of zeros); A transposed by rows of A, with the same 8-wide stores. */
 AVX2_TARGET static inline __attribute__((always_inline)) void
-pack_a_any(int transA, int m, int kc, const float *A, long lda, void *ap_, const int bf16)
+pack_a_any(int transA, int m, int kc, const float *A, long lda, void *ap_, float *sums, const int bf16)
 {
     const __m256i last = lane_mask(MR);
     const int kp = pack_kp(kc, bf16);
@@ -116,6 +116,7 @@ pack_a_any(int transA, int m, int kc, const float *A, long lda, void *ap_, const
             int k1 = k0 + 8 < kp ? k0 + 8 : kp;
             for (int p = 0; p < m; p += MR) {
                 int mr = m - p < MR ? m - p : MR;
+                __m256 s = sums ? _mm256_maskload_ps(sums + p, lane_mask(mr)) : _mm256_setzero_ps();
                 for (int k = k0; k < k1; k += 1 + bf16) {
                     __m256 r[2];
 #pragma GCC unroll 2
@@ -125,7 +126,9 @@ pack_a_any(int transA, int m, int kc, const float *A, long lda, void *ap_, const
                             continue;
                         }
                         const float *a = A + (long)(k + h) * lda + p; /* a whole panel: its spare lanes read too */
-                        r[h] = pack8(p + 8 <= m ? _mm256_loadu_ps(a) : _mm256_maskload_ps(a, lane_mask(mr)), bf16);
+                        __m256 x = p + 8 <= m ? _mm256_loadu_ps(a) : _mm256_maskload_ps(a, lane_mask(mr));
+                        if (sums) s = _mm256_add_ps(s, x); /* (the spare lanes' sums are not stored) */
+                        r[h] = pack8(x, bf16);
                     }
 #pragma GCC unroll 2
                     for (int h = 0; h <= bf16; h++) {
@@ -136,6 +139,7 @@ pack_a_any(int transA, int m, int kc, const float *A, long lda, void *ap_, const
                             _mm256_storeu_ps(at, r[h ^ bf16]);
                     }
                 }
+                if (sums) _mm256_maskstore_ps(sums + p, lane_mask(mr), s);
             }
         }
         return;

@@ -101,7 +101,7 @@ static inline __attribute__((always_inline)) void pack_transposed(const float *s
  * kernels (ukernel_rows) never read them. */
 AVX512_TARGET
 static inline __attribute__((always_inline)) void pack_a_any(int transA, int m, int kc, const float *A, long lda,
-                                                             void *ap_, const int bf16)
+                                                             void *ap_, float *sums, const int bf16)
 {
     float *ap = ap_;
     const __mmask16 full = (__mmask16)((1u << GEMM_MR) - 1);
@@ -112,11 +112,13 @@ static inline __attribute__((always_inline)) void pack_a_any(int transA, int m, 
             for (int p = 0; p < m; p += GEMM_MR) {
                 int mr = m - p < GEMM_MR ? m - p : GEMM_MR;
                 __mmask16 mk = (__mmask16)((1u << mr) - 1);
+                __m512 s = sums ? _mm512_maskz_loadu_ps(mk, sums + p) : _mm512_setzero_ps();
                 for (int k = k0; k < k1; k++) {  /* k in order, at its packed position (gemm_pack.h) */
-                    __m512 r = !bf16 || k < kc ? pack16(_mm512_maskz_loadu_ps(mk, A + (long)k * lda + p), bf16)
-                                               : _mm512_setzero_ps();
-                    _mm512_mask_storeu_ps(ap + (long)p * kp + (long)(k ^ bf16) * GEMM_MR, full, r);
+                    __m512 x = !bf16 || k < kc ? _mm512_maskz_loadu_ps(mk, A + (long)k * lda + p) : _mm512_setzero_ps();
+                    if (sums && k < kc) s = _mm512_add_ps(s, x);
+                    _mm512_mask_storeu_ps(ap + (long)p * kp + (long)(k ^ bf16) * GEMM_MR, full, pack16(x, bf16));
                 }
+                if (sums) _mm512_mask_storeu_ps(sums + p, mk, s);
             }
         }
         return;

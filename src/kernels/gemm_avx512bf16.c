@@ -75,7 +75,7 @@ pairs_down(const float *src, long ld, int rows, int kc, uint32_t *dst, long stri
     }
 }
 
-AVX512_TARGET static void pack_a(int transA, int m, int kc, const float *A, long lda, void *ap_)
+AVX512_TARGET static void pack_a(int transA, int m, int kc, const float *A, long lda, void *ap_, float *sums)
 {
     uint32_t *ap = ap_;
     int kp2 = (kc + 1) / 2; /* pairs */
@@ -84,12 +84,18 @@ AVX512_TARGET static void pack_a(int transA, int m, int kc, const float *A, long
         for (int pb = 0; pb < kp2; pb += 4) {
             int pe = pb + 4 < kp2 ? pb + 4 : kp2;
             for (int p0 = 0; p0 < m; p0 += GEMM_MR) {
-                __mmask16 mk = lanes_mask(m - p0);
+                __mmask16 mk = lanes_mask(m - p0), ms = mk & full; /* (ms: the panel's rows alone) */
+                __m512 s = sums ? _mm512_maskz_loadu_ps(ms, sums + p0) : _mm512_setzero_ps();
                 for (int p = pb; p < pe; p++) {
                     const float *r0 = A + (long)(2 * p) * lda + p0;
                     const float *r1 = 2 * p + 1 < kc ? r0 + lda : NULL;
                     _mm512_mask_storeu_epi32(ap + (long)p0 * kp2 + (long)p * GEMM_MR, full, pairs_across(r0, r1, mk));
+                    if (sums) { /* (the rows pairs_across just read, from L1) */
+                        s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(ms, r0));
+                        if (r1) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(ms, r1));
+                    }
                 }
+                if (sums) _mm512_mask_storeu_ps(sums + p0, ms, s);
             }
         }
         return;

@@ -23,9 +23,9 @@
 #define NR 16
 
 static inline __attribute__((always_inline)) void pack_a_any(int transA, int m, int kc, const float *A, long lda,
-                                                             void *ap, const int bf16)
+                                                             void *ap, float *sums, const int bf16)
 {
-    pack_a_c(transA, m, kc, A, lda, ap, MR, bf16);
+    pack_a_c(transA, m, kc, A, lda, ap, sums, MR, bf16);
 }
 
 static inline __attribute__((always_inline)) void pack_b_any(int transB, int kc, int n, const float *B, long ldb,

@@ -68,8 +68,12 @@ struct gemm_kernel {
     /* Packed A: panels of MR rows, each of kp = kc (bf16: padded to even)
      * values of k.  fp32: panel p holds op(A)(p*MR + i, k) at
      * [p*MR*kp + k*MR + i], rows past m zero; a bf16 kernel's layout is
-     * its own.  Packing rounds to bf16 in a bf16 kernel. */
-    void (*pack_a)(int transA, int m, int kc, const float *A, long lda, void *ap);
+     * its own.  Packing rounds to bf16 in a bf16 kernel.  With sums
+     * (transA only; NULL: none) each row of op(A) is also summed as it is
+     * read: sums[i] += op(A)(i, k) for the block's k in order, in fp32 on
+     * the values as stored (before any rounding), in the caller's
+     * floating-point mode (outside the kernel's mode_enter). */
+    void (*pack_a)(int transA, int m, int kc, const float *A, long lda, void *ap, float *sums);
     /* Packed B: panels of NR columns; fp32: panel q holds op(B)(k, q*NR + j)
      * at [q*NR*kp + k*NR + j], columns past n zero.  bp is 64-byte aligned. */
     void (*pack_b)(int transB, int kc, int n, const float *B, long ldb, void *bp);

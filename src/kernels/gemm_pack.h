@@ -42,7 +42,8 @@ static inline __attribute__((always_inline)) float pack_at(const float *x, long 
 }
 
 static inline __attribute__((always_inline)) void pack_a_c(int transA, int m, int kc, const float *restrict A, long lda,
-                                                           float *restrict ap, const int MR, const int bf16)
+                                                           float *restrict ap, float *restrict sums, const int MR,
+                                                           const int bf16)
 {
     const int kp = pack_kp(kc, bf16);
     for (int p = 0; p < m; p += MR, ap += (long)MR * kp) {
@@ -51,6 +52,8 @@ static inline __attribute__((always_inline)) void pack_a_c(int transA, int m, in
             for (int k = 0; k < kp; k++) {  /* k in order, at its packed position */
                 float *d = ap + (long)(k ^ bf16) * MR;
                 for (int i = 0; i < MR; i++) d[i] = i < mr ? pack_at(A + p + i, lda, k, kc, bf16) : 0.0f;
+                if (sums && k < kc)
+                    for (int i = 0; i < mr; i++) sums[p + i] += A[(long)k * lda + p + i];
             }
         } else {                  /* op(A)(i,k) = A[i*lda + k]: one row at a time */
             for (int i = 0; i < MR; i++) {
@@ -101,17 +104,17 @@ static inline __attribute__((always_inline)) void pack_b_c(int transB, int kc, i
  * pack_b, pack_a_bf16, pack_b_bf16), over the pack_a_any and pack_b_any
  * that its file defines, with the function attribute TARGET (or none). */
 #define GEMM_PACKERS(TARGET)                                                                                   \
-    TARGET static void pack_a(int transA, int m, int kc, const float *A, long lda, void *ap)                   \
+    TARGET static void pack_a(int transA, int m, int kc, const float *A, long lda, void *ap, float *sums)       \
     {                                                                                                          \
-        pack_a_any(transA, m, kc, A, lda, ap, 0);                                                              \
+        pack_a_any(transA, m, kc, A, lda, ap, sums, 0);                                                        \
     }                                                                                                          \
     TARGET static void pack_b(int transB, int kc, int n, const float *B, long ldb, void *bp)                   \
     {                                                                                                          \
         pack_b_any(transB, kc, n, B, ldb, bp, 0);                                                              \
     }                                                                                                          \
-    TARGET static void pack_a_bf16(int transA, int m, int kc, const float *A, long lda, void *ap)              \
+    TARGET static void pack_a_bf16(int transA, int m, int kc, const float *A, long lda, void *ap, float *sums)  \
     {                                                                                                          \
-        pack_a_any(transA, m, kc, A, lda, ap, 1);                                                              \
+        pack_a_any(transA, m, kc, A, lda, ap, sums, 1);                                                        \
     }                                                                                                          \
     TARGET static void pack_b_bf16(int transB, int kc, int n, const float *B, long ldb, void *bp)              \
     {                                                                                                          \

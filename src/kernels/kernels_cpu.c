@@ -493,10 +493,23 @@ static void matmul_forward_by(gemm_ep_fn *gemm, float *out, const float *inp, co
 }
 #endif
 
-static void matmul_backward_by(gemm_fn *gemm, KREAL *dinp, KREAL *dweight, KREAL *dbias, const KREAL *dout,
-                               const KREAL *inp, const KREAL *weight, int N, int C, int OC)
+/* dweight += dout^T inp with dbias += dout's rows in the same pass over
+ * dout (gemm.h's wgrad; NULL in double precision, whose BLAS has none). */
+typedef void gemm_wgrad_fn(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
+                           float *sums);
+
+static void matmul_backward_by(gemm_fn *gemm, gemm_wgrad_fn *wgrad, KREAL *dinp, KREAL *dweight, KREAL *dbias,
+                               const KREAL *dout, const KREAL *inp, const KREAL *weight, int N, int C, int OC)
 {
     if (dinp) gemm(0, 0, N, C, OC, K(1), dout, OC, weight, C, K(0), dinp, C);
+#ifndef KERNELS_F64
+    if (dweight && wgrad) {
+        wgrad(OC, C, N, dout, OC, inp, C, dweight, C, dbias);
+        return;
+    }
+#else
+    (void)wgrad;
+#endif
     if (dweight) gemm(1, 0, OC, C, N, K(1), dout, OC, inp, C, K(1), dweight, C);
     if (!dbias) return;
 #pragma omp parallel if ((long)N * OC >= PAR_MIN)
@@ -523,7 +536,11 @@ void KNAME(matmul_forward)(KREAL *out, const KREAL *inp, const KREAL *weight, co
 void KNAME(matmul_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias, const KREAL *dout, const KREAL *inp,
                             const KREAL *weight, int N, int C, int OC)
 {
-    matmul_backward_by(GEMM, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+#ifdef KERNELS_F64
+    matmul_backward_by(GEMM, NULL, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+#else
+    matmul_backward_by(GEMM, gemm_f32_wgrad, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+#endif
 }
 
 #ifndef KERNELS_F64
@@ -536,7 +553,7 @@ void KNAME(matmul_forward_bf16)(KREAL *out, const KREAL *inp, const KREAL *weigh
 void KNAME(matmul_backward_bf16)(KREAL *dinp, KREAL *dweight, KREAL *dbias, const KREAL *dout, const KREAL *inp,
                                  const KREAL *weight, int N, int C, int OC)
 {
-    matmul_backward_by(gemm_bf16, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+    matmul_backward_by(gemm_bf16, gemm_bf16_wgrad, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
 }
 #endif
 
