@@ -117,6 +117,8 @@ pack_a_any(int transA, int m, int kc, const float *A, long lda, void *ap_, float
             for (int p = 0; p < m; p += MR) {
                 int mr = m - p < MR ? m - p : MR;
                 __m256 s = sums ? _mm256_maskload_ps(sums + p, lane_mask(mr)) : _mm256_setzero_ps();
+                for (int k = k0 + PACK_AHEAD_ROWS; k < k1 + PACK_AHEAD_ROWS && k < kc; k++)
+                    prefetch_span(A + (long)k * lda + p, mr);
                 for (int k = k0; k < k1; k += 1 + bf16) {
                     __m256 r[2];
 #pragma GCC unroll 2

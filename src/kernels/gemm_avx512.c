@@ -113,6 +113,8 @@ static inline __attribute__((always_inline)) void pack_a_any(int transA, int m, 
                 int mr = m - p < GEMM_MR ? m - p : GEMM_MR;
                 __mmask16 mk = (__mmask16)((1u << mr) - 1);
                 __m512 s = sums ? _mm512_maskz_loadu_ps(mk, sums + p) : _mm512_setzero_ps();
+                for (int k = k0 + PACK_AHEAD_ROWS; k < k1 + PACK_AHEAD_ROWS && k < kc; k++)
+                    prefetch_span(A + (long)k * lda + p, mr);
                 for (int k = k0; k < k1; k++) {  /* k in order, at its packed position (gemm_pack.h) */
                     __m512 x = !bf16 || k < kc ? _mm512_maskz_loadu_ps(mk, A + (long)k * lda + p) : _mm512_setzero_ps();
                     if (sums && k < kc) s = _mm512_add_ps(s, x);
@@ -140,7 +142,9 @@ static inline __attribute__((always_inline)) void pack_b_any(int transB, int kc,
     if (!transB) {            /* op(B)(k,j) = B[k*ldb + j]: 8 rows of B at a time, across */
         for (int k0 = 0; k0 < kp; k0 += 8) {
             int k1 = k0 + 8 < kp ? k0 + 8 : kp;
-            for (int q = 0; q < n; q += GEMM_NR)
+            for (int q = 0; q < n; q += GEMM_NR) {
+                for (int k = k0 + PACK_AHEAD_ROWS; k < k1 + PACK_AHEAD_ROWS && k < kc; k++)
+                    prefetch_span(B + (long)k * ldb + q, n - q < GEMM_NR ? n - q : GEMM_NR);
 #pragma GCC unroll 16
                 for (int v = 0; v < GEMM_NV; v++) {
                     int w = n - q - 16 * v;
@@ -151,6 +155,7 @@ static inline __attribute__((always_inline)) void pack_b_any(int transB, int kc,
                                             ? pack16(_mm512_maskz_loadu_ps(mk, B + (long)k * ldb + q + 16 * v), bf16)
                                             : _mm512_setzero_ps());
                 }
+            }
         }
         return;
     }

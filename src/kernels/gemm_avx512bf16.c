@@ -23,6 +23,7 @@
 #include "gemm_avx512_transpose.h"
 #include "bf16_simd.h"
 #include "gemm_avx512_ukernel.h"
+#include "gemm_pack.h"
 
 /* Packed A: panels of MR rows; pair p of k (k = 2p, 2p+1) of row i at
  * 32-bit word [p*MR + i]: bf16 a(i,2p) in the low half, a(i,2p+1) in the
@@ -86,6 +87,8 @@ AVX512_TARGET static void pack_a(int transA, int m, int kc, const float *A, long
             for (int p0 = 0; p0 < m; p0 += GEMM_MR) {
                 __mmask16 mk = lanes_mask(m - p0), ms = mk & full; /* (ms: the panel's rows alone) */
                 __m512 s = sums ? _mm512_maskz_loadu_ps(ms, sums + p0) : _mm512_setzero_ps();
+                for (int k = 2 * pb + PACK_AHEAD_ROWS; k < 2 * pe + PACK_AHEAD_ROWS && k < kc; k++)
+                    prefetch_span(A + (long)k * lda + p0, m - p0 < GEMM_MR ? m - p0 : GEMM_MR);
                 for (int p = pb; p < pe; p++) {
                     const float *r0 = A + (long)(2 * p) * lda + p0;
                     const float *r1 = 2 * p + 1 < kc ? r0 + lda : NULL;
@@ -113,7 +116,9 @@ AVX512_TARGET static void pack_b(int transB, int kc, int n, const float *B, long
     if (!transB) {            /* op(B)(k,j) = B[k*ldb + j]: two rows of B per pair, across, 4 pairs at a time */
         for (int pb = 0; pb < kp2; pb += 4) {
             int pe = pb + 4 < kp2 ? pb + 4 : kp2;
-            for (int q = 0; q < n; q += GEMM_NR)
+            for (int q = 0; q < n; q += GEMM_NR) {
+                for (int k = 2 * pb + PACK_AHEAD_ROWS; k < 2 * pe + PACK_AHEAD_ROWS && k < kc; k++)
+                    prefetch_span(B + (long)k * ldb + q, n - q < GEMM_NR ? n - q : GEMM_NR);
 #pragma GCC unroll 2
                 for (int v = 0; v < GEMM_NV; v++) {
                     __mmask16 mk = lanes_mask(n - q - 16 * v);
@@ -123,6 +128,7 @@ AVX512_TARGET static void pack_b(int transB, int kc, int n, const float *B, long
                         _mm512_store_si512(bp + (long)q * kp2 + (long)p * GEMM_NR + 16 * v, pairs_across(r0, r1, mk));
                     }
                 }
+            }
         }
         return;
     }
