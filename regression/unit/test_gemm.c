@@ -558,6 +558,22 @@ static void test_bias_epilogue(void)
            runs, subnormal[0], subnormal[1], bad);
 }
 
+/* Whether the calling thread's floating-point mode (MXCSR on x86) changed
+ * since the last call. */
+static int mode_changed(void)
+{
+#if defined(__x86_64__)
+    static unsigned last;
+    static int seen;
+    unsigned now = __builtin_ia32_stmxcsr() & ~0x3fu; /* (less the sticky exception flags) */
+    int changed = seen && now != last;
+    last = now, seen = 1;
+    return changed;
+#else
+    return 0;
+#endif
+}
+
 /* gemm_f32_wgrad and gemm_bf16_wgrad (a weight's gradient C += A^T B with
  * its bias's, the sums of A's columns, formed while A is packed): C bitwise
  * gemm_f32's / gemm_bf16's (transA, beta 1) and the sums bitwise the plain
@@ -572,7 +588,9 @@ static void test_wgrad_sums(void)
 {
     /* M (columns of A, rows of C), N, K (rows of A) */
     static const int sizes[][3] = {{1, 5, 3}, {13, 40, 257}, {15, 300, 7}, {230, 33, 600}, {450, 70, 513}, {40, 1100, 300}};
-    int bad_c = 0, bad_s = 0, runs = 0, subnormal = 0, tiny_cols = 0, paths = 0;
+    int bad_c = 0, bad_s = 0, bad_mode = 0, runs = 0, subnormal = 0, tiny_cols = 0, paths = 0;
+    const char *forced = getenv("TRIAD_GEMM"); /* (the caller's choice, put back after) */
+    (void)mode_changed();
     for (int p = 0; p <= ISA_COUNT; p++) {
         if (p < ISA_COUNT && !path_on(p)) continue;
         if (p == ISA_COUNT) {
@@ -587,8 +605,9 @@ static void test_wgrad_sums(void)
                         struct mats m = mats_new(1, 0, sizes[c][0], sizes[c][1], sizes[c][2], 3, 1.0f,
                                                  500u + (unsigned)(c * 8 + th * 2 + tiny));
                         size_t nc = (size_t)m.M * m.ldc;
-                        float *want = malloc(nc * sizeof *want), *sums = malloc((size_t)m.M * sizeof *sums),
+                        float *want = malloc(nc * sizeof *want), *sums = malloc((size_t)(m.M + 16) * sizeof *sums),
                               *ref = malloc((size_t)m.M * sizeof *ref);
+                        for (int i = m.M; i < m.M + 16; i++) sums[i] = -7.0f; /* (must stay) */
                         if (tiny) /* every third column: +-(2^-130 + 2^-149 n), summing to a few 2^-149 */
                             for (int k = 0; k < m.K; k++)
                                 for (int i = 0; i < m.M; i += 3)
@@ -610,18 +629,30 @@ static void test_wgrad_sums(void)
                         omp_set_num_threads(was);
                         bad_c += memcmp(m.C, want, nc * sizeof *want) != 0;
                         bad_s += memcmp(sums, ref, (size_t)m.M * sizeof *ref) != 0;
+                        for (int i = m.M; i < m.M + 16; i++) bad_s += sums[i] != -7.0f;
+                        bad_mode += mode_changed();
                         runs++;
                         free(want), free(sums), free(ref);
                         mats_free(&m);
                     }
     }
-    unsetenv("TRIAD_GEMM");
+    if (forced) setenv("TRIAD_GEMM", "blas", 1);
+    else unsetenv("TRIAD_GEMM");
     gemm_reset_path();
-    tap_ok(bad_c == 0 && bad_s == 0 && subnormal == tiny_cols,
+    /* degenerate shapes: no columns of C (the sums alone), no rows of A (sums unchanged), no columns of A */
+    float a[6] = {1.0f, 2.0f, 3.0f, 0.5f, 0.25f, 0.125f}, b[1] = {0.0f}, c[3] = {9.0f, 9.0f, 9.0f};
+    float sums[4] = {1.0f, 1.0f, 1.0f, -7.0f};
+    gemm_f32_wgrad(3, 0, 2, a, 3, b, 1, c, 1, sums); /* sums += rows of A (2 x 3) */
+    int degenerate = sums[0] == 2.5f && sums[1] == 3.25f && sums[2] == 4.125f && sums[3] == -7.0f;
+    gemm_bf16_wgrad(3, 1, 0, a, 3, b, 1, c, 1, sums);
+    gemm_f32_wgrad(0, 1, 2, a, 3, b, 1, c, 1, sums);
+    degenerate = degenerate && sums[0] == 2.5f && sums[1] == 3.25f && sums[2] == 4.125f && c[0] == 9.0f;
+    tap_ok(bad_c == 0 && bad_s == 0 && bad_mode == 0 && subnormal == tiny_cols && degenerate,
            "gemm_f32_wgrad, gemm_bf16_wgrad: C bitwise the transposed product, the column sums bitwise the loop "
-           "over A's rows, %d products on %d paths with BLAS, 1-3 threads (%d of %d subnormal sums kept; %d C and "
-           "%d sums differ)",
-           runs, paths, subnormal, tiny_cols, bad_c, bad_s);
+           "over A's rows (nothing written past them, the caller's floating-point mode kept), %d products on %d "
+           "paths with BLAS, 1-3 threads (%d of %d subnormal sums kept; %d C, %d sums and %d modes differ); "
+           "N = 0, K = 0, M = 0 %s",
+           runs, paths, subnormal, tiny_cols, bad_c, bad_s, bad_mode, degenerate ? "right" : "WRONG");
 }
 
 /* gemm_pack_a / gemm_pack_b / gemm_packed (operands packed once, used

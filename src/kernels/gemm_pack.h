@@ -27,8 +27,10 @@
 
 /* Rows ahead that the SIMD packers reading across the rows of their source
  * (op(A) = A^T, op(B) = B) ask for while they read a group of rows: the
- * next group's, each row's span of the panel (up to 32 floats: its first
- * and last cache lines).  The hardware's prefetchers follow each row's
+ * next group's (groups of 8 rows; the AVX-512 fp32 packing of A^T reads
+ * groups of 4, so it asks for the group after next, and the first two
+ * groups of a block come unasked), each row's span of the panel (up to 32
+ * floats: its first and last cache lines).  The hardware's prefetchers follow each row's
  * short run late; asked ahead, A^T's packing ran 9-16 % faster from memory
  * on Zen 5 (docs/performance.md). */
 #ifndef PACK_AHEAD_ROWS
