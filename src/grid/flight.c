@@ -183,11 +183,15 @@ static int report_exists(int r)
     return access(path, F_OK) == 0;
 }
 
-/* The lowest reporting rank prints every rank's report, or that it wrote none. */
-static void summarise(void)
+/* The file the summarising rank leaves once it has printed the summary. */
+static void summary_path(char *path, size_t n) { snprintf(path, n, "%s/hang.summary", fl.dir); }
+
+/* The lowest reporting rank prints every rank's report, or that it wrote
+ * none, and returns 1; any other rank returns 0. */
+static int summarise(void)
 {
     for (int r = 0; r < fl.rank; r++)
-        if (report_exists(r)) return; /* a lower rank does it */
+        if (report_exists(r)) return 0; /* a lower rank does it */
     fprintf(stderr, "error: the job hung (diag.hang_timeout = %g s); every rank's state:\n", fl.timeout);
     char silent[1024] = "";
     for (int r = 0; r < fl.world; r++) {
@@ -206,6 +210,27 @@ static void summarise(void)
     if (silent[0]) fprintf(stderr, "  the rank(s) that stopped making progress: %s\n", silent);
     fprintf(stderr, "  hint: each rank's last communication calls are in %s/hang.rank*.txt; the job ends with "
             "status %d\n", fl.dir, EXIT_HANG);
+    return 1;
+}
+
+/* The summary printed: said to the other ranks (summary_path), or waited
+ * for, at most `grace` seconds.  A rank that exits makes the launcher end
+ * the job, and Open MPI first sends SIGCONT to every rank: a frozen rank
+ * would then write its report and no longer be counted as the one that
+ * stopped, had the summary not been made yet. */
+static void summary_done(int mine, double grace)
+{
+    char path[4200];
+    summary_path(path, sizeof path);
+    if (mine) {
+        FILE *f = fopen(path, "w");
+        if (f) fclose(f);
+        return;
+    }
+    for (double w = 0; w < grace && access(path, F_OK) != 0; w += 0.1) {
+        struct timespec q = {0, 100000000};
+        nanosleep(&q, NULL);
+    }
 }
 
 static void *watch(void *arg)
@@ -234,8 +259,9 @@ static void *watch(void *arg)
             struct timespec q = {0, 250000000};
             nanosleep(&q, NULL);
         }
-        summarise();
+        int mine = summarise();
         fflush(stderr);
+        summary_done(mine, grace);
         _exit(EXIT_HANG);
     }
     return NULL;
@@ -254,6 +280,10 @@ void flight_start(const char *run_dir, int rank, int world, double timeout)
     char path[4200]; /* an earlier run's reports would look like this one's */
     snprintf(path, sizeof path, "%s/hang.rank%05d.txt", run_dir, rank);
     unlink(path);
+    if (rank == 0) {
+        summary_path(path, sizeof path);
+        unlink(path);
+    }
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old); /* the signals stay the main thread's */
