@@ -64,7 +64,7 @@ uint64_t ckpt_sum_run(uint64_t first, const float *data, size_t n)
 {
     const uint32_t *bits = (const uint32_t *)data;
 #ifdef HAVE_AVX512_SUM
-    if (isa_active() == ISA_AVX512) return run_avx512(first, bits, n);
+    if (isa_active() >= ISA_AVX512) return run_avx512(first, bits, n); /* (avx512bf16 too) */
 #endif
     return run_generic(first, bits, n);
 }
