@@ -10,6 +10,9 @@
 # is no hang (each held-out batch is progress), and a rank frozen inside
 # one is still caught.
 . "$(dirname "$0")/lib.sh"
+# (the kill sequence users get, not lib.sh's none: the frozen rank is sent
+# SIGCONT and SIGTERM a second apart once the others have exited)
+export OMPI_MCA_odls_base_sigkill_timeout=1
 
 deck="$DECKS/tiny.nml"
 run="parallel.pp=2 train.micro_batch_size=2 diag.hang_timeout=3"
