@@ -51,7 +51,7 @@ done
 # avx512bf16 runs every kernel of avx512 but a bf16 run's products
 # (kernels_isa.c, gemm.c): where it is the best path, avx512 runs only the
 # bf16 cases of the suite, the rest being the best path's run already.
-bf16_cases=$(grep -l "^[^!]*precision *= *'bf16'" "$cases"/*.nml | sed 's,.*/,,; s,\.nml$,,' | tr '\n' ' ')
+bf16_cases=$(grep -il "^[^!]*precision *= *[\"']bf16[\"']" "$cases"/*.nml | sed 's,.*/,,; s,\.nml$,,' | tr '\n' ' ')
 for p in $paths; do
     [ "$p" = "$best" ] && continue
     which="the regression suite"

@@ -9,7 +9,8 @@ export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" OMP_WAIT_POLICY=PASSIVE
 # A rank's non-zero status (every run a test expects to fail) makes Open
 # MPI 4's mpirun signal the job's ranks, exited or not, and wait
 # odls_base_sigkill_timeout seconds twice (1 s by default): none here,
-# unless the test sets it (signals.sh, hang.sh: the sequence users get).
+# unless the test sets it (hang.sh: Open MPI's default; signals.sh: 3 s
+# where it stops a run through that sequence).
 export OMPI_MCA_odls_base_sigkill_timeout="${OMPI_MCA_odls_base_sigkill_timeout:-0}"
 TRIAD="${TRIAD_EXE:-$top_builddir/triad}" # TRIAD_EXE: another build of it (regression/cuda_emu)
 DECKS="$top_srcdir/regression/decks"

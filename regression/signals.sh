@@ -11,12 +11,13 @@
 #    it sends the ranks SIGCONT, SIGTERM odls_base_sigkill_timeout seconds
 #    later, SIGKILL as long after that, and reports 1 whatever they exit
 #    with.  The ranks checkpoint in that window: the checkpoint is written
-#    and verified, the lock of the killed run is taken over, the restart is
+#    and verified, any lock the killed run left is taken over, the restart is
 #    bitwise.
 # 4. The job script given SIGTERM (template.sbatch, here outside Slurm with
 #    mpirun as its launcher) asks triad to stop through SIGUSR1, which
 #    mpirun forwards: status 3, the checkpoint written; it resumes bitwise.
-# 5. SIGUSR1 at a checkpoint step (every step is one): written once.
+# 5. SIGUSR1 at a checkpoint step (every step is one): written once, and
+#    the lock given back though mpirun kills the ranks at once.
 # 6. SIGKILL of one rank: the launcher ends the job within seconds, naming
 #    the rank (Open MPI does; the job scripts ask srun for the same with
 #    --kill-on-bad-exit).
@@ -107,7 +108,7 @@ signal_at $! "$scratch/s.out" TERM
     "$PYTHON3" "$top_srcdir/tools/ckpt_info.py" --verify "$scratch/s/ckpt_$stop.h5" > "$scratch/verify.out" 2>&1
 ok $? "SIGTERM to mpirun at step 50: the ranks stop at step ${stop:-?} with a verified checkpoint (mpirun's status: $st)"
 resume "$scratch/s"
-ok $? "its restart (taking over the killed run's lock): losses bitwise equal to the uninterrupted run"
+ok $? "its restart (taking over any lock the killed run left): losses bitwise equal to the uninterrupted run"
 grep "lock" "$scratch/last.out" | diag
 
 # 4. the job script, given SIGTERM, stops triad through SIGUSR1 (mpirun forwards it): status 3
@@ -131,6 +132,10 @@ $MPIEXEC -n 2 "$TRIAD" "$deck" $slow io.checkpoint_every=1 io.run_dir="'$scratch
 signal_at $! "$scratch/e.out" USR1
 [ $st -eq 3 ] && [ -n "$stop" ] && [ "$(grep -c "checkpoint $scratch/e/ckpt_$stop.h5 written" "$scratch/e.out")" -eq 1 ]
 ok $? "SIGUSR1 with a checkpoint every step: status 3 (got $st), ckpt_${stop:-?}.h5 written once"
+# (status 3 makes mpirun kill the job's ranks at once, here: rank 0 gives the
+# lock back as MPI_Finalize starts, not only at exit)
+[ ! -e "$scratch/e/triad.lock" ]
+ok $? "and the run directory's lock given back, though mpirun ended the ranks at once"
 resume "$scratch/e"
 ok $? "and resumes from it: losses bitwise equal to the uninterrupted run"
 

@@ -368,9 +368,9 @@ void KNAME(encoder_backward)(KREAL *dwte, KREAL *dwpe, const KREAL *dout,
  * hardware prefetchers pick up its streams late. */
 #define PREFETCH_SPAN(p, n, rw) \
     for (int q_ = 0; q_ < (n); q_ += 64 / (int)sizeof(KREAL)) __builtin_prefetch((p) + q_, (rw), 3)
-#ifndef NB_AHEAD
-#define NB_AHEAD 8
-#endif
+/* The rows the norms' backward asks for ahead, in both its passes (a row of
+ * 2048 x 256 from memory: 0.30-0.37 -> 0.20-0.23 ms; docs/performance.md). */
+enum { NB_AHEAD = 4 };
 
 void KNAME(layernorm_forward)(KREAL *out, KREAL *mean, KREAL *rstd, const KREAL *inp,
                               const KREAL *weight, const KREAL *bias, int N, int C)
