@@ -28,6 +28,19 @@ static int make_dirs(const char *path)
     return mkdir(buf, 0777) != 0 && errno != EEXIST ? -1 : 0;
 }
 
+/* MPI_Finalize deletes MPI_COMM_SELF's attributes first: the lock is given
+ * back there, not only at exit (runlock.c's atexit).  A launcher that ends
+ * the job's ranks once one has exited (Open MPI's mpirun after a non-zero
+ * status, a clean stop's 3 included; srun --kill-on-bad-exit) may kill rank
+ * 0 between MPI_Finalize and exit's handlers, which left the lock for the
+ * next run to take over. */
+static int release_at_finalize(MPI_Comm comm, int keyval, void *value, void *extra)
+{
+    (void)comm, (void)keyval, (void)value, (void)extra;
+    runlock_release();
+    return MPI_SUCCESS;
+}
+
 void train_open_run_dir(const struct run *r)
 {
     char msg[1024] = "";
@@ -43,6 +56,11 @@ void train_open_run_dir(const struct run *r)
     die_all_if(r->g->world_comm, failed, msg, "wait for that job, or choose another io.run_dir; if the job is gone (on "
                                        "another host), remove the lock file");
     if (note[0]) log_warn("%s", note);
+    int key;
+    if (r->g->rank == 0) {
+        MPI_CHECK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, release_at_finalize, &key, NULL));
+        MPI_CHECK(MPI_Comm_set_attr(MPI_COMM_SELF, key, NULL));
+    }
 }
 
 /* The run directory follows the run's lineage (lineage.h).  Restarted from

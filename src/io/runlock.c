@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,28 +17,6 @@ void runlock_release(void)
 {
     if (held[0]) unlink(held);
     held[0] = '\0';
-}
-
-/* MPI_Finalize deletes MPI_COMM_SELF's attributes first: the lock is given
- * back there, not only at exit.  A launcher that ends the job's ranks once
- * one has exited (Open MPI's mpirun after a non-zero status, a clean stop's
- * 3 included; srun --kill-on-bad-exit) may kill this process between
- * MPI_Finalize and exit's handlers, which left the lock for the next run
- * to take over. */
-static int release_at_finalize(MPI_Comm comm, int keyval, void *value, void *extra)
-{
-    (void)comm, (void)keyval, (void)value, (void)extra;
-    runlock_release();
-    return MPI_SUCCESS;
-}
-
-static void release_with_mpi(void)
-{
-    int live = 0, done = 0, key;
-    MPI_Initialized(&live);
-    MPI_Finalized(&done);
-    if (live && !done && MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, release_at_finalize, &key, NULL) == MPI_SUCCESS)
-        MPI_Comm_set_attr(MPI_COMM_SELF, key, NULL);
 }
 
 /* The holder's words, "host pid job start", from an existing lock. */
@@ -103,7 +80,6 @@ int runlock_take(const char *run_dir, char *note, size_t notelen, char *err, siz
             }
             snprintf(held, sizeof held, "%s", path);
             atexit(runlock_release);
-            release_with_mpi();
             return 0;
         }
         if (errno != EEXIST) {

@@ -12,7 +12,7 @@
  * in note.  Returns 0, or -1 with err saying who holds it. */
 int runlock_take(const char *run_dir, char *note, size_t notelen, char *err, size_t errlen);
 
-/* Give it back (as MPI_Finalize starts, or at exit). */
+/* Give it back (at exit; train_start.c also as MPI_Finalize starts). */
 void runlock_release(void);
 
 #endif
