@@ -56,8 +56,8 @@ void train_open_run_dir(const struct run *r)
     die_all_if(r->g->world_comm, failed, msg, "wait for that job, or choose another io.run_dir; if the job is gone (on "
                                        "another host), remove the lock file");
     if (note[0]) log_warn("%s", note);
-    int key;
     if (r->g->rank == 0) {
+        int key;
         MPI_CHECK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, release_at_finalize, &key, NULL));
         MPI_CHECK(MPI_Comm_set_attr(MPI_COMM_SELF, key, NULL));
     }

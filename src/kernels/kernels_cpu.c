@@ -1238,16 +1238,16 @@ static inline __attribute__((always_inline)) void swiglu_bwd_row(KREAL *dinp, co
 {
     const KREAL *g = inp + n * 2 * (size_t)F, *u = g + F, *d = dout + n * (size_t)F;
     KREAL *dg = dinp + n * 2 * (size_t)F, *du = dg + F;
-    const size_t ahead = n + ROWS_AHEAD < N ? ROWS_AHEAD * 2 * (size_t)F : 0;
+    const size_t ahead = n + ROWS_AHEAD < N ? ROWS_AHEAD * (size_t)F : 0; /* (floats of dout; inp's rows: 2F) */
     for (int b = 0; b < F; b += EXP_BLK) {
         int nb = imin(EXP_BLK, F - b);
         KREAL e[EXP_BLK];
         if (ahead) {
-            PREFETCH_SPAN(g + ahead + b, nb, 0);
-            PREFETCH_SPAN(u + ahead + b, nb, 0);
-            PREFETCH_SPAN(d + ahead / 2 + b, nb, 0);
-            PREFETCH_SPAN(dg + ahead + b, nb, 1);
-            PREFETCH_SPAN(du + ahead + b, nb, 1);
+            PREFETCH_SPAN(g + 2 * ahead + b, nb, 0);
+            PREFETCH_SPAN(u + 2 * ahead + b, nb, 0);
+            PREFETCH_SPAN(d + ahead + b, nb, 0);
+            PREFETCH_SPAN(dg + 2 * ahead + b, nb, 1);
+            PREFETCH_SPAN(du + 2 * ahead + b, nb, 1);
         }
 #pragma omp simd
         for (int i = 0; i < nb; i++) e[i] = -g[b + i];
