@@ -322,9 +322,10 @@ static void test_matmul_precision(int N, int C, int OC)
 }
 
 /* The CPU table's operations that round their own outputs (device.h:
- * matmul_*_rounded, and gelu, swiglu and the cross-entropy's backward,
- * rounded a block at a time): bitwise the plain operation followed by
- * lp_round, in every precision, across the blocks' edges and threads. */
+ * matmul_*_rounded, and the norms' forward, the residual sum, gelu, swiglu
+ * and the cross-entropy's backward, rounded a block at a time): bitwise the
+ * plain operation followed by lp_round, in every precision, across the
+ * blocks' edges and threads. */
 static int same_floats(const float *a, const float *b, size_t n) { return !memcmp(a, b, n * sizeof(float)); }
 
 static void test_rounded_ops(void)
@@ -355,6 +356,19 @@ static void test_rounded_ops(void)
         cpu_device.swiglu_backward(p, got, x, d, R, F);
         swiglu_backward(want, x, d, R, F), lp_round(p, want, (size_t)R * 2 * F);
         ok &= same_floats(got, want, (size_t)R * 2 * F);
+        cpu_device.residual_forward(p, got, x, d, N);
+        residual_forward(want, x, d, N), lp_round(p, want, N);
+        ok &= same_floats(got, want, N);
+        {
+            enum { NR = 301, C = 233 }; /* rows of a norm across blocks (70 rows of 233 a block) */
+            float st[4 * NR];
+            cpu_device.layernorm_forward(p, got, st, st + NR, x, d, d + C, NR, C);
+            layernorm_forward(want, st + 2 * NR, st + 3 * NR, x, d, d + C, NR, C), lp_round(p, want, (size_t)NR * C);
+            ok &= same_floats(got, want, (size_t)NR * C) && same_floats(st, st + 2 * NR, 2 * NR);
+            cpu_device.rmsnorm_forward(p, got, st, x, d, NR, C, 1e-5f);
+            rmsnorm_forward(want, st + NR, x, d, NR, C, 1e-5f), lp_round(p, want, (size_t)NR * C);
+            ok &= same_floats(got, want, (size_t)NR * C) && same_floats(st, st + NR, NR);
+        }
         cpu_device.crossentropy_backward(p, got, ex, sums, tg, 0.25f, R, Vs, 0, V);
         crossentropy_backward(want, ex, sums, tg, 0.25f, R, Vs, 0, V), lp_round(p, want, (size_t)R * Vs);
         ok &= same_floats(got, want, (size_t)R * Vs);
@@ -366,7 +380,8 @@ static void test_rounded_ops(void)
         cpu_device.matmul_backward(p, want, NULL, NULL, d, NULL, x, R, 101, 300), lp_round(p, want, (size_t)R * 101);
         ok &= same_floats(got, want, (size_t)R * 101);
     }
-    tap_ok(ok, "cpu_device's rounded operations (matmul forward and dinp, gelu, swiglu, cross-entropy backward) are "
+    tap_ok(ok, "cpu_device's rounded operations (matmul forward and dinp, the norms' forward, the residual sum, gelu, "
+           "swiglu, cross-entropy backward) are "
            "the plain ones then lp_round, bitwise, in fp32, bf16 and fp16");
     free(x), free(d), free(got), free(want), free(mx), free(sums), free(ex);
 }

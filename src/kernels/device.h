@@ -59,10 +59,11 @@ struct device {
                                    const float *bias, int N, int C, int OC);
     void (*matmul_backward_rounded)(enum precision p, float *dinp, float *dweight, float *dbias, const float *dout,
                                     const float *inp, const float *weight, int N, int C, int OC);
-    /* The activations' operations gelu_forward, gelu_backward,
-     * swiglu_forward, swiglu_backward and crossentropy_backward return their
-     * output rounded to the run's precision p (the CPU's: a block at a time,
-     * rounded while it is in L1), so the caller need not (0: it rounds). */
+    /* The activations' operations (ops.def's OP_A: the norms' forward,
+     * residual_forward, gelu and swiglu both ways, crossentropy_backward)
+     * return their output rounded to the run's precision p (the CPU's: a
+     * block at a time, rounded while it is in L1), so the caller need not
+     * (0: it rounds).  A sum of fp32 gradients passes PREC_FP32. */
     int acts_rounded;
 
     /* The device's measured dense product rate in GFLOP/s for a run in

@@ -54,10 +54,11 @@ enum { ROUND_BLOCK = 16384 };
 struct rows_op {
     void (*fn)(const struct rows_op *o, size_t r0, size_t n);
     float *out;
-    const float *in, *dout, *sums;
+    const float *in, *in2, *dout, *sums, *weight, *bias;
+    float *mean, *rstd;
     const int32_t *targets;
-    float dloss;
-    int F, Vs, v0, V;
+    float dloss, eps;
+    int F, Vs, v0, V, C;
 };
 
 static void rounded_rows(enum precision p, const struct rows_op *o, size_t N, size_t w)
@@ -93,6 +94,24 @@ static void swiglu_bwd_rows(const struct rows_op *o, size_t r0, size_t n)
     cpu_swiglu_backward(PREC_FP32, o->out + r0 * 2 * F, o->in + r0 * 2 * F, o->dout + r0 * F, n, o->F);
 }
 
+static void layernorm_fwd_rows(const struct rows_op *o, size_t r0, size_t n)
+{
+    size_t C = (size_t)o->C;
+    cpu_layernorm_forward(PREC_FP32, o->out + r0 * C, o->mean + r0, o->rstd + r0, o->in + r0 * C, o->weight,
+                          o->bias, (int)n, o->C);
+}
+
+static void rmsnorm_fwd_rows(const struct rows_op *o, size_t r0, size_t n)
+{
+    size_t C = (size_t)o->C;
+    cpu_rmsnorm_forward(PREC_FP32, o->out + r0 * C, o->rstd + r0, o->in + r0 * C, o->weight, (int)n, o->C, o->eps);
+}
+
+static void residual_fwd_rows(const struct rows_op *o, size_t r0, size_t n)
+{
+    cpu_residual_forward(PREC_FP32, o->out + r0, o->in + r0, o->in2 + r0, n);
+}
+
 static void ce_bwd_rows(const struct rows_op *o, size_t r0, size_t n)
 {
     size_t Vs = (size_t)o->Vs;
@@ -125,6 +144,30 @@ static void swiglu_backward_rounded(enum precision p, float *dinp, const float *
     else
         rounded_rows(p, &(struct rows_op){.fn = swiglu_bwd_rows, .out = dinp, .in = inp, .dout = dout, .F = F}, N,
                      2 * (size_t)F);
+}
+
+static void layernorm_forward_rounded(enum precision p, float *out, float *mean, float *rstd, const float *inp,
+                                      const float *weight, const float *bias, int N, int C)
+{
+    if (p == PREC_FP32) cpu_layernorm_forward(p, out, mean, rstd, inp, weight, bias, N, C);
+    else
+        rounded_rows(p, &(struct rows_op){.fn = layernorm_fwd_rows, .out = out, .mean = mean, .rstd = rstd,
+                                          .in = inp, .weight = weight, .bias = bias, .C = C}, (size_t)N, (size_t)C);
+}
+
+static void rmsnorm_forward_rounded(enum precision p, float *out, float *rstd, const float *inp, const float *weight,
+                                    int N, int C, float eps)
+{
+    if (p == PREC_FP32) cpu_rmsnorm_forward(p, out, rstd, inp, weight, N, C, eps);
+    else
+        rounded_rows(p, &(struct rows_op){.fn = rmsnorm_fwd_rows, .out = out, .rstd = rstd, .in = inp,
+                                          .weight = weight, .eps = eps, .C = C}, (size_t)N, (size_t)C);
+}
+
+static void residual_forward_rounded(enum precision p, float *out, const float *a, const float *b, size_t N)
+{
+    if (p == PREC_FP32) cpu_residual_forward(p, out, a, b, N);
+    else rounded_rows(p, &(struct rows_op){.fn = residual_fwd_rows, .out = out, .in = a, .in2 = b}, N, 1);
 }
 
 static void crossentropy_backward_rounded(enum precision p, float *dlogits, const float *exps, const float *sums,

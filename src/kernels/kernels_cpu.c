@@ -372,25 +372,34 @@ void KNAME(encoder_backward)(KREAL *dwte, KREAL *dwpe, const KREAL *dout,
  * 2048 x 256 from memory: 0.30-0.37 -> 0.20-0.23 ms; docs/performance.md). */
 enum { NB_AHEAD = 4 };
 
+/* Row n of the LayerNorm forward. */
+static inline __attribute__((always_inline)) void layernorm_fwd_row(KREAL *out, KREAL *mean, KREAL *rstd,
+                                                                    const KREAL *inp, const KREAL *weight,
+                                                                    const KREAL *bias, int n, int C)
+{
+    const KREAL *x = inp + (size_t)n * C;
+    KREAL *o = out + (size_t)n * C;
+    KREAL s, v;
+    LANE_SUM(KREAL, s, 0, C, c, x[c]);
+    KREAL m = s / C;
+    /* two passes: biased variance of the centred values */
+    LANE_SUM(KREAL, v, 0, C, c, (x[c] - m) * (x[c] - m));
+    v /= C;
+    KREAL rs = K(1) / KSQRT(v + K(1e-5));
+#pragma omp simd
+    for (int c = 0; c < C; c++) o[c] = (x[c] - m) * rs * weight[c] + bias[c];
+    mean[n] = m;
+    rstd[n] = rs;
+}
+
 void KNAME(layernorm_forward)(KREAL *out, KREAL *mean, KREAL *rstd, const KREAL *inp,
                               const KREAL *weight, const KREAL *bias, int N, int C)
 {
-#pragma omp parallel for schedule(static) if ((long)N * C >= PAR_MIN)
-    for (int n = 0; n < N; n++) {
-        const KREAL *x = inp + (size_t)n * C;
-        KREAL *o = out + (size_t)n * C;
-        KREAL s, v;
-        LANE_SUM(KREAL, s, 0, C, c, x[c]);
-        KREAL m = s / C;
-        /* two passes: biased variance of the centred values */
-        LANE_SUM(KREAL, v, 0, C, c, (x[c] - m) * (x[c] - m));
-        v /= C;
-        KREAL rs = K(1) / KSQRT(v + K(1e-5));
-#pragma omp simd
-        for (int c = 0; c < C; c++) o[c] = (x[c] - m) * rs * weight[c] + bias[c];
-        mean[n] = m;
-        rstd[n] = rs;
-    }
+    if (par_own((size_t)N * C)) {
+#pragma omp parallel for schedule(static)
+        for (int n = 0; n < N; n++) layernorm_fwd_row(out, mean, rstd, inp, weight, bias, n, C);
+    } else
+        for (int n = 0; n < N; n++) layernorm_fwd_row(out, mean, rstd, inp, weight, bias, n, C);
 }
 
 /* The backward of both norms (mean NULL: RMSNorm, no centring, no bias):
@@ -457,20 +466,28 @@ void KNAME(layernorm_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias,
     norm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
 }
 
+/* Row n of the RMSNorm forward. */
+static inline __attribute__((always_inline)) void rmsnorm_fwd_row(KREAL *out, KREAL *rstd, const KREAL *inp,
+                                                                  const KREAL *weight, int n, int C, KREAL eps)
+{
+    const KREAL *x = inp + (size_t)n * C;
+    KREAL *o = out + (size_t)n * C;
+    KREAL s;
+    LANE_SUM(KREAL, s, 0, C, c, x[c] * x[c]);
+    KREAL rs = K(1) / KSQRT(s / C + eps);
+#pragma omp simd
+    for (int c = 0; c < C; c++) o[c] = x[c] * rs * weight[c];
+    rstd[n] = rs;
+}
+
 void KNAME(rmsnorm_forward)(KREAL *out, KREAL *rstd, const KREAL *inp, const KREAL *weight, int N, int C,
                             KREAL eps)
 {
-#pragma omp parallel for schedule(static) if ((long)N * C >= PAR_MIN)
-    for (int n = 0; n < N; n++) {
-        const KREAL *x = inp + (size_t)n * C;
-        KREAL *o = out + (size_t)n * C;
-        KREAL s;
-        LANE_SUM(KREAL, s, 0, C, c, x[c] * x[c]);
-        KREAL rs = K(1) / KSQRT(s / C + eps);
-#pragma omp simd
-        for (int c = 0; c < C; c++) o[c] = x[c] * rs * weight[c];
-        rstd[n] = rs;
-    }
+    if (par_own((size_t)N * C)) {
+#pragma omp parallel for schedule(static)
+        for (int n = 0; n < N; n++) rmsnorm_fwd_row(out, rstd, inp, weight, n, C, eps);
+    } else
+        for (int n = 0; n < N; n++) rmsnorm_fwd_row(out, rstd, inp, weight, n, C, eps);
 }
 
 void KNAME(rmsnorm_backward)(KREAL *dinp, KREAL *dweight, const KREAL *dout, const KREAL *inp,
@@ -1284,8 +1301,13 @@ void KNAME(swiglu_backward)(KREAL *dinp, const KREAL *inp, const KREAL *dout, si
 
 void KNAME(residual_forward)(KREAL *out, const KREAL *a, const KREAL *b, size_t N)
 {
-#pragma omp parallel for simd schedule(static) if (parallel : N >= PAR_MIN)
-    for (size_t i = 0; i < N; i++) out[i] = a[i] + b[i];
+    if (par_own(N)) {
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < N; i++) out[i] = a[i] + b[i];
+    } else {
+#pragma omp simd
+        for (size_t i = 0; i < N; i++) out[i] = a[i] + b[i];
+    }
 }
 
 /* ------------------------------------------------------------ cross-entropy */

@@ -188,7 +188,7 @@ void model_merge_embedding_grad(struct model *m)
 {
     size_t C = (size_t)m->d.C;
     for (int r0, r1 = 0; m->size[P_WTE] && wte_runs(m, &r0, &r1, r1);)
-        m->k->residual_forward(m->d.prec, m->grad[P_WTE] + r0 * C, m->grad[P_WTE] + r0 * C, m->dwte_embed + r0 * C,
+        m->k->residual_forward(PREC_FP32, m->grad[P_WTE] + r0 * C, m->grad[P_WTE] + r0 * C, m->dwte_embed + r0 * C,
                                (size_t)(r1 - r0) * C);
 }
 
@@ -371,14 +371,14 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
     product_forward(m, s->full, la.atty, P[P_ATTPROJW], root ? P[P_ATTPROJB] : no_bias, N, Cl, C, l, OUT_ATTPROJ,
                     "attention projection"); /* row-parallel */
     m->k->residual_forward(m->d.prec, la.residual2, residual, model_reduce_from_tp(m, c, s->part, s->full), SC);
-    model_fwd_out(m, la.residual2, SC, l, OUT_RESIDUAL2, "residual after attention");
+    model_act_out(m, la.residual2, SC, l, OUT_RESIDUAL2, "residual after attention");
 
     model_norm_to_tp(m, c, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, P[P_LN2W], P[P_LN2B],
                      l, OUT_LN2, "ln2");
     if (model_moe_layer(d, l)) { /* a mixture of experts in place of the MLP */
         moe_forward(m, c, &la, P, j, l, s->full);
         m->k->residual_forward(m->d.prec, l_res3, la.residual2, model_reduce_from_tp(m, c, s->part, s->full), SC);
-        model_fwd_out(m, l_res3, SC, l, OUT_BLOCK, "block output");
+        model_act_out(m, l_res3, SC, l, OUT_BLOCK, "block output");
         model_pack_layer(m, a, i);
         return;
     }
@@ -389,7 +389,7 @@ static void block_forward(struct model *m, struct comm *c, struct chunk_acts *a,
     product_forward(m, s->full, la.fch_gelu, P[P_FCPROJW], root ? P[P_FCPROJB] : no_bias, N, Fl, C, l, OUT_FCPROJ,
                     "fc projection");
     m->k->residual_forward(m->d.prec, l_res3, la.residual2, model_reduce_from_tp(m, c, s->part, s->full), SC);
-    model_fwd_out(m, l_res3, SC, l, OUT_BLOCK, "block output");
+    model_act_out(m, l_res3, SC, l, OUT_BLOCK, "block output");
     model_pack_layer(m, a, i);
 }
 

@@ -52,9 +52,10 @@ enum fwd_out {
  * the NaN watch's name and place, backward. */
 void model_fwd_out(struct model *m, float *x, size_t n, int layer, enum fwd_out out, const char *what);
 void model_bwd_out(const struct model *m, float *x, size_t n);
-/* The same for the output of an activation's operation (gelu, swiglu, the
- * cross-entropy's backward), which the device may have rounded already
- * (device.h's acts_rounded). */
+/* The same for the output of an activation's operation (ops.def's OP_A:
+ * a norm's forward, the residual sum, gelu, swiglu, the cross-entropy's
+ * backward), which the device may have rounded already (device.h's
+ * acts_rounded). */
 void model_act_out(struct model *m, float *x, size_t n, int layer, enum fwd_out out, const char *what);
 void model_act_bwd_out(const struct model *m, float *x, size_t n);
 

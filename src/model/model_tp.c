@@ -38,7 +38,7 @@ void model_norm_to_tp(struct model *m, struct comm *c, float *full, float *mean,
     float *out = m->d.sp ? m->scr.part : full;
     if (m->d.llama) m->k->rmsnorm_forward(m->d.prec, out, rstd, inp, w, m->Ns, m->d.C, m->d.eps);
     else m->k->layernorm_forward(m->d.prec, out, mean, rstd, inp, w, b, m->Ns, m->d.C);
-    model_fwd_out(m, out, (size_t)m->Ns * m->d.C, layer, which, what);
+    model_act_out(m, out, (size_t)m->Ns * m->d.C, layer, which, what);
     model_gather_to_tp(m, c, full, out);
 }
 

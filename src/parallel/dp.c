@@ -15,7 +15,7 @@ static void add_to_shard(struct optim *o, const struct flat_range *r, int k, con
     for (int i = 0; i < k; i++) {
         size_t lo, hi, s;
         if (!optim_slice_part(o, r[i].at, r[i].n, &lo, &hi, &s)) continue;
-        o->k->residual_forward(o->prec, o->gshard + s, o->gshard + s, recv, hi - lo);
+        o->k->residual_forward(PREC_FP32, o->gshard + s, o->gshard + s, recv, hi - lo);
         recv += hi - lo;
     }
 }
