@@ -2,6 +2,7 @@
 #include "flight.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -37,8 +38,9 @@ struct record {
  * step's start released after the step).  The record is plain memory under
  * a sequence count (a seqlock): seq is odd while the main thread writes it;
  * the watchdog keeps a copy only if seq was even and unchanged around it,
- * so a copy that overlapped a write is never used.  Nothing here takes a
- * lock or makes a system call. */
+ * so a copy that overlapped a write is never used.  Nothing the main
+ * thread calls while it trains takes a lock or makes a system call (only
+ * flight_start and flight_stop do). */
 static struct {
     _Atomic int64_t step;
     _Atomic double step_t0;       /* when the step began (0: not training) */
@@ -50,7 +52,9 @@ static struct {
     double timeout;
     pthread_t thread;
     atomic_bool running;
-} fl;
+    pthread_mutex_t nap_mu;       /* the watchdog's nap, which flight_stop ends */
+    pthread_cond_t nap_cv;
+} fl = {.nap_mu = PTHREAD_MUTEX_INITIALIZER};
 
 static double now_s(void)
 {
@@ -233,13 +237,28 @@ static void summary_done(int mine, double grace)
     }
 }
 
+/* The watchdog's half a second between looks, cut short by flight_stop
+ * (a run would otherwise end up to half a second late, joining it):
+ * whether the watch goes on. */
+static int nap(void)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_nsec += 500000000L;
+    if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+    pthread_mutex_lock(&fl.nap_mu);
+    int rc = 0;
+    while (atomic_load_explicit(&fl.running, memory_order_relaxed) && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&fl.nap_cv, &fl.nap_mu, &until);
+    pthread_mutex_unlock(&fl.nap_mu);
+    return atomic_load_explicit(&fl.running, memory_order_relaxed);
+}
+
 static void *watch(void *arg)
 {
     (void)arg;
     static struct record rec; /* (this thread's only) */
-    while (atomic_load_explicit(&fl.running, memory_order_relaxed)) {
-        struct timespec half = {0, 500000000};
-        nanosleep(&half, NULL);
+    while (nap()) {
         if (!record_copy(&rec)) continue; /* the main thread wrote it meanwhile: it is moving */
         double t = now_s(), step_t0 = atomic_load_explicit(&fl.step_t0, memory_order_acquire);
         int64_t step = atomic_load_explicit(&fl.step, memory_order_relaxed);
@@ -287,14 +306,26 @@ void flight_start(const char *run_dir, int rank, int world, double timeout)
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old); /* the signals stay the main thread's */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* (nap's deadline) */
+    pthread_cond_init(&fl.nap_cv, &ca);
+    pthread_condattr_destroy(&ca);
     atomic_store_explicit(&fl.running, 1, memory_order_relaxed);
-    if (pthread_create(&fl.thread, NULL, watch, NULL) != 0) atomic_store_explicit(&fl.running, 0, memory_order_relaxed);
+    if (pthread_create(&fl.thread, NULL, watch, NULL) != 0) {
+        atomic_store_explicit(&fl.running, 0, memory_order_relaxed);
+        pthread_cond_destroy(&fl.nap_cv);
+    }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 void flight_stop(void)
 {
     if (!atomic_load_explicit(&fl.running, memory_order_relaxed)) return;
+    pthread_mutex_lock(&fl.nap_mu);
     atomic_store_explicit(&fl.running, 0, memory_order_relaxed);
+    pthread_cond_signal(&fl.nap_cv);
+    pthread_mutex_unlock(&fl.nap_mu);
     pthread_join(fl.thread, NULL);
+    pthread_cond_destroy(&fl.nap_cv);
 }
