@@ -113,7 +113,7 @@ int main(int argc, char **argv)
     report("crossentropy fwd (3)", s, 2 * NV * f, 0);
     TIME(s, crossentropy_backward(dlg, lg, sm, tok, 1.0f / N, N, V, 0, V));
     report("crossentropy_backward", s, 2 * NV * f, 0);
-    TIME(s, adamw_update(p, g, 1.0f, m, v, P, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 3));
+    TIME(s, adamw_update(p, g, 1.0f, m, v, P, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 3, 0));
     report("adamw_update", s, 7 * P * f, 0);
     volatile double sink;
     TIME(s, sink = sumsq(g, P));

@@ -103,8 +103,8 @@ void cuda_crossentropy_loss(float *losses, const float *maxes, const float *sums
 void cuda_crossentropy_backward(float *dlogits, const float *exps, const float *sums,
                                 const int32_t *targets, float dloss, int N, int Vs, int v0, int V);
 
-void cuda_adamw_update(float *param, const float *grad, float gscale, float *m, float *v, size_t n,
-                       float lr, float beta1, float beta2, float eps, float wd, int t);
+void cuda_adamw_update(float *param, float *grad, float gscale, float *m, float *v, size_t n,
+                       float lr, float beta1, float beta2, float eps, float wd, int t, int clear);
 
 double cuda_sumsq(const float *x, size_t n);
 void cuda_scale_inplace(float *x, size_t n, float s);

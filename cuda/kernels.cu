@@ -240,9 +240,9 @@ void cuda_residual_forward(float *out, const float *a, const float *b, size_t N)
 
 /* ------------------------------------------------------------ AdamW */
 
-__global__ void adamw_kernel(float *param, const float *grad, float gscale, float *m, float *v, size_t n,
+__global__ void adamw_kernel(float *param, float *grad, float gscale, float *m, float *v, size_t n,
                              float step, float bc2s, float decay, float beta1, float beta2,
-                             float eps)
+                             float eps, int clear)
 {
     float w1 = 1.0f - beta1, w2 = 1.0f - beta2;
     FOR_EACH(i, n) {
@@ -253,18 +253,19 @@ __global__ void adamw_kernel(float *param, const float *grad, float gscale, floa
         param[i] = param[i] * decay - step * (mi / denom);
         m[i] = mi;
         v[i] = vi;
+        if (clear) grad[i] = 0.0f;
     }
 }
 
 /* Bias corrections in double on the host, as the CPU kernel. */
-void cuda_adamw_update(float *param, const float *grad, float gscale, float *m, float *v, size_t n,
-                       float lr, float beta1, float beta2, float eps, float wd, int t)
+void cuda_adamw_update(float *param, float *grad, float gscale, float *m, float *v, size_t n,
+                       float lr, float beta1, float beta2, float eps, float wd, int t, int clear)
 {
     double bc1 = 1.0 - pow((double)beta1, t), bc2 = 1.0 - pow((double)beta2, t);
     float step = (float)((double)lr / bc1), bc2s = (float)sqrt(bc2);
     float decay = (float)(1.0 - (double)lr * (double)wd);
     CUDA_LAUNCH(adamw_kernel, grid_for(n), BLOCK, param, grad, gscale, m, v, n, step, bc2s, decay, beta1,
-                beta2, eps);
+                beta2, eps, clear);
 }
 
 /* ------------------------------------------------------------ norms */

@@ -518,15 +518,19 @@ static void test_adamw(void)
     float *v = ct_frand(n, 0.05, 0.06);
     float *d_p = ct_put(p, FLOATS(n)), *d_g = ct_put(g, FLOATS(n)), *d_m = ct_put(m, FLOATS(n)), *d_v = ct_put(v, FLOATS(n));
     for (int t = 1; t <= 3; t++) {
-        adamw_update(p, g, 0.5f, m, v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
-        cuda_adamw_update(d_p, d_g, 0.5f, d_m, d_v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
+        adamw_update(p, g, 0.5f, m, v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, t, 0);
+        cuda_adamw_update(d_p, d_g, 0.5f, d_m, d_v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, t, 0);
     }
     ct_close("adamw_update param (3 steps, gradient scale 0.5)", d_p, p, n, TOL_F32);
     ct_close("adamw_update m", d_m, m, n, TOL_F32);
     ct_close("adamw_update v", d_v, v, n, TOL_F32);
-    adamw_update(p, g, 1.0f, m, v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.0f, 4);
-    cuda_adamw_update(d_p, d_g, 1.0f, d_m, d_v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.0f, 4);
+    adamw_update(p, g, 1.0f, m, v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.0f, 4, 0);
+    cuda_adamw_update(d_p, d_g, 1.0f, d_m, d_v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.0f, 4, 0);
     ct_close("adamw_update param, wd 0", d_p, p, n, TOL_F32);
+    adamw_update(p, g, 1.0f, m, v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.0f, 5, 1);
+    cuda_adamw_update(d_p, d_g, 1.0f, d_m, d_v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.0f, 5, 1);
+    ct_close("adamw_update param, the gradient cleared", d_p, p, n, TOL_F32);
+    ct_equal("adamw_update: the gradient left zero", d_g, g, n);
     free(p), free(g), free(m), free(v);
     ct_free_all();
 }

@@ -811,10 +811,10 @@ static void test_adamw(double wd)
     }
     double *p = dcopy(p0, n), *m = dnew(n), *v = dnew(n);
     float *fp = tof(p0, n), *fg1 = tof(g1, n), *fg2 = tof(g2, n), *fm = fnew(n), *fv = fnew(n);
-    adamw_update_f64(p, g1, 1.0, m, v, n, lr, b1, b2, eps, wd, 1);
-    adamw_update_f64(p, g2, 1.0, m, v, n, lr, b1, b2, eps, wd, 2);
-    adamw_update(fp, fg1, 1.0f, fm, fv, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd, 1);
-    adamw_update(fp, fg2, 1.0f, fm, fv, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd, 2);
+    adamw_update_f64(p, g1, 1.0, m, v, n, lr, b1, b2, eps, wd, 1, 0);
+    adamw_update_f64(p, g2, 1.0, m, v, n, lr, b1, b2, eps, wd, 2, 0);
+    adamw_update(fp, fg1, 1.0f, fm, fv, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd, 1, 0);
+    adamw_update(fp, fg2, 1.0f, fm, fv, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd, 2, 0);
     double e = fmax(relerr(p, rp, n), fmax(relerr(m, rm, n), relerr(v, rv, n)));
     double fe = fmax(relerr_f(fp, rp, n), fmax(relerr_f(fm, rm, n), relerr_f(fv, rv, n)));
     tap_ok(e <= EXACT_TOL, "adamw wd=%g: 2 steps = hand-computed PyTorch reference (rel err %.1e)", wd, e);
@@ -824,13 +824,25 @@ static void test_adamw(double wd)
     float *ap = tof(p0, n), *am = fnew(n), *av = fnew(n), *bp = tof(p0, n), *bm = fnew(n), *bv = fnew(n);
     float *sg = tof(g1, n);
     for (int t = 1; t <= 2; t++) {
-        adamw_update(ap, fg1, 0.37f, am, av, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd, t);
+        adamw_update(ap, fg1, 0.37f, am, av, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd, t, 0);
         scale_inplace(sg, n, 0.37f);
-        adamw_update(bp, sg, 1.0f, bm, bv, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd, t);
+        adamw_update(bp, sg, 1.0f, bm, bv, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd, t, 0);
         memcpy(sg, fg1, n * sizeof *sg);
     }
     tap_ok(!memcmp(ap, bp, n * sizeof *ap) && !memcmp(am, bm, n * sizeof *am) && !memcmp(av, bv, n * sizeof *av),
            "adamw wd=%g, gradient scale 0.37: bitwise scale_inplace, then the update (2 steps)", wd);
+    /* clear: the same update, the gradient left +0 */
+    float *cp = tof(p0, n), *cm = fnew(n), *cv = fnew(n), *cg = tof(g1, n);
+    int zeros = 1;
+    for (int t = 1; t <= 2; t++) {
+        adamw_update(cp, cg, 0.37f, cm, cv, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd, t, 1);
+        for (size_t i = 0; i < n; i++) zeros &= f32_bits(cg[i]) == 0;
+        memcpy(cg, fg1, n * sizeof *cg);
+    }
+    tap_ok(zeros && !memcmp(ap, cp, n * sizeof *ap) && !memcmp(am, cm, n * sizeof *am) &&
+               !memcmp(av, cv, n * sizeof *av),
+           "adamw wd=%g, clear: bitwise the same update, every gradient left +0 (2 steps)", wd);
+    free(cp); free(cm); free(cv); free(cg);
     free(ap); free(am); free(av); free(bp); free(bm); free(bv); free(sg);
     free(p0); free(g1); free(g2); free(rp); free(rm); free(rv); free(p); free(m); free(v);
     free(fp); free(fg1); free(fg2); free(fm); free(fv);

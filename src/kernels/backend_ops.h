@@ -159,9 +159,10 @@ void KNAME(crossentropy_backward)(KREAL *dlogits, const KREAL *exps, const KREAL
  * (gscale: the clipping coefficient, 1 without; the product is the one a
  * separate scale_inplace would store, so the fused pass is bitwise the
  * two); t >= 1 is the step for bias correction; wd = 0 for tensors without
- * decay. */
-void KNAME(adamw_update)(KREAL *param, const KREAL *grad, KREAL gscale, KREAL *m, KREAL *v, size_t n,
-                         KREAL lr, KREAL beta1, KREAL beta2, KREAL eps, KREAL wd, int t);
+ * decay; clear: the gradient left zero as it is read (the next step's
+ * zeroing pass saved: optim_update). */
+void KNAME(adamw_update)(KREAL *param, KREAL *grad, KREAL gscale, KREAL *m, KREAL *v, size_t n,
+                         KREAL lr, KREAL beta1, KREAL beta2, KREAL eps, KREAL wd, int t, int clear);
 
 /* Sum of squares (accumulated in double) and in-place scaling. */
 double KNAME(sumsq)(const KREAL *x, size_t n);

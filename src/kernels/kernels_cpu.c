@@ -1402,8 +1402,8 @@ void KNAME(crossentropy_backward)(KREAL *dlogits, const KREAL *exps, const KREAL
 /* As torch.optim.AdamW (foreach=False) on g = grad * gscale (the clipped
  * gradient, scaled in the same pass): p *= 1 - lr wd; m = lerp(m, g, 1-b1);
  * v = b2 v + (1-b2) g^2; p -= (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps). */
-void KNAME(adamw_update)(KREAL *param, const KREAL *grad, KREAL gscale, KREAL *m, KREAL *v, size_t n,
-                         KREAL lr, KREAL beta1, KREAL beta2, KREAL eps, KREAL wd, int t)
+void KNAME(adamw_update)(KREAL *param, KREAL *grad, KREAL gscale, KREAL *m, KREAL *v, size_t n,
+                         KREAL lr, KREAL beta1, KREAL beta2, KREAL eps, KREAL wd, int t, int clear)
 {
     double bc1 = 1.0 - pow((double)beta1, t), bc2 = 1.0 - pow((double)beta2, t);
     KREAL step = (KREAL)((double)lr / bc1);
@@ -1419,6 +1419,7 @@ void KNAME(adamw_update)(KREAL *param, const KREAL *grad, KREAL gscale, KREAL *m
         param[i] = param[i] * decay - step * (mi / denom);
         m[i] = mi;
         v[i] = vi;
+        if (clear) grad[i] = K(0); /* (its line is in cache: cheaper than a pass of its own) */
     }
 }
 

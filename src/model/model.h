@@ -360,6 +360,8 @@ struct model {
                                          ZeRO-3) the tensors outside the layers, one after the other */
     float *param[NUM_PARAMS], *grad[NUM_PARAMS]; /* NULL for per-layer tensors under ZeRO-3 (param) and
                                                     ZeRO-2 (grad) */
+    int grads_cleared;                /* every grad[] left zero by the last update (optim_update without
+                                         ZeRO): model_zero_grad skips them once */
     struct zero_slices zs;            /* ZeRO's slices of the flat layout (one part, whole, without ZeRO) */
     /* ZeRO-3: this rank's shares of the flat layout (zs) in fp32, the one
      * copy of the layers' parameters (the optimizer's master weights);
@@ -547,6 +549,8 @@ void model_set_tensor(struct model *m, enum param_id id, int j, const float *hos
  * in another rank's shard; or the rank holds no such tensor). */
 float *model_element(const struct model *m, enum param_id id, int j, size_t i);
 
+/* Every gradient to zero for a new step (but those the last update left
+ * zero: grads_cleared). */
 void model_zero_grad(struct model *m);
 /* grad[P_WTE] += dwte_embed: the head's and the embedding's shares of the
  * tied weight's gradient, added once per step (optim then sums the first and

@@ -268,14 +268,20 @@ void optim_update(struct optim *o, struct model *m, struct comm *c, double grad_
     float *grads = o->zero_stage ? o->gshard : m->grads_mem; /* indexed as the state (optim_slice_part) */
     double coef = o->grad_clip > 0 ? o->grad_clip / (grad_norm + 1e-6) : 1.0; /* as PyTorch */
     float gscale = coef < 1.0 ? (float)coef : 1.0f; /* applied by the update itself (no pass of its own) */
+    /* Without ZeRO the update reads every gradient where the step left it
+     * (grads_mem, each tensor whole) and leaves it zero as it goes: the next
+     * step's zeroing pass is saved (model_zero_grad).  With ZeRO it reads
+     * the reduced shard, and grads_mem is zeroed as before. */
+    const int clear = !o->zero_stage;
     for (int i = 0; i < NUM_PARAMS; i++) {
         size_t lo, hi, s, at = m->at[i];
         if (!optim_slice_part(o, at, m->size[i], &lo, &hi, &s)) continue;
         float wd = param_table[i].decay ? (float)o->weight_decay : 0.0f;
         float *w = o->master_mem ? o->master_mem + s : m->params_mem + lo;
         o->k->adamw_update(o->prec, w, grads + s, gscale, o->m_mem + s, o->v_mem + s, hi - lo, (float)lr,
-                           (float)o->beta1, (float)o->beta2, (float)o->eps, wd, t);
+                           (float)o->beta1, (float)o->beta2, (float)o->eps, wd, t, clear);
     }
+    m->grads_cleared = clear;
     if (o->master_mem) optim_params_from_master(o, m, c);
     else if (o->zero_stage) gather_params(o, m, c);
 }
