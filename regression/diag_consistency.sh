@@ -17,6 +17,11 @@ ok $? "dp = 4: a parameter perturbed on rank 2 is reported with the tensor and t
 [ $st -eq 1 ] || diag < "$scratch/last.out"
 [ "$(grep -c 'error: data-parallel' "$scratch/last.out")" -eq 1 ] && grep -q "local grad norm" "$scratch/last.out" && grep -q "hint:" "$scratch/last.out"
 ok $? "the message prints once, with the per-rank table (seeds, gradient norm, hash) and a hint"
+# each rank's share of the last step's gradient norm: not zero (the update
+# clears the gradients themselves as it reads them)
+norms=$(sed -n '/local grad norm/,/hint:/p' "$scratch/last.out" | awk 'NF == 9 && $1 ~ /^[0-9]+$/ {print $8}')
+[ "$(echo "$norms" | wc -w)" -eq 4 ] && ! echo "$norms" | grep -qv '^[1-9]\.[0-9]*e[-+][0-9]*$'
+ok $? "the table's gradient norms are each rank's share of the step's gradient, not zero ($(echo $norms))"
 
 triad_run 2 "$DECKS/tiny.nml" train.steps=6 parallel.tp=2 diag.check_every=1 diag.corrupt_rank=1 io.run_dir="'$scratch/tp'"
 st=$?

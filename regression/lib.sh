@@ -12,10 +12,14 @@ export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" OMP_WAIT_POLICY=PASSIVE
 # unless the test sets it (hang.sh: Open MPI's default; signals.sh: 3 s
 # where it stops a run through that sequence).
 export OMPI_MCA_odls_base_sigkill_timeout="${OMPI_MCA_odls_base_sigkill_timeout:-0}"
-# Open MPI picks ob1 (shared memory) on one node here after trying its
-# fabric layers (cm: libfabric, PSM): named at once, each launch takes
-# 0.23 s instead of 0.44 (a test may set another).
-export OMPI_MCA_pml="${OMPI_MCA_pml:-ob1}"
+# A local mpirun: Open MPI picks ob1 (shared memory) on one node after
+# trying its fabric layers (cm: libfabric, PSM), which takes 0.2 s a
+# launch; named at once, each launch takes 0.23 s instead of 0.44.  Not
+# under Slurm or srun, where the job may span nodes and a fabric.
+case "$MPIEXEC" in
+    srun*) ;;
+    *) [ -n "${SLURM_JOB_ID:-}" ] || export OMPI_MCA_pml="${OMPI_MCA_pml:-ob1}" ;;
+esac
 TRIAD="${TRIAD_EXE:-$top_builddir/triad}" # TRIAD_EXE: another build of it (regression/cuda_emu)
 DECKS="$top_srcdir/regression/decks"
 

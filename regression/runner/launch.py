@@ -40,8 +40,10 @@ def run_env():
     env.setdefault("OMPI_MCA_hwloc_base_binding_policy", "none")
     # (a rank's non-zero status: no kill sequence of 2 x 1 s over the exited ranks; regression/lib.sh)
     env.setdefault("OMPI_MCA_odls_base_sigkill_timeout", "0")
-    # (ob1 named: the layer Open MPI picks here anyway, without first trying the fabrics', 0.2 s a launch)
-    env.setdefault("OMPI_MCA_pml", "ob1")
+    # (a local mpirun: ob1 named, the layer Open MPI picks on one node, without first trying the
+    # fabrics', 0.2 s a launch; not under Slurm or srun, where a job may span nodes; regression/lib.sh)
+    if "SLURM_JOB_ID" not in env and not (env.get("MPIEXEC") or "mpirun").startswith("srun"):
+        env.setdefault("OMPI_MCA_pml", "ob1")
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")

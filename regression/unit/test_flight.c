@@ -1,7 +1,6 @@
 /* test_flight.c -- the hang watchdog's thread (flight.c) ends when
  * flight_stop asks, not when its half-second nap between looks runs out:
  * a run's end joins it, and every run ended up to half a second late. */
-#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>

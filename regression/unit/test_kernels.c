@@ -380,9 +380,8 @@ static void test_rounded_ops(void)
         cpu_device.matmul_backward(p, want, NULL, NULL, d, NULL, x, R, 101, 300), lp_round(p, want, (size_t)R * 101);
         ok &= same_floats(got, want, (size_t)R * 101);
     }
-    tap_ok(ok, "cpu_device's rounded operations (matmul forward and dinp, the norms' forward, the residual sum, gelu, "
-           "swiglu, cross-entropy backward) are "
-           "the plain ones then lp_round, bitwise, in fp32, bf16 and fp16");
+    tap_ok(ok, "cpu_device's rounded operations (matmul forward and dinp, the norms' forward, the residual sum, "
+           "gelu, swiglu, cross-entropy backward) are the plain ones then lp_round, bitwise, in fp32, bf16 and fp16");
     free(x), free(d), free(got), free(want), free(mx), free(sums), free(ex);
 }
 

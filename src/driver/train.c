@@ -290,7 +290,7 @@ static void train_step(struct run *r, struct step_metrics *sm)
         log_warn("diag.inject_overflow_step: put an infinity into a gradient on world rank %d", r->g->rank);
     }
     int local_bad;
-    sm->grad_norm = optim_grad_norm(&r->optim, &r->model, &r->comm, &local_bad);
+    sm->grad_norm = optim_grad_norm(&r->optim, &r->model, &r->comm, &local_bad, &r->grad_ss);
     sm->lr = lr_at(cfg, r->step);
     sm->loss_scale = scale;
     int first_bad = overflow_consensus(r, local_bad);
@@ -455,7 +455,7 @@ static int finish_run(struct run *r, int status, int64_t first_step)
 {
     const struct config *cfg = r->cfg;
     const struct grid *g = r->g;
-    diag_check_consistency(&r->model, &r->comm, cfg, r->step);
+    diag_check_consistency(&r->model, &r->comm, cfg, r->step, r->grad_ss);
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &r->io_stop, 1, MPI_INT, MPI_MAX, g->world_comm));
     if (r->io_stop) status = EXIT_ERROR;
     char why_not[1024] = "";
@@ -562,7 +562,7 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
         watch_nonfinite(&r, sm.loss);
         if (r.step == 1 && cfg->diag.corrupt_rank == g->rank) diag_corrupt(&r.model);
         if (cfg->diag.check_every > 0 && r.step % cfg->diag.check_every == 0 && r.step < cfg->train.steps)
-            diag_check_consistency(&r.model, &r.comm, cfg, r.step);
+            diag_check_consistency(&r.model, &r.comm, cfg, r.step, r.grad_ss);
         char err[1024] = "";
         if (train_async_checkpoint_poll(&r, err, sizeof err) != 0 ||
             (cfg->io.checkpoint_every > 0 && r.step % cfg->io.checkpoint_every == 0 && r.step < cfg->train.steps &&

@@ -46,6 +46,8 @@ struct run {
     int nonfinite_streak;       /* steps in a row whose loss was not finite */
     struct trace trace;
     int64_t step;               /* optimizer steps done */
+    double grad_ss;             /* this rank's share of the last step's squared gradient norm (the
+                                   consistency check's table: the gradients themselves are cleared) */
     int64_t tokens;
     double peak_flops;          /* MFU's reference: the sum over ranks, FLOP/s */
     char peak_text[400];        /* how it was found, and the measured rate beside it (rank 0) */

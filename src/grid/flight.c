@@ -54,6 +54,7 @@ static struct {
     atomic_bool running;
     pthread_mutex_t nap_mu;       /* the watchdog's nap, which flight_stop ends */
     pthread_cond_t nap_cv;
+    clockid_t nap_clock;          /* nap_cv's clock: monotonic where the system offers it */
 } fl = {.nap_mu = PTHREAD_MUTEX_INITIALIZER};
 
 static double now_s(void)
@@ -243,14 +244,16 @@ static void summary_done(int mine, double grace)
 static int nap(void)
 {
     struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
+    clock_gettime(fl.nap_clock, &until);
     until.tv_nsec += 500000000L;
     if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
     pthread_mutex_lock(&fl.nap_mu);
-    int rc = 0;
-    while (atomic_load_explicit(&fl.running, memory_order_relaxed) && rc != ETIMEDOUT)
+    int rc = 0; /* (0 again after a spurious wake-up: the nap goes on) */
+    while (atomic_load_explicit(&fl.running, memory_order_relaxed) && rc == 0)
         rc = pthread_cond_timedwait(&fl.nap_cv, &fl.nap_mu, &until);
     pthread_mutex_unlock(&fl.nap_mu);
+    if (rc != 0 && rc != ETIMEDOUT) /* (the wait itself failed: the nap is slept, not spun) */
+        nanosleep(&(struct timespec){0, 500000000L}, NULL);
     return atomic_load_explicit(&fl.running, memory_order_relaxed);
 }
 
@@ -288,6 +291,7 @@ static void *watch(void *arg)
 
 void flight_start(const char *run_dir, int rank, int world, double timeout)
 {
+    flight_stop(); /* (a watchdog still running from an earlier start) */
     atomic_store_explicit(&fl.step, 0, memory_order_relaxed);
     atomic_store_explicit(&fl.step_t0, 0.0, memory_order_relaxed);
     flight_action(-1, 0, 0);
@@ -307,12 +311,15 @@ void flight_start(const char *run_dir, int rank, int world, double timeout)
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old); /* the signals stay the main thread's */
     pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* (nap's deadline) */
-    pthread_cond_init(&fl.nap_cv, &ca);
-    pthread_condattr_destroy(&ca);
-    atomic_store_explicit(&fl.running, 1, memory_order_relaxed);
-    if (pthread_create(&fl.thread, NULL, watch, NULL) != 0) {
+    int made = 0;
+    fl.nap_clock = CLOCK_REALTIME; /* (a condition variable's default) */
+    if (pthread_condattr_init(&ca) == 0) {
+        if (pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0) fl.nap_clock = CLOCK_MONOTONIC;
+        made = pthread_cond_init(&fl.nap_cv, &ca) == 0;
+        pthread_condattr_destroy(&ca);
+    }
+    atomic_store_explicit(&fl.running, made, memory_order_relaxed); /* (no condition variable: no watchdog) */
+    if (made && pthread_create(&fl.thread, NULL, watch, NULL) != 0) {
         atomic_store_explicit(&fl.running, 0, memory_order_relaxed);
         pthread_cond_destroy(&fl.nap_cv);
     }

@@ -47,8 +47,8 @@ static int host_mpi_staged(void) { return 0; }
 /* The activations' operations with their outputs rounded (device.h's
  * acts_rounded): rows [0, N) of w output floats each, in blocks of about
  * ROUND_BLOCK floats spread over the threads, each computed by the
- * operation (its own parallel region is inactive inside this one) and then
- * rounded while it is in L1.  Each row's values are the operation's on the
+ * operation (which opens no parallel region of its own inside this one:
+ * kernels_cpu.c's par_own) and then rounded while it is in L1.  Each row's values are the operation's on the
  * whole array (element- or row-wise arithmetic), bit for bit. */
 enum { ROUND_BLOCK = 16384 };
 struct rows_op {

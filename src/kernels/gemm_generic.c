@@ -29,7 +29,7 @@
  * generic path this processor is forced onto for testing (TRIAD_ISA)
  * runs its cases five times faster.  The same C either way: fmaf rounds
  * once whatever evaluates it. */
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__ELF__)
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__ELF__) && defined(__GLIBC__) /* (ifunc) */
 #define UKERNEL_CLONES __attribute__((target_clones("fma", "default")))
 #else
 #define UKERNEL_CLONES

@@ -176,8 +176,9 @@ static int wte_runs(const struct model *m, int *r0, int *r1, int from)
 
 void model_zero_grad(struct model *m)
 {
-    for (int i = 0; i < NUM_PARAMS && !m->grads_cleared; i++)
-        if (m->grad[i]) m->k->zero(m->grad[i], m->size[i] * sizeof(float));
+    if (!m->grads_cleared)
+        for (int i = 0; i < NUM_PARAMS; i++)
+            if (m->grad[i]) m->k->zero(m->grad[i], m->size[i] * sizeof(float));
     m->grads_cleared = 0;
     size_t C = (size_t)m->d.C;
     for (int r0, r1 = 0; m->size[P_WTE] && wte_runs(m, &r0, &r1, r1);)

@@ -213,7 +213,8 @@ static double range_sumsq(const struct optim *o, const struct model *m, size_t a
 /* The squared norm of every logical tensor (one entry per tensor and layer)
  * meets in one vector and is summed in a fixed order, so the norm is the
  * same bit for bit however the layers are spread over pipeline stages. */
-double optim_grad_norm(const struct optim *o, const struct model *m, struct comm *c, int *local_nonfinite)
+double optim_grad_norm(const struct optim *o, const struct model *m, struct comm *c, int *local_nonfinite,
+                       double *local_ss)
 {
     const struct model_dims *d = &m->d;
     int nglobal = 0, nlayer = 0;
@@ -252,6 +253,10 @@ double optim_grad_norm(const struct optim *o, const struct model *m, struct comm
         *local_nonfinite = 0;
         for (size_t j = 0; j < n; j++) *local_nonfinite |= !isfinite(e[j]);
     }
+    if (local_ss) {
+        *local_ss = 0;
+        for (size_t j = 0; j < n; j++) *local_ss += e[j];
+    }
     if (o->zero_stage) comm_allreduce_sum_f64(c, CG_DP, e, n);
     if (d->tp > 1) comm_allreduce_sum_f64(c, CG_TP, e, n);
     if (d->ep > 1 && !o->zero_stage) comm_allreduce_sum_f64(c, CG_EP, e, n);
@@ -272,7 +277,7 @@ void optim_update(struct optim *o, struct model *m, struct comm *c, double grad_
      * (grads_mem, each tensor whole) and leaves it zero as it goes: the next
      * step's zeroing pass is saved (model_zero_grad).  With ZeRO it reads
      * the reduced shard, and grads_mem is zeroed as before. */
-    const int clear = !o->zero_stage;
+    const int clear = !o->zero_stage && o->z.n == 1 && o->z.part[0].shard == m->flat; /* (one part: the whole) */
     for (int i = 0; i < NUM_PARAMS; i++) {
         size_t lo, hi, s, at = m->at[i];
         if (!optim_slice_part(o, at, m->size[i], &lo, &hi, &s)) continue;

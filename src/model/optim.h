@@ -107,8 +107,10 @@ double lr_at(const struct config *cfg, int64_t step);
 
 /* Global gradient L2 norm over the grid, replicated parameters counted once.
  * *local_nonfinite (if not NULL) tells whether this rank's own share held a
- * NaN or infinity. */
-double optim_grad_norm(const struct optim *o, const struct model *m, struct comm *c, int *local_nonfinite);
+ * NaN or infinity; *local_ss (if not NULL) is that share, squared (its
+ * terms before the sums over ranks). */
+double optim_grad_norm(const struct optim *o, const struct model *m, struct comm *c, int *local_nonfinite,
+                       double *local_ss);
 
 /* Clip to grad_clip (if > 0) given the norm, then one AdamW step with lr
  * (bias correction for o->updates + 1 steps). */

@@ -13,7 +13,7 @@
 struct rank_info {
     int rank, tp, cp, dp, pp;
     int64_t seed, data_seed;
-    double grad_norm; /* of this rank's local gradients */
+    double grad_norm; /* of this rank's share of the last step's gradients */
     uint64_t hash;    /* of all its parameters */
 };
 
@@ -63,11 +63,11 @@ static void print_table(const struct rank_info *info, int world)
                 info[r].grad_norm, (unsigned long long)info[r].hash);
 }
 
-void diag_check_consistency(const struct model *m, struct comm *c, const struct config *cfg, int64_t step)
+void diag_check_consistency(const struct model *m, struct comm *c, const struct config *cfg, int64_t step,
+                            double grad_ss)
 {
     const struct grid *g = c->grid;
     uint64_t h[NUM_PARAMS];
-    double gss = 0;
     size_t most = 1; /* the largest tensor this rank holds whole (ZeRO-3: the layers' are sharded, not replicas) */
     for (int id = 0; id < NUM_PARAMS; id++)
         if (m->param[id] && m->size[id] > most) most = m->size[id];
@@ -76,7 +76,6 @@ void diag_check_consistency(const struct model *m, struct comm *c, const struct 
         size_t n = m->param[id] ? m->size[id] : 0;
         if (host && n) m->k->to_host(host, m->param[id], n * sizeof(float));
         h[id] = fnv1a(FNV1A_INIT, host && n ? host : m->param[id], n * sizeof(float));
-        if (m->grad[id]) gss += m->k->sumsq(m->d.prec, m->grad[id], m->size[id]); /* (ZeRO-2: the layers' are sharded) */
     }
     free(host);
     int dp_bad = -1, tp_bad = -1, ep = g->ep > 1, ref = 0; /* ref: the dp x cp rank the group compares with */
@@ -95,7 +94,7 @@ void diag_check_consistency(const struct model *m, struct comm *c, const struct 
     }
 
     struct rank_info me = {g->rank, g->tp_rank, g->cp_rank, g->dp_rank, g->pp_rank, cfg->train.seed, cfg->data.seed,
-                           sqrt(gss), fnv1a(FNV1A_INIT, h, sizeof h)};
+                           sqrt(grad_ss), fnv1a(FNV1A_INIT, h, sizeof h)};
     struct rank_info *all = g->rank == 0 ? xmalloc((size_t)g->world * sizeof *all) : NULL;
     MPI_CHECK(MPI_Gather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, 0, g->world_comm));
     /* the lowest world rank that saw a mismatch describes it */

@@ -13,9 +13,12 @@
 /* Check that the data-parallel replicas hold bitwise-identical parameters
  * (every tensor) and that replicated tensors agree across the tp ranks.
  * On a mismatch rank 0 prints which tensor differs on which ranks, with a
- * per-rank table (coordinates, seeds, local gradient norm, parameter hash),
- * and every rank exits with status 1.  Collective. */
-void diag_check_consistency(const struct model *m, struct comm *c, const struct config *cfg, int64_t step);
+ * per-rank table (coordinates, seeds, local gradient norm: the square root
+ * of grad_ss, the rank's share of the last step's squared gradient norm,
+ * optim_grad_norm's local_ss; parameter hash), and every rank exits with
+ * status 1.  Collective. */
+void diag_check_consistency(const struct model *m, struct comm *c, const struct config *cfg, int64_t step,
+                            double grad_ss);
 
 /* The loss has not been finite for steps first..last: name the first
  * forward output that went non-finite (model->watch found it) and the first
