@@ -24,7 +24,8 @@ static int by_value(const void *a, const void *b)
 
 int main(void)
 {
-    char dir[] = "/tmp/test_flight.XXXXXX";
+    char dir[4096];
+    tap_tmp_template(dir, sizeof dir, "test_flight");
     if (!mkdtemp(dir)) {
         perror("mkdtemp");
         return 1;

@@ -48,8 +48,9 @@ static int host_mpi_staged(void) { return 0; }
  * acts_rounded): rows [0, N) of w output floats each, in blocks of about
  * ROUND_BLOCK floats spread over the threads, each computed by the
  * operation (which opens no parallel region of its own inside this one:
- * kernels_cpu.c's par_own) and then rounded while it is in L1.  Each row's values are the operation's on the
- * whole array (element- or row-wise arithmetic), bit for bit. */
+ * kernels_cpu.c's par_own) and then rounded while it is in L1.  Each row's
+ * values are the operation's on the whole array (element- or row-wise
+ * arithmetic), bit for bit. */
 enum { ROUND_BLOCK = 16384 };
 struct rows_op {
     void (*fn)(const struct rows_op *o, size_t r0, size_t n);
