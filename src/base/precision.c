@@ -106,13 +106,18 @@ static size_t block_len(size_t at, size_t n) { return n - at < FP16_BLOCK ? n - 
  * on the avx512 and avx2 paths (integer operations: the same bits on every
  * path), the scalar code for the rest and on the generic path.  Each
  * returns how many leading elements it did: BF16_ROUND x = round(in) (in
- * may be x), BF16_PACK h = the bf16 of in, BF16_UNPACK x = h. */
+ * may be x), BF16_PACK h = the bf16 of in, BF16_UNPACK x = h.  On
+ * avx512 the packing streams h past the caches where h is 32-byte aligned:
+ * what a step packs (the layers it keeps for the backward) is read again
+ * only in the backward, long evicted (lp_pack 10-20 % faster inside a
+ * step; docs/performance.md). */
 enum bf16_op { BF16_ROUND, BF16_PACK, BF16_UNPACK };
 #ifdef HAVE_F16C_PATH
 __attribute__((target("avx512f,avx512bw"))) static size_t bf16_avx512(enum bf16_op op, float *x, const float *in,
                                                                        uint16_t *h, size_t n)
 {
     size_t i = 0;
+    const int stream = op == BF16_PACK && !((uintptr_t)h & 31);
     for (; i + 16 <= n; i += 16) {
         if (op == BF16_UNPACK) {
             __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(h + i)));
@@ -121,8 +126,10 @@ __attribute__((target("avx512f,avx512bw"))) static size_t bf16_avx512(enum bf16_
         }
         __m512i r = bf16_bits16(_mm512_loadu_si512(in + i));
         if (op == BF16_ROUND) _mm512_storeu_si512(x + i, r);
+        else if (stream) _mm256_stream_si256((__m256i *)(h + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
         else _mm256_storeu_si256((__m256i *)(h + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
     }
+    if (stream) _mm_sfence();
     return i;
 }
 
