@@ -7,7 +7,11 @@
 # VDPBF16PS on avx512bf16, emulated on the others); then the whole
 # regression suite under each lower path against the same stored
 # references (the best path runs it as regression/run; where that is
-# avx512bf16, avx512 runs the bf16 cases only, the others being the same).
+# avx512bf16, avx512 runs the bf16 cases only, the others being the same),
+# but for its restarts: a restart case resumes and reshards a checkpoint
+# (src/io, src/parallel: no SIMD path of their own; the checkpoint's
+# checksums are test_ckpt_raw's on every path) on the layouts of the cases
+# around it, and the best path runs them all.
 . "$(dirname "$0")/lib.sh"
 cases="$top_srcdir/regression/cases"
 
@@ -52,10 +56,11 @@ done
 # (kernels_isa.c, gemm.c): where it is the best path, avx512 runs only the
 # bf16 cases of the suite, the rest being the best path's run already.
 bf16_cases=$(grep -il "^[^!]*precision *= *[\"']bf16[\"']" "$cases"/*.nml | sed 's,.*/,,; s,\.nml$,,' | tr '\n' ' ')
+kept_cases=$(ls "$cases"/*.nml | sed 's,.*/,,; s,\.nml$,,' | grep -v restart | tr '\n' ' ')
 for p in $paths; do
     [ "$p" = "$best" ] && continue
-    which="the regression suite"
-    set --
+    which="the regression suite but its restarts ($(echo $kept_cases | wc -w) cases)"
+    set -- $kept_cases
     if [ "$p" = avx512 ] && [ "$best" = avx512bf16 ]; then
         which="the suite's bf16 cases ($(echo $bf16_cases | wc -w))"
         set -- $bf16_cases
