@@ -50,11 +50,14 @@ signal_at() {
     st=$?
     stop=$(sed -n 's/.*stopping at step \([0-9]*\) (signal).*/\1/p' "$2" | head -n 1)
 }
-# resume DIR: restart = 'auto' in DIR; to the end bitwise equal to the uninterrupted run?
+# resume DIR REF [KEY=VALUE...]: restart = 'auto' in DIR (with the settings
+# after REF); to the end bitwise equal to the uninterrupted run REF?
 resume() {
-    triad_run 2 "$deck" $slow io.restart=auto io.run_dir="'$1'" &&
-        grep -q "restarted from $1/ckpt_$stop.h5 at step $stop" "$scratch/last.out" &&
-        compare_runs "$1" "$scratch/sref" 0 loss grad_norm > "$scratch/cmp.out"
+    _dir=$1 _ref=$2
+    shift 2
+    triad_run 2 "$deck" $slow "$@" io.restart=auto io.run_dir="'$_dir'" &&
+        grep -q "restarted from $_dir/ckpt_$stop.h5 at step $stop" "$scratch/last.out" &&
+        compare_runs "$_dir" "$_ref" 0 loss grad_norm > "$scratch/cmp.out"
 }
 # A start-up of most of a second (initialising 5M parameters or reading
 # them, the plan, the sgemm probe); the signal goes within 0.02 s of the
@@ -107,9 +110,15 @@ signal_at $! "$scratch/s.out" TERM
 [ -n "$stop" ] && grep -q "checkpoint $scratch/s/ckpt_$stop.h5 written and verified" "$scratch/s.out" &&
     "$PYTHON3" "$top_srcdir/tools/ckpt_info.py" --verify "$scratch/s/ckpt_$stop.h5" > "$scratch/verify.out" 2>&1
 ok $? "SIGTERM to mpirun at step 50: the ranks stop at step ${stop:-?} with a verified checkpoint (mpirun's status: $st)"
-resume "$scratch/s"
+resume "$scratch/s" "$scratch/sref"
 ok $? "its restart (taking over any lock the killed run left): losses bitwise equal to the uninterrupted run"
 grep "lock" "$scratch/last.out" | diag
+
+# 4 and 5 stop at step 50 or just after (SIGUSR1 reaches the ranks at once):
+# 200 steps leave them room, and their resumptions a third of 3.'s
+short="train.steps=200"
+triad_run 2 "$deck" $slow $short io.run_dir="'$scratch/sref200'"
+ok $? "uninterrupted reference of the same run cut to 200 steps"
 
 # 4. the job script, given SIGTERM, stops triad through SIGUSR1 (mpirun forwards it): status 3
 # (Triad's status 3 makes mpirun end the job as failed: it signals the
@@ -117,18 +126,18 @@ grep "lock" "$scratch/last.out" | diag
 # to 10 s unless it is set; 3 s here, as in 3.)
 mkdir -p "$scratch/job"
 (cd "$scratch/job" && OMPI_MCA_odls_base_sigkill_timeout=3 TRIAD="$TRIAD" TRIAD_LAUNCH="$MPIEXEC -n 2" \
-    exec bash "$top_srcdir/jobscripts/template.sbatch" "$deck" $slow io.run_dir="'$scratch/j'") \
+    exec bash "$top_srcdir/jobscripts/template.sbatch" "$deck" $slow $short io.run_dir="'$scratch/j'") \
     > "$scratch/job.out" 2>&1 &
 signal_at $! "$scratch/job.out" TERM
 [ $st -eq 3 ] && [ -n "$stop" ] && grep -q "^=== triad exited with status 3" "$scratch/job.out" &&
     grep -q "^=== cancelled (SIGTERM): not requeued" "$scratch/job.out" && [ -f "$scratch/j/ckpt_$stop.h5" ]
 ok $? "template.sbatch given SIGTERM: triad stops at step ${stop:-?} with a checkpoint, the job's status is 3 (got $st)"
 grep "^===" "$scratch/job.out" | diag
-resume "$scratch/j"
+resume "$scratch/j" "$scratch/sref200" $short
 ok $? "and the job resubmitted ends bitwise equal to the uninterrupted run"
 
 # 5. a signal at a checkpoint step: that checkpoint, written once
-$MPIEXEC -n 2 "$TRIAD" "$deck" $slow io.checkpoint_every=1 io.run_dir="'$scratch/e'" > "$scratch/e.out" 2>&1 &
+$MPIEXEC -n 2 "$TRIAD" "$deck" $slow $short io.checkpoint_every=1 io.run_dir="'$scratch/e'" > "$scratch/e.out" 2>&1 &
 signal_at $! "$scratch/e.out" USR1
 [ $st -eq 3 ] && [ -n "$stop" ] && [ "$(grep -c "checkpoint $scratch/e/ckpt_$stop.h5 written" "$scratch/e.out")" -eq 1 ]
 ok $? "SIGUSR1 with a checkpoint every step: status 3 (got $st), ckpt_${stop:-?}.h5 written once"
@@ -136,7 +145,7 @@ ok $? "SIGUSR1 with a checkpoint every step: status 3 (got $st), ckpt_${stop:-?}
 # lock back as MPI_Finalize starts, not only at exit)
 [ ! -e "$scratch/e/triad.lock" ]
 ok $? "and the run directory's lock given back, though mpirun ended the ranks at once"
-resume "$scratch/e"
+resume "$scratch/e" "$scratch/sref200" $short
 ok $? "and resumes from it: losses bitwise equal to the uninterrupted run"
 
 # 6. a rank killed outright (SIGKILL, as the OOM killer does): the whole job ends soon, naming it
