@@ -8,10 +8,11 @@
 # regression suite under each lower path against the same stored
 # references (the best path runs it as regression/run; where that is
 # avx512bf16, avx512 runs the bf16 cases only, the others being the same),
-# but for its restarts: a restart case resumes and reshards a checkpoint
-# (src/io, src/parallel: no SIMD path of their own; the checkpoint's
-# checksums are test_ckpt_raw's on every path) on the layouts of the cases
-# around it, and the best path runs them all.
+# but for its restarts: a restart case trains, then resumes and reshards
+# a checkpoint (src/io, src/parallel: no SIMD path of their own; the
+# checkpoint's checksums are test_ckpt_raw's on every path), its numbers
+# held to its twin's (serial, tp2, llama_serial), which the lower paths
+# run; the best path runs every restart.
 . "$(dirname "$0")/lib.sh"
 cases="$top_srcdir/regression/cases"
 
@@ -55,7 +56,8 @@ done
 # avx512bf16 runs every kernel of avx512 but a bf16 run's products
 # (kernels_isa.c, gemm.c): where it is the best path, avx512 runs only the
 # bf16 cases of the suite, the rest being the best path's run already.
-bf16_cases=$(grep -il "^[^!]*precision *= *[\"']bf16[\"']" "$cases"/*.nml | sed 's,.*/,,; s,\.nml$,,' | tr '\n' ' ')
+bf16_cases=$(grep -il "^[^!]*precision *= *[\"']bf16[\"']" "$cases"/*.nml | sed 's,.*/,,; s,\.nml$,,' | grep -v restart |
+             tr '\n' ' ')
 kept_cases=$(ls "$cases"/*.nml | sed 's,.*/,,; s,\.nml$,,' | grep -v restart | tr '\n' ' ')
 for p in $paths; do
     [ "$p" = "$best" ] && continue

@@ -115,7 +115,8 @@ ok $? "its restart (taking over any lock the killed run left): losses bitwise eq
 grep "lock" "$scratch/last.out" | diag
 
 # 4 and 5 stop at step 50 or just after (SIGUSR1 reaches the ranks at once):
-# 200 steps leave them room, and their resumptions a third of 3.'s
+# 200 steps leave them room (150 steps, 1.4 s, after the signal), and
+# their resumptions about a quarter of 3.'s
 short="train.steps=200"
 triad_run 2 "$deck" $slow $short io.run_dir="'$scratch/sref200'"
 ok $? "uninterrupted reference of the same run cut to 200 steps"

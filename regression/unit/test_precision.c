@@ -129,20 +129,24 @@ int main(void)
         from_lp from = k ? f32_from_bf16 : f32_from_fp16;
         size_t n = 65536 + 1000003;
         float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
-        uint16_t *hb = aligned_alloc(64, (n + 32) * sizeof *hb), *h = hb;
+        uint16_t *hb = aligned_alloc(64, ((n + 32) * sizeof *hb + 63) / 64 * 64), *h = hb;
         for (size_t i = 0; i < 65536; i++) x[i] = from((uint16_t)i);
         for (size_t i = 65536; i < n; i++) {
             x[i] = f32_of_bits((uint32_t)(rng_uniform(9, 2, i) * 4294967296.0));
             if (i % 3 == 0) x[i] = (float)ldexp(x[i] / 3.4e38, (int)(i % 60) - 30); /* the fp16 range */
         }
         int wrong = 0;
-        /* (into an array 64-byte aligned, and one that is not: avx512's bf16 packing streams into the first) */
-        for (int off = 1; off >= 0; off--) {
-            h = hb + off;
-            lp_pack(pk, h, x, n);
-            for (size_t i = 0; i < n; i++)
-                if (h[i] != to(x[i]) && !(!k && isnan(x[i]) && isnan(from(h[i])))) wrong++; /* (bf16: NaNs' bits too) */
-        }
+        /* lp_pack and lp_pack_far, into an array that is not 32-byte aligned
+         * and then one that is (avx512's bf16 lp_pack_far streams into it):
+         * a streamed store that went missing would leave the first pass's
+         * values, one element off */
+        for (int f = 0; f < 2; f++)
+            for (int off = 1; off >= 0; off--) {
+                h = hb + off;
+                (f ? lp_pack_far : lp_pack)(pk, h, x, n);
+                for (size_t i = 0; i < n; i++) /* (bf16: NaNs' bits too) */
+                    if (h[i] != to(x[i]) && !(!k && isnan(x[i]) && isnan(from(h[i])))) wrong++;
+            }
         lp_unpack(pk, y, h, n);
         for (size_t i = 0; i < n; i++)
             if (memcmp(&y[i], &(float){from(h[i])}, sizeof(float)) != 0) wrong++;
@@ -164,8 +168,9 @@ int main(void)
                "values (%d wrong)", isa_name((enum isa)p), k ? "bf16" : "fp16", n, wrong);
         free(x), free(y), free(hb), free(z), free(x0);
     }
-    /* every element of a parallel array, whatever the thread count: sizes
-     * whose share per thread rounds to a multiple of 16 (or 64 bytes) */
+    /* every element of a parallel array, whatever the thread count, rounded
+     * and packed (lp_pack_far, streamed into an aligned array): sizes whose
+     * share per thread rounds to a multiple of 32 (or 128 bytes) */
     {
         static const size_t sizes[] = {65537, 65553, 98305, 65536 * 3 + 1};
         int missed = 0, was = omp_get_max_threads();
@@ -173,15 +178,18 @@ int main(void)
             for (size_t q = 0; q < sizeof sizes / sizeof sizes[0]; q++) {
                 size_t n = sizes[q];
                 float *y = malloc(n * sizeof *y);
+                uint16_t *h = aligned_alloc(64, (n * sizeof *h + 63) / 64 * 64);
                 for (size_t i = 0; i < n; i++) y[i] = 1.0078125f + 0x1p-20f; /* rounds to 1.0078125 */
                 omp_set_num_threads(t);
+                memset(h, 0, n * sizeof *h);
+                lp_pack_far(PREC_BF16, h, y, n);
                 lp_round(PREC_BF16, y, n);
-                for (size_t i = 0; i < n; i++) missed += y[i] != 1.0078125f;
-                free(y);
+                for (size_t i = 0; i < n; i++) missed += (y[i] != 1.0078125f) + (h[i] != 0x3f81);
+                free(y), free(h);
             }
         omp_set_num_threads(was);
-        tap_ok(missed == 0, "bf16 arrays on 1..16 threads: every element rounded, at sizes whose shares are whole "
-               "vectors (%d missed)", missed);
+        tap_ok(missed == 0, "bf16 arrays on 1..16 threads: every element rounded and packed, at sizes whose shares "
+               "are whole vectors (%d missed)", missed);
     }
     float v[6] = {1, INFINITY, 2, NAN, -INFINITY, 3e38f};
     tap_ok(count_nonfinite(v, 6) == 3 && count_nonfinite(v, 1) == 0, "count_nonfinite counts NaN and both infinities");

@@ -106,18 +106,16 @@ static size_t block_len(size_t at, size_t n) { return n - at < FP16_BLOCK ? n - 
  * on the avx512 and avx2 paths (integer operations: the same bits on every
  * path), the scalar code for the rest and on the generic path.  Each
  * returns how many leading elements it did: BF16_ROUND x = round(in) (in
- * may be x), BF16_PACK h = the bf16 of in, BF16_UNPACK x = h.  On
- * avx512 the packing streams h past the caches where h is 32-byte aligned:
- * what a step packs (the layers it keeps for the backward) is read again
- * only in the backward, long evicted (lp_pack 10-20 % faster inside a
- * step; docs/performance.md). */
-enum bf16_op { BF16_ROUND, BF16_PACK, BF16_UNPACK };
+ * may be x), BF16_PACK h = the bf16 of in, BF16_UNPACK x = h.
+ * BF16_PACK_FAR packs too, for lp_pack_far: on avx512 it streams h past
+ * the caches where h is 32-byte aligned. */
+enum bf16_op { BF16_ROUND, BF16_PACK, BF16_PACK_FAR, BF16_UNPACK };
 #ifdef HAVE_F16C_PATH
 __attribute__((target("avx512f,avx512bw"))) static size_t bf16_avx512(enum bf16_op op, float *x, const float *in,
                                                                        uint16_t *h, size_t n)
 {
     size_t i = 0;
-    const int stream = op == BF16_PACK && !((uintptr_t)h & 31);
+    const int stream = op == BF16_PACK_FAR && !((uintptr_t)h & 31);
     for (; i + 16 <= n; i += 16) {
         if (op == BF16_UNPACK) {
             __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(h + i)));
@@ -186,7 +184,7 @@ static void bf16_block(enum bf16_op op, float *x, const float *in, uint16_t *h, 
     size_t i = bf16_simd(op, x, in, h, n);
     for (; i < n; i++) {
         if (op == BF16_ROUND) x[i] = f32_of_bits(bf16_bits(f32_bits(in[i])));
-        else if (op == BF16_PACK) h[i] = (uint16_t)(bf16_bits(f32_bits(in[i])) >> 16);
+        else if (op != BF16_UNPACK) h[i] = (uint16_t)(bf16_bits(f32_bits(in[i])) >> 16);
         else x[i] = f32_from_bf16(h[i]);
     }
 }
@@ -209,7 +207,9 @@ void bf16_round_rows(float *x, size_t ld, size_t rows, size_t n)
  * from inside its own region. */
 static int array_par(size_t n) { return n > 65536 && !omp_in_parallel(); }
 
-/* A bf16 array in parallel: one contiguous part a thread (a multiple of 16). */
+/* A bf16 array in parallel: one contiguous part a thread (a multiple of 32
+ * values: no two threads write one 64-byte line of a 16-bit array, which a
+ * streamed store would make a partial write of the line). */
 static void bf16_array(enum bf16_op op, float *x, const float *in, uint16_t *h, size_t n)
 {
     if (!array_par(n)) {
@@ -219,7 +219,7 @@ static void bf16_array(enum bf16_op op, float *x, const float *in, uint16_t *h, 
 #pragma omp parallel
     {
         size_t parts = (size_t)omp_get_num_threads(), me = (size_t)omp_get_thread_num();
-        size_t per = ((n + parts - 1) / parts + 15) / 16 * 16; /* (rounded up: the parts cover n) */
+        size_t per = ((n + parts - 1) / parts + 31) / 32 * 32; /* (rounded up: the parts cover n) */
         size_t lo = me * per < n ? me * per : n, len = n - lo < per ? n - lo : per;
         bf16_block(op, x ? x + lo : NULL, in ? in + lo : NULL, h ? h + lo : NULL, len);
     }
@@ -248,13 +248,20 @@ void lp_round_to(enum precision p, float *dst, const float *src, size_t n)
 
 void lp_round(enum precision p, float *x, size_t n) { lp_round_to(p, x, x, n); }
 
-void lp_pack(enum precision p, uint16_t *dst, const float *src, size_t n)
+static void lp_pack_op(enum bf16_op op, enum precision p, uint16_t *dst, const float *src, size_t n)
 {
-    if (p == PREC_BF16) bf16_array(BF16_PACK, NULL, src, dst, n);
+    if (p == PREC_BF16) bf16_array(op, NULL, src, dst, n);
     else {
 #pragma omp parallel for schedule(static) if (n > 65536)
         for (size_t at = 0; at < n; at += FP16_BLOCK) fp16_pack_block(dst + at, src + at, block_len(at, n));
     }
+}
+
+void lp_pack(enum precision p, uint16_t *dst, const float *src, size_t n) { lp_pack_op(BF16_PACK, p, dst, src, n); }
+
+void lp_pack_far(enum precision p, uint16_t *dst, const float *src, size_t n)
+{
+    lp_pack_op(BF16_PACK_FAR, p, dst, src, n);
 }
 
 void lp_unpack(enum precision p, float *dst, const uint16_t *src, size_t n)

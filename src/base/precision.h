@@ -43,6 +43,11 @@ void lp_round(enum precision p, float *x, size_t n);
 void lp_round_to(enum precision p, float *dst, const float *src, size_t n);
 /* Store n values in format p (rounding), and load them back (exact). */
 void lp_pack(enum precision p, uint16_t *dst, const float *src, size_t n);
+/* lp_pack for what is read again only long after (the layers a step keeps
+ * for its backward): bf16 on avx512 streams dst past the caches where dst
+ * is 32-byte aligned, sparing the read of each line before its write
+ * (docs/performance.md); the same values. */
+void lp_pack_far(enum precision p, uint16_t *dst, const float *src, size_t n);
 void lp_unpack(enum precision p, float *dst, const uint16_t *src, size_t n);
 
 /* Each of rows rows of n floats, ld apart from x, = its bf16 rounding, on

@@ -47,7 +47,7 @@ struct device {
     /* precision.h */
     void (*lp_round)(enum precision p, float *x, size_t n);
     void (*lp_round_to)(enum precision p, float *dst, const float *src, size_t n); /* dst = src rounded, one pass */
-    void (*lp_pack)(enum precision p, uint16_t *dst, const float *src, size_t n);
+    void (*lp_pack)(enum precision p, uint16_t *dst, const float *src, size_t n); /* a layer kept for the backward */
     void (*lp_unpack)(enum precision p, float *dst, const uint16_t *src, size_t n);
     size_t (*count_nonfinite)(const float *x, size_t n);
     /* Optional (NULL: not offered, the caller rounds): matmul_forward and

@@ -53,11 +53,11 @@ AVX512_TARGET static inline __attribute__((always_inline)) __m512i pairs_across(
 /* dst[p*stride + x] = the pair p of source row x (k contiguous: src[x*ld +
  * k]) for x < lanes, p < kp/2; rows x >= rows are zeros.  32 values of k
  * (16 pairs) at a time: converted to 16 words of pairs in order, then
- * through transpose16.  Each row's next 32 values (its next two cache
- * lines) are asked for while these are read: the rows are up to 16
- * streams, which the hardware's prefetchers follow late (from memory,
- * the forward's and the input gradient's products about 10 % faster on
- * Zen 5; docs/performance.md). */
+ * through transpose16.  Each row's next 32 values (within kc: two cache
+ * lines where the row is 64-byte aligned) are asked for while these are
+ * read: the rows are up to 16 streams, which the hardware's prefetchers
+ * follow late (from memory, the forward's and the input gradient's
+ * products 8-10 % faster on Zen 5; docs/performance.md). */
 AVX512_TARGET static inline __attribute__((always_inline)) void
 pairs_down(const float *src, long ld, int rows, int kc, uint32_t *dst, long stride, int lanes)
 {
@@ -70,7 +70,7 @@ pairs_down(const float *src, long ld, int rows, int kc, uint32_t *dst, long stri
         for (int x = 0; x < 16; x++) {
             if (x < rows) {
                 const float *s = src + (long)x * ld + k0;
-                if (k0 + 32 < kc) prefetch_span(s + 32, 32);
+                if (k0 + 32 < kc) prefetch_span(s + 32, kc - k0 - 32 < 32 ? kc - k0 - 32 : 32);
                 r[x] = (__m512)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, s + 16), _mm512_maskz_loadu_ps(m0, s));
             } else {
                 r[x] = _mm512_setzero_ps();
