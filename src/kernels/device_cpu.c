@@ -210,7 +210,7 @@ static void cpu_matmul_backward_rounded(enum precision p, float *dinp, float *dw
  * in each table) and these. */
 #define OP(ret, name, params, args) .name = cpu_##name,
 #define CPU_MEMBERS                                                                                      \
-    .lp_round = lp_round, .lp_round_to = lp_round_to, .lp_pack = lp_pack_far, .lp_unpack = lp_unpack,        \
+    .lp_round = lp_round, .lp_round_to = lp_round_to, .lp_pack = lp_pack_far, .lp_unpack = lp_unpack,    \
     .count_nonfinite = count_nonfinite,                                                                  \
     .matmul_forward_rounded = cpu_matmul_forward_rounded, .matmul_backward_rounded = cpu_matmul_backward_rounded, \
     .peak_gflops = cpu_peak_gflops, .matmul_name = cpu_matmul_name, .alloc = host_alloc,              \
