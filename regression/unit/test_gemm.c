@@ -14,6 +14,7 @@
 #include <float.h>
 #include <math.h>
 #include <omp.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -765,6 +766,74 @@ static void test_packed_causal(void)
            "differ)", runs, paths, bad);
 }
 
+/* ------------------------------------------------------------ teams */
+/* A product shared by a team (gemm.c's gemm_team_rows) whose thread 1 is
+ * slow: each of its own row blocks waits 5 ms first, so thread 0 takes
+ * over the rest of thread 1's range at each K block and, a K block ahead,
+ * waits for blocks thread 1 is still on.  Every product (NN, the weight
+ * gradient with its sums, the bias and rounding epilogue; both
+ * arithmetics; 3 K blocks) is bitwise that of one thread, on every path. */
+static _Atomic int taken_over;
+
+static void slow_thread_1(int thread, int block, int own)
+{
+    (void)block;
+    if (!own) atomic_fetch_add(&taken_over, 1);
+    if (thread == 1 && own)
+        for (double t0 = omp_get_wtime(); omp_get_wtime() - t0 < 0.005;) {
+        }
+}
+
+/* The products of test_team_takeover on `threads` threads into C (M x ldc) and sums. */
+static void team_products(int kind, int threads, const struct mats *m, float *C, float *sums, const float *bias)
+{
+    int was = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    memcpy(C, m->C0, (size_t)m->M * m->ldc * sizeof *C);
+    for (int i = 0; i < m->M; i++) sums[i] = 0.5f * (float)i;
+    struct gemm_epilogue ep = {bias, 1};
+    switch (kind) {
+    case 0: gemm_f32(0, 0, m->M, m->N, m->K, 0.75f, m->A, m->lda, m->B, m->ldb, 1.0f, C, m->ldc); break;
+    case 1: gemm_bf16(0, 0, m->M, m->N, m->K, 0.75f, m->A, m->lda, m->B, m->ldb, 1.0f, C, m->ldc); break;
+    case 2: gemm_f32_wgrad(m->M, m->N, m->K, m->A, m->lda, m->B, m->ldb, C, m->ldc, sums); break;
+    case 3: gemm_bf16_wgrad(m->M, m->N, m->K, m->A, m->lda, m->B, m->ldb, C, m->ldc, sums); break;
+    case 4: gemm_f32_ep(0, 0, m->M, m->N, m->K, m->A, m->lda, m->B, m->ldb, C, m->ldc, &ep); break;
+    default: gemm_bf16_ep(0, 0, m->M, m->N, m->K, m->A, m->lda, m->B, m->ldb, C, m->ldc, &ep); break;
+    }
+    omp_set_num_threads(was);
+}
+
+static void test_team_takeover(void)
+{
+    enum { M = 896, N = 40, K = 600, KINDS = 6 }; /* rows: four blocks of MC or fewer on every path */
+    float bias[N];
+    for (int j = 0; j < N; j++) bias[j] = 0.125f * (float)(j - 20);
+    for (int p = 0; p < ISA_COUNT; p++) {
+        if (!path_on(p)) continue;
+        int bad = 0;
+        atomic_store(&taken_over, 0);
+        for (int kind = 0; kind < KINDS; kind++) {
+            int tA = kind == 2 || kind == 3;
+            struct mats m = mats_new(tA, 0, M, N, K, 3, 1.0f, 900u + (unsigned)kind);
+            size_t nc = (size_t)M * m.ldc;
+            float *want = malloc(nc * sizeof *want), *got = malloc(nc * sizeof *got);
+            float *ws = malloc(M * sizeof *ws), *gs = malloc(M * sizeof *gs);
+            if (!want || !got || !ws || !gs) exit(1);
+            team_products(kind, 1, &m, want, ws, bias);
+            gemm_team_hook = slow_thread_1;
+            team_products(kind, 2, &m, got, gs, bias);
+            gemm_team_hook = NULL;
+            bad += memcmp(want, got, nc * sizeof *got) != 0 || memcmp(ws, gs, M * sizeof *gs) != 0;
+            free(want), free(got), free(ws), free(gs);
+            mats_free(&m);
+        }
+        tap_ok(bad == 0 && atomic_load(&taken_over) > 0,
+               "path %s: a team whose thread 1 is slow gives one thread's bits (%d of %d products differ; %d row "
+               "blocks taken over by thread 0)", isa_name((enum isa)p), bad, KINDS, atomic_load(&taken_over));
+    }
+    gemm_reset_path();
+}
+
 int main(void)
 {
     tap_diag("path: %s, %d OpenMP threads", gemm_backend_name(GEMM_FP32), omp_get_max_threads());
@@ -782,5 +851,6 @@ int main(void)
     test_wgrad_sums();
     test_packed_operands();
     test_packed_causal();
+    test_team_takeover();
     return tap_done();
 }

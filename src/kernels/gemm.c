@@ -11,8 +11,11 @@
  * fp32 FMAs elsewhere (gemm_kernels.h); no BLAS has that arithmetic.
  *
  * Threads: the caller's OpenMP owns the cores.  Outside a parallel region a
- * product is cut into one slice of C per OpenMP thread; inside one (attention
- * runs one (b,h) per thread) it runs on the calling thread alone.  BLAS is
+ * product is shared by the OpenMP threads: cut by rows, each thread owns a
+ * range of C's row blocks and takes over those a slower thread has not
+ * started (gemm_team_rows); cut by columns, one slice of C per thread.
+ * Inside a parallel region (attention runs one (b,h) per thread) it runs
+ * on the calling thread alone.  BLAS is
  * held to one thread on both paths, so its own threads never wake up to
  * compete with OpenMP's.
  *
@@ -105,6 +108,15 @@ static const struct gemm_kernel *gemm_path(enum gemm_arith a)
 void gemm_reset_path(void) { atomic_store(&path_set, 0); }
 
 /* ------------------------------------------------------------ driver */
+/* A spinning thread's hint to the core (x86 PAUSE: its sibling, or the
+ * power it saves). */
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
 /* Per-thread packing buffers, for the largest kernel, kept for the thread's life. */
 static _Thread_local float *tl_apack, *tl_bpack;
 
@@ -207,6 +219,24 @@ static void block_product(const struct gemm_kernel *g, unsigned *mode, enum gemm
     }
 }
 
+/* One block of C's rows [ic, ic + mc) against the packed B block of K
+ * block pc (B's columns from jc): A's rows packed (summed into sums as
+ * they are, on the first column block), then block_product.  Its kernel's
+ * mode in *mode. */
+static void row_block(const struct gemm_kernel *g, unsigned *mode, int transA, int ic, int mc, int jc, int nc,
+                      int pc, int kc, int k, float alpha, const float *A, long lda, char *ap, const char *bp,
+                      float beta, float *C, long ldc, const struct gemm_epilogue *ep, const float *bias, float *sums)
+{
+    float beta_p = pc == 0 ? beta : 1.0f; /* later K blocks accumulate */
+    const struct gemm_epilogue *last = pc + kc >= k ? ep : NULL;
+    float *s = sums && jc == 0 ? sums + ic : NULL;
+    if (s && g->mode_leave) g->mode_leave(*mode);
+    g->pack_a(transA, mc, kc, transA ? A + (long)pc * lda + ic : A + (long)ic * lda + pc, lda, ap, s);
+    if (s && g->mode_enter) *mode = g->mode_enter();
+    block_product(g, mode, GEMM_CAUSAL_NONE, mc, nc, kc, ap, bp, alpha, beta_p, C + (long)ic * ldc + jc, ldc, last,
+                  bias ? bias + jc : NULL);
+}
+
 /* One thread's share: C(m,n) = alpha op(A) op(B) + beta C, A/B/C already
  * offset to the slice.  Loop nest jc -> pc -> ic, then block_product: the
  * packed A block (MC x KC) streams from L2; the packed B block (KC x NC)
@@ -226,22 +256,96 @@ static void gemm_serial_packed(const struct gemm_kernel *g, int transA, int tran
         int nc = n - jc < GEMM_NC ? n - jc : GEMM_NC;
         for (int pc = 0; pc < k; pc += GEMM_KC) {
             int kc = k - pc < GEMM_KC ? k - pc : GEMM_KC;
-            float beta_p = pc == 0 ? beta : 1.0f; /* later K blocks accumulate */
-            const struct gemm_epilogue *last = pc + kc >= k ? ep : NULL;
             g->pack_b(transB, kc, nc, transB ? B + (long)jc * ldb + pc : B + (long)pc * ldb + jc, ldb, bp);
-            for (int ic = 0; ic < m; ic += g->mc) {
-                int mc = m - ic < g->mc ? m - ic : g->mc;
-                float *s = sums && jc == 0 ? sums + ic : NULL;
-                if (s && g->mode_leave) g->mode_leave(mode);
-                g->pack_a(transA, mc, kc, transA ? A + (long)pc * lda + ic : A + (long)ic * lda + pc, lda, ap, s);
-                if (s && g->mode_enter) mode = g->mode_enter();
-                block_product(g, &mode, GEMM_CAUSAL_NONE, mc, nc, kc, ap, bp, alpha, beta_p, C + (long)ic * ldc + jc,
-                              ldc, last,
-                              bias ? bias + jc : NULL);
+            for (int ic = 0; ic < m; ic += g->mc)
+                row_block(g, &mode, transA, ic, m - ic < g->mc ? m - ic : g->mc, jc, nc, pc, kc, k, alpha, A, lda,
+                          ap, bp, beta, C, ldc, ep, bias, sums);
+        }
+    }
+    if (g->mode_leave) g->mode_leave(mode);
+}
+
+/* The same product by a team of threads (the enclosing parallel region),
+ * C's rows shared out as they go, for a host whose cores are not all as
+ * fast (a neighbour on one of them, cores of two kinds).  C's rows are cut
+ * into blocks of whole MR panels (at most MC rows each, their count a
+ * multiple of the team's size), and each thread owns an equal range of
+ * them, as a static split by rows would give it.  A step is one K block of
+ * one column block (jc, pc, in the serial order): every thread packs its B
+ * block for itself (as in that split), runs the step on the blocks of its
+ * range, then on those of the others' ranges not yet started, then goes on
+ * to its next step.  No barrier: a block's step waits only for the same
+ * block's previous step (done[b], the steps it has finished), which its
+ * owner has normally run already.  A quiet team runs exactly the static
+ * split (each block's C and A stay in their thread's caches); a slowed
+ * thread's blocks go to the others.  Each element is summed as above, k in
+ * order, by whichever thread.  t: the team (gemm_parallel's). */
+void (*gemm_team_hook)(int thread, int block, int own);
+
+struct gemm_team {
+    int nt, nb;         /* ranges (the threads asked for: a smaller team takes over the rest), row blocks */
+    _Atomic int *next;  /* [step * nt + range]: the next block a range gives out at that step */
+    _Atomic int *done;  /* [nb]: the steps each block has finished */
+};
+
+static void gemm_team_rows(const struct gemm_kernel *g, const struct gemm_team *team, int transA, int transB, int m,
+                           int n, int k, float alpha, const float *A, long lda, const float *B, long ldb, float beta,
+                           float *C, long ldc, const struct gemm_epilogue *ep, const float *bias, float *sums)
+{
+    char *ap = (char *)buf_get(&tl_apack, APACK_FLOATS);
+    char *bp = (char *)buf_get(&tl_bpack, BPACK_FLOATS);
+    unsigned mode = g->mode_enter ? g->mode_enter() : 0;
+    const int nt = team->nt, t = omp_get_thread_num(), nb = team->nb;
+    const int panels = (m + g->mr - 1) / g->mr;
+    int step = 0;
+
+    for (int jc = 0; jc < n; jc += GEMM_NC) {
+        int nc = n - jc < GEMM_NC ? n - jc : GEMM_NC;
+        for (int pc = 0; pc < k; pc += GEMM_KC, step++) {
+            int kc = k - pc < GEMM_KC ? k - pc : GEMM_KC;
+            g->pack_b(transB, kc, nc, transB ? B + (long)jc * ldb + pc : B + (long)pc * ldb + jc, ldb, bp);
+            for (int v = 0; v < nt; v++) { /* its own range, then the others' */
+                int r = (t + v) % nt, end = (int)((long)nb * (r + 1) / nt), b;
+                _Atomic int *next = &team->next[(long)step * nt + r];
+                while ((b = atomic_fetch_add_explicit(next, 1, memory_order_relaxed)) < end) {
+                    if (gemm_team_hook) gemm_team_hook(t, b, v == 0);
+                    while (atomic_load_explicit(&team->done[b], memory_order_acquire) < step) cpu_relax();
+                    int ic = (int)((long)panels * b / nb) * g->mr, ie = (int)((long)panels * (b + 1) / nb) * g->mr;
+                    row_block(g, &mode, transA, ic, (ie < m ? ie : m) - ic, jc, nc, pc, kc, k, alpha, A, lda, ap,
+                              bp, beta, C, ldc, ep, bias, sums);
+                    atomic_store_explicit(&team->done[b], step + 1, memory_order_release);
+                }
             }
         }
     }
     if (g->mode_leave) g->mode_leave(mode);
+}
+
+/* The master's room for a team's counters, kept for the thread's life. */
+static _Thread_local _Atomic int *tl_team;
+static _Thread_local size_t tl_team_ints;
+
+/* A team of nt threads for m rows over `steps` steps, its counters set;
+ * 0 where there is no room for them (the caller splits statically). */
+static int team_init(struct gemm_team *team, const struct gemm_kernel *g, int m, int nt, long steps)
+{
+    int panels = (m + g->mr - 1) / g->mr, per = g->mc / g->mr;
+    int nb = (panels + per - 1) / per;
+    nb = (nb + nt - 1) / nt * nt;
+    if (nb > panels) nb = panels;
+    size_t ints = (size_t)steps * (size_t)nt + (size_t)nb;
+    if (ints > tl_team_ints) {
+        _Atomic int *p = malloc(ints * sizeof *p);
+        if (!p) return 0;
+        free(tl_team);
+        tl_team = p;
+        tl_team_ints = ints;
+    }
+    *team = (struct gemm_team){nt, nb, tl_team, tl_team + (size_t)steps * (size_t)nt};
+    for (long s = 0; s < steps; s++)
+        for (int r = 0; r < nt; r++) atomic_init(&team->next[s * nt + r], (int)((long)nb * r / nt));
+    for (int b = 0; b < nb; b++) atomic_init(&team->done[b], 0);
+    return 1;
 }
 
 static void gemm_serial_blas(int transA, int transB, int m, int n, int k, float alpha, const float *A, long lda,
@@ -285,12 +389,13 @@ static void scale_c(int m, int n, float beta, float *C, long ldc)
             C[(long)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(long)i * ldc + j];
 }
 
-/* Cut C into one slice per thread, along M or N in whole register tiles
- * (gm rows, gn columns), whichever leaves the busiest thread fewer tiles
- * (near a tie, the one that reads less);
- * each thread then runs the serial product on its slice.  Which thread
- * computes an element never changes how it is summed.  sums: each row's
- * by the thread whose slice holds the row, along N the first slice's. */
+/* Cut C among the threads along M or N in whole register tiles (gm rows,
+ * gn columns), whichever leaves the busiest thread fewer tiles (near a
+ * tie, the one that reads less): by rows, a team (gemm_team_rows, with
+ * the packed kernels); else one slice per thread, each thread running the
+ * serial product on its slice.  Which thread computes an element never
+ * changes how it is summed.  sums: each row's by the thread that packs the
+ * row's block (its slice's), along N the first slice's. */
 static void gemm_parallel(const struct gemm_kernel *g, int gm, int gn, int transA, int transB, int M, int N,
                           int K, float alpha, const float *A, long lda, const float *B, long ldb, float beta,
                           float *C, long ldc, const struct gemm_epilogue *ep, float *sums)
@@ -305,6 +410,12 @@ static void gemm_parallel(const struct gemm_kernel *g, int gm, int gn, int trans
     if (cost_m * 10 <= cost_n * 11 && cost_n * 10 <= cost_m * 11) split_m = M >= N;
     int tiles = (int)(split_m ? mt : ntile);
     if (nt > tiles) nt = tiles;
+    struct gemm_team team;
+    if (split_m && g && team_init(&team, g, M, nt, (long)((N + GEMM_NC - 1) / GEMM_NC) * ((K + GEMM_KC - 1) / GEMM_KC))) {
+#pragma omp parallel num_threads(nt)
+        gemm_team_rows(g, &team, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep, bias, sums);
+        return;
+    }
 #pragma omp parallel num_threads(nt)
     {
         int t = omp_get_thread_num(), T = omp_get_num_threads();
