@@ -769,10 +769,11 @@ static void test_packed_causal(void)
 /* ------------------------------------------------------------ teams */
 /* A product shared by a team (gemm.c's gemm_team_rows) whose thread 1 is
  * slow: each of its own row blocks waits 5 ms first, so thread 0 takes
- * over the rest of thread 1's range at each K block and, a K block ahead,
- * waits for blocks thread 1 is still on.  Every product (NN, the weight
- * gradient with its sums, the bias and rounding epilogue; both
- * arithmetics; 3 K blocks) is bitwise that of one thread, on every path. */
+ * over the rest of thread 1's range at each step and, a step ahead, waits
+ * for blocks thread 1 is still on.  Every product (NN, the weight gradient
+ * with its sums, the bias and rounding epilogue; both arithmetics; 3 K
+ * blocks of one column block, or 2 of each of two) is bitwise that of one
+ * thread, on every path. */
 static _Atomic int taken_over;
 
 static void slow_thread_1(int thread, int block, int own)
@@ -805,31 +806,37 @@ static void team_products(int kind, int threads, const struct mats *m, float *C,
 
 static void test_team_takeover(void)
 {
-    enum { M = 896, N = 40, K = 600, KINDS = 6 }; /* rows: four blocks of MC or fewer on every path */
-    float bias[N];
-    for (int j = 0; j < N; j++) bias[j] = 0.125f * (float)(j - 20);
+    /* at least four blocks of rows (of MC or fewer) on every path, cut by
+     * rows; 3 K blocks of one column block, or 2 of each of two */
+    enum { KINDS = 6, SHAPES = 2 };
+    static const int shape[SHAPES][3] = {{896, 40, 600}, {1792, 1030, 300}}; /* M, N, K */
+    float bias[1030];
+    for (int j = 0; j < 1030; j++) bias[j] = 0.125f * (float)(j % 41 - 20);
     for (int p = 0; p < ISA_COUNT; p++) {
         if (!path_on(p)) continue;
-        int bad = 0;
-        atomic_store(&taken_over, 0);
-        for (int kind = 0; kind < KINDS; kind++) {
-            int tA = kind == 2 || kind == 3;
+        int bad = 0, shapes_taken = 0;
+        for (int kind = 0; kind < KINDS * SHAPES; kind++) {
+            if (kind % KINDS == 0) atomic_store(&taken_over, 0);
+            int tA = kind % KINDS == 2 || kind % KINDS == 3, M = shape[kind / KINDS][0], N = shape[kind / KINDS][1],
+                K = shape[kind / KINDS][2];
             struct mats m = mats_new(tA, 0, M, N, K, 3, 1.0f, 900u + (unsigned)kind);
             size_t nc = (size_t)M * m.ldc;
             float *want = malloc(nc * sizeof *want), *got = malloc(nc * sizeof *got);
             float *ws = malloc(M * sizeof *ws), *gs = malloc(M * sizeof *gs);
             if (!want || !got || !ws || !gs) exit(1);
-            team_products(kind, 1, &m, want, ws, bias);
+            team_products(kind % KINDS, 1, &m, want, ws, bias);
             gemm_team_hook = slow_thread_1;
-            team_products(kind, 2, &m, got, gs, bias);
+            team_products(kind % KINDS, 2, &m, got, gs, bias);
             gemm_team_hook = NULL;
             bad += memcmp(want, got, nc * sizeof *got) != 0 || memcmp(ws, gs, M * sizeof *gs) != 0;
             free(want), free(got), free(ws), free(gs);
             mats_free(&m);
+            if (kind % KINDS == KINDS - 1) shapes_taken += atomic_load(&taken_over) > 0;
         }
-        tap_ok(bad == 0 && atomic_load(&taken_over) > 0,
-               "path %s: a team whose thread 1 is slow gives one thread's bits (%d of %d products differ; %d row "
-               "blocks taken over by thread 0)", isa_name((enum isa)p), bad, KINDS, atomic_load(&taken_over));
+        tap_ok(bad == 0 && shapes_taken == SHAPES,
+               "path %s: a team whose thread 1 is slow gives one thread's bits (%d of %d products differ; blocks "
+               "taken over from another thread's range in %d of %d shapes)", isa_name((enum isa)p), bad,
+               KINDS * SHAPES, shapes_taken, SHAPES);
     }
     gemm_reset_path();
 }

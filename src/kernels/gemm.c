@@ -15,14 +15,16 @@
  * range of C's row blocks and takes over those a slower thread has not
  * started (gemm_team_rows); cut by columns, one slice of C per thread.
  * Inside a parallel region (attention runs one (b,h) per thread) it runs
- * on the calling thread alone.  BLAS is
- * held to one thread on both paths, so its own threads never wake up to
- * compete with OpenMP's.
+ * on the calling thread alone.  BLAS is held to one thread on both paths,
+ * so its own threads never wake up to compete with OpenMP's.
  *
  * Determinism: every kernel sums each element of C in the arithmetic of
  * gemm_kernels.h, so a product is bitwise the same on every SIMD path,
  * every call and every thread count (threads split only M or N).  On the
  * BLAS path, across calls at a fixed thread count. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* sched_yield */
+#endif
 #include "gemm.h"
 
 #include "build_config.h"
@@ -32,6 +34,7 @@
 #include <mkl_cblas.h>
 #endif
 #include <omp.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -108,12 +111,14 @@ static const struct gemm_kernel *gemm_path(enum gemm_arith a)
 void gemm_reset_path(void) { atomic_store(&path_set, 0); }
 
 /* ------------------------------------------------------------ driver */
-/* A spinning thread's hint to the core (x86 PAUSE: its sibling, or the
- * power it saves). */
-static inline void cpu_relax(void)
+/* The spin-th wait of a spinning thread: a hint to the core (x86 PAUSE:
+ * its sibling, or the power it saves), and every 1024 the processor given
+ * up, for the thread it waits for where there are more threads than cores. */
+static inline void cpu_relax(int spin)
 {
+    if (spin % 1024 == 1023) sched_yield();
 #if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
+    else __builtin_ia32_pause();
 #endif
 }
 
@@ -265,21 +270,7 @@ static void gemm_serial_packed(const struct gemm_kernel *g, int transA, int tran
     if (g->mode_leave) g->mode_leave(mode);
 }
 
-/* The same product by a team of threads (the enclosing parallel region),
- * C's rows shared out as they go, for a host whose cores are not all as
- * fast (a neighbour on one of them, cores of two kinds).  C's rows are cut
- * into blocks of whole MR panels (at most MC rows each, their count a
- * multiple of the team's size), and each thread owns an equal range of
- * them, as a static split by rows would give it.  A step is one K block of
- * one column block (jc, pc, in the serial order): every thread packs its B
- * block for itself (as in that split), runs the step on the blocks of its
- * range, then on those of the others' ranges not yet started, then goes on
- * to its next step.  No barrier: a block's step waits only for the same
- * block's previous step (done[b], the steps it has finished), which its
- * owner has normally run already.  A quiet team runs exactly the static
- * split (each block's C and A stay in their thread's caches); a slowed
- * thread's blocks go to the others.  Each element is summed as above, k in
- * order, by whichever thread.  t: the team (gemm_parallel's). */
+/* gemm.h: tests only. */
 void (*gemm_team_hook)(int thread, int block, int own);
 
 struct gemm_team {
@@ -288,6 +279,21 @@ struct gemm_team {
     _Atomic int *done;  /* [nb]: the steps each block has finished */
 };
 
+/* The same product by a team of threads (the enclosing parallel region),
+ * C's rows shared out as they go, for a host whose cores are not all as
+ * fast (a neighbour on one of them, cores of two kinds).  C's rows are cut
+ * into blocks of whole MR panels (at most MC rows each, their count a
+ * multiple of the team's size where there are panels enough), and each
+ * thread owns a range of them, as a static split by rows would give it.  A step is one K block of
+ * one column block (jc, pc, in the serial order): every thread packs its B
+ * block for itself (as in that split), runs the step on the blocks of its
+ * range, then on those of the others' ranges not yet started, then goes on
+ * to its next step.  No barrier: a block's step waits only for the same
+ * block's previous step (done[b], the steps it has finished), which its
+ * owner has normally run already.  A quiet team normally runs the static
+ * split (each block's rows of C and A stay in their thread's caches); a
+ * slowed thread's blocks go to the others.  Each element is summed as above, k in
+ * order, by whichever thread.  team: gemm_parallel's, from team_init. */
 static void gemm_team_rows(const struct gemm_kernel *g, const struct gemm_team *team, int transA, int transB, int m,
                            int n, int k, float alpha, const float *A, long lda, const float *B, long ldb, float beta,
                            float *C, long ldc, const struct gemm_epilogue *ep, const float *bias, float *sums)
@@ -309,7 +315,8 @@ static void gemm_team_rows(const struct gemm_kernel *g, const struct gemm_team *
                 _Atomic int *next = &team->next[(long)step * nt + r];
                 while ((b = atomic_fetch_add_explicit(next, 1, memory_order_relaxed)) < end) {
                     if (gemm_team_hook) gemm_team_hook(t, b, v == 0);
-                    while (atomic_load_explicit(&team->done[b], memory_order_acquire) < step) cpu_relax();
+                    for (int spin = 0; atomic_load_explicit(&team->done[b], memory_order_acquire) < step; spin++)
+                        cpu_relax(spin);
                     int ic = (int)((long)panels * b / nb) * g->mr, ie = (int)((long)panels * (b + 1) / nb) * g->mr;
                     row_block(g, &mode, transA, ic, (ie < m ? ie : m) - ic, jc, nc, pc, kc, k, alpha, A, lda, ap,
                               bp, beta, C, ldc, ep, bias, sums);
@@ -394,8 +401,9 @@ static void scale_c(int m, int n, float beta, float *C, long ldc)
  * tie, the one that reads less): by rows, a team (gemm_team_rows, with
  * the packed kernels); else one slice per thread, each thread running the
  * serial product on its slice.  Which thread computes an element never
- * changes how it is summed.  sums: each row's by the thread that packs the
- * row's block (its slice's), along N the first slice's. */
+ * changes how it is summed.  sums: each row's as its block is packed (in
+ * a team by whichever thread runs the block, K blocks in order), along N
+ * the first slice's. */
 static void gemm_parallel(const struct gemm_kernel *g, int gm, int gn, int transA, int transB, int M, int N,
                           int K, float alpha, const float *A, long lda, const float *B, long ldb, float beta,
                           float *C, long ldc, const struct gemm_epilogue *ep, float *sums)
@@ -411,7 +419,8 @@ static void gemm_parallel(const struct gemm_kernel *g, int gm, int gn, int trans
     int tiles = (int)(split_m ? mt : ntile);
     if (nt > tiles) nt = tiles;
     struct gemm_team team;
-    if (split_m && g && team_init(&team, g, M, nt, (long)((N + GEMM_NC - 1) / GEMM_NC) * ((K + GEMM_KC - 1) / GEMM_KC))) {
+    long steps = (long)((N + GEMM_NC - 1) / GEMM_NC) * ((K + GEMM_KC - 1) / GEMM_KC);
+    if (split_m && g && team_init(&team, g, M, nt, steps)) {
 #pragma omp parallel num_threads(nt)
         gemm_team_rows(g, &team, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep, bias, sums);
         return;
