@@ -767,13 +767,13 @@ static void test_packed_causal(void)
 }
 
 /* ------------------------------------------------------------ teams */
-/* A product shared by a team (gemm.c's gemm_team_rows) whose thread 1 is
- * slow: each of its own row blocks waits 5 ms first, so thread 0 takes
- * over the rest of thread 1's range at each step and, a step ahead, waits
- * for blocks thread 1 is still on.  Every product (NN, the weight gradient
- * with its sums, the bias and rounding epilogue; both arithmetics; 3 K
- * blocks of one column block, or 2 of each of two) is bitwise that of one
- * thread, on every path. */
+/* A product shared by a team (gemm.c's gemm_team_rows, gemm_team_cols)
+ * whose thread 1 is slow: each of its own blocks waits 5 ms first, so
+ * thread 0 takes over the rest of thread 1's range at each step and, a
+ * step ahead, waits for blocks thread 1 is still on.  Every product (NN,
+ * the weight gradient with its sums, the bias and rounding epilogue; both
+ * arithmetics; cut by rows or by columns, over one or two column blocks)
+ * is bitwise that of one thread, on every path. */
 static _Atomic int taken_over;
 
 static void slow_thread_1(int thread, int block, int own)
@@ -806,12 +806,14 @@ static void team_products(int kind, int threads, const struct mats *m, float *C,
 
 static void test_team_takeover(void)
 {
-    /* at least four blocks of rows (of MC or fewer) on every path, cut by
-     * rows; 3 K blocks of one column block, or 2 of each of two */
-    enum { KINDS = 6, SHAPES = 2 };
-    static const int shape[SHAPES][3] = {{896, 40, 600}, {1792, 1030, 300}}; /* M, N, K */
-    float bias[1030];
-    for (int j = 0; j < 1030; j++) bias[j] = 0.125f * (float)(j % 41 - 20);
+    /* Cut by rows, at least four blocks of rows (of MC or fewer) on every
+     * path: 3 K blocks of one column block, or 2 of each of two; cut by
+     * columns (200 rows), four blocks of columns (of NC or fewer), 3 K
+     * blocks. */
+    enum { KINDS = 6, SHAPES = 3 };
+    static const int shape[SHAPES][3] = {{896, 40, 600}, {1792, 1030, 300}, {200, 3100, 600}}; /* M, N, K */
+    static float bias[3100];
+    for (int j = 0; j < 3100; j++) bias[j] = 0.125f * (float)(j % 41 - 20);
     for (int p = 0; p < ISA_COUNT; p++) {
         if (!path_on(p)) continue;
         int bad = 0, shapes_taken = 0;

@@ -127,8 +127,12 @@ static _Thread_local float *tl_apack, *tl_bpack;
 
 #define APACK_FLOATS ((size_t)GEMM_MC_MAX * GEMM_KC)
 #define BPACK_FLOATS ((size_t)GEMM_KC * (GEMM_NC + GEMM_NR_MAX))
+/* A team cutting C by columns packs all of A's rows for each K block: up
+ * to TEAM_A_BLOCKS blocks of MC rows (more rows: a static split). */
+#define TEAM_A_BLOCKS 4
+static _Thread_local float *tl_apack_all;
 
-size_t gemm_pack_bytes(void) { return (APACK_FLOATS + BPACK_FLOATS) * sizeof(float); }
+size_t gemm_pack_bytes(void) { return ((1 + TEAM_A_BLOCKS) * APACK_FLOATS + BPACK_FLOATS) * sizeof(float); }
 
 static float *buf_get(float **buf, size_t nfloat)
 {
@@ -275,9 +279,37 @@ void (*gemm_team_hook)(int thread, int block, int own);
 
 struct gemm_team {
     int nt, nb;         /* ranges (the threads asked for: a smaller team takes over the rest), row blocks */
-    _Atomic int *next;  /* [step * nt + range]: the next block a range gives out at that step */
-    _Atomic int *done;  /* [nb]: the steps each block has finished */
+    _Atomic uint64_t *range; /* [step * nt + r]: range r's blocks left at a step, [front, end): end << 32 | front */
+    _Atomic int *done;       /* [nb]: the steps each block has finished */
 };
+
+/* Thread t's next block at a step, once the block's previous step is
+ * done: the front of its own range, then (*v, from 0: the ranges visited)
+ * the back of the others' (the blocks their owners reach last, which a
+ * thief taking them at every step has run the step before itself: no
+ * wait, and their rows stay in its caches); -1 when every range is given
+ * out.  The caller marks the block's step done (team->done) when it has
+ * run it. */
+static int team_take(const struct gemm_team *team, int t, int step, int *v)
+{
+    for (; *v < team->nt; ++*v) {
+        _Atomic uint64_t *rg = &team->range[(long)step * team->nt + (t + *v) % team->nt];
+        uint64_t cur = atomic_load_explicit(rg, memory_order_relaxed);
+        int b = -1;
+        while ((uint32_t)cur < (uint32_t)(cur >> 32)) {
+            uint64_t taken = *v == 0 ? cur + 1 : cur - ((uint64_t)1 << 32);
+            if (atomic_compare_exchange_weak_explicit(rg, &cur, taken, memory_order_relaxed, memory_order_relaxed)) {
+                b = *v == 0 ? (int)(uint32_t)cur : (int)(cur >> 32) - 1;
+                break;
+            }
+        }
+        if (b < 0) continue;
+        if (gemm_team_hook) gemm_team_hook(t, b, *v == 0);
+        for (int spin = 0; atomic_load_explicit(&team->done[b], memory_order_acquire) < step; spin++) cpu_relax(spin);
+        return b;
+    }
+    return -1;
+}
 
 /* The same product by a team of threads (the enclosing parallel region),
  * C's rows shared out as they go, for a host whose cores are not all as
@@ -301,8 +333,7 @@ static void gemm_team_rows(const struct gemm_kernel *g, const struct gemm_team *
     char *ap = (char *)buf_get(&tl_apack, APACK_FLOATS);
     char *bp = (char *)buf_get(&tl_bpack, BPACK_FLOATS);
     unsigned mode = g->mode_enter ? g->mode_enter() : 0;
-    const int nt = team->nt, t = omp_get_thread_num(), nb = team->nb;
-    const int panels = (m + g->mr - 1) / g->mr;
+    const int t = omp_get_thread_num(), nb = team->nb, panels = (m + g->mr - 1) / g->mr;
     int step = 0;
 
     for (int jc = 0; jc < n; jc += GEMM_NC) {
@@ -310,47 +341,87 @@ static void gemm_team_rows(const struct gemm_kernel *g, const struct gemm_team *
         for (int pc = 0; pc < k; pc += GEMM_KC, step++) {
             int kc = k - pc < GEMM_KC ? k - pc : GEMM_KC;
             g->pack_b(transB, kc, nc, transB ? B + (long)jc * ldb + pc : B + (long)pc * ldb + jc, ldb, bp);
-            for (int v = 0; v < nt; v++) { /* its own range, then the others' */
-                int r = (t + v) % nt, end = (int)((long)nb * (r + 1) / nt), b;
-                _Atomic int *next = &team->next[(long)step * nt + r];
-                while ((b = atomic_fetch_add_explicit(next, 1, memory_order_relaxed)) < end) {
-                    if (gemm_team_hook) gemm_team_hook(t, b, v == 0);
-                    for (int spin = 0; atomic_load_explicit(&team->done[b], memory_order_acquire) < step; spin++)
-                        cpu_relax(spin);
-                    int ic = (int)((long)panels * b / nb) * g->mr, ie = (int)((long)panels * (b + 1) / nb) * g->mr;
-                    row_block(g, &mode, transA, ic, (ie < m ? ie : m) - ic, jc, nc, pc, kc, k, alpha, A, lda, ap,
-                              bp, beta, C, ldc, ep, bias, sums);
-                    atomic_store_explicit(&team->done[b], step + 1, memory_order_release);
-                }
+            for (int v = 0, b; (b = team_take(team, t, step, &v)) >= 0;) {
+                int ic = (int)((long)panels * b / nb) * g->mr, ie = (int)((long)panels * (b + 1) / nb) * g->mr;
+                row_block(g, &mode, transA, ic, (ie < m ? ie : m) - ic, jc, nc, pc, kc, k, alpha, A, lda, ap, bp,
+                          beta, C, ldc, ep, bias, sums);
+                atomic_store_explicit(&team->done[b], step + 1, memory_order_release);
             }
         }
     }
     if (g->mode_leave) g->mode_leave(mode);
 }
 
-/* The master's room for a team's counters, kept for the thread's life. */
-static _Thread_local _Atomic int *tl_team;
-static _Thread_local size_t tl_team_ints;
-
-/* A team of nt threads for m rows over `steps` steps, its counters set;
- * 0 where there is no room for them (the caller splits statically). */
-static int team_init(struct gemm_team *team, const struct gemm_kernel *g, int m, int nt, long steps)
+/* A product cut by columns, by a team: as gemm_team_rows with the roles
+ * of the operands swapped, for m rows of at most TEAM_A_BLOCKS blocks of
+ * MC (a product of few rows and many columns, GPT-2 124M's forward ones).
+ * A step is one K block: every thread packs all of A's rows for it (as
+ * each thread of a static split by columns would; the first thread sums
+ * them), then runs the step on blocks of C's columns (whole NR panels, at
+ * most NC), its own range's first, packing each block's B. */
+static void gemm_team_cols(const struct gemm_kernel *g, const struct gemm_team *team, int transA, int transB, int m,
+                           int n, int k, float alpha, const float *A, long lda, const float *B, long ldb, float beta,
+                           float *C, long ldc, const struct gemm_epilogue *ep, const float *bias, float *sums)
 {
-    int panels = (m + g->mr - 1) / g->mr, per = g->mc / g->mr;
+    char *ap = (char *)buf_get(&tl_apack_all, TEAM_A_BLOCKS * APACK_FLOATS);
+    char *bp = (char *)buf_get(&tl_bpack, BPACK_FLOATS);
+    const size_t ablock = APACK_FLOATS * sizeof(float);
+    unsigned mode = g->mode_enter ? g->mode_enter() : 0;
+    const int t = omp_get_thread_num(), nb = team->nb, panels = (n + g->nr - 1) / g->nr;
+
+    for (int pc = 0, step = 0; pc < k; pc += GEMM_KC, step++) {
+        int kc = k - pc < GEMM_KC ? k - pc : GEMM_KC;
+        float beta_p = pc == 0 ? beta : 1.0f; /* later K blocks accumulate */
+        const struct gemm_epilogue *last = pc + kc >= k ? ep : NULL;
+        for (int ic = 0; ic < m; ic += g->mc) {
+            float *s = sums && t == 0 ? sums + ic : NULL;
+            if (s && g->mode_leave) g->mode_leave(mode);
+            g->pack_a(transA, m - ic < g->mc ? m - ic : g->mc, kc,
+                      transA ? A + (long)pc * lda + ic : A + (long)ic * lda + pc, lda, ap + ic / g->mc * ablock, s);
+            if (s && g->mode_enter) mode = g->mode_enter();
+        }
+        for (int v = 0, b; (b = team_take(team, t, step, &v)) >= 0;) {
+            int jc = (int)((long)panels * b / nb) * g->nr, je = (int)((long)panels * (b + 1) / nb) * g->nr;
+            int nc = (je < n ? je : n) - jc;
+            g->pack_b(transB, kc, nc, transB ? B + (long)jc * ldb + pc : B + (long)pc * ldb + jc, ldb, bp);
+            for (int ic = 0; ic < m; ic += g->mc)
+                block_product(g, &mode, GEMM_CAUSAL_NONE, m - ic < g->mc ? m - ic : g->mc, nc, kc,
+                              ap + ic / g->mc * ablock, bp, alpha, beta_p, C + (long)ic * ldc + jc, ldc, last,
+                              bias ? bias + jc : NULL);
+            atomic_store_explicit(&team->done[b], step + 1, memory_order_release);
+        }
+    }
+    if (g->mode_leave) g->mode_leave(mode);
+}
+
+/* The master's room for a team's counters, kept for the thread's life. */
+static _Thread_local void *tl_team;
+static _Thread_local size_t tl_team_bytes;
+
+/* A team of nt threads over `panels` register panels of the dimension cut
+ * and `steps` steps, its counters set: blocks of at most `per` panels, at
+ * least 4 a thread where there are panels enough (a slowed thread's last
+ * ones are what the others take over), their count a multiple of nt.  0
+ * where there is no room for the counters (the caller splits statically). */
+static int team_init(struct gemm_team *team, int panels, int per, int nt, long steps)
+{
     int nb = (panels + per - 1) / per;
+    if (nb < 4 * nt) nb = 4 * nt;
     nb = (nb + nt - 1) / nt * nt;
     if (nb > panels) nb = panels;
-    size_t ints = (size_t)steps * (size_t)nt + (size_t)nb;
-    if (ints > tl_team_ints) {
-        _Atomic int *p = malloc(ints * sizeof *p);
+    size_t ranges = (size_t)steps * (size_t)nt, bytes = ranges * sizeof(uint64_t) + (size_t)nb * sizeof(int);
+    if (bytes > tl_team_bytes) {
+        void *p = malloc(bytes);
         if (!p) return 0;
         free(tl_team);
         tl_team = p;
-        tl_team_ints = ints;
+        tl_team_bytes = bytes;
     }
-    *team = (struct gemm_team){nt, nb, tl_team, tl_team + (size_t)steps * (size_t)nt};
-    for (long s = 0; s < steps; s++)
-        for (int r = 0; r < nt; r++) atomic_init(&team->next[s * nt + r], (int)((long)nb * r / nt));
+    *team = (struct gemm_team){nt, nb, tl_team, (_Atomic int *)((_Atomic uint64_t *)tl_team + ranges)};
+    for (size_t i = 0; i < ranges; i++) {
+        uint64_t r = i % (size_t)nt, front = (uint64_t)nb * r / (uint64_t)nt;
+        atomic_init(&team->range[i], (uint64_t)nb * (r + 1) / (uint64_t)nt << 32 | front);
+    }
     for (int b = 0; b < nb; b++) atomic_init(&team->done[b], 0);
     return 1;
 }
@@ -419,10 +490,15 @@ static void gemm_parallel(const struct gemm_kernel *g, int gm, int gn, int trans
     int tiles = (int)(split_m ? mt : ntile);
     if (nt > tiles) nt = tiles;
     struct gemm_team team;
-    long steps = (long)((N + GEMM_NC - 1) / GEMM_NC) * ((K + GEMM_KC - 1) / GEMM_KC);
-    if (split_m && g && team_init(&team, g, M, nt, steps)) {
+    long ksteps = (K + GEMM_KC - 1) / GEMM_KC;
+    if (g && split_m && team_init(&team, (int)mt, g->mc / g->mr, nt, (N + GEMM_NC - 1) / GEMM_NC * ksteps)) {
 #pragma omp parallel num_threads(nt)
         gemm_team_rows(g, &team, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep, bias, sums);
+        return;
+    }
+    if (g && !split_m && M <= TEAM_A_BLOCKS * g->mc && team_init(&team, (int)ntile, GEMM_NC / g->nr, nt, ksteps)) {
+#pragma omp parallel num_threads(nt)
+        gemm_team_cols(g, &team, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep, bias, sums);
         return;
     }
 #pragma omp parallel num_threads(nt)
