@@ -11,9 +11,10 @@
  * fp32 FMAs elsewhere (gemm_kernels.h); no BLAS has that arithmetic.
  *
  * Threads: the caller's OpenMP owns the cores.  Outside a parallel region a
- * product is shared by the OpenMP threads: cut by rows, each thread owns a
- * range of C's row blocks and takes over those a slower thread has not
- * started (gemm_team_rows); cut by columns, one slice of C per thread.
+ * product is shared by the OpenMP threads as a team: C cut by rows or by
+ * columns into blocks, each thread owns a range of them and takes over
+ * those a slower thread has not started (gemm_team_rows, gemm_team_cols;
+ * a product of many rows cut by columns: one slice of C per thread).
  * Inside a parallel region (attention runs one (b,h) per thread) it runs
  * on the calling thread alone.  BLAS is held to one thread on both paths,
  * so its own threads never wake up to compete with OpenMP's.
@@ -469,9 +470,10 @@ static void scale_c(int m, int n, float beta, float *C, long ldc)
 
 /* Cut C among the threads along M or N in whole register tiles (gm rows,
  * gn columns), whichever leaves the busiest thread fewer tiles (near a
- * tie, the one that reads less): by rows, a team (gemm_team_rows, with
- * the packed kernels); else one slice per thread, each thread running the
- * serial product on its slice.  Which thread computes an element never
+ * tie, the one that reads less): with the packed kernels a team
+ * (gemm_team_rows; gemm_team_cols up to TEAM_A_BLOCKS blocks of rows);
+ * else one slice per thread, each thread running the serial product on
+ * its slice.  Which thread computes an element never
  * changes how it is summed.  sums: each row's as its block is packed (in
  * a team by whichever thread runs the block, K blocks in order), along N
  * the first slice's. */
