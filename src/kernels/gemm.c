@@ -359,7 +359,7 @@ static void gemm_team_rows(const struct gemm_kernel *g, const struct gemm_team *
  * A step is one K block: every thread packs all of A's rows for it (as
  * each thread of a static split by columns would; the first thread sums
  * them), then runs the step on blocks of C's columns (whole NR panels, at
- * most NC), its own range's first, packing each block's B. */
+ * most NC) as team_take gives them out, packing each block's B. */
 static void gemm_team_cols(const struct gemm_kernel *g, const struct gemm_team *team, int transA, int transB, int m,
                            int n, int k, float alpha, const float *A, long lda, const float *B, long ldb, float beta,
                            float *C, long ldc, const struct gemm_epilogue *ep, const float *bias, float *sums)
