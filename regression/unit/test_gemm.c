@@ -25,6 +25,7 @@
 #include "gemm_kernels.h"
 #include "precision.h"
 #include "tap.h"
+#include "team.h"
 
 /* Deterministic fill in [-1, 1). */
 static float frand(uint64_t *s)
@@ -827,9 +828,9 @@ static void test_team_takeover(void)
             float *ws = malloc(M * sizeof *ws), *gs = malloc(M * sizeof *gs);
             if (!want || !got || !ws || !gs) exit(1);
             team_products(kind % KINDS, 1, &m, want, ws, bias);
-            gemm_team_hook = slow_thread_1;
+            team_hook = slow_thread_1;
             team_products(kind % KINDS, 2, &m, got, gs, bias);
-            gemm_team_hook = NULL;
+            team_hook = NULL;
             bad += memcmp(want, got, nc * sizeof *got) != 0 || memcmp(ws, gs, M * sizeof *gs) != 0;
             free(want), free(got), free(ws), free(gs);
             mats_free(&m);

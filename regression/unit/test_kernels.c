@@ -22,9 +22,11 @@
 #include "kernel_check.h"
 #include "precision.h"
 #include "rng.h"
+#include "team.h"
 
 #include <math.h>
 #include <omp.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -914,6 +916,18 @@ static void test_accumulate(void)
 
 static int same_f(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
 
+/* team.h's hook: thread 1 slow (2 ms before each unit of its own), the
+ * units the others take over from it counted. */
+static _Atomic int taken_over;
+static void slow_thread_1(int thread, int block, int own)
+{
+    (void)block;
+    if (!own) atomic_fetch_add(&taken_over, 1);
+    if (thread == 1 && own)
+        for (double t0 = omp_get_wtime(); omp_get_wtime() - t0 < 0.002;) {
+        }
+}
+
 static void test_threads(void)
 {
     int B = 4, T = 96, C = 100, NH = 4, N = B * T, Vs = 50, V = 300;
@@ -925,12 +939,14 @@ static void test_threads(void)
     for (int k = 0; k < 6; k++) free(src[k]);
     int32_t *tok = xalloc(N * sizeof(int32_t));
     for (int n = 0; n < N; n++) tok[n] = irand(V);
-    const int nth[2] = {1, 3};
-    float *r[2][9];
-    double ss[2];
+    const int nth[3] = {1, 3, 3}; /* the third run's thread 1 slow */
+    float *r[3][9];
+    double ss[3];
     int maxthr = omp_get_max_threads();
-    for (int k = 0; k < 2; k++) {
+    atomic_store(&taken_over, 0);
+    for (int k = 0; k < 3; k++) {
         omp_set_num_threads(nth[k]);
+        team_hook = k == 2 ? slow_thread_1 : NULL;
         float **o = r[k];
         o[0] = fnew((size_t)Vs * C); o[1] = fnew((size_t)T * C);
         encoder_backward(o[0], o[1], g, tok, B, T, C, 0, Vs);
@@ -950,6 +966,7 @@ static void test_threads(void)
         crossentropy_backward(o[8], o[8], sm, tok, 0.5f, N, V, 0, V);
         ss[k] = sumsq(lg, (size_t)N * V);
     }
+    team_hook = NULL;
     omp_set_num_threads(maxthr);
     size_t len[9] = {(size_t)Vs * C, (size_t)T * C, NC, N, N, NC + 2 * C,
                      (size_t)B * NH * T + NC, 3 * NC, (size_t)N * V + 3 * N};
@@ -957,10 +974,13 @@ static void test_threads(void)
                            "layernorm_forward mean", "layernorm_forward rstd", "layernorm_backward",
                            "attention_forward", "attention_backward", "crossentropy"};
     for (int k = 0; k < 9; k++) {
-        tap_ok(same_f(r[0][k], r[1][k], len[k]), "%s: bitwise equal on 1 and 3 threads", name[k]);
-        free(r[0][k]); free(r[1][k]);
+        tap_ok(same_f(r[0][k], r[1][k], len[k]) && same_f(r[0][k], r[2][k], len[k]),
+               "%s: bitwise equal on 1 and 3 threads, and on 3 whose thread 1 is slow", name[k]);
+        free(r[0][k]); free(r[1][k]); free(r[2][k]);
     }
-    tap_ok(ss[0] == ss[1], "sumsq: bitwise equal on 1 and 3 threads");
+    tap_ok(atomic_load(&taken_over) > 0, "attention: units of the slow thread taken over by the others (%d)",
+           atomic_load(&taken_over));
+    tap_ok(ss[0] == ss[1] && ss[0] == ss[2], "sumsq: bitwise equal on 1 and 3 threads");
     free(x); free(g); free(lw); free(lb); free(qkv); free(lg); free(tok);
 }
 

@@ -23,9 +23,6 @@
  * gemm_kernels.h, so a product is bitwise the same on every SIMD path,
  * every call and every thread count (threads split only M or N).  On the
  * BLAS path, across calls at a fixed thread count. */
-#ifndef _POSIX_C_SOURCE
-#define _POSIX_C_SOURCE 200809L /* sched_yield */
-#endif
 #include "gemm.h"
 
 #include "build_config.h"
@@ -35,7 +32,6 @@
 #include <mkl_cblas.h>
 #endif
 #include <omp.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -45,6 +41,7 @@
 #include "cpu.h"
 #include "gemm_kernels.h"
 #include "precision.h"
+#include "team.h"
 
 /* Below this many multiply-adds a product is not worth a parallel region. */
 #define GEMM_PAR_MIN (64L * 64 * 64)
@@ -112,17 +109,6 @@ static const struct gemm_kernel *gemm_path(enum gemm_arith a)
 void gemm_reset_path(void) { atomic_store(&path_set, 0); }
 
 /* ------------------------------------------------------------ driver */
-/* The spin-th wait of a spinning thread: a hint to the core (x86 PAUSE:
- * its sibling, or the power it saves), and every 1024 the processor given
- * up, for the thread it waits for where there are more threads than cores. */
-static inline void cpu_relax(int spin)
-{
-    if (spin % 1024 == 1023) sched_yield();
-#if defined(__x86_64__) || defined(__i386__)
-    else __builtin_ia32_pause();
-#endif
-}
-
 /* Per-thread packing buffers, for the largest kernel, kept for the thread's life. */
 static _Thread_local float *tl_apack, *tl_bpack;
 
@@ -275,59 +261,16 @@ static void gemm_serial_packed(const struct gemm_kernel *g, int transA, int tran
     if (g->mode_leave) g->mode_leave(mode);
 }
 
-/* gemm.h: tests only. */
-void (*gemm_team_hook)(int thread, int block, int own);
-
-struct gemm_team {
-    int nt, nb;         /* ranges (the threads asked for: a smaller team takes over the rest), row blocks */
-    _Atomic uint64_t *range; /* [step * nt + r]: range r's blocks left at a step, [front, end): end << 32 | front */
-    _Atomic int *done;       /* [nb]: the steps each block has finished */
-};
-
-/* Thread t's next block at a step, once the block's previous step is
- * done: the front of its own range, then (*v, from 0: the ranges visited)
- * the back of the others' (the blocks their owners reach last, which a
- * thief taking them at every step has run the step before itself: no
- * wait, and their rows stay in its caches); -1 when every range is given
- * out.  The caller marks the block's step done (team->done) when it has
- * run it. */
-static int team_take(const struct gemm_team *team, int t, int step, int *v)
-{
-    for (; *v < team->nt; ++*v) {
-        _Atomic uint64_t *rg = &team->range[(long)step * team->nt + (t + *v) % team->nt];
-        uint64_t cur = atomic_load_explicit(rg, memory_order_relaxed);
-        int b = -1;
-        while ((uint32_t)cur < (uint32_t)(cur >> 32)) {
-            uint64_t taken = *v == 0 ? cur + 1 : cur - ((uint64_t)1 << 32);
-            if (atomic_compare_exchange_weak_explicit(rg, &cur, taken, memory_order_relaxed, memory_order_relaxed)) {
-                b = *v == 0 ? (int)(uint32_t)cur : (int)(cur >> 32) - 1;
-                break;
-            }
-        }
-        if (b < 0) continue;
-        if (gemm_team_hook) gemm_team_hook(t, b, *v == 0);
-        for (int spin = 0; atomic_load_explicit(&team->done[b], memory_order_acquire) < step; spin++) cpu_relax(spin);
-        return b;
-    }
-    return -1;
-}
-
-/* The same product by a team of threads (the enclosing parallel region),
- * C's rows shared out as they go, for a host whose cores are not all as
- * fast (a neighbour on one of them, cores of two kinds).  C's rows are cut
- * into blocks of whole MR panels (at most MC rows each, their count a
- * multiple of the team's size where there are panels enough), and each
- * thread owns a range of them, as a static split by rows would give it.  A step is one K block of
- * one column block (jc, pc, in the serial order): every thread packs its B
- * block for itself (as in that split), runs the step on the blocks of its
- * range, then on those of the others' ranges not yet started, then goes on
- * to its next step.  No barrier: a block's step waits only for the same
- * block's previous step (done[b], the steps it has finished), which its
- * owner has normally run already.  A quiet team normally runs the static
- * split (each block's rows of C and A stay in their thread's caches); a
- * slowed thread's blocks go to the others.  Each element is summed as above, k in
- * order, by whichever thread.  team: gemm_parallel's, from team_init. */
-static void gemm_team_rows(const struct gemm_kernel *g, const struct gemm_team *team, int transA, int transB, int m,
+/* The same product by a team (team.h; the enclosing parallel region's
+ * threads), C cut by rows into blocks of whole MR panels (team_blocks'
+ * count), each thread owning a range of them as a static split by rows
+ * would give it.  A step is one K block of one column block (jc, pc, in
+ * the serial order): every thread packs its B block for itself (as in that
+ * split), then runs the step on the blocks team_take gives it.  Each
+ * element is summed as above, k in order, by whichever thread: a block's
+ * steps run in order, and its sums (the first column block's steps) too.
+ * team: gemm_parallel's. */
+static void gemm_team_rows(const struct gemm_kernel *g, const struct team *team, int transA, int transB, int m,
                            int n, int k, float alpha, const float *A, long lda, const float *B, long ldb, float beta,
                            float *C, long ldc, const struct gemm_epilogue *ep, const float *bias, float *sums)
 {
@@ -346,7 +289,7 @@ static void gemm_team_rows(const struct gemm_kernel *g, const struct gemm_team *
                 int ic = (int)((long)panels * b / nb) * g->mr, ie = (int)((long)panels * (b + 1) / nb) * g->mr;
                 row_block(g, &mode, transA, ic, (ie < m ? ie : m) - ic, jc, nc, pc, kc, k, alpha, A, lda, ap, bp,
                           beta, C, ldc, ep, bias, sums);
-                atomic_store_explicit(&team->done[b], step + 1, memory_order_release);
+                team_done(team, b, step);
             }
         }
     }
@@ -360,7 +303,7 @@ static void gemm_team_rows(const struct gemm_kernel *g, const struct gemm_team *
  * each thread of a static split by columns would; the first thread sums
  * them), then runs the step on blocks of C's columns (whole NR panels, at
  * most NC) as team_take gives them out, packing each block's B. */
-static void gemm_team_cols(const struct gemm_kernel *g, const struct gemm_team *team, int transA, int transB, int m,
+static void gemm_team_cols(const struct gemm_kernel *g, const struct team *team, int transA, int transB, int m,
                            int n, int k, float alpha, const float *A, long lda, const float *B, long ldb, float beta,
                            float *C, long ldc, const struct gemm_epilogue *ep, const float *bias, float *sums)
 {
@@ -389,42 +332,22 @@ static void gemm_team_cols(const struct gemm_kernel *g, const struct gemm_team *
                 block_product(g, &mode, GEMM_CAUSAL_NONE, m - ic < g->mc ? m - ic : g->mc, nc, kc,
                               ap + ic / g->mc * ablock, bp, alpha, beta_p, C + (long)ic * ldc + jc, ldc, last,
                               bias ? bias + jc : NULL);
-            atomic_store_explicit(&team->done[b], step + 1, memory_order_release);
+            team_done(team, b, step);
         }
     }
     if (g->mode_leave) g->mode_leave(mode);
 }
 
-/* The master's room for a team's counters, kept for the thread's life. */
-static _Thread_local void *tl_team;
-static _Thread_local size_t tl_team_bytes;
-
-/* A team of nt threads over `panels` register panels of the dimension cut
- * and `steps` steps, its counters set: blocks of at most `per` panels, at
- * least 4 a thread where there are panels enough (a slowed thread's last
- * ones are what the others take over), their count a multiple of nt.  0
- * where there is no room for the counters (the caller splits statically). */
-static int team_init(struct gemm_team *team, int panels, int per, int nt, long steps)
+/* The blocks a team of nt threads cuts `panels` register panels into: at
+ * most `per` panels each, at least 4 a thread where there are panels
+ * enough (a slowed thread's last ones are what the others take over),
+ * their count a multiple of nt. */
+static int team_blocks(int panels, int per, int nt)
 {
     int nb = (panels + per - 1) / per;
     if (nb < 4 * nt) nb = 4 * nt;
     nb = (nb + nt - 1) / nt * nt;
-    if (nb > panels) nb = panels;
-    size_t ranges = (size_t)steps * (size_t)nt, bytes = ranges * sizeof(uint64_t) + (size_t)nb * sizeof(int);
-    if (bytes > tl_team_bytes) {
-        void *p = malloc(bytes);
-        if (!p) return 0;
-        free(tl_team);
-        tl_team = p;
-        tl_team_bytes = bytes;
-    }
-    *team = (struct gemm_team){nt, nb, tl_team, (_Atomic int *)((_Atomic uint64_t *)tl_team + ranges)};
-    for (size_t i = 0; i < ranges; i++) {
-        uint64_t r = i % (size_t)nt, front = (uint64_t)nb * r / (uint64_t)nt;
-        atomic_init(&team->range[i], (uint64_t)nb * (r + 1) / (uint64_t)nt << 32 | front);
-    }
-    for (int b = 0; b < nb; b++) atomic_init(&team->done[b], 0);
-    return 1;
+    return nb < panels ? nb : panels;
 }
 
 static void gemm_serial_blas(int transA, int transB, int m, int n, int k, float alpha, const float *A, long lda,
@@ -491,14 +414,16 @@ static void gemm_parallel(const struct gemm_kernel *g, int gm, int gn, int trans
     if (cost_m * 10 <= cost_n * 11 && cost_n * 10 <= cost_m * 11) split_m = M >= N;
     int tiles = (int)(split_m ? mt : ntile);
     if (nt > tiles) nt = tiles;
-    struct gemm_team team;
+    struct team team;
     long ksteps = (K + GEMM_KC - 1) / GEMM_KC;
-    if (g && split_m && team_init(&team, (int)mt, g->mc / g->mr, nt, (N + GEMM_NC - 1) / GEMM_NC * ksteps)) {
+    if (g && split_m &&
+        team_init(&team, team_blocks((int)mt, g->mc / g->mr, nt), nt, (N + GEMM_NC - 1) / GEMM_NC * ksteps)) {
 #pragma omp parallel num_threads(nt)
         gemm_team_rows(g, &team, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep, bias, sums);
         return;
     }
-    if (g && !split_m && M <= TEAM_A_BLOCKS * g->mc && team_init(&team, (int)ntile, GEMM_NC / g->nr, nt, ksteps)) {
+    if (g && !split_m && M <= TEAM_A_BLOCKS * g->mc &&
+        team_init(&team, team_blocks((int)ntile, GEMM_NC / g->nr, nt), nt, ksteps)) {
 #pragma omp parallel num_threads(nt)
         gemm_team_cols(g, &team, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep, bias, sums);
         return;

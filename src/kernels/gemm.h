@@ -88,12 +88,6 @@ void gemm_f64(int transA, int transB, int M, int N, int K, double alpha,
 /* Choose the path again on the next call (after cpu.h's isa_force or a
  * change of TRIAD_GEMM): tests, and benchmarks that compare paths. */
 void gemm_reset_path(void);
-/* Tests only (NULL in a run): called before each block of C (rows or
- * columns) a thread runs in a product shared by a team (gemm.c's
- * gemm_team_rows, gemm_team_cols), with the thread's number, the block,
- * and whether the block is of the thread's own range (0: taken over from
- * a slower thread). */
-extern void (*gemm_team_hook)(int thread, int block, int own);
 
 /* Bytes of packing buffers a thread keeps once it has multiplied (the
  * planner's workspace). */

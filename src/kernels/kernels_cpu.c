@@ -22,6 +22,7 @@
  */
 #include "backend.h"
 #include "gemm.h"
+#include "team.h"
 
 #include <math.h>
 #include <omp.h>
@@ -768,6 +769,32 @@ static size_t att_pass_room(att_arith a, int bwd, int n, int HS, int *keep)
                           att_form_bytes(a, ATT_AS_A, HS), att_a_bytes(a, ATT_BLK, ATT_BLK), keep);
 }
 
+/* Attention's units ((b, query head) pairs forward, (b, kv head) pairs
+ * backward), shared by the threads as a team (team.h): each thread runs
+ * its own range, then takes over the back of a slower thread's; each unit
+ * computes the same whichever thread runs it.  Without room for the team's
+ * counters, each thread its static range of the region's threads. */
+struct att_team { struct team tm; int teamed, nt, units; };
+
+static void att_team_init(struct att_team *u, int units)
+{
+    int nt = omp_get_max_threads();
+    u->nt = nt < units ? nt : units > 0 ? units : 1;
+    u->units = units;
+    u->teamed = team_init(&u->tm, units, u->nt, 1);
+}
+
+/* Thread t's next unit, -1 when none is left (*v: 0 at first, the
+ * thread's cursor). */
+static int att_team_next(struct att_team *u, int t, int *v)
+{
+    if (u->teamed) return team_take(&u->tm, t, 0, v);
+    int T = omp_get_num_threads(), i = (int)((long)u->units * t / T) + *v;
+    if (i >= (int)((long)u->units * (t + 1) / T)) return -1;
+    ++*v;
+    return i;
+}
+
 static void attention_forward_by(att_arith a, KREAL *out, KREAL *lse, const KREAL *qkv, const KREAL *kv, int ldkv,
                                  int B, int T, int q0, int k0, int n, int NH, int NKV, int HS, int flags)
 {
@@ -775,82 +802,84 @@ static void attention_forward_by(att_arith a, KREAL *out, KREAL *lse, const KREA
     const int causal = flags & ATT_CAUSAL, merge = flags & ATT_MERGE;
     int keep;
     const size_t room = att_pass_room(a, 0, n, HS, &keep);
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            const KREAL *q = qkv + ((size_t)b * T + q0) * g.W + (size_t)h * HS;        // (n,HS) ld W
-            const KREAL *k = kv + ((size_t)b * T + k0) * ldkv + (size_t)(h / g.G) * HS; // (n,HS) ld ldkv
-            const KREAL *v = k + (size_t)NKV * HS;
-            KREAL *o = out + ((size_t)b * T + q0) * g.C + (size_t)h * HS;              // (n,HS) ld C
-            KREAL *l = lse + ((size_t)b * NH + h) * T + q0;
-            KREAL s[ATT_BLK * ATT_BLK], mx[ATT_BLK], sum[ATT_BLK], add[ATT_BLK], corr[ATT_BLK];
-            char *cur = att_room(room), *pp;
-            struct att_op kt, vb, qa;                 /* k^T and v as B, q as A */
-            att_op_init(&kt, a, ATT_AS_BT, k, ldkv, n, HS, keep, &cur);
-            att_op_init(&vb, a, ATT_AS_B, v, ldkv, n, HS, keep, &cur);
-            att_op_init(&qa, a, ATT_AS_A, q, g.W, n, HS, 0, &cur);
-            pp = cur;                                 /* the probabilities as A */
-            for (int i0 = 0; i0 < n; i0 += ATT_BLK) {
-                int nr = imin(ATT_BLK, n - i0);
-                const void *qi = att_block(&qa, i0);
+    struct att_team u;
+    att_team_init(&u, B * NH);
+#pragma omp parallel num_threads(u.nt)
+    for (int unit, seen = 0, th = omp_get_thread_num(); (unit = att_team_next(&u, th, &seen)) >= 0;) {
+        const int b = unit / NH, h = unit % NH;
+        const KREAL *q = qkv + ((size_t)b * T + q0) * g.W + (size_t)h * HS;        // (n,HS) ld W
+        const KREAL *k = kv + ((size_t)b * T + k0) * ldkv + (size_t)(h / g.G) * HS; // (n,HS) ld ldkv
+        const KREAL *v = k + (size_t)NKV * HS;
+        KREAL *o = out + ((size_t)b * T + q0) * g.C + (size_t)h * HS;              // (n,HS) ld C
+        KREAL *l = lse + ((size_t)b * NH + h) * T + q0;
+        KREAL s[ATT_BLK * ATT_BLK], mx[ATT_BLK], sum[ATT_BLK], add[ATT_BLK], corr[ATT_BLK];
+        char *cur = att_room(room), *pp;
+        struct att_op kt, vb, qa;                 /* k^T and v as B, q as A */
+        att_op_init(&kt, a, ATT_AS_BT, k, ldkv, n, HS, keep, &cur);
+        att_op_init(&vb, a, ATT_AS_B, v, ldkv, n, HS, keep, &cur);
+        att_op_init(&qa, a, ATT_AS_A, q, g.W, n, HS, 0, &cur);
+        pp = cur;                                 /* the probabilities as A */
+        for (int i0 = 0; i0 < n; i0 += ATT_BLK) {
+            int nr = imin(ATT_BLK, n - i0);
+            const void *qi = att_block(&qa, i0);
+            for (int r = 0; r < nr; r++) {
+                /* merging: the saved row is the softmax so far, its sum 1 against max = lse */
+                mx[r] = merge ? l[i0 + r] : -K(INFINITY);
+                sum[r] = merge ? K(1) : K(0);
+            }
+            for (int j0 = 0; j0 < (causal ? i0 + 1 : n); j0 += ATT_BLK) {
+                int nc = imin(ATT_BLK, n - j0);
+                /* Without a merge every row sees block 0 first: its sums
+                 * are stored (beta 0), not added to zeros rescaled by
+                 * corr = 0 (the same bits, but that a sum underflowed
+                 * to -0 stays -0). */
+                const int first = j0 == 0 && !merge, diag = causal && j0 == i0;
+                att_mul_at(a, diag, GEMM_CAUSAL_COLS, nr, nc, HS, g.scale, qi, att_block(&kt, j0), K(0), s,
+                           ATT_BLK);
+                /* Each row over the keys it may see (the others: 0; the
+                 * lanes' results are those over the whole block with
+                 * -inf to the maximum and 0 to the sum): its maximum,
+                 * the scores less it (-inf past them, whose exponential
+                 * is +0), the block's exponentials in one go (exp_block's
+                 * passes), each row's sum. */
                 for (int r = 0; r < nr; r++) {
-                    /* merging: the saved row is the softmax so far, its sum 1 against max = lse */
-                    mx[r] = merge ? l[i0 + r] : -K(INFINITY);
-                    sum[r] = merge ? K(1) : K(0);
+                    KREAL *sr = s + (size_t)r * ATT_BLK, m = mx[r];
+                    int nv = att_visible(causal, i0 + r, j0, nc);
+                    LANE_MAX(KREAL, m, 0, nv, j, sr[j]);
+#pragma omp simd
+                    for (int j = 0; j < nv; j++) sr[j] = sr[j] - m;
+                    for (int j = nv; j < nc; j++) sr[j] = -K(INFINITY);
+                    corr[r] = mx[r] - m;
+                    mx[r] = m;
                 }
-                for (int j0 = 0; j0 < (causal ? i0 + 1 : n); j0 += ATT_BLK) {
-                    int nc = imin(ATT_BLK, n - j0);
-                    /* Without a merge every row sees block 0 first: its sums
-                     * are stored (beta 0), not added to zeros rescaled by
-                     * corr = 0 (the same bits, but that a sum underflowed
-                     * to -0 stays -0). */
-                    const int first = j0 == 0 && !merge, diag = causal && j0 == i0;
-                    att_mul_at(a, diag, GEMM_CAUSAL_COLS, nr, nc, HS, g.scale, qi, att_block(&kt, j0), K(0), s,
-                               ATT_BLK);
-                    /* Each row over the keys it may see (the others: 0; the
-                     * lanes' results are those over the whole block with
-                     * -inf to the maximum and 0 to the sum): its maximum,
-                     * the scores less it (-inf past them, whose exponential
-                     * is +0), the block's exponentials in one go (exp_block's
-                     * passes), each row's sum. */
-                    for (int r = 0; r < nr; r++) {
-                        KREAL *sr = s + (size_t)r * ATT_BLK, m = mx[r];
-                        int nv = att_visible(causal, i0 + r, j0, nc);
-                        LANE_MAX(KREAL, m, 0, nv, j, sr[j]);
-#pragma omp simd
-                        for (int j = 0; j < nv; j++) sr[j] = sr[j] - m;
-                        for (int j = nv; j < nc; j++) sr[j] = -K(INFINITY);
-                        corr[r] = mx[r] - m;
-                        mx[r] = m;
-                    }
-                    att_exp_block(s, nr, nc);
-                    for (int r = 0; r < nr; r++) {
-                        const KREAL *sr = s + (size_t)r * ATT_BLK;
-                        LANE_SUM(KREAL, add[r], 0, att_visible(causal, i0 + r, j0, nc), j, sr[j]);
-                    }
-#pragma omp simd
-                    for (int r = 0; r < nr; r++) {
-                        corr[r] = KEXP(corr[r]); /* (0 for the first block: mx was -inf) */
-                        sum[r] = sum[r] * corr[r] + add[r];
-                    }
-                    for (int r = 0; r < nr && !first; r++) {
-                        KREAL *orow = o + (size_t)(i0 + r) * g.C, cr = corr[r];
-                        if (cr == K(1)) continue; /* (the maximum did not move) */
-#pragma omp simd
-                        for (int c = 0; c < HS; c++) orow[c] *= cr;
-                    }
-                    att_pack_a(a, 0, nr, nc, s, ATT_BLK, pp);
-                    att_mul(a, nr, HS, nc, K(1), pp, att_block(&vb, j0), first ? K(0) : K(1), o + (size_t)i0 * g.C,
-                            g.C);
-                }
+                att_exp_block(s, nr, nc);
                 for (int r = 0; r < nr; r++) {
-                    KREAL inv = K(1) / sum[r], *orow = o + (size_t)(i0 + r) * g.C;
-#pragma omp simd
-                    for (int c = 0; c < HS; c++) orow[c] *= inv;
-                    l[i0 + r] = mx[r] + KLOG(sum[r]);
+                    const KREAL *sr = s + (size_t)r * ATT_BLK;
+                    LANE_SUM(KREAL, add[r], 0, att_visible(causal, i0 + r, j0, nc), j, sr[j]);
                 }
+#pragma omp simd
+                for (int r = 0; r < nr; r++) {
+                    corr[r] = KEXP(corr[r]); /* (0 for the first block: mx was -inf) */
+                    sum[r] = sum[r] * corr[r] + add[r];
+                }
+                for (int r = 0; r < nr && !first; r++) {
+                    KREAL *orow = o + (size_t)(i0 + r) * g.C, cr = corr[r];
+                    if (cr == K(1)) continue; /* (the maximum did not move) */
+#pragma omp simd
+                    for (int c = 0; c < HS; c++) orow[c] *= cr;
+                }
+                att_pack_a(a, 0, nr, nc, s, ATT_BLK, pp);
+                att_mul(a, nr, HS, nc, K(1), pp, att_block(&vb, j0), first ? K(0) : K(1), o + (size_t)i0 * g.C,
+                        g.C);
+            }
+            for (int r = 0; r < nr; r++) {
+                KREAL inv = K(1) / sum[r], *orow = o + (size_t)(i0 + r) * g.C;
+#pragma omp simd
+                for (int c = 0; c < HS; c++) orow[c] *= inv;
+                l[i0 + r] = mx[r] + KLOG(sum[r]);
             }
         }
+    }
 }
 
 /* Attention over a cache (backend_ops.h): the rows' keys and values
@@ -929,83 +958,85 @@ static void attention_backward_by(att_arith a, KREAL *dqkv, KREAL *dkv, const KR
     const size_t room = att_pass_room(a, 1, n, HS, &keep);
     /* One (b, kv head) per iteration: its query heads in order, each adding
      * its share to the kv head's gradients. */
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
-        for (int kh = 0; kh < NKV; kh++) {
-            size_t koff = ((size_t)b * T + k0) * ldkv + (size_t)kh * HS, voff = koff + (size_t)NKV * HS;
-            const KREAL *k = kv + koff, *v = kv + voff;
-            KREAL *dk = dkv + koff, *dv = dkv + voff; // ld ldkv
-            KREAL p[ATT_BLK * ATT_BLK], ds[ATT_BLK * ATT_BLK], D[ATT_BLK];
-            char *cur = att_room(room);
-            struct att_op kt, kb, vt;                 /* k^T, k and v^T as B: the kv head's */
-            att_op_init(&kt, a, ATT_AS_BT, k, ldkv, n, HS, keep, &cur);
-            att_op_init(&kb, a, ATT_AS_B, k, ldkv, n, HS, keep, &cur);
-            att_op_init(&vt, a, ATT_AS_BT, v, ldkv, n, HS, keep, &cur);
-            char *head = cur;
-            for (int r = 0; r < g.G; r++) {
-                int h = kh * g.G + r;
-                size_t qoff = ((size_t)b * T + q0) * g.W + (size_t)h * HS;
-                const KREAL *q = qkv + qoff, *l = lse + ((size_t)b * NH + h) * T + q0;
-                const KREAL *dout_h = dout + ((size_t)b * T + q0) * g.C + (size_t)h * HS; // ld C
-                const KREAL *out_h = out + ((size_t)b * T + q0) * g.C + (size_t)h * HS;
-                KREAL *dq = dqkv + qoff;
-                struct att_op qa, qb, da, db;         /* q and dout as A and as B, a block at a time */
-                cur = head;
-                att_op_init(&qa, a, ATT_AS_A, q, g.W, n, HS, 0, &cur);
-                att_op_init(&qb, a, ATT_AS_B, q, g.W, n, HS, 0, &cur);
-                att_op_init(&da, a, ATT_AS_A, dout_h, g.C, n, HS, 0, &cur);
-                att_op_init(&db, a, ATT_AS_B, dout_h, g.C, n, HS, 0, &cur);
-                char *pt = cur, *dsa = pt + bp, *dst = dsa + bp; /* p^T, dS and dS^T as A */
-                for (int i0 = 0; i0 < n; i0 += ATT_BLK) {
-                    int nr = imin(ATT_BLK, n - i0);
-                    const void *qi = att_block(&qa, i0), *qi_b = att_block(&qb, i0);
-                    const void *di = att_block(&da, i0), *di_b = att_block(&db, i0);
-                    att_delta(D, dout_h, out_h, i0, nr, g.C, HS);
-                    /* the key blocks block i0 sees: at or below the diagonal when causal */
-                    for (int j0 = 0; j0 < (causal ? i0 + 1 : n); j0 += ATT_BLK) {
-                        int nc = imin(ATT_BLK, n - j0);
-                        /* Without ATT_ACCUM a gradient block's first term is
-                         * stored (beta 0), not added to zeros (as above):
-                         * dq_i's at j0 = 0, dk_j's and dv_j's at the kv
-                         * head's first query head and the first query block
-                         * that sees key block j. */
-                        const KREAL bq = !accum && j0 == 0 ? K(0) : K(1);
-                        const KREAL bkv = !accum && r == 0 && i0 == (causal ? j0 : 0) ? K(0) : K(1);
-                        const int diag = causal && j0 == i0;
-                        att_mul_at(a, diag, GEMM_CAUSAL_COLS, nr, nc, HS, g.scale, qi, att_block(&kt, j0), K(0), p,
-                                   ATT_BLK);
-                        for (int rr = 0; rr < nr; rr++) { /* (-inf past the visible keys: +0) */
-                            KREAL *pr = p + (size_t)rr * ATT_BLK, li = l[i0 + rr];
-                            int nv = att_visible(causal, i0 + rr, j0, nc);
+    struct att_team u;
+    att_team_init(&u, B * NKV);
+#pragma omp parallel num_threads(u.nt)
+    for (int unit, seen = 0, th = omp_get_thread_num(); (unit = att_team_next(&u, th, &seen)) >= 0;) {
+        const int b = unit / NKV, kh = unit % NKV;
+        size_t koff = ((size_t)b * T + k0) * ldkv + (size_t)kh * HS, voff = koff + (size_t)NKV * HS;
+        const KREAL *k = kv + koff, *v = kv + voff;
+        KREAL *dk = dkv + koff, *dv = dkv + voff; // ld ldkv
+        KREAL p[ATT_BLK * ATT_BLK], ds[ATT_BLK * ATT_BLK], D[ATT_BLK];
+        char *cur = att_room(room);
+        struct att_op kt, kb, vt;                 /* k^T, k and v^T as B: the kv head's */
+        att_op_init(&kt, a, ATT_AS_BT, k, ldkv, n, HS, keep, &cur);
+        att_op_init(&kb, a, ATT_AS_B, k, ldkv, n, HS, keep, &cur);
+        att_op_init(&vt, a, ATT_AS_BT, v, ldkv, n, HS, keep, &cur);
+        char *head = cur;
+        for (int r = 0; r < g.G; r++) {
+            int h = kh * g.G + r;
+            size_t qoff = ((size_t)b * T + q0) * g.W + (size_t)h * HS;
+            const KREAL *q = qkv + qoff, *l = lse + ((size_t)b * NH + h) * T + q0;
+            const KREAL *dout_h = dout + ((size_t)b * T + q0) * g.C + (size_t)h * HS; // ld C
+            const KREAL *out_h = out + ((size_t)b * T + q0) * g.C + (size_t)h * HS;
+            KREAL *dq = dqkv + qoff;
+            struct att_op qa, qb, da, db;         /* q and dout as A and as B, a block at a time */
+            cur = head;
+            att_op_init(&qa, a, ATT_AS_A, q, g.W, n, HS, 0, &cur);
+            att_op_init(&qb, a, ATT_AS_B, q, g.W, n, HS, 0, &cur);
+            att_op_init(&da, a, ATT_AS_A, dout_h, g.C, n, HS, 0, &cur);
+            att_op_init(&db, a, ATT_AS_B, dout_h, g.C, n, HS, 0, &cur);
+            char *pt = cur, *dsa = pt + bp, *dst = dsa + bp; /* p^T, dS and dS^T as A */
+            for (int i0 = 0; i0 < n; i0 += ATT_BLK) {
+                int nr = imin(ATT_BLK, n - i0);
+                const void *qi = att_block(&qa, i0), *qi_b = att_block(&qb, i0);
+                const void *di = att_block(&da, i0), *di_b = att_block(&db, i0);
+                att_delta(D, dout_h, out_h, i0, nr, g.C, HS);
+                /* the key blocks block i0 sees: at or below the diagonal when causal */
+                for (int j0 = 0; j0 < (causal ? i0 + 1 : n); j0 += ATT_BLK) {
+                    int nc = imin(ATT_BLK, n - j0);
+                    /* Without ATT_ACCUM a gradient block's first term is
+                     * stored (beta 0), not added to zeros (as above):
+                     * dq_i's at j0 = 0, dk_j's and dv_j's at the kv
+                     * head's first query head and the first query block
+                     * that sees key block j. */
+                    const KREAL bq = !accum && j0 == 0 ? K(0) : K(1);
+                    const KREAL bkv = !accum && r == 0 && i0 == (causal ? j0 : 0) ? K(0) : K(1);
+                    const int diag = causal && j0 == i0;
+                    att_mul_at(a, diag, GEMM_CAUSAL_COLS, nr, nc, HS, g.scale, qi, att_block(&kt, j0), K(0), p,
+                               ATT_BLK);
+                    for (int rr = 0; rr < nr; rr++) { /* (-inf past the visible keys: +0) */
+                        KREAL *pr = p + (size_t)rr * ATT_BLK, li = l[i0 + rr];
+                        int nv = att_visible(causal, i0 + rr, j0, nc);
 #pragma omp simd
-                            for (int j = 0; j < nv; j++) pr[j] = pr[j] - li;
-                            for (int j = nv; j < nc; j++) pr[j] = -K(INFINITY);
-                        }
-                        att_exp_block(p, nr, nc); /* (exp_block's passes) */
-                        /* dv_j += p^T dout_i; dp = dout_i v_j^T; ds = p (dp - D) scale, +0 at the masked
-                         * keys (the diagonal's dp is not formed there) */
-                        att_pack_a(a, 1, nc, nr, p, ATT_BLK, pt);
-                        att_mul_at(a, diag, GEMM_CAUSAL_K_FROM, nc, HS, nr, K(1), pt, di_b, bkv, dv + (size_t)j0 * ldkv,
-                                   ldkv);
-                        att_mul_at(a, diag, GEMM_CAUSAL_COLS, nr, nc, HS, K(1), di, att_block(&vt, j0), K(0), ds,
-                                   ATT_BLK);
-                        for (int rr = 0; rr < nr; rr++) {
-                            KREAL *pr = p + (size_t)rr * ATT_BLK, *dr = ds + (size_t)rr * ATT_BLK, Di = D[rr];
-                            int nv = att_visible(causal, i0 + rr, j0, nc);
-#pragma omp simd
-                            for (int j = 0; j < nv; j++) dr[j] = pr[j] * (dr[j] - Di) * g.scale;
-                            for (int j = nv; j < nc; j++) dr[j] = K(0);
-                        }
-                        /* dq_i += ds k_j; dk_j += ds^T q_i */
-                        att_pack_a(a, 0, nr, nc, ds, ATT_BLK, dsa);
-                        att_mul(a, nr, HS, nc, K(1), dsa, att_block(&kb, j0), bq, dq + (size_t)i0 * g.W, g.W);
-                        att_pack_a(a, 1, nc, nr, ds, ATT_BLK, dst);
-                        att_mul_at(a, diag, GEMM_CAUSAL_K_FROM, nc, HS, nr, K(1), dst, qi_b, bkv,
-                                   dk + (size_t)j0 * ldkv, ldkv);
+                        for (int j = 0; j < nv; j++) pr[j] = pr[j] - li;
+                        for (int j = nv; j < nc; j++) pr[j] = -K(INFINITY);
                     }
+                    att_exp_block(p, nr, nc); /* (exp_block's passes) */
+                    /* dv_j += p^T dout_i; dp = dout_i v_j^T; ds = p (dp - D) scale, +0 at the masked
+                     * keys (the diagonal's dp is not formed there) */
+                    att_pack_a(a, 1, nc, nr, p, ATT_BLK, pt);
+                    att_mul_at(a, diag, GEMM_CAUSAL_K_FROM, nc, HS, nr, K(1), pt, di_b, bkv, dv + (size_t)j0 * ldkv,
+                               ldkv);
+                    att_mul_at(a, diag, GEMM_CAUSAL_COLS, nr, nc, HS, K(1), di, att_block(&vt, j0), K(0), ds,
+                               ATT_BLK);
+                    for (int rr = 0; rr < nr; rr++) {
+                        KREAL *pr = p + (size_t)rr * ATT_BLK, *dr = ds + (size_t)rr * ATT_BLK, Di = D[rr];
+                        int nv = att_visible(causal, i0 + rr, j0, nc);
+#pragma omp simd
+                        for (int j = 0; j < nv; j++) dr[j] = pr[j] * (dr[j] - Di) * g.scale;
+                        for (int j = nv; j < nc; j++) dr[j] = K(0);
+                    }
+                    /* dq_i += ds k_j; dk_j += ds^T q_i */
+                    att_pack_a(a, 0, nr, nc, ds, ATT_BLK, dsa);
+                    att_mul(a, nr, HS, nc, K(1), dsa, att_block(&kb, j0), bq, dq + (size_t)i0 * g.W, g.W);
+                    att_pack_a(a, 1, nc, nr, ds, ATT_BLK, dst);
+                    att_mul_at(a, diag, GEMM_CAUSAL_K_FROM, nc, HS, nr, K(1), dst, qi_b, bkv,
+                               dk + (size_t)j0 * ldkv, ldkv);
                 }
             }
         }
+    }
 }
 
 void KNAME(attention_forward)(KREAL *out, KREAL *lse, const KREAL *qkv, const KREAL *kv, int ldkv, int B, int T,
