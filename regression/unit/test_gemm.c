@@ -14,7 +14,6 @@
 #include <float.h>
 #include <math.h>
 #include <omp.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +24,7 @@
 #include "gemm_kernels.h"
 #include "precision.h"
 #include "tap.h"
-#include "team.h"
+#include "slow_thread.h"
 
 /* Deterministic fill in [-1, 1). */
 static float frand(uint64_t *s)
@@ -768,24 +767,6 @@ static void test_packed_causal(void)
 }
 
 /* ------------------------------------------------------------ teams */
-/* A product shared by a team (gemm.c's gemm_team_rows, gemm_team_cols)
- * whose thread 1 is slow: each of its own blocks waits 5 ms first, so
- * thread 0 takes over the rest of thread 1's range at each step and, a
- * step ahead, waits for blocks thread 1 is still on.  Every product (NN,
- * the weight gradient with its sums, the bias and rounding epilogue; both
- * arithmetics; cut by rows or by columns, over one or two column blocks)
- * is bitwise that of one thread, on every path. */
-static _Atomic int taken_over;
-
-static void slow_thread_1(int thread, int block, int own)
-{
-    (void)block;
-    if (!own) atomic_fetch_add(&taken_over, 1);
-    if (thread == 1 && own)
-        for (double t0 = omp_get_wtime(); omp_get_wtime() - t0 < 0.005;) {
-        }
-}
-
 /* The products of test_team_takeover on `threads` threads into C (M x ldc) and sums. */
 static void team_products(int kind, int threads, const struct mats *m, float *C, float *sums, const float *bias)
 {
@@ -805,6 +786,13 @@ static void team_products(int kind, int threads, const struct mats *m, float *C,
     omp_set_num_threads(was);
 }
 
+/* A product shared by a team (gemm.c's gemm_team_rows, gemm_team_cols)
+ * whose thread 1 is slow (slow_thread.h: each of its own blocks waits 5 ms
+ * first), so thread 0 takes over the rest of thread 1's range at each step
+ * and, a step ahead, waits for blocks thread 1 is still on.  Every product
+ * (NN, the weight gradient with its sums, the bias and rounding epilogue;
+ * both arithmetics; cut by rows or by columns, over one or two column
+ * blocks) is bitwise that of one thread, on every path. */
 static void test_team_takeover(void)
 {
     /* Cut by rows, at least four blocks of rows (of MC or fewer) on every
@@ -819,7 +807,7 @@ static void test_team_takeover(void)
         if (!path_on(p)) continue;
         int bad = 0, shapes_taken = 0;
         for (int kind = 0; kind < KINDS * SHAPES; kind++) {
-            if (kind % KINDS == 0) atomic_store(&taken_over, 0);
+            if (kind % KINDS == 0) atomic_store(&slow_taken_over, 0);
             int tA = kind % KINDS == 2 || kind % KINDS == 3, M = shape[kind / KINDS][0], N = shape[kind / KINDS][1],
                 K = shape[kind / KINDS][2];
             struct mats m = mats_new(tA, 0, M, N, K, 3, 1.0f, 900u + (unsigned)kind);
@@ -834,7 +822,7 @@ static void test_team_takeover(void)
             bad += memcmp(want, got, nc * sizeof *got) != 0 || memcmp(ws, gs, M * sizeof *gs) != 0;
             free(want), free(got), free(ws), free(gs);
             mats_free(&m);
-            if (kind % KINDS == KINDS - 1) shapes_taken += atomic_load(&taken_over) > 0;
+            if (kind % KINDS == KINDS - 1) shapes_taken += atomic_load(&slow_taken_over) > 0;
         }
         tap_ok(bad == 0 && shapes_taken == SHAPES,
                "path %s: a team whose thread 1 is slow gives one thread's bits (%d of %d products differ; blocks "

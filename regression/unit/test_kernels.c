@@ -22,11 +22,10 @@
 #include "kernel_check.h"
 #include "precision.h"
 #include "rng.h"
-#include "team.h"
+#include "slow_thread.h"
 
 #include <math.h>
 #include <omp.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -916,18 +915,6 @@ static void test_accumulate(void)
 
 static int same_f(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
 
-/* team.h's hook: thread 1 slow (2 ms before each unit of its own), the
- * units the others take over from it counted. */
-static _Atomic int taken_over;
-static void slow_thread_1(int thread, int block, int own)
-{
-    (void)block;
-    if (!own) atomic_fetch_add(&taken_over, 1);
-    if (thread == 1 && own)
-        for (double t0 = omp_get_wtime(); omp_get_wtime() - t0 < 0.002;) {
-        }
-}
-
 static void test_threads(void)
 {
     int B = 4, T = 96, C = 100, NH = 4, N = B * T, Vs = 50, V = 300;
@@ -943,7 +930,8 @@ static void test_threads(void)
     float *r[3][9];
     double ss[3];
     int maxthr = omp_get_max_threads();
-    atomic_store(&taken_over, 0);
+    atomic_store(&slow_taken_over, 0);
+    slow_wait_s = 0.002; /* (slow_thread.h: thread 1 waits before each unit of its own) */
     for (int k = 0; k < 3; k++) {
         omp_set_num_threads(nth[k]);
         team_hook = k == 2 ? slow_thread_1 : NULL;
@@ -978,8 +966,8 @@ static void test_threads(void)
                "%s: bitwise equal on 1 and 3 threads, and on 3 whose thread 1 is slow", name[k]);
         free(r[0][k]); free(r[1][k]); free(r[2][k]);
     }
-    tap_ok(atomic_load(&taken_over) > 0, "attention: units of the slow thread taken over by the others (%d)",
-           atomic_load(&taken_over));
+    tap_ok(atomic_load(&slow_taken_over) > 0, "attention: units of the slow thread taken over by the others (%d)",
+           atomic_load(&slow_taken_over));
     tap_ok(ss[0] == ss[1] && ss[0] == ss[2], "sumsq: bitwise equal on 1 and 3 threads");
     free(x); free(g); free(lw); free(lb); free(qkv); free(lg); free(tok);
 }
