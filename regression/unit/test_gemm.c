@@ -788,17 +788,17 @@ static void team_products(int kind, int threads, const struct mats *m, float *C,
 
 /* A product shared by a team (gemm.c's gemm_team_rows, gemm_team_cols)
  * whose thread 1 is slow (slow_thread.h: each of its own blocks waits 5 ms
- * first), so thread 0 takes over the rest of thread 1's range at each step
- * and, a step ahead, waits for blocks thread 1 is still on.  Every product
+ * first), so thread 0 takes over the back of thread 1's range at each step
+ * and, where thread 1 is a step behind, waits for the block it is still
+ * on (a run without that wait gives other bits).  Every product
  * (NN, the weight gradient with its sums, the bias and rounding epilogue;
  * both arithmetics; cut by rows or by columns, over one or two column
  * blocks) is bitwise that of one thread, on every path. */
 static void test_team_takeover(void)
 {
-    /* Cut by rows, at least four blocks of rows (of MC or fewer) on every
-     * path: 3 K blocks of one column block, or 2 of each of two; cut by
-     * columns (200 rows), four blocks of columns (of NC or fewer), 3 K
-     * blocks. */
+    /* Cut by rows (at least 4 blocks a thread, of MC rows or fewer, on
+     * every path): 3 K blocks of one column block, or 2 of each of two; cut
+     * by columns (200 rows; blocks of NC columns or fewer): 3 K blocks. */
     enum { KINDS = 6, SHAPES = 3 };
     static const int shape[SHAPES][3] = {{896, 40, 600}, {1792, 1030, 300}, {200, 3100, 600}}; /* M, N, K */
     static float bias[3100];

@@ -27,7 +27,7 @@ int team_init(struct team *t, int nb, int nt, long steps)
     *t = (struct team){nt, nb, tl_room, (_Atomic int *)((_Atomic uint64_t *)tl_room + ranges)};
     for (size_t i = 0; i < ranges; i++) {
         uint64_t r = i % (size_t)nt, front = (uint64_t)nb * r / (uint64_t)nt;
-        atomic_init(&t->range[i], (uint64_t)nb * (r + 1) / (uint64_t)nt << 32 | front);
+        atomic_init(&t->range[i], ((uint64_t)nb * (r + 1) / (uint64_t)nt) << 32 | front);
     }
     for (int b = 0; b < nb; b++) atomic_init(&t->done[b], 0);
     return 1;

@@ -115,7 +115,9 @@ static _Thread_local float *tl_apack, *tl_bpack;
 #define APACK_FLOATS ((size_t)GEMM_MC_MAX * GEMM_KC)
 #define BPACK_FLOATS ((size_t)GEMM_KC * (GEMM_NC + GEMM_NR_MAX))
 /* A team cutting C by columns packs all of A's rows for each K block: up
- * to TEAM_A_BLOCKS blocks of MC rows (more rows: a static split). */
+ * to TEAM_A_BLOCKS blocks of MC rows (more rows: a static split).  The
+ * planner counts its room for every thread (gemm_pack_bytes), whether or
+ * not a run's products take it. */
 #define TEAM_A_BLOCKS 4
 static _Thread_local float *tl_apack_all;
 
@@ -298,7 +300,8 @@ static void gemm_team_rows(const struct gemm_kernel *g, const struct team *team,
 
 /* A product cut by columns, by a team: as gemm_team_rows with the roles
  * of the operands swapped, for m rows of at most TEAM_A_BLOCKS blocks of
- * MC (a product of few rows and many columns, GPT-2 124M's forward ones).
+ * MC (a product of few rows and many columns: GPT-2 124M's forward and
+ * input-gradient ones).
  * A step is one K block: every thread packs all of A's rows for it (as
  * each thread of a static split by columns would; the first thread sums
  * them), then runs the step on blocks of C's columns (whole NR panels, at
@@ -397,9 +400,9 @@ static void scale_c(int m, int n, float beta, float *C, long ldc)
  * (gemm_team_rows; gemm_team_cols up to TEAM_A_BLOCKS blocks of rows);
  * else one slice per thread, each thread running the serial product on
  * its slice.  Which thread computes an element never
- * changes how it is summed.  sums: each row's as its block is packed (in
- * a team by whichever thread runs the block, K blocks in order), along N
- * the first slice's. */
+ * changes how it is summed.  sums: each row's as its block is packed, K
+ * blocks in order (cut by rows by whichever thread runs the block; cut by
+ * columns by the team's thread 0, or the first slice's). */
 static void gemm_parallel(const struct gemm_kernel *g, int gm, int gn, int transA, int transB, int M, int N,
                           int K, float alpha, const float *A, long lda, const float *B, long ldb, float beta,
                           float *C, long ldc, const struct gemm_epilogue *ep, float *sums)

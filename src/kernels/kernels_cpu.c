@@ -779,9 +779,11 @@ struct att_team { struct team tm; int teamed, nt, units; };
 static void att_team_init(struct att_team *u, int units)
 {
     int nt = omp_get_max_threads();
-    u->nt = nt < units ? nt : units > 0 ? units : 1;
+    u->nt = nt < units ? nt : (units > 0 ? units : 1);
     u->units = units;
-    u->teamed = team_init(&u->tm, units, u->nt, 1);
+    /* (a team of one is the static split; and its region is inactive, so a
+     * product inside would take this thread's team room) */
+    u->teamed = u->nt > 1 && team_init(&u->tm, units, u->nt, 1);
 }
 
 /* Thread t's next unit, -1 when none is left (*v: 0 at first, the
