@@ -29,8 +29,8 @@ ok $st "the kernels (kernels_cpu.c, kernels_isa.c) compile for aarch64, warnings
 [ $st -eq 0 ] || diag < "$scratch/cc.out"
 
 $CC "$top_srcdir/regression/unit/test_gemm.c" "$src/kernels/gemm.c" "$src/kernels/gemm_generic.c" "$src/kernels/gemm_avx2.c" \
-    "$src/kernels/gemm_avx512.c" "$src/kernels/gemm_avx512bf16.c" "$src/base/cpu.c" "$src/base/precision.c" "$h/cblas_stub.c" \
-    -lm -o "$scratch/test_gemm" > "$scratch/cc.out" 2>&1
+    "$src/kernels/gemm_avx512.c" "$src/kernels/gemm_avx512bf16.c" "$src/base/cpu.c" "$src/base/precision.c" \
+    "$src/base/team.c" "$h/cblas_stub.c" -lm -o "$scratch/test_gemm" > "$scratch/cc.out" 2>&1
 st=$?
 ok $st "test_gemm and the matmul path build for aarch64"
 if [ $st -eq 0 ]; then
