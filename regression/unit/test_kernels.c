@@ -380,9 +380,26 @@ static void test_rounded_ops(void)
         cpu_device.matmul_backward_rounded(p, got, NULL, NULL, d, NULL, x, R, 101, 300);
         cpu_device.matmul_backward(p, want, NULL, NULL, d, NULL, x, R, 101, 300), lp_round(p, want, (size_t)R * 101);
         ok &= same_floats(got, want, (size_t)R * 101);
+        /* AdamW with its working copy, 2 steps, clipped, the gradient
+         * cleared: param, m, v, grad and the copy, N each */
+        const size_t n = N;
+        float *ga = frand_new(5 * n, 4), *wa = fnew(5 * n);
+        for (size_t j = n; j < 3 * n; j++) ga[j] = fabsf(ga[j]) * 1e-2f; /* m, and v >= 0 */
+        memcpy(wa, ga, 5 * n * sizeof(float));
+        for (int s = 0; s < 2; s++) {
+            memcpy(ga + 3 * n, d, n * sizeof(float)), memcpy(wa + 3 * n, d, n * sizeof(float));
+            cpu_device.adamw_update_rounded(p, ga, ga + 4 * n, ga + 3 * n, 0.37f, ga + n, ga + 2 * n, n, 1e-3f, 0.9f,
+                                            0.95f, 1e-8f, 0.1f, s + 1, 1);
+            cpu_device.adamw_update(p, wa, wa + 3 * n, 0.37f, wa + n, wa + 2 * n, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f,
+                                    s + 1, 1);
+            lp_round_to(p, wa + 4 * n, wa, n);
+            ok &= same_floats(ga, wa, 5 * n) && (p == PREC_FP32 || !same_floats(ga, ga + 4 * n, n));
+        }
+        free(ga), free(wa);
     }
     tap_ok(ok, "cpu_device's rounded operations (matmul forward and dinp, the norms' forward, the residual sum, "
-           "gelu, swiglu, cross-entropy backward) are the plain ones then lp_round, bitwise, in fp32, bf16 and fp16");
+           "gelu, swiglu, cross-entropy backward, AdamW with its working copy) are the plain ones then lp_round, "
+           "bitwise, in fp32, bf16 and fp16");
     free(x), free(d), free(got), free(want), free(mx), free(sums), free(ex);
 }
 

@@ -65,6 +65,15 @@ struct device {
      * block at a time, rounded while it is in L1), so the caller need not
      * (0: it rounds).  A sum of fp32 gradients passes PREC_FP32. */
     int acts_rounded;
+    /* Optional (NULL: not offered, the caller rounds): adamw_update that
+     * also leaves the updated parameters rounded to the run's precision p in
+     * low (a bf16 or fp16 run's working copy of its fp32 master weights),
+     * the bits of adamw_update followed by lp_round_to(p, low, param, n);
+     * the CPU's rounds each block while it is in L1, which saves the
+     * optimizer a pass over the master weights (optim_update). */
+    void (*adamw_update_rounded)(enum precision p, float *param, float *low, float *grad, float gscale, float *m,
+                                 float *v, size_t n, float lr, float beta1, float beta2, float eps, float wd, int t,
+                                 int clear);
 
     /* The device's measured dense product rate in GFLOP/s for a run in
      * precision p (the MFU reference), and what multiplies in it ("triad

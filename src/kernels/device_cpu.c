@@ -206,6 +206,23 @@ static void cpu_matmul_backward_rounded(enum precision p, float *dinp, float *dw
     if (dweight || dbias) cpu_matmul_backward(p, NULL, dweight, dbias, dout, inp, weight, N, C, OC);
 }
 
+/* AdamW with the updated parameters rounded into low (device.h), in
+ * blocks of ROUND_BLOCK spread over the threads: each block updated by the
+ * kernel (its own region not opened inside this one: kernels_cpu.c's
+ * par_own), then rounded while it is in L1.  Element-wise: the bits of the
+ * whole-array update and rounding. */
+static void cpu_adamw_update_rounded(enum precision p, float *param, float *low, float *grad, float gscale,
+                                     float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps,
+                                     float wd, int t, int clear)
+{
+#pragma omp parallel for schedule(static) if (n > ROUND_BLOCK)
+    for (size_t b = 0; b < n; b += ROUND_BLOCK) {
+        size_t len = n - b < ROUND_BLOCK ? n - b : ROUND_BLOCK;
+        cpu_adamw_update(p, param + b, grad + b, gscale, m + b, v + b, len, lr, beta1, beta2, eps, wd, t, clear);
+        lp_round_to(p, low + b, param + b, len);
+    }
+}
+
 /* The members shared by the two CPU tables: the operations (ops.def, included
  * in each table) and these. */
 #define OP(ret, name, params, args) .name = cpu_##name,
@@ -213,6 +230,7 @@ static void cpu_matmul_backward_rounded(enum precision p, float *dinp, float *dw
     .lp_round = lp_round, .lp_round_to = lp_round_to, .lp_pack = lp_pack_far, .lp_unpack = lp_unpack,    \
     .count_nonfinite = count_nonfinite,                                                                  \
     .matmul_forward_rounded = cpu_matmul_forward_rounded, .matmul_backward_rounded = cpu_matmul_backward_rounded, \
+    .adamw_update_rounded = cpu_adamw_update_rounded,                                                    \
     .peak_gflops = cpu_peak_gflops, .matmul_name = cpu_matmul_name, .alloc = host_alloc,              \
     .release = free, .zero = host_zero, .copy = host_copy, .to_device = host_copy, .to_host = host_copy, \
     .host_alloc = host_alloc, .host_release = free, .sync = host_sync, .acts_rounded = 1

@@ -8,7 +8,7 @@
  * bf16/fp16 run, and the copies and zeroings within the device */
 #define MEMORY_OPS(X)                                                                           \
     X(matmul_forward_rounded) X(matmul_backward_rounded) X(lp_round) X(lp_round_to) X(lp_pack) \
-    X(lp_unpack) X(copy) X(zero)
+    X(lp_unpack) X(adamw_update_rounded) X(copy) X(zero)
 enum {
 #define OP(ret, name, params, args) OPI_##name,
 #define OP_P OP
@@ -171,6 +171,15 @@ static void timed_lp_unpack(enum precision p, float *dst, const uint16_t *src, s
     double t0 = op_begin();
     inner->lp_unpack(p, dst, src, n);
     op_end(OPI_lp_unpack, t0, 0);
+}
+
+static void timed_adamw_update_rounded(enum precision p, float *param, float *low, float *grad, float gscale,
+                                       float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps,
+                                       float wd, int t, int clear)
+{
+    double t0 = op_begin();
+    inner->adamw_update_rounded(p, param, low, grad, gscale, m, v, n, lr, beta1, beta2, eps, wd, t, clear);
+    op_end(OPI_adamw_update_rounded, t0, 0);
 }
 
 static void timed_copy(void *dst, const void *src, size_t bytes)

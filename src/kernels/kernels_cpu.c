@@ -1443,17 +1443,27 @@ void KNAME(adamw_update)(KREAL *param, KREAL *grad, KREAL gscale, KREAL *m, KREA
     KREAL bc2s = (KREAL)sqrt(bc2);
     KREAL decay = (KREAL)(1.0 - (double)lr * (double)wd);
     KREAL w1 = K(1) - beta1, w2 = K(1) - beta2;
-#pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
-        KREAL g = grad[i] * gscale;
-        KREAL mi = m[i] + w1 * (g - m[i]);
-        KREAL vi = v[i] * beta2 + w2 * (g * g);
-        KREAL denom = KSQRT(vi) / bc2s + eps;
-        param[i] = param[i] * decay - step * (mi / denom);
-        m[i] = mi;
-        v[i] = vi;
-        if (clear) grad[i] = K(0); /* (its line is in cache: cheaper than a pass of its own) */
+#define ADAMW_ELEMENT(i)                                                                \
+    do {                                                                               \
+        KREAL g = grad[i] * gscale;                                                    \
+        KREAL mi = m[i] + w1 * (g - m[i]);                                             \
+        KREAL vi = v[i] * beta2 + w2 * (g * g);                                        \
+        KREAL denom = KSQRT(vi) / bc2s + eps;                                          \
+        param[i] = param[i] * decay - step * (mi / denom);                             \
+        m[i] = mi;                                                                     \
+        v[i] = vi;                                                                     \
+        if (clear) grad[i] = K(0); /* (its line is in cache: cheaper than a pass of its own) */ \
+    } while (0)
+    /* (no construct at all inside another region: device_cpu.c's rounded
+     * update calls this a block at a time from its own) */
+    if (par_own(n)) {
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) ADAMW_ELEMENT(i);
+    } else {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) ADAMW_ELEMENT(i);
     }
+#undef ADAMW_ELEMENT
 }
 
 /* ------------------------------------------------------------ norms */

@@ -278,17 +278,32 @@ void optim_update(struct optim *o, struct model *m, struct comm *c, double grad_
      * step's zeroing pass is saved (model_zero_grad).  With ZeRO it reads
      * the reduced shard, and grads_mem is zeroed as before. */
     const int clear = !o->zero_stage && o->z.n == 1 && o->z.part[0].shard == m->flat; /* (one part: the whole) */
+    /* With master weights outside ZeRO-3 the working copy is rounded as the
+     * update writes each block (params_mem + lo is state s's parameter;
+     * between the tensors, padding: zero in both), which saves
+     * optim_params_from_master's pass over the master weights. */
+    const int fused = o->master_mem && o->zero_stage != 3 && o->k->adamw_update_rounded;
     for (int i = 0; i < NUM_PARAMS; i++) {
         size_t lo, hi, s, at = m->at[i];
         if (!optim_slice_part(o, at, m->size[i], &lo, &hi, &s)) continue;
         float wd = param_table[i].decay ? (float)o->weight_decay : 0.0f;
         float *w = o->master_mem ? o->master_mem + s : m->params_mem + lo;
-        o->k->adamw_update(o->prec, w, grads + s, gscale, o->m_mem + s, o->v_mem + s, hi - lo, (float)lr,
-                           (float)o->beta1, (float)o->beta2, (float)o->eps, wd, t, clear);
+        if (fused)
+            o->k->adamw_update_rounded(o->prec, w, m->params_mem + lo, grads + s, gscale, o->m_mem + s,
+                                       o->v_mem + s, hi - lo, (float)lr, (float)o->beta1, (float)o->beta2,
+                                       (float)o->eps, wd, t, clear);
+        else
+            o->k->adamw_update(o->prec, w, grads + s, gscale, o->m_mem + s, o->v_mem + s, hi - lo, (float)lr,
+                               (float)o->beta1, (float)o->beta2, (float)o->eps, wd, t, clear);
     }
     m->grads_cleared = clear;
-    if (o->master_mem) optim_params_from_master(o, m, c);
-    else if (o->zero_stage) gather_params(o, m, c);
+    if (fused) {
+        m->param_version++; /* (as optim_params_from_master) */
+        if (o->zero_stage) gather_params(o, m, c);
+    } else if (o->master_mem)
+        optim_params_from_master(o, m, c);
+    else if (o->zero_stage)
+        gather_params(o, m, c);
 }
 
 float *optim_some_grad(struct optim *o, struct model *m)
