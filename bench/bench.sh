@@ -6,10 +6,12 @@
 # generic C path only when named: on x86-64 it is a test path, not a fast one;
 # CONFIGS="small" for some of the configs).
 # Prints tokens/s, ms/step, the step's GFLOP/s, MFU against the nominal peak,
-# the step's GFLOP/s against the sgemm rate triad measured on this machine at
-# start-up, the best of the run's on that path (the achievable limit:
-# nothing is assumed about the processor),
-# and the ratio to PyTorch.  Needs python3-torch for the peer (skipped
+# the step's GFLOP/s against the sgemm rate triad measured on this machine
+# (the achievable limit: nothing is assumed about the processor) in two
+# ways: against the best start-up rate of the bench on that path, and
+# against its own run's (the mean of the rate at start-up and again after
+# the last step: the same clock and neighbours as its steps), and the
+# ratio to PyTorch.  Needs python3-torch for the peer (skipped
 # without).  Targets (docs/performance.md): >= 1.5x PyTorch on AVX-512,
 # >= 1.3x on AVX2, and >= 65 % of the sgemm rate, on both configs; llama_small
 # at >= 0.9x the GFLOP/s of small (tokens/s per FLOP), printed at the end.
@@ -68,33 +70,35 @@ while [ $r -le "$ROUNDS" ]; do
             out=$(TRIAD_ISA=$p mpirun -n 1 --bind-to none ./triad "$deck" train.threads="$THREADS" 2>&1) ||
                 { echo "$out"; exit 1; }
             sgemm=$(echo "$out" | sed -n 's/.*measured sgemm \([0-9.]*\) GFLOP\/s.*/\1/p')
+            sgemm_end=$(echo "$out" | sed -n 's/^sgemm at the end of the run (rank 0): \([0-9.]*\) GFLOP\/s.*/\1/p')
             nominal=$(echo "$out" | sed -n 's/.*peak (rank 0): nominal \([0-9.]*\) GFLOP\/s.*/\1/p')
             fpt=$(echo "$out" | sed -n 's/.*parameters, \([0-9.]*\) FLOP\/token.*/\1/p')
             run=$(sed -n "s/.*run_dir *= *'\([^']*\)'.*/\1/p" "$deck")
             set -- $(summary "$run")
-            echo "$cfg $p $1 $3 $(calc "$1 * $fpt / 1000") $(calc "100 * $2") $sgemm" >> "$rows"
-            echo "#   round $r, triad $p on $cfg: sgemm $sgemm GFLOP/s measured at start-up, nominal peak $nominal GFLOP/s" >&2
+            echo "$cfg $p $1 $3 $(calc "$1 * $fpt / 1000") $(calc "100 * $2") $sgemm $(calc "($sgemm + $sgemm_end) / 2")" >> "$rows"
+            echo "#   round $r, triad $p on $cfg: sgemm $sgemm GFLOP/s measured at start-up, $sgemm_end after the last step, nominal peak $nominal GFLOP/s" >&2
         done
         if $PY -c "import torch" 2>/dev/null; then
             pout=$($PY bench/pytorch_peer.py $targs --threads "$THREADS" --steps 8 2>&1)
             ptps=$(echo "$pout" | sed -n 's/.*tokens\/s=\([0-9.]*\).*/\1/p')
             pms=$(echo "$pout" | sed -n 's/.*ms\/step=\([0-9.]*\).*/\1/p')
-            [ -n "$ptps" ] && echo "$cfg pytorch $ptps $pms $(calc "$ptps * $fpt / 1000") - -" >> "$rows"
+            [ -n "$ptps" ] && echo "$cfg pytorch $ptps $pms $(calc "$ptps * $fpt / 1000") - - -" >> "$rows"
         elif [ $r -eq 1 ]; then
             echo "$cfg: PyTorch peer skipped (apt-get install python3-torch)"
         fi
     done
     r=$((r + 1))
 done
-# each code's best round; of sgemm against the path's best probe; the ratio of best rounds
+# each code's best round; of sgemm against the path's best probe, and against
+# that round's own run's; the ratio of best rounds
 awk -v order="${CONFIGS:-small llama_small gpt2_124m}" -v paths="$PATHS" '
 { key = $1 " " $2
-  if (!(key in tps) || $3 > tps[key]) { tps[key] = $3; ms[key] = $4; gf[key] = $5; mfu[key] = $6 }
+  if (!(key in tps) || $3 > tps[key]) { tps[key] = $3; ms[key] = $4; gf[key] = $5; mfu[key] = $6; own[key] = $8 }
   runs[key] = runs[key] (runs[key] == "" ? "" : " ") sprintf("%.0f", $3)
   if ($7 != "-" && $7 > sgemm[$2]) sgemm[$2] = $7 }
 END {
-  printf "%-11s %-14s %10s %9s %9s %7s %9s %11s   %s\n", "config", "code", "tokens/s", "ms/step", "GFLOP/s", "MFU",
-         "of sgemm", "vs PyTorch", "(each round'"'"'s tokens/s)"
+  printf "%-11s %-14s %10s %9s %9s %7s %9s %9s %11s   %s\n", "config", "code", "tokens/s", "ms/step", "GFLOP/s",
+         "MFU", "of sgemm", "of own", "vs PyTorch", "(each round'"'"'s tokens/s)"
   nc = split(order, cfgs, " "); np = split(paths, ps, " ")
   for (c = 1; c <= nc; c++) {
     pk = cfgs[c] " pytorch"
@@ -103,12 +107,13 @@ END {
       if (!(k in tps)) continue
       ratio = (pk in tps) ? sprintf("%.2fx", tps[k] / tps[pk]) : "n/a"
       of = sgemm[ps[i]] > 0 ? sprintf("%.1f%%", 100 * gf[k] / sgemm[ps[i]]) : "n/a"
-      printf "%-11s %-14s %10.0f %9.1f %9.1f %6.1f%% %9s %11s   %s\n", cfgs[c], "triad " ps[i], tps[k], ms[k], gf[k],
-             mfu[k], of, ratio, runs[k]
+      ofown = own[k] > 0 ? sprintf("%.1f%%", 100 * gf[k] / own[k]) : "n/a"
+      printf "%-11s %-14s %10.0f %9.1f %9.1f %6.1f%% %9s %9s %11s   %s\n", cfgs[c], "triad " ps[i], tps[k], ms[k],
+             gf[k], mfu[k], of, ofown, ratio, runs[k]
     }
     if (pk in tps)
-      printf "%-11s %-14s %10.0f %9.1f %9.1f %7s %9s %11s   %s\n", cfgs[c], "pytorch", tps[pk], ms[pk], gf[pk], "", "",
-             "1.00x", runs[pk]
+      printf "%-11s %-14s %10.0f %9.1f %9.1f %7s %9s %9s %11s   %s\n", cfgs[c], "pytorch", tps[pk], ms[pk], gf[pk], "",
+             "", "", "1.00x", runs[pk]
   }
   for (i = 1; i <= np; i++) {
     printf "# triad %s: the best sgemm rate measured at start-up in this run, %.1f GFLOP/s\n", ps[i], sgemm[ps[i]]
@@ -119,4 +124,5 @@ END {
 }' "$rows"
 echo "# FLOP/token: 6N + 12LCT (nanoGPT's estimate); MFU against the nominal peak of the path (triad's log)," \
      "'of sgemm' against the best sgemm rate triad measured on this machine at start-up on that path in this run;" \
+     "'of own' against the mean of that round's run's sgemm rate at start-up and after its last step;" \
      "each code's best of $ROUNDS rounds"

@@ -32,6 +32,19 @@ if [ -n "$c1" ]; then
     run 2 $MPIEXEC -n 1 taskset -c "$c0,$c1"
     [ $? -eq 0 ] && ! warned && [ "$(cores_of_peak)" = 2.00 ]
     check $? "2 threads on two cores: no warning, 2.00 cores"
+    # the start-up rate measured again after the last step, beside the first
+    start=$(sed -n 's/^peak (rank 0): .*, measured sgemm \([0-9.]*\) GFLOP\/s.*/\1/p' "$scratch/last.out")
+    again=$(sed -n 's/^sgemm at the end of the run (rank 0): \([0-9.]*\) GFLOP\/s, at start-up \([0-9.]*\) (\([-+][0-9.]*\)%)$/\1 \2 \3/p' \
+        "$scratch/last.out")
+    [ -n "$start" ] && [ -n "$again" ] && set -- $again && [ "$2" = "$start" ] &&
+        awk -v e="$1" -v s="$2" -v c="$3" 'BEGIN { d = 100 * (e / s - 1) - c; exit !(e > 0 && d < 0.06 && d > -0.06) }'
+    check $? "the sgemm rate measured again after the last step, beside the start-up one and its change"
+    runs=$((runs + 1))
+    "$MPIEXEC" -n 1 taskset -c "$c0,$c1" "$TRIAD" "$DECKS/tiny.nml" train.steps=4 train.threads=2 train.peak_gflops=100 \
+        io.run_dir="'$scratch/run$runs'" > "$scratch/last.out" 2>&1
+    [ $? -eq 0 ] && grep -q "^peak (rank 0): 100.0 GFLOP/s from the deck" "$scratch/last.out" &&
+        ! grep -q "at the end of the run" "$scratch/last.out"
+    check $? "train.peak_gflops given: no rate measured, at start-up or at the end"
     # two ranks bound to the same core
     run 1 $MPIEXEC -n 2 taskset -c "$c0"
     [ $? -eq 0 ] && grep -q "warning: ranks 0-1 (2 ranks on 1 node, .*): 2 OpenMP threads in all on 1 of the node's [0-9]* cores: the ranks' bindings overlap" \
@@ -40,6 +53,8 @@ if [ -n "$c1" ]; then
 else
     skip "one CPU only: no way to bind right"
     skip "(two ranks on distinct cores)"
+    skip "(the rate measured again)"
+    skip "(the peak from the deck)"
 fi
 
 # Open MPI's mpirun: its own binding (a plain mpirun -n 1 binds the rank to one core)

@@ -71,7 +71,8 @@ static void open_data(struct run *r)
  * nominal figure: its measured rate.  train.peak_gflops overrides both.
  * The achievable rate (the start-up sgemm, measured by all ranks at once so
  * that ranks sharing cores add up to their rate) is printed beside it
- * unless the deck gives the peak. */
+ * unless the deck gives the peak, and measured again at the end of the run
+ * (probe_again). */
 static void mfu_reference(struct run *r, const struct device *k, enum precision prec)
 {
     const struct config *cfg = r->cfg;
@@ -83,6 +84,7 @@ static void mfu_reference(struct run *r, const struct device *k, enum precision 
     if (set <= 0) {
         MPI_CHECK(MPI_Barrier(g->world_comm));
         measured = k->peak_gflops(prec);
+        r->probe_gflops = measured;
     }
     if (set <= 0 && !k->on_device) {
         cores = b.cores_used;
@@ -448,6 +450,21 @@ static void record_step(struct run *r, struct step_metrics *sm, double dt, doubl
                            avg * (double)(cfg->train.steps - r->step));
 }
 
+/* The start-up product rate measured again after the last step (all ranks
+ * at once, as at start-up), rank 0's printed beside its start-up one: how
+ * far the machine's speed moved during the run (its clock, other work on
+ * its cores), and what the steps' rate is to be held against
+ * (bench/bench.sh: the mean of the two).  Collective. */
+static void probe_again(const struct run *r)
+{
+    if (r->probe_gflops <= 0) return;
+    MPI_CHECK(MPI_Barrier(r->g->world_comm));
+    double end = r->model.k->peak_gflops(r->model.d.prec);
+    log_info("%s at the end of the run (rank 0): %.1f GFLOP/s, at start-up %.1f (%+.1f%%)\n",
+             r->model.d.prec == PREC_BF16 ? "bf16 gemm" : "sgemm", end, r->probe_gflops,
+             100 * (end / r->probe_gflops - 1));
+}
+
 /* The end of the run: the last checks and checkpoint, then the figures
  * (metrics.h5's timers and traffic, the summaries, the trace).  Returns the
  * exit status.  Collective. */
@@ -476,6 +493,7 @@ static int finish_run(struct run *r, int status, int64_t first_step)
     if (g->rank == 0 && metrics_close(&r->metrics, all, g->world, &totals) != 0) log_warn("closing metrics.h5 failed");
     free(all);
     timers_print_summary(&r->timers, g->world_comm, (int)(r->step - first_step), stdout);
+    probe_again(r);
     if (cfg->diag.profile_ops)
         device_profile_print(g->world_comm, r->timers.total[T_STEP], (int)(r->step - first_step), stdout);
     if (r->dp.strategy == DP_OVERLAP)
