@@ -119,7 +119,8 @@ void KNAME(rows_dot)(KREAL *out, const KREAL *a, const KREAL *b, int R, int C);
 void KNAME(rope_forward)(KREAL *qkv, const KREAL *cos, const KREAL *sin, int B, int T, int NH, int NKV, int HS);
 void KNAME(rope_backward)(KREAL *dqkv, const KREAL *cos, const KREAL *sin, int B, int T, int NH, int NKV, int HS);
 
-/* GELU, tanh approximation. out (N); dinp (N) overwritten. */
+/* GELU, tanh approximation. out (N); dinp (N) overwritten, and may be dout
+ * (element-wise: each element read before it is written). */
 void KNAME(gelu_forward)(KREAL *out, const KREAL *inp, size_t N);
 void KNAME(gelu_backward)(KREAL *dinp, const KREAL *inp, const KREAL *dout, size_t N);
 

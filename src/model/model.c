@@ -592,10 +592,14 @@ static void block_backward(struct model *m, struct comm *c, struct chunk_acts *a
     if (model_moe_layer(d, l)) {
         moe_backward(m, c, &la, P, G, dout, s->dln_full, dloss, lw);
     } else {
-        matmul_bwd(m, s->dfch_gelu, G[P_FCPROJW], G[P_FCPROJB], dout, la.fch_gelu, P[P_FCPROJW], N, Fl, C,
+        /* GPT-2: d(gelu output) lands in dfch itself, which the GELU's
+         * backward turns into d(fc output) in place (element-wise: one
+         * buffer fewer through the caches, no line fetched to be written) */
+        float *dact = d->llama ? s->dfch_gelu : dfch;
+        matmul_bwd(m, dact, G[P_FCPROJW], G[P_FCPROJB], dout, la.fch_gelu, P[P_FCPROJW], N, Fl, C,
                    lw ? lw->dfcproj : NULL);
-        if (d->llama) m->k->swiglu_backward(m->d.prec, dfch, la.fch, s->dfch_gelu, (size_t)N, Fl);
-        else m->k->gelu_backward(m->d.prec, dfch, la.fch, s->dfch_gelu, (size_t)N * Fl);
+        if (d->llama) m->k->swiglu_backward(m->d.prec, dfch, la.fch, dact, (size_t)N, Fl);
+        else m->k->gelu_backward(m->d.prec, dfch, la.fch, dact, (size_t)N * Fl);
         model_act_bwd_out(m, dfch, (size_t)N * FC);
         matmul_bwd(m, s->dln_full, G[P_FCW], G[P_FCB], dfch, la.ln2, P[P_FCW], N, C, FC, lw ? dfch : NULL);
     }
