@@ -944,47 +944,71 @@ static void test_threads(void)
     int32_t *tok = xalloc(N * sizeof(int32_t));
     for (int n = 0; n < N; n++) tok[n] = irand(V);
     const int nth[3] = {1, 3, 3}; /* the third run's thread 1 slow */
-    float *r[3][9];
+    enum { OPS = 14 };
+    float *r[3][OPS];
     double ss[3];
-    int maxthr = omp_get_max_threads();
-    atomic_store(&slow_taken_over, 0);
+    int maxthr = omp_get_max_threads(), took[OPS + 1] = {0}; /* the third run's blocks taken over, per operation */
     slow_wait_s = 0.002; /* (slow_thread.h: thread 1 waits before each unit of its own) */
+#define TOOK(i) (took[i] += atomic_exchange(&slow_taken_over, 0))
     for (int k = 0; k < 3; k++) {
         omp_set_num_threads(nth[k]);
         team_hook = k == 2 ? slow_thread_1 : NULL;
+        atomic_store(&slow_taken_over, 0);
         float **o = r[k];
         o[0] = fnew((size_t)Vs * C); o[1] = fnew((size_t)T * C);
         encoder_backward(o[0], o[1], g, tok, B, T, C, 0, Vs);
         o[2] = fnew(NC); o[3] = fnew(N); o[4] = fnew(N);
-        layernorm_forward(o[2], o[3], o[4], x, lw, lb, N, C);
+        layernorm_forward(o[2], o[3], o[4], x, lw, lb, N, C), TOOK(2);
         o[5] = fnew(NC + 2 * C); /* dinp, dweight, dbias */
         layernorm_backward(o[5], o[5] + NC, o[5] + NC + C, g, x, lw, o[3], o[4], N, C);
         o[6] = fnew((size_t)B * NH * T + NC); /* lse, out */
-        att_fwd(o[6] + (size_t)B * NH * T, o[6], qkv, B, T, NH, NH, C / NH);
+        att_fwd(o[6] + (size_t)B * NH * T, o[6], qkv, B, T, NH, NH, C / NH), TOOK(6);
         o[7] = fnew(3 * NC);
-        att_bwd(o[7], g, o[6] + (size_t)B * NH * T, qkv, o[6], B, T, NH, NH, C / NH);
+        att_bwd(o[7], g, o[6] + (size_t)B * NH * T, qkv, o[6], B, T, NH, NH, C / NH), TOOK(7);
         o[8] = fnew((size_t)N * V + 3 * N); /* logits -> exps -> dlogits in place, maxes, sums, tlogit */
         float *mx = o[8] + (size_t)N * V, *sm = mx + N, *tl = sm + N;
         memcpy(o[8], lg, (size_t)N * V * sizeof(float));
-        crossentropy_max(mx, o[8], N, V, 0, V);
-        crossentropy_sumexp(sm, tl, o[8], mx, tok, N, V, 0, V);
-        crossentropy_backward(o[8], o[8], sm, tok, 0.5f, N, V, 0, V);
-        ss[k] = sumsq(lg, (size_t)N * V);
+        crossentropy_max(mx, o[8], N, V, 0, V), TOOK(8);
+        crossentropy_sumexp(sm, tl, o[8], mx, tok, N, V, 0, V), TOOK(9);
+        crossentropy_backward(o[8], o[8], sm, tok, 0.5f, N, V, 0, V), TOOK(10);
+        ss[k] = sumsq(lg, (size_t)N * V), TOOK(OPS);
+        o[9] = fnew(NC), o[10] = fnew(NC), o[11] = fnew(NC), o[12] = fnew(3 * NC), o[13] = fnew(NC * 3 / 2);
+        gelu_forward(o[9], x, NC), TOOK(11);
+        gelu_backward(o[10], x, g, NC), TOOK(12);
+        residual_forward(o[11], x, g, NC), TOOK(13);
+        memcpy(o[12], x, NC * sizeof(float)); /* param, m = 0, v = 0 */
+        adamw_update(o[12], o[11], 0.5f, o[12] + NC, o[12] + 2 * NC, NC, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 0),
+            TOOK(1);
+        swiglu_forward(o[13], x, N / 2, C), TOOK(0);
     }
+#undef TOOK
     team_hook = NULL;
     omp_set_num_threads(maxthr);
-    size_t len[9] = {(size_t)Vs * C, (size_t)T * C, NC, N, N, NC + 2 * C,
-                     (size_t)B * NH * T + NC, 3 * NC, (size_t)N * V + 3 * N};
-    const char *name[9] = {"encoder_backward dwte", "encoder_backward dwpe", "layernorm_forward out",
-                           "layernorm_forward mean", "layernorm_forward rstd", "layernorm_backward",
-                           "attention_forward", "attention_backward", "crossentropy"};
-    for (int k = 0; k < 9; k++) {
+    size_t len[OPS] = {(size_t)Vs * C, (size_t)T * C, NC, N, N, NC + 2 * C,
+                       (size_t)B * NH * T + NC, 3 * NC, (size_t)N * V + 3 * N, NC, NC, NC, 3 * NC, NC / 2};
+    const char *name[OPS] = {"encoder_backward dwte", "encoder_backward dwpe", "layernorm_forward out",
+                             "layernorm_forward mean", "layernorm_forward rstd", "layernorm_backward",
+                             "attention_forward", "attention_backward", "crossentropy", "gelu_forward",
+                             "gelu_backward", "residual_forward", "adamw_update", "swiglu_forward"};
+    for (int k = 0; k < OPS; k++) {
         tap_ok(same_f(r[0][k], r[1][k], len[k]) && same_f(r[0][k], r[2][k], len[k]),
                "%s: bitwise equal on 1 and 3 threads, and on 3 whose thread 1 is slow", name[k]);
         free(r[0][k]); free(r[1][k]); free(r[2][k]);
     }
-    tap_ok(atomic_load(&slow_taken_over) > 0, "attention: units of the slow thread taken over by the others (%d)",
-           atomic_load(&slow_taken_over));
+    /* shared by a team (team.h): the slow thread's blocks taken over */
+    static const char *const teamed[OPS + 1] = {"swiglu_forward", "adamw_update", "layernorm_forward", NULL, NULL,
+                                                NULL, "attention_forward", "attention_backward",
+                                                "crossentropy_max", "crossentropy_sumexp", "crossentropy_backward",
+                                                "gelu_forward", "gelu_backward", "residual_forward", "sumsq"};
+    int all = 1;
+    for (int i = 0; i <= OPS; i++) {
+        if (!teamed[i]) continue;
+        if (!took[i]) tap_diag("%s: no block of the slow thread taken over", teamed[i]);
+        all &= took[i] > 0;
+    }
+    tap_ok(all, "attention, the norms' forward, cross-entropy, gelu, swiglu, the residual sum, AdamW and sumsq: "
+                "blocks of the slow thread taken over by the others (attention forward %d, gelu forward %d)",
+           took[6], took[11]);
     tap_ok(ss[0] == ss[1] && ss[0] == ss[2], "sumsq: bitwise equal on 1 and 3 threads");
     free(x); free(g); free(lw); free(lb); free(qkv); free(lg); free(tok);
 }

@@ -26,6 +26,7 @@
 #define TRIAD_TEAM_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct team {
@@ -53,6 +54,15 @@ static inline void team_done(const struct team *t, int b, int step)
 {
     atomic_store_explicit(&t->done[b], step + 1, memory_order_release);
 }
+
+/* Blocks [0, nb) of an operation each of whose blocks computes the same
+ * whichever thread runs it (an element-wise or row-wise kernel's share):
+ * fn(ctx, b) for each, by a team of the OpenMP threads from outside a
+ * parallel region (more than one thread and block), else in order on the
+ * calling thread.  team_blocks_of cuts n items into such blocks of whole
+ * grains, per_thread to a thread (its block size in *per). */
+void team_for(int nb, void (*fn)(void *ctx, int b), void *ctx);
+int team_blocks_of(size_t n, size_t grain, int per_thread, size_t *per);
 
 /* Tests only (NULL in a run): called as team_take gives out a block, with
  * the thread, the block, and whether the block is of the thread's own

@@ -8,6 +8,7 @@
 #include "backend.h"
 #include "gemm.h"
 #include "log.h"
+#include "team.h"
 
 static void *host_alloc(size_t bytes) { return xalloc_aligned(bytes); } /* zeroed */
 
@@ -46,11 +47,11 @@ static int host_mpi_staged(void) { return 0; }
 
 /* The activations' operations with their outputs rounded (device.h's
  * acts_rounded): rows [0, N) of w output floats each, in blocks of about
- * ROUND_BLOCK floats spread over the threads, each computed by the
- * operation (which opens no parallel region of its own inside this one:
- * kernels_cpu.c's par_own) and then rounded while it is in L1.  Each row's
- * values are the operation's on the whole array (element- or row-wise
- * arithmetic), bit for bit. */
+ * ROUND_BLOCK floats shared by a team of the threads (team.h's team_for),
+ * each computed by the operation (which opens no parallel region of its
+ * own inside this one: kernels_cpu.c's par_own) and then rounded while it
+ * is in L1.  Each row's values are the operation's on the whole array
+ * (element- or row-wise arithmetic), bit for bit. */
 enum { ROUND_BLOCK = 16384 };
 struct rows_op {
     void (*fn)(const struct rows_op *o, size_t r0, size_t n);
@@ -62,15 +63,28 @@ struct rows_op {
     int F, Vs, v0, V, C;
 };
 
+struct rounded {
+    enum precision p;
+    const struct rows_op *o;
+    size_t N, w, rows; /* rows a block */
+};
+
+static void rounded_block(void *ctx, int b)
+{
+    const struct rounded *r = ctx;
+    size_t r0 = (size_t)b * r->rows, n = r->N - r0 < r->rows ? r->N - r0 : r->rows;
+    r->o->fn(r->o, r0, n);
+    lp_round(r->p, r->o->out + r0 * r->w, n * r->w);
+}
+
 static void rounded_rows(enum precision p, const struct rows_op *o, size_t N, size_t w)
 {
     size_t rows = w >= ROUND_BLOCK ? 1 : ROUND_BLOCK / w;
-#pragma omp parallel for schedule(static) if (N * w >= 65536)
-    for (size_t r0 = 0; r0 < N; r0 += rows) {
-        size_t n = N - r0 < rows ? N - r0 : rows;
-        o->fn(o, r0, n);
-        lp_round(p, o->out + r0 * w, n * w);
-    }
+    struct rounded r = {p, o, N, w, rows};
+    int nb = (int)((N + rows - 1) / rows);
+    if (N * w >= 65536) team_for(nb, rounded_block, &r);
+    else
+        for (int b = 0; b < nb; b++) rounded_block(&r, b);
 }
 
 static void gelu_fwd_rows(const struct rows_op *o, size_t r0, size_t n)
@@ -207,20 +221,35 @@ static void cpu_matmul_backward_rounded(enum precision p, float *dinp, float *dw
 }
 
 /* AdamW with the updated parameters rounded into low (device.h), in
- * blocks of ROUND_BLOCK spread over the threads: each block updated by the
- * kernel (its own region not opened inside this one: kernels_cpu.c's
- * par_own), then rounded while it is in L1.  Element-wise: the bits of the
- * whole-array update and rounding. */
+ * blocks of ROUND_BLOCK shared by a team of the threads (team_for): each
+ * block updated by the kernel (its own region not opened inside this one:
+ * kernels_cpu.c's par_own), then rounded while it is in L1.  Element-wise:
+ * the bits of the whole-array update and rounding. */
+struct adamw_rounded {
+    enum precision p;
+    float *param, *low, *grad, *m, *v, gscale, lr, beta1, beta2, eps, wd;
+    size_t n;
+    int t, clear;
+};
+
+static void adamw_rounded_block(void *ctx, int blk)
+{
+    const struct adamw_rounded *a = ctx;
+    size_t b = (size_t)blk * ROUND_BLOCK, len = a->n - b < ROUND_BLOCK ? a->n - b : ROUND_BLOCK;
+    cpu_adamw_update(a->p, a->param + b, a->grad + b, a->gscale, a->m + b, a->v + b, len, a->lr, a->beta1, a->beta2,
+                     a->eps, a->wd, a->t, a->clear);
+    lp_round_to(a->p, a->low + b, a->param + b, len);
+}
+
 static void cpu_adamw_update_rounded(enum precision p, float *param, float *low, float *grad, float gscale,
                                      float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps,
                                      float wd, int t, int clear)
 {
-#pragma omp parallel for schedule(static) if (n > ROUND_BLOCK)
-    for (size_t b = 0; b < n; b += ROUND_BLOCK) {
-        size_t len = n - b < ROUND_BLOCK ? n - b : ROUND_BLOCK;
-        cpu_adamw_update(p, param + b, grad + b, gscale, m + b, v + b, len, lr, beta1, beta2, eps, wd, t, clear);
-        lp_round_to(p, low + b, param + b, len);
-    }
+    struct adamw_rounded a = {p, param, low, grad, m, v, gscale, lr, beta1, beta2, eps, wd, n, t, clear};
+    int nb = (int)((n + ROUND_BLOCK - 1) / ROUND_BLOCK);
+    if (n > ROUND_BLOCK) team_for(nb, adamw_rounded_block, &a);
+    else
+        for (int b = 0; b < nb; b++) adamw_rounded_block(&a, b);
 }
 
 /* The members shared by the two CPU tables: the operations (ops.def, included

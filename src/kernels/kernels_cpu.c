@@ -74,6 +74,31 @@
  * rounded_rows calls a block at a time from inside its own region skip it,
  * and run their loop as it is on the calling thread. */
 static inline int par_own(size_t work) { return work >= PAR_MIN && !omp_in_parallel(); }
+
+/* An element- or row-wise kernel's items [0, n) in pieces of whole grains
+ * (TEAM_PER a thread), shared by a team of the threads where the work is
+ * worth a region of its own (par_own(work); team.h: each thread its static
+ * range first, then the back of a slower thread's), else in order on the
+ * calling thread: BODY on items [lo, hi) of each piece.  Each item's
+ * arithmetic is the same whichever thread runs it. */
+enum { TEAM_PER = 4 };
+#define TEAM_ITEMS(n, grain, work, lo, hi, ...)                                                   \
+    do {                                                                                          \
+        size_t n_ = (n), per_;                                                                    \
+        struct team tm_;                                                                          \
+        int nb_ = team_blocks_of(n_, (grain), TEAM_PER, &per_), nt_ = omp_get_max_threads();      \
+        if (nt_ > nb_) nt_ = nb_;                                                                 \
+        if (par_own(work) && nt_ > 1 && team_init(&tm_, nb_, nt_, 1)) {                          \
+            _Pragma("omp parallel num_threads(nt_)")                                              \
+            for (int v_ = 0, t_ = omp_get_thread_num(), b_; (b_ = team_take(&tm_, t_, 0, &v_)) >= 0;) { \
+                size_t lo = (size_t)b_ * per_, hi = lo + per_ < n_ ? lo + per_ : n_;              \
+                __VA_ARGS__                                                                       \
+            }                                                                                     \
+        } else {                                                                                  \
+            size_t lo = 0, hi = n_;                                                               \
+            __VA_ARGS__                                                                           \
+        }                                                                                         \
+    } while (0)
 /* ATT_BLK (ops.h): the row block of the causal attention products, only
  * blocks on or below the diagonal computed, which saves ~(1 - (n+1)/2n) of
  * the flops. */
@@ -396,11 +421,8 @@ static inline __attribute__((always_inline)) void layernorm_fwd_row(KREAL *out, 
 void KNAME(layernorm_forward)(KREAL *out, KREAL *mean, KREAL *rstd, const KREAL *inp,
                               const KREAL *weight, const KREAL *bias, int N, int C)
 {
-    if (par_own((size_t)N * C)) {
-#pragma omp parallel for schedule(static)
-        for (int n = 0; n < N; n++) layernorm_fwd_row(out, mean, rstd, inp, weight, bias, n, C);
-    } else
-        for (int n = 0; n < N; n++) layernorm_fwd_row(out, mean, rstd, inp, weight, bias, n, C);
+    TEAM_ITEMS((size_t)N, 1, (size_t)N * C, lo, hi,
+               for (int n = (int)lo; n < (int)hi; n++) layernorm_fwd_row(out, mean, rstd, inp, weight, bias, n, C););
 }
 
 /* The backward of both norms (mean NULL: RMSNorm, no centring, no bias):
@@ -484,11 +506,8 @@ static inline __attribute__((always_inline)) void rmsnorm_fwd_row(KREAL *out, KR
 void KNAME(rmsnorm_forward)(KREAL *out, KREAL *rstd, const KREAL *inp, const KREAL *weight, int N, int C,
                             KREAL eps)
 {
-    if (par_own((size_t)N * C)) {
-#pragma omp parallel for schedule(static)
-        for (int n = 0; n < N; n++) rmsnorm_fwd_row(out, rstd, inp, weight, n, C, eps);
-    } else
-        for (int n = 0; n < N; n++) rmsnorm_fwd_row(out, rstd, inp, weight, n, C, eps);
+    TEAM_ITEMS((size_t)N, 1, (size_t)N * C, lo, hi,
+               for (int n = (int)lo; n < (int)hi; n++) rmsnorm_fwd_row(out, rstd, inp, weight, n, C, eps););
 }
 
 void KNAME(rmsnorm_backward)(KREAL *dinp, KREAL *dweight, const KREAL *dout, const KREAL *inp,
@@ -1219,11 +1238,7 @@ void KNAME(gelu_forward)(KREAL *out, const KREAL *inp, size_t N)
     }
 #else
     /* x sigmoid(2u), the exponentials a block at a time (exp_block) */
-    if (par_own(N)) {
-#pragma omp parallel for schedule(static)
-        for (size_t b = 0; b < N; b += EXP_BLK) gelu_fwd_block(out, inp, b, N);
-    } else
-        for (size_t b = 0; b < N; b += EXP_BLK) gelu_fwd_block(out, inp, b, N);
+    TEAM_ITEMS(N, EXP_BLK, N, lo, hi, for (size_t b = lo; b < hi; b += EXP_BLK) gelu_fwd_block(out, inp, b, N););
 #endif
 }
 
@@ -1240,11 +1255,8 @@ void KNAME(gelu_backward)(KREAL *dinp, const KREAL *inp, const KREAL *dout, size
         dinp[i] = g * dout[i];
     }
 #else
-    if (par_own(N)) {
-#pragma omp parallel for schedule(static)
-        for (size_t b = 0; b < N; b += EXP_BLK) gelu_bwd_block(dinp, inp, dout, b, N);
-    } else
-        for (size_t b = 0; b < N; b += EXP_BLK) gelu_bwd_block(dinp, inp, dout, b, N);
+    TEAM_ITEMS(N, EXP_BLK, N, lo, hi,
+               for (size_t b = lo; b < hi; b += EXP_BLK) gelu_bwd_block(dinp, inp, dout, b, N););
 #endif
 }
 
@@ -1314,33 +1326,20 @@ static inline __attribute__((always_inline)) void swiglu_bwd_row(KREAL *dinp, co
 
 void KNAME(swiglu_forward)(KREAL *out, const KREAL *inp, size_t N, int F)
 {
-    if (par_own(N * (size_t)F)) {
-#pragma omp parallel for schedule(static)
-        for (size_t n = 0; n < N; n++) swiglu_fwd_row(out, inp, n, N, F);
-    } else
-        for (size_t n = 0; n < N; n++) swiglu_fwd_row(out, inp, n, N, F);
+    TEAM_ITEMS(N, 1, N * (size_t)F, lo, hi, for (size_t n = lo; n < hi; n++) swiglu_fwd_row(out, inp, n, N, F););
 }
 
 void KNAME(swiglu_backward)(KREAL *dinp, const KREAL *inp, const KREAL *dout, size_t N, int F)
 {
-    if (par_own(N * (size_t)F)) {
-#pragma omp parallel for schedule(static)
-        for (size_t n = 0; n < N; n++) swiglu_bwd_row(dinp, inp, dout, n, N, F);
-    } else
-        for (size_t n = 0; n < N; n++) swiglu_bwd_row(dinp, inp, dout, n, N, F);
+    TEAM_ITEMS(N, 1, N * (size_t)F, lo, hi,
+               for (size_t n = lo; n < hi; n++) swiglu_bwd_row(dinp, inp, dout, n, N, F););
 }
 
 /* ------------------------------------------------------------ residual */
 
 void KNAME(residual_forward)(KREAL *out, const KREAL *a, const KREAL *b, size_t N)
 {
-    if (par_own(N)) {
-#pragma omp parallel for simd schedule(static)
-        for (size_t i = 0; i < N; i++) out[i] = a[i] + b[i];
-    } else {
-#pragma omp simd
-        for (size_t i = 0; i < N; i++) out[i] = a[i] + b[i];
-    }
+    TEAM_ITEMS(N, 16, N, lo, hi, _Pragma("omp simd") for (size_t i = lo; i < hi; i++) out[i] = a[i] + b[i];);
 }
 
 /* ------------------------------------------------------------ cross-entropy */
@@ -1352,17 +1351,43 @@ static inline int ce_real_cols(int Vs, int v0, int V)
     return r < 0 ? 0 : (r > Vs ? Vs : (int)r);
 }
 
+/* Row n's largest logit among its nv real columns. */
+static inline KREAL ce_max_row(const KREAL *logits, int n, int Vs, int nv)
+{
+    const KREAL *l = logits + (size_t)n * Vs;
+    KREAL mx = -K(INFINITY);
+#pragma omp simd reduction(max : mx)
+    for (int j = 0; j < nv; j++) mx = l[j] > mx ? l[j] : mx;
+    return mx;
+}
+
 void KNAME(crossentropy_max)(KREAL *maxes, const KREAL *logits, int N, int Vs, int v0, int V)
 {
     int nv = ce_real_cols(Vs, v0, V);
-#pragma omp parallel for schedule(static) if ((long)N * nv >= PAR_MIN)
-    for (int n = 0; n < N; n++) {
-        const KREAL *l = logits + (size_t)n * Vs;
-        KREAL mx = -K(INFINITY);
-#pragma omp simd reduction(max : mx)
-        for (int j = 0; j < nv; j++) mx = l[j] > mx ? l[j] : mx;
-        maxes[n] = mx;
+    TEAM_ITEMS((size_t)N, 1, (size_t)N * (size_t)nv, lo, hi,
+               for (int n = (int)lo; n < (int)hi; n++) maxes[n] = ce_max_row(logits, n, Vs, nv););
+}
+
+/* Row n's exponentials (in place) and their sum, and its target's logit. */
+static inline void ce_sumexp_row(KREAL *sums, KREAL *tlogit, KREAL *logits, const KREAL *maxes,
+                                 const int32_t *targets, int n, int Vs, int v0, int nv)
+{
+    KREAL *l = logits + (size_t)n * Vs;
+    KREAL mx = maxes[n];
+    long t = (long)targets[n] - v0;
+    tlogit[n] = (t >= 0 && t < nv) ? l[t] : K(0);
+    /* LANE_SUM over the row, a block of exp_block's at a time (each a
+     * whole number of lanes, LANE_ADD): the same sums in the same order */
+    KREAL acc[LANES] = {0};
+    for (int b = 0; b < nv; b += EXP_BLK) {
+        int nb = imin(EXP_BLK, nv - b);
+        KREAL *x = l + b;
+#pragma omp simd
+        for (int j = 0; j < nb; j++) x[j] = x[j] - mx;
+        exp_block(x, x, nb);
+        LANE_ADD(acc, 0, nb, j, x[j]);
     }
+    sums[n] = LANE_TREE_SUM(KREAL, acc);
 }
 
 void KNAME(crossentropy_sumexp)(KREAL *sums, KREAL *tlogit, KREAL *logits,
@@ -1370,26 +1395,9 @@ void KNAME(crossentropy_sumexp)(KREAL *sums, KREAL *tlogit, KREAL *logits,
                                 int N, int Vs, int v0, int V)
 {
     int nv = ce_real_cols(Vs, v0, V);
-#pragma omp parallel for schedule(static) if ((long)N * nv >= PAR_MIN)
-    for (int n = 0; n < N; n++) {
-        KREAL *l = logits + (size_t)n * Vs;
-        KREAL mx = maxes[n], s;
-        long t = (long)targets[n] - v0;
-        tlogit[n] = (t >= 0 && t < nv) ? l[t] : K(0);
-        /* LANE_SUM over the row, a block of exp_block's at a time (each a
-         * whole number of lanes, LANE_ADD): the same sums in the same order */
-        KREAL acc[LANES] = {0};
-        for (int b = 0; b < nv; b += EXP_BLK) {
-            int nb = imin(EXP_BLK, nv - b);
-            KREAL *x = l + b;
-#pragma omp simd
-            for (int j = 0; j < nb; j++) x[j] = x[j] - mx;
-            exp_block(x, x, nb);
-            LANE_ADD(acc, 0, nb, j, x[j]);
-        }
-        s = LANE_TREE_SUM(KREAL, acc);
-        sums[n] = s;
-    }
+    TEAM_ITEMS((size_t)N, 1, (size_t)N * (size_t)nv, lo, hi,
+               for (int n = (int)lo; n < (int)hi; n++)
+                   ce_sumexp_row(sums, tlogit, logits, maxes, targets, n, Vs, v0, nv););
 }
 
 void KNAME(crossentropy_loss)(KREAL *losses, const KREAL *maxes, const KREAL *sums,
@@ -1423,11 +1431,8 @@ void KNAME(crossentropy_backward)(KREAL *dlogits, const KREAL *exps, const KREAL
                                   int N, int Vs, int v0, int V)
 {
     int nv = ce_real_cols(Vs, v0, V);
-    if (par_own((size_t)N * (size_t)Vs)) {
-#pragma omp parallel for schedule(static)
-        for (int n = 0; n < N; n++) ce_bwd_row(dlogits, exps, sums, targets, dloss, n, Vs, v0, nv);
-    } else
-        for (int n = 0; n < N; n++) ce_bwd_row(dlogits, exps, sums, targets, dloss, n, Vs, v0, nv);
+    TEAM_ITEMS((size_t)N, 1, (size_t)N * (size_t)Vs, lo, hi,
+               for (int n = (int)lo; n < (int)hi; n++) ce_bwd_row(dlogits, exps, sums, targets, dloss, n, Vs, v0, nv););
 }
 
 /* ------------------------------------------------------------ AdamW */
@@ -1456,13 +1461,7 @@ void KNAME(adamw_update)(KREAL *param, KREAL *grad, KREAL gscale, KREAL *m, KREA
     } while (0)
     /* (no construct at all inside another region: device_cpu.c's rounded
      * update calls this a block at a time from its own) */
-    if (par_own(n)) {
-#pragma omp parallel for simd schedule(static)
-        for (size_t i = 0; i < n; i++) ADAMW_ELEMENT(i);
-    } else {
-#pragma omp simd
-        for (size_t i = 0; i < n; i++) ADAMW_ELEMENT(i);
-    }
+    TEAM_ITEMS(n, 16, n, lo, hi, _Pragma("omp simd") for (size_t i = lo; i < hi; i++) ADAMW_ELEMENT(i););
 #undef ADAMW_ELEMENT
 }
 
@@ -1476,13 +1475,12 @@ double KNAME(sumsq)(const KREAL *x, size_t n)
 {
     double part[SUMSQ_CHUNKS];
     size_t len = (n + SUMSQ_CHUNKS - 1) / SUMSQ_CHUNKS;
-#pragma omp parallel for schedule(static) if (n >= 4 * PAR_MIN)
-    for (int c = 0; c < SUMSQ_CHUNKS; c++) {
-        size_t lo = (size_t)c * len, hi = lo + len < n ? lo + len : n;
+    TEAM_ITEMS(SUMSQ_CHUNKS, 1, n / 4, c0, c1, for (size_t c = c0; c < c1; c++) {
+        size_t lo = c * len, hi = lo + len < n ? lo + len : n;
         double s;
         LANE_SUM(double, s, (long)lo, (long)(lo < hi ? hi : lo), i, (double)x[i] * (double)x[i]);
         part[c] = s;
-    }
+    });
     double total = 0;
     for (int c = 0; c < SUMSQ_CHUNKS; c++) total += part[c];
     return total;
