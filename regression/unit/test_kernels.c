@@ -960,7 +960,7 @@ static void test_threads(void)
         o[2] = fnew(NC); o[3] = fnew(N); o[4] = fnew(N);
         layernorm_forward(o[2], o[3], o[4], x, lw, lb, N, C), TOOK(2);
         o[5] = fnew(NC + 2 * C); /* dinp, dweight, dbias */
-        layernorm_backward(o[5], o[5] + NC, o[5] + NC + C, g, x, lw, o[3], o[4], N, C);
+        layernorm_backward(o[5], o[5] + NC, o[5] + NC + C, g, x, lw, o[3], o[4], N, C), TOOK(5);
         o[6] = fnew((size_t)B * NH * T + NC); /* lse, out */
         att_fwd(o[6] + (size_t)B * NH * T, o[6], qkv, B, T, NH, NH, C / NH), TOOK(6);
         o[7] = fnew(3 * NC);
@@ -997,7 +997,7 @@ static void test_threads(void)
     }
     /* shared by a team (team.h): the slow thread's blocks taken over */
     static const char *const teamed[OPS + 1] = {"swiglu_forward", "adamw_update", "layernorm_forward", NULL, NULL,
-                                                NULL, "attention_forward", "attention_backward",
+                                                "layernorm_backward", "attention_forward", "attention_backward",
                                                 "crossentropy_max", "crossentropy_sumexp", "crossentropy_backward",
                                                 "gelu_forward", "gelu_backward", "residual_forward", "sumsq"};
     int all = 1;
@@ -1006,7 +1006,7 @@ static void test_threads(void)
         if (!took[i]) tap_diag("%s: no block of the slow thread taken over", teamed[i]);
         all &= took[i] > 0;
     }
-    tap_ok(all, "attention, the norms' forward, cross-entropy, gelu, swiglu, the residual sum, AdamW and sumsq: "
+    tap_ok(all, "attention, the norms, cross-entropy, gelu, swiglu, the residual sum, AdamW and sumsq: "
                 "blocks of the slow thread taken over by the others (attention forward %d, gelu forward %d)",
            took[6], took[11]);
     tap_ok(ss[0] == ss[1] && ss[0] == ss[2], "sumsq: bitwise equal on 1 and 3 threads");

@@ -431,55 +431,64 @@ void KNAME(layernorm_forward)(KREAL *out, KREAL *mean, KREAL *rstd, const KREAL 
  * dweight += dout * norm and dbias += dout, split by channel, rows in order.
  * The two parts are independent: dinp NULL skips the first (a zero-bubble
  * B), dweight NULL the second (its W, run later with the same numbers). */
+static inline __attribute__((always_inline)) void norm_bwd_row(KREAL *dinp, const KREAL *dout, const KREAL *inp,
+                                                               const KREAL *weight, const KREAL *mean,
+                                                               const KREAL *rstd, int n, int N, int C)
+{
+    const KREAL *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
+    KREAL *di = dinp + (size_t)n * C;
+    KREAL m = mean ? mean[n] : K(0), rs = rstd[n];
+    KREAL a = 0, b;
+    if (n + NB_AHEAD < N) {
+        PREFETCH_SPAN(x + NB_AHEAD * (size_t)C, C, 0);
+        PREFETCH_SPAN(d + NB_AHEAD * (size_t)C, C, 0);
+        PREFETCH_SPAN(di + NB_AHEAD * (size_t)C, C, 1);
+    }
+    if (mean) {
+        LANE_SUM(KREAL, a, 0, C, c, weight[c] * d[c]);
+        a /= C;
+    }
+    LANE_SUM(KREAL, b, 0, C, c, (weight[c] * d[c]) * ((x[c] - m) * rs));
+    b /= C;
+#pragma omp simd
+    for (int c = 0; c < C; c++) {
+        KREAL norm = (x[c] - m) * rs;
+        di[c] += (weight[c] * d[c] - a - norm * b) * rs;
+    }
+}
+
+/* dweight and dbias over channels [c0, c1), every row in order. */
+static inline __attribute__((always_inline)) void norm_bwd_channels(KREAL *dweight, KREAL *dbias,
+                                                                    const KREAL *dout, const KREAL *inp,
+                                                                    const KREAL *mean, const KREAL *rstd, int N,
+                                                                    int C, int c0, int c1)
+{
+    for (int n = 0; n < N && c0 < c1; n++) {
+        const KREAL *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
+        KREAL m = mean ? mean[n] : K(0), rs = rstd[n];
+        if (n + NB_AHEAD < N) {
+            PREFETCH_SPAN(x + NB_AHEAD * (size_t)C + c0, c1 - c0, 0);
+            PREFETCH_SPAN(d + NB_AHEAD * (size_t)C + c0, c1 - c0, 0);
+        }
+#pragma omp simd
+        for (int c = c0; c < c1; c++) dweight[c] += d[c] * ((x[c] - m) * rs);
+        if (dbias) {
+#pragma omp simd
+            for (int c = c0; c < c1; c++) dbias[c] += d[c];
+        }
+    }
+}
+
 static void norm_backward(KREAL *dinp, KREAL *dweight, KREAL *dbias, const KREAL *dout, const KREAL *inp,
                           const KREAL *weight, const KREAL *mean, const KREAL *rstd, int N, int C)
 {
-    int par = (long)N * C >= PAR_MIN;
-    if (dinp) {
-#pragma omp parallel for schedule(static) if (par)
-        for (int n = 0; n < N; n++) {
-            const KREAL *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
-            KREAL *di = dinp + (size_t)n * C;
-            KREAL m = mean ? mean[n] : K(0), rs = rstd[n];
-            KREAL a = 0, b;
-            if (n + NB_AHEAD < N) {
-                PREFETCH_SPAN(x + NB_AHEAD * (size_t)C, C, 0);
-                PREFETCH_SPAN(d + NB_AHEAD * (size_t)C, C, 0);
-                PREFETCH_SPAN(di + NB_AHEAD * (size_t)C, C, 1);
-            }
-            if (mean) {
-                LANE_SUM(KREAL, a, 0, C, c, weight[c] * d[c]);
-                a /= C;
-            }
-            LANE_SUM(KREAL, b, 0, C, c, (weight[c] * d[c]) * ((x[c] - m) * rs));
-            b /= C;
-#pragma omp simd
-            for (int c = 0; c < C; c++) {
-                KREAL norm = (x[c] - m) * rs;
-                di[c] += (weight[c] * d[c] - a - norm * b) * rs;
-            }
-        }
-    }
-    if (!dweight) return;
-#pragma omp parallel if (par)
-    {
-        int c0, c1;
-        channel_share(C, &c0, &c1);
-        for (int n = 0; n < N && c0 < c1; n++) {
-            const KREAL *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
-            KREAL m = mean ? mean[n] : K(0), rs = rstd[n];
-            if (n + NB_AHEAD < N) {
-                PREFETCH_SPAN(x + NB_AHEAD * (size_t)C + c0, c1 - c0, 0);
-                PREFETCH_SPAN(d + NB_AHEAD * (size_t)C + c0, c1 - c0, 0);
-            }
-#pragma omp simd
-            for (int c = c0; c < c1; c++) dweight[c] += d[c] * ((x[c] - m) * rs);
-            if (dbias) {
-#pragma omp simd
-                for (int c = c0; c < c1; c++) dbias[c] += d[c];
-            }
-        }
-    }
+    const size_t work = (size_t)N * (size_t)C;
+    if (dinp)
+        TEAM_ITEMS((size_t)N, 1, work, lo, hi,
+                   for (int n = (int)lo; n < (int)hi; n++) norm_bwd_row(dinp, dout, inp, weight, mean, rstd, n, N, C););
+    if (dweight)
+        TEAM_ITEMS((size_t)C, CH_GRAIN, work, c0, c1,
+                   norm_bwd_channels(dweight, dbias, dout, inp, mean, rstd, N, C, (int)c0, (int)c1););
 }
 
 void KNAME(layernorm_backward)(KREAL *dinp, KREAL *dweight, KREAL *dbias,
