@@ -52,7 +52,7 @@ grep -q '^ok [0-9]* - gemm_fma_ftz equals the model' "$scratch/dot.out" || st=1
 ok $st "aarch64: test_bf16_dot passes (bf16 rounding and flushing in portable C, against the model)"
 [ $st -eq 0 ] || { diag < "$scratch/cc.out"; grep '^not ok' "$scratch/dot.out" | diag; }
 
-$CC "$top_srcdir/regression/unit/test_precision.c" "$src/base/precision.c" "$src/base/rng.c" "$src/base/cpu.c" -lm \
+$CC "$top_srcdir/regression/unit/test_precision.c" "$src/base/precision.c" "$src/base/team.c" "$src/base/rng.c" "$src/base/cpu.c" -lm \
     -o "$scratch/test_precision" > "$scratch/cc.out" 2>&1 && run "$scratch/test_precision" > "$scratch/prec.out" 2>&1
 st=$?
 ok $st "aarch64: test_precision passes (bf16 and fp16 conversions in C)"

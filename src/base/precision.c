@@ -2,6 +2,7 @@
 #include "precision.h"
 
 #include "cpu.h"
+#include "team.h"
 
 #include <math.h>
 #include <omp.h>
@@ -207,22 +208,33 @@ void bf16_round_rows(float *x, size_t ld, size_t rows, size_t n)
  * from inside its own region. */
 static int array_par(size_t n) { return n > 65536 && !omp_in_parallel(); }
 
-/* A bf16 array in parallel: one contiguous part a thread (a multiple of 32
- * values: no two threads write one 64-byte line of a 16-bit array, which a
- * streamed store would make a partial write of the line). */
+/* A bf16 array in parallel: pieces shared by a team of the threads (team.h;
+ * 4 a thread, each a multiple of 32 values: no two threads write one
+ * 64-byte line of a 16-bit array, which a streamed store would make a
+ * partial write of the line). */
+struct bf16_pieces {
+    enum bf16_op op;
+    float *x;
+    const float *in;
+    uint16_t *h;
+    size_t n, per;
+};
+
+static void bf16_piece(void *ctx, int b)
+{
+    const struct bf16_pieces *a = ctx;
+    size_t lo = (size_t)b * a->per, len = a->n - lo < a->per ? a->n - lo : a->per;
+    bf16_block(a->op, a->x ? a->x + lo : NULL, a->in ? a->in + lo : NULL, a->h ? a->h + lo : NULL, len);
+}
+
 static void bf16_array(enum bf16_op op, float *x, const float *in, uint16_t *h, size_t n)
 {
     if (!array_par(n)) {
         bf16_block(op, x, in, h, n);
         return;
     }
-#pragma omp parallel
-    {
-        size_t parts = (size_t)omp_get_num_threads(), me = (size_t)omp_get_thread_num();
-        size_t per = ((n + parts - 1) / parts + 31) / 32 * 32; /* (rounded up: the parts cover n) */
-        size_t lo = me * per < n ? me * per : n, len = n - lo < per ? n - lo : per;
-        bf16_block(op, x ? x + lo : NULL, in ? in + lo : NULL, h ? h + lo : NULL, len);
-    }
+    struct bf16_pieces a = {op, x, in, h, n, 0};
+    team_for(team_blocks_of(n, 32, 4, &a.per), bf16_piece, &a);
 }
 
 /* dst[at ..] = src[at ..] rounded to fp16, one block of FP16_BLOCK (cut at n). */
