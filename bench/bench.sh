@@ -75,7 +75,9 @@ while [ $r -le "$ROUNDS" ]; do
             fpt=$(echo "$out" | sed -n 's/.*parameters, \([0-9.]*\) FLOP\/token.*/\1/p')
             run=$(sed -n "s/.*run_dir *= *'\([^']*\)'.*/\1/p" "$deck")
             set -- $(summary "$run")
-            echo "$cfg $p $1 $3 $(calc "$1 * $fpt / 1000") $(calc "100 * $2") $sgemm $(calc "($sgemm + $sgemm_end) / 2")" >> "$rows"
+            own=-
+            [ -n "$sgemm" ] && [ -n "$sgemm_end" ] && own=$(calc "($sgemm + $sgemm_end) / 2")
+            echo "$cfg $p $1 $3 $(calc "$1 * $fpt / 1000") $(calc "100 * $2") $sgemm $own" >> "$rows"
             echo "#   round $r, triad $p on $cfg: sgemm $sgemm GFLOP/s measured at start-up, $sgemm_end after the last step, nominal peak $nominal GFLOP/s" >&2
         done
         if $PY -c "import torch" 2>/dev/null; then
@@ -107,7 +109,7 @@ END {
       if (!(k in tps)) continue
       ratio = (pk in tps) ? sprintf("%.2fx", tps[k] / tps[pk]) : "n/a"
       of = sgemm[ps[i]] > 0 ? sprintf("%.1f%%", 100 * gf[k] / sgemm[ps[i]]) : "n/a"
-      ofown = own[k] > 0 ? sprintf("%.1f%%", 100 * gf[k] / own[k]) : "n/a"
+      ofown = own[k] != "-" && own[k] > 0 ? sprintf("%.1f%%", 100 * gf[k] / own[k]) : "n/a"
       printf "%-11s %-14s %10.0f %9.1f %9.1f %6.1f%% %9s %9s %11s   %s\n", cfgs[c], "triad " ps[i], tps[k], ms[k],
              gf[k], mfu[k], of, ofown, ratio, runs[k]
     }

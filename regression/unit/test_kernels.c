@@ -944,7 +944,7 @@ static void test_threads(void)
     int32_t *tok = xalloc(N * sizeof(int32_t));
     for (int n = 0; n < N; n++) tok[n] = irand(V);
     const int nth[3] = {1, 3, 3}; /* the third run's thread 1 slow */
-    enum { OPS = 14 };
+    enum { OPS = 17 };
     float *r[3][OPS];
     double ss[3];
     int maxthr = omp_get_max_threads(), took[OPS + 1] = {0}; /* the third run's blocks taken over, per operation */
@@ -980,33 +980,48 @@ static void test_threads(void)
         adamw_update(o[12], o[11], 0.5f, o[12] + NC, o[12] + 2 * NC, NC, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 0),
             TOOK(1);
         swiglu_forward(o[13], x, N / 2, C), TOOK(0);
+        /* the CPU table's blocks (team_for): a bf16 activation rounded a
+         * block at a time, AdamW with its working copy, a bf16 array */
+        size_t NV = (size_t)N * V;
+        o[14] = fnew(NV), o[15] = fnew(4 * NV), o[16] = fnew(NV);
+        cpu_device.gelu_forward(PREC_BF16, o[14], lg, NV), TOOK(3);
+        memcpy(o[15], lg, NV * sizeof(float)); /* param, m = 0, v = 0, the copy */
+        cpu_device.adamw_update_rounded(PREC_BF16, o[15], o[15] + 3 * NV, o[14], 0.5f, o[15] + NV, o[15] + 2 * NV, NV,
+                                        1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 0),
+            TOOK(4);
+        lp_round_to(PREC_BF16, o[16], lg, NV), TOOK(15);
     }
 #undef TOOK
     team_hook = NULL;
     omp_set_num_threads(maxthr);
     size_t len[OPS] = {(size_t)Vs * C, (size_t)T * C, NC, N, N, NC + 2 * C,
-                       (size_t)B * NH * T + NC, 3 * NC, (size_t)N * V + 3 * N, NC, NC, NC, 3 * NC, NC / 2};
+                       (size_t)B * NH * T + NC, 3 * NC, (size_t)N * V + 3 * N, NC, NC, NC, 3 * NC, NC / 2,
+                       (size_t)N * V, 4 * (size_t)N * V, (size_t)N * V};
     const char *name[OPS] = {"encoder_backward dwte", "encoder_backward dwpe", "layernorm_forward out",
                              "layernorm_forward mean", "layernorm_forward rstd", "layernorm_backward",
                              "attention_forward", "attention_backward", "crossentropy", "gelu_forward",
-                             "gelu_backward", "residual_forward", "adamw_update", "swiglu_forward"};
+                             "gelu_backward", "residual_forward", "adamw_update", "swiglu_forward",
+                             "cpu_device.gelu_forward bf16", "cpu_device.adamw_update_rounded bf16",
+                             "lp_round_to bf16"};
     for (int k = 0; k < OPS; k++) {
         tap_ok(same_f(r[0][k], r[1][k], len[k]) && same_f(r[0][k], r[2][k], len[k]),
                "%s: bitwise equal on 1 and 3 threads, and on 3 whose thread 1 is slow", name[k]);
         free(r[0][k]); free(r[1][k]); free(r[2][k]);
     }
     /* shared by a team (team.h): the slow thread's blocks taken over */
-    static const char *const teamed[OPS + 1] = {"swiglu_forward", "adamw_update", "layernorm_forward", NULL, NULL,
-                                                "layernorm_backward", "attention_forward", "attention_backward",
-                                                "crossentropy_max", "crossentropy_sumexp", "crossentropy_backward",
-                                                "gelu_forward", "gelu_backward", "residual_forward", "sumsq"};
+    static const char *const teamed[OPS + 1] = {
+        "swiglu_forward", "adamw_update", "layernorm_forward", "cpu_device.gelu_forward bf16",
+        "cpu_device.adamw_update_rounded", "layernorm_backward", "attention_forward", "attention_backward",
+        "crossentropy_max", "crossentropy_sumexp", "crossentropy_backward", "gelu_forward", "gelu_backward",
+        "residual_forward", NULL, "lp_round_to bf16", NULL, "sumsq"};
     int all = 1;
     for (int i = 0; i <= OPS; i++) {
         if (!teamed[i]) continue;
         if (!took[i]) tap_diag("%s: no block of the slow thread taken over", teamed[i]);
         all &= took[i] > 0;
     }
-    tap_ok(all, "attention, the norms, cross-entropy, gelu, swiglu, the residual sum, AdamW and sumsq: "
+    tap_ok(all, "attention, the norms, cross-entropy, gelu, swiglu, the residual sum, AdamW, sumsq, the CPU table's "
+                "rounded blocks and bf16 arrays: "
                 "blocks of the slow thread taken over by the others (attention forward %d, gelu forward %d)",
            took[6], took[11]);
     tap_ok(ss[0] == ss[1] && ss[0] == ss[2], "sumsq: bitwise equal on 1 and 3 threads");

@@ -206,7 +206,7 @@ void bf16_round_rows(float *x, size_t ld, size_t rows, size_t n)
  * microsecond even with its if clause false, 2.6 us nested (libgomp makes
  * a team of one): device_cpu.c's rounded_rows rounds a block at a time
  * from inside its own region. */
-static int array_par(size_t n) { return n > 65536 && !omp_in_parallel(); }
+static int array_par(size_t n) { return n > 65536 && omp_get_level() == 0; }
 
 /* A bf16 array in parallel: pieces shared by a team of the threads (team.h;
  * 4 a thread, each a multiple of 32 values: no two threads write one

@@ -66,23 +66,29 @@ int team_take(const struct team *t, int thread, int step, int *v)
     return -1;
 }
 
+int team_threads(void) { return omp_get_level() > 0 ? 1 : omp_get_max_threads(); }
+
 void team_for(int nb, void (*fn)(void *ctx, int b), void *ctx)
 {
-    int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+    int nt = team_threads();
     if (nt > nb) nt = nb;
     struct team tm;
-    if (nt > 1 && team_init(&tm, nb, nt, 1)) {
+    if (nt <= 1) {
+        for (int b = 0; b < nb; b++) fn(ctx, b);
+        return;
+    }
+    if (team_init(&tm, nb, nt, 1)) {
 #pragma omp parallel num_threads(nt)
         for (int v = 0, t = omp_get_thread_num(), b; (b = team_take(&tm, t, 0, &v)) >= 0;) fn(ctx, b);
         return;
     }
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1) /* (no room for the counters) */
+#pragma omp parallel for schedule(static) num_threads(nt) /* (no room for the counters) */
     for (int b = 0; b < nb; b++) fn(ctx, b);
 }
 
 int team_blocks_of(size_t n, size_t grain, int per_thread, size_t *per)
 {
-    size_t nt = omp_in_parallel() ? 1 : (size_t)omp_get_max_threads(), blocks = nt * (size_t)per_thread;
+    size_t nt = (size_t)team_threads(), blocks = nt * (size_t)per_thread;
     size_t grains = (n + grain - 1) / grain;
     *per = (grains + blocks - 1) / blocks * grain;
     if (*per == 0) *per = grain;

@@ -57,12 +57,16 @@ static inline void team_done(const struct team *t, int b, int step)
 
 /* Blocks [0, nb) of an operation each of whose blocks computes the same
  * whichever thread runs it (an element-wise or row-wise kernel's share):
- * fn(ctx, b) for each, by a team of the OpenMP threads from outside a
- * parallel region (more than one thread and block), else in order on the
- * calling thread.  team_blocks_of cuts n items into such blocks of whole
- * grains, per_thread to a thread (its block size in *per). */
+ * fn(ctx, b) for each, by a team of team_threads() (without room for the
+ * counters: a static split), or with one thread or block in order on the
+ * calling thread, with no OpenMP construct.  team_blocks_of cuts n items
+ * into such blocks of whole grains, per_thread to a thread (its block size
+ * in *per).  team_threads: the OpenMP threads outside every parallel
+ * region, 1 inside any, even a region of one thread (whose team's counters
+ * a team inside it would overwrite: the calling thread's room is one). */
 void team_for(int nb, void (*fn)(void *ctx, int b), void *ctx);
 int team_blocks_of(size_t n, size_t grain, int per_thread, size_t *per);
+int team_threads(void);
 
 /* Tests only (NULL in a run): called as team_take gives out a block, with
  * the thread, the block, and whether the block is of the thread's own

@@ -71,8 +71,8 @@ static void open_data(struct run *r)
  * nominal figure: its measured rate.  train.peak_gflops overrides both.
  * The achievable rate (the start-up sgemm, measured by all ranks at once so
  * that ranks sharing cores add up to their rate) is printed beside it
- * unless the deck gives the peak, and measured again at the end of the run
- * (probe_again). */
+ * unless the deck gives the peak, and on the CPU measured again at the end
+ * of the run (probe_again). */
 static void mfu_reference(struct run *r, const struct device *k, enum precision prec)
 {
     const struct config *cfg = r->cfg;
@@ -85,6 +85,7 @@ static void mfu_reference(struct run *r, const struct device *k, enum precision 
         MPI_CHECK(MPI_Barrier(g->world_comm));
         measured = k->peak_gflops(prec);
         r->probe_gflops = measured;
+        r->probe_again = !k->on_device;
     }
     if (set <= 0 && !k->on_device) {
         cores = b.cores_used;
@@ -457,12 +458,13 @@ static void record_step(struct run *r, struct step_metrics *sm, double dt, doubl
  * (bench/bench.sh: the mean of the two).  Collective. */
 static void probe_again(const struct run *r)
 {
-    if (r->probe_gflops <= 0) return;
+    if (!r->probe_again) return;
     MPI_CHECK(MPI_Barrier(r->g->world_comm));
     double end = r->model.k->peak_gflops(r->model.d.prec);
-    log_info("%s at the end of the run (rank 0): %.1f GFLOP/s, at start-up %.1f (%+.1f%%)\n",
-             r->model.d.prec == PREC_BF16 ? "bf16 gemm" : "sgemm", end, r->probe_gflops,
-             100 * (end / r->probe_gflops - 1));
+    if (end > 0 && r->probe_gflops > 0) /* (0: the probe's matrices could not be allocated) */
+        log_info("%s at the end of the run (rank 0): %.1f GFLOP/s, at start-up %.1f (%+.1f%%)\n",
+                 r->model.d.prec == PREC_BF16 ? "bf16 gemm" : "sgemm", end, r->probe_gflops,
+                 100 * (end / r->probe_gflops - 1));
 }
 
 /* The end of the run: the last checks and checkpoint, then the figures

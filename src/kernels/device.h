@@ -69,7 +69,7 @@ struct device {
      * also leaves the updated parameters rounded to the run's precision p in
      * low (a bf16 or fp16 run's working copy of its fp32 master weights),
      * the bits of adamw_update followed by lp_round_to(p, low, param, n);
-     * the CPU's rounds each block while it is in L1, which saves the
+     * the CPU's rounds each block while it is in L2, which saves the
      * optimizer a pass over the master weights (optim_update). */
     void (*adamw_update_rounded)(enum precision p, float *param, float *low, float *grad, float gscale, float *m,
                                  float *v, size_t n, float lr, float beta1, float beta2, float eps, float wd, int t,

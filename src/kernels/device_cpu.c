@@ -223,7 +223,7 @@ static void cpu_matmul_backward_rounded(enum precision p, float *dinp, float *dw
 /* AdamW with the updated parameters rounded into low (device.h), in
  * blocks of ROUND_BLOCK shared by a team of the threads (team_for): each
  * block updated by the kernel (its own region not opened inside this one:
- * kernels_cpu.c's par_own), then rounded while it is in L1.  Element-wise:
+ * kernels_cpu.c's par_own), then rounded while it is in L2.  Element-wise:
  * the bits of the whole-array update and rounding. */
 struct adamw_rounded {
     enum precision p;

@@ -18,8 +18,9 @@ struct device;
  * for the input or the weight gradient, the zero-bubble B and W; 3:
  * attention_cached, generation's attention over a cache; 4:
  * crossentropy_sumexp leaves the exponentials over the logits, and
- * crossentropy_backward takes them, without the maxima). */
-#define DEVICE_PLUGIN_ABI 4
+ * crossentropy_backward takes them, without the maxima; 5:
+ * adamw_update_rounded, and gelu_backward's dinp may be its dout). */
+#define DEVICE_PLUGIN_ABI 5
 #define DEVICE_PLUGIN_ENTRY "triad_device_plugin"
 #define DEVICE_PLUGIN_FILE "triad-cuda.so"
 /* the environment variable naming the plugin's path */

@@ -5,7 +5,8 @@
 
 /* ops.def's operations, then the table's own that a step calls: the
  * products with rounded outputs, the roundings and the 16-bit storage of a
- * bf16/fp16 run, and the copies and zeroings within the device */
+ * bf16/fp16 run, AdamW with its rounded working copy, and the copies and
+ * zeroings within the device */
 #define MEMORY_OPS(X)                                                                           \
     X(matmul_forward_rounded) X(matmul_backward_rounded) X(lp_round) X(lp_round_to) X(lp_pack) \
     X(lp_unpack) X(adamw_update_rounded) X(copy) X(zero)

@@ -68,19 +68,22 @@
 #define PAR_MIN 16384
 
 /* Whether a kernel's loop opens a parallel region of its own: WORK >=
- * PAR_MIN elements, called from outside one.  Entering an OpenMP construct
- * costs a microsecond even when its if clause is false, 2.6 us nested
- * (libgomp makes a team of one; Zen 5): the kernels device_cpu.c's
- * rounded_rows calls a block at a time from inside its own region skip it,
- * and run their loop as it is on the calling thread. */
-static inline int par_own(size_t work) { return work >= PAR_MIN && !omp_in_parallel(); }
+ * PAR_MIN elements, called from outside every one (team.h's team_threads:
+ * not even inside a region of one thread, whose team a team of ours would
+ * overwrite).  Entering an OpenMP construct costs a microsecond even when
+ * its if clause is false, 2.6 us nested (libgomp makes a team of one; Zen
+ * 5): the kernels device_cpu.c's rounded_rows calls a block at a time from
+ * inside its own region skip it, and run their loop as it is on the
+ * calling thread. */
+static inline int par_own(size_t work) { return work >= PAR_MIN && omp_get_level() == 0; }
 
 /* An element- or row-wise kernel's items [0, n) in pieces of whole grains
  * (TEAM_PER a thread), shared by a team of the threads where the work is
  * worth a region of its own (par_own(work); team.h: each thread its static
- * range first, then the back of a slower thread's), else in order on the
- * calling thread: BODY on items [lo, hi) of each piece.  Each item's
- * arithmetic is the same whichever thread runs it. */
+ * range first, then the back of a slower thread's), else (or without room
+ * for the team's counters) in order on the calling thread: BODY on items
+ * [lo, hi) of each piece.  Each item's arithmetic is the same whichever
+ * thread runs it. */
 enum { TEAM_PER = 4 };
 #define TEAM_ITEMS(n, grain, work, lo, hi, ...)                                                   \
     do {                                                                                          \
@@ -99,6 +102,7 @@ enum { TEAM_PER = 4 };
             __VA_ARGS__                                                                           \
         }                                                                                         \
     } while (0)
+
 /* ATT_BLK (ops.h): the row block of the causal attention products, only
  * blocks on or below the diagonal computed, which saves ~(1 - (n+1)/2n) of
  * the flops. */

@@ -46,8 +46,10 @@ void optim_init(struct optim *o, const struct model *m, const struct config *cfg
 void optim_free(struct optim *o);
 
 /* Mixed precision: take the master weights from the parameters (a fresh
- * start, init_from), and round them into the parameters (after any start or
- * update; with ZeRO all-gathered).  No-ops in fp32. */
+ * start, init_from), and round them into the parameters (after a start or
+ * restart, and after an update under ZeRO-3 or on a device without
+ * adamw_update_rounded: elsewhere optim_update rounds them as it updates;
+ * with ZeRO all-gathered).  No-ops in fp32. */
 void optim_master_from_params(struct optim *o, const struct model *m);
 void optim_params_from_master(struct optim *o, struct model *m, struct comm *c);
 
