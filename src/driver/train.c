@@ -85,7 +85,6 @@ static void mfu_reference(struct run *r, const struct device *k, enum precision 
         MPI_CHECK(MPI_Barrier(g->world_comm));
         measured = k->peak_gflops(prec);
         r->probe_gflops = measured;
-        r->probe_again = !k->on_device;
     }
     if (set <= 0 && !k->on_device) {
         cores = b.cores_used;
@@ -458,7 +457,7 @@ static void record_step(struct run *r, struct step_metrics *sm, double dt, doubl
  * (bench/bench.sh: the mean of the two).  Collective. */
 static void probe_again(const struct run *r)
 {
-    if (!r->probe_again) return;
+    if (r->cfg->train.peak_gflops > 0 || r->model.k->on_device) return; /* (every rank alike) */
     MPI_CHECK(MPI_Barrier(r->g->world_comm));
     double end = r->model.k->peak_gflops(r->model.d.prec);
     if (end > 0 && r->probe_gflops > 0) /* (0: the probe's matrices could not be allocated) */

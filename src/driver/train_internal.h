@@ -51,9 +51,7 @@ struct run {
     int64_t tokens;
     double peak_flops;          /* MFU's reference: the sum over ranks, FLOP/s */
     char peak_text[400];        /* how it was found, and the measured rate beside it (rank 0) */
-    double probe_gflops;        /* this rank's start-up product rate, GFLOP/s */
-    int probe_again;            /* measure it again after the last step (every rank alike: a CPU run whose
-                                   deck gives no peak) */
+    double probe_gflops;        /* this rank's start-up product rate, GFLOP/s (0: not measured) */
     char last_ckpt[4096];       /* the newest good checkpoint: written or restarted from ("" if none) */
     int64_t saved_step;         /* the step of the checkpoint written last (-1: none this run) */
     struct ckpt_async async;    /* io.async_checkpoint: the checkpoint being written in the background */

@@ -246,10 +246,7 @@ static void cpu_adamw_update_rounded(enum precision p, float *param, float *low,
                                      float wd, int t, int clear)
 {
     struct adamw_rounded a = {p, param, low, grad, m, v, gscale, lr, beta1, beta2, eps, wd, n, t, clear};
-    int nb = (int)((n + ROUND_BLOCK - 1) / ROUND_BLOCK);
-    if (n > ROUND_BLOCK) team_for(nb, adamw_rounded_block, &a);
-    else
-        for (int b = 0; b < nb; b++) adamw_rounded_block(&a, b);
+    team_for((int)((n + ROUND_BLOCK - 1) / ROUND_BLOCK), adamw_rounded_block, &a); /* (one block: in place) */
 }
 
 /* The members shared by the two CPU tables: the operations (ops.def, included

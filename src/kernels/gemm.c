@@ -15,8 +15,9 @@
  * columns into blocks, each thread owns a range of them and takes over
  * those a slower thread has not started (gemm_team_rows, gemm_team_cols;
  * a product of many rows cut by columns: one slice of C per thread).
- * Inside a parallel region (attention runs one (b,h) per thread) it runs
- * on the calling thread alone.  BLAS is held to one thread on both paths,
+ * Inside any parallel region, even one of one thread (team.h's
+ * team_threads; attention runs one (b,h) per thread), it runs on the
+ * calling thread alone.  BLAS is held to one thread on both paths,
  * so its own threads never wake up to compete with OpenMP's.
  *
  * Determinism: every kernel sums each element of C in the arithmetic of
@@ -467,7 +468,7 @@ static void gemm_by(const struct gemm_kernel *g, int transA, int transB, int M, 
         if (sums) col_sums(M, K, A, lda, sums);
         return;
     }
-    if (!omp_in_parallel() && omp_get_max_threads() > 1 && (long)M * N * K >= GEMM_PAR_MIN)
+    if (team_threads() > 1 && (long)M * N * K >= GEMM_PAR_MIN)
         gemm_parallel(g, g ? g->mr : 16, g ? g->nr : 16, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta,
                       C, ldc, ep, sums);
     else

@@ -89,7 +89,7 @@ enum { TEAM_PER = 4 };
     do {                                                                                          \
         size_t n_ = (n), per_;                                                                    \
         struct team tm_;                                                                          \
-        int nb_ = team_blocks_of(n_, (grain), TEAM_PER, &per_), nt_ = omp_get_max_threads();      \
+        int nb_ = team_blocks_of(n_, (grain), TEAM_PER, &per_), nt_ = team_threads();             \
         if (nt_ > nb_) nt_ = nb_;                                                                 \
         if (par_own(work) && nt_ > 1 && team_init(&tm_, nb_, nt_, 1)) {                          \
             _Pragma("omp parallel num_threads(nt_)")                                              \
@@ -810,7 +810,7 @@ struct att_team { struct team tm; int teamed, nt, units; };
 
 static void att_team_init(struct att_team *u, int units)
 {
-    int nt = omp_get_max_threads();
+    int nt = team_threads();
     u->nt = nt < units ? nt : (units > 0 ? units : 1);
     u->units = units;
     /* (a team of one is the static split; and its region is inactive, so a
