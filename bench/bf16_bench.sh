@@ -17,7 +17,9 @@
 # system of the run less those of the same run stopped after 2 steps, per
 # round, the median of the rounds; the ratio fp32's over bf16's, as the
 # others bf16's speed): the work, which neighbours sharing the cores change
-# far less than the wall time.  Target (docs/performance.md):
+# far less than the wall time.  BF16_ARGS: deck overrides for the bf16 runs
+# alone (BF16_ARGS="train.pack_activations=.false.": the stored layers in
+# fp32 containers, no pack and unpack passes).  Target (docs/performance.md):
 # bf16 >= 1.5x fp32 on avx512bf16.
 set -u
 cd "$(dirname "$0")/.."
@@ -61,8 +63,10 @@ cpu_s() { awk '{ print $1 + $2 }' "$tmp/time"; }
 # tokens/s appended to file $4; prints "rate-GFLOP/s kernel"
 one_run() { # path deck precision file [train.steps=N]
     rm -rf "$tmp/run"
+    extra=""
+    [ "$3" = bf16 ] && extra=${BF16_ARGS:-}
     out=$(TRIAD_ISA=$1 /usr/bin/time -f '%U %S' -o "$tmp/time" mpirun -n 1 --bind-to none ./triad "$2" \
-          train.threads="$THREADS" train.precision="'$3'" io.run_dir="'$tmp/run'" ${5:-} 2>&1) ||
+          train.threads="$THREADS" train.precision="'$3'" io.run_dir="'$tmp/run'" ${5:-} $extra 2>&1) ||
         { echo "$out" >&2; exit 1; }
     step_tps "$tmp/run" >> "$4"
     rate=$(echo "$out" | sed -n 's/.*measured \(sgemm\|bf16 gemm\) \([0-9.]*\) GFLOP\/s.*/\2/p')
