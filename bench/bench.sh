@@ -4,7 +4,8 @@
 # (llama_small: the same L, C, NH, T, B, V) and GPT-2 124M, on
 # every SIMD path this processor runs (src/base/cpu.h; PATHS="avx2" for one, the
 # generic C path only when named: on x86-64 it is a test path, not a fast one;
-# CONFIGS="small" for some of the configs).
+# CONFIGS="small" for some of the configs; CONFIGS="gpt2_124m_b16", not run by
+# default, is GPT-2 124M at four times the tokens a step: B=16).
 # Prints tokens/s, ms/step, the step's GFLOP/s, MFU against the nominal peak,
 # the step's GFLOP/s against the sgemm rate triad measured on this machine
 # (the achievable limit: nothing is assumed about the processor) in two
@@ -64,6 +65,7 @@ while [ $r -le "$ROUNDS" ]; do
             small) targs="--layers 4 --d-model 256 --heads 4 --seq-len 256 --batch 8 --vocab 4096" ;;
             llama_small) targs="--arch llama --kv-heads 2 --layers 4 --d-model 256 --heads 4 --seq-len 256 --batch 8 --vocab 4096" ;;
             gpt2_124m) targs="--layers 12 --d-model 768 --heads 12 --seq-len 64 --batch 4 --vocab 50257" ;;
+            gpt2_124m_b16) targs="--layers 12 --d-model 768 --heads 12 --seq-len 64 --batch 16 --vocab 50257" ;;
         esac
         fpt=""
         for p in $PATHS; do
