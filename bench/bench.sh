@@ -66,6 +66,7 @@ while [ $r -le "$ROUNDS" ]; do
             llama_small) targs="--arch llama --kv-heads 2 --layers 4 --d-model 256 --heads 4 --seq-len 256 --batch 8 --vocab 4096" ;;
             gpt2_124m) targs="--layers 12 --d-model 768 --heads 12 --seq-len 64 --batch 4 --vocab 50257" ;;
             gpt2_124m_b16) targs="--layers 12 --d-model 768 --heads 12 --seq-len 64 --batch 16 --vocab 50257" ;;
+            *) echo "bench.sh: no config $cfg (small, llama_small, gpt2_124m, gpt2_124m_b16)" >&2; exit 1 ;;
         esac
         fpt=""
         for p in $PATHS; do
@@ -101,7 +102,7 @@ awk -v order="${CONFIGS:-small llama_small gpt2_124m}" -v paths="$PATHS" '
   runs[key] = runs[key] (runs[key] == "" ? "" : " ") sprintf("%.0f", $3)
   if ($7 != "-" && $7 > sgemm[$2]) sgemm[$2] = $7 }
 END {
-  printf "%-11s %-14s %10s %9s %9s %7s %9s %9s %11s   %s\n", "config", "code", "tokens/s", "ms/step", "GFLOP/s",
+  printf "%-13s %-14s %10s %9s %9s %7s %9s %9s %11s   %s\n", "config", "code", "tokens/s", "ms/step", "GFLOP/s",
          "MFU", "of sgemm", "of own", "vs PyTorch", "(each round'"'"'s tokens/s)"
   nc = split(order, cfgs, " "); np = split(paths, ps, " ")
   for (c = 1; c <= nc; c++) {
@@ -112,11 +113,11 @@ END {
       ratio = (pk in tps) ? sprintf("%.2fx", tps[k] / tps[pk]) : "n/a"
       of = sgemm[ps[i]] > 0 ? sprintf("%.1f%%", 100 * gf[k] / sgemm[ps[i]]) : "n/a"
       ofown = own[k] != "-" && own[k] > 0 ? sprintf("%.1f%%", 100 * gf[k] / own[k]) : "n/a"
-      printf "%-11s %-14s %10.0f %9.1f %9.1f %6.1f%% %9s %9s %11s   %s\n", cfgs[c], "triad " ps[i], tps[k], ms[k],
+      printf "%-13s %-14s %10.0f %9.1f %9.1f %6.1f%% %9s %9s %11s   %s\n", cfgs[c], "triad " ps[i], tps[k], ms[k],
              gf[k], mfu[k], of, ofown, ratio, runs[k]
     }
     if (pk in tps)
-      printf "%-11s %-14s %10.0f %9.1f %9.1f %7s %9s %9s %11s   %s\n", cfgs[c], "pytorch", tps[pk], ms[pk], gf[pk], "",
+      printf "%-13s %-14s %10.0f %9.1f %9.1f %7s %9s %9s %11s   %s\n", cfgs[c], "pytorch", tps[pk], ms[pk], gf[pk], "",
              "", "", "1.00x", runs[pk]
   }
   for (i = 1; i <= np; i++) {

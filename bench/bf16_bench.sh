@@ -18,10 +18,13 @@
 # round, the median of the rounds; the ratio fp32's over bf16's, as the
 # others bf16's speed): the work, which neighbours sharing the cores change
 # far less than the wall time.  BF16_ARGS: deck overrides for the bf16 runs
-# alone (BF16_ARGS="train.pack_activations=.false.": the stored layers in
-# fp32 containers, no pack and unpack passes).  Target (docs/performance.md):
+# alone, space-separated, none with a space in it, before the bench's own
+# (which win: a run's steps and directory stay the bench's);
+# BF16_ARGS="train.pack_activations=.false." keeps the stored layers in fp32
+# containers, without the pack and unpack passes.  Target (docs/performance.md):
 # bf16 >= 1.5x fp32 on avx512bf16.
 set -u
+set -f   # (no globbing: BF16_ARGS is split into words, and nothing here names files by pattern)
 cd "$(dirname "$0")/.."
 THREADS=${THREADS:-2}
 ROUNDS=${ROUNDS:-3}
@@ -65,8 +68,8 @@ one_run() { # path deck precision file [train.steps=N]
     rm -rf "$tmp/run"
     extra=""
     [ "$3" = bf16 ] && extra=${BF16_ARGS:-}
-    out=$(TRIAD_ISA=$1 /usr/bin/time -f '%U %S' -o "$tmp/time" mpirun -n 1 --bind-to none ./triad "$2" \
-          train.threads="$THREADS" train.precision="'$3'" io.run_dir="'$tmp/run'" ${5:-} $extra 2>&1) ||
+    out=$(TRIAD_ISA=$1 /usr/bin/time -f '%U %S' -o "$tmp/time" mpirun -n 1 --bind-to none ./triad "$2" $extra \
+          train.threads="$THREADS" train.precision="'$3'" io.run_dir="'$tmp/run'" ${5:-} 2>&1) ||
         { echo "$out" >&2; exit 1; }
     step_tps "$tmp/run" >> "$4"
     rate=$(echo "$out" | sed -n 's/.*measured \(sgemm\|bf16 gemm\) \([0-9.]*\) GFLOP\/s.*/\2/p')
@@ -114,3 +117,4 @@ done
 echo "# tokens/s: the median and the fastest step of $ROUNDS alternating runs per precision (steps after the" \
      "first two of each), $THREADS threads, one rank; CPUs: CPU seconds a step (after the first two), the median of" \
      "the rounds, and fp32's over bf16's; GF: each kernel's start-up measurement (1024^3), best of the runs"
+if [ -n "${BF16_ARGS:-}" ]; then echo "# the bf16 runs with $BF16_ARGS"; fi
