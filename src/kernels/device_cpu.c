@@ -49,7 +49,7 @@ static int host_mpi_staged(void) { return 0; }
  * acts_rounded): rows [0, N) of w output floats each, in blocks of about
  * ROUND_BLOCK floats shared by a team of the threads (team.h's team_for),
  * each computed by the operation (which opens no parallel region of its
- * own inside this one: kernels_cpu.c's par_own) and then rounded while it
+ * own inside this one: kernels_cpu.c's TEAM_ITEMS) and then rounded while it
  * is in L1.  Each row's values are the operation's on the whole array
  * (element- or row-wise arithmetic), bit for bit. */
 enum { ROUND_BLOCK = 16384 };
@@ -223,7 +223,7 @@ static void cpu_matmul_backward_rounded(enum precision p, float *dinp, float *dw
 /* AdamW with the updated parameters rounded into low (device.h), in
  * blocks of ROUND_BLOCK shared by a team of the threads (team_for): each
  * block updated by the kernel (its own region not opened inside this one:
- * kernels_cpu.c's par_own), then rounded while it is in L2.  Element-wise:
+ * kernels_cpu.c's TEAM_ITEMS), then rounded while it is in L2.  Element-wise:
  * the bits of the whole-array update and rounding. */
 struct adamw_rounded {
     enum precision p;

@@ -67,23 +67,19 @@
 /* Below this many elements an elementwise kernel stays on one thread. */
 #define PAR_MIN 16384
 
-/* Whether a kernel's loop opens a parallel region of its own: WORK >=
- * PAR_MIN elements, called from outside every one (team.h's team_threads:
- * not even inside a region of one thread, whose team a team of ours would
- * overwrite).  Entering an OpenMP construct costs a microsecond even when
- * its if clause is false, 2.6 us nested (libgomp makes a team of one; Zen
- * 5): the kernels device_cpu.c's rounded_rows calls a block at a time from
- * inside its own region skip it, and run their loop as it is on the
- * calling thread. */
-static inline int par_own(size_t work) { return work >= PAR_MIN && omp_get_level() == 0; }
-
 /* An element- or row-wise kernel's items [0, n) in pieces of whole grains
- * (TEAM_PER a thread), shared by a team of the threads where the work is
- * worth a region of its own (par_own(work); team.h: each thread its static
- * range first, then the back of a slower thread's), else (or without room
- * for the team's counters) in order on the calling thread: BODY on items
- * [lo, hi) of each piece.  Each item's arithmetic is the same whichever
- * thread runs it. */
+ * (TEAM_PER a thread), shared by a team of the threads (team.h: each thread
+ * its static range first, then the back of a slower thread's) where the
+ * work is worth a region of its own (WORK >= PAR_MIN elements) and the
+ * call comes from outside every parallel region (team_threads() > 1: not
+ * even inside a region of one thread, whose team's counters a team of ours
+ * would overwrite), else (or without room for the counters) in order on
+ * the calling thread, with no OpenMP construct: entering one costs a
+ * microsecond even when its if clause is false, 2.6 us nested (libgomp
+ * makes a team of one; Zen 5), and device_cpu.c's rounded_rows calls these
+ * kernels a block at a time from inside its own region.  BODY runs on
+ * items [lo, hi) of each piece.  Each item's arithmetic is the same
+ * whichever thread runs it. */
 enum { TEAM_PER = 4 };
 #define TEAM_ITEMS(n, grain, work, lo, hi, ...)                                                   \
     do {                                                                                          \
@@ -91,7 +87,7 @@ enum { TEAM_PER = 4 };
         struct team tm_;                                                                          \
         int nb_ = team_blocks_of(n_, (grain), TEAM_PER, &per_), nt_ = team_threads();             \
         if (nt_ > nb_) nt_ = nb_;                                                                 \
-        if (par_own(work) && nt_ > 1 && team_init(&tm_, nb_, nt_, 1)) {                          \
+        if ((work) >= PAR_MIN && nt_ > 1 && team_init(&tm_, nb_, nt_, 1)) {                      \
             _Pragma("omp parallel num_threads(nt_)")                                              \
             for (int v_ = 0, t_ = omp_get_thread_num(), b_; (b_ = team_take(&tm_, t_, 0, &v_)) >= 0;) { \
                 size_t lo = (size_t)b_ * per_, hi = lo + per_ < n_ ? lo + per_ : n_;              \
