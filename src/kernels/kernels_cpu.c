@@ -878,6 +878,7 @@ static void attention_forward_by(att_arith a, KREAL *out, KREAL *lse, const KREA
                     LANE_MAX(KREAL, m, 0, nv, j, sr[j]);
 #pragma omp simd
                     for (int j = 0; j < nv; j++) sr[j] = sr[j] - m;
+#pragma omp simd
                     for (int j = nv; j < nc; j++) sr[j] = -K(INFINITY);
                     corr[r] = mx[r] - m;
                     mx[r] = m;
@@ -1040,6 +1041,7 @@ static void attention_backward_by(att_arith a, KREAL *dqkv, KREAL *dkv, const KR
                         int nv = att_visible(causal, i0 + rr, j0, nc);
 #pragma omp simd
                         for (int j = 0; j < nv; j++) pr[j] = pr[j] - li;
+#pragma omp simd
                         for (int j = nv; j < nc; j++) pr[j] = -K(INFINITY);
                     }
                     att_exp_block(p, nr, nc); /* (exp_block's passes) */
@@ -1055,6 +1057,7 @@ static void attention_backward_by(att_arith a, KREAL *dqkv, KREAL *dkv, const KR
                         int nv = att_visible(causal, i0 + rr, j0, nc);
 #pragma omp simd
                         for (int j = 0; j < nv; j++) dr[j] = pr[j] * (dr[j] - Di) * g.scale;
+#pragma omp simd
                         for (int j = nv; j < nc; j++) dr[j] = K(0);
                     }
                     /* dq_i += ds k_j; dk_j += ds^T q_i */
