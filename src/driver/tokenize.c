@@ -311,8 +311,8 @@ int tokenize_run(const struct config *cfg)
     size_t len[BATCH_DOCS], cap[BATCH_DOCS] = {0};
     int32_t *mine = NULL, *all = NULL;
     size_t nmine = 0, capmine = 0;
-    int counts[BATCH_DOCS], *rank_docs = calloc((size_t)P, sizeof(int)), *rank_ids = calloc((size_t)P, sizeof(int)),
-        *displ = calloc((size_t)P, sizeof(int));
+    int counts[BATCH_DOCS], *rank_docs = xcalloc((size_t)P, sizeof(int)), *rank_ids = xcalloc((size_t)P, sizeof(int)),
+        *displ = xcalloc((size_t)P, sizeof(int));
     long long docs = 0, tokens = 0;
     double t0 = MPI_Wtime(), last = t0;
     for (int more = 1; more && rc == 0;) {
@@ -351,7 +351,14 @@ int tokenize_run(const struct config *cfg)
         MPI_CHECK(MPI_Gatherv(counts, nd, MPI_INT, all_counts, rank_docs, displ, MPI_INT, 0, MPI_COMM_WORLD));
         long long sum = 0;
         for (int k = 0; rank == 0 && k < P; k++) displ[k] = (int)sum, sum += rank_ids[k];
-        if (rank == 0) all = realloc(all, ((size_t)sum + 1) * sizeof *all);
+        if (rank == 0) { /* (the batch's ids, gathered on rank 0; the old block kept if this fails) */
+            int32_t *g = realloc(all, ((size_t)sum + 1) * sizeof *all);
+            if (!g)
+                rc = errorf(err, sizeof err, "out of memory on rank 0 for a batch's %lld token ids (%.1f MB)", sum,
+                            (double)(sum + 1) * sizeof *all / 1e6);
+            else all = g;
+        }
+        if (mpi_agree_error(MPI_COMM_WORLD, rc != 0, err, sizeof err)) break;
         MPI_CHECK(MPI_Gatherv(mine, ni, MPI_INT32_T, all, rank_ids, displ, MPI_INT32_T, 0, MPI_COMM_WORLD));
         if (rank == 0) rc = emit(cfg, &w, tok, all, all_counts, n, sep >= 0, err, sizeof err);
         docs += n, tokens += sum;
