@@ -565,6 +565,7 @@ void metrics_print_step(FILE *f, const struct step_metrics *s, int64_t total_ste
 /* The elements of a 1-d float64 dataset of f, read into *out (malloc'ed). */
 static int read_column(hid_t f, const char *name, double **out, hsize_t *n)
 {
+    *out = NULL; /* (NULL on every failure: the caller frees it either way) */
     hid_t d = H5Lexists(f, name, H5P_DEFAULT) > 0 ? H5Dopen2(f, name, H5P_DEFAULT) : -1;
     if (d < 0) return -1;
     hid_t space = H5Dget_space(d);
