@@ -205,4 +205,16 @@ if ${CC:-cc} -shared -fPIC -o "$shim" "$top_srcdir/regression/faults/big_realloc
 else
     skip "cannot build the LD_PRELOAD shim ($(head -1 "$scratch/cc.err"))"
 fi
+# a read that stops short (an LD_PRELOAD shim: every fread of merges.txt one byte short): the file named, status 1
+shim="$scratch/short_read.so"
+if ${CC:-cc} -shared -fPIC -o "$shim" "$top_srcdir/regression/faults/short_read.c" -ldl 2> "$scratch/cc.err"; then
+    LD_PRELOAD="$shim" TRIAD_FAULT_PATH=merges.txt "$TRIAD" tokenize tokenize.tokenizer="'$scratch/gpt2'" \
+        tokenize.input="'$scratch/sep.txt'" tokenize.print=ids > "$scratch/out" 2>&1
+    st=$?
+    grep '^error' "$scratch/out" | diag
+    [ $st -eq 1 ] && grep -q "^error: .*/gpt2/merges.txt: cannot read it" "$scratch/out"
+    ok $? "GPT-2's merges.txt read short: the file named, status 1 (got $st)"
+else
+    skip "cannot build the LD_PRELOAD shim ($(head -1 "$scratch/cc.err"))"
+fi
 done_testing

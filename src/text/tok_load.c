@@ -368,7 +368,7 @@ static int read_all(const struct loader *L, const char *path, char **text, size_
     *len = *text ? fread(*text, 1, (size_t)sb.st_size, f) : 0;
     int bad = !f || !*text || *len != (size_t)sb.st_size;
     if (f) fclose(f);
-    if (bad) return free(*text), errorf(L->err, L->errlen, "%s: cannot read it", path);
+    if (bad) return free(*text), *text = NULL, errorf(L->err, L->errlen, "%s: cannot read it", path);
     (*text)[*len] = 0;
     return 0;
 }
