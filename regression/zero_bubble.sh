@@ -94,11 +94,13 @@ ok $? "triad schedule: each rank's F, B and W as the run measured them (2 steps 
 # a run that never finished (killed: its metrics.h5 has the steps, not the timers metrics_close writes):
 # the schedule and the FLOPs' costs, no measured ones, no crash
 cp -r "$scratch/half" "$scratch/killed" &&
-    "$PYTHON3" -c "import h5py, sys; f = h5py.File(sys.argv[1], 'r+'); del f['timers']" "$scratch/killed/metrics.h5"
+    "$PYTHON3" -c "import h5py, sys; f = h5py.File(sys.argv[1], 'r+'); del f['timers']
+assert 'metrics/step' in f" "$scratch/killed/metrics.h5"
+made=$?
 "$TRIAD" schedule "$deck" world=2 $long parallel.pp=2 parallel.schedule="'zb-h1'" io.run_dir="'$scratch/killed'" \
     > "$scratch/sched.out" 2>&1
 st=$?
-[ $st -eq 0 ] && grep -q "^F:B:W by the kernels' FLOPs" "$scratch/sched.out" &&
+[ $made -eq 0 ] && [ $st -eq 0 ] && grep -q "^F:B:W by the kernels' FLOPs" "$scratch/sched.out" &&
     ! grep -q "^measured by the run" "$scratch/sched.out"
 ok $? "triad schedule beside a run that never finished (no /timers): the FLOPs' costs alone, status 0 (got $st)"
 [ $st -eq 0 ] || tail -5 "$scratch/sched.out" | diag

@@ -30,3 +30,12 @@ size_t fread(void *buf, size_t size, size_t n, FILE *f)
     if (n > 0 && targeted(f)) n--;
     return next(buf, size, n, f);
 }
+
+/* (what fread compiles to with _FORTIFY_SOURCE where the buffer's size is known) */
+size_t __fread_chk(void *buf, size_t buflen, size_t size, size_t n, FILE *f)
+{
+    static size_t (*next)(void *, size_t, size_t, size_t, FILE *);
+    if (!next) next = (size_t (*)(void *, size_t, size_t, size_t, FILE *))dlsym(RTLD_NEXT, "__fread_chk");
+    if (n > 0 && targeted(f)) n--;
+    return next(buf, buflen, size, n, f);
+}
