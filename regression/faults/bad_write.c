@@ -6,25 +6,15 @@
  * all went well.  Other files are untouched. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
-static int targeted(int fd, size_t n)
-{
-    const char *want = getenv("TRIAD_FAULT_PATH");
-    if (!want || !*want || n < 512) return 0;
-    char link[64], path[PATH_MAX];
-    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-    ssize_t len = readlink(link, path, sizeof path - 1);
-    if (len <= 0) return 0;
-    path[len] = '\0';
-    return strstr(path, want) != NULL;
-}
+#include "fault_path.h"
+
+static int targeted(int fd, size_t n) { return n >= 512 && fault_path(fd); }
 
 /* A copy of buf with its middle byte flipped (the caller frees it). */
 static void *damaged(const void *buf, size_t n)

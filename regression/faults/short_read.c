@@ -5,23 +5,11 @@
  * when one was asked for); other files are untouched. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
-static int targeted(FILE *f)
-{
-    const char *want = getenv("TRIAD_FAULT_PATH");
-    if (!want || !*want) return 0;
-    char link[64], path[PATH_MAX];
-    snprintf(link, sizeof link, "/proc/self/fd/%d", fileno(f));
-    ssize_t len = readlink(link, path, sizeof path - 1);
-    if (len <= 0) return 0;
-    path[len] = '\0';
-    return strstr(path, want) != NULL;
-}
+#include "fault_path.h"
+
+static int targeted(FILE *f) { return fault_path(fileno(f)); }
 
 size_t fread(void *buf, size_t size, size_t n, FILE *f)
 {
