@@ -175,6 +175,10 @@ printf '%s\n' '{"text": "ok"}' '{"text": ' > "$scratch/broken.jsonl"
     tokenize.output="'$scratch/sj/x'" > "$scratch/out" 2>&1
 [ $? -eq 1 ] && grep -q "broken.jsonl:2: not a JSON object" "$scratch/out" && [ -z "$(ls "$scratch/sj")" ]
 ok $? "an invalid JSON line: its file and line, status 1, no shard left"
+printf '[1, 2]\n' > "$scratch/array.json"
+"$TRIAD" tokenize tokenize.tokenizer="'$scratch/array.json'" tokenize.input="'$scratch/sep.txt'" > "$scratch/out" 2>&1
+[ $? -eq 1 ] && grep -q "array.json: not a JSON object (it is an array)" "$scratch/out"
+ok $? "a tokenizer.json that holds an array: what it holds named"
 printf '%s\n' '{"body": "ok"}' > "$scratch/nofield.jsonl"
 "$TRIAD" tokenize tokenize.tokenizer="'$L3'" tokenize.input="'$scratch/nofield.jsonl'" tokenize.format=jsonl \
     tokenize.output="'$scratch/sj/x'" > "$scratch/out" 2>&1
@@ -202,6 +206,13 @@ if ${CC:-cc} -shared -fPIC -o "$shim" "$top_srcdir/regression/faults/big_realloc
     [ $st -eq 1 ] && grep -q "^error: triad tokenize: out of memory on rank 0 for a batch's [0-9]* token ids" \
         "$scratch/out" && [ -z "$(ls "$scratch/so")" ]
     ok $? "a batch's ids that do not fit in rank 0's memory: the error named, status 1 (got $st), no shard left"
+    # Llama 3's tokenizer.json: its vocabulary's 128,256 members outgrow 4 MB while it is parsed
+    LD_PRELOAD="$shim" TRIAD_FAULT_REALLOC=4000000 "$TRIAD" tokenize tokenize.tokenizer="'$L3'" \
+        tokenize.input="'$scratch/sep.txt'" tokenize.print=ids > "$scratch/out" 2>&1
+    st=$?
+    grep '^error' "$scratch/out" | diag
+    [ $st -eq 1 ] && grep -q "^error: .*/tokenizer.json: out of memory parsing 9.[0-9] MB of JSON$" "$scratch/out"
+    ok $? "memory running out while a tokenizer's JSON is parsed: said so, not 'not a JSON object' (status $st)"
 else
     skip "cannot build the LD_PRELOAD shim ($(head -1 "$scratch/cc.err"))"
 fi

@@ -34,6 +34,14 @@ static void fail(struct parser *ps, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Out of memory: the text's size, not a position (nothing is wrong there). */
+static void fail_nomem(struct parser *ps)
+{
+    if (ps->failed) return;
+    ps->failed = 1;
+    snprintf(ps->err, ps->errlen, JSON_NOMEM " parsing %.1f MB of JSON", (double)(ps->end - ps->s) / 1e6);
+}
+
 /* A byte as an error message may show it: itself if printable, else its
  * code (a NUL would end the message, a control byte garble the terminal). */
 static const char *shown(char c, char buf[8])
@@ -183,7 +191,7 @@ static char *string(struct parser *ps)
         n += (size_t)k;
     }
     if (!out) {
-        fail(ps, "out of memory");
+        fail_nomem(ps);
         return NULL;
     }
     if (!ps->failed && ps->p >= ps->end) fail(ps, "a string is not closed");
@@ -242,7 +250,7 @@ static struct json *grow(struct parser *ps, struct json *v, char *key)
     }
     if (items && v->kind == JSON_OBJECT) v->key[v->n] = key;
     if (!items) {
-        fail(ps, "out of memory");
+        fail_nomem(ps);
         free(key);
         return NULL;
     }
@@ -346,7 +354,7 @@ struct json *json_parse(const char *text, size_t len, char *err, size_t errlen)
     struct parser ps = { .s = text, .end = text + len, .p = text, .err = err, .errlen = errlen };
     struct json *v = calloc(1, sizeof *v);
     if (!v) {
-        snprintf(err, errlen, "out of memory");
+        fail_nomem(&ps);
         return NULL;
     }
     if (value(&ps, v, 0) == 0) {
@@ -358,6 +366,20 @@ struct json *json_parse(const char *text, size_t len, char *err, size_t errlen)
         return NULL;
     }
     return v;
+}
+
+struct json *json_parse_object(const char *text, size_t len, char *err, size_t errlen)
+{
+    static const char *const kinds[] = {[JSON_NULL] = "null", [JSON_FALSE] = "false", [JSON_TRUE] = "true",
+                                        [JSON_NUMBER] = "a number", [JSON_STRING] = "a string", [JSON_ARRAY] = "an array"};
+    char why[256];
+    struct json *v = json_parse(text, len, why, sizeof why);
+    if (v && v->kind == JSON_OBJECT) return v;
+    if (v) snprintf(err, errlen, "not a JSON object (it is %s)", kinds[v->kind]);
+    else if (strncmp(why, JSON_NOMEM, strlen(JSON_NOMEM)) == 0) snprintf(err, errlen, "%s", why);
+    else snprintf(err, errlen, "not a JSON object (%s)", why);
+    json_free(v);
+    return NULL;
 }
 
 const struct json *json_get(const struct json *obj, const char *key)

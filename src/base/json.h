@@ -20,10 +20,18 @@ struct json {
     char **key;            /* JSON_OBJECT: their names */
 };
 
-/* Parse text[0..len); NULL with a message in err ("line L, column C: ...") on
- * a malformed text.  json_free releases a tree. */
+/* How a message of json_parse's begins when memory ran out. */
+#define JSON_NOMEM "out of memory"
+
+/* Parse text[0..len); NULL with a message in err on failure: "line L, column
+ * C: ..." on a malformed text, JSON_NOMEM " parsing N MB of JSON" when memory
+ * ran out.  json_free releases a tree. */
 struct json *json_parse(const char *text, size_t len, char *err, size_t errlen);
 void json_free(struct json *v);
+/* json_parse for the formats whose text is one object (config.json, a
+ * tokenizer, a safetensors header, a JSON Lines document): NULL with "not a
+ * JSON object (...)" or the out-of-memory message in err. */
+struct json *json_parse_object(const char *text, size_t len, char *err, size_t errlen);
 
 /* The member called key of an object (the last if repeated), or NULL. */
 const struct json *json_get(const struct json *obj, const char *key);

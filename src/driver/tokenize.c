@@ -135,11 +135,11 @@ static int jsonl_text(const struct reader *r, const char *doc, size_t len, char 
     sscanf(doc, "%zu:%ld:%n", &file, &line, &at);
     const char *path = file < r->files.gl_pathc ? r->files.gl_pathv[file] : "?";
     char jerr[256];
-    struct json *j = json_parse(doc + at, len - (size_t)at, jerr, sizeof jerr);
-    const struct json *v = j ? json_get(j, r->cfg->tokenize.field) : NULL;
+    struct json *j = json_parse_object(doc + at, len - (size_t)at, jerr, sizeof jerr);
+    const struct json *v = json_get(j, r->cfg->tokenize.field);
     int rc = 0;
-    if (!j || j->kind != JSON_OBJECT)
-        rc = errorf(err, errlen, "%s:%ld: not a JSON object (%s)", path, line, j ? "another JSON value" : jerr);
+    if (!j)
+        rc = errorf(err, errlen, "%s:%ld: %s", path, line, jerr);
     else if (!v || v->kind != JSON_STRING)
         rc = errorf(err, errlen, "%s:%ld: no string member \"%s\" (tokenize.field)", path, line, r->cfg->tokenize.field);
     else if (!(*text = strdup(v->string)))

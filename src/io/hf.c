@@ -209,12 +209,10 @@ static int read_json(const char *path, struct json **out, char *why, size_t whyl
     size_t len = 0;
     *out = NULL;
     if (read_text(path, &text, &len, why, whylen) != 0) return -1;
-    *out = json_parse(text, len, jerr, sizeof jerr);
+    *out = json_parse_object(text, len, jerr, sizeof jerr);
     free(text);
-    if (!*out || (*out)->kind != JSON_OBJECT) {
-        errorf(why, whylen, "%s: not a JSON object (%s)", path, *out ? "another JSON value" : jerr);
-        json_free(*out);
-        *out = NULL;
+    if (!*out) {
+        errorf(why, whylen, "%s: %s", path, jerr);
         errno = 0;
         return -1;
     }

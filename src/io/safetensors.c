@@ -209,13 +209,12 @@ int st_open(struct st_file *f, const char *path, char *err, size_t errlen)
         close(fd);
         return bad(err, errlen, path, NULL, "cannot read its header: %s", strerror(e));
     }
-    struct json *h = hlen && text[0] == '{' ? json_parse(text, hlen, jerr, sizeof jerr) : NULL;
-    if (hlen == 0 || text[0] != '{') snprintf(jerr, sizeof jerr, "it does not begin with '{'");
+    struct json *h = hlen && text[0] == '{' ? json_parse_object(text, hlen, jerr, sizeof jerr) : NULL;
+    if (hlen == 0 || text[0] != '{') snprintf(jerr, sizeof jerr, "not a JSON object (it does not begin with '{')");
     free(text);
-    if (!h || h->kind != JSON_OBJECT) {
-        json_free(h);
+    if (!h) {
         close(fd);
-        return bad(err, errlen, path, NULL, "the header is not a JSON object (%s)", jerr);
+        return bad(err, errlen, path, NULL, "its header: %s", jerr);
     }
     f->fd = fd;
     f->path = strdup(path);

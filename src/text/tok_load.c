@@ -378,13 +378,9 @@ static struct json *read_json_file(const struct loader *L, const char *path)
     char *text, jerr[256];
     size_t len;
     if (read_all(L, path, &text, &len)) return NULL;
-    struct json *j = json_parse(text, len, jerr, sizeof jerr);
+    struct json *j = json_parse_object(text, len, jerr, sizeof jerr);
     free(text);
-    if (!j || j->kind != JSON_OBJECT) {
-        errorf(L->err, L->errlen, "%s: not a JSON object (%s)", path, j ? "another JSON value" : jerr);
-        json_free(j);
-        return NULL;
-    }
+    if (!j) errorf(L->err, L->errlen, "%s: %s", path, jerr);
     return j;
 }
 
