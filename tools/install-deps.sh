@@ -7,11 +7,12 @@
 # bench/gemm_bench compares (the build links OpenBLAS); the aarch64 cross
 # compiler and qemu-user run the portable path on another processor
 # (regression/aarch64.sh); python3-torch is the reference of the llama
-# family's test (regression/llama_pytorch.sh) and the peer of the benchmarks.
+# family's test (regression/llama_pytorch.sh) and the peer of the benchmarks;
+# clang-tidy runs the static analysis (make analyze, regression/analyze.sh).
 set -eu
 PKGS="build-essential autoconf automake libtool pkg-config
 openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libopenblas-dev libblis-openmp-dev help2man
-libpcre2-dev libutf8proc-dev
+libpcre2-dev libutf8proc-dev clang-tidy
 gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 python3 python3-h5py python3-numpy python3-matplotlib python3-torch
 slurm-wlm munge"

@@ -146,7 +146,8 @@ void text_printable(char *s)
         if (((unsigned char)*s < 0x20 && *s != '\n' && *s != '\t') || *s == 0x7f) *s = '?';
 }
 
-int errorf(char *err, size_t errlen, const char *fmt, ...)
+/* (the name in parentheses: log.h's macro for the analyzer does not expand here) */
+int(errorf)(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);

@@ -117,7 +117,10 @@ int bpe_add_merge(struct bpe *b, const char *left, size_t llen, const char *righ
         size_t cap = b->pair_cap ? 2 * b->pair_cap : 4096;
         struct bpe g = {.pair = malloc(cap * sizeof(uint64_t)), .pair_rank = malloc(cap * sizeof(int32_t)),
                         .pair_new = malloc(cap * sizeof(int32_t)), .pair_cap = cap};
-        if (!g.pair || !g.pair_rank || !g.pair_new) return errorf(err, errlen, "out of memory");
+        if (!g.pair || !g.pair_rank || !g.pair_new) {
+            free(g.pair), free(g.pair_rank), free(g.pair_new);
+            return errorf(err, errlen, "out of memory");
+        }
         memset(g.pair, 0xff, cap * sizeof(uint64_t));
         for (size_t i = 0; i < b->pair_cap; i++)
             if (b->pair[i] != UINT64_MAX) {

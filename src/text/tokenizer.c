@@ -413,7 +413,7 @@ static int byte_fallback(struct pieces *tok)
         }
         struct bytes fixed = {0};
         rc |= well_formed(run.p, run.n, &fixed);
-        int exact = fixed.n == run.n && memcmp(fixed.p, run.p, run.n) == 0;
+        int exact = rc == 0 && fixed.n == run.n && memcmp(fixed.p, run.p, run.n) == 0;
         if (exact) rc |= add_piece(&out, run.p, run.n);
         for (int k = i; k < j && !exact && rc == 0; k++) rc = add_piece(&out, "\xEF\xBF\xBD", 3);
         tok_drop(&run), tok_drop(&fixed);
@@ -454,7 +454,8 @@ static int decode_step(const struct tokenizer *t, const struct dec_step *d, stru
         if (d->kind == DEC_BYTELEVEL) rc |= well_formed(all.p ? all.p : "", all.n, &fixed); /* (from_utf8_lossy) */
         free_pieces(tok);
         rc |= d->kind == DEC_BYTELEVEL ? add_piece(tok, fixed.p, fixed.n) : add_piece(tok, all.p ? all.p : "", all.n);
-        if (tok->n == 0 && rc == 0) rc = add_piece(tok, " ", 1), tok->p[0].n = 0; /* (an empty result stays a piece) */
+        if (tok->n == 0 && rc == 0 && (rc = add_piece(tok, " ", 1)) == 0)
+            tok->p[0].n = 0; /* (an empty result stays a piece) */
         tok_drop(&all), tok_drop(&fixed);
         return rc;
     }
