@@ -189,12 +189,13 @@ ok $? "a JSON line without the field"
 [ $? -eq 1 ] && grep -q "no file matches tokenize.input" "$scratch/out"
 ok $? "no input file"
 
-# memory running out on rank 0 for a batch's gathered ids (an LD_PRELOAD shim
-# fails every realloc of 8 MB or more; Llama 2's tokenizer loads below that,
-# each rank's own ids stay below it, the 4.2 M ids of the batch do not): a
-# clear error on every rank, status 1, no shard left
-shim="$scratch/big_realloc.so"
-if ${CC:-cc} -shared -fPIC -o "$shim" "$top_srcdir/regression/faults/big_realloc.c" -ldl 2> "$scratch/cc.err"; then
+# memory running out (an LD_PRELOAD shim fails every realloc, or calloc, of a
+# set size or more).  First on rank 0 for a batch's gathered ids (reallocs of
+# 8 MB: Llama 2's tokenizer loads below that, each rank's own ids stay below
+# it, the 4.2 M ids of the batch do not): a clear error on every rank,
+# status 1, no shard left
+shim="$scratch/big_alloc.so"
+if ${CC:-cc} -shared -fPIC -o "$shim" "$top_srcdir/regression/faults/big_alloc.c" -ldl 2> "$scratch/cc.err"; then
     mkdir -p "$scratch/oom" "$scratch/so"
     i=0
     while [ $i -lt 512 ]; do i=$((i + 1)); cp /usr/share/common-licenses/GPL-3 "$scratch/oom/g$i.txt"; done
@@ -213,6 +214,13 @@ if ${CC:-cc} -shared -fPIC -o "$shim" "$top_srcdir/regression/faults/big_realloc
     grep '^error' "$scratch/out" | diag
     [ $st -eq 1 ] && grep -q "^error: .*/tokenizer.json: out of memory parsing 9.[0-9] MB of JSON$" "$scratch/out"
     ok $? "memory running out while a tokenizer's JSON is parsed: said so, not 'not a JSON object' (status $st)"
+    # GPT-2's merges.txt: its 50,001 lines' table (2.4 MB) cannot be had; no tokenizer without its merges
+    LD_PRELOAD="$shim" TRIAD_FAULT_CALLOC=2000000 "$TRIAD" tokenize tokenize.tokenizer="'$scratch/gpt2'" \
+        tokenize.input="'$scratch/sep.txt'" tokenize.print=ids > "$scratch/out" 2>&1
+    st=$?
+    grep '^error' "$scratch/out" | diag
+    [ $st -eq 1 ] && grep -q "^error: .*/gpt2/merges.txt: out of memory for its 50001 lines$" "$scratch/out"
+    ok $? "memory running out for merges.txt's table: an error, not a tokenizer without merges (status $st)"
 else
     skip "cannot build the LD_PRELOAD shim ($(head -1 "$scratch/cc.err"))"
 fi

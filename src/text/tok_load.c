@@ -424,6 +424,7 @@ static int load_gpt2_files(struct tokenizer *t, const struct loader *L, const ch
     int lines = 0;
     for (size_t i = 0; rc == 0 && i < len; i++) lines += text[i] == '\n';
     merges.item = rc == 0 ? calloc((size_t)lines + 1, sizeof *merges.item) : NULL;
+    if (rc == 0 && !merges.item) rc = refuse(&M, "out of memory for its %d lines", lines);
     for (char *line = rc == 0 ? strtok(text, "\n") : NULL; line && merges.item; line = strtok(NULL, "\n")) {
         size_t l = strlen(line);
         if (l && line[l - 1] == '\r') line[--l] = 0;
