@@ -47,6 +47,7 @@ out="$WORK/$(echo "$src" | tr / _)"
     '-D__builtin_cpu_supports(feature)=1' \
     > "$out.out" 2> "$out.err"
 echo $? > "$out.rc"
+echo "$src" > "$out.src"
 EOF
 chmod +x "$work/one.sh"
 echo "analyze.sh: $(echo $files | wc -w) files, $jobs at a time ($("$tidy" --version | sed -n 's/.*version /clang-tidy /p' | head -1))"
@@ -56,7 +57,7 @@ printf '%s\n' $files | TIDY=$tidy WORK=$work xargs -P "$jobs" -I{} "$work/one.sh
 status=0
 for rc in "$work"/*.rc; do
     if [ "$(cat "$rc")" != 0 ] && ! grep -q "warning:" "${rc%.rc}.out"; then
-        echo "analyze.sh: clang-tidy failed on $(basename "${rc%.rc}" | tr _ /):" >&2
+        echo "analyze.sh: clang-tidy failed on $(cat "${rc%.rc}.src"):" >&2
         head -n 5 "${rc%.rc}.err" >&2
         status=2
     fi

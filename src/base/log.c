@@ -146,7 +146,6 @@ void text_printable(char *s)
         if (((unsigned char)*s < 0x20 && *s != '\n' && *s != '\t') || *s == 0x7f) *s = '?';
 }
 
-/* (the name in parentheses: log.h's macro for the analyzer does not expand here) */
 int(errorf)(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
@@ -157,7 +156,7 @@ int(errorf)(char *err, size_t errlen, const char *fmt, ...)
     return -1;
 }
 
-int mpi_agree_error(MPI_Comm comm, int failed, char *msg, size_t len)
+int(mpi_agree_error)(MPI_Comm comm, int failed, char *msg, size_t len)
 {
     int rank, size, first;
     MPI_CHECK(MPI_Comm_rank(comm, &rank));
@@ -172,7 +171,7 @@ int mpi_agree_error(MPI_Comm comm, int failed, char *msg, size_t len)
     return -1;
 }
 
-void die_all_if(MPI_Comm comm, int failed, const char *msg, const char *hint)
+void(die_all_if)(MPI_Comm comm, int failed, const char *msg, const char *hint)
 {
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", msg);

@@ -47,10 +47,6 @@ void *xalloc_aligned_at(const char *file, int line, size_t n);
 /* Format a message into err[0..errlen) and return -1, for
  * `return errorf(err, errlen, ...)`. */
 int errorf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-#ifdef __clang_analyzer__
-/* (for tools/analyze.sh: the analyzer sees -1 without looking inside) */
-#define errorf(...) (errorf(__VA_ARGS__), -1)
-#endif
 /* Control characters in a message (a NUL cannot be: the text ends there)
  * made '?', tab and newline kept: what a damaged file puts into an error
  * message cannot move the terminal's cursor or hide the rest.  Every
@@ -65,6 +61,18 @@ int mpi_agree_error(MPI_Comm comm, int failed, char *msg, size_t len);
 /* Did any rank of comm fail?  If one did, every rank ends as die_all does,
  * with the lowest failing rank's msg and the hint.  Collective. */
 void die_all_if(MPI_Comm comm, int failed, const char *msg, const char *hint);
+
+#ifdef __clang_analyzer__
+/* For the static analyzer (tools/analyze.sh), which does not look inside a
+ * function of another file: errorf is -1, a rank that failed gets -1 from
+ * mpi_agree_error and does not come back from die_all_if.  (The functions
+ * are defined with their names in parentheses, which these do not expand.) */
+#define errorf(...) (errorf(__VA_ARGS__), -1)
+#define mpi_agree_error(comm, failed, msg, len) \
+    ((failed) ? (mpi_agree_error((comm), 1, (msg), (len)), -1) : mpi_agree_error((comm), 0, (msg), (len)))
+#define die_all_if(comm, failed, msg, hint) \
+    ((failed) ? die_all((hint), "%s", (msg)) : die_all_if((comm), 0, (msg), (hint)))
+#endif
 
 /* Seconds since an arbitrary origin (MPI_Wtime). */
 double wtime(void);

@@ -49,7 +49,7 @@ void deck_error_set(struct deck_error *err, int line, int col, const char *fmt, 
     text_printable(err->what);
 }
 
-int deck_error_hint(struct deck_error *err, const char *fmt, ...)
+int(deck_error_hint)(struct deck_error *err, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);

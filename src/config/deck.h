@@ -71,6 +71,9 @@ void deck_error_set(struct deck_error *err, int line, int col, const char *fmt, 
 /* Set the hint of the error just described; returns -1 so callers can
  * `return deck_error_hint(...)`. */
 int deck_error_hint(struct deck_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#ifdef __clang_analyzer__
+#define deck_error_hint(...) (deck_error_hint(__VA_ARGS__), -1) /* (log.h's errorf) */
+#endif
 
 /* Parse a whole namelist text.  Returns 0, or -1 with *err filled (and *d
  * empty).  deck_free releases what a successful parse allocated. */

@@ -16,7 +16,7 @@
 static const char *const sched_names[] = {"gpipe", "1f1b", "interleaved", "file", "zb-h1", "zb-h2", "zbv"};
 static const char *const kind_names[] = {"RECV_ACT", "FWD", "SEND_ACT", "RECV_GRAD", "BWD", "SEND_GRAD", "WGT"};
 
-int pp_fail(char *err, size_t errlen, const char *fmt, ...)
+int(pp_fail)(char *err, size_t errlen, const char *fmt, ...)
 {
     if (err && errlen) {
         va_list ap;

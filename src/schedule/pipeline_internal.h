@@ -10,6 +10,9 @@
 
 /* err = the formatted message; returns -1. */
 int pp_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#ifdef __clang_analyzer__
+#define pp_fail(...) (pp_fail(__VA_ARGS__), -1) /* (log.h's errorf) */
+#endif
 
 static inline int pp_is_compute(enum pp_kind k) { return k == PP_FWD || k == PP_BWD || k == PP_WGT; }
 
