@@ -35,9 +35,9 @@ void *realloc(void *p, size_t n)
 
 void *calloc(size_t n, size_t size)
 {
-    static int read;
+    static int ready;
     static size_t limit;
-    if (!read) limit = limit_of("TRIAD_FAULT_CALLOC"), read = 1;
+    if (!ready) limit = limit_of("TRIAD_FAULT_CALLOC"), ready = 1;
     if (limit && size && n >= limit / size + (limit % size != 0)) { /* n * size >= limit, without overflow */
         errno = ENOMEM;
         return NULL;

@@ -39,7 +39,9 @@ static void fail_nomem(struct parser *ps)
 {
     if (ps->failed) return;
     ps->failed = 1;
-    snprintf(ps->err, ps->errlen, JSON_NOMEM " parsing %.1f MB of JSON", (double)(ps->end - ps->s) / 1e6);
+    size_t n = (size_t)(ps->end - ps->s);
+    if (n < 1000000) snprintf(ps->err, ps->errlen, JSON_NOMEM " parsing %zu bytes of JSON", n);
+    else snprintf(ps->err, ps->errlen, JSON_NOMEM " parsing %.1f MB of JSON", (double)n / 1e6);
 }
 
 /* A byte as an error message may show it: itself if printable, else its

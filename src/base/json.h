@@ -24,8 +24,8 @@ struct json {
 #define JSON_NOMEM "out of memory"
 
 /* Parse text[0..len); NULL with a message in err on failure: "line L, column
- * C: ..." on a malformed text, JSON_NOMEM " parsing N MB of JSON" when memory
- * ran out.  json_free releases a tree. */
+ * C: ..." on a malformed text, JSON_NOMEM " parsing N MB (N bytes) of JSON"
+ * when memory ran out.  json_free releases a tree. */
 struct json *json_parse(const char *text, size_t len, char *err, size_t errlen);
 void json_free(struct json *v);
 /* json_parse for the formats whose text is one object (config.json, a
