@@ -194,6 +194,16 @@ ok $? "no input file"
 # 8 MB: Llama 2's tokenizer loads below that, each rank's own ids stay below
 # it, the 4.2 M ids of the batch do not): a clear error on every rank,
 # status 1, no shard left
+# shim_error VAR=VALUE TOKENIZER PATTERN WHAT: sep.txt tokenized under the
+# LD_PRELOAD shim $shim with VAR set: status 1 and an error matching PATTERN
+shim_error() {
+    env LD_PRELOAD="$shim" "$1" "$TRIAD" tokenize tokenize.tokenizer="'$2'" tokenize.input="'$scratch/sep.txt'" \
+        tokenize.print=ids > "$scratch/out" 2>&1
+    st=$?
+    grep '^error' "$scratch/out" | diag
+    [ $st -eq 1 ] && grep -q "$3" "$scratch/out"
+    ok $? "$4 (status 1: got $st)"
+}
 shim="$scratch/big_alloc.so"
 if ${CC:-cc} -shared -fPIC -o "$shim" "$top_srcdir/regression/faults/big_alloc.c" -ldl 2> "$scratch/cc.err"; then
     mkdir -p "$scratch/oom" "$scratch/so"
@@ -208,31 +218,19 @@ if ${CC:-cc} -shared -fPIC -o "$shim" "$top_srcdir/regression/faults/big_alloc.c
         "$scratch/out" && [ -z "$(ls "$scratch/so")" ]
     ok $? "a batch's ids that do not fit in rank 0's memory: the error named, status 1 (got $st), no shard left"
     # Llama 3's tokenizer.json: its vocabulary's 128,256 members outgrow 4 MB while it is parsed
-    LD_PRELOAD="$shim" TRIAD_FAULT_REALLOC=4000000 "$TRIAD" tokenize tokenize.tokenizer="'$L3'" \
-        tokenize.input="'$scratch/sep.txt'" tokenize.print=ids > "$scratch/out" 2>&1
-    st=$?
-    grep '^error' "$scratch/out" | diag
-    [ $st -eq 1 ] && grep -q "^error: .*/tokenizer.json: out of memory parsing 9.[0-9] MB of JSON$" "$scratch/out"
-    ok $? "memory running out while a tokenizer's JSON is parsed: said so, not 'not a JSON object' (status $st)"
+    shim_error TRIAD_FAULT_REALLOC=4000000 "$L3" "^error: .*/tokenizer.json: out of memory parsing 9.[0-9] MB of JSON$" \
+        "memory running out while a tokenizer's JSON is parsed: said so, not 'not a JSON object'"
     # GPT-2's merges.txt: its 50,001 lines' table (2.4 MB) cannot be had; no tokenizer without its merges
-    LD_PRELOAD="$shim" TRIAD_FAULT_CALLOC=2000000 "$TRIAD" tokenize tokenize.tokenizer="'$scratch/gpt2'" \
-        tokenize.input="'$scratch/sep.txt'" tokenize.print=ids > "$scratch/out" 2>&1
-    st=$?
-    grep '^error' "$scratch/out" | diag
-    [ $st -eq 1 ] && grep -q "^error: .*/gpt2/merges.txt: out of memory for its 50001 lines$" "$scratch/out"
-    ok $? "memory running out for merges.txt's table: an error, not a tokenizer without merges (status $st)"
+    shim_error TRIAD_FAULT_CALLOC=2000000 "$scratch/gpt2" "^error: .*/gpt2/merges.txt: out of memory for its 50001 lines$" \
+        "memory running out for merges.txt's table: an error, not a tokenizer without merges"
 else
     skip "cannot build the LD_PRELOAD shim ($(head -1 "$scratch/cc.err"))"
 fi
 # a read that stops short (an LD_PRELOAD shim: every fread of merges.txt one byte short): the file named, status 1
 shim="$scratch/short_read.so"
 if ${CC:-cc} -shared -fPIC -o "$shim" "$top_srcdir/regression/faults/short_read.c" -ldl 2> "$scratch/cc.err"; then
-    LD_PRELOAD="$shim" TRIAD_FAULT_PATH=merges.txt "$TRIAD" tokenize tokenize.tokenizer="'$scratch/gpt2'" \
-        tokenize.input="'$scratch/sep.txt'" tokenize.print=ids > "$scratch/out" 2>&1
-    st=$?
-    grep '^error' "$scratch/out" | diag
-    [ $st -eq 1 ] && grep -q "^error: .*/gpt2/merges.txt: cannot read it" "$scratch/out"
-    ok $? "GPT-2's merges.txt read short: the file named, status 1 (got $st)"
+    shim_error TRIAD_FAULT_PATH=merges.txt "$scratch/gpt2" "^error: .*/gpt2/merges.txt: cannot read it" \
+        "GPT-2's merges.txt read short: the file named"
 else
     skip "cannot build the LD_PRELOAD shim ($(head -1 "$scratch/cc.err"))"
 fi
