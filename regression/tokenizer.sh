@@ -189,11 +189,6 @@ ok $? "a JSON line without the field"
 [ $? -eq 1 ] && grep -q "no file matches tokenize.input" "$scratch/out"
 ok $? "no input file"
 
-# memory running out (an LD_PRELOAD shim fails every realloc, or calloc, of a
-# set size or more).  First on rank 0 for a batch's gathered ids (reallocs of
-# 8 MB: Llama 2's tokenizer loads below that, each rank's own ids stay below
-# it, the 4.2 M ids of the batch do not): a clear error on every rank,
-# status 1, no shard left
 # shim_error VAR=VALUE TOKENIZER PATTERN WHAT: sep.txt tokenized under the
 # LD_PRELOAD shim $shim with VAR set: status 1 and an error matching PATTERN
 shim_error() {
@@ -204,6 +199,11 @@ shim_error() {
     [ $st -eq 1 ] && grep -q "$3" "$scratch/out"
     ok $? "$4 (status 1: got $st)"
 }
+# memory running out (an LD_PRELOAD shim fails every realloc, or calloc, of a
+# set size or more).  First on rank 0 for a batch's gathered ids (reallocs of
+# 8 MB: Llama 2's tokenizer loads below that, each rank's own ids stay below
+# it, the 4.2 M ids of the batch do not): a clear error on every rank,
+# status 1, no shard left
 shim="$scratch/big_alloc.so"
 if ${CC:-cc} -shared -fPIC -o "$shim" "$top_srcdir/regression/faults/big_alloc.c" -ldl 2> "$scratch/cc.err"; then
     mkdir -p "$scratch/oom" "$scratch/so"

@@ -68,7 +68,10 @@ for rc in "$work"/*.rc; do
         status=2
     fi
 done
-[ "$(ls "$work" | grep -c '\.rc$')" -eq "$(wc -l < "$work/files")" ] || status=2
+if [ "$(ls "$work" | grep -c '\.rc$')" -ne "$(wc -l < "$work/files")" ]; then
+    echo "analyze.sh: clang-tidy ran on $(ls "$work" | grep -c '\.rc$') of the $(wc -l < "$work/files") files" >&2
+    status=2
+fi
 [ $status -eq 0 ] || exit $status
 
 # the findings, "file<TAB>check<TAB>message<TAB>line" (the file relative to
