@@ -58,6 +58,7 @@ static int compile(const struct loader *L, const char *pattern, pcre2_code **re)
     int code;
     PCRE2_SIZE at;
     *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code, &at, NULL);
+    if (!*re && code == PCRE2_ERROR_HEAP_FAILED) return refuse(L, "out of memory compiling the Split regex");
     if (!*re) {
         PCRE2_UCHAR msg[200];
         pcre2_get_error_message(code, msg, sizeof msg);
@@ -98,7 +99,8 @@ static int load_normalizer(struct tokenizer *t, const struct loader *L, const st
             return refuse(L, "normalizer Replace with a Regex pattern: triad implements Replace of a String");
         if (!from || !to) return refuse(L, "normalizer Replace needs a \"pattern\" {\"String\"} and a \"content\"");
         s->kind = NORM_REPLACE;
-        return set_bytes(&s->a, from) || set_bytes(&s->b, to) ? refuse(L, "out of memory") : (t->nnorm++, 0);
+        t->nnorm++; /* (counted first: tok_close frees what the step holds) */
+        return set_bytes(&s->a, from) || set_bytes(&s->b, to) ? refuse(L, "out of memory") : 0;
     }
     return refuse(L, "normalizer %.40s: triad implements NFC, NFD, NFKC, NFKD, Prepend, Replace and Sequence", type);
 }
@@ -215,7 +217,10 @@ static int load_decoder(struct tokenizer *t, const struct loader *L, const struc
         const char *from = str_of(json_get(d, "pattern"), "String"), *to = str_of(d, "content");
         if (!from || !to) return refuse(L, "decoder Replace needs a \"pattern\" {\"String\"} and a \"content\"");
         s->kind = DEC_REPLACE;
-        if (set_bytes(&s->a, from) || set_bytes(&s->b, to)) return refuse(L, "out of memory");
+        if (set_bytes(&s->a, from) || set_bytes(&s->b, to)) {
+            t->ndec++; /* (counted: tok_close frees what the step holds) */
+            return refuse(L, "out of memory");
+        }
     } else if (strcmp(type, "Strip") == 0) {
         const char *c = str_of(d, "content");
         const struct json *a = json_get(d, "start"), *b = json_get(d, "stop");
@@ -364,11 +369,18 @@ static int read_all(const struct loader *L, const char *path, char **text, size_
     if (!S_ISREG(sb.st_mode)) return errorf(L->err, L->errlen, "%s: not a file", path);
     if (sb.st_size > TOK_FILE_MAX) return errorf(L->err, L->errlen, "%s: over 256 MiB, not a tokenizer file", path);
     FILE *f = fopen(path, "rb");
-    *text = f ? malloc((size_t)sb.st_size + 1) : NULL;
-    *len = *text ? fread(*text, 1, (size_t)sb.st_size, f) : 0;
-    int bad = !f || !*text || *len != (size_t)sb.st_size;
-    if (f) fclose(f);
-    if (bad) return free(*text), *text = NULL, errorf(L->err, L->errlen, "%s: cannot read it", path);
+    if (!f) return errorf(L->err, L->errlen, "%s: cannot read it (%s)", path, strerror(errno));
+    if (!(*text = malloc((size_t)sb.st_size + 1))) {
+        fclose(f);
+        return errorf(L->err, L->errlen, "%s: out of memory for its %lld bytes", path, (long long)sb.st_size);
+    }
+    *len = fread(*text, 1, (size_t)sb.st_size, f);
+    int bad = *len != (size_t)sb.st_size, e = ferror(f) ? errno : 0;
+    fclose(f);
+    if (bad) {
+        free(*text), *text = NULL;
+        return errorf(L->err, L->errlen, "%s: cannot read it (%s)", path, e ? strerror(e) : "it changed while read");
+    }
     (*text)[*len] = 0;
     return 0;
 }

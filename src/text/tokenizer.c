@@ -253,13 +253,15 @@ static int byte_level(const struct tokenizer *t, const struct pre_step *p, const
     if ((p->add_prefix_space && (s->n == 0 || s->p[0] != ' ') && tok_put(&in, " ", 1)) || tok_put(&in, s->p, s->n))
         return tok_drop(&in), errorf(err, errlen, "out of memory");
     struct pieces split = {0};
-    int rc = p->re ? split_piece(p, &in, &split, err, errlen) : add_piece(&split, in.p, in.n);
+    int rc = p->re ? split_piece(p, &in, &split, err, errlen) /* (which says why it failed) */
+                   : add_piece(&split, in.p, in.n) ? errorf(err, errlen, "out of memory") : 0;
     tok_drop(&in);
     for (int i = 0; rc == 0 && i < split.n; i++) {
         struct bytes mapped = {0};
         for (size_t k = 0; k < split.p[i].n && rc == 0; k++) rc = put_cp(&mapped, t->byte_char[(unsigned char)split.p[i].p[k]]);
         if (rc == 0) rc = add_piece(out, mapped.p, mapped.n);
         tok_drop(&mapped);
+        if (rc) rc = errorf(err, errlen, "out of memory");
     }
     free_pieces(&split);
     return rc;
@@ -268,7 +270,7 @@ static int byte_level(const struct tokenizer *t, const struct pre_step *p, const
 static int pre_tokenize(const struct tokenizer *t, struct bytes *s, struct pieces *words, char *err, size_t errlen)
 {
     struct pieces cur = {0};
-    if (add_piece(&cur, s->p, s->n)) return errorf(err, errlen, "out of memory");
+    if (add_piece(&cur, s->p, s->n)) return free_pieces(&cur), errorf(err, errlen, "out of memory");
     for (int i = 0; i < t->npre; i++) {
         struct pieces next = {0};
         int rc = 0;
@@ -356,7 +358,8 @@ int tok_encode(const struct tokenizer *t, const char *text, size_t len, int add_
     struct bytes s = {0};
     if (well_formed(text, len, &s)) return tok_drop(&s), errorf(err, errlen, "out of memory");
     int rc = 0;
-    for (int k = 0; add_special && k < t->ntmpl && t->tmpl[k] >= 0 && rc == 0; k++) rc = push(ids, n, cap, t->tmpl[k]);
+    for (int k = 0; add_special && k < t->ntmpl && t->tmpl[k] >= 0 && rc == 0; k++)
+        if (push(ids, n, cap, t->tmpl[k])) rc = errorf(err, errlen, "out of memory");
     size_t from = 0;
     for (size_t i = 0; i <= s.n && rc == 0;) { /* added tokens first: the text between them by the pipeline */
         const struct added *a = i < s.n ? added_at(t, s.p + i, s.n - i) : NULL;
@@ -372,7 +375,8 @@ int tok_encode(const struct tokenizer *t, const char *text, size_t len, int add_
     }
     int seq = 0;
     while (seq < t->ntmpl && t->tmpl[seq] >= 0) seq++;
-    for (int k = seq + 1; add_special && k < t->ntmpl && rc == 0; k++) rc = push(ids, n, cap, t->tmpl[k]);
+    for (int k = seq + 1; add_special && k < t->ntmpl && rc == 0; k++)
+        if (push(ids, n, cap, t->tmpl[k])) rc = errorf(err, errlen, "out of memory");
     tok_drop(&s);
     return rc;
 }

@@ -1,0 +1,215 @@
+/* alloc_sweep.h -- a piece of work with each of its allocations refused in
+ * turn (the unit programs test_tok_alloc and test_read_alloc).
+ *
+ * The program that includes this (in one file) holds its own malloc,
+ * calloc, realloc and free: glibc lets a program replace them, for the C
+ * library's own calls too, and the replacements here go to __libc_malloc
+ * and the rest underneath.  alloc_sweep runs the work once with every
+ * allocation granted (the reference), then once for each allocation k =
+ * 1, 2, ... of that same work with the k-th refused (NULL, errno ENOMEM),
+ * until a run makes fewer than k.  Each run must either give exactly the
+ * reference's outcome (a failure the code may absorb, such as a cache
+ * that does without), or fail with a message that says memory ran out;
+ * and nothing it allocated may be left when it is done (the blocks are
+ * kept in a hash set while the work runs).  A crash fails the program.
+ * The work must run on one thread. */
+#ifndef TRIAD_ALLOC_SWEEP_H
+#define TRIAD_ALLOC_SWEEP_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tap.h"
+
+/* What one run gives: its results as text (malloc'ed), or NULL and why. */
+struct sweep_outcome {
+    char *text;
+    char err[1024];
+};
+typedef void (*sweep_work)(void *ctx, struct sweep_outcome *o);
+
+/* printf to the end of an outcome's text; -1 out of memory (err said). */
+static int sweep_printf(struct sweep_outcome *o, size_t *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#ifdef __GLIBC__
+#define ALLOC_SWEEP_WORKS 1
+
+/* ------------------------------------------------------------ the allocator */
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t n, size_t size);
+extern void *__libc_realloc(void *p, size_t n);
+extern void __libc_free(void *p);
+
+/* Allocations counted while armed: the one numbered fail_at refused (0:
+ * none); fired once it has been. */
+static long sweep_counted, sweep_fail_at;
+static int sweep_armed, sweep_fired;
+
+/* The blocks allocated while armed and not yet freed: open addressing on
+ * a fixed table (nothing allocated inside the allocator); a freed slot is
+ * SWEEP_TOMB. */
+#define SWEEP_SLOTS (1u << 18)
+#define SWEEP_TOMB ((void *)1)
+static void *sweep_live[SWEEP_SLOTS];
+static long sweep_nlive, sweep_lost; /* lost: blocks a full table could not hold */
+
+static size_t sweep_slot(const void *p) { return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull >> 46); }
+
+static void sweep_add(void *p)
+{
+    if (!p || !sweep_armed) return;
+    for (size_t j = sweep_slot(p), k = 0; k < SWEEP_SLOTS; k++, j = (j + 1) & (SWEEP_SLOTS - 1))
+        if (!sweep_live[j] || sweep_live[j] == SWEEP_TOMB) {
+            sweep_live[j] = p, sweep_nlive++;
+            return;
+        }
+    sweep_lost++;
+}
+
+static void sweep_del(void *p)
+{
+    if (!p || !sweep_nlive) return;
+    for (size_t j = sweep_slot(p), k = 0; k < SWEEP_SLOTS && sweep_live[j]; k++, j = (j + 1) & (SWEEP_SLOTS - 1))
+        if (sweep_live[j] == p) {
+            sweep_live[j] = SWEEP_TOMB, sweep_nlive--;
+            return;
+        }
+}
+
+/* 1 when this allocation is the one to refuse. */
+static int sweep_refuse(void)
+{
+    if (!sweep_armed || ++sweep_counted != sweep_fail_at) return 0;
+    sweep_fired = 1;
+    errno = ENOMEM;
+    return 1;
+}
+
+void *malloc(size_t n)
+{
+    if (sweep_refuse()) return NULL;
+    void *p = __libc_malloc(n);
+    sweep_add(p);
+    return p;
+}
+
+void *calloc(size_t n, size_t size)
+{
+    if (sweep_refuse()) return NULL;
+    void *p = __libc_calloc(n, size);
+    sweep_add(p);
+    return p;
+}
+
+void *realloc(void *p, size_t n)
+{
+    if (sweep_refuse()) return NULL; /* (p kept, as an exhausted heap keeps it) */
+    void *q = __libc_realloc(p, n);
+    if (q || !n) sweep_del(p);
+    sweep_add(q);
+    return q;
+}
+
+void free(void *p)
+{
+    sweep_del(p);
+    __libc_free(p);
+}
+
+/* One run of the work with allocation fail_at refused (0: none). */
+static void sweep_run(sweep_work work, void *ctx, long fail_at, struct sweep_outcome *o)
+{
+    memset(sweep_live, 0, sizeof sweep_live);
+    sweep_nlive = sweep_lost = 0;
+    sweep_counted = 0, sweep_fail_at = fail_at, sweep_fired = 0;
+    o->text = NULL;
+    o->err[0] = 0;
+    sweep_armed = 1;
+    work(ctx, o);
+    sweep_armed = 0;
+}
+
+/* Blocks the run left, less the outcome's own text. */
+static long sweep_left(const struct sweep_outcome *o) { return sweep_nlive - (o->text != NULL); }
+
+/* A message that says memory ran out: triad's own, or the C library's
+ * strerror(ENOMEM) where a call such as fopen failed for want of it. */
+static int sweep_says_memory(const char *err)
+{
+    return strstr(err, "out of memory") || strstr(err, strerror(ENOMEM));
+}
+
+/* The sweep of one piece of work (two TAP tests: the reference run, the
+ * sweep); up to three diagnostics of each kind of failure. */
+static void alloc_sweep(const char *name, sweep_work work, void *ctx)
+{
+    struct sweep_outcome ref;
+    sweep_run(work, ctx, 0, &ref);
+    long total = sweep_counted, left = sweep_left(&ref);
+    if (!tap_ok(ref.text && left == 0 && !sweep_lost, "%s: the reference run (%ld allocations, %ld blocks left)", name,
+                total, left)) {
+        tap_diag("%s", ref.err);
+        free(ref.text);
+        return;
+    }
+    long k, absorbed = 0, refused = 0, wrong = 0, silent = 0, leaked = 0;
+    for (k = 1;; k++) {
+        struct sweep_outcome o;
+        sweep_run(work, ctx, k, &o);
+        if (!sweep_fired) { /* every allocation granted: the sweep is over */
+            free(o.text);
+            break;
+        }
+        if ((sweep_left(&o) || sweep_lost) && leaked++ < 3)
+            tap_diag("%s: allocation %ld refused (%s): %ld block(s) left", name, k, o.text ? "the run went on" : o.err,
+                     sweep_left(&o));
+        if (o.text) {
+            absorbed++;
+            if (strcmp(o.text, ref.text) != 0 && wrong++ < 3)
+                tap_diag("%s: allocation %ld refused: the run went on and gave\n#   %s\n# not\n#   %s", name, k, o.text,
+                         ref.text);
+            free(o.text);
+        } else {
+            refused++;
+            if (!sweep_says_memory(o.err) && silent++ < 3)
+                tap_diag("%s: allocation %ld refused: the error does not say memory ran out: '%s'", name, k, o.err);
+        }
+    }
+    free(ref.text);
+    tap_ok(k > 1 && wrong == 0 && silent == 0 && leaked == 0,
+           "%s: each of its %ld allocations refused in turn: %ld runs failed saying memory ran out, %ld went on to "
+           "the reference's results; %ld other results, %ld other errors, %ld with blocks left",
+           name, k - 1, refused, absorbed, wrong, silent, leaked);
+}
+#else
+#define ALLOC_SWEEP_WORKS 0
+static void alloc_sweep(const char *name, sweep_work work, void *ctx)
+{
+    (void)work, (void)ctx;
+    char why[300];
+    snprintf(why, sizeof why, "%s: the C library is not glibc (the sweep replaces malloc over __libc_malloc)", name);
+    tap_skip(why);
+}
+#endif
+
+static int sweep_printf(struct sweep_outcome *o, size_t *n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *t = len < 0 ? NULL : realloc(o->text, *n + (size_t)len + 1);
+    if (!t) return snprintf(o->err, sizeof o->err, "(the test) out of memory"), -1;
+    va_start(ap, fmt);
+    vsnprintf(t + *n, (size_t)len + 1, fmt, ap);
+    va_end(ap);
+    *n += (size_t)len;
+    o->text = t;
+    return 0;
+}
+
+#endif

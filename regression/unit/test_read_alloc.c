@@ -1,0 +1,192 @@
+/* test_read_alloc.c -- the readers of a user's files when memory runs out:
+ * every allocation, one at a time, refused (alloc_sweep.h), in
+ *   - the input deck: the namelist reader (deck_parse, deck_parse_values)
+ *     and the configuration built on it (config_read_string with its
+ *     checks and suggestions, a command-line override, the echo);
+ *   - a safetensors file (st_open: its JSON header, the tensors' table,
+ *     the lookup by name), written here byte by byte as the format
+ *     defines it. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc_sweep.h"
+#include "config.h"
+#include "deck.h"
+#include "safetensors.h"
+
+/* ------------------------------------------------------------ the deck */
+
+/* Every kind of value, a repeat, a list, a value on the next line. */
+static const char syntax_text[] =
+    "! a comment\n"
+    "&Model  n_layer = 2, n_head = 4 d_model =\n"
+    "   64 /\n"
+    "&train list = 3*1, 2.5d-3 .true. 'it''s'  w = .f.\n"
+    "  x = \"q\", sched = cosine &end\n";
+
+/* A good deck for the configuration. */
+static const char deck_text[] =
+    "&model  n_layer = 2, n_head = 4, d_model = 64, seq_len = 32, vocab_size = 256 /\n"
+    "&train\n"
+    "  steps = 3, lr = 1.5d-3  batch_size = 4,\n"
+    "  lr_schedule = 'cosine', warmup_steps = 0\n"
+    "/\n"
+    "&io run_dir = \"it''s here\", save_final = .false. /\n";
+
+static void deck_run(void *ctx, struct sweep_outcome *o)
+{
+    (void)ctx;
+    struct deck d;
+    struct deck_error err;
+    size_t on = 0;
+    int rc = deck_parse(&d, syntax_text, &err);
+    if (rc) {
+        snprintf(o->err, sizeof o->err, "%.500s (%.500s)", err.what, err.hint);
+        return;
+    }
+    for (int e = 0; rc == 0 && e < d.nentries; e++) {
+        const struct deck_entry *x = &d.entries[e];
+        rc = sweep_printf(o, &on, "&%s %s@%d:%d", d.groups[x->group].name, x->key, x->line, x->col);
+        for (int v = 0; rc == 0 && v < x->nvalues; v++) {
+            const struct deck_value *y = &x->values[v];
+            rc = sweep_printf(o, &on, " %s:%lld:%.17g:%s:%s", deck_kind_name(y->kind), (long long)y->i, y->r,
+                              y->s ? y->s : "-", y->raw ? y->raw : "-");
+        }
+    }
+    deck_free(&d);
+    struct deck_value *v = NULL;
+    int n = 0;
+    if (rc == 0 && deck_parse_values(" 2*1d2, 'q', word", &v, &n, &err))
+        rc = -1, snprintf(o->err, sizeof o->err, "%.500s (%.500s)", err.what, err.hint);
+    for (int i = 0; rc == 0 && i < n; i++) rc = sweep_printf(o, &on, " [%s %s]", v[i].raw, v[i].s ? v[i].s : "-");
+    if (v) deck_values_free(v, n);
+    if (rc) free(o->text), o->text = NULL;
+}
+
+/* The configuration: read (with a misspelled key's suggestion kept out:
+ * the deck is good), overridden, echoed. */
+static void config_run(void *ctx, struct sweep_outcome *o)
+{
+    (void)ctx;
+    struct config cfg;
+    struct deck_error err;
+    config_defaults(&cfg);
+    if (config_read_string(&cfg, deck_text, "good.nml", &err) || config_override(&cfg, "train.lr=2e-3", &err) ||
+        config_override(&cfg, "io.run_dir='elsewhere'", &err)) {
+        snprintf(o->err, sizeof o->err, "%.500s (%.500s)", err.what, err.hint);
+        return;
+    }
+    char *buf = NULL;
+    size_t len = 0, on = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) {
+        snprintf(o->err, sizeof o->err, "(the test) out of memory");
+        return;
+    }
+    config_echo(f, &cfg);
+    int bad = fclose(f) != 0 || !buf;
+    if (bad || sweep_printf(o, &on, "%s", buf)) {
+        if (bad) snprintf(o->err, sizeof o->err, "(the test) out of memory");
+        free(o->text), o->text = NULL;
+    }
+    free(buf);
+}
+
+/* A deck with a misspelled key: the error, with its suggestion, is the
+ * outcome (not a failure of the run). */
+static void config_bad_run(void *ctx, struct sweep_outcome *o)
+{
+    (void)ctx;
+    struct config cfg;
+    struct deck_error err;
+    size_t on = 0;
+    config_defaults(&cfg);
+    if (config_read_string(&cfg, "&train stpes = 3 /\n", "bad.nml", &err) == 0) {
+        snprintf(o->err, sizeof o->err, "a misspelled key was read");
+        return;
+    }
+    if (strstr(err.what, "out of memory")) { /* (the reader's own failure) */
+        snprintf(o->err, sizeof o->err, "%s", err.what);
+        return;
+    }
+    if (sweep_printf(o, &on, "%d:%d %s | %s", err.line, err.col, err.what, err.hint)) free(o->text), o->text = NULL;
+}
+
+/* ------------------------------------------------------------ safetensors */
+
+static void put_le64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> 8 * i);
+}
+
+/* Four tensors (F32 2x3, BF16 4, F16 2, I64 1) and metadata, the header
+ * padded with spaces to a multiple of 8 as the format allows. */
+static int write_safetensors(const char *path)
+{
+    char header[512];
+    int hl = snprintf(header, sizeof header,
+                      "{\"__metadata__\":{\"format\":\"pt\"},"
+                      "\"a.weight\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
+                      "\"b\":{\"dtype\":\"BF16\",\"shape\":[4],\"data_offsets\":[24,32]},"
+                      "\"c.bias\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[32,36]},"
+                      "\"step\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[36,44]}}");
+    while (hl % 8) header[hl++] = ' ';
+    unsigned char data[44] = {0}, len8[8];
+    const float a[6] = {1, -2, 0.5f, 3, 4.25f, -6};
+    memcpy(data, a, sizeof a);                                  /* (little-endian floats: x86) */
+    const uint16_t b[4] = {0x3F80, 0xC000, 0x3F00, 0x4040};     /* bf16 1, -2, 0.5, 3 */
+    memcpy(data + 24, b, sizeof b);
+    const uint16_t c[2] = {0x3C00, 0xB800};                     /* fp16 1, -0.5 */
+    memcpy(data + 32, c, sizeof c);
+    data[36] = 7;                                               /* int64 7 */
+    put_le64(len8, (uint64_t)hl);
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    int bad = fwrite(len8, 1, 8, f) != 8 || fwrite(header, 1, (size_t)hl, f) != (size_t)hl ||
+              fwrite(data, 1, sizeof data, f) != sizeof data;
+    return (fclose(f) != 0 || bad) ? -1 : 0;
+}
+
+static void st_run(void *ctx, struct sweep_outcome *o)
+{
+    struct st_file f;
+    if (st_open(&f, ctx, o->err, sizeof o->err)) return;
+    size_t on = 0;
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < f.n; i++) {
+        const struct st_tensor *t = &f.t[i];
+        rc = sweep_printf(o, &on, "%s %s %d [%llu,%llu)", t->name, t->dtype_name, t->rank, (unsigned long long)t->begin,
+                          (unsigned long long)t->end);
+        const struct st_tensor *u = st_find(&f, t->name);
+        float x[6];
+        size_t n = 1;
+        for (int d = 0; d < t->rank; d++) n *= (size_t)t->shape[d];
+        if (rc == 0 && u != t) rc = -1, snprintf(o->err, sizeof o->err, "%s: not found by name", t->name);
+        if (rc == 0 && t->readable && st_pread(f.fd, f.data_start + t->begin, t->dtype, n, x))
+            rc = -1, snprintf(o->err, sizeof o->err, "%s: %s", t->name, strerror(errno)); /* (hf.c's message) */
+        for (size_t k = 0; rc == 0 && t->readable && k < n; k++) rc = sweep_printf(o, &on, " %g", x[k]);
+        if (rc == 0) rc = sweep_printf(o, &on, "; ");
+    }
+    st_close(&f);
+    if (rc) free(o->text), o->text = NULL;
+}
+
+int main(void)
+{
+    alloc_sweep("the input deck's namelist reader", deck_run, NULL);
+    alloc_sweep("the configuration read from a deck, overridden, echoed", config_run, NULL);
+    alloc_sweep("a deck with a misspelled key: its error and suggestion", config_bad_run, NULL);
+    char path[4096];
+    tap_tmp_template(path, sizeof path, "read_alloc");
+    int fd = mkstemp(path);
+    if (fd < 0 || write_safetensors(path)) {
+        tap_ok(0, "a safetensors file written to %s", path);
+    } else {
+        alloc_sweep("a safetensors file's header", st_run, path);
+    }
+    if (fd >= 0) close(fd), remove(path);
+    return tap_done();
+}

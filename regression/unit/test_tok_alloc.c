@@ -1,0 +1,243 @@
+/* test_tok_alloc.c -- the tokenizer (tokenizer.h) when memory runs out:
+ * every allocation it makes, one at a time, refused (alloc_sweep.h).
+ * Each run opens a tokenizer, encodes a text (with the template), decodes
+ * the ids with special tokens kept and skipped, decodes an empty list and
+ * a list of odd ids (a lone byte, a control byte), and closes.
+ *
+ * Three tokenizers, written here in Hugging Face's formats: GPT-2's
+ * vocab.json and merges.txt, a byte-level tokenizer.json (NFC, a Split
+ * regex, ByteLevel, a template, an added token), and a Llama 2-like one
+ * (Prepend and Replace, byte fallback, the decoders Replace, ByteFallback,
+ * Fuse and Strip).  Their vocabularies are small, so that every
+ * allocation of a run can be refused in turn (about 5,400 runs, half a
+ * second). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "alloc_sweep.h"
+#include "tokenizer.h"
+
+/* ------------------------------------------------------------ the work */
+
+struct tok_work {
+    const char *path, *text;
+    const int32_t *odd;
+    size_t nodd;
+};
+
+/* The text of ids[0..n) both ways (special tokens kept, skipped) after '|'s. */
+static int decode_into(const struct tokenizer *t, const int32_t *ids, size_t n, struct sweep_outcome *o, size_t *on)
+{
+    for (int skip = 0; skip < 2; skip++) {
+        char *text = NULL;
+        size_t len = 0;
+        if (tok_decode(t, ids, n, skip, &text, &len, o->err, sizeof o->err)) return -1;
+        int rc = sweep_printf(o, on, "|%.*s", (int)len, text);
+        free(text);
+        if (rc) return -1;
+    }
+    return 0;
+}
+
+static void tok_run(void *ctx, struct sweep_outcome *o)
+{
+    const struct tok_work *w = ctx;
+    struct tokenizer *t = tok_open(w->path, o->err, sizeof o->err);
+    if (!t) return;
+    int32_t *ids = NULL;
+    size_t n = 0, cap = 0, on = 0;
+    int rc = tok_encode(t, w->text, strlen(w->text), 1, &ids, &n, &cap, o->err, sizeof o->err);
+    for (size_t i = 0; rc == 0 && i < n; i++) rc = sweep_printf(o, &on, "%d ", (int)ids[i]);
+    if (rc == 0) rc = decode_into(t, ids, n, o, &on);
+    if (rc == 0) rc = decode_into(t, ids, 0, o, &on);
+    if (rc == 0) rc = decode_into(t, w->odd, w->nodd, o, &on);
+    free(ids);
+    tok_close(t);
+    if (rc) free(o->text), o->text = NULL;
+}
+
+/* ------------------------------------------------------------ the tokenizers */
+
+/* GPT-2's byte-to-character map (its bytes_to_unicode): the printable
+ * bytes stand for themselves, the others for 256, 257, ... in order. */
+static void byte_char(int b, char out[3])
+{
+    int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+    int cp = b;
+    if (!printable) {
+        int n = 0;
+        for (int c = 0; c < b; c++) n += !((c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF));
+        cp = 256 + n;
+    }
+    if (cp < 0x80) out[0] = (char)cp, out[1] = 0;
+    else out[0] = (char)(0xC0 | cp >> 6), out[1] = (char)(0x80 | (cp & 0x3F)), out[2] = 0;
+}
+
+/* A JSON string's body for s (the tokens here need only '"' and '\\' escaped). */
+static void json_str(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fputc('\\', f);
+        fputc(*s, f);
+    }
+}
+
+/* The byte-level merges (left, right) over "hello world" ("Ġ" = U+0120, a space). */
+static const char *const bl_merges[][2] = {{"h", "e"},       {"l", "l"},   {"he", "ll"},   {"hell", "o"},
+                                           {"\xC4\xA0", "w"}, {"o", "r"},   {"\xC4\xA0w", "or"}, {"\xC4\xA0wor", "l"},
+                                           {"\xC4\xA0worl", "d"}};
+#define BL_MERGES (int)(sizeof bl_merges / sizeof bl_merges[0])
+
+/* The byte-level vocabulary: the 256 byte characters (ids 0-255), the
+ * merges' results (256 on), <|endoftext|> last; as a JSON object's members. */
+static int bl_vocab(FILE *f)
+{
+    int id = 0;
+    for (int b = 0; b < 256; b++) {
+        char c[3];
+        byte_char(b, c);
+        fprintf(f, "%s\"", id ? ", " : "");
+        json_str(f, c);
+        fprintf(f, "\": %d", id++);
+    }
+    for (int i = 0; i < BL_MERGES; i++) {
+        fprintf(f, ", \"");
+        json_str(f, bl_merges[i][0]);
+        json_str(f, bl_merges[i][1]);
+        fprintf(f, "\": %d", id++);
+    }
+    fprintf(f, ", \"<|endoftext|>\": %d", id);
+    return id;
+}
+
+static FILE *open_in(const char *dir, const char *name)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return fopen(path, "w");
+}
+
+/* dir/gpt2/vocab.json and merges.txt. */
+static int write_gpt2(const char *dir)
+{
+    FILE *v = open_in(dir, "vocab.json"), *m = open_in(dir, "merges.txt");
+    if (!v || !m) return -1;
+    fprintf(v, "{");
+    bl_vocab(v);
+    fprintf(v, "}\n");
+    fprintf(m, "#version: 0.2\n");
+    for (int i = 0; i < BL_MERGES; i++) fprintf(m, "%s %s\n", bl_merges[i][0], bl_merges[i][1]);
+    return (fclose(v) | fclose(m)) ? -1 : 0;
+}
+
+/* dir/bytelevel.json: NFC, a Split regex then ByteLevel, a template with
+ * <|endoftext|> first. */
+static int write_bytelevel(const char *dir)
+{
+    FILE *f = open_in(dir, "bytelevel.json");
+    if (!f) return -1;
+    fprintf(f, "{\"version\": \"1.0\", \"truncation\": null, \"padding\": null,\n \"added_tokens\": [");
+    fprintf(f, "{\"id\": %d, \"content\": \"<|endoftext|>\", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "
+               "\"normalized\": false, \"special\": true}],\n", 256 + BL_MERGES);
+    fprintf(f, " \"normalizer\": {\"type\": \"NFC\"},\n");
+    fprintf(f, " \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": ["
+               "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(?i:'s|'t)|\\\\p{L}+|\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}\\\\p{N}]+|\\\\s+\"}, "
+               "\"behavior\": \"Isolated\", \"invert\": false}, "
+               "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": false}]},\n");
+    fprintf(f, " \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": "
+               "\"<|endoftext|>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], \"pair\": [], "
+               "\"special_tokens\": {\"<|endoftext|>\": {\"id\": \"<|endoftext|>\", \"ids\": [%d], \"tokens\": "
+               "[\"<|endoftext|>\"]}}},\n", 256 + BL_MERGES);
+    fprintf(f, " \"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": true, "
+               "\"use_regex\": true},\n");
+    fprintf(f, " \"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, \"continuing_subword_prefix\": null, "
+               "\"end_of_word_suffix\": null, \"fuse_unk\": false, \"byte_fallback\": false, \"ignore_merges\": false,\n"
+               "  \"vocab\": {");
+    bl_vocab(f);
+    fprintf(f, "},\n  \"merges\": [");
+    for (int i = 0; i < BL_MERGES; i++) {
+        fprintf(f, "%s[\"", i ? ", " : "");
+        json_str(f, bl_merges[i][0]);
+        fprintf(f, "\", \"");
+        json_str(f, bl_merges[i][1]);
+        fprintf(f, "\"]");
+    }
+    fprintf(f, "]}}\n");
+    return fclose(f) ? -1 : 0;
+}
+
+/* dir/llama.json: sentencepiece-style BPE ("▁" = U+2581 for a space) with
+ * byte fallback; <unk> 0, <s> 1, </s> 2, <0x00>..<0xFF> 3-258, then the
+ * letters and the merges' results. */
+#define SP "\xE2\x96\x81"
+static const char *const sp_merges[][2] = {{SP, "h"}, {"e", "l"}, {SP "h", "el"}, {"l", "o"}, {SP "hel", "lo"},
+                                           {SP, "w"}, {"o", "r"}, {SP "w", "or"}, {"l", "d"}, {SP "wor", "ld"}};
+#define SP_MERGES (int)(sizeof sp_merges / sizeof sp_merges[0])
+static int write_llama(const char *dir)
+{
+    FILE *f = open_in(dir, "llama.json");
+    if (!f) return -1;
+    static const char *const names[] = {"<unk>", "<s>", "</s>"};
+    fprintf(f, "{\"version\": \"1.0\", \"truncation\": null, \"padding\": null,\n \"added_tokens\": [");
+    for (int i = 0; i < 3; i++)
+        fprintf(f, "%s{\"id\": %d, \"content\": \"%s\", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "
+                   "\"normalized\": false, \"special\": true}", i ? ", " : "", i, names[i]);
+    fprintf(f, "],\n \"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\", \"prepend\": \"" SP
+               "\"}, {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"" SP "\"}]},\n");
+    fprintf(f, " \"pre_tokenizer\": null,\n");
+    fprintf(f, " \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<s>\", "
+               "\"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], \"pair\": [], \"special_tokens\": "
+               "{\"<s>\": {\"id\": \"<s>\", \"ids\": [1], \"tokens\": [\"<s>\"]}}},\n");
+    fprintf(f, " \"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": {\"String\": \"" SP
+               "\"}, \"content\": \" \"}, {\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"}, {\"type\": \"Strip\", "
+               "\"content\": \" \", \"start\": 1, \"stop\": 0}]},\n");
+    fprintf(f, " \"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": \"<unk>\", \"continuing_subword_prefix\": "
+               "null, \"end_of_word_suffix\": null, \"fuse_unk\": true, \"byte_fallback\": true, \"ignore_merges\": false,\n"
+               "  \"vocab\": {\"<unk>\": 0, \"<s>\": 1, \"</s>\": 2");
+    int id = 3;
+    for (int b = 0; b < 256; b++) fprintf(f, ", \"<0x%02X>\": %d", b, id++);
+    static const char *const letters[] = {SP, "h", "e", "l", "o", "w", "r", "d"};
+    for (int i = 0; i < 8; i++) fprintf(f, ", \"%s\": %d", letters[i], id++);
+    for (int i = 0; i < SP_MERGES; i++) fprintf(f, ", \"%s%s\": %d", sp_merges[i][0], sp_merges[i][1], id++);
+    fprintf(f, "},\n  \"merges\": [");
+    for (int i = 0; i < SP_MERGES; i++) fprintf(f, "%s\"%s %s\"", i ? ", " : "", sp_merges[i][0], sp_merges[i][1]);
+    fprintf(f, "]}}\n");
+    return fclose(f) ? -1 : 0;
+}
+
+int main(void)
+{
+    char dir[4096], path[4200];
+    tap_tmp_template(dir, sizeof dir, "tok_alloc");
+    if (!mkdtemp(dir)) {
+        tap_skip("no scratch directory");
+        return tap_done();
+    }
+    char gpt2[4200];
+    snprintf(gpt2, sizeof gpt2, "%s/gpt2", dir);
+    if (mkdir(gpt2, 0700) || write_gpt2(gpt2) || write_bytelevel(dir) || write_llama(dir)) {
+        tap_ok(0, "the tokenizers written to %s", dir);
+        return tap_done();
+    }
+    /* text with words the merges make, others left in bytes, an added token, text that is not NFC */
+    const char *text = "hello world, hello<|endoftext|> w\xC3\xB6rld e\xCC\x81 \xF0\x9F\x98\x80 42\n";
+    const int32_t lone_bl[] = {0xC3 /* (not a whole character) */, 0x07, 256};
+    struct tok_work w = {gpt2, text, lone_bl, 3};
+    alloc_sweep("GPT-2's vocab.json and merges.txt", tok_run, &w);
+    snprintf(path, sizeof path, "%s/bytelevel.json", dir);
+    w.path = path;
+    alloc_sweep("a byte-level tokenizer.json", tok_run, &w);
+    /* the llama one: <0xC3> alone (byte fallback's U+FFFD), ids of bytes that make 'ö' */
+    const int32_t odd_sp[] = {3 + 0xC3, 3 + 0xC3, 3 + 0xB6, 3 + 'A'};
+    snprintf(path, sizeof path, "%s/llama.json", dir);
+    w = (struct tok_work){path, "hello world w\xC3\xB6rld  \xF0\x9F\x98\x80 hel", odd_sp, 4};
+    alloc_sweep("a Llama 2-like tokenizer.json", tok_run, &w);
+
+    char cmd[4300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) tap_diag("could not remove %s", dir);
+    return tap_done();
+}
