@@ -4,8 +4,10 @@
  *     and the configuration built on it (config_read_string with its
  *     checks and suggestions, a command-line override, the echo);
  *   - a safetensors file (st_open: its JSON header, the tensors' table,
- *     the lookup by name), written here byte by byte as the format
- *     defines it. */
+ *     the lookup by name);
+ *   - the training data (data_open): an llm.c token shard, a Megatron-LM
+ *     indexed dataset, raw text;
+ * the files written here byte by byte as their formats define them. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 
 #include "alloc_sweep.h"
 #include "config.h"
+#include "data.h"
 #include "deck.h"
 #include "safetensors.h"
 
@@ -174,6 +177,87 @@ static void st_run(void *ctx, struct sweep_outcome *o)
     if (rc) free(o->text), o->text = NULL;
 }
 
+/* ------------------------------------------------------------ training data */
+
+static int write_bytes(const char *dir, const char *name, const void *p, size_t n)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    int bad = fwrite(p, 1, n, f) != n;
+    return (fclose(f) != 0 || bad) ? -1 : 0;
+}
+
+/* An llm.c shard (magic 20240520, version 1, uint16 ids after a header of
+ * 256 int32), a Megatron-LM indexed dataset (u16 ids, 3 sequences in 2
+ * documents), a text. */
+static int write_data(const char *dir)
+{
+    int32_t shard[256 + 20] = {20240520, 1, 40};
+    uint16_t *ids = (uint16_t *)(shard + 256);
+    for (int i = 0; i < 40; i++) ids[i] = (uint16_t)(i * 7 % 256);
+    unsigned char idx[9 + 8 + 1 + 8 + 8 + 3 * 4 + 3 * 8 + 3 * 8], *q = idx;
+    const uint64_t version = 1, seqs = 3, docs = 3; /* (the document index: 0, 2, 3) */
+    const int32_t len[3] = {10, 20, 10};
+    const int64_t at[3] = {0, 20, 60}, doc[3] = {0, 2, 3};
+    memcpy(q, "MMIDIDX\0\0", 9), q += 9;
+    memcpy(q, &version, 8), q += 8;
+    *q++ = 8; /* u16 */
+    memcpy(q, &seqs, 8), q += 8;
+    memcpy(q, &docs, 8), q += 8;
+    memcpy(q, len, sizeof len), q += sizeof len;
+    memcpy(q, at, sizeof at), q += sizeof at;
+    memcpy(q, doc, sizeof doc);
+    char text[300];
+    for (int i = 0; i < 299; i++) text[i] = (char)('a' + i % 26);
+    return write_bytes(dir, "a_000.bin", shard, sizeof shard) ||
+           write_bytes(dir, "m.idx", idx, sizeof idx) || write_bytes(dir, "m.bin", ids, 40 * sizeof *ids) ||
+           write_bytes(dir, "t.txt", text, 299);
+}
+
+static void data_run(void *ctx, struct sweep_outcome *o)
+{
+    struct deck_error err;
+    struct data_source *ds = data_open(ctx, 256, 8, &err);
+    if (!ds) {
+        snprintf(o->err, sizeof o->err, "%.500s (%.500s)", err.what, err.hint);
+        return;
+    }
+    size_t on = 0;
+    int32_t seq[9];
+    int rc = sweep_printf(o, &on, "%s; %llu windows;", data_describe(ds), (unsigned long long)data_windows(ds));
+    for (uint64_t i = 0; rc == 0 && i < data_windows(ds); i += 3) {
+        data_sample(ds, i, seq);
+        for (int k = 0; rc == 0 && k < 9; k++) rc = sweep_printf(o, &on, " %d", (int)seq[k]);
+    }
+    data_close(ds);
+    if (rc) free(o->text), o->text = NULL;
+}
+
+/* The data sweeps: cfg's &data from overrides (outside the sweep). */
+static void data_sweeps(const char *dir)
+{
+    /* (a path with wildcards is not swept: glibc 2.36's glob frees a block
+     * twice when one of its own allocations fails, inside glob itself) */
+    static const char *const kinds[][3] = {{"an llm.c token shard", "tokens", "a_000.bin"},
+                                           {"a Megatron-LM indexed dataset", "indexed", "m"},
+                                           {"a text read as bytes", "text", "t.txt"}};
+    for (int i = 0; i < 3; i++) {
+        struct config cfg;
+        struct deck_error err;
+        char kind[64], path[4300], name[200];
+        config_defaults(&cfg);
+        snprintf(kind, sizeof kind, "data.kind='%s'", kinds[i][1]);
+        snprintf(path, sizeof path, "data.path='%s/%s'", dir, kinds[i][2]);
+        snprintf(name, sizeof name, "the training data: %s", kinds[i][0]);
+        if (config_override(&cfg, kind, &err) || config_override(&cfg, path, &err))
+            tap_ok(0, "%s: %s", name, err.what);
+        else
+            alloc_sweep(name, data_run, &cfg);
+    }
+}
+
 int main(void)
 {
     alloc_sweep("the input deck's namelist reader", deck_run, NULL);
@@ -188,5 +272,15 @@ int main(void)
         alloc_sweep("a safetensors file's header", st_run, path);
     }
     if (fd >= 0) close(fd), remove(path);
+    char dir[4096];
+    tap_tmp_template(dir, sizeof dir, "read_alloc_data");
+    if (!mkdtemp(dir) || write_data(dir)) {
+        tap_ok(0, "the data files written to %s", dir);
+        return tap_done();
+    }
+    data_sweeps(dir);
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) tap_diag("could not remove %s", dir);
     return tap_done();
 }
