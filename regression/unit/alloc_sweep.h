@@ -13,12 +13,22 @@
  * and nothing it allocated may be left when it is done (the blocks are
  * kept in a hash set while the work runs).  A crash fails the program.
  * The work runs once before all of this, so that what a process makes
- * once and keeps (OpenMP's threads) is neither counted nor refused; the
- * allocations themselves must come from one thread. */
+ * once and keeps (OpenMP's threads) is neither counted nor refused, and
+ * OpenMP's dynamic thread counts are turned off (a team of another size
+ * would be allocated anew).  Only the sweeping thread's allocations are
+ * counted, refused and kept: the work's own must come from it.  Beside the
+ * blocks, a run must leave no file descriptor open; a block is filled with
+ * a pattern when allocated by malloc or realloc's growth, and when freed,
+ * so that a read of memory never written or already freed shows as a
+ * different outcome.  (Under AddressSanitizer, which replaces the
+ * allocator itself, the sweeps skip.) */
 #ifndef TRIAD_ALLOC_SWEEP_H
 #define TRIAD_ALLOC_SWEEP_H
 
+#include <dirent.h>
 #include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -37,8 +47,11 @@ typedef void (*sweep_work)(void *ctx, struct sweep_outcome *o);
 /* printf to the end of an outcome's text; -1 out of memory (err said). */
 static int sweep_printf(struct sweep_outcome *o, size_t *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-#ifdef __GLIBC__
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
 #define ALLOC_SWEEP_WORKS 1
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* ------------------------------------------------------------ the allocator */
 extern void *__libc_malloc(size_t n);
@@ -46,24 +59,28 @@ extern void *__libc_calloc(size_t n, size_t size);
 extern void *__libc_realloc(void *p, size_t n);
 extern void __libc_free(void *p);
 
-/* Allocations counted while armed: the one numbered fail_at refused (0:
- * none); fired once it has been. */
+/* Allocations counted while armed (on the sweeping thread): the one
+ * numbered fail_at refused (0: none); fired once it has been. */
 static long sweep_counted, sweep_fail_at;
 static int sweep_armed, sweep_fired;
+static pthread_t sweep_thread;
+
+/* Armed, on the sweeping thread. */
+static int sweep_mine(void) { return sweep_armed && pthread_equal(pthread_self(), sweep_thread); }
 
 /* The blocks allocated while armed and not yet freed: open addressing on
  * a fixed table (nothing allocated inside the allocator); a freed slot is
  * SWEEP_TOMB. */
-#define SWEEP_SLOTS (1u << 18)
+#define SWEEP_SLOTS (1u << 16)
 #define SWEEP_TOMB ((void *)1)
 static void *sweep_live[SWEEP_SLOTS];
 static long sweep_nlive, sweep_lost; /* lost: blocks a full table could not hold */
 
-static size_t sweep_slot(const void *p) { return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull >> 46); }
+static size_t sweep_slot(const void *p) { return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull >> 48); }
 
 static void sweep_add(void *p)
 {
-    if (!p || !sweep_armed) return;
+    if (!p) return;
     for (size_t j = sweep_slot(p), k = 0; k < SWEEP_SLOTS; k++, j = (j + 1) & (SWEEP_SLOTS - 1))
         if (!sweep_live[j] || sweep_live[j] == SWEEP_TOMB) {
             sweep_live[j] = p, sweep_nlive++;
@@ -72,35 +89,42 @@ static void sweep_add(void *p)
     sweep_lost++;
 }
 
-static void sweep_del(void *p)
+/* p taken out of the set: 1 if it was there. */
+static int sweep_del(void *p)
 {
-    if (!p || !sweep_nlive) return;
+    if (!p || !sweep_nlive) return 0;
     for (size_t j = sweep_slot(p), k = 0; k < SWEEP_SLOTS && sweep_live[j]; k++, j = (j + 1) & (SWEEP_SLOTS - 1))
         if (sweep_live[j] == p) {
             sweep_live[j] = SWEEP_TOMB, sweep_nlive--;
-            return;
+            return 1;
         }
+    return 0;
 }
 
-/* 1 when this allocation is the one to refuse. */
+/* 1 when this allocation (the sweeping thread's) is the one to refuse. */
 static int sweep_refuse(void)
 {
-    if (!sweep_armed || ++sweep_counted != sweep_fail_at) return 0;
+    if (++sweep_counted != sweep_fail_at) return 0;
     sweep_fired = 1;
     errno = ENOMEM;
     return 1;
 }
 
+#define SWEEP_NEW 0xBE  /* a block's bytes before they are written */
+#define SWEEP_FREED 0xA5 /* and after it is freed */
+
 void *malloc(size_t n)
 {
+    if (!sweep_mine()) return __libc_malloc(n);
     if (sweep_refuse()) return NULL;
     void *p = __libc_malloc(n);
-    sweep_add(p);
+    if (p) memset(p, SWEEP_NEW, n), sweep_add(p);
     return p;
 }
 
 void *calloc(size_t n, size_t size)
 {
+    if (!sweep_mine()) return __libc_calloc(n, size);
     if (sweep_refuse()) return NULL;
     void *p = __libc_calloc(n, size);
     sweep_add(p);
@@ -109,18 +133,44 @@ void *calloc(size_t n, size_t size)
 
 void *realloc(void *p, size_t n)
 {
+    /* (realloc(p, 0) frees p in glibc: a free, not an allocation to refuse) */
+    if (!sweep_mine() || (p && !n)) {
+        if (sweep_mine()) sweep_del(p);
+        return __libc_realloc(p, n);
+    }
     if (sweep_refuse()) return NULL; /* (p kept, as an exhausted heap keeps it) */
+    size_t old = p ? malloc_usable_size(p) : 0;
+    int tracked = sweep_del(p);
     void *q = __libc_realloc(p, n);
-    if (q || !n) sweep_del(p);
+    if (!q) {
+        if (tracked) sweep_add(p);
+        return NULL;
+    }
+    if (n > old) memset((char *)q + old, SWEEP_NEW, n - old);
     sweep_add(q);
     return q;
 }
 
 void free(void *p)
 {
-    sweep_del(p);
+    if (sweep_mine() && sweep_del(p)) memset(p, SWEEP_FREED, malloc_usable_size(p));
     __libc_free(p);
 }
+
+/* Open file descriptors of the process (outside the armed window: the
+ * directory's reading allocates). */
+static int sweep_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return -1;
+    int n = 0;
+    while (readdir(d)) n++;
+    closedir(d);
+    return n;
+}
+
+/* Descriptors a run left open (the last run's). */
+static int sweep_fds_left;
 
 /* One run of the work with allocation fail_at refused (0: none). */
 static void sweep_run(sweep_work work, void *ctx, long fail_at, struct sweep_outcome *o)
@@ -130,9 +180,12 @@ static void sweep_run(sweep_work work, void *ctx, long fail_at, struct sweep_out
     sweep_counted = 0, sweep_fail_at = fail_at, sweep_fired = 0;
     o->text = NULL;
     o->err[0] = 0;
+    int fds = sweep_fds();
+    sweep_thread = pthread_self();
     sweep_armed = 1;
     work(ctx, o);
     sweep_armed = 0;
+    sweep_fds_left = sweep_fds() - fds;
 }
 
 /* Blocks the run left, less the outcome's own text. */
@@ -150,12 +203,16 @@ static int sweep_says_memory(const char *err)
 static void alloc_sweep(const char *name, sweep_work work, void *ctx)
 {
     struct sweep_outcome ref;
+#ifdef _OPENMP
+    omp_set_dynamic(0);
+#endif
     sweep_run(work, ctx, 0, &ref); /* (a first run: what the process makes once and keeps, such as OpenMP's threads) */
     free(ref.text);
     sweep_run(work, ctx, 0, &ref);
     long total = sweep_counted, left = sweep_left(&ref);
-    if (!tap_ok(ref.text && left == 0 && !sweep_lost, "%s: the reference run (%ld allocations, %ld blocks left)", name,
-                total, left)) {
+    if (!tap_ok(ref.text && left == 0 && !sweep_lost && !sweep_fds_left,
+                "%s: the reference run (%ld allocations, %ld blocks and %d descriptors left)", name, total, left,
+                sweep_fds_left)) {
         tap_diag("%s", ref.err);
         free(ref.text);
         return;
@@ -168,9 +225,9 @@ static void alloc_sweep(const char *name, sweep_work work, void *ctx)
             free(o.text);
             break;
         }
-        if ((sweep_left(&o) || sweep_lost) && leaked++ < 3)
-            tap_diag("%s: allocation %ld refused (%s): %ld block(s) left", name, k, o.text ? "the run went on" : o.err,
-                     sweep_left(&o));
+        if ((sweep_left(&o) || sweep_lost || sweep_fds_left) && leaked++ < 3)
+            tap_diag("%s: allocation %ld refused (%s): %ld block(s) and %d descriptor(s) left", name, k,
+                     o.text ? "the run went on" : o.err, sweep_left(&o), sweep_fds_left);
         if (o.text) {
             absorbed++;
             if (strcmp(o.text, ref.text) != 0 && wrong++ < 3)
@@ -184,10 +241,11 @@ static void alloc_sweep(const char *name, sweep_work work, void *ctx)
         }
     }
     free(ref.text);
-    tap_ok(k > 1 && wrong == 0 && silent == 0 && leaked == 0,
+    if (k - 1 != total) tap_diag("%s: the sweep ended at allocation %ld of the reference's %ld", name, k - 1, total);
+    tap_ok(k > 1 && k - 1 == total && wrong == 0 && silent == 0 && leaked == 0,
            "%s: each of its %ld allocations refused in turn: %ld runs failed saying memory ran out, %ld went on to "
-           "the reference's results; %ld other results, %ld other errors, %ld with blocks left",
-           name, k - 1, refused, absorbed, wrong, silent, leaked);
+           "the reference's results; %ld went on to other results, %ld failed saying something else, %ld left "
+           "blocks or descriptors", name, k - 1, refused, absorbed - wrong, wrong, silent, leaked);
 }
 #else
 #define ALLOC_SWEEP_WORKS 0
@@ -195,7 +253,8 @@ static void alloc_sweep(const char *name, sweep_work work, void *ctx)
 {
     (void)work, (void)ctx;
     char why[300];
-    snprintf(why, sizeof why, "%s: the C library is not glibc (the sweep replaces malloc over __libc_malloc)", name);
+    snprintf(why, sizeof why, "%s: not glibc, or under AddressSanitizer (the sweep replaces malloc over glibc's "
+             "__libc_malloc)", name);
     tap_skip(why);
 }
 #endif
@@ -206,7 +265,8 @@ static int sweep_printf(struct sweep_outcome *o, size_t *n, const char *fmt, ...
     va_start(ap, fmt);
     int len = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    char *t = len < 0 ? NULL : realloc(o->text, *n + (size_t)len + 1);
+    if (len < 0) return snprintf(o->err, sizeof o->err, "(the test) vsnprintf failed"), -1;
+    char *t = realloc(o->text, *n + (size_t)len + 1);
     if (!t) return snprintf(o->err, sizeof o->err, "(the test) out of memory"), -1;
     va_start(ap, fmt);
     vsnprintf(t + *n, (size_t)len + 1, fmt, ap);

@@ -8,9 +8,9 @@
  * vocab.json and merges.txt, a byte-level tokenizer.json (NFC, a Split
  * regex, ByteLevel, a template, an added token), and a Llama 2-like one
  * (Prepend and Replace, byte fallback, the decoders Replace, ByteFallback,
- * Fuse and Strip).  Their vocabularies are small, so that every
- * allocation of a run can be refused in turn (about 5,400 runs, half a
- * second). */
+ * Fuse and Strip); the byte-level one a second time with PCRE2's JIT off.
+ * Their vocabularies are small, so that every allocation of a run can be
+ * refused in turn (about 7,400 runs, a second). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +19,23 @@
 
 #include "alloc_sweep.h"
 #include "tokenizer.h"
+
+#include <dlfcn.h>
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+/* PCRE2's JIT, which this program can turn off (no_jit): the loader's call
+ * (tok_load.c) comes here first.  Without it a match runs in the
+ * interpreter, which allocates its frames as it matches (with JIT a match
+ * allocates nothing); the library's own function is looked up before the
+ * sweeps (dlsym may allocate). */
+static int no_jit;
+static int (*real_jit)(pcre2_code *, uint32_t);
+int pcre2_jit_compile_8(pcre2_code *code, uint32_t options)
+{
+    if (no_jit || !real_jit) return PCRE2_ERROR_JIT_BADOPTION;
+    return real_jit(code, options);
+}
 
 /* ------------------------------------------------------------ the work */
 
@@ -210,6 +227,7 @@ static int write_llama(const char *dir)
 
 int main(void)
 {
+    real_jit = (int (*)(pcre2_code *, uint32_t))dlsym(RTLD_NEXT, "pcre2_jit_compile_8");
     char dir[4096], path[4200];
     tap_tmp_template(dir, sizeof dir, "tok_alloc");
     if (!mkdtemp(dir)) {
@@ -230,6 +248,9 @@ int main(void)
     snprintf(path, sizeof path, "%s/bytelevel.json", dir);
     w.path = path;
     alloc_sweep("a byte-level tokenizer.json", tok_run, &w);
+    no_jit = 1;
+    alloc_sweep("a byte-level tokenizer.json, its regex in PCRE2's interpreter (no JIT)", tok_run, &w);
+    no_jit = 0;
     /* the llama one: <0xC3> alone (byte fallback's U+FFFD), ids of bytes that make 'ö' */
     const int32_t odd_sp[] = {3 + 0xC3, 3 + 0xC3, 3 + 0xB6, 3 + 'A'};
     snprintf(path, sizeof path, "%s/llama.json", dir);

@@ -58,7 +58,7 @@ static int compile(const struct loader *L, const char *pattern, pcre2_code **re)
     int code;
     PCRE2_SIZE at;
     *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code, &at, NULL);
-    if (!*re && code == PCRE2_ERROR_HEAP_FAILED) return refuse(L, "out of memory compiling the Split regex");
+    if (!*re && code == PCRE2_ERROR_HEAP_FAILED) return refuse(L, "out of memory compiling a pre-tokenizer's regex");
     if (!*re) {
         PCRE2_UCHAR msg[200];
         pcre2_get_error_message(code, msg, sizeof msg);

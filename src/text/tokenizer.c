@@ -175,6 +175,8 @@ static int find_matches(const struct pre_step *p, const struct bytes *s, size_t 
                 PCRE2_UCHAR msg[200];
                 pcre2_get_error_message(rc, msg, sizeof msg);
                 free(*m), pcre2_match_data_free(md);
+                if (rc == PCRE2_ERROR_NOMEMORY) /* (the interpreter's frames; JIT needs none) */
+                    return errorf(err, errlen, "out of memory matching a pre-tokenizer's regex");
                 return errorf(err, errlen, "the Split regex failed: %s", (char *)msg);
             }
             PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
