@@ -7,6 +7,8 @@
  *     the lookup by name);
  *   - the training data (data_open): an llm.c token shard, a Megatron-LM
  *     indexed dataset, raw text;
+ *   - a multiple-choice task (mc_task_read): JSON Lines of text for a
+ *     byte-level model, an llm.c eval file;
  * the files written here byte by byte as their formats define them. */
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +19,7 @@
 #include "alloc_sweep.h"
 #include "config.h"
 #include "data.h"
+#include "mc_task.h"
 #include "deck.h"
 #include "safetensors.h"
 
@@ -258,6 +261,59 @@ static void data_sweeps(const char *dir)
     }
 }
 
+/* ------------------------------------------------------------ tasks */
+
+/* Three examples as JSON Lines (a blank line between), and as an llm.c
+ * eval file (magic 20240522, version 1, then per example uint16
+ * <START_EXAMPLE> 65535, its bytes, its index, the label, the choices, the
+ * context's length and ids, each choice's length and ids). */
+static int write_tasks(const char *dir)
+{
+    static const char jsonl[] =
+        "{\"context\": \"The sky is\", \"choices\": [\" blue\", \" loud\", \" wet\"], \"label\": 0}\n"
+        "\n"
+        "{\"context\": \"Two and two\", \"choices\": [\" make five\", \" make four\"], \"label\": 1}\n"
+        "{\"label\": 2, \"choices\": [\"a\", \"b\", \"c\", \"d\"], \"context\": \"\\u00e9t\\u00e9: "
+        /* (a line longer than getline's first buffer: it grows the buffer here, in the middle of the file) */
+        "0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789"
+        "0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789"
+        "0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789"
+        "\"}\n";
+    uint16_t words[3][16];
+    int nwords[3];
+    int32_t header[256] = {20240522, 1, 3, 0};
+    size_t total = 0;
+    for (int e = 0; e < 3; e++) {
+        uint16_t *w = words[e];
+        int n = 0, nch = 2 + e % 2;
+        w[n++] = 65535, w[n++] = 0, w[n++] = (uint16_t)e, w[n++] = (uint16_t)(e % nch), w[n++] = (uint16_t)nch;
+        w[n++] = 3, w[n++] = (uint16_t)(10 + e), w[n++] = 11, w[n++] = 12;
+        for (int c = 0; c < nch; c++) w[n++] = 1, w[n++] = (uint16_t)(40 + c);
+        w[1] = (uint16_t)(2 * n);
+        nwords[e] = n;
+        total += 2 * (size_t)n;
+        if (2 * n > header[3]) header[3] = 2 * n;
+    }
+    unsigned char file[1024 + 3 * 32];
+    memcpy(file, header, sizeof header);
+    size_t at = sizeof header;
+    for (int e = 0; e < 3; e++) memcpy(file + at, words[e], 2 * (size_t)nwords[e]), at += 2 * (size_t)nwords[e];
+    return write_bytes(dir, "task.jsonl", jsonl, sizeof jsonl - 1) || write_bytes(dir, "task.bin", file, at) ||
+           at != sizeof header + total;
+}
+
+static void task_run(void *ctx, struct sweep_outcome *o)
+{
+    struct mc_task t;
+    size_t on = 0;
+    if (mc_task_read(&t, ctx, NULL, 256, 1024, 0, o->err, sizeof o->err)) return;
+    int rc = sweep_printf(o, &on, "%lld examples, %lld rows:", (long long)t.n, (long long)t.rows);
+    for (size_t i = 0; rc == 0 && i < t.len; i++) rc = sweep_printf(o, &on, " %d", (int)t.stream[i]);
+    for (int64_t e = 0; rc == 0 && e < t.n; e++) rc = sweep_printf(o, &on, " @%zu", t.at[e]);
+    mc_task_free(&t);
+    if (rc) free(o->text), o->text = NULL;
+}
+
 int main(void)
 {
     alloc_sweep("the input deck's namelist reader", deck_run, NULL);
@@ -279,6 +335,15 @@ int main(void)
         return tap_done();
     }
     data_sweeps(dir);
+    char task[4200];
+    if (write_tasks(dir)) {
+        tap_ok(0, "the task files written to %s", dir);
+    } else {
+        snprintf(task, sizeof task, "%s/task.jsonl", dir);
+        alloc_sweep("a multiple-choice task in JSON Lines", task_run, task);
+        snprintf(task, sizeof task, "%s/task.bin", dir);
+        alloc_sweep("a multiple-choice task in an llm.c eval file", task_run, task);
+    }
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) tap_diag("could not remove %s", dir);

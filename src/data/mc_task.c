@@ -25,15 +25,22 @@ int mc_task_is_jsonl(const char *path)
     return (n >= 6 && !strcmp(path + n - 6, ".jsonl")) || (n >= 5 && !strcmp(path + n - 5, ".json"));
 }
 
-static void push(struct mc_task *t, size_t *cap, int32_t v)
+/* v appended to the stream; -1 out of memory (the stream kept). */
+static int push(struct mc_task *t, size_t *cap, int32_t v)
 {
     if (t->len == *cap) {
-        *cap = *cap ? 2 * *cap : 4096;
-        int32_t *grown = realloc(t->stream, *cap * sizeof *grown);
-        if (!grown) die("out of memory for a task of %zu ids", t->len);
-        t->stream = grown;
+        size_t c = *cap ? 2 * *cap : 4096;
+        int32_t *grown = realloc(t->stream, c * sizeof *grown);
+        if (!grown) return -1;
+        t->stream = grown, *cap = c;
     }
     t->stream[t->len++] = v;
+    return 0;
+}
+
+static int out_of_memory(const struct mc_task *t, const char *path, char *err, size_t errlen)
+{
+    return errorf(err, errlen, "%s: out of memory for a task of %zu ids", path, t->len);
 }
 
 const int32_t *mc_choice(const struct mc_task *t, int64_t e, int c, int *n)
@@ -108,7 +115,10 @@ static unsigned char *read_all(const char *path, size_t *size, char *err, size_t
         if (*size == cap) {
             cap = cap ? 2 * cap : 1 << 20;
             unsigned char *grown = realloc(buf, cap);
-            if (!grown) die("out of memory reading %s", path);
+            if (!grown) {
+                free(buf), fclose(f);
+                return errorf(err, errlen, "%s: out of memory reading it (%zu bytes so far)", path, *size), NULL;
+            }
             buf = grown;
         }
         size_t got = fread(buf + *size, 1, cap - *size, f);
@@ -178,15 +188,17 @@ static int read_llmc(struct mc_task *t, const char *path, int V, int T, int64_t 
         }
         /* the label, the choices, then the context's and each choice's length and ids: exactly its bytes */
         size_t w = EVAL_FIXED - 1, words = bytes / 2, at = t->len;
-        int nch = (int)rd16(x + 8), fits = 1;
-        push(t, &cap, (int32_t)rd16(x + 6));
-        push(t, &cap, nch);
-        for (int part = -1; fits && part < nch; part++) {
+        int nch = (int)rd16(x + 8), fits = 1, oom = push(t, &cap, (int32_t)rd16(x + 6)) | push(t, &cap, nch);
+        for (int part = -1; fits && !oom && part < nch; part++) {
             fits = w < words;
             unsigned n = fits ? rd16(x + 2 * w++) : 0;
             fits = fits && n <= words - w;
-            push(t, &cap, (int32_t)n);
-            for (unsigned i = 0; fits && i < n; i++) push(t, &cap, (int32_t)rd16(x + 2 * w++));
+            oom |= push(t, &cap, (int32_t)n);
+            for (unsigned i = 0; fits && !oom && i < n; i++) oom |= push(t, &cap, (int32_t)rd16(x + 2 * w++));
+        }
+        if (oom) {
+            rc = out_of_memory(t, path, err, errlen);
+            break;
         }
         if (!fits || w != words) {
             rc = errorf(err, errlen, "%s: %s: its lengths and ids do not take exactly its %u bytes (the context's "
@@ -214,7 +226,7 @@ static int read_jsonl(struct mc_task *t, const char *path, const struct tokenize
     if (!f) return errorf(err, errlen, "cannot open %s: %s", path, strerror(errno));
     char *line = NULL, where[48], jerr[256];
     size_t lcap = 0, cap = t->len;
-    ssize_t n;
+    ssize_t n = 0;
     int rc = 0;
     int32_t doc = tok ? (tok_bos(tok) >= 0 ? tok_bos(tok) : tok_eos(tok)) : -1;
     int64_t lineno = 0, examples = 0;
@@ -237,20 +249,20 @@ static int read_jsonl(struct mc_task *t, const char *path, const struct tokenize
             if (ch->item[c].kind != JSON_STRING)
                 rc = errorf(err, errlen, "%s: %s: choice %d is not a string: %s", path, where, c, form);
         size_t at = t->len;
-        if (rc == 0) {
-            push(t, &cap, (int32_t)label);
-            push(t, &cap, ch->n);
-            push(t, &cap, 0); /* the context's length, once known */
-            if (doc >= 0) push(t, &cap, doc);
-        }
+        /* the label, the choices, the context's length (once known), the document's first id */
+        if (rc == 0 && (push(t, &cap, (int32_t)label) || push(t, &cap, ch->n) || push(t, &cap, 0) ||
+                        (doc >= 0 && push(t, &cap, doc))))
+            rc = out_of_memory(t, path, err, errlen);
         /* each text after its length, encoded straight into the stream */
         for (int c = -1; rc == 0 && c < ch->n; c++) {
             const char *s = c < 0 ? ctx->string : ch->item[c].string;
             size_t len = strlen(s), from;
-            if (c >= 0) push(t, &cap, 0);
+            if (c >= 0 && push(t, &cap, 0)) rc = out_of_memory(t, path, err, errlen);
             from = t->len;
-            if (tok) rc = tok_encode(tok, s, len, 0, &t->stream, &t->len, &cap, err, errlen);
-            for (size_t k = 0; !tok && k < len; k++) push(t, &cap, (unsigned char)s[k]);
+            if (rc == 0 && tok) rc = tok_encode(tok, s, len, 0, &t->stream, &t->len, &cap, err, errlen);
+            for (size_t k = 0; rc == 0 && !tok && k < len; k++)
+                if (push(t, &cap, (unsigned char)s[k])) rc = out_of_memory(t, path, err, errlen);
+            if (rc) break;
             if (c < 0) t->stream[at + 2] = (int32_t)(t->len - from) + (doc >= 0);
             else t->stream[from - 1] = (int32_t)(t->len - from);
         }
@@ -258,10 +270,11 @@ static int read_jsonl(struct mc_task *t, const char *path, const struct tokenize
         if (rc == 0) rc = check_example(t, at, path, where, V, T, err, errlen);
         examples++;
     }
-    int bad = rc == 0 && ferror(f);
+    /* (getline's -1 is the end, or an error: memory run out, a failed read) */
+    int bad = rc == 0 && (ferror(f) || (n < 0 && !feof(f))), e = errno;
     free(line);
     fclose(f);
-    if (bad) return errorf(err, errlen, "cannot read %s", path);
+    if (bad) return errorf(err, errlen, "cannot read %s: %s", path, e ? strerror(e) : "a read failed");
     if (rc == 0 && examples == 0) return errorf(err, errlen, "%s holds no example: %s", path, form);
     return rc;
 }
@@ -272,12 +285,12 @@ int mc_task_read(struct mc_task *t, const char *path, const struct tokenizer *to
     memset(t, 0, sizeof *t);
     int rc = mc_task_is_jsonl(path) ? read_jsonl(t, path, tok, V, T, max_examples, err, errlen)
                                     : read_llmc(t, path, V, T, max_examples, err, errlen);
-    if (rc == 0) mc_task_index(t);
-    else mc_task_free(t);
+    if (rc == 0 && mc_task_index(t)) rc = errorf(err, errlen, "%s: out of memory indexing its examples", path);
+    if (rc) mc_task_free(t);
     return rc;
 }
 
-void mc_task_index(struct mc_task *t)
+int mc_task_index(struct mc_task *t)
 {
     size_t n = 0;
     for (size_t p = 0; p < t->len; n++) { /* label, choices, then each part's length and ids */
@@ -286,7 +299,7 @@ void mc_task_index(struct mc_task *t)
         for (int k = 0; k < parts; k++) p += 1 + (size_t)t->stream[p];
     }
     free(t->at);
-    t->at = xmalloc((n ? n : 1) * sizeof *t->at);
+    if (!(t->at = malloc((n ? n : 1) * sizeof *t->at))) return -1;
     t->n = (int64_t)n;
     t->rows = 0;
     size_t p = 0;
@@ -297,6 +310,7 @@ void mc_task_index(struct mc_task *t)
         p += 2;
         for (int k = 0; k < parts; k++) p += 1 + (size_t)t->stream[p];
     }
+    return 0;
 }
 
 void mc_task_free(struct mc_task *t)

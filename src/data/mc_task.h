@@ -42,8 +42,9 @@ int mc_task_is_jsonl(const char *path);
 int mc_task_read(struct mc_task *t, const char *path, const struct tokenizer *tok, int V, int T,
                  int64_t max_examples, char *err, size_t errlen);
 
-/* Index t->stream[0..t->len) (another rank's, received): n, rows, at. */
-void mc_task_index(struct mc_task *t);
+/* Index t->stream[0..t->len) (another rank's, received): n, rows, at.
+ * -1 out of memory. */
+int mc_task_index(struct mc_task *t);
 void mc_task_free(struct mc_task *t);
 
 /* Example e's label, its number of choices, its context (n ids) and its

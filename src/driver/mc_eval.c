@@ -106,7 +106,7 @@ static void send_tasks(struct mc_eval *e, const struct grid *g)
             size_t n = len - at < INT_MAX / 4 ? len - at : INT_MAX / 4;
             MPI_CHECK(MPI_Bcast(t->stream + at, (int)n, MPI_INT32_T, 0, g->world_comm));
         }
-        if (g->rank != 0) mc_task_index(t);
+        if (g->rank != 0 && mc_task_index(t)) die("out of memory indexing task %s's %zu ids", e->name[i], t->len);
     }
 }
 
