@@ -1,5 +1,5 @@
 /* alloc_sweep.h -- a piece of work with each of its allocations refused in
- * turn (the unit programs test_tok_alloc and test_read_alloc).
+ * turn (the unit programs test_tok_alloc, test_read_alloc, test_hf_alloc).
  *
  * The program that includes this (in one file) holds its own malloc,
  * calloc, realloc and free: glibc lets a program replace them, for the C
@@ -65,8 +65,22 @@ static long sweep_counted, sweep_fail_at;
 static int sweep_armed, sweep_fired;
 static pthread_t sweep_thread;
 
-/* Armed, on the sweeping thread. */
-static int sweep_mine(void) { return sweep_armed && pthread_equal(pthread_self(), sweep_thread); }
+/* With sweep_own_code set, only the allocations the program's own code
+ * makes (called from its text: triad's, linked in) are counted, refused
+ * and kept, not those of the libraries it calls (Open MPI, whose own
+ * failures abort it; the C library's, for a strdup or an fopen). */
+static int sweep_own_code;
+extern char __executable_start[], etext[];
+
+/* Armed, on the sweeping thread, for an allocation called from `caller`. */
+static int sweep_mine_from(const void *caller)
+{
+    return sweep_armed && pthread_equal(pthread_self(), sweep_thread) &&
+           (!sweep_own_code || ((const char *)caller >= __executable_start && (const char *)caller < etext));
+}
+#define sweep_mine() sweep_mine_from(__builtin_return_address(0))
+/* Armed, on the sweeping thread (a block of the set may be freed by any code). */
+static int sweep_on(void) { return sweep_armed && pthread_equal(pthread_self(), sweep_thread); }
 
 /* The blocks allocated while armed and not yet freed: open addressing on
  * a fixed table (nothing allocated inside the allocator); a freed slot is
@@ -135,7 +149,7 @@ void *realloc(void *p, size_t n)
 {
     /* (realloc(p, 0) frees p in glibc: a free, not an allocation to refuse) */
     if (!sweep_mine() || (p && !n)) {
-        if (sweep_mine()) sweep_del(p);
+        if (sweep_on()) sweep_del(p);
         return __libc_realloc(p, n);
     }
     if (sweep_refuse()) return NULL; /* (p kept, as an exhausted heap keeps it) */
@@ -153,7 +167,7 @@ void *realloc(void *p, size_t n)
 
 void free(void *p)
 {
-    if (sweep_mine() && sweep_del(p)) memset(p, SWEEP_FREED, malloc_usable_size(p));
+    if (sweep_on() && sweep_del(p)) memset(p, SWEEP_FREED, malloc_usable_size(p));
     __libc_free(p);
 }
 

@@ -76,8 +76,8 @@ static int load_transposed(struct model *m, enum param_id id, int j, const struc
                            float *host, char *err, size_t errlen)
 {
     const struct model_dims *d = &m->d;
-    float *seg = xmalloc(rows * sizeof *seg);
-    int rc = 0;
+    float *seg = malloc((rows ? rows : 1) * sizeof *seg);
+    int rc = seg ? 0 : errorf(err, errlen, "%s: out of memory for %zu floats", f->name, rows);
     for (size_t r = 0; r < rows && rc == 0;) {
         size_t lr, lc0, len = 1, x, y;
         param_logical_index(d, id, r, 0, &lr, &lc0);
