@@ -188,7 +188,7 @@ static int read_llmc(struct mc_task *t, const char *path, int V, int T, int64_t 
         }
         /* the label, the choices, then the context's and each choice's length and ids: exactly its bytes */
         size_t w = EVAL_FIXED - 1, words = bytes / 2, at = t->len;
-        int nch = (int)rd16(x + 8), fits = 1, oom = push(t, &cap, (int32_t)rd16(x + 6)) | push(t, &cap, nch);
+        int nch = (int)rd16(x + 8), fits = 1, oom = push(t, &cap, (int32_t)rd16(x + 6)) || push(t, &cap, nch);
         for (int part = -1; fits && !oom && part < nch; part++) {
             fits = w < words;
             unsigned n = fits ? rd16(x + 2 * w++) : 0;
@@ -259,7 +259,11 @@ static int read_jsonl(struct mc_task *t, const char *path, const struct tokenize
             size_t len = strlen(s), from;
             if (c >= 0 && push(t, &cap, 0)) rc = out_of_memory(t, path, err, errlen);
             from = t->len;
-            if (rc == 0 && tok) rc = tok_encode(tok, s, len, 0, &t->stream, &t->len, &cap, err, errlen);
+            if (rc == 0 && tok && tok_encode(tok, s, len, 0, &t->stream, &t->len, &cap, err, errlen)) {
+                char why[256];
+                snprintf(why, sizeof why, "%s", err);
+                rc = errorf(err, errlen, "%s: %s: %s", path, where, why);
+            }
             for (size_t k = 0; rc == 0 && !tok && k < len; k++)
                 if (push(t, &cap, (unsigned char)s[k])) rc = out_of_memory(t, path, err, errlen);
             if (rc) break;
