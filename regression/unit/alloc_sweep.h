@@ -242,13 +242,6 @@ static void sweep_run(sweep_work work, void *ctx, long fail_at, struct sweep_out
     sweep_fds_left = sweep_fds() - fds;
 }
 
-/* Blocks the run left (the outcome's text is the test's, not counted). */
-static long sweep_left(const struct sweep_outcome *o)
-{
-    (void)o;
-    return sweep_nlive;
-}
-
 /* A message that says memory ran out: triad's own, or the C library's
  * strerror(ENOMEM) where a call such as fopen failed for want of it. */
 static int sweep_says_memory(const char *err)
@@ -267,7 +260,7 @@ static void alloc_sweep(const char *name, sweep_work work, void *ctx)
     sweep_run(work, ctx, 0, &ref); /* (a first run: what the process makes once and keeps, such as OpenMP's threads) */
     free(ref.text);
     sweep_run(work, ctx, 0, &ref);
-    long total = sweep_counted, left = sweep_left(&ref);
+    long total = sweep_counted, left = sweep_nlive; /* (the outcome's text is the test's: not counted) */
     if (!tap_ok(ref.text && total > 0 && left == 0 && !sweep_lost && !sweep_fds_left,
                 "%s: the reference run (%ld allocations, %ld blocks and %d descriptors left)", name, total, left,
                 sweep_fds_left)) {
@@ -283,9 +276,9 @@ static void alloc_sweep(const char *name, sweep_work work, void *ctx)
             free(o.text);
             break;
         }
-        if ((sweep_left(&o) || sweep_lost || sweep_fds_left) && leaked++ < 3)
+        if ((sweep_nlive || sweep_lost || sweep_fds_left) && leaked++ < 3)
             tap_diag("%s: allocation %ld refused (%s): %ld block(s) and %d descriptor(s) left", name, k,
-                     o.text ? "the run went on" : o.err, sweep_left(&o), sweep_fds_left);
+                     o.text ? "the run went on" : o.err, sweep_nlive, sweep_fds_left);
         if (o.text) {
             absorbed++;
             if (strcmp(o.text, ref.text) != 0 && wrong++ < 3)
