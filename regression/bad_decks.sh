@@ -101,17 +101,20 @@ fails "$triad" check "$tmp/nul.nml"
 expect_in_stderr "$tmp/nul.nml:3:6: error: the deck contains a NUL byte"
 report "a NUL byte is reported with its line and column"
 fails timeout 20 "$triad" check /dev/zero
-expect_in_stderr "/dev/zero:1:1: error: the deck contains a NUL byte"
-report "check /dev/zero stops at once (no unbounded read)"
+expect_in_stderr "/dev/zero: error: 2097152 bytes read, and more follow; triad reads a deck up to 1 MiB"
+report "check /dev/zero stops after 2 MiB (no unbounded read)"
 { echo '&model n_layer = 2 /'; yes '! a comment that pads the deck past its bound' | head -n 40000; } >"$tmp/big.nml"
 fails "$triad" check "$tmp/big.nml"
-expect_in_stderr "more than 1024 KiB: it is not a namelist"
+expect_in_stderr "$tmp/big.nml: error: 1840021 bytes; triad reads a deck up to 1 MiB"
 report "a deck over 1 MiB is refused with its size, before reading it"
 yes '! a comment that pads the deck past its bound' | head -n 40000 | "$triad" check /dev/stdin >"$tmp/out" 2>"$tmp/err"
 rc=$?
 expect_failure
-expect_in_stderr "the deck is more than 1024 KiB"
-report "a stream over 1 MiB is refused after reading 1 MiB"
+expect_in_stderr "/dev/stdin: error: 1840000 bytes; triad reads a deck up to 1 MiB"
+report "a stream over 1 MiB is refused after reading it (2 MiB at most)"
+fails "$triad" check "$tmp"
+expect_in_stderr "$tmp: error: a directory, not a file"
+report "a directory named as the deck is said to be one"
 
 # ---------------------------------------------------------------- a bad override
 fails "$triad" check "$tmp/good.nml" model.n_layers=3

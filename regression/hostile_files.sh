@@ -105,8 +105,8 @@ refused "weight_map naming a tensor twice" "weight_map names tensor 'lm_head.wei
 refused "weight_map names a tensor its file lacks" "which has no such tensor" llama "$scratch/index_missing"
 refused "a shard holds a tensor weight_map does not name" "which the index's weight_map does not name" llama \
     "$scratch/index_unmapped"
-refused "an index over 64 MiB is an error, not taken as absent" "bytes; triad reads such a file up to 64 MiB" llama \
-    "$scratch/index_big"
+refused "an index over 64 MiB is an error, not taken as absent" \
+    "bytes; triad reads a config.json or an index up to 64 MiB" llama "$scratch/index_big"
 
 # llm.c files: the exact size, and the reason for a short header
 cp "$scratch/gpt2.bin" "$scratch/long.bin"

@@ -1,8 +1,10 @@
 /* short_read.c -- an LD_PRELOAD shim for the fault tests: a read that stops
  * short (an I/O error partway through a file on a network file system, or
- * a file truncated while it is read).  Every fread from a file whose path
- * contains $TRIAD_FAULT_PATH returns one item fewer than asked for (none
- * when one was asked for); other files are untouched. */
+ * a file truncated while it is read).  A file whose path contains
+ * $TRIAD_FAULT_PATH ends early: its first fread returns one item fewer than
+ * it read (none where it read one), and every fread after it none, so that
+ * a reader that asks again sees the end of the file, not the missing item;
+ * other files are untouched. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
@@ -11,12 +13,17 @@
 
 static int targeted(FILE *f) { return fault_path(fileno(f)); }
 
+static FILE *cut; /* the targeted stream read short: it has ended */
+
 size_t fread(void *buf, size_t size, size_t n, FILE *f)
 {
     static size_t (*next)(void *, size_t, size_t, FILE *);
     if (!next) next = (size_t (*)(void *, size_t, size_t, FILE *))dlsym(RTLD_NEXT, "fread");
-    if (n > 0 && targeted(f)) n--;
-    return next(buf, size, n, f);
+    if (n == 0 || !targeted(f)) return next(buf, size, n, f);
+    if (f == cut) return 0;
+    size_t got = next(buf, size, n, f);
+    cut = f;
+    return got ? got - 1 : 0;
 }
 
 /* (what fread compiles to with _FORTIFY_SOURCE where the buffer's size is known) */
@@ -24,6 +31,9 @@ size_t __fread_chk(void *buf, size_t buflen, size_t size, size_t n, FILE *f)
 {
     static size_t (*next)(void *, size_t, size_t, size_t, FILE *);
     if (!next) next = (size_t (*)(void *, size_t, size_t, size_t, FILE *))dlsym(RTLD_NEXT, "__fread_chk");
-    if (n > 0 && targeted(f)) n--;
-    return next(buf, buflen, size, n, f);
+    if (n == 0 || !targeted(f)) return next(buf, buflen, size, n, f);
+    if (f == cut) return 0;
+    size_t got = next(buf, buflen, size, n, f);
+    cut = f;
+    return got ? got - 1 : 0;
 }

@@ -318,7 +318,7 @@ static void test_long_string_and_atomic(void)
     free(a);
     free(b);
     rc = config_read_file(&c, "/nonexistent/deck.nml", &err);
-    tap_ok(rc == -1 && strstr(err.what, "cannot open the deck") && strcmp(err.file, "/nonexistent/deck.nml") == 0 &&
+    tap_ok(rc == -1 && strstr(err.what, "cannot open it (No such file or directory)") && strcmp(err.file, "/nonexistent/deck.nml") == 0 &&
                err.line == 0,
            "a missing file names the file and the reason");
 }

@@ -10,10 +10,12 @@
  *   - a multiple-choice task (mc_task_read): JSON Lines of text for a
  *     byte-level model, an llm.c eval file;
  * the files written here byte by byte as their formats define them. */
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "alloc_sweep.h"
@@ -21,6 +23,7 @@
 #include "data.h"
 #include "mc_task.h"
 #include "deck.h"
+#include "file.h"
 #include "safetensors.h"
 
 /* ------------------------------------------------------------ the deck */
@@ -119,6 +122,56 @@ static void config_bad_run(void *ctx, struct sweep_outcome *o)
         return;
     }
     if (sweep_printf(o, &on, "%d:%d %s | %s", err.line, err.col, err.what, err.hint)) free(o->text), o->text = NULL;
+}
+
+/* The configuration read from a deck file (ctx: its path). */
+static void config_file_run(void *ctx, struct sweep_outcome *o)
+{
+    struct config cfg;
+    struct deck_error err;
+    size_t on = 0;
+    config_defaults(&cfg);
+    if (config_read_file(&cfg, ctx, &err)) {
+        snprintf(o->err, sizeof o->err, "%.500s (%.500s)", err.what, err.hint);
+        return;
+    }
+    if (sweep_printf(o, &on, "%lld %lld %.17g %s", (long long)cfg.model.n_layer, (long long)cfg.train.steps,
+                     cfg.train.lr, cfg.io.run_dir))
+        free(o->text), o->text = NULL;
+}
+
+/* 300,000 bytes through a pipe from a child process (the reader's buffer
+ * doubled three times), read whole. */
+enum { PIPE_BYTES = 300000 };
+static void pipe_run(void *ctx, struct sweep_outcome *o)
+{
+    (void)ctx;
+    int p[2];
+    if (pipe(p)) {
+        snprintf(o->err, sizeof o->err, "(the test) no pipe");
+        return;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        static char block[10000];
+        memset(block, 'x', sizeof block);
+        for (int i = 0; i < PIPE_BYTES / (int)sizeof block; i++)
+            if (write(p[1], block, sizeof block) != (ssize_t)sizeof block) _exit(0);
+        _exit(0);
+    }
+    close(p[1]);
+    char path[64], *text = NULL;
+    size_t len = 0, on = 0, xs = 0;
+    snprintf(path, sizeof path, "/dev/fd/%d", p[0]);
+    if (pid < 0) snprintf(o->err, sizeof o->err, "(the test) no child");
+    else if (file_read_all(path, 1 << 20, "a test stream", &text, &len, o->err, sizeof o->err) == 0) {
+        for (size_t i = 0; i < len; i++) xs += text[i] == 'x';
+        if (sweep_printf(o, &on, "%zu bytes, %zu of them x, then %d", len, xs, text[len])) free(o->text), o->text = NULL;
+        free(text);
+    }
+    close(p[0]);
+    if (pid > 0) waitpid(pid, NULL, 0);
 }
 
 /* ------------------------------------------------------------ safetensors */
@@ -316,13 +369,21 @@ static void task_run(void *ctx, struct sweep_outcome *o)
 
 int main(void)
 {
+    signal(SIGPIPE, SIG_IGN);
     alloc_sweep("the input deck's namelist reader", deck_run, NULL);
     alloc_sweep("the configuration read from a deck, overridden, echoed", config_run, NULL);
     alloc_sweep("a deck with a misspelled key: its error and suggestion", config_bad_run, NULL);
+    alloc_sweep("a stream read whole, its buffer doubled as it comes", pipe_run, NULL);
     char path[4096];
     tap_tmp_template(path, sizeof path, "read_alloc");
     int fd = mkstemp(path);
-    if (fd < 0 || write_safetensors(path)) {
+    FILE *deck = fd >= 0 ? fdopen(dup(fd), "w") : NULL;
+    if (!deck || fputs(deck_text, deck) < 0 || fclose(deck) != 0) {
+        tap_ok(0, "a deck written to %s", path);
+    } else {
+        alloc_sweep("the configuration read from a deck file", config_file_run, path);
+    }
+    if (fd < 0 || ftruncate(fd, 0) != 0 || write_safetensors(path)) {
         tap_ok(0, "a safetensors file written to %s", path);
     } else {
         alloc_sweep("a safetensors file's header", st_run, path);

@@ -8,6 +8,7 @@
 #include "config.h"
 #include "config_internal.h"
 #include "deck.h"
+#include "file.h"
 #include "log.h"
 
 #include <ctype.h>
@@ -17,7 +18,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 
 #define GROUP(g, doc)
@@ -416,7 +416,6 @@ int config_read_string(struct config *cfg, const char *text, const char *name, s
     return rc;
 }
 
-/* The whole file, NUL-terminated, or NULL with *err filled. */
 /* Decks are a few KiB: anything larger is not one (and /dev/zero never ends). */
 #define DECK_MAX_BYTES (1 << 20)
 
@@ -448,54 +447,25 @@ static void unify_line_ends(char *text)
 
 static char *slurp(const char *path, struct deck_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        deck_error_set(err, 0, 0, "cannot open the deck: %s", strerror(errno));
-        deck_error_hint(err, "check the file name; a relative path is taken from the directory the job starts in");
+    char *buf, why[256];
+    size_t n;
+    int e = file_read_all(path, DECK_MAX_BYTES, "a deck", &buf, &n, why, sizeof why);
+    if (e) {
+        deck_error_set(err, 0, 0, "%s", why);
+        if (e == ENOENT)
+            deck_error_hint(err, "check the file name; a relative path is taken from the directory the job starts in");
+        else if (e == EISDIR || e == EFBIG)
+            deck_error_hint(err, "give the namelist text file (*.nml); decks are a few KiB");
+        else if (e != ENOMEM)
+            deck_error_hint(err, "check that the file is readable");
         return NULL;
     }
-    struct stat sb;
-    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > DECK_MAX_BYTES) {
-        fclose(f);
-        deck_error_set(err, 0, 0, "the deck is %lld bytes, more than %d KiB: it is not a namelist",
-                        (long long)sb.st_size, DECK_MAX_BYTES / 1024);
-        deck_error_hint(err, "give the namelist text file (*.nml); decks are a few KiB");
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0, got;
-    char *buf = malloc(cap);
-    int nul = 0, big = 0;
-    while (buf && !nul && !big && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        nul = memchr(buf + n, '\0', got) != NULL;
-        n += got;
-        big = n > DECK_MAX_BYTES;
-        if (n + 1 == cap && !nul && !big) {
-            char *q = realloc(buf, cap *= 2);
-            if (!q) free(buf);
-            buf = q;
-        }
-    }
-    int bad = !buf || ferror(f);
-    fclose(f);
-    if (bad) {
-        deck_error_set(err, 0, 0, "cannot read the deck%s", buf ? "" : ": out of memory");
-        free(buf);
-        deck_error_hint(err, "check that the file is readable and not a directory");
-        return NULL;
-    }
-    buf[n] = '\0';
+    const char *nul = memchr(buf, '\0', n);
     if (nul) {
         int line, col;
-        line_col(buf, strlen(buf), &line, &col);
+        line_col(buf, (size_t)(nul - buf), &line, &col);
         deck_error_set(err, line, col, "the deck contains a NUL byte: it is not a text file");
         deck_error_hint(err, "give the namelist text file (*.nml)");
-        free(buf);
-        return NULL;
-    }
-    if (big) {
-        deck_error_set(err, 0, 0, "the deck is more than %d KiB (%zu bytes read, and more follow): it is not a "
-                        "namelist", DECK_MAX_BYTES / 1024, n);
-        deck_error_hint(err, "give the namelist text file (*.nml); decks are a few KiB");
         free(buf);
         return NULL;
     }

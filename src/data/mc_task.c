@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "file.h"
 #include "json.h"
 #include "log.h"
 
@@ -18,6 +19,7 @@
 #define EVAL_HEADER_BYTES (256 * 4)
 #define EVAL_START 65535        /* <START_EXAMPLE> */
 #define EVAL_FIXED 6            /* uint16 before the context's ids: start, bytes, index, label, choices, length */
+#define EVAL_FILE_MAX ((size_t)1 << 30) /* an eval file is read whole; over 1 GiB is not one */
 
 int mc_task_is_jsonl(const char *path)
 {
@@ -103,40 +105,14 @@ static int32_t rd32(const unsigned char *p)
     return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
 }
 
-/* The whole file, malloc'ed; NULL with err. */
-static unsigned char *read_all(const char *path, size_t *size, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return errorf(err, errlen, "cannot open %s: %s", path, strerror(errno)), NULL;
-    unsigned char *buf = NULL;
-    size_t cap = 0;
-    *size = 0;
-    for (;;) {
-        if (*size == cap) {
-            cap = cap ? 2 * cap : 1 << 20;
-            unsigned char *grown = realloc(buf, cap);
-            if (!grown) {
-                free(buf), fclose(f);
-                return errorf(err, errlen, "%s: out of memory reading it (%zu bytes so far)", path, *size), NULL;
-            }
-            buf = grown;
-        }
-        size_t got = fread(buf + *size, 1, cap - *size, f);
-        *size += got;
-        if (got == 0) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) return free(buf), errorf(err, errlen, "cannot read %s", path), NULL;
-    return buf;
-}
-
 /* llm.c's eval file (dev/data/data_common.py, write_evalfile). */
 static int read_llmc(struct mc_task *t, const char *path, int V, int T, int64_t max, char *err, size_t errlen)
 {
     size_t size, cap = 0;
-    unsigned char *b = read_all(path, &size, err, errlen);
-    if (!b) return -1;
+    char *text, why[256];
+    if (file_read_all(path, EVAL_FILE_MAX, "an eval file", &text, &size, why, sizeof why))
+        return errorf(err, errlen, "%s: %s", path, why);
+    const unsigned char *b = (const unsigned char *)text;
     int rc = -1;
     int32_t magic = size >= 16 ? rd32(b) : 0, version = size >= 16 ? rd32(b + 4) : 0;
     int32_t count = size >= 16 ? rd32(b + 8) : 0, longest = size >= 16 ? rd32(b + 12) : 0;
@@ -211,7 +187,7 @@ static int read_llmc(struct mc_task *t, const char *path, int V, int T, int64_t 
     if (rc == 0 && keep == count && pos != size)
         rc = errorf(err, errlen, "%s: %zu bytes follow the last of the %d examples its header announces: the count "
                     "is wrong or the file is damaged", path, size - pos, count);
-    free(b);
+    free(text);
     return rc;
 }
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "ckpt_tok.h"
+#include "file.h"
 #include "json.h"
 #include "log.h"
 #include "tokenizer.h"
@@ -172,53 +173,18 @@ static int hf_names(const struct model_dims *d, enum hf_arch a, enum param_id id
 
 enum { TEXT_MAX = 64 << 20 }; /* a config.json or an index larger than this is not one */
 
-/* The whole of a small text file: 0; -1 with errno ENOENT when it does not
- * exist, or -1 with the reason in why. */
-static int read_text(const char *path, char **text, size_t *len, char *why, size_t whylen)
+/* A text file parsed as JSON: 0, or -1 with the reason (*absent: it does not exist). */
+static int read_json(const char *path, struct json **out, int *absent, char *why, size_t whylen)
 {
-    struct stat sb;
-    if (stat(path, &sb) != 0) {
-        int e = errno;
-        errorf(why, whylen, "%s: cannot read it (%s)", path, strerror(e));
-        errno = e;
-        return -1;
-    }
-    errno = 0;
-    if (!S_ISREG(sb.st_mode))
-        return errorf(why, whylen, "%s: %s, not a file", path, S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file");
-    if (sb.st_size > TEXT_MAX)
-        return errorf(why, whylen, "%s: %lld bytes; triad reads such a file up to 64 MiB", path, (long long)sb.st_size);
-    FILE *fp = fopen(path, "rb");
-    char *buf = fp ? malloc((size_t)sb.st_size + 1) : NULL;
-    size_t n = buf ? fread(buf, 1, (size_t)sb.st_size + 1, fp) : 0;
-    int bad = !fp || !buf || ferror(fp) || n != (size_t)sb.st_size, e = errno;
-    if (fp) fclose(fp);
-    if (bad) {
-        free(buf);
-        errorf(why, whylen, "%s: cannot read it (%s)", path, !fp || e ? strerror(e ? e : EIO) : "it changed size while read");
-        errno = 0;
-        return -1;
-    }
-    *text = buf;
-    *len = n;
-    return 0;
-}
-
-/* A text file parsed as JSON: 0, or -1 with the reason (errno ENOENT: absent). */
-static int read_json(const char *path, struct json **out, char *why, size_t whylen)
-{
-    char *text = NULL, jerr[256];
+    char *text = NULL, jerr[256], r[256];
     size_t len = 0;
     *out = NULL;
-    if (read_text(path, &text, &len, why, whylen) != 0) return -1;
+    int e = file_read_all(path, TEXT_MAX, "a config.json or an index", &text, &len, r, sizeof r);
+    *absent = e == ENOENT;
+    if (e) return errorf(why, whylen, "%s: %s", path, r);
     *out = json_parse_object(text, len, jerr, sizeof jerr);
     free(text);
-    if (!*out) {
-        errorf(why, whylen, "%s: %s", path, jerr);
-        errno = 0;
-        return -1;
-    }
-    return 0;
+    return *out ? 0 : errorf(why, whylen, "%s: %s", path, jerr);
 }
 
 /* ------------------------------------------------------------ the folder */
@@ -319,9 +285,9 @@ static int folder_open(struct folder *f, const char *dir, char *err, size_t errl
     snprintf(f->index_path, sizeof f->index_path, "%s/model.safetensors.index.json", dir);
     static const char *single[] = {"model.safetensors"};
     const char **names = NULL;
-    int n = 0, rc = 0;
-    if (read_json(f->index_path, &f->index, err, errlen) == 0) rc = index_files(f, &names, &n, err, errlen);
-    else if (errno == ENOENT) n = 1;
+    int n = 0, rc = 0, absent;
+    if (read_json(f->index_path, &f->index, &absent, err, errlen) == 0) rc = index_files(f, &names, &n, err, errlen);
+    else if (absent) n = 1;
     else rc = -1;
     f->files = rc == 0 ? calloc((size_t)n, sizeof *f->files) : NULL;
     if (rc == 0 && !f->files) rc = errorf(err, errlen, "out of memory");
@@ -419,8 +385,8 @@ int hf_load(const char *dir, struct model *m, const struct grid *g, int allow_no
     snprintf(path, sizeof path, "%s/config.json", dir);
     struct json *cfg = NULL;
     enum hf_arch arch = HF_LLAMA;
-    int rc = read_json(path, &cfg, err, errlen);
-    if (rc != 0 && errno == ENOENT)
+    int absent, rc = read_json(path, &cfg, &absent, err, errlen);
+    if (rc != 0 && absent)
         rc = errorf(err, errlen, "%s: there is none: a Hugging Face model folder has config.json and "
                     "model.safetensors", path);
     if (rc == 0) rc = hf_check_config(&m->d, cfg, path, &arch, err, errlen);

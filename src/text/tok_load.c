@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "file.h"
 #include "json.h"
 #include "log.h"
 #include "tokenizer_internal.h"
@@ -364,24 +365,9 @@ static int32_t added_named(const struct tokenizer *t, const char *const *names)
 
 static int read_all(const struct loader *L, const char *path, char **text, size_t *len)
 {
-    struct stat sb;
-    if (stat(path, &sb) != 0) return errorf(L->err, L->errlen, "%s: cannot read it (%s)", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode)) return errorf(L->err, L->errlen, "%s: not a file", path);
-    if (sb.st_size > TOK_FILE_MAX) return errorf(L->err, L->errlen, "%s: over 256 MiB, not a tokenizer file", path);
-    FILE *f = fopen(path, "rb");
-    if (!f) return errorf(L->err, L->errlen, "%s: cannot read it (%s)", path, strerror(errno));
-    if (!(*text = malloc((size_t)sb.st_size + 1))) {
-        fclose(f);
-        return errorf(L->err, L->errlen, "%s: out of memory for its %lld bytes", path, (long long)sb.st_size);
-    }
-    *len = fread(*text, 1, (size_t)sb.st_size, f);
-    int bad = *len != (size_t)sb.st_size, e = ferror(f) ? errno : 0;
-    fclose(f);
-    if (bad) {
-        free(*text), *text = NULL;
-        return errorf(L->err, L->errlen, "%s: cannot read it (%s)", path, e ? strerror(e) : "it changed while read");
-    }
-    (*text)[*len] = 0;
+    char why[256];
+    if (file_read_all(path, TOK_FILE_MAX, "a tokenizer file", text, len, why, sizeof why))
+        return errorf(L->err, L->errlen, "%s: %s", path, why);
     return 0;
 }
 

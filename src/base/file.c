@@ -1,0 +1,103 @@
+/* file.c -- a whole file read into memory (file.h). */
+#include "file.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+enum { STREAM_FIRST = 64 << 10 }; /* a pipe's first buffer, doubled as it fills */
+
+static int reason(int e, char *why, size_t whylen, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int reason(int e, char *why, size_t whylen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (whylen) vsnprintf(why, whylen, fmt, ap);
+    va_end(ap);
+    return e;
+}
+
+/* "1 MiB", "512 KiB" or "100 bytes". */
+static const char *size_words(char s[40], size_t bytes)
+{
+    if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) snprintf(s, 40, "%zu MiB", bytes >> 20);
+    else if (bytes >= (1u << 10) && bytes % (1u << 10) == 0) snprintf(s, 40, "%zu KiB", bytes >> 10);
+    else snprintf(s, 40, "%zu bytes", bytes);
+    return s;
+}
+
+int file_read_all(const char *path, size_t max, const char *what, char **text, size_t *len, char *why,
+                  size_t whylen)
+{
+    *text = NULL;
+    *len = 0;
+    char lim[40];
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        int e = errno;
+        return reason(e, why, whylen, "cannot open it (%s)", strerror(e));
+    }
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0) {
+        int e = errno;
+        fclose(f);
+        return reason(e, why, whylen, "cannot read it (%s)", strerror(e));
+    }
+    if (S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        return reason(EISDIR, why, whylen, "a directory, not a file");
+    }
+    int regular = S_ISREG(sb.st_mode);
+    if (regular && (unsigned long long)sb.st_size > max) {
+        fclose(f);
+        return reason(EFBIG, why, whylen, "%lld bytes; triad reads %s up to %s", (long long)sb.st_size, what,
+                      size_words(lim, max));
+    }
+    size_t cap = regular ? (size_t)sb.st_size + 1 : STREAM_FIRST, n = 0;
+    char *buf = malloc(cap);
+    int e = buf ? 0 : ENOMEM;
+    if (!buf) reason(e, why, whylen, "out of memory for its %zu bytes", cap - 1);
+    errno = 0;
+    while (e == 0) {
+        if (n == cap) { /* full: a regular file grew; a pipe's buffer doubles */
+            if (regular) {
+                e = reason(EIO, why, whylen, "cannot read it (it changed size while read)");
+                break;
+            }
+            if (n > max) {
+                e = reason(EFBIG, why, whylen, "%zu bytes read, and more follow; triad reads %s up to %s", n, what,
+                           size_words(lim, max));
+                break;
+            }
+            char *grown = realloc(buf, cap *= 2);
+            if (!grown) {
+                e = reason(ENOMEM, why, whylen, "out of memory after %zu bytes of it", n);
+                break;
+            }
+            buf = grown;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        if (got == 0) break;
+        n += got;
+    }
+    if (e == 0 && n > max)
+        e = reason(EFBIG, why, whylen, "%zu bytes; triad reads %s up to %s", n, what, size_words(lim, max));
+    if (e == 0 && ferror(f)) {
+        int r = errno ? errno : EIO;
+        e = reason(r, why, whylen, "cannot read it (%s)", strerror(r));
+    }
+    if (e == 0 && regular && n != (size_t)sb.st_size)
+        e = reason(EIO, why, whylen, "cannot read it (it changed size while read)");
+    fclose(f);
+    if (e) {
+        free(buf);
+        return e;
+    }
+    buf[n] = '\0';
+    *text = buf;
+    *len = n;
+    return 0;
+}

@@ -1,0 +1,26 @@
+/* file.h -- a whole file read into memory, for the readers of the small files
+ * users and other tools hand triad (a deck, a tokenizer's files, a model's
+ * config.json and index, an llm.c eval file). */
+#ifndef TRIAD_FILE_H
+#define TRIAD_FILE_H
+
+#include <stddef.h>
+
+/* Read path into a malloc'ed buffer *text, its *len bytes followed by a NUL.
+ * max is the most bytes such a file may have and what names it in the
+ * message ("a deck", "a tokenizer file").  A regular file is read in one
+ * piece of its size; a pipe or a device as it comes, up to max.
+ *
+ * Returns 0, or an errno value with the reason in why (without the path, for
+ * the caller to put in front: "PATH: " why) and *text NULL:
+ *   open(2)'s errno (ENOENT where it does not exist)  "cannot open it (REASON)"
+ *   EISDIR   "a directory, not a file"
+ *   EFBIG    "N bytes; triad reads a deck up to 1 MiB"
+ *   ENOMEM   "out of memory for its N bytes"
+ *   EIO, or read(2)'s errno   "cannot read it (REASON)", the reason
+ *            "it changed size while read" where a regular file's length
+ *            moved under the reader. */
+int file_read_all(const char *path, size_t max, const char *what, char **text, size_t *len, char *why,
+                  size_t whylen);
+
+#endif
