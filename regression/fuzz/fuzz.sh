@@ -17,7 +17,7 @@ seed=${FUZZ_SEED:-1}
 # leave allocations that LeakSanitizer cannot attribute to a library.
 export ASAN_OPTIONS="abort_on_error=1:detect_leaks=0:allocator_may_return_null=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-for target in deck config config_moe safetensors index llmc shard ckpt tokenizer tokenizer_sp indexed schedule schedule_zb \
+for target in deck config config_moe safetensors safetensors_gpt2 index llmc shard ckpt tokenizer tokenizer_sp indexed schedule schedule_zb \
     mc_llmc mc_jsonl; do
     mkdir -p "$scratch/$target"
     replay=$(ls "$here/crashes/$target/"* 2> /dev/null)

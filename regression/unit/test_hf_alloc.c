@@ -78,6 +78,7 @@ int main(int argc, char **argv)
         {"a Hugging Face folder (LLaMA, one safetensors file)", "llama.nml", "llama", 0},
         {"a Hugging Face folder in two shards with an index", "llama.nml", "sharded", 0},
         {"a Hugging Face folder (Qwen2-MoE)", "qwen2_moe.nml", "qwen2_moe", 0},
+        {"a Hugging Face folder (GPT-2: Conv1D's weights transposed)", "gpt2.nml", "gpt2", 0},
         {"an llm.c checkpoint (GPT-2)", "gpt2.nml", "gpt2.bin", 1},
     };
     sweep_own_code = 1;
