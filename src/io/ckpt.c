@@ -133,12 +133,11 @@ int ckpt_read_config(const char *path, struct config *cfg, char *err, size_t err
         snprintf(err, errlen, "cannot open %s as HDF5 (missing, unreadable or not a checkpoint)", path);
         return -1;
     }
-    char *text = ckpt_stored_deck(f);
+    char *text;
+    int oom = ckpt_stored_deck(f, &text);
     H5Fclose(f);
-    if (!text) {
-        snprintf(err, errlen, "%s has no stored deck: not a triad checkpoint", path);
-        return -1;
-    }
+    if (oom) return errorf(err, errlen, "%s: out of memory reading its stored deck", path);
+    if (!text) return errorf(err, errlen, "%s has no stored deck: not a triad checkpoint", path);
     struct deck_error de;
     config_defaults(cfg);
     int rc = config_read_string(cfg, text, "the stored deck", &de);
@@ -157,7 +156,8 @@ int ckpt_read_config(const char *path, struct config *cfg, char *err, size_t err
  * is read.  Files from elsewhere carry no deck and are checked by shape. */
 static int check_model_keys(hid_t f, const char *path, const struct model_dims *d, char *err, size_t errlen)
 {
-    char *text = ckpt_stored_deck(f);
+    char *text;
+    if (ckpt_stored_deck(f, &text)) return errorf(err, errlen, "%s: out of memory reading its stored deck", path);
     if (!text) return 0;
     struct config c;
     struct deck_error ce;
@@ -214,9 +214,11 @@ static int verify_written(const char *path, const struct model *m, const struct 
     struct state_buf sb[3];
     ckpt_state_bufs(m, o, sb);
     int per = ckpt_datasets_per_prefix(m);
-    struct walk_ctx w = {.g = g, .sums = xcalloc((size_t)per * 3, sizeof(uint64_t)), .err = err, .errlen = errlen,
-                         .pieces = xcalloc((size_t)per * 3, sizeof(struct ckpt_piece))};
-    for (int p = 0; p < 3; p++) rc |= ckpt_walk(f, ckpt_prefix[p], m, &sb[p], reread_tensor, &w);
+    struct walk_ctx w = {.g = g, .sums = calloc((size_t)per * 3, sizeof(uint64_t)), .err = err, .errlen = errlen,
+                         .pieces = calloc((size_t)per * 3, sizeof(struct ckpt_piece))};
+    if (!w.sums || !w.pieces)
+        rc = errorf(err, errlen, "rank %d: out of memory for the table of %d datasets to read back", g->rank, per * 3);
+    for (int p = 0; p < 3 && rc == 0; p++) rc |= ckpt_walk(f, ckpt_prefix[p], m, &sb[p], reread_tensor, &w);
     rc = ckpt_agree(rc, err, errlen, g);
     if (rc == 0) rc = ckpt_agree(ckpt_raw_read_pieces(path, w.pieces, w.npieces, 0, w.sums, g, err, errlen), err,
                                  errlen, g);
@@ -242,19 +244,25 @@ static int transfer(hid_t f, const char *path, const struct model *m, const stru
 {
     struct state_buf sb[3];
     ckpt_state_bufs(m, o, sb);
-    int np = with_optim ? 3 : 1, per = ckpt_datasets_per_prefix(m);
-    struct walk_ctx w = {.g = g, .sums = xcalloc((size_t)per * np, sizeof(uint64_t)), .err = err, .errlen = errlen,
-                         .pieces = writing ? NULL : xcalloc((size_t)per * np, sizeof(struct ckpt_piece))};
-    int rc = 0;
+    int np = with_optim ? 3 : 1, per = ckpt_datasets_per_prefix(m), rc = 0;
+    struct walk_ctx w = {.g = g, .sums = calloc((size_t)per * np, sizeof(uint64_t)), .err = err, .errlen = errlen,
+                         .pieces = writing ? NULL : calloc((size_t)per * np, sizeof(struct ckpt_piece))};
+    if (!w.sums || (!writing && !w.pieces))
+        rc = errorf(err, errlen, "rank %d: out of memory for the table of %d datasets", g->rank, per * np);
     /* state in device memory: HDF5 reads and writes a host copy of each buffer */
-    float *dev[3] = {NULL, NULL, NULL};
-    if (m->k->on_device)
-        for (int p = 0; p < np; p++) {
-            dev[p] = sb[p].mem;
-            sb[p].mem = xalloc_aligned(sb[p].z.floats * sizeof(float)); /* (reading too: what the file lacks stays) */
-            m->k->to_host(sb[p].mem, dev[p], sb[p].z.floats * sizeof(float));
+    float *dev[3] = {NULL, NULL, NULL}, *host[3] = {NULL, NULL, NULL};
+    for (int p = 0; p < np && rc == 0 && m->k->on_device; p++) {
+        size_t bytes = sb[p].z.floats * sizeof(float);
+        if (posix_memalign((void **)&host[p], 64, bytes ? bytes : 64) != 0) {
+            host[p] = NULL;
+            rc = errorf(err, errlen, "rank %d: out of memory for a host copy of %zu MiB of the state", g->rank,
+                        bytes >> 20);
+            break;
         }
-    for (int p = 0; p < np; p++)
+        dev[p] = sb[p].mem, sb[p].mem = host[p];
+        m->k->to_host(sb[p].mem, dev[p], bytes); /* (reading too: what the file lacks stays) */
+    }
+    for (int p = 0; p < np && rc == 0; p++)
         rc |= ckpt_walk(f, ckpt_prefix[p], m, &sb[p], writing ? write_tensor : read_tensor, &w);
     rc = ckpt_agree(rc, err, errlen, g);
     if (rc == 0 && !writing)
@@ -270,8 +278,7 @@ static int transfer(hid_t f, const char *path, const struct model *m, const stru
     }
     free(w.pieces);
     free(w.sums);
-    for (int p = 0; p < np; p++)
-        if (dev[p]) free(sb[p].mem);
+    for (int p = 0; p < np; p++) free(host[p]);
     return rc;
 }
 

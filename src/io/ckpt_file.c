@@ -85,21 +85,24 @@ static void attr_str(hid_t obj, const char *name, const char *text)
     H5Tclose(t);
 }
 
-/* The string attribute `name` of obj, malloc'ed, or NULL if it has none. */
-static char *attr_read_str(hid_t obj, const char *name)
+/* The string attribute `name` of obj into *text, malloc'ed (NULL where obj
+ * has none or it does not read): 0, or -1 where memory ran out. */
+static int attr_read_str(hid_t obj, const char *name, char **text)
 {
-    if (H5Aexists(obj, name) <= 0) return NULL;
+    *text = NULL;
+    if (H5Aexists(obj, name) <= 0) return 0;
     hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
     hid_t t = a < 0 ? -1 : H5Aget_type(a);
-    char *text = NULL;
+    int rc = 0;
     if (t >= 0 && H5Tget_class(t) == H5T_STRING && !H5Tis_variable_str(t)) {
         size_t n = H5Tget_size(t);
-        text = xcalloc(n + 1, 1);
-        if (H5Aread(a, t, text) < 0) free(text), text = NULL;
+        *text = calloc(n + 1, 1);
+        if (!*text) rc = -1;
+        else if (H5Aread(a, t, *text) < 0) free(*text), *text = NULL;
     }
     if (t >= 0) H5Tclose(t);
     if (a >= 0) H5Aclose(a);
-    return text;
+    return rc;
 }
 
 void ckpt_write_attributes(hid_t f, const struct ckpt_state *st, const char *deck, const struct grid *g)
@@ -143,7 +146,7 @@ int ckpt_check_step(hid_t f, const char *path, int64_t step, const struct grid *
     return -1;
 }
 
-char *ckpt_stored_deck(hid_t f) { return attr_read_str(f, "deck"); }
+int ckpt_stored_deck(hid_t f, char **text) { return attr_read_str(f, "deck", text); }
 
 /* ------------------------------------------------------------------ files */
 

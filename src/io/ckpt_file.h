@@ -51,9 +51,10 @@ int ckpt_read_state(hid_t f, const char *path, struct ckpt_state *st, char *err,
  * err naming this rank. */
 int ckpt_check_step(hid_t f, const char *path, int64_t step, const struct grid *g, char *err, size_t errlen);
 
-/* The deck stored in f, malloc'ed, or NULL if it has none (files from
- * elsewhere) or it does not read. */
-char *ckpt_stored_deck(hid_t f);
+/* The deck stored in f into *text, malloc'ed, or NULL where it has none
+ * (files from elsewhere) or it does not read: 0, or -1 where memory ran
+ * out. */
+int ckpt_stored_deck(hid_t f, char **text);
 
 /* About the bytes a checkpoint of m takes on disk (checked against the free
  * space before one is started). */

@@ -140,12 +140,14 @@ struct span {
     int err;        /* errno of a failed read, else 0 */
 };
 
-/* The pieces cut into spans of at most RAW_SPAN elements, in order. */
+/* The pieces cut into spans of at most RAW_SPAN elements, in order; NULL
+ * where memory ran out. */
 static struct span *cut_spans(const struct ckpt_piece *pc, int n, size_t *count)
 {
     size_t k = 0;
     for (int i = 0; i < n; i++) k += (pc[i].t.elems + RAW_SPAN - 1) / RAW_SPAN;
-    struct span *s = xcalloc(k ? k : 1, sizeof *s);
+    struct span *s = calloc(k ? k : 1, sizeof *s);
+    if (!s) return NULL;
     k = 0;
     for (int i = 0; i < n; i++)
         for (size_t lo = 0; lo < pc[i].t.elems; lo += RAW_SPAN)
@@ -165,6 +167,10 @@ int ckpt_raw_read_pieces(const char *path, const struct ckpt_piece *pc, int n, i
     }
     size_t ns;
     struct span *sp = cut_spans(pc, n, &ns);
+    if (!sp) {
+        close(fd);
+        return errorf(err, errlen, "rank %d: out of memory for the list of the spans to read of %s", g->rank, path);
+    }
     uint64_t asked = 0, done = 0; /* bytes asked for ahead; bytes read */
     int next = 0, failed = 0;
     /* windows of about RAW_AHEAD bytes, each read by the threads while the

@@ -88,8 +88,8 @@ static int store_file(hid_t ds, const char *dir, const char *name, int64_t n, ui
     snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *in = fopen(path, "rb");
     if (!in) return errorf(err, errlen, "rank 0: cannot read the tokenizer's %s: %s", path, strerror(errno));
-    unsigned char *buf = xmalloc(PIECE);
-    int rc = 0;
+    unsigned char *buf = malloc(PIECE);
+    int rc = buf ? 0 : errorf(err, errlen, "rank 0: out of memory for a buffer to store the tokenizer's %s", name);
     *sum = FNV1A_INIT;
     for (int64_t at = 0; rc == 0 && at < n;) {
         size_t want = n - at < (int64_t)PIECE ? (size_t)(n - at) : PIECE, got = fread(buf, 1, want, in);
@@ -172,8 +172,8 @@ static int read_checked(hid_t ds, const char *ckpt, const char *name, uint64_t s
                         void *ctx, char *err, size_t errlen)
 {
     uint64_t sum = FNV1A_INIT;
-    int rc = 0;
-    unsigned char *buf = xmalloc(PIECE);
+    unsigned char *buf = malloc(PIECE);
+    int rc = buf ? 0 : errorf(err, errlen, "%s: out of memory for a buffer to read /tokenizer/%s", ckpt, name);
     for (hsize_t at = 0; rc == 0 && at < n; at += PIECE) {
         size_t len = n - at < PIECE ? (size_t)(n - at) : PIECE;
         if (transfer_piece(ds, 0, at, len, buf) != 0)
