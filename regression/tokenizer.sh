@@ -226,7 +226,7 @@ if ${CC:-cc} -shared -fPIC -o "$shim" "$top_srcdir/regression/faults/big_alloc.c
 else
     skip "cannot build the LD_PRELOAD shim ($(head -1 "$scratch/cc.err"))"
 fi
-# a read that stops short (an LD_PRELOAD shim: every fread of merges.txt one byte short): the file named, status 1
+# a file that ends early (an LD_PRELOAD shim: merges.txt a byte short of what its first read gets): the file named, status 1
 shim="$scratch/short_read.so"
 if ${CC:-cc} -shared -fPIC -o "$shim" "$top_srcdir/regression/faults/short_read.c" -ldl 2> "$scratch/cc.err"; then
     shim_error TRIAD_FAULT_PATH=merges.txt "$scratch/gpt2" "^error: .*/gpt2/merges.txt: cannot read it" \

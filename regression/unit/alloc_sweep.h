@@ -251,7 +251,7 @@ static int sweep_says_memory(const char *err)
 
 /* The sweep of one piece of work (two TAP tests: the reference run, the
  * sweep); up to three diagnostics of each kind of failure. */
-static void alloc_sweep(const char *name, sweep_work work, void *ctx)
+__attribute__((unused)) static void alloc_sweep(const char *name, sweep_work work, void *ctx)
 {
     struct sweep_outcome ref;
 #ifdef _OPENMP
@@ -300,7 +300,7 @@ static void alloc_sweep(const char *name, sweep_work work, void *ctx)
 }
 #else
 #define ALLOC_SWEEP_WORKS 0
-static void alloc_sweep(const char *name, sweep_work work, void *ctx)
+__attribute__((unused)) static void alloc_sweep(const char *name, sweep_work work, void *ctx)
 {
     (void)work, (void)ctx;
     char why[300];

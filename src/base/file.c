@@ -50,46 +50,46 @@ int file_read_all(const char *path, size_t max, const char *what, char **text, s
         fclose(f);
         return reason(EISDIR, why, whylen, "a directory, not a file");
     }
-    int regular = S_ISREG(sb.st_mode);
-    if (regular && (unsigned long long)sb.st_size > max) {
+    /* (a regular file of size 0 may be one the kernel makes as it is read, as /proc's: read as a stream) */
+    int sized = S_ISREG(sb.st_mode) && sb.st_size > 0;
+    if (sized && (unsigned long long)sb.st_size > max) {
         fclose(f);
         return reason(EFBIG, why, whylen, "%lld bytes; triad reads %s up to %s", (long long)sb.st_size, what,
                       size_words(lim, max));
     }
-    size_t cap = regular ? (size_t)sb.st_size + 1 : STREAM_FIRST, n = 0;
+    /* a stream's buffer doubles up to max + 1 bytes: a byte over the bound is where it stops */
+    size_t cap = sized ? (size_t)sb.st_size + 1 : STREAM_FIRST < max + 1 ? STREAM_FIRST : max + 1, n = 0;
     char *buf = malloc(cap);
     int e = buf ? 0 : ENOMEM;
-    if (!buf) reason(e, why, whylen, "out of memory for its %zu bytes", cap - 1);
+    if (!buf) reason(e, why, whylen, "out of memory for %s %zu bytes", sized ? "its" : "a buffer of", cap - !!sized);
     errno = 0;
     while (e == 0) {
-        if (n == cap) { /* full: a regular file grew; a pipe's buffer doubles */
-            if (regular) {
+        if (n == cap) { /* full: a regular file grew; a stream's buffer doubles */
+            if (sized) {
                 e = reason(EIO, why, whylen, "cannot read it (it changed size while read)");
                 break;
             }
             if (n > max) {
-                e = reason(EFBIG, why, whylen, "%zu bytes read, and more follow; triad reads %s up to %s", n, what,
-                           size_words(lim, max));
+                e = reason(EFBIG, why, whylen, "more than %s; triad reads %s up to %s", size_words(lim, max), what, lim);
                 break;
             }
-            char *grown = realloc(buf, cap *= 2);
+            size_t grow = cap > max / 2 ? max + 1 : 2 * cap;
+            char *grown = realloc(buf, grow);
             if (!grown) {
                 e = reason(ENOMEM, why, whylen, "out of memory after %zu bytes of it", n);
                 break;
             }
-            buf = grown;
+            buf = grown, cap = grow;
         }
         size_t got = fread(buf + n, 1, cap - n, f);
         if (got == 0) break;
         n += got;
     }
-    if (e == 0 && n > max)
-        e = reason(EFBIG, why, whylen, "%zu bytes; triad reads %s up to %s", n, what, size_words(lim, max));
     if (e == 0 && ferror(f)) {
         int r = errno ? errno : EIO;
         e = reason(r, why, whylen, "cannot read it (%s)", strerror(r));
     }
-    if (e == 0 && regular && n != (size_t)sb.st_size)
+    if (e == 0 && sized && n != (size_t)sb.st_size)
         e = reason(EIO, why, whylen, "cannot read it (it changed size while read)");
     fclose(f);
     if (e) {

@@ -9,13 +9,16 @@
 /* Read path into a malloc'ed buffer *text, its *len bytes followed by a NUL.
  * max is the most bytes such a file may have and what names it in the
  * message ("a deck", "a tokenizer file").  A regular file is read in one
- * piece of its size; a pipe or a device as it comes, up to max.
+ * piece of its size; a pipe, a device, or a regular file of size 0 (as
+ * /proc's are) as it comes, in a buffer that doubles up to max + 1 bytes:
+ * the first byte over the bound ends the read.
  *
  * Returns 0, or an errno value with the reason in why (without the path, for
  * the caller to put in front: "PATH: " why) and *text NULL:
  *   open(2)'s errno (ENOENT where it does not exist)  "cannot open it (REASON)"
  *   EISDIR   "a directory, not a file"
- *   EFBIG    "N bytes; triad reads a deck up to 1 MiB"
+ *   EFBIG    "N bytes; triad reads a deck up to 1 MiB", or for a stream
+ *            "more than 1 MiB; triad reads a deck up to 1 MiB"
  *   ENOMEM   "out of memory for its N bytes"
  *   EIO, or read(2)'s errno   "cannot read it (REASON)", the reason
  *            "it changed size while read" where a regular file's length

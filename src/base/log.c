@@ -126,17 +126,24 @@ void *xcalloc_at(const char *file, int line, size_t n, size_t size)
  * pages"). */
 enum { HUGE_PAGE = 2 << 20, HUGE_MIN = 4 * HUGE_PAGE };
 
-void *xalloc_aligned_at(const char *file, int line, size_t n)
+void *alloc_aligned(size_t n)
 {
     void *p = NULL;
     size_t rounded = (n + 63) / 64 * 64;
-    if (posix_memalign(&p, rounded >= HUGE_MIN ? HUGE_PAGE : 64, rounded ? rounded : 64) != 0)
-        die_at(file, line, "reduce the model or micro-batch size, or use more ranks",
-               "out of memory allocating %zu bytes", n);
+    if (posix_memalign(&p, rounded >= HUGE_MIN ? HUGE_PAGE : 64, rounded ? rounded : 64) != 0) return NULL;
 #ifdef MADV_HUGEPAGE
     if (rounded >= HUGE_MIN) (void)madvise(p, rounded / HUGE_PAGE * HUGE_PAGE, MADV_HUGEPAGE);
 #endif
     memset(p, 0, rounded);
+    return p;
+}
+
+void *xalloc_aligned_at(const char *file, int line, size_t n)
+{
+    void *p = alloc_aligned(n);
+    if (!p)
+        die_at(file, line, "reduce the model or micro-batch size, or use more ranks",
+               "out of memory allocating %zu bytes", n);
     return p;
 }
 

@@ -40,7 +40,8 @@ void *xcalloc_at(const char *file, int line, size_t n, size_t size);
 #define xmalloc(n) xmalloc_at(__FILE__, __LINE__, (n))
 #define xcalloc(n, s) xcalloc_at(__FILE__, __LINE__, (n), (s))
 /* 64-byte aligned, zeroed; from 8 MiB up 2 MiB aligned, on transparent huge pages
- * where the kernel gives them. */
+ * where the kernel gives them.  alloc_aligned: NULL where memory ran out. */
+void *alloc_aligned(size_t n);
 void *xalloc_aligned_at(const char *file, int line, size_t n);
 #define xalloc_aligned(n) xalloc_aligned_at(__FILE__, __LINE__, (n))
 

@@ -452,7 +452,7 @@ static char *slurp(const char *path, struct deck_error *err)
     int e = file_read_all(path, DECK_MAX_BYTES, "a deck", &buf, &n, why, sizeof why);
     if (e) {
         deck_error_set(err, 0, 0, "%s", why);
-        if (e == ENOENT)
+        if (e == ENOENT || e == ENOTDIR || e == ENAMETOOLONG || e == ELOOP)
             deck_error_hint(err, "check the file name; a relative path is taken from the directory the job starts in");
         else if (e == EISDIR || e == EFBIG)
             deck_error_hint(err, "give the namelist text file (*.nml); decks are a few KiB");

@@ -218,8 +218,9 @@ static int verify_written(const char *path, const struct model *m, const struct 
                          .pieces = calloc((size_t)per * 3, sizeof(struct ckpt_piece))};
     if (!w.sums || !w.pieces)
         rc = errorf(err, errlen, "rank %d: out of memory for the table of %d datasets to read back", g->rank, per * 3);
-    for (int p = 0; p < 3 && rc == 0; p++) rc |= ckpt_walk(f, ckpt_prefix[p], m, &sb[p], reread_tensor, &w);
-    rc = ckpt_agree(rc, err, errlen, g);
+    int ready = ckpt_agree(rc, err, errlen, g) == 0; /* (before the walks, whose HDF5 calls are collective) */
+    for (int p = 0; p < 3 && ready; p++) rc |= ckpt_walk(f, ckpt_prefix[p], m, &sb[p], reread_tensor, &w);
+    rc = ready ? ckpt_agree(rc, err, errlen, g) : -1;
     if (rc == 0) rc = ckpt_agree(ckpt_raw_read_pieces(path, w.pieces, w.npieces, 0, w.sums, g, err, errlen), err,
                                  errlen, g);
     if (rc == 0) {
@@ -253,8 +254,7 @@ static int transfer(hid_t f, const char *path, const struct model *m, const stru
     float *dev[3] = {NULL, NULL, NULL}, *host[3] = {NULL, NULL, NULL};
     for (int p = 0; p < np && rc == 0 && m->k->on_device; p++) {
         size_t bytes = sb[p].z.floats * sizeof(float);
-        if (posix_memalign((void **)&host[p], 64, bytes ? bytes : 64) != 0) {
-            host[p] = NULL;
+        if (!(host[p] = alloc_aligned(bytes))) {
             rc = errorf(err, errlen, "rank %d: out of memory for a host copy of %zu MiB of the state", g->rank,
                         bytes >> 20);
             break;
@@ -262,9 +262,10 @@ static int transfer(hid_t f, const char *path, const struct model *m, const stru
         dev[p] = sb[p].mem, sb[p].mem = host[p];
         m->k->to_host(sb[p].mem, dev[p], bytes); /* (reading too: what the file lacks stays) */
     }
-    for (int p = 0; p < np && rc == 0; p++)
+    int ready = ckpt_agree(rc, err, errlen, g) == 0; /* (before the walks, whose HDF5 calls are collective) */
+    for (int p = 0; p < np && ready; p++)
         rc |= ckpt_walk(f, ckpt_prefix[p], m, &sb[p], writing ? write_tensor : read_tensor, &w);
-    rc = ckpt_agree(rc, err, errlen, g);
+    rc = ready ? ckpt_agree(rc, err, errlen, g) : -1;
     if (rc == 0 && !writing)
         rc = ckpt_agree(ckpt_raw_read_pieces(path, w.pieces, w.npieces, 1, w.sums, g, err, errlen), err, errlen, g);
     for (int p = 0; p < np && dev[p] && !writing && rc == 0; p++)

@@ -108,8 +108,8 @@ static int load_tensor(struct model *m, enum param_id id, int j, const struct sr
     int nparts = param_table[id].shard == SHARD_ROWS ? param_row_parts(d, id, part) : (part[0] = lrows, 1);
     if (nsrc != 1 && nsrc != nparts) return errorf(err, errlen, "internal: %d sources for %d parts", nsrc, nparts);
     size_t real = id == P_WTE || id == P_LMHEAD ? (size_t)d->V : lrows;
-    float *host = NULL; /* (every element written below: padding rows as zeros) */
-    if (posix_memalign((void **)&host, 64, rows * cols * sizeof(float) + 16) != 0)
+    float *host = alloc_aligned(rows * cols * sizeof(float) + 16);
+    if (!host)
         return errorf(err, errlen, "%s: out of memory for its %zu x %zu floats", s[0].name, rows, cols);
     int rc = 0;
     if (s[0].transposed) { /* [in, out] in the file (one source) */

@@ -1,0 +1,201 @@
+/* test_ckpt_alloc.c -- a checkpoint written and read on 2 ranks (dp = 2)
+ * while memory runs out on one of them: each allocation of triad's own code
+ * on that rank (alloc_sweep.h, counting the program's own code only), one
+ * at a time, refused, the other rank's granted.  Every rank must end each
+ * run with the reference's result or the error of the rank that ran out,
+ * which says so; none may wait in a collective the other left (an alarm
+ * ends a run that hangs, and with it the test).  The model is the fuzzing
+ * harness's tiny LLaMA (regression/fuzz/corpus), its weights from the
+ * seeds' checkpoint. */
+#include <mpi.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "alloc_sweep.h"
+#include "ckpt.h"
+#include "config.h"
+#include "device.h"
+#include "file.h"
+#include "model.h"
+#include "optim.h"
+#include "shape.h"
+#include "topo.h"
+
+enum { RUN_SECONDS = 60 }; /* a run that takes longer waits on a rank that left: the alarm ends the test */
+
+struct job {
+    struct grid g;
+    struct model m, back;
+    struct optim o;
+    char dir[4200], *deck;
+    const char *corpus;
+    uint64_t fnv; /* the model's parameters */
+};
+
+static uint64_t params_fnv(const struct model *m)
+{
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *b = (const unsigned char *)m->params_mem;
+    for (size_t i = 0; i < m->flat * sizeof(float); i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* A checkpoint of step 1 written into the job's run directory (rank 0
+ * empties it first), then read back into a second model. */
+static void save_run(void *ctx, struct sweep_outcome *o)
+{
+    struct job *j = ctx;
+    char path[4400];
+    snprintf(path, sizeof path, "%s/ckpt_1.h5", j->dir);
+    if (j->g.rank == 0) unlink(path), snprintf(path, sizeof path, "%s/checkpoints.txt", j->dir), unlink(path);
+    MPI_Barrier(MPI_COMM_WORLD);
+    struct ckpt_state st = {.step = 1, .tokens = 32, .updates = 1};
+    if (ckpt_save(j->dir, &st, &j->m, &j->o, j->deck, &j->g, 2, o->err, sizeof o->err) != 0) return;
+    snprintf(path, sizeof path, "%s/ckpt_1.h5", j->dir);
+    memset(j->back.params_mem, 0, j->back.flat * sizeof(float));
+    size_t on = 0;
+    if (ckpt_load_model(path, &j->back, &j->g, o->err, sizeof o->err) != 0) return;
+    if (params_fnv(&j->back) != j->fnv)
+        snprintf(o->err, sizeof o->err, "the checkpoint written reads back as other parameters");
+    else if (sweep_printf(o, &on, "saved, read back"))
+        free(o->text), o->text = NULL;
+}
+
+/* The seeds' checkpoint read as io.init_from reads it. */
+static void load_run(void *ctx, struct sweep_outcome *o)
+{
+    struct job *j = ctx;
+    char path[4400];
+    snprintf(path, sizeof path, "%s/ckpt.h5", j->corpus);
+    memset(j->back.params_mem, 0, j->back.flat * sizeof(float));
+    size_t on = 0;
+    if (ckpt_load_model(path, &j->back, &j->g, o->err, sizeof o->err) == 0 &&
+        sweep_printf(o, &on, "read: FNV-1a %016llx", (unsigned long long)params_fnv(&j->back)))
+        free(o->text), o->text = NULL;
+}
+
+/* The sweep of work with the allocations of rank `victim` refused one at a
+ * time; every rank runs each run (the runs are collective).  Rank 0 prints
+ * the two TAP lines: the reference run, the sweep. */
+static void sweep_ranks(const char *name, sweep_work work, void *ctx, int victim)
+{
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+#ifdef _OPENMP
+    omp_set_dynamic(0);
+#endif
+    struct sweep_outcome ref;
+    alarm(RUN_SECONDS);
+    sweep_run(work, ctx, 0, &ref);
+    free(ref.text);
+    sweep_run(work, ctx, 0, &ref);
+    alarm(0);
+    long total = sweep_counted;
+    int good = ref.text && !sweep_nlive && !sweep_fds_left, all;
+    MPI_Allreduce(&good, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    MPI_Bcast(&total, 1, MPI_LONG, victim, MPI_COMM_WORLD);
+    if (rank == 0)
+        tap_ok(all && total > 0, "%s, rank %d's allocations: the reference run (%ld allocations on rank %d)", name,
+               victim, total, victim);
+    if (!all || total == 0) {
+        if (!good) tap_diag("rank %d: %s", rank, ref.err);
+        free(ref.text);
+        return;
+    }
+    long bad[4] = {0, 0, 0, 0}, sum[4]; /* runs that went on to other results, said something else, left blocks; unfired */
+    for (long k = 1; k <= total; k++) {
+        struct sweep_outcome o;
+        alarm(RUN_SECONDS);
+        sweep_run(work, ctx, rank == victim ? k : 0, &o);
+        alarm(0);
+        int wrong = o.text && strcmp(o.text, ref.text) != 0, silent = !o.text && !sweep_says_memory(o.err);
+        if ((wrong || silent) && bad[0] + bad[1] < 3)
+            tap_diag("rank %d, allocation %ld of rank %d refused: %s", rank, k, victim, o.text ? o.text : o.err);
+        bad[0] += wrong, bad[1] += silent, bad[2] += sweep_nlive || sweep_fds_left;
+        bad[3] += rank == victim && !sweep_fired;
+        free(o.text);
+    }
+    free(ref.text);
+    MPI_Reduce(bad, sum, 4, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank == 0)
+        tap_ok(sum[0] + sum[1] + sum[2] + sum[3] == 0,
+               "%s, rank %d's %ld allocations refused in turn, the other rank's granted: %ld runs went on to other "
+               "results, %ld failed saying something else, %ld left blocks or descriptors, %ld did not reach the "
+               "allocation", name, victim, total, sum[0], sum[1], sum[2], sum[3]);
+}
+
+/* The tiny LLaMA on this grid, with its optimizer, from the seeds' checkpoint. */
+static int setup(struct job *j, const char *corpus, char *why, size_t whylen)
+{
+    char path[4200];
+    size_t len;
+    snprintf(path, sizeof path, "%s/llama.nml", corpus);
+    if (file_read_all(path, 1 << 20, "a deck", &j->deck, &len, why, whylen)) return -1;
+    struct config cfg;
+    struct deck_error de;
+    config_defaults(&cfg);
+    if (config_read_string(&cfg, j->deck, path, &de)) return snprintf(why, whylen, "%s", de.what), -1;
+    cfg.parallel.dp = 2;
+    config_resolve(&cfg);
+    struct run_shape s;
+    run_shape_init(&s, &cfg, 2, 0);
+    struct model_dims d;
+    model_dims_init(&d, &cfg, &s, &j->g);
+    model_init(&j->m, &d, &cpu_device, 1, (struct model_buffers){.slots = 1}, 0);
+    model_init(&j->back, &d, &cpu_device, 1, (struct model_buffers){.slots = 1}, 0);
+    optim_init(&j->o, &j->m, &cfg, &s);
+    snprintf(path, sizeof path, "%s/ckpt.h5", corpus);
+    if (ckpt_load_model(path, &j->m, &j->g, why, whylen)) return -1;
+    j->fnv = params_fnv(&j->m);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size != 2) {
+        if (rank == 0) tap_ok(0, "run on 2 ranks (mpirun -n 2), not %d", size);
+        MPI_Finalize();
+        return 1;
+    }
+    const char *top = getenv("top_srcdir");
+    static char corpus[4096];
+    snprintf(corpus, sizeof corpus, "%s/regression/fuzz/corpus", top && *top ? top : ".");
+    static struct job j;
+    j.corpus = corpus;
+    grid_init(&j.g, 1, 1, 2, 1, 1);
+    char why[1024] = "";
+    int ok = setup(&j, corpus, why, sizeof why) == 0, all;
+    if (rank == 0) {
+        tap_tmp_template(j.dir, sizeof j.dir, "ckpt_alloc");
+        if (!mkdtemp(j.dir)) ok = 0, snprintf(why, sizeof why, "cannot make %.900s", j.dir);
+    }
+    MPI_Bcast(j.dir, sizeof j.dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    if (!all) {
+        if (rank == 0) tap_ok(0, "the model, its optimizer and a run directory (%s)", why);
+    } else {
+        sweep_own_code = 1;
+        for (int victim = 0; victim < 2; victim++) {
+            sweep_ranks("a checkpoint written (ckpt_save) and read back", save_run, &j, victim);
+            sweep_ranks("a checkpoint read as io.init_from reads it", load_run, &j, victim);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0 && j.dir[0]) {
+        char cmd[4300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", j.dir);
+        if (system(cmd) != 0) tap_diag("could not remove %s", j.dir);
+    }
+    int status = rank == 0 ? tap_done() : 0;
+    MPI_Finalize();
+    return status;
+}
