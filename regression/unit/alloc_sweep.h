@@ -300,6 +300,7 @@ __attribute__((unused)) static void alloc_sweep(const char *name, sweep_work wor
 }
 #else
 #define ALLOC_SWEEP_WORKS 0
+__attribute__((unused)) static int sweep_own_code; /* (set by programs that sweep their own code only) */
 __attribute__((unused)) static void alloc_sweep(const char *name, sweep_work work, void *ctx)
 {
     (void)work, (void)ctx;

@@ -11,7 +11,7 @@
  * message ("a deck", "a tokenizer file").  A regular file is read in one
  * piece of its size; a pipe, a device, or a regular file of size 0 (as
  * /proc's are) as it comes, in a buffer that doubles up to max + 1 bytes:
- * the first byte over the bound ends the read.
+ * the first byte over the bound ends the read (max < SIZE_MAX).
  *
  * Returns 0, or an errno value with the reason in why (without the path, for
  * the caller to put in front: "PATH: " why) and *text NULL:
@@ -19,7 +19,8 @@
  *   EISDIR   "a directory, not a file"
  *   EFBIG    "N bytes; triad reads a deck up to 1 MiB", or for a stream
  *            "more than 1 MiB; triad reads a deck up to 1 MiB"
- *   ENOMEM   "out of memory for its N bytes"
+ *   ENOMEM   "out of memory for its N bytes", "out of memory for a buffer
+ *            of N bytes" (a stream), "out of memory after N bytes of it"
  *   EIO, or read(2)'s errno   "cannot read it (REASON)", the reason
  *            "it changed size while read" where a regular file's length
  *            moved under the reader. */

@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -129,6 +130,7 @@ enum { HUGE_PAGE = 2 << 20, HUGE_MIN = 4 * HUGE_PAGE };
 void *alloc_aligned(size_t n)
 {
     void *p = NULL;
+    if (n > SIZE_MAX - 63) return NULL;
     size_t rounded = (n + 63) / 64 * 64;
     if (posix_memalign(&p, rounded >= HUGE_MIN ? HUGE_PAGE : 64, rounded ? rounded : 64) != 0) return NULL;
 #ifdef MADV_HUGEPAGE
