@@ -23,6 +23,7 @@
 #include "config.h"
 #include "device.h"
 #include "file.h"
+#include "hash.h"
 #include "model.h"
 #include "optim.h"
 #include "shape.h"
@@ -39,13 +40,8 @@ struct job {
     uint64_t fnv; /* the model's parameters */
 };
 
-static uint64_t params_fnv(const struct model *m)
-{
-    uint64_t h = 1469598103934665603ull;
-    const unsigned char *b = (const unsigned char *)m->params_mem;
-    for (size_t i = 0; i < m->flat * sizeof(float); i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
+/* FNV-1a over the model's parameters' bytes. */
+static uint64_t params_fnv(const struct model *m) { return fnv1a(FNV1A_INIT, m->params_mem, m->flat * sizeof(float)); }
 
 /* A checkpoint of step 1 written into the job's run directory (rank 0
  * empties it first), then read back into a second model. */

@@ -27,6 +27,7 @@
 #include "config.h"
 #include "device.h"
 #include "file.h"
+#include "hash.h"
 #include "hf.h"
 #include "model.h"
 #include "shape.h"
@@ -39,6 +40,9 @@ struct load {
     struct grid *g;
 };
 
+/* FNV-1a over the model's parameters' bytes. */
+static uint64_t params_fnv(const struct model *m) { return fnv1a(FNV1A_INIT, m->params_mem, m->flat * sizeof(float)); }
+
 static void load_run(void *ctx, struct sweep_outcome *o)
 {
     struct load *l = ctx;
@@ -47,11 +51,9 @@ static void load_run(void *ctx, struct sweep_outcome *o)
              : l->llmc    ? llmc_load(l->path, &l->m, l->g, 0, o->err, sizeof o->err)
                           : hf_load(l->path, &l->m, l->g, 0, o->err, sizeof o->err);
     if (rc) return;
-    uint64_t h = 1469598103934665603ull; /* FNV-1a over the parameters' bytes */
-    const unsigned char *b = (const unsigned char *)l->m.params_mem;
-    for (size_t i = 0; i < l->m.flat * sizeof(float); i++) h = (h ^ b[i]) * 1099511628211ull;
     size_t on = 0;
-    if (sweep_printf(o, &on, "%zu floats, FNV-1a %016llx", l->m.flat, (unsigned long long)h)) free(o->text), o->text = NULL;
+    if (sweep_printf(o, &on, "%zu floats, FNV-1a %016llx", l->m.flat, (unsigned long long)params_fnv(&l->m)))
+        free(o->text), o->text = NULL;
 }
 
 /* ------------------------------------------------------------ export */
@@ -79,8 +81,8 @@ static int list_folder(const char *dir, struct sweep_outcome *o, size_t *on, int
         snprintf(path, sizeof path, "%.4400s/%.255s", dir, names[i]);
         FILE *f = fopen(path, "rb");
         if (!f) return -1;
-        uint64_t h = 1469598103934665603ull, bytes = 0;
-        for (int c; (c = getc(f)) != EOF; bytes++) h = (h ^ (unsigned)c) * 1099511628211ull;
+        uint64_t h = FNV1A_INIT, bytes = 0;
+        for (int c; (c = getc(f)) != EOF; bytes++) h = fnv1a(h, &(unsigned char){(unsigned char)c}, 1);
         fclose(f);
         rc = o ? sweep_printf(o, on, " %s %llu %016llx", names[i], (unsigned long long)bytes, (unsigned long long)h)
                : 0;
@@ -155,14 +157,6 @@ struct save {
     struct grid *g;
     char *deck; /* the model's deck, stored in the checkpoint */
 };
-
-static uint64_t params_fnv(const struct model *m)
-{
-    uint64_t h = 1469598103934665603ull;
-    const unsigned char *b = (const unsigned char *)m->params_mem;
-    for (size_t i = 0; i < m->flat * sizeof(float); i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
 
 /* ckpt_save (the synchronous writer: the file, its checksums, the read-back,
  * the rename) of step 1 into a run directory that holds a checkpoint of step

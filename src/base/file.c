@@ -70,7 +70,8 @@ int file_read_all(const char *path, size_t max, const char *what, char **text, s
                 break;
             }
             if (n > max) {
-                e = reason(EFBIG, why, whylen, "more than %s; triad reads %s up to %s", size_words(lim, max), what, lim);
+                e = reason(EFBIG, why, whylen, "more than %s; triad reads %s up to %s", size_words(lim, max), what,
+                           lim);
                 break;
             }
             size_t grow = cap > max / 2 ? max + 1 : 2 * cap;

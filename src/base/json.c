@@ -2,6 +2,9 @@
  * that a hostile file cannot exhaust the stack. */
 #include "json.h"
 
+#include "file.h"
+#include "log.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -382,6 +385,21 @@ struct json *json_parse_object(const char *text, size_t len, char *err, size_t e
     else snprintf(err, errlen, "not a JSON object (%s)", why);
     json_free(v);
     return NULL;
+}
+
+int json_read_file(const char *path, size_t max, const char *what, struct json **out, char *err, size_t errlen)
+{
+    char *text, why[256];
+    size_t len;
+    *out = NULL;
+    int e = file_read_all(path, max, what, &text, &len, why, sizeof why);
+    if (!e) {
+        *out = json_parse_object(text, len, why, sizeof why);
+        free(text);
+        if (!*out) e = -1;
+    }
+    if (e) errorf(err, errlen, "%s: %s", path, why); /* (errorf: control characters made printable) */
+    return e;
 }
 
 const struct json *json_get(const struct json *obj, const char *key)

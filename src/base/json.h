@@ -32,6 +32,11 @@ void json_free(struct json *v);
  * tokenizer, a safetensors header, a JSON Lines document): NULL with "not a
  * JSON object (...)" or the out-of-memory message in err. */
 struct json *json_parse_object(const char *text, size_t len, char *err, size_t errlen);
+/* The object in the file at path, read whole (file_read_all, file.h: max
+ * and what its bound and name): 0 with *out; file_read_all's errno value
+ * (ENOENT: there is no such file), or -1 where its text is not one object;
+ * the reason in err, "PATH: ...". */
+int json_read_file(const char *path, size_t max, const char *what, struct json **out, char *err, size_t errlen);
 
 /* The member called key of an object (the last if repeated), or NULL. */
 const struct json *json_get(const struct json *obj, const char *key);

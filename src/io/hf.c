@@ -173,18 +173,10 @@ static int hf_names(const struct model_dims *d, enum hf_arch a, enum param_id id
 
 enum { TEXT_MAX = 64 << 20 }; /* a config.json or an index larger than this is not one */
 
-/* A text file parsed as JSON: 0, or -1 with the reason (*absent: it does not exist). */
-static int read_json(const char *path, struct json **out, int *absent, char *why, size_t whylen)
+/* config.json or the index parsed: 0, ENOENT where there is none, or another nonzero with the reason. */
+static int read_json(const char *path, struct json **out, char *why, size_t whylen)
 {
-    char *text = NULL, jerr[256], r[256];
-    size_t len = 0;
-    *out = NULL;
-    int e = file_read_all(path, TEXT_MAX, "a config.json or an index", &text, &len, r, sizeof r);
-    *absent = e == ENOENT;
-    if (e) return errorf(why, whylen, "%s: %s", path, r);
-    *out = json_parse_object(text, len, jerr, sizeof jerr);
-    free(text);
-    return *out ? 0 : errorf(why, whylen, "%s: %s", path, jerr);
+    return json_read_file(path, TEXT_MAX, "a config.json or an index", out, why, whylen);
 }
 
 /* ------------------------------------------------------------ the folder */
@@ -285,9 +277,9 @@ static int folder_open(struct folder *f, const char *dir, char *err, size_t errl
     snprintf(f->index_path, sizeof f->index_path, "%s/model.safetensors.index.json", dir);
     static const char *single[] = {"model.safetensors"};
     const char **names = NULL;
-    int n = 0, rc = 0, absent;
-    if (read_json(f->index_path, &f->index, &absent, err, errlen) == 0) rc = index_files(f, &names, &n, err, errlen);
-    else if (absent) n = 1;
+    int n = 0, rc = read_json(f->index_path, &f->index, err, errlen);
+    if (rc == 0) rc = index_files(f, &names, &n, err, errlen);
+    else if (rc == ENOENT) n = 1, rc = 0;
     else rc = -1;
     f->files = rc == 0 ? calloc((size_t)n, sizeof *f->files) : NULL;
     if (rc == 0 && !f->files) rc = errorf(err, errlen, "out of memory");
@@ -385,10 +377,11 @@ int hf_load(const char *dir, struct model *m, const struct grid *g, int allow_no
     snprintf(path, sizeof path, "%s/config.json", dir);
     struct json *cfg = NULL;
     enum hf_arch arch = HF_LLAMA;
-    int absent, rc = read_json(path, &cfg, &absent, err, errlen);
-    if (rc != 0 && absent)
+    int rc = read_json(path, &cfg, err, errlen);
+    if (rc == ENOENT)
         rc = errorf(err, errlen, "%s: there is none: a Hugging Face model folder has config.json and "
                     "model.safetensors", path);
+    else if (rc) rc = -1;
     if (rc == 0) rc = hf_check_config(&m->d, cfg, path, &arch, err, errlen);
     json_free(cfg);
     struct folder f = {0};

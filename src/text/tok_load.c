@@ -363,22 +363,10 @@ static int32_t added_named(const struct tokenizer *t, const char *const *names)
 
 /* ------------------------------------------------------------ the files */
 
-static int read_all(const struct loader *L, const char *path, char **text, size_t *len)
-{
-    char why[256];
-    if (file_read_all(path, TOK_FILE_MAX, "a tokenizer file", text, len, why, sizeof why))
-        return errorf(L->err, L->errlen, "%s: %s", path, why);
-    return 0;
-}
-
 static struct json *read_json_file(const struct loader *L, const char *path)
 {
-    char *text, jerr[256];
-    size_t len;
-    if (read_all(L, path, &text, &len)) return NULL;
-    struct json *j = json_parse_object(text, len, jerr, sizeof jerr);
-    free(text);
-    if (!j) errorf(L->err, L->errlen, "%s: %s", path, jerr);
+    struct json *j;
+    json_read_file(path, TOK_FILE_MAX, "a tokenizer file", &j, L->err, L->errlen);
     return j;
 }
 
@@ -415,9 +403,10 @@ static int load_gpt2_files(struct tokenizer *t, const struct loader *L, const ch
     struct json model = {.kind = JSON_OBJECT}, merges = {.kind = JSON_ARRAY};
     snprintf(path, sizeof path, "%s/merges.txt", dir);
     struct loader M = {path, L->err, L->errlen};
-    char *text = NULL;
-    size_t len;
-    int rc = read_all(&M, path, &text, &len);
+    char *text = NULL, why[256];
+    size_t len = 0;
+    int rc = file_read_all(path, TOK_FILE_MAX, "a tokenizer file", &text, &len, why, sizeof why)
+                 ? errorf(L->err, L->errlen, "%s: %s", path, why) : 0;
     /* the merges as JSON strings "a b", one a line, after the #version line */
     int lines = 0;
     for (size_t i = 0; rc == 0 && i < len; i++) lines += text[i] == '\n';
