@@ -8,7 +8,8 @@
  * whether it failed.  The model is the fuzzing harness's tiny LLaMA
  * (regression/fuzz/corpus), its weights from the seeds' checkpoint; the run
  * directory holds a tokenizer, which the checkpoint stores and its
- * read-back verifies. */
+ * read-back verifies.  The checkpoint is written by ckpt_save and by the
+ * background writer (ckpt_async), each read back. */
 #include <mpi.h>
 #include <signal.h>
 #include <stdint.h>
@@ -20,6 +21,7 @@
 
 #include "alloc_sweep.h"
 #include "ckpt.h"
+#include "ckpt_async.h"
 #include "config.h"
 #include "device.h"
 #include "file.h"
@@ -35,6 +37,7 @@ struct job {
     struct grid g;
     struct model m, back;
     struct optim o;
+    struct ckpt_async async;
     char dir[4200], *deck;
     const char *corpus;
     uint64_t fnv; /* the model's parameters */
@@ -61,6 +64,31 @@ static void save_run(void *ctx, struct sweep_outcome *o)
     if (params_fnv(&j->back) != j->fnv)
         snprintf(o->err, sizeof o->err, "the checkpoint written reads back as other parameters");
     else if (sweep_printf(o, &on, "saved, read back"))
+        free(o->text), o->text = NULL;
+}
+
+/* The same checkpoint written in the background (io.async_checkpoint):
+ * begun, waited for and sealed, then read back.  The snapshot is the
+ * job's, allocated before the sweep as a run allocates it before
+ * training. */
+static void async_run(void *ctx, struct sweep_outcome *o)
+{
+    struct job *j = ctx;
+    char path[4400];
+    snprintf(path, sizeof path, "%s/ckpt_1.h5", j->dir);
+    if (j->g.rank == 0) unlink(path), snprintf(path, sizeof path, "%s/checkpoints.txt", j->dir), unlink(path);
+    MPI_Barrier(MPI_COMM_WORLD);
+    struct ckpt_state st = {.step = 1, .tokens = 32, .updates = 1};
+    if (ckpt_async_begin(&j->async, j->dir, &st, &j->m, &j->o, j->deck, &j->g, 0, o->err, sizeof o->err) != 0 ||
+        ckpt_async_end(&j->async, j->dir, &j->m, &j->o, &j->g, 2, o->err, sizeof o->err) != 0)
+        return;
+    snprintf(path, sizeof path, "%s/ckpt_1.h5", j->dir);
+    memset(j->back.params_mem, 0, j->back.flat * sizeof(float));
+    size_t on = 0;
+    if (ckpt_load_model(path, &j->back, &j->g, o->err, sizeof o->err) != 0) return;
+    if (params_fnv(&j->back) != j->fnv)
+        snprintf(o->err, sizeof o->err, "the checkpoint written reads back as other parameters");
+    else if (sweep_printf(o, &on, "saved in the background, read back"))
         free(o->text), o->text = NULL;
 }
 
@@ -174,7 +202,7 @@ static int setup(struct job *j, const char *corpus, char *why, size_t whylen)
     snprintf(path, sizeof path, "%s/ckpt.h5", corpus);
     if (ckpt_load_model(path, &j->m, &j->g, why, whylen)) return -1;
     j->fnv = params_fnv(&j->m);
-    return 0;
+    return ckpt_async_init(&j->async, &j->m, &j->o, &j->g, why, whylen);
 }
 
 int main(int argc, char **argv)
@@ -212,6 +240,8 @@ int main(int argc, char **argv)
         sweep_own_code = 1;
         for (int victim = 0; victim < 2; victim++) {
             sweep_ranks("a checkpoint written (ckpt_save) and read back", save_run, &j, victim);
+            sweep_ranks("a checkpoint written in the background (ckpt_async) and read back", async_run, &j,
+                        victim);
             sweep_ranks("a checkpoint read as io.init_from reads it", load_run, &j, victim);
         }
 #endif

@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "ckpt_file.h"
 #include "ckpt_piece.h"
 #include "ckpt_raw.h"
 #include "ckpt_sum.h"
@@ -94,10 +95,15 @@ static void snapshot(struct ckpt_async *a, const struct model *m)
 
 /* The pieces listed anew (pointing into the live state) and the snapshot
  * large enough for them. */
-void ckpt_async_init(struct ckpt_async *a, const struct model *m, const struct optim *o, const struct grid *g)
+int ckpt_async_init(struct ckpt_async *a, const struct model *m, const struct optim *o, const struct grid *g,
+                    char *err, size_t errlen)
 {
     free(a->pieces);
     a->datasets = ckpt_pieces(m, o, g, &a->pieces, &a->npieces);
+    if (a->datasets < 0) {
+        snprintf(err, errlen, "rank %d: out of memory for the list of the checkpoint's pieces", g->rank);
+        return -1;
+    }
     size_t need = 0;
     for (int i = 0; i < a->npieces; i++) need += a->pieces[i].t.elems;
     if (!a->snap || a->snap_floats < need) {
@@ -107,6 +113,7 @@ void ckpt_async_init(struct ckpt_async *a, const struct model *m, const struct o
         a->release = m->k->host_release;
         a->snap_floats = need;
     }
+    return 0;
 }
 
 int ckpt_async_begin(struct ckpt_async *a, const char *run_dir, const struct ckpt_state *st, const struct model *m,
@@ -114,13 +121,24 @@ int ckpt_async_begin(struct ckpt_async *a, const char *run_dir, const struct ckp
                      size_t errlen)
 {
     a->t_begin = wtime();
-    ckpt_async_init(a, m, o, g);
-    snapshot(a, m);
-    if (ckpt_create_allocated(run_dir, st, m, o, deck, g, a->pieces, a->npieces, a->tmp, sizeof a->tmp,
-                              &a->reserved, err, errlen) != 0)
+    int rc = ckpt_async_init(a, m, o, g, err, errlen);
+    uint64_t *sums = rc == 0 ? calloc((size_t)a->datasets, sizeof(uint64_t)) : NULL;
+    if (rc == 0 && !sums)
+        rc = -1, snprintf(err, errlen, "rank %d: out of memory for the checkpoint's checksums", g->rank);
+    rc = ckpt_agree(rc, err, errlen, g); /* (before the file, whose creation is collective) */
+    if (rc == 0) {
+        snapshot(a, m);
+        rc = ckpt_create_allocated(run_dir, st, m, o, deck, g, a->pieces, a->npieces, a->tmp, sizeof a->tmp,
+                                   &a->reserved, err, errlen);
+    }
+    if (rc != 0) { /* (nothing kept but the snapshot) */
+        free(sums);
+        free(a->pieces);
+        a->pieces = NULL, a->npieces = 0;
         return -1;
+    }
     free(a->sums);
-    a->sums = xcalloc((size_t)a->datasets, sizeof(uint64_t));
+    a->sums = sums;
     a->step = st->step;
     a->slow = slow;
     a->failed = 0;
@@ -131,7 +149,7 @@ int ckpt_async_begin(struct ckpt_async *a, const char *run_dir, const struct ckp
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old); /* the signals stay the main thread's */
     a->own_thread = 1;
-    int rc = pthread_create(&a->thread, NULL, writer, a);
+    rc = pthread_create(&a->thread, NULL, writer, a);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) { /* (no thread: written here and now) */
         log_warn("cannot start the checkpoint writer thread (%s): ckpt_%lld.h5 is written at once", strerror(rc),
@@ -164,7 +182,11 @@ int ckpt_async_end(struct ckpt_async *a, const char *run_dir, const struct model
     a->waited = wtime() - t0;
     a->running = 0;
     if (a->failed) snprintf(err, errlen, "rank %d: %s", g->rank, a->err);
-    return ckpt_seal(run_dir, a->tmp, a->step, m, o, a->sums, a->failed, g, keep, err, errlen);
+    int rc = ckpt_seal(run_dir, a->tmp, a->step, m, o, a->sums, a->failed, g, keep, err, errlen);
+    free(a->pieces); /* (listed anew by the next checkpoint; the snapshot is kept) */
+    free(a->sums);
+    a->pieces = NULL, a->sums = NULL, a->npieces = 0;
+    return rc;
 }
 
 void ckpt_async_free(struct ckpt_async *a)

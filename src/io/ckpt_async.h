@@ -47,8 +47,11 @@ struct ckpt_async {
 };
 
 /* List what this rank owns and allocate (and touch) the snapshot: before
- * training, else the first checkpoint does it.  Local. */
-void ckpt_async_init(struct ckpt_async *a, const struct model *m, const struct optim *o, const struct grid *g);
+ * training, else the first checkpoint does it.  Local; 0, or -1 with err
+ * where the list cannot be allocated (the snapshot's memory, planned from
+ * the start, ends the job where it cannot be had). */
+int ckpt_async_init(struct ckpt_async *a, const struct model *m, const struct optim *o, const struct grid *g,
+                    char *err, size_t errlen);
 
 /* Take the checkpoint of st->step: snapshot, file, writer started.
  * Collective; 0, or -1 with err (nothing started, nothing left). */
@@ -60,7 +63,9 @@ int ckpt_async_begin(struct ckpt_async *a, const char *run_dir, const struct ckp
 int ckpt_async_done(struct ckpt_async *a);
 
 /* Wait for the writer and seal the file.  Collective; 0, or -1 with err
- * (every rank alike; the file removed, the earlier checkpoints intact). */
+ * (every rank alike; the file removed, the earlier checkpoints intact).
+ * The list of pieces and the checksums are freed (the next checkpoint
+ * lists them anew); the snapshot is kept. */
 int ckpt_async_end(struct ckpt_async *a, const char *run_dir, const struct model *m, const struct optim *o,
                    const struct grid *g, int keep, char *err, size_t errlen);
 

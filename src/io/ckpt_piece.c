@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -30,9 +31,11 @@ int ckpt_pieces(const struct model *m, const struct optim *o, const struct grid 
     int datasets = 3 * ckpt_datasets_per_prefix(m);
     char err[8];
     struct walk_ctx w = {.g = g, .err = err, .errlen = sizeof err,
-                         .pieces = xcalloc((size_t)datasets, sizeof(struct ckpt_piece))};
-    for (int p = 0; p < 3; p++) ckpt_walk(-1, ckpt_prefix[p], m, &sb[p], list_piece, &w);
+                         .pieces = calloc((size_t)datasets, sizeof(struct ckpt_piece))};
     *pieces = w.pieces;
+    *n = 0;
+    if (!w.pieces) return -1;
+    for (int p = 0; p < 3; p++) ckpt_walk(-1, ckpt_prefix[p], m, &sb[p], list_piece, &w);
     *n = w.npieces;
     return datasets;
 }

@@ -23,8 +23,9 @@ struct ckpt_piece {
  *
  * ckpt_pieces lists what this rank owns of every dataset (t.local in the
  * live state), in walk order; returns the number of datasets (the length
- * of the checksum array).  Every owned element is in exactly one rank's
- * list.  The list is calloc'ed.
+ * of the checksum array), or -1 where the list cannot be allocated (*pieces
+ * NULL).  Every owned element is in exactly one rank's list.  The list is
+ * calloc'ed.
  *
  * ckpt_create_allocated makes <run_dir>/ckpt_<step>.h5.tmp (its name in
  * tmp) with every dataset contiguous and its space allocated, the
