@@ -123,13 +123,15 @@ int ckpt_write_tokenizer(hid_t f, const char *dir, const struct grid *g, char *e
     MPI_CHECK(MPI_Bcast(bytes, CKPT_TOK_NFILES, MPI_INT64_T, 0, g->world_comm));
     if (bytes[CKPT_TOK_JSON] < 0 && bytes[CKPT_TOK_VOCAB] < 0) return 0; /* (a run without a tokenizer of its own) */
     hid_t grp = H5Gcreate2(f, "/tokenizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), ds[CKPT_TOK_NFILES];
-    int rc = grp < 0;
+    if (grp < 0) snprintf(err, errlen, "rank %d: creating /tokenizer in the checkpoint failed", g->rank);
+    /* (agreed before the datasets, whose creation every rank must make) */
+    int rc = mpi_agree_error(g->world_comm, grp < 0, err, errlen), bad = 0;
     for (int i = 0; i < CKPT_TOK_NFILES; i++) {
-        ds[i] = bytes[i] < 0 || grp < 0 ? -1 : create_bytes(grp, ckpt_tok_name(i), bytes[i]);
-        if (bytes[i] >= 0 && ds[i] < 0) rc = -1;
+        ds[i] = bytes[i] < 0 || rc != 0 ? -1 : create_bytes(grp, ckpt_tok_name(i), bytes[i]);
+        if (bytes[i] >= 0 && rc == 0 && ds[i] < 0) bad = 1;
     }
-    if (rc) snprintf(err, errlen, "rank %d: creating /tokenizer in the checkpoint failed", g->rank);
-    rc = mpi_agree_error(g->world_comm, rc != 0, err, errlen);
+    if (bad) snprintf(err, errlen, "rank %d: creating /tokenizer in the checkpoint failed", g->rank);
+    if (rc == 0) rc = mpi_agree_error(g->world_comm, bad, err, errlen);
     for (int i = 0; i < CKPT_TOK_NFILES && rc == 0 && g->rank == 0; i++)
         if (ds[i] >= 0) rc = store_file(ds[i], dir, ckpt_tok_name(i), bytes[i], &sums[i], err, errlen);
     rc = mpi_agree_error(g->world_comm, rc != 0, err, errlen);
