@@ -26,6 +26,7 @@
 #include "device.h"
 #include "file.h"
 #include "hash.h"
+#include "log.h"
 #include "model.h"
 #include "optim.h"
 #include "shape.h"
@@ -46,6 +47,16 @@ struct job {
 /* FNV-1a over the model's parameters' bytes. */
 static uint64_t params_fnv(const struct model *m) { return fnv1a(FNV1A_INIT, m->params_mem, m->flat * sizeof(float)); }
 
+/* A write that failed must leave no temporary file behind (rank 0 looks,
+ * and removes one it finds, saying so). */
+static void no_tmp_left(const struct job *j, struct sweep_outcome *o)
+{
+    char tmp[4400];
+    snprintf(tmp, sizeof tmp, "%s/ckpt_1.h5.tmp", j->dir);
+    if (j->g.rank == 0 && access(tmp, F_OK) == 0)
+        snprintf(o->err, sizeof o->err, "a failed checkpoint left %.900s", tmp), unlink(tmp);
+}
+
 /* A checkpoint of step 1 written into the job's run directory (rank 0
  * empties it first), then read back into a second model. */
 static void save_run(void *ctx, struct sweep_outcome *o)
@@ -56,7 +67,10 @@ static void save_run(void *ctx, struct sweep_outcome *o)
     if (j->g.rank == 0) unlink(path), snprintf(path, sizeof path, "%s/checkpoints.txt", j->dir), unlink(path);
     MPI_Barrier(MPI_COMM_WORLD);
     struct ckpt_state st = {.step = 1, .tokens = 32, .updates = 1};
-    if (ckpt_save(j->dir, &st, &j->m, &j->o, j->deck, &j->g, 2, o->err, sizeof o->err) != 0) return;
+    if (ckpt_save(j->dir, &st, &j->m, &j->o, j->deck, &j->g, 2, o->err, sizeof o->err) != 0) {
+        no_tmp_left(j, o);
+        return;
+    }
     snprintf(path, sizeof path, "%s/ckpt_1.h5", j->dir);
     memset(j->back.params_mem, 0, j->back.flat * sizeof(float));
     size_t on = 0;
@@ -80,8 +94,10 @@ static void async_run(void *ctx, struct sweep_outcome *o)
     MPI_Barrier(MPI_COMM_WORLD);
     struct ckpt_state st = {.step = 1, .tokens = 32, .updates = 1};
     if (ckpt_async_begin(&j->async, j->dir, &st, &j->m, &j->o, j->deck, &j->g, 0, o->err, sizeof o->err) != 0 ||
-        ckpt_async_end(&j->async, j->dir, &j->m, &j->o, &j->g, 2, o->err, sizeof o->err) != 0)
+        ckpt_async_end(&j->async, j->dir, &j->m, &j->o, &j->g, 2, o->err, sizeof o->err) != 0) {
+        no_tmp_left(j, o);
         return;
+    }
     snprintf(path, sizeof path, "%s/ckpt_1.h5", j->dir);
     memset(j->back.params_mem, 0, j->back.flat * sizeof(float));
     size_t on = 0;
@@ -89,6 +105,20 @@ static void async_run(void *ctx, struct sweep_outcome *o)
     if (params_fnv(&j->back) != j->fnv)
         snprintf(o->err, sizeof o->err, "the checkpoint written reads back as other parameters");
     else if (sweep_printf(o, &on, "saved in the background, read back"))
+        free(o->text), o->text = NULL;
+}
+
+/* The background writer's start-up (its list and snapshot), agreed as a
+ * run agrees on it before training. */
+static void async_init_run(void *ctx, struct sweep_outcome *o)
+{
+    struct job *j = ctx;
+    struct ckpt_async a = {0};
+    int rc = ckpt_async_init(&a, &j->m, &j->o, &j->g, o->err, sizeof o->err);
+    size_t on = 0, floats = a.snap_floats;
+    ckpt_async_free(&a);
+    if (mpi_agree_error(MPI_COMM_WORLD, rc != 0, o->err, sizeof o->err) == 0 &&
+        sweep_printf(o, &on, "a snapshot of %zu floats", floats))
         free(o->text), o->text = NULL;
 }
 
@@ -240,6 +270,7 @@ int main(int argc, char **argv)
         sweep_own_code = 1;
         for (int victim = 0; victim < 2; victim++) {
             sweep_ranks("a checkpoint written (ckpt_save) and read back", save_run, &j, victim);
+            sweep_ranks("the background writer's start-up (ckpt_async_init)", async_init_run, &j, victim);
             sweep_ranks("a checkpoint written in the background (ckpt_async) and read back", async_run, &j,
                         victim);
             sweep_ranks("a checkpoint read as io.init_from reads it", load_run, &j, victim);

@@ -163,7 +163,8 @@ static void setup(struct run *r)
     optim_init(&r->optim, &r->model, cfg, s);
     if (cfg->io.async_checkpoint && cfg->io.checkpoint_every > 0) /* (its memory from the start, as planned) */
         die_all_if(g->world_comm, ckpt_async_init(&r->async, &r->model, &r->optim, g, why, sizeof why) != 0, why,
-                   "give the ranks more memory, or set io.async_checkpoint = .false.");
+                   "give the ranks more memory (the plan counts the snapshot: triad plan DECK), or set "
+                   "io.async_checkpoint = .false.");
     scaler_init(&r->scaler, cfg);
     dp_init(&r->dp, &r->model, &r->optim, &r->comm, s, cfg->parallel.bucket_mb);
     r->exec.dp = &r->dp;

@@ -101,17 +101,27 @@ int ckpt_async_init(struct ckpt_async *a, const struct model *m, const struct op
     free(a->pieces);
     a->datasets = ckpt_pieces(m, o, g, &a->pieces, &a->npieces);
     if (a->datasets < 0) {
+        a->datasets = 0;
         snprintf(err, errlen, "rank %d: out of memory for the list of the checkpoint's pieces", g->rank);
         return -1;
     }
     size_t need = 0;
     for (int i = 0; i < a->npieces; i++) need += a->pieces[i].t.elems;
     if (!a->snap || a->snap_floats < need) {
+        size_t bytes = (need ? need : 1) * sizeof(float);
         if (a->snap) a->release(a->snap);
-        a->snap = m->k->host_alloc((need ? need : 1) * sizeof(float));
-        memset(a->snap, 0, (need ? need : 1) * sizeof(float)); /* (its pages now, not at the first checkpoint) */
-        a->release = m->k->host_release;
-        a->snap_floats = need;
+        /* (pinned for a GPU, whose host_alloc ends the job where it cannot pin) */
+        a->snap = m->k->on_device ? m->k->host_alloc(bytes) : alloc_aligned(bytes);
+        a->release = m->k->on_device ? m->k->host_release : free;
+        a->snap_floats = a->snap ? need : 0;
+        if (!a->snap) {
+            free(a->pieces);
+            a->pieces = NULL, a->npieces = 0, a->datasets = 0;
+            snprintf(err, errlen, "rank %d: out of memory for the background checkpoint's snapshot of the state "
+                     "(%.1f MiB)", g->rank, (double)bytes / 1048576.0);
+            return -1;
+        }
+        memset(a->snap, 0, bytes); /* (its pages now, not at the first checkpoint) */
     }
     return 0;
 }
@@ -120,6 +130,8 @@ int ckpt_async_begin(struct ckpt_async *a, const char *run_dir, const struct ckp
                      const struct optim *o, const char *deck, const struct grid *g, double slow, char *err,
                      size_t errlen)
 {
+    if (a->running) /* (the writer reads the list and the snapshot: ckpt_async_end first) */
+        die("ckpt_async_begin: a background checkpoint of step %lld is still in flight", (long long)a->step);
     a->t_begin = wtime();
     int rc = ckpt_async_init(a, m, o, g, err, errlen);
     uint64_t *sums = rc == 0 ? calloc((size_t)a->datasets, sizeof(uint64_t)) : NULL;
@@ -134,7 +146,7 @@ int ckpt_async_begin(struct ckpt_async *a, const char *run_dir, const struct ckp
     if (rc != 0) { /* (nothing kept but the snapshot) */
         free(sums);
         free(a->pieces);
-        a->pieces = NULL, a->npieces = 0;
+        a->pieces = NULL, a->npieces = 0, a->datasets = 0;
         return -1;
     }
     free(a->sums);
@@ -185,7 +197,7 @@ int ckpt_async_end(struct ckpt_async *a, const char *run_dir, const struct model
     int rc = ckpt_seal(run_dir, a->tmp, a->step, m, o, a->sums, a->failed, g, keep, err, errlen);
     free(a->pieces); /* (listed anew by the next checkpoint; the snapshot is kept) */
     free(a->sums);
-    a->pieces = NULL, a->sums = NULL, a->npieces = 0;
+    a->pieces = NULL, a->sums = NULL, a->npieces = 0, a->datasets = 0;
     return rc;
 }
 

@@ -25,7 +25,8 @@
 struct ckpt_piece;
 
 struct ckpt_async {
-    struct ckpt_piece *pieces; /* what this rank owns, t.local in the snapshot (ckpt_piece.h) */
+    struct ckpt_piece *pieces; /* what this rank owns, t.local in the snapshot (ckpt_piece.h); listed by
+                                * ckpt_async_begin, freed by ckpt_async_end (NULL, 0 between checkpoints) */
     int npieces, datasets;
     float *snap;               /* the snapshot: the pieces one after another */
     size_t snap_floats;        /* its size */
@@ -48,13 +49,14 @@ struct ckpt_async {
 
 /* List what this rank owns and allocate (and touch) the snapshot: before
  * training, else the first checkpoint does it.  Local; 0, or -1 with err
- * where the list cannot be allocated (the snapshot's memory, planned from
- * the start, ends the job where it cannot be had). */
+ * where the list or the snapshot cannot be allocated (a GPU's pinned
+ * snapshot ends the job where it cannot be had: host_alloc). */
 int ckpt_async_init(struct ckpt_async *a, const struct model *m, const struct optim *o, const struct grid *g,
                     char *err, size_t errlen);
 
-/* Take the checkpoint of st->step: snapshot, file, writer started.
- * Collective; 0, or -1 with err (nothing started, nothing left). */
+/* Take the checkpoint of st->step: snapshot, file, writer started (none
+ * may be in flight: ckpt_async_end first).  Collective; 0, or -1 with err
+ * (nothing started, nothing left but the snapshot). */
 int ckpt_async_begin(struct ckpt_async *a, const char *run_dir, const struct ckpt_state *st, const struct model *m,
                      const struct optim *o, const char *deck, const struct grid *g, double slow, char *err,
                      size_t errlen);
