@@ -23,10 +23,17 @@ for target in deck config config_moe safetensors safetensors_gpt2 index llmc sha
     replay=$(ls "$here/crashes/$target/"* 2> /dev/null)
     n=$inputs
     [ $target = ckpt ] && n=$((inputs / 5))
+    # a hang's guard, not a time limit: 10 minutes and 100 ms an input (a
+    # checkpoint input took 30-40 ms on a loaded 2-core Zen 4)
+    limit=$((600 + n / 10))
     # shellcheck disable=SC2086
-    timeout 600 "$F" -n "$n" -s "$seed" "$here/corpus" "$scratch/$target" "$target" $replay \
+    timeout $limit "$F" -n "$n" -s "$seed" "$here/corpus" "$scratch/$target" "$target" $replay \
         > "$scratch/$target.out" 2>&1
     st=$?
+    if [ $st -eq 124 ]; then # (the input in hand is kept: a hang is a defect like a crash)
+        echo "$target still running after $limit s ($(wc -l < "$scratch/$target.out") lines of output): a hang, or a machine" \
+            "too slow for $n inputs (replay the input kept below alone to tell)" > "$scratch/$target.out"
+    fi
     ok $st "$target: $(grep -E "^$target " "$scratch/$target.out" | sed "s/^$target *//")"
     if [ $st -ne 0 ]; then
         tail -n 40 "$scratch/$target.out" | diag
