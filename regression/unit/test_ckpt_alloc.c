@@ -57,17 +57,35 @@ static void no_tmp_left(const struct job *j, struct sweep_outcome *o)
         snprintf(o->err, sizeof o->err, "a failed checkpoint left %.900s", tmp), unlink(tmp);
 }
 
-/* A checkpoint of step 1 written into the job's run directory (rank 0
- * empties it first), then read back into a second model. */
-static void save_run(void *ctx, struct sweep_outcome *o)
+/* Writes the checkpoint of st into the job's run directory: 0, or -1 with
+ * o->err. */
+typedef int (*ckpt_writer)(struct job *j, const struct ckpt_state *st, struct sweep_outcome *o);
+
+static int write_sync(struct job *j, const struct ckpt_state *st, struct sweep_outcome *o)
 {
-    struct job *j = ctx;
+    return ckpt_save(j->dir, st, &j->m, &j->o, j->deck, &j->g, 2, o->err, sizeof o->err);
+}
+
+/* The background writer (io.async_checkpoint): begun, waited for and
+ * sealed.  The snapshot is the job's, allocated before the sweep as a run
+ * allocates it before training. */
+static int write_async(struct job *j, const struct ckpt_state *st, struct sweep_outcome *o)
+{
+    if (ckpt_async_begin(&j->async, j->dir, st, &j->m, &j->o, j->deck, &j->g, 0, o->err, sizeof o->err) != 0)
+        return -1;
+    return ckpt_async_end(&j->async, j->dir, &j->m, &j->o, &j->g, 2, o->err, sizeof o->err);
+}
+
+/* A checkpoint of step 1 written by `write` into the job's run directory
+ * (rank 0 empties it first), then read back into a second model. */
+static void write_and_read_back(struct job *j, ckpt_writer write, const char *what, struct sweep_outcome *o)
+{
     char path[4400];
     snprintf(path, sizeof path, "%s/ckpt_1.h5", j->dir);
     if (j->g.rank == 0) unlink(path), snprintf(path, sizeof path, "%s/checkpoints.txt", j->dir), unlink(path);
     MPI_Barrier(MPI_COMM_WORLD);
     struct ckpt_state st = {.step = 1, .tokens = 32, .updates = 1};
-    if (ckpt_save(j->dir, &st, &j->m, &j->o, j->deck, &j->g, 2, o->err, sizeof o->err) != 0) {
+    if (write(j, &st, o) != 0) {
         no_tmp_left(j, o);
         return;
     }
@@ -77,35 +95,14 @@ static void save_run(void *ctx, struct sweep_outcome *o)
     if (ckpt_load_model(path, &j->back, &j->g, o->err, sizeof o->err) != 0) return;
     if (params_fnv(&j->back) != j->fnv)
         snprintf(o->err, sizeof o->err, "the checkpoint written reads back as other parameters");
-    else if (sweep_printf(o, &on, "saved, read back"))
+    else if (sweep_printf(o, &on, "%s, read back", what))
         free(o->text), o->text = NULL;
 }
 
-/* The same checkpoint written in the background (io.async_checkpoint):
- * begun, waited for and sealed, then read back.  The snapshot is the
- * job's, allocated before the sweep as a run allocates it before
- * training. */
+static void save_run(void *ctx, struct sweep_outcome *o) { write_and_read_back(ctx, write_sync, "saved", o); }
 static void async_run(void *ctx, struct sweep_outcome *o)
 {
-    struct job *j = ctx;
-    char path[4400];
-    snprintf(path, sizeof path, "%s/ckpt_1.h5", j->dir);
-    if (j->g.rank == 0) unlink(path), snprintf(path, sizeof path, "%s/checkpoints.txt", j->dir), unlink(path);
-    MPI_Barrier(MPI_COMM_WORLD);
-    struct ckpt_state st = {.step = 1, .tokens = 32, .updates = 1};
-    if (ckpt_async_begin(&j->async, j->dir, &st, &j->m, &j->o, j->deck, &j->g, 0, o->err, sizeof o->err) != 0 ||
-        ckpt_async_end(&j->async, j->dir, &j->m, &j->o, &j->g, 2, o->err, sizeof o->err) != 0) {
-        no_tmp_left(j, o);
-        return;
-    }
-    snprintf(path, sizeof path, "%s/ckpt_1.h5", j->dir);
-    memset(j->back.params_mem, 0, j->back.flat * sizeof(float));
-    size_t on = 0;
-    if (ckpt_load_model(path, &j->back, &j->g, o->err, sizeof o->err) != 0) return;
-    if (params_fnv(&j->back) != j->fnv)
-        snprintf(o->err, sizeof o->err, "the checkpoint written reads back as other parameters");
-    else if (sweep_printf(o, &on, "saved in the background, read back"))
-        free(o->text), o->text = NULL;
+    write_and_read_back(ctx, write_async, "saved in the background", o);
 }
 
 /* The background writer's start-up (its list and snapshot), agreed as a
