@@ -163,4 +163,38 @@ st=$?
 [ $st -eq 1 ] && grep -q "does not match its checksum" "$scratch/last.out"
 ok $? "... and sample of it: status 1 (got $st), the checksum named"
 grep -m2 error "$scratch/last.out" | diag
+
+# a resumed run keeps the tokenizer it was trained with: another one named
+# by data.tokenizer is refused; restarted from elsewhere, the one kept in the
+# checkpoint is the run's (two tokenizers of 28 ids, the same text mapped
+# to other ids)
+"$PYTHON3" - "$scratch/small.json" "$scratch/perm.json" << 'PY'
+import json, sys
+chars = "abcdefghijklmnopqrstuvwxyz "
+def tok(vocab):
+    return {"version": "1.0", "truncation": None, "padding": None, "normalizer": None, "pre_tokenizer": None,
+            "post_processor": None, "decoder": None,
+            "added_tokens": [{"id": 27, "content": "<|endoftext|>", "single_word": False, "lstrip": False,
+                              "rstrip": False, "normalized": False, "special": True}],
+            "model": {"type": "BPE", "dropout": None, "unk_token": None, "byte_fallback": False, "vocab": vocab,
+                      "merges": []}}
+json.dump(tok({c: i for i, c in enumerate(chars)}), open(sys.argv[1], "w"))
+json.dump(tok({c: 26 - i for i, c in enumerate(chars)}), open(sys.argv[2], "w"))
+PY
+tiny="$DECKS/tiny.nml train.steps=3 train.warmup_steps=0 io.save_final=.true."
+triad_run 1 $tiny data.tokenizer="'$scratch/small.json'" io.run_dir="'$scratch/rt'"
+triad_run 1 $tiny train.steps=6 data.tokenizer="'$scratch/perm.json'" io.restart=auto io.run_dir="'$scratch/rt'"
+st=$?
+[ $st -eq 1 ] && grep -q "data.tokenizer = '$scratch/perm.json' is not the tokenizer this run was trained with ($scratch/perm.json is not the run's copy $scratch/rt/tokenizer.json), which $scratch/rt/ckpt_3.h5 keeps too" "$scratch/last.out" &&
+    cmp -s "$scratch/rt/tokenizer.json" "$scratch/small.json" && [ ! -e "$scratch/rt/ckpt_6.h5" ]
+ok $? "resuming with another data.tokenizer is refused (status $st); the run's copy stays"
+grep -m1 error "$scratch/last.out" | diag
+triad_run 1 $tiny train.steps=6 data.tokenizer="'$scratch/small.json'" io.restart=auto io.run_dir="'$scratch/rt'"
+[ $? -eq 0 ] && [ -f "$scratch/rt/ckpt_6.h5" ]
+ok $? "resuming with the same tokenizer named again goes on"
+triad_run 1 $tiny train.steps=9 io.restart="'$scratch/rt/ckpt_6.h5'" io.run_dir="'$scratch/rt2'"
+[ $? -eq 0 ] && cmp -s "$scratch/rt2/tokenizer.json" "$scratch/small.json" &&
+    mkdir -p "$scratch/sm" && cp "$scratch/small.json" "$scratch/sm/tokenizer.json" &&
+    stored "$scratch/rt2/ckpt_9.h5" "$scratch/sm/tokenizer.json"
+ok $? "a run restarted from that checkpoint in a new directory keeps the tokenizer kept in it, and stores it"
 done_testing

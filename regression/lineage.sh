@@ -68,7 +68,8 @@ grep '^error' "$scratch/last.out" | diag
 [ $st1 -eq 3 ] && [ ! -e "$j/triad.lock" ]
 ok $? "the first job went on undisturbed, stopped cleanly (status $st1) and gave its lock back"
 printf 'host %s pid 999999999 job - since 0\n' "$(hostname)" > "$j/triad.lock"
-triad_run 1 "$deck" train.steps=20 io.restart=auto io.run_dir="'$j'"
+at=$(sed -n 's/^stopping at step \([0-9]*\).*/\1/p' "$scratch/first.out")
+triad_run 1 "$deck" train.steps=$((at + 2)) io.restart=auto io.run_dir="'$j'"
 st=$?
 [ $st -eq 0 ] && grep -q "warning: took over $j/triad.lock of a process that is gone" "$scratch/last.out"
 ok $? "a lock left by a process that is gone is taken over with a warning (status $st)"

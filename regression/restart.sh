@@ -138,4 +138,53 @@ triad_run 1 "$deck" model.n_layer=3 model.d_model=64 io.restart="'$c10'" io.run_
 [ $? -eq 1 ] && grep -q "n_layer = 3 here, 4 in the checkpoint; d_model = 64 here, 32 in the checkpoint" "$scratch/last.out"
 ok $? "n_layer and d_model both differ: both are listed"
 grep 'holds another' "$scratch/last.out" | diag
+
+# 7. a restart from another run's checkpoint into a directory with output of its own
+triad_run 1 "$deck" train.steps=6 io.checkpoint_every=3 io.save_final=.true. io.run_dir="'$scratch/x'"
+triad_run 1 "$deck" train.steps=6 io.checkpoint_every=3 train.seed=99 io.run_dir="'$scratch/y'"
+sum6=$(cksum < "$scratch/x/ckpt_6.h5")
+triad_run 1 "$deck" train.steps=9 io.checkpoint_every=3 io.restart="'$scratch/y/ckpt_3.h5'" io.run_dir="'$scratch/x'"
+st=$?
+[ $st -eq 1 ] && grep -q "io.restart = '$scratch/y/ckpt_3.h5' is not a checkpoint of io.run_dir = '$scratch/x', which holds another run's output (metrics.h5 and 2 checkpoints)" "$scratch/last.out" &&
+    grep -q "hint: to continue that run use io.restart = 'auto'; to restart from this checkpoint here set io.overwrite = .true." "$scratch/last.out" &&
+    [ "$(cksum < "$scratch/x/ckpt_6.h5")" = "$sum6" ] && [ "$(grep -v '^#' "$scratch/x/checkpoints.txt" | tr '\n' ' ')" = "ckpt_3.h5 ckpt_6.h5 " ]
+ok $? "a restart from another run's checkpoint into a directory with output is refused (status $st), nothing touched"
+triad_run 1 "$deck" train.steps=9 io.checkpoint_every=3 io.restart="'$scratch/y/ckpt_3.h5'" io.overwrite=.true. \
+    io.save_final=.true. io.run_dir="'$scratch/x'"
+st=$?
+[ $st -eq 0 ] && [ "$(cksum < "$scratch/x/superseded.1/ckpt_6.h5")" = "$sum6" ] && [ -f "$scratch/x/superseded.1/metrics.h5" ] &&
+    [ "$(grep -v '^#' "$scratch/x/checkpoints.txt" | tr '\n' ' ')" = "ckpt_6.h5 ckpt_9.h5 " ]
+ok $? "with io.overwrite the directory's output moves to superseded.1/ and the restarted run goes on (status $st)"
+
+# 8. a restart at or past train.steps
+triad_run 1 "$deck" train.steps=2 train.warmup_steps=0 io.restart=auto io.save_final=.true. io.run_dir="'$scratch/x'"
+st=$?
+[ $st -eq 1 ] && grep -q "$scratch/x/ckpt_9.h5 is at step 9, past train.steps = 2: there is nothing to train" "$scratch/last.out" &&
+    [ -f "$scratch/x/ckpt_9.h5" ] && [ "$(grep -v '^#' "$scratch/x/checkpoints.txt" | tr '\n' ' ')" = "ckpt_6.h5 ckpt_9.h5 " ]
+ok $? "a restart past train.steps is refused (status $st), the directory untouched"
+sum9=$(cksum < "$scratch/x/ckpt_9.h5")
+triad_run 1 "$deck" train.steps=9 io.restart=auto io.save_final=.true. io.run_dir="'$scratch/x'"
+st=$?
+[ $st -eq 0 ] && grep -q "step 9 is train.steps: nothing to train" "$scratch/last.out" &&
+    [ "$(cksum < "$scratch/x/ckpt_9.h5")" = "$sum9" ]
+ok $? "a restart at train.steps trains nothing and leaves its checkpoint as it was (status $st)"
+
+# 9. another batch size on restart: the samples go on from those consumed
+# (lr = 0: each step's loss is its samples' mean loss under the same weights)
+fixed="train.lr=0 train.min_lr=0 io.checkpoint_every=2"
+triad_run 1 "$deck" train.steps=4 train.batch_size=4 $fixed io.run_dir="'$scratch/b4'"
+triad_run 1 "$deck" train.steps=3 train.batch_size=8 $fixed io.restart="'$scratch/b4/ckpt_2.h5'" io.run_dir="'$scratch/b8'"
+st=$?
+"$PYTHON3" - "$scratch/b4/metrics.h5" "$scratch/b8/metrics.h5" > "$scratch/b8.cmp" 2>&1 << 'PY'
+import sys, h5py
+a = h5py.File(sys.argv[1])["metrics/loss"][:]
+b = h5py.File(sys.argv[2])["metrics/loss"][:]
+want = (a[2] + a[3]) / 2 # samples 8..15: steps 3 and 4 at batch 4
+print(f"step 3 at batch 8: {b[0]:.9f}, the mean of steps 3 and 4 at batch 4: {want:.9f}")
+sys.exit(0 if abs(b[0] - want) <= 1e-6 * abs(want) else 1)
+PY
+c=$?
+diag < "$scratch/b8.cmp"
+[ $st -eq 0 ] && [ $c -eq 0 ]
+ok $? "a restart with batch_size 8 after 2 steps of 4 trains on samples 8..15, neither repeated nor skipped"
 done_testing

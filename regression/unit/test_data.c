@@ -116,10 +116,11 @@ static struct data_source *must_open(struct config cfg, int V, int T)
 
 static void test_first_sample(void)
 {
-    tap_ok(data_first_sample(3, 8, 2, 1, 2, 1) == 3 * 8 + 4 + 2 &&
+    tap_ok(data_first_sample(3 * 8, 8, 2, 1, 2, 1) == 3 * 8 + 4 + 2 &&
                data_first_sample(0, 8, 1, 0, 8, 0) == 0 &&
-               data_first_sample(5, 16, 4, 3, 2, 1) == 80 + 12 + 2,
-           "data_first_sample = step*G + rank*(G/dp) + mb*mbs");
+               data_first_sample(5 * 16, 16, 4, 3, 2, 1) == 80 + 12 + 2 &&
+               data_first_sample(44, 16, 4, 3, 2, 1) == 44 + 12 + 2,
+           "data_first_sample = start + rank*(G/dp) + mb*mbs");
 }
 
 /* dp x micro-batches reproduce the dp=1 global batch, in order. */
@@ -131,11 +132,11 @@ static void test_decomposition(const struct data_source *ds, int T, const char *
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int dp = cases[c][0], mbs = cases[c][1], nmb = G / (dp * mbs), same = 1;
         for (int64_t step = 0; step < STEPS; step++) {
-            data_batch(ds, data_first_sample(step, G, 1, 0, G, 0), G, ref_in, ref_tg);
+            data_batch(ds, data_first_sample((uint64_t)step * G, G, 1, 0, G, 0), G, ref_in, ref_tg);
             int row = 0;
             for (int r = 0; r < dp; r++)
                 for (int mb = 0; mb < nmb; mb++, row += mbs)
-                    data_batch(ds, data_first_sample(step, G, dp, r, mbs, mb), mbs,
+                    data_batch(ds, data_first_sample((uint64_t)step * G, G, dp, r, mbs, mb), mbs,
                                in + (size_t)row * T, tg + (size_t)row * T);
             same &= !memcmp(in, ref_in, sizeof(int32_t) * G * T) &&
                     !memcmp(tg, ref_tg, sizeof(int32_t) * G * T);

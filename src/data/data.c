@@ -695,10 +695,10 @@ void data_batch(const struct data_source *ds, uint64_t first, int n, int32_t *in
     }
 }
 
-uint64_t data_first_sample(int64_t step, int64_t global_batch, int dp, int dp_rank,
+uint64_t data_first_sample(uint64_t start, int64_t global_batch, int dp, int dp_rank,
                            int micro_batch_size, int mb)
 {
-    return (uint64_t)step * (uint64_t)global_batch +
+    return start +
            (uint64_t)dp_rank * (uint64_t)(global_batch / dp) +
            (uint64_t)mb * (uint64_t)micro_batch_size;
 }

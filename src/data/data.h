@@ -40,8 +40,11 @@ void data_sample(const struct data_source *ds, uint64_t i, int32_t *seq);
 void data_batch(const struct data_source *ds, uint64_t first, int n,
                 int32_t *inputs, int32_t *targets);
 
-/* The first sample of replica dp_rank's micro-batch mb at step `step`. */
-uint64_t data_first_sample(int64_t step, int64_t global_batch, int dp, int dp_rank,
+/* The first sample of replica dp_rank's micro-batch mb in the global batch
+ * of global_batch samples that starts at sample `start` (training: the
+ * samples the run has consumed, so that a restart with another batch size
+ * neither repeats nor skips any). */
+uint64_t data_first_sample(uint64_t start, int64_t global_batch, int dp, int dp_rank,
                            int micro_batch_size, int mb);
 
 #endif

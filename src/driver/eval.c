@@ -49,7 +49,7 @@ double eval_run(struct eval *ev, struct model *m, struct comm *c, struct timers 
     double sum = 0;
     for (int64_t b = 0; b < ev->batches; b++) {
         if (ev->slow > 0) pause_for(ev->slow);
-        sum += pp_exec_step(&ev->exec, m, c, ev->data, b, ev->G, 0.0f, t);
+        sum += pp_exec_step(&ev->exec, m, c, ev->data, (uint64_t)(b * ev->G), ev->G, 0.0f, t);
         flight_progress(); /* the hang watchdog: each batch has the step's timeout, not the whole evaluation */
     }
     if (c->grid->pp > 1) comm_allreduce_sum_f64(c, CG_PP, &sum, 1); /* the last stage has it */

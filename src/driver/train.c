@@ -276,7 +276,8 @@ static void train_step(struct run *r, struct step_metrics *sm)
         timer_stop(&r->timers, T_FORWARD);
     }
     dp_begin(&r->dp);
-    double loss = pp_exec_step(&r->exec, &r->model, &r->comm, r->data, r->step, G, (float)(scale / tokens),
+    uint64_t start = (uint64_t)r->tokens / (uint64_t)r->model.d.T; /* the samples consumed so far */
+    double loss = pp_exec_step(&r->exec, &r->model, &r->comm, r->data, start, G, (float)(scale / tokens),
                                &r->timers);
     timer_start(&r->timers, T_DP_REDUCE);
     dp_finish(&r->dp);

@@ -64,9 +64,11 @@ void train_open_run_dir(const struct run *r)
 }
 
 /* The run directory follows the run's lineage (lineage.h).  Restarted from
- * `path` (loaded): a checkpoint of this directory's lineage becomes its
- * newest, and the later ones, abandoned, are moved aside (never deleted); a
- * checkpoint from elsewhere starts the manifest anew.  A fresh start in a
+ * `path` (loaded): a checkpoint of this directory becomes its lineage's
+ * newest, and every later checkpoint, abandoned, is moved aside (never
+ * deleted); a checkpoint from elsewhere starts the manifest anew, in a
+ * directory that holds no other run's output (else refused, unless
+ * io.overwrite moves that output aside).  A fresh start in a
  * directory that holds another run's output is refused, unless
  * io.overwrite or restart = 'auto' (which found nothing to resume: a job
  * killed before its first checkpoint) asks for it: that output is moved
@@ -89,22 +91,31 @@ static void settle_run_dir(struct run *r, const char *path, int loaded)
         struct stat a, b; /* the same directory, however it is spelled */
         int here = stat(pd, &a) == 0 && stat(dir, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino &&
                    sscanf(base, "ckpt_%lld.h5%7s", &s, tail) == 1;
-        if (lineage_read(dir, &l, msg, sizeof msg) != 0) l.n = 0; /* damaged: start it anew */
-        msg[0] = '\0';
-        int at = here ? lineage_find(&l, s) : -1;
-        for (int i = at + 1; at >= 0 && i < l.n && !failed; i++) {
-            char name[64];
-            snprintf(name, sizeof name, "ckpt_%lld.h5", (long long)l.step[i]);
-            if (!aside[0]) lineage_fresh_dir(dir, "abandoned", aside, sizeof aside);
-            failed = lineage_move_aside(dir, aside, name, msg, sizeof msg) != 0;
-            if (!failed) log_info("%s is later than the restart's checkpoint: moved to %s/\n", name, aside);
+        if (!here && lineage_dir_in_use(dir, what, sizeof what)) { /* another run's output, not this one's past */
+            if (!cfg->io.overwrite) {
+                snprintf(msg, sizeof msg, "io.restart = '%s' is not a checkpoint of io.run_dir = '%s', which holds "
+                         "another run's output (%s): the restarted run would replace its checkpoints and metrics",
+                         path, dir, what);
+                failed = 3;
+            } else {
+                failed = lineage_move_output(dir, aside, sizeof aside, msg, sizeof msg) != 0;
+                if (!failed) log_info("a run restarted from %s in %s: the earlier run's %s moved to %s/\n", path, dir,
+                                      what, aside);
+            }
         }
-        int was = l.n, present = l.present;
-        if (at >= 0) l.n = at + 1;
-        else if (here) l.step[0] = s, l.n = 1;
-        else l.n = 0;
-        /* (unchanged: not rewritten, so that a restart on a full disk reads and fails at its first real write) */
-        if (!failed && (l.n != was || !present)) failed = lineage_write(dir, &l, msg, sizeof msg) != 0;
+        if (!failed) {
+            if (lineage_read(dir, &l, msg, sizeof msg) != 0) l.n = 0; /* damaged: start it anew */
+            msg[0] = '\0';
+            /* every later checkpoint, listed or not, is moved aside: the run writes those steps anew */
+            if (here) failed = lineage_move_later(dir, s, aside, sizeof aside, msg, sizeof msg) < 0;
+            int at = here ? lineage_find(&l, s) : -1;
+            int was = l.n, present = l.present;
+            if (at >= 0) l.n = at + 1;
+            else if (here) l.step[0] = s, l.n = 1;
+            else l.n = 0;
+            /* (unchanged: not rewritten, so that a restart on a full disk reads and fails at its first real write) */
+            if (!failed && (l.n != was || !present)) failed = lineage_write(dir, &l, msg, sizeof msg) != 0;
+        }
     } else if (r->g->rank == 0 && lineage_dir_in_use(dir, what, sizeof what)) {
         if (!cfg->io.overwrite && !config_is(cfg->io.restart, "auto")) {
             snprintf(msg, sizeof msg, "io.run_dir = '%s' holds another run's output (%s): a new run would mix "
@@ -117,6 +128,10 @@ static void settle_run_dir(struct run *r, const char *path, int loaded)
     }
     int any = failed;
     MPI_CHECK(MPI_Bcast(&any, 1, MPI_INT, 0, r->g->world_comm));
+    if (any == 3)
+        die_all_if(r->g->world_comm, 1, msg, "to continue that run use io.restart = 'auto'; to restart from this "
+                                      "checkpoint here set io.overwrite = .true. (the run's files are then moved "
+                                      "aside, not deleted), or choose another io.run_dir");
     if (any == 2)
         die_all_if(r->g->world_comm, 1, msg, "continue it with io.restart = 'auto', choose another io.run_dir, or set "
                                       "io.overwrite = .true. to start over (its files are then moved aside, not "
@@ -157,6 +172,17 @@ void train_initial_state(struct run *r)
         }
         log_info("restarted from %s at step %lld (read in %.2f s)\n", path, (long long)r->step, wtime() - t0);
         snprintf(r->last_ckpt, sizeof r->last_ckpt, "%s", path);
+        if (r->step > cfg->train.steps) /* (before the run directory is touched) */
+            die_all("raise train.steps to train on from it, or restart from an earlier checkpoint",
+                    "%s is at step %lld, past train.steps = %lld: there is nothing to train", path,
+                    (long long)r->step, (long long)cfg->train.steps);
+        if (r->step == cfg->train.steps) {
+            log_info("step %lld is train.steps: nothing to train (the checkpoint is the run's last)\n",
+                     (long long)r->step);
+            r->saved_step = r->step; /* (not written again) */
+        }
+        if (cfg->io.init_from[0])
+            log_info("io.init_from = '%s' is not read: the run resumes from its checkpoint\n", cfg->io.init_from);
     } else if (cfg->io.init_from[0]) {
         const char *from = cfg->io.init_from;
         enum weights_kind kind = weights_kind_of(from);
@@ -173,7 +199,7 @@ void train_initial_state(struct run *r)
                  kind == WEIGHTS_HF ? "Hugging Face folder" : kind == WEIGHTS_LLMC ? "llm.c checkpoint" : "HDF5");
     }
     settle_run_dir(r, path, loaded);
-    int bad = r->g->rank == 0 && hf_keep_tokenizer(cfg, (int)cfg->model.vocab_size, loaded, err, sizeof err) != 0;
+    int bad = r->g->rank == 0 && hf_keep_tokenizer(cfg, (int)cfg->model.vocab_size, loaded ? path : NULL, err, sizeof err) != 0;
     if (mpi_agree_error(r->g->world_comm, bad, err, sizeof err))
         die_all("data.tokenizer names the model's tokenizer (docs/tokenizer.md)", "%s", err);
     if (!loaded && !in_master) optim_master_from_params(&r->optim, &r->model);

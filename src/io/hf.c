@@ -533,7 +533,41 @@ static void drop_copies(const char *dir, const char *src)
     }
 }
 
-int hf_keep_tokenizer(const struct config *cfg, int V, int resumed, char *err, size_t errlen)
+/* Does the tokenizer at src define the same tokens as the copy in dir: the
+ * same bytes in tokenizer.json, or in vocab.json and merges.txt?  1 yes, 0
+ * no (what differs named in err), -1 unreadable (err). */
+static int same_tokenizer(const char *src, const char *dir, char *err, size_t errlen)
+{
+    char base[4096], from[4200], to[4200], why[512];
+    struct stat sb;
+    tokenizer_folder(src, base, sizeof base);
+    int file = strcmp(base, src) != 0; /* (src names the tokenizer.json itself) */
+    snprintf(from, sizeof from, "%s/tokenizer.json", base);
+    int hf = file || stat(from, &sb) == 0;
+    const int defining[2] = {hf ? CKPT_TOK_JSON : CKPT_TOK_VOCAB, hf ? -1 : CKPT_TOK_MERGES};
+    for (int k = 0; k < 2 && defining[k] >= 0; k++) {
+        int i = defining[k];
+        if (i == CKPT_TOK_JSON && file) snprintf(from, sizeof from, "%s", src);
+        else snprintf(from, sizeof from, "%s/%s", base, ckpt_tok_name(i));
+        snprintf(to, sizeof to, "%s/%s", dir, ckpt_tok_name(i));
+        char *a = NULL, *b = NULL;
+        size_t na = 0, nb = 0;
+        if (file_read_all(from, (size_t)1 << 30, "a tokenizer file", &a, &na, why, sizeof why) != 0)
+            return errorf(err, errlen, "%s", why);
+        int differs = stat(to, &sb) != 0 ||
+                      file_read_all(to, (size_t)1 << 30, "a tokenizer file", &b, &nb, why, sizeof why) != 0 ||
+                      na != nb || memcmp(a, b, na) != 0;
+        free(a);
+        free(b);
+        if (differs) {
+            snprintf(err, errlen, "%s is not the run's copy %s", from, to);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int hf_keep_tokenizer(const struct config *cfg, int V, const char *resumed, char *err, size_t errlen)
 {
     const char *run_dir = cfg->io.run_dir;
     char src[4096];
@@ -543,6 +577,20 @@ int hf_keep_tokenizer(const struct config *cfg, int V, int resumed, char *err, s
                       cfg->data.tokenizer);
     }
     int kept = 0, have = hf_tokenizer_of(cfg, NULL, src, sizeof src);
+    /* A resumed run keeps the tokenizer it was trained with: the copy in
+     * run_dir, or (restarted from elsewhere) the one kept in the checkpoint. */
+    if (resumed && !is_tokenizer(run_dir) && ckpt_extract_tokenizer(resumed, run_dir, err, errlen) < 0) return -1;
+    if (resumed && is_tokenizer(run_dir)) { /* (io.init_from's folder, ignored on resuming, is not compared) */
+        if (!cfg->data.tokenizer[0]) return 0;
+        int same = same_tokenizer(cfg->data.tokenizer, run_dir, err, errlen);
+        if (same != 0) return same > 0 ? 0 : -1;
+        char why[1024];
+        snprintf(why, sizeof why, "%s", err);
+        return errorf(err, errlen, "data.tokenizer = '%s' is not the tokenizer this run was trained with (%s), "
+                      "which %s keeps too: a resumed run keeps its tokenizer; remove data.tokenizer from the deck "
+                      "(or name the run's own files), or start a new run from the checkpoint with io.init_from",
+                      cfg->data.tokenizer, why, resumed);
+    }
     if (!resumed) drop_copies(run_dir, have ? src : NULL);
     if (!have) {
         /* a model from a triad checkpoint brings the tokenizer kept in it

@@ -91,10 +91,12 @@ struct tokenizer *hf_open_tokenizer(const char *option, const struct config *cfg
  * its ids fit vocab_size V) and its files copied into io.run_dir
  * (hf_copy_tokenizer), where every checkpoint of the run stores them
  * (ckpt_tok.h), whatever becomes of the original.  A model initialised
- * from a triad checkpoint with no other tokenizer takes the one kept in it,
- * unless the run resumed (its run_dir copy stands in).  0 (also without
- * one), or -1 with err. */
-int hf_keep_tokenizer(const struct config *cfg, int V, int resumed, char *err, size_t errlen);
+ * from a triad checkpoint with no other tokenizer takes the one kept in it.
+ * A run resumed from the checkpoint `resumed` (NULL: a new run) keeps the
+ * tokenizer it was trained with: the copy in run_dir, else the one kept in
+ * that checkpoint; a different one named by the deck is an error.  0 (also
+ * without one), or -1 with err. */
+int hf_keep_tokenizer(const struct config *cfg, int V, const char *resumed, char *err, size_t errlen);
 /* The files of the tokenizer at src (a tokenizer.json, or a folder) into
  * dir: tokenizer.json with the tokenizer_config.json and
  * special_tokens_map.json beside it where there are any, or GPT-2's

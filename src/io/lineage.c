@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "ckpt_tok.h"
+#include "log.h"
 
 int lineage_read(const char *run_dir, struct lineage *l, char *err, size_t errlen)
 {
@@ -97,6 +98,10 @@ int lineage_dir_in_use(const char *run_dir, char *what, size_t whatlen)
         metrics |= k == 'm', manifest |= k == 'l', ckpts += k == 'c';
     }
     if (dp) closedir(dp);
+    static struct lineage l; /* (large: not on the stack) */
+    char err[8];
+    if (manifest && !metrics && !ckpts && lineage_read(run_dir, &l, err, sizeof err) == 0 && l.n == 0)
+        manifest = 0; /* (one that lists nothing: a run that stopped before its first checkpoint left no output) */
     what[0] = '\0';
     if (metrics) snprintf(what, whatlen, "metrics.h5");
     if (ckpts)
@@ -125,6 +130,36 @@ int lineage_move_aside(const char *run_dir, const char *sub, const char *name, c
         return -1;
     }
     return 0;
+}
+
+static int cmp_step(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int lineage_move_later(const char *run_dir, int64_t step, char *sub, size_t sublen, char *err, size_t errlen)
+{
+    static int64_t later[LINEAGE_MAX];
+    int n = 0;
+    DIR *dp = opendir(run_dir);
+    struct dirent *e;
+    while (dp && (e = readdir(dp)) && n < LINEAGE_MAX) {
+        long long s;
+        char tail[8];
+        if (sscanf(e->d_name, "ckpt_%lld.h5%7s", &s, tail) == 1 && s > step) later[n++] = s;
+    }
+    if (dp) closedir(dp);
+    qsort(later, (size_t)n, sizeof later[0], cmp_step);
+    sub[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "ckpt_%lld.h5", (long long)later[i]);
+        if (!sub[0]) lineage_fresh_dir(run_dir, "abandoned", sub, sublen);
+        if (lineage_move_aside(run_dir, sub, name, err, errlen) != 0) return -1;
+        log_info("%s is later than the restart's checkpoint: moved to %s/\n", name, sub);
+    }
+    return n;
 }
 
 int lineage_move_output(const char *run_dir, char *sub, size_t sublen, char *err, size_t errlen)

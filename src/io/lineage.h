@@ -28,7 +28,7 @@ int lineage_write(const char *run_dir, const struct lineage *l, char *err, size_
 /* The index of step in l, or -1. */
 int lineage_find(const struct lineage *l, int64_t step);
 
-/* Does run_dir hold a run's output (metrics.h5, a manifest, checkpoints)?
+/* Does run_dir hold a run's output (metrics.h5, checkpoints, a manifest that lists one)?
  * Names what it found in what (e.g. "metrics.h5 and 3 checkpoints"). */
 int lineage_dir_in_use(const char *run_dir, char *what, size_t whatlen);
 
@@ -38,6 +38,12 @@ int lineage_move_aside(const char *run_dir, const char *sub, const char *name, c
 
 /* A fresh sub-folder name of run_dir: "<base>.1", "<base>.2", ... */
 void lineage_fresh_dir(const char *run_dir, const char *base, char *out, size_t outlen);
+
+/* Move every checkpoint run_dir/ckpt_<s>.h5 with s > step, listed in the
+ * manifest or not, into a fresh run_dir/abandoned.N/ (named in sub; empty
+ * where none was moved), oldest first, each logged.  The number moved, or
+ * -1 (err). */
+int lineage_move_later(const char *run_dir, int64_t step, char *sub, size_t sublen, char *err, size_t errlen);
 
 /* Move every file of a run's output (metrics.h5, the manifest, checkpoints,
  * the trace, the copy of its tokenizer) into a fresh run_dir/superseded.N/,

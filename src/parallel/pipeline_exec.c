@@ -180,7 +180,7 @@ static void run_phase(struct pp_exec *x, int i, struct model *m, struct comm *c,
 }
 
 double pp_exec_step(struct pp_exec *x, struct model *m, struct comm *c, const struct data_source *data,
-                    int64_t step, int64_t global_batch, float dloss, struct timers *t)
+                    uint64_t start, int64_t global_batch, float dloss, struct timers *t)
 {
     const struct grid *g = c->grid;
     const struct model_dims *d = &m->d;
@@ -202,7 +202,7 @@ double pp_exec_step(struct pp_exec *x, struct model *m, struct comm *c, const st
         if (a->kind == PP_FWD) {
             if (ends) {
                 timer_start(t, T_DATA);
-                uint64_t sample = data_first_sample(step, global_batch, g->dp, g->dp_rank, m->B, a->mb);
+                uint64_t sample = data_first_sample(start, global_batch, g->dp, g->dp_rank, m->B, a->mb);
                 int32_t *tok = (int32_t *)m->host; /* host memory: the slot's may be the device's */
                 size_t BT = (size_t)m->B * d->T; /* whole sequences: under cp the model picks its rows */
                 data_batch(data, sample, m->B, tok, tok + BT);

@@ -50,11 +50,11 @@ struct model_buffers pp_exec_init_forward(struct pp_exec *x, enum pp_schedule s,
                                           const struct grid *g, int v, int m);
 
 /* One step: forward and backward of every micro-batch through this rank's
- * chunks.  The global batch's sample order comes from data (step, G, the
- * replica, micro_batch_size).  Returns the sum of the token losses this rank
+ * chunks, on the global batch of G samples of data from sample `start` (the
+ * replica's and each micro-batch's share: data_first_sample).  Returns the sum of the token losses this rank
  * computed (non-zero on the last stage only).  Time spent waiting for
  * messages is added to timers[T_PP_WAIT]. */
 double pp_exec_step(struct pp_exec *x, struct model *mdl, struct comm *c, const struct data_source *data,
-                    int64_t step, int64_t global_batch, float dloss, struct timers *t);
+                    uint64_t start, int64_t global_batch, float dloss, struct timers *t);
 
 #endif
