@@ -12,7 +12,10 @@
 # and AVX2 SIMD paths.  The prefill and decode
 # rates are printed apart from the text.  Sampling with a seed is
 # deterministic and the seed matters; token-id prompts and output; bad
-# requests refused with the reason.
+# requests refused with the reason.  A padded vocabulary (64 ids, a
+# tokenizer of 28, one with a gap): only ids the tokenizer decodes are drawn,
+# every line the prompt's text and max_new_tokens more; a prompt id it
+# cannot decode refused, named.
 . "$(dirname "$0")/lib.sh"
 
 corpus="$top_srcdir/regression/cases/data/corpus.txt"
@@ -167,4 +170,69 @@ refused "a prompt of the file longer than seq_len" \
     sample.prompt_file="$scratch/long.txt" sample.max_new_tokens=4 parallel.dp=2
 printf '12 999 3\n' > "$scratch/bad.ids"
 refused "a token id outside the vocabulary" "token 999 (id number 2) is not an id" 1 "$L" sample.prompt_tokens="'$scratch/bad.ids'"
+# A padded vocabulary (GPT-2's 50,304 ids for its tokenizer's 50,257): tiny.nml's model of 64 ids with
+# tokenizers of 28 (a to z and space, no decoder: the tokens joined by spaces): pad.json ids 0 .. 26 and
+# <|endoftext|> 27, gap.json the 27 letters at 0 .. 4 and 6 .. 27 (no token 5, no end-of-text: nothing stops
+# early).  Only ids the tokenizer decodes are drawn (said once on stderr); every prompt's line is its text and
+# max_new_tokens more tokens of the tokenizer; an id it cannot decode is refused, naming it.
+triad_run 1 "$DECKS/tiny.nml" train.steps=3 io.save_final=.true. io.run_dir="'$scratch/pad'"
+ok $? "a model of 64 ids (tiny.nml) trained 3 steps"
+P=$scratch/pad/ckpt_3.h5
+"$PYTHON3" - "$scratch" <<'PY'
+import json, sys
+def tokenizer(name, vocab, added):
+    json.dump({"version": "1.0", "truncation": None, "padding": None, "normalizer": None, "pre_tokenizer": None,
+               "post_processor": None, "decoder": None,
+               "added_tokens": [{"id": i, "content": c, "single_word": False, "lstrip": False, "rstrip": False,
+                                 "normalized": False, "special": True} for i, c in added],
+               "model": {"type": "BPE", "dropout": None, "unk_token": None, "byte_fallback": False, "vocab": vocab,
+                         "merges": []}}, open(sys.argv[1] + "/" + name, "w"))
+letters = "abcdefghijklmnopqrstuvwxyz "
+tokenizer("pad.json", {c: i for i, c in enumerate(letters)}, [(27, "<|endoftext|>")])
+tokenizer("gap.json", {c: i + (i >= 5) for i, c in enumerate(letters)}, [])
+PY
+# texts FILE PROMPTS NEW: each line of FILE is its prompt's letters and NEW more (at least 1 with NEW = 0), spaced
+texts() {
+    "$PYTHON3" -c 'import sys
+out = open(sys.argv[1], encoding="utf-8").read().split("\n")
+prompts, new = open(sys.argv[2]).read().split("\n")[:-1], int(sys.argv[3])
+assert out[-1] == "" and len(out) - 1 == len(prompts), "%d lines for %d prompts" % (len(out) - 1, len(prompts))
+for line, p in zip(out, prompts):
+    tok, sep = line[0::2], line[1::2]
+    assert set(sep) <= {" "} and set(tok) <= set("abcdefghijklmnopqrstuvwxyz "), "not the tokens: %r" % line
+    assert tok.startswith(p) and (len(tok) == len(p) + new or (new == 0 and len(tok) > len(p))), \
+        "%r: not the prompt %r and %s more" % (line, p, new or "some")' "$@"
+}
+printf 'the cab\nabc\nsat on\n' > "$scratch/pad.prompts"
+printf 'the cab\n' > "$scratch/pad1.prompts"
+printf '27 19 7 4 26 2 0 1\n' > "$scratch/pad.ids"
+sample pad 1 "$P" sample.tokenizer="'$scratch/pad.json'" sample.prompt_tokens="'$scratch/pad.ids'" \
+    sample.max_new_tokens=8 sample.seed=3
+[ $? -eq 0 ] && texts "$scratch/pad.txt" "$scratch/pad1.prompts" 0 2> "$scratch/check" &&
+    grep -q "^triad sample: the model's vocabulary has 64 ids, its tokenizer 28: the 36 padded ids 28 .. 63 are never drawn$" \
+        "$scratch/pad.err"
+ok $? "a padded vocabulary (64 ids, a tokenizer of 28), one prompt of ids streamed: its text, then ids of the tokenizer alone ('$(tr -d '\n' < "$scratch/pad.txt")')"
+{ tail -n 1 "$scratch/check"; grep "never drawn" "$scratch/pad.err"; } | diag
+for t in 0.9 0; do
+    sample gap 1 "$P" sample.tokenizer="'$scratch/gap.json'" sample.prompt_file="'$scratch/pad.prompts'" \
+        sample.max_new_tokens=8 sample.seed=3 sample.temperature=$t
+    [ $? -eq 0 ] && texts "$scratch/gap.txt" "$scratch/pad.prompts" 8 2> "$scratch/check" &&
+        grep -q "^triad sample: the tokenizer has no token for 1 id below 28 (the first: 5): never drawn$" "$scratch/gap.err"
+    ok $? "a tokenizer with a gap among its ids, 3 prompts from a file, temperature $t: each line the prompt, then 8 tokens of the tokenizer ('$(tr '\n' '|' < "$scratch/gap.txt")')"
+    tail -n 1 "$scratch/check" | diag
+done
+sample gap2 2 "$P" sample.tokenizer="'$scratch/gap.json'" sample.prompt_file="'$scratch/pad.prompts'" \
+    sample.max_new_tokens=8 sample.seed=3 sample.temperature=0 parallel.pp=2
+[ $? -eq 0 ] && cmp -s "$scratch/gap2.txt" "$scratch/gap.txt"
+ok $? "... and the same text on pp 2 (the last stage, rank 1, draws among the same ids)"
+sample noid 1 "$P" sample.tokenizer=none sample.prompt_tokens="'$scratch/pad.ids'" sample.max_new_tokens=8
+[ $? -eq 0 ] && ! grep -q "never drawn" "$scratch/noid.err" && [ "$(wc -w < "$scratch/noid.txt")" -eq 16 ]
+ok $? "without a tokenizer (ids out) every id of the 64 may be drawn ($(cat "$scratch/noid.txt"))"
+printf '27 19 40 7\n' > "$scratch/pad40.ids"
+refused "a prompt id past the tokenizer's (its text could not be decoded)" \
+    "pad40.ids: token 40 (id number 3) is not an id of the tokenizer (0 .. 27)" 1 "$P" \
+    sample.tokenizer="'$scratch/pad.json'" sample.prompt_tokens="'$scratch/pad40.ids'" sample.max_new_tokens=4
+printf '0 5 6\n' > "$scratch/gap5.ids"
+refused "a prompt id in the tokenizer's gap" "gap5.ids: token 5 (id number 2) is not an id of the tokenizer" 1 "$P" \
+    sample.tokenizer="'$scratch/gap.json'" sample.prompt_tokens="'$scratch/gap5.ids'" sample.max_new_tokens=4
 done_testing

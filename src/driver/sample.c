@@ -33,6 +33,40 @@ static int open_tokenizer(const struct config *o, const struct config *cfg, cons
     return -1;
 }
 
+/* With a tokenizer, the ids a draw may give (V bytes, 1 each): those it
+ * decodes.  A model's vocabulary may be padded past its tokenizer's ids
+ * (GPT-2's 50,304 for 50,257), and a vocabulary may leave gaps among its
+ * ids.  NULL where every id of V is drawable (no tokenizer, or one that
+ * decodes all V): the draw is then over the whole vocabulary, exactly as
+ * without a tokenizer.  *left_out: the ids never drawn.  Rank 0. */
+static unsigned char *drawable_ids(const struct tokenizer *tok, int V, int *left_out)
+{
+    *left_out = 0;
+    if (!tok) return NULL;
+    unsigned char *ok = xmalloc((size_t)V);
+    for (int i = 0; i < V; i++) *left_out += !(ok[i] = (unsigned char)tok_has_id(tok, i));
+    if (*left_out == 0) free(ok), ok = NULL;
+    return ok;
+}
+
+/* Rank 0 says once which ids are never drawn. */
+static void say_drawable(const struct tokenizer *tok, int V, int left_out)
+{
+    int n = tok_vocab_size(tok), gaps = left_out - (V - n);
+    if (V == n + 1)
+        fprintf(stderr, "triad sample: the model's vocabulary has %d ids, its tokenizer %d: the padded id %d is never "
+                "drawn\n", V, n, n);
+    else if (V > n)
+        fprintf(stderr, "triad sample: the model's vocabulary has %d ids, its tokenizer %d: the %d padded ids %d .. %d "
+                "are never drawn\n", V, n, V - n, n, V - 1);
+    if (gaps > 0) {
+        int first = 0;
+        while (tok_has_id(tok, first)) first++;
+        fprintf(stderr, "triad sample: the tokenizer has no token for %d id%s below %d (the first: %d): never drawn\n",
+                gaps, gaps == 1 ? "" : "s", n, first);
+    }
+}
+
 /* Replica d's prompts are [share_first(d), share_first(d + 1)) of n. */
 static int share_first(int d, int n, int dp) { return (int)(((long long)d * n + dp - 1) / dp); }
 
@@ -67,11 +101,35 @@ static void gather_outputs(const struct grid *g, int n, int T, const int32_t *mi
 struct live {
     struct stream s;
     const struct tokenizer *tok;
+    int failed;    /* the text could not be decoded: err says why, nothing more is shown */
+    char err[512];
 };
 static void show(void *ctx, const int32_t *ids, int n)
 {
     struct live *l = ctx;
-    stream_text(&l->s, l->tok, ids, n, 0);
+    if (!l->failed) l->failed = stream_text(&l->s, l->tok, ids, n, 0, l->err, sizeof l->err) != 0;
+}
+
+/* Rank 0 prints each prompt's text in prompt order (the one streamed
+ * completes), until one cannot be decoded: 0, or -1 with err naming it. */
+static int print_outputs(struct live *live, int streaming, const struct tokenizer *tok, int V, int T, int n,
+                         const int32_t *all, const int *len, char *err, size_t errlen)
+{
+    for (int i = 0; i < n; i++) {
+        struct stream s = {.bytes = V == 256};
+        char why[512];
+        int bad = streaming && live->failed;
+        if (bad) snprintf(why, sizeof why, "%s", live->err);
+        else bad = stream_text(streaming ? &live->s : &s, tok, all + (size_t)i * T, len[i], 1, why, sizeof why) != 0;
+        stream_free(&s);
+        if (bad) {
+            if (streaming) putchar('\n'); /* (ends the text streamed so far) */
+            return errorf(err, errlen, "the output of prompt %d cannot be decoded: %s\n  hint: sample.tokenizer = "
+                          "'none' prints the ids instead of text", i + 1, why);
+        }
+        putchar('\n');
+    }
+    return 0;
 }
 
 /* The prefill and decode rates over every replica: positions (tokens) and the slowest rank's time. */
@@ -113,16 +171,31 @@ int sample_checkpoint(const char *ckpt, const struct config *o)
         tok_close(tok);
         return failed(rank, ckpt, err);
     }
+    int left_out = 0;
+    unsigned char *drawable = rank == 0 ? drawable_ids(tok, V, &left_out) : NULL;
+    MPI_CHECK(MPI_Bcast(&left_out, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (left_out == V) { /* (a tokenizer with no token at all among the model's ids) */
+        snprintf(err, sizeof err, "the tokenizer decodes none of this model's %d ids: nothing can be drawn", V);
+        free(drawable);
+        tok_close(tok);
+        prompts_free(&P);
+        return failed(rank, ckpt, err);
+    }
+    if (left_out > 0 && rank != 0) drawable = xmalloc((size_t)V);
+    if (left_out > 0) MPI_CHECK(MPI_Bcast(drawable, V, MPI_UNSIGNED_CHAR, 0, MPI_COMM_WORLD));
+    if (rank == 0 && left_out > 0) say_drawable(tok, V, left_out);
     prompts_bcast(&P, MPI_COMM_WORLD);
     /* a document ends at the tokenizer's end-of-text, or at the id put before each */
     struct gen_opts go = {.max_new = (int)o->sample.max_new_tokens, .temperature = o->sample.temperature,
                           .top_k = o->sample.top_k, .top_p = o->sample.top_p, .seed = (uint64_t)o->sample.seed,
-                          .stop = {tok ? tok_eos(tok) : -1, tok ? (tok_bos(tok) >= 0 ? tok_bos(tok) : tok_eos(tok)) : -1}};
+                          .stop = {tok ? tok_eos(tok) : -1, tok ? (tok_bos(tok) >= 0 ? tok_bos(tok) : tok_eos(tok)) : -1},
+                          .drawable = drawable};
     MPI_CHECK(MPI_Bcast(go.stop, 2, MPI_INT32_T, 0, MPI_COMM_WORLD));
     struct grid g;
     memset(&g, 0, sizeof g);
     struct gen G;
     if (gen_open(&G, ckpt, &cfg, o, &g, P.n, err, sizeof err) != 0) {
+        free(drawable);
         tok_close(tok);
         prompts_free(&P);
         return failed(rank, ckpt, err);
@@ -133,26 +206,22 @@ int sample_checkpoint(const char *ckpt, const struct config *o)
     int *mlen = xmalloc(((size_t)(f1 - f0) + 1) * sizeof *mlen);
     struct live live = {.s = {.bytes = V == 256}, .tok = tok};
     int streaming = rank == 0 && P.n == 1;
-    if (streaming) stream_text(&live.s, tok, P.ids, P.len[0], 0);
+    if (streaming) live.failed = stream_text(&live.s, tok, P.ids, P.len[0], 0, live.err, sizeof live.err) != 0;
     for (int b = f0; b < f1; b += G.S)
         gen_batch(&G, &go, &P, b, f1 - b < G.S ? f1 - b : G.S, mine + (size_t)(b - f0) * T, mlen + (b - f0),
                   streaming && b == 0 ? show : NULL, &live);
     int32_t *all = rank == 0 ? xmalloc((size_t)P.n * T * sizeof *all) : NULL;
     int *len = rank == 0 ? xmalloc((size_t)P.n * sizeof *len) : NULL;
     if (g.tp_rank == 0 && g.pp_rank == 0) gather_outputs(&g, P.n, T, mine, mlen, all, len);
-    for (int i = 0; rank == 0 && i < P.n; i++) {
-        struct stream s = {.bytes = V == 256};
-        stream_text(streaming ? &live.s : &s, tok, all + (size_t)i * T, len[i], 1);
-        putchar('\n');
-        stream_free(&s);
-    }
+    int bad_text = rank == 0 && print_outputs(&live, streaming, tok, V, T, P.n, all, len, err, sizeof err) != 0;
     fflush(stdout);
     print_rates(&G, P.n);
+    MPI_CHECK(MPI_Bcast(&bad_text, 1, MPI_INT, 0, MPI_COMM_WORLD)); /* (every rank's status says it) */
     stream_free(&live.s);
-    free(all), free(len), free(mine), free(mlen);
+    free(all), free(len), free(mine), free(mlen), free(drawable);
     tok_close(tok);
     prompts_free(&P);
     gen_close(&G);
     grid_free(&g);
-    return EXIT_DONE;
+    return bad_text ? failed(rank, ckpt, err) : EXIT_DONE;
 }

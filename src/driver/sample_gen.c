@@ -254,25 +254,33 @@ static int by_prob(const void *a, const void *b)
     return x->p > y->p ? -1 : x->p < y->p ? 1 : x->id - y->id;
 }
 
-/* The next token from logits[0..V): greedy at temperature 0, else a draw
- * of u in [0, 1) among the top_k most likely whose mass is top_p. */
+/* The next token from logits[0..V), among the ids o->drawable allows (all
+ * where it is NULL: the same operations as over every id): greedy at
+ * temperature 0, else a draw of u in [0, 1) among the top_k most likely
+ * whose mass is top_p.  The ids left out never enter the softmax, as the
+ * padded columns do not (llm.c draws from its real vocabulary, not the
+ * padded one). */
 static int32_t pick(const float *logits, int V, const struct gen_opts *o, double u, struct gen_cand *c)
 {
+    const unsigned char *ok = o->drawable;
     if (o->temperature == 0) {
-        int best = 0;
-        for (int i = 1; i < V; i++)
-            if (logits[i] > logits[best]) best = i;
+        int best = -1;
+        for (int i = 0; i < V; i++)
+            if ((!ok || ok[i]) && (best < 0 || logits[i] > logits[best])) best = i;
         return best;
     }
     double mx = -INFINITY, sum = 0;
-    for (int i = 0; i < V; i++) mx = logits[i] > mx ? logits[i] : mx;
+    for (int i = 0; i < V; i++)
+        if (!ok || ok[i]) mx = logits[i] > mx ? logits[i] : mx;
+    int m = 0; /* the candidates, in id order */
     for (int i = 0; i < V; i++) {
-        c[i].id = i;
-        c[i].p = exp((logits[i] - mx) / o->temperature);
-        sum += c[i].p;
+        if (ok && !ok[i]) continue;
+        c[m].id = i;
+        c[m].p = exp((logits[i] - mx) / o->temperature);
+        sum += c[m++].p;
     }
-    qsort(c, (size_t)V, sizeof *c, by_prob);
-    int n = o->top_k > 0 && o->top_k < V ? (int)o->top_k : V;
+    qsort(c, (size_t)m, sizeof *c, by_prob);
+    int n = o->top_k > 0 && o->top_k < m ? (int)o->top_k : m;
     double mass = 0, keep = 0;
     int kept = 0;
     while (kept < n && (kept == 0 || mass < o->top_p * sum)) mass += c[kept++].p;

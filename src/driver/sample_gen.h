@@ -31,6 +31,7 @@ struct gen_opts {
     double top_p;          /* 1: all */
     uint64_t seed;
     int32_t stop[2];       /* ids that end a document (-1: none) */
+    const unsigned char *drawable; /* (V) 1 for each id a draw may give; NULL: every id (no tokenizer) */
 };
 
 /* What the batches so far took on this rank. */

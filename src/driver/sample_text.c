@@ -48,9 +48,11 @@ static int encode(const struct tokenizer *tok, const char *text, size_t len, int
 }
 
 /* The ids of sample.prompt_tokens: whitespace-separated, each in the
- * vocabulary; every one is checked and counted, at most T kept (a file of
- * any length is read in T ids of memory). */
-static int read_ids(const char *path, int V, int T, int32_t **ids, size_t *cap, char *err, size_t errlen)
+ * vocabulary (and, with a tokenizer, one it can decode: the output is its
+ * text); every one is checked and counted, at most T kept (a file of any
+ * length is read in T ids of memory). */
+static int read_ids(const char *path, const struct tokenizer *tok, int V, int T, int32_t **ids, size_t *cap, char *err,
+                    size_t errlen)
 {
     FILE *f = fopen(path, "r");
     if (!f) return errorf(err, errlen, "cannot open sample.prompt_tokens = '%s': %s", path, strerror(errno));
@@ -62,6 +64,13 @@ static int read_ids(const char *path, int V, int T, int32_t **ids, size_t *cap, 
             fclose(f);
             return errorf(err, errlen, "%s: token %lld (id number %lld) is not an id of this model's vocabulary "
                           "(0 .. %d)", path, v, count + 1, V - 1);
+        }
+        if (tok && !tok_has_id(tok, (int32_t)v)) {
+            fclose(f);
+            return errorf(err, errlen, "%s: token %lld (id number %lld) is not an id of the tokenizer (0 .. %d), so "
+                          "the output could not be decoded to text\n  hint: give ids the tokenizer has, or set "
+                          "sample.tokenizer = 'none' to sample ids in, ids out", path, v, count + 1,
+                          tok_vocab_size(tok) - 1);
         }
         if (count < T) (*ids)[count] = (int32_t)v;
         count++;
@@ -133,7 +142,7 @@ int prompts_read(struct prompts *p, const struct config *o, const struct tokeniz
     int rc = 0, n = 0;
     if (o->sample.prompt_file[0]) rc = read_file(p, o, tok, T, &ids, &icap, &cap, err, errlen);
     else {
-        n = o->sample.prompt_tokens[0] ? read_ids(o->sample.prompt_tokens, V, T, &ids, &icap, err, errlen)
+        n = o->sample.prompt_tokens[0] ? read_ids(o->sample.prompt_tokens, tok, V, T, &ids, &icap, err, errlen)
                                        : encode(tok, o->sample.prompt, strlen(o->sample.prompt), &ids, &icap, err,
                                                 errlen);
         if (n < 0 || check_room(n, "the prompt", o, T, err, errlen) != 0) rc = -1;
@@ -170,27 +179,29 @@ void prompts_free(struct prompts *p)
     memset(p, 0, sizeof *p);
 }
 
-void stream_text(struct stream *s, const struct tokenizer *tok, const int32_t *ids, int n, int final)
+int stream_text(struct stream *s, const struct tokenizer *tok, const int32_t *ids, int n, int final, char *err,
+                size_t errlen)
 {
     if (!tok) {
         for (; s->n < n; s->n++) {
             if (s->bytes) putchar(ids[s->n]);
             else printf("%s%d", s->n ? " " : "", ids[s->n]);
         }
-        return;
+        return 0;
     }
-    char *text, err[256];
+    char *text;
     size_t len;
-    if (tok_decode(tok, ids, (size_t)n, 1, &text, &len, err, sizeof err) != 0) return;
+    if (tok_decode(tok, ids, (size_t)n, 1, &text, &len, err, errlen) != 0) return -1;
     int held = !final && len >= 3 && memcmp(text + len - 3, "\xEF\xBF\xBD", 3) == 0;
     if (!held && len >= s->len && (s->len == 0 || memcmp(text, s->printed, s->len) == 0)) {
         fwrite(text + s->len, 1, len - s->len, stdout);
         fflush(stdout);
         free(s->printed);
         s->printed = text, s->len = len;
-        return;
+        return 0;
     }
     free(text);
+    return 0;
 }
 
 void stream_free(struct stream *s)

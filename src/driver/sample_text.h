@@ -24,7 +24,7 @@ struct prompts {
 /* Read the prompts of o (rank 0): each text encoded by tok (after its BOS,
  * else its end-of-text, as triad tokenize puts one before every
  * document), or its bytes (a byte-level model, V = 256), or the ids of
- * sample.prompt_tokens; each checked to leave room for
+ * sample.prompt_tokens (ids tok can decode, where there is one); each checked to leave room for
  * sample.max_new_tokens within the model's T positions.  0, or -1 with
  * err naming the prompt (its line of the file) and what is wrong. */
 int prompts_read(struct prompts *p, const struct config *o, const struct tokenizer *tok, int V, int T, char *err,
@@ -36,14 +36,16 @@ void prompts_free(struct prompts *p);
 /* The output of one sequence as it grows: with a tokenizer the text of
  * ids[0..n) (special tokens left out) past what is printed already, held
  * back while it ends in a character still incomplete (U+FFFD) unless
- * final; without one the bytes (a byte-level model) or the ids. */
+ * final; without one the bytes (a byte-level model) or the ids.  0, or -1
+ * with err (an id the tokenizer cannot decode, named) and nothing printed. */
 struct stream {
     char *printed;
     size_t len;
     int n;     /* ids printed (without a tokenizer) */
     int bytes; /* a byte-level model: the ids are the bytes */
 };
-void stream_text(struct stream *s, const struct tokenizer *tok, const int32_t *ids, int n, int final);
+int stream_text(struct stream *s, const struct tokenizer *tok, const int32_t *ids, int n, int final, char *err,
+                size_t errlen);
 void stream_free(struct stream *s);
 
 #endif

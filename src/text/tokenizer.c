@@ -496,8 +496,9 @@ int tok_decode(const struct tokenizer *t, const int32_t *ids, size_t n, int skip
         const struct bytes *a = ids[i] >= 0 && ids[i] < t->nid ? added_of(t, ids[i]) : NULL;
         if (a && skip_special && is_special(t, ids[i])) continue;
         if (!a && (ids[i] < 0 || ids[i] >= t->bpe.nid || !t->bpe.token[ids[i]]))
-            return free_pieces(&tok), errorf(err, errlen, "token %d is not an id of the tokenizer's vocabulary (0 .. %d)",
-                                           ids[i], t->nid - 1);
+            return free_pieces(&tok), errorf(err, errlen, "token %d is not an id of the tokenizer's vocabulary (0 .. %d%s)",
+                                           ids[i], t->nid - 1, ids[i] >= 0 && ids[i] < t->nid ? ", which has no token of "
+                                           "that id" : "");
         rc = a ? add_piece(&tok, a->p, a->n) : add_piece(&tok, t->bpe.token[ids[i]], t->bpe.token_len[ids[i]]);
     }
     for (int i = 0; i < t->ndec && rc == 0; i++) rc = decode_step(t, &t->dec[i], &tok);
@@ -513,5 +514,9 @@ int tok_decode(const struct tokenizer *t, const int32_t *ids, size_t n, int skip
 }
 
 int32_t tok_vocab_size(const struct tokenizer *t) { return t->nid; }
+int tok_has_id(const struct tokenizer *t, int32_t id)
+{
+    return id >= 0 && id < t->nid && ((id < t->bpe.nid && t->bpe.token[id]) || added_of(t, id));
+}
 int32_t tok_bos(const struct tokenizer *t) { return t->bos; }
 int32_t tok_eos(const struct tokenizer *t) { return t->eos; }

@@ -25,8 +25,11 @@ struct tokenizer;
 struct tokenizer *tok_open(const char *path, char *err, size_t errlen);
 void tok_close(struct tokenizer *t);
 
-/* One past the largest id (added tokens included). */
+/* One past the largest id (added tokens included).  Ids below it may be
+ * gaps: a vocabulary need not number its tokens 0, 1, 2, ... */
 int32_t tok_vocab_size(const struct tokenizer *t);
+/* 1 if id is a token of the vocabulary or an added token (tok_decode takes it), else 0. */
+int tok_has_id(const struct tokenizer *t, int32_t id);
 /* The ids a document starts or ends with (the post-processor's, else the
  * file's <|endoftext|>/<|begin_of_text|>/<s>/</s>-like added tokens), -1 if none. */
 int32_t tok_bos(const struct tokenizer *t);
