@@ -38,6 +38,7 @@ echo "text: $raw, $(wc -c < "$raw") bytes, $(wc -l < "$text") documents"
 # triad_rate TOKENIZER NP: tokens/s of triad tokenize (its final progress line: from the tokenizer loaded to the
 # shards written)
 triad_rate() {
+    rm -rf "$tmp/out" # (the last run's shards: tokenize refuses a prefix that has some)
     mpirun -n "$2" --bind-to none "$top/triad" tokenize tokenize.tokenizer="$1" tokenize.input="'$text'" tokenize.format=jsonl \
         tokenize.output="$tmp/out/s" 2>&1 > /dev/null | tail -n 1 | sed 's/.* \([0-9]*\) tokens\/s.*/\1/'
 }

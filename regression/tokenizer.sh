@@ -8,7 +8,8 @@
 # post-processor's template, the same decoded text, and decode(encode(x)) = x
 # where the tokenizer is lossless.  Then components triad does not implement
 # refused by name, and `triad tokenize`'s shards: both widths, the document
-# token, the held-out split, the same bytes on 1 and 2 ranks, and errors that
+# token, the held-out split, the same bytes on 1 and 2 ranks, a rerun into a
+# prefix that has shards refused before a byte is written, and errors that
 # leave nothing behind (memory running out on rank 0 among them).
 . "$(dirname "$0")/lib.sh"
 
@@ -135,6 +136,40 @@ $CHECK "$scratch/s16" "$scratch/ids16" 50256 20240520 1 2 > "$scratch/check" 2>&
 ok $? "GPT-2 (uint16): shards of 20240520/1 hold <|endoftext|> and each document's ids, held out first, 4096 a shard ($(cat "$scratch/check"))"
 ls "$scratch/s16" | grep -q "^g_val_000000.bin$" && ls "$scratch/s16" | grep -q "^g_train_000001.bin$"
 ok $? "... named PREFIX_val_000000.bin, PREFIX_train_000000.bin, PREFIX_train_000001.bin, ..."
+# a second run into a prefix that has shards: refused before anything is written (the first old shard and how many
+# named, with the fix), the old shards left as they were; a stale temporary counts, a neighbouring prefix's shards
+# do not; with the old ones removed the prefix's glob holds the new run's alone
+cksum "$scratch/s16/"* > "$scratch/s16.sum"
+n=$(ls "$scratch/s16" | wc -l)
+"$TRIAD" tokenize tokenize.tokenizer="'$scratch/gpt2'" tokenize.input="'$scratch/c/prose.txt'" \
+    tokenize.output="'$scratch/s16/g'" tokenize.shard_tokens=1024 > "$scratch/out" 2>&1
+st=$?
+grep '^error' "$scratch/out" | diag
+[ $st -eq 1 ] && grep -q "^error: triad tokenize: tokenize.output = '$scratch/s16/g' already holds $n shards of an earlier run ($scratch/s16/g_train_000000.bin and $((n - 1)) more)" "$scratch/out" &&
+    grep -q "hint: remove them ($scratch/s16/g_train_\*.bin, $scratch/s16/g_val_\*.bin and any .bin.tmp beside them) or choose another tokenize.output" "$scratch/out" &&
+    cksum "$scratch/s16/"* | cmp -s - "$scratch/s16.sum"
+ok $? "a rerun into a prefix with $n shards: status 1 (got $st), the first and the count named, the fix given, the $n shards untouched"
+mkdir -p "$scratch/st"
+: > "$scratch/st/g_val_000002.bin.tmp"
+"$TRIAD" tokenize tokenize.tokenizer="'$scratch/gpt2'" tokenize.input="'$scratch/c/prose.txt'" \
+    tokenize.output="'$scratch/st/g'" > "$scratch/out" 2>&1
+[ $? -eq 1 ] && grep -q "already holds 1 shard of an earlier run ($scratch/st/g_val_000002.bin.tmp)" "$scratch/out" &&
+    [ "$(ls "$scratch/st")" = g_val_000002.bin.tmp ]
+ok $? "... a stale temporary of the prefix alone is refused too, nothing written"
+rm "$scratch/st/g_val_000002.bin.tmp"
+: > "$scratch/st/gg_train_000000.bin"
+: > "$scratch/st/g_train_000000.txt"
+"$TRIAD" tokenize tokenize.tokenizer="'$scratch/gpt2'" tokenize.input="'$scratch/c/prose.txt'" \
+    tokenize.output="'$scratch/st/g'" > "$scratch/out" 2>&1
+[ $? -eq 0 ] && [ -s "$scratch/st/g_train_000000.bin" ]
+ok $? "... another prefix's shards (gg_train_000000.bin) and other files of the folder do not stop a run"
+rm "$scratch/s16/"g_*.bin
+"$TRIAD" tokenize tokenize.tokenizer="'$scratch/gpt2'" tokenize.input="'$scratch/c/prose.txt'" \
+    tokenize.output="'$scratch/s16/g'" tokenize.shard_tokens=1024 > "$scratch/out" 2>&1
+st=$?
+new=$(grep -o "for training in [0-9]* shard" "$scratch/out" | grep -o "[0-9]*")
+[ $st -eq 0 ] && [ "$(ls "$scratch/s16/"g_train_*.bin | wc -l)" -eq "$new" ] && [ -z "$(ls "$scratch/s16/"g_val_* 2> /dev/null)" ]
+ok $? "... with them removed, the rerun writes, and g_train_*.bin holds the new shards alone ($new)"
 "$TRIAD" tokenize tokenize.tokenizer="'$L3'" tokenize.input="'$scratch/book.txt'" tokenize.output="'$scratch/s32/g'" \
     tokenize.shard_tokens=2000 > "$scratch/out" 2>&1
 "$TRIAD" tokenize tokenize.tokenizer="'$L3'" tokenize.input="'$scratch/book.txt'" tokenize.print=ids > "$scratch/ids32" 2>&1

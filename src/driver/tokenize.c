@@ -5,6 +5,7 @@
  * shards are the same bytes whatever the number of ranks. */
 #include "tokenize.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <glob.h>
 #include <mpi.h>
@@ -232,6 +233,51 @@ static void writer_free(struct writer *w)
     free(w->done);
 }
 
+/* Is name (in the prefix's folder, base the prefix's last part) a shard of
+ * the prefix: BASE_train_*.bin or BASE_val_*.bin (the globs a deck's
+ * data.path names), or one of their .tmp temporaries? */
+static int is_shard_of(const char *name, const char *base)
+{
+    size_t bl = strlen(base), n;
+    if (strncmp(name, base, bl) != 0) return 0;
+    name += bl;
+    if (!strncmp(name, "_train_", 7)) name += 7;
+    else if (!strncmp(name, "_val_", 5)) name += 5;
+    else return 0;
+    n = strlen(name);
+    return (n >= 4 && !strcmp(name + n - 4, ".bin")) || (n >= 8 && !strcmp(name + n - 8, ".bin.tmp"));
+}
+
+/* The shards an earlier run left under tokenize.output would mix with this
+ * run's under PREFIX_train_*.bin: 0 when there are none, else -1 with err
+ * naming the first (in name order) and how many, and what to do.  Rank 0,
+ * before anything is written. */
+static int no_old_shards(const char *prefix, char *err, size_t errlen)
+{
+    const char *slash = strrchr(prefix, '/'), *base = slash ? slash + 1 : prefix;
+    char dir[CONFIG_STRLEN + 2];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (slash == prefix ? 1 : (int)(slash - prefix)) : 1, slash ? prefix : ".");
+    DIR *d = opendir(dir);
+    if (!d) /* (no folder yet: no shards; shard_open makes it) */
+        return errno == ENOENT ? 0 : errorf(err, errlen, "cannot list %s, the folder of tokenize.output = '%s': %s",
+                                            dir, prefix, strerror(errno));
+    char first[1024] = "";
+    long count = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (is_shard_of(e->d_name, base) && (count++ == 0 || strcmp(e->d_name, first) < 0))
+            snprintf(first, sizeof first, "%s", e->d_name);
+    closedir(d);
+    if (count == 0) return 0;
+    char more[48] = "";
+    if (count > 1) snprintf(more, sizeof more, " and %ld more", count - 1);
+    return errorf(err, errlen, "tokenize.output = '%s' already holds %ld shard%s of an earlier run (%.*s%s%s): this "
+                  "run's would mix with %s under the globs %s_train_*.bin and %s_val_*.bin, so nothing is written\n"
+                  "  hint: remove them (%s_train_*.bin, %s_val_*.bin and any .bin.tmp beside them) or choose another "
+                  "tokenize.output", prefix, count, count == 1 ? "" : "s", (int)(base - prefix), prefix, first, more,
+                  count == 1 ? "it" : "them", prefix, prefix, prefix, prefix);
+}
+
 /* ------------------------------------------------------------ the run */
 
 /* Rank RANK's share of a batch of N documents of LEN bytes among P ranks:
@@ -297,6 +343,8 @@ int tokenize_run(const struct config *cfg)
     }
     if (rc == 0 && cfg->tokenize.print_id == TOKENIZE_PRINT_none && !cfg->tokenize.output[0])
         rc = errorf(err, sizeof err, "tokenize.output is empty: give the shards' path prefix (e.g. 'data/book')");
+    if (rc == 0 && rank == 0 && cfg->tokenize.print_id == TOKENIZE_PRINT_none)
+        rc = no_old_shards(cfg->tokenize.output, err, sizeof err);
     struct reader r;
     memset(&r, 0, sizeof r);
     if (rc == 0) rc = reader_open(&r, cfg, err, sizeof err);
