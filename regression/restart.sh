@@ -138,6 +138,12 @@ triad_run 1 "$deck" model.n_layer=3 model.d_model=64 io.restart="'$c10'" io.run_
 [ $? -eq 1 ] && grep -q "n_layer = 3 here, 4 in the checkpoint; d_model = 64 here, 32 in the checkpoint" "$scratch/last.out"
 ok $? "n_layer and d_model both differ: both are listed"
 grep 'holds another' "$scratch/last.out" | diag
+triad_run 1 "$deck" model.d_model=64 model.tie_embeddings=.false. io.restart=auto io.run_dir="'$scratch/ref'"
+[ $? -eq 1 ] && grep -q "restart = 'auto': $scratch/ref/ckpt_[0-9]*.h5: the checkpoint holds another model (&model: .*d_model = 64 here, 32 in the checkpoint; tie_embeddings = .false. here, .true. in the checkpoint)" "$scratch/last.out" &&
+    grep -q "hint: set the deck's &model as the checkpoint's to continue the run" "$scratch/last.out" &&
+    ! grep -q "remove the broken checkpoints\|is unusable" "$scratch/last.out"
+ok $? "restart = 'auto' with another &model names the deck's keys, not the checkpoints, as what is wrong"
+grep 'holds another' "$scratch/last.out" | diag
 
 # 7. a restart from another run's checkpoint into a directory with output of its own
 triad_run 1 "$deck" train.steps=6 io.checkpoint_every=3 io.save_final=.true. io.run_dir="'$scratch/x'"

@@ -10,6 +10,10 @@
 . "$(dirname "$0")/../lib.sh"
 
 F="$top_builddir/regression/fuzz/fuzz_readers"
+if [ ! -x "$F" ]; then
+    echo "Bail out! $F is not built: run \`make check\` (or \`make regression/fuzz/fuzz_readers\`) first"
+    exit 1
+fi
 here="$top_srcdir/regression/fuzz"
 inputs=${FUZZ_INPUTS:-1000}
 seed=${FUZZ_SEED:-1}

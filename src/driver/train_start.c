@@ -150,6 +150,9 @@ void train_initial_state(struct run *r)
     if (config_is(cfg->io.restart, "auto")) {
         loaded = ckpt_restart_auto(cfg->io.run_dir, &r->model, &r->optim, &st, r->g, path, sizeof path, err,
                                    sizeof err);
+        if (loaded == -2)
+            die_all("set the deck's &model as the checkpoint's to continue the run, or choose another io.run_dir "
+                    "for another model", "restart = 'auto': %s", err);
         if (loaded < 0)
             die_all("remove the broken checkpoints from io.run_dir to start fresh, or point io.restart at a good one",
                     "restart = 'auto': %s", err);

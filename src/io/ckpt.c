@@ -174,7 +174,7 @@ static int check_model_keys(hid_t f, const char *path, const struct model_dims *
     /* the derived sizes only where the key they follow from agrees (n_head, d_model) */
     int kv = d->NH == c.model.n_head, ffn = d->C == c.model.d_model;
     int64_t F = fam.E ? fam.Fs : fam.F; /* (a mixture's d->F: its shared experts') */
-    struct { const char *name; int64_t here, there; } k[] = {
+    struct { const char *name; int64_t here, there; } k[] = { /* (the last three before the mixture's: logicals) */
         {"n_layer", d->L, c.model.n_layer},   {"n_head", d->NH, c.model.n_head},
         {"d_model", d->C, c.model.d_model},   {"seq_len", d->T, c.model.seq_len},
         {"vocab_size", d->V, c.model.vocab_size}, {"n_kv_head", kv ? d->NKV : 0, kv ? fam.NKV : 0},
@@ -186,14 +186,22 @@ static int check_model_keys(hid_t f, const char *path, const struct model_dims *
     if (d->llama != fam.llama)
         snprintf(list, sizeof list, "arch = '%s' here, '%s' in the checkpoint", d->llama ? "llama" : "gpt2",
                  c.model.arch);
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
-        if (k[i].here != k[i].there)
-            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s = %lld here, %lld in the checkpoint",
-                     list[0] ? "; " : "", k[i].name, (long long)k[i].here, (long long)k[i].there);
+    static const char *const logical[] = {".false.", ".true."};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        if (k[i].here == k[i].there) continue;
+        char *at = list + strlen(list);
+        size_t room = sizeof list - strlen(list);
+        if (!strcmp(k[i].name, "tie_embeddings") || !strcmp(k[i].name, "qkv_bias"))
+            snprintf(at, room, "%s%s = %s here, %s in the checkpoint", list[0] ? "; " : "", k[i].name,
+                     logical[k[i].here != 0], logical[k[i].there != 0]);
+        else
+            snprintf(at, room, "%s%s = %lld here, %lld in the checkpoint", list[0] ? "; " : "", k[i].name,
+                     (long long)k[i].here, (long long)k[i].there);
+    }
     if (!list[0]) return 0;
     snprintf(err, errlen, "the checkpoint holds another model (&model: %s): set the deck's &model as the "
              "checkpoint's, or use another checkpoint", list);
-    return -1;
+    return -2;
 }
 
 /* A newly written file, before it may replace anything: every tensor reads
@@ -319,11 +327,13 @@ static int load(const char *path, struct model *m, struct optim *o, struct ckpt_
         rc = -1;
     }
     if (ckpt_agree(rc, err, errlen, g)) return -1;
-    rc = ckpt_agree(check_model_keys(f, path, &m->d, err, errlen), err, errlen, g);
+    int keys = check_model_keys(f, path, &m->d, err, errlen); /* (the same file and deck on every rank) */
+    rc = ckpt_agree(keys, err, errlen, g);
     if (rc == 0) rc = transfer(f, path, m, o, o != NULL, 0, g, err, errlen);
     if (rc == 0 && st) rc = ckpt_read_state(f, path, st, err, errlen);
     H5Fclose(f);
-    return ckpt_agree(rc, err, errlen, g);
+    rc = ckpt_agree(rc, err, errlen, g);
+    return rc != 0 && keys == -2 ? -2 : rc;
 }
 
 int ckpt_load_model(const char *path, struct model *m, const struct grid *g, char *err, size_t errlen)
@@ -387,7 +397,12 @@ int ckpt_restart_auto(const char *run_dir, struct model *m, struct optim *o, str
     char why[1024] = "", newest[1024] = "";
     for (int i = 0; i < n; i++) {
         snprintf(path, len, "%s/ckpt_%lld.h5", run_dir, (long long)steps[i]);
-        if (load(path, m, o, st, g, why, sizeof why) == 0) return 1;
+        int rc = load(path, m, o, st, g, why, sizeof why);
+        if (rc == 0) return 1;
+        if (rc == -2) { /* another model: the deck differs, not the file (the earlier ones are the same run's) */
+            snprintf(err, errlen, "%s: %s", path, why);
+            return -2;
+        }
         if (i == 0) snprintf(newest, sizeof newest, "%s", why);
         if (g->rank == 0)
             fprintf(stderr, "warning: checkpoint %s is unusable (%s); trying the previous one\n", path, why);
