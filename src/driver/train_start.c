@@ -52,9 +52,11 @@ void train_open_run_dir(const struct run *r)
     die_all_if(r->g->world_comm, failed, msg, "set io.run_dir to a writable directory");
     /* one job per run directory, before anything in it is read or written */
     char note[1024] = "";
-    failed = r->g->rank == 0 && runlock_take(r->cfg->io.run_dir, note, sizeof note, msg, sizeof msg) != 0;
-    die_all_if(r->g->world_comm, failed, msg, "wait for that job, or choose another io.run_dir; if the job is gone (on "
-                                       "another host), remove the lock file");
+    failed = r->g->rank == 0 ? -runlock_take(r->cfg->io.run_dir, note, sizeof note, msg, sizeof msg) : 0;
+    MPI_CHECK(MPI_Bcast(&failed, 1, MPI_INT, 0, r->g->world_comm));
+    die_all_if(r->g->world_comm, failed == 2, msg, "set io.run_dir to a directory this job may write");
+    die_all_if(r->g->world_comm, failed != 0, msg, "wait for that job, or choose another io.run_dir; if the job is gone "
+                                       "(on another host), remove the lock file");
     if (note[0]) log_warn("%s", note);
     if (r->g->rank == 0) {
         int key;

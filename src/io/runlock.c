@@ -76,7 +76,7 @@ int runlock_take(const char *run_dir, char *note, size_t notelen, char *err, siz
                     return 0;
                 }
                 snprintf(err, errlen, "cannot write %s: %s", path, strerror(why));
-                return -1;
+                return -2;
             }
             snprintf(held, sizeof held, "%s", path);
             atexit(runlock_release);
@@ -84,7 +84,7 @@ int runlock_take(const char *run_dir, char *note, size_t notelen, char *err, siz
         }
         if (errno != EEXIST) {
             snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
-            return -1;
+            return -2;
         }
         struct holder h;
         if (read_holder(path, &h) != 0) { /* (being written this instant, or not ours: do not guess) */

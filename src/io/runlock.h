@@ -9,7 +9,8 @@
 
 /* Take run_dir's lock.  A lock left by a process that is gone (same host, no
  * such pid; or the same Slurm job, requeued) is taken over, its holder named
- * in note.  Returns 0, or -1 with err saying who holds it. */
+ * in note.  Returns 0, -1 with err saying who holds it, or -2 where the
+ * lock file cannot be made (err: why; the directory is not writable). */
 int runlock_take(const char *run_dir, char *note, size_t notelen, char *err, size_t errlen);
 
 /* Give it back (at exit; train_start.c also as MPI_Finalize starts). */
