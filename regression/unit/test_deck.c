@@ -161,7 +161,7 @@ static void test_round_trip(void)
            "64-bit integers survive the round trip");
     tap_ok(strcmp(r.data.path, "a'b\"c") == 0 && strcmp(r.io.restart, "'") == 0 && r.io.run_dir[0] == '\0',
            "strings with quotes, and the empty string, survive the round trip");
-    tap_ok(strstr(e1, "&model\n  arch             = 'gpt2'\n  n_layer          = 12\n") && strstr(e1, "  eps                   = 1e-300\n"),
+    tap_ok(strstr(e1, "&model\n  arch                        = 'gpt2'\n  n_layer                     = 12\n") && strstr(e1, "  eps                   = 1e-300\n"),
            "echo aligns the '=' within each group");
     free(e1);
     free(e2);

@@ -581,6 +581,12 @@ int64_t config_key_max(const char *group, const char *name)
     return k ? k->imax : INT64_MAX;
 }
 
+double config_key_default(const char *group, const char *name)
+{
+    const struct key_info *k = find_key(group, name);
+    return !k ? 0 : k->type == KEY_REAL ? k->rdef : (double)k->idef;
+}
+
 /* ------------------------------------------------------------ output */
 
 void config_error_print(FILE *f, const struct deck_error *err)

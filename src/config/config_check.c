@@ -94,6 +94,41 @@ void config_resolve(struct config *cfg)
     cfg->model.tie_embeddings = f.tied;
 }
 
+/* model.rope_scaling and the four keys of its llama3 remap: llama's alone,
+ * and the keys only with the remap that reads them. */
+static int check_rope_scaling(const struct config *cfg, struct deck_error *err)
+{
+    int llama3 = cfg->model.rope_scaling_id == MODEL_ROPE_SCALING_llama3;
+    double low = cfg->model.rope_low_freq_factor, high = cfg->model.rope_high_freq_factor;
+    if (llama3 && cfg->model.arch_id != MODEL_ARCH_llama) {
+        deck_error_set(err, 0, 0, "rope_scaling = 'llama3' with arch = 'gpt2': gpt2 has learned positions, no rotary "
+                                  "embedding to scale");
+        return deck_error_hint(err, "remove rope_scaling, or set arch = 'llama'");
+    }
+    static const char *const keys[] = {"rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
+                                       "rope_original_max_positions"};
+    const double here[] = {cfg->model.rope_factor, low, high, (double)cfg->model.rope_original_max_positions};
+    for (int i = 0; !llama3 && i < 4; i++)
+        if (here[i] != config_key_default("model", keys[i])) {
+            deck_error_set(err, 0, 0, "%s = %g without rope_scaling = 'llama3': it sets the llama3 remap of the "
+                                      "rotary frequencies, which is off (rope_scaling = '%s')", keys[i], here[i],
+                           cfg->model.rope_scaling);
+            return deck_error_hint(err, "set rope_scaling = 'llama3' (arch = 'llama'), or remove %s", keys[i]);
+        }
+    if (!llama3) return 0;
+    if (low <= 0) {
+        deck_error_set(err, 0, 0, "rope_low_freq_factor = %g: it must be above 0 (wavelengths above "
+                                  "rope_original_max_positions / it are divided by rope_factor)", low);
+        return deck_error_hint(err, "set rope_low_freq_factor > 0 (Llama 3.1 and 3.2: 1)");
+    }
+    if (high <= low) {
+        deck_error_set(err, 0, 0, "rope_high_freq_factor = %g is not above rope_low_freq_factor = %g: the wavelengths "
+                                  "kept must be shorter than those divided by rope_factor", high, low);
+        return deck_error_hint(err, "set rope_high_freq_factor > rope_low_freq_factor (Llama 3.1 and 3.2: 4 and 1)");
+    }
+    return 0;
+}
+
 static int check_model(const struct config *cfg, struct deck_error *err)
 {
     int64_t C = cfg->model.d_model, NH = cfg->model.n_head, NKV = cfg->model.n_kv_head;
@@ -131,7 +166,7 @@ static int check_model(const struct config *cfg, struct deck_error *err)
                                    "(norm_eps sets llama's RMSNorm)", cfg->model.norm_eps);
         return deck_error_hint(err, "remove norm_eps, or set arch = 'llama'");
     }
-    return 0;
+    return check_rope_scaling(cfg, err);
 }
 
 /* A mixture of experts (model.n_expert): its keys together, and what it

@@ -18,6 +18,8 @@ void config_error_reset(struct deck_error *err, const char *file);
 void config_fmt_real(char *buf, size_t n, double x);
 /* The upper bound of an integer key in params.def. */
 int64_t config_key_max(const char *group, const char *name);
+/* The default of a numeric key in params.def. */
+double config_key_default(const char *group, const char *name);
 
 /* The registry: every key of params.def, and its groups, in deck order. */
 enum key_type { KEY_INT, KEY_REAL, KEY_BOOL, KEY_STR, KEY_ENUM };

@@ -151,10 +151,38 @@ int ckpt_read_config(const char *path, struct config *cfg, char *err, size_t err
     return 0;
 }
 
+/* A restart continues the same function of the weights: llama's rotary
+ * angles (rope_theta, rope_scaling and its keys) as the checkpoint's
+ * stored deck has them; the differing ones appended to list.  (io.init_from
+ * may change them: a longer context is trained by rescaling the rotary
+ * frequencies of a model trained without.) */
+static void rotary_keys(char *list, size_t len, const struct model_dims *d, const struct config *c)
+{
+    struct rope_scaling r = d->rope, s = {c->model.rope_scaling_id == MODEL_ROPE_SCALING_llama3,
+                                          c->model.rope_factor, c->model.rope_low_freq_factor,
+                                          c->model.rope_high_freq_factor,
+                                          (double)c->model.rope_original_max_positions};
+    if (r.llama3 != s.llama3)
+        snprintf(list + strlen(list), len - strlen(list), "%srope_scaling = '%s' here, '%s' in the checkpoint",
+                 list[0] ? "; " : "", r.llama3 ? "llama3" : "none", c->model.rope_scaling);
+    struct { const char *name; double here, there; } k[] = {
+        {"rope_theta", d->rope_theta, c->model.rope_theta},
+        {"rope_factor", r.factor, s.factor}, {"rope_low_freq_factor", r.low_freq_factor, s.low_freq_factor},
+        {"rope_high_freq_factor", r.high_freq_factor, s.high_freq_factor},
+        {"rope_original_max_positions", r.original_max, s.original_max},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (k[i].here != k[i].there && (i == 0 || (r.llama3 && s.llama3)))
+            snprintf(list + strlen(list), len - strlen(list), "%s%s = %.15g here, %.15g in the checkpoint",
+                     list[0] ? "; " : "", k[i].name, k[i].here, k[i].there);
+}
+
 /* A restart or init_from must describe the same model: the stored deck's
- * shape keys against this run's, every mismatch listed, before any tensor
- * is read.  Files from elsewhere carry no deck and are checked by shape. */
-static int check_model_keys(hid_t f, const char *path, const struct model_dims *d, char *err, size_t errlen)
+ * shape keys against this run's (a restart's rotary keys too), every
+ * mismatch listed, before any tensor is read.  Files from elsewhere carry
+ * no deck and are checked by shape. */
+static int check_model_keys(hid_t f, const char *path, const struct model_dims *d, int restart, char *err,
+                            size_t errlen)
 {
     char *text;
     if (ckpt_stored_deck(f, &text)) return errorf(err, errlen, "%s: out of memory reading its stored deck", path);
@@ -198,6 +226,7 @@ static int check_model_keys(hid_t f, const char *path, const struct model_dims *
             snprintf(at, room, "%s%s = %lld here, %lld in the checkpoint", list[0] ? "; " : "", k[i].name,
                      (long long)k[i].here, (long long)k[i].there);
     }
+    if (restart && d->llama && fam.llama) rotary_keys(list, sizeof list, d, &c);
     if (!list[0]) return 0;
     snprintf(err, errlen, "the checkpoint holds another model (&model: %s): set the deck's &model as the "
              "checkpoint's, or use another checkpoint", list);
@@ -327,7 +356,7 @@ static int load(const char *path, struct model *m, struct optim *o, struct ckpt_
         rc = -1;
     }
     if (ckpt_agree(rc, err, errlen, g)) return -1;
-    int keys = check_model_keys(f, path, &m->d, err, errlen); /* (the same file and deck on every rank) */
+    int keys = check_model_keys(f, path, &m->d, o != NULL, err, errlen); /* (the same file and deck on every rank) */
     rc = ckpt_agree(keys, err, errlen, g);
     if (rc == 0) rc = transfer(f, path, m, o, o != NULL, 0, g, err, errlen);
     if (rc == 0 && st) rc = ckpt_read_state(f, path, st, err, errlen);

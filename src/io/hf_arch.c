@@ -440,15 +440,72 @@ static int check_dense_layers(const struct model_dims *d, const struct json *mo,
     return 0;
 }
 
-/* What the deck has no key for and triad's blocks do not do: scaled
- * rotary angles, biases beyond q, k and v, another head width, dense
- * layers among Qwen2-MoE's sparse ones, a sliding window. */
+/* config.json's rope_scaling against the deck's: absent, null or rope_type
+ * 'default' is none; 'llama3' (or the older key "type") with its four
+ * values as the deck's rope_factor, rope_low_freq_factor,
+ * rope_high_freq_factor and rope_original_max_positions; any other type is
+ * not triad's. */
+static int check_rope_scaling(const struct model_dims *d, const struct json *rs, const char *path, char *err,
+                              size_t errlen)
+{
+    const char *type = "default";
+    if (rs && rs->kind != JSON_NULL) {
+        const struct json *t = rs->kind == JSON_OBJECT ? json_get(rs, "rope_type") : NULL;
+        if (rs->kind == JSON_OBJECT && (!t || t->kind == JSON_NULL)) t = json_get(rs, "type");
+        if (!t || t->kind != JSON_STRING)
+            return errorf(err, errlen, "%s: rope_scaling is %s; it must be null or an object with a string "
+                          "\"rope_type\"", path, rs->kind != JSON_OBJECT ? "not an object" : t ? "an object whose "
+                          "\"rope_type\" is not a string" : "an object without \"rope_type\"");
+        type = t->string;
+    }
+    int llama3 = strcmp(type, "llama3") == 0;
+    if (!llama3 && strcmp(type, "default") != 0)
+        return errorf(err, errlen, "%s: rope_scaling's rope_type is '%.40s'; triad's rotary embedding is unscaled "
+                      "(rope_scaling null, or rope_type 'default') or Llama 3's remap (rope_type 'llama3', the deck's "
+                      "rope_scaling = 'llama3')", path, type);
+    if (!llama3 && !d->rope.llama3) return 0;
+    if (!llama3)
+        return errorf(err, errlen, "%s describes another model: rope_scaling = 'llama3' in the deck, %s in config.json "
+                      "(unscaled rotary frequencies); set the deck's &model as config.json's (rope_scaling = 'none')",
+                      path, rs && rs->kind != JSON_NULL ? "rope_type 'default'" : "no rope_scaling");
+    char where[1100];
+    snprintf(where, sizeof where, "%.1000s (rope_scaling)", path);
+    struct key_check k[] = {
+        {"rope_factor", "factor", KEY_REAL, d->rope.factor, 0, 0, 0},
+        {"rope_low_freq_factor", "low_freq_factor", KEY_REAL, d->rope.low_freq_factor, 0, 0, 0},
+        {"rope_high_freq_factor", "high_freq_factor", KEY_REAL, d->rope.high_freq_factor, 0, 0, 0},
+        {"rope_original_max_positions", "original_max_position_embeddings", KEY_INT, d->rope.original_max, 0, 0, 0},
+    };
+    char list[1024] = "", set[512] = "", a1[32], a2[32];
+    for (int i = 0; i < 4; i++) {
+        if (key_value(&k[i], rs, where, err, errlen) != 0) return -1;
+        if (!k[i].present)
+            return errorf(err, errlen, "%s: rope_scaling of rope_type 'llama3' has no \"%s\" (Hugging Face requires "
+                          "factor, low_freq_factor, high_freq_factor and original_max_position_embeddings)", path,
+                          k[i].file);
+        shown(a2, sizeof a2, k[i].kind, k[i].there, 0);
+        snprintf(set + strlen(set), sizeof set - strlen(set), ", %s = %s", k[i].deck, a2);
+        if (d->rope.llama3 && !key_agrees(&k[i], k[i].there))
+            add(list, sizeof list, "%s = %s in the deck, rope_scaling.%s = %s in config.json", k[i].deck,
+                shown(a1, sizeof a1, k[i].kind, k[i].here, 1), k[i].file, a2);
+    }
+    if (!d->rope.llama3)
+        return errorf(err, errlen, "%s describes another model: rope_scaling = 'none' in the deck, rope_type 'llama3' "
+                      "in config.json; set the deck's &model as config.json's: rope_scaling = 'llama3'%s", path, set);
+    if (list[0])
+        return errorf(err, errlen, "%s describes another model: %s; set the deck's &model as config.json's", path,
+                      list);
+    return 0;
+}
+
+/* What the deck has no key for and triad's blocks do not do: rotary
+ * angles scaled other than by llama3's remap, biases beyond q, k and v,
+ * another head width, dense layers among Qwen2-MoE's sparse ones, a
+ * sliding window. */
 static int check_llama_rest(const struct model_dims *d, enum hf_arch a, const struct json *cfg, const char *path,
                             char *err, size_t errlen)
 {
-    const struct json *rs = json_get(cfg, "rope_scaling");
-    if (rs && rs->kind != JSON_NULL)
-        return errorf(err, errlen, "%s: rope_scaling is set; triad's rotary embedding has no scaling", path);
+    if (check_rope_scaling(d, json_get(cfg, "rope_scaling"), path, err, errlen) != 0) return -1;
     static const char *const biases[] = {"attention_bias", "mlp_bias"};
     double x;
     int has;
@@ -518,6 +575,19 @@ void hf_print_config(FILE *fp, const struct model_dims *d, enum hf_arch a, enum 
         if ((float)strtod(eps, NULL) == d->eps) break;
     }
     fmt_real(theta, sizeof theta, d->rope_theta);
+    /* rope_scaling: null, or Llama 3's remap as Meta's Llama 3.1 and 3.2 files write it; Mixtral's file has
+     * the key only for the remap */
+    char rope[512] = "null", f1[32], f2[32], f3[32];
+    if (d->rope.llama3) {
+        fmt_real(f1, sizeof f1, d->rope.factor);
+        fmt_real(f2, sizeof f2, d->rope.low_freq_factor);
+        fmt_real(f3, sizeof f3, d->rope.high_freq_factor);
+        snprintf(rope, sizeof rope, "{\"rope_type\": \"llama3\", \"factor\": %s, \"low_freq_factor\": %s, "
+                 "\"high_freq_factor\": %s, \"original_max_position_embeddings\": %.0f}", f1, f2, f3,
+                 d->rope.original_max);
+    }
+    char mixtral_rope[560] = "";
+    if (d->rope.llama3) snprintf(mixtral_rope, sizeof mixtral_rope, "  \"rope_scaling\": %s,\n", rope);
     fmt_real(aux, sizeof aux, d->aux_coef);
     char dense[4096] = "";
     for (int l = 0; l < d->Ld && strlen(dense) + 16 < sizeof dense; l++)
@@ -536,10 +606,10 @@ void hf_print_config(FILE *fp, const struct model_dims *d, enum hf_arch a, enum 
                 "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n  \"num_attention_heads\": %d,\n"
                 "  \"num_hidden_layers\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
                 "  \"vocab_size\": %d,\n  \"max_position_embeddings\": %d,\n  \"rms_norm_eps\": %s,\n"
-                "  \"rope_theta\": %s,\n  \"rope_scaling\": null,\n  \"hidden_act\": \"silu\",\n"
+                "  \"rope_theta\": %s,\n  \"rope_scaling\": %s,\n  \"hidden_act\": \"silu\",\n"
                 "  \"attention_bias\": false,\n  \"mlp_bias\": false,\n  \"tie_word_embeddings\": %s,\n"
                 "  \"torch_dtype\": \"%s\"\n}\n",
-                d->C, d->F, d->NH, d->L, d->NKV, d->HS, d->V, d->T, eps, theta, tied, torch_dtype);
+                d->C, d->F, d->NH, d->L, d->NKV, d->HS, d->V, d->T, eps, theta, rope, tied, torch_dtype);
         return;
     case HF_MIXTRAL:
         fprintf(fp, "{\n  \"architectures\": [\"MixtralForCausalLM\"],\n  \"model_type\": \"mixtral\",\n"
@@ -547,10 +617,11 @@ void hf_print_config(FILE *fp, const struct model_dims *d, enum hf_arch a, enum 
                 "  \"num_hidden_layers\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
                 "  \"num_local_experts\": %d,\n  \"num_experts_per_tok\": %d,\n"
                 "  \"vocab_size\": %d,\n  \"max_position_embeddings\": %d,\n  \"rms_norm_eps\": %s,\n"
-                "  \"rope_theta\": %s,\n  \"sliding_window\": null,\n  \"hidden_act\": \"silu\",\n"
+                "  \"rope_theta\": %s,\n%s  \"sliding_window\": null,\n  \"hidden_act\": \"silu\",\n"
                 "  \"router_aux_loss_coef\": %s,\n  \"output_router_logits\": false,\n"
                 "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"%s\"\n}\n",
-                d->C, d->Fe, d->NH, d->L, d->NKV, d->HS, d->E, d->K, d->V, d->T, eps, theta, aux, tied, torch_dtype);
+                d->C, d->Fe, d->NH, d->L, d->NKV, d->HS, d->E, d->K, d->V, d->T, eps, theta, mixtral_rope, aux, tied,
+                torch_dtype);
         return;
     default: /* Qwen2-MoE: intermediate_size, the dense blocks' width (with every block sparse unused, written as
               * the shared expert's); mlp_only_layers, the first moe_dense_layers */
@@ -561,11 +632,11 @@ void hf_print_config(FILE *fp, const struct model_dims *d, enum hf_arch a, enum 
                 "  \"shared_expert_intermediate_size\": %d,\n  \"norm_topk_prob\": %s,\n"
                 "  \"decoder_sparse_step\": 1,\n  \"mlp_only_layers\": [%s],\n  \"qkv_bias\": true,\n"
                 "  \"vocab_size\": %d,\n  \"max_position_embeddings\": %d,\n  \"rms_norm_eps\": %s,\n"
-                "  \"rope_theta\": %s,\n  \"rope_scaling\": null,\n  \"use_sliding_window\": false,\n"
+                "  \"rope_theta\": %s,\n  \"rope_scaling\": %s,\n  \"use_sliding_window\": false,\n"
                 "  \"hidden_act\": \"silu\",\n  \"router_aux_loss_coef\": %s,\n  \"output_router_logits\": false,\n"
                 "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"%s\"\n}\n",
                 d->C, d->Ld ? d->Fd : d->F, d->NH, d->L, d->NKV, d->E, d->K, d->Fe, d->F,
-                d->norm_topk ? "true" : "false", dense, d->V, d->T, eps, theta, aux, tied, torch_dtype);
+                d->norm_topk ? "true" : "false", dense, d->V, d->T, eps, theta, rope, aux, tied, torch_dtype);
         return;
     }
 }

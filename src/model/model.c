@@ -15,9 +15,24 @@
 #include "log.h"
 #include "model_internal.h"
 
+double model_rope_freq(const struct model_dims *d, int i)
+{
+    double f = pow(d->rope_theta, -2.0 * (double)i / d->HS);
+    const struct rope_scaling *r = &d->rope;
+    if (!r->llama3) return f;
+    /* Llama 3.1's remap by wavelength: short ones (high frequencies) kept,
+     * long ones slowed by factor, and a linear blend in 1/wavelength between */
+    double wavelen = 2.0 * 3.14159265358979323846 / f;
+    if (wavelen < r->original_max / r->high_freq_factor) return f;
+    if (wavelen > r->original_max / r->low_freq_factor) return f / r->factor;
+    double smooth = (r->original_max / wavelen - r->low_freq_factor) / (r->high_freq_factor - r->low_freq_factor);
+    return (1.0 - smooth) * f / r->factor + smooth * f;
+}
+
 /* llama: the rotary embedding's cosines and sines (Tl, HS/2) of this rank's
- * rows: position t turns pair i by t * theta^(-2i/HS) (Hugging Face's
- * inv_freq), in double and rounded once. */
+ * rows: position t turns pair i by t * model_rope_freq(i) (Hugging Face's
+ * inv_freq), in double and rounded once.  Training and `triad sample` (its
+ * rows gathered from these) turn by this table alone. */
 static void rope_tables(struct model *m)
 {
     const struct model_dims *d = &m->d;
@@ -25,7 +40,7 @@ static void rope_tables(struct model *m)
     float *c = xalloc_aligned(2 * n * sizeof(float)), *s = c + n;
     for (int t = 0; t < d->Tl; t++)
         for (size_t i = 0; i < half; i++) {
-            double a = model_position(d, t) * pow(d->rope_theta, -2.0 * (double)i / d->HS);
+            double a = model_position(d, t) * model_rope_freq(d, (int)i);
             c[(size_t)t * half + i] = (float)cos(a);
             s[(size_t)t * half + i] = (float)sin(a);
         }

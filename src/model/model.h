@@ -84,6 +84,11 @@ struct model_dims {
     int tied;                   /* the LM head is wte */
     float eps;                  /* of the norms */
     double rope_theta;
+    struct rope_scaling {       /* model.rope_scaling = 'llama3' (llama3 = 1): the remap of the rotary
+                                   frequencies (model_rope_freq); llama3 = 0 leaves them as they are */
+        int llama3;
+        double factor, low_freq_factor, high_freq_factor, original_max; /* model.rope_factor, ... */
+    } rope;
     int64_t params;             /* logical parameters (run_shape) */
     int tp, tp_rank;            /* tensor-parallel split (1, 0 without TP) */
     int sp;                     /* sequence parallel: the residual stream holds N/tp rows */
@@ -163,6 +168,10 @@ static inline int model_hidden_cols(const struct model_dims *d)
 
 /* The position in the sequence of this rank's local row l (cp.h). */
 static inline int model_position(const struct model_dims *d, int l) { return cp_position(d->cp, d->cp_rank, d->Tl, l); }
+
+/* llama: the rotary frequency of channel pair i (0 <= i < HS/2), theta^(-2i/HS),
+ * remapped by d->rope (Hugging Face's rope_type 'llama3'); in double. */
+double model_rope_freq(const struct model_dims *d, int i);
 
 /* What ring attention needs of a micro-batch of B sequences (cp.h). */
 static inline struct cp_dims model_cp_dims(const struct model_dims *d, int B)

@@ -237,6 +237,9 @@ void model_dims_init(struct model_dims *d, const struct config *cfg, const struc
     d->tied = s->fam.tied;
     d->eps = (float)cfg->model.norm_eps;
     d->rope_theta = cfg->model.rope_theta;
+    d->rope = (struct rope_scaling){cfg->model.rope_scaling_id == MODEL_ROPE_SCALING_llama3, cfg->model.rope_factor,
+                                    cfg->model.rope_low_freq_factor, cfg->model.rope_high_freq_factor,
+                                    (double)cfg->model.rope_original_max_positions};
     d->params = s->params;
     d->T = (int)cfg->model.seq_len;
     d->V = (int)cfg->model.vocab_size;
