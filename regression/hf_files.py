@@ -19,7 +19,9 @@ the formats' definitions and not from triad's code (regression/hf_io.sh):
         the safetensors container, config.json's types, the sharded index).
 
 DECK_JSON: {"L":..., "C":..., "NH":..., "NKV":..., "F":..., "V":..., "T":...,
-"eps":..., "theta":..., "tied": true|false}; a mixture of experts adds
+"eps":..., "theta":..., "tied": true|false}, optionally "rope_scaling": an
+object written into config.json as it is (and an exported folder's must
+equal it; absent: null or no key); a mixture of experts adds
 "E" (experts), "K" (per token), "Fe" (an expert's width), and for
 qwen2_moe "Fs" (the shared expert's width), "norm_topk" (true|false) and
 optionally "Ld", the leading blocks with a dense MLP of width F
@@ -203,6 +205,13 @@ def config(family, k):
             "n_inner": None, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5}
 
 
+def with_rope_scaling(family, cfg, k):
+    """config.json with DECK_JSON's "rope_scaling" object as it is (llama families)."""
+    if family != "gpt2" and "rope_scaling" in k:
+        cfg["rope_scaling"] = k["rope_scaling"]
+    return cfg
+
+
 def make(family, d, k, shards, dtypes):
     os.makedirs(d, exist_ok=True)
     t = hf_tensors(family, k, np.random.default_rng(5))
@@ -225,7 +234,7 @@ def make(family, d, k, shards, dtypes):
             save_safetensors(os.path.join(d, fn), items[s * per:(s + 1) * per])
             wmap.update({n: fn for n, _, _ in items[s * per:(s + 1) * per]})
         json.dump({"metadata": {}, "weight_map": wmap}, open(os.path.join(d, "model.safetensors.index.json"), "w"))
-    json.dump(config(family, k), open(os.path.join(d, "config.json"), "w"), indent=1)
+    json.dump(with_rope_scaling(family, config(family, k), k), open(os.path.join(d, "config.json"), "w"), indent=1)
 
 
 def llmc(path, k):
@@ -388,6 +397,8 @@ def config_keys(cfg, k):
     for key, v in want.items():
         if cfg.get(key) != v:
             return "config.json: %s is %r, the deck's %r" % (key, cfg.get(key), v)
+    if cfg.get("rope_scaling") != k.get("rope_scaling"):
+        return "config.json: rope_scaling is %r, the deck's %r" % (cfg.get("rope_scaling"), k.get("rope_scaling"))
     if abs(cfg.get("rms_norm_eps", 0) - k["eps"]) > 1e-6 * k["eps"] or cfg.get("rope_theta") != k["theta"]:
         return "config.json: rms_norm_eps %r, rope_theta %r" % (cfg.get("rms_norm_eps"), cfg.get("rope_theta"))
     return None

@@ -25,6 +25,12 @@ The semantics, as Hugging Face defines them (not as triad computes them):
   * RMSNorm: w * (x * rsqrt(mean(x^2) + eps));
   * rotary embedding on q and k: inv_freq = 1 / theta^(arange(0, HS, 2) / HS),
     emb = cat(t * inv_freq, t * inv_freq), q * cos(emb) + rotate_half(q) * sin(emb);
+  * rope_type 'llama3' (model.rope_scaling = 'llama3'; Llama 3.1 and 3.2), each
+    inv_freq f remapped by its wavelength w = 2 pi / f: w < original_max /
+    high_freq_factor keeps f, w > original_max / low_freq_factor gives
+    f / factor, and between them s = (original_max / w - low_freq_factor) /
+    (high_freq_factor - low_freq_factor) gives (1 - s) f / factor + s f; the
+    attention scaling stays 1 (the bands are counted in `self.bands`);
   * grouped-query attention: kv head g serves query heads g*G .. g*G+G-1
     (repeat_kv), causal softmax(q k^T / sqrt(HS)) v;
   * final RMSNorm, untied lm_head (or wte when tied), mean cross-entropy.
@@ -72,6 +78,12 @@ class Llama(torch.nn.Module):
         self.NKV = int(cfg["model.n_kv_head"]) or self.NH
         self.eps = float(cfg["model.norm_eps"])
         self.theta = float(cfg["model.rope_theta"])
+        self.scaling = cfg.get("model.rope_scaling", "none")
+        if self.scaling not in ("none", "llama3"):
+            raise SystemExit("llama_torch.py: no rope_scaling %r" % self.scaling)
+        self.rope = {k: float(cfg.get("model.rope_" + k, 0)) for k in
+                     ("factor", "low_freq_factor", "high_freq_factor", "original_max_positions")}
+        self.bands = None
         self.tied = logical(cfg["model.tie_embeddings"])
         P = lambda name: torch.nn.Parameter(torch.tensor(np.asarray(ck["model/" + name][...], dtype=np.float32)))
         self.embed = P("wte")
@@ -104,10 +116,33 @@ class Llama(torch.nn.Module):
         x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
         return torch.cat((-x2, x1), dim=-1)
 
+    def inv_freq(self):
+        f = 1.0 / (self.theta ** (torch.arange(0, self.HS, 2, dtype=torch.int64).float() / self.HS))
+        if self.scaling == "none":
+            return f
+        r = self.rope
+        short_w = r["original_max_positions"] / r["high_freq_factor"]  # shorter wavelengths: kept
+        long_w = r["original_max_positions"] / r["low_freq_factor"]  # longer ones: slowed by factor
+        out, bands = [], {"kept": 0, "smoothed": 0, "divided": 0}
+        for x in f.tolist():
+            w = 2 * math.pi / x
+            if w < short_w:
+                bands["kept"] += 1
+                out.append(x)
+            elif w > long_w:
+                bands["divided"] += 1
+                out.append(x / r["factor"])
+            else:
+                bands["smoothed"] += 1
+                s = (r["original_max_positions"] / w - r["low_freq_factor"]) / (r["high_freq_factor"] - r["low_freq_factor"])
+                out.append((1 - s) * x / r["factor"] + s * x)
+        self.bands = bands
+        return torch.tensor(out, dtype=torch.float32)
+
     def forward(self, idx):
         B, T = idx.shape
         x = self.embed[idx]
-        inv_freq = 1.0 / (self.theta ** (torch.arange(0, self.HS, 2, dtype=torch.int64).float() / self.HS))
+        inv_freq = self.inv_freq()
         freqs = torch.outer(torch.arange(T, dtype=torch.float32), inv_freq)
         emb = torch.cat((freqs, freqs), dim=-1)
         cos, sin = emb.cos(), emb.sin()
@@ -174,6 +209,9 @@ def main(argv):
                              {"params": other, "weight_decay": 0.0}], lr=lr,
                             betas=(float(cfg["train.beta1"]), float(cfg["train.beta2"])), eps=float(cfg["train.eps"]))
     worst = 0.0
+    model.inv_freq()
+    if model.bands:
+        print("rope llama3: kept %(kept)d smoothed %(smoothed)d divided %(divided)d" % model.bands)
     for s in range(steps):
         lr_s = lr * (s + 1) / warm if s < warm else \
             min_lr + 0.5 * (1 + math.cos(math.pi * min(1.0, (s - warm) / max(1, total - warm - 1)))) * (lr - min_lr)
