@@ -16,7 +16,12 @@ the formats' definitions and not from triad's code (regression/hf_io.sh):
         made above, a folder triad exported, or an llm.c file), mapped as
         docs/formats.md says; prints the first difference and exits 1;
   corrupt KIND DIR      damage a folder (corrupt's docstring lists the KINDs:
-        the safetensors container, config.json's types, the sharded index).
+        the safetensors container, config.json's types, the sharded index);
+  config DIR KEY=JSON ...   set config.json's KEY to the JSON value;
+  add DIR NAME SHAPE_JSON   append a tensor of zeros (F32) to model.safetensors;
+  poke DIR NAME ROW COL VALUE   set one element of an F32 2-D tensor of
+        model.safetensors (a folder of another model, or one weight that a
+        format cannot hold).
 
 DECK_JSON: {"L":..., "C":..., "NH":..., "NKV":..., "F":..., "V":..., "T":...,
 "eps":..., "theta":..., "tied": true|false}, optionally "rope_scaling": an
@@ -546,6 +551,36 @@ def corrupt(kind, d):
     return 0
 
 
+def edit_config(d, pairs):
+    path = os.path.join(d, "config.json")
+    cfg = json.load(open(path))
+    for p in pairs:
+        k, v = p.split("=", 1)
+        cfg[k] = json.loads(v)
+    json.dump(cfg, open(path, "w"), indent=1)
+    return 0
+
+
+def add_tensor(d, name, shape):
+    path = os.path.join(d, "model.safetensors")
+    header, data = st_parts(path)
+    b = np.zeros(shape, dtype="<f4").tobytes()
+    header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [len(data), len(data) + len(b)]}
+    st_write(path, json.dumps(header).encode(), data + b)
+    return 0
+
+
+def poke(d, name, row, col, value):
+    path = os.path.join(d, "model.safetensors")
+    header, data = st_parts(path)
+    t = header[name]
+    if t["dtype"] != "F32" or len(t["shape"]) != 2:
+        raise SystemExit("poke: %s is %s %s, not a 2-D F32 tensor" % (name, t["dtype"], t["shape"]))
+    at = t["data_offsets"][0] + 4 * (row * t["shape"][1] + col)
+    st_write(path, json.dumps(header).encode(), data[:at] + struct.pack("<f", value) + data[at + 4:])
+    return 0
+
+
 def main(a):
     if a[1] == "make":
         make(a[2], a[3], json.loads(a[4]), int(a[a.index("--shards") + 1]) if "--shards" in a else 1, "--dtypes" in a)
@@ -557,6 +592,12 @@ def main(a):
         return check(a[2], a[3], json.loads(a[4]))
     if a[1] == "corrupt":
         return corrupt(a[2], a[3])
+    if a[1] == "config":
+        return edit_config(a[2], a[3:])
+    if a[1] == "add":
+        return add_tensor(a[2], a[3], json.loads(a[4]))
+    if a[1] == "poke":
+        return poke(a[2], a[3], int(a[4]), int(a[5]), float(a[6]))
     raise SystemExit(__doc__)
 
 

@@ -4,7 +4,11 @@
 # given to `triad export` goes wrong is made here by the independent writer
 # (regression/hf_files.py corrupt) or by hand, and must end in status 1 with
 # a message that names the file, the tensor or key, what was expected and
-# what was found; an export from a damaged checkpoint writes nothing.
+# what was found; an export from a damaged checkpoint writes nothing.  So
+# must a folder of another model than triad computes (config.json's
+# activation, rotary fraction, GPT-2 epsilon and attention scale, a class
+# that is no causal LM) or with tensors it would not read (a layer past
+# num_hidden_layers); the buffers real files carry still load.
 . "$(dirname "$0")/lib.sh"
 
 hf_decks # $H, $KL, $KG and $scratch/{llama,gpt2}.nml (lib.sh)
@@ -94,6 +98,83 @@ refused "a default is said to be the default, not config.json's value" \
     "$scratch/config_no_eps"
 damaged config_nul
 refused "a NUL byte in config.json is named, not cut off" "0x00 does not start a value" llama "$scratch/config_nul"
+
+# config.json keys that describe a model triad does not compute (each loaded
+# silently once): named with the file, the key and its value, and why
+# variant NAME SOURCE KEY=JSON ...: a copy of folder SOURCE with config.json's keys set
+variant() {
+    name=$1 src=$2
+    shift 2
+    rm -rf "$scratch/$name"
+    cp -r "$scratch/$src" "$scratch/$name"
+    $H config "$scratch/$name" "$@"
+}
+variant act_gelu llama hidden_act='"gelu"'
+refused "llama: hidden_act \"gelu\" (triad's MLP is SwiGLU)" \
+    "act_gelu/config.json: hidden_act = \"gelu\": triad's llama MLP computes SiLU" llama "$scratch/act_gelu"
+variant act_relu llama hidden_act='"relu"'
+refused "llama: hidden_act \"relu\"" "hidden_act = \"relu\": triad's llama MLP computes SiLU (SwiGLU" llama \
+    "$scratch/act_relu"
+variant partial_rope llama partial_rotary_factor=0.5
+refused "llama: partial_rotary_factor 0.5 (only part of each head rotated)" \
+    "partial_rope/config.json: partial_rotary_factor = 0.5: the model rotates only that fraction" llama \
+    "$scratch/partial_rope"
+variant classifier llama architectures='["LlamaForSequenceClassification"]'
+refused "llama: architectures LlamaForSequenceClassification (not a causal LM)" \
+    "classifier/config.json: architectures[0] = \"LlamaForSequenceClassification\": triad trains causal language models" \
+    llama "$scratch/classifier"
+variant gpt2_relu gpt2 activation_function='"relu"'
+refused "gpt2: activation_function \"relu\" (triad's GELU is the tanh approximation)" \
+    "gpt2_relu/config.json: activation_function = \"relu\": triad's GPT-2 MLP computes the tanh approximation of GELU" \
+    gpt2 "$scratch/gpt2_relu"
+variant gpt2_gelu gpt2 activation_function='"gelu"'
+refused "gpt2: activation_function \"gelu\" (the exact GELU, not the tanh approximation)" \
+    "activation_function = \"gelu\": triad's GPT-2 MLP" gpt2 "$scratch/gpt2_gelu"
+variant gpt2_eps gpt2 layer_norm_epsilon=1e-6
+refused "gpt2: layer_norm_epsilon 1e-6 (triad's is 1e-5, fixed)" \
+    "gpt2_eps/config.json: layer_norm_epsilon = 1e-06: triad's GPT-2 LayerNorm epsilon is 1e-5, fixed" gpt2 \
+    "$scratch/gpt2_eps"
+variant gpt2_unscaled gpt2 scale_attn_weights=false
+refused "gpt2: scale_attn_weights false" "gpt2_unscaled/config.json: scale_attn_weights = false" gpt2 \
+    "$scratch/gpt2_unscaled"
+variant gpt2_layer_scaled gpt2 scale_attn_by_inverse_layer_idx=true
+refused "gpt2: scale_attn_by_inverse_layer_idx true" \
+    "gpt2_layer_scaled/config.json: scale_attn_by_inverse_layer_idx = true" gpt2 "$scratch/gpt2_layer_scaled"
+variant gpt2_classifier gpt2 architectures='["GPT2ForSequenceClassification"]'
+refused "gpt2: architectures GPT2ForSequenceClassification" \
+    "architectures[0] = \"GPT2ForSequenceClassification\": triad trains causal language models, and reads model_type 'gpt2' as GPT2LMHeadModel" \
+    gpt2 "$scratch/gpt2_classifier"
+
+# tensors the model does not read: named with the file (a deeper model than
+# config.json says, a tensor of another architecture, a head the tied model
+# would ignore); the buffers real files carry are no weights and load
+$H make llama "$scratch/deep" "$(echo "$KL" | sed 's/"L":2/"L":3/')" --shards 2
+$H config "$scratch/deep" num_hidden_layers=2
+refused "a 3-layer folder (2 shards) whose config.json says 2 layers: layer 2 is not dropped silently" \
+    "/deep/model-00002-of-00002.safetensors holds tensor 'model.layers.2." llama "$scratch/deep"
+grep -q "which the model does not read: it is of layer 2, and config.json's num_hidden_layers = 2" "$scratch/last.out"
+ok $? "... the message says which layer and which key"
+variant qnorm llama
+$H add "$scratch/qnorm" model.layers.0.self_attn.q_norm.weight '[8]'
+refused "a tensor LlamaForCausalLM does not have (a q norm)" \
+    "qnorm/model.safetensors holds tensor 'model.layers.0.self_attn.q_norm.weight', which the model does not read: LlamaForCausalLM has no such tensor" \
+    llama "$scratch/qnorm"
+$H make llama "$scratch/tied_head" "$(echo "$KL" | sed 's/"tied":false/"tied":true/')"
+$H add "$scratch/tied_head" lm_head.weight '[64, 32]'
+refused "a tied model's folder with an lm_head.weight (it would be ignored)" \
+    "holds tensor 'lm_head.weight', which the model does not read: config.json ties the head to the embedding" llama \
+    "$scratch/tied_head" model.tie_embeddings=.true.
+variant real_llama llama hidden_act='"silu"' partial_rotary_factor=1.0 architectures='["LLaMAForCausalLM"]'
+for l in 0 1; do $H add "$scratch/real_llama" model.layers.$l.self_attn.rotary_emb.inv_freq '[4]'; done
+triad_run 1 "$scratch/llama.nml" io.init_from="'$scratch/real_llama'" io.run_dir="'$scratch/real_llama_run'"
+ok $? "llama: rotary_emb.inv_freq buffers, hidden_act silu, partial_rotary_factor 1, architectures LLaMAForCausalLM load"
+grep error "$scratch/last.out" | diag
+variant real_gpt2 gpt2 activation_function='"gelu_pytorch_tanh"' layer_norm_epsilon=1e-5 scale_attn_weights=true \
+    scale_attn_by_inverse_layer_idx=false
+for l in 0 1; do $H add "$scratch/real_gpt2" transformer.h.$l.attn.masked_bias '[]'; done
+triad_run 1 "$scratch/gpt2.nml" io.init_from="'$scratch/real_gpt2'" io.run_dir="'$scratch/real_gpt2_run'"
+ok $? "gpt2: attn.bias and attn.masked_bias buffers, gelu_pytorch_tanh, layer_norm_epsilon 1e-5, scaled attention load"
+grep error "$scratch/last.out" | diag
 
 # the sharded index (the first two were crashes: a use after free)
 for kind in index_number index_slash index_dup index_missing index_unmapped index_big; do damaged $kind sharded; done

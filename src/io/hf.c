@@ -345,6 +345,72 @@ static int folder_find(const struct folder *f, const char *name, int gpt2, int64
     return 0;
 }
 
+/* The layer a tensor name of architecture a's folders is in, or -1. */
+static long layer_of(enum hf_arch a, const char *name)
+{
+    const char *pre = a == HF_GPT2 ? "h." : "model.layers.";
+    if (a == HF_GPT2 && strncmp(name, "transformer.", 12) == 0) name += 12;
+    if (strncmp(name, pre, strlen(pre)) != 0) return -1;
+    name += strlen(pre);
+    char *end;
+    long l = *name >= '0' && *name <= '9' ? strtol(name, &end, 10) : -1;
+    return l >= 0 && *end == '.' ? l : -1;
+}
+
+/* Every tensor of the folder is one the whole model reads (every rank's
+ * slices, walked as load_folder names them) or a buffer (hf_is_buffer):
+ * a layer past n_layer, a head the tied model ignores, a tensor of
+ * another architecture are errors, never weights dropped silently.  (A
+ * tensor the model needs and the folder lacks is load_folder's error: with
+ * one missing, nothing is said here.) */
+static int check_unread(const struct model_dims *d, enum hf_arch a, const struct folder *f, char *err, size_t errlen)
+{
+    unsigned char **used = calloc((size_t)f->nfiles + 1, sizeof *used);
+    int rc = used ? 0 : errorf(err, errlen, "out of memory"), missing = 0;
+    for (int k = 0; rc == 0 && k < f->nfiles; k++)
+        if (!(used[k] = calloc((size_t)f->files[k].n + 1, 1))) rc = errorf(err, errlen, "out of memory");
+    for (int id = 0; rc == 0 && id < NUM_PARAMS; id++)
+        for (int g = 0; g < param_slices(d, (enum param_id)id); g++) {
+            char names[3][160], prefixed[512];
+            int tr, n = hf_names(d, a, (enum param_id)id, g, names, &tr);
+            for (int p = 0; p < n; p++) {
+                const struct st_file *file = NULL;
+                const struct st_tensor *t = folder_lookup(f, names[p], &file);
+                snprintf(prefixed, sizeof prefixed, "transformer.%s", names[p]);
+                if (!t && a == HF_GPT2) t = folder_lookup(f, prefixed, &file);
+                if (t) used[file - f->files][t - file->t] = 1;
+                else missing = 1;
+            }
+        }
+    for (int k = 0; rc == 0 && !missing && k < f->nfiles; k++)
+        for (int i = 0; i < f->files[k].n; i++) {
+            const char *name = f->files[k].t[i].name;
+            if (used[k][i] || hf_is_buffer(a, name)) continue;
+            long l = layer_of(a, name);
+            char why[600];
+            if (l >= d->L)
+                snprintf(why, sizeof why, "it is of layer %ld, and config.json's %s = %d (the deck's n_layer) has "
+                         "layers 0 .. %d: the file holds a deeper model than config.json describes; set %s (and "
+                         "the deck's n_layer) to the file's layers", l, a == HF_GPT2 ? "n_layer" : "num_hidden_layers",
+                         d->L, d->L - 1, a == HF_GPT2 ? "n_layer" : "num_hidden_layers");
+            else if (d->tied && strcmp(name, "lm_head.weight") == 0)
+                snprintf(why, sizeof why, "config.json ties the head to the embedding (tie_word_embeddings, the "
+                         "deck's tie_embeddings = .true.), so this head would be ignored: if it is a copy of the "
+                         "embedding, remove it from the file; if the model has a head of its own, set "
+                         "tie_word_embeddings to false in config.json and tie_embeddings = .false. in the deck");
+            else
+                snprintf(why, sizeof why, "%s has no such tensor (docs/formats.md lists the names), so the file "
+                         "holds a model that config.json does not describe or triad does not compute: remove the "
+                         "tensor, or use a folder of that class", hf_class(a));
+            rc = errorf(err, errlen, "%s holds tensor '%.200s', which the model does not read: %s", f->files[k].path,
+                        name, why);
+            break;
+        }
+    for (int k = 0; used && k < f->nfiles; k++) free(used[k]);
+    free(used);
+    return rc;
+}
+
 /* Every slice of every tensor this rank holds, from the folder of
  * architecture a. */
 static int load_folder(struct model *m, enum hf_arch a, const struct folder *f, int allow_nonfinite, char *err,
@@ -386,6 +452,7 @@ int hf_load(const char *dir, struct model *m, const struct grid *g, int allow_no
     json_free(cfg);
     struct folder f = {0};
     if (rc == 0) rc = folder_open(&f, dir, err, errlen);
+    if (rc == 0) rc = check_unread(&m->d, arch, &f, err, errlen);
     if (rc == 0) rc = load_folder(m, arch, &f, allow_nonfinite, err, errlen);
     folder_close(&f);
     return mpi_agree_error(g->world_comm, rc != 0, err, errlen);

@@ -39,12 +39,20 @@ struct hf_tensor {
     int part, transposed;
 };
 int hf_tensors(enum hf_arch a, const struct hf_tensor **t);
+/* Is tensor `name` of an architecture-a folder a buffer that real files
+ * carry and no model parameter (GPT-2's h.L.attn.bias and
+ * h.L.attn.masked_bias, the llama family's *.rotary_emb.inv_freq)?  The
+ * reader skips these; any other tensor it does not read is an error. */
+int hf_is_buffer(enum hf_arch a, const char *name);
 
 /* The deck's &model (d) against config.json (cfg, read from path): the
- * architecture its model_type names into *arch, which must hold the deck's
- * model (family, dense or experts, the switches the architecture fixes),
- * and every key that differs listed with both values (a value of the wrong
- * JSON type is an error, never a default).  0, or -1 with the reason. */
+ * architecture its model_type names into *arch (architectures, where
+ * present, naming that class), which must hold the deck's model (family,
+ * dense or experts, the switches the architecture fixes, and what triad's
+ * blocks compute without a deck key: the activation, the rotary
+ * dimensions, GPT-2's LayerNorm epsilon and attention scale), and every
+ * key that differs listed with both values (a value of the wrong JSON type
+ * is an error, never a default).  0, or -1 with the reason. */
 struct json;
 int hf_check_config(const struct model_dims *d, const struct json *cfg, const char *path, enum hf_arch *arch,
                     char *err, size_t errlen);
@@ -64,7 +72,9 @@ enum weights_kind weights_kind_of(const char *path);
  * checked against the file's description (each differing key listed with
  * both values; a value of the wrong JSON type is an error, never a default).
  * A NaN or infinite weight is an error naming the tensor and the element,
- * unless allow_nonfinite (io.allow_nonfinite_weights).  0, or -1 on every
+ * unless allow_nonfinite (io.allow_nonfinite_weights); so is a tensor of
+ * the folder that the model does not read (a layer past n_layer, another
+ * head), unless hf_is_buffer.  0, or -1 on every
  * rank with the first failing rank's reason in err. */
 int hf_load(const char *dir, struct model *m, const struct grid *g, int allow_nonfinite, char *err, size_t errlen);
 int llmc_load(const char *path, struct model *m, const struct grid *g, int allow_nonfinite, char *err,

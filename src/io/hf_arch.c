@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "json.h"
 #include "log.h"
@@ -213,6 +214,20 @@ static int opt_key(const struct json *cfg, const char *key, enum key_kind kind, 
     if (key_value(&k, cfg, path, err, errlen) != 0) return -1;
     *present = k.present;
     *out = k.present ? k.there : 0;
+    return 0;
+}
+
+/* An optional string key: its text, or NULL when absent or null; another
+ * type is an error. */
+static int opt_string(const struct json *cfg, const char *key, const char *example, const char **out,
+                      const char *path, char *err, size_t errlen)
+{
+    const struct json *v = json_get(cfg, key);
+    *out = NULL;
+    if (!v || v->kind == JSON_NULL) return 0;
+    if (v->kind != JSON_STRING)
+        return errorf(err, errlen, "%s: \"%s\" is not a string; it must be a name such as \"%s\"", path, key, example);
+    *out = v->string;
     return 0;
 }
 
@@ -500,8 +515,9 @@ static int check_rope_scaling(const struct model_dims *d, const struct json *rs,
 
 /* What the deck has no key for and triad's blocks do not do: rotary
  * angles scaled other than by llama3's remap, biases beyond q, k and v,
- * another head width, dense layers among Qwen2-MoE's sparse ones, a
- * sliding window. */
+ * another head width, an activation other than SiLU, rotary angles on part
+ * of each head, dense layers among Qwen2-MoE's sparse ones, a sliding
+ * window. */
 static int check_llama_rest(const struct model_dims *d, enum hf_arch a, const struct json *cfg, const char *path,
                             char *err, size_t errlen)
 {
@@ -516,6 +532,17 @@ static int check_llama_rest(const struct model_dims *d, enum hf_arch a, const st
     }
     if (opt_key(cfg, "head_dim", KEY_INT, &x, &has, path, err, errlen) != 0) return -1;
     if (has && x != d->HS) return errorf(err, errlen, "%s: head_dim = %g, but d_model / n_head = %d", path, x, d->HS);
+    const char *act;
+    if (opt_string(cfg, "hidden_act", "silu", &act, path, err, errlen) != 0) return -1;
+    if (act && strcmp(act, "silu") != 0 && strcmp(act, "swish") != 0) /* (transformers' ACT2FN: both nn.SiLU) */
+        return errorf(err, errlen, "%s: hidden_act = \"%.60s\": triad's llama MLP computes SiLU (SwiGLU: "
+                      "down(silu(gate x) * up x)), so this is a model triad cannot train; it reads folders with "
+                      "hidden_act \"silu\" (or absent)", path, act);
+    if (opt_key(cfg, "partial_rotary_factor", KEY_REAL, &x, &has, path, err, errlen) != 0) return -1;
+    if (has && x != 1)
+        return errorf(err, errlen, "%s: partial_rotary_factor = %g: the model rotates only that fraction of each "
+                      "head's dimensions, and triad's rotary embedding rotates all of them, so this is a model "
+                      "triad cannot train; it reads folders with partial_rotary_factor 1 (or absent)", path, x);
     if (a == HF_QWEN2_MOE) {
         if (opt_key(cfg, "decoder_sparse_step", KEY_INT, &x, &has, path, err, errlen) != 0) return -1;
         if (has && x != 1)
@@ -524,6 +551,89 @@ static int check_llama_rest(const struct model_dims *d, enum hf_arch a, const st
         if (check_dense_layers(d, json_get(cfg, "mlp_only_layers"), path, err, errlen) != 0) return -1;
     }
     return is_moe(a) ? check_window(d, a, cfg, path, err, errlen) : 0;
+}
+
+/* What GPT2LMHeadModel computes that the deck has no key for: its
+ * positions, the GELU (triad's is the tanh approximation, transformers'
+ * "gelu_new" and "gelu_pytorch_tanh"), the LayerNorm epsilon (fixed at
+ * 1e-5, as the deck's check for arch = 'gpt2' says) and the attention's
+ * scale (1/sqrt(head size) in every layer). */
+static int check_gpt2_rest(const struct model_dims *d, const struct json *cfg, const char *path, char *err,
+                           size_t errlen)
+{
+    double x;
+    int has;
+    if (opt_key(cfg, "n_positions", KEY_INT, &x, &has, path, err, errlen) != 0) return -1;
+    if (!has || x < d->T)
+        return errorf(err, errlen, "%s: n_positions = %g%s, fewer than the deck's seq_len = %d positions", path, x,
+                      has ? "" : " (absent)", d->T);
+    const char *act;
+    if (opt_string(cfg, "activation_function", "gelu_new", &act, path, err, errlen) != 0) return -1;
+    if (act && strcmp(act, "gelu_new") != 0 && strcmp(act, "gelu_pytorch_tanh") != 0)
+        return errorf(err, errlen, "%s: activation_function = \"%.60s\": triad's GPT-2 MLP computes the tanh "
+                      "approximation of GELU (transformers' \"gelu_new\", the same as \"gelu_pytorch_tanh\"), so this "
+                      "is a model triad cannot train; it reads folders with one of those two (or the key absent)",
+                      path, act);
+    if (opt_key(cfg, "layer_norm_epsilon", KEY_REAL, &x, &has, path, err, errlen) != 0) return -1;
+    if (has && fabs(x - 1e-5) > 1e-5 * 1e-6)
+        return errorf(err, errlen, "%s: layer_norm_epsilon = %g: triad's GPT-2 LayerNorm epsilon is 1e-5, fixed "
+                      "(model.norm_eps sets only llama's RMSNorm), so this is a model triad cannot train as it is; "
+                      "it reads folders with layer_norm_epsilon 1e-5 (or absent)", path, x);
+    if (opt_key(cfg, "scale_attn_weights", KEY_BOOL, &x, &has, path, err, errlen) != 0) return -1;
+    if (has && !x)
+        return errorf(err, errlen, "%s: scale_attn_weights = false: the model's attention scores are not divided by "
+                      "sqrt(head size), and triad's always are, so this is a model triad cannot train; it reads "
+                      "folders with scale_attn_weights true (or absent)", path);
+    if (opt_key(cfg, "scale_attn_by_inverse_layer_idx", KEY_BOOL, &x, &has, path, err, errlen) != 0) return -1;
+    if (has && x)
+        return errorf(err, errlen, "%s: scale_attn_by_inverse_layer_idx = true: the model divides layer l's "
+                      "attention scores by l + 1 as well, and triad does not, so this is a model triad cannot train; "
+                      "it reads folders with scale_attn_by_inverse_layer_idx false (or absent)", path);
+    return 0;
+}
+
+/* architectures, where present, names the causal language model of the
+ * model_type (case aside: old conversions wrote "LLaMAForCausalLM"): a
+ * sequence classifier, a question-answering head or a bare encoder of the
+ * same family holds other weights for another task. */
+static int check_class(enum hf_arch a, const struct json *cfg, const char *path, char *err, size_t errlen)
+{
+    const struct json *v = json_get(cfg, "architectures");
+    if (!v || v->kind == JSON_NULL) return 0;
+    if (v->kind != JSON_ARRAY)
+        return errorf(err, errlen, "%s: \"architectures\" is not an array of class names; it must be one such "
+                      "as [\"%s\"] (or absent)", path, hf_class(a));
+    for (int i = 0; i < v->n; i++) {
+        const struct json *c = &v->item[i];
+        if (c->kind != JSON_STRING)
+            return errorf(err, errlen, "%s: architectures[%d] is not a string; it must be a class name such as "
+                          "\"%s\"", path, i, hf_class(a));
+        if (strcasecmp(c->string, hf_class(a)) != 0)
+            return errorf(err, errlen, "%s: architectures[%d] = \"%.80s\": triad trains causal language models, and "
+                          "reads model_type '%s' as %s; this folder holds another class of model (another head, "
+                          "another task), not one triad can train: use a %s folder", path, i, c->string,
+                          hf_model_type(a), hf_class(a), hf_class(a));
+    }
+    return 0;
+}
+
+/* A tensor of architecture a's folders that is no parameter: GPT-2's
+ * causal-mask buffers h.L.attn.bias and h.L.attn.masked_bias (with or
+ * without "transformer."), older llama-family files' rotary
+ * *.rotary_emb.inv_freq.  Every other tensor must be one the model reads. */
+int hf_is_buffer(enum hf_arch a, const char *name)
+{
+    if (a != HF_GPT2) {
+        static const char suffix[] = ".rotary_emb.inv_freq";
+        size_t n = strlen(name), k = sizeof suffix - 1;
+        return n > k && strcmp(name + n - k, suffix) == 0;
+    }
+    if (strncmp(name, "transformer.", 12) == 0) name += 12;
+    if (strncmp(name, "h.", 2) != 0) return 0;
+    const char *p = name + 2;
+    if (*p < '0' || *p > '9') return 0;
+    while (*p >= '0' && *p <= '9') p++;
+    return strcmp(p, ".attn.bias") == 0 || strcmp(p, ".attn.masked_bias") == 0;
 }
 
 int hf_check_config(const struct model_dims *d, const struct json *cfg, const char *path, enum hf_arch *arch,
@@ -544,16 +654,11 @@ int hf_check_config(const struct model_dims *d, const struct json *cfg, const ch
                       "as arch = 'gpt2', and 'llama', 'mixtral' and 'qwen2_moe' as arch = 'llama')", path, mt->string,
                       d->llama ? "llama" : "gpt2");
     *arch = (enum hf_arch)a;
-    if (check_kind(d, *arch, cfg, path, err, errlen) != 0 || check_keys(d, *arch, cfg, path, err, errlen) != 0)
+    if (check_class(*arch, cfg, path, err, errlen) != 0 || check_kind(d, *arch, cfg, path, err, errlen) != 0 ||
+        check_keys(d, *arch, cfg, path, err, errlen) != 0)
         return -1;
-    if (*arch != HF_GPT2) return check_llama_rest(d, *arch, cfg, path, err, errlen);
-    double x;
-    int has;
-    if (opt_key(cfg, "n_positions", KEY_INT, &x, &has, path, err, errlen) != 0) return -1;
-    if (!has || x < d->T)
-        return errorf(err, errlen, "%s: n_positions = %g%s, fewer than the deck's seq_len = %d positions", path, x,
-                      has ? "" : " (absent)", d->T);
-    return 0;
+    return *arch == HF_GPT2 ? check_gpt2_rest(d, cfg, path, err, errlen)
+                            : check_llama_rest(d, *arch, cfg, path, err, errlen);
 }
 
 /* ------------------------------------------------------------ config.json written */
