@@ -11,8 +11,8 @@
 # GPT-2, Mixtral and Qwen2-MoE, read back by the independent reader and
 # imported again bitwise; a config.json of another model (a dense deck for
 # experts, another expert count), damaged safetensors files and refused
-# exports (a sigmoid router, a tensor the folder would not carry) each give
-# a clear error.
+# exports (a sigmoid router, a tensor the folder would not carry, a weight
+# beyond fp16's range with export.dtype = 'fp16') each give a clear error.
 . "$(dirname "$0")/lib.sh"
 
 hf_decks # $H, $KL, $KG, $KM, $KQ and $scratch/{llama,gpt2,mixtral,qwen2_moe}.nml (lib.sh)
@@ -89,6 +89,31 @@ done
 h = json.loads(f.read(n)); sys.exit(any(v['dtype'] != 'BF16' for k, v in h.items() if k != '__metadata__'))" \
         "$scratch/ex_bf16/model.safetensors"
 ok $? "export.dtype = 'bf16': every tensor BF16, config.json says bfloat16 and the kv heads"
+# one weight of 1e6, beyond fp16's range (65504): export.dtype = 'fp16' would write +Inf, which no reader
+# takes; refused before anything is written (a folder already there keeps what it held), bf16 holds it
+for fam in llama gpt2; do
+    case $fam in llama) k=$KL w=model.layers.1.mlp.down_proj.weight at="3 5" ;;
+                 *) k=$KG w=transformer.h.1.mlp.c_fc.weight at="3 5" ;; esac # (Conv1D [in, out]: fc_w row 5, column 3)
+    $H make $fam "$scratch/big_$fam" "$k"
+    # shellcheck disable=SC2086
+    $H poke "$scratch/big_$fam" $w $at 1e6
+    triad_run 1 "$scratch/$fam.nml" io.init_from="'$scratch/big_$fam'" io.run_dir="'$scratch/t_big_$fam'"
+    ok $? "$fam: a folder with one weight of 1e6 imported (train.steps = 0: the checkpoint holds it)"
+    mkdir -p "$scratch/ex16_$fam" && echo keep > "$scratch/ex16_$fam/notes.txt"
+    "$TRIAD" export "$scratch/t_big_$fam/ckpt_0.h5" "$scratch/ex16_$fam" export.dtype=fp16 > "$scratch/last.out" 2>&1
+    st=$?
+    [ $st -eq 1 ] && [ "$(ls "$scratch/ex16_$fam")" = notes.txt ] &&
+        grep -q "export with export.dtype = 'bf16' (fp32's range) or 'fp32': nothing written" "$scratch/last.out"
+    ok $? "$fam: export.dtype = 'fp16' of it is refused (status $st), the folder as it was (nothing written, nothing lost)"
+    grep error "$scratch/last.out" | diag
+done
+grep -q -F "cannot hold tensor 'h.1.mlp.c_fc.weight': its element (row 3, column 5) is 1e+06 (the checkpoint's /model/h.1/fc_w, row 5, column 3), beyond fp16's largest value 65504; written, it would be +Inf" \
+    "$scratch/last.out"
+ok $? "... the message names the tensor, its element as the file stores it (and as the checkpoint does) and the value"
+"$TRIAD" export "$scratch/t_big_llama/ckpt_0.h5" "$scratch/ex_big_bf16" export.dtype=bf16 > "$scratch/last.out" 2>&1
+ok $? "export.dtype = 'bf16' of the same checkpoint writes it (fp32's range)"
+diag < "$scratch/last.out"
+imported "the bf16 folder with the weight of 1e6 imported again" llama "$scratch/ex_big_bf16" "$KL" 1
 "$TRIAD" export "$scratch/t_llama/ckpt_6.h5" "$scratch/ex_llama" > "$scratch/last.out" 2>&1
 [ $? -eq 1 ] && grep -q "already holds a model" "$scratch/last.out"
 ok $? "an export into a folder that holds a model is refused (nothing overwritten)"

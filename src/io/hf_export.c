@@ -219,6 +219,42 @@ static int read_rows(hid_t f, const struct piece *p, float *buf)
     return rc < 0 ? -1 : 0;
 }
 
+/* export.dtype must hold every weight: a finite one that would round to an
+ * infinity in fp16 (or bf16) is an error naming the tensor, its element in
+ * the file's layout and its value, found before anything is written (the
+ * folder is then refused by every reader, triad's import too). */
+static int check_range(hid_t f, const struct piece *p, int n, enum st_dtype dtype, char *err, size_t errlen)
+{
+    int rc = 0;
+    for (int i = 0; dtype != ST_F32 && i < n && rc == 0; i++) {
+        size_t e = (size_t)(p[i].rows * p[i].cols), at;
+        float *buf = malloc((e ? e : 1) * sizeof *buf);
+        if (!buf) return errorf(err, errlen, "out of memory");
+        if (read_rows(f, &p[i], buf) != 0) rc = errorf(err, errlen, "cannot read %s from the checkpoint", p[i].dataset);
+        if (rc == 0 && (at = st_first_overflow(dtype, buf, e)) < e) {
+            int64_t r = (int64_t)at / p[i].cols, c = (int64_t)at % p[i].cols; /* (in the piece, as triad keeps it) */
+            char where[96], from[200];
+            if (p[i].rank == 1) {
+                snprintf(where, sizeof where, "element %lld", (long long)r);
+                snprintf(from, sizeof from, "the checkpoint's %s, element %lld", p[i].dataset, (long long)(p[i].r0 + r));
+            } else {
+                snprintf(where, sizeof where, "element (row %lld, column %lld)",
+                         (long long)(p[i].transposed ? c : r), (long long)(p[i].transposed ? r : c));
+                snprintf(from, sizeof from, "the checkpoint's %s, row %lld, column %lld", p[i].dataset,
+                         (long long)(p[i].r0 + r), (long long)c);
+            }
+            int f16 = dtype == ST_F16;
+            rc = errorf(err, errlen, "export.dtype = '%s' cannot hold tensor '%s': its %s is %g (%s), beyond %s's "
+                        "largest value %s; written, it would be %sInf, which no reader takes (triad's import refuses "
+                        "it): export with export.dtype = %s: nothing written", f16 ? "fp16" : "bf16", p[i].name, where,
+                        (double)buf[at], from, f16 ? "fp16" : "bf16", f16 ? "65504" : "3.3895e38",
+                        buf[at] < 0 ? "-" : "+", f16 ? "'bf16' (fp32's range) or 'fp32'" : "'fp32'");
+        }
+        free(buf);
+    }
+    return rc;
+}
+
 /* The n pieces into a safetensors file at path, in dtype. */
 static int write_tensors(hid_t f, const char *path, const struct piece *p, int n, enum st_dtype dtype, char *err,
                          size_t errlen)
@@ -242,7 +278,9 @@ static int write_tensors(hid_t f, const char *path, const struct piece *p, int n
         if (rc == 0 && tr)
             for (int64_t r = 0; r < p[i].rows; r++)
                 for (int64_t c = 0; c < p[i].cols; c++) tr[c * p[i].rows + r] = buf[r * p[i].cols + c];
-        if (rc == 0) st_put(&w, tr ? tr : buf, e);
+        if (rc == 0 && st_put(&w, tr ? tr : buf, e) != 0 && w.failed == ERANGE) /* (check_range said none) */
+            rc = errorf(err, errlen, "internal: tensor '%s' holds a value %s cannot hold", p[i].name,
+                        st_dtype_name(dtype));
         free(buf);
         free(tr);
     }
@@ -329,6 +367,7 @@ int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err,
     if (rc == 0) rc = covers_file(f, ckpt, (enum hf_arch)arch, p, n, err, errlen);
     if (rc == 0) rc = verify_model(f, &d, err, errlen);
     if (rc == 0) rc = ckpt_check_tokenizer(f, ckpt, err, errlen);
+    if (rc == 0) rc = check_range(f, p, n, dtype, err, errlen);
     if (rc == 0 && mkdir(dir, 0777) != 0 && errno != EEXIST)
         rc = errorf(err, errlen, "cannot create the folder %s: %s", dir, strerror(errno));
     snprintf(tmp_cfg, sizeof tmp_cfg, "%s.tmp", cfg_path);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -304,26 +305,39 @@ int st_begin(struct st_writer *w, const char *path, enum st_dtype dtype, const s
     return 0;
 }
 
+size_t st_first_overflow(enum st_dtype dtype, const float *x, size_t n)
+{
+    for (size_t i = 0; dtype != ST_F32 && i < n; i++) {
+        uint16_t h = dtype == ST_BF16 ? bf16_from_f32(x[i]) : fp16_from_f32(x[i]);
+        if (isfinite(x[i]) && (h & 0x7fffu) == (dtype == ST_BF16 ? 0x7f80u : 0x7c00u)) return i;
+    }
+    return n;
+}
+
 int st_put(struct st_writer *w, const float *x, size_t n)
 {
     if (w->failed) return -1;
+    if (st_first_overflow(w->dtype, x, n) < n) /* (a finite weight is never written as an infinity) */
+        return w->failed = ERANGE, -1;
+    errno = 0;
     if (w->dtype == ST_F32) {
-        w->failed = fwrite(x, sizeof *x, n, w->fp) != n;
+        w->failed = fwrite(x, sizeof *x, n, w->fp) != n ? (errno ? errno : EIO) : 0;
         return w->failed ? -1 : 0;
     }
     uint16_t buf[4096];
     for (size_t i = 0; i < n && !w->failed; i += 4096) {
         size_t k = n - i < 4096 ? n - i : 4096;
         lp_pack(w->dtype == ST_BF16 ? PREC_BF16 : PREC_FP16, buf, x + i, k);
-        w->failed = fwrite(buf, sizeof *buf, k, w->fp) != k;
+        w->failed = fwrite(buf, sizeof *buf, k, w->fp) != k ? (errno ? errno : EIO) : 0;
     }
     return w->failed ? -1 : 0;
 }
 
 int st_end(struct st_writer *w, char *err, size_t errlen)
 {
+    errno = 0;
     int rc = w->failed || fflush(w->fp) != 0 || fsync(fileno(w->fp)) != 0;
-    int saved = errno;
+    int saved = w->failed ? w->failed : errno;
     if (fclose(w->fp) != 0) rc = 1;
     w->fp = NULL;
     if (rc) snprintf(err, errlen, "writing the safetensors file failed: %s", strerror(saved ? saved : EIO));

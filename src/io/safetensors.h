@@ -59,11 +59,15 @@ struct st_out {
 struct st_writer {
     FILE *fp;
     enum st_dtype dtype;
-    int failed;
+    int failed;            /* the errno of the first failure (ERANGE: a value dtype cannot hold), or 0 */
 };
 int st_begin(struct st_writer *w, const char *path, enum st_dtype dtype, const struct st_out *t, int n,
              const char *metadata_json, char *err, size_t errlen);
 int st_put(struct st_writer *w, const float *x, size_t n);
+/* The first of x[0 .. n) that is finite but dtype cannot hold (rounded, it
+ * would be an infinity: F16 from 65520 on, BF16 past 3.3895e38), or n.
+ * st_put refuses such values (-1, ERANGE): check first to say which. */
+size_t st_first_overflow(enum st_dtype dtype, const float *x, size_t n);
 /* Flush, fsync and close; -1 if any write failed. */
 int st_end(struct st_writer *w, char *err, size_t errlen);
 
