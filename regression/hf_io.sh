@@ -117,6 +117,14 @@ imported "the bf16 folder with the weight of 1e6 imported again" llama "$scratch
 "$TRIAD" export "$scratch/t_llama/ckpt_6.h5" "$scratch/ex_llama" > "$scratch/last.out" 2>&1
 [ $? -eq 1 ] && grep -q "already holds a model" "$scratch/last.out"
 ok $? "an export into a folder that holds a model is refused (nothing overwritten)"
+"$TRIAD" export "$scratch/t_llama/ckpt_6.h5" "$scratch/new/hf/llama" > "$scratch/last.out" 2>&1 &&
+    [ -f "$scratch/new/hf/llama/config.json" ] && [ -f "$scratch/new/hf/llama/model.safetensors" ]
+ok $? "an export into a folder whose parents are missing makes them (mkdir -p)"
+touch "$scratch/plain"
+"$TRIAD" export "$scratch/t_llama/ckpt_6.h5" "$scratch/plain/llama" > "$scratch/last.out" 2>&1
+[ $? -eq 1 ] && grep -q "$scratch/plain is a file, not a folder: export writes its files into the folder DIR" \
+    "$scratch/last.out" && [ ! -s "$scratch/plain" ]
+ok $? "an export below a plain file is refused, naming it (the file untouched)"
 
 triad_run 1 "$scratch/mixtral.nml" model.moe_router="'sigmoid'" io.run_dir="'$scratch/t_sigmoid'" &&
     "$TRIAD" export "$scratch/t_sigmoid/ckpt_0.h5" "$scratch/ex_sigmoid" > "$scratch/last.out" 2>&1

@@ -3,12 +3,13 @@
 # space is not survivable in HDF5 1.10 (a collective close can hang, the
 # library's shutdown can crash), so triad keeps room: it stops while a
 # checkpoint still fits, and never starts one that does not.
-# 1. A disk filling up (tp 2 x dp 2): the run stops at a metrics flush with
-#    a checkpoint written and verified, status 1, the figures; it restarts
+# 1. A disk filling up (tp 2 x dp 2): the run stops at the checkpoint step
+#    after which a stop's checkpoint would no longer fit, with that step's
+#    checkpoint written and verified, status 1, the figures; it restarts
 #    elsewhere to the uninterrupted run's losses bitwise.
-# 2. A checkpoint that cannot fit is not started: status 1 with the space
-#    needed and free, the previous checkpoint intact and verified, no file
-#    of the new one left.
+# 2. A checkpoint that cannot fit (the disk filled by another process) is
+#    not started: status 1 with the space needed and free, the previous
+#    checkpoint intact and verified, no file of the new one left.
 # 3. restart = 'auto' on a 100 % full disk reads its checkpoint (reading
 #    needs no space), then stops before its first write, with the reason.
 # 4. A stop asked for when its checkpoint cannot fit: status 3 naming the
@@ -24,22 +25,26 @@ deck="$DECKS/tiny.nml"
 common="parallel.tp=2 train.steps=20 io.checkpoint_every=5 io.keep_checkpoints=2"
 mnt="$scratch/fs"
 mkdir -p "$mnt"
-if ! mount -t tmpfs -o size=1100k tmpfs "$mnt" 2> "$scratch/mount.err"; then
+if ! mount -t tmpfs -o size=1400k tmpfs "$mnt" 2> "$scratch/mount.err"; then
     skip "cannot mount a tmpfs to fill ($(head -1 "$scratch/mount.err"))"
     done_testing
 fi
 trap 'umount "$mnt" 2> /dev/null; rm -rf "$scratch"' EXIT
 verify() { "$PYTHON3" "$top_srcdir/tools/ckpt_info.py" --verify "$1" > "$scratch/verify.out" 2>&1; }
 remount() { umount "$mnt" && mount -t tmpfs -o "size=$1" tmpfs "$mnt"; }
+# fill_to KIB: another process's file leaves about KIB KiB free on the disk
+fill_to() { dd if=/dev/zero of="$mnt/fill" bs=1k count=$(($(df -k --output=avail "$mnt" | tail -1) - $1)) 2> /dev/null; }
+# wait_for FILE: up to 30 s for it to appear
+wait_for() { for i in $(seq 1 600); do [ -e "$1" ] && return 0; sleep 0.05; done; return 1; }
 
 triad_run 4 "$deck" $common io.run_dir="'$scratch/ref'"
 ok $? "uninterrupted reference: tp 2 x dp 2, 20 steps"
 
-# 1. the disk fills up: ckpt_5 and metrics leave too little room after step 10's checkpoint
+# 1. the disk fills up: after ckpt_5 there is room for step 10's and no other
 triad_run 4 "$deck" $common io.run_dir="'$mnt/run'"
 st=$?
 cp "$scratch/last.out" "$scratch/full.out"
-[ $st -eq 1 ] && grep -q "error: the file system of $mnt/run has [0-9]* KiB free, less than a checkpoint and some metrics need" \
+[ $st -eq 1 ] && grep -q "error: the file system of $mnt/run has [0-9]* KiB free, less than this step.s checkpoint, one more and some metrics need" \
     "$scratch/full.out" && grep -q "stopping at step 10 .*; its checkpoint is written" "$scratch/full.out"
 ok $? "a filling disk on 4 ranks: the run stops at step 10 with its checkpoint, status 1 (got $st), the figures"
 grep '^error' "$scratch/full.out" | diag
@@ -52,12 +57,19 @@ triad_run 4 "$deck" $common io.restart=auto io.run_dir="'$scratch/resume'"
 ok $? "restarted from it elsewhere: every step's loss and grad norm bitwise equal to the uninterrupted run"
 diag < "$scratch/cmp.out"
 
-# 2. no room for the next checkpoint (metrics flushed rarely, so the run does not stop first)
-remount 800k
-triad_run 4 "$deck" $common io.metrics_flush=1000 io.run_dir="'$mnt/run'"
+# 2. no room for the next checkpoint: another process fills the disk once
+#    ckpt_5 is written (steps slowed so that it does so before step 10)
+remount 1400k
+$MPIEXEC -n 4 "$TRIAD" "$deck" $common diag.slow_rank=0 diag.slow_seconds=0.2 io.run_dir="'$mnt/run'" \
+    > "$scratch/last.out" 2>&1 &
+pid=$!
+wait_for "$mnt/run/ckpt_5.h5" && fill_to 300
+wait $pid
 st=$?
+rm -f "$mnt/fill"
 [ $st -eq 1 ] && grep -q "error: checkpoint at step 10 failed: not enough space in $mnt/run: the checkpoint needs about" \
-    "$scratch/last.out" && grep -q "KiB are free" "$scratch/last.out"
+    "$scratch/last.out" && grep -q "KiB are free" "$scratch/last.out" &&
+    grep -q "stopping (the disk filled faster than the run checked: no checkpoint of this step fits)" "$scratch/last.out"
 ok $? "a checkpoint that cannot fit is not started: status 1 (got $st), the space needed and free"
 grep '^error' "$scratch/last.out" | diag
 ! grep -q "ckpt_10.h5 written" "$scratch/last.out" && [ ! -e "$mnt/run/ckpt_10.h5" ] && [ ! -e "$mnt/run/ckpt_10.h5.tmp" ]
@@ -74,12 +86,15 @@ st=$?
 ok $? "restart = 'auto' on a 100 % full disk reads ckpt_5.h5, then stops before writing, with the reason (status $st)"
 grep '^error' "$scratch/last.out" | diag
 
-# 4. a stop asked for when its checkpoint cannot fit
-remount 800k
+# 4. a stop asked for when its checkpoint cannot fit (the disk filled by
+#    another process after ckpt_400; steps slowed so that the stop comes
+#    before the next checkpoint step)
+remount 1400k
 more="parallel.tp=2 train.steps=100000 io.checkpoint_every=400 io.keep_checkpoints=2 io.log_every=1000 io.metrics_flush=100000"
-$MPIEXEC -n 4 "$TRIAD" "$deck" $more io.run_dir="'$mnt/run'" > "$scratch/stop.out" 2>&1 &
+$MPIEXEC -n 4 "$TRIAD" "$deck" $more diag.slow_rank=0 diag.slow_seconds=0.01 io.run_dir="'$mnt/run'" \
+    > "$scratch/stop.out" 2>&1 &
 pid=$!
-for i in $(seq 1 600); do [ -e "$mnt/run/ckpt_400.h5" ] && break; sleep 0.05; done
+wait_for "$mnt/run/ckpt_400.h5" && fill_to 300
 touch "$mnt/run/STOP"
 wait $pid
 st=$?

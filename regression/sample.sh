@@ -235,4 +235,11 @@ refused "a prompt id past the tokenizer's (its text could not be decoded)" \
 printf '0 5 6\n' > "$scratch/gap5.ids"
 refused "a prompt id in the tokenizer's gap" "gap5.ids: token 5 (id number 2) is not an id of the tokenizer" 1 "$P" \
     sample.tokenizer="'$scratch/gap.json'" sample.prompt_tokens="'$scratch/gap5.ids'" sample.max_new_tokens=4
+printf '1 99999999999999999999 2\n' > "$scratch/huge.ids"
+refused "a prompt id too large for any integer, named as written" \
+    "huge.ids: token 99999999999999999999 (id number 2) is not an id of this model's vocabulary (0 .. 63)" 1 "$P" \
+    sample.tokenizer=none sample.prompt_tokens="'$scratch/huge.ids'" sample.max_new_tokens=4
+printf '1 2 3x 4\n' > "$scratch/word.ids"
+refused "a word that is not an integer, named" "word.ids: '3x' (id number 3) is not an integer" 1 "$P" \
+    sample.tokenizer=none sample.prompt_tokens="'$scratch/word.ids'" sample.max_new_tokens=4
 done_testing

@@ -102,3 +102,32 @@ int file_read_all(const char *path, size_t max, const char *what, char **text, s
     *len = n;
     return 0;
 }
+
+/* One folder: made, or there already as a folder. */
+static int make_one(const char *dir, char *why, size_t whylen)
+{
+    struct stat sb;
+    if (mkdir(dir, 0777) == 0) return 0;
+    int e = errno;
+    if (e == EEXIST && stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) return 0;
+    if (e == EEXIST || e == ENOTDIR) snprintf(why, whylen, "%s is a file, not a folder", dir);
+    else snprintf(why, whylen, "cannot create the folder %s: %s", dir, strerror(e));
+    return -1;
+}
+
+int file_make_dirs(const char *path, char *why, size_t whylen)
+{
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
+        snprintf(why, whylen, "the folder name is longer than %zu bytes", sizeof buf - 1);
+        return -1;
+    }
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/' || p[-1] == '/') continue;
+        *p = 0;
+        int rc = make_one(buf, why, whylen);
+        *p = '/';
+        if (rc != 0) return -1;
+    }
+    return make_one(buf, why, whylen);
+}

@@ -27,4 +27,9 @@
 int file_read_all(const char *path, size_t max, const char *what, char **text, size_t *len, char *why,
                   size_t whylen);
 
+/* mkdir -p path: path and every folder above it that is missing.  0, or -1
+ * with the reason in why ("cannot create the folder P: REASON", or "P is a
+ * file, not a folder" where path or a folder above it is one). */
+int file_make_dirs(const char *path, char *why, size_t whylen);
+
 #endif

@@ -58,12 +58,20 @@ static int read_ids(const char *path, const struct tokenizer *tok, int V, int T,
     if (!f) return errorf(err, errlen, "cannot open sample.prompt_tokens = '%s': %s", path, strerror(errno));
     if (*cap < (size_t)T) *ids = grow(*ids, (*cap = (size_t)T) * sizeof **ids);
     long long v, count = 0;
-    errno = 0;
-    while (fscanf(f, "%lld", &v) == 1) {
+    char word[64];
+    while (fscanf(f, "%63s", word) == 1) { /* (each word parsed whole: a number too large is named as written) */
+        char *end;
+        errno = 0;
+        v = strtoll(word, &end, 10);
+        if (end == word || *end) {
+            fclose(f);
+            return errorf(err, errlen, "%s: '%s' (id number %lld) is not an integer: the file holds "
+                          "whitespace-separated token ids", path, word, count + 1);
+        }
         if (v < 0 || v >= V || errno == ERANGE) {
             fclose(f);
-            return errorf(err, errlen, "%s: token %lld (id number %lld) is not an id of this model's vocabulary "
-                          "(0 .. %d)", path, v, count + 1, V - 1);
+            return errorf(err, errlen, "%s: token %s (id number %lld) is not an id of this model's vocabulary "
+                          "(0 .. %d)", path, word, count + 1, V - 1);
         }
         if (tok && !tok_has_id(tok, (int32_t)v)) {
             fclose(f);
@@ -75,9 +83,9 @@ static int read_ids(const char *path, const struct tokenizer *tok, int V, int T,
         if (count < T) (*ids)[count] = (int32_t)v;
         count++;
     }
-    int junk = !feof(f);
+    int bad = ferror(f);
     fclose(f);
-    if (junk) return errorf(err, errlen, "%s: not whitespace-separated integers (after %lld ids)", path, count);
+    if (bad) return errorf(err, errlen, "%s: cannot read it (after %lld ids)", path, count);
     if (count > T) return errorf(err, errlen, "%s holds %lld ids, more than the model's seq_len = %d", path, count, T);
     return (int)count;
 }

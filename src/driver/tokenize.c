@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file.h"
 #include "json.h"
 #include "log.h"
 #include "tokenizer.h"
@@ -187,7 +188,9 @@ static int shard_open(struct writer *w, char *err, size_t errlen)
     char dir[CONFIG_STRLEN + 64];
     snprintf(dir, sizeof dir, "%s", w->name);
     char *slash = strrchr(dir, '/');
-    if (slash && slash != dir) *slash = 0, mkdir(dir, 0777); /* (the prefix's folder, made if missing) */
+    char why[1024];
+    if (slash && slash != dir && (*slash = 0, file_make_dirs(dir, why, sizeof why)) != 0) /* (the prefix's folders) */
+        return errorf(err, errlen, "tokenize.output = '%s': %s", w->cfg->tokenize.output, why);
     w->fp = fopen(w->tmp, "wb");
     if (!w->fp || fwrite(h, sizeof h, 1, w->fp) != 1) return errorf(err, errlen, "%s: %s", w->tmp, strerror(errno));
     w->in_shard = 0;

@@ -178,7 +178,7 @@ static void setup(struct run *r)
     mfu_reference(r, k, d.prec);
 
     char msg[1024] = "";
-    int failed = g->rank == 0 && !train_disk_has_room(r, msg, sizeof msg);
+    int failed = g->rank == 0 && train_disk_has_room(r, 0, msg, sizeof msg) != 1;
     die_all_if(g->world_comm, failed, msg, "free space in io.run_dir (or point it elsewhere) before training");
     if (g->rank == 0 && metrics_open(&r->metrics, cfg->io.run_dir, r->deck, r->step,
                                      (int)cfg->io.metrics_flush, msg, sizeof msg) != 0)
@@ -445,8 +445,12 @@ static void record_step(struct run *r, struct step_metrics *sm, double dt, doubl
     timer_start(&r->timers, T_IO);
     char why[512];
     if (metrics_append(&r->metrics, sm) != 0) train_io_stop(r, r->metrics.failed, "");
-    if (r->step % cfg->io.metrics_flush == 0 && !r->io_stop && !train_disk_has_room(r, why, sizeof why))
-        train_io_stop(r, why, ": stopping while a checkpoint still fits");
+    int room = r->step % cfg->io.metrics_flush == 0 || train_checkpoint_due(r) ? train_disk_has_room(r, 1, why, sizeof why)
+                                                                               : 1;
+    if (room != 1 && !r->io_stop)
+        train_io_stop(r, why, room == 0 ? ": stopping while a checkpoint still fits"
+                                        : ": stopping (the disk filled faster than the run checked: no checkpoint of "
+                                          "this step fits)");
     timer_stop(&r->timers, T_IO);
     if (r->step % cfg->io.log_every == 0 || r->step == cfg->train.steps)
         metrics_print_step(stdout, sm, cfg->train.steps, wtime() - r->t_start,
@@ -587,8 +591,7 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
             diag_check_consistency(&r.model, &r.comm, cfg, r.step, r.grad_ss);
         char err[1024] = "";
         if (train_async_checkpoint_poll(&r, err, sizeof err) != 0 ||
-            (cfg->io.checkpoint_every > 0 && r.step % cfg->io.checkpoint_every == 0 && r.step < cfg->train.steps &&
-             train_save_checkpoint(&r, 1, err, sizeof err) != 0))
+            (train_checkpoint_due(&r) && train_save_checkpoint(&r, 1, err, sizeof err) != 0))
             train_checkpoint_failed(&r, stop_agreed(&r, t_start, avg) != NULL && !r.io_stop, err);
         const char *why = r.step < cfg->train.steps ? stop_agreed(&r, t_start, avg) : NULL;
         if (why) {

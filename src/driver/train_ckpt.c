@@ -10,22 +10,34 @@
 #include "exit_status.h"
 #include "log.h"
 
+int train_checkpoint_due(const struct run *r)
+{
+    const struct config *cfg = r->cfg;
+    return cfg->io.checkpoint_every > 0 && r->step % cfg->io.checkpoint_every == 0 && r->step < cfg->train.steps;
+}
+
 /* Is there room in run_dir for a checkpoint and some more rows of
- * metrics.h5?  HDF5 1.10 does not survive a write that fails for lack of
- * space (the library crashes in its shutdown, and a collective close can
- * hang), so the run stops while a checkpoint still fits.  Rank 0; 1 if
- * there is, else 0 with the figures in why. */
-int train_disk_has_room(const struct run *r, char *why, size_t len)
+ * metrics.h5, after the checkpoint this step writes on the interval, if it
+ * does (after_step: at a step's end, not at the start)?  HDF5 1.10 does not
+ * survive a write that fails for lack of space (the library crashes in its
+ * shutdown, and a collective close can hang), so the run stops while a
+ * checkpoint still fits.  Rank 0; 1 if there is, else 0 with the figures in
+ * why (-1: not even one checkpoint fits now: the disk was filled by
+ * something else). */
+int train_disk_has_room(const struct run *r, int after_step, char *why, size_t len)
 {
     struct statvfs fs;
     double need = r->ckpt_bytes + (256 << 10);
     if (r->async.running && !r->async.reserved) need += r->ckpt_bytes; /* (the one being written fills in) */
+    int due = after_step && train_checkpoint_due(r);
+    if (due) need += r->ckpt_bytes; /* (this step's comes first: a stop after it needs room for one more) */
     if (statvfs(r->cfg->io.run_dir, &fs) != 0) return 1; /* (cannot tell: the writes will) */
     double avail = (double)fs.f_bavail * (double)fs.f_frsize;
     if (avail >= need) return 1;
-    snprintf(why, len, "the file system of %s has %.0f KiB free, less than a checkpoint and some metrics need "
-             "(%.0f KiB)", r->cfg->io.run_dir, avail / 1024, need / 1024);
-    return 0;
+    snprintf(why, len, "the file system of %s has %.0f KiB free, less than %s and some metrics need (%.0f KiB)",
+             r->cfg->io.run_dir, avail / 1024, due ? "this step's checkpoint, one more" : "a checkpoint",
+             need / 1024);
+    return avail >= r->ckpt_bytes ? 0 : -1;
 }
 
 /* Rank 0 saw an I/O failure: say it once; the run stops at the step's end

@@ -78,9 +78,13 @@ void train_open_run_dir(const struct run *r);
 void train_initial_state(struct run *r);
 
 /* Is there room in run_dir for a checkpoint and some more rows of
- * metrics.h5?  Rank 0; 1 if there is, else 0 with the figures in why
- * (train_ckpt.c). */
-int train_disk_has_room(const struct run *r, char *why, size_t len);
+ * metrics.h5, after this step's own checkpoint (after_step: at its end)?
+ * Rank 0; 1 if there is, else 0 with the figures in why (-1: not even one
+ * checkpoint fits now) (train_ckpt.c). */
+int train_disk_has_room(const struct run *r, int after_step, char *why, size_t len);
+/* Does this step end with a checkpoint on the interval (io.checkpoint_every;
+ * the last step's is io.save_final's)? */
+int train_checkpoint_due(const struct run *r);
 
 /* Rank 0 saw an I/O failure (why, then: what follows): said once, the run
  * stops at the step's end. */

@@ -9,24 +9,11 @@
 #include <sys/stat.h>
 
 #include "ckpt.h"
+#include "file.h"
 #include "hf.h"
 #include "lineage.h"
 #include "log.h"
 #include "runlock.h"
-
-/* mkdir -p */
-static int make_dirs(const char *path)
-{
-    char buf[CONFIG_STRLEN];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    return mkdir(buf, 0777) != 0 && errno != EEXIST ? -1 : 0;
-}
 
 /* MPI_Finalize deletes MPI_COMM_SELF's attributes first: the lock is given
  * back there, not only at exit (runlock.c's atexit).  A launcher that ends
@@ -43,10 +30,11 @@ static int release_at_finalize(MPI_Comm comm, int keyval, void *value, void *ext
 
 void train_open_run_dir(const struct run *r)
 {
-    char msg[1024] = "";
+    char msg[2048] = "";
     int failed = 0;
-    if (r->g->rank == 0 && make_dirs(r->cfg->io.run_dir) != 0) {
-        snprintf(msg, sizeof msg, "cannot create run directory '%s': %s", r->cfg->io.run_dir, strerror(errno));
+    char why[1024];
+    if (r->g->rank == 0 && file_make_dirs(r->cfg->io.run_dir, why, sizeof why) != 0) {
+        snprintf(msg, sizeof msg, "io.run_dir = '%s': %s", r->cfg->io.run_dir, why);
         failed = 1;
     }
     die_all_if(r->g->world_comm, failed, msg, "set io.run_dir to a writable directory");

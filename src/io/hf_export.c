@@ -21,6 +21,7 @@
 #include "ckpt_sum.h"
 #include "ckpt_tok.h"
 #include "config.h"
+#include "file.h"
 #include "log.h"
 #include "shape.h"
 #include "tokenizer.h"
@@ -368,8 +369,9 @@ int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err,
     if (rc == 0) rc = verify_model(f, &d, err, errlen);
     if (rc == 0) rc = ckpt_check_tokenizer(f, ckpt, err, errlen);
     if (rc == 0) rc = check_range(f, p, n, dtype, err, errlen);
-    if (rc == 0 && mkdir(dir, 0777) != 0 && errno != EEXIST)
-        rc = errorf(err, errlen, "cannot create the folder %s: %s", dir, strerror(errno));
+    char why[1024];
+    if (rc == 0 && file_make_dirs(dir, why, sizeof why) != 0)
+        rc = errorf(err, errlen, "%s: export writes its files into the folder DIR (triad export CKPT DIR)", why);
     snprintf(tmp_cfg, sizeof tmp_cfg, "%s.tmp", cfg_path);
     snprintf(tmp_st, sizeof tmp_st, "%s.tmp", st_path);
     if (rc == 0) rc = write_tensors(f, tmp_st, p, n, dtype, err, errlen);
