@@ -16,6 +16,7 @@
 #    previous checkpoint, which a requeued job resumes from.
 # 5. metrics.h5 filling the disk: a clean stop with a checkpoint, no HDF5
 #    error dump, the file still opens.
+#    A disk with room for keep_checkpoints + 1 runs on: rotation frees it.
 # 6. A damaged metrics.h5 does not block a restart: it is moved aside with a
 #    warning and a new one starts at the checkpoint's step.
 # 7. A stop at a checkpoint step writes that checkpoint once.
@@ -60,7 +61,7 @@ diag < "$scratch/cmp.out"
 # 2. no room for the next checkpoint: another process fills the disk once
 #    ckpt_5 is written (steps slowed so that it does so before step 10)
 remount 1400k
-$MPIEXEC -n 4 "$TRIAD" "$deck" $common diag.slow_rank=0 diag.slow_seconds=0.2 io.run_dir="'$mnt/run'" \
+$MPIEXEC -n 4 "$TRIAD" "$deck" $common diag.slow_rank=0 diag.slow_seconds=0.4 io.run_dir="'$mnt/run'" \
     > "$scratch/last.out" 2>&1 &
 pid=$!
 wait_for "$mnt/run/ckpt_5.h5" && fill_to 300
@@ -117,6 +118,15 @@ rows=$("$PYTHON3" -c "import h5py,sys; print(len(h5py.File(sys.argv[1])['metrics
 last=$(ls "$mnt"/run/ckpt_*.h5 2>/dev/null | tail -1)
 [ "$rows" -gt 100 ] 2>/dev/null && [ -n "$last" ] && verify "$last"
 ok $? "metrics.h5 still opens ($rows rows) and the checkpoint verifies"
+
+# 5b. a disk with room for keep_checkpoints + 1 checkpoints: once the run
+#     keeps 2, each new one's rotation frees the room the next needs
+remount 1700k
+triad_run 1 "$deck" train.steps=30 io.checkpoint_every=3 io.keep_checkpoints=2 io.run_dir="'$mnt/run2'"
+st=$?
+[ $st -eq 0 ] && [ "$(grep -v '^#' "$mnt/run2/checkpoints.txt" | tr '\n' ' ')" = "ckpt_24.h5 ckpt_27.h5 " ]
+ok $? "with rotation at 2 kept, 30 steps on a disk of 1.7 MB run to the end (status $st), a checkpoint every 3 steps"
+grep '^error' "$scratch/last.out" | diag
 umount "$mnt"
 
 # 6. a damaged metrics.h5 beside a good checkpoint: the restart goes on

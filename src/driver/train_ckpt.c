@@ -8,6 +8,7 @@
 
 #include "ckpt.h"
 #include "exit_status.h"
+#include "lineage.h"
 #include "log.h"
 
 int train_checkpoint_due(const struct run *r)
@@ -29,8 +30,15 @@ int train_disk_has_room(const struct run *r, int after_step, char *why, size_t l
     struct statvfs fs;
     double need = r->ckpt_bytes + (256 << 10);
     if (r->async.running && !r->async.reserved) need += r->ckpt_bytes; /* (the one being written fills in) */
+    /* this step's checkpoint comes first: a stop after it needs room for one
+     * more, unless the rotation that follows it removes one (the run keeps
+     * io.keep_checkpoints of them already) */
     int due = after_step && train_checkpoint_due(r);
-    if (due) need += r->ckpt_bytes; /* (this step's comes first: a stop after it needs room for one more) */
+    static struct lineage l; /* (large: not on the stack) */
+    char lerr[8];
+    if (due && lineage_read(r->cfg->io.run_dir, &l, lerr, sizeof lerr) == 0 && l.n >= r->cfg->io.keep_checkpoints)
+        due = 0;
+    if (due) need += r->ckpt_bytes;
     if (statvfs(r->cfg->io.run_dir, &fs) != 0) return 1; /* (cannot tell: the writes will) */
     double avail = (double)fs.f_bavail * (double)fs.f_frsize;
     if (avail >= need) return 1;
