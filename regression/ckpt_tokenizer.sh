@@ -185,7 +185,7 @@ tiny="$DECKS/tiny.nml train.steps=3 train.warmup_steps=0 io.save_final=.true."
 triad_run 1 $tiny data.tokenizer="'$scratch/small.json'" io.run_dir="'$scratch/rt'"
 triad_run 1 $tiny train.steps=6 data.tokenizer="'$scratch/perm.json'" io.restart=auto io.run_dir="'$scratch/rt'"
 st=$?
-[ $st -eq 1 ] && grep -q "data.tokenizer = '$scratch/perm.json' is not the tokenizer this run was trained with ($scratch/perm.json is not the run's copy $scratch/rt/tokenizer.json), which $scratch/rt/ckpt_3.h5 keeps too" "$scratch/last.out" &&
+[ $st -eq 1 ] && grep -q "data.tokenizer = '$scratch/perm.json' is not the tokenizer this run was trained with ($scratch/perm.json differs from the tokenizer.json of the run's copy in $scratch/rt), which $scratch/rt/ckpt_3.h5 keeps too" "$scratch/last.out" &&
     cmp -s "$scratch/rt/tokenizer.json" "$scratch/small.json" && [ ! -e "$scratch/rt/ckpt_6.h5" ]
 ok $? "resuming with another data.tokenizer is refused (status $st); the run's copy stays"
 grep -m1 error "$scratch/last.out" | diag
@@ -197,4 +197,23 @@ triad_run 1 $tiny train.steps=9 io.restart="'$scratch/rt/ckpt_6.h5'" io.run_dir=
     mkdir -p "$scratch/sm" && cp "$scratch/small.json" "$scratch/sm/tokenizer.json" &&
     stored "$scratch/rt2/ckpt_9.h5" "$scratch/sm/tokenizer.json"
 ok $? "a run restarted from that checkpoint in a new directory keeps the tokenizer kept in it, and stores it"
+# refused before the run directory is touched: an explicit restart from an
+# earlier checkpoint moves none of the later ones aside
+triad_run 1 $tiny train.steps=9 data.tokenizer="'$scratch/perm.json'" io.restart="'$scratch/rt/ckpt_3.h5'" \
+    io.run_dir="'$scratch/rt'"
+st=$?
+[ $st -eq 1 ] && grep -q "is not the tokenizer this run was trained with" "$scratch/last.out" &&
+    [ -f "$scratch/rt/ckpt_6.h5" ] && [ ! -e "$scratch/rt/abandoned.1" ]
+ok $? "another tokenizer with an explicit restart from ckpt_3 is refused (status $st) before ckpt_6 is moved aside"
+# restarted from elsewhere into a directory where a run that left no output
+# put another tokenizer's copy: the checkpoint's own replaces it, and a deck
+# that names it is not refused
+mkdir -p "$scratch/stale" && cp "$scratch/perm.json" "$scratch/stale/tokenizer.json"
+triad_run 1 $tiny train.steps=9 data.tokenizer="'$scratch/small.json'" io.restart="'$scratch/rt/ckpt_6.h5'" \
+    io.run_dir="'$scratch/stale'"
+st=$?
+[ $st -eq 0 ] && cmp -s "$scratch/stale/tokenizer.json" "$scratch/small.json" &&
+    stored "$scratch/stale/ckpt_9.h5" "$scratch/sm/tokenizer.json"
+ok $? "a stale copy in a new run directory gives way to the checkpoint's tokenizer (status $st)"
+grep -m1 error "$scratch/last.out" | diag
 done_testing

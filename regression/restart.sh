@@ -161,6 +161,14 @@ st=$?
 [ $st -eq 0 ] && [ "$(cksum < "$scratch/x/superseded.1/ckpt_6.h5")" = "$sum6" ] && [ -f "$scratch/x/superseded.1/metrics.h5" ] &&
     [ "$(grep -v '^#' "$scratch/x/checkpoints.txt" | tr '\n' ' ')" = "ckpt_6.h5 ckpt_9.h5 " ]
 ok $? "with io.overwrite the directory's output moves to superseded.1/ and the restarted run goes on (status $st)"
+# a job restarted from elsewhere, killed before its first checkpoint, then
+# requeued with the same deck: its metrics.h5 alone is moved aside
+mkdir -p "$scratch/rq" && cp "$scratch/x/metrics.h5" "$scratch/rq/"
+triad_run 1 "$deck" train.steps=9 io.checkpoint_every=3 io.restart="'$scratch/y/ckpt_3.h5'" io.run_dir="'$scratch/rq'"
+st=$?
+[ $st -eq 0 ] && [ -f "$scratch/rq/superseded.1/metrics.h5" ] && [ -f "$scratch/rq/ckpt_6.h5" ] &&
+    grep -q "$scratch/rq holds no checkpoint: its metrics.h5 moved to $scratch/rq/superseded.1/" "$scratch/last.out"
+ok $? "a restart from elsewhere into a directory with no checkpoint (a requeue) goes on, its metrics.h5 moved aside"
 
 # 8. a restart at or past train.steps
 triad_run 1 "$deck" train.steps=2 train.warmup_steps=0 io.restart=auto io.save_final=.true. io.run_dir="'$scratch/x'"

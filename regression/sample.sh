@@ -239,6 +239,9 @@ printf '1 99999999999999999999 2\n' > "$scratch/huge.ids"
 refused "a prompt id too large for any integer, named as written" \
     "huge.ids: token 99999999999999999999 (id number 2) is not an id of this model's vocabulary (0 .. 63)" 1 "$P" \
     sample.tokenizer=none sample.prompt_tokens="'$scratch/huge.ids'" sample.max_new_tokens=4
+printf '1 %s 2\n' "$(printf '9%.0s' $(seq 1 70))" > "$scratch/long.ids"
+refused "a 70-digit id is one word, not two ids" "long.ids: token 9\{63\}\.\.\. (id number 2) is not an id" 1 "$P" \
+    sample.tokenizer=none sample.prompt_tokens="'$scratch/long.ids'" sample.max_new_tokens=4
 printf '1 2 3x 4\n' > "$scratch/word.ids"
 refused "a word that is not an integer, named" "word.ids: '3x' (id number 3) is not an integer" 1 "$P" \
     sample.tokenizer=none sample.prompt_tokens="'$scratch/word.ids'" sample.max_new_tokens=4

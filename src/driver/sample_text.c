@@ -1,6 +1,7 @@
 /* sample_text.c -- the prompts in, the text out (sample_text.h). */
 #include "sample_text.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,22 +64,24 @@ static int read_ids(const char *path, const struct tokenizer *tok, int V, int T,
         char *end;
         errno = 0;
         v = strtoll(word, &end, 10);
-        if (end == word || *end) {
+        int next = getc(f), longer = next != EOF && !isspace(next); /* (a word of 64 characters or more) */
+        if (longer) errno = ERANGE;
+        if (end == word || *end || (longer && !isdigit(next))) {
             fclose(f);
             return errorf(err, errlen, "%s: '%s' (id number %lld) is not an integer: the file holds "
                           "whitespace-separated token ids", path, word, count + 1);
         }
         if (v < 0 || v >= V || errno == ERANGE) {
             fclose(f);
-            return errorf(err, errlen, "%s: token %s (id number %lld) is not an id of this model's vocabulary "
-                          "(0 .. %d)", path, word, count + 1, V - 1);
+            return errorf(err, errlen, "%s: token %s%s (id number %lld) is not an id of this model's vocabulary "
+                          "(0 .. %d)", path, word, longer ? "..." : "", count + 1, V - 1);
         }
         if (tok && !tok_has_id(tok, (int32_t)v)) {
             fclose(f);
-            return errorf(err, errlen, "%s: token %lld (id number %lld) is not an id of the tokenizer (0 .. %d), so "
-                          "the output could not be decoded to text\n  hint: give ids the tokenizer has, or set "
+            return errorf(err, errlen, "%s: token %lld (id number %lld) is not an id of the tokenizer (0 .. %d%s), "
+                          "so the output could not be decoded to text\n  hint: give ids the tokenizer has, or set "
                           "sample.tokenizer = 'none' to sample ids in, ids out", path, v, count + 1,
-                          tok_vocab_size(tok) - 1);
+                          tok_vocab_size(tok) - 1, v < tok_vocab_size(tok) ? ", which has no token of that id" : "");
         }
         if (count < T) (*ids)[count] = (int32_t)v;
         count++;

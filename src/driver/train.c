@@ -178,7 +178,7 @@ static void setup(struct run *r)
     mfu_reference(r, k, d.prec);
 
     char msg[1024] = "";
-    int failed = g->rank == 0 && train_disk_has_room(r, 0, msg, sizeof msg) != 1;
+    int failed = g->rank == 0 && r->step < cfg->train.steps && train_disk_has_room(r, 0, msg, sizeof msg) != 1;
     die_all_if(g->world_comm, failed, msg, "free space in io.run_dir (or point it elsewhere) before training");
     if (g->rank == 0 && metrics_open(&r->metrics, cfg->io.run_dir, r->deck, r->step,
                                      (int)cfg->io.metrics_flush, msg, sizeof msg) != 0)

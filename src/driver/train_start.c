@@ -63,7 +63,22 @@ void train_open_run_dir(const struct run *r)
  * io.overwrite or restart = 'auto' (which found nothing to resume: a job
  * killed before its first checkpoint) asks for it: that output is moved
  * aside into run_dir/superseded.N/.  Rank 0 works; the error is agreed. */
-static void settle_run_dir(struct run *r, const char *path, int loaded)
+/* Is the checkpoint at path one of run_dir's, ckpt_<step>.h5 (the same
+ * folder, however it is spelled)?  1 with its step in *step, else 0. */
+static int checkpoint_here(const char *path, const char *run_dir, long long *step)
+{
+    char pd[4096], tail[8];
+    snprintf(pd, sizeof pd, "%s", path);
+    char *slash = strrchr(pd, '/');
+    const char *base = slash ? path + (slash - pd) + 1 : path;
+    if (slash) *slash = '\0';
+    else snprintf(pd, sizeof pd, ".");
+    struct stat a, b;
+    return stat(pd, &a) == 0 && stat(run_dir, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino &&
+           sscanf(base, "ckpt_%lld.h5%7s", step, tail) == 1;
+}
+
+static void settle_run_dir(struct run *r, const char *path, int loaded, int here)
 {
     const struct config *cfg = r->cfg;
     const char *dir = cfg->io.run_dir;
@@ -71,17 +86,14 @@ static void settle_run_dir(struct run *r, const char *path, int loaded)
     char msg[4096] = "", what[256] = "", aside[4200] = "";
     int failed = 0;
     if (r->g->rank == 0 && loaded) {
-        char pd[4096];
-        snprintf(pd, sizeof pd, "%s", path);
-        char *slash = strrchr(pd, '/');
-        const char *base = slash ? path + (slash - pd) + 1 : path;
-        if (slash) *slash = '\0'; else snprintf(pd, sizeof pd, ".");
-        long long s;
-        char tail[8];
-        struct stat a, b; /* the same directory, however it is spelled */
-        int here = stat(pd, &a) == 0 && stat(dir, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino &&
-                   sscanf(base, "ckpt_%lld.h5%7s", &s, tail) == 1;
-        if (!here && lineage_dir_in_use(dir, what, sizeof what)) { /* another run's output, not this one's past */
+        long long s = -1;
+        if (here) checkpoint_here(path, dir, &s);
+        int ckpts = !here && lineage_dir_in_use(dir, what, sizeof what) && strstr(what, "checkpoint") != NULL;
+        if (!here && what[0] && !ckpts) { /* (output, no checkpoint: this job's own, killed before its first) */
+            failed = lineage_move_output(dir, aside, sizeof aside, msg, sizeof msg) != 0;
+            if (!failed) log_info("%s holds no checkpoint: its %s moved to %s/\n", dir, what, aside);
+        }
+        if (ckpts) { /* another run's checkpoints, not this one's past */
             if (!cfg->io.overwrite) {
                 snprintf(msg, sizeof msg, "io.restart = '%s' is not a checkpoint of io.run_dir = '%s', which holds "
                          "another run's output (%s): the restarted run would replace its checkpoints and metrics",
@@ -191,8 +203,14 @@ void train_initial_state(struct run *r)
         log_info("initial weights from %s (%s)\n", from,
                  kind == WEIGHTS_HF ? "Hugging Face folder" : kind == WEIGHTS_LLMC ? "llm.c checkpoint" : "HDF5");
     }
-    settle_run_dir(r, path, loaded);
-    int bad = r->g->rank == 0 && hf_keep_tokenizer(cfg, (int)cfg->model.vocab_size, loaded ? path : NULL, err, sizeof err) != 0;
+    long long s;
+    int here = loaded && r->g->rank == 0 && checkpoint_here(path, cfg->io.run_dir, &s);
+    int bad = loaded && r->g->rank == 0 && hf_check_resumed_tokenizer(cfg, path, here, err, sizeof err) != 0;
+    if (mpi_agree_error(r->g->world_comm, bad, err, sizeof err)) /* (before the run directory is touched) */
+        die_all("data.tokenizer names the model's tokenizer (docs/tokenizer.md)", "%s", err);
+    settle_run_dir(r, path, loaded, here);
+    bad = r->g->rank == 0 && hf_keep_tokenizer(cfg, (int)cfg->model.vocab_size, loaded ? path : NULL, here, err,
+                                               sizeof err) != 0;
     if (mpi_agree_error(r->g->world_comm, bad, err, sizeof err))
         die_all("data.tokenizer names the model's tokenizer (docs/tokenizer.md)", "%s", err);
     if (!loaded && !in_master) optim_master_from_params(&r->optim, &r->model);

@@ -45,8 +45,8 @@ int ckpt_load_all(const char *path, struct model *m, struct optim *o, struct ckp
  * completely with matching checksums, reporting (rank 0) and skipping
  * corrupted or truncated ones.  Returns 1 (loaded; its path in path), 0
  * (there is none: start fresh), -1 (all unusable; err says why) or -2 (the
- * newest holds another model than the deck's: err names it and the keys;
- * the earlier ones, of the same run, are not tried).
+ * newest that opens holds another model than the deck's: err names it and
+ * the keys; the earlier ones, of the same run, are not tried).
  * Collective. */
 int ckpt_restart_auto(const char *run_dir, struct model *m, struct optim *o, struct ckpt_state *st,
                       const struct grid *g, char *path, size_t len, char *err, size_t errlen);

@@ -600,10 +600,10 @@ static void drop_copies(const char *dir, const char *src)
     }
 }
 
-/* Does the tokenizer at src define the same tokens as the copy in dir: the
- * same bytes in tokenizer.json, or in vocab.json and merges.txt?  1 yes, 0
- * no (what differs named in err), -1 unreadable (err). */
-static int same_tokenizer(const char *src, const char *dir, char *err, size_t errlen)
+/* Does the tokenizer at src define the same tokens as the copy in dir (which
+ * `whose` names): the same bytes in tokenizer.json, or in vocab.json and
+ * merges.txt?  1 yes, 0 no (what differs named in err), -1 unreadable (err). */
+static int same_tokenizer(const char *src, const char *dir, const char *whose, char *err, size_t errlen)
 {
     char base[4096], from[4200], to[4200], why[512];
     struct stat sb;
@@ -627,37 +627,70 @@ static int same_tokenizer(const char *src, const char *dir, char *err, size_t er
         free(a);
         free(b);
         if (differs) {
-            snprintf(err, errlen, "%s is not the run's copy %s", from, to);
+            snprintf(err, errlen, "%s differs from the %s of %s", from, ckpt_tok_name(i), whose);
             return 0;
         }
     }
     return 1;
 }
 
-int hf_keep_tokenizer(const struct config *cfg, int V, const char *resumed, char *err, size_t errlen)
+int hf_check_resumed_tokenizer(const struct config *cfg, const char *ckpt, int here, char *err, size_t errlen)
+{
+    const char *run_dir = cfg->io.run_dir, *named = cfg->data.tokenizer;
+    if (!named[0] || !is_tokenizer(named)) return 0; /* (none named, or gone since: the run's own stands in) */
+    char ref[4096], path[4200];
+    int made = !here || !is_tokenizer(run_dir), rc = 0; /* (the one kept in the checkpoint, in a folder of its own) */
+    if (!made) snprintf(ref, sizeof ref, "%s", run_dir);
+    else {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(ref, sizeof ref, "%s/triad-tokenizer-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+        if (!mkdtemp(ref)) return errorf(err, errlen, "cannot make a folder %s: %s", ref, strerror(errno));
+        rc = ckpt_extract_tokenizer(ckpt, ref, err, errlen); /* 1 kept, 0 none (nothing to compare), -1 */
+        rc = rc > 0 ? 0 : rc < 0 ? -1 : 1;
+    }
+    if (rc == 0) {
+        char whose[4200];
+        if (made) snprintf(whose, sizeof whose, "the tokenizer kept in %s", ckpt);
+        else snprintf(whose, sizeof whose, "the run's copy in %s", run_dir);
+        int same = same_tokenizer(named, ref, whose, err, errlen);
+        if (same == 0) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", err);
+            rc = errorf(err, errlen, "data.tokenizer = '%s' is not the tokenizer this run was trained with (%s), "
+                        "which %s keeps too: a resumed run keeps its tokenizer; remove data.tokenizer from the deck "
+                        "(or name the run's own files), or start a new run from the checkpoint with io.init_from",
+                        named, why, ckpt);
+        } else if (same < 0) rc = -1;
+    }
+    if (made) {
+        for (int i = 0; i < CKPT_TOK_NFILES; i++) {
+            snprintf(path, sizeof path, "%s/%s", ref, ckpt_tok_name(i));
+            unlink(path);
+        }
+        rmdir(ref);
+    }
+    return rc < 0 ? -1 : 0;
+}
+
+int hf_keep_tokenizer(const struct config *cfg, int V, const char *resumed, int here, char *err, size_t errlen)
 {
     const char *run_dir = cfg->io.run_dir;
     char src[4096];
     if (cfg->data.tokenizer[0] && !is_tokenizer(cfg->data.tokenizer)) {
-        if (resumed && is_tokenizer(run_dir)) return 0; /* (gone since: the run's copy stands in) */
+        if (resumed && here && is_tokenizer(run_dir)) return 0; /* (gone since: the run's copy stands in) */
         return errorf(err, errlen, "data.tokenizer = '%s' is no tokenizer: name a tokenizer.json, or a folder with one",
                       cfg->data.tokenizer);
     }
     int kept = 0, have = hf_tokenizer_of(cfg, NULL, src, sizeof src);
-    /* A resumed run keeps the tokenizer it was trained with: the copy in
-     * run_dir, or (restarted from elsewhere) the one kept in the checkpoint. */
-    if (resumed && !is_tokenizer(run_dir) && ckpt_extract_tokenizer(resumed, run_dir, err, errlen) < 0) return -1;
-    if (resumed && is_tokenizer(run_dir)) { /* (io.init_from's folder, ignored on resuming, is not compared) */
-        if (!cfg->data.tokenizer[0]) return 0;
-        int same = same_tokenizer(cfg->data.tokenizer, run_dir, err, errlen);
-        if (same != 0) return same > 0 ? 0 : -1;
-        char why[1024];
-        snprintf(why, sizeof why, "%s", err);
-        return errorf(err, errlen, "data.tokenizer = '%s' is not the tokenizer this run was trained with (%s), "
-                      "which %s keeps too: a resumed run keeps its tokenizer; remove data.tokenizer from the deck "
-                      "(or name the run's own files), or start a new run from the checkpoint with io.init_from",
-                      cfg->data.tokenizer, why, resumed);
+    /* A resumed run keeps the tokenizer it was trained with (checked against
+     * data.tokenizer: hf_check_resumed_tokenizer): the copy in run_dir, or,
+     * restarted from elsewhere, the one kept in the checkpoint, in place of
+     * any copy an earlier run that left no output had put there. */
+    if (resumed && !here) {
+        drop_copies(run_dir, NULL);
+        if ((kept = ckpt_extract_tokenizer(resumed, run_dir, err, errlen)) < 0) return -1;
     }
+    if (resumed && is_tokenizer(run_dir)) return 0; /* (io.init_from's folder, ignored on resuming, is not taken) */
     if (!resumed) drop_copies(run_dir, have ? src : NULL);
     if (!have) {
         /* a model from a triad checkpoint brings the tokenizer kept in it

@@ -102,11 +102,17 @@ struct tokenizer *hf_open_tokenizer(const char *option, const struct config *cfg
  * (hf_copy_tokenizer), where every checkpoint of the run stores them
  * (ckpt_tok.h), whatever becomes of the original.  A model initialised
  * from a triad checkpoint with no other tokenizer takes the one kept in it.
- * A run resumed from the checkpoint `resumed` (NULL: a new run) keeps the
- * tokenizer it was trained with: the copy in run_dir, else the one kept in
- * that checkpoint; a different one named by the deck is an error.  0 (also
- * without one), or -1 with err. */
-int hf_keep_tokenizer(const struct config *cfg, int V, const char *resumed, char *err, size_t errlen);
+ * A run resumed from the checkpoint `resumed` (NULL: a new run; `here`: one
+ * of run_dir's) keeps the tokenizer it was trained with: the copy in
+ * run_dir, or restarted from elsewhere the one kept in that checkpoint.  0
+ * (also without one), or -1 with err. */
+int hf_keep_tokenizer(const struct config *cfg, int V, const char *resumed, int here, char *err, size_t errlen);
+/* Before a resumed run touches its directory (rank 0): is the tokenizer
+ * data.tokenizer names the one the run was trained with (the copy in
+ * run_dir for a checkpoint of it, `here`; else the one kept in the
+ * checkpoint ckpt), byte for byte?  0 (also where none is named, or there
+ * is none to compare), or -1 with err naming both. */
+int hf_check_resumed_tokenizer(const struct config *cfg, const char *ckpt, int here, char *err, size_t errlen);
 /* The files of the tokenizer at src (a tokenizer.json, or a folder) into
  * dir: tokenizer.json with the tokenizer_config.json and
  * special_tokens_map.json beside it where there are any, or GPT-2's
