@@ -19,6 +19,7 @@ the formats' definitions and not from triad's code (regression/hf_io.sh):
         the safetensors container, config.json's types, the sharded index);
   config DIR KEY=JSON ...   set config.json's KEY to the JSON value;
   add DIR NAME SHAPE_JSON   append a tensor of zeros (F32) to model.safetensors;
+  copy DIR SRC NAME     append tensor SRC's copy as NAME (a tied head's writer);
   poke DIR NAME ROW COL VALUE   set one element of an F32 2-D tensor of
         model.safetensors (a folder of another model, or one weight that a
         format cannot hold).
@@ -570,6 +571,16 @@ def add_tensor(d, name, shape):
     return 0
 
 
+def copy_tensor(d, src, name):
+    path = os.path.join(d, "model.safetensors")
+    header, data = st_parts(path)
+    t = header[src]
+    b = data[t["data_offsets"][0]:t["data_offsets"][1]]
+    header[name] = {"dtype": t["dtype"], "shape": t["shape"], "data_offsets": [len(data), len(data) + len(b)]}
+    st_write(path, json.dumps(header).encode(), data + b)
+    return 0
+
+
 def poke(d, name, row, col, value):
     path = os.path.join(d, "model.safetensors")
     header, data = st_parts(path)
@@ -596,6 +607,8 @@ def main(a):
         return edit_config(a[2], a[3:])
     if a[1] == "add":
         return add_tensor(a[2], a[3], json.loads(a[4]))
+    if a[1] == "copy":
+        return copy_tensor(a[2], a[3], a[4])
     if a[1] == "poke":
         return poke(a[2], a[3], int(a[4]), int(a[5]), float(a[6]))
     raise SystemExit(__doc__)

@@ -164,6 +164,11 @@ $H add "$scratch/tied_head" lm_head.weight '[64, 32]'
 refused "a tied model's folder with an lm_head.weight (it would be ignored)" \
     "holds tensor 'lm_head.weight', which the model does not read: config.json ties the head to the embedding" llama \
     "$scratch/tied_head" model.tie_embeddings=.true.
+$H make llama "$scratch/tied_copy" "$(echo "$KL" | sed 's/"tied":false/"tied":true/')"
+$H copy "$scratch/tied_copy" model.embed_tokens.weight lm_head.weight
+triad_run 1 "$scratch/llama.nml" model.tie_embeddings=.true. io.init_from="'$scratch/tied_copy'" \
+    io.run_dir="'$scratch/tied_copy_run'"
+ok $? "a tied model's folder whose lm_head.weight is the embedding's copy, byte for byte, loads"
 variant real_llama llama hidden_act='"silu"' partial_rotary_factor=1.0 architectures='["LLaMAForCausalLM"]'
 for l in 0 1; do $H add "$scratch/real_llama" model.layers.$l.self_attn.rotary_emb.inv_freq '[4]'; done
 triad_run 1 "$scratch/llama.nml" io.init_from="'$scratch/real_llama'" io.run_dir="'$scratch/real_llama_run'"

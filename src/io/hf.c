@@ -357,9 +357,33 @@ static long layer_of(enum hf_arch a, const char *name)
     return l >= 0 && *end == '.' ? l : -1;
 }
 
+/* Do tensors a (of file fa) and b (of fb) hold the same dtype, shape and
+ * bytes?  1 yes, 0 no (or unreadable: then they are not known to be), -1
+ * out of memory. */
+static int same_tensor(const struct st_file *fa, const struct st_tensor *a, const struct st_file *fb,
+                       const struct st_tensor *b)
+{
+    if (strcmp(a->dtype_name, b->dtype_name) != 0 || a->rank != b->rank || a->end - a->begin != b->end - b->begin)
+        return 0;
+    for (int i = 0; i < a->rank; i++)
+        if (a->shape[i] != b->shape[i]) return 0;
+    enum { PART = 1 << 20 };
+    char *x = malloc(2 * PART), *y = x + PART;
+    if (!x) return -1;
+    int same = 1;
+    for (uint64_t at = 0, n = a->end - a->begin; same && at < n; at += PART) {
+        size_t k = n - at < PART ? (size_t)(n - at) : PART;
+        same = pread(fa->fd, x, k, (off_t)(fa->data_start + a->begin + at)) == (ssize_t)k &&
+               pread(fb->fd, y, k, (off_t)(fb->data_start + b->begin + at)) == (ssize_t)k && memcmp(x, y, k) == 0;
+    }
+    free(x);
+    return same;
+}
+
 /* Every tensor of the folder is one the whole model reads (every rank's
  * slices, walked as load_folder names them) or a buffer (hf_is_buffer):
- * a layer past n_layer, a head the tied model ignores, a tensor of
+ * a layer past n_layer, a head the tied model ignores (unless it is the
+ * embedding's copy, byte for byte, as some writers store it), a tensor of
  * another architecture are errors, never weights dropped silently.  (A
  * tensor the model needs and the folder lacks is load_folder's error: with
  * one missing, nothing is said here.) */
@@ -386,6 +410,21 @@ static int check_unread(const struct model_dims *d, enum hf_arch a, const struct
         for (int i = 0; i < f->files[k].n; i++) {
             const char *name = f->files[k].t[i].name;
             if (used[k][i] || hf_is_buffer(a, name)) continue;
+            if (d->tied && strcmp(name, "lm_head.weight") == 0) { /* (the embedding's copy: what it ties to) */
+                char emb[3][160], prefixed[512];
+                int tr;
+                hf_names(d, a, P_WTE, 0, emb, &tr);
+                const struct st_file *ef = NULL;
+                const struct st_tensor *e = folder_lookup(f, emb[0], &ef);
+                snprintf(prefixed, sizeof prefixed, "transformer.%s", emb[0]);
+                if (!e && a == HF_GPT2) e = folder_lookup(f, prefixed, &ef);
+                int same = e ? same_tensor(&f->files[k], &f->files[k].t[i], ef, e) : 0;
+                if (same < 0) {
+                    rc = errorf(err, errlen, "out of memory comparing lm_head.weight with the embedding");
+                    break;
+                }
+                if (same) continue;
+            }
             long l = layer_of(a, name);
             char why[600];
             if (l >= d->L)
@@ -395,9 +434,9 @@ static int check_unread(const struct model_dims *d, enum hf_arch a, const struct
                          d->L, d->L - 1, a == HF_GPT2 ? "n_layer" : "num_hidden_layers");
             else if (d->tied && strcmp(name, "lm_head.weight") == 0)
                 snprintf(why, sizeof why, "config.json ties the head to the embedding (tie_word_embeddings, the "
-                         "deck's tie_embeddings = .true.), so this head would be ignored: if it is a copy of the "
-                         "embedding, remove it from the file; if the model has a head of its own, set "
-                         "tie_word_embeddings to false in config.json and tie_embeddings = .false. in the deck");
+                         "deck's tie_embeddings = .true.), and this head is not the embedding's copy, so it would be "
+                         "ignored: if the model has a head of its own, set tie_word_embeddings to false in "
+                         "config.json and tie_embeddings = .false. in the deck; else remove it from the file");
             else
                 snprintf(why, sizeof why, "%s has no such tensor (docs/formats.md lists the names), so the file "
                          "holds a model that config.json does not describe or triad does not compute: remove the "
