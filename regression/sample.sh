@@ -146,8 +146,11 @@ refused() {
 }
 refused "a prompt and max_new_tokens past seq_len" "exceed the model's seq_len = 32" 1 "$L" sample.prompt="'The '" \
     sample.max_new_tokens=40
-refused "3 ranks cannot split 4 heads" "n_head = 4 is not divisible by tp = 3" 3 "$L" sample.prompt="'x'" \
-    sample.max_new_tokens=8
+refused "3 ranks cannot split 4 heads by tp = 3 asked for" "n_head = 4 is not divisible by tp = 3" 3 "$L" \
+    sample.prompt="'x'" sample.max_new_tokens=8 parallel.tp=3
+sample three 3 "$L" sample.prompt="'The'" sample.max_new_tokens=8
+[ $? -eq 0 ] && grep -q "on tp 1 x pp 1 x dp 3" "$scratch/three.err" && [ -s "$scratch/three.txt" ]
+ok $? "with no grid given, 3 ranks and 4 heads sample as tp 1 x dp 3 (tp over every rank does not divide the heads)"
 refused "a grid that is not the launched ranks" "tp \* dp \* pp = 2 \* 2 \* 1 = 4, but 2 ranks were launched" 2 "$L" \
     sample.prompt="'x'" sample.max_new_tokens=8 parallel.tp=2 parallel.dp=2
 refused "context parallelism" "parallel.cp = 2: triad sample splits a model over tp, pp and dp only" 2 "$L" \

@@ -48,17 +48,26 @@ static int layout(struct config *cfg, const struct config *o, int world, int B, 
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         if (config_override(cfg, fixed[i], &de) != 0) return errorf(err, errlen, "%s: %s", fixed[i], de.what);
     int64_t tp = o->parallel.tp, pp = o->parallel.pp, dp = o->parallel.dp;
-    if (tp == 1 && pp == 1 && dp == 0) tp = world; /* no grid given: tensor parallelism over every rank */
-    cfg->parallel.tp = tp, cfg->parallel.pp = pp, cfg->parallel.dp = dp, cfg->parallel.cp = 1, cfg->parallel.ep = 1;
-    int64_t replicas = dp ? dp : world % (tp * pp) ? 1 : world / (tp * pp);
-    cfg->train.batch_size = replicas * B;
-    cfg->train.micro_batch_size = B;
+    /* no grid given: tensor parallelism over every rank, or over the most
+     * ranks that divide the model (the rest as replicas: 3 ranks and 4 heads
+     * are tp 1 x dp 3) */
+    int chosen = tp == 1 && pp == 1 && dp == 0;
     cfg->train.share_gpus = o->train.share_gpus;
     cfg->train.tf32 = o->train.tf32;
     cfg->diag.stage_through_host = o->diag.stage_through_host;
-    if (config_validate(cfg, world, &de) != 0)
-        return errorf(err, errlen, "%s%s%s", de.what, de.hint[0] ? "\n  hint: " : "", de.hint);
-    return 0;
+    cfg->parallel.cp = 1, cfg->parallel.ep = 1, cfg->train.micro_batch_size = B;
+    struct deck_error first;
+    for (int64_t t = chosen ? world : tp; t >= 1; t--) {
+        if (chosen && world % t) continue;
+        int64_t d = chosen ? world / t : dp;
+        cfg->parallel.tp = t, cfg->parallel.pp = pp, cfg->parallel.dp = d;
+        int64_t replicas = d ? d : world % (t * pp) ? 1 : world / (t * pp);
+        cfg->train.batch_size = replicas * B;
+        if (config_validate(cfg, world, &de) == 0) return 0;
+        if (t == (chosen ? world : tp)) first = de; /* (the error of the grid asked for, or of tp over every rank) */
+        if (!chosen) break;
+    }
+    return errorf(err, errlen, "%s%s%s", first.what, first.hint[0] ? "\n  hint: " : "", first.hint);
 }
 
 static void *dev(const struct device *k, size_t n, size_t size) { return k->alloc((n ? n : 1) * size); }
