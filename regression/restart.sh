@@ -199,6 +199,7 @@ sys.exit(0 if abs(b[0] - want) <= 1e-6 * abs(want) else 1)
 PY
 c=$?
 diag < "$scratch/b8.cmp"
-[ $st -eq 0 ] && [ $c -eq 0 ]
-ok $? "a restart with batch_size 8 after 2 steps of 4 trains on samples 8..15, neither repeated nor skipped"
+[ $st -eq 0 ] && [ $c -eq 0 ] &&
+    grep -q "the deck feeds other data than $scratch/b4/ckpt_2.h5's run: train.batch_size = 8 (was 4); the run goes on from the samples it consumed" "$scratch/last.out"
+ok $? "a restart with batch_size 8 after 2 steps of 4 trains on samples 8..15, neither repeated nor skipped, and says so"
 done_testing

@@ -141,6 +141,36 @@ static void settle_run_dir(struct run *r, const char *path, int loaded, int here
     die_all_if(r->g->world_comm, any != 0, msg, "check that io.run_dir is writable");
 }
 
+/* A restart that feeds the model other data than the checkpoint's run did
+ * (another corpus, order or batch: legitimate, as in continued training)
+ * says which keys changed (rank 0; nothing where the stored deck does not
+ * read: the load has checked the file). */
+static void note_data_changes(const struct config *cfg, const char *path)
+{
+    static struct config was; /* (large: not on the stack) */
+    char err[8], list[2048] = "";
+    if (ckpt_read_config(path, &was, err, sizeof err) != 0) return;
+    const struct { const char *key, *now, *then; } s[] = {
+        {"data.kind", cfg->data.kind, was.data.kind}, {"data.path", cfg->data.path, was.data.path},
+        {"data.val_path", cfg->data.val_path, was.data.val_path},
+    };
+    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
+        if (strcmp(s[i].now, s[i].then) != 0)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s = '%.200s' (was '%.200s')",
+                     list[0] ? ", " : "", s[i].key, s[i].now, s[i].then);
+    const struct { const char *key; int64_t now, then; } n[] = {
+        {"data.seed", cfg->data.seed, was.data.seed}, {"data.shuffle", cfg->data.shuffle, was.data.shuffle},
+        {"train.batch_size", cfg->train.batch_size, was.train.batch_size},
+    };
+    for (size_t i = 0; i < sizeof n / sizeof n[0]; i++)
+        if (n[i].now != n[i].then)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s = %lld (was %lld)", list[0] ? ", " : "",
+                     n[i].key, (long long)n[i].now, (long long)n[i].then);
+    if (list[0])
+        log_info("the deck feeds other data than %s's run: %s; the run goes on from the samples it consumed\n",
+                 path, list);
+}
+
 void train_initial_state(struct run *r)
 {
     const struct config *cfg = r->cfg;
@@ -188,6 +218,7 @@ void train_initial_state(struct run *r)
         }
         if (cfg->io.init_from[0])
             log_info("io.init_from = '%s' is not read: the run resumes from its checkpoint\n", cfg->io.init_from);
+        if (r->g->rank == 0) note_data_changes(cfg, path);
     } else if (cfg->io.init_from[0]) {
         const char *from = cfg->io.init_from;
         enum weights_kind kind = weights_kind_of(from);
