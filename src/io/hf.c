@@ -390,10 +390,15 @@ static int same_tensor(const struct st_file *fa, const struct st_tensor *a, cons
 static int check_unread(const struct model_dims *d, enum hf_arch a, const struct folder *f, char *err, size_t errlen)
 {
     unsigned char **used = calloc((size_t)f->nfiles + 1, sizeof *used);
-    int rc = used ? 0 : errorf(err, errlen, "out of memory"), missing = 0;
-    for (int k = 0; rc == 0 && k < f->nfiles; k++)
-        if (!(used[k] = calloc((size_t)f->files[k].n + 1, 1))) rc = errorf(err, errlen, "out of memory");
-    for (int id = 0; rc == 0 && id < NUM_PARAMS; id++)
+    if (!used) return errorf(err, errlen, "out of memory");
+    int rc = 0, missing = 0;
+    for (int k = 0; k < f->nfiles; k++)
+        if (!(used[k] = calloc((size_t)f->files[k].n + 1, 1))) {
+            for (int j = 0; j < k; j++) free(used[j]);
+            free(used);
+            return errorf(err, errlen, "out of memory");
+        }
+    for (int id = 0; id < NUM_PARAMS; id++)
         for (int g = 0; g < param_slices(d, (enum param_id)id); g++) {
             char names[3][160], prefixed[512];
             int tr, n = hf_names(d, a, (enum param_id)id, g, names, &tr);
@@ -445,7 +450,7 @@ static int check_unread(const struct model_dims *d, enum hf_arch a, const struct
                         name, why);
             break;
         }
-    for (int k = 0; used && k < f->nfiles; k++) free(used[k]);
+    for (int k = 0; k < f->nfiles; k++) free(used[k]);
     free(used);
     return rc;
 }
