@@ -107,6 +107,9 @@ for fam in llama gpt2; do
     ok $? "$fam: export.dtype = 'fp16' of it is refused (status $st), the folder as it was (nothing written, nothing lost)"
     grep error "$scratch/last.out" | diag
 done
+"$TRIAD" export "$scratch/t_big_llama/ckpt_0.h5" "$scratch/ex16_new" export.dtype=fp16 > /dev/null 2>&1
+[ $? -eq 1 ] && [ ! -e "$scratch/ex16_new" ]
+ok $? "... and into a new folder: refused, the folder it made removed again"
 grep -q -F "cannot hold tensor 'h.1.mlp.c_fc.weight': its element (row 3, column 5) is 1e+06 (the checkpoint's /model/h.1/fc_w, row 5, column 3), beyond fp16's largest value 65504; written, it would be +Inf" \
     "$scratch/last.out"
 ok $? "... the message names the tensor, its element as the file stores it (and as the checkpoint does) and the value"

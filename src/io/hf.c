@@ -573,14 +573,38 @@ static struct tokenizer *open_fitting(const char *path, const char *what, int V,
     return t;
 }
 
+/* The tokenizer kept in ckpt, written into a new temporary folder dir
+ * (mkdtemp under $TMPDIR, else /tmp): ckpt_extract_tokenizer's 1 (kept),
+ * 0 (none) or -1 (err; also where the folder cannot be made, dir then
+ * empty).  The folder is removed by remove_extracted. */
+static int extract_to_temp(const char *ckpt, char *dir, size_t len, char *err, size_t errlen)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, len, "%s/triad-tokenizer-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        errorf(err, errlen, "cannot make a folder %s: %s", dir, strerror(errno));
+        dir[0] = 0;
+        return -1;
+    }
+    return ckpt_extract_tokenizer(ckpt, dir, err, errlen);
+}
+
+static void remove_extracted(const char *dir)
+{
+    char path[4200];
+    if (!dir[0]) return;
+    for (int i = 0; i < CKPT_TOK_NFILES; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, ckpt_tok_name(i));
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
 struct tokenizer *hf_model_tokenizer(const struct config *cfg, const char *ckpt, int V, char *err, size_t errlen)
 {
     char dir[4096], path[4200];
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/triad-tokenizer-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
     err[0] = 0;
-    if (!mkdtemp(dir)) return errorf(err, errlen, "cannot make a folder %s: %s", dir, strerror(errno)), NULL;
-    int kept = ckpt_extract_tokenizer(ckpt, dir, err, errlen);
+    int kept = extract_to_temp(ckpt, dir, sizeof dir, err, errlen);
     struct tokenizer *t = NULL;
     if (kept > 0) {
         char what[4200];
@@ -594,11 +618,7 @@ struct tokenizer *hf_model_tokenizer(const struct config *cfg, const char *ckpt,
     } else if (kept == 0 && hf_tokenizer_of(cfg, ckpt, path, sizeof path)) {
         t = open_fitting(path, "the tokenizer", V, err, errlen);
     }
-    for (int i = 0; i < CKPT_TOK_NFILES; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, ckpt_tok_name(i));
-        unlink(path);
-    }
-    rmdir(dir);
+    remove_extracted(dir);
     return t;
 }
 
@@ -682,38 +702,26 @@ int hf_check_resumed_tokenizer(const struct config *cfg, const char *ckpt, int h
 {
     const char *run_dir = cfg->io.run_dir, *named = cfg->data.tokenizer;
     if (!named[0] || !is_tokenizer(named)) return 0; /* (none named, or gone since: the run's own stands in) */
-    char ref[4096], path[4200];
-    int made = !here || !is_tokenizer(run_dir), rc = 0; /* (the one kept in the checkpoint, in a folder of its own) */
-    if (!made) snprintf(ref, sizeof ref, "%s", run_dir);
-    else {
-        const char *tmp = getenv("TMPDIR");
-        snprintf(ref, sizeof ref, "%s/triad-tokenizer-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
-        if (!mkdtemp(ref)) return errorf(err, errlen, "cannot make a folder %s: %s", ref, strerror(errno));
-        rc = ckpt_extract_tokenizer(ckpt, ref, err, errlen); /* 1 kept, 0 none (nothing to compare), -1 */
+    char ref[4096] = "", whose[4200];
+    int rc = 0;
+    if (here && is_tokenizer(run_dir)) {
+        snprintf(ref, sizeof ref, "%s", run_dir);
+        snprintf(whose, sizeof whose, "the run's copy in %s", run_dir);
+    } else { /* (the one kept in the checkpoint: none kept, nothing to compare) */
+        rc = extract_to_temp(ckpt, ref, sizeof ref, err, errlen);
         rc = rc > 0 ? 0 : rc < 0 ? -1 : 1;
+        snprintf(whose, sizeof whose, "the tokenizer kept in %s", ckpt);
     }
-    if (rc == 0) {
-        char whose[4200];
-        if (made) snprintf(whose, sizeof whose, "the tokenizer kept in %s", ckpt);
-        else snprintf(whose, sizeof whose, "the run's copy in %s", run_dir);
-        int same = same_tokenizer(named, ref, whose, err, errlen);
-        if (same == 0) {
-            char why[1024];
-            snprintf(why, sizeof why, "%s", err);
-            rc = errorf(err, errlen, "data.tokenizer = '%s' is not the tokenizer this run was trained with (%s), "
-                        "which %s keeps too: a resumed run keeps its tokenizer; remove data.tokenizer from the deck "
-                        "(or name the run's own files), or start a new run from the checkpoint with io.init_from",
-                        named, why, ckpt);
-        } else if (same < 0) rc = -1;
+    int same = rc == 0 ? same_tokenizer(named, ref, whose, err, errlen) : 1;
+    if (same == 0) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", err);
+        errorf(err, errlen, "data.tokenizer = '%s' is not the tokenizer this run was trained with (%s), which %s "
+               "keeps too: a resumed run keeps its tokenizer; remove data.tokenizer from the deck (or name the run's "
+               "own files), or start a new run from the checkpoint with io.init_from", named, why, ckpt);
     }
-    if (made) {
-        for (int i = 0; i < CKPT_TOK_NFILES; i++) {
-            snprintf(path, sizeof path, "%s/%s", ref, ckpt_tok_name(i));
-            unlink(path);
-        }
-        rmdir(ref);
-    }
-    return rc < 0 ? -1 : 0;
+    if (strcmp(ref, run_dir) != 0) remove_extracted(ref);
+    return rc < 0 || same <= 0 ? -1 : 0;
 }
 
 int hf_keep_tokenizer(const struct config *cfg, int V, const char *resumed, int here, char *err, size_t errlen)

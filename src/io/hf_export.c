@@ -221,39 +221,30 @@ static int read_rows(hid_t f, const struct piece *p, float *buf)
 }
 
 /* export.dtype must hold every weight: a finite one that would round to an
- * infinity in fp16 (or bf16) is an error naming the tensor, its element in
- * the file's layout and its value, found before anything is written (the
- * folder is then refused by every reader, triad's import too). */
-static int check_range(hid_t f, const struct piece *p, int n, enum st_dtype dtype, char *err, size_t errlen)
+ * infinity in fp16 (or bf16; st_put refuses it) is an error naming the
+ * tensor of piece p, its element `at` of buf (p's rows as triad keeps
+ * them) in the file's layout, and its value (the folder would be refused by
+ * every reader, triad's import too).  -1 with err. */
+static int range_error(const struct piece *p, const float *buf, size_t at, enum st_dtype dtype, char *err,
+                       size_t errlen)
 {
-    int rc = 0;
-    for (int i = 0; dtype != ST_F32 && i < n && rc == 0; i++) {
-        size_t e = (size_t)(p[i].rows * p[i].cols), at;
-        float *buf = malloc((e ? e : 1) * sizeof *buf);
-        if (!buf) return errorf(err, errlen, "out of memory");
-        if (read_rows(f, &p[i], buf) != 0) rc = errorf(err, errlen, "cannot read %s from the checkpoint", p[i].dataset);
-        if (rc == 0 && (at = st_first_overflow(dtype, buf, e)) < e) {
-            int64_t r = (int64_t)at / p[i].cols, c = (int64_t)at % p[i].cols; /* (in the piece, as triad keeps it) */
-            char where[96], from[200];
-            if (p[i].rank == 1) {
-                snprintf(where, sizeof where, "element %lld", (long long)r);
-                snprintf(from, sizeof from, "the checkpoint's %s, element %lld", p[i].dataset, (long long)(p[i].r0 + r));
-            } else {
-                snprintf(where, sizeof where, "element (row %lld, column %lld)",
-                         (long long)(p[i].transposed ? c : r), (long long)(p[i].transposed ? r : c));
-                snprintf(from, sizeof from, "the checkpoint's %s, row %lld, column %lld", p[i].dataset,
-                         (long long)(p[i].r0 + r), (long long)c);
-            }
-            int f16 = dtype == ST_F16;
-            rc = errorf(err, errlen, "export.dtype = '%s' cannot hold tensor '%s': its %s is %g (%s), beyond %s's "
-                        "largest value %s; written, it would be %sInf, which no reader takes (triad's import refuses "
-                        "it): export with export.dtype = %s: nothing written", f16 ? "fp16" : "bf16", p[i].name, where,
-                        (double)buf[at], from, f16 ? "fp16" : "bf16", f16 ? "65504" : "3.3895e38",
-                        buf[at] < 0 ? "-" : "+", f16 ? "'bf16' (fp32's range) or 'fp32'" : "'fp32'");
-        }
-        free(buf);
+    int64_t r = (int64_t)at / p->cols, c = (int64_t)at % p->cols;
+    char where[96], from[200];
+    if (p->rank == 1) {
+        snprintf(where, sizeof where, "element %lld", (long long)r);
+        snprintf(from, sizeof from, "the checkpoint's %s, element %lld", p->dataset, (long long)(p->r0 + r));
+    } else {
+        snprintf(where, sizeof where, "element (row %lld, column %lld)", (long long)(p->transposed ? c : r),
+                 (long long)(p->transposed ? r : c));
+        snprintf(from, sizeof from, "the checkpoint's %s, row %lld, column %lld", p->dataset, (long long)(p->r0 + r),
+                 (long long)c);
     }
-    return rc;
+    int f16 = dtype == ST_F16;
+    return errorf(err, errlen, "export.dtype = '%s' cannot hold tensor '%s': its %s is %g (%s), beyond %s's largest "
+                  "value %s; written, it would be %sInf, which no reader takes (triad's import refuses it): export "
+                  "with export.dtype = %s: nothing written", f16 ? "fp16" : "bf16", p->name, where, (double)buf[at],
+                  from, f16 ? "fp16" : "bf16", f16 ? "65504" : "3.3895e38", buf[at] < 0 ? "-" : "+",
+                  f16 ? "'bf16' (fp32's range) or 'fp32'" : "'fp32'");
 }
 
 /* The n pieces into a safetensors file at path, in dtype. */
@@ -279,13 +270,13 @@ static int write_tensors(hid_t f, const char *path, const struct piece *p, int n
         if (rc == 0 && tr)
             for (int64_t r = 0; r < p[i].rows; r++)
                 for (int64_t c = 0; c < p[i].cols; c++) tr[c * p[i].rows + r] = buf[r * p[i].cols + c];
-        if (rc == 0 && st_put(&w, tr ? tr : buf, e) != 0 && w.failed == ERANGE) /* (check_range said none) */
-            rc = errorf(err, errlen, "internal: tensor '%s' holds a value %s cannot hold", p[i].name,
-                        st_dtype_name(dtype));
+        if (rc == 0 && st_put(&w, tr ? tr : buf, e) != 0 && w.failed == ERANGE) /* (the temporary file is removed) */
+            rc = range_error(&p[i], buf, st_first_overflow(dtype, buf, e), dtype, err, errlen);
         free(buf);
         free(tr);
     }
-    if (w.fp && st_end(&w, err, errlen) != 0 && rc == 0) rc = -1;
+    char ignored[256]; /* (an earlier error is the one said) */
+    if (w.fp && st_end(&w, rc == 0 ? err : ignored, rc == 0 ? errlen : sizeof ignored) != 0) rc = -1;
     free(out);
     return rc;
 }
@@ -368,7 +359,8 @@ int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err,
     if (rc == 0) rc = covers_file(f, ckpt, (enum hf_arch)arch, p, n, err, errlen);
     if (rc == 0) rc = verify_model(f, &d, err, errlen);
     if (rc == 0) rc = ckpt_check_tokenizer(f, ckpt, err, errlen);
-    if (rc == 0) rc = check_range(f, p, n, dtype, err, errlen);
+    struct stat sb;
+    int made = stat(dir, &sb) != 0; /* (a folder this export makes is removed again where it fails) */
     char why[1024];
     if (rc == 0 && file_make_dirs(dir, why, sizeof why) != 0)
         rc = errorf(err, errlen, "%s: export writes its files into the folder DIR (triad export CKPT DIR)", why);
@@ -387,5 +379,6 @@ int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err,
         snprintf(path, sizeof path, "%s/%s", dir, tokenizer_file(i));
         unlink(path);
     }
+    if (rc && made) rmdir(dir);
     return rc;
 }

@@ -66,7 +66,7 @@ int st_begin(struct st_writer *w, const char *path, enum st_dtype dtype, const s
 int st_put(struct st_writer *w, const float *x, size_t n);
 /* The first of x[0 .. n) that is finite but dtype cannot hold (rounded, it
  * would be an infinity: F16 from 65520 on, BF16 past 3.3895e38), or n.
- * st_put refuses such values (-1, ERANGE): check first to say which. */
+ * st_put refuses such values (-1, ERANGE); the caller finds which here. */
 size_t st_first_overflow(enum st_dtype dtype, const float *x, size_t n);
 /* Flush, fsync and close; -1 if any write failed. */
 int st_end(struct st_writer *w, char *err, size_t errlen);
