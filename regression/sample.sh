@@ -245,6 +245,14 @@ refused "a prompt id too large for any integer, named as written" \
 printf '1 %s 2\n' "$(printf '9%.0s' $(seq 1 70))" > "$scratch/long.ids"
 refused "a 70-digit id is one word, not two ids" "long.ids: token 9\{63\}\.\.\. (id number 2) is not an id" 1 "$P" \
     sample.tokenizer=none sample.prompt_tokens="'$scratch/long.ids'" sample.max_new_tokens=4
+printf '1 %s5 2\n' "$(printf '0%.0s' $(seq 1 70))" > "$scratch/zeros.ids"
+sample zeros 1 "$P" sample.tokenizer=none sample.prompt_tokens="'$scratch/zeros.ids'" sample.max_new_tokens=2
+[ $? -eq 0 ] && [ "$(cut -d' ' -f1-3 "$scratch/zeros.txt")" = "1 5 2" ]
+ok $? "a 71-character word of leading zeros is the id it spells ($(cat "$scratch/zeros.txt"))"
+printf '1 %sx 2\n' "$(printf '7%.0s' $(seq 1 70))" > "$scratch/longword.ids"
+refused "a 71-character word whose last character is no digit is not an integer" \
+    "longword.ids: '7\{63\}\.\.\.' (id number 2) is not an integer" 1 "$P" \
+    sample.tokenizer=none sample.prompt_tokens="'$scratch/longword.ids'" sample.max_new_tokens=4
 printf '1 2 3x 4\n' > "$scratch/word.ids"
 refused "a word that is not an integer, named" "word.ids: '3x' (id number 3) is not an integer" 1 "$P" \
     sample.tokenizer=none sample.prompt_tokens="'$scratch/word.ids'" sample.max_new_tokens=4

@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,37 @@ static int encode(const struct tokenizer *tok, const char *text, size_t len, int
     return k > (size_t)INT32_MAX / 2 ? errorf(err, errlen, "a prompt of %zu tokens", k) : (int)k;
 }
 
+/* One whitespace-separated word of f read whole, however long: its first
+ * characters (as shown in a message), its length, and its value where it
+ * is an integer (an optional sign, then digits; leading zeros are only
+ * zeros); *big where the value exceeds a long long.  0 at the end. */
+struct word {
+    char shown[64];
+    size_t len;
+    int integer, big;
+    long long v;
+};
+
+static int next_word(FILE *f, struct word *w)
+{
+    int c;
+    while ((c = getc(f)) != EOF && isspace(c)) continue;
+    if (c == EOF) return 0;
+    *w = (struct word){.integer = 1};
+    int neg = 0, digits = 0;
+    for (; c != EOF && !isspace(c); c = getc(f), w->len++) {
+        if (w->len < sizeof w->shown - 1) w->shown[w->len] = (char)c;
+        if (w->len == 0 && (c == '-' || c == '+')) neg = c == '-';
+        else if (!isdigit(c)) w->integer = 0;
+        else if (digits++, w->v > (LLONG_MAX - (c - '0')) / 10) w->big = 1;
+        else if (!w->big) w->v = w->v * 10 + (c - '0');
+    }
+    w->shown[w->len < sizeof w->shown - 1 ? w->len : sizeof w->shown - 1] = 0;
+    w->integer &= digits > 0;
+    if (neg) w->v = -w->v;
+    return 1;
+}
+
 /* The ids of sample.prompt_tokens: whitespace-separated, each in the
  * vocabulary (and, with a tokenizer, one it can decode: the output is its
  * text); every one is checked and counted, at most T kept (a file of any
@@ -58,32 +90,28 @@ static int read_ids(const char *path, const struct tokenizer *tok, int V, int T,
     FILE *f = fopen(path, "r");
     if (!f) return errorf(err, errlen, "cannot open sample.prompt_tokens = '%s': %s", path, strerror(errno));
     if (*cap < (size_t)T) *ids = grow(*ids, (*cap = (size_t)T) * sizeof **ids);
-    long long v, count = 0;
-    char word[64];
-    while (fscanf(f, "%63s", word) == 1) { /* (each word parsed whole: a number too large is named as written) */
-        char *end;
-        errno = 0;
-        v = strtoll(word, &end, 10);
-        int next = getc(f), longer = next != EOF && !isspace(next); /* (a word of 64 characters or more) */
-        if (longer) errno = ERANGE;
-        if (end == word || *end || (longer && !isdigit(next))) {
+    long long count = 0;
+    struct word w;
+    while (next_word(f, &w)) { /* (each word read whole: a number too large is named as written) */
+        const char *more = w.len >= sizeof w.shown ? "..." : "";
+        if (!w.integer) {
             fclose(f);
-            return errorf(err, errlen, "%s: '%s' (id number %lld) is not an integer: the file holds "
-                          "whitespace-separated token ids", path, word, count + 1);
+            return errorf(err, errlen, "%s: '%s%s' (id number %lld) is not an integer: the file holds "
+                          "whitespace-separated token ids", path, w.shown, more, count + 1);
         }
-        if (v < 0 || v >= V || errno == ERANGE) {
+        if (w.big || w.v < 0 || w.v >= V) {
             fclose(f);
             return errorf(err, errlen, "%s: token %s%s (id number %lld) is not an id of this model's vocabulary "
-                          "(0 .. %d)", path, word, longer ? "..." : "", count + 1, V - 1);
+                          "(0 .. %d)", path, w.shown, more, count + 1, V - 1);
         }
-        if (tok && !tok_has_id(tok, (int32_t)v)) {
+        if (tok && !tok_has_id(tok, (int32_t)w.v)) {
             fclose(f);
             return errorf(err, errlen, "%s: token %lld (id number %lld) is not an id of the tokenizer (0 .. %d%s), "
                           "so the output could not be decoded to text\n  hint: give ids the tokenizer has, or set "
-                          "sample.tokenizer = 'none' to sample ids in, ids out", path, v, count + 1,
-                          tok_vocab_size(tok) - 1, v < tok_vocab_size(tok) ? ", which has no token of that id" : "");
+                          "sample.tokenizer = 'none' to sample ids in, ids out", path, w.v, count + 1,
+                          tok_vocab_size(tok) - 1, w.v < tok_vocab_size(tok) ? ", which has no token of that id" : "");
         }
-        if (count < T) (*ids)[count] = (int32_t)v;
+        if (count < T) (*ids)[count] = (int32_t)w.v;
         count++;
     }
     int bad = ferror(f);
