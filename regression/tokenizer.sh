@@ -163,6 +163,23 @@ rm "$scratch/st/g_val_000002.bin.tmp"
     tokenize.output="'$scratch/st/g'" > "$scratch/out" 2>&1
 [ $? -eq 0 ] && [ -s "$scratch/st/g_train_000000.bin" ]
 ok $? "... another prefix's shards (gg_train_000000.bin) and other files of the folder do not stop a run"
+# another process writes a shard of the same prefix while this run writes its own (an LD_PRELOAD shim makes
+# g_train_000000.bin just before the run links its shard there, after its val shard): refused, the other's file kept
+# as it is, none of this run's shards or temporaries left
+shim="$scratch/late_file.so"
+if ${CC:-cc} -shared -fPIC -o "$shim" "$top_srcdir/regression/faults/late_file.c" -ldl 2> "$scratch/cc.err"; then
+    mkdir -p "$scratch/race"
+    env LD_PRELOAD="$shim" TRIAD_FAULT_PATH=race/g_train_000000.bin "$TRIAD" tokenize \
+        tokenize.tokenizer="'$scratch/gpt2'" tokenize.input="'$scratch/c/*.txt'" tokenize.output="'$scratch/race/g'" \
+        tokenize.shard_tokens=1024 tokenize.val_tokens=1024 > "$scratch/out" 2>&1
+    st=$?
+    grep '^error' "$scratch/out" | diag
+    [ $st -eq 1 ] && grep -q "^error: triad tokenize: $scratch/race/g_train_000000.bin appeared while this run wrote its shards: another process writes to tokenize.output = '$scratch/race/g'" "$scratch/out" &&
+        [ "$(ls "$scratch/race")" = g_train_000000.bin ] && [ "$(cat "$scratch/race/g_train_000000.bin")" = "another process's" ]
+    ok $? "a shard another process writes meanwhile: status 1 (got $st), its file kept, none of this run's left ($(ls "$scratch/race" | tr '\n' ' '))"
+else
+    skip "cannot build the LD_PRELOAD shim ($(head -1 "$scratch/cc.err"))"
+fi
 rm "$scratch/s16/"g_*.bin
 "$TRIAD" tokenize tokenize.tokenizer="'$scratch/gpt2'" tokenize.input="'$scratch/c/prose.txt'" \
     tokenize.output="'$scratch/s16/g'" tokenize.shard_tokens=1024 > "$scratch/out" 2>&1

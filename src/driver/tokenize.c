@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -165,6 +166,13 @@ struct writer {
     int ndone;
 };
 
+/* A file system without hard links (link's errno): the shard is renamed
+ * into place there, as it is written. */
+static int no_links(int e)
+{
+    return e == EPERM || e == ENOTSUP || e == EOPNOTSUPP || e == ENOSYS;
+}
+
 static int shard_close(struct writer *w, char *err, size_t errlen)
 {
     if (!w->fp) return 0;
@@ -173,7 +181,17 @@ static int shard_close(struct writer *w, char *err, size_t errlen)
              fsync(fileno(w->fp)) != 0;
     rc |= fclose(w->fp) != 0;
     w->fp = NULL;
-    if (rc || rename(w->tmp, w->name) != 0) return unlink(w->tmp), errorf(err, errlen, "%s: %s", w->name, strerror(errno));
+    /* (link, not rename: a shard that appeared since no_old_shards looked,
+     * another process's, is never replaced) */
+    if (rc || (link(w->tmp, w->name) != 0 && !(no_links(errno) && rename(w->tmp, w->name) == 0))) {
+        int e = errno;
+        unlink(w->tmp);
+        return e == EEXIST ? errorf(err, errlen, "%s appeared while this run wrote its shards: another process writes "
+                                    "to tokenize.output = '%s'; it is left as it is\n  hint: give each run its own "
+                                    "tokenize.output", w->name, w->cfg->tokenize.output)
+                           : errorf(err, errlen, "%s: %s", w->name, strerror(e));
+    }
+    unlink(w->tmp);
     char **g = realloc(w->done, (size_t)(w->ndone + 1) * sizeof *g);
     if (g) w->done = g, w->done[w->ndone++] = strdup(w->name);
     return 0;
@@ -191,8 +209,17 @@ static int shard_open(struct writer *w, char *err, size_t errlen)
     char why[1024];
     if (slash && slash != dir && (*slash = 0, file_make_dirs(dir, why, sizeof why)) != 0) /* (the prefix's folders) */
         return errorf(err, errlen, "tokenize.output = '%s': %s", w->cfg->tokenize.output, why);
-    w->fp = fopen(w->tmp, "wb");
-    if (!w->fp || fwrite(h, sizeof h, 1, w->fp) != 1) return errorf(err, errlen, "%s: %s", w->tmp, strerror(errno));
+    int fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL, 0666); /* (a temporary of another process is not taken over) */
+    if (fd < 0 && errno == EEXIST)
+        return errorf(err, errlen, "%s appeared while this run wrote its shards: another process writes to "
+                      "tokenize.output = '%s'; it is left as it is\n  hint: give each run its own tokenize.output",
+                      w->tmp, w->cfg->tokenize.output);
+    if (fd >= 0 && !(w->fp = fdopen(fd, "wb"))) close(fd);
+    if (!w->fp || fwrite(h, sizeof h, 1, w->fp) != 1) {
+        int e = errno;
+        if (w->fp) fclose(w->fp), w->fp = NULL, unlink(w->tmp);
+        return errorf(err, errlen, "%s: %s", w->tmp, strerror(e));
+    }
     w->in_shard = 0;
     return 0;
 }
