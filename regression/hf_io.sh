@@ -143,6 +143,28 @@ cp "$scratch/t_mixtral/ckpt_6.h5" "$scratch/extra.h5"
 ok $? "the export of a checkpoint with a tensor the folder would not carry is refused (nothing dropped silently)"
 grep error "$scratch/last.out" | diag
 
+# the stored deck is the checkpoint's description of its model: one damaged (another n_layer, or empty) makes the file
+# corrupted, not a file of another model; a file from before its checksum (none beside it) still reads
+for how in layers empty; do
+    cp "$scratch/t_llama/ckpt_6.h5" "$scratch/deck_$how.h5"
+    "$PYTHON3" - "$scratch/deck_$how.h5" $how << 'PY'
+import re, sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "a") as f:
+    d = f.attrs["deck"]
+    f.attrs["deck"] = np.bytes_(re.sub(rb"(n_layer *= *)(\d+)", lambda m: m.group(1) + b"7", d) if sys.argv[2] == "layers" else b"")
+PY
+    "$TRIAD" export "$scratch/deck_$how.h5" "$scratch/ex_deck_$how" > "$scratch/last.out" 2>&1
+    [ $? -eq 1 ] && grep -q "deck_$how.h5: the file is corrupted: its stored deck is empty, or not the text its checksum was made of" \
+        "$scratch/last.out" && [ ! -e "$scratch/ex_deck_$how" ]
+    ok $? "a checkpoint whose stored deck is damaged ($how) is refused as corrupted (nothing written)"
+    grep error "$scratch/last.out" | diag
+done
+cp "$scratch/t_llama/ckpt_6.h5" "$scratch/deck_old.h5"
+"$PYTHON3" -c "import sys, h5py; del h5py.File(sys.argv[1], 'a').attrs['deck_checksum']" "$scratch/deck_old.h5" &&
+    "$TRIAD" export "$scratch/deck_old.h5" "$scratch/ex_deck_old" > "$scratch/last.out" 2>&1 &&
+    cmp -s "$scratch/ex_deck_old/model.safetensors" "$scratch/ex_llama/model.safetensors"
+ok $? "a checkpoint from before the deck's checksum exports as before"
+
 # errors: each a clear message and status 1
 # refused WHAT PATTERN DECK SRC [overrides]
 refused() {

@@ -18,6 +18,8 @@ cat > "$c/llama.nml" << 'EOD'
 &model
   arch = 'llama', n_layer = 2, n_head = 2, n_kv_head = 1, d_model = 16, ffn_hidden = 32, seq_len = 8
   vocab_size = 32, norm_eps = 1e-6, rope_theta = 500000
+  rope_scaling = 'llama3', rope_factor = 8, rope_low_freq_factor = 1, rope_high_freq_factor = 4
+  rope_original_max_positions = 16
 /
 &train
   steps = 1, batch_size = 2, micro_batch_size = 1, lr = 1e-3, peak_gflops = 100.0
@@ -37,7 +39,9 @@ cat > "$c/gpt2.nml" << 'EOD'
   steps = 1, batch_size = 2
 /
 EOD
-KL='{"L":2,"C":16,"NH":2,"NKV":1,"F":32,"V":32,"T":8,"eps":1e-6,"theta":500000,"tied":false}'
+KL='{"L":2,"C":16,"NH":2,"NKV":1,"F":32,"V":32,"T":8,"eps":1e-6,"theta":500000,"tied":false,'\
+'"rope_scaling":{"rope_type":"llama3","factor":8,"low_freq_factor":1,"high_freq_factor":4,'\
+'"original_max_position_embeddings":16}}'
 KG='{"L":1,"C":16,"NH":2,"NKV":2,"F":64,"V":32,"T":8,"eps":1e-5,"theta":10000,"tied":true}'
 $P "$top/regression/hf_files.py" make llama "$c/llama" "$KL" --dtypes
 $P "$top/regression/hf_files.py" make llama "$c/sharded" "$KL" --shards 2

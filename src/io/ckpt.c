@@ -125,6 +125,9 @@ static int read_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
     return rc;
 }
 
+/* (the message for ckpt_stored_deck's -2, of path) */
+#define DAMAGED_DECK "%s: the file is corrupted: its stored deck is empty, or not the text its checksum was made of"
+
 int ckpt_read_config(const char *path, struct config *cfg, char *err, size_t errlen)
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
@@ -134,13 +137,14 @@ int ckpt_read_config(const char *path, struct config *cfg, char *err, size_t err
         return -1;
     }
     char *text;
-    int oom = ckpt_stored_deck(f, &text);
+    int rc = ckpt_stored_deck(f, &text);
     H5Fclose(f);
-    if (oom) return errorf(err, errlen, "%s: out of memory reading its stored deck", path);
+    if (rc == -1) return errorf(err, errlen, "%s: out of memory reading its stored deck", path);
+    if (rc == -2) return errorf(err, errlen, DAMAGED_DECK, path);
     if (!text) return errorf(err, errlen, "%s has no stored deck: not a triad checkpoint", path);
     struct deck_error de;
     config_defaults(cfg);
-    int rc = config_read_string(cfg, text, "the stored deck", &de);
+    rc = config_read_string(cfg, text, "the stored deck", &de);
     free(text);
     if (rc != 0) {
         snprintf(err, errlen, "%s: the stored deck does not read (%d:%d: %s): the file is corrupted", path, de.line,
@@ -185,7 +189,9 @@ static int check_model_keys(hid_t f, const char *path, const struct model_dims *
                             size_t errlen)
 {
     char *text;
-    if (ckpt_stored_deck(f, &text)) return errorf(err, errlen, "%s: out of memory reading its stored deck", path);
+    int stored = ckpt_stored_deck(f, &text);
+    if (stored == -1) return errorf(err, errlen, "%s: out of memory reading its stored deck", path);
+    if (stored == -2) return errorf(err, errlen, DAMAGED_DECK, path);
     if (!text) return 0;
     struct config c;
     struct deck_error ce;

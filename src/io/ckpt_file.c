@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "ckpt_tok.h"
+#include "hash.h"
 #include "lineage.h"
 #include "log.h"
 
@@ -105,6 +106,9 @@ static int attr_read_str(hid_t obj, const char *name, char **text)
     return rc;
 }
 
+/* (FNV-1a of the deck's bytes: HDF5 keeps no checksum of an attribute) */
+static int64_t deck_checksum(const char *deck) { return (int64_t)fnv1a(FNV1A_INIT, deck, strlen(deck)); }
+
 void ckpt_write_attributes(hid_t f, const struct ckpt_state *st, const char *deck, const struct grid *g)
 {
     attr_i64(f, "format_version", CKPT_FORMAT_VERSION);
@@ -121,6 +125,7 @@ void ckpt_write_attributes(hid_t f, const struct ckpt_state *st, const char *dec
     attr_i64(f, "dp", g->dp);
     attr_i64(f, "pp", g->pp);
     attr_str(f, "deck", deck);
+    attr_i64(f, "deck_checksum", deck_checksum(deck));
 }
 
 int ckpt_read_state(hid_t f, const char *path, struct ckpt_state *st, char *err, size_t errlen)
@@ -146,7 +151,16 @@ int ckpt_check_step(hid_t f, const char *path, int64_t step, const struct grid *
     return -1;
 }
 
-int ckpt_stored_deck(hid_t f, char **text) { return attr_read_str(f, "deck", text); }
+int ckpt_stored_deck(hid_t f, char **text)
+{
+    if (attr_read_str(f, "deck", text)) return -1;
+    if (!*text) return 0;
+    int64_t sum;
+    if (**text && (read_attr_i64(f, "deck_checksum", &sum) != 0 || sum == deck_checksum(*text))) return 0;
+    free(*text);
+    *text = NULL;
+    return -2;
+}
 
 /* ------------------------------------------------------------------ files */
 

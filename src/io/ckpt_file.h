@@ -52,8 +52,10 @@ int ckpt_read_state(hid_t f, const char *path, struct ckpt_state *st, char *err,
 int ckpt_check_step(hid_t f, const char *path, int64_t step, const struct grid *g, char *err, size_t errlen);
 
 /* The deck stored in f into *text, malloc'ed, or NULL where it has none
- * (files from elsewhere) or it does not read: 0, or -1 where memory ran
- * out. */
+ * (files from elsewhere) or it does not read: 0, -1 where memory ran out,
+ * or -2 (*text NULL) where the text is damaged: empty, or not the text of
+ * the checksum stored beside it (deck_checksum; files from before it have
+ * none). */
 int ckpt_stored_deck(hid_t f, char **text);
 
 /* About the bytes a checkpoint of m takes on disk (checked against the free
