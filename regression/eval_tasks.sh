@@ -268,4 +268,20 @@ ok $? "a tokenizer of more ids than the model's vocabulary: refused"
 triad_run 1 "$scratch/llama.nml" train.mc_eval_every=2 io.run_dir="'$scratch/none'"
 [ $? -eq 1 ] && grep -q "mc_eval_every = 2 needs multiple-choice tasks, but eval.tasks is empty" "$scratch/last.out"
 ok $? "train.mc_eval_every without eval.tasks: refused"
+
+# a mixture of experts trained with a capacity scores each choice dropless: its
+# log-probability does not depend on the choices and padding sharing its batch
+triad_run 1 "$scratch/llama.nml" model.n_expert=4 model.moe_ffn_hidden=32 train.moe_capacity=0.5 train.steps=3 \
+    io.run_dir="'$scratch/moe'"
+st=$?
+for b in 4 2; do
+    [ $st -eq 0 ] && triad_run 1 eval "$scratch/moe/ckpt_3.h5" eval.tasks="'$scratch/qa.jsonl'" train.batch_size=$b \
+        eval.scores="'$scratch/moe$b.tsv'"
+    st=$?
+done
+[ $st -eq 0 ] && "$PYTHON3" -c "import sys
+a, b = ([float(l.split()[5]) for l in open(f) if not l.startswith('#')] for f in sys.argv[1:])
+sys.exit(not (len(a) == len(b) == 12 and all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b))))" \
+    "$scratch/moe4.tsv" "$scratch/moe2.tsv"
+ok $? "a mixture of experts with moe_capacity = 0.5: each choice's log-probability the same in batches of 4 and of 2"
 done_testing

@@ -145,6 +145,13 @@ static void score_choices(struct mc_eval *e, const struct mc_task *t, struct mod
     const size_t S = (size_t)T + 1;
     struct timers scratch; /* (its forwards are no step's) */
     memset(&scratch, 0, sizeof scratch);
+    /* a mixture of experts scores dropless, as triad sample runs: under a
+     * capacity a row's experts would depend on the rows before it in its
+     * micro-batch (other choices, the zeros after them), so a choice's
+     * score would change with the batch and the grid (the buffers are
+     * sized for the dropless bound) */
+    double capacity = m->d.capacity;
+    m->d.capacity = 0;
     int64_t ex = 0;
     int ch = 0;
     for (int64_t first = 0; first < t->rows; first += e->G) {
@@ -171,6 +178,7 @@ static void score_choices(struct mc_eval *e, const struct mc_task *t, struct mod
             lp[first + j] = -sum;
         }
     }
+    m->d.capacity = capacity;
 }
 
 void mc_eval_run(struct mc_eval *e, struct model *m, struct comm *c, FILE *scores)
