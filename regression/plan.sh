@@ -176,4 +176,10 @@ awk -v p="$p" -v s="$s" -v a="$peak" -v b="$3" -v none="$2" 'BEGIN {
     exit !(none == "-" && s > 2.95 * p && s < 3.05 * p && a - b > s - 0.02 && a - b < s + 0.02) }'
 ok $? "io.async_checkpoint: the plan's snapshot column is 3 x the parameters ($p, $s GiB), in the peak; absent without it"
 
+# docs/moe.md's plan command, as printed there, from the source folder
+cmd=$(sed -n 's/^\.\/triad plan \([^#]*\).*/\1/p' "$top_srcdir/docs/moe.md")
+[ -n "$cmd" ] && (cd "$top_srcdir" && "$TRIAD" plan $cmd) > "$scratch/moe_doc.plan" 2>&1 &&
+    grep -q "^FITS: " "$scratch/moe_doc.plan"
+ok $? "docs/moe.md's command 'triad plan $cmd' runs as printed"
+
 done_testing
