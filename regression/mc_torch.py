@@ -55,8 +55,11 @@ def text2ids(path, doc):
         if not line.strip():
             continue
         j = json.loads(line)
-        ctx = ([doc] if doc is not None else []) + list(j["context"].encode())
-        out.append({"ctx": ctx, "endings": [list(c.encode()) for c in j["choices"]], "label": j["label"]})
+        # lm-evaluation-harness's split: the context's trailing whitespace starts every choice
+        c = j["context"].rstrip(" \t\n\v\f\r")
+        space = j["context"][len(c):]
+        ctx = ([doc] if doc is not None else []) + list(c.encode())
+        out.append({"ctx": ctx, "endings": [list((space + x).encode()) for x in j["choices"]], "label": j["label"]})
     json.dump(out, sys.stdout)
     return 0
 

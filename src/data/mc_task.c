@@ -191,6 +191,31 @@ static int read_llmc(struct mc_task *t, const char *path, int V, int T, int64_t 
     return rc;
 }
 
+/* The ids of text[0..len) appended to *ids (*n of *cap used): the
+ * tokenizer's, or without one the bytes.  0, or -1 with err. */
+static int encode_text(const struct tokenizer *tok, const char *text, size_t len, int32_t **ids, size_t *n,
+                       size_t *cap, char *err, size_t errlen)
+{
+    if (tok) return tok_encode(tok, text, len, 0, ids, n, cap, err, errlen);
+    if (*n + len > *cap) {
+        size_t c = *cap ? *cap : 4096;
+        while (c < *n + len) c *= 2;
+        int32_t *grown = realloc(*ids, c * sizeof *grown);
+        if (!grown) return errorf(err, errlen, "out of memory");
+        *ids = grown, *cap = c;
+    }
+    for (size_t k = 0; k < len; k++) (*ids)[(*n)++] = (unsigned char)text[k];
+    return 0;
+}
+
+/* encode_text's error err, of the example at where in path: -1. */
+static int text_error(const char *path, const char *where, char *err, size_t errlen)
+{
+    char why[256];
+    snprintf(why, sizeof why, "%s", err);
+    return errorf(err, errlen, "%s: %s: %s", path, where, why);
+}
+
 /* JSON Lines: {"context": "...", "choices": ["...", ...], "label": k} a line. */
 static int read_jsonl(struct mc_task *t, const char *path, const struct tokenizer *tok, int V, int T, int64_t max,
                       char *err, size_t errlen)
@@ -204,7 +229,8 @@ static int read_jsonl(struct mc_task *t, const char *path, const struct tokenize
     size_t lcap = 0, cap = t->len;
     ssize_t n = 0;
     int rc = 0;
-    int32_t doc = tok ? (tok_bos(tok) >= 0 ? tok_bos(tok) : tok_eos(tok)) : -1;
+    int32_t doc = tok ? (tok_bos(tok) >= 0 ? tok_bos(tok) : tok_eos(tok)) : -1, *whole = NULL;
+    size_t wcap = 0;
     int64_t lineno = 0, examples = 0;
     static const char *const form = "each line {\"context\": \"...\", \"choices\": [\"...\", ...], \"label\": k}";
     while (rc == 0 && (max == 0 || examples < max) && (n = getline(&line, &lcap, f)) >= 0) {
@@ -229,22 +255,34 @@ static int read_jsonl(struct mc_task *t, const char *path, const struct tokenize
         if (rc == 0 && (push(t, &cap, (int32_t)label) || push(t, &cap, ch->n) || push(t, &cap, 0) ||
                         (doc >= 0 && push(t, &cap, doc))))
             rc = out_of_memory(t, path, err, errlen);
-        /* each text after its length, encoded straight into the stream */
-        for (int c = -1; rc == 0 && c < ch->n; c++) {
-            const char *s = c < 0 ? ctx->string : ch->item[c].string;
-            size_t len = strlen(s), from;
-            if (c >= 0 && push(t, &cap, 0)) rc = out_of_memory(t, path, err, errlen);
-            from = t->len;
-            if (rc == 0 && tok && tok_encode(tok, s, len, 0, &t->stream, &t->len, &cap, err, errlen)) {
-                char why[256];
-                snprintf(why, sizeof why, "%s", err);
-                rc = errorf(err, errlen, "%s: %s: %s", path, where, why);
+        /* the context, then each choice, after its length (the split of
+         * lm-evaluation-harness: the context's trailing whitespace goes to
+         * the choices, and a choice's ids are those of the whole text after
+         * the context's own, so that a tokenizer that marks where a word
+         * starts (SentencePiece's U+2581) encodes a choice as it reads
+         * inside the text, not as a text of its own) */
+        const char *cs = rc == 0 ? ctx->string : "";
+        size_t clen = strlen(cs), keep = clen, from = t->len, ctx_ids = 0;
+        while (keep > 0 && strchr(" \t\n\v\f\r", cs[keep - 1])) keep--;
+        if (rc == 0 && encode_text(tok, cs, keep, &t->stream, &t->len, &cap, err, errlen))
+            rc = text_error(path, where, err, errlen);
+        if (rc == 0) ctx_ids = t->len - from, t->stream[at + 2] = (int32_t)ctx_ids + (doc >= 0);
+        for (int c = 0; rc == 0 && c < ch->n; c++) {
+            const char *chs = ch->item[c].string;
+            size_t len = strlen(chs), got = 0;
+            char *text = malloc(clen + len + 1);
+            if (!text) {
+                rc = out_of_memory(t, path, err, errlen);
+                break;
             }
-            for (size_t k = 0; rc == 0 && !tok && k < len; k++)
-                if (push(t, &cap, (unsigned char)s[k])) rc = out_of_memory(t, path, err, errlen);
-            if (rc) break;
-            if (c < 0) t->stream[at + 2] = (int32_t)(t->len - from) + (doc >= 0);
-            else t->stream[from - 1] = (int32_t)(t->len - from);
+            memcpy(text, cs, clen), memcpy(text + clen, chs, len + 1);
+            if (encode_text(tok, text, clen + len, &whole, &got, &wcap, err, errlen))
+                rc = text_error(path, where, err, errlen);
+            free(text);
+            size_t own = got > ctx_ids ? got - ctx_ids : 0;
+            if (rc == 0 && push(t, &cap, (int32_t)own)) rc = out_of_memory(t, path, err, errlen);
+            for (size_t k = 0; rc == 0 && k < own; k++)
+                if (push(t, &cap, whole[ctx_ids + k])) rc = out_of_memory(t, path, err, errlen);
         }
         json_free(j);
         if (rc == 0) rc = check_example(t, at, path, where, V, T, err, errlen);
@@ -252,6 +290,7 @@ static int read_jsonl(struct mc_task *t, const char *path, const struct tokenize
     }
     /* (getline's -1 is the end, or an error: memory run out, a failed read) */
     int bad = rc == 0 && (ferror(f) || (n < 0 && !feof(f))), e = errno;
+    free(whole);
     free(line);
     fclose(f);
     if (bad) return errorf(err, errlen, "cannot read %s: %s", path, e ? strerror(e) : "a read failed");
