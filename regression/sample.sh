@@ -15,7 +15,7 @@
 # requests refused with the reason.  A padded vocabulary (64 ids, a
 # tokenizer of 28, one with a gap): only ids the tokenizer decodes are drawn,
 # every line the prompt's text and max_new_tokens more; a prompt id it
-# cannot decode refused, named.
+# cannot decode refused, named; a text model of 512 ids draws bytes alone.
 . "$(dirname "$0")/lib.sh"
 
 corpus="$top_srcdir/regression/cases/data/corpus.txt"
@@ -253,6 +253,18 @@ printf '1 %sx 2\n' "$(printf '7%.0s' $(seq 1 70))" > "$scratch/longword.ids"
 refused "a 71-character word whose last character is no digit is not an integer" \
     "longword.ids: '7\{63\}\.\.\.' (id number 2) is not an integer" 1 "$P" \
     sample.tokenizer=none sample.prompt_tokens="'$scratch/longword.ids'" sample.max_new_tokens=4
+# a byte-level model whose vocabulary is padded (data.kind = 'text', vocab_size = 512, as README's deck): its text
+# is its bytes, the ids above 255 never drawn, a prompt id above 255 refused
+triad_run 1 "$DECKS/tiny.nml" $train model.vocab_size=512 train.steps=6 io.run_dir="'$scratch/pad512'"
+sample pad512 1 "$scratch/pad512/ckpt_6.h5" sample.prompt=The sample.max_new_tokens=16 sample.temperature=1.5 \
+    sample.seed=5
+[ $? -eq 0 ] && grep -q "^triad sample: this model's text is its bytes: the 256 padded ids 256 .. 511 are never drawn" \
+    "$scratch/pad512.err" && [ "$(head -c 3 "$scratch/pad512.txt")" = The ]
+ok $? "a text model of 512 ids samples text from a text prompt, its 256 padded ids never drawn"
+grep error "$scratch/pad512.err" | diag
+printf '84 300 101\n' > "$scratch/b300.ids"
+refused "a prompt id above 255 of a padded text model" "b300.ids: token 300 (id number 2) is no byte" 1 \
+    "$scratch/pad512/ckpt_6.h5" sample.prompt_tokens="'$scratch/b300.ids'" sample.max_new_tokens=4
 printf '1 2 3x 4\n' > "$scratch/word.ids"
 refused "a word that is not an integer, named" "word.ids: '3x' (id number 3) is not an integer" 1 "$P" \
     sample.tokenizer=none sample.prompt_tokens="'$scratch/word.ids'" sample.max_new_tokens=4

@@ -538,7 +538,7 @@ static int run_schedule(struct harness *h, const char *in, char *err, size_t err
 static int run_mc(const char *path, char *err, size_t errlen)
 {
     struct mc_task t;
-    if (mc_task_read(&t, path, NULL, 256, 16, 0, err, errlen) != 0) return -1;
+    if (mc_task_read(&t, path, NULL, 256, 1, 16, 0, err, errlen) != 0) return -1;
     int64_t rows = 0, sum = 0;
     for (int64_t e = 0; e < t.n; e++) {
         int n;

@@ -359,7 +359,7 @@ static void task_run(void *ctx, struct sweep_outcome *o)
 {
     struct mc_task t;
     size_t on = 0;
-    if (mc_task_read(&t, ctx, NULL, 256, 1024, 0, o->err, sizeof o->err)) return;
+    if (mc_task_read(&t, ctx, NULL, 256, 1, 1024, 0, o->err, sizeof o->err)) return;
     int rc = sweep_printf(o, &on, "%lld examples, %lld rows:", (long long)t.n, (long long)t.rows);
     for (size_t i = 0; rc == 0 && i < t.len; i++) rc = sweep_printf(o, &on, " %d", (int)t.stream[i]);
     for (int64_t e = 0; rc == 0 && e < t.n; e++) rc = sweep_printf(o, &on, " @%zu", t.at[e]);

@@ -564,6 +564,11 @@ static int open_text(struct data_source *ds, const char *path, struct deck_error
 
 /* ---- the interface ---- */
 
+int data_text_is_bytes(const struct config *cfg)
+{
+    return cfg->model.vocab_size == 256 || cfg->data.kind_id == DATA_KIND_text;
+}
+
 struct data_source *data_open(const struct config *cfg, int V, int T, struct deck_error *err)
 {
     enum data_kind kind = cfg->data.kind_id;

@@ -44,6 +44,11 @@ void data_batch(const struct data_source *ds, uint64_t first, int n,
  * of global_batch samples that starts at sample `start` (training: the
  * samples the run has consumed, so that a restart with another batch size
  * neither repeats nor skips any). */
+/* Is the text of a model of cfg (its deck) its bytes: without a tokenizer,
+ * a byte-level model (vocab_size = 256), or one trained on data.kind =
+ * 'text' (ids 0 .. 255 the bytes, any above them padding, never text). */
+int data_text_is_bytes(const struct config *cfg);
+
 uint64_t data_first_sample(uint64_t start, int64_t global_batch, int dp, int dp_rank,
                            int micro_batch_size, int mb);
 

@@ -217,12 +217,13 @@ static int text_error(const char *path, const char *where, char *err, size_t err
 }
 
 /* JSON Lines: {"context": "...", "choices": ["...", ...], "label": k} a line. */
-static int read_jsonl(struct mc_task *t, const char *path, const struct tokenizer *tok, int V, int T, int64_t max,
-                      char *err, size_t errlen)
+static int read_jsonl(struct mc_task *t, const char *path, const struct tokenizer *tok, int V, int bytes, int T,
+                      int64_t max, char *err, size_t errlen)
 {
-    if (!tok && V != 256)
-        return errorf(err, errlen, "%s: JSON Lines hold text, and this model (vocab_size = %d) has no tokenizer to "
-                      "encode it\n  hint: set eval.tokenizer to the model's tokenizer.json (or its folder)", path, V);
+    if (!tok && !bytes)
+        return errorf(err, errlen, "%s: JSON Lines hold text, and this model (vocab_size = %d, not trained on bytes: "
+                      "data.kind = 'text') has no tokenizer to encode it\n  hint: set eval.tokenizer to the model's "
+                      "tokenizer.json (or its folder)", path, V);
     FILE *f = fopen(path, "r");
     if (!f) return errorf(err, errlen, "cannot open %s: %s", path, strerror(errno));
     char *line = NULL, where[48], jerr[256];
@@ -298,11 +299,11 @@ static int read_jsonl(struct mc_task *t, const char *path, const struct tokenize
     return rc;
 }
 
-int mc_task_read(struct mc_task *t, const char *path, const struct tokenizer *tok, int V, int T, int64_t max_examples,
-                 char *err, size_t errlen)
+int mc_task_read(struct mc_task *t, const char *path, const struct tokenizer *tok, int V, int bytes, int T,
+                 int64_t max_examples, char *err, size_t errlen)
 {
     memset(t, 0, sizeof *t);
-    int rc = mc_task_is_jsonl(path) ? read_jsonl(t, path, tok, V, T, max_examples, err, errlen)
+    int rc = mc_task_is_jsonl(path) ? read_jsonl(t, path, tok, V, bytes, T, max_examples, err, errlen)
                                     : read_llmc(t, path, V, T, max_examples, err, errlen);
     if (rc == 0 && mc_task_index(t)) rc = errorf(err, errlen, "%s: out of memory indexing its examples", path);
     if (rc) mc_task_free(t);

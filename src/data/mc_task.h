@@ -37,9 +37,10 @@ int mc_task_is_jsonl(const char *path);
  * max_examples (0: all).  A JSON Lines file is encoded by tok (the
  * context after the id that starts a document: the tokenizer's BOS, else
  * its end-of-text, as triad tokenize puts one before every document), or
- * without one its bytes are the ids (a byte-level model, V = 256).  0, or
- * -1 with err (the file, the example or line, what is wrong, the fix). */
-int mc_task_read(struct mc_task *t, const char *path, const struct tokenizer *tok, int V, int T,
+ * without one its bytes are the ids where `bytes` (data_text_is_bytes).
+ * 0, or -1 with err (the file, the example or line, what is wrong, the
+ * fix). */
+int mc_task_read(struct mc_task *t, const char *path, const struct tokenizer *tok, int V, int bytes, int T,
                  int64_t max_examples, char *err, size_t errlen);
 
 /* Index t->stream[0..t->len) (another rank's, received): n, rows, at.

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data.h"
 #include "exit_status.h"
 #include "flight.h"
 #include "hf.h"
@@ -76,7 +77,8 @@ static int read_tasks(struct mc_eval *e, const struct config *cfg, const char *c
             tok = hf_open_tokenizer(cfg->eval.tokenizer, cfg, ckpt, V, err, errlen);
             if (!tok && err[0]) rc = -1;
         }
-        if (rc == 0) rc = mc_task_read(&e->task[i], path, tok, V, T, cfg->eval.max_examples, err, errlen);
+        if (rc == 0)
+            rc = mc_task_read(&e->task[i], path, tok, V, data_text_is_bytes(cfg), T, cfg->eval.max_examples, err, errlen);
         if (rc == 0)
             log_info("read task %s: %lld examples, %lld choices, from %s\n", e->name[i], (long long)e->task[i].n,
                      (long long)e->task[i].rows, path);

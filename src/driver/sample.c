@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data.h"
 #include "exit_status.h"
 #include "hf.h"
 #include "log.h"
@@ -33,18 +34,20 @@ static int open_tokenizer(const struct config *o, const struct config *cfg, cons
     return -1;
 }
 
-/* With a tokenizer, the ids a draw may give (V bytes, 1 each): those it
- * decodes.  A model's vocabulary may be padded past its tokenizer's ids
- * (GPT-2's 50,304 for 50,257), and a vocabulary may leave gaps among its
- * ids.  NULL where every id of V is drawable (no tokenizer, or one that
- * decodes all V): the draw is then over the whole vocabulary, exactly as
- * without a tokenizer.  *left_out: the ids never drawn.  Rank 0. */
-static unsigned char *drawable_ids(const struct tokenizer *tok, int V, int *left_out)
+/* The ids a draw may give (V bytes, 1 each): with a tokenizer those it
+ * decodes, without one where the text is bytes (`bytes`) the 256 bytes.
+ * A model's vocabulary may be padded past its tokenizer's ids (GPT-2's
+ * 50,304 for 50,257; a text model's 512 for 256), and a vocabulary may
+ * leave gaps among its ids.  NULL where every id of V is drawable (ids
+ * out, or a tokenizer that decodes all V): the draw is then over the whole
+ * vocabulary, exactly as without a tokenizer.  *left_out: the ids never
+ * drawn.  Rank 0. */
+static unsigned char *drawable_ids(const struct tokenizer *tok, int bytes, int V, int *left_out)
 {
     *left_out = 0;
-    if (!tok) return NULL;
+    if (!tok && (!bytes || V <= 256)) return NULL;
     unsigned char *ok = xmalloc((size_t)V);
-    for (int i = 0; i < V; i++) *left_out += !(ok[i] = (unsigned char)tok_has_id(tok, i));
+    for (int i = 0; i < V; i++) *left_out += !(ok[i] = (unsigned char)(tok ? tok_has_id(tok, i) : i < 256));
     if (*left_out == 0) free(ok), ok = NULL;
     return ok;
 }
@@ -52,6 +55,11 @@ static unsigned char *drawable_ids(const struct tokenizer *tok, int V, int *left
 /* Rank 0 says once which ids are never drawn. */
 static void say_drawable(const struct tokenizer *tok, int V, int left_out)
 {
+    if (!tok) {
+        fprintf(stderr, "triad sample: this model's text is its bytes: the %d padded id%s 256 .. %d %s never drawn\n",
+                left_out, left_out == 1 ? "" : "s", V - 1, left_out == 1 ? "is" : "are");
+        return;
+    }
     int n = tok_vocab_size(tok), gaps = left_out - (V - n);
     if (V == n + 1)
         fprintf(stderr, "triad sample: the model's vocabulary has %d ids, its tokenizer %d: the padded id %d is never "
@@ -112,11 +120,11 @@ static void show(void *ctx, const int32_t *ids, int n)
 
 /* Rank 0 prints each prompt's text in prompt order (the one streamed
  * completes), until one cannot be decoded: 0, or -1 with err naming it. */
-static int print_outputs(struct live *live, int streaming, const struct tokenizer *tok, int V, int T, int n,
+static int print_outputs(struct live *live, int streaming, const struct tokenizer *tok, int bytes, int T, int n,
                          const int32_t *all, const int *len, char *err, size_t errlen)
 {
     for (int i = 0; i < n; i++) {
-        struct stream s = {.bytes = V == 256};
+        struct stream s = {.bytes = bytes};
         char why[512];
         int bad = streaming && live->failed;
         if (bad) snprintf(why, sizeof why, "%s", live->err);
@@ -161,18 +169,18 @@ int sample_checkpoint(const char *ckpt, const struct config *o)
     char err[2048] = "";
     struct config cfg;
     if (gen_read_config(ckpt, &cfg, err, sizeof err) != 0) return failed(rank, ckpt, err);
-    int V = (int)cfg.model.vocab_size, T = (int)cfg.model.seq_len;
+    int V = (int)cfg.model.vocab_size, T = (int)cfg.model.seq_len, bytes = data_text_is_bytes(&cfg);
     struct tokenizer *tok = NULL;
     struct prompts P;
     memset(&P, 0, sizeof P);
     int bad = rank == 0 && (open_tokenizer(o, &cfg, ckpt, V, &tok, err, sizeof err) != 0 ||
-                            prompts_read(&P, o, tok, V, T, err, sizeof err) != 0);
+                            prompts_read(&P, o, tok, V, bytes, T, err, sizeof err) != 0);
     if (mpi_agree_error(MPI_COMM_WORLD, bad, err, sizeof err)) {
         tok_close(tok);
         return failed(rank, ckpt, err);
     }
     int left_out = 0;
-    unsigned char *drawable = rank == 0 ? drawable_ids(tok, V, &left_out) : NULL;
+    unsigned char *drawable = rank == 0 ? drawable_ids(tok, bytes, V, &left_out) : NULL;
     MPI_CHECK(MPI_Bcast(&left_out, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (left_out == V) { /* (a tokenizer with no token at all among the model's ids) */
         snprintf(err, sizeof err, "the tokenizer decodes none of this model's %d ids: nothing can be drawn", V);
@@ -204,7 +212,7 @@ int sample_checkpoint(const char *ckpt, const struct config *o)
     int f0 = share_first(g.dp_rank, P.n, g.dp), f1 = share_first(g.dp_rank + 1, P.n, g.dp);
     int32_t *mine = xmalloc(((size_t)(f1 - f0) * T + 1) * sizeof *mine);
     int *mlen = xmalloc(((size_t)(f1 - f0) + 1) * sizeof *mlen);
-    struct live live = {.s = {.bytes = V == 256}, .tok = tok};
+    struct live live = {.s = {.bytes = bytes}, .tok = tok};
     int streaming = rank == 0 && P.n == 1;
     if (streaming) live.failed = stream_text(&live.s, tok, P.ids, P.len[0], 0, live.err, sizeof live.err) != 0;
     for (int b = f0; b < f1; b += G.S)
@@ -213,7 +221,7 @@ int sample_checkpoint(const char *ckpt, const struct config *o)
     int32_t *all = rank == 0 ? xmalloc((size_t)P.n * T * sizeof *all) : NULL;
     int *len = rank == 0 ? xmalloc((size_t)P.n * sizeof *len) : NULL;
     if (g.tp_rank == 0 && g.pp_rank == 0) gather_outputs(&g, P.n, T, mine, mlen, all, len);
-    int bad_text = rank == 0 && print_outputs(&live, streaming, tok, V, T, P.n, all, len, err, sizeof err) != 0;
+    int bad_text = rank == 0 && print_outputs(&live, streaming, tok, bytes, T, P.n, all, len, err, sizeof err) != 0;
     fflush(stdout);
     print_rates(&G, P.n);
     MPI_CHECK(MPI_Bcast(&bad_text, 1, MPI_INT, 0, MPI_COMM_WORLD)); /* (every rank's status says it) */

@@ -81,11 +81,11 @@ static int next_word(FILE *f, struct word *w)
 }
 
 /* The ids of sample.prompt_tokens: whitespace-separated, each in the
- * vocabulary (and, with a tokenizer, one it can decode: the output is its
- * text); every one is checked and counted, at most T kept (a file of any
+ * vocabulary (and one the output's text can show: with a tokenizer an id
+ * it decodes, without one where the text is bytes a byte); every one is checked and counted, at most T kept (a file of any
  * length is read in T ids of memory). */
-static int read_ids(const char *path, const struct tokenizer *tok, int V, int T, int32_t **ids, size_t *cap, char *err,
-                    size_t errlen)
+static int read_ids(const char *path, const struct tokenizer *tok, int V, int bytes, int T, int32_t **ids, size_t *cap,
+                    char *err, size_t errlen)
 {
     FILE *f = fopen(path, "r");
     if (!f) return errorf(err, errlen, "cannot open sample.prompt_tokens = '%s': %s", path, strerror(errno));
@@ -103,6 +103,12 @@ static int read_ids(const char *path, const struct tokenizer *tok, int V, int T,
             fclose(f);
             return errorf(err, errlen, "%s: token %s%s (id number %lld) is not an id of this model's vocabulary "
                           "(0 .. %d)", path, w.shown, more, count + 1, V - 1);
+        }
+        if (!tok && bytes && w.v > 255) {
+            fclose(f);
+            return errorf(err, errlen, "%s: token %lld (id number %lld) is no byte: this model's text is its bytes (ids "
+                          "0 .. 255, the %d above them padding), so the output could not be printed\n  hint: give "
+                          "ids below 256", path, w.v, count + 1, V - 256);
         }
         if (tok && !tok_has_id(tok, (int32_t)w.v)) {
             fclose(f);
@@ -166,22 +172,23 @@ static int read_file(struct prompts *p, const struct config *o, const struct tok
     return rc;
 }
 
-int prompts_read(struct prompts *p, const struct config *o, const struct tokenizer *tok, int V, int T, char *err,
-                 size_t errlen)
+int prompts_read(struct prompts *p, const struct config *o, const struct tokenizer *tok, int V, int bytes, int T,
+                 char *err, size_t errlen)
 {
     memset(p, 0, sizeof *p);
     int given = !!o->sample.prompt[0] + !!o->sample.prompt_tokens[0] + !!o->sample.prompt_file[0];
     if (given > 1) return errorf(err, errlen, "set one of sample.prompt, sample.prompt_tokens and "
                                    "sample.prompt_file, not %d", given);
-    if (!tok && !o->sample.prompt_tokens[0] && V != 256)
-        return errorf(err, errlen, "without a tokenizer a prompt's text is its bytes, but this model's vocabulary has %d "
-                      "ids, not a byte-level model's 256: give the ids in a file, sample.prompt_tokens", V);
+    if (!tok && !o->sample.prompt_tokens[0] && !bytes)
+        return errorf(err, errlen, "without a tokenizer a prompt's text is its bytes, but this model of %d ids was not "
+                      "trained on bytes (data.kind = 'text'): give the ids in a file, sample.prompt_tokens, or its "
+                      "tokenizer, sample.tokenizer", V);
     size_t icap = 256, cap = 0;
     int32_t *ids = xmalloc(icap * sizeof *ids);
     int rc = 0, n = 0;
     if (o->sample.prompt_file[0]) rc = read_file(p, o, tok, T, &ids, &icap, &cap, err, errlen);
     else {
-        n = o->sample.prompt_tokens[0] ? read_ids(o->sample.prompt_tokens, tok, V, T, &ids, &icap, err, errlen)
+        n = o->sample.prompt_tokens[0] ? read_ids(o->sample.prompt_tokens, tok, V, bytes, T, &ids, &icap, err, errlen)
                                        : encode(tok, o->sample.prompt, strlen(o->sample.prompt), &ids, &icap, err,
                                                 errlen);
         if (n < 0 || check_room(n, "the prompt", o, T, err, errlen) != 0) rc = -1;

@@ -23,12 +23,12 @@ struct prompts {
 
 /* Read the prompts of o (rank 0): each text encoded by tok (after its BOS,
  * else its end-of-text, as triad tokenize puts one before every
- * document), or its bytes (a byte-level model, V = 256), or the ids of
+ * document), or without one its bytes (bytes: data_text_is_bytes), or the ids of
  * sample.prompt_tokens (ids tok can decode, where there is one); each checked to leave room for
  * sample.max_new_tokens within the model's T positions.  0, or -1 with
  * err naming the prompt (its line of the file) and what is wrong. */
-int prompts_read(struct prompts *p, const struct config *o, const struct tokenizer *tok, int V, int T, char *err,
-                 size_t errlen);
+int prompts_read(struct prompts *p, const struct config *o, const struct tokenizer *tok, int V, int bytes, int T,
+                 char *err, size_t errlen);
 /* Rank 0's prompts to every rank of comm.  Collective. */
 void prompts_bcast(struct prompts *p, MPI_Comm comm);
 void prompts_free(struct prompts *p);
