@@ -369,9 +369,23 @@ static int check_world(const struct config *cfg, int world, struct deck_error *e
     int64_t tp = cfg->parallel.tp, cp = cfg->parallel.cp, pp = cfg->parallel.pp, dp = cfg->parallel.dp;
     int64_t tp_pp = tp * cp * pp;
     char m[64], grid[96];
-    if (world <= 0) return 0;
     if (cp > 1) snprintf(grid, sizeof grid, "tp * cp * pp = %" PRId64 " * %" PRId64 " * %" PRId64, tp, cp, pp);
     else snprintf(grid, sizeof grid, "tp * pp = %" PRId64 " * %" PRId64, tp, pp);
+    int64_t ranks = mul64(tp_pp, dp > 0 ? dp : 1); /* (-1: over 2^63) */
+    if (ranks < 0 || ranks > INT32_MAX) { /* MPI counts ranks in an int: such a grid is never launched */
+        char count[32] = "more than 2^63";
+        if (ranks > 0) snprintf(count, sizeof count, "%" PRId64, ranks);
+        const char *least = dp > 0 ? "" : " (dp = 0 counted as 1)";
+        if (cp > 1)
+            deck_error_set(err, 0, 0, "tp * cp * dp * pp = %" PRId64 " * %" PRId64 " * %" PRId64 " * %" PRId64
+                           " = %s ranks%s, more than the 2147483647 that an MPI job can have", tp, cp,
+                           dp > 0 ? dp : 1, pp, count, least);
+        else
+            deck_error_set(err, 0, 0, "tp * dp * pp = %" PRId64 " * %" PRId64 " * %" PRId64 " = %s ranks%s, more "
+                           "than the 2147483647 that an MPI job can have", tp, dp > 0 ? dp : 1, pp, count, least);
+        return deck_error_hint(err, "reduce %s", dp > 0 ? "dp (or tp, cp, pp)" : "tp, cp or pp");
+    }
+    if (world <= 0) return 0;
     if (dp > 0 && tp_pp * dp != world) {
         int64_t want = tp_pp * dp;
         if (cp > 1)
