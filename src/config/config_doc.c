@@ -80,7 +80,9 @@ static const char doc_intro[] =
     "`dp * micro_batch_size`;\n"
     "`min_lr <= lr`; `warmup_steps <= steps`; `kind = 'text'` or `'tokens'` needs\n"
     "`path` (and `'text'` needs `vocab_size >= 256`); one micro-batch fits the\n"
-    "kernels' 32-bit indices. Every error names the key, the place and the fix.\n";
+    "kernels' 32-bit indices; a step has at most 1048576 forwards per rank\n"
+    "(`virtual_stages` times the micro-batches per replica). Every error names\n"
+    "the key, the place and the fix.\n";
 
 /* Markdown table cell text: escape what would break the table or emphasis. */
 static void md_cell(FILE *f, const char *s)

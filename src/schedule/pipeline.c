@@ -2,6 +2,7 @@
  * where the stages sit, what the lists hold (pure code, no MPI; the
  * contract is in pipeline.h and docs/pipeline.md; pp_zb.c: the zero-bubble
  * orders; pp_sim.c: the simulator and the picture). */
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +83,10 @@ static int check_shape(enum pp_schedule s, const char *file, int pp, int v, int 
     if (pp < 1 || v < 1 || m < 1)
         return pp_fail(err, errlen, "pp = %d, virtual_stages = %d and micro-batches = %d must all be at least 1", pp, v,
                     m);
+    if ((int64_t)v * m > PP_MAX_COMPUTES)
+        return pp_fail(err, errlen, "virtual_stages * micro-batches per replica = %d * %d = %" PRId64 " forwards on "
+                       "each rank, more than the %d a step's schedule holds; use fewer, larger micro-batches", v, m,
+                       (int64_t)v * m, PP_MAX_COMPUTES);
     if (s == PP_FILE && (!file || !file[0]))
         return pp_fail(err, errlen, "schedule = 'file' needs parallel.schedule_file, the file of each rank's computes");
     if (s == PP_ZBV && v != 2)

@@ -113,6 +113,11 @@ enum pp_layout pp_schedule_layout(enum pp_schedule s);
 int pp_virtual_stage(enum pp_schedule s, int pp, int rank, int chunk);
 void pp_stage_place(enum pp_schedule s, int pp, int stage, int *rank, int *chunk);
 
+/* The most computes of each kind (forwards: virtual_stages * micro-batches)
+ * a rank's list holds: a step of more micro-batches is refused, as its lists
+ * (several actions a compute, int counts) would outgrow memory and int. */
+#define PP_MAX_COMPUTES (1 << 20)
+
 /* 0 if schedule s can run pp ranks, v chunks and m micro-batches; else -1
  * with the reason and the fix in err.  file: parallel.schedule_file, read
  * for s = PP_FILE (NULL otherwise): checked line by line (pp_file.h).
