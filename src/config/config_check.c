@@ -446,10 +446,11 @@ static int check_batch(const struct config *cfg, int world, struct deck_error *e
 
 /* The hint for a micro-batch whose tensors exceed 32-bit indices when
  * per_seq elements come per sequence. */
-static int micro_batch_hint(const struct config *cfg, int world, int64_t per_seq, struct deck_error *err)
+static int micro_batch_hint(const struct config *cfg, int world, int64_t per_seq, const char *fix,
+                            struct deck_error *err)
 {
     int64_t max_b = INT32_MAX / per_seq, dp = shape_dp(cfg, world), G = cfg->train.batch_size;
-    if (max_b < 1) return deck_error_hint(err, "reduce seq_len or d_model: even one sequence is too large");
+    if (max_b < 1) return deck_error_hint(err, "%s: even one sequence is too large", fix);
     if (dp > 0 && G % dp == 0)
         return deck_error_hint(err, "set micro_batch_size = %" PRId64 " (the largest divisor of batch_size / dp = %" PRId64
                         " that fits; gradient accumulation keeps batch_size)", divisor_at_most(G / dp, max_b), G / dp);
@@ -475,26 +476,45 @@ static int check_sizes(const struct config *cfg, int world, struct deck_error *e
                  L, C);
         return deck_error_hint(err, "reduce n_layer or d_model");
     }
-    const struct { const char *what; int64_t n; int per_seq; } t[] = {
-        { "the MLP activations (micro-batch * seq_len / cp * MLP width / tp)", mul64(T, FC / tp), 1 },
-        { "the logits (micro-batch * seq_len / cp * padded vocab_size / tp)", mul64(T, Vp / tp), 1 },
-        { "the token embedding (padded vocab_size / tp * d_model)", mul64(Vp / tp, C), 0 },
-        { "the MLP weight (MLP width / tp * d_model)", mul64(FC / tp, C), 0 },
+    /* a mixture's MoE block, per token: the shared experts' gate and up, then those of the routed rows a rank's
+     * experts take (k; under expert parallelism the tokens of the ep ranks, at most min(k, n_expert / ep) each) */
+    int64_t ep = cfg->parallel.ep, rows = ep > 1 ? ep * (f.K < f.E / ep ? f.K : f.E / ep) : f.K;
+    int64_t moe_fc = mul64(2, add64(f.Fs, mul64(rows, f.Fe)));
+    const char *seq = "reduce seq_len or d_model", *vocab = "reduce d_model or vocab_size";
+    const char *moe_seq = "reduce seq_len, moe_ffn_hidden or n_shared_expert";
+    const char *moe_w = "reduce moe_ffn_hidden, n_shared_expert or d_model";
+    const struct { const char *what; int64_t n; int per_seq; const char *fix; } t[] = {
+        { "the MLP activations (micro-batch * seq_len / cp * MLP width / tp)", mul64(T, FC / tp), 1, seq },
+        { "the logits (micro-batch * seq_len / cp * padded vocab_size / tp)", mul64(T, Vp / tp), 1, seq },
+        { "the token embedding (padded vocab_size / tp * d_model)", mul64(Vp / tp, C), 0, vocab },
+        { "the MLP weight (MLP width / tp * d_model)", mul64(FC / tp, C), 0, vocab },
+        /* a mixture of experts (all 0 for a dense model) */
+        { "the MoE activations (micro-batch * seq_len / cp * 2 * (n_shared_expert + the routed experts per token) * "
+          "moe_ffn_hidden / tp)", moe_fc < 0 ? -1 : mul64(T, moe_fc / tp), 1, moe_seq },
+        { "the MoE block's columns per token before the tp split (2 * (n_shared_expert + the routed experts per "
+          "token) * moe_ffn_hidden)", moe_fc, 0, moe_w },
+        { "an expert's weight (2 * moe_ffn_hidden / tp * d_model)", mul64(2 * f.Fe / tp, C), 0, moe_w },
+        { "the shared experts' weight (2 * n_shared_expert * moe_ffn_hidden / tp * d_model)",
+          mul64(mul64(2, f.Fs) / tp, C), 0, moe_w },
     };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        int64_t n = t[i].per_seq ? mul64(B, t[i].n) : t[i].n;
-        if (n >= 0 && n <= INT32_MAX) continue;
-        char count[32] = "over 2^63";
-        if (n > 0) snprintf(count, sizeof count, "%" PRId64, n);
-        if (!t[i].per_seq) {
-            deck_error_set(err, 0, 0, "%s has %s elements per rank, more than the 2147483647 that the kernels' "
-                     "32-bit indices reach", t[i].what, count);
-            return deck_error_hint(err, "reduce d_model or vocab_size");
+    /* the weights first: no micro-batch helps when they do not fit */
+    for (int per_seq = 0; per_seq < 2; per_seq++)
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+            if (t[i].per_seq != per_seq) continue;
+            int64_t n = per_seq ? mul64(B, t[i].n) : t[i].n;
+            if (n >= 0 && n <= INT32_MAX) continue;
+            char count[32] = "over 2^63";
+            if (n > 0) snprintf(count, sizeof count, "%" PRId64, n);
+            if (!per_seq) {
+                deck_error_set(err, 0, 0, "%s has %s elements per rank, more than the 2147483647 that the kernels' "
+                               "32-bit indices reach", t[i].what, count);
+                return deck_error_hint(err, "%s", t[i].fix);
+            }
+            deck_error_set(err, 0, 0, "a micro-batch of %" PRId64 " sequences is too large: %s would hold %s elements, "
+                           "more than the 2147483647 that the kernels' 32-bit indices reach", B, t[i].what, count);
+            return t[i].n < 0 ? deck_error_hint(err, "%s", t[i].fix)
+                              : micro_batch_hint(cfg, world, t[i].n, t[i].fix, err);
         }
-        deck_error_set(err, 0, 0, "a micro-batch of %" PRId64 " sequences is too large: %s would hold %s elements, "
-                 "more than the 2147483647 that the kernels' 32-bit indices reach", B, t[i].what, count);
-        return t[i].n < 0 ? deck_error_hint(err, "reduce seq_len or d_model") : micro_batch_hint(cfg, world, t[i].n, err);
-    }
     return 0;
 }
 
