@@ -481,11 +481,12 @@ static int check_sizes(const struct config *cfg, int world, struct deck_error *e
     int64_t ep = cfg->parallel.ep, rows = ep > 1 ? ep * (f.K < f.E / ep ? f.K : f.E / ep) : f.K;
     int64_t moe_fc = mul64(2, add64(f.Fs, mul64(rows, f.Fe)));
     const char *seq = "reduce seq_len or d_model", *vocab = "reduce d_model or vocab_size";
+    const char *logits = "reduce seq_len or vocab_size";
     const char *moe_seq = "reduce seq_len, moe_ffn_hidden or n_shared_expert";
     const char *moe_w = "reduce moe_ffn_hidden, n_shared_expert or d_model";
     const struct { const char *what; int64_t n; int per_seq; const char *fix; } t[] = {
         { "the MLP activations (micro-batch * seq_len / cp * MLP width / tp)", mul64(T, FC / tp), 1, seq },
-        { "the logits (micro-batch * seq_len / cp * padded vocab_size / tp)", mul64(T, Vp / tp), 1, seq },
+        { "the logits (micro-batch * seq_len / cp * padded vocab_size / tp)", mul64(T, Vp / tp), 1, logits },
         { "the token embedding (padded vocab_size / tp * d_model)", mul64(Vp / tp, C), 0, vocab },
         { "the MLP weight (MLP width / tp * d_model)", mul64(FC / tp, C), 0, vocab },
         /* a mixture of experts (all 0 for a dense model) */
