@@ -261,6 +261,12 @@ static int check_features(const struct config *cfg, struct deck_error *err)
                         cfg->train.loss_scale);
         return deck_error_hint(err, "set loss_scale_min <= loss_scale");
     }
+    if (cfg->train.recompute_layers > 0 && cfg->train.recompute_id != TRAIN_RECOMPUTE_full) {
+        deck_error_set(err, 0, 0, "recompute_layers = %" PRId64 " chooses the layers that recompute = 'full' "
+                                  "recomputes, but recompute = '%s' (so none would be)", cfg->train.recompute_layers,
+                       cfg->train.recompute);
+        return deck_error_hint(err, "set recompute = 'full', or remove recompute_layers");
+    }
     int64_t HS = cfg->model.d_model / cfg->model.n_head;
     if (cfg->train.device_id == TRAIN_DEVICE_cuda && HS > CUDA_ATT_HS_MAX) {
         deck_error_set(err, 0, 0, "the head size d_model / n_head = %" PRId64 " is above %d, the largest the CUDA "
