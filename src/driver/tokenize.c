@@ -310,6 +310,34 @@ static int no_old_shards(const char *prefix, char *err, size_t errlen)
 
 /* ------------------------------------------------------------ the run */
 
+/* A key of &tokenize set (away from its default) that the chosen format or
+ * print does not read: an error, never a silent no-op. */
+static int unread_key(const struct config *cfg, char *err, size_t errlen)
+{
+    struct config *d = xmalloc(sizeof *d);
+    config_defaults(d);
+    int jsonl = cfg->tokenize.format_id == TOKENIZE_FORMAT_jsonl, rc = 0;
+    if (jsonl && strcmp(cfg->tokenize.separator, d->tokenize.separator))
+        rc = errorf(err, errlen, "tokenize.separator = '%s' splits the documents of format = 'text', but format = "
+                    "'jsonl' (a document a line)\n  hint: remove tokenize.separator, or set format = 'text'",
+                    cfg->tokenize.separator);
+    else if (!jsonl && strcmp(cfg->tokenize.field, d->tokenize.field))
+        rc = errorf(err, errlen, "tokenize.field = '%s' names the JSON member of format = 'jsonl', but format = "
+                    "'text'\n  hint: remove tokenize.field, or set format = 'jsonl'", cfg->tokenize.field);
+    else if (cfg->tokenize.print_id != TOKENIZE_PRINT_none) {
+        const char *key = strcmp(cfg->tokenize.output, d->tokenize.output)          ? "output"
+                          : cfg->tokenize.val_tokens != d->tokenize.val_tokens     ? "val_tokens"
+                          : cfg->tokenize.shard_tokens != d->tokenize.shard_tokens ? "shard_tokens"
+                                                                                   : NULL;
+        if (key)
+            rc = errorf(err, errlen, "tokenize.%s is set, but print = '%s' writes no shards (it prints each "
+                        "document)\n  hint: remove tokenize.%s, or set print = 'none' to write the shards", key,
+                        cfg->tokenize.print, key);
+    }
+    free(d);
+    return rc;
+}
+
 /* Rank RANK's share of a batch of N documents of LEN bytes among P ranks:
  * [*lo, *hi), the documents that start in its Pth of the bytes.  Every rank
  * reads every document, so each computes every share alike. */
@@ -361,6 +389,7 @@ int tokenize_run(const struct config *cfg)
     int rc = 0;
     struct tokenizer *tok = NULL;
     if (!cfg->tokenize.tokenizer[0]) rc = errorf(err, sizeof err, "tokenize.tokenizer is empty: name a tokenizer.json");
+    else if (unread_key(cfg, err, sizeof err)) rc = -1;
     else if (!(tok = tok_open(cfg->tokenize.tokenizer, err, sizeof err))) rc = -1;
     int32_t sep = -1;
     int doc_token = cfg->tokenize.doc_token_id;
