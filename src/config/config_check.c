@@ -421,6 +421,23 @@ static int check_world(const struct config *cfg, int world, struct deck_error *e
     return 0;
 }
 
+/* The testing aids that name a world rank name one of this run's. */
+static int check_diag_ranks(const struct config *cfg, int world, struct deck_error *err)
+{
+    const struct { const char *key; int64_t rank; int on; } aid[] = {
+        { "inject_rank", cfg->diag.inject_rank, cfg->diag.inject_overflow_step > 0 },
+        { "slow_rank", cfg->diag.slow_rank, cfg->diag.slow_rank >= 0 },
+        { "corrupt_rank", cfg->diag.corrupt_rank, cfg->diag.corrupt_rank >= 0 },
+    };
+    for (size_t i = 0; world > 0 && i < sizeof aid / sizeof aid[0]; i++)
+        if (aid[i].on && aid[i].rank >= world) {
+            deck_error_set(err, 0, 0, "diag.%s = %" PRId64 " is not a rank of this run's %d (0 ... %d), so the testing "
+                                      "aid would never act", aid[i].key, aid[i].rank, world, world - 1);
+            return deck_error_hint(err, "set diag.%s to a rank below %d", aid[i].key, world);
+        }
+    return 0;
+}
+
 /* batch_size = dp * micro_batch_size * (micro-batches per replica) */
 static int check_batch(const struct config *cfg, int world, struct deck_error *err)
 {
@@ -623,7 +640,7 @@ int config_validate(const struct config *cfg, int world, struct deck_error *err)
 {
     config_error_reset(err, "");
     if (check_model(cfg, err) || check_moe(cfg, err) || check_features(cfg, err) || check_split(cfg, err) ||
-        check_world(cfg, world, err) || check_batch(cfg, world, err) || check_sizes(cfg, world, err) ||
+        check_world(cfg, world, err) || check_diag_ranks(cfg, world, err) || check_batch(cfg, world, err) || check_sizes(cfg, world, err) ||
         check_train(cfg, err) || check_data(cfg, err) || check_io(cfg, err) || check_schedule(cfg, world, err))
         return -1;
     return 0;
