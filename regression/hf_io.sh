@@ -69,6 +69,10 @@ triad_run 4 "$scratch/qwen2_moe.nml" $grid $dense train.steps=6 io.init_from="'$
     $H check "$scratch/ex_dense" "$scratch/t_dense/ckpt_6.h5" "$KQD" > "$scratch/cmp" 2>&1
 ok $? "a dense first block: 6 steps on tp 2 x pp 2, exported (mlp_only_layers = [0]) and read back independently"
 diag < "$scratch/cmp"
+"$TRIAD" export "$scratch/t_dense/ckpt_6.h5" "$scratch/ex_unread" model.n_layer=3 > "$scratch/last.out" 2>&1
+[ $? -eq 1 ] && grep -q "error: triad export: model.n_layer is not read by triad export" "$scratch/last.out" &&
+    grep -q -F "hint: remove it; triad export takes export.*" "$scratch/last.out" && [ ! -e "$scratch/ex_unread" ]
+ok $? "triad export with a key it does not read (model.n_layer): an error, no folder"
 imported "the exported folder with a dense first block imported again" qwen2_moe "$scratch/ex_dense" "$KQD" 1 $dense
 
 # continue training from the folder, then export, read back independently, import again

@@ -146,6 +146,9 @@ refused() {
 }
 refused "a prompt and max_new_tokens past seq_len" "exceed the model's seq_len = 32" 1 "$L" sample.prompt="'The '" \
     sample.max_new_tokens=40
+refused "a key sample does not read (the model is the checkpoint's) is an error, not ignored" \
+    "model.n_layer is not read by triad sample: the model and the rest of the deck are the checkpoint's" 1 "$L" \
+    sample.prompt="'x'" sample.max_new_tokens=8 model.n_layer=3
 refused "3 ranks cannot split 4 heads by tp = 3 asked for" "n_head = 4 is not divisible by tp = 3" 3 "$L" \
     sample.prompt="'x'" sample.max_new_tokens=8 parallel.tp=3
 sample three 3 "$L" sample.prompt="'The'" sample.max_new_tokens=8

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "config.h"
 #include "cpu.h"
@@ -200,6 +201,36 @@ static int read_options(struct config *cfg, int argc, char **argv, int first, in
     return 0;
 }
 
+/* The overrides argv[first..argc) name only keys of `read` (a list of
+ * "group." for a whole group or "group.key", NULL-ended) that `command`
+ * reads: 0, or -1 with the error printed (by rank 0).  The rest of a deck
+ * is the checkpoint's, so any other key would change nothing. */
+static int only_read_keys(int argc, char **argv, int first, const char *const *read, const char *command, int rank)
+{
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i] + strspn(argv[i], " \t"), *eq = strchr(a, '=');
+        size_t n = eq ? (size_t)(eq - a) : strlen(a);
+        while (n > 0 && (a[n - 1] == ' ' || a[n - 1] == '\t')) n--;
+        int ok = 0;
+        for (int j = 0; read[j] && !ok; j++) {
+            size_t k = strlen(read[j]);
+            ok = read[j][k - 1] == '.' ? n > k && !strncasecmp(a, read[j], k) : n == k && !strncasecmp(a, read[j], k);
+        }
+        if (ok) continue;
+        if (rank == 0) {
+            fprintf(stderr, "error: triad %s: %.*s is not read by triad %s: the model and the rest of the deck are "
+                            "the checkpoint's, so it would change nothing\n  hint: remove it; triad %s takes ",
+                    command, (int)n, a, command, command);
+            for (int j = 0; read[j]; j++)
+                fprintf(stderr, "%s%s%s", j ? (read[j + 1] ? ", " : " and ") : "", read[j],
+                        read[j][strlen(read[j]) - 1] == '.' ? "*" : "");
+            fputc('\n', stderr);
+        }
+        return -1;
+    }
+    return 0;
+}
+
 /* `triad export CKPT DIR [export.key=value ...]`: rank 0 writes the folder. */
 static int export_checkpoint(int argc, char **argv)
 {
@@ -208,7 +239,9 @@ static int export_checkpoint(int argc, char **argv)
         return EXIT_ERROR;
     }
     struct config cfg;
-    if (read_options(&cfg, argc, argv, 4, 0) != 0) return EXIT_ERROR;
+    static const char *const read[] = {"export.", NULL};
+    if (read_options(&cfg, argc, argv, 4, 0) != 0 || only_read_keys(argc, argv, 4, read, "export", 0) != 0)
+        return EXIT_ERROR;
     enum st_dtype dt = cfg.export.dtype_id == EXPORT_DTYPE_bf16   ? ST_BF16
                        : cfg.export.dtype_id == EXPORT_DTYPE_fp16 ? ST_F16
                                                                   : ST_F32;
@@ -229,7 +262,10 @@ static int sample_command(int argc, char **argv, int rank)
         return EXIT_ERROR;
     }
     struct config opts;
-    if (read_options(&opts, argc, argv, 3, rank) != 0) return EXIT_ERROR;
+    static const char *const read[] = {"sample.", "parallel.", "train.device", "train.share_gpus", "train.tf32",
+                                       "diag.stage_through_host", NULL};
+    if (read_options(&opts, argc, argv, 3, rank) != 0 || only_read_keys(argc, argv, 3, read, "sample", rank) != 0)
+        return EXIT_ERROR;
     return sample_checkpoint(argv[2], &opts);
 }
 
