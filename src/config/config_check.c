@@ -293,6 +293,13 @@ static int check_features(const struct config *cfg, struct deck_error *err)
                                    "at once)");
         return deck_error_hint(err, "set checkpoint_every = N (steps), or async_checkpoint = .false.");
     }
+    if (cfg->diag.hang_timeout > 0 && cfg->diag.hang_timeout < 1) {
+        deck_error_set(err, 0, 0, "diag.hang_timeout = %g s is below the watchdog's resolution: it looks every 0.5 s, "
+                                   "and any step or communication call longer than the timeout counts as a hang, so a "
+                                   "healthy run would be ended", cfg->diag.hang_timeout);
+        return deck_error_hint(err, "set hang_timeout >= 1 (seconds: a few times the longest step), or 0 to turn the "
+                                    "watchdog off");
+    }
     if (cfg->diag.slow_checkpoint > 0 && !cfg->io.async_checkpoint) {
         deck_error_set(err, 0, 0, "diag.slow_checkpoint = %g stretches background checkpoints, but "
                                    "io.async_checkpoint = .false.", cfg->diag.slow_checkpoint);
