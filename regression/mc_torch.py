@@ -14,6 +14,15 @@ lm-evaluation-harness score them, with the model of regression/llama_torch.py
     mc_torch.py text2ids TASK.jsonl [DOC_ID]
         a JSON Lines task as examples of ids: each text's UTF-8 bytes (a
         byte-level model), the context after DOC_ID where one is given
+    mc_torch.py texts TASK.jsonl DIR
+        the texts a tokenizer encodes for each example, split as
+        lm-evaluation-harness splits them: DIR/tEEE_00.txt the context without
+        its trailing whitespace, DIR/tEEE_KK.txt (KK >= 1) the context followed
+        by choice K - 1 (the whole text)
+    mc_torch.py join TASK.jsonl IDS DOC_ID
+        examples of ids from IDS, the ids of those texts a line each in their
+        order: the context after DOC_ID, a choice the whole text's ids after
+        the context's
     mc_torch.py check CKPT SCORES TASK EXAMPLES.json ACC ACC_NORM [TASK EXAMPLES.json ACC ACC_NORM ...]
         scores every choice of each task and compares with the task's lines
         of triad eval's eval.scores file (SCORES) and its acc and acc_norm:
@@ -60,6 +69,30 @@ def text2ids(path, doc):
         space = j["context"][len(c):]
         ctx = ([doc] if doc is not None else []) + list(c.encode())
         out.append({"ctx": ctx, "endings": [list((space + x).encode()) for x in j["choices"]], "label": j["label"]})
+    json.dump(out, sys.stdout)
+    return 0
+
+
+def examples_of(path):
+    return [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
+
+
+def texts(path, out):
+    for i, j in enumerate(examples_of(path)):
+        c = j["context"]
+        for k, t in enumerate([c.rstrip(" \t\n\v\f\r")] + [c + x for x in j["choices"]]):
+            open("%s/t%03d_%02d.txt" % (out, i, k), "w", encoding="utf-8").write(t)
+    return 0
+
+
+def join(path, ids_path, doc):
+    ids = [[int(x) for x in line.split()] for line in open(ids_path)]
+    out = []
+    for j in examples_of(path):
+        n = len(j["choices"])
+        ctx, ends = ids[0], [w[len(ids[0]):] for w in ids[1:1 + n]]
+        del ids[:1 + n]
+        out.append({"ctx": [doc] + ctx, "endings": ends, "label": j["label"]})
     json.dump(out, sys.stdout)
     return 0
 
@@ -119,6 +152,10 @@ def main(argv):
         return write(json.load(open(argv[2])), argv[3])
     if argv[1] == "text2ids":
         return text2ids(argv[2], int(argv[3]) if len(argv) > 3 else None)
+    if argv[1] == "texts":
+        return texts(argv[2], argv[3])
+    if argv[1] == "join":
+        return join(argv[2], argv[3], int(argv[4]))
     if argv[1] == "check":
         return check(argv[2], argv[3], argv[4:])
     print(__doc__)
