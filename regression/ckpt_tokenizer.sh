@@ -59,6 +59,13 @@ st=$?
 [ $st -eq 0 ] && stored "$scratch/run/ckpt_2.h5" "$scratch/tok/tokenizer.json" "$scratch/tok/tokenizer_config.json"
 ok $? "a run on 1 rank stores tokenizer.json and tokenizer_config.json in its checkpoint, checksummed (exit $st)"
 cat "$scratch/last.out" | tail -3 | diag
+# tools/ckpt_info.py knows the llama family's tensors (no position table, no
+# biases, an untied head) and checks the tokenizer's checksums
+"$PYTHON3" "$top_srcdir/tools/ckpt_info.py" --verify "$scratch/run/ckpt_2.h5" > "$scratch/info.out" 2>&1 &&
+    grep -q "^model .*T = 32," "$scratch/info.out" && grep -q "^/tokenizer/tokenizer.json .* ok$" "$scratch/info.out" &&
+    grep -q "^verdict *ok$" "$scratch/info.out"
+ok $? "tools/ckpt_info.py --verify: the llama checkpoint is whole, its tokenizer's checksums match"
+tail -3 "$scratch/info.out" | diag
 
 triad_run 2 "$scratch/llama.nml" io.run_dir="'$scratch/run2'" parallel.tp=2 io.async_checkpoint=.true.
 st=$?

@@ -205,6 +205,10 @@ run dl-ep1 4 parallel.dp=4 $dense && run dl-ep2 4 parallel.dp=4 parallel.ep=2 $d
 close dl-ep2 dl-ep1 1e-6 "1 leading dense block: ep 2 on dp 4"
 for z in 2 3; do run dl-zero$z 4 parallel.dp=4 parallel.ep=2 parallel.zero_stage=$z $dense io.checkpoint_every=2; done
 close dl-zero2 dl-ep1 1e-6 "1 leading dense block: ZeRO-2 with ep 2 on dp 4"
+"$PYTHON3" "$top_srcdir/tools/ckpt_info.py" --verify "$scratch/dl-zero2/ckpt_2.h5" > "$scratch/info.out" 2>&1 &&
+    grep -q "^/model/h.1/expert.3/fcproj_w .* ok$" "$scratch/info.out" && grep -q "^verdict *ok$" "$scratch/info.out"
+ok $? "tools/ckpt_info.py --verify: a mixture's checkpoint (a dense block, routers, experts, shared experts) is whole"
+tail -2 "$scratch/info.out" | diag
 bitwise dl-zero3 dl-zero2 "1 leading dense block: ZeRO-3 with ep 2 on dp 4"
 cp -r "$scratch/dl-zero2" "$scratch/dl-part" &&
     run dl-part 2 parallel.pp=2 $dense io.restart="'$scratch/dl-part/ckpt_2.h5'"

@@ -12,8 +12,10 @@
   ckpt_info.py --deck ckpt.h5                 print the deck stored in the file
 
 The model shape is derived from the tensors (L from the h.<l> groups, C from
-lnf_w, V from wte, T from wpe); the number of heads is not in any tensor
-shape and comes from the deck attribute.  Exit status: 0 the file is a
+lnf_w, V from wte, T from wpe, or the deck's seq_len for the llama family);
+the number of heads is not in any tensor shape and comes from the deck
+attribute, and so do the tensors each layer must have (GPT-2's, or the
+llama family's: dense, or a mixture of experts').  Exit status: 0 the file is a
 readable triad checkpoint (and, with --verify/--stats, every checksum
 matches); 1 it cannot be opened, is truncated or corrupted, lacks what triad
 needs, or a checksum differs.  Needs h5py and numpy (/usr/bin/python3 on
@@ -36,6 +38,8 @@ except ImportError as e:  # pragma: no cover
 LAYER_TENSORS = ("ln1_w", "ln1_b", "qkv_w", "qkv_b", "attproj_w", "attproj_b",
                  "ln2_w", "ln2_b", "fc_w", "fc_b", "fcproj_w", "fcproj_b")
 TOP_TENSORS = ("wte", "wpe", "lnf_w", "lnf_b")
+LLAMA_LAYER = ("ln1_w", "qkv_w", "attproj_w", "ln2_w")  # (no biases; the MLP below)
+LLAMA_TOP = ("wte", "lnf_w")
 CHUNK = 1 << 22  # elements read at a time for --stats/--verify
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -118,6 +122,50 @@ def deck_value(deck, group, key):
     return k.group(1).strip().strip("'\"") if k else None
 
 
+def deck_flag(deck, group, key, default):
+    v = deck_value(deck, group, key)
+    return default if v is None else v.strip(".").lower() in ("true", "t")
+
+
+def deck_int(deck, group, key, default=0):
+    try:
+        return int(deck_value(deck, group, key))
+    except (TypeError, ValueError):
+        return default
+
+
+def expected_tensors(deck, has_wpe, layers):
+    """The /model datasets the stored deck's model has (docs/formats.md):
+    (top-level names, {layer: names}).  GPT-2 for a file without a deck
+    that has a position table, the llama family otherwise."""
+    arch = deck_value(deck, "model", "arch") or ("gpt2" if has_wpe else "llama")
+    llama = arch.lower() == "llama"
+    top = list(LLAMA_TOP if llama else TOP_TENSORS)
+    if not deck_flag(deck, "model", "tie_embeddings", True):
+        top.append("lm_head")
+    if not llama:
+        return top, {l: LAYER_TENSORS for l in layers}
+    E = deck_int(deck, "model", "n_expert")
+    dense = deck_int(deck, "model", "moe_dense_layers")
+    shared = deck_int(deck, "model", "n_shared_expert")
+    per = {}
+    for l in layers:
+        names = list(LLAMA_LAYER)
+        if deck_flag(deck, "model", "qkv_bias", False):
+            names.append("qkv_b")
+        if E > 0 and l >= dense:  # a mixture of experts' block
+            names.append("router_w")
+            names += [f"expert.{e}/{t}" for e in range(E) for t in ("fc_w", "fcproj_w")]
+            if shared > 0:
+                names += ["fc_w", "fcproj_w"]
+                if deck_flag(deck, "model", "moe_shared_gate", True):
+                    names.append("shared_gate_w")
+        else:
+            names += ["fc_w", "fcproj_w"]
+        per[l] = names
+    return top, per
+
+
 def newest_in(run_dir):
     found = []
     for p in glob.glob(os.path.join(run_dir, "ckpt_*.h5")):
@@ -175,11 +223,12 @@ def describe(path, args, out):
         # the model shape, from the tensors
         layers = sorted(int(m.group(1)) for k in f["model"] for m in [re.fullmatch(r"h\.(\d+)", k)] if m)
         problems = []
-        for t in TOP_TENSORS:
+        top, per_layer = expected_tensors(deck, "wpe" in f["model"], layers)
+        for t in top:
             if t not in f["model"]:
                 problems.append(f"/model/{t} is missing")
         for l in layers:
-            for t in LAYER_TENSORS:
+            for t in per_layer[l]:
                 if t not in f["model"][f"h.{l}"]:
                     problems.append(f"/model/h.{l}/{t} is missing")
         if layers != list(range(len(layers))):
@@ -187,6 +236,8 @@ def describe(path, args, out):
         C = f["model/lnf_w"].shape[0] if "lnf_w" in f["model"] else None
         V = f["model/wte"].shape[0] if "wte" in f["model"] else None
         T = f["model/wpe"].shape[0] if "wpe" in f["model"] else None
+        if T is None:  # (no position table: the llama family's context is the deck's)
+            T = as_int(deck_value(deck, "model", "seq_len"))
         L = len(layers)
         heads = deck_value(deck, "model", "n_head")
 
