@@ -100,6 +100,10 @@ a, b = (h5py.File(f, "r")["metrics/moe_tokens"][()] for f in sys.argv[1:])
 sys.exit(0 if a.shape == b.shape and (a == b).all() and (a.sum(axis=2) == 8 * 16 * 2).all() else 1)
 PY
 ok $? "cp 2: the tokens each expert took (metrics/moe_tokens) equal one rank's, 2 choices of 128 tokens a layer"
+"$PYTHON3" "$top_srcdir/tools/plot_metrics.py" "$scratch/cp2" -o "$scratch/moe.png" --quantities loss,moe_tokens \
+    --smooth 2 > "$scratch/plot.out" 2>&1 && [ -s "$scratch/moe.png" ]
+ok $? "tools/plot_metrics.py draws moe_tokens ([steps, L, E]: a line per layer and expert)"
+tail -3 "$scratch/plot.out" | diag
 run grid 8 parallel.tp=2 parallel.sequence_parallel=.true. parallel.pp=2 parallel.dp=2 parallel.ep=2 train.threads=1
 close grid ep1 1e-6 "tp 2 + SP x ep 2 x dp 2 x pp 2 on 8 ranks"
 

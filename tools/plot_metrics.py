@@ -14,7 +14,8 @@ multiple-choice tasks (train.mc_eval_every: /eval/<task>) gets a subplot
 (ask for it among --quantities to place it).  Any dataset under
 /metrics can be plotted: loss lr grad_norm loss_scale tokens_per_s mfu
 step_time skipped comm_tp_bytes comm_dp_bytes comm_pp_bytes comm_cp_bytes comm_seconds
-(docs/formats.md).  A run may be given as its directory or as the
+(docs/formats.md); moe_tokens, several values a step, is drawn as a thin line
+per layer and expert that took tokens.  A run may be given as its directory or as the
 metrics.h5 file itself, and may still be running (the file is read without
 HDF5's file lock; rows appear as triad flushes them, every io.metrics_flush
 steps).  Writes PNG (or PDF/SVG, by the extension) with matplotlib's Agg
@@ -56,6 +57,7 @@ LABELS = {
     "comm_pp_bytes": "pp bytes / step",
     "comm_cp_bytes": "cp bytes / step",
     "comm_seconds": "comm seconds / step",
+    "moe_tokens": "tokens per expert",
     "accuracy": "task accuracy",
 }
 
@@ -82,6 +84,9 @@ def load(run, quantities):
                 if q in g:
                     v = g[q][:].astype(np.float64)
                     n = min(len(steps), len(v))  # a live file may be mid-flush
+                    if v.ndim > 1:  # several values a step (moe_tokens: [steps, L, E]): a column each
+                        v = v.reshape(len(v), -1)
+                        v = v[:, np.any(v != 0, axis=0)]  # (a dense layer's experts took nothing)
                     out[q] = (steps[:n], v[:n])
             available = sorted(g.keys())
             if "eval" in f and "loss" in quantities and "loss" in f["eval"]:
@@ -171,7 +176,11 @@ def main():
             steps, v = d[q]
             if q == "mfu":
                 v = 100.0 * v
-            if args.smooth > 1:
+            if v.ndim > 1:  # one thin line per column (a layer's expert), the run's colour
+                for k in range(v.shape[1]):
+                    col = smooth(v[:, k], args.smooth) if args.smooth > 1 else v[:, k]
+                    ax.plot(steps, col, color=c, linewidth=0.8, alpha=0.6, label=None if k else label)
+            elif args.smooth > 1:
                 ax.plot(steps, v, color=c, alpha=0.25, linewidth=0.8)
                 ax.plot(steps, smooth(v, args.smooth), color=c, linewidth=1.4, label=label)
             else:
