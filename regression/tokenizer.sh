@@ -216,6 +216,9 @@ ok $? "... with them removed, the rerun writes, and g_train_*.bin holds the new 
 "$TRIAD" tokenize tokenize.tokenizer="'$L3'" tokenize.input="'$scratch/book.txt'" tokenize.print=ids > "$scratch/ids32" 2>&1
 $CHECK "$scratch/s32" "$scratch/ids32" 128000 20240801 7 4 > "$scratch/check" 2>&1
 ok $? "Llama 3 (128,256 ids: uint32): shards of 20240801/7, <|begin_of_text|> before the document ($(cat "$scratch/check"))"
+"$PYTHON3" "$top_srcdir/tools/make_tokens.py" --info "$scratch/s32/g_*.bin" > "$scratch/info" 2>&1 &&
+    grep -q "needs vocab_size >= 128001)$" "$scratch/info" && ! grep -q "error" "$scratch/info"
+ok $? "tools/make_tokens.py --info checks the uint32 shards ($(tail -1 "$scratch/info"))"
 $MPIEXEC -n 2 "$TRIAD" tokenize tokenize.tokenizer="'$L3'" tokenize.input="'$scratch/book.txt'" \
     tokenize.output="'$scratch/s32b/g'" tokenize.shard_tokens=2000 > "$scratch/out" 2>&1
 st=$?

@@ -10,7 +10,9 @@ windows of seq_len+1 tokens (docs/data.md).
                                                -> data/book_000000.bin, ...
   make_tokens.py --ints ids.txt data/ids       integers separated by blanks or commas
   echo 1 2 3 | make_tokens.py --ints - x       '-' reads standard input
-  make_tokens.py --info 'data/book_*.bin'      check shards and summarise them
+  make_tokens.py --info 'data/book_*.bin'      check shards and summarise them (uint16
+                                               shards, and the uint32 ones of llm.c's
+                                               LLaMA-3 scripts and triad tokenize)
 
 Only the Python standard library is used.
 """
@@ -25,6 +27,8 @@ import sys
 
 MAGIC = 20240520
 VERSION = 1
+# what --info reads: llm.c's shards of either width, (magic, version) -> array type
+FORMATS = {(MAGIC, VERSION): "H", (20240801, 7): "I"}  # uint16 (GPT-2), uint32 (LLaMA-3)
 HEADER_INTS = 256
 HEADER_BYTES = 4 * HEADER_INTS
 MAX_TOKEN = 65535  # uint16
@@ -102,13 +106,17 @@ def check_shard(path):
             if len(head) < HEADER_BYTES:
                 return "%d bytes, shorter than the %d-byte header" % (size, HEADER_BYTES)
             magic, version, n = struct.unpack("<3i", head[:12])
-            if magic != MAGIC:
-                return "magic %d, expected %d: not an llm.c token shard" % (magic, MAGIC)
-            if version != VERSION:
-                return "version %d, expected %d" % (version, VERSION)
-            if size != HEADER_BYTES + 2 * n:
-                return "header says %d tokens, the file holds %d" % (n, (size - HEADER_BYTES) // 2)
-            toks = array.array("H", f.read())
+            if magic not in (m for m, _ in FORMATS):
+                return ("magic %d, expected 20240520 (uint16) or 20240801 (uint32): not an llm.c token shard"
+                        % magic)
+            kind = FORMATS.get((magic, version))
+            if kind is None:
+                return "version %d, expected %d for magic %d" % (
+                    version, {m: v for m, v in FORMATS}[magic], magic)
+            toks = array.array(kind)
+            if size != HEADER_BYTES + toks.itemsize * n:
+                return "header says %d tokens, the file holds %d" % (n, (size - HEADER_BYTES) // toks.itemsize)
+            toks.frombytes(f.read())
     except OSError as e:
         return e.strerror
     if sys.byteorder != "little":
