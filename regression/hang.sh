@@ -60,6 +60,8 @@ grep "^blocked in: " "$scratch/p2p/hang.rank00001.txt" 2> /dev/null | diag
     grep -q "has not finished" "$scratch/p2p/hang.rank00000.txt" &&
     ! grep -q "the rank(s) that stopped making progress" "$scratch/last.out"
 ok $? "a pipeline receive that waits too long: status 4 (got $st), the report names the peer, tag and bytes waited for"
+[ $st -eq 4 ] && [ ! -e "$scratch/p2p/triad.lock" ]
+ok $? "... and the run directory's lock is given back as the watchdog ends the job (a job on another host may run there)"
 # Evaluation (train.eval_every): 12 held-out batches after step 2, rank 0
 # 0.4 s slower before each (diag.slow_rank), about 5 s in all against a
 # 2 s timeout; each batch, and each training step, stays within it.

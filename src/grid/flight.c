@@ -55,6 +55,7 @@ static struct {
     pthread_mutex_t nap_mu;       /* the watchdog's nap, which flight_stop ends */
     pthread_cond_t nap_cv;
     clockid_t nap_clock;          /* nap_cv's clock: monotonic where the system offers it */
+    void (*on_hang)(void);        /* flight_on_hang's: run before the process ends */
 } fl = {.nap_mu = PTHREAD_MUTEX_INITIALIZER};
 
 static double now_s(void)
@@ -284,10 +285,13 @@ static void *watch(void *arg)
         int mine = summarise();
         fflush(stderr);
         summary_done(mine, grace);
+        if (fl.on_hang) fl.on_hang();
         _exit(EXIT_HANG);
     }
     return NULL;
 }
+
+void flight_on_hang(void (*fn)(void)) { fl.on_hang = fn; }
 
 void flight_start(const char *run_dir, int rank, int world, double timeout)
 {
