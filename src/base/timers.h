@@ -7,7 +7,8 @@
 
 /* Phases of a step; one table, reduced min/avg/max over ranks at the end.
  * backward: whole backwards, or a split one's B (input gradients); weight
- * grad: a split one's W (zero-bubble schedules). */
+ * grad: a split one's W (zero-bubble schedules); io: the metrics row, the
+ * disk check and checkpoints, between the steps (outside step total). */
 #define TIMER_LIST(X)          \
     X(T_DATA, "data")          \
     X(T_FORWARD, "forward")    \
