@@ -149,6 +149,9 @@ refused "a prompt and max_new_tokens past seq_len" "exceed the model's seq_len =
 refused "a key sample does not read (the model is the checkpoint's) is an error, not ignored" \
     "model.n_layer is not read by triad sample: the model and the rest of the deck are the checkpoint's" 1 "$L" \
     sample.prompt="'x'" sample.max_new_tokens=8 model.n_layer=3
+refused "... so is a &parallel key other than the grid's (sample runs 1F1B without ZeRO)" \
+    "parallel.zero_stage is not read by triad sample" 1 "$L" sample.prompt="'x'" sample.max_new_tokens=8 \
+    parallel.zero_stage=3
 refused "3 ranks cannot split 4 heads by tp = 3 asked for" "n_head = 4 is not divisible by tp = 3" 3 "$L" \
     sample.prompt="'x'" sample.max_new_tokens=8 parallel.tp=3
 sample three 3 "$L" sample.prompt="'The'" sample.max_new_tokens=8
@@ -256,6 +259,18 @@ printf '1 %sx 2\n' "$(printf '7%.0s' $(seq 1 70))" > "$scratch/longword.ids"
 refused "a 71-character word whose last character is no digit is not an integer" \
     "longword.ids: '7\{63\}\.\.\.' (id number 2) is not an integer" 1 "$P" \
     sample.tokenizer=none sample.prompt_tokens="'$scratch/longword.ids'" sample.max_new_tokens=4
+# a checkpoint of 2 ranks whose deck names training-only settings (recompute of one layer, a testing aid on rank 1):
+# sampled and evaluated on 1 rank, those settings set aside (they were refused, and sample takes no override of them)
+triad_run 2 "$DECKS/tiny.nml" $train train.steps=6 train.recompute="'full'" train.recompute_layers=1 \
+    diag.slow_rank=1 diag.slow_seconds=0 io.run_dir="'$scratch/aids'"
+sample aids 1 "$scratch/aids/ckpt_6.h5" sample.prompt=The sample.max_new_tokens=4 sample.temperature=0
+st=$?
+grep error "$scratch/aids.err" | diag
+$MPIEXEC -n 1 "$TRIAD" eval "$scratch/aids/ckpt_6.h5" data.val_path="'$corpus'" > "$scratch/aids_eval.out" 2>&1
+st2=$?
+grep error "$scratch/aids_eval.out" | diag
+[ $st -eq 0 ] && [ $st2 -eq 0 ] && grep -q "^held-out" "$scratch/aids_eval.out"
+ok $? "a checkpoint of recompute_layers = 1 and diag.slow_rank = 1 (2 ranks) samples and evaluates on 1 rank (status $st, $st2)"
 # a byte-level model whose vocabulary is padded (data.kind = 'text', vocab_size = 512, as README's deck): its text
 # is its bytes, the ids above 255 never drawn, a prompt id above 255 refused
 triad_run 1 "$DECKS/tiny.nml" $train model.vocab_size=512 train.steps=6 io.run_dir="'$scratch/pad512'"

@@ -85,8 +85,9 @@ def load(run, quantities):
                     v = g[q][:].astype(np.float64)
                     n = min(len(steps), len(v))  # a live file may be mid-flush
                     if v.ndim > 1:  # several values a step (moe_tokens: [steps, L, E]): a column each
-                        v = v.reshape(len(v), -1)
-                        v = v[:, np.any(v != 0, axis=0)]  # (a dense layer's experts took nothing)
+                        v = v.reshape(v.shape[0], int(np.prod(v.shape[1:])))  # (not -1: a live file may have 0 rows)
+                        used = np.any(v != 0, axis=0)  # (a dense layer's experts took nothing)
+                        v = v[:, used] if used.any() else v[:, :1]  # (all zero: one line of zeros, not none)
                     out[q] = (steps[:n], v[:n])
             available = sorted(g.keys())
             if "eval" in f and "loss" in quantities and "loss" in f["eval"]:

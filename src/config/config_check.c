@@ -510,20 +510,22 @@ static int check_sizes(const struct config *cfg, int world, struct deck_error *e
      * experts take (k; under expert parallelism the tokens of the ep ranks, at most min(k, n_expert / ep) each) */
     int64_t ep = cfg->parallel.ep, rows = ep > 1 ? ep * (f.K < f.E / ep ? f.K : f.E / ep) : f.K;
     int64_t moe_fc = mul64(2, add64(f.Fs, mul64(rows, f.Fe)));
-    const char *seq = "reduce seq_len or d_model", *vocab = "reduce d_model or vocab_size";
+    const char *seq = "reduce seq_len or the MLP width (ffn_hidden, or d_model where ffn_hidden = 0)";
+    const char *mlp_w = "reduce d_model or the MLP width (ffn_hidden)", *vocab = "reduce d_model or vocab_size";
     const char *logits = "reduce seq_len or vocab_size";
-    const char *moe_seq = "reduce seq_len, moe_ffn_hidden or n_shared_expert";
+    const char *moe_seq = "reduce seq_len, moe_ffn_hidden, n_shared_expert or n_expert_active";
+    const char *moe_cols = "reduce moe_ffn_hidden, n_shared_expert or n_expert_active";
     const char *moe_w = "reduce moe_ffn_hidden, n_shared_expert or d_model";
     const struct { const char *what; int64_t n; int per_seq; const char *fix; } t[] = {
         { "the MLP activations (micro-batch * seq_len / cp * MLP width / tp)", mul64(T, FC / tp), 1, seq },
         { "the logits (micro-batch * seq_len / cp * padded vocab_size / tp)", mul64(T, Vp / tp), 1, logits },
         { "the token embedding (padded vocab_size / tp * d_model)", mul64(Vp / tp, C), 0, vocab },
-        { "the MLP weight (MLP width / tp * d_model)", mul64(FC / tp, C), 0, vocab },
+        { "the MLP weight (MLP width / tp * d_model)", mul64(FC / tp, C), 0, mlp_w },
         /* a mixture of experts (all 0 for a dense model) */
         { "the MoE activations (micro-batch * seq_len / cp * 2 * (n_shared_expert + the routed experts per token) * "
           "moe_ffn_hidden / tp)", moe_fc < 0 ? -1 : mul64(T, moe_fc / tp), 1, moe_seq },
         { "the MoE block's columns per token before the tp split (2 * (n_shared_expert + the routed experts per "
-          "token) * moe_ffn_hidden)", moe_fc, 0, moe_w },
+          "token) * moe_ffn_hidden)", moe_fc, 0, moe_cols },
         { "an expert's weight (2 * moe_ffn_hidden / tp * d_model)", mul64(2 * f.Fe / tp, C), 0, moe_w },
         { "the shared experts' weight (2 * n_shared_expert * moe_ffn_hidden / tp * d_model)",
           mul64(mul64(2, f.Fs) / tp, C), 0, moe_w },
@@ -631,7 +633,7 @@ static int check_schedule(const struct config *cfg, int world, struct deck_error
     int m = s.n_micro;
     char why[512];
     if (pp_schedule_check(s.sched, s.schedule_file, s.pp, s.v, m, why, sizeof why) == 0) return 0;
-    if (s.sched == PP_FILE) {
+    if (s.sched == PP_FILE && (int64_t)s.v * m <= PP_MAX_COMPUTES) { /* (too many micro-batches: not the file's fault) */
         deck_error_set(err, 0, 0, "schedule_file (pp = %d, virtual_stages = %d, %d micro-batches per replica): %s", s.pp,
                        s.v, m, why);
         return deck_error_hint(err, "correct the file (docs/pipeline.md, \"A schedule from a file\"); `triad schedule` "

@@ -281,6 +281,10 @@ static int read_jsonl(struct mc_task *t, const char *path, const struct tokenize
                 rc = text_error(path, where, err, errlen);
             free(text);
             size_t own = got > ctx_ids ? got - ctx_ids : 0;
+            if (rc == 0 && own == 0 && len > 0)
+                rc = errorf(err, errlen, "%s: %s: choice %d has no ids of its own: the context and the choice encode "
+                            "to no more ids than the context alone (the tokenizer merges the choice into the "
+                            "context's last token)", path, where, c);
             if (rc == 0 && push(t, &cap, (int32_t)own)) rc = out_of_memory(t, path, err, errlen);
             for (size_t k = 0; rc == 0 && k < own; k++)
                 if (push(t, &cap, whole[ctx_ids + k])) rc = out_of_memory(t, path, err, errlen);

@@ -262,7 +262,8 @@ static int sample_command(int argc, char **argv, int rank)
         return EXIT_ERROR;
     }
     struct config opts;
-    static const char *const read[] = {"sample.", "parallel.", "train.device", "train.share_gpus", "train.tf32",
+    static const char *const read[] = {"sample.", "parallel.tp", "parallel.pp", "parallel.dp", "parallel.cp",
+                                       "parallel.ep", "train.device", "train.share_gpus", "train.tf32",
                                        "diag.stage_through_host", NULL};
     if (read_options(&opts, argc, argv, 3, rank) != 0 || only_read_keys(argc, argv, 3, read, "sample", rank) != 0)
         return EXIT_ERROR;

@@ -42,9 +42,11 @@ static int layout(struct config *cfg, const struct config *o, int world, int B, 
     struct deck_error de;
     char device[CONFIG_STRLEN + 16];
     snprintf(device, sizeof device, "train.device=%s", o->train.device);
-    const char *fixed[] = {"train.precision=fp32", "train.recompute=none", "parallel.virtual_stages=1",
-                           "parallel.schedule=1f1b", "parallel.sequence_parallel=.false.", "parallel.zero_stage=0",
-                           "train.moe_capacity=0", device};
+    /* (the training's testing aids too: a rank they name may be past this grid) */
+    const char *fixed[] = {"train.precision=fp32", "train.recompute=none", "train.recompute_layers=0",
+                           "parallel.virtual_stages=1", "parallel.schedule=1f1b", "parallel.sequence_parallel=.false.",
+                           "parallel.zero_stage=0", "train.moe_capacity=0", "diag.slow_rank=-1", "diag.corrupt_rank=-1",
+                           "diag.inject_overflow_step=0", "diag.inject_nan_step=0", "diag.hang_timeout=0", device};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         if (config_override(cfg, fixed[i], &de) != 0) return errorf(err, errlen, "%s: %s", fixed[i], de.what);
     int64_t tp = o->parallel.tp, pp = o->parallel.pp, dp = o->parallel.dp;

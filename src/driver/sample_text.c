@@ -114,7 +114,7 @@ static int read_ids(const char *path, const struct tokenizer *tok, int V, int by
             fclose(f);
             return errorf(err, errlen, "%s: token %lld (id number %lld) is not an id of the tokenizer (0 .. %d%s), "
                           "so the output could not be decoded to text\n  hint: give ids the tokenizer has, or set "
-                          "sample.tokenizer = 'none' to sample ids in, ids out", path, w.v, count + 1,
+                          "sample.tokenizer = 'none' to sample without it", path, w.v, count + 1,
                           tok_vocab_size(tok) - 1, w.v < tok_vocab_size(tok) ? ", which has no token of that id" : "");
         }
         if (count < T) (*ids)[count] = (int32_t)w.v;

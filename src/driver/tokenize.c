@@ -214,7 +214,11 @@ static int shard_open(struct writer *w, char *err, size_t errlen)
         return errorf(err, errlen, "%s appeared while this run wrote its shards: another process writes to "
                       "tokenize.output = '%s'; it is left as it is\n  hint: give each run its own tokenize.output",
                       w->tmp, w->cfg->tokenize.output);
-    if (fd >= 0 && !(w->fp = fdopen(fd, "wb"))) close(fd);
+    if (fd >= 0 && !(w->fp = fdopen(fd, "wb"))) {
+        int e = errno;
+        close(fd), unlink(w->tmp); /* (ours: made just now) */
+        errno = e;
+    }
     if (!w->fp || fwrite(h, sizeof h, 1, w->fp) != 1) {
         int e = errno;
         if (w->fp) fclose(w->fp), w->fp = NULL, unlink(w->tmp);

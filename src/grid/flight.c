@@ -273,6 +273,7 @@ static void *watch(void *arg)
             snprintf(why, sizeof why, "step %lld has not finished in %.1f s", (long long)step + 1, t - step_t0);
         if (!why[0]) continue;
         write_report(why, t, &rec);
+        if (fl.on_hang) fl.on_hang(); /* (first: a launcher may kill this rank once another has exited) */
         fprintf(stderr, "rank %d: hang: %s; report in %s/hang.rank%05d.txt\n", fl.rank, why, fl.dir, fl.rank);
         double grace = fl.timeout < 10 ? fl.timeout : 10; /* the other ranks' reports */
         for (double w = 0; w < grace; w += 0.25) {
@@ -285,7 +286,6 @@ static void *watch(void *arg)
         int mine = summarise();
         fflush(stderr);
         summary_done(mine, grace);
-        if (fl.on_hang) fl.on_hang();
         _exit(EXIT_HANG);
     }
     return NULL;
