@@ -19,6 +19,9 @@
 #    A disk with room for keep_checkpoints + 1 runs on: rotation frees it.
 # 6. A damaged metrics.h5 does not block a restart: it is moved aside with a
 #    warning and a new one starts at the checkpoint's step.
+#    One that another program holds open with HDF5's file lock (h5py) is
+#    not damaged: the restart stops with status 1 naming the reader and
+#    leaves the file as it was.
 # 7. A stop at a checkpoint step writes that checkpoint once.
 # Skipped where tmpfs cannot be mounted (not root, or no CAP_SYS_ADMIN).
 . "$(dirname "$0")/lib.sh"
@@ -139,6 +142,28 @@ st=$?
     "$PYTHON3" -c "import h5py,sys; s=h5py.File(sys.argv[1])['metrics/step'][:]; sys.exit(not (list(s) == list(range(16, 21))))" \
         "$scratch/dm/metrics.h5"
 ok $? "a damaged metrics.h5 is moved aside on restart (status $st) and a new one holds steps 16..20"
+
+# 6b. metrics.h5 held open by a reader with HDF5's file lock (h5py's default)
+mkdir -p "$scratch/lk" && cp "$scratch/ref/ckpt_15.h5" "$scratch/ref/metrics.h5" "$scratch/lk/"
+"$PYTHON3" - "$scratch/lk/metrics.h5" "$scratch/lk.ready" "$scratch/lk.done" <<'PY' &
+import h5py, os, sys, time
+f = h5py.File(sys.argv[1], "r")
+open(sys.argv[2], "w").close()
+for i in range(1200):
+    if os.path.exists(sys.argv[3]):
+        break
+    time.sleep(0.05)
+PY
+reader=$!
+wait_for "$scratch/lk.ready"
+triad_run 4 "$deck" $common io.restart=auto io.run_dir="'$scratch/lk'"
+st=$?
+touch "$scratch/lk.done"
+wait $reader
+grep "error\|hint\|warning" "$scratch/last.out" | diag
+[ $st -eq 1 ] && grep -q "cannot continue $scratch/lk/metrics.h5: another program has it open with HDF5's file lock" \
+    "$scratch/last.out" && ! ls "$scratch/lk" | grep -q damaged && cmp -s "$scratch/lk/metrics.h5" "$scratch/ref/metrics.h5"
+ok $? "a metrics.h5 a reader holds open is not taken for damaged: status 1 (got $st) naming the lock, the file unchanged"
 
 # 7. a stop at a checkpoint step: one checkpoint, written once
 mkdir -p "$scratch/once" && touch "$scratch/once/STOP"

@@ -180,15 +180,18 @@ static void setup(struct run *r)
     char msg[1024] = "";
     int failed = g->rank == 0 && r->step < cfg->train.steps && train_disk_has_room(r, 0, msg, sizeof msg) != 1;
     die_all_if(g->world_comm, failed, msg, "free space in io.run_dir (or point it elsewhere) before training");
-    if (g->rank == 0 && metrics_open(&r->metrics, cfg->io.run_dir, r->deck, r->step,
-                                     (int)cfg->io.metrics_flush, msg, sizeof msg) != 0)
-        failed = 1;
+    int opened = g->rank == 0 ? metrics_open(&r->metrics, cfg->io.run_dir, r->deck, r->step,
+                                             (int)cfg->io.metrics_flush, msg, sizeof msg) : 0;
+    if (opened != 0) failed = 1;
     if (g->rank == 0 && !failed && d.E && metrics_moe(&r->metrics, d.L, d.E) != 0) {
         snprintf(msg, sizeof msg, "cannot add /metrics/moe_tokens to %s/metrics.h5", cfg->io.run_dir);
         failed = 1;
     }
     if (g->rank != 0) r->metrics.file = -1;
-    die_all_if(g->world_comm, failed, msg, "set io.run_dir to a writable directory");
+    die_all_if(g->world_comm, failed, msg,
+               opened == -2 ? "close metrics.h5 in that program (readers of a running job set "
+                              "HDF5_USE_FILE_LOCKING=FALSE, as tools/plot_metrics.py does), then start the job again"
+                            : "set io.run_dir to a writable directory");
     if (d.E) r->moe_sums = xcalloc(5 + (size_t)d.L * d.E, sizeof *r->moe_sums);
 
     r->allocated = plan_allocated(&r->model, &r->optim, g); /* (rank 0: every rank's; NULL elsewhere) */

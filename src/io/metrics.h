@@ -50,7 +50,9 @@ struct metrics_file {
 };
 
 /* Create <run_dir>/metrics.h5, or continue an existing one after a restart,
- * dropping rows with step > first_step - 1.  deck = the effective deck text. */
+ * dropping rows with step > first_step - 1.  deck = the effective deck text.
+ * -1 on failure; -2 when another program holds HDF5's lock on the file
+ * (left untouched: a reader's lock is no damage). */
 int metrics_open(struct metrics_file *mf, const char *run_dir, const char *deck, int64_t first_step,
                  int flush_every, char *err, size_t errlen);
 int metrics_append(struct metrics_file *mf, const struct step_metrics *s);
