@@ -7,7 +7,7 @@
 # leaves the previous checkpoint usable (and the restart bitwise); a stop
 # waits for the write in flight and seals it; a write
 # stored wrongly is caught by the writer's read-back and the previous
-# checkpoint is kept.
+# checkpoint is kept; a file not yet sealed fails tools/ckpt_info.py.
 . "$(dirname "$0")/lib.sh"
 
 deck="$DECKS/tiny.nml"
@@ -109,6 +109,22 @@ st=$?
 [ $st -eq 0 ] && grep -q "ckpt_5.h5 written in the background and verified: .* [3-9][0-9.]* s waiting for the writer" \
     "$scratch/last.out" && ! grep -q "the job hung\|: hang:" "$scratch/last.out"
 ok $? "waiting 6 s for a background write that advances, with diag.hang_timeout = 2: no hang report (status $st)"
+
+# 3d. a file of a background write not yet sealed (its datasets made, no
+# checksum stored yet: a copy of the .tmp, or one renamed by hand) is not
+# passed by tools/ckpt_info.py, with or without --verify
+cp "$scratch/long/ckpt_5.h5" "$scratch/unsealed.h5" && "$PYTHON3" - "$scratch/unsealed.h5" <<'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    f.visititems(lambda n, o: o.attrs.__delitem__("checksum") if isinstance(o, h5py.Dataset) else None)
+PY
+"$PYTHON3" "$top_srcdir/tools/ckpt_info.py" --verify "$scratch/unsealed.h5" > "$scratch/unsealed.out" 2>&1
+st=$?
+"$PYTHON3" "$top_srcdir/tools/ckpt_info.py" "$scratch/unsealed.h5" > /dev/null 2>&1
+st2=$?
+tail -1 "$scratch/unsealed.out" | diag
+[ $st -eq 1 ] && [ $st2 -eq 1 ] && grep -q "carry no checksum .*never sealed" "$scratch/unsealed.out"
+ok $? "an unsealed background checkpoint fails tools/ckpt_info.py (--verify: $st, without: $st2), saying so"
 
 # 4. a disk that stores other bytes than it was given (the LD_PRELOAD shim
 # of restart.sh): the writer's read-back catches it before the rename

@@ -273,6 +273,14 @@ def describe(path, args, out):
             g = "/".join(parts[:2]) if parts[0] == "optim" and len(parts) > 2 else parts[0]
             groups[g] = groups.get(g, 0) + int(np.prod(f[n].shape))
         print("contents        " + ", ".join(f"/{g}: {n:,} values" for g, n in groups.items()), file=out)
+        # a file that carries deck_checksum was written by a triad that stores a checksum on every
+        # dataset; one without them was never sealed (a background write still going, or interrupted)
+        if "deck_checksum" in a:
+            bare = [n for n in datasets if "checksum" not in f[n].attrs]
+            if bare:
+                problems.append(f"{len(bare)} of {len(datasets)} datasets carry no checksum (/{bare[0]} first): "
+                                "the checkpoint was never sealed (a background write still going or interrupted; "
+                                "triad renames only verified files), and its data may be incomplete")
         if "model" in groups:
             for g in groups:
                 if g.startswith("optim/") and groups[g] != groups["model"]:
