@@ -23,6 +23,10 @@
 #    not damaged: the restart stops with status 1 naming the reader and
 #    leaves the file as it was.
 # 7. A stop at a checkpoint step writes that checkpoint once.
+# 8. io.run_dir removed while the run goes on, then a stop (SIGUSR1): the
+#    stop's checkpoint cannot be written and the newest one is gone with the
+#    directory: status 1 saying so, not status 3 promising a resume (a
+#    requeued job would start from the beginning).
 # Skipped where tmpfs cannot be mounted (not root, or no CAP_SYS_ADMIN).
 . "$(dirname "$0")/lib.sh"
 deck="$DECKS/tiny.nml"
@@ -172,4 +176,20 @@ st=$?
 [ $st -eq 3 ] && [ "$(grep -c 'checkpoint .*ckpt_1.h5 written' "$scratch/last.out")" -eq 1 ] &&
     grep -q "stopping at step 1 (stop file); its checkpoint is written" "$scratch/last.out"
 ok $? "a stop at a checkpoint step writes it once (status $st)"
+
+# 8. the run directory removed mid-run (steps slowed to 0.2 s, so the stop
+# comes before the next checkpoint step), then SIGUSR1 to this test's mpirun
+$MPIEXEC -n 2 "$TRIAD" "$deck" train.steps=1000 io.checkpoint_every=5 diag.slow_rank=0 diag.slow_seconds=0.2 \
+    io.run_dir="'$scratch/gone'" > "$scratch/gone.out" 2>&1 &
+pid=$!
+for i in $(seq 1 600); do grep -q "ckpt_5.h5 written" "$scratch/gone.out" && break; sleep 0.05; done
+rm -rf "$scratch/gone"
+kill -USR1 $pid
+wait $pid
+st=$?
+grep "^error\|hint\|stopped" "$scratch/gone.out" | diag
+[ $st -eq 1 ] && grep -q "the newest checkpoint this run wrote, $scratch/gone/ckpt_5.h5, is gone too" "$scratch/gone.out" &&
+    grep -q "no longer exists (removed while the run went on?)" "$scratch/gone.out" &&
+    ! grep -q "which a requeued job resumes from\|is intact" "$scratch/gone.out"
+ok $? "io.run_dir removed mid-run, then a stop: status 1 (got $st) saying the checkpoints are gone, no resume promised"
 done_testing

@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "ckpt.h"
 #include "exit_status.h"
@@ -144,6 +145,15 @@ int train_async_checkpoint_poll(struct run *r, char *err, size_t errlen)
  * all the same: a requeued job resumes from that one. */
 void train_checkpoint_failed(const struct run *r, int stopping, const char *err)
 {
+    /* (the newest good one may have gone with io.run_dir itself: never promise it) */
+    int gone = r->g->rank == 0 && r->last_ckpt[0] && access(r->last_ckpt, R_OK) != 0;
+    MPI_CHECK(MPI_Bcast(&gone, 1, MPI_INT, 0, r->g->world_comm));
+    if (gone)
+        die_all("restore io.run_dir (or its checkpoints) and restart = 'auto' resumes from the newest; a requeued "
+                "job without them would start from the beginning",
+                "checkpoint at step %lld failed: %s; the newest checkpoint this run wrote, %s, is gone too: "
+                "nothing of this run is left to resume from",
+                (long long)r->failed_step, err, r->last_ckpt);
     if (stopping && r->last_ckpt[0]) {
         if (r->g->rank == 0)
             fprintf(stderr, "error: checkpoint at step %lld failed: %s\n", (long long)r->failed_step, err);
