@@ -21,6 +21,9 @@
 # 6. SIGKILL of one rank: the launcher ends the job within seconds, naming
 #    the rank (Open MPI does; the job scripts ask srun for the same with
 #    --kill-on-bad-exit).
+# 7. SIGINT (Ctrl-C) where it reaches triad itself (a run without a
+#    launcher): the first stops it with a checkpoint and status 3; once that
+#    handler has fired, a second ends the run at once.
 . "$(dirname "$0")/lib.sh"
 deck="$DECKS/tiny.nml"
 
@@ -163,4 +166,24 @@ dt=$(($(date +%s) - t0))
 [ -n "$victim" ] && [ $st -ne 0 ] && [ $dt -le 60 ] && grep -q "process rank [0-9]* .*exited on signal 9" "$scratch/k.out"
 ok $? "SIGKILL of one of 4 ranks: the job ends in ${dt} s (status $st), the launcher names the rank"
 grep "exited on signal" "$scratch/k.out" | diag
+
+# 7. SIGINT to triad run alone (the MPI singleton), as Ctrl-C sends it; the
+# shell starts a background job with SIGINT ignored, so the default is
+# restored for it first (exec: the job is triad itself, not a subshell).  Steps slowed to 0.3 s: the second SIGINT comes
+# (once the first has been taken) well before the stop's step boundary.
+default_int() { exec "$PYTHON3" -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])' "$@"; }
+default_int "$TRIAD" "$deck" $slow $short io.run_dir="'$scratch/i'" > "$scratch/i.out" 2>&1 &
+signal_at $! "$scratch/i.out" INT
+[ $st -eq 3 ] && [ -n "$stop" ] && grep -q "checkpoint $scratch/i/ckpt_$stop.h5 written and verified" "$scratch/i.out" &&
+    "$PYTHON3" "$top_srcdir/tools/ckpt_info.py" --verify "$scratch/i/ckpt_$stop.h5" > "$scratch/verify.out" 2>&1 &&
+    [ ! -e "$scratch/i/triad.lock" ]
+ok $? "SIGINT to a run without a launcher: it stops at step ${stop:-?} with a verified checkpoint, status 3 (got $st)"
+default_int "$TRIAD" "$deck" $slow $short diag.slow_rank=0 diag.slow_seconds=0.3 io.log_every=1 io.run_dir="'$scratch/i2'" \
+    > "$scratch/i2.out" 2>&1 &
+pid=$!
+wait_until 300 started "$scratch/i2.out" 1 && kill -INT $pid && wait_until 100 eval '! caught $pid 2' && kill -INT $pid
+wait $pid
+st=$?
+[ $st -eq $((128 + 2)) ] && ! grep -q "checkpoint .* written" "$scratch/i2.out"
+ok $? "a second SIGINT ends it at once, without a checkpoint (status $st)"
 done_testing

@@ -33,7 +33,7 @@
 #include "plan.h"
 #include "scaler.h"
 
-/* Set by SIGUSR1/SIGTERM; read at step boundaries, agreed over all ranks. */
+/* Set by SIGUSR1/SIGTERM/SIGINT; read at step boundaries, agreed over all ranks. */
 static volatile sig_atomic_t stop_requested = 0;
 static void on_stop_signal(int sig) { stop_requested = sig; }
 
@@ -41,6 +41,17 @@ void train_catch_signals(void)
 {
     signal(SIGUSR1, on_stop_signal);
     signal(SIGTERM, on_stop_signal);
+    /* Ctrl-C where it reaches triad itself (a run without a launcher, srun):
+     * the first stops as SIGTERM does, with a checkpoint, and gives the
+     * handler back, so that a second ends the run at once.  Ignored where
+     * the shell started triad in the background, as it was. */
+    struct sigaction old, sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGINT, NULL, &old) == 0 && old.sa_handler != SIG_IGN && stop_requested != SIGINT)
+        sigaction(SIGINT, &sa, NULL);
 }
 
 static void open_data(struct run *r)
