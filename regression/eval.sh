@@ -3,7 +3,9 @@
 # are bitwise the same with and without it, on one rank and on pp 2 x dp 2
 # (interleaved), under ZeRO-3 and on cp 2 x pp 2; the held-out loss is the same on every layout (1e-5);
 # metrics.h5's /eval holds one row per evaluation, and a restart drops the
-# rows after its step; decks that ask for it wrongly are refused.  (Its
+# rows after its step; decks that ask for it wrongly are refused; a stop
+# (SIGUSR1) during an evaluation gives it up at the next batch and stops
+# with a checkpoint, instead of waiting for all of it.  (Its
 # value against PyTorch: regression/llama_pytorch.sh.)
 . "$(dirname "$0")/lib.sh"
 
@@ -63,4 +65,23 @@ triad_run 1 "$deck" $common data.val_path="'$scratch/short.txt'" train.eval_ever
 [ $? -eq 1 ] && grep -q "not one of the 1 global batches of batch_size = 8" "$scratch/last.out"
 ok $? "held-out data shorter than one global batch is refused with the counts"
 grep "error" "$scratch/last.out" | diag
+
+# a stop during an evaluation: 16 held-out batches of 0.5 s each (diag.slow_rank),
+# every second step; SIGUSR1 to this test's mpirun once step 1 is logged (the
+# signal lands in step 2's forward, 0.5 s, or the evaluation after it)
+$MPIEXEC -n 2 "$TRIAD" "$deck" $common data.val_path="'$corpus'" train.eval_every=2 train.eval_batches=16 \
+    train.steps=100 diag.slow_rank=0 diag.slow_seconds=0.5 io.log_every=1 io.run_dir="'$scratch/stop'" \
+    > "$scratch/stop.out" 2>&1 &
+pid=$!
+for i in $(seq 1 600); do grep -q "^step  *1/" "$scratch/stop.out" && break; sleep 0.05; done
+kill -USR1 $pid
+wait $pid
+st=$?
+grep "validation\|stopping" "$scratch/stop.out" | diag
+[ $st -eq 3 ] && grep -q "step 2: validation given up after [0-2]\.[0-9]* s: a stop was asked" "$scratch/stop.out" &&
+    ! grep -q "step 2: validation loss" "$scratch/stop.out" &&
+    grep -q "stopping at step 2 (signal); writing a checkpoint" "$scratch/stop.out" &&
+    grep -q "checkpoint $scratch/stop/ckpt_2.h5 written and verified" "$scratch/stop.out" &&
+    [ "$("$PYTHON3" -c "import h5py, sys; f = h5py.File(sys.argv[1]); print(len(f['eval/step']) if 'eval' in f else 0)" "$scratch/stop/metrics.h5")" = 0 ]
+ok $? "SIGUSR1 during an 8 s evaluation: given up, no /eval row, checkpoint of step 2, status 3 (got $st)"
 done_testing

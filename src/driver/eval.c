@@ -1,6 +1,7 @@
 /* eval.c -- the held-out loss (eval.h). */
 #include "eval.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -44,10 +45,17 @@ void eval_init(struct eval *ev, const struct config *cfg, const struct run_shape
     pp_exec_init_forward(&ev->exec, s->sched, s->schedule_file, g, s->v, s->n_micro);
 }
 
-double eval_run(struct eval *ev, struct model *m, struct comm *c, struct timers *t, int64_t *tokens)
+double eval_run(struct eval *ev, struct model *m, struct comm *c, struct timers *t, int64_t *tokens,
+                const volatile sig_atomic_t *stop)
 {
     double sum = 0;
     for (int64_t b = 0; b < ev->batches; b++) {
+        int asked = stop && *stop;
+        if (stop) comm_allreduce_max_int(c, CG_WORLD, &asked, 1);
+        if (asked) {
+            *tokens = 0;
+            return NAN;
+        }
         if (ev->slow > 0) pause_for(ev->slow);
         sum += pp_exec_step(&ev->exec, m, c, ev->data, (uint64_t)(b * ev->G), ev->G, 0.0f, t);
         flight_progress(); /* the hang watchdog: each batch has the step's timeout, not the whole evaluation */

@@ -8,6 +8,7 @@
 #ifndef TRIAD_EVAL_H
 #define TRIAD_EVAL_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "comm.h"
@@ -30,8 +31,12 @@ struct eval {
 void eval_init(struct eval *ev, const struct config *cfg, const struct run_shape *s, const struct grid *g, int V,
                int T);
 /* Collective: the mean token loss over the held-out batches; *tokens gets
- * how many tokens it covered.  Timers: the forward time goes to t. */
-double eval_run(struct eval *ev, struct model *m, struct comm *c, struct timers *t, int64_t *tokens);
+ * how many tokens it covered.  Timers: the forward time goes to t.  stop
+ * (NULL: none) is a rank's stop request (a signal): when any rank has one at
+ * a batch boundary, the ranks give the evaluation up together and it returns
+ * NaN with *tokens = 0, so that a stop waits for one batch, not all. */
+double eval_run(struct eval *ev, struct model *m, struct comm *c, struct timers *t, int64_t *tokens,
+                const volatile sig_atomic_t *stop);
 void eval_free(struct eval *ev);
 
 #endif

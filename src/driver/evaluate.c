@@ -103,7 +103,7 @@ static void held_out(const struct config *cfg, const struct run_shape *s, const 
     memset(&scratch, 0, sizeof scratch);
     double t0 = wtime();
     int64_t tokens;
-    double loss = eval_run(&ev, m, c, &scratch, &tokens), dt = wtime() - t0;
+    double loss = eval_run(&ev, m, c, &scratch, &tokens, NULL), dt = wtime() - t0;
     if (g->rank == 0) {
         int64_t bytes = target_bytes(&ev, cfg, tok, m->d.T);
         char bpb[96] = "bits per byte - (no tokenizer for the tokens: set eval.tokenizer)";

@@ -335,8 +335,13 @@ static void evaluate(struct run *r, struct step_metrics *sm)
     memset(&scratch, 0, sizeof scratch);
     double t0 = wtime();
     int64_t tokens;
-    sm->val_loss = eval_run(&r->eval, &r->model, &r->comm, &scratch, &tokens);
+    sm->val_loss = eval_run(&r->eval, &r->model, &r->comm, &scratch, &tokens, &stop_requested);
     if (r->g->rank != 0) return;
+    if (tokens == 0) { /* (the step's end stops the run) */
+        log_info("step %lld: validation given up after %.2f s: a stop was asked (no /eval row)\n",
+                 (long long)r->step, wtime() - t0);
+        return;
+    }
     log_info("step %lld: validation loss %.6f over %lld tokens of %s (%.2f s)\n", (long long)r->step, sm->val_loss,
              (long long)tokens, r->cfg->data.val_path, wtime() - t0);
     if (metrics_eval(&r->metrics, r->step, sm->val_loss, tokens) != 0) train_io_stop(r, r->metrics.failed, "");
