@@ -143,7 +143,7 @@ static void test_empty_and_comments(void)
 static void test_round_trip(void)
 {
     struct config c, r;
-    int ok = read_ok(&c, "&train lr = 0.30000000000000004, beta2 = 0.999999999, eps = 1d-300\n"
+    int ok = read_ok(&c, "&train lr = 0.30000000000000004, beta2 = 0.999999999, eps = 1d-30, grad_clip = 1d-300\n"
                          "  batch_size = 1073741824, seed = 9223372036854775807 /\n"
                          "&data path = 'a''b\"c', shuffle = T /\n&parallel bucket_mb = 1e6 /\n"
                          "&io run_dir = '', restart = \"'\" /\n");
@@ -154,14 +154,14 @@ static void test_round_trip(void)
     char *e2 = echo_text(&r);
     tap_ok(ok && rc == 0, "the echo parses as a deck");
     tap_ok(strcmp(e1, e2) == 0, "echo -> parse -> echo is the identity");
-    tap_ok(r.train.lr == 0.30000000000000004 && r.train.eps == 1e-300 && r.train.beta2 == 0.999999999 &&
-               r.parallel.bucket_mb == 1e6,
+    tap_ok(r.train.lr == 0.30000000000000004 && r.train.eps == 1e-30 && r.train.grad_clip == 1e-300 &&
+               r.train.beta2 == 0.999999999 && r.parallel.bucket_mb == 1e6,
            "reals survive the round trip bit for bit");
     tap_ok(r.train.seed == 9223372036854775807LL && r.train.batch_size == 1073741824,
            "64-bit integers survive the round trip");
     tap_ok(strcmp(r.data.path, "a'b\"c") == 0 && strcmp(r.io.restart, "'") == 0 && r.io.run_dir[0] == '\0',
            "strings with quotes, and the empty string, survive the round trip");
-    tap_ok(strstr(e1, "&model\n  arch                        = 'gpt2'\n  n_layer                     = 12\n") && strstr(e1, "  eps                   = 1e-300\n"),
+    tap_ok(strstr(e1, "&model\n  arch                        = 'gpt2'\n  n_layer                     = 12\n") && strstr(e1, "  eps                   = 1e-30\n"),
            "echo aligns the '=' within each group");
     free(e1);
     free(e2);

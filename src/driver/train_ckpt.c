@@ -143,11 +143,11 @@ int train_async_checkpoint_poll(struct run *r, char *err, size_t errlen)
 /* A checkpoint that could not be written ends the run.  While stopping (a
  * signal or the time limit) with an earlier good checkpoint, the status is 3
  * all the same: a requeued job resumes from that one. */
-void train_checkpoint_failed(const struct run *r, int stopping, const char *err)
+void train_checkpoint_failed(struct run *r, int stopping, const char *err)
 {
-    /* (the newest good one may have gone with io.run_dir itself: never promise it) */
+    /* (the newest good one may have gone with io.run_dir itself: never promise it; rank 0 looks) */
     int gone = r->g->rank == 0 && r->last_ckpt[0] && access(r->last_ckpt, R_OK) != 0;
-    MPI_CHECK(MPI_Bcast(&gone, 1, MPI_INT, 0, r->g->world_comm));
+    comm_allreduce_max_int(&r->comm, CG_WORLD, &gone, 1);
     if (gone)
         die_all("restore io.run_dir (or its checkpoints) and restart = 'auto' resumes from the newest; a requeued "
                 "job without them would start from the beginning",

@@ -107,6 +107,6 @@ int train_async_checkpoint_poll(struct run *r, char *err, size_t errlen);
 
 /* A checkpoint that could not be written ends the run (status 1, or 3
  * while stopping with an earlier good checkpoint).  Collective. */
-void train_checkpoint_failed(const struct run *r, int stopping, const char *err) __attribute__((noreturn));
+void train_checkpoint_failed(struct run *r, int stopping, const char *err) __attribute__((noreturn));
 
 #endif
