@@ -73,4 +73,20 @@ triad_run 1 "$deck" train.steps=$((at + 2)) io.restart=auto io.run_dir="'$j'"
 st=$?
 [ $st -eq 0 ] && grep -q "warning: took over $j/triad.lock of a process that is gone" "$scratch/last.out"
 ok $? "a lock left by a process that is gone is taken over with a warning (status $st)"
+# two jobs take over one stale lock at the same moment (an LD_PRELOAD shim: the other job's lock appears just as this
+# one removes the stale one): this job is refused, the other's lock left as it was
+shim="$scratch/lock_race.so"
+if ${CC:-cc} -shared -fPIC -o "$shim" "$top_srcdir/regression/faults/lock_race.c" -ldl 2> "$scratch/cc.err"; then
+    printf 'host %s pid 999999999 job - since 0\n' "$(hostname)" > "$j/triad.lock"
+    other="host $(hostname) pid $$ job 4242 since 7"
+    $MPIEXEC -n 1 -x LD_PRELOAD="$shim" -x TRIAD_FAULT_HOLDER="$other" "$TRIAD" "$deck" train.steps=$((at + 4)) \
+        io.restart=auto io.run_dir="'$j'" > "$scratch/last.out" 2>&1
+    st=$?
+    grep '^error' "$scratch/last.out" | diag
+    [ $st -eq 1 ] && grep -q "cannot take $j/triad.lock: another process took it meanwhile" "$scratch/last.out" &&
+        [ "$(cat "$j/triad.lock")" = "$other" ] && [ -z "$(ls "$j" | grep stale)" ]
+    ok $? "a stale lock another job takes over at the same moment: refused (status $st), the other's lock kept"
+else
+    skip "cannot build the LD_PRELOAD shim ($(head -1 "$scratch/cc.err"))"
+fi
 done_testing

@@ -52,6 +52,31 @@ static int alive(long pid)
     return strstr(buf, "triad") != NULL; /* the command name, in parentheses */
 }
 
+static int same_holder(const struct holder *a, const struct holder *b)
+{
+    return a->pid == b->pid && a->since == b->since && !strcmp(a->host, b->host) && !strcmp(a->job, b->job);
+}
+
+/* Remove the lock at path that was judged stale, holder h: 0, or -1 where
+ * another job took it over first.  The lock is moved aside (atomically)
+ * and looked at again: another job starting at the same moment may have
+ * taken it over since it was read (removed h's and made its own), and then
+ * what was moved aside is that job's lock, which is put back. */
+static int remove_stale(const char *path, const struct holder *h)
+{
+    char aside[4096 + 32];
+    snprintf(aside, sizeof aside, "%s.stale.%ld", path, (long)getpid());
+    if (rename(path, aside) != 0) return errno == ENOENT ? 0 : -1; /* (gone already: try to make ours) */
+    struct holder now;
+    int same = read_holder(aside, &now) == 0 && same_holder(&now, h);
+    if (!same && link(aside, path) != 0) {
+        /* (a third job made one meanwhile: the one moved aside stays, named, for whoever looks) */
+        return -1;
+    }
+    unlink(aside);
+    return same ? 0 : -1;
+}
+
 int runlock_take(const char *run_dir, char *note, size_t notelen, char *err, size_t errlen)
 {
     char path[4096], host[256] = "?";
@@ -105,7 +130,7 @@ int runlock_take(const char *run_dir, char *note, size_t notelen, char *err, siz
         }
         snprintf(note, notelen, "took over %s of %s (pid %ld on %s, Slurm job %s)", path,
                  gone ? "a process that is gone" : "this job before its requeue", h.pid, h.host, h.job);
-        unlink(path);
+        if (remove_stale(path, &h) != 0) break;
     }
     snprintf(err, errlen, "cannot take %s: another process took it meanwhile", path);
     return -1;
