@@ -46,6 +46,12 @@ int config_read_string(struct config *cfg, const char *text, const char *name,
 
 /* Apply one command-line override "group.key=value". */
 int config_override(struct config *cfg, const char *arg, struct deck_error *err);
+/* The overrides that set a training's testing aids aside, for the commands
+ * that read a checkpoint's deck on another grid (sample, eval): a rank an
+ * aid names may be past it. */
+#define CONFIG_TRAINING_AIDS_OFF                                                                                  \
+    "diag.slow_rank=-1", "diag.corrupt_rank=-1", "diag.inject_overflow_step=0", "diag.inject_nan_step=0",        \
+        "diag.hang_timeout=0"
 
 /* Cross-checks that need several keys or the world size (divisibility,
  * features not available, ...).  world <= 0 skips checks that need it.

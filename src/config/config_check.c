@@ -388,14 +388,8 @@ static int check_world(const struct config *cfg, int world, struct deck_error *e
     if (ranks < 0 || ranks > INT32_MAX) { /* MPI counts ranks in an int: such a grid is never launched */
         char count[32] = "more than 2^63";
         if (ranks > 0) snprintf(count, sizeof count, "%" PRId64, ranks);
-        const char *least = dp > 0 ? "" : " (dp = 0 counted as 1)";
-        if (cp > 1)
-            deck_error_set(err, 0, 0, "tp * cp * dp * pp = %" PRId64 " * %" PRId64 " * %" PRId64 " * %" PRId64
-                           " = %s ranks%s, more than the 2147483647 that an MPI job can have", tp, cp,
-                           dp > 0 ? dp : 1, pp, count, least);
-        else
-            deck_error_set(err, 0, 0, "tp * dp * pp = %" PRId64 " * %" PRId64 " * %" PRId64 " = %s ranks%s, more "
-                           "than the 2147483647 that an MPI job can have", tp, dp > 0 ? dp : 1, pp, count, least);
+        deck_error_set(err, 0, 0, "%s, times dp = %" PRId64 "%s: %s ranks, more than the 2147483647 that an MPI job "
+                       "can have", grid, dp > 0 ? dp : 1, dp > 0 ? "" : " (0 counted as 1)", count);
         return deck_error_hint(err, "reduce %s", dp > 0 ? "dp (or tp, cp, pp)" : "tp, cp or pp");
     }
     if (world <= 0) return 0;
@@ -633,7 +627,7 @@ static int check_schedule(const struct config *cfg, int world, struct deck_error
     int m = s.n_micro;
     char why[512];
     if (pp_schedule_check(s.sched, s.schedule_file, s.pp, s.v, m, why, sizeof why) == 0) return 0;
-    if (s.sched == PP_FILE && (int64_t)s.v * m <= PP_MAX_COMPUTES) { /* (too many micro-batches: not the file's fault) */
+    if (s.sched == PP_FILE && (int64_t)s.v * m <= PP_MAX_COMPUTES) { /* (too many computes: not the file's fault) */
         deck_error_set(err, 0, 0, "schedule_file (pp = %d, virtual_stages = %d, %d micro-batches per replica): %s", s.pp,
                        s.v, m, why);
         return deck_error_hint(err, "correct the file (docs/pipeline.md, \"A schedule from a file\"); `triad schedule` "
@@ -649,8 +643,8 @@ int config_validate(const struct config *cfg, int world, struct deck_error *err)
 {
     config_error_reset(err, "");
     if (check_model(cfg, err) || check_moe(cfg, err) || check_features(cfg, err) || check_split(cfg, err) ||
-        check_world(cfg, world, err) || check_diag_ranks(cfg, world, err) || check_batch(cfg, world, err) || check_sizes(cfg, world, err) ||
-        check_train(cfg, err) || check_data(cfg, err) || check_io(cfg, err) || check_schedule(cfg, world, err))
+        check_world(cfg, world, err) || check_diag_ranks(cfg, world, err) || check_batch(cfg, world, err) ||
+        check_sizes(cfg, world, err) || check_train(cfg, err) || check_data(cfg, err) || check_io(cfg, err) || check_schedule(cfg, world, err))
         return -1;
     return 0;
 }

@@ -36,9 +36,7 @@ static int eval_deck(struct config *cfg, const char *ckpt, int noverride, char *
                                          "parallel.ep=1", "parallel.virtual_stages=1", "parallel.schedule=1f1b",
                                          "parallel.schedule_file=''", "parallel.sequence_parallel=.false.",
                                          "parallel.zero_stage=0", "train.micro_batch_size=0",
-                                         /* the training's testing aids (a rank they name may be past this grid) */
-                                         "diag.slow_rank=-1", "diag.corrupt_rank=-1", "diag.inject_overflow_step=0",
-                                         "diag.inject_nan_step=0", "diag.hang_timeout=0"};
+                                         CONFIG_TRAINING_AIDS_OFF};
     struct deck_error de;
     memset(&de, 0, sizeof de);
     for (size_t i = 0; i < sizeof layout / sizeof layout[0]; i++) config_override(cfg, layout[i], &de);

@@ -29,8 +29,8 @@ int gen_read_config(const char *ckpt, struct config *cfg, char *err, size_t errl
 
 /* cfg in the sampling layout on world ranks: the grid of o, fp32, no
  * recomputation, ZeRO, sequence parallelism or capacity (every token
- * reaches its experts: a batch never changes a row's routing), the device
- * of o; micro-batches of B sequences (the model's scratch rows).  Checked
+ * reaches its experts: a batch never changes a row's routing), no testing
+ * aids of the training's, the device of o; micro-batches of B sequences (the model's scratch rows).  Checked
  * as a training deck is; 0, or -1 with err (alike on every rank). */
 static int layout(struct config *cfg, const struct config *o, int world, int B, char *err, size_t errlen)
 {
@@ -42,11 +42,9 @@ static int layout(struct config *cfg, const struct config *o, int world, int B, 
     struct deck_error de;
     char device[CONFIG_STRLEN + 16];
     snprintf(device, sizeof device, "train.device=%s", o->train.device);
-    /* (the training's testing aids too: a rank they name may be past this grid) */
     const char *fixed[] = {"train.precision=fp32", "train.recompute=none", "train.recompute_layers=0",
                            "parallel.virtual_stages=1", "parallel.schedule=1f1b", "parallel.sequence_parallel=.false.",
-                           "parallel.zero_stage=0", "train.moe_capacity=0", "diag.slow_rank=-1", "diag.corrupt_rank=-1",
-                           "diag.inject_overflow_step=0", "diag.inject_nan_step=0", "diag.hang_timeout=0", device};
+                           "parallel.zero_stage=0", "train.moe_capacity=0", CONFIG_TRAINING_AIDS_OFF, device};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         if (config_override(cfg, fixed[i], &de) != 0) return errorf(err, errlen, "%s: %s", fixed[i], de.what);
     int64_t tp = o->parallel.tp, pp = o->parallel.pp, dp = o->parallel.dp;

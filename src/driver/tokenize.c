@@ -173,6 +173,15 @@ static int no_links(int e)
     return e == EPERM || e == ENOTSUP || e == EOPNOTSUPP || e == ENOSYS;
 }
 
+/* A shard or temporary at path that another process made under the
+ * prefix while this run wrote: -1 with err. */
+static int made_by_another(const struct writer *w, const char *path, char *err, size_t errlen)
+{
+    return errorf(err, errlen, "%s appeared while this run wrote its shards: another process writes to "
+                  "tokenize.output = '%s'; it is left as it is\n  hint: give each run its own tokenize.output", path,
+                  w->cfg->tokenize.output);
+}
+
 static int shard_close(struct writer *w, char *err, size_t errlen)
 {
     if (!w->fp) return 0;
@@ -186,10 +195,8 @@ static int shard_close(struct writer *w, char *err, size_t errlen)
     if (rc || (link(w->tmp, w->name) != 0 && !(no_links(errno) && rename(w->tmp, w->name) == 0))) {
         int e = errno;
         unlink(w->tmp);
-        return e == EEXIST ? errorf(err, errlen, "%s appeared while this run wrote its shards: another process writes "
-                                    "to tokenize.output = '%s'; it is left as it is\n  hint: give each run its own "
-                                    "tokenize.output", w->name, w->cfg->tokenize.output)
-                           : errorf(err, errlen, "%s: %s", w->name, strerror(e));
+        if (e == EEXIST) return made_by_another(w, w->name, err, errlen);
+        return errorf(err, errlen, "%s: %s", w->name, strerror(e));
     }
     unlink(w->tmp);
     char **g = realloc(w->done, (size_t)(w->ndone + 1) * sizeof *g);
@@ -210,10 +217,7 @@ static int shard_open(struct writer *w, char *err, size_t errlen)
     if (slash && slash != dir && (*slash = 0, file_make_dirs(dir, why, sizeof why)) != 0) /* (the prefix's folders) */
         return errorf(err, errlen, "tokenize.output = '%s': %s", w->cfg->tokenize.output, why);
     int fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL, 0666); /* (a temporary of another process is not taken over) */
-    if (fd < 0 && errno == EEXIST)
-        return errorf(err, errlen, "%s appeared while this run wrote its shards: another process writes to "
-                      "tokenize.output = '%s'; it is left as it is\n  hint: give each run its own tokenize.output",
-                      w->tmp, w->cfg->tokenize.output);
+    if (fd < 0 && errno == EEXIST) return made_by_another(w, w->tmp, err, errlen);
     if (fd >= 0 && !(w->fp = fdopen(fd, "wb"))) {
         int e = errno;
         close(fd), unlink(w->tmp); /* (ours: made just now) */
