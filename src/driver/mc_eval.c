@@ -126,6 +126,7 @@ void mc_eval_init(struct mc_eval *e, const struct config *cfg, const char *ckpt,
     send_tasks(e, g);
     e->G = cfg->train.batch_size;
     e->T = T;
+    e->slow = cfg->diag.slow_rank == g->rank ? cfg->diag.slow_seconds : 0; /* testing aid: a straggler */
     e->score = xcalloc((size_t)e->ntask, sizeof *e->score);
     e->rows = xcalloc((size_t)e->G * (size_t)(T + 1), sizeof *e->rows);
     e->losses = xcalloc((size_t)e->G * (size_t)T, sizeof *e->losses);
@@ -140,8 +141,11 @@ static void next_choice(const struct mc_task *t, int64_t *ex, int *c)
     if (++*c == mc_choices(t, *ex)) ++*ex, *c = 0;
 }
 
-/* The log-probability of each choice of t into lp[rows], batch by batch. */
-static void score_choices(struct mc_eval *e, const struct mc_task *t, struct model *m, struct comm *c, double *lp)
+/* The log-probability of each choice of t into lp[rows], batch by batch.
+ * 0, or 1 where a stop was asked before a batch (the ranks agree on it at
+ * each). */
+static int score_choices(struct mc_eval *e, const struct mc_task *t, struct model *m, struct comm *c, double *lp,
+                         const volatile sig_atomic_t *stop)
 {
     const int T = e->T;
     const size_t S = (size_t)T + 1;
@@ -155,8 +159,12 @@ static void score_choices(struct mc_eval *e, const struct mc_task *t, struct mod
     double capacity = m->d.capacity;
     m->d.capacity = 0;
     int64_t ex = 0;
-    int ch = 0;
+    int ch = 0, asked = 0;
     for (int64_t first = 0; first < t->rows; first += e->G) {
+        asked = stop && *stop;
+        if (stop) comm_allreduce_max_int(c, CG_WORLD, &asked, 1);
+        if (asked) break;
+        if (e->slow > 0) pause_for(e->slow);
         int64_t nb = t->rows - first < e->G ? t->rows - first : e->G, ex0 = ex;
         int ch0 = ch, nctx, n;
         memset(e->rows, 0, (size_t)e->G * S * sizeof *e->rows);
@@ -181,14 +189,18 @@ static void score_choices(struct mc_eval *e, const struct mc_task *t, struct mod
         }
     }
     m->d.capacity = capacity;
+    return asked;
 }
 
-void mc_eval_run(struct mc_eval *e, struct model *m, struct comm *c, FILE *scores)
+int mc_eval_run(struct mc_eval *e, struct model *m, struct comm *c, FILE *scores, const volatile sig_atomic_t *stop)
 {
     for (int i = 0; i < e->ntask; i++) {
         const struct mc_task *t = &e->task[i];
         double *lp = xmalloc((size_t)(t->rows ? t->rows : 1) * sizeof *lp);
-        score_choices(e, t, m, c, lp);
+        if (score_choices(e, t, m, c, lp, stop)) {
+            free(lp);
+            return 1;
+        }
         int64_t right = 0, right_norm = 0, r = 0;
         for (int64_t ex = 0; ex < t->n; ex++) {
             int nch = mc_choices(t, ex), best = 0, best_norm = 0, n;
@@ -210,6 +222,7 @@ void mc_eval_run(struct mc_eval *e, struct model *m, struct comm *c, FILE *score
         e->score[i] = (struct task_score){.name = e->name[i], .acc = (double)right / (double)t->n,
                                           .acc_norm = (double)right_norm / (double)t->n, .examples = t->n};
     }
+    return 0;
 }
 
 void mc_eval_free(struct mc_eval *e)

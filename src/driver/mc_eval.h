@@ -16,6 +16,7 @@
 #ifndef TRIAD_MC_EVAL_H
 #define TRIAD_MC_EVAL_H
 
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -38,6 +39,7 @@ struct mc_eval {
     struct pp_exec exec;        /* the schedule's forwards alone */
     int64_t G;                  /* sequences per global batch */
     int T;
+    double slow;                /* diag.slow_seconds before each batch on diag.slow_rank */
     int32_t *rows;              /* (G, T+1) the batch's sequences */
     float *losses;              /* (G, T) their token losses, summed over the grid */
     struct data_source *data;   /* over rows */
@@ -51,8 +53,10 @@ struct mc_eval {
 void mc_eval_init(struct mc_eval *e, const struct config *cfg, const char *ckpt, const struct run_shape *s,
                   const struct grid *g, int V, int T);
 /* Collective: score every task (e->score); rank 0 writes each choice's
- * line to scores where it is not NULL (eval.scores). */
-void mc_eval_run(struct mc_eval *e, struct model *m, struct comm *c, FILE *scores);
+ * line to scores where it is not NULL (eval.scores).  0, or 1 where the
+ * tasks were given up because *stop was set before a batch on some rank
+ * (stop may be NULL; e->score is then not to be read). */
+int mc_eval_run(struct mc_eval *e, struct model *m, struct comm *c, FILE *scores, const volatile sig_atomic_t *stop);
 void mc_eval_free(struct mc_eval *e);
 
 #endif

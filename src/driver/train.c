@@ -353,7 +353,12 @@ static void evaluate(struct run *r, struct step_metrics *sm)
 static void evaluate_tasks(struct run *r, struct step_metrics *sm)
 {
     double t0 = wtime();
-    mc_eval_run(&r->mc, &r->model, &r->comm, NULL);
+    if (mc_eval_run(&r->mc, &r->model, &r->comm, NULL, &stop_requested)) {
+        if (r->g->rank == 0) /* (the step's end stops the run) */
+            log_info("step %lld: tasks given up after %.2f s: a stop was asked (no /eval/<task> rows)\n",
+                     (long long)r->step, wtime() - t0);
+        return;
+    }
     sm->tasks = r->mc.score;
     sm->ntasks = r->mc.ntask;
     if (r->g->rank != 0) return;
