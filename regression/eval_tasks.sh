@@ -63,6 +63,7 @@ cat > "$scratch/qa.jsonl" << 'EOF2'
 
 {"context": "Q: 2+2? A:", "choices": [" 4", " 5"], "label": 0}
 {"context": "abc", "choices": ["d", "e", "f"], "label": 1}
+{"context": "A:\u3000\u00a0", "choices": ["b", "\u2028c"], "label": 1}
 EOF2
 $MC text2ids "$scratch/qa.jsonl" > "$scratch/qa.json"
 tasks="eval.tasks='$scratch/hs.bin, $scratch/qa.jsonl'"
@@ -268,6 +269,7 @@ if [ -f "$L2" ] && [ -d "$NPM/node_modules/@anush008/tokenizers" ] && command -v
 {"context": "One, two,", "choices": [" three", " four", " \u00fcber"], "label": 0}
 {"context": "The answer is ", "choices": ["yes", "no"], "label": 1}
 {"context": "Q: 2+2?\nA:", "choices": [" 4", " 5"], "label": 0}
+{"context": "The answer is\u00a0", "choices": ["yes", "no"], "label": 1}
 EOF2
     $MC texts "$scratch/spj.jsonl" "$scratch/sp"
     node "$top_srcdir/regression/tokenizer/reference.js" "$L2" ids $(LC_ALL=C ls "$scratch/sp/"t*.txt) > "$scratch/sp.ids"
@@ -345,7 +347,7 @@ for b in 4 2; do
 done
 [ $st -eq 0 ] && "$PYTHON3" -c "import sys
 a, b = ([float(l.split()[5]) for l in open(f) if not l.startswith('#')] for f in sys.argv[1:])
-sys.exit(not (len(a) == len(b) == 12 and all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b))))" \
+sys.exit(not (len(a) == len(b) == 14 and all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b))))" \
     "$scratch/moe4.tsv" "$scratch/moe2.tsv"
 ok $? "a mixture of experts with moe_capacity = 0.5: each choice's log-probability the same in batches of 4 and of 2"
 done_testing

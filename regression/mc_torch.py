@@ -65,7 +65,7 @@ def text2ids(path, doc):
             continue
         j = json.loads(line)
         # lm-evaluation-harness's split: the context's trailing whitespace starts every choice
-        c = j["context"].rstrip(" \t\n\v\f\r")
+        c = j["context"].rstrip()
         space = j["context"][len(c):]
         ctx = ([doc] if doc is not None else []) + list(c.encode())
         out.append({"ctx": ctx, "endings": [list((space + x).encode()) for x in j["choices"]], "label": j["label"]})
@@ -80,7 +80,7 @@ def examples_of(path):
 def texts(path, out):
     for i, j in enumerate(examples_of(path)):
         c = j["context"]
-        for k, t in enumerate([c.rstrip(" \t\n\v\f\r")] + [c + x for x in j["choices"]]):
+        for k, t in enumerate([c.rstrip()] + [c + x for x in j["choices"]]):
             open("%s/t%03d_%02d.txt" % (out, i, k), "w", encoding="utf-8").write(t)
     return 0
 

@@ -13,6 +13,7 @@
 
 #include "data.h"
 #include "tap.h"
+#include "tokenizer.h"
 
 static char tmpdir[256];
 static char created[64][400];
@@ -602,6 +603,39 @@ static void test_make_tokens(void)
     tap_ok(ok, "tools/make_tokens.py writes shards that data_open reads");
 }
 
+/* The multiple-choice split's whitespace (tok_rstrip): every code point
+ * after an 'x' is stripped exactly when Python's str.isspace() says it is
+ * whitespace (the list below, from Python 3.11: [c for c in range(0x110000)
+ * if chr(c).isspace()]); the 'x' is kept, and so is a character cut short. */
+static void test_rstrip(void)
+{
+    static const unsigned space[] = {0x09,   0x0A,   0x0B,   0x0C,   0x0D,   0x1C,   0x1D,   0x1E,   0x1F,
+                                     0x20,   0x85,   0xA0,   0x1680, 0x2000, 0x2001, 0x2002, 0x2003, 0x2004,
+                                     0x2005, 0x2006, 0x2007, 0x2008, 0x2009, 0x200A, 0x2028, 0x2029, 0x202F,
+                                     0x205F, 0x3000};
+    size_t k = 0, wrong = 0, first_wrong = 0;
+    for (unsigned cp = 1; cp < 0x110000; cp++) {
+        if (cp >= 0xD800 && cp < 0xE000) continue; /* (no UTF-8) */
+        char s[8] = "x";
+        size_t n = 1;
+        if (cp < 0x80) s[n++] = (char)cp;
+        else if (cp < 0x800) s[n++] = (char)(0xC0 | cp >> 6), s[n++] = (char)(0x80 | (cp & 0x3F));
+        else if (cp < 0x10000)
+            s[n++] = (char)(0xE0 | cp >> 12), s[n++] = (char)(0x80 | (cp >> 6 & 0x3F)), s[n++] = (char)(0x80 | (cp & 0x3F));
+        else
+            s[n++] = (char)(0xF0 | cp >> 18), s[n++] = (char)(0x80 | (cp >> 12 & 0x3F)),
+            s[n++] = (char)(0x80 | (cp >> 6 & 0x3F)), s[n++] = (char)(0x80 | (cp & 0x3F));
+        int is = k < sizeof space / sizeof *space && space[k] == cp;
+        k += is;
+        if (tok_rstrip(s, n) != (is ? 1u : n) && wrong++ == 0) first_wrong = cp;
+    }
+    tap_ok(wrong == 0, "tok_rstrip strips after 'x' exactly Python's 29 whitespace code points (%zu wrong, the first "
+           "U+%04zX)", wrong, first_wrong);
+    tap_ok(tok_rstrip("a \xE3\x80\x80\t \xC2\xA0", 9) == 1 && tok_rstrip(" \t", 2) == 0 && tok_rstrip("", 0) == 0,
+           "tok_rstrip strips a run of mixed whitespace, and a text of whitespace alone to nothing");
+    tap_ok(tok_rstrip("a\xE3\x80", 3) == 3, "tok_rstrip keeps a character cut short");
+}
+
 int main(void)
 {
     tap_tmp_template(tmpdir, sizeof tmpdir, "triad_test_data");
@@ -619,6 +653,7 @@ int main(void)
     test_text();
     test_errors();
     test_make_tokens();
+    test_rstrip();
     for (int k = 0; k < ncreated; k++) unlink(created[k]);
     if (rmdir(tmpdir) != 0) tap_diag("could not remove %s", tmpdir);
     return tap_done();

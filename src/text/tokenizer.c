@@ -51,6 +51,24 @@ static int put_cp(struct bytes *b, uint32_t cp)
     return tok_put(b, u, (size_t)k);
 }
 
+size_t tok_rstrip(const char *text, size_t len)
+{
+    while (len > 0) {
+        size_t at = len - 1;
+        while (at > 0 && ((unsigned char)text[at] & 0xC0) == 0x80) at--; /* the last character's first byte */
+        utf8proc_int32_t cp;
+        if (utf8proc_iterate((const utf8proc_uint8_t *)text + at, (utf8proc_ssize_t)(len - at), &cp) !=
+            (utf8proc_ssize_t)(len - at))
+            break; /* (not a whole character: kept) */
+        const utf8proc_property_t *p = utf8proc_get_property(cp);
+        if (p->category != UTF8PROC_CATEGORY_ZS && p->bidi_class != UTF8PROC_BIDI_CLASS_WS &&
+            p->bidi_class != UTF8PROC_BIDI_CLASS_B && p->bidi_class != UTF8PROC_BIDI_CLASS_S)
+            break;
+        len = at;
+    }
+    return len;
+}
+
 void tok_drop(struct bytes *b) { free(b->p), memset(b, 0, sizeof *b); }
 
 /* Text as the library's callers hand it over: each maximal ill-formed

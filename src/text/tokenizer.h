@@ -47,4 +47,10 @@ int tok_encode(const struct tokenizer *t, const char *text, size_t len, int add_
 int tok_decode(const struct tokenizer *t, const int32_t *ids, size_t n, int skip_special, char **text, size_t *len,
                char *err, size_t errlen);
 
+/* The length of text[0..len) (well-formed UTF-8) without its trailing
+ * whitespace as Python's str.rstrip() takes it: the characters of general
+ * category Zs or of bidirectional class WS, B or S (str.isspace), so
+ * U+00A0, U+3000, U+2028 and U+0085 as well as ASCII's six. */
+size_t tok_rstrip(const char *text, size_t len);
+
 #endif
