@@ -140,8 +140,12 @@ refused() {
     what=$1 pattern=$2 np=$3
     shift 3
     $MPIEXEC -n "$np" "$TRIAD" sample "$@" > "$scratch/out" 2> "$scratch/last.out"
-    [ $? -eq 1 ] && grep -q -e "$pattern" "$scratch/last.out" && [ ! -s "$scratch/out" ]
-    ok $? "$what"
+    st=$?
+    [ $st -eq 1 ] && grep -q -e "$pattern" "$scratch/last.out" && [ ! -s "$scratch/out" ]
+    good=$?
+    ok $good "$what"
+    [ $good -eq 0 ] || { echo "status $st, standard output $(wc -c < "$scratch/out") bytes:"; head -c 300 "$scratch/out"
+        tail -n 5 "$scratch/last.out"; } | diag
     grep "error" "$scratch/last.out" | head -n 1 | diag
 }
 refused "a prompt and max_new_tokens past seq_len" "exceed the model's seq_len = 32" 1 "$L" sample.prompt="'The '" \
@@ -161,7 +165,15 @@ refused "a grid that is not the launched ranks" "tp \* dp \* pp = 2 \* 2 \* 1 = 
     sample.prompt="'x'" sample.max_new_tokens=8 parallel.tp=2 parallel.dp=2
 refused "context parallelism" "parallel.cp = 2: triad sample splits a model over tp, pp and dp only" 2 "$L" \
     sample.prompt="'x'" sample.max_new_tokens=8 parallel.cp=2
-refused "a missing checkpoint" "cannot open" 1 "$scratch/none.h5" sample.prompt="'x'"
+refused "a missing checkpoint" "cannot open $scratch/none.h5: no such file" 1 "$scratch/none.h5" sample.prompt="'x'"
+mkdir -p "$scratch/rot" && cp "$L" "$scratch/rot/ckpt_50.h5" && cp "$L" "$scratch/rot/ckpt_60.h5"
+refused "a checkpoint its run no longer keeps: the directory's checkpoints named (io.keep_checkpoints)" \
+    "cannot open $scratch/rot/ckpt_10.h5: no such file; $scratch/rot holds 2 checkpoints, ckpt_50.h5 to ckpt_60.h5" 1 \
+    "$scratch/rot/ckpt_10.h5" sample.prompt="'x'"
+head -c 1000 "$L" > "$scratch/trunc.h5"
+refused "a truncated checkpoint: said, with its size" \
+    "cannot open $scratch/trunc.h5 as HDF5: it is not an HDF5 file, or it is truncated (1000 bytes)" 1 \
+    "$scratch/trunc.h5" sample.prompt="'x'"
 refused "an empty prompt" "the prompt is empty" 1 "$L"
 refused "a prompt and a prompt file at once" "set one of sample.prompt, sample.prompt_tokens and sample.prompt_file" 1 \
     "$L" sample.prompt="'x'" sample.prompt_file="$scratch/prompts.txt"

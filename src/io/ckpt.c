@@ -132,10 +132,7 @@ int ckpt_read_config(const char *path, struct config *cfg, char *err, size_t err
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t f = access(path, R_OK) == 0 ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
-    if (f < 0) {
-        snprintf(err, errlen, "cannot open %s as HDF5 (missing, unreadable or not a checkpoint)", path);
-        return -1;
-    }
+    if (f < 0) return ckpt_open_failed(path, err, errlen);
     char *text;
     int rc = ckpt_stored_deck(f, &text);
     H5Fclose(f);
@@ -357,10 +354,7 @@ static int load(const char *path, struct model *m, struct optim *o, struct ckpt_
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     int rc = 0;
     hid_t f = access(path, R_OK) == 0 ? ckpt_open(path, CKPT_OPEN_READ, g) : -1;
-    if (f < 0) {
-        snprintf(err, errlen, "cannot open %s as HDF5 (missing, unreadable, truncated or not an HDF5 file)", path);
-        rc = -1;
-    }
+    if (f < 0) rc = ckpt_open_failed(path, err, errlen);
     if (ckpt_agree(rc, err, errlen, g)) return -1;
     int keys = check_model_keys(f, path, &m->d, o != NULL, err, errlen); /* (the same file and deck on every rank) */
     rc = ckpt_agree(keys, err, errlen, g);
@@ -386,16 +380,6 @@ int ckpt_load_all(const char *path, struct model *m, struct optim *o, struct ckp
                   const struct grid *g, char *err, size_t errlen)
 {
     return load(path, m, o, st, g, err, errlen);
-}
-
-/* The step of a checkpoint's file name, ckpt_<step>.h5: 0, or -1 if it is not one. */
-static int ckpt_step_of(const char *name, int64_t *step)
-{
-    long long s;
-    char tail[8];
-    if (sscanf(name, "ckpt_%lld.h5%7s", &s, tail) != 1) return -1;
-    *step = s;
-    return 0;
 }
 
 int ckpt_restart_auto(const char *run_dir, struct model *m, struct optim *o, struct ckpt_state *st,

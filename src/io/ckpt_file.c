@@ -2,11 +2,13 @@
  * the temporary name, the flush, the rename and the rotation. */
 #include "ckpt_file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -285,4 +287,49 @@ int ckpt_publish(const char *run_dir, const char *tmp, int64_t step, int keep, i
     rc = ckpt_agree(rc, err, errlen, g);
     if (rc != 0 && g->rank == 0) unlink(tmp);
     return rc;
+}
+
+int ckpt_step_of(const char *name, int64_t *step)
+{
+    long long s;
+    char tail[8];
+    if (sscanf(name, "ckpt_%lld.h5%7s", &s, tail) != 1) return -1;
+    *step = s;
+    return 0;
+}
+
+int ckpt_open_failed(const char *path, char *err, size_t errlen)
+{
+    if (access(path, R_OK) == 0) {
+        struct stat sb;
+        long long size = stat(path, &sb) == 0 ? (long long)sb.st_size : -1;
+        return errorf(err, errlen, "cannot open %s as HDF5: it is not an HDF5 file, or it is truncated (%lld bytes)",
+                      path, size);
+    }
+    int e = errno;
+    if (e != ENOENT) return errorf(err, errlen, "cannot open %s: %s", path, strerror(e));
+    /* missing: what its directory holds instead (a run keeps its newest
+     * io.keep_checkpoints alone) */
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1, slash ? path : ".");
+    int64_t newest = -1, oldest = -1, s;
+    int n = 0;
+    DIR *dp = opendir(dir);
+    struct dirent *d;
+    while (dp && (d = readdir(dp)))
+        if (ckpt_step_of(d->d_name, &s) == 0) {
+            n++;
+            if (newest < 0 || s > newest) newest = s;
+            if (oldest < 0 || s < oldest) oldest = s;
+        }
+    if (!dp) return errorf(err, errlen, "cannot open %s: no such file (its directory %s: %s)", path, dir, strerror(errno));
+    closedir(dp);
+    if (n == 0)
+        return errorf(err, errlen, "cannot open %s: no such file (%s holds no checkpoint ckpt_<step>.h5)", path, dir);
+    char range[64] = "";
+    if (n > 1) snprintf(range, sizeof range, " to ckpt_%lld.h5", (long long)newest);
+    return errorf(err, errlen, "cannot open %s: no such file; %s holds %d checkpoint%s, ckpt_%lld.h5%s (a run keeps "
+                  "its newest io.keep_checkpoints alone)\n  hint: give one of those", path, dir, n, n > 1 ? "s" : "",
+                  (long long)oldest, range);
 }

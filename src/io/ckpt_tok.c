@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt_file.h"
 #include "hash.h"
 #include "log.h"
 
@@ -264,7 +265,7 @@ int ckpt_extract_tokenizer(const char *ckpt, const char *dir, char *err, size_t 
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t f = H5Fopen(ckpt, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) return errorf(err, errlen, "cannot open %s as HDF5 (missing, unreadable or not a checkpoint)", ckpt);
+    if (f < 0) return ckpt_open_failed(ckpt, err, errlen);
     int rc = H5Lexists(f, "/tokenizer", H5P_DEFAULT) > 0 ? 1 : 0, have[CKPT_TOK_NFILES] = {0};
     for (int i = 0; i < CKPT_TOK_NFILES && rc == 1; i++) {
         char path[64];

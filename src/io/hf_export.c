@@ -354,8 +354,7 @@ int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err,
     pieces(&d, (enum hf_arch)arch, p);
     int rc = covers_model(&d, (enum hf_arch)arch, p, n, err, errlen);
     hid_t f = rc == 0 ? H5Fopen(ckpt, H5F_ACC_RDONLY, H5P_DEFAULT) : H5I_INVALID_HID;
-    if (rc == 0 && f < 0)
-        rc = errorf(err, errlen, "cannot open %s as HDF5 (missing, unreadable or not a checkpoint)", ckpt);
+    if (rc == 0 && f < 0) rc = ckpt_open_failed(ckpt, err, errlen);
     if (rc == 0) rc = covers_file(f, ckpt, (enum hf_arch)arch, p, n, err, errlen);
     if (rc == 0) rc = verify_model(f, &d, err, errlen);
     if (rc == 0) rc = ckpt_check_tokenizer(f, ckpt, err, errlen);
