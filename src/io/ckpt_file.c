@@ -323,7 +323,8 @@ int ckpt_open_failed(const char *path, char *err, size_t errlen)
             if (newest < 0 || s > newest) newest = s;
             if (oldest < 0 || s < oldest) oldest = s;
         }
-    if (!dp) return errorf(err, errlen, "cannot open %s: no such file (its directory %s: %s)", path, dir, strerror(errno));
+    if (!dp)
+        return errorf(err, errlen, "cannot open %s: no such file (its directory %s: %s)", path, dir, strerror(errno));
     closedir(dp);
     if (n == 0)
         return errorf(err, errlen, "cannot open %s: no such file (%s holds no checkpoint ckpt_<step>.h5)", path, dir);
