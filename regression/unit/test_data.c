@@ -621,7 +621,8 @@ static void test_rstrip(void)
         if (cp < 0x80) s[n++] = (char)cp;
         else if (cp < 0x800) s[n++] = (char)(0xC0 | cp >> 6), s[n++] = (char)(0x80 | (cp & 0x3F));
         else if (cp < 0x10000)
-            s[n++] = (char)(0xE0 | cp >> 12), s[n++] = (char)(0x80 | (cp >> 6 & 0x3F)), s[n++] = (char)(0x80 | (cp & 0x3F));
+            s[n++] = (char)(0xE0 | cp >> 12), s[n++] = (char)(0x80 | (cp >> 6 & 0x3F)),
+            s[n++] = (char)(0x80 | (cp & 0x3F));
         else
             s[n++] = (char)(0xF0 | cp >> 18), s[n++] = (char)(0x80 | (cp >> 12 & 0x3F)),
             s[n++] = (char)(0x80 | (cp >> 6 & 0x3F)), s[n++] = (char)(0x80 | (cp & 0x3F));
