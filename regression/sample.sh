@@ -10,7 +10,9 @@
 # greedy, the batch equals each prompt sampled on its own.  train.device =
 # 'cuda' on the CUDA emulator gives the CPU's text, and so do the generic
 # and AVX2 SIMD paths.  The prefill and decode
-# rates are printed apart from the text.  Sampling with a seed is
+# rates are printed apart from the text.  The ids drawn at temperature,
+# top_k and top_p settings, and how often, are Hugging Face's sampling's
+# (regression/sample_torch.py).  Sampling with a seed is
 # deterministic and the seed matters; token-id prompts and output; bad
 # requests refused with the reason.  A padded vocabulary (64 ids, a
 # tokenizer of 28, one with a gap): only ids the tokenizer decodes are drawn,
@@ -129,6 +131,25 @@ s="sample.prompt=The sample.max_new_tokens=24 sample.temperature=0.9 sample.top_
 "$TRIAD" sample "$L" $s sample.seed=8 > "$scratch/s8.txt" 2>/dev/null
 cmp -s "$scratch/s7a.txt" "$scratch/s7b.txt" && ! cmp -s "$scratch/s7a.txt" "$scratch/s8.txt"
 ok $? "temperature 0.9, top_k 20, top_p 0.95: the same seed gives the same text, another seed another"
+# Which ids a draw gives, and how often, against Hugging Face's sampling (regression/sample_torch.py: the
+# reference's next-token distribution after 'The' through temperature, then top_k, then top_p renormalised over
+# what top_k kept): 4000 draws of one token each (the prompt 4000 times in a file: a random number each),
+# every one an id the reference allows, each id's count within 5 standard deviations of its expectation.
+if "$PYTHON3" -c "import torch" 2> /dev/null; then
+    yes The | head -n 4000 > "$scratch/the4000.txt"
+    runs="" st=0
+    for set in 1.0:5:0.6 1.0:0:1.0 0.7:0:0.8 1.3:8:1.0 1.0:300:0.9 1.0:0:0.0 1.0:3:1e-9 2.0:12:0.8; do
+        t=$(echo "$set" | cut -d: -f1) k=$(echo "$set" | cut -d: -f2) p=$(echo "$set" | cut -d: -f3)
+        "$TRIAD" sample "$L" sample.prompt_file="$scratch/the4000.txt" sample.max_new_tokens=1 sample.temperature="$t" \
+            sample.top_k="$k" sample.top_p="$p" sample.seed=11 > "$scratch/draws.$set" 2> /dev/null || st=1
+        runs="$runs $set:$scratch/draws.$set"
+    done
+    [ $st -eq 0 ] && "$PYTHON3" "$top_srcdir/regression/sample_torch.py" "$L" The $runs > "$scratch/draws.out" 2>&1
+    ok $? "4000 draws at each of 8 settings (top_k 5 then top_p 0.6, top_k past the vocabulary, top_p 0 and 1e-9, ...): every id one Hugging Face's sampling allows, each as often"
+    diag < "$scratch/draws.out"
+else
+    skip "no PyTorch for $PYTHON3: the sampling reference"
+fi
 printf '84 104 101\n' > "$scratch/prompt.ids"
 "$TRIAD" sample "$L" sample.prompt_tokens="'$scratch/prompt.ids'" sample.max_new_tokens=24 sample.temperature=0 \
     > "$scratch/ids.txt" 2>/dev/null

@@ -12,11 +12,6 @@
 #include "rng.h"
 #include "shape.h"
 
-struct gen_cand { /* a token and its unnormalised probability */
-    int id;
-    double p;
-};
-
 int gen_read_config(const char *ckpt, struct config *cfg, char *err, size_t errlen)
 {
     int rank;
@@ -257,18 +252,48 @@ static void stage_forward(struct gen *G, int n, int H)
 
 /* ------------------------------------------------------------ choice */
 
-static int by_prob(const void *a, const void *b)
+static int by_logit(const void *a, const void *b)
 {
     const struct gen_cand *x = a, *y = b;
-    return x->p > y->p ? -1 : x->p < y->p ? 1 : x->id - y->id;
+    return x->logit > y->logit ? -1 : x->logit < y->logit ? 1 : x->id - y->id;
+}
+
+int gen_candidates(const float *logits, int V, const struct gen_opts *o, struct gen_cand *c, double *mass)
+{
+    const unsigned char *ok = o->drawable;
+    float mx = -INFINITY;
+    for (int i = 0; i < V; i++)
+        if (!ok || ok[i]) mx = logits[i] > mx ? logits[i] : mx;
+    int m = 0; /* the candidates, in id order */
+    for (int i = 0; i < V; i++) {
+        if (ok && !ok[i]) continue;
+        c[m].id = i;
+        c[m].logit = logits[i];
+        c[m++].p = exp(((double)logits[i] - mx) / o->temperature);
+    }
+    qsort(c, (size_t)m, sizeof *c, by_logit);
+    /* top_k: every id whose logit reaches the k-th largest (ties at the boundary all stay) */
+    int n = m;
+    if (o->top_k > 0 && o->top_k < m)
+        for (n = (int)o->top_k; n < m && c[n].logit == c[o->top_k - 1].logit;) n++;
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += c[i].p;
+    /* top_p over what top_k kept, renormalised: the most likely ids while the mass before each is below top_p */
+    int kept = n;
+    if (o->top_p < 1) {
+        double before = 0;
+        for (kept = 1, before = c[0].p; kept < n && before < o->top_p * sum;) before += c[kept++].p;
+        sum = before;
+    }
+    *mass = sum;
+    return kept;
 }
 
 /* The next token from logits[0..V), among the ids o->drawable allows (all
  * where it is NULL: the same operations as over every id): greedy at
- * temperature 0, else a draw of u in [0, 1) among the top_k most likely
- * whose mass is top_p.  The ids left out never enter the softmax, as the
- * padded columns do not (llm.c draws from its real vocabulary, not the
- * padded one). */
+ * temperature 0, else a draw of u in [0, 1) among gen_candidates.  The ids
+ * left out never enter the softmax, as the padded columns do not (llm.c
+ * draws from its real vocabulary, not the padded one). */
 static int32_t pick(const float *logits, int V, const struct gen_opts *o, double u, struct gen_cand *c)
 {
     const unsigned char *ok = o->drawable;
@@ -278,22 +303,8 @@ static int32_t pick(const float *logits, int V, const struct gen_opts *o, double
             if ((!ok || ok[i]) && (best < 0 || logits[i] > logits[best])) best = i;
         return best;
     }
-    double mx = -INFINITY, sum = 0;
-    for (int i = 0; i < V; i++)
-        if (!ok || ok[i]) mx = logits[i] > mx ? logits[i] : mx;
-    int m = 0; /* the candidates, in id order */
-    for (int i = 0; i < V; i++) {
-        if (ok && !ok[i]) continue;
-        c[m].id = i;
-        c[m].p = exp((logits[i] - mx) / o->temperature);
-        sum += c[m++].p;
-    }
-    qsort(c, (size_t)m, sizeof *c, by_prob);
-    int n = o->top_k > 0 && o->top_k < m ? (int)o->top_k : m;
-    double mass = 0, keep = 0;
-    int kept = 0;
-    while (kept < n && (kept == 0 || mass < o->top_p * sum)) mass += c[kept++].p;
-    for (int i = 0; i < kept; i++) keep += c[i].p;
+    double keep;
+    int kept = gen_candidates(logits, V, o, c, &keep);
     double at = u * keep, acc = 0;
     for (int i = 0; i < kept; i++)
         if ((acc += c[i].p) > at) return c[i].id;

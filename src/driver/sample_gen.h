@@ -41,7 +41,12 @@ struct gen_stats {
     long long decode_tokens;      /* rows of the decode steps (a token each) */
 };
 
-struct gen_cand;
+/* A token a draw may give: its id, its logit and its probability before normalisation. */
+struct gen_cand {
+    int id;
+    float logit;
+    double p;
+};
 
 struct gen {
     struct config cfg;             /* the checkpoint's deck in the sampling layout */
@@ -82,6 +87,17 @@ void gen_close(struct gen *G);
  * model's seq_len), their number into len[i].  grew (NULL: none) is
  * called with prompt first's ids each time one is added.  Collective over
  * the replica. */
+/* The ids a draw may give from logits[0..V) (o->temperature > 0), as
+ * Hugging Face's generate samples: among the ids o->drawable allows (all
+ * where NULL), the softmax of logits / temperature; top_k keeps the ids
+ * whose logit reaches the k-th largest (every id tied with it too; 0 or k
+ * past the ids: all), then top_p keeps, of those renormalised, the most
+ * likely ones while the probability before each is below top_p (always
+ * one; top_p = 1: all).  Into c[0..n) (V of room) most likely first, ties
+ * in id order, the kept ones first; their number, and their unnormalised
+ * probabilities' sum in *mass. */
+int gen_candidates(const float *logits, int V, const struct gen_opts *o, struct gen_cand *c, double *mass);
+
 void gen_batch(struct gen *G, const struct gen_opts *go, const struct prompts *p, int first, int n, int32_t *out,
                int *len, void (*grew)(void *ctx, const int32_t *ids, int n), void *ctx);
 
