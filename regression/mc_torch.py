@@ -34,9 +34,14 @@ EXAMPLES.json: [{"ctx": [ids], "endings": [[ids], ...], "label": k}, ...].
 A choice's log-probability: the sum, over its tokens, of log softmax of the
 logits at the position before each (the context's last position predicts
 its first token); acc takes the choice of the largest sum, acc_norm of the
-largest mean over its tokens (llm.c's avg_loss); the first wins a tie.
+largest sum over its length: for a JSON Lines task ("chars" in the example)
+lm-evaluation-harness's len(choice), the choice's characters without its
+leading whitespace (the delimiter the harness puts before it), else the
+mean over its tokens (llm.c's avg_loss for its eval files); the first wins
+a tie.
 """
 import json
+import math
 import os
 import struct
 import sys
@@ -68,9 +73,16 @@ def text2ids(path, doc):
         c = j["context"].rstrip()
         space = j["context"][len(c):]
         ctx = ([doc] if doc is not None else []) + list(c.encode())
-        out.append({"ctx": ctx, "endings": [list((space + x).encode()) for x in j["choices"]], "label": j["label"]})
+        out.append({"ctx": ctx, "endings": [list((space + x).encode()) for x in j["choices"]], "label": j["label"],
+                    "chars": [chars(x) for x in j["choices"]]})
     json.dump(out, sys.stdout)
     return 0
+
+
+def chars(choice):
+    """lm-evaluation-harness's acc_norm divisor, len(choice): its characters, the delimiter (leading space) not
+    counted (the harness scores ' ' + choice and divides by len(choice))"""
+    return len(choice.lstrip(" \t\n\v\f\r"))
 
 
 def examples_of(path):
@@ -92,7 +104,7 @@ def join(path, ids_path, doc):
         n = len(j["choices"])
         ctx, ends = ids[0], [w[len(ids[0]):] for w in ids[1:1 + n]]
         del ids[:1 + n]
-        out.append({"ctx": [doc] + ctx, "endings": ends, "label": j["label"]})
+        out.append({"ctx": [doc] + ctx, "endings": ends, "label": j["label"], "chars": [chars(x) for x in j["choices"]]})
     json.dump(out, sys.stdout)
     return 0
 
@@ -102,25 +114,30 @@ def score(model, examples, triad):
     import numpy as np
     import torch
 
-    worst, right, right_norm = 0.0, 0, 0
+    worst, right, right_norm, flips = 0.0, 0, 0, 0
     for e, ex in enumerate(examples):
-        sums, means = [], []
+        sums, means, per_token = [], [], []
         for c, end in enumerate(ex["endings"]):
             seq = torch.tensor([ex["ctx"] + end])
             logits = model(seq[:, :-1])[0]
             loss = torch.nn.functional.cross_entropy(logits, seq[0, 1:], reduction="none")
             lp = -float(loss[len(ex["ctx"]) - 1:].double().sum())
             sums.append(lp)
-            means.append(lp / len(end))
+            per_token.append(lp / len(end))
+            if "chars" in ex:  # (a choice of whitespace alone: ll / 0 = -inf, as numpy divides)
+                means.append(lp / ex["chars"][c] if ex["chars"][c] else -math.inf)
+            else:
+                means.append(lp / len(end))
             label, n, got = triad.pop((e, c), (None, None, None))
             if got is None or label != ex["label"] or n != len(end):
                 raise SystemExit("example %d choice %d: triad's line is missing or differs (%s %s)" % (e, c, label, n))
             worst = max(worst, abs(got - lp) / abs(lp))
         right += int(np.argmax(sums)) == ex["label"]
         right_norm += int(np.argmax(means)) == ex["label"]
+        flips += int(np.argmax(means)) != int(np.argmax(per_token))
     if triad:
         raise SystemExit("triad scored choices the reference has not: %s" % sorted(triad)[:4])
-    return worst, right / len(examples), right_norm / len(examples)
+    return worst, right / len(examples), right_norm / len(examples), flips
 
 
 def check(ckpt, scores, groups):
@@ -140,9 +157,10 @@ def check(ckpt, scores, groups):
         name, examples, acc, acc_norm = groups[k], json.load(open(groups[k + 1])), groups[k + 2], groups[k + 3]
         triad = {(int(e), int(c)): (int(label), int(n), float(lp)) for task, e, c, label, n, lp in lines if task == name}
         with torch.no_grad():
-            worst, ref_acc, ref_norm = score(model, examples, triad)
+            worst, ref_acc, ref_norm, flips = score(model, examples, triad)
         same = abs(ref_acc - float(acc)) < 5e-7 and abs(ref_norm - float(acc_norm)) < 5e-7
-        print("%s: worst %.3e, acc %.6f acc_norm %.6f (triad %s %s)" % (name, worst, ref_acc, ref_norm, acc, acc_norm))
+        print("%s: worst %.3e, acc %.6f acc_norm %.6f (triad %s %s); %d example(s) where the mean per token would "
+              "choose another" % (name, worst, ref_acc, ref_norm, acc, acc_norm, flips))
         good = good and worst <= 1e-5 and same
     return 0 if good else 1
 

@@ -40,6 +40,31 @@ static int push(struct mc_task *t, size_t *cap, int32_t v)
     return 0;
 }
 
+/* v appended to t->norm (*n of *cap used); -1 out of memory (the array kept). */
+static int push_norm(struct mc_task *t, size_t *n, size_t *cap, int32_t v)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? 2 * *cap : 256;
+        int32_t *grown = realloc(t->norm, c * sizeof *grown);
+        if (!grown) return -1;
+        t->norm = grown, *cap = c;
+    }
+    t->norm[(*n)++] = v;
+    return 0;
+}
+
+/* The characters (Unicode code points: the bytes that do not continue a
+ * UTF-8 sequence) of the text s after its leading whitespace: what
+ * lm-evaluation-harness's acc_norm divides by, len(choice), the target
+ * delimiter (a space) not counted. */
+static int32_t choice_chars(const char *s)
+{
+    while (*s && strchr(" \t\n\v\f\r", *s)) s++;
+    int32_t n = 0;
+    for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
 static int out_of_memory(const struct mc_task *t, const char *path, char *err, size_t errlen)
 {
     return errorf(err, errlen, "%s: out of memory for a task of %zu ids", path, t->len);
@@ -231,7 +256,7 @@ static int read_jsonl(struct mc_task *t, const char *path, const struct tokenize
     ssize_t n = 0;
     int rc = 0;
     int32_t doc = tok ? (tok_bos(tok) >= 0 ? tok_bos(tok) : tok_eos(tok)) : -1, *whole = NULL;
-    size_t wcap = 0;
+    size_t wcap = 0, nnorm = 0, ncap = 0;
     int64_t lineno = 0, examples = 0;
     static const char *const form = "each line {\"context\": \"...\", \"choices\": [\"...\", ...], \"label\": k}";
     while (rc == 0 && (max == 0 || examples < max) && (n = getline(&line, &lcap, f)) >= 0) {
@@ -285,7 +310,8 @@ static int read_jsonl(struct mc_task *t, const char *path, const struct tokenize
                 rc = errorf(err, errlen, "%s: %s: choice %d has no ids of its own: the context and the choice encode "
                             "to no more ids than the context alone (the tokenizer merges the choice into the "
                             "context's last token)", path, where, c);
-            if (rc == 0 && push(t, &cap, (int32_t)own)) rc = out_of_memory(t, path, err, errlen);
+            if (rc == 0 && (push(t, &cap, (int32_t)own) || push_norm(t, &nnorm, &ncap, choice_chars(chs))))
+                rc = out_of_memory(t, path, err, errlen);
             for (size_t k = 0; rc == 0 && k < own; k++)
                 if (push(t, &cap, whole[ctx_ids + k])) rc = out_of_memory(t, path, err, errlen);
         }
@@ -307,9 +333,16 @@ int mc_task_read(struct mc_task *t, const char *path, const struct tokenizer *to
                  int64_t max_examples, char *err, size_t errlen)
 {
     memset(t, 0, sizeof *t);
-    int rc = mc_task_is_jsonl(path) ? read_jsonl(t, path, tok, V, bytes, T, max_examples, err, errlen)
-                                    : read_llmc(t, path, V, T, max_examples, err, errlen);
+    int jsonl = mc_task_is_jsonl(path);
+    int rc = jsonl ? read_jsonl(t, path, tok, V, bytes, T, max_examples, err, errlen)
+                   : read_llmc(t, path, V, T, max_examples, err, errlen);
     if (rc == 0 && mc_task_index(t)) rc = errorf(err, errlen, "%s: out of memory indexing its examples", path);
+    if (rc == 0 && !jsonl) { /* (llm.c's files keep no text: a choice's length is its ids) */
+        if (!(t->norm = malloc((size_t)(t->rows ? t->rows : 1) * sizeof *t->norm)))
+            rc = errorf(err, errlen, "%s: out of memory for its %lld choices", path, (long long)t->rows);
+        for (int64_t e = 0, r = 0; rc == 0 && e < t->n; e++)
+            for (int c = 0; c < mc_choices(t, e); c++) mc_choice(t, e, c, &t->norm[r++]);
+    }
     if (rc) mc_task_free(t);
     return rc;
 }
@@ -341,5 +374,6 @@ void mc_task_free(struct mc_task *t)
 {
     free(t->stream);
     free(t->at);
+    free(t->norm);
     memset(t, 0, sizeof *t);
 }

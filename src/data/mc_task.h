@@ -11,7 +11,8 @@
  * "label": k} a line, through the model's tokenizer.  Every example is
  * checked before any is used: at least two choices, the label one of them,
  * a context and choices that are not empty, every id in the model's
- * vocabulary, the context and each choice within seq_len. */
+ * vocabulary, the context and each choice within seq_len.  Each choice
+ * also gets the length acc_norm divides its log-probability by (norm). */
 #ifndef TRIAD_MC_TASK_H
 #define TRIAD_MC_TASK_H
 
@@ -27,6 +28,9 @@ struct mc_task {
                          length and ids */
     size_t len;       /* int32 of stream */
     size_t *at;       /* [n] where each example starts in stream */
+    int32_t *norm;    /* [rows] each choice's length, acc_norm's divisor: a JSON Lines choice's characters
+                         (Unicode code points) after its leading whitespace, as lm-evaluation-harness counts
+                         len(choice) without the target delimiter; an llm.c file's choice its ids, as llm.c */
 };
 
 /* Is path a JSON Lines task (its name ends in .jsonl or .json)?  Else an

@@ -2,6 +2,7 @@
 #include "mc_eval.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,6 +110,11 @@ static void send_tasks(struct mc_eval *e, const struct grid *g)
             MPI_CHECK(MPI_Bcast(t->stream + at, (int)n, MPI_INT32_T, 0, g->world_comm));
         }
         if (g->rank != 0 && mc_task_index(t)) die("out of memory indexing task %s's %zu ids", e->name[i], t->len);
+        if (g->rank != 0) t->norm = xmalloc((size_t)(t->rows ? t->rows : 1) * sizeof *t->norm);
+        for (int64_t at = 0; at < t->rows; at += INT_MAX / 4) {
+            int64_t n = t->rows - at < INT_MAX / 4 ? t->rows - at : INT_MAX / 4;
+            MPI_CHECK(MPI_Bcast(t->norm + at, (int)n, MPI_INT32_T, 0, g->world_comm));
+        }
     }
 }
 
@@ -207,7 +213,8 @@ int mc_eval_run(struct mc_eval *e, struct model *m, struct comm *c, FILE *scores
             double mean, top_mean = 0;
             for (int k = 0; k < nch; k++) {
                 mc_choice(t, ex, k, &n);
-                mean = lp[r + k] / n;
+                /* (a choice of no characters, whitespace alone: -inf, as the harness's ll / 0) */
+                mean = t->norm[r + k] > 0 ? lp[r + k] / t->norm[r + k] : -INFINITY;
                 if (lp[r + k] > lp[r + best]) best = k;
                 if (k == 0 || mean > top_mean) best_norm = k, top_mean = mean;
                 if (scores)

@@ -10,8 +10,9 @@
  * computed it; a choice's log-probability is minus the sum of its tokens'
  * losses, taken in order.  acc counts the examples whose choice of the
  * largest log-probability is the label, acc_norm those whose choice of the
- * largest mean over its tokens is (llm.c's length normalisation; the
- * first choice wins a tie).  The tasks are read by rank 0 and sent to the
+ * largest log-probability over its length is (mc_task's norm: a JSON Lines
+ * choice's characters, as lm-evaluation-harness divides; an llm.c file's
+ * ids, as llm.c; the first choice wins a tie).  The tasks are read by rank 0 and sent to the
  * others. */
 #ifndef TRIAD_MC_EVAL_H
 #define TRIAD_MC_EVAL_H
