@@ -14,7 +14,8 @@
 # top_k and top_p settings, and how often, are Hugging Face's sampling's
 # (regression/sample_torch.py).  Sampling with a seed is
 # deterministic and the seed matters; token-id prompts and output; bad
-# requests refused with the reason.  A padded vocabulary (64 ids, a
+# requests refused with the reason; sample.stop_ids ends a document at
+# more ids.  A padded vocabulary (64 ids, a
 # tokenizer of 28, one with a gap): only ids the tokenizer decodes are drawn,
 # every line the prompt's text and max_new_tokens more; a prompt id it
 # cannot decode refused, named; a text model of 512 ids draws bytes alone.
@@ -169,6 +170,28 @@ refused() {
         tail -n 5 "$scratch/last.out"; } | diag
     grep "error" "$scratch/last.out" | head -n 1 | diag
 }
+# sample.stop_ids: more ids that end a document (Hugging Face's list of eos_token_id, Llama 3 Instruct's
+# <|eot_id|> beside <|end_of_text|>): the greedy text stops before the first of them, on 2 ranks (pp 2) too
+sample stop0 1 "$L" $greedy
+third=$("$PYTHON3" -c "import sys; print(open(sys.argv[1], 'rb').read()[5])" "$scratch/stop0.txt")
+for grid in "1" "2 parallel.pp=2"; do
+    set -- $grid
+    np=$1
+    shift
+    sample stop "$np" "$L" $greedy sample.stop_ids="'0 , $third'" "$@"
+    st=$?
+    sample stop2 "$np" "$L" $greedy sample.stop_ids="'$third,32'" "$@"
+    [ $st -eq 0 ] && [ $? -eq 0 ] && "$PYTHON3" -c "import sys
+full, a, b = (open(f, 'rb').read() for f in sys.argv[1:4])
+t = int(sys.argv[4])
+new = full[3:-1]
+cut = lambda ids: full[:3] + new[:min([new.index(i) for i in ids if i in new] + [len(new)])] + b'\n'
+sys.exit(not (a == cut([t]) and b == cut([t, 32]) and len(a) < len(full)))" "$scratch/stop0.txt" "$scratch/stop.txt" \
+        "$scratch/stop2.txt" "$third"
+    ok $? "sample.stop_ids = '0 , $third' and '$third,32', $np rank(s) $*: the greedy text ends before the first of them ('$(tr -d '\n' < "$scratch/stop.txt")', '$(tr -d '\n' < "$scratch/stop2.txt")')"
+done
+refused "a stop id outside the vocabulary, named" "sample.stop_ids = '12 x3': 'x3' is not an id of this model's vocabulary (0 .. 255)" 1 \
+    "$L" sample.prompt=The sample.stop_ids="'12 x3'"
 refused "a prompt and max_new_tokens past seq_len" "exceed the model's seq_len = 32" 1 "$L" sample.prompt="'The '" \
     sample.max_new_tokens=40
 refused "a key sample does not read (the model is the checkpoint's) is an error, not ignored" \

@@ -1,6 +1,7 @@
 /* sample.c -- `triad sample`: text from a checkpoint (sample.h). */
 #include "sample.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,34 @@ static void say_drawable(const struct tokenizer *tok, int V, int left_out)
         fprintf(stderr, "triad sample: the tokenizer has no token for %d id%s below %d (the first: %d): never drawn\n",
                 gaps, gaps == 1 ? "" : "s", n, first);
     }
+}
+
+/* The ids that end a document (rank 0): the tokenizer's end-of-text and
+ * the id put before each document, then those of sample.stop_ids (each
+ * an id of the vocabulary).  Into stop[] (*n of them, room for 2 + the
+ * words of the list); 0, or -1 with err naming the word. */
+static int stop_ids(const struct config *o, const struct tokenizer *tok, int V, int32_t **stop, int *n, char *err,
+                    size_t errlen)
+{
+    const char *list = o->sample.stop_ids;
+    *stop = xmalloc((strlen(list) / 2 + 3) * sizeof **stop); /* (a word and its separator: 2 bytes or more) */
+    *n = 0;
+    int32_t doc = tok ? (tok_bos(tok) >= 0 ? tok_bos(tok) : tok_eos(tok)) : -1;
+    if (tok && tok_eos(tok) >= 0) (*stop)[(*n)++] = tok_eos(tok);
+    if (doc >= 0 && doc != (tok ? tok_eos(tok) : -1)) (*stop)[(*n)++] = doc;
+    for (const char *p = list + strspn(list, " ,\t"); *p; p += strspn(p, " ,\t")) {
+        size_t len = strcspn(p, " ,\t");
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (end != p + len || errno || v < 0 || v >= V)
+            return errorf(err, errlen, "sample.stop_ids = '%s': '%.*s' is not an id of this model's vocabulary "
+                          "(0 .. %d)\n  hint: give the ids that end a document, e.g. sample.stop_ids = '128001, 128009'",
+                          list, (int)len, p, V - 1);
+        (*stop)[(*n)++] = (int32_t)v;
+        p += len;
+    }
+    return 0;
 }
 
 /* Replica d's prompts are [share_first(d), share_first(d + 1)) of n. */
@@ -173,18 +202,25 @@ int sample_checkpoint(const char *ckpt, const struct config *o)
     struct tokenizer *tok = NULL;
     struct prompts P;
     memset(&P, 0, sizeof P);
+    int32_t *stop = NULL;
+    int nstop = 0;
     int bad = rank == 0 && (open_tokenizer(o, &cfg, ckpt, V, &tok, err, sizeof err) != 0 ||
+                            stop_ids(o, tok, V, &stop, &nstop, err, sizeof err) != 0 ||
                             prompts_read(&P, o, tok, V, bytes, T, err, sizeof err) != 0);
     if (mpi_agree_error(MPI_COMM_WORLD, bad, err, sizeof err)) {
+        free(stop);
         tok_close(tok);
         return failed(rank, ckpt, err);
     }
+    MPI_CHECK(MPI_Bcast(&nstop, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (rank != 0) stop = xmalloc(((size_t)nstop + 1) * sizeof *stop);
+    MPI_CHECK(MPI_Bcast(stop, nstop, MPI_INT32_T, 0, MPI_COMM_WORLD));
     int left_out = 0;
     unsigned char *drawable = rank == 0 ? drawable_ids(tok, bytes, V, &left_out) : NULL;
     MPI_CHECK(MPI_Bcast(&left_out, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (left_out == V) { /* (a tokenizer with no token at all among the model's ids) */
         snprintf(err, sizeof err, "the tokenizer decodes none of this model's %d ids: nothing can be drawn", V);
-        free(drawable);
+        free(drawable), free(stop);
         tok_close(tok);
         prompts_free(&P);
         return failed(rank, ckpt, err);
@@ -193,17 +229,15 @@ int sample_checkpoint(const char *ckpt, const struct config *o)
     if (left_out > 0) MPI_CHECK(MPI_Bcast(drawable, V, MPI_UNSIGNED_CHAR, 0, MPI_COMM_WORLD));
     if (rank == 0 && left_out > 0) say_drawable(tok, V, left_out);
     prompts_bcast(&P, MPI_COMM_WORLD);
-    /* a document ends at the tokenizer's end-of-text, or at the id put before each */
+    /* a document ends at the tokenizer's end-of-text, at the id put before each, or at one of sample.stop_ids */
     struct gen_opts go = {.max_new = (int)o->sample.max_new_tokens, .temperature = o->sample.temperature,
                           .top_k = o->sample.top_k, .top_p = o->sample.top_p, .seed = (uint64_t)o->sample.seed,
-                          .stop = {tok ? tok_eos(tok) : -1, tok ? (tok_bos(tok) >= 0 ? tok_bos(tok) : tok_eos(tok)) : -1},
-                          .drawable = drawable};
-    MPI_CHECK(MPI_Bcast(go.stop, 2, MPI_INT32_T, 0, MPI_COMM_WORLD));
+                          .stop = stop, .nstop = nstop, .drawable = drawable};
     struct grid g;
     memset(&g, 0, sizeof g);
     struct gen G;
     if (gen_open(&G, ckpt, &cfg, o, &g, P.n, err, sizeof err) != 0) {
-        free(drawable);
+        free(drawable), free(stop);
         tok_close(tok);
         prompts_free(&P);
         return failed(rank, ckpt, err);
@@ -226,7 +260,7 @@ int sample_checkpoint(const char *ckpt, const struct config *o)
     print_rates(&G, P.n);
     MPI_CHECK(MPI_Bcast(&bad_text, 1, MPI_INT, 0, MPI_COMM_WORLD)); /* (every rank's status says it) */
     stream_free(&live.s);
-    free(all), free(len), free(mine), free(mlen), free(drawable);
+    free(all), free(len), free(mine), free(mlen), free(drawable), free(stop);
     tok_close(tok);
     prompts_free(&P);
     gen_close(&G);

@@ -343,7 +343,9 @@ static void take_next(struct gen *G, const struct gen_opts *go, struct batch *b,
     if (d->pp > 1) MPI_CHECK(MPI_Bcast(next, H, MPI_INT32_T, d->pp - 1, G->g->pp_comm));
     for (int i = 0; i < H; i++) {
         int p = q[i];
-        if (next[i] == go->stop[0] || next[i] == go->stop[1]) {
+        int stop = 0;
+        for (int k = 0; k < go->nstop && !stop; k++) stop = next[i] == go->stop[k];
+        if (stop) {
             b->done[p] = 1;
             continue;
         }

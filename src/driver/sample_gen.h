@@ -30,7 +30,8 @@ struct gen_opts {
     int64_t top_k;         /* 0: all */
     double top_p;          /* 1: all */
     uint64_t seed;
-    int32_t stop[2];       /* ids that end a document (-1: none) */
+    const int32_t *stop;   /* [nstop] ids that end a document (the tokenizer's, sample.stop_ids) */
+    int nstop;
     const unsigned char *drawable; /* (V) 1 for each id a draw may give; NULL: every id (no tokenizer) */
 };
 
