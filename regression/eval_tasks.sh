@@ -10,7 +10,9 @@
 #    the CUDA backend (the emulator of regression/cuda_emu, where built);
 #  * triad eval's held-out loss equal to the training run's last evaluation
 #    (bitwise on its grid, in fp32 and bf16; within 1e-6 on the others), its perplexity
-#    exp(loss) and, for text, bits per byte loss / ln 2;
+#    exp(loss) and, for text, bits per byte loss / ln 2; over every window of the file
+#    in whole batches within 1e-6 of PyTorch's, and the windows past the last whole
+#    batch said to be left out;
 #  * train.mc_eval_every: the training numbers bitwise the same with it,
 #    /eval/<task> at its steps, the last one equal to triad eval's on the
 #    final checkpoint, the log and the progress line, a restart dropping the
@@ -153,6 +155,38 @@ sys.exit(not all('%.6f %.6f' % (f['eval/%s/acc' % t][-1], f['eval/%s/acc_norm' %
     "$(field "$scratch/e1.out" qa)"
 ok $? "the training's last task evaluation (step 6) equals triad eval's on its checkpoint"
 against "1 rank" "$scratch/e1.out" "$scratch/s1.tsv"
+# the held-out loss is over whole global batches: corpus.txt holds 153 windows of 17 bytes; batches of 4 take
+# 152 and say the last one is left out; batches of 51 (on pp 2) take all 153, the loss PyTorch's over them
+triad_run 1 eval "$scratch/mc/ckpt_6.h5" train.eval_batches=0
+[ $? -eq 0 ] && grep -q "^triad eval: data.val_path holds 153 sequences of seq_len + 1 tokens; the loss is over the first 152 (38 global batches of train.batch_size = 4), the last 1 left out" \
+    "$scratch/last.out" && grep -q "hint: a train.batch_size that divides 153 takes them all" "$scratch/last.out"
+ok $? "train.eval_batches = 0 in batches of 4: the one sequence past the last whole batch said to be left out, with the fix"
+triad_run 2 eval "$scratch/mc/ckpt_6.h5" parallel.pp=2 train.batch_size=51 train.eval_batches=0
+st=$?
+cp "$scratch/last.out" "$scratch/e51.out"
+if [ $torch -eq 1 ]; then
+    [ $st -eq 0 ] && ! grep -q "left out" "$scratch/e51.out" && "$PYTHON3" - "$scratch/mc/ckpt_6.h5" "$corpus" \
+        "$(held "$scratch/e51.out")" "$top_srcdir/regression" > "$scratch/ref51" 2>&1 << 'EOF2'
+import sys, h5py, numpy as np, torch
+sys.path.insert(0, sys.argv[4])
+from llama_torch import Llama, deck_values
+with h5py.File(sys.argv[1], "r") as f:
+    deck = f.attrs["deck"]
+    model = Llama(f, deck_values(deck.decode() if isinstance(deck, bytes) else str(deck)))
+tok = np.frombuffer(open(sys.argv[2], "rb").read(), dtype=np.uint8).astype(np.int64)
+T = 16
+seq = torch.tensor(np.stack([tok[w * T:w * T + T + 1] for w in range((len(tok) - 1) // T)]))
+with torch.no_grad():
+    ref = float(torch.nn.functional.cross_entropy(model(seq[:, :-1]).reshape(-1, 256), seq[:, 1:].reshape(-1)))
+got = float(sys.argv[3].split()[0])
+print("%d windows: triad %.9f, PyTorch %.9f" % (len(seq), got, ref))
+sys.exit(not abs(got - ref) <= 1e-6 * ref)
+EOF2
+    ok $? "pp 2, batches of 51: all 153 windows, nothing left out, the loss within 1e-6 of PyTorch's over them"
+    diag < "$scratch/ref51"
+else
+    skip "no PyTorch for $PYTHON3: the held-out loss over all the windows"
+fi
 triad_run 1 "$scratch/llama.nml" train.precision=bf16 io.run_dir="'$scratch/bf'" &&
     triad_run 1 eval "$scratch/bf/ckpt_6.h5" &&
     [ "$(held "$scratch/last.out" | cut -d' ' -f1)" = "$("$PYTHON3" -c "import h5py, sys

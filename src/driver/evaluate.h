@@ -8,7 +8,8 @@
  * (parallel.*), the data (data.val_path, data.kind, train.batch_size,
  * train.eval_batches), the tasks (&eval), the device.  It prints the
  * held-out loss of data.val_path (the mean over its first eval_batches
- * global batches, as train.eval_every computes it), its perplexity and
+ * global batches, as train.eval_every computes it; eval_batches = 0: every
+ * whole one, the sequences past the last said on stderr), its perplexity and
  * bits per byte (the loss in bits over the UTF-8 bytes the targets decode
  * to: text's bytes, or the model's tokenizer's text of the tokens), the
  * tokens it covers and the checkpoint's training tokens, then each task's
