@@ -219,6 +219,9 @@ refused "a truncated checkpoint: said, with its size" \
     "cannot open $scratch/trunc.h5 as HDF5: it is not an HDF5 file, or it is truncated (1000 bytes)" 1 \
     "$scratch/trunc.h5" sample.prompt="'x'"
 refused "an empty prompt" "the prompt is empty" 1 "$L"
+: > "$scratch/empty.ids"
+refused "an empty file of prompt ids, named (not 'set sample.prompt_tokens', which was set)" \
+    "sample.prompt_tokens = '$scratch/empty.ids' holds no ids" 1 "$L" sample.prompt_tokens="'$scratch/empty.ids'"
 refused "a prompt and a prompt file at once" "set one of sample.prompt, sample.prompt_tokens and sample.prompt_file" 1 \
     "$L" sample.prompt="'x'" sample.prompt_file="$scratch/prompts.txt"
 refused "a missing prompt file" "cannot open sample.prompt_file = '$scratch/none.txt'" 1 "$L" \

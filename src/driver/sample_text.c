@@ -191,7 +191,10 @@ int prompts_read(struct prompts *p, const struct config *o, const struct tokeniz
         n = o->sample.prompt_tokens[0] ? read_ids(o->sample.prompt_tokens, tok, V, bytes, T, &ids, &icap, err, errlen)
                                        : encode(tok, o->sample.prompt, strlen(o->sample.prompt), &ids, &icap, err,
                                                 errlen);
-        if (n < 0 || check_room(n, "the prompt", o, T, err, errlen) != 0) rc = -1;
+        if (n == 0 && o->sample.prompt_tokens[0])
+            rc = errorf(err, errlen, "sample.prompt_tokens = '%s' holds no ids: give the prompt's token ids in it, "
+                        "whitespace-separated", o->sample.prompt_tokens);
+        else if (n < 0 || check_room(n, "the prompt", o, T, err, errlen) != 0) rc = -1;
         else prompts_add(p, ids, n, &cap);
     }
     free(ids);
