@@ -83,11 +83,6 @@ int gen_open(struct gen *G, const char *ckpt, const struct config *cfg, const st
              int nprompts, char *err, size_t errlen);
 void gen_close(struct gen *G);
 
-/* Generate for prompts [first, first + n) of p (n <= S), every rank of one
- * replica alike.  Prompt i's ids then its new ones into out + i T (T the
- * model's seq_len), their number into len[i].  grew (NULL: none) is
- * called with prompt first's ids each time one is added.  Collective over
- * the replica. */
 /* The ids a draw may give from logits[0..V) (o->temperature > 0), as
  * Hugging Face's generate samples: among the ids o->drawable allows (all
  * where NULL), the softmax of logits / temperature; top_k keeps the ids
@@ -99,6 +94,11 @@ void gen_close(struct gen *G);
  * probabilities' sum in *mass. */
 int gen_candidates(const float *logits, int V, const struct gen_opts *o, struct gen_cand *c, double *mass);
 
+/* Generate for prompts [first, first + n) of p (n <= S), every rank of one
+ * replica alike.  Prompt i's ids then its new ones into out + i T (T the
+ * model's seq_len), their number into len[i].  grew (NULL: none) is
+ * called with prompt first's ids each time one is added.  Collective over
+ * the replica. */
 void gen_batch(struct gen *G, const struct gen_opts *go, const struct prompts *p, int first, int n, int32_t *out,
                int *len, void (*grew)(void *ctx, const int32_t *ids, int n), void *ctx);
 
