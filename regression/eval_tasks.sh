@@ -327,6 +327,48 @@ print('%d choices from JSON Lines, %d from the llm.c file; tokens %s' % (len(j),
 sys.exit(not (j and j == b))" "$scratch/sp.tsv" > "$scratch/cmp" 2>&1
     ok $? "JSON Lines through Llama 2's tokenizer: each choice's ids and score those of the whole text after the context's (HF tokenizers)"
     diag < "$scratch/cmp"
+    # bits per byte through Llama 2's tokenizer: 5 documents (each after <s>, as triad tokenize writes them),
+    # the windows' targets decoded a document at a time by the library: a document's first word has no space
+    # (the U+2581 its Prepend adds is no byte of the text), and a whole document's bytes are its text's
+    mkdir -p "$scratch/spd"
+    for i in 1 2 3 4 5; do
+        printf 'Document %d: the cat sat on the mat, %d times. \303\274ber alles.\nA second line.' $i $i \
+            > "$scratch/spd/d$i.txt"
+    done
+    "$TRIAD" tokenize tokenize.tokenizer="'$L2'" tokenize.input="'$scratch/spd/d*.txt'" \
+        tokenize.output="'$scratch/spd/v'" > "$scratch/spd.out" 2>&1 &&
+        triad_run 1 eval "$scratch/sp2/ckpt_0.h5" data.kind="'tokens'" data.val_path="'$scratch/spd/v_train_000000.bin'" \
+            data.tokenizer="'$L2'" train.batch_size=1
+    st=$?
+    got=$(sed -n 's/.* bits per byte [0-9.]* (\([0-9]*\) bytes) | \([0-9]*\) tokens.*/\1 \2/p' "$scratch/last.out")
+    [ $st -eq 0 ] && "$PYTHON3" -c "import os, struct, subprocess, sys
+d, ref, L2 = sys.argv[1], sys.argv[2], sys.argv[3]
+data = open(d + '/v_train_000000.bin', 'rb').read()
+toks = struct.unpack('<%dH' % ((len(data) - 1024) // 2), data[1024:])
+T, G = 32, 1
+n = (len(toks) - 1) // T // G * G * T     # the targets of every whole global batch of windows
+docs, cur = [], []
+for t in toks[1:n + 1]:                   # split before each <s> (1)
+    if t == 1 and cur:
+        docs.append(cur)
+        cur = []
+    cur.append(t)
+docs.append(cur)
+names = []
+for k, ids in enumerate(docs):
+    names.append('%s/ids%d' % (d, k))
+    open(names[-1], 'w').write(' '.join(map(str, ids)))
+lens = [int(x) for x in subprocess.run(['node', ref, L2, 'bytes'] + names, capture_output=True, text=True,
+                                       check=True).stdout.split()]
+texts = [open('%s/d%d.txt' % (d, i), 'rb').read() for i in range(1, 6)]
+whole = all(lens[k] == len(texts[k]) for k in range(len(docs) - 1))   # (the last may be cut)
+got_bytes, got_tokens = (int(x) for x in sys.argv[4].split())
+print('%d documents, bytes %d (triad %d), tokens %d (triad %d), whole documents their text\'s bytes: %s'
+      % (len(docs), sum(lens), got_bytes, n, got_tokens, whole))
+sys.exit(not (whole and len(docs) >= 3 and sum(lens) == got_bytes and n == got_tokens))" \
+        "$scratch/spd" "$top_srcdir/regression/tokenizer/reference.js" "$L2" "$got" > "$scratch/cmp" 2>&1
+    ok $? "Llama 2's tokenizer: bits per byte over the bytes of each document's targets as the library decodes them"
+    { cat "$scratch/cmp"; [ $st -eq 0 ] || tail -n 3 "$scratch/spd.out" "$scratch/last.out"; } | diag
 else
     skip "Llama 2's tokenizer.json or Hugging Face's tokenizers (npm) are not installed in $NPM"
 fi

@@ -73,7 +73,11 @@ static int eval_deck(struct config *cfg, const char *ckpt, int noverride, char *
 
 /* Rank 0: the UTF-8 bytes the held-out targets stand for: text's bytes
  * are its tokens; tokens decode through tok (special tokens, such as the
- * documents' separators, have none).  -1 without a tokenizer. */
+ * documents' separators, have none), a document at a time: each from the
+ * id triad tokenize puts before it, as the library decodes a document's
+ * ids alone (a tokenizer that marks where a word starts, SentencePiece's
+ * U+2581, strips the mark of a document's first word: it is no byte of
+ * the text).  -1 without a tokenizer. */
 static int64_t target_bytes(const struct eval *ev, const struct config *cfg, const struct tokenizer *tok, int T)
 {
     int64_t n = ev->batches * ev->G;
@@ -84,11 +88,19 @@ static int64_t target_bytes(const struct eval *ev, const struct config *cfg, con
         data_sample(ev->data, (uint64_t)i, seq);
         memcpy(ids + (size_t)i * T, seq + 1, (size_t)T * sizeof *ids);
     }
-    char *text = NULL, err[256];
-    size_t bytes = 0;
-    int rc = tok_decode(tok, ids, (size_t)n * T, 1, &text, &bytes, err, sizeof err);
-    free(text), free(ids), free(seq);
-    return rc ? -1 : (int64_t)bytes;
+    int32_t doc = tok_bos(tok) >= 0 ? tok_bos(tok) : tok_eos(tok);
+    size_t all = (size_t)n * T, total = 0;
+    int rc = 0;
+    for (size_t at = 0, end; rc == 0 && at < all; at = end) { /* [at, end): one document's ids (or its end) */
+        for (end = at + 1; end < all && ids[end] != doc; end++) continue;
+        char *text = NULL, err[256];
+        size_t bytes = 0;
+        rc = tok_decode(tok, ids + at, end - at, 1, &text, &bytes, err, sizeof err);
+        free(text);
+        total += bytes;
+    }
+    free(ids), free(seq);
+    return rc ? -1 : (int64_t)total;
 }
 
 /* The held-out loss of data.val_path, its perplexity and bits per byte.  Collective. */

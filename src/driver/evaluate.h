@@ -11,7 +11,8 @@
  * global batches, as train.eval_every computes it; eval_batches = 0: every
  * whole one, the sequences past the last said on stderr), its perplexity and
  * bits per byte (the loss in bits over the UTF-8 bytes the targets decode
- * to: text's bytes, or the model's tokenizer's text of the tokens), the
+ * to: text's bytes, or the model's tokenizer's text of the tokens, a
+ * document at a time), the
  * tokens it covers and the checkpoint's training tokens, then each task's
  * acc and acc_norm (mc_eval.h); eval.scores gets every choice's
  * log-probability. */
