@@ -261,7 +261,9 @@ static const struct bad bad_decks[] = {
     { "&parallel schedule = 'zb-h3' /", "is not one of 'gpipe', '1f1b', 'interleaved', 'file', 'zb-h1', 'zb-h2', 'zbv'",
       1, 22, "did you mean schedule = 'zb-h1'?" },
     /* duplicates, several values */
-    { "&train\n  lr = 1e-3\n/\n&train lr = 2e-3 /", "duplicate key 'lr' (first set at line 2)", 4, 8, NULL },
+    { "&train\n  lr = 1e-3\n  steps = 4\n  lr = 2e-3 /", "duplicate key 'lr' (first set at line 2)", 4, 3, NULL },
+    { "&train\n  lr = 1e-3\n/\n&io /\n&TRAIN steps = 2 /", "&train is given twice (first at line 1)", 5, 1,
+      "merge the two into one &train group" },
     { "&model n_layer = 2 N_LAYER = 3 /", "duplicate key 'n_layer' (first set at line 1)", 1, 20, NULL },
     { "&model n_layer = 2, 3 /", "n_layer takes a single value, but 2 are given", 1, 21, "n_layer = 2" },
     { "&train lr = 2*0.5 /", "lr takes a single value, but 2 are given", 1, 13, NULL },

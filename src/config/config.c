@@ -393,6 +393,16 @@ static int apply_deck(struct config *cfg, const struct deck *d, struct deck_erro
     for (int gi = 0; gi < d->ngroups; gi++) {
         const struct deck_group *g = &d->groups[gi];
         if (find_group(g->name) < 0) return config_unknown_group(err, g->name, g->line, g->col);
+        /* A Fortran program's read(nml=...) takes the first &name and never
+         * sees a second one: merging them would read another deck. */
+        for (int gj = 0; gj < gi; gj++) {
+            if (strcmp(d->groups[gj].name, g->name) == 0) {
+                deck_error_set(err, g->line, g->col, "&%s is given twice (first at line %d)", g->name,
+                               d->groups[gj].line);
+                return deck_error_hint(err, "merge the two into one &%s group (a Fortran program reads only the "
+                                            "first)", g->name);
+            }
+        }
         if (apply_group(cfg, d, g, first, err)) return -1;
     }
     return 0;
