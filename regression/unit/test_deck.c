@@ -1,6 +1,7 @@
 /* test_deck.c -- the namelist reader (deck.c) and the configuration built on
  * it (config.c): every syntax feature, the echo round trip, overrides, and
  * tables of bad input that must fail with a given message at a given place. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +128,19 @@ static void test_deck_syntax(void)
     if (rc == 0) deck_values_free(v, n);
 }
 
+/* An integer given to a real key reads as Fortran reads it: the sign of -0
+ * stays, and one beyond 64 bits is still a real. */
+static void test_integers_as_reals(void)
+{
+    struct config c;
+    int ok = read_ok(&c, "&train peak_gflops = -0, loss_scale = 123456789012345678901234567890 /\n"
+                         "&io max_seconds = -000 /\n");
+    tap_ok(ok && c.train.peak_gflops == 0.0 && signbit(c.train.peak_gflops) && signbit(c.io.max_seconds),
+           "-0 and -000 given to a real key are -0.0, as gfortran reads them");
+    tap_ok(ok && c.train.loss_scale == 123456789012345678901234567890.0,
+           "an integer beyond 64 bits given to a real key is that real");
+}
+
 static void test_empty_and_comments(void)
 {
     struct config c, d;
@@ -230,6 +244,8 @@ static const struct bad bad_decks[] = {
     { "&train lr = 0*1.0 /", "repeat count 0", 1, 13, NULL },
     { "&train seed = 99999999999999999999 /", "does not fit in 64 bits", 1, 15, NULL },
     { "&train lr = 1e999 /", "too large for a double", 1, 13, NULL },
+    { "&train seed = -9223372036854775809 /", "seed = -9223372036854775809 does not fit in 64 bits", 1, 15,
+      "0 <= seed <= 9223372036854775807" },
     /* names */
     { "&model\n  n_layers = 4\n/\n", "unknown key 'n_layers' in &model", 2, 3, "did you mean 'n_layer'?" },
     { "&train stpes = 4 /", "unknown key 'stpes' in &train", 1, 8, "did you mean 'steps'?" },
@@ -552,6 +568,7 @@ int main(void)
 {
     test_full_deck();
     test_deck_syntax();
+    test_integers_as_reals();
     test_empty_and_comments();
     test_round_trip();
     test_overrides();

@@ -228,6 +228,11 @@ static int assign_int(struct config *cfg, const struct key_info *k, const struct
                       struct deck_error *err)
 {
     if (v->kind != DECK_INT) return type_error(err, k, v);
+    if (v->big) {
+        deck_error_set(err, v->line, v->col, "%s = %.*s does not fit in 64 bits", k->name, SHOW, v->raw);
+        return deck_error_hint(err, "use %" PRId64 " <= %s <= %" PRId64 " (%s: %s)", k->imin, k->name, k->imax,
+                               k->name, k->doc);
+    }
     if (v->i < k->imin || v->i > k->imax) {
         deck_error_set(err, v->line, v->col, "%s = %" PRId64 " is out of range [%" PRId64 ", %" PRId64 "]", k->name,
                  v->i, k->imin, k->imax);

@@ -329,11 +329,14 @@ static int classify(const char *p, int len, const struct token *t, struct deck_v
     for (int i = 0; i < len; i++) num[i] = (p[i] == 'd' || p[i] == 'D') ? 'e' : p[i];
     num[len] = '\0';
     if (is_integer(num)) {
+        /* r as a real key reads it, the way Fortran does: -0 is -0.0, and
+         * 1000000000000000000000 (beyond 64 bits) is 1e21. */
+        v->r = strtod(num, NULL);
+        if (!isfinite(v->r)) return bad_value(err, t, p, len, ": the number is too large for a double");
         errno = 0;
         v->i = strtoll(num, NULL, 10);
-        if (errno == ERANGE) return bad_value(err, t, p, len, ": the integer does not fit in 64 bits");
+        v->big = errno == ERANGE;
         v->kind = DECK_INT;
-        v->r = (double)v->i;
         return 0;
     }
     if (is_real(num)) {

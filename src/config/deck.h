@@ -29,6 +29,7 @@ struct deck_value {
     enum deck_kind kind;
     int64_t i;
     double r;
+    int big;   /* DECK_INT beyond 64 bits: i is clamped, r holds the value */
     char *s;   /* DECK_STR / DECK_WORD; NULL otherwise */
     char *raw; /* the value as written (for a repeat r*c: the c part) */
     int line, col;
