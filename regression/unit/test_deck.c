@@ -318,6 +318,20 @@ static void test_bad(const struct bad *list, size_t n, int (*read)(struct config
     }
 }
 
+/* A UTF-8 byte order mark (Windows editors write one) is not text before
+ * the first group: gfortran reads past it. */
+static void test_byte_order_mark(void)
+{
+    struct config c;
+    struct deck_error err;
+    int ok = read_ok(&c, "\xef\xbb\xbf&train seed = 5 /\n");
+    tap_ok(ok && c.train.seed == 5, "a deck that starts with a UTF-8 byte order mark reads");
+    config_defaults(&c);
+    int rc = config_read_string(&c, "\xef\xbb\xbfn_layer = 4\n", "bom.nml", &err);
+    tap_ok(check_error(rc, &err, "text outside a group: 'n_layer'", 1, 1, NULL),
+           "after a byte order mark, columns count from the first visible character");
+}
+
 static void test_long_string_and_atomic(void)
 {
     char text[1024];
@@ -569,6 +583,7 @@ int main(void)
     test_full_deck();
     test_deck_syntax();
     test_integers_as_reals();
+    test_byte_order_mark();
     test_empty_and_comments();
     test_round_trip();
     test_overrides();

@@ -58,6 +58,7 @@ static const char doc_intro[] =
     "- A group starts with `&name` and ends with `/` (or `&end`); a deck holds\n"
     "  any number of groups, in any order. Group and key names are case-insensitive.\n"
     "- `!` starts a comment that runs to the end of the line, anywhere outside a string.\n"
+    "  Lines end with LF or CR LF; a UTF-8 byte order mark at the start is skipped.\n"
     "- Values: integers (`12`, `-3`), reals (`0.5`, `6e-4`, `1.5d-3`),\n"
     "  logicals (`.true.`, `.false.`, `.t.`, `.f.`, `T`, `F`), and strings in single or\n"
     "  double quotes; a quote is written twice inside a string quoted with it\n"

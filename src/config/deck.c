@@ -225,6 +225,7 @@ static int lex_one(struct cursor *c, struct token *t, struct deck_error *err)
 static int lex(const char *text, struct token **out, struct deck_error *err)
 {
     struct cursor c = { text, 1, 1 };
+    if (strncmp(text, "\xef\xbb\xbf", 3) == 0) c.p += 3; /* a UTF-8 byte order mark: editors show nothing */
     struct token *t = NULL;
     int n = 0, cap = 0;
     for (;;) {
