@@ -85,17 +85,30 @@ cmp -s "$tmp/out" "$tmp/echo.nml" || problem "echo of the echo differs: $(diff "
 report "the echo is a deck that echoes to itself"
 
 # ---------------------------------------------------------------- line ends, sizes, bytes
-# CR-only (old Mac editors) and CR LF decks read as the LF one: a '!' comment
-# ends where its line does, not at the end of the file.
-tr '\n' '\r' <"$tmp/good.nml" >"$tmp/cr.nml"
+# A CR LF deck reads as the LF one.  A CR-only deck (old Mac editors) is
+# refused: Fortran reads no line end at a lone CR, so the '!' comment on the
+# first line would hide the whole deck from a Fortran program.
 sed 's/$/\r/' "$tmp/good.nml" >"$tmp/crlf.nml"
-for e in cr crlf; do
-    "$triad" check "$tmp/$e.nml" >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    [ "$rc" -eq 0 ] || problem "exit status $rc, expected 0"
-    cmp -s "$tmp/out" "$tmp/echo.nml" || problem "the effective deck differs: $(diff "$tmp/echo.nml" "$tmp/out" | head -n 4)"
-    report "a deck with $e line ends reads as the LF one"
-done
+"$triad" check "$tmp/crlf.nml" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 0 ] || problem "exit status $rc, expected 0"
+cmp -s "$tmp/out" "$tmp/echo.nml" || problem "the effective deck differs: $(diff "$tmp/echo.nml" "$tmp/out" | head -n 4)"
+report "a deck with crlf line ends reads as the LF one"
+tr '\n' '\r' <"$tmp/good.nml" >"$tmp/cr.nml"
+fails "$triad" check "$tmp/cr.nml"
+expect_in_stderr "$tmp/cr.nml:1:15: error: a carriage return without a line feed"
+expect_in_stderr "hint: save the deck with LF (Unix) or CR LF (Windows) line ends"
+report "a deck with lone CR line ends is refused at its first CR"
+printf '&model n_layer = 2 /\r\n&train steps = 3 ! three\r  batch_size = 4 /\r\n' >"$tmp/mixed.nml"
+fails "$triad" check "$tmp/mixed.nml"
+expect_in_stderr "$tmp/mixed.nml:2:25: error: a carriage return without a line feed"
+report "a lone CR after CR LF lines is refused at its line and column"
+printf '%s' "$(sed 's/$/\r/' "$tmp/good.nml")" >"$tmp/lastcr.nml" # CR LF lines, the last LF cut off
+"$triad" check "$tmp/lastcr.nml" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 0 ] || problem "exit status $rc, expected 0"
+cmp -s "$tmp/out" "$tmp/echo.nml" || problem "the effective deck differs: $(diff "$tmp/echo.nml" "$tmp/out" | head -n 4)"
+report "a CR that ends the deck (its LF cut off) hides nothing and reads"
 printf '&model\n  n_layer = 2\n  n_h\000ead = 4 /\n' >"$tmp/nul.nml"
 fails "$triad" check "$tmp/nul.nml"
 expect_in_stderr "$tmp/nul.nml:3:6: error: the deck contains a NUL byte"

@@ -444,19 +444,22 @@ static void line_col(const char *text, size_t at, int *line, int *col)
     }
 }
 
-/* CR LF and a lone CR (old Mac editors) both end a line: make them LF, so
- * that a comment ends where the user sees its line end.  In place. */
+/* The first lone CR in text (old Mac editors), or NULL; one that ends the
+ * text hides nothing.  Fortran reads no line end there, so a '!' comment
+ * before it would run on over the next lines: such a deck is refused. */
+static const char *lone_cr(const char *text)
+{
+    for (const char *r = text; *r; r++)
+        if (*r == '\r' && r[1] != '\n' && r[1] != '\0') return r;
+    return NULL;
+}
+
+/* CR LF ends a line like LF: make it LF, in place. */
 static void unify_line_ends(char *text)
 {
     char *w = text;
-    for (const char *r = text; *r; r++) {
-        if (*r == '\r') {
-            *w++ = '\n';
-            if (r[1] == '\n') r++;
-        } else {
-            *w++ = *r;
-        }
-    }
+    for (const char *r = text; *r; r++)
+        if (*r != '\r') *w++ = *r;
     *w = '\0';
 }
 
@@ -481,6 +484,17 @@ static char *slurp(const char *path, struct deck_error *err)
         line_col(buf, (size_t)(nul - buf), &line, &col);
         deck_error_set(err, line, col, "the deck contains a NUL byte: it is not a text file");
         deck_error_hint(err, "give the namelist text file (*.nml)");
+        free(buf);
+        return NULL;
+    }
+    const char *cr = lone_cr(buf);
+    if (cr) {
+        int line, col;
+        line_col(buf, (size_t)(cr - buf), &line, &col);
+        deck_error_set(err, line, col, "a carriage return without a line feed (an old Mac line end): Fortran does "
+                                       "not end a line there, so a '!' comment would run on past it");
+        deck_error_hint(err, "save the deck with LF (Unix) or CR LF (Windows) line ends, e.g. tr '\\r' '\\n' < "
+                             "deck.nml > fixed.nml");
         free(buf);
         return NULL;
     }
