@@ -141,6 +141,15 @@ static void test_integers_as_reals(void)
            "an integer beyond 64 bits given to a real key is that real");
 }
 
+/* $name ... $end, the older spelling of a group that gfortran still reads. */
+static void test_dollar_groups(void)
+{
+    struct config c;
+    int ok = read_ok(&c, "$train seed = 5 $end\n$IO trace = t &end\n&sample prompt = 'a$b' $END\n");
+    tap_ok(ok && c.train.seed == 5 && c.io.trace == 1 && strcmp(c.sample.prompt, "a$b") == 0,
+           "$group ... $end groups read, mixed with & and &end; a '$' inside a string is text");
+}
+
 static void test_empty_and_comments(void)
 {
     struct config c, d;
@@ -235,6 +244,8 @@ static const struct bad bad_decks[] = {
     { "&parallel\n sequence_parallel = .tru. /", "'.tru.' is not a valid value", 2, 22, ".true." },
     { "&model n_layer = 12abc /", "'12abc' is not a valid value", 1, 18, NULL },
     { "& n_layer = 1 /", "empty group name after '&'", 1, 1, "&model" },
+    { "$ n_layer = 1 /", "empty group name after '$'", 1, 1, "$model" },
+    { "$model n_layer = 1 $end\n$end\n", "group end outside a group: '$end'", 2, 1, NULL },
     { "&model n_layer = /", "missing value for 'n_layer': found '/'", 1, 18, NULL },
     { "&model n_layer = n_head = 3 /", "missing value for 'n_layer'", 1, 18, NULL },
     { "&model n_layer = 1,, n_head = 2 /", "empty value between two commas", 1, 20, NULL },
@@ -584,6 +595,7 @@ int main(void)
     test_deck_syntax();
     test_integers_as_reals();
     test_byte_order_mark();
+    test_dollar_groups();
     test_empty_and_comments();
     test_round_trip();
     test_overrides();

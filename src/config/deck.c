@@ -147,7 +147,7 @@ static int is_name_char(char ch)
 /* A character that ends an unquoted value or key. */
 static int is_delim(char ch)
 {
-    return ch == '\0' || is_space(ch) || strchr(",/=!'\"&", ch) != NULL;
+    return ch == '\0' || is_space(ch) || strchr(",/=!'\"&$", ch) != NULL;
 }
 
 static void skip_blanks_and_comments(struct cursor *c)
@@ -185,15 +185,17 @@ static int lex_string(struct cursor *c, struct token *t, struct deck_error *err)
     return 0;
 }
 
-/* &name (or &end, which closes a group like '/'). */
+/* &name (or &end, which closes a group like '/'); $name and $end, the
+ * older spelling that Fortran compilers still read, alike. */
 static int lex_group(struct cursor *c, struct token *t, struct deck_error *err)
 {
+    char mark = *c->p;
     advance(c);
     while (is_name_char(*c->p)) advance(c);
     t->len = (int)(c->p - t->p);
     if (t->len == 1) {
-        deck_error_set(err, t->line, t->col, "empty group name after '&'");
-        return deck_error_hint(err, "write the group name right after the '&', e.g. &model");
+        deck_error_set(err, t->line, t->col, "empty group name after '%c'", mark);
+        return deck_error_hint(err, "write the group name right after the '%c', e.g. %cmodel", mark, mark);
     }
     t->type = (t->len == 4 && ci_equal(t->p + 1, "end", 3)) ? TK_END : TK_GROUP;
     return 0;
@@ -208,7 +210,7 @@ static int lex_one(struct cursor *c, struct token *t, struct deck_error *err)
     t->len = 1;
     switch (*c->p) {
     case '\0': t->type = TK_EOF; t->len = 0; return 0;
-    case '&': return lex_group(c, t, err);
+    case '&': case '$': return lex_group(c, t, err);
     case '\'': case '"': return lex_string(c, t, err);
     case '/': t->type = TK_END; advance(c); return 0;
     case '=': t->type = TK_EQ; advance(c); return 0;

@@ -6,8 +6,9 @@
  *   &group key = value, key2 = v1, v2  key3 = 3*0.5 /     ! comment
  *
  * with case-insensitive names (stored lower case), several groups per text,
- * `&end` as an alternative terminator, '...' and "..." strings (a doubled
- * quote stands for one quote), .true./.false./.t./.f./T/F, integers, reals
+ * `&end` as an alternative terminator ($name and $end alike), '...' and
+ * "..." strings (a doubled quote stands for one quote),
+ * .true./.false./.t./.f./T/F, integers, reals
  * with e or d exponents, value lists separated by commas or blanks, `r*c`
  * repeats, and values continued over several lines.  Every token keeps its
  * 1-based line and column. */
