@@ -148,6 +148,9 @@ static void test_dollar_groups(void)
     int ok = read_ok(&c, "$train seed = 5 $end\n$IO trace = t &end\n&sample prompt = 'a$b' $END\n");
     tap_ok(ok && c.train.seed == 5 && c.io.trace == 1 && strcmp(c.sample.prompt, "a$b") == 0,
            "$group ... $end groups read, mixed with & and &end; a '$' inside a string is text");
+    ok = read_ok(&c, "&train seed = 5,&end &io trace = t/ &sample prompt = 'x'/");
+    tap_ok(ok && c.train.seed == 5 && c.io.trace == 1 && strcmp(c.sample.prompt, "x") == 0,
+           "a comma or a '/' right after a value ends it");
 }
 
 static void test_empty_and_comments(void)
@@ -245,6 +248,10 @@ static const struct bad bad_decks[] = {
     { "&model n_layer = 12abc /", "'12abc' is not a valid value", 1, 18, NULL },
     { "& n_layer = 1 /", "empty group name after '&'", 1, 1, "&model" },
     { "$ n_layer = 1 /", "empty group name after '$'", 1, 1, "$model" },
+    { "&train seed = 5&end", "&end is written right after the value 5", 1, 16, "put a blank before &end" },
+    { "&train\n  lr = 1e-3, seed = 5$END", "$END is written right after the value 5", 2, 22, NULL },
+    { "&io run_dir = 'x'&end", "&end is written right after the value 'x'", 1, 18, NULL },
+    { "&io trace = t&train /", "&train is written right after the value t", 1, 14, NULL },
     { "$model n_layer = 1 $end\n$end\n", "group end outside a group: '$end'", 2, 1, NULL },
     { "&model n_layer = /", "missing value for 'n_layer': found '/'", 1, 18, NULL },
     { "&model n_layer = n_head = 3 /", "missing value for 'n_layer'", 1, 18, NULL },

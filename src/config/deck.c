@@ -495,6 +495,19 @@ static int starts_key(const struct parser *ps, const struct token *t)
     return t->type == TK_WORD && is_identifier(t->p, t->len) && peek(ps, 1)->type == TK_EQ;
 }
 
+/* The value just read runs into an &name, &end, $name or $end: gfortran
+ * takes 5&end as no value at all (the key keeps its default) and fails on
+ * 'x'&end, so a blank must come between them. */
+static int glued_end(const struct parser *ps, struct deck_error *err)
+{
+    const struct token *v = &ps->t[ps->pos - 1], *t = peek(ps, 0);
+    if ((t->type != TK_GROUP && t->type != TK_END) || t->p[0] == '/' || v->p + v->len != t->p) return 0;
+    int vlen = v->len > 40 ? 40 : v->len, tlen = t->len > 40 ? 40 : t->len;
+    deck_error_set(err, t->line, t->col, "%.*s is written right after the value %.*s", tlen, t->p, vlen, v->p);
+    return deck_error_hint(err, "put a blank before %.*s (a Fortran program reads %.*s%.*s as no value at all)",
+                           tlen, t->p, vlen, v->p, tlen, t->p);
+}
+
 /* The values after "key =", separated by commas or blanks, up to the next
  * key, '/', &group or the end.  `standalone` (override values): no keys. */
 static int parse_values(struct parser *ps, struct deck_entry *e, int standalone)
@@ -525,6 +538,7 @@ static int parse_values(struct parser *ps, struct deck_entry *e, int standalone)
             return missing_equals(err, t, peek(ps, 1));
         if (parse_value(ps, e, &cap)) return -1;
         last_comma = 0;
+        if (!standalone && glued_end(ps, err)) return -1;
     }
     if (e->nvalues == 0) return missing_value(err, peek(ps, 0), e->key);
     return 0;
