@@ -8,11 +8,13 @@
 # compiler and qemu-user run the portable path on another processor
 # (regression/aarch64.sh); python3-torch is the reference of the llama
 # family's test (regression/llama_pytorch.sh) and the peer of the benchmarks;
-# clang-tidy runs the static analysis (make analyze, regression/analyze.sh).
+# clang-tidy runs the static analysis (make analyze, regression/analyze.sh);
+# gfortran is the reference of the namelist reader (regression/namelist_gfortran.sh
+# reads the same decks with a Fortran program).
 set -eu
 PKGS="build-essential autoconf automake libtool pkg-config
 openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libopenblas-dev libblis-openmp-dev help2man
-libpcre2-dev libutf8proc-dev clang-tidy
+libpcre2-dev libutf8proc-dev clang-tidy gfortran
 gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 python3 python3-h5py python3-numpy python3-matplotlib python3-torch
 slurm-wlm munge"
