@@ -16,6 +16,9 @@ printf 'cafe\314\201 café nai\314\210ve Zoë e\314\201\314\202 Ångström A\314
 printf 'bad \377\376 bytes \300\257 overlong \355\240\200 surrogate \364\220\200\200 past \342\202 cut\n' > "$d/invalid.txt"
 printf '<s>Hello</s> <|begin_of_text|>Hi<|end_of_text|> <|endoftext|> <|im_start|>user\n<|im_end|> <bos><eos> <unk> <0x41>\n' > "$d/special.txt"
 printf 'Mixed: Hello, 世界! Ça va? Привет мир. مرحبا 123abc ABC123 snake_case camelCase URL https://example.org/a?b=c&d=1\n' > "$d/mixed.txt"
+# where the library's Unicode is not PCRE2's (tokfuzz): U+180E is no space to it; letters and digits of Unicode
+# 15-16 (CJK Ext. I, Kirat Rai, Nag Mundari, Kaktovik, Garay) are \p{L} and \p{N}
+printf ' \341\240\2162 \342\200\202\341\240\216 x\341\240\216y \360\236\223\260\360\236\223\261a x\360\235\213\200\360\235\213\201 \360\220\265\200\360\220\265\201 \360\256\257\260'"'"'s \360\226\265\200'"'"'s x\341\262\211'"'"'s \360\261\215\220'"'"'ll\n' > "$d/unicode_classes.txt"
 printf '' > "$d/empty.txt"
 printf ' ' > "$d/space.txt"
 printf '\n\n' > "$d/newlines.txt"

@@ -11,6 +11,7 @@
 #include "file.h"
 #include "json.h"
 #include "log.h"
+#include "tok_unicode.h"
 #include "tokenizer_internal.h"
 
 enum { TOK_FILE_MAX = 256 << 20 }; /* a tokenizer.json of over 256 MiB is not one */
@@ -54,11 +55,20 @@ static int flag(const struct loader *L, const struct json *o, const char *what, 
 
 static int set_bytes(struct bytes *b, const char *s) { return tok_put(b, s, strlen(s)); }
 
+/* A Split regex compiled with the library's Unicode classes (tok_unicode.h);
+ * an error names the place in the file's own pattern. */
 static int compile(const struct loader *L, const char *pattern, pcre2_code **re)
 {
     int code;
     PCRE2_SIZE at;
+    char *ours = NULL, why[400];
     *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code, &at, NULL);
+    if (*re) {
+        pcre2_code_free(*re);
+        if (tok_regex_for_pcre2(pattern, &ours, why, sizeof why)) return *re = NULL, refuse(L, "%s", why);
+        *re = pcre2_compile((PCRE2_SPTR)ours, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code, &at, NULL);
+        free(ours);
+    }
     if (!*re && code == PCRE2_ERROR_HEAP_FAILED) return refuse(L, "out of memory compiling a pre-tokenizer's regex");
     if (!*re) {
         PCRE2_UCHAR msg[200];
