@@ -1,5 +1,5 @@
-/* tok_unicode.c -- the library's Unicode where it is not PCRE2's
- * (tok_unicode.h). */
+/* tok_unicode.c -- the library's Unicode where it is not utf8proc's or
+ * PCRE2's (tok_unicode.h). */
 #include "tok_unicode.h"
 
 #include <stdio.h>
@@ -7,6 +7,18 @@
 #include <string.h>
 
 #include "log.h"
+#include "tok_unicode9.h"
+
+int tok_unicode9(uint32_t cp)
+{
+    size_t lo = 0, hi = sizeof unicode9 / sizeof unicode9[0];
+    while (lo < hi) { /* the first range whose last is >= cp */
+        size_t mid = (lo + hi) / 2;
+        if (unicode9[mid][1] < cp) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < sizeof unicode9 / sizeof unicode9[0] && unicode9[lo][0] <= cp;
+}
 
 /* Unicode's White_Space, as the library's \s (PCRE2 10.42 adds U+180E). */
 static const char white_space[] = "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}"

@@ -1,13 +1,18 @@
 /* tok_unicode.h -- where the Unicode of Hugging Face's tokenizers library is
- * not the one of triad's libraries (docs/tokenizer.md, "Regexes").
+ * not the one of triad's libraries (docs/tokenizer.md, "Unicode versions").
  *
- * The library matches its regexes with Unicode 16.0's data (Oniguruma);
- * PCRE2 10.42 knows Unicode 14.0.  This carries the difference, so that
- * the ids are the library's. */
+ * The library normalizes with Unicode 9.0's data (the unicode-normalization-
+ * alignments crate) and matches its regexes with Unicode 16.0's (Oniguruma);
+ * utf8proc and PCRE2 know other versions.  These two functions carry the
+ * difference, so that the ids are the library's. */
 #ifndef TRIAD_TOK_UNICODE_H
 #define TRIAD_TOK_UNICODE_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+/* 1 if Unicode 9.0 assigns cp (a later character: no decomposition, class 0). */
+int tok_unicode9(uint32_t cp);
 
 /* A Split regex (fancy-regex / Oniguruma syntax) rewritten for PCRE2 so that
  * its classes are the library's: \s its White_Space (without U+180E), \p{L}

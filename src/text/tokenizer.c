@@ -13,6 +13,7 @@
 
 #include "json.h"
 #include "log.h"
+#include "tok_unicode.h"
 #include "tokenizer_internal.h"
 
 /* ------------------------------------------------------------ small helpers */
@@ -114,21 +115,47 @@ void tok_byte_alphabet(struct tokenizer *t)
 
 /* ------------------------------------------------------------ normalizers */
 
+/* A normal form as the library computes it: with Unicode 9.0's data (its
+ * unicode-normalization-alignments crate).  A character assigned later has
+ * no decomposition and class 0 there, so it blocks reordering and
+ * composition: the runs between such characters go through utf8proc, and
+ * they are copied as they are. */
+static int normal_form(enum norm_kind kind, const struct bytes *s, struct bytes *out)
+{
+    static const utf8proc_option_t form[] = {
+        UTF8PROC_STABLE | UTF8PROC_COMPOSE, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE,
+        UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT};
+    const utf8proc_uint8_t *p = (const utf8proc_uint8_t *)s->p;
+    utf8proc_ssize_t n = (utf8proc_ssize_t)s->n, from = 0, at = 0;
+    int rc = tok_put(out, "", 0);
+    while (rc == 0 && from < n) {
+        utf8proc_int32_t cp = 0;
+        utf8proc_ssize_t l = at < n ? utf8proc_iterate(p + at, n - at, &cp) : 0;
+        if (l < 0) return -1; /* (well_formed made it UTF-8) */
+        if (at < n && (cp < 0x80 || tok_unicode9((uint32_t)cp))) { /* (ASCII: Unicode 1.1) */
+            at += l;
+            continue;
+        }
+        if (at > from) { /* the run of Unicode 9.0 characters */
+            utf8proc_uint8_t *dst = NULL;
+            utf8proc_ssize_t k = utf8proc_map(p + from, at - from, &dst, form[kind]);
+            rc = k < 0 ? -1 : tok_put(out, dst, (size_t)k);
+            free(dst);
+        }
+        if (rc == 0 && at < n) rc = tok_put(out, p + at, (size_t)l); /* a later character, as it is */
+        from = at = at + l;
+    }
+    return rc;
+}
+
 static int normalize(const struct tokenizer *t, struct bytes *s)
 {
     for (int i = 0; i < t->nnorm; i++) {
         const struct norm_step *n = &t->norm[i];
         struct bytes out = {0};
         int rc = 0;
-        if (n->kind <= NORM_NFKD) { /* utf8proc: the normal forms */
-            static const utf8proc_option_t form[] = {
-                UTF8PROC_STABLE | UTF8PROC_COMPOSE, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE,
-                UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT};
-            utf8proc_uint8_t *dst = NULL;
-            utf8proc_ssize_t k = s->n ? utf8proc_map((const utf8proc_uint8_t *)s->p, (utf8proc_ssize_t)s->n, &dst,
-                                                     form[n->kind]) : 0;
-            rc = k < 0 ? -1 : tok_put(&out, dst ? (const char *)dst : "", (size_t)k);
-            free(dst);
+        if (n->kind <= NORM_NFKD) {
+            rc = normal_form(n->kind, s, &out);
         } else if (n->kind == NORM_PREPEND) { /* Prepend: to a piece that is not empty */
             rc = s->n ? tok_put(&out, n->a.p, n->a.n) || tok_put(&out, s->p, s->n) : tok_put(&out, "", 0);
         } else { /* Replace: every occurrence of a string, left to right */
