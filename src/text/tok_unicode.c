@@ -24,7 +24,8 @@ int tok_unicode9(uint32_t cp)
 static const char white_space[] = "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}"
                                   "\\x{202F}\\x{205F}\\x{3000}";
 /* Letters and numbers of Unicode 15.0 - 16.0 (the library's \p{L} and \p{N},
- * as the library itself classes them: tools/tokfuzz.py --classes), which
+ * as the library itself classes them: a Split "Removed" on each class over
+ * every code point, both sides; tools/tokfuzz.py --codepoints), which
  * PCRE2 10.42's Unicode 14.0 tables leave unassigned.  Decimal digits (\d)
  * are the numbers but the Kaktovik numerals. */
 static const char new_letters[] =

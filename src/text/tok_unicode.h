@@ -1,5 +1,5 @@
 /* tok_unicode.h -- where the Unicode of Hugging Face's tokenizers library is
- * not the one of triad's libraries (docs/tokenizer.md, "Unicode versions").
+ * not the one of triad's libraries (docs/tokenizer.md).
  *
  * The library normalizes with Unicode 9.0's data (the unicode-normalization-
  * alignments crate) and matches its regexes with Unicode 16.0's (Oniguruma);
