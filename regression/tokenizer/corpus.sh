@@ -21,6 +21,8 @@ printf 'Mixed: Hello, 世界! Ça va? Привет мир. مرحبا 123abc ABC
 printf ' \341\240\2162 \342\200\202\341\240\216 x\341\240\216y \360\236\223\260\360\236\223\261a x\360\235\213\200\360\235\213\201 \360\220\265\200\360\220\265\201 \360\256\257\260'"'"'s \360\226\265\200'"'"'s x\341\262\211'"'"'s \360\261\215\220'"'"'ll\n' > "$d/unicode_classes.txt"
 # the library's normal forms are Unicode 9.0's: a later mark is not reordered, a later character not decomposed
 printf '\340\242\230\340\242\231\340\242\232 e\314\201\360\221\274\200\314\201 \340\272\270\340\272\272 \341\267\272\341\267\271 \343\213\277 \352\237\262 \360\220\236\200\n' > "$d/unicode_normal.txt"
+# a Hangul syllable before U+11A7 (no trailing consonant): utf8proc's NFC composed the two, dropping it
+printf '\354\202\254\341\206\247 \341\204\200\341\205\241\341\206\247\n' > "$d/hangul_tbase.txt"
 printf '' > "$d/empty.txt"
 printf ' ' > "$d/space.txt"
 printf '\n\n' > "$d/newlines.txt"

@@ -132,7 +132,9 @@ static int normal_form(enum norm_kind kind, const struct bytes *s, struct bytes 
         utf8proc_int32_t cp = 0;
         utf8proc_ssize_t l = at < n ? utf8proc_iterate(p + at, n - at, &cp) : 0;
         if (l < 0) return -1; /* (well_formed made it UTF-8) */
-        if (at < n && (cp < 0x80 || tok_unicode9((uint32_t)cp))) { /* (ASCII: Unicode 1.1) */
+        /* U+11A7 too: utf8proc 2.8 composes a Hangul LV syllable with it (the TBase, no trailing consonant)
+         * and drops it; a class-0 starter without a decomposition, it is copied as it is, as the library does */
+        if (at < n && (cp < 0x80 || (tok_unicode9((uint32_t)cp) && cp != 0x11A7))) { /* (ASCII: Unicode 1.1) */
             at += l;
             continue;
         }
