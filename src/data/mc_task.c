@@ -288,8 +288,7 @@ static int read_jsonl(struct mc_task *t, const char *path, const struct tokenize
          * starts (SentencePiece's U+2581) encodes a choice as it reads
          * inside the text, not as a text of its own) */
         const char *cs = rc == 0 ? ctx->string : "";
-        size_t clen = strlen(cs), keep = clen, from = t->len, ctx_ids = 0;
-        keep = tok_rstrip(cs, clen);
+        size_t clen = strlen(cs), keep = tok_rstrip(cs, clen), from = t->len, ctx_ids = 0;
         if (rc == 0 && encode_text(tok, cs, keep, &t->stream, &t->len, &cap, err, errlen))
             rc = text_error(path, where, err, errlen);
         if (rc == 0) ctx_ids = t->len - from, t->stream[at + 2] = (int32_t)ctx_ids + (doc >= 0);
