@@ -158,9 +158,14 @@ against "1 rank" "$scratch/e1.out" "$scratch/s1.tsv"
 # the held-out loss is over whole global batches: corpus.txt holds 153 windows of 17 bytes; batches of 4 take
 # 152 and say the last one is left out; batches of 51 (on pp 2) take all 153, the loss PyTorch's over them
 triad_run 1 eval "$scratch/mc/ckpt_6.h5" train.eval_batches=0
-[ $? -eq 0 ] && grep -q "^triad eval: data.val_path holds 153 sequences of seq_len + 1 tokens; the loss is over the first 152 (38 global batches of train.batch_size = 4), the last 1 left out" \
+[ $? -eq 0 ] && grep -q "^note: data.val_path = '.*corpus.txt' holds 153 sequences of seq_len + 1 tokens; the held-out loss is over the first 152 (38 global batches of train.batch_size = 4), the last 1 left out" \
     "$scratch/last.out" && grep -q "hint: a train.batch_size that divides 153 takes them all" "$scratch/last.out"
 ok $? "train.eval_batches = 0 in batches of 4: the one sequence past the last whole batch said to be left out, with the fix"
+triad_run 1 "$scratch/llama.nml" train.steps=1 train.eval_batches=0 io.run_dir="'$scratch/left'"
+[ $? -eq 0 ] && grep -q "^note: data.val_path = '.*corpus.txt' holds 153 sequences .* the last 1 left out$" \
+    "$scratch/last.out" && ! grep -q "hint: a train.batch_size" "$scratch/last.out"
+ok $? "... and a training run's evaluation says so at start-up, without the hint (its batch size is the training's)"
+grep "note\|error" "$scratch/last.out" | diag
 triad_run 2 eval "$scratch/mc/ckpt_6.h5" parallel.pp=2 train.batch_size=51 train.eval_batches=0
 st=$?
 cp "$scratch/last.out" "$scratch/e51.out"

@@ -66,6 +66,18 @@ double eval_run(struct eval *ev, struct model *m, struct comm *c, struct timers 
     return sum / (double)*tokens;
 }
 
+void eval_note_left_out(const struct eval *ev, const struct config *cfg, FILE *f, const char *hint)
+{
+    unsigned long long held = ev->data ? data_windows(ev->data) : 0, used = (unsigned long long)(ev->batches * ev->G);
+    if (cfg->train.eval_batches != 0 || held <= used) return;
+    fflush(stdout);
+    fprintf(f, "note: data.val_path = '%s' holds %llu sequences of seq_len + 1 tokens; the held-out loss is over "
+            "the first %llu (%lld global batch%s of train.batch_size = %lld), the last %llu left out%s%s\n",
+            cfg->data.val_path, held, used, (long long)ev->batches, ev->batches == 1 ? "" : "es", (long long)ev->G,
+            held - used, hint ? "\n  hint: " : "", hint ? hint : "");
+    fflush(f);
+}
+
 void eval_free(struct eval *ev)
 {
     if (ev->data) data_close(ev->data);

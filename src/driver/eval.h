@@ -10,6 +10,7 @@
 
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "comm.h"
 #include "config.h"
@@ -30,6 +31,10 @@ struct eval {
  * Does nothing (ev->batches = 0) when train.eval_every is 0. */
 void eval_init(struct eval *ev, const struct config *cfg, const struct run_shape *s, const struct grid *g, int V,
                int T);
+/* Rank 0: with train.eval_batches = 0 ("all of it": every whole global
+ * batch), a note to f of the sequences past the last whole batch, which no
+ * evaluation reads, and hint (NULL: none) after it. */
+void eval_note_left_out(const struct eval *ev, const struct config *cfg, FILE *f, const char *hint);
 /* Collective: the mean token loss over the held-out batches; *tokens gets
  * how many tokens it covered.  Timers: the forward time goes to t.  stop
  * (NULL: none) is a rank's stop request (a signal): when any rank has one at

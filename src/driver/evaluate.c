@@ -122,15 +122,10 @@ static void held_out(const struct config *cfg, const struct run_shape *s, const 
                      (long long)bytes);
         printf("held-out %s: loss %.9f | perplexity %.6f | %s | %lld tokens (%.2f s)\n", cfg->data.val_path, loss,
                exp(loss), bpb, (long long)tokens, dt);
-        /* all of it (eval_batches = 0) is every whole global batch: say what the file holds beyond them */
-        unsigned long long held = data_windows(ev.data), used = (unsigned long long)(ev.batches * ev.G);
-        if (cfg->train.eval_batches == 0 && held > used) {
-            fflush(stdout);
-            fprintf(stderr, "triad eval: data.val_path holds %llu sequences of seq_len + 1 tokens; the loss is over the "
-                    "first %llu (%lld global batch%s of train.batch_size = %lld), the last %llu left out\n  hint: a "
-                    "train.batch_size that divides %llu takes them all\n", held, used, (long long)ev.batches,
-                    ev.batches == 1 ? "" : "es", (long long)ev.G, held - used, held);
-        }
+        char hint[160]; /* (the batch size of triad eval's is free: the training's is not) */
+        snprintf(hint, sizeof hint, "a train.batch_size that divides %llu takes them all",
+                 (unsigned long long)data_windows(ev.data));
+        eval_note_left_out(&ev, cfg, stderr, hint);
     }
     eval_free(&ev);
 }

@@ -180,6 +180,7 @@ static void setup(struct run *r)
     dp_init(&r->dp, &r->model, &r->optim, &r->comm, s, cfg->parallel.bucket_mb);
     r->exec.dp = &r->dp;
     eval_init(&r->eval, cfg, s, g, d.V, d.T);
+    if (g->rank == 0) eval_note_left_out(&r->eval, cfg, stdout, NULL);
     ranks_init(&r->ranks, g->world);
     train_open_run_dir(r);
     open_data(r);
