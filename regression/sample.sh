@@ -293,6 +293,43 @@ sample gap2 2 "$P" sample.tokenizer="'$scratch/gap.json'" sample.prompt_file="'$
     sample.max_new_tokens=8 sample.seed=3 sample.temperature=0 parallel.pp=2
 [ $? -eq 0 ] && cmp -s "$scratch/gap2.txt" "$scratch/gap.txt"
 ok $? "... and the same text on pp 2 (the last stage, rank 1, draws among the same ids)"
+# generation_config.json beside the tokenizer (Hugging Face's model folders: eos_token_id, an id or a list, ends a
+# generation): the greedy text stops before its ids, named by sample.tokenizer's folder or kept in the checkpoint
+# of a run whose data.tokenizer is the folder; triad export writes the kept file back as it was
+mkdir -p "$scratch/gen"
+cp "$scratch/pad.json" "$scratch/gen/tokenizer.json"
+sample gen0 1 "$P" sample.tokenizer="'$scratch/gen'" sample.prompt_tokens="'$scratch/pad.ids'" sample.max_new_tokens=8 \
+    sample.temperature=0
+third=$("$PYTHON3" -c "import sys
+new = open(sys.argv[1]).read()[:-1][0::2][7:]     # the new tokens: the first that is not the first new one
+print('abcdefghijklmnopqrstuvwxyz '.index([t for t in new if t != new[0]][0]))" "$scratch/gen0.txt")
+printf '{"bos_token_id": 27, "eos_token_id": [63, %s], "do_sample": true}\n' "$third" > "$scratch/gen/generation_config.json"
+# cut FILE: FILE is gen0's text up to the first new token of id $third
+cut_at() {
+    "$PYTHON3" -c "import sys
+full, got, t = open(sys.argv[1]).read(), open(sys.argv[2]).read(), 'abcdefghijklmnopqrstuvwxyz '[int(sys.argv[3])]
+tok = full[:-1][0::2]
+new = tok[7:]
+want = ' '.join(tok[:7] + new[:new.index(t)]) + '\n'
+sys.exit(not (got == want and len(got) < len(full)))" "$scratch/gen0.txt" "$1" "$third"
+}
+sample gen1 1 "$P" sample.tokenizer="'$scratch/gen'" sample.prompt_tokens="'$scratch/pad.ids'" sample.max_new_tokens=8 \
+    sample.temperature=0
+[ $? -eq 0 ] && cut_at "$scratch/gen1.txt"
+ok $? "sample.tokenizer's folder holds generation_config.json: the greedy text ends before eos_token_id [63, $third] ('$(tr -d '\n' < "$scratch/gen0.txt")' to '$(tr -d '\n' < "$scratch/gen1.txt")')"
+triad_run 1 "$DECKS/tiny.nml" train.steps=3 io.save_final=.true. data.tokenizer="'$scratch/gen'" \
+    io.run_dir="'$scratch/genrun'"
+st=$?
+sample gen2 2 "$scratch/genrun/ckpt_3.h5" sample.prompt_tokens="'$scratch/pad.ids'" sample.max_new_tokens=8 \
+    sample.temperature=0 parallel.pp=2
+[ $st -eq 0 ] && [ $? -eq 0 ] && cut_at "$scratch/gen2.txt" &&
+    "$TRIAD" export "$scratch/genrun/ckpt_3.h5" "$scratch/genx" > "$scratch/genx.out" 2>&1 &&
+    cmp -s "$scratch/genx/generation_config.json" "$scratch/gen/generation_config.json"
+ok $? "... kept in the checkpoint of a run whose data.tokenizer is the folder: the same text on pp 2, and triad export writes the file back unchanged"
+printf '{"eos_token_id": [63, 64]}\n' > "$scratch/gen/generation_config.json"
+refused "an eos_token_id outside the vocabulary, the file named" \
+    "gen: generation_config.json's eos_token_id holds 64, not an id of the model's vocabulary (0 .. 63)" 1 "$P" \
+    sample.tokenizer="'$scratch/gen'" sample.prompt_tokens="'$scratch/pad.ids'"
 sample noid 1 "$P" sample.tokenizer=none sample.prompt_tokens="'$scratch/pad.ids'" sample.max_new_tokens=8
 [ $? -eq 0 ] && ! grep -q "never drawn" "$scratch/noid.err" && [ "$(wc -w < "$scratch/noid.txt")" -eq 16 ]
 ok $? "without a tokenizer (ids out) every id of the 64 may be drawn ($(cat "$scratch/noid.txt"))"

@@ -76,19 +76,27 @@ static void say_drawable(const struct tokenizer *tok, int V, int left_out)
     }
 }
 
+enum { GENERATION_STOPS = 64 }; /* eos_token_id's ids at most */
+
 /* The ids that end a document (rank 0): the tokenizer's end-of-text and
- * the id put before each document, then those of sample.stop_ids (each
- * an id of the vocabulary).  Into stop[] (*n of them, room for 2 + the
- * words of the list); 0, or -1 with err naming the word. */
-static int stop_ids(const struct config *o, const struct tokenizer *tok, int V, int32_t **stop, int *n, char *err,
-                    size_t errlen)
+ * the id put before each document, those of generation_config.json's
+ * eos_token_id beside the tokenizer (hf_generation_stops: kept in ckpt, or
+ * in sample.tokenizer's folder), then those of sample.stop_ids (each an id
+ * of the vocabulary).  Into stop[] (*n of them); 0, or -1 with err naming
+ * the file or the word. */
+static int stop_ids(const struct config *o, const struct config *cfg, const char *ckpt, const struct tokenizer *tok,
+                    int V, int32_t **stop, int *n, char *err, size_t errlen)
 {
     const char *list = o->sample.stop_ids;
-    *stop = xmalloc((strlen(list) / 2 + 3) * sizeof **stop); /* (a word and its separator: 2 bytes or more) */
+    /* (a word of the list and its separator: 2 bytes or more) */
+    *stop = xmalloc((strlen(list) / 2 + 3 + GENERATION_STOPS) * sizeof **stop);
     *n = 0;
     int32_t doc = tok ? (tok_bos(tok) >= 0 ? tok_bos(tok) : tok_eos(tok)) : -1;
     if (tok && tok_eos(tok) >= 0) (*stop)[(*n)++] = tok_eos(tok);
     if (doc >= 0 && doc != (tok ? tok_eos(tok) : -1)) (*stop)[(*n)++] = doc;
+    int k = tok ? hf_generation_stops(o->sample.tokenizer, cfg, ckpt, V, *stop + *n, GENERATION_STOPS, err, errlen) : 0;
+    if (k < 0) return -1;
+    *n += k;
     for (const char *p = list + strspn(list, " ,\t"); *p; p += strspn(p, " ,\t")) {
         size_t len = strcspn(p, " ,\t");
         char *end;
@@ -205,7 +213,7 @@ int sample_checkpoint(const char *ckpt, const struct config *o)
     int32_t *stop = NULL;
     int nstop = 0;
     int bad = rank == 0 && (open_tokenizer(o, &cfg, ckpt, V, &tok, err, sizeof err) != 0 ||
-                            stop_ids(o, tok, V, &stop, &nstop, err, sizeof err) != 0 ||
+                            stop_ids(o, &cfg, ckpt, tok, V, &stop, &nstop, err, sizeof err) != 0 ||
                             prompts_read(&P, o, tok, V, bytes, T, err, sizeof err) != 0);
     if (mpi_agree_error(MPI_COMM_WORLD, bad, err, sizeof err)) {
         free(stop);

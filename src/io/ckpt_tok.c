@@ -17,7 +17,8 @@
 const char *ckpt_tok_name(enum ckpt_tok_file i)
 {
     static const char *const names[CKPT_TOK_NFILES] = {"tokenizer.json", "tokenizer_config.json",
-                                                       "special_tokens_map.json", "vocab.json", "merges.txt"};
+                                                       "special_tokens_map.json", "generation_config.json",
+                                                       "vocab.json", "merges.txt"};
     return names[i];
 }
 

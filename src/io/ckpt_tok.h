@@ -17,10 +17,13 @@
 #include "topo.h"
 
 /* The files a tokenizer is made of, in the order they are stored:
- * Hugging Face's tokenizer.json and the two that describe it, or GPT-2's
- * vocab.json and merges.txt (the GPT-2 ones from CKPT_TOK_VOCAB on). */
+ * Hugging Face's tokenizer.json, the two that describe it and the model
+ * folder's generation_config.json (the ids that end a generation, which
+ * triad sample stops at), or GPT-2's vocab.json and merges.txt (the GPT-2
+ * ones from CKPT_TOK_VOCAB on). */
 enum ckpt_tok_file {
-    CKPT_TOK_JSON, CKPT_TOK_CONFIG, CKPT_TOK_SPECIAL, CKPT_TOK_VOCAB, CKPT_TOK_MERGES, CKPT_TOK_NFILES
+    CKPT_TOK_JSON, CKPT_TOK_CONFIG, CKPT_TOK_SPECIAL, CKPT_TOK_GENERATION, CKPT_TOK_VOCAB, CKPT_TOK_MERGES,
+    CKPT_TOK_NFILES
 };
 /* The file name of each ("tokenizer.json", ...). */
 const char *ckpt_tok_name(enum ckpt_tok_file i);

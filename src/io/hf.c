@@ -550,11 +550,11 @@ int hf_copy_tokenizer(const char *src, const char *dir, char *err, size_t errlen
     snprintf(from, sizeof from, "%s/tokenizer.json", base);
     int hf = file || stat(from, &sb) == 0;
     for (int i = 0; i < CKPT_TOK_NFILES; i++) {
-        if (hf != (i < CKPT_TOK_VOCAB)) continue; /* tokenizer.json and the two beside it, or vocab.json, merges.txt */
+        if (hf != (i < CKPT_TOK_VOCAB)) continue; /* tokenizer.json and the three beside it, or vocab.json, merges.txt */
         if (i == CKPT_TOK_JSON && file) snprintf(from, sizeof from, "%s", src);
         else snprintf(from, sizeof from, "%s/%s", base, ckpt_tok_name(i));
         snprintf(to, sizeof to, "%s/%s", dir, ckpt_tok_name(i));
-        if (stat(from, &sb) != 0) continue; /* (the two beside tokenizer.json are optional) */
+        if (stat(from, &sb) != 0) continue; /* (the three beside tokenizer.json are optional) */
         if (stat(to, &db) == 0 && sb.st_dev == db.st_dev && sb.st_ino == db.st_ino) continue; /* (it is the copy) */
         if (hf_copy_file(from, to, err, errlen)) return -1;
     }
@@ -620,6 +620,61 @@ struct tokenizer *hf_model_tokenizer(const struct config *cfg, const char *ckpt,
     }
     remove_extracted(dir);
     return t;
+}
+
+/* generation_config.json in folder dir (which `whose` names): its
+ * eos_token_id's ids, as hf_generation_stops. */
+static int read_generation_stops(const char *dir, const char *whose, int V, int32_t *ids, int max, char *err,
+                                 size_t errlen)
+{
+    char path[4200], why[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, ckpt_tok_name(CKPT_TOK_GENERATION));
+    struct json *j = NULL;
+    int rc = json_read_file(path, (size_t)1 << 20, "generation_config.json", &j, why, sizeof why);
+    if (rc == ENOENT) return 0;
+    if (rc != 0) return errorf(err, errlen, "%s: %s", whose, why);
+    const struct json *e = json_get(j, "eos_token_id");
+    int n = 0, k = !e || e->kind == JSON_NULL ? 0 : e->kind == JSON_ARRAY ? e->n : 1;
+    for (int i = 0; i < k && rc == 0; i++) {
+        const struct json *v = e->kind == JSON_ARRAY ? &e->item[i] : e;
+        if (v->kind != JSON_NUMBER || !(v->number >= 0 && v->number < V) || v->number != (double)(int32_t)v->number) {
+            char what[64] = "a value that is no number";
+            if (v->kind == JSON_NUMBER) snprintf(what, sizeof what, "%.17g", v->number);
+            rc = errorf(err, errlen, "%s: generation_config.json's eos_token_id holds %s, not an id of the model's "
+                        "vocabulary (0 .. %d)\n  hint: correct the file, or set sample.tokenizer to a folder without "
+                        "it and give the ids in sample.stop_ids", whose, what, V - 1);
+        }
+        else if (n == max)
+            rc = errorf(err, errlen, "%s: generation_config.json's eos_token_id lists more than %d ids", whose, max);
+        else
+            ids[n++] = (int32_t)v->number;
+    }
+    json_free(j);
+    return rc ? -1 : n;
+}
+
+int hf_generation_stops(const char *option, const struct config *cfg, const char *ckpt, int V, int32_t *ids, int max,
+                        char *err, size_t errlen)
+{
+    char dir[4096], whose[4300];
+    err[0] = 0;
+    if (!strcmp(option, "none")) return 0;
+    if (option[0] || !ckpt) { /* the folder of the one named, or of the run's copy */
+        tokenizer_folder(option[0] ? option : cfg->io.run_dir, dir, sizeof dir);
+        snprintf(whose, sizeof whose, "%s", dir);
+        return read_generation_stops(dir, whose, V, ids, max, err, errlen);
+    }
+    int kept = extract_to_temp(ckpt, dir, sizeof dir, err, errlen), n = kept;
+    snprintf(whose, sizeof whose, "the tokenizer kept in %s", ckpt);
+    if (kept > 0) n = read_generation_stops(dir, whose, V, ids, max, err, errlen);
+    remove_extracted(dir);
+    if (kept == 0 && hf_tokenizer_of(cfg, ckpt, dir, sizeof dir)) { /* (a file from before tokenizers were kept) */
+        char path[4096];
+        snprintf(path, sizeof path, "%s", dir);
+        tokenizer_folder(path, dir, sizeof dir);
+        n = read_generation_stops(dir, dir, V, ids, max, err, errlen);
+    }
+    return n;
 }
 
 struct tokenizer *hf_open_tokenizer(const char *option, const struct config *cfg, const char *ckpt, int V, char *err,

@@ -97,6 +97,14 @@ struct tokenizer *hf_model_tokenizer(const struct config *cfg, const char *ckpt,
  * there is none, or with the reason. */
 struct tokenizer *hf_open_tokenizer(const char *option, const struct config *cfg, const char *ckpt, int V, char *err,
                                     size_t errlen);
+/* The ids of generation_config.json's eos_token_id (an integer or a list of
+ * them: the ids that end a generation, as Hugging Face's generate stops at
+ * each) beside the tokenizer hf_open_tokenizer(option, cfg, ckpt) finds:
+ * kept in ckpt with its tokenizer, or in the folder of the one named.  Into
+ * ids[0..max); their number, 0 where there is no such file or key, or -1
+ * with err naming the file (not JSON, an id outside 0 .. V-1, more than max). */
+int hf_generation_stops(const char *option, const struct config *cfg, const char *ckpt, int V, int32_t *ids, int max,
+                        char *err, size_t errlen);
 /* At the start of a run (rank 0): the model's tokenizer checked (it opens,
  * its ids fit vocab_size V) and its files copied into io.run_dir
  * (hf_copy_tokenizer), where every checkpoint of the run stores them

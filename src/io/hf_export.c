@@ -292,7 +292,11 @@ static int write_config(const char *path, const struct model_dims *d, enum hf_ar
 }
 
 /* The model's tokenizer into the folder (checked to open and to fit the
- * vocabulary first), the files that describe it, and generation_config.json. */
+ * vocabulary first), the files that describe it, and generation_config.json:
+ * the model folder's own where it came with the tokenizer (kept in the
+ * checkpoint, or beside data.tokenizer), else one of the tokenizer's BOS and
+ * end-of-text ids. (The files the folder may take besides the model's two
+ * are those of ckpt_tok.h.) */
 static int write_tokenizer(const struct config *cfg, const char *ckpt, const struct model_dims *d, const char *dir,
                            char *err, size_t errlen)
 {
@@ -310,7 +314,8 @@ static int write_tokenizer(const struct config *cfg, const char *ckpt, const str
         return errorf(err, errlen, "the model's tokenizer %s has %d ids, more than its vocabulary of %d: data.tokenizer "
                       "names another model's", kept ? ckpt : src, nid, d->V);
     if (!kept && hf_copy_tokenizer(src, dir, err, errlen)) return -1;
-    snprintf(to, sizeof to, "%s/generation_config.json", dir);
+    snprintf(to, sizeof to, "%s/%s", dir, ckpt_tok_name(CKPT_TOK_GENERATION));
+    if (access(to, F_OK) == 0) return 0; /* (the model folder's own, as it came) */
     snprintf(from, sizeof from, "%s.tmp", to);
     FILE *fp = fopen(from, "w");
     if (!fp) return errorf(err, errlen, "cannot write %s: %s", from, strerror(errno));
@@ -324,10 +329,6 @@ static int write_tokenizer(const struct config *cfg, const char *ckpt, const str
     return 0;
 }
 
-/* The files of the folder besides the model's two that export may write:
- * the tokenizer's (ckpt_tok.h) and generation_config.json; i < NTOKENIZER_FILES. */
-enum { NTOKENIZER_FILES = CKPT_TOK_NFILES + 1 };
-static const char *tokenizer_file(int i) { return i < CKPT_TOK_NFILES ? ckpt_tok_name(i) : "generation_config.json"; }
 
 int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err, size_t errlen)
 {
@@ -337,11 +338,11 @@ int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err,
     if (access(cfg_path, F_OK) == 0 || access(st_path, F_OK) == 0)
         return errorf(err, errlen, "%s already holds a model (config.json or model.safetensors): export into a "
                         "new folder, or remove them first", dir);
-    for (int i = 0; i < NTOKENIZER_FILES; i++) { /* (a tokenizer of another model would stay beside this one) */
-        snprintf(path, sizeof path, "%s/%s", dir, tokenizer_file(i));
+    for (int i = 0; i < CKPT_TOK_NFILES; i++) { /* (a tokenizer of another model would stay beside this one) */
+        snprintf(path, sizeof path, "%s/%s", dir, ckpt_tok_name(i));
         if (access(path, F_OK) == 0)
             return errorf(err, errlen, "%s already holds %s: export into a new folder, or remove it first", dir,
-                          tokenizer_file(i));
+                          ckpt_tok_name(i));
     }
     struct model_dims d;
     struct config cfg;
@@ -374,8 +375,8 @@ int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err,
     if (rc == 0 && (rename(tmp_st, st_path) != 0 || rename(tmp_cfg, cfg_path) != 0))
         rc = errorf(err, errlen, "cannot rename into %s: %s", dir, strerror(errno));
     if (rc) unlink(tmp_st), unlink(tmp_cfg);
-    for (int i = 0; rc && i < NTOKENIZER_FILES; i++) { /* (none was there before: what this export wrote) */
-        snprintf(path, sizeof path, "%s/%s", dir, tokenizer_file(i));
+    for (int i = 0; rc && i < CKPT_TOK_NFILES; i++) { /* (none was there before: what this export wrote) */
+        snprintf(path, sizeof path, "%s/%s", dir, ckpt_tok_name(i));
         unlink(path);
     }
     if (rc && made) rmdir(dir);
