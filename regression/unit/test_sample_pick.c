@@ -15,7 +15,7 @@ static int kept(const float *logits, int V, double temperature, int64_t top_k, d
                 const unsigned char *drawable, unsigned char *keep, double *mass)
 {
     struct gen_opts o = {.max_new = 1, .temperature = temperature, .top_k = top_k, .top_p = top_p,
-                         .stop = {-1, -1}, .drawable = drawable};
+                         .stop = NULL, .nstop = 0, .drawable = drawable};
     struct gen_cand c[NMAX];
     int n = gen_candidates(logits, V, &o, c, mass);
     memset(keep, 0, NMAX);
