@@ -115,6 +115,19 @@ grep "task\|stopping" "$scratch/mcstop.out" | diag
     grep -q "checkpoint $scratch/mcstop/ckpt_2.h5 written and verified" "$scratch/mcstop.out" &&
     [ "$("$PYTHON3" -c "import h5py, sys; f = h5py.File(sys.argv[1]); print(len(f['eval/hs/step']) if 'eval/hs' in f else 0)" "$scratch/mcstop/metrics.h5")" = 0 ]
 ok $? "SIGUSR1 during 8 s of tasks: given up at the next batch, no /eval/<task> row, checkpoint of step 2, status 3 (got $st)"
+# ... but at the last step the tasks, the run's last, run to their end: a stop there ends nothing more
+$MPIEXEC -n 1 "$TRIAD" "$scratch/llama.nml" "$tasks" train.mc_eval_every=2 train.eval_every=0 data.val_path="''" \
+    train.steps=2 diag.slow_rank=0 diag.slow_seconds=0.5 io.log_every=1 io.run_dir="'$scratch/mclast'" \
+    > "$scratch/mclast.out" 2>&1 &
+pid=$!
+for i in $(seq 1 600); do grep -q "^step  *1/" "$scratch/mclast.out" && break; sleep 0.05; done
+kill -USR1 $pid
+wait $pid
+st=$?
+grep "task\|stopping" "$scratch/mclast.out" | diag
+[ $st -eq 0 ] && grep -q "step 2: task hs: acc" "$scratch/mclast.out" && ! grep -q "given up" "$scratch/mclast.out" &&
+    [ "$("$PYTHON3" -c "import h5py, sys; print(list(h5py.File(sys.argv[1])['eval/hs/step'][:]))" "$scratch/mclast/metrics.h5")" = "[2]" ]
+ok $? "SIGUSR1 during the last step: its tasks run to their end, /eval/hs at step 2, status 0 (got $st)"
 if "$PYTHON3" -c "import matplotlib" 2> /dev/null; then
     "$PYTHON3" "$top_srcdir/tools/plot_metrics.py" "$scratch/mc" -o "$scratch/mc.png" > "$scratch/plot.out" 2>&1 &&
         grep -q "accuracy" "$scratch/plot.out" && [ -s "$scratch/mc.png" ]

@@ -336,7 +336,9 @@ static void evaluate(struct run *r, struct step_metrics *sm)
     memset(&scratch, 0, sizeof scratch);
     double t0 = wtime();
     int64_t tokens;
-    sm->val_loss = eval_run(&r->eval, &r->model, &r->comm, &scratch, &tokens, &stop_requested);
+    /* (at the last step a stop ends nothing more: the evaluation, the run's last, runs to its end) */
+    const volatile sig_atomic_t *stop = r->step < r->cfg->train.steps ? &stop_requested : NULL;
+    sm->val_loss = eval_run(&r->eval, &r->model, &r->comm, &scratch, &tokens, stop);
     if (r->g->rank != 0) return;
     if (tokens == 0) { /* (the step's end stops the run) */
         log_info("step %lld: validation given up after %.2f s: a stop was asked (no /eval row)\n",
@@ -354,7 +356,8 @@ static void evaluate(struct run *r, struct step_metrics *sm)
 static void evaluate_tasks(struct run *r, struct step_metrics *sm)
 {
     double t0 = wtime();
-    if (mc_eval_run(&r->mc, &r->model, &r->comm, NULL, &stop_requested)) {
+    const volatile sig_atomic_t *stop = r->step < r->cfg->train.steps ? &stop_requested : NULL; /* (as evaluate) */
+    if (mc_eval_run(&r->mc, &r->model, &r->comm, NULL, stop)) {
         if (r->g->rank == 0) /* (the step's end stops the run) */
             log_info("step %lld: tasks given up after %.2f s: a stop was asked (no /eval/<task> rows)\n",
                      (long long)r->step, wtime() - t0);
