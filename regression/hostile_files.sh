@@ -203,6 +203,29 @@ refused "an llm.c file shorter than its header (no stale errno)" "100 bytes, sho
     "$scratch/tiny.bin"
 ! grep -q "File exists\|Success" "$scratch/last.out"
 ok $? "... and the message carries no unrelated errno text"
+# a header no llm.c writer makes (its padded vocabulary below its vocabulary, a size of 0) is the
+# file's fault, not a deck that differs from it; llm.c's files of before the padded vocabulary (versions
+# 1 and 2) are named as such
+header() { # header SRC DST SLOT VALUE: a copy of SRC with int32 SLOT of its header set to VALUE
+    "$PYTHON3" -c 'import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+struct.pack_into("<i", b, 4 * int(sys.argv[3]), int(sys.argv[4]))
+open(sys.argv[2], "wb").write(b)' "$@"
+}
+V=$("$PYTHON3" -c 'import struct, sys; print(struct.unpack_from("<i", open(sys.argv[1], "rb").read(), 12)[0])' \
+    "$scratch/gpt2.bin")
+header "$scratch/gpt2.bin" "$scratch/vp.bin" 7 $((V - 1))
+refused "an llm.c header whose padded vocabulary is below its vocabulary" \
+    "its header is damaged: padded_vocab_size (int32 7 of the header) is $((V - 1)), smaller than vocab_size" gpt2 \
+    "$scratch/vp.bin"
+! grep -q "set the deck's &model as the file's" "$scratch/last.out"
+ok $? "... and not said to differ from the deck"
+header "$scratch/gpt2.bin" "$scratch/c0.bin" 6 0
+refused "an llm.c header of 0 channels" "its header is damaged: channels (int32 6 of the header) is 0" gpt2 \
+    "$scratch/c0.bin"
+header "$scratch/gpt2.bin" "$scratch/v1.bin" 1 1
+refused "an llm.c checkpoint of version 1" "versions 1 and 2 are llm.c's files from before the padded vocabulary" \
+    gpt2 "$scratch/v1.bin"
 
 # triad export verifies the checksums before it writes anything
 triad_run 1 "$scratch/llama.nml" train.steps=2 io.run_dir="'$scratch/t'"

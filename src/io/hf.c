@@ -838,10 +838,20 @@ int llmc_load(const char *path, struct model *m, const struct grid *g, int allow
                     (long long)got, (int)sizeof h);
     enum st_dtype dt = rc == 0 && h[1] == 5 ? ST_BF16 : ST_F32;
     if (rc == 0 && h[1] != 3 && h[1] != 5)
-        rc = errorf(err, errlen, "%s: llm.c checkpoint version %d; triad reads versions 3 (fp32) and 5 (bf16)", path,
-                  h[1]);
+        rc = errorf(err, errlen, "%s: llm.c checkpoint version %d; triad reads versions 3 (fp32) and 5 (bf16)%s", path,
+                    h[1], h[1] == 1 || h[1] == 2 ? " (versions 1 and 2 are llm.c's files from before the padded "
+                                                   "vocabulary: write the model again with llm.c's train_gpt2.py)" : "");
     int64_t maxT = h[2], V = h[3], L = h[4], NH = h[5], C = h[6], Vp = h[7];
-    if (rc == 0 && (d->llama || L != d->L || NH != d->NH || C != d->C || V != d->V || maxT < d->T || Vp < V ||
+    /* a header no llm.c writer makes (sizes below 1, a padded vocabulary
+     * smaller than the vocabulary) is the file's fault, not the deck's */
+    static const char *const slot[] = {"", "", "max_seq_len", "vocab_size", "num_layers", "num_heads", "channels",
+                                       "padded_vocab_size"};
+    for (int k = 2; rc == 0 && k <= 7; k++)
+        if (h[k] < 1 || (k == 7 && Vp < V))
+            rc = errorf(err, errlen, "%s: its header is damaged: %s (int32 %d of the header) is %d%s, which no llm.c "
+                        "writer makes (copy the file again, or write it again with llm.c's train_gpt2.py)", path,
+                        slot[k], k, h[k], h[k] >= 1 ? ", smaller than vocab_size" : "");
+    if (rc == 0 && (d->llama || L != d->L || NH != d->NH || C != d->C || V != d->V || maxT < d->T ||
                     d->F != 4 * d->C || !d->tied))
         rc = errorf(err, errlen, "%s holds GPT-2 with n_layer = %lld, n_head = %lld, d_model = %lld, vocab_size = %lld, "
                   "%lld positions; the deck has arch = '%s', n_layer = %d, n_head = %d, d_model = %d, vocab_size = %d, "
