@@ -165,6 +165,11 @@ def main():
     if a.shard_tokens < 1:
         ap.error("--shard-tokens must be at least 1")
     toks = read_input(a.input, a.ints, a.vocab_size)
+    if not toks:
+        # (llm.c's dataloader asserts that a shard holds tokens: a shard of none is no shard)
+        fail("%s holds no token: a shard of 0 tokens is refused by llm.c's reader and trains nothing"
+             % ("standard input" if a.input == "-" else a.input),
+             "give a non-empty file" + (" of integers" if a.ints else ""))
     names = write_shards(toks, a.output, a.shard_tokens)
     print("wrote %d shard(s), %d tokens, max token %d; in the deck: kind = 'tokens', path = '%s_*.bin'"
           % (len(names), len(toks), max(toks) if toks else 0, a.output))
