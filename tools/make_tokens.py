@@ -153,7 +153,8 @@ def main():
     ap.add_argument("--ints", action="store_true",
                     help="input holds integer token ids separated by blanks or commas")
     ap.add_argument("--shard-tokens", type=int, default=100_000_000,
-                    help="tokens per shard (default 100000000, as llm.c)")
+                    help="tokens per shard (default 100000000, as llm.c; at most 2147483647, "
+                         "the header's int32 count)")
     ap.add_argument("--vocab-size", type=int, default=0,
                     help="fail if a token is not below this")
     ap.add_argument("--info", action="store_true", help="check shards and summarise them")
@@ -164,6 +165,9 @@ def main():
         ap.error("the output prefix is missing")
     if a.shard_tokens < 1:
         ap.error("--shard-tokens must be at least 1")
+    if a.shard_tokens > 2**31 - 1:
+        ap.error("--shard-tokens must be at most 2147483647: a shard's header counts its tokens in an int32 "
+                 "(llm.c's format)")
     toks = read_input(a.input, a.ints, a.vocab_size)
     if not toks:
         # (llm.c's dataloader asserts that a shard holds tokens: a shard of none is no shard)
