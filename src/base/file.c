@@ -131,3 +131,34 @@ int file_make_dirs(const char *path, char *why, size_t whylen)
     }
     return make_one(buf, why, whylen);
 }
+
+const char *file_llmc_kind(int32_t magic)
+{
+    switch (magic) { /* (the magics of llm.c's train_gpt2.py, train_llama3.py, dev/data/data_common.py, train_gpt2.cu) */
+    case 20240326: return "an llm.c GPT-2 checkpoint (magic 20240326, gpt2_124M.bin: io.init_from reads it)";
+    case 20240327: return "llm.c's debug state (magic 20240327, gpt2_124M_debug_state.bin), which triad does not read";
+    case 20240328: return "an llm.c tokenizer file (magic 20240328, gpt2_tokenizer.bin), which triad does not read: "
+                          "data.tokenizer takes a tokenizer.json, or GPT-2's vocab.json and merges.txt";
+    case 20240520: return "an llm.c token shard (magic 20240520, uint16 ids: data.path with data.kind = 'tokens' "
+                          "reads it)";
+    case 20240522: return "an llm.c eval file (magic 20240522, hellaswag_val.bin: eval.tasks reads it)";
+    case 20240527: return "an llm.c training state (magic 20240527, train_gpt2.cu's state_*.bin), which triad does "
+                          "not read";
+    case 20240801: return "an llm.c token shard (magic 20240801, uint32 ids: data.path with data.kind = 'tokens' "
+                          "reads it)";
+    case 20240803: return "an llm.c LLaMA 3 checkpoint (magic 20240803, train_llama3.py's), which triad does not "
+                          "read: io.init_from takes the model's Hugging Face folder";
+    default: return NULL;
+    }
+}
+
+const char *file_llmc_kind_of(const char *path)
+{
+    unsigned char b[4];
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t got = fread(b, 1, sizeof b, f);
+    fclose(f);
+    if (got != sizeof b) return NULL;
+    return file_llmc_kind((int32_t)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24));
+}

@@ -5,6 +5,7 @@
 #define TRIAD_FILE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Read path into a malloc'ed buffer *text, its *len bytes followed by a NUL.
  * max is the most bytes such a file may have and what names it in the
@@ -31,5 +32,14 @@ int file_read_all(const char *path, size_t max, const char *what, char **text, s
  * with the reason in why ("cannot create the folder P: REASON", or "P is a
  * file, not a folder" where path or a folder above it is one). */
 int file_make_dirs(const char *path, char *why, size_t whylen);
+
+/* What an llm.c file (karpathy/llm.c's writers) starting with the int32
+ * magic is, and where triad reads it: e.g. "an llm.c eval file (magic
+ * 20240522, hellaswag_val.bin: eval.tasks reads it)"; NULL for any other
+ * magic.  file_llmc_kind_of: the same of the file at path (its first 4
+ * bytes, little-endian), NULL where it cannot be read or has no such magic.
+ * For the messages of a reader handed another file than its own. */
+const char *file_llmc_kind(int32_t magic);
+const char *file_llmc_kind_of(const char *path);
 
 #endif

@@ -44,6 +44,7 @@
 
 #include "data.h"
 #include "data_internal.h"
+#include "file.h"
 #include "log.h"
 
 #include <errno.h>
@@ -375,15 +376,6 @@ int data_map_file(struct shard *s, const char *path, struct deck_error *err)
     return 0;
 }
 
-static const char *magic_meaning(int32_t magic)
-{
-    switch (magic) {
-    case 20240326: return "an llm.c model checkpoint";
-    case 20240328: return "an llm.c tokenizer file";
-    default: return NULL;
-    }
-}
-
 /* Check the header of shard s (mapped); set s->tok, s->n.  0 or -1. */
 static int check_shard(struct shard *s, struct deck_error *err)
 {
@@ -398,11 +390,11 @@ static int check_shard(struct shard *s, struct deck_error *err)
     int32_t hdr[3];
     memcpy(hdr, s->map, sizeof hdr);
     if (hdr[0] != SHARD_MAGIC && hdr[0] != SHARD32_MAGIC) {
-        const char *what = magic_meaning(hdr[0]);
+        const char *what = file_llmc_kind(hdr[0]);
         char hint[512];
         snprintf(hint, sizeof hint, "%s%s%skind = 'tokens' reads llm.c shards (triad tokenize "
                  "writes them); for a plain text file use kind = 'text'",
-                 what ? "this looks like " : "", what ? what : "", what ? "; " : "");
+                 what ? "this is " : "", what ? what : "", what ? "; " : "");
         const unsigned char *b = s->map;
         int text = 1;
         for (int k = 0; k < 4; k++) text &= b[k] >= 32 && b[k] < 127;

@@ -145,9 +145,9 @@ static int read_llmc(struct mc_task *t, const char *path, int V, int T, int64_t 
         errorf(err, errlen, "%s: %zu bytes, fewer than the 1024 of an llm.c eval file's header: not such a file, or "
                "truncated", path, size);
     else if (magic != EVAL_MAGIC)
-        errorf(err, errlen, "%s: magic %d is not llm.c's eval file's %d%s\n  hint: eval.tasks takes llm.c eval files "
-               "(dev/data/hellaswag.py, mmlu.py) or JSON Lines (a name ending in .jsonl)", path, magic, EVAL_MAGIC,
-               magic == 20240520 || magic == 20240801 ? " (it is an llm.c token shard)" : "");
+        errorf(err, errlen, "%s: magic %d is not llm.c's eval file's %d%s%s\n  hint: eval.tasks takes llm.c eval "
+               "files (dev/data/hellaswag.py, mmlu.py) or JSON Lines (a name ending in .jsonl)", path, magic, EVAL_MAGIC,
+               file_llmc_kind(magic) ? ": it is " : "", file_llmc_kind(magic) ? file_llmc_kind(magic) : "");
     else if (version != EVAL_VERSION)
         errorf(err, errlen, "%s: version %d; llm.c's eval files are version %d", path, version, EVAL_VERSION);
     else if (count < 1 || longest < 2 * EVAL_FIXED)

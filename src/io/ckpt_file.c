@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "ckpt_tok.h"
+#include "file.h"
 #include "hash.h"
 #include "lineage.h"
 #include "log.h"
@@ -303,6 +304,9 @@ int ckpt_open_failed(const char *path, char *err, size_t errlen)
     if (access(path, R_OK) == 0) {
         struct stat sb;
         long long size = stat(path, &sb) == 0 ? (long long)sb.st_size : -1;
+        const char *llmc = file_llmc_kind_of(path);
+        if (llmc) return errorf(err, errlen, "cannot open %s as HDF5: it is not a triad checkpoint but %s", path,
+                                llmc);
         return errorf(err, errlen, "cannot open %s as HDF5: it is not an HDF5 file, or it is truncated (%lld bytes)",
                       path, size);
     }

@@ -475,6 +475,8 @@ struct tokenizer *tok_open(const char *path, char *err, size_t errlen)
                             path);
         }
     }
+    const char *llmc = rc == 0 && !S_ISDIR(sb.st_mode) ? file_llmc_kind_of(path) : NULL;
+    if (llmc) rc = errorf(err, errlen, "%s is %s", path, llmc);
     struct loader L = {file, err, errlen};
     if (rc == 0) rc = gpt2 ? load_gpt2_files(t, &L, path) : load_tokenizer_json(t, &L);
     if (rc) return tok_close(t), NULL;
