@@ -9,8 +9,10 @@ the formats' definitions and not from triad's code (regression/hf_io.sh):
         [in, out], names with the "transformer." prefix; mixtral:
         MixtralForCausalLM; qwen2_moe: Qwen2MoeForCausalLM); --dtypes stores
         some tensors in BF16 and F16 (their values exact in the format);
-  llmc FILE DECK_JSON   an llm.c GPT-2 checkpoint (header magic 20240326,
-        version 3, padded vocabulary) of random weights;
+  llmc FILE DECK_JSON [--bf16]   an llm.c GPT-2 checkpoint (header magic
+        20240326, version 3, padded vocabulary) of random weights; --bf16:
+        version 5, every tensor bf16 (train_gpt2.py's write_bf16: rounded to
+        nearest even, the bits little-endian);
   check SRC CKPT DECK_JSON
         triad's checkpoint CKPT holds exactly the weights of SRC (a folder
         made above, a folder triad exported, or an llm.c file), mapped as
@@ -243,7 +245,7 @@ def make(family, d, k, shards, dtypes):
     json.dump(with_rope_scaling(family, config(family, k), k), open(os.path.join(d, "config.json"), "w"), indent=1)
 
 
-def llmc(path, k):
+def llmc(path, k, bf16=False):
     L, C, NH, V, T = k["L"], k["C"], k["NH"], k["V"], k["T"]
     Vp = (V + 127) // 128 * 128
     rng = np.random.default_rng(9)
@@ -253,9 +255,10 @@ def llmc(path, k):
     parts = [wte, r(T + 8, C), 1 + r(L, C), r(L, C), r(L, 3 * C, C), r(L, 3 * C), r(L, C, C), r(L, C),
              1 + r(L, C), r(L, C), r(L, 4 * C, C), r(L, 4 * C), r(L, C, 4 * C), r(L, C), 1 + r(C), r(C)]
     header = np.zeros(256, dtype="<i4")
-    header[:8] = [20240326, 3, T + 8, V, L, NH, C, Vp]
+    header[:8] = [20240326, 5 if bf16 else 3, T + 8, V, L, NH, C, Vp]
     with open(path, "wb") as f:
-        f.write(header.tobytes() + b"".join(p.astype("<f4").tobytes() for p in parts))
+        f.write(header.tobytes() + b"".join((bf16_bits(p).astype("<u2") if bf16 else p.astype("<f4")).tobytes()
+                                            for p in parts))
 
 
 def expected(src, k):
@@ -265,7 +268,9 @@ def expected(src, k):
     if os.path.isfile(src):  # llm.c
         with open(src, "rb") as f:
             h = np.frombuffer(f.read(1024), dtype="<i4")
-            flat = np.frombuffer(f.read(), dtype="<f4")
+            flat = np.frombuffer(f.read(), dtype="<f4" if h[1] == 3 else "<u2")
+        if h[1] == 5:  # bf16: the values exactly, as float32
+            flat = bf16_value(flat)
         maxT, Vp = h[2], h[7]
         shapes = [("wte", (Vp, C)), ("wpe", (maxT, C)), ("ln1_w", (L, C)), ("ln1_b", (L, C)),
                   ("qkv_w", (L, 3 * C, C)), ("qkv_b", (L, 3 * C)), ("attproj_w", (L, C, C)), ("attproj_b", (L, C)),
@@ -597,7 +602,7 @@ def main(a):
         make(a[2], a[3], json.loads(a[4]), int(a[a.index("--shards") + 1]) if "--shards" in a else 1, "--dtypes" in a)
         return 0
     if a[1] == "llmc":
-        llmc(a[2], json.loads(a[3]))
+        llmc(a[2], json.loads(a[3]), "--bf16" in a)
         return 0
     if a[1] == "check":
         return check(a[2], a[3], json.loads(a[4]))

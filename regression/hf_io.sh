@@ -6,7 +6,7 @@
 # "transformer." names), MixtralForCausalLM and Qwen2MoeForCausalLM (every
 # expert of every layer, the shared expert and its gate, q, k and v
 # biases; a dense first block, mlp_only_layers), and an llm.c GPT-2
-# checkpoint, read into every tensor bit for
+# checkpoint (version 3, fp32, and version 5, bf16), read into every tensor bit for
 # bit on one rank and on tp 2 x pp 2; `triad export` of a trained llama,
 # GPT-2, Mixtral and Qwen2-MoE, read back by the independent reader and
 # imported again bitwise; a config.json of another model (a dense deck for
@@ -47,6 +47,9 @@ imported "the same under ZeRO-3 on tp 2 x dp 2 (each rank its slice of its shard
 $H llmc "$scratch/gpt2.bin" "$KG"
 imported "an llm.c GPT-2 checkpoint (magic 20240326, version 3, padded vocabulary)" gpt2 "$scratch/gpt2.bin" "$KG" 2 \
     parallel.tp=2
+$H llmc "$scratch/gpt2_bf16.bin" "$KG" --bf16
+imported "an llm.c GPT-2 checkpoint of version 5 (bf16, as train_gpt2.py --dtype bfloat16 writes it)" gpt2 \
+    "$scratch/gpt2_bf16.bin" "$KG" 2 parallel.pp=2
 
 $H make mixtral "$scratch/hf_mixtral" "$KM" --dtypes
 imported "a MixtralForCausalLM folder (4 experts, F32, BF16, F16 tensors)" mixtral "$scratch/hf_mixtral" "$KM" 1
