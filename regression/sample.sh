@@ -216,8 +216,30 @@ refused "a checkpoint its run no longer keeps: the directory's checkpoints named
     "$scratch/rot/ckpt_10.h5" sample.prompt="'x'"
 head -c 1000 "$L" > "$scratch/trunc.h5"
 refused "a truncated checkpoint: said, with its size" \
-    "cannot open $scratch/trunc.h5 as HDF5: it is not an HDF5 file, or it is truncated (1000 bytes)" 1 \
+    "cannot open $scratch/trunc.h5: an HDF5 file (1000 bytes) that HDF5 could not open: truncated or damaged" 1 \
     "$scratch/trunc.h5" sample.prompt="'x'"
+printf 'not a checkpoint' > "$scratch/text.h5"
+refused "a file that is no HDF5 file: said" \
+    "cannot open $scratch/text.h5: it is not an HDF5 file (16 bytes, without HDF5's signature)" 1 \
+    "$scratch/text.h5" sample.prompt="'x'"
+refused "a run directory for a checkpoint: its checkpoints named" \
+    "cannot open $scratch/rot: it is a folder, not a checkpoint; $scratch/rot holds 2 checkpoints, ckpt_50.h5 to ckpt_60.h5" \
+    1 "$scratch/rot" sample.prompt="'x'"
+if "$PYTHON3" -c "import h5py" 2> /dev/null; then
+    # a checkpoint another process holds open for writing (HDF5's lock): not called damaged or no HDF5 file
+    "$PYTHON3" -c "import h5py, subprocess, sys
+f = h5py.File(sys.argv[1], 'r+')
+r = subprocess.run(sys.argv[2:], capture_output=True, text=True)
+sys.stdout.write(r.stderr)
+sys.exit(r.returncode)" "$scratch/rot/ckpt_60.h5" $MPIEXEC -n 1 "$TRIAD" sample "$scratch/rot/ckpt_60.h5" sample.prompt="'x'" \
+        > "$scratch/lock.out" 2>&1
+    [ $? -eq 1 ] && grep -q "that HDF5 could not open: .* or held open for writing by another process" "$scratch/lock.out" &&
+        grep -q "HDF5_USE_FILE_LOCKING=FALSE" "$scratch/lock.out"
+    ok $? "a checkpoint h5py holds open for writing: the lock named as a cause, with the fix"
+    grep error "$scratch/lock.out" | diag
+else
+    skip "no h5py for $PYTHON3"
+fi
 refused "an empty prompt" "the prompt is empty" 1 "$L"
 : > "$scratch/empty.ids"
 refused "an empty file of prompt ids, named (not 'set sample.prompt_tokens', which was set)" \
