@@ -99,6 +99,8 @@ variant("truncation", truncation={"max_length": 8})
 variant("merge", model={"merges": ["a c"]})
 variant("regex", pre_tokenizer={"type": "Split", "pattern": {"Regex": "(?<!"}, "behavior": "Isolated"})
 variant("word", pre_tokenizer={"type": "Split", "pattern": {"Regex": "\\w+"}, "behavior": "Isolated"})
+variant("quoted", pre_tokenizer={"type": "Split", "pattern": {"Regex": "\\Q[\\E\\s"}, "behavior": "Isolated"})
+variant("extended", pre_tokenizer={"type": "Split", "pattern": {"Regex": "(?x) [ ] \\s"}, "behavior": "Isolated"})
 PY
 printf 'ab ba' > "$scratch/ab.txt"
 "$TRIAD" tokenize tokenize.tokenizer="'$scratch/bad/ok.json'" tokenize.input="'$scratch/ab.txt'" tokenize.print=ids \
@@ -123,6 +125,8 @@ bad truncation "\"truncation\" is set"
 bad merge "merge 0 ('a' 'c') names a token outside the vocabulary"
 bad regex "the Split regex does not compile at offset"
 bad word "the Split regex uses \\w, which means one thing to Oniguruma (the library's engine) and another to PCRE2"
+bad quoted "the Split regex uses \\Q...\\E quoting"
+bad extended "the Split regex uses the extended mode (?x) or a (?#...) comment"
 # a key that the format or print chosen does not read: refused, never ignored
 unread() { # unread PATTERN OVERRIDE...
     want=$1

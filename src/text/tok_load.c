@@ -68,6 +68,9 @@ static int compile(const struct loader *L, const char *pattern, pcre2_code **re)
         if (tok_regex_for_pcre2(pattern, &ours, why, sizeof why)) return *re = NULL, refuse(L, "%s", why);
         *re = pcre2_compile((PCRE2_SPTR)ours, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code, &at, NULL);
         free(ours);
+        if (!*re && code != PCRE2_ERROR_HEAP_FAILED) /* (its offset is in the rewritten text, not the file's) */
+            return refuse(L, "the Split regex, its classes rewritten as the library's Unicode, does not compile: a "
+                          "construct triad does not rewrite (please report the pattern)");
     }
     if (!*re && code == PCRE2_ERROR_HEAP_FAILED) return refuse(L, "out of memory compiling a pre-tokenizer's regex");
     if (!*re) {

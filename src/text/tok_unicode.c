@@ -8,6 +8,7 @@
 
 #include "log.h"
 #include "tok_unicode9.h"
+#include "tokenizer_internal.h"
 
 int tok_unicode9(uint32_t cp)
 {
@@ -40,32 +41,13 @@ static const char new_digits[] = "\\x{10D40}-\\x{10D49}\\x{116D0}-\\x{116E3}\\x{
                                  "\\x{1E5F1}-\\x{1E5FA}";
 static const char new_numbers[] = "\\x{1D2C0}-\\x{1D2D3}";
 
-struct out {
-    char *p;
-    size_t n, cap;
-};
-
-static int put(struct out *o, const char *s, size_t n)
-{
-    if (o->n + n + 1 > o->cap) {
-        size_t cap = o->cap ? o->cap : 256;
-        while (cap < o->n + n + 1) cap *= 2;
-        char *g = realloc(o->p, cap);
-        if (!g) return -1;
-        o->p = g, o->cap = cap;
-    }
-    memcpy(o->p + o->n, s, n);
-    o->n += n;
-    o->p[o->n] = 0;
-    return 0;
-}
-static int put_str(struct out *o, const char *s) { return put(o, s, strlen(s)); }
+static int put_str(struct bytes *o, const char *s) { return tok_put(o, s, strlen(s)); }
 
 /* A class escape as the library means it: its members (for inside a
  * [...]), and whether it is the complement.  0 if the escape is not one
  * of these (then it is copied as it is), -1 for one whose meaning differs
  * between Oniguruma and PCRE2. */
-static int class_escape(const char *e, size_t *len, int *negated, struct out *members, char *why, size_t whylen)
+static int class_escape(const char *e, size_t *len, int *negated, struct bytes *members, char *why, size_t whylen)
 {
     char c = e[1];
     *negated = c == 'S' || c == 'D' || c == 'P';
@@ -73,6 +55,9 @@ static int class_escape(const char *e, size_t *len, int *negated, struct out *me
     if (c == 's' || c == 'S') return put_str(members, white_space) ? errorf(why, whylen, "out of memory") : 1;
     if (c == 'd' || c == 'D')
         return put_str(members, "\\p{Nd}") || put_str(members, new_digits) ? errorf(why, whylen, "out of memory") : 1;
+    if (c == 'Q' || c == 'E')
+        return errorf(why, whylen, "the Split regex uses \\Q...\\E quoting: triad refuses it rather than rewrite "
+                      "its classes wrongly");
     if (strchr("wWbBhHvVRXNK", c) && c)
         return errorf(why, whylen, "the Split regex uses \\%c, which means one thing to Oniguruma (the library's "
                       "engine) and another to PCRE2: triad refuses it rather than split differently", c);
@@ -95,16 +80,23 @@ static int class_escape(const char *e, size_t *len, int *negated, struct out *me
 
 int tok_regex_for_pcre2(const char *pattern, char **out, char *why, size_t whylen)
 {
-    struct out o = {0};
+    struct bytes o = {0};
     int in_class = 0, rc = put_str(&o, "");
     why[0] = 0;
+    /* (?x...) makes blanks and '#' comments no part of the pattern: the rewriting below would read them as it */
+    for (const char *q = strstr(pattern, "(?"); q; q = strstr(q + 2, "(?")) {
+        size_t flags = strspn(q + 2, "imsxU-^");
+        if (memchr(q + 2, 'x', flags) || q[2] == '#')
+            return free(o.p), errorf(why, whylen, "the Split regex uses the extended mode (?x) or a (?#...) comment: "
+                                     "triad refuses it rather than rewrite its classes wrongly");
+    }
     for (const char *p = pattern; *p && rc == 0;) {
         if (*p == '\\' && p[1]) {
-            struct out members = {0};
+            struct bytes members = {0};
             size_t len;
             int negated, k = class_escape(p, &len, &negated, &members, why, whylen);
             if (k < 0) rc = -1;
-            else if (k == 0) rc = put(&o, p, 2), len = 2;
+            else if (k == 0) rc = tok_put(&o, p, 2), len = 2;
             else if (in_class && negated)
                 rc = errorf(why, whylen, "the Split regex uses \\%c inside a [...] class: triad cannot add the "
                             "library's Unicode to that (write the class without it)", p[1]);
@@ -117,17 +109,17 @@ int tok_regex_for_pcre2(const char *pattern, char **out, char *why, size_t whyle
         if (!in_class && *p == '[') { /* a class opens; a ] right after [ or [^ is a member */
             size_t k = p[1] == '^' ? 2 : 1;
             if (p[k] == ']') k++;
-            rc = put(&o, p, k), p += k, in_class = 1;
+            rc = tok_put(&o, p, k), p += k, in_class = 1;
             continue;
         }
         if (in_class && *p == '[' && p[1] == ':') { /* [:alpha:] */
             const char *end = strstr(p, ":]");
             size_t k = end ? (size_t)(end - p) + 2 : 1;
-            rc = put(&o, p, k), p += k;
+            rc = tok_put(&o, p, k), p += k;
             continue;
         }
         if (in_class && *p == ']') in_class = 0;
-        rc = put(&o, p++, 1);
+        rc = tok_put(&o, p++, 1);
     }
     if (rc) return free(o.p), why[0] ? -1 : errorf(why, whylen, "out of memory");
     *out = o.p;
