@@ -67,7 +67,7 @@ cat > "$scratch/qa.jsonl" << 'EOF2'
 
 {"context": "Q: 2+2? A:", "choices": [" 4", " 5"], "label": 0}
 {"context": "abc", "choices": ["d", "e", "f"], "label": 1}
-{"context": "A:\u3000\u00a0", "choices": ["b", "\u2028c"], "label": 1}
+{"context": "A:\u3000\u00a0", "choices": ["b", "\u2028cc"], "label": 1}
 {"context": "Say:", "choices": ["        x", " abc"], "label": 1}
 {"context": "Word:", "choices": [" \u00e9\u00e9\u00e9\u00e9\u00e9", " abcdefgh"], "label": 1}
 {"context": "It is ", "choices": ["   ", "ok", "on"], "label": 2}

@@ -80,9 +80,9 @@ def text2ids(path, doc):
 
 
 def chars(choice):
-    """lm-evaluation-harness's acc_norm divisor, len(choice): its characters, the delimiter (leading space) not
+    """lm-evaluation-harness's acc_norm divisor, len(choice): its characters, the delimiter (leading whitespace) not
     counted (the harness scores ' ' + choice and divides by len(choice))"""
-    return len(choice.lstrip(" \t\n\v\f\r"))
+    return len(choice.lstrip())
 
 
 def examples_of(path):

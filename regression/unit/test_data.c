@@ -635,6 +635,8 @@ static void test_rstrip(void)
     tap_ok(tok_rstrip("a \xE3\x80\x80\t \xC2\xA0", 9) == 1 && tok_rstrip(" \t", 2) == 0 && tok_rstrip("", 0) == 0,
            "tok_rstrip strips a run of mixed whitespace, and a text of whitespace alone to nothing");
     tap_ok(tok_rstrip("a\xE3\x80", 3) == 3, "tok_rstrip keeps a character cut short");
+    tap_ok(tok_lstrip("\xE3\x80\x80 \xC2\xA0" "a ", 8) == 6 && tok_lstrip(" \t", 2) == 2 && tok_lstrip("a", 1) == 0,
+           "tok_lstrip: the leading run of mixed whitespace, a text of whitespace alone whole, none before a letter");
 }
 
 int main(void)

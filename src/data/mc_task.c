@@ -27,39 +27,31 @@ int mc_task_is_jsonl(const char *path)
     return (n >= 6 && !strcmp(path + n - 6, ".jsonl")) || (n >= 5 && !strcmp(path + n - 5, ".json"));
 }
 
-/* v appended to the stream; -1 out of memory (the stream kept). */
-static int push(struct mc_task *t, size_t *cap, int32_t v)
-{
-    if (t->len == *cap) {
-        size_t c = *cap ? 2 * *cap : 4096;
-        int32_t *grown = realloc(t->stream, c * sizeof *grown);
-        if (!grown) return -1;
-        t->stream = grown, *cap = c;
-    }
-    t->stream[t->len++] = v;
-    return 0;
-}
-
-/* v appended to t->norm (*n of *cap used); -1 out of memory (the array kept). */
-static int push_norm(struct mc_task *t, size_t *n, size_t *cap, int32_t v)
+/* v appended to *a (*n of *cap used, grown from `first`); -1 out of memory
+ * (the array kept). */
+static int push_to(int32_t **a, size_t *n, size_t *cap, size_t first, int32_t v)
 {
     if (*n == *cap) {
-        size_t c = *cap ? 2 * *cap : 256;
-        int32_t *grown = realloc(t->norm, c * sizeof *grown);
+        size_t c = *cap ? 2 * *cap : first;
+        int32_t *grown = realloc(*a, c * sizeof *grown);
         if (!grown) return -1;
-        t->norm = grown, *cap = c;
+        *a = grown, *cap = c;
     }
-    t->norm[(*n)++] = v;
+    (*a)[(*n)++] = v;
     return 0;
 }
 
+/* v appended to the stream. */
+static int push(struct mc_task *t, size_t *cap, int32_t v) { return push_to(&t->stream, &t->len, cap, 4096, v); }
+
 /* The characters (Unicode code points: the bytes that do not continue a
- * UTF-8 sequence) of the text s after its leading whitespace: what
+ * UTF-8 sequence) of the text s after its leading whitespace (Python's
+ * str.isspace, as the context's trailing whitespace): what
  * lm-evaluation-harness's acc_norm divides by, len(choice), the target
  * delimiter (a space) not counted. */
 static int32_t choice_chars(const char *s)
 {
-    while (*s && strchr(" \t\n\v\f\r", *s)) s++;
+    s += tok_lstrip(s, strlen(s));
     int32_t n = 0;
     for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80;
     return n;
@@ -309,7 +301,7 @@ static int read_jsonl(struct mc_task *t, const char *path, const struct tokenize
                 rc = errorf(err, errlen, "%s: %s: choice %d has no ids of its own: the context and the choice encode "
                             "to no more ids than the context alone (the tokenizer merges the choice into the "
                             "context's last token)", path, where, c);
-            if (rc == 0 && (push(t, &cap, (int32_t)own) || push_norm(t, &nnorm, &ncap, choice_chars(chs))))
+            if (rc == 0 && (push(t, &cap, (int32_t)own) || push_to(&t->norm, &nnorm, &ncap, 256, choice_chars(chs))))
                 rc = out_of_memory(t, path, err, errlen);
             for (size_t k = 0; rc == 0 && k < own; k++)
                 if (push(t, &cap, whole[ctx_ids + k])) rc = out_of_memory(t, path, err, errlen);

@@ -52,6 +52,14 @@ static int put_cp(struct bytes *b, uint32_t cp)
     return tok_put(b, u, (size_t)k);
 }
 
+/* Python's str.isspace: general category Zs, or bidirectional class WS, B or S. */
+static int is_space(utf8proc_int32_t cp)
+{
+    const utf8proc_property_t *p = utf8proc_get_property(cp);
+    return p->category == UTF8PROC_CATEGORY_ZS || p->bidi_class == UTF8PROC_BIDI_CLASS_WS ||
+           p->bidi_class == UTF8PROC_BIDI_CLASS_B || p->bidi_class == UTF8PROC_BIDI_CLASS_S;
+}
+
 size_t tok_rstrip(const char *text, size_t len)
 {
     while (len > 0) {
@@ -59,15 +67,24 @@ size_t tok_rstrip(const char *text, size_t len)
         while (at > 0 && ((unsigned char)text[at] & 0xC0) == 0x80) at--; /* the last character's first byte */
         utf8proc_int32_t cp;
         if (utf8proc_iterate((const utf8proc_uint8_t *)text + at, (utf8proc_ssize_t)(len - at), &cp) !=
-            (utf8proc_ssize_t)(len - at))
-            break; /* (not a whole character: kept) */
-        const utf8proc_property_t *p = utf8proc_get_property(cp);
-        if (p->category != UTF8PROC_CATEGORY_ZS && p->bidi_class != UTF8PROC_BIDI_CLASS_WS &&
-            p->bidi_class != UTF8PROC_BIDI_CLASS_B && p->bidi_class != UTF8PROC_BIDI_CLASS_S)
-            break;
+                (utf8proc_ssize_t)(len - at) ||
+            !is_space(cp))
+            break; /* (a character cut short is kept) */
         len = at;
     }
     return len;
+}
+
+size_t tok_lstrip(const char *text, size_t len)
+{
+    size_t at = 0;
+    while (at < len) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)text + at, (utf8proc_ssize_t)(len - at), &cp);
+        if (k <= 0 || !is_space(cp)) break;
+        at += (size_t)k;
+    }
+    return at;
 }
 
 void tok_drop(struct bytes *b) { free(b->p), memset(b, 0, sizeof *b); }

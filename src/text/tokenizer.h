@@ -52,5 +52,7 @@ int tok_decode(const struct tokenizer *t, const int32_t *ids, size_t n, int skip
  * category Zs or of bidirectional class WS, B or S (str.isspace), so
  * U+00A0, U+3000, U+2028 and U+0085 as well as ASCII's six. */
 size_t tok_rstrip(const char *text, size_t len);
+/* The bytes of text[0..len)'s leading whitespace, by the same rule. */
+size_t tok_lstrip(const char *text, size_t len);
 
 #endif
