@@ -69,13 +69,8 @@ grep "error" "$scratch/last.out" | diag
 # a stop during an evaluation: 16 held-out batches of 0.5 s each (diag.slow_rank),
 # every second step; SIGUSR1 to this test's mpirun once step 1 is logged (the
 # signal lands in step 2's forward, 0.5 s, or the evaluation after it)
-$MPIEXEC -n 2 "$TRIAD" "$deck" $common data.val_path="'$corpus'" train.eval_every=2 train.eval_batches=16 \
-    train.steps=100 diag.slow_rank=0 diag.slow_seconds=0.5 io.log_every=1 io.run_dir="'$scratch/stop'" \
-    > "$scratch/stop.out" 2>&1 &
-pid=$!
-for i in $(seq 1 600); do grep -q "^step  *1/" "$scratch/stop.out" && break; sleep 0.05; done
-kill -USR1 $pid
-wait $pid
+stop_when "$scratch/stop.out" "^step  *1/" 2 "$deck" $common data.val_path="'$corpus'" train.eval_every=2 \
+    train.eval_batches=16 train.steps=100 diag.slow_rank=0 diag.slow_seconds=0.5 io.log_every=1 io.run_dir="'$scratch/stop'"
 st=$?
 grep "validation\|stopping" "$scratch/stop.out" | diag
 [ $st -eq 3 ] && grep -q "step 2: validation given up after [0-2]\.[0-9]* s: a stop was asked" "$scratch/stop.out" &&

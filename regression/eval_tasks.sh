@@ -100,13 +100,8 @@ ok $? "restarted at step 3: the task rows after it dropped and redone, the same 
 # a stop while the tasks run: 16 batches of choices of 0.5 s each (diag.slow_rank),
 # every second step; SIGUSR1 to this test's mpirun once step 1 is logged (the
 # signal lands in step 2 or the tasks after it)
-$MPIEXEC -n 1 "$TRIAD" "$scratch/llama.nml" "$tasks" train.mc_eval_every=2 train.eval_every=0 data.val_path="''" \
-    train.steps=100 \
-    diag.slow_rank=0 diag.slow_seconds=0.5 io.log_every=1 io.run_dir="'$scratch/mcstop'" > "$scratch/mcstop.out" 2>&1 &
-pid=$!
-for i in $(seq 1 600); do grep -q "^step  *1/" "$scratch/mcstop.out" && break; sleep 0.05; done
-kill -USR1 $pid
-wait $pid
+stop_when "$scratch/mcstop.out" "^step  *1/" 1 "$scratch/llama.nml" "$tasks" train.mc_eval_every=2 train.eval_every=0 \
+    data.val_path="''" train.steps=100 diag.slow_rank=0 diag.slow_seconds=0.5 io.log_every=1 io.run_dir="'$scratch/mcstop'"
 st=$?
 grep "task\|stopping" "$scratch/mcstop.out" | diag
 [ $st -eq 3 ] && grep -q "step 2: tasks given up after [0-2]\.[0-9]* s: a stop was asked" "$scratch/mcstop.out" &&
@@ -116,13 +111,8 @@ grep "task\|stopping" "$scratch/mcstop.out" | diag
     [ "$("$PYTHON3" -c "import h5py, sys; f = h5py.File(sys.argv[1]); print(len(f['eval/hs/step']) if 'eval/hs' in f else 0)" "$scratch/mcstop/metrics.h5")" = 0 ]
 ok $? "SIGUSR1 during 8 s of tasks: given up at the next batch, no /eval/<task> row, checkpoint of step 2, status 3 (got $st)"
 # ... but at the last step the tasks, the run's last, run to their end: a stop there ends nothing more
-$MPIEXEC -n 1 "$TRIAD" "$scratch/llama.nml" "$tasks" train.mc_eval_every=2 train.eval_every=0 data.val_path="''" \
-    train.steps=2 diag.slow_rank=0 diag.slow_seconds=0.5 io.log_every=1 io.run_dir="'$scratch/mclast'" \
-    > "$scratch/mclast.out" 2>&1 &
-pid=$!
-for i in $(seq 1 600); do grep -q "^step  *1/" "$scratch/mclast.out" && break; sleep 0.05; done
-kill -USR1 $pid
-wait $pid
+stop_when "$scratch/mclast.out" "^step  *1/" 1 "$scratch/llama.nml" "$tasks" train.mc_eval_every=2 train.eval_every=0 \
+    data.val_path="''" train.steps=2 diag.slow_rank=0 diag.slow_seconds=0.5 io.log_every=1 io.run_dir="'$scratch/mclast'"
 st=$?
 grep "task\|stopping" "$scratch/mclast.out" | diag
 [ $st -eq 0 ] && grep -q "step 2: task hs: acc" "$scratch/mclast.out" && ! grep -q "given up" "$scratch/mclast.out" &&

@@ -53,6 +53,18 @@ triad_run() {
     $MPIEXEC -n "$np" "$TRIAD" "$@" > "$scratch/last.out" 2>&1
 }
 
+# stop_when OUT PATTERN NP ARGS...: triad ARGS on NP ranks in the background (its output in OUT), SIGUSR1 to this
+# test's mpirun once a line of OUT matches PATTERN (after 30 s at the latest); the run's status
+stop_when() {
+    out=$1 pattern=$2 np=$3
+    shift 3
+    $MPIEXEC -n "$np" "$TRIAD" "$@" > "$out" 2>&1 &
+    pid=$!
+    for i in $(seq 1 600); do grep -q "$pattern" "$out" && break; sleep 0.05; done
+    kill -USR1 $pid
+    wait $pid
+}
+
 # allocated RUN_DIR COLUMNS [RANK]: the bytes rank RANK (default 0) allocated,
 # summed over COLUMNS (of parameters, gradients, optimizer, activations),
 # from metrics.h5's /memory/allocated.

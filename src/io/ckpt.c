@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ckpt_layout.h"
+#include "ckpt_name.h"
 #include "ckpt_raw.h"
 #include "ckpt_sum.h"
 #include "ckpt_tok.h"

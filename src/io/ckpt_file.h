@@ -79,11 +79,4 @@ int ckpt_close_and_flush(hid_t f, const char *tmp, int rc, const struct grid *g,
 int ckpt_publish(const char *run_dir, const char *tmp, int64_t step, int keep, int rc, const struct grid *g,
                  char *err, size_t errlen);
 
-/* The step of a checkpoint's file name, ckpt_<step>.h5: 0, or -1 if it is not one. */
-int ckpt_step_of(const char *name, int64_t *step);
-/* Why checkpoint path did not open (after a failed H5Fopen): -1 with err
- * saying so, and for a missing file which checkpoints its directory holds
- * instead (io.keep_checkpoints removes the older ones). */
-int ckpt_open_failed(const char *path, char *err, size_t errlen);
-
 #endif

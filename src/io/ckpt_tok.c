@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ckpt_file.h"
+#include "ckpt_name.h"
 #include "hash.h"
 #include "log.h"
 

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "ckpt_name.h"
 #include "ckpt_sum.h"
 #include "ckpt_tok.h"
 #include "config.h"

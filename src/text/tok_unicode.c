@@ -8,7 +8,7 @@
 
 #include "log.h"
 #include "tok_unicode9.h"
-#include "tokenizer_internal.h"
+#include "tok_bytes.h"
 
 int tok_unicode9(uint32_t cp)
 {

@@ -8,19 +8,9 @@
 #include <pcre2.h>
 
 #include "tok_bpe.h"
+#include "tok_bytes.h"
 #include "tokenizer.h"
 
-/* A growable byte string, kept NUL-terminated. */
-struct bytes {
-    char *p;
-    size_t n, cap;
-};
-int tok_put(struct bytes *b, const void *p, size_t n); /* -1: out of memory */
-/* Room for `need` elements of `size` bytes in *p (capacity *cap, doubled);
- * tok_grow: one more id. */
-int tok_grow_size(void **p, size_t *cap, size_t need, size_t size);
-int tok_grow(int32_t **ids, size_t *cap);
-void tok_drop(struct bytes *b);
 
 enum norm_kind { NORM_NFC, NORM_NFD, NORM_NFKC, NORM_NFKD, NORM_PREPEND, NORM_REPLACE };
 struct norm_step {
