@@ -56,7 +56,7 @@ int ckpt_open_failed(const char *path, char *err, size_t errlen)
 {
     struct stat sb;
     char held[4400];
-    int64_t oldest, newest;
+    int64_t oldest = -1, newest = -1;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) { /* (a run directory for one of its checkpoints) */
         int n = list_checkpoints(path, &oldest, &newest);
         say_checkpoints(path, n < 0 ? 0 : n, oldest, newest, held, sizeof held);

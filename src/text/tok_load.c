@@ -370,7 +370,7 @@ static int32_t added_named(const struct tokenizer *t, const char *const *names)
 {
     for (; *names; names++)
         for (int i = 0; i < t->nadded; i++)
-            if (strcmp(t->added[i].s.p, *names) == 0) return t->added[i].id;
+            if (t->added[i].s.p && strcmp(t->added[i].s.p, *names) == 0) return t->added[i].id;
     return -1;
 }
 
