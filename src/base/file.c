@@ -2,11 +2,14 @@
 #include "file.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 enum { STREAM_FIRST = 64 << 10 }; /* a pipe's first buffer, doubled as it fills */
 
@@ -161,4 +164,13 @@ const char *file_llmc_kind_of(const char *path)
     fclose(f);
     if (got != sizeof b) return NULL;
     return file_llmc_kind((int32_t)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24));
+}
+
+int file_locked_by_another(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return 0;
+    int held = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    close(fd); /* (gives back the lock if we got it) */
+    return held;
 }

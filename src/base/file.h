@@ -42,4 +42,10 @@ int file_make_dirs(const char *path, char *why, size_t whylen);
 const char *file_llmc_kind(int32_t magic);
 const char *file_llmc_kind_of(const char *path);
 
+/* Does another process hold a lock on path (HDF5 1.10 locks a file with
+ * flock(2) for as long as it has it open: a reader such as h5py with
+ * HDF5's file locking on, or a job writing it)?  Then H5Fopen fails on it
+ * as on a damaged file.  0 where path does not open. */
+int file_locked_by_another(const char *path);
+
 #endif

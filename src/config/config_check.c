@@ -644,7 +644,8 @@ int config_validate(const struct config *cfg, int world, struct deck_error *err)
     config_error_reset(err, "");
     if (check_model(cfg, err) || check_moe(cfg, err) || check_features(cfg, err) || check_split(cfg, err) ||
         check_world(cfg, world, err) || check_diag_ranks(cfg, world, err) || check_batch(cfg, world, err) ||
-        check_sizes(cfg, world, err) || check_train(cfg, err) || check_data(cfg, err) || check_io(cfg, err) || check_schedule(cfg, world, err))
+        check_sizes(cfg, world, err) || check_train(cfg, err) || check_data(cfg, err) || check_io(cfg, err) ||
+        check_schedule(cfg, world, err))
         return -1;
     return 0;
 }

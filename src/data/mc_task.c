@@ -247,7 +247,7 @@ static int read_jsonl(struct mc_task *t, const char *path, const struct tokenize
     size_t lcap = 0, cap = t->len;
     ssize_t n = 0;
     int rc = 0;
-    int32_t doc = tok ? (tok_bos(tok) >= 0 ? tok_bos(tok) : tok_eos(tok)) : -1, *whole = NULL;
+    int32_t doc = tok_doc(tok), *whole = NULL;
     size_t wcap = 0, nnorm = 0, ncap = 0;
     int64_t lineno = 0, examples = 0;
     static const char *const form = "each line {\"context\": \"...\", \"choices\": [\"...\", ...], \"label\": k}";

@@ -45,14 +45,20 @@ void eval_init(struct eval *ev, const struct config *cfg, const struct run_shape
     pp_exec_init_forward(&ev->exec, s->sched, s->schedule_file, g, s->v, s->n_micro);
 }
 
+int eval_stop_agreed(struct comm *c, const volatile sig_atomic_t *stop)
+{
+    if (!stop) return 0;
+    int asked = *stop != 0;
+    comm_allreduce_max_int(c, CG_WORLD, &asked, 1);
+    return asked;
+}
+
 double eval_run(struct eval *ev, struct model *m, struct comm *c, struct timers *t, int64_t *tokens,
                 const volatile sig_atomic_t *stop)
 {
     double sum = 0;
     for (int64_t b = 0; b < ev->batches; b++) {
-        int asked = stop && *stop;
-        if (stop) comm_allreduce_max_int(c, CG_WORLD, &asked, 1);
-        if (asked) {
+        if (eval_stop_agreed(c, stop)) {
             *tokens = 0;
             return NAN;
         }

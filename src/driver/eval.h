@@ -31,6 +31,10 @@ struct eval {
  * Does nothing (ev->batches = 0) when train.eval_every is 0. */
 void eval_init(struct eval *ev, const struct config *cfg, const struct run_shape *s, const struct grid *g, int V,
                int T);
+/* Whether any rank's stop request (a signal) is set: collective over the
+ * world, a batch boundary of an evaluation; 0 without a collective where
+ * stop is NULL (triad eval, or the run's last step). */
+int eval_stop_agreed(struct comm *c, const volatile sig_atomic_t *stop);
 /* Rank 0: with train.eval_batches = 0 ("all of it": every whole global
  * batch), a note to f of the sequences past the last whole batch, which no
  * evaluation reads, and hint (NULL: none) after it. */

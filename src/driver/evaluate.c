@@ -88,7 +88,7 @@ static int64_t target_bytes(const struct eval *ev, const struct config *cfg, con
         data_sample(ev->data, (uint64_t)i, seq);
         memcpy(ids + (size_t)i * T, seq + 1, (size_t)T * sizeof *ids);
     }
-    int32_t doc = tok_bos(tok) >= 0 ? tok_bos(tok) : tok_eos(tok);
+    int32_t doc = tok_doc(tok);
     size_t all = (size_t)n * T, total = 0;
     int rc = 0;
     for (size_t at = 0, end; rc == 0 && at < all; at = end) { /* [at, end): one document's ids (or its end) */

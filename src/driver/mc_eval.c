@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "data.h"
+#include "eval.h"
 #include "exit_status.h"
 #include "flight.h"
 #include "hf.h"
@@ -167,9 +168,7 @@ static int score_choices(struct mc_eval *e, const struct mc_task *t, struct mode
     int64_t ex = 0;
     int ch = 0, asked = 0;
     for (int64_t first = 0; first < t->rows; first += e->G) {
-        asked = stop && *stop;
-        if (stop) comm_allreduce_max_int(c, CG_WORLD, &asked, 1);
-        if (asked) break;
+        if ((asked = eval_stop_agreed(c, stop))) break;
         if (e->slow > 0) pause_for(e->slow);
         int64_t nb = t->rows - first < e->G ? t->rows - first : e->G, ex0 = ex;
         int ch0 = ch, nctx, n;

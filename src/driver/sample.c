@@ -91,9 +91,9 @@ static int stop_ids(const struct config *o, const struct config *cfg, const char
     /* (a word of the list and its separator: 2 bytes or more) */
     *stop = xmalloc((strlen(list) / 2 + 3 + GENERATION_STOPS) * sizeof **stop);
     *n = 0;
-    int32_t doc = tok ? (tok_bos(tok) >= 0 ? tok_bos(tok) : tok_eos(tok)) : -1;
+    int32_t doc = tok_doc(tok);
     if (tok && tok_eos(tok) >= 0) (*stop)[(*n)++] = tok_eos(tok);
-    if (doc >= 0 && doc != (tok ? tok_eos(tok) : -1)) (*stop)[(*n)++] = doc;
+    if (doc >= 0 && doc != tok_eos(tok)) (*stop)[(*n)++] = doc; /* (doc >= 0: there is a tokenizer) */
     int k = tok ? hf_generation_stops(o->sample.tokenizer, cfg, ckpt, V, *stop + *n, GENERATION_STOPS, err, errlen) : 0;
     if (k < 0) return -1;
     *n += k;

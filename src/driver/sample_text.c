@@ -43,7 +43,7 @@ static int encode(const struct tokenizer *tok, const char *text, size_t len, int
         for (size_t i = 0; i < len; i++) (*ids)[i] = (unsigned char)text[i];
         return (int)len;
     }
-    int32_t doc = tok_bos(tok) >= 0 ? tok_bos(tok) : tok_eos(tok);
+    int32_t doc = tok_doc(tok);
     if (doc >= 0) (*ids)[k++] = doc;
     if (tok_encode(tok, text, len, 0, ids, &k, cap, err, errlen) != 0) return -1;
     return k > (size_t)INT32_MAX / 2 ? errorf(err, errlen, "a prompt of %zu tokens", k) : (int)k;

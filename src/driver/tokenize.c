@@ -403,7 +403,7 @@ int tokenize_run(const struct config *cfg)
     int doc_token = cfg->tokenize.doc_token_id;
     if (rc == 0) {
         sep = doc_token == TOKENIZE_DOC_TOKEN_bos ? tok_bos(tok) : doc_token == TOKENIZE_DOC_TOKEN_eos ? tok_eos(tok)
-              : doc_token == TOKENIZE_DOC_TOKEN_auto ? (tok_bos(tok) >= 0 ? tok_bos(tok) : tok_eos(tok)) : -1;
+              : doc_token == TOKENIZE_DOC_TOKEN_auto ? tok_doc(tok) : -1;
         if (sep < 0 && doc_token != TOKENIZE_DOC_TOKEN_none && doc_token != TOKENIZE_DOC_TOKEN_template) {
             int bos = tok_bos(tok) >= 0, eos = tok_eos(tok) >= 0; /* (auto fails with neither) */
             rc = errorf(err, sizeof err, "%s has %s token to put before each document (tokenize.doc_token = "

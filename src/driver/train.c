@@ -328,6 +328,14 @@ static void train_step(struct run *r, struct step_metrics *sm)
     sm->loss = loss / tokens;
 }
 
+/* The stop request an evaluation after this step gives itself up for: none
+ * at the last step, where a stop ends nothing more (the evaluation, the
+ * run's last, runs to its end). */
+static const volatile sig_atomic_t *evaluation_stop(const struct run *r)
+{
+    return r->step < r->cfg->train.steps ? &stop_requested : NULL;
+}
+
 /* The held-out loss after this step (train.eval_every): into the step's
  * progress line and metrics.h5's /eval.  Collective. */
 static void evaluate(struct run *r, struct step_metrics *sm)
@@ -336,9 +344,7 @@ static void evaluate(struct run *r, struct step_metrics *sm)
     memset(&scratch, 0, sizeof scratch);
     double t0 = wtime();
     int64_t tokens;
-    /* (at the last step a stop ends nothing more: the evaluation, the run's last, runs to its end) */
-    const volatile sig_atomic_t *stop = r->step < r->cfg->train.steps ? &stop_requested : NULL;
-    sm->val_loss = eval_run(&r->eval, &r->model, &r->comm, &scratch, &tokens, stop);
+    sm->val_loss = eval_run(&r->eval, &r->model, &r->comm, &scratch, &tokens, evaluation_stop(r));
     if (r->g->rank != 0) return;
     if (tokens == 0) { /* (the step's end stops the run) */
         log_info("step %lld: validation given up after %.2f s: a stop was asked (no /eval row)\n",
@@ -356,8 +362,7 @@ static void evaluate(struct run *r, struct step_metrics *sm)
 static void evaluate_tasks(struct run *r, struct step_metrics *sm)
 {
     double t0 = wtime();
-    const volatile sig_atomic_t *stop = r->step < r->cfg->train.steps ? &stop_requested : NULL; /* (as evaluate) */
-    if (mc_eval_run(&r->mc, &r->model, &r->comm, NULL, stop)) {
+    if (mc_eval_run(&r->mc, &r->model, &r->comm, NULL, evaluation_stop(r))) {
         if (r->g->rank == 0) /* (the step's end stops the run) */
             log_info("step %lld: tasks given up after %.2f s: a stop was asked (no /eval/<task> rows)\n",
                      (long long)r->step, wtime() - t0);

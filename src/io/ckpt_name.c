@@ -76,10 +76,12 @@ int ckpt_open_failed(const char *path, char *err, size_t errlen)
         if (!signed_hdf5)
             return errorf(err, errlen, "cannot open %s: it is not an HDF5 file (%lld bytes, without HDF5's signature)",
                           path, size);
+        if (file_locked_by_another(path))
+            return errorf(err, errlen, "cannot open %s: another program holds it open with HDF5's file lock (a job "
+                          "writing it, or h5py, h5dump, ... opened without HDF5_USE_FILE_LOCKING=FALSE); nothing is "
+                          "wrong with the file\n  hint: wait for that program, or find it with fuser %s", path, path);
         return errorf(err, errlen, "cannot open %s: an HDF5 file (%lld bytes) that HDF5 could not open: truncated or "
-                      "damaged, or held open for writing by another process (HDF5 locks a file it writes: a running "
-                      "job, or h5py)\n  hint: check that no program has it open (fuser %s); where the file system "
-                      "has no locks, HDF5_USE_FILE_LOCKING=FALSE", path, size, path);
+                      "damaged\n  hint: copy it again, or give an earlier checkpoint", path, size);
     }
     int e = errno;
     if (e != ENOENT) return errorf(err, errlen, "cannot open %s: %s", path, strerror(e));

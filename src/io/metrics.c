@@ -2,15 +2,14 @@
 #include "metrics.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "file.h"
 #include "log.h"
 
 /* ------------------------------------------------------------- metrics.h5 */
@@ -268,18 +267,6 @@ static int reopen_datasets(struct metrics_file *mf, int64_t last)
     return 0;
 }
 
-/* Does another process hold HDF5's lock on path (a reader such as h5py,
- * opened with HDF5's file locking on)?  HDF5 1.10 locks with flock(2) for as
- * long as the file is open, so H5Fopen fails on it as on a damaged file. */
-static int locked_by_another(const char *path)
-{
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return 0;
-    int held = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-    close(fd); /* (gives back the lock if we got it) */
-    return held;
-}
-
 int metrics_open(struct metrics_file *mf, const char *run_dir, const char *deck, int64_t first_step,
                  int flush_every, char *err, size_t errlen)
 {
@@ -295,7 +282,7 @@ int metrics_open(struct metrics_file *mf, const char *run_dir, const char *deck,
     int rc = 0;
     if (exists && first_step > 0) {
         mf->file = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
-        if (mf->file < 0 && locked_by_another(path)) { /* in use, not damaged: leave it as it is */
+        if (mf->file < 0 && file_locked_by_another(path)) { /* in use, not damaged: leave it as it is */
             snprintf(err, errlen, "cannot continue %s: another program has it open with HDF5's file lock (h5py, "
                      "h5dump, HDFView, ... opened without HDF5_USE_FILE_LOCKING=FALSE); nothing was changed",
                      path);

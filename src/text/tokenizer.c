@@ -555,3 +555,4 @@ int tok_has_id(const struct tokenizer *t, int32_t id)
 }
 int32_t tok_bos(const struct tokenizer *t) { return t->bos; }
 int32_t tok_eos(const struct tokenizer *t) { return t->eos; }
+int32_t tok_doc(const struct tokenizer *t) { return !t ? -1 : t->bos >= 0 ? t->bos : t->eos; }

@@ -34,6 +34,10 @@ int tok_has_id(const struct tokenizer *t, int32_t id);
  * file's <|endoftext|>/<|begin_of_text|>/<s>/</s>-like added tokens), -1 if none. */
 int32_t tok_bos(const struct tokenizer *t);
 int32_t tok_eos(const struct tokenizer *t);
+/* The id put before each document (triad tokenize's doc_token = 'auto', the
+ * start of a prompt or a task's context): tok_bos, else tok_eos; -1 where
+ * there is neither, or t is NULL. */
+int32_t tok_doc(const struct tokenizer *t);
 
 /* Append the ids of text[0..len) to *ids (n used of cap, grown with realloc),
  * inside the post-processor's template if add_special.  0, or -1 (out of
