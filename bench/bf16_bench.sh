@@ -20,8 +20,10 @@
 # far less than the wall time.  BF16_ARGS: deck overrides for the bf16 runs
 # alone, space-separated, none with a space in it, before the bench's own
 # (which win: a run's steps and directory stay the bench's);
-# BF16_ARGS="train.pack_activations=.false." keeps the stored layers in fp32
-# containers, without the pack and unpack passes.  Target (docs/performance.md):
+# BF16_ARGS="train.pack_activations=.true." packs the stored layers in 16
+# bits, with a pass to pack and one to unpack each (unset, as the bench's
+# configs leave it, the memory plan keeps them in fp32 containers where a
+# quarter of the memory stays free).  Target (docs/performance.md):
 # bf16 >= 1.5x fp32 on avx512bf16.
 set -u
 set -f   # (no globbing: BF16_ARGS is split into words, and nothing here names files by pattern)

@@ -72,7 +72,7 @@ for z in 1 2 3; do layout moeepzero$z 4 $moe parallel.ep=2 parallel.zero_stage=$
 dense="model.moe_dense_layers=1 model.ffn_hidden=40"
 layout moedensez3 4 $moe $dense parallel.ep=2 parallel.zero_stage=3 train.recompute=full
 layout moedensepp 8 $moe $dense parallel.ep=2 parallel.pp=2 parallel.zero_stage=2 parallel.tp=2 train.micro_batch_size=1
-layout bf16pp    2 parallel.pp=2 train.micro_batch_size=2 train.precision=bf16
+layout bf16pp    2 parallel.pp=2 train.micro_batch_size=2 train.precision=bf16 train.pack_activations=.true.
 layout bf16unpk  2 parallel.pp=2 train.micro_batch_size=2 train.precision=bf16 train.pack_activations=.false.
 llama="model.arch=llama model.n_kv_head=2"
 layout llama     1 $llama
@@ -81,7 +81,7 @@ layout llamazero 2 $llama parallel.zero_stage=2 train.micro_batch_size=2 train.r
 layout fp16zero  2 parallel.zero_stage=1 train.precision=fp16 train.recompute=selective
 layout inter     2 parallel.pp=2 parallel.schedule=interleaved parallel.virtual_stages=2 model.n_layer=4 train.micro_batch_size=2
 layout zero3     2 parallel.zero_stage=3 train.micro_batch_size=2
-layout zero3grid 8 parallel.tp=2 parallel.pp=2 parallel.zero_stage=3 parallel.sequence_parallel=.true. train.micro_batch_size=1 train.precision=bf16
+layout zero3grid 8 parallel.tp=2 parallel.pp=2 parallel.zero_stage=3 parallel.sequence_parallel=.true. train.micro_batch_size=1 train.precision=bf16 train.pack_activations=.true.
 layout cp2       2 parallel.cp=2
 layout cpgrid    8 parallel.cp=2 parallel.tp=2 parallel.pp=2 parallel.sequence_parallel=.true. train.micro_batch_size=2 train.recompute=full
 layout cpllama   4 $llama parallel.cp=4 parallel.zero_stage=3 train.precision=bf16
@@ -92,6 +92,52 @@ layout zbh2full  2 parallel.pp=2 parallel.schedule=zb-h2 train.micro_batch_size=
 layout zbvgrid   8 parallel.pp=2 parallel.tp=2 parallel.sequence_parallel=.true. parallel.schedule=zbv parallel.virtual_stages=2 model.n_layer=4 train.micro_batch_size=1 train.precision=bf16
 layout zbvllama  4 $llama parallel.pp=2 parallel.schedule=zbv parallel.virtual_stages=2 model.n_layer=4 parallel.zero_stage=2 train.micro_batch_size=1
 layout zbh1z3    4 parallel.pp=2 parallel.schedule=zb-h1 parallel.zero_stage=3 train.micro_batch_size=1 train.recompute=full
+
+# train.pack_activations unset: packed only where that lowers the peak and the peak with fp32 containers
+# is more than 3/4 of the memory; every rank alike. Two stages of 4 layers, stage 1 (the head's) the larger:
+# a memory between the stages' unpacked peaks / 0.75 leaves stage 0 its fp32 containers on its own, but
+# stage 1 needs packing, so both pack (allocated as the packed plan, every stage).
+auto="parallel.pp=2 train.micro_batch_size=2 train.precision=bf16 model.vocab_size=8192 model.seq_len=64 model.n_layer=8"
+for pk in false true; do
+    "$TRIAD" plan "$deck" world=2 $common $auto train.pack_activations=.$pk. > "$scratch/auto_$pk.plan" 2>&1
+done
+peaks() { sed -n 's/^  stage \([01]\) peak: \([0-9]*\) bytes$/\2/p' "$1" | tr '\n' ' '; }
+set -- $(peaks "$scratch/auto_false.plan") $(peaks "$scratch/auto_true.plan")
+gb=$("$PYTHON3" -c "import sys; u0, u1, p0, p1 = map(int, sys.argv[1:5]); assert u0 < u1 and p0 < u0 and p1 < u1
+print('%.9f' % ((u0 + u1) / 2 / 0.75 / 2**30))" "$@")
+ok $? "pack_activations: with fp32 containers stage 1's peak is the larger, and packing lowers both ($*)"
+"$TRIAD" plan "$deck" world=2 $common $auto > "$scratch/auto.plan" 2>&1 &&
+    grep -q "^train.pack_activations unset: .false., the stored layers in fp32 containers: the planned peak with fp32 containers, .* is within 3/4 of the .* available" "$scratch/auto.plan"
+ok $? "pack_activations unset, memory to spare: triad plan picks fp32 containers and says why"
+"$TRIAD" plan "$deck" world=2 $common $auto train.memory_gb=$gb > "$scratch/auto_small.plan" 2>&1 &&
+    grep -q "^train.pack_activations unset: .true., the stored layers packed in 16 bits: .* is more than 3/4 of the" "$scratch/auto_small.plan" &&
+    grep -q "^FITS" "$scratch/auto_small.plan"
+ok $? "pack_activations unset, memory_gb = $gb: triad plan packs (the largest stage needs it), and fits"
+"$TRIAD" plan "$deck" $common train.precision=bf16 > "$scratch/auto_one.plan" 2>&1 &&
+    grep -q "^train.pack_activations unset: .false., the stored layers in fp32 containers: packed, the planned peak would not be lower" "$scratch/auto_one.plan"
+ok $? "pack_activations unset, one stage of 2 layers: fp32 containers, packing would not lower the peak"
+"$TRIAD" plan "$deck" $common train.precision=bf16 train.pack_activations=.true. > "$scratch/auto_set.plan" 2>&1 &&
+    "$TRIAD" plan "$deck" $common > "$scratch/auto_fp32.plan" 2>&1 &&
+    ! grep -q "pack_activations unset" "$scratch/auto_set.plan" "$scratch/auto_fp32.plan"
+ok $? "pack_activations set, or an fp32 run: no choice made or printed"
+triad_run 2 "$deck" $common $auto train.memory_gb=$gb io.run_dir="'$scratch/auto_run'"
+ok $? "pack_activations unset, memory_gb = $gb: the run trains"
+grep -q "^train.pack_activations unset: .true., the stored layers packed in 16 bits: another stage's ranks need it" "$scratch/last.out" &&
+    grep -q "^  pack_activations *= .true.$" "$scratch/last.out"
+ok $? "the run: rank 0's stage alone would keep fp32 containers, stage 1's packs, so both pack; the effective deck says .true."
+"$PYTHON3" - "$scratch/auto_true.plan" "$scratch/auto_run/metrics.h5" <<'PY'
+import re, sys, h5py
+want = [[int(x) for x in v] for v in re.findall(r"^  stage \d: parameters (\d+), gradients (\d+), optimizer (\d+), "
+                                                  r"activations (\d+) bytes", open(sys.argv[1]).read(), re.M)]
+with h5py.File(sys.argv[2], "r") as f:
+    got = [[int(x) for x in row] for row in f["memory/allocated"][:]]
+print("# packed plan", want, "allocated", got)
+sys.exit(int(len(want) != 2 or got != want))
+PY
+ok $? "the run allocated each stage's packed plan"
+"$TRIAD" check "$deck" train.precision=bf16 > "$scratch/auto_check.out" 2>&1 &&
+    grep -q "^  ! pack_activations  *unset: derived at start-up$" "$scratch/auto_check.out"
+ok $? "triad check: an unset pack_activations stays unset in the effective deck (a comment)"
 
 # the bubble of each schedule on the grid, and the advice to take a zero-bubble one
 "$TRIAD" plan "$deck" world=2 $common parallel.pp=2 train.micro_batch_size=1 model.n_layer=4 > "$scratch/zb.plan" 2>&1

@@ -19,6 +19,11 @@ void config_echo(FILE *f, const struct config *cfg)
         fprintf(f, "%s&%s\n", g ? "\n" : "", config_groups[g].name);
         for (int i = 0; i < config_nkeys; i++) {
             if (strcmp(config_keys[i].group, config_groups[g].name) != 0) continue;
+            if (config_keys[i].type == KEY_BOOL && *(const int *)((const char *)cfg + config_keys[i].offset) < 0) {
+                /* a logical derived at start-up (plan_resolve_pack): left unset, so the echo stays a deck */
+                fprintf(f, "  ! %-*s   unset: derived at start-up\n", width, config_keys[i].name);
+                continue;
+            }
             config_fmt_value(v, sizeof v, cfg, &config_keys[i]);
             fprintf(f, "  %-*s = %s\n", width, config_keys[i].name, v);
         }
@@ -147,8 +152,8 @@ void config_doc_markdown(FILE *f)
             if (strcmp(k->group, config_groups[g].name) != 0) continue;
             config_fmt_value(v, sizeof v, &def, k);
             doc_allowed(allowed, sizeof allowed, k);
-            if (k->type == KEY_BOOL && k->idef < 0) /* resolved after reading (config_resolve) */
-                fprintf(f, "| `%s` | %s | the family's | %s | ", k->name, type_name[k->type], allowed);
+            if (k->type == KEY_BOOL && k->idef < 0) /* unset: derived (config_resolve, plan_resolve_pack) */
+                fprintf(f, "| `%s` | %s | derived | %s | ", k->name, type_name[k->type], allowed);
             else
                 fprintf(f, "| `%s` | %s | `%s` | %s | ", k->name, type_name[k->type], v, allowed);
             md_cell(f, k->doc);

@@ -131,21 +131,31 @@ static int print_schedule(const struct config *cfg, int world)
 }
 
 /* `triad plan`: the memory, traffic and bubble of a run on world ranks, without launching it. */
-static int print_plan(const struct config *cfg, int world)
+static int print_plan(const struct config *deck, int world)
 {
-    struct plan p;
-    char err[512], source[256];
-    if (plan_compute(&p, cfg, world, 0, err, sizeof err) != 0) {
-        fprintf(stderr, "error: %s\n", err);
-        return EXIT_ERROR;
-    }
+    struct config *cfg = xmalloc(sizeof *cfg);
+    *cfg = *deck;
+    char err[512], source[256], why[512];
     double avail = plan_memory_available(cfg, world, source, sizeof source);
     if (cfg->train.memory_gb <= 0 && avail > 0)
         snprintf(source + strlen(source), sizeof source - strlen(source),
                  ": all ranks on this machine; set train.memory_gb for another");
-    plan_print(stdout, &p, cfg, avail, source);
-    plan_free(&p);
-    return EXIT_DONE;
+    if (cfg->train.pack_activations < 0 && cfg->train.precision_id != TRAIN_PRECISION_fp32) {
+        cfg->train.pack_activations = plan_pack_choice(cfg, world, 0, -1, avail, why, sizeof why);
+        printf("train.pack_activations unset: %s, the stored layers %s\n\n",
+               cfg->train.pack_activations ? ".true." : ".false.", why);
+    }
+    struct plan p;
+    int status = EXIT_DONE;
+    if (plan_compute(&p, cfg, world, 0, err, sizeof err) != 0) {
+        fprintf(stderr, "error: %s\n", err);
+        status = EXIT_ERROR;
+    } else {
+        plan_print(stdout, &p, cfg, avail, source);
+        plan_free(&p);
+    }
+    free(cfg);
+    return status;
 }
 
 static char *echo_deck(const struct config *cfg)
@@ -312,7 +322,7 @@ static int parse_world(const char *arg, int rank)
 }
 
 /* Train on the launched ranks. */
-static int train(const struct config *cfg, int world)
+static int train(struct config *cfg, int world)
 {
     if (cfg->train.threads > 0) omp_set_num_threads((int)cfg->train.threads);
     struct run_shape s;
@@ -321,8 +331,9 @@ static int train(const struct config *cfg, int world)
     grid_init(&g, s.tp, s.cp, s.dp, s.pp, s.ep);
     char desc[256];
     grid_describe(&g, desc, sizeof desc);
-    char *deck = echo_deck(cfg);
     if (g.rank == 0) version_print(stdout);
+    plan_resolve_pack(cfg, &g); /* (before the echo: the deck in effect) */
+    char *deck = echo_deck(cfg);
     log_info("triad %s: %s\n", version_string(), desc);
     log_info("effective deck:\n%s", deck);
     int status = train_run(cfg, &g, deck);

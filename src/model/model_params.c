@@ -261,7 +261,8 @@ void model_dims_init(struct model_dims *d, const struct config *cfg, const struc
                    : cfg->train.recompute_id == TRAIN_RECOMPUTE_selective ? RECOMPUTE_SELECTIVE
                                                                   : RECOMPUTE_NONE;
     d->prec = s->prec;
-    d->pack_acts = s->prec != PREC_FP32 && cfg->train.pack_activations;
+    /* (unset, -1, only where no run resolved it: eval and sample, which keep no layer for a backward) */
+    d->pack_acts = s->prec != PREC_FP32 && cfg->train.pack_activations != 0;
     d->dpcp_rank = g->dpcp_rank;
     d->zero_stage = s->zero_stage;
     int64_t n = cfg->train.recompute_layers;

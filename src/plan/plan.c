@@ -463,7 +463,88 @@ double plan_memory_available(const struct config *cfg, int ranks_per_node, char 
     return (lim > 0 && lim < phys ? lim : phys) / n;
 }
 
+/* ------------------------------------------------------------ train.pack_activations unset */
+
+/* The planned peak of stage pp_rank (-1: the largest) with the stored layers
+ * packed or not; 0 with the reason in err when cfg does not plan. */
+static double peak_packed(const struct config *cfg, int pack, int world, int threads, int pp_rank, char *err,
+                          size_t len)
+{
+    struct config *c = xmalloc(sizeof *c);
+    *c = *cfg;
+    c->train.pack_activations = pack;
+    struct plan p;
+    double peak = 0;
+    if (plan_compute(&p, c, world, threads, err, len) == 0) {
+        peak = (double)(pp_rank >= 0 ? p.stage[pp_rank].peak : p.peak);
+        plan_free(&p);
+    }
+    free(c);
+    return peak;
+}
+
+int plan_pack_choice(const struct config *cfg, int world, int threads, int pp_rank, double avail, char *why,
+                     size_t len)
+{
+    if (cfg->train.pack_activations >= 0 || cfg->train.precision_id == TRAIN_PRECISION_fp32) {
+        snprintf(why, len, "%s", cfg->train.pack_activations >= 0 ? "set in the deck" : "precision = 'fp32'");
+        return cfg->train.pack_activations > 0 && cfg->train.precision_id != TRAIN_PRECISION_fp32;
+    }
+    char err[512], h_unp[32], h_pk[32], h_have[32];
+    double unpacked = peak_packed(cfg, 0, world, threads, pp_rank, err, sizeof err);
+    double packed = unpacked > 0 ? peak_packed(cfg, 1, world, threads, pp_rank, err, sizeof err) : 0;
+    if (unpacked <= 0 || packed <= 0) {
+        snprintf(why, len, "packed in 16 bits: %s", err);
+        return 1;
+    }
+    plan_human(h_unp, sizeof h_unp, unpacked);
+    plan_human(h_pk, sizeof h_pk, packed);
+    if (packed >= unpacked) { /* a stage of few layers: the scratch layer packing needs outweighs its savings */
+        snprintf(why, len, "in fp32 containers: packed, the planned peak would not be lower (%s, against %s)", h_pk,
+                 h_unp);
+        return 0;
+    }
+    if (avail <= 0) {
+        snprintf(why, len, "packed in 16 bits: the memory available is unknown (set train.memory_gb)");
+        return 1;
+    }
+    plan_human(h_have, sizeof h_have, avail);
+    int pack = unpacked > PLAN_UNPACKED_SHARE * avail;
+    snprintf(why, len, "%s: the planned peak with fp32 containers, %s per rank (%s packed), is %s 3/4 of the %s "
+             "available", pack ? "packed in 16 bits" : "in fp32 containers", h_unp, h_pk,
+             pack ? "more than" : "within", h_have);
+    return pack;
+}
+
 /* ------------------------------------------------------------ in a run */
+
+/* The ranks that share g's rank's node (MPI_COMM_TYPE_SHARED).  Collective. */
+static int node_ranks(const struct grid *g)
+{
+    MPI_Comm node;
+    int per_node;
+    MPI_CHECK(MPI_Comm_split_type(g->world_comm, MPI_COMM_TYPE_SHARED, g->rank, MPI_INFO_NULL, &node));
+    MPI_CHECK(MPI_Comm_size(node, &per_node));
+    MPI_CHECK(MPI_Comm_free(&node));
+    return per_node;
+}
+
+void plan_resolve_pack(struct config *cfg, const struct grid *g)
+{
+    if (cfg->train.pack_activations >= 0) return;
+    if (cfg->train.precision_id == TRAIN_PRECISION_fp32) { /* nothing to pack */
+        cfg->train.pack_activations = 0;
+        return;
+    }
+    char source[256], why[512];
+    double avail = plan_memory_available(cfg, node_ranks(g), source, sizeof source);
+    int pack = plan_pack_choice(cfg, g->world, omp_get_max_threads(), g->pp_rank, avail, why, sizeof why), any;
+    MPI_CHECK(MPI_Allreduce(&pack, &any, 1, MPI_INT, MPI_MAX, g->world_comm)); /* every rank alike */
+    cfg->train.pack_activations = any;
+    if (any && !pack) snprintf(why, sizeof why, "packed in 16 bits: another stage's ranks need it");
+    log_info("train.pack_activations unset: %s, the stored layers %s (memory: %s)\n", any ? ".true." : ".false.", why,
+             source);
+}
 
 size_t plan_check(const struct config *cfg, const struct grid *g)
 {
@@ -471,12 +552,7 @@ size_t plan_check(const struct config *cfg, const struct grid *g)
     char err[512], source[256];
     if (plan_compute(&p, cfg, g->world, omp_get_max_threads(), err, sizeof err) != 0)
         die_all(NULL, "memory plan: %s", err);
-    MPI_Comm node;
-    int per_node;
-    MPI_CHECK(MPI_Comm_split_type(g->world_comm, MPI_COMM_TYPE_SHARED, g->rank, MPI_INFO_NULL, &node));
-    MPI_CHECK(MPI_Comm_size(node, &per_node));
-    MPI_CHECK(MPI_Comm_free(&node));
-    double avail = plan_memory_available(cfg, per_node, source, sizeof source);
+    double avail = plan_memory_available(cfg, node_ranks(g), source, sizeof source);
     double need = (double)p.stage[g->pp_rank].peak;
     int mine = avail > 0 && need > avail, any;
     double have = avail > 0 ? avail : INFINITY, least;

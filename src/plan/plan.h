@@ -124,6 +124,26 @@ void plan_print(FILE *f, const struct plan *p, const struct config *cfg, double 
  * first, each with its new peak.  Prints nothing when none helps. */
 void plan_print_advice(FILE *f, const struct plan *p, const struct config *cfg, double avail);
 
+/* train.pack_activations left unset (-1) in a bf16 or fp16 run: the stored
+ * layers go packed in 16 bits (half their bytes) when that lowers the
+ * plan's peak and the peak with fp32 containers is more than
+ * PLAN_UNPACKED_SHARE of the memory available; else in fp32 containers
+ * (no pass to pack and unpack each layer: faster, the same numbers). */
+#define PLAN_UNPACKED_SHARE 0.75
+
+/* The value train.pack_activations takes for cfg on world ranks: the deck's
+ * when set (0 in fp32), else the rule above, for the peak of stage pp_rank
+ * (-1: of the largest stage) against avail bytes per rank (0: unknown:
+ * packed where that lowers the peak).  *why: the reason, in words. */
+int plan_pack_choice(const struct config *cfg, int world, int threads, int pp_rank, double avail, char *why,
+                     size_t len);
+
+/* At a run's start, before anything is allocated: sets an unset
+ * train.pack_activations in cfg by plan_pack_choice on each rank's own
+ * stage and memory, packed on every rank if any rank needs it, and logs
+ * the choice and its reason.  Collective over g->world_comm. */
+void plan_resolve_pack(struct config *cfg, const struct grid *g);
+
 /* Before a run allocates: if this rank's stage needs more memory than it
  * has, rank 0 prints the plan and the advice and every rank exits with
  * status 1.  Returns this rank's planned peak in bytes (printed at the end
