@@ -153,4 +153,14 @@ fails "$triad" check "$tmp/good.nml" train.steps=99999999999999999999
 expect_in_stderr "does not fit in 64 bits"
 report "an integer override that does not fit is an error"
 
+# The commands one process answers start no MPI without a launcher (main.c, one_process_command): an MPI
+# that cannot start (a pml that does not exist) stops a training run, not them
+for cmd in "check $tmp/good.nml" "plan $tmp/good.nml" "schedule $tmp/good.nml parallel.pp=2" --version --doc; do
+    OMPI_MCA_pml=none_such "$triad" $cmd >"$tmp/out" 2>"$tmp/err" || problem "triad $cmd: exit status $? without MPI"
+    [ -s "$tmp/out" ] || problem "triad $cmd: nothing on stdout"
+done
+OMPI_MCA_pml=none_such "$triad" "$tmp/good.nml" io.run_dir="'$tmp/nompi'" >"$tmp/out" 2>"$tmp/err" &&
+    problem "training ran with an MPI that cannot start: the checks above prove nothing"
+report "check, plan, schedule, --version, --doc without a launcher: no MPI started (training needs it)"
+
 done_testing

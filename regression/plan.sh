@@ -136,7 +136,7 @@ sys.exit(int(len(want) != 2 or got != want))
 PY
 ok $? "the run allocated each stage's packed plan"
 "$TRIAD" check "$deck" train.precision=bf16 > "$scratch/auto_check.out" 2>&1 &&
-    grep -q "^  ! pack_activations  *unset: derived at start-up$" "$scratch/auto_check.out"
+    grep -q "^  ! pack_activations: unset, derived at start-up$" "$scratch/auto_check.out"
 ok $? "triad check: an unset pack_activations stays unset in the effective deck (a comment)"
 
 # the bubble of each schedule on the grid, and the advice to take a zero-bubble one

@@ -38,8 +38,7 @@ void log_warn(const char *fmt, ...)
     fflush(stderr);
 }
 
-/* Is MPI running (initialised, not yet finalised)? */
-static int mpi_live(void)
+int mpi_live(void)
 {
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);

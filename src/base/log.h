@@ -24,6 +24,10 @@ void die_at(const char *file, int line, const char *hint, const char *fmt, ...)
 void die_all(const char *hint, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
 
+/* Is MPI running (initialised, not yet finalised)?  The commands one
+ * process answers start it only under a launcher (main.c). */
+int mpi_live(void);
+
 /* Finalize MPI (if running) and exit with status on every rank.  Collective. */
 void exit_all(int status) __attribute__((noreturn));
 

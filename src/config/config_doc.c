@@ -21,7 +21,7 @@ void config_echo(FILE *f, const struct config *cfg)
             if (strcmp(config_keys[i].group, config_groups[g].name) != 0) continue;
             if (config_keys[i].type == KEY_BOOL && *(const int *)((const char *)cfg + config_keys[i].offset) < 0) {
                 /* a logical derived at start-up (plan_resolve_pack): left unset, so the echo stays a deck */
-                fprintf(f, "  ! %-*s   unset: derived at start-up\n", width, config_keys[i].name);
+                fprintf(f, "  ! %s: unset, derived at start-up\n", config_keys[i].name);
                 continue;
             }
             config_fmt_value(v, sizeof v, cfg, &config_keys[i]);

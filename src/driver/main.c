@@ -80,8 +80,8 @@ static void read_config(struct config *cfg, const char *path, int noverride, cha
 {
     struct deck_error err;
     memset(&err, 0, sizeof err);
-    int rank, rc = 0;
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    int rank = 0, rc = 0;
+    if (mpi_live()) MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     if (rank == 0) {
         config_defaults(cfg);
         rc = config_read_file(cfg, path, &err);
@@ -96,8 +96,9 @@ static void read_config(struct config *cfg, const char *path, int noverride, cha
             snprintf(err.file, sizeof err.file, "%s", path); /* cross-checks have no line */
         if (rc != 0) config_error_print(stderr, &err);
     }
-    MPI_CHECK(MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (mpi_live()) MPI_CHECK(MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (rc != 0) exit_all(EXIT_ERROR);
+    if (!mpi_live()) return;
     MPI_CHECK(MPI_Bcast(cfg, (int)sizeof *cfg, MPI_BYTE, 0, MPI_COMM_WORLD));
     MPI_CHECK(MPI_Bcast(world, 1, MPI_INT, 0, MPI_COMM_WORLD));
 }
@@ -342,6 +343,32 @@ static int train(struct config *cfg, int world)
     return status;
 }
 
+/* Was this process started by a launcher (mpirun, mpiexec, srun, a PMI or
+ * PMIx server), which tells it its rank in the environment? */
+static int launched(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "PMI_FD",
+                                       "SLURM_PROCID", "MPI_LOCALNRANKS"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        if (getenv(vars[i])) return 1;
+    return 0;
+}
+
+/* The commands one process answers, alone or as rank 0 of a launch:
+ * check, schedule, plan, export, --help, --version, --doc (and no
+ * command).  Started without a launcher they run without MPI: a singleton
+ * MPI_Init costs about 0.3 s, and Open MPI 4's singleton start and end
+ * crash about once in a thousand (its issue 10117). */
+static int one_process_command(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "export")) return 1;
+    for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+        if (!strcmp(argv[1], subcommands[i].name)) return 1;
+    for (size_t i = 0; i < sizeof info_options / sizeof info_options[0]; i++)
+        if (!strcmp(argv[1], info_options[i].name)) return 1;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int provided, rank, world;
@@ -353,9 +380,12 @@ int main(int argc, char **argv)
      * sharedfp/individual needs neither, unless the user chose otherwise. */
     setenv("OMPI_MCA_sharedfp", "individual", 0);
     train_catch_signals(); /* a stop asked for during start-up ends it with status 3 */
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
+    rank = 0, world = 1;
+    if (launched() || !one_process_command(argc, argv)) {
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+        MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+        MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
+    }
     log_set_rank(rank);
 
     char isa_err[256];
