@@ -352,6 +352,41 @@ printf '{"eos_token_id": [63, 64]}\n' > "$scratch/gen/generation_config.json"
 refused "an eos_token_id outside the vocabulary, the file named" \
     "gen: generation_config.json's eos_token_id holds 64, not an id of the model's vocabulary (0 .. 63)" 1 "$P" \
     sample.tokenizer="'$scratch/gen'" sample.prompt_tokens="'$scratch/pad.ids'"
+# generation_config.json's sampling defaults (temperature, top_k, top_p: what vLLM takes from a model's file)
+# stand in for the sample.* keys not given on the command line, on every rank (pp 2: the last stage draws)
+gen="sample.tokenizer='$scratch/gen' sample.prompt_tokens='$scratch/pad.ids' sample.max_new_tokens=8 sample.seed=5"
+printf '{"eos_token_id": 63}\n' > "$scratch/gen/generation_config.json"
+sample genx0 1 "$P" $gen sample.temperature=0.7 sample.top_k=5 sample.top_p=0.8
+sample genx1 1 "$P" $gen
+printf '{"eos_token_id": 63, "temperature": 0.7, "top_k": 5, "top_p": 0.8, "do_sample": false}\n' \
+    > "$scratch/gen/generation_config.json"
+sample genx2 1 "$P" $gen
+st2=$?
+sample genx3 2 "$P" $gen parallel.pp=2
+st3=$?
+[ $st2 -eq 0 ] && [ $st3 -eq 0 ] && cmp -s "$scratch/genx2.txt" "$scratch/genx0.txt" &&
+    cmp -s "$scratch/genx3.txt" "$scratch/genx0.txt" && ! cmp -s "$scratch/genx1.txt" "$scratch/genx0.txt" &&
+    grep -q "^triad sample: temperature 0.7, top_k 5, top_p 0.8 from generation_config.json ($scratch/gen); sample.temperature, sample.top_k and sample.top_p given on the command line win$" "$scratch/genx2.err" &&
+    ! grep -q "from generation_config" "$scratch/genx0.err" "$scratch/genx1.err"
+ok $? "generation_config.json's temperature 0.7, top_k 5, top_p 0.8: the text of the three given as options, on pp 2 too, said on stderr ('$(tr -d '\n' < "$scratch/genx2.txt")'; the defaults: '$(tr -d '\n' < "$scratch/genx1.txt")')"
+sample genx4 1 "$P" $gen sample.temperature=1 sample.TOP_K=0 " sample.top_p = 1"
+[ $? -eq 0 ] && cmp -s "$scratch/genx4.txt" "$scratch/genx1.txt" && ! grep -q "from generation_config" "$scratch/genx4.err"
+ok $? "... each given on the command line (any case, blanks around the key) wins over the file's"
+sample genx5 1 "$P" $gen sample.top_k=0
+[ $? -eq 0 ] && grep -q "^triad sample: temperature 0.7, top_p 0.8 from generation_config.json" "$scratch/genx5.err"
+ok $? "... top_k given alone: the file's temperature and top_p still taken, and said"
+printf '{"top_k": 1}\n' > "$scratch/gen/generation_config.json"
+sample genx6 1 "$P" $gen
+sample genx7 1 "$P" $gen sample.temperature=0
+[ $? -eq 0 ] && cmp -s "$scratch/genx6.txt" "$scratch/genx7.txt"
+ok $? "generation_config.json's top_k 1: the greedy text"
+for bad in '"top_p": 1.5|top_p is 1.5, not a number from 0 to 1' '"top_k": 2.5|top_k is 2.5, not a whole number' \
+           '"temperature": "hot"|temperature is a value that is no number'; do
+    printf '{%s}\n' "${bad%%|*}" > "$scratch/gen/generation_config.json"
+    refused "generation_config.json's ${bad%%|*}: refused, the file and the key named" \
+        "gen: generation_config.json's ${bad#*|}" 1 "$P" $gen
+done
+rm "$scratch/gen/generation_config.json"
 sample noid 1 "$P" sample.tokenizer=none sample.prompt_tokens="'$scratch/pad.ids'" sample.max_new_tokens=8
 [ $? -eq 0 ] && ! grep -q "never drawn" "$scratch/noid.err" && [ "$(wc -w < "$scratch/noid.txt")" -eq 16 ]
 ok $? "without a tokenizer (ids out) every id of the 64 may be drawn ($(cat "$scratch/noid.txt"))"

@@ -216,12 +216,33 @@ static int read_options(struct config *cfg, int argc, char **argv, int first, in
  * "group." for a whole group or "group.key", NULL-ended) that `command`
  * reads: 0, or -1 with the error printed (by rank 0).  The rest of a deck
  * is the checkpoint's, so any other key would change nothing. */
+/* The key an override "group.key=value" names: *key and its length
+ * (blanks around it left out). */
+static size_t override_key(const char *arg, const char **key)
+{
+    const char *a = arg + strspn(arg, " \t"), *eq = strchr(a, '=');
+    size_t n = eq ? (size_t)(eq - a) : strlen(a);
+    while (n > 0 && (a[n - 1] == ' ' || a[n - 1] == '\t')) n--;
+    *key = a;
+    return n;
+}
+
+/* Is key ("group.key") among the overrides argv[first..argc)? */
+static int override_given(int argc, char **argv, int first, const char *key)
+{
+    for (int i = first; i < argc; i++) {
+        const char *a;
+        size_t n = override_key(argv[i], &a);
+        if (n == strlen(key) && !strncasecmp(a, key, n)) return 1;
+    }
+    return 0;
+}
+
 static int only_read_keys(int argc, char **argv, int first, const char *const *read, const char *command, int rank)
 {
     for (int i = first; i < argc; i++) {
-        const char *a = argv[i] + strspn(argv[i], " \t"), *eq = strchr(a, '=');
-        size_t n = eq ? (size_t)(eq - a) : strlen(a);
-        while (n > 0 && (a[n - 1] == ' ' || a[n - 1] == '\t')) n--;
+        const char *a;
+        size_t n = override_key(argv[i], &a);
         int ok = 0;
         for (int j = 0; read[j] && !ok; j++) {
             size_t k = strlen(read[j]);
@@ -278,7 +299,10 @@ static int sample_command(int argc, char **argv, int rank)
                                        "diag.stage_through_host", NULL};
     if (read_options(&opts, argc, argv, 3, rank) != 0 || only_read_keys(argc, argv, 3, read, "sample", rank) != 0)
         return EXIT_ERROR;
-    return sample_checkpoint(argv[2], &opts);
+    int set = (override_given(argc, argv, 3, "sample.temperature") ? SAMPLE_SET_TEMPERATURE : 0) |
+              (override_given(argc, argv, 3, "sample.top_k") ? SAMPLE_SET_TOP_K : 0) |
+              (override_given(argc, argv, 3, "sample.top_p") ? SAMPLE_SET_TOP_P : 0);
+    return sample_checkpoint(argv[2], &opts, set);
 }
 
 /* `mpirun -n N triad eval CKPT [group.key=value ...]`: every rank. */

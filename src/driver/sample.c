@@ -76,27 +76,22 @@ static void say_drawable(const struct tokenizer *tok, int V, int left_out)
     }
 }
 
-enum { GENERATION_STOPS = 64 }; /* eos_token_id's ids at most */
-
 /* The ids that end a document (rank 0): the tokenizer's end-of-text and
  * the id put before each document, those of generation_config.json's
- * eos_token_id beside the tokenizer (hf_generation_stops: kept in ckpt, or
- * in sample.tokenizer's folder), then those of sample.stop_ids (each an id
- * of the vocabulary).  Into stop[] (*n of them); 0, or -1 with err naming
- * the file or the word. */
-static int stop_ids(const struct config *o, const struct config *cfg, const char *ckpt, const struct tokenizer *tok,
-                    int V, int32_t **stop, int *n, char *err, size_t errlen)
+ * eos_token_id (gen), then those of sample.stop_ids (each an id of the
+ * vocabulary).  Into stop[] (*n of them); 0, or -1 with err naming the
+ * word. */
+static int stop_ids(const struct config *o, const struct tokenizer *tok, const struct hf_generation *gen, int V,
+                    int32_t **stop, int *n, char *err, size_t errlen)
 {
     const char *list = o->sample.stop_ids;
     /* (a word of the list and its separator: 2 bytes or more) */
-    *stop = xmalloc((strlen(list) / 2 + 3 + GENERATION_STOPS) * sizeof **stop);
+    *stop = xmalloc((strlen(list) / 2 + 3 + (size_t)gen->n) * sizeof **stop);
     *n = 0;
     int32_t doc = tok_doc(tok);
     if (tok && tok_eos(tok) >= 0) (*stop)[(*n)++] = tok_eos(tok);
     if (doc >= 0 && doc != tok_eos(tok)) (*stop)[(*n)++] = doc; /* (doc >= 0: there is a tokenizer) */
-    int k = tok ? hf_generation_stops(o->sample.tokenizer, cfg, ckpt, V, *stop + *n, GENERATION_STOPS, err, errlen) : 0;
-    if (k < 0) return -1;
-    *n += k;
+    for (int i = 0; i < gen->n; i++) (*stop)[(*n)++] = gen->ids[i];
     for (const char *p = list + strspn(list, " ,\t"); *p; p += strspn(p, " ,\t")) {
         size_t len = strcspn(p, " ,\t");
         char *end;
@@ -110,6 +105,30 @@ static int stop_ids(const struct config *o, const struct config *cfg, const char
         p += len;
     }
     return 0;
+}
+
+/* The sampling defaults of generation_config.json (gen) for the keys not
+ * given on the command line (set: SAMPLE_SET_*), into o, said on stderr
+ * (rank 0), as vLLM takes a model's defaults. */
+static void generation_defaults(struct config *o, const struct hf_generation *gen, int set)
+{
+    char took[256] = "";
+    size_t at = 0;
+    if (gen->temperature >= 0 && !(set & SAMPLE_SET_TEMPERATURE)) {
+        o->sample.temperature = gen->temperature;
+        at += (size_t)snprintf(took + at, sizeof took - at, "temperature %g", gen->temperature);
+    }
+    if (gen->top_k >= 0 && !(set & SAMPLE_SET_TOP_K)) {
+        o->sample.top_k = gen->top_k;
+        at += (size_t)snprintf(took + at, sizeof took - at, "%stop_k %lld", at ? ", " : "", gen->top_k);
+    }
+    if (gen->top_p >= 0 && !(set & SAMPLE_SET_TOP_P)) {
+        o->sample.top_p = gen->top_p;
+        at += (size_t)snprintf(took + at, sizeof took - at, "%stop_p %g", at ? ", " : "", gen->top_p);
+    }
+    if (at)
+        fprintf(stderr, "triad sample: %s from generation_config.json (%s); sample.temperature, sample.top_k and "
+                "sample.top_p given on the command line win\n", took, gen->whose);
 }
 
 /* Replica d's prompts are [share_first(d), share_first(d + 1)) of n. */
@@ -199,7 +218,7 @@ static int failed(int rank, const char *ckpt, const char *err)
     return EXIT_ERROR;
 }
 
-int sample_checkpoint(const char *ckpt, const struct config *o)
+int sample_checkpoint(const char *ckpt, const struct config *opts, int set)
 {
     int rank;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
@@ -212,14 +231,22 @@ int sample_checkpoint(const char *ckpt, const struct config *o)
     memset(&P, 0, sizeof P);
     int32_t *stop = NULL;
     int nstop = 0;
+    struct config *o = xmalloc(sizeof *o); /* the options, with generation_config.json's sampling defaults */
+    *o = *opts;
+    struct hf_generation *gen = xcalloc(1, sizeof *gen);
+    gen->temperature = gen->top_p = -1, gen->top_k = -1; /* (none, where there is no tokenizer to look beside) */
     int bad = rank == 0 && (open_tokenizer(o, &cfg, ckpt, V, &tok, err, sizeof err) != 0 ||
-                            stop_ids(o, &cfg, ckpt, tok, V, &stop, &nstop, err, sizeof err) != 0 ||
+                            (tok && hf_generation(o->sample.tokenizer, &cfg, ckpt, V, gen, err, sizeof err) != 0) ||
+                            stop_ids(o, tok, gen, V, &stop, &nstop, err, sizeof err) != 0 ||
                             prompts_read(&P, o, tok, V, bytes, T, err, sizeof err) != 0);
+    if (!bad && rank == 0) generation_defaults(o, gen, set);
+    free(gen);
     if (mpi_agree_error(MPI_COMM_WORLD, bad, err, sizeof err)) {
-        free(stop);
+        free(stop), free(o);
         tok_close(tok);
         return failed(rank, ckpt, err);
     }
+    MPI_CHECK(MPI_Bcast(o, (int)sizeof *o, MPI_BYTE, 0, MPI_COMM_WORLD));
     MPI_CHECK(MPI_Bcast(&nstop, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (rank != 0) stop = xmalloc(((size_t)nstop + 1) * sizeof *stop);
     MPI_CHECK(MPI_Bcast(stop, nstop, MPI_INT32_T, 0, MPI_COMM_WORLD));
@@ -228,7 +255,7 @@ int sample_checkpoint(const char *ckpt, const struct config *o)
     MPI_CHECK(MPI_Bcast(&left_out, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (left_out == V) { /* (a tokenizer with no token at all among the model's ids) */
         snprintf(err, sizeof err, "the tokenizer decodes none of this model's %d ids: nothing can be drawn", V);
-        free(drawable), free(stop);
+        free(drawable), free(stop), free(o);
         tok_close(tok);
         prompts_free(&P);
         return failed(rank, ckpt, err);
@@ -245,7 +272,7 @@ int sample_checkpoint(const char *ckpt, const struct config *o)
     memset(&g, 0, sizeof g);
     struct gen G;
     if (gen_open(&G, ckpt, &cfg, o, &g, P.n, err, sizeof err) != 0) {
-        free(drawable), free(stop);
+        free(drawable), free(stop), free(o);
         tok_close(tok);
         prompts_free(&P);
         return failed(rank, ckpt, err);
@@ -273,5 +300,6 @@ int sample_checkpoint(const char *ckpt, const struct config *o)
     prompts_free(&P);
     gen_close(&G);
     grid_free(&g);
+    free(o);
     return bad_text ? failed(rank, ckpt, err) : EXIT_DONE;
 }

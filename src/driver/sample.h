@@ -11,7 +11,11 @@
 
 #include "config.h"
 
-/* Collective over MPI_COMM_WORLD; the exit status. */
-int sample_checkpoint(const char *ckpt, const struct config *opts);
+/* The sampling keys given on the command line: generation_config.json's
+ * defaults (hf_generation) stand in for the others. */
+enum { SAMPLE_SET_TEMPERATURE = 1, SAMPLE_SET_TOP_K = 2, SAMPLE_SET_TOP_P = 4 };
+
+/* Collective over MPI_COMM_WORLD; the exit status.  set: SAMPLE_SET_*. */
+int sample_checkpoint(const char *ckpt, const struct config *opts, int set);
 
 #endif

@@ -622,10 +622,29 @@ struct tokenizer *hf_model_tokenizer(const struct config *cfg, const char *ckpt,
     return t;
 }
 
-/* generation_config.json in folder dir (which `whose` names): its
- * eos_token_id's ids, as hf_generation_stops. */
-static int read_generation_stops(const char *dir, const char *whose, int V, int32_t *ids, int max, char *err,
-                                 size_t errlen)
+/* A sampling default of generation_config.json j (key, with its range):
+ * *v, or -1 where the file has none (or null); 0, or -1 with err. */
+static int sampling_default(const struct json *j, const char *key, double lo, double hi, int whole, const char *whose,
+                            double *v, char *err, size_t errlen)
+{
+    const struct json *e = json_get(j, key);
+    *v = -1;
+    if (!e || e->kind == JSON_NULL) return 0;
+    if (e->kind != JSON_NUMBER || !(e->number >= lo && e->number <= hi) || (whole && e->number != floor(e->number))) {
+        char what[64] = "a value that is no number";
+        if (e->kind == JSON_NUMBER) snprintf(what, sizeof what, "%.17g", e->number);
+        return errorf(err, errlen, "%s: generation_config.json's %s is %s, not %s from %g to %g\n  hint: correct the "
+                      "file, or give sample.%s, which the file's value only stands in for", whose, key, what,
+                      whole ? "a whole number" : "a number", lo, hi, key);
+    }
+    *v = e->number;
+    return 0;
+}
+
+/* generation_config.json in folder dir (which `whose` names), as
+ * hf_generation reads it. */
+static int read_generation(const char *dir, const char *whose, int V, struct hf_generation *gen, char *err,
+                           size_t errlen)
 {
     char path[4200], why[1024];
     snprintf(path, sizeof path, "%s/%s", dir, ckpt_tok_name(CKPT_TOK_GENERATION));
@@ -633,8 +652,9 @@ static int read_generation_stops(const char *dir, const char *whose, int V, int3
     int rc = json_read_file(path, (size_t)1 << 20, "generation_config.json", &j, why, sizeof why);
     if (rc == ENOENT) return 0;
     if (rc != 0) return errorf(err, errlen, "%s: %s", whose, why);
+    snprintf(gen->whose, sizeof gen->whose, "%s", whose);
     const struct json *e = json_get(j, "eos_token_id");
-    int n = 0, k = !e || e->kind == JSON_NULL ? 0 : e->kind == JSON_ARRAY ? e->n : 1;
+    int k = !e || e->kind == JSON_NULL ? 0 : e->kind == JSON_ARRAY ? e->n : 1;
     for (int i = 0; i < k && rc == 0; i++) {
         const struct json *v = e->kind == JSON_ARRAY ? &e->item[i] : e;
         if (v->kind != JSON_NUMBER || !(v->number >= 0 && v->number < V) || v->number != (double)(int32_t)v->number) {
@@ -644,37 +664,45 @@ static int read_generation_stops(const char *dir, const char *whose, int V, int3
                         "vocabulary (0 .. %d)\n  hint: correct the file, or set sample.tokenizer to a folder without "
                         "it and give the ids in sample.stop_ids", whose, what, V - 1);
         }
-        else if (n == max)
-            rc = errorf(err, errlen, "%s: generation_config.json's eos_token_id lists more than %d ids", whose, max);
+        else if (gen->n == HF_GENERATION_STOPS)
+            rc = errorf(err, errlen, "%s: generation_config.json's eos_token_id lists more than %d ids", whose,
+                        HF_GENERATION_STOPS);
         else
-            ids[n++] = (int32_t)v->number;
+            gen->ids[gen->n++] = (int32_t)v->number;
     }
+    double top_k = -1;
+    if (rc == 0) rc = sampling_default(j, "temperature", 0, 100, 0, whose, &gen->temperature, err, errlen);
+    if (rc == 0) rc = sampling_default(j, "top_k", 0, 16777216, 1, whose, &top_k, err, errlen);
+    if (rc == 0) rc = sampling_default(j, "top_p", 0, 1, 0, whose, &gen->top_p, err, errlen);
+    gen->top_k = (long long)top_k;
     json_free(j);
-    return rc ? -1 : n;
+    return rc ? -1 : 0;
 }
 
-int hf_generation_stops(const char *option, const struct config *cfg, const char *ckpt, int V, int32_t *ids, int max,
-                        char *err, size_t errlen)
+int hf_generation(const char *option, const struct config *cfg, const char *ckpt, int V, struct hf_generation *gen,
+                  char *err, size_t errlen)
 {
     char dir[4096], whose[4300];
+    memset(gen, 0, sizeof *gen);
+    gen->temperature = gen->top_p = -1, gen->top_k = -1;
     err[0] = 0;
     if (!strcmp(option, "none")) return 0;
     if (option[0] || !ckpt) { /* the folder of the one named, or of the run's copy */
         tokenizer_folder(option[0] ? option : cfg->io.run_dir, dir, sizeof dir);
         snprintf(whose, sizeof whose, "%s", dir);
-        return read_generation_stops(dir, whose, V, ids, max, err, errlen);
+        return read_generation(dir, whose, V, gen, err, errlen);
     }
-    int kept = extract_to_temp(ckpt, dir, sizeof dir, err, errlen), n = kept;
+    int kept = extract_to_temp(ckpt, dir, sizeof dir, err, errlen), rc = kept < 0 ? -1 : 0;
     snprintf(whose, sizeof whose, "the tokenizer kept in %s", ckpt);
-    if (kept > 0) n = read_generation_stops(dir, whose, V, ids, max, err, errlen);
+    if (kept > 0) rc = read_generation(dir, whose, V, gen, err, errlen);
     remove_extracted(dir);
     if (kept == 0 && hf_tokenizer_of(cfg, ckpt, dir, sizeof dir)) { /* (a file from before tokenizers were kept) */
         char path[4096];
         snprintf(path, sizeof path, "%s", dir);
         tokenizer_folder(path, dir, sizeof dir);
-        n = read_generation_stops(dir, dir, V, ids, max, err, errlen);
+        rc = read_generation(dir, dir, V, gen, err, errlen);
     }
-    return n;
+    return rc;
 }
 
 struct tokenizer *hf_open_tokenizer(const char *option, const struct config *cfg, const char *ckpt, int V, char *err,

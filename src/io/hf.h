@@ -97,14 +97,27 @@ struct tokenizer *hf_model_tokenizer(const struct config *cfg, const char *ckpt,
  * there is none, or with the reason. */
 struct tokenizer *hf_open_tokenizer(const char *option, const struct config *cfg, const char *ckpt, int V, char *err,
                                     size_t errlen);
-/* The ids of generation_config.json's eos_token_id (an integer or a list of
- * them: the ids that end a generation, as Hugging Face's generate stops at
- * each) beside the tokenizer hf_open_tokenizer(option, cfg, ckpt) finds:
- * kept in ckpt with its tokenizer, or in the folder of the one named.  Into
- * ids[0..max); their number, 0 where there is no such file or key, or -1
- * with err naming the file (not JSON, an id outside 0 .. V-1, more than max). */
-int hf_generation_stops(const char *option, const struct config *cfg, const char *ckpt, int V, int32_t *ids, int max,
-                        char *err, size_t errlen);
+/* What generation_config.json says, beside the tokenizer
+ * hf_open_tokenizer(option, cfg, ckpt) finds (kept in ckpt with its
+ * tokenizer, or in the folder of the one named): the ids of eos_token_id
+ * (an integer or a list: the ids that end a generation, as Hugging Face's
+ * generate stops at each), and the sampling defaults the model's makers
+ * set (temperature, top_k, top_p: what vLLM takes from the file; < 0 where
+ * the file has none, or null).  do_sample is not read (vLLM's rule). */
+enum { HF_GENERATION_STOPS = 64 }; /* eos_token_id's ids at most */
+struct hf_generation {
+    int32_t ids[HF_GENERATION_STOPS];
+    int n;                    /* ids of eos_token_id */
+    double temperature, top_p;
+    long long top_k;
+    char whose[4300];         /* the file's place, in words ("" where there is none) */
+};
+/* 0 (no file: n 0, the sampling defaults < 0), or -1 with err naming the
+ * file (not JSON; an id outside 0 .. V-1 or more than HF_GENERATION_STOPS;
+ * a temperature outside 0 .. 100, a top_k not a whole number >= 0, a top_p
+ * outside 0 .. 1). */
+int hf_generation(const char *option, const struct config *cfg, const char *ckpt, int V, struct hf_generation *gen,
+                  char *err, size_t errlen);
 /* At the start of a run (rank 0): the model's tokenizer checked (it opens,
  * its ids fit vocab_size V) and its files copied into io.run_dir
  * (hf_copy_tokenizer), where every checkpoint of the run stores them
