@@ -78,7 +78,7 @@ calls() { # calls of operation $1 in profile $2
     sed -n "s/^  $1 .* \([0-9][0-9]*\) *\$/\1/p" "$2" | head -1
 }
 for L in 2 3; do
-    triad_run 1 "$deck" train.steps=4 model.n_layer=$L train.precision="'bf16'" diag.profile_ops=.true. \
+    triad_run 1 "$deck" train.steps=4 model.n_layer=$L train.precision="'bf16'" train.pack_activations=.true. diag.profile_ops=.true. \
         io.run_dir="'$scratch/bf16_$L'" && cp "$scratch/last.out" "$scratch/bf16_$L.out"
 done
 p2=$(calls lp_pack "$scratch/bf16_2.out") u2=$(calls lp_unpack "$scratch/bf16_2.out")

@@ -166,6 +166,32 @@ const char *file_llmc_kind_of(const char *path)
     return file_llmc_kind((int32_t)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24));
 }
 
+int file_write_probe(const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/.triad-write-probe.%ld", dir, (long)getpid());
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) return errno == EEXIST ? 0 : errno;
+    int e = write(fd, "", 1) == 1 ? 0 : errno; /* (a full disk may still make the file) */
+    close(fd);
+    unlink(path);
+    return e;
+}
+
+const char *file_write_words(int e)
+{
+    switch (e) {
+    case 0: return "";
+    case EROFS: return "its file system has gone read-only";
+    case ENOSPC: return "its file system is full";
+    case EDQUOT: return "the disk quota is used up";
+    case EACCES:
+    case EPERM: return "it no longer takes files from this user";
+    case ENOENT: return "it no longer exists";
+    default: return strerror(e);
+    }
+}
+
 int file_locked_by_another(const char *path)
 {
     int fd = open(path, O_RDONLY);

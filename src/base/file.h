@@ -48,4 +48,15 @@ const char *file_llmc_kind_of(const char *path);
  * as on a damaged file.  0 where path does not open. */
 int file_locked_by_another(const char *path);
 
+/* Why a write into folder dir failed, asked of the file system: a probe
+ * file made there and removed at once.  errno's value for the probe
+ * (EROFS: a file system gone read-only, as ext4 with errors=remount-ro
+ * does after an error, which statvfs does not show; ENOSPC, EDQUOT,
+ * EACCES, ENOENT), or 0 where the folder takes new files. */
+int file_write_probe(const char *dir);
+
+/* "the file system is read-only" and the like for file_write_probe's e, as
+ * a clause for a message; "" for 0. */
+const char *file_write_words(int e);
+
 #endif

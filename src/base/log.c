@@ -82,10 +82,15 @@ void die_all(const char *hint, const char *fmt, ...)
     exit_all(EXIT_ERROR);
 }
 
+static int g_abort; /* exit_by_abort was called */
+
+void exit_by_abort(void) { g_abort = 1; }
+
 void exit_all(int status)
 {
     fflush(stdout);
     fflush(stderr);
+    if (g_abort && mpi_live()) MPI_Abort(MPI_COMM_WORLD, status);
     if (mpi_live()) MPI_Finalize();
     exit(status);
 }

@@ -28,6 +28,13 @@ void die_all(const char *hint, const char *fmt, ...)
  * process answers start it only under a launcher (main.c). */
 int mpi_live(void);
 
+/* From now on the exits end the job through MPI_Abort with their status
+ * instead of MPI_Finalize: for an HDF5 file left open because closing it
+ * would hang (a collective close of a file whose writes failed, HDF5 1.10:
+ * the ranks leave its metadata flush at different points), which
+ * MPI_Finalize would close too.  Every rank calls it alike. */
+void exit_by_abort(void);
+
 /* Finalize MPI (if running) and exit with status on every rank.  Collective. */
 void exit_all(int status) __attribute__((noreturn));
 

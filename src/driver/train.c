@@ -531,7 +531,8 @@ static int finish_run(struct run *r, int status, int64_t first_step)
     MPI_CHECK(MPI_Gather(r->timers.total, NUM_TIMERS, MPI_DOUBLE, all, NUM_TIMERS, MPI_DOUBLE, 0, g->world_comm));
     struct comm_counts totals;
     comm_totals(&r->comm, &totals);
-    if (g->rank == 0 && metrics_close(&r->metrics, all, g->world, &totals) != 0) log_warn("closing metrics.h5 failed");
+    if (g->rank == 0 && metrics_close(&r->metrics, all, g->world, &totals) != 0)
+        log_warn("%s\n", r->metrics.failed[0] ? r->metrics.failed : "closing metrics.h5 failed");
     free(all);
     timers_print_summary(&r->timers, g->world_comm, (int)(r->step - first_step), stdout);
     probe_again(r);

@@ -3,12 +3,14 @@
  * stopping the run. */
 #include "train_internal.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "ckpt.h"
 #include "exit_status.h"
+#include "file.h"
 #include "lineage.h"
 #include "log.h"
 
@@ -142,9 +144,13 @@ int train_async_checkpoint_poll(struct run *r, char *err, size_t errlen)
 
 /* A checkpoint that could not be written ends the run.  While stopping (a
  * signal or the time limit) with an earlier good checkpoint, the status is 3
- * all the same: a requeued job resumes from that one. */
+ * all the same: a requeued job resumes from that one, unless io.run_dir's
+ * file system has gone read-only (after an error it stays so until it is
+ * checked and mounted again): then the checkpoint must move first. */
 void train_checkpoint_failed(struct run *r, int stopping, const char *err)
 {
+    int ro = r->g->rank == 0 && file_write_probe(r->cfg->io.run_dir) == EROFS;
+    comm_allreduce_max_int(&r->comm, CG_WORLD, &ro, 1);
     /* (the newest good one may have gone with io.run_dir itself: never promise it; rank 0 looks) */
     int gone = r->g->rank == 0 && r->last_ckpt[0] && access(r->last_ckpt, R_OK) != 0;
     comm_allreduce_max_int(&r->comm, CG_WORLD, &gone, 1);
@@ -154,15 +160,23 @@ void train_checkpoint_failed(struct run *r, int stopping, const char *err)
                 "checkpoint at step %lld failed: %s; the newest checkpoint this run wrote, %s, is gone too: "
                 "nothing of this run is left to resume from",
                 (long long)r->failed_step, err, r->last_ckpt);
-    if (stopping && r->last_ckpt[0]) {
+    if (stopping && r->last_ckpt[0] && !ro) {
         if (r->g->rank == 0)
             fprintf(stderr, "error: checkpoint at step %lld failed: %s\n", (long long)r->failed_step, err);
         log_info("stopped without a checkpoint of step %lld: the newest good one is %s, which a requeued "
                  "job resumes from (status 3)\n", (long long)r->failed_step, r->last_ckpt);
         exit_all(EXIT_STOPPED);
     }
-    char hint[sizeof r->last_ckpt + 160];
-    if (r->last_ckpt[0])
+    char hint[2 * sizeof r->last_ckpt + 320];
+    if (ro && r->last_ckpt[0])
+        snprintf(hint, sizeof hint, "io.run_dir's file system went read-only, as after an error (it stays so until it "
+                 "is checked and mounted again); the newest good checkpoint, %s, is intact: copy it and metrics.h5 "
+                 "to a writable folder and restart there (io.run_dir = that folder, io.restart = 'auto')",
+                 r->last_ckpt);
+    else if (ro)
+        snprintf(hint, sizeof hint, "io.run_dir's file system went read-only, as after an error; no checkpoint of "
+                 "this run was written before");
+    else if (r->last_ckpt[0])
         snprintf(hint, sizeof hint, "check the free space and permissions of io.run_dir; the newest good "
                  "checkpoint, %s, is intact and restart = 'auto' resumes from it", r->last_ckpt);
     else

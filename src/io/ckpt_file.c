@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "ckpt_tok.h"
+#include "file.h"
 #include "hash.h"
 #include "lineage.h"
 #include "log.h"
@@ -248,6 +249,9 @@ hid_t ckpt_create_tmp(const char *run_dir, int64_t step, const struct model *m, 
     if (f < 0 && access(run_dir, F_OK) != 0)
         snprintf(err, errlen, "rank %d: cannot create %s: %s no longer exists (removed while the run went on?)",
                  g->rank, tmp, run_dir);
+    else if (f < 0 && file_write_probe(run_dir) != 0)
+        snprintf(err, errlen, "rank %d: cannot create %s: %s: %s", g->rank, tmp, run_dir,
+                 file_write_words(file_write_probe(run_dir)));
     else if (f < 0)
         snprintf(err, errlen, "rank %d: cannot create %s: is %s writable and is there space?", g->rank, tmp, run_dir);
     /* (a file open on some ranks only is left open: its close is collective) */
@@ -256,6 +260,21 @@ hid_t ckpt_create_tmp(const char *run_dir, int64_t step, const struct model *m, 
 
 int ckpt_close_and_flush(hid_t f, const char *tmp, int rc, const struct grid *g, char *err, size_t errlen)
 {
+    if ((rc = ckpt_agree(rc, err, errlen, g)) != 0) { /* a write failed: does the folder still take writes? */
+        char dir[4200];
+        snprintf(dir, sizeof dir, "%s", tmp);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = '\0';
+        else snprintf(dir, sizeof dir, ".");
+        int e = file_write_probe(dir), any = 0;
+        MPI_CHECK(MPI_Allreduce(&e, &any, 1, MPI_INT, MPI_MAX, g->world_comm));
+        if (any) { /* HDF5 1.10's collective close of it would hang: left open, the job ends through MPI_Abort */
+            size_t n = strlen(err);
+            snprintf(err + n, errlen - n, " (%s: %s)", dir, file_write_words(any));
+            exit_by_abort();
+            return -1;
+        }
+    }
     if (H5Fclose(f) < 0 && rc == 0) {
         snprintf(err, errlen, "rank %d: closing %s failed (disk full?)", g->rank, tmp);
         rc = -1;

@@ -69,7 +69,11 @@ hid_t ckpt_create_tmp(const char *run_dir, int64_t step, const struct model *m, 
 
 /* Close a file being written (rc: how the writing went), then every rank
  * flushes it (on a parallel file system each client holds its own dirty
- * pages).  Collective; the agreed result. */
+ * pages).  Where the writing failed and the folder no longer takes writes
+ * on some rank (file_write_probe: a file system gone read-only, or full),
+ * the file is left open and the exits end the job through MPI_Abort
+ * (exit_by_abort), said in err: HDF5 1.10's collective close of a file
+ * whose writes fail hangs.  Collective; the agreed result. */
 int ckpt_close_and_flush(hid_t f, const char *tmp, int rc, const struct grid *g, char *err, size_t errlen);
 
 /* The end of a write (rc: how it went, agreed): only a verified file

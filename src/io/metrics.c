@@ -2,6 +2,7 @@
 #include "metrics.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,8 +106,14 @@ struct column {
     int integer; /* int64, else float64 */
 };
 
-static int table_append(hid_t file, const char *group, int n, const struct column *col, const double *v)
+static int flush_file(struct metrics_file *mf);
+
+static int at_finalize = MPI_KEYVAL_INVALID; /* the key of close_at_exit's attribute on MPI_COMM_SELF */
+static int close_at_exit(MPI_Comm comm, int key, void *value, void *extra);
+
+static int table_append(struct metrics_file *mf, const char *group, int n, const struct column *col, const double *v)
 {
+    hid_t file = mf->file;
     int rc = 0;
     char path[320];
     snprintf(path, sizeof path, "%s/%s", group, col[0].name);
@@ -150,7 +157,7 @@ static int table_append(hid_t file, const char *group, int n, const struct colum
         H5Sclose(mem);
         if (d >= 0) H5Dclose(d);
     }
-    if (rc == 0) rc = H5Fflush(file, H5F_SCOPE_GLOBAL) < 0 ? -1 : 0;
+    if (rc == 0) rc = flush_file(mf);
     return rc;
 }
 
@@ -204,7 +211,7 @@ int metrics_eval(struct metrics_file *mf, int64_t step, double loss, int64_t tok
     };
     if (mf->file < 0) return 0;
     double v[3] = {(double)step, loss, (double)tokens};
-    int rc = table_append(mf->file, "/eval", 3, col, v);
+    int rc = table_append(mf, "/eval", 3, col, v);
     if (rc != 0) give_up(mf, "writing the evaluation after step", step);
     return rc;
 }
@@ -222,7 +229,7 @@ int metrics_task(struct metrics_file *mf, int64_t step, const struct task_score 
     char group[128];
     snprintf(group, sizeof group, "/eval/%s", t->name);
     double v[4] = {(double)step, t->acc, t->acc_norm, (double)t->examples};
-    int rc = table_append(mf->file, group, 4, col, v);
+    int rc = table_append(mf, group, 4, col, v);
     if (rc != 0) give_up(mf, "writing a task's evaluation after step", step);
     return rc;
 }
@@ -274,6 +281,7 @@ int metrics_open(struct metrics_file *mf, const char *run_dir, const char *deck,
     mf->file = -1;
     mf->moe_tokens = -1;
     mf->flush_every = flush_every;
+    snprintf(mf->dir, sizeof mf->dir, "%s", run_dir);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* failures are reported here, once, not by HDF5's stack dump */
     char path[4096];
     snprintf(path, sizeof path, "%s/metrics.h5", run_dir);
@@ -320,18 +328,46 @@ int metrics_open(struct metrics_file *mf, const char *run_dir, const char *deck,
                  exists && first_step > 0 ? "continue" : "create", path);
         return -1;
     }
+    if (mpi_live()) { /* (HDF5's own attribute is set: the library started above) */
+        if (at_finalize == MPI_KEYVAL_INVALID)
+            MPI_CHECK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, close_at_exit, &at_finalize, NULL));
+        MPI_CHECK(MPI_Comm_set_attr(MPI_COMM_SELF, at_finalize, mf));
+    }
     return 0;
 }
 
-/* A write failed (a full disk): the file is never touched again; the rows
- * flushed before stay readable. */
+/* HDF5 1.10 cannot close a file one of whose flushes failed: its
+ * metadata cache stays half flushed ("slist already enabled?"), H5Fclose
+ * fails, and the library's own close in MPI_Finalize crashes on the file.
+ * So before each flush the run's folder is asked whether it still takes
+ * writes (a probe file: a file system gone read-only after an error, as
+ * ext4's errors=remount-ro does, or full), and a refusal stops the writing
+ * before HDF5 writes anything. */
+static int flush_file(struct metrics_file *mf)
+{
+    if ((mf->refused = file_write_probe(mf->dir)) != 0) return -1;
+    return H5Fflush(mf->file, H5F_SCOPE_GLOBAL) < 0 ? -1 : 0;
+}
+
+/* The writing failed: the file is never touched again; the rows flushed
+ * before stay readable.  Refused by the probe, the file is closed with
+ * /dev/null put in place of its descriptor, where what HDF5 still holds
+ * to write goes (io_faults.sh 9).  After a write that failed in HDF5 it is
+ * left open (the close would fail and leave it half torn down). */
 static void give_up(struct metrics_file *mf, const char *what, int64_t step)
 {
-    snprintf(mf->failed, sizeof mf->failed, "%s %lld to metrics.h5 failed (disk full?); the rows flushed before "
-             "are kept", what, (long long)step);
-    /* (not closed: HDF5 1.10's H5Fclose after a failed write leaves the file
-     * half torn down, and the library's own shutdown in MPI_Finalize then
-     * crashes on it; left open, the shutdown's close fails quietly) */
+    int e = mf->refused ? mf->refused : file_write_probe(mf->dir);
+    snprintf(mf->failed, sizeof mf->failed, "%s %lld to metrics.h5 failed%s%s%s; the rows flushed before are kept",
+             what, (long long)step, e ? " (" : "", file_write_words(e), e ? ")" : "");
+    if (mf->refused) {
+        int *fd = NULL, null = open("/dev/null", O_RDWR);
+        if (null >= 0 && H5Fget_vfd_handle(mf->file, H5P_DEFAULT, (void **)&fd) >= 0 && fd) dup2(null, *fd);
+        if (null >= 0) close(null);
+        for (int i = 0; i < M_COUNT; i++)
+            if (mf->dset[i] > 0) H5Dclose(mf->dset[i]);
+        if (mf->moe_tokens >= 0) H5Dclose(mf->moe_tokens);
+        H5Fclose(mf->file);
+    }
     mf->file = -1;
 }
 
@@ -369,8 +405,7 @@ int metrics_append(struct metrics_file *mf, const struct step_metrics *s)
         H5Sclose(ms);
     }
     mf->rows = newsize;
-    if (rc == 0 && mf->flush_every > 0 && mf->rows % (hsize_t)mf->flush_every == 0)
-        rc = H5Fflush(mf->file, H5F_SCOPE_GLOBAL) < 0 ? -1 : 0;
+    if (rc == 0 && mf->flush_every > 0 && mf->rows % (hsize_t)mf->flush_every == 0) rc = flush_file(mf);
     if (rc != 0) give_up(mf, "writing step", s->step);
     return rc;
 }
@@ -488,17 +523,49 @@ int metrics_per_rank(struct metrics_file *mf, const char *name, const char *desc
 int metrics_flush(struct metrics_file *mf)
 {
     if (mf->file < 0) return mf->failed[0] ? -1 : 0;
-    if (H5Fflush(mf->file, H5F_SCOPE_GLOBAL) < 0) {
+    if (flush_file(mf) != 0) {
         give_up(mf, "flushing up to step", (int64_t)mf->rows);
         return -1;
     }
     return 0;
 }
 
+/* The datasets and the file closed (the file's writes probed first:
+ * flush_file). */
+static int close_file(struct metrics_file *mf, int rc)
+{
+    if (at_finalize != MPI_KEYVAL_INVALID && mpi_live()) MPI_Comm_delete_attr(MPI_COMM_SELF, at_finalize);
+    if ((mf->refused = file_write_probe(mf->dir)) != 0) {
+        give_up(mf, "writing the rows up to step", (int64_t)mf->rows);
+        return -1;
+    }
+    for (int i = 0; i < M_COUNT; i++)
+        if (mf->dset[i] > 0) H5Dclose(mf->dset[i]);
+    if (mf->moe_tokens >= 0) H5Dclose(mf->moe_tokens);
+    if (H5Fclose(mf->file) < 0) rc = -1;
+    mf->file = -1;
+    return rc;
+}
+
+/* MPI_Finalize deletes MPI_COMM_SELF's attributes, the newest first: this
+ * one, set after HDF5's own, closes a metrics file that an exit on an error
+ * left open before HDF5's shutdown would (its rows flushed where the
+ * folder still takes writes; else, as give_up, onto /dev/null: see
+ * flush_file), and says what was lost. */
+static int close_at_exit(MPI_Comm comm, int key, void *value, void *extra)
+{
+    (void)comm, (void)key, (void)extra;
+    struct metrics_file *mf = value;
+    at_finalize = MPI_KEYVAL_INVALID; /* (being deleted: close_file must not delete it again) */
+    if (mf->file >= 0 && close_file(mf, 0) != 0) fprintf(stderr, "error: %s\n", mf->failed);
+    return MPI_SUCCESS;
+}
+
 int metrics_close(struct metrics_file *mf, const double *timer_totals_all, int world,
                   const struct comm_counts *comm_totals)
 {
     if (mf->file < 0) return 0;
+    if ((mf->refused = file_write_probe(mf->dir)) != 0) return close_file(mf, -1);
     int rc = comm_totals ? write_comm(mf->file, comm_totals) : 0;
     if (timer_totals_all) {
         if (H5Lexists(mf->file, "/timers", H5P_DEFAULT) > 0) H5Ldelete(mf->file, "/timers", H5P_DEFAULT);
@@ -531,12 +598,7 @@ int metrics_close(struct metrics_file *mf, const double *timer_totals_all, int w
         H5Sclose(space);
         H5Gclose(g);
     }
-    for (int i = 0; i < M_COUNT; i++)
-        if (mf->dset[i] > 0) H5Dclose(mf->dset[i]);
-    if (mf->moe_tokens >= 0) H5Dclose(mf->moe_tokens);
-    if (H5Fclose(mf->file) < 0) rc = -1;
-    mf->file = -1;
-    return rc;
+    return close_file(mf, rc);
 }
 
 static void fmt_duration(char *buf, size_t n, double s)

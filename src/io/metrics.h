@@ -47,6 +47,8 @@ struct metrics_file {
     hsize_t moe_dims[3];
     int flush_every;
     char failed[256]; /* why writing stopped ("" while it works): then file < 0 */
+    char dir[4096];   /* the run's folder, probed before each flush (file_write_probe) */
+    int refused;      /* the probe's errno that stopped the writing before HDF5 wrote (0: none) */
 };
 
 /* Create <run_dir>/metrics.h5, or continue an existing one after a restart,
