@@ -6,6 +6,9 @@ triad_run 1 "$DECKS/tiny.nml" io.run_dir="'$scratch/run'" train.steps=60
 st=$?
 ok $st "tiny run exits 0"
 [ $st -eq 0 ] || diag < "$scratch/last.out"
+! grep -q "warning\|error" "$scratch/last.out"
+ok $? "... without a warning or an error (metrics.h5 closed cleanly among them)"
+grep "warning\|error" "$scratch/last.out" | diag
 
 # log(64) = 4.16; the synthetic task's structure lets a 2-layer model go far below.
 "$PYTHON3" - "$scratch/run" <<'PY'

@@ -534,16 +534,18 @@ int metrics_flush(struct metrics_file *mf)
  * flush_file). */
 static int close_file(struct metrics_file *mf, int rc)
 {
-    if (at_finalize != MPI_KEYVAL_INVALID && mpi_live()) MPI_Comm_delete_attr(MPI_COMM_SELF, at_finalize);
     if ((mf->refused = file_write_probe(mf->dir)) != 0) {
         give_up(mf, "writing the rows up to step", (int64_t)mf->rows);
-        return -1;
+        rc = -1;
+    } else {
+        for (int i = 0; i < M_COUNT; i++)
+            if (mf->dset[i] > 0) H5Dclose(mf->dset[i]);
+        if (mf->moe_tokens >= 0) H5Dclose(mf->moe_tokens);
+        if (H5Fclose(mf->file) < 0) rc = -1;
+        mf->file = -1;
     }
-    for (int i = 0; i < M_COUNT; i++)
-        if (mf->dset[i] > 0) H5Dclose(mf->dset[i]);
-    if (mf->moe_tokens >= 0) H5Dclose(mf->moe_tokens);
-    if (H5Fclose(mf->file) < 0) rc = -1;
-    mf->file = -1;
+    /* (closed: close_at_exit, called by the deletion, finds nothing to do) */
+    if (at_finalize != MPI_KEYVAL_INVALID && mpi_live()) MPI_Comm_delete_attr(MPI_COMM_SELF, at_finalize);
     return rc;
 }
 
