@@ -154,12 +154,15 @@ expect_in_stderr "does not fit in 64 bits"
 report "an integer override that does not fit is an error"
 
 # The commands one process answers start no MPI without a launcher (main.c, one_process_command): an MPI
-# that cannot start (a pml that does not exist) stops a training run, not them
+# that cannot start (a pml that does not exist) stops a training run, not them (the launchers' variables
+# unset: the suite may itself run under one, in a batch job)
+nolauncher="env -u OMPI_COMM_WORLD_SIZE -u PMIX_RANK -u PMI_RANK -u PMI_SIZE -u PMI_FD -u SLURM_PROCID -u MPI_LOCALNRANKS
+    -u MV2_COMM_WORLD_RANK -u MPIRUN_RANK -u PALS_RANKID -u ALPS_APP_PE OMPI_MCA_pml=none_such"
 for cmd in "check $tmp/good.nml" "plan $tmp/good.nml" "schedule $tmp/good.nml parallel.pp=2" --version --doc; do
-    OMPI_MCA_pml=none_such "$triad" $cmd >"$tmp/out" 2>"$tmp/err" || problem "triad $cmd: exit status $? without MPI"
+    $nolauncher "$triad" $cmd >"$tmp/out" 2>"$tmp/err" || problem "triad $cmd: exit status $? without MPI"
     [ -s "$tmp/out" ] || problem "triad $cmd: nothing on stdout"
 done
-OMPI_MCA_pml=none_such "$triad" "$tmp/good.nml" io.run_dir="'$tmp/nompi'" >"$tmp/out" 2>"$tmp/err" &&
+$nolauncher "$triad" "$tmp/good.nml" io.run_dir="'$tmp/nompi'" >"$tmp/out" 2>"$tmp/err" &&
     problem "training ran with an MPI that cannot start: the checks above prove nothing"
 report "check, plan, schedule, --version, --doc without a launcher: no MPI started (training needs it)"
 

@@ -94,9 +94,10 @@ layout zbvllama  4 $llama parallel.pp=2 parallel.schedule=zbv parallel.virtual_s
 layout zbh1z3    4 parallel.pp=2 parallel.schedule=zb-h1 parallel.zero_stage=3 train.micro_batch_size=1 train.recompute=full
 
 # train.pack_activations unset: packed only where that lowers the peak and the peak with fp32 containers
-# is more than 3/4 of the memory; every rank alike. Two stages of 4 layers, stage 1 (the head's) the larger:
-# a memory between the stages' unpacked peaks / 0.75 leaves stage 0 its fp32 containers on its own, but
-# stage 1 needs packing, so both pack (allocated as the packed plan, every stage).
+# is more than 3/4 of the memory, the rule applied to the largest stage's (in a run: the largest of the
+# ranks' peaks over their memory), every rank alike. Two stages of 4 layers, stage 1 (the head's) the
+# larger: with a memory between the stages' unpacked peaks / 0.75, stage 0 alone would keep its fp32
+# containers, but stage 1's peak decides, so both pack (allocated as the packed plan, every stage).
 auto="parallel.pp=2 train.micro_batch_size=2 train.precision=bf16 model.vocab_size=8192 model.seq_len=64 model.n_layer=8"
 for pk in false true; do
     "$TRIAD" plan "$deck" world=2 $common $auto train.pack_activations=.$pk. > "$scratch/auto_$pk.plan" 2>&1
@@ -107,10 +108,12 @@ gb=$("$PYTHON3" -c "import sys; u0, u1, p0, p1 = map(int, sys.argv[1:5]); assert
 print('%.9f' % ((u0 + u1) / 2 / 0.75 / 2**30))" "$@")
 ok $? "pack_activations: with fp32 containers stage 1's peak is the larger, and packing lowers both ($*)"
 "$TRIAD" plan "$deck" world=2 $common $auto > "$scratch/auto.plan" 2>&1 &&
-    grep -q "^train.pack_activations unset: .false., the stored layers in fp32 containers: the planned peak with fp32 containers, .* is within 3/4 of the .* available" "$scratch/auto.plan"
+    grep -q "^train.pack_activations unset: .false., the stored layers in fp32 containers: the planned peak with fp32 containers is [0-9]*% of a rank's memory ([0-9]*% packed), within 3/4$" "$scratch/auto.plan" &&
+    grep -q "^precision: bf16 parameters .* (stored layers in fp32 containers)" "$scratch/auto.plan"
 ok $? "pack_activations unset, memory to spare: triad plan picks fp32 containers and says why"
 "$TRIAD" plan "$deck" world=2 $common $auto train.memory_gb=$gb > "$scratch/auto_small.plan" 2>&1 &&
-    grep -q "^train.pack_activations unset: .true., the stored layers packed in 16 bits: .* is more than 3/4 of the" "$scratch/auto_small.plan" &&
+    grep -q "^train.pack_activations unset: .true., the stored layers packed in 16 bits: the planned peak with fp32 containers is [0-9]*% of a rank's memory ([0-9]*% packed), more than 3/4$" "$scratch/auto_small.plan" &&
+    grep -q "^precision: bf16 parameters .* (stored layers packed in 16 bits)" "$scratch/auto_small.plan" &&
     grep -q "^FITS" "$scratch/auto_small.plan"
 ok $? "pack_activations unset, memory_gb = $gb: triad plan packs (the largest stage needs it), and fits"
 "$TRIAD" plan "$deck" $common train.precision=bf16 > "$scratch/auto_one.plan" 2>&1 &&
@@ -122,9 +125,9 @@ ok $? "pack_activations unset, one stage of 2 layers: fp32 containers, packing w
 ok $? "pack_activations set, or an fp32 run: no choice made or printed"
 triad_run 2 "$deck" $common $auto train.memory_gb=$gb io.run_dir="'$scratch/auto_run'"
 ok $? "pack_activations unset, memory_gb = $gb: the run trains"
-grep -q "^train.pack_activations unset: .true., the stored layers packed in 16 bits: another stage's ranks need it" "$scratch/last.out" &&
+grep -q "^train.pack_activations unset: .true., the stored layers packed in 16 bits: the planned peak with fp32 containers is [0-9]*% of a rank's memory ([0-9]*% packed), more than 3/4 (memory: train.memory_gb)$" "$scratch/last.out" &&
     grep -q "^  pack_activations *= .true.$" "$scratch/last.out"
-ok $? "the run: rank 0's stage alone would keep fp32 containers, stage 1's packs, so both pack; the effective deck says .true."
+ok $? "the run: rank 0's stage alone would keep fp32 containers, stage 1's peak decides, so both pack; the effective deck says .true."
 "$PYTHON3" - "$scratch/auto_true.plan" "$scratch/auto_run/metrics.h5" <<'PY'
 import re, sys, h5py
 want = [[int(x) for x in v] for v in re.findall(r"^  stage \d: parameters (\d+), gradients (\d+), optimizer (\d+), "

@@ -369,9 +369,9 @@ st3=$?
     grep -q "^triad sample: temperature 0.7, top_k 5, top_p 0.8 from generation_config.json ($scratch/gen); sample.temperature, sample.top_k and sample.top_p given on the command line win$" "$scratch/genx2.err" &&
     ! grep -q "from generation_config" "$scratch/genx0.err" "$scratch/genx1.err"
 ok $? "generation_config.json's temperature 0.7, top_k 5, top_p 0.8: the text of the three given as options, on pp 2 too, said on stderr ('$(tr -d '\n' < "$scratch/genx2.txt")'; the defaults: '$(tr -d '\n' < "$scratch/genx1.txt")')"
-sample genx4 1 "$P" $gen sample.temperature=1 sample.TOP_K=0 " sample.top_p = 1"
+sample genx4 1 "$P" $gen "sample. temperature=1" sample.TOP_K=0 " sample.top_p = 1"
 [ $? -eq 0 ] && cmp -s "$scratch/genx4.txt" "$scratch/genx1.txt" && ! grep -q "from generation_config" "$scratch/genx4.err"
-ok $? "... each given on the command line (any case, blanks around the key) wins over the file's"
+ok $? "... each given on the command line (any case, blanks around the key and its dot) wins over the file's"
 sample genx5 1 "$P" $gen sample.top_k=0
 [ $? -eq 0 ] && grep -q "^triad sample: temperature 0.7, top_p 0.8 from generation_config.json" "$scratch/genx5.err"
 ok $? "... top_k given alone: the file's temperature and top_p still taken, and said"

@@ -168,10 +168,19 @@ const char *file_llmc_kind_of(const char *path)
 
 int file_write_probe(const char *dir)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/.triad-write-probe.%ld", dir, (long)getpid());
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    if (fd < 0) return errno == EEXIST ? 0 : errno;
+    static unsigned serial;
+    char path[4400], host[256] = "";
+    gethostname(host, sizeof host - 1);
+    int fd = -1;
+    /* a name no other process uses (a node's host name and process id); one
+     * left by a process killed at the wrong moment, or on a file system
+     * gone read-only (EEXIST there, not EROFS), is passed over */
+    for (int tries = 0; fd < 0 && tries < 64; tries++) {
+        snprintf(path, sizeof path, "%s/.triad-write-probe.%s.%ld.%u", dir, host, (long)getpid(), serial++);
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+        if (fd < 0 && errno != EEXIST) return errno;
+    }
+    if (fd < 0) return EEXIST;
     int e = write(fd, "", 1) == 1 ? 0 : errno; /* (a full disk may still make the file) */
     close(fd);
     unlink(path);

@@ -86,6 +86,8 @@ static int g_abort; /* exit_by_abort was called */
 
 void exit_by_abort(void) { g_abort = 1; }
 
+int exit_aborts(void) { return g_abort; }
+
 void exit_all(int status)
 {
     fflush(stdout);

@@ -34,6 +34,8 @@ int mpi_live(void);
  * the ranks leave its metadata flush at different points), which
  * MPI_Finalize would close too.  Every rank calls it alike. */
 void exit_by_abort(void);
+/* Was exit_by_abort called? */
+int exit_aborts(void);
 
 /* Finalize MPI (if running) and exit with status on every rank.  Collective. */
 void exit_all(int status) __attribute__((noreturn));

@@ -585,6 +585,17 @@ static int override_apply(struct config *cfg, const char *arg, const char *eq, s
     return rc;
 }
 
+void config_override_name(const char *arg, char *name, size_t n)
+{
+    const char *eq = strchr(arg, '=');
+    int len = eq ? (int)(eq - arg) : (int)strlen(arg);
+    const char *dot = memchr(arg, '.', (size_t)len);
+    char group[CONFIG_STRLEN] = "", key[CONFIG_STRLEN];
+    if (dot) copy_name(group, sizeof group, arg, (int)(dot - arg));
+    copy_name(key, sizeof key, dot ? dot + 1 : arg, dot ? len - (int)(dot - arg) - 1 : len);
+    snprintf(name, n, "%s%s%s", group, dot ? "." : "", key);
+}
+
 int config_override(struct config *cfg, const char *arg, struct deck_error *err)
 {
     config_error_reset(err, "command line");

@@ -46,6 +46,9 @@ int config_read_string(struct config *cfg, const char *text, const char *name,
 
 /* Apply one command-line override "group.key=value". */
 int config_override(struct config *cfg, const char *arg, struct deck_error *err);
+/* The "group.key" an override names, as config_override reads it (blanks
+ * around each part left out, lower case), into name[0..n). */
+void config_override_name(const char *arg, char *name, size_t n);
 /* The overrides that set a training's testing aids aside, for the commands
  * that read a checkpoint's deck on another grid (sample, eval): a rank an
  * aid names may be past it. */
@@ -53,12 +56,13 @@ int config_override(struct config *cfg, const char *arg, struct deck_error *err)
     "diag.slow_rank=-1", "diag.corrupt_rank=-1", "diag.inject_overflow_step=0", "diag.inject_nan_step=0",        \
         "diag.hang_timeout=0"
 
-/* Cross-checks that need several keys or the world size (divisibility,
- * features not available, ...).  world <= 0 skips checks that need it.
- * Returns 0, or -1 with *err filled (file/line 0, what + hint). */
 /* Give the keys whose default is the family's (model.tie_embeddings) their
  * value, after the deck and the overrides are read. */
 void config_resolve(struct config *cfg);
+
+/* Cross-checks that need several keys or the world size (divisibility,
+ * features not available, ...).  world <= 0 skips checks that need it.
+ * Returns 0, or -1 with *err filled (file/line 0, what + hint). */
 int config_validate(const struct config *cfg, int world, struct deck_error *err);
 
 /* Format an error the way users see it:

@@ -142,7 +142,7 @@ static int print_plan(const struct config *deck, int world)
         snprintf(source + strlen(source), sizeof source - strlen(source),
                  ": all ranks on this machine; set train.memory_gb for another");
     if (cfg->train.pack_activations < 0 && cfg->train.precision_id != TRAIN_PRECISION_fp32) {
-        cfg->train.pack_activations = plan_pack_choice(cfg, world, 0, -1, avail, why, sizeof why);
+        cfg->train.pack_activations = plan_pack_choice(cfg, world, 0, avail, why, sizeof why);
         printf("train.pack_activations unset: %s, the stored layers %s\n\n",
                cfg->train.pack_activations ? ".true." : ".false.", why);
     }
@@ -216,37 +216,27 @@ static int read_options(struct config *cfg, int argc, char **argv, int first, in
  * "group." for a whole group or "group.key", NULL-ended) that `command`
  * reads: 0, or -1 with the error printed (by rank 0).  The rest of a deck
  * is the checkpoint's, so any other key would change nothing. */
-/* The key an override "group.key=value" names: *key and its length
- * (blanks around it left out). */
-static size_t override_key(const char *arg, const char **key)
-{
-    const char *a = arg + strspn(arg, " \t"), *eq = strchr(a, '=');
-    size_t n = eq ? (size_t)(eq - a) : strlen(a);
-    while (n > 0 && (a[n - 1] == ' ' || a[n - 1] == '\t')) n--;
-    *key = a;
-    return n;
-}
-
-/* Is key ("group.key") among the overrides argv[first..argc)? */
+/* Is key ("group.key", lower case) among the overrides argv[first..argc)? */
 static int override_given(int argc, char **argv, int first, const char *key)
 {
+    char name[2 * CONFIG_STRLEN + 2];
     for (int i = first; i < argc; i++) {
-        const char *a;
-        size_t n = override_key(argv[i], &a);
-        if (n == strlen(key) && !strncasecmp(a, key, n)) return 1;
+        config_override_name(argv[i], name, sizeof name);
+        if (!strcmp(name, key)) return 1;
     }
     return 0;
 }
 
 static int only_read_keys(int argc, char **argv, int first, const char *const *read, const char *command, int rank)
 {
+    char a[2 * CONFIG_STRLEN + 2];
     for (int i = first; i < argc; i++) {
-        const char *a;
-        size_t n = override_key(argv[i], &a);
+        config_override_name(argv[i], a, sizeof a);
+        size_t n = strlen(a);
         int ok = 0;
         for (int j = 0; read[j] && !ok; j++) {
             size_t k = strlen(read[j]);
-            ok = read[j][k - 1] == '.' ? n > k && !strncasecmp(a, read[j], k) : n == k && !strncasecmp(a, read[j], k);
+            ok = read[j][k - 1] == '.' ? n > k && !strncmp(a, read[j], k) : !strcmp(a, read[j]);
         }
         if (ok) continue;
         if (rank == 0) {
@@ -367,14 +357,19 @@ static int train(struct config *cfg, int world)
     return status;
 }
 
-/* Was this process started by a launcher (mpirun, mpiexec, srun, a PMI or
- * PMIx server), which tells it its rank in the environment? */
+/* The variables by which launchers tell a process its rank: Open MPI's
+ * mpirun, PMIx, PMI (MPICH's and Intel MPI's hydra), Slurm's srun,
+ * MVAPICH's mpirun_rsh, Cray's PALS and ALPS. */
+static const char *const launcher_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "PMI_FD",
+                                            "SLURM_PROCID", "MPI_LOCALNRANKS", "MV2_COMM_WORLD_RANK", "MPIRUN_RANK",
+                                            "PALS_RANKID", "ALPS_APP_PE"};
+
+/* Was this process started by a launcher, which tells it its rank in the
+ * environment? */
 static int launched(void)
 {
-    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "PMI_FD",
-                                       "SLURM_PROCID", "MPI_LOCALNRANKS"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
-        if (getenv(vars[i])) return 1;
+    for (size_t i = 0; i < sizeof launcher_vars / sizeof launcher_vars[0]; i++)
+        if (getenv(launcher_vars[i])) return 1;
     return 0;
 }
 

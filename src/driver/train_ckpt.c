@@ -146,7 +146,8 @@ int train_async_checkpoint_poll(struct run *r, char *err, size_t errlen)
  * signal or the time limit) with an earlier good checkpoint, the status is 3
  * all the same: a requeued job resumes from that one, unless io.run_dir's
  * file system has gone read-only (after an error it stays so until it is
- * checked and mounted again): then the checkpoint must move first. */
+ * checked and mounted again: then the checkpoint must move first), or the
+ * job ends through MPI_Abort (a file left open), whose status is 1. */
 void train_checkpoint_failed(struct run *r, int stopping, const char *err)
 {
     int ro = r->g->rank == 0 && file_write_probe(r->cfg->io.run_dir) == EROFS;
@@ -160,7 +161,7 @@ void train_checkpoint_failed(struct run *r, int stopping, const char *err)
                 "checkpoint at step %lld failed: %s; the newest checkpoint this run wrote, %s, is gone too: "
                 "nothing of this run is left to resume from",
                 (long long)r->failed_step, err, r->last_ckpt);
-    if (stopping && r->last_ckpt[0] && !ro) {
+    if (stopping && r->last_ckpt[0] && !ro && !exit_aborts()) { /* (MPI_Abort's status is the launcher's) */
         if (r->g->rank == 0)
             fprintf(stderr, "error: checkpoint at step %lld failed: %s\n", (long long)r->failed_step, err);
         log_info("stopped without a checkpoint of step %lld: the newest good one is %s, which a requeued "

@@ -633,8 +633,8 @@ static int sampling_default(const struct json *j, const char *key, double lo, do
     if (e->kind != JSON_NUMBER || !(e->number >= lo && e->number <= hi) || (whole && e->number != floor(e->number))) {
         char what[64] = "a value that is no number";
         if (e->kind == JSON_NUMBER) snprintf(what, sizeof what, "%.17g", e->number);
-        return errorf(err, errlen, "%s: generation_config.json's %s is %s, not %s from %g to %g\n  hint: correct the "
-                      "file, or give sample.%s, which the file's value only stands in for", whose, key, what,
+        return errorf(err, errlen, "%s: generation_config.json's %s is %s, not %s from %.0f to %.0f\n  hint: correct "
+                      "the file, or give sample.%s, which the file's value only stands in for", whose, key, what,
                       whole ? "a whole number" : "a number", lo, hi, key);
     }
     *v = e->number;

@@ -1,4 +1,5 @@
 /* metrics.c -- metrics.h5 and the progress line. */
+#define _GNU_SOURCE /* memfd_create */
 #include "metrics.h"
 
 #include <errno.h>
@@ -6,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -110,6 +112,15 @@ static int flush_file(struct metrics_file *mf);
 
 static int at_finalize = MPI_KEYVAL_INVALID; /* the key of close_at_exit's attribute on MPI_COMM_SELF */
 static int close_at_exit(MPI_Comm comm, int key, void *value, void *extra);
+
+/* The file closed or given up: the attribute that would close it at
+ * MPI_Finalize is taken off (it holds the struct, which its owner's frame
+ * may not outlive; close_at_exit, called by the deletion, finds nothing to
+ * do). */
+static void drop_at_exit(void)
+{
+    if (at_finalize != MPI_KEYVAL_INVALID && mpi_live()) MPI_Comm_delete_attr(MPI_COMM_SELF, at_finalize);
+}
 
 static int table_append(struct metrics_file *mf, const char *group, int n, const struct column *col, const double *v)
 {
@@ -350,9 +361,9 @@ static int flush_file(struct metrics_file *mf)
 }
 
 /* The writing failed: the file is never touched again; the rows flushed
- * before stay readable.  Refused by the probe, the file is closed with
- * /dev/null put in place of its descriptor, where what HDF5 still holds
- * to write goes (io_faults.sh 9).  After a write that failed in HDF5 it is
+ * before stay readable.  Refused by the probe, the file is closed with a
+ * file in memory put in place of its descriptor, where what HDF5 still
+ * holds to write goes (readonly_fs.sh).  After a write that failed in HDF5 it is
  * left open (the close would fail and leave it half torn down). */
 static void give_up(struct metrics_file *mf, const char *what, int64_t step)
 {
@@ -360,15 +371,17 @@ static void give_up(struct metrics_file *mf, const char *what, int64_t step)
     snprintf(mf->failed, sizeof mf->failed, "%s %lld to metrics.h5 failed%s%s%s; the rows flushed before are kept",
              what, (long long)step, e ? " (" : "", file_write_words(e), e ? ")" : "");
     if (mf->refused) {
-        int *fd = NULL, null = open("/dev/null", O_RDWR);
-        if (null >= 0 && H5Fget_vfd_handle(mf->file, H5P_DEFAULT, (void **)&fd) >= 0 && fd) dup2(null, *fd);
-        if (null >= 0) close(null);
+        /* (a file in memory takes HDF5's writes, reads and truncation alike) */
+        int *fd = NULL, stand_in = memfd_create("metrics.h5 given up", 0);
+        if (stand_in >= 0 && H5Fget_vfd_handle(mf->file, H5P_DEFAULT, (void **)&fd) >= 0 && fd) dup2(stand_in, *fd);
+        if (stand_in >= 0) close(stand_in);
         for (int i = 0; i < M_COUNT; i++)
             if (mf->dset[i] > 0) H5Dclose(mf->dset[i]);
         if (mf->moe_tokens >= 0) H5Dclose(mf->moe_tokens);
         H5Fclose(mf->file);
     }
     mf->file = -1;
+    drop_at_exit();
 }
 
 int metrics_append(struct metrics_file *mf, const struct step_metrics *s)
@@ -544,22 +557,22 @@ static int close_file(struct metrics_file *mf, int rc)
         if (H5Fclose(mf->file) < 0) rc = -1;
         mf->file = -1;
     }
-    /* (closed: close_at_exit, called by the deletion, finds nothing to do) */
-    if (at_finalize != MPI_KEYVAL_INVALID && mpi_live()) MPI_Comm_delete_attr(MPI_COMM_SELF, at_finalize);
+    drop_at_exit();
     return rc;
 }
 
 /* MPI_Finalize deletes MPI_COMM_SELF's attributes, the newest first: this
  * one, set after HDF5's own, closes a metrics file that an exit on an error
  * left open before HDF5's shutdown would (its rows flushed where the
- * folder still takes writes; else, as give_up, onto /dev/null: see
+ * folder still takes writes; else, as give_up, onto a file in memory: see
  * flush_file), and says what was lost. */
 static int close_at_exit(MPI_Comm comm, int key, void *value, void *extra)
 {
     (void)comm, (void)key, (void)extra;
     struct metrics_file *mf = value;
     at_finalize = MPI_KEYVAL_INVALID; /* (being deleted: close_file must not delete it again) */
-    if (mf->file >= 0 && close_file(mf, 0) != 0) fprintf(stderr, "error: %s\n", mf->failed);
+    if (mf->file >= 0 && close_file(mf, 0) != 0)
+        fprintf(stderr, "error: %s\n", mf->failed[0] ? mf->failed : "closing metrics.h5 failed");
     return MPI_SUCCESS;
 }
 

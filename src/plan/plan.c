@@ -483,37 +483,39 @@ static double peak_packed(const struct config *cfg, int pack, int world, int thr
     return peak;
 }
 
-int plan_pack_choice(const struct config *cfg, int world, int threads, int pp_rank, double avail, char *why,
-                     size_t len)
+/* The rule on the largest peak with fp32 containers (u) and packed (p):
+ * fractions of a rank's memory where it is known, else bytes. */
+static int pack_rule(double u, double p, int known, char *why, size_t len)
+{
+    if (p >= u) { /* a stage of few layers: the scratch layer packing needs outweighs its savings */
+        snprintf(why, len, "in fp32 containers: packed, the planned peak would not be lower");
+        return 0;
+    }
+    if (!known) {
+        snprintf(why, len, "packed in 16 bits: the memory available is unknown (set train.memory_gb)");
+        return 1;
+    }
+    int pack = u > PLAN_UNPACKED_SHARE;
+    snprintf(why, len, "%s: the planned peak with fp32 containers is %.0f%% of a rank's memory (%.0f%% packed), %s "
+             "3/4", pack ? "packed in 16 bits" : "in fp32 containers", 100 * u, 100 * p,
+             pack ? "more than" : "within");
+    return pack;
+}
+
+int plan_pack_choice(const struct config *cfg, int world, int threads, double avail, char *why, size_t len)
 {
     if (cfg->train.pack_activations >= 0 || cfg->train.precision_id == TRAIN_PRECISION_fp32) {
         snprintf(why, len, "%s", cfg->train.pack_activations >= 0 ? "set in the deck" : "precision = 'fp32'");
         return cfg->train.pack_activations > 0 && cfg->train.precision_id != TRAIN_PRECISION_fp32;
     }
-    char err[512], h_unp[32], h_pk[32], h_have[32];
-    double unpacked = peak_packed(cfg, 0, world, threads, pp_rank, err, sizeof err);
-    double packed = unpacked > 0 ? peak_packed(cfg, 1, world, threads, pp_rank, err, sizeof err) : 0;
-    if (unpacked <= 0 || packed <= 0) {
+    char err[512];
+    double u = peak_packed(cfg, 0, world, threads, -1, err, sizeof err);
+    double p = u > 0 ? peak_packed(cfg, 1, world, threads, -1, err, sizeof err) : 0;
+    if (u <= 0 || p <= 0) {
         snprintf(why, len, "packed in 16 bits: %s", err);
         return 1;
     }
-    plan_human(h_unp, sizeof h_unp, unpacked);
-    plan_human(h_pk, sizeof h_pk, packed);
-    if (packed >= unpacked) { /* a stage of few layers: the scratch layer packing needs outweighs its savings */
-        snprintf(why, len, "in fp32 containers: packed, the planned peak would not be lower (%s, against %s)", h_pk,
-                 h_unp);
-        return 0;
-    }
-    if (avail <= 0) {
-        snprintf(why, len, "packed in 16 bits: the memory available is unknown (set train.memory_gb)");
-        return 1;
-    }
-    plan_human(h_have, sizeof h_have, avail);
-    int pack = unpacked > PLAN_UNPACKED_SHARE * avail;
-    snprintf(why, len, "%s: the planned peak with fp32 containers, %s per rank (%s packed), is %s 3/4 of the %s "
-             "available", pack ? "packed in 16 bits" : "in fp32 containers", h_unp, h_pk,
-             pack ? "more than" : "within", h_have);
-    return pack;
+    return avail > 0 ? pack_rule(u / avail, p / avail, 1, why, len) : pack_rule(u, p, 0, why, len);
 }
 
 /* ------------------------------------------------------------ in a run */
@@ -536,14 +538,21 @@ void plan_resolve_pack(struct config *cfg, const struct grid *g)
         cfg->train.pack_activations = 0;
         return;
     }
-    char source[256], why[512];
+    char source[256], why[512], err[512] = "";
     double avail = plan_memory_available(cfg, node_ranks(g), source, sizeof source);
-    int pack = plan_pack_choice(cfg, g->world, omp_get_max_threads(), g->pp_rank, avail, why, sizeof why), any;
-    MPI_CHECK(MPI_Allreduce(&pack, &any, 1, MPI_INT, MPI_MAX, g->world_comm)); /* every rank alike */
-    cfg->train.pack_activations = any;
-    if (any && !pack) snprintf(why, sizeof why, "packed in 16 bits: another stage's ranks need it");
-    log_info("train.pack_activations unset: %s, the stored layers %s (memory: %s)\n", any ? ".true." : ".false.", why,
-             source);
+    /* this rank's stage's peaks, as fractions of its memory (or bytes where it is unknown); the rule then
+     * applied once, on every rank alike, to the largest of each (as triad plan does on the largest stage) */
+    double u = peak_packed(cfg, 0, g->world, omp_get_max_threads(), g->pp_rank, err, sizeof err);
+    double p = u > 0 ? peak_packed(cfg, 1, g->world, omp_get_max_threads(), g->pp_rank, err, sizeof err) : 0;
+    int failed = u <= 0 || p <= 0;
+    double m[5] = {avail > 0 ? u / avail : 0, avail > 0 ? p / avail : 0, avail > 0 ? 0 : 1, u, p};
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, m, 5, MPI_DOUBLE, MPI_MAX, g->world_comm));
+    die_all_if(g->world_comm, failed, err, "triad plan DECK shows the plan");
+    int known = m[2] == 0;
+    cfg->train.pack_activations = known ? pack_rule(m[0], m[1], 1, why, sizeof why) : pack_rule(m[3], m[4], 0, why,
+                                                                                                  sizeof why);
+    log_info("train.pack_activations unset: %s, the stored layers %s (memory: %s)\n",
+             cfg->train.pack_activations ? ".true." : ".false.", why, source);
 }
 
 size_t plan_check(const struct config *cfg, const struct grid *g)

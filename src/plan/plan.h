@@ -132,16 +132,16 @@ void plan_print_advice(FILE *f, const struct plan *p, const struct config *cfg, 
 #define PLAN_UNPACKED_SHARE 0.75
 
 /* The value train.pack_activations takes for cfg on world ranks: the deck's
- * when set (0 in fp32), else the rule above, for the peak of stage pp_rank
- * (-1: of the largest stage) against avail bytes per rank (0: unknown:
- * packed where that lowers the peak).  *why: the reason, in words. */
-int plan_pack_choice(const struct config *cfg, int world, int threads, int pp_rank, double avail, char *why,
-                     size_t len);
+ * when set (0 in fp32), else the rule above, for the largest stage's peaks
+ * against avail bytes per rank (0: unknown: packed where that lowers the
+ * peak).  *why: the reason, in words. */
+int plan_pack_choice(const struct config *cfg, int world, int threads, double avail, char *why, size_t len);
 
 /* At a run's start, before anything is allocated: sets an unset
- * train.pack_activations in cfg by plan_pack_choice on each rank's own
- * stage and memory, packed on every rank if any rank needs it, and logs
- * the choice and its reason.  Collective over g->world_comm. */
+ * train.pack_activations in cfg by the rule above, applied on every rank
+ * alike to the largest of the ranks' peaks over their own memory (each
+ * rank's stage and node), and logs the choice and its reason.  Collective
+ * over g->world_comm. */
 void plan_resolve_pack(struct config *cfg, const struct grid *g);
 
 /* Before a run allocates: if this rank's stage needs more memory than it

@@ -215,7 +215,8 @@ void plan_print(FILE *f, const struct plan *p, const struct config *cfg, double 
                 : "replicated on every data-parallel rank (zero_stage = 0)");
     if (lp)
         fprintf(f, "precision: %s parameters (values of the format in fp32 containers) and activations (stored "
-                   "layers packed in 16 bits), fp32 gradients\n", cfg->train.precision);
+                   "layers %s), fp32 gradients\n", cfg->train.precision,
+                cfg->train.pack_activations ? "packed in 16 bits" : "in fp32 containers");
     fputc('\n', f);
     plan_print_memory(f, p);
     plan_print_fit(f, p, avail, avail_source);
