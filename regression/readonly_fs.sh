@@ -46,8 +46,8 @@ wait $pid
 st=$?
 grep "^error\|hint\|Segmentation\|signal" "$scratch/ro.out" | diag
 [ $st -eq 1 ] &&
-    grep -q "^error: writing step [0-9]* to metrics.h5 failed (its file system has gone read-only); the rows flushed before are kept" "$scratch/ro.out" &&
-    grep -q "cannot create $mnt/run/ckpt_[0-9]*.h5.tmp: $mnt/run: its file system has gone read-only" "$scratch/ro.out" &&
+    grep -q "^error: writing step [0-9]* to metrics.h5 failed (its file system is read-only); the rows flushed before are kept" "$scratch/ro.out" &&
+    grep -q "cannot create $mnt/run/ckpt_[0-9]*.h5.tmp: $mnt/run: its file system is read-only" "$scratch/ro.out" &&
     grep -q "hint: io.run_dir's file system went read-only, .* the newest good checkpoint, $mnt/run/ckpt_5.h5, is intact: copy it and metrics.h5 to a writable folder" "$scratch/ro.out" &&
     ! grep -q "Segmentation\|signal\|HDF5-DIAG" "$scratch/ro.out"
 ok $? "read-only between checkpoints: status 1 (got $st), metrics.h5 and the next checkpoint refused, read-only named, the copy advised"
@@ -74,7 +74,7 @@ if fresh && ${CC:-cc} -shared -fPIC -o "$shim" "$top_srcdir/regression/faults/ro
     st=$?
     grep "^error\|hint\|MPI_ABORT" "$scratch/mid.out" | diag
     [ $st -eq 1 ] &&
-        grep -q "^error: checkpoint at step 10 failed: rank [01]: .* ($mnt/run: its file system has gone read-only)" "$scratch/mid.out" &&
+        grep -q "^error: checkpoint at step 10 failed: rank [01]: .* ($mnt/run: its file system is read-only)" "$scratch/mid.out" &&
         grep -q "the newest good checkpoint, $mnt/run/ckpt_5.h5, is intact: copy it" "$scratch/mid.out" &&
         grep -q "MPI_ABORT was invoked" "$scratch/mid.out" && verify "$mnt/run/ckpt_5.h5"
     ok $? "read-only in the middle of ckpt_10's write: no hang, status 1 (got $st) through MPI_Abort, the reason named; ckpt_5.h5 verifies"

@@ -187,6 +187,20 @@ mkdir -p "$scratch/st"
     [ "$(ls "$scratch/st")" = g_val_000002.bin.tmp ]
 ok $? "... a stale temporary of the prefix alone is refused too, nothing written"
 rm "$scratch/st/g_val_000002.bin.tmp"
+# an output folder on a read-only file system: refused before the input is read (said, not found at the first
+# shard's write after tokenizing it all)
+mkdir -p "$scratch/rofs"
+if mount -t tmpfs -o size=64k,ro tmpfs "$scratch/rofs" 2> /dev/null; then
+    "$TRIAD" tokenize tokenize.tokenizer="'$scratch/gpt2'" tokenize.input="'$scratch/c/prose.txt'" \
+        tokenize.output="'$scratch/rofs/g'" > "$scratch/out" 2>&1
+    st=$?
+    umount "$scratch/rofs"
+    [ $st -eq 1 ] && grep -q "^error: triad tokenize: tokenize.output = '$scratch/rofs/g': its folder $scratch/rofs takes no files (its file system is read-only), so nothing is tokenized$" "$scratch/out" &&
+        ! grep -q "^tokenize: " "$scratch/out"
+    ok $? "an output folder on a read-only file system: status 1 (got $st) before any input is tokenized, the reason named"
+else
+    skip "cannot mount a read-only tmpfs"
+fi
 : > "$scratch/st/gg_train_000000.bin"
 : > "$scratch/st/g_train_000000.txt"
 "$TRIAD" tokenize tokenize.tokenizer="'$scratch/gpt2'" tokenize.input="'$scratch/c/prose.txt'" \

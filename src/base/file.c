@@ -191,7 +191,7 @@ const char *file_write_words(int e)
 {
     switch (e) {
     case 0: return "";
-    case EROFS: return "its file system has gone read-only";
+    case EROFS: return "its file system is read-only";
     case ENOSPC: return "its file system is full";
     case EDQUOT: return "the disk quota is used up";
     case EACCES:

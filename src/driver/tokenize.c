@@ -306,6 +306,10 @@ static int no_old_shards(const char *prefix, char *err, size_t errlen)
         if (is_shard_of(e->d_name, base) && (count++ == 0 || strcmp(e->d_name, first) < 0))
             snprintf(first, sizeof first, "%s", e->d_name);
     closedir(d);
+    int refused = count ? 0 : file_write_probe(dir); /* (found now, not after the whole input is tokenized) */
+    if (refused)
+        return errorf(err, errlen, "tokenize.output = '%s': its folder %s takes no files (%s), so nothing is tokenized\n"
+                      "  hint: choose a tokenize.output in a writable folder", prefix, dir, file_write_words(refused));
     if (count == 0) return 0;
     char more[48] = "";
     if (count > 1) snprintf(more, sizeof more, " and %ld more", count - 1);
