@@ -156,14 +156,23 @@ report "an integer override that does not fit is an error"
 # The commands one process answers start no MPI without a launcher (main.c, one_process_command): an MPI
 # that cannot start (a pml that does not exist) stops a training run, not them (the launchers' variables
 # unset: the suite may itself run under one, in a batch job)
-nolauncher="env -u OMPI_COMM_WORLD_SIZE -u PMIX_RANK -u PMI_RANK -u PMI_SIZE -u PMI_FD -u SLURM_PROCID -u MPI_LOCALNRANKS
-    -u MV2_COMM_WORLD_RANK -u MPIRUN_RANK -u PALS_RANKID -u ALPS_APP_PE OMPI_MCA_pml=none_such"
+# (main.c's launcher_vars, read from the source)
+vars=$(sed -n '/launcher_vars\[\] = {/,/};/p' "$top_srcdir/src/driver/main.c" | grep -o '"[A-Z0-9_]*"' | tr -d '"')
+nolauncher="env"
+for v in $vars; do nolauncher="$nolauncher -u $v"; done
+nolauncher="$nolauncher OMPI_MCA_pml=none_such"
 for cmd in "check $tmp/good.nml" "plan $tmp/good.nml" "schedule $tmp/good.nml parallel.pp=2" --version --doc; do
     $nolauncher "$triad" $cmd >"$tmp/out" 2>"$tmp/err" || problem "triad $cmd: exit status $? without MPI"
     [ -s "$tmp/out" ] || problem "triad $cmd: nothing on stdout"
 done
 $nolauncher "$triad" "$tmp/good.nml" io.run_dir="'$tmp/nompi'" >"$tmp/out" 2>"$tmp/err" &&
     problem "training ran with an MPI that cannot start: the checks above prove nothing"
+[ "$(echo $vars | wc -w)" -ge 11 ] || problem "launcher_vars not read from main.c: '$vars'"
 report "check, plan, schedule, --version, --doc without a launcher: no MPI started (training needs it)"
+# ... and each launcher's variable starts it (so the MPI that cannot start stops triad check)
+for v in $vars; do
+    $nolauncher $v=0 "$triad" check "$tmp/good.nml" >"$tmp/out" 2>"$tmp/err" && problem "$v set: triad check did not start MPI"
+done
+report "check under a launcher (each of the $(echo $vars | wc -w) variables main.c knows them by): MPI started"
 
 done_testing

@@ -108,11 +108,11 @@ gb=$("$PYTHON3" -c "import sys; u0, u1, p0, p1 = map(int, sys.argv[1:5]); assert
 print('%.9f' % ((u0 + u1) / 2 / 0.75 / 2**30))" "$@")
 ok $? "pack_activations: with fp32 containers stage 1's peak is the larger, and packing lowers both ($*)"
 "$TRIAD" plan "$deck" world=2 $common $auto > "$scratch/auto.plan" 2>&1 &&
-    grep -q "^train.pack_activations unset: .false., the stored layers in fp32 containers: the planned peak with fp32 containers is [0-9]*% of a rank's memory ([0-9]*% packed), within 3/4$" "$scratch/auto.plan" &&
+    grep -q "^train.pack_activations unset: .false., the stored layers in fp32 containers: the planned peak with fp32 containers is [0-9.]*% of a rank's memory ([0-9.]*% packed), within 3/4$" "$scratch/auto.plan" &&
     grep -q "^precision: bf16 parameters .* (stored layers in fp32 containers)" "$scratch/auto.plan"
 ok $? "pack_activations unset, memory to spare: triad plan picks fp32 containers and says why"
 "$TRIAD" plan "$deck" world=2 $common $auto train.memory_gb=$gb > "$scratch/auto_small.plan" 2>&1 &&
-    grep -q "^train.pack_activations unset: .true., the stored layers packed in 16 bits: the planned peak with fp32 containers is [0-9]*% of a rank's memory ([0-9]*% packed), more than 3/4$" "$scratch/auto_small.plan" &&
+    grep -q "^train.pack_activations unset: .true., the stored layers packed in 16 bits: the planned peak with fp32 containers is [0-9.]*% of a rank's memory ([0-9.]*% packed), more than 3/4$" "$scratch/auto_small.plan" &&
     grep -q "^precision: bf16 parameters .* (stored layers packed in 16 bits)" "$scratch/auto_small.plan" &&
     grep -q "^FITS" "$scratch/auto_small.plan"
 ok $? "pack_activations unset, memory_gb = $gb: triad plan packs (the largest stage needs it), and fits"
@@ -125,7 +125,7 @@ ok $? "pack_activations unset, one stage of 2 layers: fp32 containers, packing w
 ok $? "pack_activations set, or an fp32 run: no choice made or printed"
 triad_run 2 "$deck" $common $auto train.memory_gb=$gb io.run_dir="'$scratch/auto_run'"
 ok $? "pack_activations unset, memory_gb = $gb: the run trains"
-grep -q "^train.pack_activations unset: .true., the stored layers packed in 16 bits: the planned peak with fp32 containers is [0-9]*% of a rank's memory ([0-9]*% packed), more than 3/4 (memory: train.memory_gb)$" "$scratch/last.out" &&
+grep -q "^train.pack_activations unset: .true., the stored layers packed in 16 bits: the planned peak with fp32 containers is [0-9.]*% of a rank's memory ([0-9.]*% packed), more than 3/4 (memory: train.memory_gb)$" "$scratch/last.out" &&
     grep -q "^  pack_activations *= .true.$" "$scratch/last.out"
 ok $? "the run: rank 0's stage alone would keep fp32 containers, stage 1's peak decides, so both pack; the effective deck says .true."
 "$PYTHON3" - "$scratch/auto_true.plan" "$scratch/auto_run/metrics.h5" <<'PY'

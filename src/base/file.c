@@ -182,7 +182,7 @@ int file_write_probe(const char *dir)
     }
     if (fd < 0) return EEXIST;
     int e = write(fd, "", 1) == 1 ? 0 : errno; /* (a full disk may still make the file) */
-    close(fd);
+    if (close(fd) != 0 && e == 0) e = errno; /* (NFS and Lustre may say ENOSPC or EDQUOT only here) */
     unlink(path);
     return e;
 }
@@ -195,8 +195,8 @@ const char *file_write_words(int e)
     case ENOSPC: return "its file system is full";
     case EDQUOT: return "the disk quota is used up";
     case EACCES:
-    case EPERM: return "it no longer takes files from this user";
-    case ENOENT: return "it no longer exists";
+    case EPERM: return "it takes no files from this user";
+    case ENOENT: return "it does not exist";
     default: return strerror(e);
     }
 }

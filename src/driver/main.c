@@ -212,10 +212,6 @@ static int read_options(struct config *cfg, int argc, char **argv, int first, in
     return 0;
 }
 
-/* The overrides argv[first..argc) name only keys of `read` (a list of
- * "group." for a whole group or "group.key", NULL-ended) that `command`
- * reads: 0, or -1 with the error printed (by rank 0).  The rest of a deck
- * is the checkpoint's, so any other key would change nothing. */
 /* Is key ("group.key", lower case) among the overrides argv[first..argc)? */
 static int override_given(int argc, char **argv, int first, const char *key)
 {
@@ -227,6 +223,10 @@ static int override_given(int argc, char **argv, int first, const char *key)
     return 0;
 }
 
+/* The overrides argv[first..argc) name only keys of `read` (a list of
+ * "group." for a whole group or "group.key", NULL-ended) that `command`
+ * reads: 0, or -1 with the error printed (by rank 0).  The rest of a deck
+ * is the checkpoint's, so any other key would change nothing. */
 static int only_read_keys(int argc, char **argv, int first, const char *const *read, const char *command, int rank)
 {
     char a[2 * CONFIG_STRLEN + 2];

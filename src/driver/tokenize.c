@@ -296,9 +296,19 @@ static int no_old_shards(const char *prefix, char *err, size_t errlen)
     char dir[CONFIG_STRLEN + 2];
     snprintf(dir, sizeof dir, "%.*s", slash ? (slash == prefix ? 1 : (int)(slash - prefix)) : 1, slash ? prefix : ".");
     DIR *d = opendir(dir);
-    if (!d) /* (no folder yet: no shards; shard_open makes it) */
-        return errno == ENOENT ? 0 : errorf(err, errlen, "cannot list %s, the folder of tokenize.output = '%s': %s",
-                                            dir, prefix, strerror(errno));
+    if (!d && errno == ENOENT) { /* no folder yet: no shards (shard_open makes it); can its nearest folder take it? */
+        char *up;
+        while ((up = strrchr(dir, '/')) && up != dir && (*up = '\0', access(dir, F_OK) != 0)) {}
+        if (up == dir) snprintf(dir, sizeof dir, "/");
+        else if (!up) snprintf(dir, sizeof dir, ".");
+        int refused = file_write_probe(dir);
+        return refused ? errorf(err, errlen, "tokenize.output = '%s': the folder %s, where its folders would be made, "
+                                "takes no files (%s), so nothing is tokenized\n  hint: choose a tokenize.output in "
+                                "a writable folder", prefix, dir, file_write_words(refused)) : 0;
+    }
+    if (!d)
+        return errorf(err, errlen, "cannot list %s, the folder of tokenize.output = '%s': %s", dir, prefix,
+                      strerror(errno));
     char first[1024] = "";
     long count = 0;
     struct dirent *e;

@@ -1,6 +1,7 @@
 /* metrics.c -- metrics.h5 and the progress line. */
 #define _GNU_SOURCE /* memfd_create */
 #include "metrics.h"
+#include "build_config.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -371,8 +372,12 @@ static void give_up(struct metrics_file *mf, const char *what, int64_t step)
     snprintf(mf->failed, sizeof mf->failed, "%s %lld to metrics.h5 failed%s%s%s; the rows flushed before are kept",
              what, (long long)step, e ? " (" : "", file_write_words(e), e ? ")" : "");
     if (mf->refused) {
-        /* (a file in memory takes HDF5's writes, reads and truncation alike) */
-        int *fd = NULL, stand_in = memfd_create("metrics.h5 given up", 0);
+        /* (a file in memory takes HDF5's writes, reads and truncation alike; /dev/null its writes) */
+        int *fd = NULL, stand_in = -1;
+#ifdef HAVE_MEMFD_CREATE
+        stand_in = memfd_create("metrics.h5 given up", 0);
+#endif
+        if (stand_in < 0) stand_in = open("/dev/null", O_RDWR);
         if (stand_in >= 0 && H5Fget_vfd_handle(mf->file, H5P_DEFAULT, (void **)&fd) >= 0 && fd) dup2(stand_in, *fd);
         if (stand_in >= 0) close(stand_in);
         for (int i = 0; i < M_COUNT; i++)

@@ -496,7 +496,7 @@ static int pack_rule(double u, double p, int known, char *why, size_t len)
         return 1;
     }
     int pack = u > PLAN_UNPACKED_SHARE;
-    snprintf(why, len, "%s: the planned peak with fp32 containers is %.0f%% of a rank's memory (%.0f%% packed), %s "
+    snprintf(why, len, "%s: the planned peak with fp32 containers is %.1f%% of a rank's memory (%.1f%% packed), %s "
              "3/4", pack ? "packed in 16 bits" : "in fp32 containers", 100 * u, 100 * p,
              pack ? "more than" : "within");
     return pack;
@@ -547,7 +547,9 @@ void plan_resolve_pack(struct config *cfg, const struct grid *g)
     int failed = u <= 0 || p <= 0;
     double m[5] = {avail > 0 ? u / avail : 0, avail > 0 ? p / avail : 0, avail > 0 ? 0 : 1, u, p};
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, m, 5, MPI_DOUBLE, MPI_MAX, g->world_comm));
-    die_all_if(g->world_comm, failed, err, "triad plan DECK shows the plan");
+    char msg[600];
+    snprintf(msg, sizeof msg, "memory plan: %s", err);
+    die_all_if(g->world_comm, failed, msg, NULL);
     int known = m[2] == 0;
     cfg->train.pack_activations = known ? pack_rule(m[0], m[1], 1, why, sizeof why) : pack_rule(m[3], m[4], 0, why,
                                                                                                   sizeof why);
