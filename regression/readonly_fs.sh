@@ -15,6 +15,8 @@
 #    close of that file hangs (the ranks leave its metadata flush at
 #    different points), so it is left open and the job ends through
 #    MPI_Abort with status 1 and the reason (it hung before).
+# 3. The same in a stop's checkpoint: status 1, not 3 (a requeued job would
+#    find the folder read-only).
 # Skipped where a loop device cannot be mounted or ext4 has no error trigger.
 . "$(dirname "$0")/lib.sh"
 deck="$DECKS/tiny.nml"
@@ -78,7 +80,18 @@ if fresh && ${CC:-cc} -shared -fPIC -o "$shim" "$top_srcdir/regression/faults/ro
         grep -q "the newest good checkpoint, $mnt/run/ckpt_5.h5, is intact: copy it" "$scratch/mid.out" &&
         verify "$mnt/run/ckpt_5.h5"
     ok $? "read-only in the middle of ckpt_10's write: no hang, status 1 (got $st; through MPI_Abort), the reason named; ckpt_5.h5 verifies"
+    # 3. the same while stopping (the stop file, in a run resumed from ckpt_5.h5 of a run of 7 steps): status 1, not the 3 that
+    # promises a requeued job its resume (it would find the folder read-only)
+    fresh && triad_run 2 "$deck" $common train.steps=7 io.run_dir="'$mnt/run'" && touch "$mnt/run/STOP" &&
+        LD_PRELOAD="$shim" TRIAD_FAULT_PATH=ckpt_6.h5.tmp TRIAD_FAULT_TRIGGER="$trigger" \
+            timeout 120 $MPIEXEC -n 2 "$TRIAD" "$deck" $common io.restart=auto io.run_dir="'$mnt/run'" > "$scratch/stop.out" 2>&1
+    st=$?
+    grep "^error\|hint\|stopp\|restart" "$scratch/stop.out" | diag; ls "$mnt/run" | diag
+    [ $st -eq 1 ] && grep -q "^error: checkpoint at step 6 failed: .*its file system is read-only" "$scratch/stop.out" &&
+        ! grep -q "status 3" "$scratch/stop.out" && verify "$mnt/run/ckpt_5.h5"
+    ok $? "... while stopping: status 1 (got $st), no resume promised, ckpt_5.h5 verifies"
 else
     skip "cannot build the LD_PRELOAD shim or mount anew ($(head -n 1 "$scratch/cc.err" 2> /dev/null))"
+    skip "(the same while stopping)"
 fi
 done_testing
