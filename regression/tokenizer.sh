@@ -198,9 +198,9 @@ if mount -t tmpfs -o size=64k,ro tmpfs "$scratch/rofs" 2> /dev/null; then
         tokenize.output="'$scratch/rofs/new/sub/g'" > "$scratch/out2" 2>&1
     st2=$?
     umount "$scratch/rofs"
-    [ $st -eq 1 ] && grep -q "^error: triad tokenize: tokenize.output = '$scratch/rofs/g': its folder $scratch/rofs takes no files (its file system is read-only), so nothing is tokenized$" "$scratch/out" &&
+    [ $st -eq 1 ] && grep -q "^error: triad tokenize: tokenize.output = '$scratch/rofs/g': the folder $scratch/rofs takes no files (its file system is read-only), so nothing is tokenized$" "$scratch/out" &&
         ! grep -q "^tokenize: " "$scratch/out" && [ $st2 -eq 1 ] && ! grep -q "^tokenize: " "$scratch/out2" &&
-        grep -q "^error: triad tokenize: tokenize.output = '$scratch/rofs/new/sub/g': the folder $scratch/rofs, where its folders would be made, takes no files (its file system is read-only)" "$scratch/out2"
+        grep -q "^error: triad tokenize: tokenize.output = '$scratch/rofs/new/sub/g': the folder $scratch/rofs takes no files (its file system is read-only)" "$scratch/out2"
     ok $? "an output folder on a read-only file system, or one to be made there: status 1 (got $st, $st2) before any input is tokenized, the reason named"
 else
     skip "cannot mount a read-only tmpfs"

@@ -233,10 +233,9 @@ int sample_checkpoint(const char *ckpt, const struct config *opts, int set)
     int nstop = 0;
     struct config *o = xmalloc(sizeof *o); /* the options, with generation_config.json's sampling defaults */
     *o = *opts;
-    struct hf_generation *gen = xcalloc(1, sizeof *gen);
-    gen->temperature = gen->top_p = -1, gen->top_k = -1; /* (none, where there is no tokenizer to look beside) */
+    struct hf_generation *gen = xmalloc(sizeof *gen); /* (none where there is no tokenizer to look beside) */
     int bad = rank == 0 && (open_tokenizer(o, &cfg, ckpt, V, &tok, err, sizeof err) != 0 ||
-                            (tok && hf_generation(o->sample.tokenizer, &cfg, ckpt, V, gen, err, sizeof err) != 0) ||
+                            hf_generation(tok ? o->sample.tokenizer : "none", &cfg, ckpt, V, gen, err, sizeof err) ||
                             stop_ids(o, tok, gen, V, &stop, &nstop, err, sizeof err) != 0 ||
                             prompts_read(&P, o, tok, V, bytes, T, err, sizeof err) != 0);
     if (!bad && rank == 0) generation_defaults(o, gen, set);

@@ -286,6 +286,27 @@ static int is_shard_of(const char *name, const char *base)
     return (n >= 4 && !strcmp(name + n - 4, ".bin")) || (n >= 8 && !strcmp(name + n - 8, ".bin.tmp"));
 }
 
+/* Does the folder of tokenize.output, or the nearest one above it that
+ * exists (where shard_open makes the rest), take files?  0, or -1 with err
+ * saying why not: found before the input is read, not after it is all
+ * tokenized.  Rank 0. */
+static int output_writable(const char *prefix, char *err, size_t errlen)
+{
+    char dir[CONFIG_STRLEN + 2];
+    snprintf(dir, sizeof dir, "%s", prefix);
+    char *up;
+    do { /* the prefix's folder, or one above it */
+        up = strrchr(dir, '/');
+        if (up) *up = '\0';
+    } while (up && up != dir && access(dir, F_OK) != 0);
+    if (!up) snprintf(dir, sizeof dir, ".");
+    else if (up == dir) snprintf(dir, sizeof dir, "/");
+    int refused = file_write_probe(dir);
+    return refused ? errorf(err, errlen, "tokenize.output = '%s': the folder %s takes no files (%s), so nothing is "
+                            "tokenized\n  hint: choose a tokenize.output in a writable folder", prefix, dir,
+                            file_write_words(refused)) : 0;
+}
+
 /* The shards an earlier run left under tokenize.output would mix with this
  * run's under PREFIX_train_*.bin: 0 when there are none, else -1 with err
  * naming the first (in name order) and how many, and what to do.  Rank 0,
@@ -296,19 +317,9 @@ static int no_old_shards(const char *prefix, char *err, size_t errlen)
     char dir[CONFIG_STRLEN + 2];
     snprintf(dir, sizeof dir, "%.*s", slash ? (slash == prefix ? 1 : (int)(slash - prefix)) : 1, slash ? prefix : ".");
     DIR *d = opendir(dir);
-    if (!d && errno == ENOENT) { /* no folder yet: no shards (shard_open makes it); can its nearest folder take it? */
-        char *up;
-        while ((up = strrchr(dir, '/')) && up != dir && (*up = '\0', access(dir, F_OK) != 0)) {}
-        if (up == dir) snprintf(dir, sizeof dir, "/");
-        else if (!up) snprintf(dir, sizeof dir, ".");
-        int refused = file_write_probe(dir);
-        return refused ? errorf(err, errlen, "tokenize.output = '%s': the folder %s, where its folders would be made, "
-                                "takes no files (%s), so nothing is tokenized\n  hint: choose a tokenize.output in "
-                                "a writable folder", prefix, dir, file_write_words(refused)) : 0;
-    }
-    if (!d)
-        return errorf(err, errlen, "cannot list %s, the folder of tokenize.output = '%s': %s", dir, prefix,
-                      strerror(errno));
+    if (!d) /* (no folder yet: no shards; shard_open makes it) */
+        return errno == ENOENT ? 0 : errorf(err, errlen, "cannot list %s, the folder of tokenize.output = '%s': %s",
+                                            dir, prefix, strerror(errno));
     char first[1024] = "";
     long count = 0;
     struct dirent *e;
@@ -316,10 +327,6 @@ static int no_old_shards(const char *prefix, char *err, size_t errlen)
         if (is_shard_of(e->d_name, base) && (count++ == 0 || strcmp(e->d_name, first) < 0))
             snprintf(first, sizeof first, "%s", e->d_name);
     closedir(d);
-    int refused = count ? 0 : file_write_probe(dir); /* (found now, not after the whole input is tokenized) */
-    if (refused)
-        return errorf(err, errlen, "tokenize.output = '%s': its folder %s takes no files (%s), so nothing is tokenized\n"
-                      "  hint: choose a tokenize.output in a writable folder", prefix, dir, file_write_words(refused));
     if (count == 0) return 0;
     char more[48] = "";
     if (count > 1) snprintf(more, sizeof more, " and %ld more", count - 1);
@@ -433,7 +440,8 @@ int tokenize_run(const struct config *cfg)
     if (rc == 0 && cfg->tokenize.print_id == TOKENIZE_PRINT_none && !cfg->tokenize.output[0])
         rc = errorf(err, sizeof err, "tokenize.output is empty: give the shards' path prefix (e.g. 'data/book')");
     if (rc == 0 && rank == 0 && cfg->tokenize.print_id == TOKENIZE_PRINT_none)
-        rc = no_old_shards(cfg->tokenize.output, err, sizeof err);
+        rc = no_old_shards(cfg->tokenize.output, err, sizeof err) != 0
+                 ? -1 : output_writable(cfg->tokenize.output, err, sizeof err);
     struct reader r;
     memset(&r, 0, sizeof r);
     if (rc == 0) rc = reader_open(&r, cfg, err, sizeof err);

@@ -246,12 +246,12 @@ hid_t ckpt_create_tmp(const char *run_dir, int64_t step, const struct model *m, 
     if (check_room(run_dir, m, g, err, errlen) != 0) return -1;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t f = ckpt_open(tmp, CKPT_OPEN_CREATE, g);
+    int refused = f < 0 ? file_write_probe(run_dir) : 0;
     if (f < 0 && access(run_dir, F_OK) != 0)
         snprintf(err, errlen, "rank %d: cannot create %s: %s no longer exists (removed while the run went on?)",
                  g->rank, tmp, run_dir);
-    else if (f < 0 && file_write_probe(run_dir) != 0)
-        snprintf(err, errlen, "rank %d: cannot create %s: %s: %s", g->rank, tmp, run_dir,
-                 file_write_words(file_write_probe(run_dir)));
+    else if (refused)
+        snprintf(err, errlen, "rank %d: cannot create %s: %s: %s", g->rank, tmp, run_dir, file_write_words(refused));
     else if (f < 0)
         snprintf(err, errlen, "rank %d: cannot create %s: is %s writable and is there space?", g->rank, tmp, run_dir);
     /* (a file open on some ranks only is left open: its close is collective) */

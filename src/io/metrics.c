@@ -548,8 +548,8 @@ int metrics_flush(struct metrics_file *mf)
     return 0;
 }
 
-/* The datasets and the file closed (the file's writes probed first:
- * flush_file). */
+/* The datasets and the file closed; the folder probed first, as before
+ * every flush (flush_file), since the close flushes. */
 static int close_file(struct metrics_file *mf, int rc)
 {
     if ((mf->refused = file_write_probe(mf->dir)) != 0) {
@@ -585,7 +585,6 @@ int metrics_close(struct metrics_file *mf, const double *timer_totals_all, int w
                   const struct comm_counts *comm_totals)
 {
     if (mf->file < 0) return 0;
-    if ((mf->refused = file_write_probe(mf->dir)) != 0) return close_file(mf, -1);
     int rc = comm_totals ? write_comm(mf->file, comm_totals) : 0;
     if (timer_totals_all) {
         if (H5Lexists(mf->file, "/timers", H5P_DEFAULT) > 0) H5Ldelete(mf->file, "/timers", H5P_DEFAULT);

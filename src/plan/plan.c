@@ -504,10 +504,6 @@ static int pack_rule(double u, double p, int known, char *why, size_t len)
 
 int plan_pack_choice(const struct config *cfg, int world, int threads, double avail, char *why, size_t len)
 {
-    if (cfg->train.pack_activations >= 0 || cfg->train.precision_id == TRAIN_PRECISION_fp32) {
-        snprintf(why, len, "%s", cfg->train.pack_activations >= 0 ? "set in the deck" : "precision = 'fp32'");
-        return cfg->train.pack_activations > 0 && cfg->train.precision_id != TRAIN_PRECISION_fp32;
-    }
     char err[512];
     double u = peak_packed(cfg, 0, world, threads, -1, err, sizeof err);
     double p = u > 0 ? peak_packed(cfg, 1, world, threads, -1, err, sizeof err) : 0;

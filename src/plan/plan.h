@@ -131,10 +131,10 @@ void plan_print_advice(FILE *f, const struct plan *p, const struct config *cfg, 
  * (no pass to pack and unpack each layer: faster, the same numbers). */
 #define PLAN_UNPACKED_SHARE 0.75
 
-/* The value train.pack_activations takes for cfg on world ranks: the deck's
- * when set (0 in fp32), else the rule above, for the largest stage's peaks
- * against avail bytes per rank (0: unknown: packed where that lowers the
- * peak).  *why: the reason, in words. */
+/* The value an unset train.pack_activations takes for cfg (bf16 or fp16)
+ * on world ranks: the rule above, for the largest stage's peaks against
+ * avail bytes per rank (0: unknown: packed where that lowers the peak).
+ * *why: the reason, in words. */
 int plan_pack_choice(const struct config *cfg, int world, int threads, double avail, char *why, size_t len);
 
 /* At a run's start, before anything is allocated: sets an unset
