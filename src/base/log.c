@@ -82,17 +82,24 @@ void die_all(const char *hint, const char *fmt, ...)
     exit_all(EXIT_ERROR);
 }
 
-static int g_abort; /* exit_by_abort was called */
+static int g_abort;                /* exit_by_abort was called */
+static void (*g_before_abort)(void); /* exit_before_abort's */
 
 void exit_by_abort(void) { g_abort = 1; }
 
 int exit_aborts(void) { return g_abort; }
 
+void exit_before_abort(void (*fn)(void)) { g_before_abort = fn; }
+
 void exit_all(int status)
 {
     fflush(stdout);
     fflush(stderr);
-    if (g_abort && mpi_live()) MPI_Abort(MPI_COMM_WORLD, status);
+    if (g_abort && mpi_live()) {
+        if (g_before_abort) g_before_abort();
+        MPI_Barrier(MPI_COMM_WORLD); /* (one rank's MPI_Abort ends them all: not before each is done) */
+        MPI_Abort(MPI_COMM_WORLD, status);
+    }
     if (mpi_live()) MPI_Finalize();
     exit(status);
 }

@@ -36,6 +36,9 @@ int mpi_live(void);
 void exit_by_abort(void);
 /* Was exit_by_abort called? */
 int exit_aborts(void);
+/* fn runs before such an exit's MPI_Abort, which runs neither MPI_Finalize's
+ * clean-up nor exit handlers: the run directory's lock (train_start.c). */
+void exit_before_abort(void (*fn)(void));
 
 /* Finalize MPI (if running) and exit with status on every rank.  Collective. */
 void exit_all(int status) __attribute__((noreturn));

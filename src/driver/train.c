@@ -608,6 +608,7 @@ int train_run(const struct config *cfg, const struct grid *g, const char *deck)
         device_profile_count(0);
         timer_stop(&r.timers, T_STEP);
         flight_step(r.step); /* what follows the step (evaluation, checkpoint) has a timeout of its own */
+        flight_action(-1, 0, 0);
         r.step++;
         if (r.eval.batches && (r.step % cfg->train.eval_every == 0 || r.step == cfg->train.steps))
             evaluate(&r, &sm);

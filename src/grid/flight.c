@@ -45,6 +45,7 @@ static struct {
     _Atomic int64_t step;
     _Atomic double step_t0;       /* when the step began (0: not training) */
     _Atomic int kind, mb, chunk;  /* the pipeline action */
+    _Atomic(const char *) within; /* flight_within's */
     atomic_ulong seq;
     struct record rec;
     char dir[4096];               /* these four: set before the thread starts */
@@ -106,6 +107,8 @@ void flight_action(int kind, int mb, int chunk)
     atomic_store_explicit(&fl.chunk, chunk, memory_order_relaxed);
 }
 
+void flight_within(const char *what) { atomic_store_explicit(&fl.within, what, memory_order_relaxed); }
+
 void flight_begin(int group, int op, int peer, double bytes)
 {
     write_open();
@@ -155,6 +158,7 @@ static void describe_call(char *buf, size_t n, const struct call *c)
 static void write_report(const char *why, double t, const struct record *r)
 {
     char path[4200], tmp[4300], what[256];
+    const char *within;
     snprintf(path, sizeof path, "%s/hang.rank%05d.txt", fl.dir, fl.rank);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
@@ -168,6 +172,8 @@ static void write_report(const char *why, double t, const struct record *r)
     if (r->in_call) {
         describe_call(what, sizeof what, &r->now);
         fprintf(f, "blocked in: %s, for %.1f s\n", what, t - r->now.t0);
+    } else if ((within = atomic_load_explicit(&fl.within, memory_order_relaxed)) != NULL) {
+        fprintf(f, "blocked in: %s\n", within);
     } else {
         fprintf(f, "blocked in: no communication call (computing, or outside triad's calls)\n");
     }
@@ -299,6 +305,7 @@ void flight_start(const char *run_dir, int rank, int world, double timeout)
     atomic_store_explicit(&fl.step, 0, memory_order_relaxed);
     atomic_store_explicit(&fl.step_t0, 0.0, memory_order_relaxed);
     flight_action(-1, 0, 0);
+    flight_within(NULL);
     atomic_store_explicit(&fl.seq, 0, memory_order_relaxed);
     memset(&fl.rec, 0, sizeof fl.rec);
     snprintf(fl.dir, sizeof fl.dir, "%s", run_dir);

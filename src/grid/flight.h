@@ -40,6 +40,10 @@ void flight_step(int64_t step);
  * taken for a hang, and work that stalls is. */
 void flight_progress(void);
 void flight_action(int kind, int mb, int chunk);
+/* Work outside triad's communication calls that a report names while it
+ * lasts (what: a string that outlives it, a literal), NULL when it ends:
+ * a library's collective calls, which triad cannot see one by one. */
+void flight_within(const char *what);
 void flight_begin(int group, int op, int peer, double bytes);
 void flight_end(void);
 /* In a wait for point-to-point messages (after flight_begin): one of them,

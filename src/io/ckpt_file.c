@@ -12,6 +12,7 @@
 
 #include "ckpt_tok.h"
 #include "file.h"
+#include "flight.h"
 #include "hash.h"
 #include "lineage.h"
 #include "log.h"
@@ -25,8 +26,15 @@ hid_t ckpt_open(const char *path, enum ckpt_open_mode mode, const struct grid *g
 {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5Pset_fapl_mpio(fapl, g->world_comm, MPI_INFO_NULL);
-    H5Pset_all_coll_metadata_ops(fapl, 1); /* metadata read once and broadcast, written collectively */
-    H5Pset_coll_metadata_write(fapl, 1);
+    H5Pset_all_coll_metadata_ops(fapl, 1); /* metadata read once and broadcast */
+    /* and written by rank 0 alone: a rank whose writes fail (a node's mount
+     * of io.run_dir failing) cannot leave the others at another point of
+     * HDF5's collective metadata flush, which hangs (write_errors.sh) */
+    H5AC_cache_config_t mdc = {.version = H5AC__CURR_CACHE_CONFIG_VERSION};
+    if (H5Pget_mdc_config(fapl, &mdc) >= 0) {
+        mdc.metadata_write_strategy = H5AC_METADATA_WRITE_STRATEGY__PROCESS_0_ONLY;
+        H5Pset_mdc_config(fapl, &mdc);
+    }
     H5Pset_alignment(fapl, 1 << 20, 1 << 20); /* tensors of 1 MiB and more start on MiB boundaries */
     hid_t f = mode == CKPT_OPEN_CREATE ? H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)
                                        : H5Fopen(path, mode == CKPT_OPEN_UPDATE ? H5F_ACC_RDWR : H5F_ACC_RDONLY, fapl);
@@ -258,24 +266,33 @@ hid_t ckpt_create_tmp(const char *run_dir, int64_t step, const struct model *m, 
     return ckpt_agree(f < 0, err, errlen, g) == 0 ? f : -1;
 }
 
+herr_t ckpt_close_written(hid_t f)
+{
+    flight_within("HDF5's collective close of a checkpoint being written: a write that failed on some ranks only "
+                  "(a node's failing mount of io.run_dir) leaves them at different points of it");
+    herr_t rc = H5Fclose(f);
+    flight_within(NULL);
+    return rc;
+}
+
 int ckpt_close_and_flush(hid_t f, const char *tmp, int rc, const struct grid *g, char *err, size_t errlen)
 {
-    if ((rc = ckpt_agree(rc, err, errlen, g)) != 0) { /* a write failed: does the folder still take writes? */
+    if ((rc = ckpt_agree(rc, err, errlen, g)) != 0) { /* HDF5 1.10's collective close of it would hang: left open */
         char dir[4200];
         snprintf(dir, sizeof dir, "%s", tmp);
         char *slash = strrchr(dir, '/');
         if (slash) *slash = '\0';
         else snprintf(dir, sizeof dir, ".");
-        int e = file_write_probe(dir), any = 0;
+        int e = file_write_probe(dir), any = 0; /* (the words of the message: does the folder still take writes?) */
         MPI_CHECK(MPI_Allreduce(&e, &any, 1, MPI_INT, MPI_MAX, g->world_comm));
-        if (any) { /* HDF5 1.10's collective close of it would hang: left open, the job ends through MPI_Abort */
+        if (any) {
             size_t n = strlen(err);
             snprintf(err + n, errlen - n, " (%s: %s)", dir, file_write_words(any));
-            exit_by_abort();
-            return -1;
         }
+        exit_by_abort();
+        return -1;
     }
-    if (H5Fclose(f) < 0 && rc == 0) {
+    if (ckpt_close_written(f) < 0 && rc == 0) {
         snprintf(err, errlen, "rank %d: closing %s failed (disk full?)", g->rank, tmp);
         rc = -1;
     }

@@ -70,7 +70,7 @@ int ckpt_create_allocated(const char *run_dir, const struct ckpt_state *st, cons
     rc = ckpt_agree(rc, err, errlen, g); /* (the attributes are collective metadata) */
     if (rc == 0) ckpt_write_attributes(f, st, deck, g);
     if (rc == 0) rc = ckpt_write_tokenizer(f, run_dir, g, err, errlen);
-    if (H5Fclose(f) < 0 && rc == 0) {
+    if (ckpt_close_written(f) < 0 && rc == 0) {
         snprintf(err, errlen, "rank %d: closing %s failed (disk full?)", g->rank, tmp);
         rc = -1;
     }
