@@ -22,7 +22,7 @@ seed=${FUZZ_SEED:-1}
 export ASAN_OPTIONS="abort_on_error=1:detect_leaks=0:allocator_may_return_null=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 for target in deck config config_moe safetensors safetensors_gpt2 index llmc shard ckpt tokenizer tokenizer_sp indexed schedule schedule_zb \
-    mc_llmc mc_jsonl; do
+    mc_llmc mc_jsonl generation; do
     mkdir -p "$scratch/$target"
     replay=$(ls "$here/crashes/$target/"* 2> /dev/null)
     n=$inputs

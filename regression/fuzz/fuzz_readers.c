@@ -479,7 +479,8 @@ static int run_tokenizer(struct harness *h, const char *in, char *err, size_t er
     int rc = tok_encode(t, text, sizeof text - 1, 1, &ids, &n, &cap, err, errlen);
     if (rc == 0) rc = tok_decode(t, ids, n, 0, &back, &len, err, errlen);
     for (size_t i = 0; rc == 0 && i < n; i++)
-        if (ids[i] < 0 || ids[i] >= tok_vocab_size(t)) rc = errorf(err, errlen, "id %d outside the vocabulary", ids[i]);
+        if (ids[i] < 0 || ids[i] >= tok_vocab_size(t)) /* (a bad result, not a refusal) */
+            rc = (errorf(err, errlen, "id %d outside the vocabulary", ids[i]), -2);
     free(ids), free(back);
     tok_close(t);
     (void)h;
@@ -573,6 +574,32 @@ static int run_mc_jsonl(struct harness *h, const char *in, char *err, size_t err
     return run_mc(path, err, errlen);
 }
 
+/* A tokenizer folder's generation_config.json (triad sample's stopping ids
+ * and sampling defaults), read for a vocabulary of 32: what it took must be
+ * inside the bounds it promises. */
+static int run_generation(struct harness *h, const char *in, char *err, size_t errlen)
+{
+    char d[4096], to[4200];
+    snprintf(d, sizeof d, "%s/hf_gen", h->work);
+    make_dir(d);
+    snprintf(to, sizeof to, "%s/generation_config.json", d);
+    unlink(to);
+    if (symlink(in, to) != 0) die_harness("cannot link", to);
+    struct config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    struct hf_generation gen;
+    int rc = hf_generation(d, &cfg, NULL, 32, &gen, err, errlen);
+    if (rc != 0) return rc;
+    int ok = gen.n >= 0 && gen.n <= HF_GENERATION_STOPS && gen.top_k >= -1 &&
+             (gen.temperature == -1 || (gen.temperature >= 0 && gen.temperature <= 100)) &&
+             (gen.top_p == -1 || (gen.top_p >= 0 && gen.top_p <= 1));
+    for (int i = 0; ok && i < gen.n; i++) ok = gen.ids[i] >= 0 && gen.ids[i] < 32;
+    if (!ok) /* (a bad result, not a refusal) */
+        return errorf(err, errlen, "taken out of bounds: %d ids, temperature %g, top_p %g, top_k %lld", gen.n,
+                      gen.temperature, gen.top_p, gen.top_k), -2;
+    return 0;
+}
+
 struct target {
     const char *name, *seed;
     int (*run)(struct harness *h, const char *in, char *err, size_t errlen);
@@ -595,6 +622,7 @@ static const struct target targets[] = {
     {"schedule_zb", "schedule_zb.txt", run_schedule, TEXT},
     {"mc_llmc", "hellaswag.bin", run_mc_llmc, BYTES},
     {"mc_jsonl", "tasks.jsonl", run_mc_jsonl, TEXT},
+    {"generation", "generation_config.json", run_generation, TEXT},
 };
 enum { NTARGETS = sizeof targets / sizeof targets[0] };
 

@@ -98,6 +98,10 @@ $P "$top/regression/mc_torch.py" write "$c/hellaswag.json" "$c/hellaswag.bin"
 rm "$c/hellaswag.json"
 printf '%s\n' '{"context": "The cat", "choices": [" sat", " \u00fc\u65e5", " x"], "label": 0, "id": 1}' '' \
     '{"context": "Q: 2+2? A:", "choices": [" 4", " five"], "label": 1}' > "$c/tasks.jsonl"
+# a generation_config.json as Llama 3 Instruct's (its ids cut to a vocabulary of 32)
+printf '%s\n' '{' '  "bos_token_id": 28,' '  "do_sample": true,' '  "eos_token_id": [' '    29,' '    31' '  ],' \
+    '  "temperature": 0.6,' '  "top_k": 20,' '  "top_p": 0.9,' '  "transformers_version": "4.40.0.dev0"' '}' \
+    > "$c/generation_config.json"
 # a pipeline schedule file: interleaved, 2 ranks x 2 chunks, 4 micro-batches, with a comment and groups
 printf '%s\n' "# interleaved" "rank 0: F0c0 F1c0 F0c1 F1c1 F2c0+B0c1 F3c0+B1c1 F2c1+B0c0 F3c1+B1c0 B2c1 B3c1 B2c0 B3c0" \
     "rank 1: F0c0 F1c0 F0c1+B0c1 F1c1+B1c1 F2c0+B0c0 F3c0+B1c0 F2c1+B2c1 F3c1+B3c1 B2c0 B3c0  # the last rank" \
