@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "exit_status.h"
 
@@ -97,7 +98,15 @@ void exit_all(int status)
     fflush(stderr);
     if (g_abort && mpi_live()) {
         if (g_before_abort) g_before_abort();
-        MPI_Barrier(MPI_COMM_WORLD); /* (one rank's MPI_Abort ends them all: not before each is done) */
+        /* one rank's MPI_Abort ends them all: not before each is done, nor
+         * later than 10 s for a rank that never comes (an exit of its own) */
+        MPI_Request done;
+        int flag = 0;
+        if (MPI_Ibarrier(MPI_COMM_WORLD, &done) == MPI_SUCCESS)
+            for (double t0 = MPI_Wtime(); !flag && MPI_Wtime() - t0 < 10;) {
+                MPI_Test(&done, &flag, MPI_STATUS_IGNORE);
+                if (!flag) nanosleep(&(struct timespec){0, 1000000}, NULL);
+            }
         MPI_Abort(MPI_COMM_WORLD, status);
     }
     if (mpi_live()) MPI_Finalize();
