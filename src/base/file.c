@@ -187,6 +187,20 @@ int file_write_probe(const char *dir)
     return e;
 }
 
+int file_read_probe(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return errno;
+    char buf[4096];
+    struct stat sb;
+    int e = fstat(fd, &sb) != 0 ? errno : 0;
+    off_t at[2] = {0, sb.st_size > (off_t)sizeof buf ? sb.st_size - (off_t)sizeof buf : 0};
+    for (int i = 0; i < 2 && e == 0; i++)
+        if (pread(fd, buf, sizeof buf, at[i]) < 0) e = errno;
+    close(fd);
+    return e;
+}
+
 const char *file_write_words(int e)
 {
     switch (e) {

@@ -55,6 +55,11 @@ int file_locked_by_another(const char *path);
  * EACCES, ENOENT), or 0 where the folder takes new files. */
 int file_write_probe(const char *dir);
 
+/* Can path be read?  Its first and last 4 KiB read (a node's failing
+ * mount, a failing disk: EIO where the file itself may be intact); errno's
+ * value, or 0. */
+int file_read_probe(const char *path);
+
 /* "the file system is read-only" and the like for file_write_probe's e, as
  * a clause for a message; "" for 0. */
 const char *file_write_words(int e);

@@ -456,7 +456,7 @@ int main(int argc, char **argv)
     struct config cfg;
     read_config(&cfg, argv[first], nover, over, &world, sc && sc->planning);
     int status = sc ? (rank == 0 ? sc->run(&cfg, world) : EXIT_DONE) : train(&cfg, world);
-    if (sc) exit_all(status);
+    if (sc || exit_aborts()) exit_all(status); /* (a file left open: MPI_Finalize would close it) */
     MPI_Finalize();
     return status;
 }

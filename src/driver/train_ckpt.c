@@ -94,7 +94,7 @@ int train_async_checkpoint_end(struct run *r, char *err, size_t errlen)
 int train_save_checkpoint(struct run *r, int background, char *err, size_t errlen)
 {
     if (train_async_checkpoint_end(r, err, errlen) != 0) { /* one at a time, in order */
-        if (background) return -1;
+        if (background || exit_aborts()) return -1; /* (a file left open: the job ends through MPI_Abort) */
         /* (the run ends: its own state is written at once, if that still can be) */
         log_info("the background checkpoint of step %lld failed (%s); writing step %lld's at once\n",
                  (long long)r->failed_step, err, (long long)r->step);
@@ -146,8 +146,9 @@ int train_async_checkpoint_poll(struct run *r, char *err, size_t errlen)
  * signal or the time limit) with an earlier good checkpoint, the status is 3
  * all the same: a requeued job resumes from that one, unless io.run_dir's
  * file system has gone read-only (after an error it stays so until it is
- * checked and mounted again: then the checkpoint must move first), or the
- * job ends through MPI_Abort (a file left open), whose status is 1. */
+ * checked and mounted again: then the checkpoint must move first).  A job
+ * that ends through MPI_Abort (a file left open) gives it as MPI_Abort's
+ * code, which Open MPI's mpirun returns (io_errors.sh). */
 void train_checkpoint_failed(struct run *r, int stopping, const char *err)
 {
     int ro = r->g->rank == 0 && file_write_probe(r->cfg->io.run_dir) == EROFS;
@@ -161,7 +162,7 @@ void train_checkpoint_failed(struct run *r, int stopping, const char *err)
                 "checkpoint at step %lld failed: %s; the newest checkpoint this run wrote, %s, is gone too: "
                 "nothing of this run is left to resume from",
                 (long long)r->failed_step, err, r->last_ckpt);
-    if (stopping && r->last_ckpt[0] && !ro && !exit_aborts()) { /* (MPI_Abort's status is the launcher's) */
+    if (stopping && r->last_ckpt[0] && !ro) {
         if (r->g->rank == 0)
             fprintf(stderr, "error: checkpoint at step %lld failed: %s\n", (long long)r->failed_step, err);
         log_info("stopped without a checkpoint of step %lld: the newest good one is %s, which a requeued "

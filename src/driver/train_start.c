@@ -190,13 +190,19 @@ void train_initial_state(struct run *r)
         if (loaded == -2)
             die_all("set the deck's &model as the checkpoint's to continue the run, or choose another io.run_dir "
                     "for another model", "restart = 'auto': %s", err);
+        if (loaded == -3)
+            die_all("check io.run_dir's file system from that rank's node, then restart: nothing in io.run_dir was "
+                    "changed (an earlier checkpoint would lose the steps since)", "restart = 'auto': %s", err);
         if (loaded < 0)
             die_all("remove the broken checkpoints from io.run_dir to start fresh, or point io.restart at a good one",
                     "restart = 'auto': %s", err);
         if (!loaded) log_info("restart = 'auto': no checkpoint in %s, starting fresh\n", cfg->io.run_dir);
     } else if (cfg->io.restart[0]) {
         snprintf(path, sizeof path, "%s", cfg->io.restart);
-        if (ckpt_load_all(path, &r->model, &r->optim, &st, r->g, err, sizeof err) != 0)
+        int rc = ckpt_load_all(path, &r->model, &r->optim, &st, r->g, err, sizeof err);
+        if (rc == -3)
+            die_all("check the file system from that rank's node, then restart", "restart from %s: %s", path, err);
+        if (rc != 0)
             die_all("check io.restart, or use restart = 'auto' to take the newest good checkpoint",
                     "restart from %s: %s", path, err);
         loaded = 1;

@@ -42,6 +42,7 @@ static int write_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
     if (ds >= 0) H5Dclose(ds);
     H5Sclose(fs);
     if (rc < 0) ckpt_walk_fail(w, "rank %d: writing %s failed", w->g->rank, t->path);
+    if (rc < 0 && ds >= 0) w->write_failed = 1;
     return rc < 0 ? -1 : 0;
 }
 
@@ -321,7 +322,7 @@ static int transfer(hid_t f, const char *path, const struct model *m, const stru
     free(w.pieces);
     free(w.sums);
     for (int p = 0; p < np; p++) free(host[p]);
-    return rc;
+    return rc != 0 && w.write_failed ? CKPT_WRITE_FAILED : rc;
 }
 
 int ckpt_save(const char *run_dir, const struct ckpt_state *st, const struct model *m, const struct optim *o,
@@ -334,7 +335,8 @@ int ckpt_save(const char *run_dir, const struct ckpt_state *st, const struct mod
     if (rc == 0) ckpt_write_attributes(f, st, deck, g);
     if (rc == 0) rc = ckpt_write_tokenizer(f, run_dir, g, err, errlen);
     rc = ckpt_close_and_flush(f, tmp, rc, g, err, errlen);
-    if (rc == 0 && verify_written(tmp, m, o, st->step, g, err, errlen) != 0) {
+    if (rc == 0 && verify_written(tmp, m, o, st->step, g, err, errlen) != 0 &&
+        (rc = -1, !ckpt_read_trouble(tmp, g, err, errlen))) { /* (a rank that cannot read it: err says so) */
         /* (a write error can be lost inside MPI-IO's collective writes: say what the disk has) */
         char why[1024];
         snprintf(why, sizeof why, "%s", err);
@@ -344,7 +346,6 @@ int ckpt_save(const char *run_dir, const struct ckpt_state *st, const struct mod
                      tmp, why, run_dir, (unsigned long long)fs.f_bavail * fs.f_frsize / 1024);
         else
             snprintf(err, errlen, "%s does not read back as written (%s)", tmp, why);
-        rc = -1;
     }
     return ckpt_publish(run_dir, tmp, st->step, keep, rc, g, err, errlen);
 }
@@ -366,21 +367,30 @@ static int load(const char *path, struct model *m, struct optim *o, struct ckpt_
     return rc != 0 && keys == -2 ? -2 : rc;
 }
 
+/* load, a failure where a rank cannot read the file at all said as such
+ * (-3): not a damaged file, which the messages above would call it. */
+static int load_said(const char *path, struct model *m, struct optim *o, struct ckpt_state *st, const struct grid *g,
+                     char *err, size_t errlen)
+{
+    int rc = load(path, m, o, st, g, err, errlen);
+    return rc == -1 && ckpt_read_trouble(path, g, err, errlen) ? -3 : rc;
+}
+
 int ckpt_load_model(const char *path, struct model *m, const struct grid *g, char *err, size_t errlen)
 {
-    return load(path, m, NULL, NULL, g, err, errlen);
+    return load_said(path, m, NULL, NULL, g, err, errlen);
 }
 
 int ckpt_load_model_counters(const char *path, struct model *m, struct ckpt_state *st, const struct grid *g,
                              char *err, size_t errlen)
 {
-    return load(path, m, NULL, st, g, err, errlen);
+    return load_said(path, m, NULL, st, g, err, errlen);
 }
 
 int ckpt_load_all(const char *path, struct model *m, struct optim *o, struct ckpt_state *st,
                   const struct grid *g, char *err, size_t errlen)
 {
-    return load(path, m, o, st, g, err, errlen);
+    return load_said(path, m, o, st, g, err, errlen);
 }
 
 int ckpt_restart_auto(const char *run_dir, struct model *m, struct optim *o, struct ckpt_state *st,
@@ -417,11 +427,13 @@ int ckpt_restart_auto(const char *run_dir, struct model *m, struct optim *o, str
     char why[1024] = "", newest[1024] = "";
     for (int i = 0; i < n; i++) {
         snprintf(path, len, "%s/ckpt_%lld.h5", run_dir, (long long)steps[i]);
-        int rc = load(path, m, o, st, g, why, sizeof why);
+        int rc = load_said(path, m, o, st, g, why, sizeof why);
         if (rc == 0) return 1;
-        if (rc == -2) { /* another model: the deck differs, not the file (the earlier ones are the same run's) */
-            snprintf(err, errlen, "%s: %s", path, why);
-            return -2;
+        if (rc == -2 || rc == -3) { /* another model: the deck differs, not the file (the earlier ones are the same
+                                     * run's); not read: an earlier one would lose the steps since (and move it aside) */
+            if (rc == -3) snprintf(err, errlen, "%s", why); /* (the path is in it) */
+            else snprintf(err, errlen, "%s: %s", path, why);
+            return rc;
         }
         if (i == 0) snprintf(newest, sizeof newest, "%s", why);
         if (g->rank == 0)

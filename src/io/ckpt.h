@@ -29,7 +29,8 @@ int ckpt_read_config(const char *path, struct config *cfg, char *err, size_t err
 /* Read /model of `path` into m (this rank's part), verifying each dataset's
  * checksum where the file has one.  Collective.  Returns 0 or -1 with err
  * filled alike on every rank (-2: the file holds another model than the
- * deck's, each differing &model key named; so do the loaders below). */
+ * deck's, each differing &model key named; -3: a rank cannot read the file
+ * at all, which may be intact: ckpt_read_trouble; so do the loaders below). */
 int ckpt_load_model(const char *path, struct model *m, const struct grid *g, char *err, size_t errlen);
 
 /* ckpt_load_model, and the counters stored beside the tensors into st
@@ -44,9 +45,11 @@ int ckpt_load_all(const char *path, struct model *m, struct optim *o, struct ckp
 /* restart = 'auto': load the newest checkpoint of run_dir that reads back
  * completely with matching checksums, reporting (rank 0) and skipping
  * corrupted or truncated ones.  Returns 1 (loaded; its path in path), 0
- * (there is none: start fresh), -1 (all unusable; err says why) or -2 (the
+ * (there is none: start fresh), -1 (all unusable; err says why), -2 (the
  * newest that opens holds another model than the deck's: err names it and
- * the keys; the earlier ones, of the same run, are not tried).
+ * the keys; the earlier ones, of the same run, are not tried) or -3 (a rank
+ * cannot read one at all: err names it; the earlier ones are not tried,
+ * since one of them would lose the steps since and move the newer aside).
  * Collective. */
 int ckpt_restart_auto(const char *run_dir, struct model *m, struct optim *o, struct ckpt_state *st,
                       const struct grid *g, char *path, size_t len, char *err, size_t errlen);

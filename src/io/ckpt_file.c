@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,19 @@ int ckpt_agree(int rc, char *err, size_t errlen, const struct grid *g)
     return mpi_agree_error(g->world_comm, rc != 0, err, errlen);
 }
 
+int ckpt_read_trouble(const char *path, const struct grid *g, char *err, size_t errlen)
+{
+    int e = file_read_probe(path);
+    if (e == ENOENT) e = 0; /* (a file that is not there is said otherwise) */
+    int who = e ? g->rank : INT_MAX;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &who, 1, MPI_INT, MPI_MIN, g->world_comm));
+    if (who == INT_MAX) return 0;
+    MPI_CHECK(MPI_Bcast(&e, 1, MPI_INT, who, g->world_comm));
+    snprintf(err, errlen, "rank %d cannot read %s: %s; the file itself may be intact (the file system, or that "
+             "node's mount of it, failed)", who, path, strerror(e));
+    return 1;
+}
+
 hid_t ckpt_open(const char *path, enum ckpt_open_mode mode, const struct grid *g)
 {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
@@ -29,16 +43,25 @@ hid_t ckpt_open(const char *path, enum ckpt_open_mode mode, const struct grid *g
     H5Pset_all_coll_metadata_ops(fapl, 1); /* metadata read once and broadcast */
     /* and written by rank 0 alone: a rank whose writes fail (a node's mount
      * of io.run_dir failing) cannot leave the others at another point of
-     * HDF5's collective metadata flush, which hangs (write_errors.sh) */
+     * HDF5's collective metadata flush, which hangs (io_errors.sh) */
     H5AC_cache_config_t mdc = {.version = H5AC__CURR_CACHE_CONFIG_VERSION};
-    if (H5Pget_mdc_config(fapl, &mdc) >= 0) {
+    int set = H5Pget_mdc_config(fapl, &mdc) >= 0;
+    if (set) {
         mdc.metadata_write_strategy = H5AC_METADATA_WRITE_STRATEGY__PROCESS_0_ONLY;
-        H5Pset_mdc_config(fapl, &mdc);
+        set = H5Pset_mdc_config(fapl, &mdc) >= 0;
     }
+    static int said;
+    if (!set && !said++ && g->rank == 0)
+        fprintf(stderr, "warning: this HDF5 does not let rank 0 alone write a checkpoint's metadata: a write that "
+                "fails on one rank only may hang a checkpoint until diag.hang_timeout\n");
     H5Pset_alignment(fapl, 1 << 20, 1 << 20); /* tensors of 1 MiB and more start on MiB boundaries */
+    if (mode != CKPT_OPEN_READ) /* (until ckpt_close_written; a report names it) */
+        flight_within("HDF5's writing of a checkpoint: rank 0 writes its metadata where every rank meets, and a "
+                      "write of rank 0's that failed there leaves the others waiting for it");
     hid_t f = mode == CKPT_OPEN_CREATE ? H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)
                                        : H5Fopen(path, mode == CKPT_OPEN_UPDATE ? H5F_ACC_RDWR : H5F_ACC_RDONLY, fapl);
     H5Pclose(fapl);
+    if (f < 0) flight_within(NULL);
     return f;
 }
 
@@ -268,8 +291,6 @@ hid_t ckpt_create_tmp(const char *run_dir, int64_t step, const struct model *m, 
 
 herr_t ckpt_close_written(hid_t f)
 {
-    flight_within("HDF5's collective close of a checkpoint being written: a write that failed on some ranks only "
-                  "(a node's failing mount of io.run_dir) leaves them at different points of it");
     herr_t rc = H5Fclose(f);
     flight_within(NULL);
     return rc;
@@ -277,20 +298,23 @@ herr_t ckpt_close_written(hid_t f)
 
 int ckpt_close_and_flush(hid_t f, const char *tmp, int rc, const struct grid *g, char *err, size_t errlen)
 {
-    if ((rc = ckpt_agree(rc, err, errlen, g)) != 0) { /* HDF5 1.10's collective close of it would hang: left open */
+    int wrote_badly = rc == CKPT_WRITE_FAILED;
+    if ((rc = ckpt_agree(rc, err, errlen, g)) != 0) { /* does the folder still take writes? */
         char dir[4200];
         snprintf(dir, sizeof dir, "%s", tmp);
         char *slash = strrchr(dir, '/');
         if (slash) *slash = '\0';
         else snprintf(dir, sizeof dir, ".");
-        int e = file_write_probe(dir), any = 0; /* (the words of the message: does the folder still take writes?) */
-        MPI_CHECK(MPI_Allreduce(&e, &any, 1, MPI_INT, MPI_MAX, g->world_comm));
-        if (any) {
+        int e[2] = {file_write_probe(dir), wrote_badly}, any[2];
+        MPI_CHECK(MPI_Allreduce(e, any, 2, MPI_INT, MPI_MAX, g->world_comm));
+        if (any[0]) {
             size_t n = strlen(err);
-            snprintf(err + n, errlen - n, " (%s: %s)", dir, file_write_words(any));
+            snprintf(err + n, errlen - n, " (%s: %s)", dir, file_write_words(any[0]));
         }
-        exit_by_abort();
-        return -1;
+        if (any[0] || any[1]) { /* HDF5 1.10's collective close of it would hang: left open */
+            exit_by_abort();
+            return -1;
+        }
     }
     if (ckpt_close_written(f) < 0 && rc == 0) {
         snprintf(err, errlen, "rank %d: closing %s failed (disk full?)", g->rank, tmp);
@@ -319,6 +343,22 @@ int ckpt_publish(const char *run_dir, const char *tmp, int64_t step, int keep, i
         }
     }
     rc = ckpt_agree(rc, err, errlen, g);
-    if (rc != 0 && g->rank == 0) unlink(tmp);
+    if (rc != 0) ckpt_discard_tmp(tmp, g);
     return rc;
+}
+
+void ckpt_discard_tmp(const char *tmp, const struct grid *g)
+{
+    if (g->rank != 0) return;
+    unlink(tmp);
+    /* a file left open (exit_by_abort) also leaves Open MPI's OMPIO its
+     * shared-file-pointer files, <file>.data.<rank> and .metadata.<rank>,
+     * which its close would have removed */
+    for (int r = 0; r < g->world && exit_aborts(); r++) {
+        char side[4300];
+        snprintf(side, sizeof side, "%s.data.%d", tmp, r);
+        unlink(side);
+        snprintf(side, sizeof side, "%s.metadata.%d", tmp, r);
+        unlink(side);
+    }
 }

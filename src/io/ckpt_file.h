@@ -67,22 +67,34 @@ double ckpt_file_bytes(const struct model *m);
 hid_t ckpt_create_tmp(const char *run_dir, int64_t step, const struct model *m, const struct grid *g, char *tmp,
                       size_t tmplen, char *err, size_t errlen);
 
-/* H5Fclose of a file being written, where the hang watchdog's report
- * names it: HDF5 writes the metadata there (rank 0, ckpt_open), and a
- * write of rank 0's that fails inside leaves the others waiting for it
- * (write_errors.sh). */
+/* After a failed read of path: does any rank fail to read its bytes at
+ * all (file_read_probe: EIO from a node's failing mount or a failing
+ * disk)?  Then err names the lowest such rank and the error, saying the
+ * file may be intact, and 1 is returned; else 0 and err as it was.
+ * Collective. */
+int ckpt_read_trouble(const char *path, const struct grid *g, char *err, size_t errlen);
+
+/* H5Fclose of a file being written (ckpt_open not for reading: from the
+ * open to here the hang watchdog's report names HDF5's writing, where rank
+ * 0 writes the metadata at points every rank meets, and a write of rank
+ * 0's that fails there leaves the others waiting: io_errors.sh). */
 herr_t ckpt_close_written(hid_t f);
 
 /* Close a file being written (rc: how the writing went), then every rank
  * flushes it (on a parallel file system each client holds its own dirty
- * pages).  Where the writing failed on any rank, the file is left open and
- * the exits end the job through MPI_Abort (exit_by_abort): HDF5 1.10's
- * collective close of a file whose writes failed on some ranks hangs (the
- * ranks leave its metadata flush at different points; a write error on one
- * rank, or a file system gone read-only: io_faults.sh, readonly_fs.sh).
- * err then says whether the folder still takes writes (file_write_probe).
- * Collective; the agreed result. */
+ * pages).  Where a write into it failed on some rank (rc
+ * CKPT_WRITE_FAILED there), or the writing failed and the folder no longer
+ * takes writes on some rank (file_write_probe: a file system gone
+ * read-only), the file is left open and the exits end the job through
+ * MPI_Abort (exit_by_abort): HDF5 1.10's collective close of such a file
+ * hangs, the ranks leaving its metadata flush at different points
+ * (io_errors.sh, readonly_fs.sh).  err then says whether the folder still
+ * takes writes.  Collective; the agreed result. */
 int ckpt_close_and_flush(hid_t f, const char *tmp, int rc, const struct grid *g, char *err, size_t errlen);
+
+/* A write that failed: rank 0 removes tmp (and, for a file left open,
+ * what the MPI-IO library keeps beside it while it is open). */
+void ckpt_discard_tmp(const char *tmp, const struct grid *g);
 
 /* The end of a write (rc: how it went, agreed): only a verified file
  * replaces anything (tmp renamed to <run_dir>/ckpt_<step>.h5), and only

@@ -71,6 +71,12 @@ struct ckpt_piece;
 
 /* What a walk over the checkpoint's tensors carries: per-dataset checksums
  * (partial on this rank, in walk order) and the first error. */
+/* A writer's result for a write into the file that failed (not only
+ * something before it, as memory or a file to store): HDF5 1.10 cannot
+ * close such a file collectively (ckpt_close_and_flush).  The rank whose
+ * write failed returns it, the others -1. */
+enum { CKPT_WRITE_FAILED = -4 };
+
 struct walk_ctx {
     const struct grid *g;
     uint64_t *sums;
@@ -78,6 +84,7 @@ struct walk_ctx {
     char *err;
     size_t errlen;
     int failed;      /* an error is in err (later ones are dropped) */
+    int write_failed; /* a write into the file failed on this rank (CKPT_WRITE_FAILED) */
     struct ckpt_piece *pieces; /* the selections this rank writes or reads outside HDF5 (ckpt_raw.h), in walk
                                   order (a background write's: by index) */
     int npieces, cursor;

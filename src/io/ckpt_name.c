@@ -73,6 +73,10 @@ int ckpt_open_failed(const char *path, char *err, size_t errlen)
         FILE *f = fopen(path, "rb");
         int signed_hdf5 = f && fread(head, 1, sizeof head, f) == sizeof head && !memcmp(head, hdf5, sizeof head);
         if (f) fclose(f);
+        int e = file_read_probe(path);
+        if (e) /* (not the file's fault, perhaps) */
+            return errorf(err, errlen, "cannot read %s: %s; the file itself may be intact (the file system, or this "
+                          "node's mount of it, failed)", path, strerror(e));
         if (!signed_hdf5)
             return errorf(err, errlen, "cannot open %s: it is not an HDF5 file (%lld bytes, without HDF5's signature)",
                           path, size);

@@ -70,11 +70,7 @@ int ckpt_create_allocated(const char *run_dir, const struct ckpt_state *st, cons
     rc = ckpt_agree(rc, err, errlen, g); /* (the attributes are collective metadata) */
     if (rc == 0) ckpt_write_attributes(f, st, deck, g);
     if (rc == 0) rc = ckpt_write_tokenizer(f, run_dir, g, err, errlen);
-    if (ckpt_close_written(f) < 0 && rc == 0) {
-        snprintf(err, errlen, "rank %d: closing %s failed (disk full?)", g->rank, tmp);
-        rc = -1;
-    }
-    rc = ckpt_agree(rc, err, errlen, g);
+    rc = ckpt_close_and_flush(f, tmp, rc, g, err, errlen); /* (a failed write: left open, the job aborts) */
     /* the data's blocks reserved now (HDF5 only reserved addresses): a disk
      * that cannot hold the file says so here, and the free space the run
      * checks is what is left; 1 in *reserved where that was done */
@@ -97,7 +93,7 @@ int ckpt_create_allocated(const char *run_dir, const struct ckpt_state *st, cons
         }
     }
     rc = ckpt_agree(rc, err, errlen, g);
-    if (rc != 0 && g->rank == 0) unlink(tmp);
+    if (rc != 0) ckpt_discard_tmp(tmp, g);
     return rc;
 }
 

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt_layout.h"
 #include "ckpt_name.h"
 #include "hash.h"
 #include "log.h"
@@ -99,7 +100,8 @@ static int store_file(hid_t ds, const char *dir, const char *name, int64_t n, ui
             rc = errorf(err, errlen, "rank 0: %s changed while it was stored in the checkpoint (%lld bytes expected)",
                         path, (long long)n);
         else if (transfer_piece(ds, 1, (hsize_t)at, got, buf) != 0)
-            rc = errorf(err, errlen, "rank 0: writing the tokenizer's %s into the checkpoint failed", name);
+            rc = (errorf(err, errlen, "rank 0: writing the tokenizer's %s into the checkpoint failed", name),
+                  CKPT_WRITE_FAILED);
         *sum = fnv1a(*sum, buf, got);
         at += (int64_t)got;
     }
@@ -136,6 +138,7 @@ int ckpt_write_tokenizer(hid_t f, const char *dir, const struct grid *g, char *e
     if (rc == 0) rc = mpi_agree_error(g->world_comm, bad, err, errlen);
     for (int i = 0; i < CKPT_TOK_NFILES && rc == 0 && g->rank == 0; i++)
         if (ds[i] >= 0) rc = store_file(ds[i], dir, ckpt_tok_name(i), bytes[i], &sums[i], err, errlen);
+    int wrote_badly = rc == CKPT_WRITE_FAILED;
     rc = mpi_agree_error(g->world_comm, rc != 0, err, errlen);
     MPI_CHECK(MPI_Bcast(sums, CKPT_TOK_NFILES, MPI_UINT64_T, 0, g->world_comm));
     for (int i = 0; i < CKPT_TOK_NFILES; i++) {
@@ -144,7 +147,7 @@ int ckpt_write_tokenizer(hid_t f, const char *dir, const struct grid *g, char *e
         H5Dclose(ds[i]);
     }
     if (grp >= 0) H5Gclose(grp);
-    return rc;
+    return rc != 0 && wrote_badly ? CKPT_WRITE_FAILED : rc;
 }
 
 /* The size of the byte dataset ds (file `name` of ckpt) in *n and its

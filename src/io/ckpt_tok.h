@@ -34,7 +34,8 @@ int64_t ckpt_tokenizer_bytes(const char *dir);
 
 /* Store the tokenizer files of dir (rank 0 reads them, in pieces of 1 MiB)
  * in f, open for writing on every rank; nothing when dir holds none.
- * Collective over the world; 0, or -1 with err on every rank. */
+ * Collective over the world; 0, or -1 with err on every rank
+ * (CKPT_WRITE_FAILED on rank 0 where its write into f failed). */
 int ckpt_write_tokenizer(hid_t f, const char *dir, const struct grid *g, char *err, size_t errlen);
 
 /* Check the stored files of f against their checksums (rank 0 reads them).
