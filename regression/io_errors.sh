@@ -33,6 +33,10 @@
 #    nothing in io.run_dir changed (it said "truncated or damaged" or "is
 #    missing" and advised removing the checkpoints, and 'auto' fell back to
 #    an earlier one, moving the newer aside).
+# 8. A data shard truncated under the run (by another program), which the
+#    run reads through a mapping: status 1, the file named as having lost
+#    bytes under the run (the kernel's SIGBUS was Open MPI's "Bus error"
+#    with a backtrace, status 135).
 . "$(dirname "$0")/lib.sh"
 deck="$DECKS/tiny.nml"
 common="train.steps=20 io.checkpoint_every=5 io.metrics_flush=100"
@@ -127,9 +131,9 @@ ok $? "rank 0's writes fail inside HDF5 in a layout: the watchdog ends it naming
 cp -r "$scratch/ref" "$scratch/rd" && before=$(ls -l "$scratch/rd")
 failing read 1 ckpt_15.h5 "$scratch/rd.out" parallel.dp=2 train.steps=25 io.restart=auto io.run_dir="'$scratch/rd'"
 st=$?
-grep "^error\|hint\|warning" "$scratch/rd.out" | diag
+grep "error\|hint\|warning" "$scratch/rd.out" | diag # (not at a line's start: rank 0's deck on stdout may share its line)
 [ $st -eq 1 ] && [ -f "$scratch/mark" ] &&
-    grep -q "^error: restart = 'auto': .*rank 1 cannot read $scratch/rd/ckpt_15.h5: Input/output error; the file itself may be intact" "$scratch/rd.out" &&
+    grep -q "error: restart = 'auto': .*rank 1 cannot read $scratch/rd/ckpt_15.h5: Input/output error; the file itself may be intact" "$scratch/rd.out" &&
     grep -q "hint: check io.run_dir's file system from that rank's node, then restart: nothing in io.run_dir was changed" "$scratch/rd.out" &&
     ! grep -q "warning\|damaged\|remove the broken" "$scratch/rd.out" && [ "$(ls -l "$scratch/rd")" = "$before" ]
 ok $? "restart = 'auto', rank 1 cannot read ckpt_15.h5: status 1 (got $st), the rank and EIO named, no earlier one taken, io.run_dir as it was"
@@ -140,4 +144,21 @@ grep "^error\|hint" "$scratch/rd.out" | diag
 [ $st -eq 1 ] && grep -q "rank 1 cannot read $scratch/rd/ckpt_15.h5: Input/output error; the file itself may be intact" "$scratch/rd.out" &&
     grep -q "hint: check the file system from that rank's node, then restart" "$scratch/rd.out"
 ok $? "io.restart naming it: status 1 (got $st), the same words"
+
+# 8. a data shard truncated under the run
+mkdir -p "$scratch/data" && head -c 1500000 /dev/urandom | od -An -tx1 > "$scratch/data/book.txt" &&
+    "$PYTHON3" "$top_srcdir/tools/make_tokens.py" "$scratch/data/book.txt" "$scratch/data/book" > /dev/null
+$MPIEXEC -n 2 "$TRIAD" "$deck" parallel.dp=2 model.vocab_size=256 data.kind=tokens \
+    data.path="'$scratch/data/book_000000.bin'" train.steps=400 diag.slow_rank=0 diag.slow_seconds=0.05 \
+    io.run_dir="'$scratch/trunc'" > "$scratch/trunc.out" 2>&1 &
+pid=$!
+for i in $(seq 1 600); do grep -q "^step  *3/" "$scratch/trunc.out" && break; sleep 0.05; done
+truncate -s 2048 "$scratch/data/book_000000.bin"
+wait $pid
+st=$?
+grep "^error\|hint\|Bus error" "$scratch/trunc.out" | diag
+[ $st -eq 1 ] &&
+    grep -q "^error: rank [01]: the file $scratch/data/book_000000.bin, mapped as it was opened ([0-9]* bytes), lost bytes under the run" "$scratch/trunc.out" &&
+    ! grep -q "Bus error" "$scratch/trunc.out"
+ok $? "a data shard truncated under the run: status 1 (got $st; 135 was a bus error), the file named"
 done_testing

@@ -3,6 +3,7 @@
 #include "log.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,6 +18,8 @@
 static int g_rank = 0;
 
 void log_set_rank(int rank) { g_rank = rank; }
+
+int log_rank(void) { return g_rank; }
 
 void log_info(const char *fmt, ...)
 {
@@ -83,21 +86,27 @@ void die_all(const char *hint, const char *fmt, ...)
     exit_all(EXIT_ERROR);
 }
 
-static int g_abort;                /* exit_by_abort was called */
-static void (*g_before_abort)(void); /* exit_before_abort's */
+static int g_abort;                           /* exit_by_abort was called */
+static void (*_Atomic g_abrupt)(void);        /* exit_abruptly's */
 
 void exit_by_abort(void) { g_abort = 1; }
 
 int exit_aborts(void) { return g_abort; }
 
-void exit_before_abort(void (*fn)(void)) { g_before_abort = fn; }
+void exit_abruptly(void (*fn)(void)) { g_abrupt = fn; }
+
+void exit_abruptly_run(void)
+{
+    void (*fn)(void) = atomic_exchange(&g_abrupt, NULL);
+    if (fn) fn();
+}
 
 void exit_all(int status)
 {
     fflush(stdout);
     fflush(stderr);
     if (g_abort && mpi_live()) {
-        if (g_before_abort) g_before_abort();
+        exit_abruptly_run();
         /* one rank's MPI_Abort ends them all: not before each is done, nor
          * later than 10 s for a rank that never comes (an exit of its own) */
         MPI_Request done;

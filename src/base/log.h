@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 void log_set_rank(int rank);
+int log_rank(void);
 
 /* printf to stdout on rank 0 only (flushed). */
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -36,9 +37,13 @@ int mpi_live(void);
 void exit_by_abort(void);
 /* Was exit_by_abort called? */
 int exit_aborts(void);
-/* fn runs before such an exit's MPI_Abort, which runs neither MPI_Finalize's
- * clean-up nor exit handlers: the run directory's lock (train_start.c). */
-void exit_before_abort(void (*fn)(void));
+/* What must not outlive the process where it ends without exit handlers:
+ * the exits' MPI_Abort, the hang watchdog's _exit (flight.c) and a guarded
+ * mapping's SIGBUS (mapguard.c).  fn must be async-signal-safe (unlink,
+ * stores): the run directory's lock (train_start.c).  One at a time;
+ * exit_abruptly_run calls it, once. */
+void exit_abruptly(void (*fn)(void));
+void exit_abruptly_run(void);
 
 /* Finalize MPI (if running) and exit with status on every rank.  Collective. */
 void exit_all(int status) __attribute__((noreturn));

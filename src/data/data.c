@@ -46,6 +46,7 @@
 #include "data_internal.h"
 #include "file.h"
 #include "log.h"
+#include "mapguard.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -55,7 +56,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -362,10 +362,9 @@ int data_map_file(struct shard *s, const char *path, struct deck_error *err)
     s->maplen = (size_t)st.st_size;
     s->map = NULL;
     if (s->maplen > 0) {
-        s->map = mmap(NULL, s->maplen, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (s->map == MAP_FAILED) {
+        s->map = mapguard_map(fd, s->maplen, path);
+        if (!s->map) {
             int e = errno;
-            s->map = NULL;
             close(fd);
             data_fail(err, path, "", "cannot map data file '%s' (%zu bytes): %s", path, s->maplen,
                  strerror(e));
@@ -643,7 +642,7 @@ void data_close(struct data_source *ds)
 {
     if (!ds) return;
     for (int s = 0; s < ds->nshard && ds->shard; s++) {
-        if (ds->shard[s].map) munmap(ds->shard[s].map, ds->shard[s].maplen);
+        if (ds->shard[s].map) mapguard_unmap(ds->shard[s].map, ds->shard[s].maplen);
         free(ds->shard[s].path);
     }
     free(ds->shard);

@@ -13,9 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "data_internal.h"
+#include "mapguard.h"
 
 static const struct { int bytes, signed_; const char *name; } dtypes[9] = {
     {0, 0, NULL}, {1, 0, "u8"}, {1, 1, "i8"}, {2, 1, "i16"}, {4, 1, "i32"}, {8, 1, "i64"}, {8, 0, "f64"},
@@ -88,7 +88,7 @@ int data_indexed_open(struct shard *s, const char *prefix, struct deck_error *er
         }
         last = d;
     }
-    munmap(idx.map, idx.maplen);
+    mapguard_unmap(idx.map, idx.maplen);
     free(idx.path);
     if (rc) return -1;
     snprintf(path, sizeof path, "%s.bin", prefix);

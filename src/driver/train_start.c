@@ -22,8 +22,8 @@
  * status, a clean stop's 3 included; srun --kill-on-bad-exit) may kill rank
  * 0 between MPI_Finalize and exit's handlers, which left the lock for the
  * next run to take over.  The watchdog gives it back too as it ends a hung
- * job (flight_on_hang: its _exit runs no exit handlers), and before an
- * exit through MPI_Abort (exit_before_abort). */
+ * job, before an exit through MPI_Abort and at a guarded mapping's SIGBUS
+ * (exit_abruptly: none runs exit handlers). */
 static int release_at_finalize(MPI_Comm comm, int keyval, void *value, void *extra)
 {
     (void)comm, (void)keyval, (void)value, (void)extra;
@@ -53,8 +53,7 @@ void train_open_run_dir(const struct run *r)
         int key;
         MPI_CHECK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, release_at_finalize, &key, NULL));
         MPI_CHECK(MPI_Comm_set_attr(MPI_COMM_SELF, key, NULL));
-        flight_on_hang(runlock_release); /* (and where the watchdog ends a hung job) */
-        exit_before_abort(runlock_release); /* (and a file left open ends it through MPI_Abort) */
+        exit_abruptly(runlock_release); /* (and where the process ends without exit handlers) */
     }
 }
 

@@ -14,6 +14,7 @@
 
 #include "comm_kind.h"
 #include "exit_status.h"
+#include "log.h"
 #include "pipeline.h"
 
 struct call {
@@ -56,7 +57,6 @@ static struct {
     pthread_mutex_t nap_mu;       /* the watchdog's nap, which flight_stop ends */
     pthread_cond_t nap_cv;
     clockid_t nap_clock;          /* nap_cv's clock: monotonic where the system offers it */
-    void (*on_hang)(void);        /* flight_on_hang's: run before the process ends */
 } fl = {.nap_mu = PTHREAD_MUTEX_INITIALIZER};
 
 static double now_s(void)
@@ -279,7 +279,7 @@ static void *watch(void *arg)
             snprintf(why, sizeof why, "step %lld has not finished in %.1f s", (long long)step + 1, t - step_t0);
         if (!why[0]) continue;
         write_report(why, t, &rec);
-        if (fl.on_hang) fl.on_hang(); /* (first: a launcher may kill this rank once another has exited) */
+        exit_abruptly_run(); /* (first: a launcher may kill this rank once another has exited) */
         fprintf(stderr, "rank %d: hang: %s; report in %s/hang.rank%05d.txt\n", fl.rank, why, fl.dir, fl.rank);
         double grace = fl.timeout < 10 ? fl.timeout : 10; /* the other ranks' reports */
         for (double w = 0; w < grace; w += 0.25) {
@@ -297,7 +297,6 @@ static void *watch(void *arg)
     return NULL;
 }
 
-void flight_on_hang(void (*fn)(void)) { fl.on_hang = fn; }
 
 void flight_start(const char *run_dir, int rank, int world, double timeout)
 {

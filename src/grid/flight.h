@@ -25,10 +25,6 @@ enum { FLIGHT_RING = 16, FLIGHT_PEERS = 4 };
  * run_dir; flight_stop ends it. */
 void flight_start(const char *run_dir, int rank, int world, double timeout);
 void flight_stop(void);
-/* fn runs on the watchdog's thread as it ends the process for a hang
- * (_exit skips atexit's handlers): what must not outlive the job, the run
- * directory's lock. */
-void flight_on_hang(void (*fn)(void));
 
 /* The main thread's whereabouts: a step began; a pipeline action (kind
  * pp_kind_name) of micro-batch mb, chunk; a communication call began
