@@ -37,6 +37,11 @@
 #    run reads through a mapping: status 1, the file named as having lost
 #    bytes under the run (the kernel's SIGBUS was Open MPI's "Bus error"
 #    with a backtrace, status 135).
+# 9. Rank 0's writes into metrics.h5 fail (the folder still takes writes):
+#    the run stops with its checkpoint and status 1, through MPI_Abort
+#    (HDF5 1.10's own close of the half-flushed file in MPI_Finalize
+#    crashed: status 139); restart = 'auto' moves the damaged file aside and
+#    finishes.
 . "$(dirname "$0")/lib.sh"
 deck="$DECKS/tiny.nml"
 common="train.steps=20 io.checkpoint_every=5 io.metrics_flush=100"
@@ -148,11 +153,11 @@ ok $? "io.restart naming it: status 1 (got $st), the same words"
 # 8. a data shard truncated under the run
 mkdir -p "$scratch/data" && head -c 1500000 /dev/urandom | od -An -tx1 > "$scratch/data/book.txt" &&
     "$PYTHON3" "$top_srcdir/tools/make_tokens.py" "$scratch/data/book.txt" "$scratch/data/book" > /dev/null
-$MPIEXEC -n 2 "$TRIAD" "$deck" parallel.dp=2 model.vocab_size=256 data.kind=tokens \
+timeout 120 $MPIEXEC -n 2 "$TRIAD" "$deck" parallel.dp=2 model.vocab_size=256 data.kind=tokens \
     data.path="'$scratch/data/book_000000.bin'" train.steps=400 diag.slow_rank=0 diag.slow_seconds=0.05 \
     io.run_dir="'$scratch/trunc'" > "$scratch/trunc.out" 2>&1 &
 pid=$!
-for i in $(seq 1 600); do grep -q "^step  *3/" "$scratch/trunc.out" && break; sleep 0.05; done
+for i in $(seq 1 2400); do grep -q "^step  *3/" "$scratch/trunc.out" && break; sleep 0.05; done
 truncate -s 2048 "$scratch/data/book_000000.bin"
 wait $pid
 st=$?
@@ -161,4 +166,17 @@ grep "^error\|hint\|Bus error" "$scratch/trunc.out" | diag
     grep -q "^error: rank [01]: the file $scratch/data/book_000000.bin, mapped as it was opened ([0-9]* bytes), lost bytes under the run" "$scratch/trunc.out" &&
     ! grep -q "Bus error" "$scratch/trunc.out"
 ok $? "a data shard truncated under the run: status 1 (got $st; 135 was a bus error), the file named"
+
+# 9. rank 0's writes into metrics.h5 fail
+failing write 0 metrics.h5 "$scratch/mw.out" parallel.dp=2 io.metrics_flush=5 io.run_dir="'$scratch/mw'"
+st=$?
+grep "error\|hint\|Segmentation\|signal" "$scratch/mw.out" | diag
+[ $st -eq 1 ] && [ -f "$scratch/mark" ] && grep -q "step 5 to metrics.h5 failed; the rows flushed before are kept" "$scratch/mw.out" &&
+    grep -q "the checkpoint of step 5 is written" "$scratch/mw.out" && ! grep -q "Segmentation\|signal 11" "$scratch/mw.out" &&
+    verify "$scratch/mw/ckpt_5.h5"
+ok $? "rank 0's writes into metrics.h5 fail: status 1 (got $st; 139 was HDF5's crash), the checkpoint of step 5 written and verified"
+triad_run 2 "$deck" $common parallel.dp=2 io.restart=auto io.run_dir="'$scratch/mw'"
+[ $? -eq 0 ] && grep -q "metrics.h5 could not be continued .* moved to" "$scratch/last.out" &&
+    grep -q "restarted from $scratch/mw/ckpt_5.h5 at step 5" "$scratch/last.out"
+ok $? "restart = 'auto' moves the damaged metrics.h5 aside and finishes"
 done_testing

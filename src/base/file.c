@@ -195,8 +195,10 @@ int file_read_probe(const char *path)
     struct stat sb;
     int e = fstat(fd, &sb) != 0 ? errno : 0;
     off_t at[2] = {0, sb.st_size > (off_t)sizeof buf ? sb.st_size - (off_t)sizeof buf : 0};
-    for (int i = 0; i < 2 && e == 0; i++)
+    for (int i = 0; i < 2 && e == 0; i++) {
+        posix_fadvise(fd, at[i], sizeof buf, POSIX_FADV_DONTNEED); /* (from the device, not the page cache) */
         if (pread(fd, buf, sizeof buf, at[i]) < 0) e = errno;
+    }
     close(fd);
     return e;
 }

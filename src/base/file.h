@@ -55,9 +55,9 @@ int file_locked_by_another(const char *path);
  * EACCES, ENOENT), or 0 where the folder takes new files. */
 int file_write_probe(const char *dir);
 
-/* Can path be read?  Its first and last 4 KiB read (a node's failing
- * mount, a failing disk: EIO where the file itself may be intact); errno's
- * value, or 0. */
+/* Can path be read?  Its first and last 4 KiB read, their cached pages
+ * dropped first (a node's failing mount, a failing disk: EIO where the
+ * file itself may be intact); errno's value, or 0. */
 int file_read_probe(const char *path);
 
 /* "the file system is read-only" and the like for file_write_probe's e, as

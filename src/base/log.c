@@ -81,8 +81,9 @@ void die_all(const char *hint, const char *fmt, ...)
         print_error("error: ", hint, fmt, ap);
         va_end(ap);
     }
-    /* the launcher may kill the job at the first exit: let rank 0 finish printing */
-    if (mpi_live()) MPI_Barrier(MPI_COMM_WORLD);
+    /* the launcher may kill the job at the first exit: let rank 0 finish
+     * printing (and every rank learns whether one ends through MPI_Abort) */
+    exit_aborts_agree();
     exit_all(EXIT_ERROR);
 }
 
@@ -92,6 +93,14 @@ static void (*_Atomic g_abrupt)(void);        /* exit_abruptly's */
 void exit_by_abort(void) { g_abort = 1; }
 
 int exit_aborts(void) { return g_abort; }
+
+void exit_aborts_agree(void)
+{
+    if (!mpi_live()) return;
+    int any = 0;
+    MPI_Allreduce(&g_abort, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    g_abort = any;
+}
 
 void exit_abruptly(void (*fn)(void)) { g_abrupt = fn; }
 

@@ -31,12 +31,17 @@ int mpi_live(void);
 
 /* From now on the exits end the job through MPI_Abort with their status
  * instead of MPI_Finalize: for an HDF5 file left open because closing it
- * would hang (a collective close of a file whose writes failed, HDF5 1.10:
- * the ranks leave its metadata flush at different points), which
- * MPI_Finalize would close too.  Every rank calls it alike. */
+ * would hang or crash (HDF5 1.10: a collective close of a file whose
+ * writes failed, the ranks leaving its metadata flush at different points;
+ * metrics.h5 after a failed write), which MPI_Finalize would close too.
+ * Every rank, or rank 0 alone (metrics.h5): the exits agree
+ * (exit_aborts_agree). */
 void exit_by_abort(void);
-/* Was exit_by_abort called? */
+/* Was exit_by_abort called (on this rank)? */
 int exit_aborts(void);
+/* Every rank learns whether one called exit_by_abort.  Collective (a
+ * barrier too). */
+void exit_aborts_agree(void);
 /* What must not outlive the process where it ends without exit handlers:
  * the exits' MPI_Abort, the hang watchdog's _exit (flight.c) and a guarded
  * mapping's SIGBUS (mapguard.c).  fn must be async-signal-safe (unlink,

@@ -30,7 +30,7 @@ static int installed;
 static void on_sigbus(int sig, siginfo_t *info, void *ctx)
 {
     uintptr_t at = (uintptr_t)info->si_addr;
-    for (int i = 0; i < GUARDS; i++) {
+    for (int i = 0; i < GUARDS && info->si_code == BUS_ADRERR; i++) { /* (a page the file no longer backs) */
         uintptr_t lo = atomic_load_explicit(&guards[i].lo, memory_order_acquire);
         if (lo && at >= lo && at < guards[i].hi) {
             ssize_t n = write(STDERR_FILENO, guards[i].msg, strlen(guards[i].msg));
@@ -39,16 +39,18 @@ static void on_sigbus(int sig, siginfo_t *info, void *ctx)
             _exit(EXIT_ERROR);
         }
     }
-    if (before.sa_flags & SA_SIGINFO) { /* not one of ours: as before */
-        if (before.sa_sigaction) before.sa_sigaction(sig, info, ctx);
+    /* not one of ours: as the handler before would have it */
+    int info_style = (before.sa_flags & SA_SIGINFO) != 0;
+    void (*plain)(int) = info_style ? (void (*)(int))(void *)before.sa_sigaction : before.sa_handler;
+    if (plain == SIG_IGN && info->si_code <= 0) return; /* (sent, and ignored before) */
+    if (plain == SIG_DFL || plain == SIG_IGN) { /* (a fault is never ignored: the default ends the process) */
+        signal(SIGBUS, SIG_DFL);
+        if (info->si_code <= 0) raise(sig); /* (sent, not a fault that happens again) */
         return;
     }
-    if (before.sa_handler == SIG_IGN) return;
-    if (before.sa_handler != SIG_DFL) {
-        before.sa_handler(sig);
-        return;
-    }
-    signal(SIGBUS, SIG_DFL); /* (the access is made again, and ends the process as it would have) */
+    if (before.sa_flags & SA_RESETHAND) signal(SIGBUS, SIG_DFL);
+    if (info_style) before.sa_sigaction(sig, info, ctx);
+    else before.sa_handler(sig);
 }
 
 void *mapguard_map(int fd, size_t len, const char *path)

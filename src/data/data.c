@@ -283,8 +283,6 @@ int64_t data_token_at(const struct shard *s, uint64_t k)
     return v > INT64_MAX ? -1 : (int64_t)v; /* (i64: negative or past any vocabulary, check_tokens refuses it) */
 }
 
-/* A token as the model's input (in range: check_tokens saw every one). */
-static int32_t token(const struct shard *s, uint64_t k) { return (int32_t)data_token_at(s, k); }
 
 /* Tokens [start, start+count) of the concatenation into out. */
 static void copy_tokens(const struct data_source *ds, uint64_t start, int count, int32_t *out)
@@ -302,7 +300,14 @@ static void copy_tokens(const struct data_source *ds, uint64_t start, int count,
             s++;
             k = 0;
         }
-        out[t] = token(&ds->shard[s], k++);
+        int64_t v = data_token_at(&ds->shard[s], k++);
+        if (v < 0 || v >= ds->V) /* (check_tokens saw every one at open: the file changed since) */
+            die_at(__FILE__, __LINE__, "leave the files a run reads as they are until it ends (write new data under "
+                   "new names)", "data file %s: token %llu is now %lld, outside the vocabulary (0 .. %d) every token "
+                   "was in when it was opened: the file was rewritten under the run",
+                   ds->shard[s].path ? ds->shard[s].path : "(in memory)",
+                   (unsigned long long)(k - 1), (long long)v, ds->V - 1);
+        out[t] = (int32_t)v;
     }
 }
 

@@ -193,9 +193,11 @@ int evaluate_checkpoint(const char *ckpt, int noverride, char **overrides)
     comm_use_device(&c, k);
     struct ckpt_state st;
     memset(&st, 0, sizeof st);
-    if (ckpt_load_model_counters(ckpt, &m, &st, &g, why, sizeof why) != 0)
-        die_all("triad eval reads a triad checkpoint (run_dir/ckpt_<step>.h5) of any grid", "triad eval %s: %s",
-                ckpt, why);
+    int loaded = ckpt_load_model_counters(ckpt, &m, &st, &g, why, sizeof why);
+    if (loaded != 0)
+        die_all(loaded == -3 ? "check the file system from that rank's node, then run it again"
+                             : "triad eval reads a triad checkpoint (run_dir/ckpt_<step>.h5) of any grid",
+                "triad eval %s: %s", ckpt, why);
     if (d.prec != PREC_FP32) k->lp_round(d.prec, m.params_mem, m.flat); /* what a run of that precision computes with */
 
     /* the tokenizer of bits per byte (tokens decoded to text): rank 0's */

@@ -456,7 +456,8 @@ int main(int argc, char **argv)
     struct config cfg;
     read_config(&cfg, argv[first], nover, over, &world, sc && sc->planning);
     int status = sc ? (rank == 0 ? sc->run(&cfg, world) : EXIT_DONE) : train(&cfg, world);
-    if (sc || exit_aborts()) exit_all(status); /* (a file left open: MPI_Finalize would close it) */
+    if (!sc) exit_aborts_agree(); /* (a file left open on some rank: MPI_Finalize would close it) */
+    if (sc || exit_aborts()) exit_all(status);
     MPI_Finalize();
     return status;
 }

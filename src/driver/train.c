@@ -522,9 +522,9 @@ static int finish_run(struct run *r, int status, int64_t first_step)
         train_checkpoint_failed(r, status == EXIT_STOPPED, why_not);
     if (r->io_stop && g->rank == 0)
         fprintf(stderr, "error: the run stopped at step %lld: %s; the checkpoint of "
-                "step %lld is written\n  hint: free space in io.run_dir and restart with io.restart = 'auto' (a "
-                "damaged metrics.h5 is then moved aside)\n", (long long)r->step, r->io_why,
-                (long long)r->step);
+                "step %lld is written\n  hint: free space in io.run_dir (or check its file system: a write failed) and "
+                "restart with io.restart = 'auto' (a damaged metrics.h5 is then moved aside)\n", (long long)r->step,
+                r->io_why, (long long)r->step);
 
     ranks_peak_memory(&r->ranks, &r->comm, r->planned_peak, r->allocated, &r->metrics, stdout);
     double *all = g->rank == 0 ? xmalloc((size_t)g->world * NUM_TIMERS * sizeof(double)) : NULL;

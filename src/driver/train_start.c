@@ -237,8 +237,9 @@ void train_initial_state(struct run *r)
                  : kind == WEIGHTS_LLMC ? llmc_load(from, &r->model, r->g, nonfinite, err, sizeof err)
                                         : ckpt_load_model(from, &r->model, r->g, err, sizeof err);
         if (rc != 0)
-            die_all("io.init_from names a triad checkpoint (HDF5 with /model), a Hugging Face model folder or an "
-                    "llm.c GPT-2 checkpoint, of this deck's model (docs/formats.md)",
+            die_all(rc == -3 ? "check the file system from that rank's node, then restart"
+                             : "io.init_from names a triad checkpoint (HDF5 with /model), a Hugging Face model folder "
+                               "or an llm.c GPT-2 checkpoint, of this deck's model (docs/formats.md)",
                     "init_from %s: %s", from, err);
         in_master = kind == WEIGHTS_HDF5 && r->model.shard_mem; /* (ckpt.c reads a ZeRO-3 model into its slice) */
         log_info("initial weights from %s (%s)\n", from,

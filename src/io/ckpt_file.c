@@ -31,8 +31,9 @@ int ckpt_read_trouble(const char *path, const struct grid *g, char *err, size_t 
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &who, 1, MPI_INT, MPI_MIN, g->world_comm));
     if (who == INT_MAX) return 0;
     MPI_CHECK(MPI_Bcast(&e, 1, MPI_INT, who, g->world_comm));
-    snprintf(err, errlen, "rank %d cannot read %s: %s; the file itself may be intact (the file system, or that "
-             "node's mount of it, failed)", who, path, strerror(e));
+    int device = e == EIO || e == ESTALE || e == ENOTCONN || e == ETIMEDOUT || e == ENODEV || e == ENXIO;
+    snprintf(err, errlen, "rank %d cannot read %s: %s%s", who, path, strerror(e),
+             device ? "; the file itself may be intact (the file system, or that node's mount of it, failed)" : "");
     return 1;
 }
 
@@ -286,7 +287,9 @@ hid_t ckpt_create_tmp(const char *run_dir, int64_t step, const struct model *m, 
     else if (f < 0)
         snprintf(err, errlen, "rank %d: cannot create %s: is %s writable and is there space?", g->rank, tmp, run_dir);
     /* (a file open on some ranks only is left open: its close is collective) */
-    return ckpt_agree(f < 0, err, errlen, g) == 0 ? f : -1;
+    if (ckpt_agree(f < 0, err, errlen, g) == 0) return f;
+    flight_within(NULL);
+    return -1;
 }
 
 herr_t ckpt_close_written(hid_t f)
@@ -312,6 +315,7 @@ int ckpt_close_and_flush(hid_t f, const char *tmp, int rc, const struct grid *g,
             snprintf(err + n, errlen - n, " (%s: %s)", dir, file_write_words(any[0]));
         }
         if (any[0] || any[1]) { /* HDF5 1.10's collective close of it would hang: left open */
+            flight_within(NULL);
             exit_by_abort();
             return -1;
         }

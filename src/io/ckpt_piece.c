@@ -13,6 +13,8 @@
 #include "ckpt_file.h"
 #include "ckpt_sum.h"
 #include "ckpt_tok.h"
+#include "flight.h"
+#include "flight.h"
 #include "log.h"
 
 /* The owned selections, in walk order (w->pieces has room for every dataset). */
@@ -110,6 +112,7 @@ int ckpt_seal(const char *run_dir, const char *tmp, int64_t step, const struct m
         f = ckpt_open(tmp, CKPT_OPEN_UPDATE, g);
         if (f < 0) snprintf(err, errlen, "rank %d: %s does not open as HDF5 after writing it", g->rank, tmp);
         rc = ckpt_agree(f < 0, err, errlen, g);
+        if (rc != 0) flight_within(NULL); /* (open on some ranks only: left open, its close is collective) */
     }
     if (rc == 0) {
         for (int p = 0; p < 3; p++) rc |= ckpt_walk(f, ckpt_prefix[p], m, &sb[p], ckpt_attach_checksum, &w);

@@ -364,8 +364,10 @@ static int flush_file(struct metrics_file *mf)
 /* The writing failed: the file is never touched again; the rows flushed
  * before stay readable.  Refused by the probe, the file is closed with a
  * file in memory put in place of its descriptor, where what HDF5 still
- * holds to write goes (readonly_fs.sh).  After a write that failed in HDF5 it is
- * left open (the close would fail and leave it half torn down). */
+ * holds to write goes (readonly_fs.sh).  After a write that failed in HDF5
+ * it is left open (the close would fail and leave it half torn down), and
+ * the job ends through MPI_Abort (exit_by_abort): HDF5's own close of it in
+ * MPI_Finalize crashes (io_errors.sh). */
 static void give_up(struct metrics_file *mf, const char *what, int64_t step)
 {
     int e = mf->refused ? mf->refused : file_write_probe(mf->dir);
@@ -384,6 +386,8 @@ static void give_up(struct metrics_file *mf, const char *what, int64_t step)
             if (mf->dset[i] > 0) H5Dclose(mf->dset[i]);
         if (mf->moe_tokens >= 0) H5Dclose(mf->moe_tokens);
         H5Fclose(mf->file);
+    } else {
+        exit_by_abort();
     }
     mf->file = -1;
     drop_at_exit();

@@ -93,7 +93,7 @@ void ranks_peak_memory(struct ranks *k, struct comm *c, size_t planned, const un
                                         "(the driver's count: cudaMemGetInfo)", dev, world) != 0) ||
             metrics_per_rank(mf, "planned_peak", "each rank's peak memory as the plan predicts it (triad plan)",
                              plan, world) != 0)
-            log_warn("writing the peak memory into /memory failed");
+            if (!mf->failed[0]) log_warn("writing the peak memory into /memory failed"); /* (else said already) */
     }
     free(rss);
     free(all);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,12 +12,12 @@
 #include <time.h>
 #include <unistd.h>
 
-static char held[4096]; /* the lock file this process created, "" if none */
+static char held[4096];      /* the lock file this process created */
+static atomic_int holding;   /* held names it: whoever takes it back unlinks it, once */
 
 void runlock_release(void)
 {
-    if (held[0]) unlink(held);
-    held[0] = '\0';
+    if (atomic_exchange(&holding, 0)) unlink(held); /* (exit handlers, the watchdog, a signal: one of them) */
 }
 
 /* The holder's words, "host pid job start", from an existing lock. */
@@ -104,6 +105,7 @@ int runlock_take(const char *run_dir, char *note, size_t notelen, char *err, siz
                 return -2;
             }
             snprintf(held, sizeof held, "%s", path);
+            atomic_store(&holding, 1);
             atexit(runlock_release);
             return 0;
         }
