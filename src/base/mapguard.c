@@ -2,7 +2,8 @@
  * by the thread that maps (the data sources open on the main thread) and
  * read by the handler, which may run on any thread that touches a mapped
  * page; the message of each is composed when it is mapped, so that the
- * handler calls nothing but write and _exit. */
+ * handler calls nothing but write, exit_abruptly's hook (an unlink) and
+ * _exit. */
 #define _GNU_SOURCE
 #include "mapguard.h"
 
