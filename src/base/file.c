@@ -203,6 +203,12 @@ int file_read_probe(const char *path)
     return e;
 }
 
+const char *file_read_words(int e)
+{
+    int device = e == EIO || e == ESTALE || e == ENOTCONN || e == ETIMEDOUT || e == ENODEV || e == ENXIO;
+    return device ? "; the file itself may be intact (the file system, or the node's mount of it, failed)" : "";
+}
+
 const char *file_write_words(int e)
 {
     switch (e) {

@@ -60,6 +60,11 @@ int file_write_probe(const char *dir);
  * file itself may be intact); errno's value, or 0. */
 int file_read_probe(const char *path);
 
+/* For file_read_probe's e, a clause for after the error's words: that the
+ * file itself may be intact, where e is the device's (EIO, ESTALE, ...);
+ * "" for any other. */
+const char *file_read_words(int e);
+
 /* "the file system is read-only" and the like for file_write_probe's e, as
  * a clause for a message; "" for 0. */
 const char *file_write_words(int e);

@@ -283,7 +283,6 @@ int64_t data_token_at(const struct shard *s, uint64_t k)
     return v > INT64_MAX ? -1 : (int64_t)v; /* (i64: negative or past any vocabulary, check_tokens refuses it) */
 }
 
-
 /* Tokens [start, start+count) of the concatenation into out. */
 static void copy_tokens(const struct data_source *ds, uint64_t start, int count, int32_t *out)
 {

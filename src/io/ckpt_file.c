@@ -31,9 +31,7 @@ int ckpt_read_trouble(const char *path, const struct grid *g, char *err, size_t 
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &who, 1, MPI_INT, MPI_MIN, g->world_comm));
     if (who == INT_MAX) return 0;
     MPI_CHECK(MPI_Bcast(&e, 1, MPI_INT, who, g->world_comm));
-    int device = e == EIO || e == ESTALE || e == ENOTCONN || e == ETIMEDOUT || e == ENODEV || e == ENXIO;
-    snprintf(err, errlen, "rank %d cannot read %s: %s%s", who, path, strerror(e),
-             device ? "; the file itself may be intact (the file system, or that node's mount of it, failed)" : "");
+    snprintf(err, errlen, "rank %d cannot read %s: %s%s", who, path, strerror(e), file_read_words(e));
     return 1;
 }
 

@@ -69,8 +69,9 @@ hid_t ckpt_create_tmp(const char *run_dir, int64_t step, const struct model *m, 
 
 /* After a failed read of path: does any rank fail to read its bytes at
  * all (file_read_probe: EIO from a node's failing mount or a failing
- * disk)?  Then err names the lowest such rank and the error, saying the
- * file may be intact, and 1 is returned; else 0 and err as it was.
+ * disk)?  Then err names the lowest such rank and the error (and, for the
+ * device's, that the file may be intact: file_read_words), and 1 is
+ * returned; else 0 and err as it was.
  * Collective. */
 int ckpt_read_trouble(const char *path, const struct grid *g, char *err, size_t errlen);
 

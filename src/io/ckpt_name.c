@@ -75,8 +75,7 @@ int ckpt_open_failed(const char *path, char *err, size_t errlen)
         if (f) fclose(f);
         int e = file_read_probe(path);
         if (e) /* (not the file's fault, perhaps) */
-            return errorf(err, errlen, "cannot read %s: %s; the file itself may be intact (the file system, or this "
-                          "node's mount of it, failed)", path, strerror(e));
+            return errorf(err, errlen, "cannot read %s: %s%s", path, strerror(e), file_read_words(e));
         if (!signed_hdf5)
             return errorf(err, errlen, "cannot open %s: it is not an HDF5 file (%lld bytes, without HDF5's signature)",
                           path, size);

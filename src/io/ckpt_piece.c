@@ -14,7 +14,6 @@
 #include "ckpt_sum.h"
 #include "ckpt_tok.h"
 #include "flight.h"
-#include "flight.h"
 #include "log.h"
 
 /* The owned selections, in walk order (w->pieces has room for every dataset). */

@@ -99,9 +99,10 @@ static int store_file(hid_t ds, const char *dir, const char *name, int64_t n, ui
         if (got != want)
             rc = errorf(err, errlen, "rank 0: %s changed while it was stored in the checkpoint (%lld bytes expected)",
                         path, (long long)n);
-        else if (transfer_piece(ds, 1, (hsize_t)at, got, buf) != 0)
-            rc = (errorf(err, errlen, "rank 0: writing the tokenizer's %s into the checkpoint failed", name),
-                  CKPT_WRITE_FAILED);
+        else if (transfer_piece(ds, 1, (hsize_t)at, got, buf) != 0) {
+            errorf(err, errlen, "rank 0: writing the tokenizer's %s into the checkpoint failed", name);
+            rc = CKPT_WRITE_FAILED;
+        }
         *sum = fnv1a(*sum, buf, got);
         at += (int64_t)got;
     }
