@@ -231,20 +231,23 @@ void prompts_free(struct prompts *p)
 int stream_text(struct stream *s, const struct tokenizer *tok, const int32_t *ids, int n, int final, char *err,
                 size_t errlen)
 {
+    FILE *out = s->out ? s->out : stdout;
     if (!tok) {
         for (; s->n < n; s->n++) {
-            if (s->bytes) putchar(ids[s->n]);
-            else printf("%s%d", s->n ? " " : "", ids[s->n]);
+            if (s->bytes) fputc(ids[s->n], out);
+            else fprintf(out, "%s%d", s->n ? " " : "", ids[s->n]);
         }
         return 0;
     }
+    /* the ids whose text is settled, less a character still incomplete at its end */
+    size_t k = final ? (size_t)n : tok_decode_settled(tok, ids, (size_t)n, 1);
     char *text;
     size_t len;
-    if (tok_decode(tok, ids, (size_t)n, 1, &text, &len, err, errlen) != 0) return -1;
+    if (tok_decode(tok, ids, k, 1, &text, &len, err, errlen) != 0) return -1;
     int held = !final && len >= 3 && memcmp(text + len - 3, "\xEF\xBF\xBD", 3) == 0;
     if (!held && len >= s->len && (s->len == 0 || memcmp(text, s->printed, s->len) == 0)) {
-        fwrite(text + s->len, 1, len - s->len, stdout);
-        fflush(stdout);
+        fwrite(text + s->len, 1, len - s->len, out);
+        fflush(out);
         free(s->printed);
         s->printed = text, s->len = len;
         return 0;

@@ -8,6 +8,7 @@
 
 #include <mpi.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -34,15 +35,19 @@ void prompts_bcast(struct prompts *p, MPI_Comm comm);
 void prompts_free(struct prompts *p);
 
 /* The output of one sequence as it grows: with a tokenizer the text of
- * ids[0..n) (special tokens left out) past what is printed already, held
- * back while it ends in a character still incomplete (U+FFFD) unless
- * final; without one the bytes (a byte-level model) or the ids.  0, or -1
- * with err (an id the tokenizer cannot decode, named) and nothing printed. */
+ * ids[0..n) (special tokens left out) past what is printed already, unless
+ * final only what later ids cannot change (tok_decode_settled: a trailing
+ * run of byte-fallback tokens held back) and held back while it ends in a
+ * character still incomplete (U+FFFD); without one the bytes (a byte-level
+ * model) or the ids.  What is printed is thus always the start of the
+ * final text.  0, or -1 with err (an id the tokenizer cannot decode,
+ * named) and nothing printed. */
 struct stream {
     char *printed;
     size_t len;
     int n;     /* ids printed (without a tokenizer) */
     int bytes; /* a byte-level model: the ids are the bytes */
+    FILE *out; /* where it goes (NULL: stdout) */
 };
 int stream_text(struct stream *s, const struct tokenizer *tok, const int32_t *ids, int n, int final, char *err,
                 size_t errlen);

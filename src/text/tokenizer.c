@@ -434,6 +434,12 @@ static const struct bytes *added_of(const struct tokenizer *t, int32_t id)
     return NULL;
 }
 
+/* Is p[0..n) a byte-fallback token, <0xNN>?  *v: the byte. */
+static int byte_token(const char *p, size_t n, unsigned *v)
+{
+    return n == 6 && sscanf(p, "<0x%2X>", v) == 1 && p[5] == '>';
+}
+
 /* ByteFallback: runs of <0xNN> tokens as the bytes they name, each byte
  * U+FFFD where the run is not UTF-8. */
 static int byte_fallback(struct pieces *tok)
@@ -444,7 +450,7 @@ static int byte_fallback(struct pieces *tok)
         int j = i;
         struct bytes run = {0};
         unsigned v;
-        while (j < tok->n && tok->p[j].n == 6 && sscanf(tok->p[j].p, "<0x%2X>", &v) == 1 && tok->p[j].p[5] == '>') {
+        while (j < tok->n && byte_token(tok->p[j].p, (size_t)tok->p[j].n, &v)) {
             unsigned char c = (unsigned char)v;
             rc |= tok_put(&run, &c, 1), j++;
         }
@@ -546,6 +552,25 @@ int tok_decode(const struct tokenizer *t, const int32_t *ids, size_t n, int skip
     *text = out.p;
     *len = out.n;
     return 0;
+}
+
+size_t tok_decode_settled(const struct tokenizer *t, const int32_t *ids, size_t n, int skip_special)
+{
+    int fallback = 0;
+    for (int i = 0; i < t->ndec; i++) fallback |= t->dec[i].kind == DEC_BYTEFALLBACK;
+    size_t k = n;
+    for (size_t i = n; fallback && i > 0; i--) {
+        int32_t id = ids[i - 1];
+        const struct bytes *a = id >= 0 && id < t->nid ? added_of(t, id) : NULL;
+        unsigned v;
+        if (a && skip_special && is_special(t, id)) continue; /* (left out: the run goes on past it) */
+        if (a ? !byte_token(a->p, a->n, &v)
+              : id < 0 || id >= t->bpe.nid || !t->bpe.token[id] ||
+                    !byte_token(t->bpe.token[id], (size_t)t->bpe.token_len[id], &v))
+            break;
+        k = i - 1;
+    }
+    return k;
 }
 
 int32_t tok_vocab_size(const struct tokenizer *t) { return t->nid; }

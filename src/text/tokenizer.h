@@ -51,6 +51,15 @@ int tok_encode(const struct tokenizer *t, const char *text, size_t len, int add_
 int tok_decode(const struct tokenizer *t, const int32_t *ids, size_t n, int skip_special, char **text, size_t *len,
                char *err, size_t errlen);
 
+/* How many of ids[0..n) have their text for good (tok_decode's, special
+ * tokens left out if skip_special), whatever ids come after them: all but a
+ * trailing run of byte-fallback tokens (<0xNN>; left-out special tokens
+ * inside it) where the decoder has ByteFallback, which turns a run into its
+ * bytes where they are UTF-8 and into one U+FFFD a token where not, so that
+ * one more byte may turn a printed character into U+FFFDs ("\u20ac" is
+ * <0xE2><0x82><0xAC>; with <0xE2> after it the four are U+FFFD). */
+size_t tok_decode_settled(const struct tokenizer *t, const int32_t *ids, size_t n, int skip_special);
+
 /* The length of text[0..len) (well-formed UTF-8) without its trailing
  * whitespace as Python's str.rstrip() takes it: the characters of general
  * category Zs or of bidirectional class WS, B or S (str.isspace), so
