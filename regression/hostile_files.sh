@@ -247,6 +247,31 @@ ok $? "export of a checkpoint with a flipped byte in /model: status 1, the datas
 grep error "$scratch/last.out" | diag
 "$TRIAD" export "$scratch/t/ckpt_2.h5" "$scratch/ex_good" > "$scratch/last.out" 2>&1
 ok $? "the undamaged checkpoint exports"
+# a checkpoint whose stored deck (and its checksum) is another model's: the
+# tensors' shapes disagree with it, wider and narrower
+triad_run 1 "$scratch/llama.nml" train.steps=2 model.d_model=16 model.ffn_hidden=32 io.run_dir="'$scratch/t16'"
+ok $? "a narrower llama checkpoint (d_model 16)"
+"$PYTHON3" - "$scratch/t/ckpt_2.h5" "$scratch/t16/ckpt_2.h5" "$scratch/graft" << 'PY'
+import shutil, sys, h5py
+wide, narrow, out = sys.argv[1:]
+for src, deck, name in ((wide, narrow, "wide"), (narrow, wide, "narrow")):
+    shutil.copy(src, out + "_" + name + ".h5")
+    with h5py.File(deck, "r") as d, h5py.File(out + "_" + name + ".h5", "r+") as f:
+        for k in ("deck", "deck_checksum"):
+            v = d.attrs[k]
+            del f.attrs[k]
+            f.attrs[k] = v
+PY
+"$TRIAD" export "$scratch/graft_wide.h5" "$scratch/ex_graft_wide" > "$scratch/last.out" 2>&1
+[ $? -eq 1 ] && grep -q "dataset /model/wte has shape \[64, 32\], the checkpoint's deck says \[64, 16\]" \
+    "$scratch/last.out" && [ ! -e "$scratch/ex_graft_wide" ]
+ok $? "export of 32-wide tensors under a 16-wide deck: status 1, the shapes named, no folder made"
+grep error "$scratch/last.out" | diag
+"$TRIAD" export "$scratch/graft_narrow.h5" "$scratch/ex_graft_narrow" > "$scratch/last.out" 2>&1
+[ $? -eq 1 ] && grep -q "dataset /model/wte has shape \[64, 16\], the checkpoint's deck says \[64, 32\]" \
+    "$scratch/last.out" && [ ! -e "$scratch/ex_graft_narrow" ]
+ok $? "... and 16-wide ones under a 32-wide deck"
+grep error "$scratch/last.out" | diag
 
 # a prompt file's length is its own, whatever the model keeps
 $PYTHON3 -c "print(' '.join(['3'] * 100000))" > "$scratch/long.ids"

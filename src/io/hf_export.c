@@ -36,6 +36,7 @@ struct piece {
     enum param_id id;
     int slice;
     int64_t r0, rows, cols;
+    int64_t drows; /* the dataset's rows (all its parts) */
     int rank, transposed;
 };
 
@@ -50,6 +51,7 @@ static int piece(const struct model_dims *d, const struct hf_tensor *t, int l, i
     size_t rows, cols, part[3] = {0, 0, 0}, r0 = 0;
     param_shape(d, id, &rows, &cols);
     if (id == P_WTE || id == P_LMHEAD) rows = (size_t)d->V; /* no padding */
+    p->drows = (int64_t)rows;
     if (t->part >= 0) {
         param_row_parts(d, id, part);
         for (int k = 0; k < t->part; k++) r0 += part[k];
@@ -204,19 +206,32 @@ static int verify_model(hid_t f, const struct model_dims *d, char *err, size_t e
     return 0;
 }
 
-/* Rows [r0, r0 + rows) of a dataset of cols columns, as floats. */
-static int read_rows(hid_t f, const struct piece *p, float *buf)
+/* Rows [r0, r0 + rows) of a dataset of cols columns, as floats, the
+ * dataset's shape checked against the deck's first.  -1 with err. */
+static int read_rows(hid_t f, const struct piece *p, float *buf, char *err, size_t errlen)
 {
-    hid_t ds = H5Dopen2(f, p->dataset, H5P_DEFAULT);
-    if (ds < 0) return -1;
+    hid_t ds = H5Lexists(f, p->dataset, H5P_DEFAULT) > 0 ? H5Dopen2(f, p->dataset, H5P_DEFAULT) : -1;
+    if (ds < 0) return errorf(err, errlen, "dataset %s is missing from the checkpoint", p->dataset);
     hid_t fs = H5Dget_space(ds);
-    int rank = H5Sget_simple_extent_ndims(fs);
-    hsize_t start[2] = {(hsize_t)p->r0, 0}, count[2] = {(hsize_t)p->rows, (hsize_t)p->cols};
-    herr_t rc = H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
-    hid_t ms = H5Screate_simple(rank, count, NULL);
-    if (rc >= 0) rc = H5Dread(ds, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, buf);
-    H5Sclose(ms);
-    H5Sclose(fs);
+    int rank = fs < 0 ? -1 : H5Sget_simple_extent_ndims(fs);
+    hsize_t dims[2] = {0, 0};
+    if (rank == p->rank) H5Sget_simple_extent_dims(fs, dims, NULL);
+    herr_t rc = -1;
+    if (rank != p->rank || dims[0] != (hsize_t)p->drows || (rank == 2 && dims[1] != (hsize_t)p->cols)) {
+        errorf(err, errlen, "dataset %s has shape [%llu%s%llu], the checkpoint's deck says [%lld%s%lld]: the file's "
+               "tensors and its stored deck disagree (a damaged or altered checkpoint): nothing written",
+               p->dataset, (unsigned long long)dims[0], rank == 2 ? ", " : "",
+               rank == 2 ? (unsigned long long)dims[1] : 0ull, (long long)p->drows, p->rank == 2 ? ", " : "",
+               p->rank == 2 ? (long long)p->cols : 0ll);
+    } else {
+        hsize_t start[2] = {(hsize_t)p->r0, 0}, count[2] = {(hsize_t)p->rows, (hsize_t)p->cols};
+        rc = H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
+        hid_t ms = H5Screate_simple(rank, count, NULL);
+        if (rc >= 0) rc = H5Dread(ds, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, buf);
+        H5Sclose(ms);
+        if (rc < 0) errorf(err, errlen, "cannot read %s from the checkpoint (truncated or damaged?)", p->dataset);
+    }
+    if (fs >= 0) H5Sclose(fs);
     H5Dclose(ds);
     return rc < 0 ? -1 : 0;
 }
@@ -266,8 +281,7 @@ static int write_tensors(hid_t f, const char *path, const struct piece *p, int n
         size_t e = (size_t)(p[i].rows * p[i].cols);
         float *buf = malloc(e * sizeof *buf), *tr = p[i].transposed ? malloc(e * sizeof *tr) : NULL;
         if (!buf || (p[i].transposed && !tr)) rc = errorf(err, errlen, "out of memory");
-        if (rc == 0 && read_rows(f, &p[i], buf) != 0)
-            rc = errorf(err, errlen, "cannot read %s from the checkpoint", p[i].dataset);
+        if (rc == 0) rc = read_rows(f, &p[i], buf, err, errlen);
         if (rc == 0 && tr)
             for (int64_t r = 0; r < p[i].rows; r++)
                 for (int64_t c = 0; c < p[i].cols; c++) tr[c * p[i].rows + r] = buf[r * p[i].cols + c];
