@@ -271,6 +271,11 @@ printf 'doc one\nline two\n===\n===\ndoc three\n===\n' > "$scratch/sep.txt"
     tokenize.print=text tokenize.doc_token=none > "$scratch/out" 2>&1
 printf 'doc one\nline two\n\ndoc three\n\n' | cmp -s - "$scratch/out"
 ok $? "tokenize.separator: the lines between separator lines a document (none where two separators meet)"
+printf 'doc one\r\n===\r\ndoc two\r\n===\r\n' > "$scratch/sep_crlf.txt"
+"$TRIAD" tokenize tokenize.tokenizer="'$scratch/gpt2'" tokenize.input="'$scratch/sep_crlf.txt'" \
+    tokenize.separator="'==='" tokenize.print=text tokenize.doc_token=none > "$scratch/out" 2>&1
+printf 'doc one\r\n\ndoc two\r\n\n' | cmp -s - "$scratch/out"
+ok $? "tokenize.separator on CR LF lines: the same documents"
 
 # errors: the file and line, and no shard of the run left
 printf '%s\n' '{"text": "ok"}' '{"text": ' > "$scratch/broken.jsonl"
@@ -291,6 +296,18 @@ ok $? "a JSON line without the field"
     > "$scratch/out" 2>&1
 [ $? -eq 1 ] && grep -q "no file matches tokenize.input" "$scratch/out"
 ok $? "no input file"
+mkdir -p "$scratch/in_dir/sub"
+cp "$scratch/sep.txt" "$scratch/in_dir/"
+"$TRIAD" tokenize tokenize.tokenizer="'$L3'" tokenize.input="'$scratch/in_dir/*'" tokenize.output="'$scratch/sj/x'" \
+    > "$scratch/out" 2>&1
+[ $? -eq 1 ] && grep -q "in_dir/sub (matched by tokenize.input = '.*') is a folder, not a regular file of text" \
+    "$scratch/out" && [ -z "$(ls "$scratch/sj")" ]
+ok $? "a folder matched by the glob: called a folder, no shard left"
+grep error "$scratch/out" | diag
+"$TRIAD" tokenize tokenize.tokenizer="'$L3'" tokenize.input=/dev/null tokenize.output="'$scratch/sj/x'" \
+    > "$scratch/out" 2>&1
+[ $? -eq 1 ] && grep -q "/dev/null (matched by tokenize.input = '/dev/null') is a character device" "$scratch/out"
+ok $? "a device as the input: called a device"
 
 # shim_error VAR=VALUE TOKENIZER PATTERN WHAT: sep.txt tokenized under the
 # LD_PRELOAD shim $shim with VAR set: status 1 and an error matching PATTERN

@@ -49,8 +49,18 @@ static int reader_open(struct reader *r, const struct config *cfg, char *err, si
     qsort(r->files.gl_pathv, r->files.gl_pathc, sizeof *r->files.gl_pathv, cmp_str);
     for (size_t i = 0; i < r->files.gl_pathc; i++) {
         struct stat sb;
-        if (stat(r->files.gl_pathv[i], &sb) != 0 || !S_ISREG(sb.st_mode))
-            return errorf(err, errlen, "%s: %s", r->files.gl_pathv[i], errno ? strerror(errno) : "not a file");
+        const char *f = r->files.gl_pathv[i];
+        if (stat(f, &sb) != 0) return errorf(err, errlen, "%s: %s", f, strerror(errno));
+        if (!S_ISREG(sb.st_mode)) {
+            int named = strcmp(f, cfg->tokenize.input) == 0, dir = S_ISDIR(sb.st_mode);
+            return errorf(err, errlen, "%s (matched by tokenize.input = '%s') is %s, not a regular file of text: %s%s%s",
+                          f, cfg->tokenize.input,
+                          dir ? "a folder" : S_ISFIFO(sb.st_mode) ? "a pipe (FIFO)"
+                          : S_ISCHR(sb.st_mode) ? "a character device" : S_ISSOCK(sb.st_mode) ? "a socket"
+                          : "a special file",
+                          named && dir ? "name the files in it, e.g. '" : "name only text files (a glob such as "
+                          "'folder/*.txt')", named && dir ? f : "", named && dir ? "/*.txt'" : "");
+        }
         r->bytes_total += (double)sb.st_size;
     }
     return 0;
@@ -117,8 +127,10 @@ static int next_document(struct reader *r, char **doc, size_t *len, size_t *cap,
                 return errorf(err, errlen, "out of memory");
             return 1;
         }
-        size_t k = (size_t)n, sl = strlen(c->tokenize.separator);
-        if (!whole && (k == sl || (k == sl + 1 && r->buf[sl] == '\n')) && memcmp(r->buf, c->tokenize.separator, sl) == 0) {
+        size_t k = (size_t)n, sl = strlen(c->tokenize.separator), e = k;
+        if (e && r->buf[e - 1] == '\n') e--;
+        if (e && r->buf[e - 1] == '\r') e--; /* (the line without its end, LF or CR LF) */
+        if (!whole && e == sl && memcmp(r->buf, c->tokenize.separator, sl) == 0) {
             if (*len > 0) return 1;
             continue; /* (an empty document is none) */
         }
