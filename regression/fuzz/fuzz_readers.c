@@ -510,7 +510,7 @@ static int run_ckpt(struct harness *h, const char *in, char *err, size_t errlen)
     char out[4096], why[1024];
     snprintf(out, sizeof out, "%s/exported", h->work);
     remove_tree(out);
-    int ex = hf_export(in, out, ST_F32, why, sizeof why);
+    int ex = hf_export(in, out, ST_F32, NULL, why, sizeof why);
     remove_tree(out);
     if (rc == 0 && ex != 0) snprintf(err, errlen, "%s", why), rc = -1; /* (both must refuse a damaged file) */
     return rc;

@@ -108,7 +108,7 @@ static void export_run(void *ctx, struct sweep_outcome *o)
     empty_folder(x->dir);
     size_t on = 0;
     int n;
-    if (hf_export(x->ckpt, x->dir, x->dtype, o->err, sizeof o->err) != 0) {
+    if (hf_export(x->ckpt, x->dir, x->dtype, NULL, o->err, sizeof o->err) != 0) {
         if (list_folder(x->dir, NULL, NULL, &n) != 0 || n > 0)
             snprintf(o->err, sizeof o->err, "a failed export left %d files in its folder", n);
         return;

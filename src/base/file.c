@@ -135,6 +135,40 @@ int file_make_dirs(const char *path, char *why, size_t whylen)
     return make_one(buf, why, whylen);
 }
 
+/* The path in buf cut to its folder: 0, or -1 where it has none ("a",
+ * "/a"). */
+static int parent_of(char *buf)
+{
+    size_t n = strlen(buf);
+    while (n > 1 && buf[n - 1] == '/') buf[--n] = '\0'; /* (trailing slashes) */
+    char *slash = strrchr(buf, '/');
+    if (!slash || slash == buf) return -1;
+    while (slash > buf && slash[-1] == '/') slash--;
+    *slash = '\0';
+    return 0;
+}
+
+int file_dirs_missing(const char *path)
+{
+    char buf[4096];
+    struct stat sb;
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return 0;
+    int n = 0;
+    while (buf[0] && stat(buf, &sb) != 0 && errno == ENOENT) {
+        n++;
+        if (parent_of(buf) != 0) break;
+    }
+    return n;
+}
+
+void file_remove_dirs(const char *path, int missing)
+{
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return;
+    for (int i = 0; i < missing; i++)
+        if (rmdir(buf) != 0 || parent_of(buf) != 0) break;
+}
+
 const char *file_llmc_kind(int32_t magic)
 {
     switch (magic) { /* (the magics of llm.c's train_gpt2.py, train_llama3.py, dev/data/data_common.py, train_gpt2.cu) */

@@ -32,6 +32,12 @@ int file_read_all(const char *path, size_t max, const char *what, char **text, s
  * with the reason in why ("cannot create the folder P: REASON", or "P is a
  * file, not a folder" where path or a folder above it is one). */
 int file_make_dirs(const char *path, char *why, size_t whylen);
+/* How many of path's last components (folders) are missing: those
+ * file_make_dirs(path) makes.  file_remove_dirs removes them again, the
+ * deepest first, each only where it is empty (what an output that failed
+ * made, and nothing else). */
+int file_dirs_missing(const char *path);
+void file_remove_dirs(const char *path, int missing);
 
 /* What an llm.c file (karpathy/llm.c's writers) starting with the int32
  * magic is, and where triad reads it: e.g. "an llm.c eval file (magic

@@ -1,11 +1,15 @@
 /* evaluate.c -- `triad eval CKPT`: a checkpoint's model judged on any grid (evaluate.h). */
 #include "evaluate.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "ckpt.h"
 #include "comm.h"
@@ -22,6 +26,7 @@
 #include "timers.h"
 #include "tokenizer.h"
 #include "topo.h"
+#include "train.h"
 
 /* Rank 0: the checkpoint's deck, its grid reset, the overrides on top,
  * checked for world ranks.  0, or -1 with the error printed. */
@@ -103,8 +108,9 @@ static int64_t target_bytes(const struct eval *ev, const struct config *cfg, con
     return rc ? -1 : (int64_t)total;
 }
 
-/* The held-out loss of data.val_path, its perplexity and bits per byte.  Collective. */
-static void held_out(const struct config *cfg, const struct run_shape *s, const struct grid *g, struct model *m,
+/* The held-out loss of data.val_path, its perplexity and bits per byte.
+ * Collective.  1 where a stop (a signal) gave it up, else 0. */
+static int held_out(const struct config *cfg, const struct run_shape *s, const struct grid *g, struct model *m,
                      struct comm *c, const struct tokenizer *tok)
 {
     struct eval ev;
@@ -113,7 +119,11 @@ static void held_out(const struct config *cfg, const struct run_shape *s, const 
     memset(&scratch, 0, sizeof scratch);
     double t0 = wtime();
     int64_t tokens;
-    double loss = eval_run(&ev, m, c, &scratch, &tokens, NULL), dt = wtime() - t0;
+    double loss = eval_run(&ev, m, c, &scratch, &tokens, train_stop_signal()), dt = wtime() - t0;
+    if (tokens == 0) { /* (a stop) */
+        eval_free(&ev);
+        return 1;
+    }
     if (g->rank == 0) {
         int64_t bytes = target_bytes(&ev, cfg, tok, m->d.T);
         char bpb[96] = "bits per byte - (no tokenizer for the tokens: set eval.tokenizer)";
@@ -128,26 +138,106 @@ static void held_out(const struct config *cfg, const struct run_shape *s, const 
         eval_note_left_out(&ev, cfg, stderr, hint);
     }
     eval_free(&ev);
+    return 0;
 }
 
-/* Each task's acc and acc_norm; eval.scores gets every choice.  Collective. */
-static void tasks(const struct config *cfg, const char *ckpt, const struct run_shape *s, const struct grid *g,
-                  struct model *m, struct comm *c)
+#define SCORES_HEADER "# task\texample\tchoice\tlabel\ttokens\tlogprob\n"
+
+/* eval.scores on rank 0: its lines gathered in memory (mem: a few MB for
+ * tens of thousands of choices), then written at once to path.tmp, made
+ * anew at the start, and renamed over path at the end. */
+struct scores {
+    FILE *mem;
+    char *buf;
+    size_t len;
+    int fd;
+    char tmp[CONFIG_STRLEN + 8];
+};
+
+/* Open s for path, where path is new or an earlier scores file (its first
+ * line the header), which the rename at the end replaces; anything else
+ * there (the checkpoint, a task file) is refused and left as it is.  0, or
+ * -1 with msg and hint. */
+static int scores_open(struct scores *s, const char *path, char *msg, size_t msglen, const char **hint)
+{
+    struct stat sb;
+    *hint = "name a new file in a writable folder";
+    if (stat(path, &sb) == 0) {
+        char line[sizeof SCORES_HEADER] = "";
+        FILE *old = S_ISREG(sb.st_mode) ? fopen(path, "rb") : NULL;
+        size_t got = old ? fread(line, 1, sizeof line - 1, old) : 0;
+        if (old) fclose(old);
+        if (got != sizeof SCORES_HEADER - 1 || memcmp(line, SCORES_HEADER, got) != 0) {
+            snprintf(msg, msglen, "eval.scores = '%s' exists and is not a scores file of triad eval (%s): it is "
+                     "left as it is", path, S_ISREG(sb.st_mode) ? "its first line is not the header triad eval "
+                     "writes, '# task ...'" : "not a regular file");
+            *hint = "name a new file, or remove that one first";
+            return -1;
+        }
+    } else if (errno != ENOENT) {
+        snprintf(msg, msglen, "eval.scores = '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    snprintf(s->tmp, sizeof s->tmp, "%s.tmp", path);
+    if ((s->fd = open(s->tmp, O_WRONLY | O_CREAT | O_EXCL, 0666)) < 0) {
+        snprintf(msg, msglen, "cannot write eval.scores = '%s' (as %s, renamed at the end): %s", path, s->tmp,
+                 strerror(errno));
+        if (errno == EEXIST) *hint = "an eval that ended early left it, or another one writes it now: remove it once none does";
+        return -1;
+    }
+    if (!(s->mem = open_memstream(&s->buf, &s->len)) || fputs(SCORES_HEADER, s->mem) < 0) {
+        snprintf(msg, msglen, "out of memory for eval.scores");
+        if (s->mem) fclose(s->mem), free(s->buf);
+        close(s->fd), unlink(s->tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* The lines written, flushed to the disk and renamed over path; the
+ * temporary file removed where that fails, or where keep is 0 (a stop).
+ * 0, or -1 with msg. */
+static int scores_close(struct scores *s, const char *path, int keep, char *msg, size_t msglen)
+{
+    int e = fclose(s->mem) != 0 ? ENOMEM : 0;
+    for (size_t at = 0; !e && keep && at < s->len;) {
+        ssize_t w = write(s->fd, s->buf + at, s->len - at);
+        if (w < 0 && errno != EINTR) e = errno;
+        else if (w > 0) at += (size_t)w;
+    }
+    if (!e && keep && fsync(s->fd) != 0) e = errno;
+    if (close(s->fd) != 0 && !e) e = errno;
+    if (!e && keep && rename(s->tmp, path) != 0) e = errno;
+    if (e || !keep) unlink(s->tmp);
+    free(s->buf);
+    if (e)
+        snprintf(msg, msglen, "writing eval.scores = '%s' failed (%s): nothing of it is left, an earlier file "
+                 "there is kept", path, strerror(e));
+    return e ? -1 : 0;
+}
+
+/* Each task's acc and acc_norm; eval.scores gets every choice.  Collective.
+ * 1 where a stop (a signal) gave the tasks up, else 0. */
+static int tasks(const struct config *cfg, const char *ckpt, const struct run_shape *s, const struct grid *g,
+                 struct model *m, struct comm *c)
 {
     struct mc_eval mc;
     mc_eval_init(&mc, cfg, ckpt, s, g, m->d.V, m->d.T);
-    FILE *scores = NULL;
-    char msg[CONFIG_STRLEN + 64] = "";
-    if (g->rank == 0 && cfg->eval.scores[0] && !(scores = fopen(cfg->eval.scores, "w")))
-        snprintf(msg, sizeof msg, "cannot write eval.scores = '%s'", cfg->eval.scores);
-    die_all_if(g->world_comm, msg[0] != '\0', msg, "name a file in a writable folder");
-    if (scores) fprintf(scores, "# task\texample\tchoice\tlabel\ttokens\tlogprob\n");
+    struct scores sc;
+    char msg[2 * CONFIG_STRLEN + 256] = "";
+    const char *hint = "";
+    int scores = g->rank == 0 && cfg->eval.scores[0];
+    if (scores && scores_open(&sc, cfg->eval.scores, msg, sizeof msg, &hint) != 0) scores = 0;
+    die_all_if(g->world_comm, msg[0] != '\0', msg, hint);
     double t0 = wtime();
-    mc_eval_run(&mc, m, c, scores, NULL);
+    int stopped = mc_eval_run(&mc, m, c, scores ? sc.mem : NULL, train_stop_signal());
     double dt = wtime() - t0;
-    int bad = scores && (ferror(scores) | fclose(scores)) != 0;
-    if (bad) snprintf(msg, sizeof msg, "writing eval.scores = '%s' failed", cfg->eval.scores);
-    die_all_if(g->world_comm, bad, msg, "free space where eval.scores points");
+    int bad = scores && scores_close(&sc, cfg->eval.scores, !stopped, msg, sizeof msg) != 0;
+    die_all_if(g->world_comm, bad, msg, "free space where eval.scores points, or name another folder");
+    if (stopped) {
+        mc_eval_free(&mc);
+        return 1;
+    }
     for (int i = 0; g->rank == 0 && i < mc.ntask; i++)
         printf("task %s: acc %.6f | acc_norm %.6f | %lld examples, %lld choices\n", mc.name[i], mc.score[i].acc,
                mc.score[i].acc_norm, (long long)mc.task[i].n, (long long)mc.task[i].rows);
@@ -155,6 +245,7 @@ static void tasks(const struct config *cfg, const char *ckpt, const struct run_s
         printf("tasks scored in %.2f s%s%s\n", dt, scores ? "; each choice's log-probability in " : "",
                scores ? cfg->eval.scores : "");
     mc_eval_free(&mc);
+    return 0;
 }
 
 int evaluate_checkpoint(const char *ckpt, int noverride, char **overrides)
@@ -212,13 +303,17 @@ int evaluate_checkpoint(const char *ckpt, int noverride, char **overrides)
     log_info("triad eval %s: step %lld, %lld tokens trained on; %s; device %s; %s, %d micro-batch(es) of %d "
              "sequences per replica\n", ckpt, (long long)st.step, (long long)st.tokens, desc, k->name,
              cfg.train.precision, s.n_micro, s.micro_batch);
-    if (cfg.data.val_path[0]) held_out(&cfg, &s, &g, &m, &c, tok);
+    int stopped = cfg.data.val_path[0] && held_out(&cfg, &s, &g, &m, &c, tok);
     tok_close(tok);
-    if (cfg.eval.tasks[0]) tasks(&cfg, ckpt, &s, &g, &m, &c);
+    if (!stopped && cfg.eval.tasks[0]) stopped = tasks(&cfg, ckpt, &s, &g, &m, &c);
+    if (stopped && rank == 0)
+        fprintf(stderr, "triad eval: stopped by signal %d before the end: the results are not complete, and nothing "
+                "of eval.scores is written (status 3: run it again, or a requeued job does)\n",
+                (int)*train_stop_signal());
     fflush(stdout);
     model_free(&m);
     comm_free(&c);
     grid_free(&g);
     if (k->close) k->close();
-    return EXIT_DONE;
+    return stopped ? EXIT_STOPPED : EXIT_DONE;
 }

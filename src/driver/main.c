@@ -254,6 +254,23 @@ static int only_read_keys(int argc, char **argv, int first, const char *const *r
     return 0;
 }
 
+/* The status of a subcommand whose product is what it prints, once that
+ * has reached stdout: where stdout took not all of it (a full disk,
+ * /dev/full, a closed pipe's EPIPE with SIGPIPE ignored) status 1 and the
+ * error (unless one is said already), not a silent 0.  (export's product
+ * is its folder, tokenize's its shards, which it checks itself.) */
+static int with_output(int status)
+{
+    errno = 0;
+    int flushed = fflush(stdout) == 0, e = errno;
+    if (flushed && !ferror(stdout)) return status;
+    if (status != EXIT_ERROR)
+        fprintf(stderr, "error: the output could not all be written to stdout (%s): what was written of it is not "
+                "complete\n  hint: free space where stdout goes, or send it elsewhere\n",
+                !flushed && e ? strerror(e) : "a write failed");
+    return EXIT_ERROR;
+}
+
 /* `triad export CKPT DIR [export.key=value ...]`: rank 0 writes the folder. */
 static int export_checkpoint(int argc, char **argv)
 {
@@ -269,9 +286,9 @@ static int export_checkpoint(int argc, char **argv)
                        : cfg.export.dtype_id == EXPORT_DTYPE_fp16 ? ST_F16
                                                                   : ST_F32;
     char why[1024];
-    if (hf_export(argv[2], argv[3], dt, why, sizeof why) != 0) {
+    if (hf_export(argv[2], argv[3], dt, train_stop_signal(), why, sizeof why) != 0) {
         fprintf(stderr, "error: triad export %s %s: %s\n", argv[2], argv[3], why);
-        return EXIT_ERROR;
+        return *train_stop_signal() ? EXIT_STOPPED : EXIT_ERROR;
     }
     printf("exported %s to %s (config.json, model.safetensors in %s)\n", argv[2], argv[3], st_dtype_name(dt));
     return EXIT_DONE;
@@ -290,6 +307,10 @@ static int sample_command(int argc, char **argv, int rank)
                                        "diag.stage_through_host", NULL};
     if (read_options(&opts, argc, argv, 3, rank) != 0 || only_read_keys(argc, argv, 3, read, "sample", rank) != 0)
         return EXIT_ERROR;
+    /* a signal ends it at once, as by default: it leaves no file (a stop asked for already, now) */
+    int asked = (int)*train_stop_signal();
+    train_release_signals();
+    if (asked) raise(asked);
     int set = (override_given(argc, argv, 3, "sample.temperature") ? SAMPLE_SET_TEMPERATURE : 0) |
               (override_given(argc, argv, 3, "sample.top_k") ? SAMPLE_SET_TOP_K : 0) |
               (override_given(argc, argv, 3, "sample.top_p") ? SAMPLE_SET_TOP_P : 0);
@@ -420,11 +441,11 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof info_options / sizeof info_options[0]; i++)
         if (!strcmp(argv[1], info_options[i].name)) {
             if (rank == 0) info_options[i].print();
-            exit_all(EXIT_DONE);
+            exit_all(with_output(EXIT_DONE));
         }
     if (!strcmp(argv[1], "export")) exit_all(rank == 0 ? export_checkpoint(argc, argv) : EXIT_DONE);
-    if (!strcmp(argv[1], "sample")) exit_all(sample_command(argc, argv, rank));
-    if (!strcmp(argv[1], "eval")) exit_all(eval_command(argc, argv, rank));
+    if (!strcmp(argv[1], "sample")) exit_all(with_output(sample_command(argc, argv, rank)));
+    if (!strcmp(argv[1], "eval")) exit_all(with_output(eval_command(argc, argv, rank)));
     if (!strcmp(argv[1], "tokenize")) {
         struct config opts;
         exit_all(read_options(&opts, argc, argv, 2, rank) != 0 ? EXIT_ERROR : tokenize_run(&opts));
@@ -455,7 +476,7 @@ int main(int argc, char **argv)
     }
     struct config cfg;
     read_config(&cfg, argv[first], nover, over, &world, sc && sc->planning);
-    int status = sc ? (rank == 0 ? sc->run(&cfg, world) : EXIT_DONE) : train(&cfg, world);
+    int status = sc ? with_output(rank == 0 ? sc->run(&cfg, world) : EXIT_DONE) : train(&cfg, world);
     if (!sc) exit_aborts_agree(); /* (a file left open on some rank: MPI_Finalize would close it) */
     if (sc || exit_aborts()) exit_all(status);
     MPI_Finalize();

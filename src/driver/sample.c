@@ -175,7 +175,8 @@ static void show(void *ctx, const int32_t *ids, int n)
 }
 
 /* Rank 0 prints each prompt's text in prompt order (the one streamed
- * completes), until one cannot be decoded: 0, or -1 with err naming it. */
+ * completes), until one cannot be decoded or stdout takes no more: 0, or
+ * -1 with err naming it. */
 static int print_outputs(struct live *live, int streaming, const struct tokenizer *tok, int bytes, int T, int n,
                          const int32_t *all, const int *len, char *err, size_t errlen)
 {
@@ -186,6 +187,9 @@ static int print_outputs(struct live *live, int streaming, const struct tokenize
         if (bad) snprintf(why, sizeof why, "%s", live->err);
         else bad = stream_text(streaming ? &live->s : &s, tok, all + (size_t)i * T, len[i], 1, why, sizeof why) != 0;
         stream_free(&s);
+        if (ferror(stdout)) /* (the text's or the one streamed) */
+            return errorf(err, errlen, "the text could not all be written to stdout (%s): the output holds %d of the "
+                          "%d prompts' texts at most", errno ? strerror(errno) : "a write failed", i, n);
         if (bad) {
             if (streaming) putchar('\n'); /* (ends the text streamed so far) */
             return errorf(err, errlen, "the output of prompt %d cannot be decoded: %s\n  hint: sample.tokenizer = "

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <glob.h>
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "json.h"
 #include "log.h"
 #include "tokenizer.h"
+#include "train.h"
 
 enum { BATCH_DOCS = 2048, SHARD_HEADER = 256 };
 
@@ -176,6 +178,8 @@ struct writer {
     int split, index[2];   /* 0 val, 1 train; the next shard's number in each */
     char **done;           /* the shards written, removed again on an error */
     int ndone;
+    char dir[CONFIG_STRLEN + 64]; /* the prefix's folder, and how many folders of it this run made */
+    int made_dirs;
 };
 
 /* A file system without hard links (link's errno): the shard is renamed
@@ -222,12 +226,17 @@ static int shard_open(struct writer *w, char *err, size_t errlen)
              w->index[w->split]++);
     snprintf(w->tmp, sizeof w->tmp, "%s.tmp", w->name);
     int32_t h[SHARD_HEADER] = {0};
-    char dir[CONFIG_STRLEN + 64];
-    snprintf(dir, sizeof dir, "%s", w->name);
+    char *dir = w->dir;
+    snprintf(dir, sizeof w->dir, "%s", w->name);
     char *slash = strrchr(dir, '/');
     char why[1024];
-    if (slash && slash != dir && (*slash = 0, file_make_dirs(dir, why, sizeof why)) != 0) /* (the prefix's folders) */
-        return errorf(err, errlen, "tokenize.output = '%s': %s", w->cfg->tokenize.output, why);
+    if (slash && slash != dir) { /* (the prefix's folders) */
+        *slash = 0;
+        int missing = file_dirs_missing(dir);
+        if (missing) w->made_dirs = missing;
+        if (file_make_dirs(dir, why, sizeof why) != 0)
+            return errorf(err, errlen, "tokenize.output = '%s': %s", w->cfg->tokenize.output, why);
+    }
     int fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL, 0666); /* (a temporary of another process is not taken over) */
     if (fd < 0 && errno == EEXIST) return made_by_another(w, w->tmp, err, errlen);
     if (fd >= 0 && !(w->fp = fdopen(fd, "wb"))) {
@@ -275,6 +284,7 @@ static void writer_abandon(struct writer *w)
 {
     if (w->fp) fclose(w->fp), unlink(w->tmp);
     for (int i = 0; i < w->ndone; i++) unlink(w->done[i]);
+    file_remove_dirs(w->dir, w->made_dirs);
 }
 
 static void writer_free(struct writer *w)
@@ -423,6 +433,7 @@ static int emit(const struct config *cfg, struct writer *w, const struct tokeniz
 
 int tokenize_run(const struct config *cfg)
 {
+    const volatile sig_atomic_t *stop = train_stop_signal();
     int rank, P;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &P));
@@ -483,6 +494,11 @@ int tokenize_run(const struct config *cfg)
         nmine = 0;
         for (int d = lo; d < hi && rc == 0; d++) {
             size_t before = nmine;
+            if (*stop) { /* (a signal: the documents so far are given up with the rest) */
+                rc = errorf(err, sizeof err, "stopped by signal %d after %lld documents: the shards written so far "
+                            "are removed; run it again (a requeued job does)", (int)*stop, docs);
+                break;
+            }
             if (sep >= 0 && nmine == capmine) {
                 int32_t *g = realloc(mine, (capmine = 2 * capmine + 256) * sizeof *mine);
                 if (!g) rc = errorf(err, sizeof err, "out of memory");
@@ -530,7 +546,12 @@ int tokenize_run(const struct config *cfg)
         if (mpi_agree_error(MPI_COMM_WORLD, rc != 0, err, sizeof err)) break;
     }
     if (rc == 0 && rank == 0) rc = shard_close(&w, err, sizeof err);
+    if (rc == 0 && rank == 0 && cfg->tokenize.print_id != TOKENIZE_PRINT_none && (fflush(stdout) != 0 || ferror(stdout)))
+        rc = errorf(err, sizeof err, "the %s could not all be written to stdout (%s): what was written of them is "
+                    "not complete", cfg->tokenize.print_id == TOKENIZE_PRINT_ids ? "ids" : "texts",
+                    errno ? strerror(errno) : "a write failed");
     rc = mpi_agree_error(MPI_COMM_WORLD, rc != 0, err, sizeof err);
+    int stopped = rc && *stop;
     if (rank == 0) {
         if (rc) {
             writer_abandon(&w);
@@ -547,5 +568,5 @@ int tokenize_run(const struct config *cfg)
     writer_free(&w);
     reader_close(&r);
     tok_close(tok);
-    return rc ? 1 : 0;
+    return stopped ? EXIT_STOPPED : rc ? EXIT_ERROR : EXIT_DONE;
 }

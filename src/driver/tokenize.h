@@ -10,8 +10,9 @@
 
 #include "config.h"
 
-/* Collective over MPI_COMM_WORLD; the exit status (0, or 1 with the error
- * printed once, and no shard of this run left). */
+/* Collective over MPI_COMM_WORLD; the exit status: 0, or 1 with the error
+ * printed once and no shard of this run left, or 3 (EXIT_STOPPED) the same
+ * where a signal (SIGTERM, SIGUSR1, a first Ctrl-C) stopped it. */
 int tokenize_run(const struct config *cfg);
 
 #endif

@@ -54,6 +54,16 @@ void train_catch_signals(void)
         sigaction(SIGINT, &sa, NULL);
 }
 
+const volatile sig_atomic_t *train_stop_signal(void) { return &stop_requested; }
+
+void train_release_signals(void)
+{
+    struct sigaction old;
+    signal(SIGUSR1, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    if (sigaction(SIGINT, NULL, &old) == 0 && old.sa_handler == on_stop_signal) signal(SIGINT, SIG_DFL);
+}
+
 static void open_data(struct run *r)
 {
     struct deck_error err;

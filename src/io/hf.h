@@ -8,6 +8,7 @@
 #ifndef TRIAD_HF_H
 #define TRIAD_HF_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -146,7 +147,10 @@ int hf_copy_file(const char *src, const char *dst, char *err, size_t errlen);
  * (in dtype) from the checkpoint ckpt, whatever grid wrote it, and with the
  * model's tokenizer (the one kept in ckpt, else hf_tokenizer_of the stored
  * deck) its files (hf_copy_tokenizer) and generation_config.json (its BOS
- * and end-of-text ids). */
-int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err, size_t errlen);
+ * and end-of-text ids).  0, or -1 with err and nothing of it left (the
+ * folders it made removed): also where *stop (a signal, may be NULL) is set
+ * between tensors. */
+int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, const volatile sig_atomic_t *stop, char *err,
+              size_t errlen);
 
 #endif

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ckpt.h"
@@ -263,9 +262,11 @@ static int range_error(const struct piece *p, const float *buf, size_t at, enum 
                   f16 ? "'bf16' (fp32's range) or 'fp32'" : "'fp32'");
 }
 
-/* The n pieces into a safetensors file at path, in dtype. */
-static int write_tensors(hid_t f, const char *path, const struct piece *p, int n, enum st_dtype dtype, char *err,
-                         size_t errlen)
+static int stopped(const volatile sig_atomic_t *stop, char *err, size_t errlen);
+
+/* The n pieces into a safetensors file at path, in dtype (until a stop). */
+static int write_tensors(hid_t f, const char *path, const struct piece *p, int n, enum st_dtype dtype,
+                         const volatile sig_atomic_t *stop, char *err, size_t errlen)
 {
     struct st_out *out = calloc((size_t)n + 1, sizeof *out);
     if (!out) return errorf(err, errlen, "out of memory");
@@ -278,6 +279,7 @@ static int write_tensors(hid_t f, const char *path, const struct piece *p, int n
     struct st_writer w;
     int rc = st_begin(&w, path, dtype, out, n, "{\"format\":\"pt\"}", err, errlen);
     for (int i = 0; rc == 0 && i < n; i++) {
+        if ((rc = stopped(stop, err, errlen)) != 0) break;
         size_t e = (size_t)(p[i].rows * p[i].cols);
         float *buf = malloc(e * sizeof *buf), *tr = p[i].transposed ? malloc(e * sizeof *tr) : NULL;
         if (!buf || (p[i].transposed && !tr)) rc = errorf(err, errlen, "out of memory");
@@ -345,7 +347,14 @@ static int write_tokenizer(const struct config *cfg, const char *ckpt, const str
 }
 
 
-int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err, size_t errlen)
+/* -1 with err where a signal asked for a stop, else 0. */
+static int stopped(const volatile sig_atomic_t *stop, char *err, size_t errlen)
+{
+    return stop && *stop ? errorf(err, errlen, "stopped by signal %d: nothing written", (int)*stop) : 0;
+}
+
+int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, const volatile sig_atomic_t *stop, char *err,
+              size_t errlen)
 {
     char cfg_path[4096], st_path[4096], tmp_cfg[4200], tmp_st[4200], path[4200];
     snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
@@ -373,20 +382,21 @@ int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err,
     if (rc == 0 && f < 0) rc = ckpt_open_failed(ckpt, err, errlen);
     if (rc == 0) rc = covers_file(f, ckpt, (enum hf_arch)arch, p, n, err, errlen);
     if (rc == 0) rc = verify_model(f, &d, err, errlen);
+    if (rc == 0) rc = stopped(stop, err, errlen);
     if (rc == 0) rc = ckpt_check_tokenizer(f, ckpt, err, errlen);
-    struct stat sb;
-    int made = stat(dir, &sb) != 0; /* (a folder this export makes is removed again where it fails) */
+    int missing = file_dirs_missing(dir); /* (the folders this export makes are removed again where it fails) */
     char why[1024];
     if (rc == 0 && file_make_dirs(dir, why, sizeof why) != 0)
         rc = errorf(err, errlen, "%s: export writes its files into the folder DIR (triad export CKPT DIR)", why);
     snprintf(tmp_cfg, sizeof tmp_cfg, "%s.tmp", cfg_path);
     snprintf(tmp_st, sizeof tmp_st, "%s.tmp", st_path);
-    if (rc == 0) rc = write_tensors(f, tmp_st, p, n, dtype, err, errlen);
+    if (rc == 0) rc = write_tensors(f, tmp_st, p, n, dtype, stop, err, errlen);
     if (rc == 0 && write_config(tmp_cfg, &d, (enum hf_arch)arch, dtype) != 0)
         rc = errorf(err, errlen, "cannot write %s: %s", tmp_cfg, strerror(errno));
     if (f >= 0) H5Fclose(f);
     free(p);
     if (rc == 0) rc = write_tokenizer(&cfg, ckpt, &d, dir, err, errlen);
+    if (rc == 0) rc = stopped(stop, err, errlen);
     if (rc == 0 && (rename(tmp_st, st_path) != 0 || rename(tmp_cfg, cfg_path) != 0))
         rc = errorf(err, errlen, "cannot rename into %s: %s", dir, strerror(errno));
     if (rc) unlink(tmp_st), unlink(tmp_cfg);
@@ -394,6 +404,6 @@ int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, char *err,
         snprintf(path, sizeof path, "%s/%s", dir, ckpt_tok_name(i));
         unlink(path);
     }
-    if (rc && made) rmdir(dir);
+    if (rc) file_remove_dirs(dir, missing);
     return rc;
 }
