@@ -404,6 +404,12 @@ bad "an llm.c eval file with a label out of range" "label.bin: example 3: label 
     "$scratch/label.bin"
 printf '%s\n' '{"context": "ab", "choices": ["c", "ddddddddddddddddd"], "label": 0}' > "$scratch/long.jsonl"
 bad "a choice past seq_len" "long.jsonl: line 1: choice 1 does not fit the model's seq_len = 16" "$scratch/long.jsonl"
+printf '%s\n' '{"context": "a", "choices": [" b", " c"], "label": 0}' '{"context": "a", "choices": [" b", " c"]' \
+    > "$scratch/cut.jsonl"
+triad_run 1 eval "$scratch/mc/ckpt_6.h5" eval.tasks="'$scratch/cut.jsonl'" data.val_path="''"
+[ $? -eq 1 ] && grep -q "cut.jsonl: line 2, column 41: expected ',' or '}'" "$scratch/last.out"
+ok $? "a JSON Lines task cut short on line 2: 'line 2, column 41' (not the parser's line 2 past the line's end)"
+grep error "$scratch/last.out" | diag
 head -c 1500 "$scratch/hs.bin" > "$scratch/cut.bin"
 triad_run 2 eval "$scratch/mc/ckpt_6.h5" eval.tasks="'$scratch/cut.bin'" data.val_path="''"
 [ $? -eq 1 ] && grep -q "cut.bin: the file ends at byte 1500, after 6 of the 13 examples its header announces: it is truncated" \

@@ -273,6 +273,20 @@ grep error "$scratch/last.out" | diag
 ok $? "... and 16-wide ones under a 32-wide deck"
 grep error "$scratch/last.out" | diag
 
+# a run's metrics.h5 given where a checkpoint goes: called a metrics file, not a damaged checkpoint
+for cmd in export sample eval init_from; do
+    case $cmd in
+    export) "$TRIAD" export "$scratch/t/metrics.h5" "$scratch/ex_metrics" > "$scratch/last.out" 2>&1 ;;
+    sample) "$TRIAD" sample "$scratch/t/metrics.h5" sample.prompt_tokens="'1 2'" > "$scratch/last.out" 2>&1 ;;
+    eval) "$TRIAD" eval "$scratch/t/metrics.h5" data.val_path="'$scratch/none.bin'" > "$scratch/last.out" 2>&1 ;;
+    init_from) triad_run 1 "$scratch/llama.nml" train.steps=1 io.init_from="'$scratch/t/metrics.h5'" \
+        io.run_dir="'$scratch/from_metrics'" ;;
+    esac
+    [ $? -eq 1 ] && grep -q "metrics.h5 is a run's metrics file (metrics.h5: /metrics, /timers, ...), not a checkpoint" \
+        "$scratch/last.out" && [ ! -e "$scratch/ex_metrics" ]
+    ok $? "$cmd of a run's metrics.h5: status 1, called a metrics file, not a checkpoint"
+done
+grep error "$scratch/last.out" | diag
 # a prompt file's length is its own, whatever the model keeps
 $PYTHON3 -c "print(' '.join(['3'] * 100000))" > "$scratch/long.ids"
 "$TRIAD" sample "$scratch/t/ckpt_2.h5" sample.prompt_tokens="'$scratch/long.ids'" > "$scratch/last.out" 2>&1

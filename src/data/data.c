@@ -605,10 +605,10 @@ struct data_source *data_open(const struct config *cfg, int V, int T, struct dec
     if (ds->N < (uint64_t)T + 1) {
         char hint[256];
         if (ds->N >= 2)
-            snprintf(hint, sizeof hint, "lower seq_len in &model to at most %llu, or add data",
-                     (unsigned long long)(ds->N - 1));
+            snprintf(hint, sizeof hint, "give a file of at least %d tokens, or (a model to train, not a "
+                     "checkpoint's) a seq_len in &model of at most %llu", T + 1, (unsigned long long)(ds->N - 1));
         else
-            snprintf(hint, sizeof hint, "add data");
+            snprintf(hint, sizeof hint, "give a file of at least %d tokens", T + 1);
         data_fail(err, path, hint, "'%s' holds %llu tokens in total; one window of seq_len = %d needs "
              "%d", path, (unsigned long long)ds->N, T, T + 1);
         data_close(ds);

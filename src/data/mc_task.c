@@ -257,10 +257,13 @@ static int read_jsonl(struct mc_task *t, const char *path, const struct tokenize
         while (i < (size_t)n && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r' || line[i] == '\n')) i++;
         if (i == (size_t)n) continue; /* (a blank line) */
         snprintf(where, sizeof where, "line %lld", (long long)lineno);
-        struct json *j = json_parse(line, (size_t)n, jerr, sizeof jerr);
+        size_t m = (size_t)n;
+        while (m && (line[m - 1] == '\n' || line[m - 1] == '\r')) m--; /* (the line without its end) */
+        struct json *j = json_parse(line, m, jerr, sizeof jerr);
         const struct json *ctx = j ? json_get(j, "context") : NULL, *ch = j ? json_get(j, "choices") : NULL;
         long long label;
-        if (!j) rc = errorf(err, errlen, "%s: %s: %s", path, where, jerr);
+        int one = strncmp(jerr, "line 1, ", 8) == 0; /* (the parser's "line 1, column C": the file's line, column C) */
+        if (!j) rc = errorf(err, errlen, "%s: %s%s%s", path, where, one ? ", " : ": ", one ? jerr + 8 : jerr);
         else if (j->kind != JSON_OBJECT || !ctx || ctx->kind != JSON_STRING || !ch || ch->kind != JSON_ARRAY ||
                  json_int(j, "label", &label) != 0 || label < INT32_MIN || label > INT32_MAX)
             rc = errorf(err, errlen, "%s: %s: not a task's example: %s (a string, an array of strings, an integer)",

@@ -127,6 +127,17 @@ static int read_tensor(hid_t file, struct tensor_ref *t, struct walk_ctx *w)
     return rc;
 }
 
+/* A file without /model (metrics.h5 has a stored deck too): -1 with err
+ * saying what it is, else 0. */
+static int not_a_checkpoint(hid_t f, const char *path, char *err, size_t errlen)
+{
+    if (H5Lexists(f, "/model", H5P_DEFAULT) > 0) return 0;
+    int metrics = H5Lexists(f, "/metrics", H5P_DEFAULT) > 0;
+    return errorf(err, errlen, "%s %s, not a checkpoint: give one of the run's checkpoints, run_dir/ckpt_<step>.h5 "
+                  "(checkpoints.txt lists them)", path,
+                  metrics ? "is a run's metrics file (metrics.h5: /metrics, /timers, ...)" : "has no /model group");
+}
+
 /* (the message for ckpt_stored_deck's -2, of path) */
 #define DAMAGED_DECK "%s: the file is corrupted: its stored deck is empty, or not the text its checksum was made of"
 
@@ -135,6 +146,10 @@ int ckpt_read_config(const char *path, struct config *cfg, char *err, size_t err
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t f = access(path, R_OK) == 0 ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
     if (f < 0) return ckpt_open_failed(path, err, errlen);
+    if (not_a_checkpoint(f, path, err, errlen)) {
+        H5Fclose(f);
+        return -1;
+    }
     char *text;
     int rc = ckpt_stored_deck(f, &text);
     H5Fclose(f);
@@ -357,7 +372,11 @@ static int load(const char *path, struct model *m, struct optim *o, struct ckpt_
     int rc = 0;
     hid_t f = access(path, R_OK) == 0 ? ckpt_open(path, CKPT_OPEN_READ, g) : -1;
     if (f < 0) rc = ckpt_open_failed(path, err, errlen);
-    if (ckpt_agree(rc, err, errlen, g)) return -1;
+    else rc = not_a_checkpoint(f, path, err, errlen);
+    if (ckpt_agree(rc, err, errlen, g)) {
+        if (f >= 0) H5Fclose(f);
+        return -1;
+    }
     int keys = check_model_keys(f, path, &m->d, o != NULL, err, errlen); /* (the same file and deck on every rank) */
     rc = ckpt_agree(keys, err, errlen, g);
     if (rc == 0) rc = transfer(f, path, m, o, o != NULL, 0, g, err, errlen);
