@@ -101,6 +101,7 @@ variant("regex", pre_tokenizer={"type": "Split", "pattern": {"Regex": "(?<!"}, "
 variant("word", pre_tokenizer={"type": "Split", "pattern": {"Regex": "\\w+"}, "behavior": "Isolated"})
 variant("quoted", pre_tokenizer={"type": "Split", "pattern": {"Regex": "\\Q[\\E\\s"}, "behavior": "Isolated"})
 variant("extended", pre_tokenizer={"type": "Split", "pattern": {"Regex": "(?x) [ ] \\s"}, "behavior": "Isolated"})
+variant("huge_id", model={"vocab": {"a": 0, "b": 1, "ab": 99999999}})
 PY
 printf 'ab ba' > "$scratch/ab.txt"
 "$TRIAD" tokenize tokenize.tokenizer="'$scratch/bad/ok.json'" tokenize.input="'$scratch/ab.txt'" tokenize.print=ids \
@@ -127,6 +128,7 @@ bad regex "the Split regex does not compile at offset"
 bad word "the Split regex uses \\w, which means one thing to Oniguruma (the library's engine) and another to PCRE2"
 bad quoted "the Split regex uses \\Q...\\E quoting"
 bad extended "the Split regex uses the extended mode (?x) or a (?#...) comment"
+bad huge_id "the vocabulary's token 'ab' has id 99999999, outside 0 .. 16777215 (model.vocab_size's bound"
 # a key that the format or print chosen does not read: refused, never ignored
 unread() { # unread PATTERN OVERRIDE...
     want=$1

@@ -70,7 +70,10 @@ void tok_map_free(struct tok_map *m)
 
 int bpe_add_token(struct bpe *b, const char *s, size_t len, int32_t id, char *err, size_t errlen)
 {
-    if (id < 0 || id >= (1 << 30)) return errorf(err, errlen, "the vocabulary's token '%.60s' has id %d", s, id);
+    if (id < 0 || id >= TOK_MAX_IDS)
+        return errorf(err, errlen, "the vocabulary's token '%.60s' has id %d, outside 0 .. %d (model.vocab_size's "
+                      "bound; the largest real vocabularies hold about 262,144): the file is damaged", s, id,
+                      TOK_MAX_IDS - 1);
     if (id >= b->nid) {
         size_t n = (size_t)id + 1;
         char **t = realloc(b->token, n * sizeof *t);

@@ -13,6 +13,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Ids at most TOK_MAX_IDS - 1: model.vocab_size's bound (the largest real
+ * vocabularies hold about 262,144), so that a damaged id cannot make the
+ * tables that ids index take gigabytes. */
+#define TOK_MAX_IDS (1 << 24)
+
 /* A string -> id table (open addressing); the strings are copied. */
 struct tok_map {
     char **key;

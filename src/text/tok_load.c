@@ -198,7 +198,7 @@ static int load_post(struct tokenizer *t, const struct loader *L, const struct j
             return refuse(L, "TemplateProcessing: the special token %.60s is not in \"special_tokens\"", name ? name : "?");
         for (int k = 0; k < ids->n; k++) {
             long long id = (long long)ids->item[k].number;
-            if (ids->item[k].kind != JSON_NUMBER || id < 0 || id != ids->item[k].number || id >= (1 << 30))
+            if (ids->item[k].kind != JSON_NUMBER || id < 0 || id != ids->item[k].number || id >= TOK_MAX_IDS)
                 return refuse(L, "TemplateProcessing: special token %.60s has an id that is not one", name);
             if (t->ntmpl == MAX_TEMPLATE) return refuse(L, "a template of over %d pieces", MAX_TEMPLATE);
             t->tmpl[t->ntmpl++] = (int32_t)id;
@@ -339,7 +339,7 @@ static int load_added(struct tokenizer *t, const struct loader *L, const struct 
     for (int i = 0; i < list->n; i++) {
         const struct json *a = &list->item[i], *id = json_get(a, "id");
         const char *content = str_of(a, "content");
-        if (!content || !content[0] || !id || id->kind != JSON_NUMBER || id->number < 0 || id->number >= (1 << 30) ||
+        if (!content || !content[0] || !id || id->kind != JSON_NUMBER || id->number < 0 || id->number >= TOK_MAX_IDS ||
             id->number != (double)(int32_t)id->number)
             return refuse(L, "added_tokens[%d] needs a \"content\" and an \"id\"", i);
         static const char *const unsupported[] = {"single_word", "lstrip", "rstrip"};
