@@ -6,7 +6,8 @@
 #     checkpoint being judged, a task file) is refused and left byte for
 #     byte; an earlier scores file is replaced; on a full disk (a small
 #     tmpfs) the earlier file is kept, nothing of the new one left, the
-#     reason named; in a missing folder, the reason named.
+#     reason named; in a missing folder, the reason named; /dev/stdout
+#     takes them as it is.
 #  2. stdout that takes nothing (/dev/full): triad sample (one prompt
 #     streamed, and a file of prompts), triad eval, triad tokenize's
 #     tokenize.print, triad plan and --version end with status 1 and say so.
@@ -60,6 +61,9 @@ ok $? "eval.scores naming its own task file: status 1, the task file left as it 
     "$TRIAD" eval "$ckpt" eval.tasks="'$scratch/big.jsonl'" eval.scores="'$scratch/s.tsv'" > "$scratch/out" 2>&1 &&
     [ "$(wc -l < "$scratch/s.tsv")" -eq 1601 ] && [ ! -e "$scratch/s.tsv.tmp" ]
 ok $? "an earlier scores file is replaced by the next eval's (1 + 400 x 4 lines), no temporary left"
+"$TRIAD" eval "$ckpt" eval.tasks="'$scratch/task.jsonl'" eval.scores=/dev/stdout > "$scratch/out" 2>&1 &&
+    grep -q "^# task	example" "$scratch/out" && [ "$(grep -c "^task	0	" "$scratch/out")" -eq 4 ]
+ok $? "eval.scores = /dev/stdout: the scores on stdout"
 "$TRIAD" eval "$ckpt" eval.tasks="'$scratch/task.jsonl'" eval.scores="'$scratch/none/s.tsv'" > "$scratch/out" 2>&1
 [ $? -eq 1 ] && grep -q "cannot write eval.scores = '.*none/s.tsv' .*: No such file or directory" "$scratch/out"
 ok $? "eval.scores in a missing folder: status 1, the reason named"

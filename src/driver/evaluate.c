@@ -145,7 +145,8 @@ static int held_out(const struct config *cfg, const struct run_shape *s, const s
 
 /* eval.scores on rank 0: its lines gathered in memory (mem: a few MB for
  * tens of thousands of choices), then written at once to path.tmp, made
- * anew at the start, and renamed over path at the end. */
+ * anew at the start, and renamed over path at the end; a device or a
+ * pipe written as it is (tmp empty). */
 struct scores {
     FILE *mem;
     char *buf;
@@ -155,14 +156,24 @@ struct scores {
 };
 
 /* Open s for path, where path is new or an earlier scores file (its first
- * line the header), which the rename at the end replaces; anything else
- * there (the checkpoint, a task file) is refused and left as it is.  0, or
- * -1 with msg and hint. */
+ * line the header), which the rename at the end replaces, or stdout, a
+ * device or a pipe (/dev/stdout), written as it is; anything else there (the
+ * checkpoint, a task file) is refused and left as it is.  0, or -1 with
+ * msg and hint. */
 static int scores_open(struct scores *s, const char *path, char *msg, size_t msglen, const char **hint)
 {
     struct stat sb;
     *hint = "name a new file in a writable folder";
-    if (stat(path, &sb) == 0) {
+    s->tmp[0] = '\0';
+    int there = stat(path, &sb) == 0, e = errno;
+    if (!there && e != ENOENT) {
+        snprintf(msg, msglen, "eval.scores = '%s': %s", path, strerror(e));
+        return -1;
+    }
+    struct stat out;
+    int is_stdout = there && fstat(STDOUT_FILENO, &out) == 0 && out.st_dev == sb.st_dev && out.st_ino == sb.st_ino;
+    int stream = there && (is_stdout || S_ISCHR(sb.st_mode) || S_ISFIFO(sb.st_mode));
+    if (there && !stream) {
         char line[sizeof SCORES_HEADER] = "";
         FILE *old = S_ISREG(sb.st_mode) ? fopen(path, "rb") : NULL;
         size_t got = old ? fread(line, 1, sizeof line - 1, old) : 0;
@@ -170,25 +181,30 @@ static int scores_open(struct scores *s, const char *path, char *msg, size_t msg
         if (got != sizeof SCORES_HEADER - 1 || memcmp(line, SCORES_HEADER, got) != 0) {
             snprintf(msg, msglen, "eval.scores = '%s' exists and is not a scores file of triad eval (%s): it is "
                      "left as it is", path, S_ISREG(sb.st_mode) ? "its first line is not the header triad eval "
-                     "writes, '# task ...'" : "not a regular file");
+                     "writes, '# task ...'" : "a folder, or another kind of file");
             *hint = "name a new file, or remove that one first";
             return -1;
         }
-    } else if (errno != ENOENT) {
-        snprintf(msg, msglen, "eval.scores = '%s': %s", path, strerror(errno));
-        return -1;
     }
-    snprintf(s->tmp, sizeof s->tmp, "%s.tmp", path);
-    if ((s->fd = open(s->tmp, O_WRONLY | O_CREAT | O_EXCL, 0666)) < 0) {
-        snprintf(msg, msglen, "cannot write eval.scores = '%s' (as %s, renamed at the end): %s", path, s->tmp,
-                 strerror(errno));
-        if (errno == EEXIST) *hint = "an eval that ended early left it, or another one writes it now: remove it once none does";
+    if (!stream) snprintf(s->tmp, sizeof s->tmp, "%s.tmp", path);
+    /* (stdout's own descriptor where it is stdout, redirected to a file too: its offset, not the file's start) */
+    s->fd = is_stdout ? dup(STDOUT_FILENO)
+            : stream  ? open(path, O_WRONLY)
+                      : open(s->tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
+    if (s->fd < 0) {
+        e = errno;
+        if (stream) snprintf(msg, msglen, "cannot write eval.scores = '%s': %s", path, strerror(e));
+        else snprintf(msg, msglen, "cannot write eval.scores = '%s' (as %s, renamed at the end): %s", path, s->tmp,
+                      strerror(e));
+        if (e == EEXIST)
+            *hint = "an eval that ended early left it, or another one writes it now: remove it once none does";
         return -1;
     }
     if (!(s->mem = open_memstream(&s->buf, &s->len)) || fputs(SCORES_HEADER, s->mem) < 0) {
         snprintf(msg, msglen, "out of memory for eval.scores");
         if (s->mem) fclose(s->mem), free(s->buf);
-        close(s->fd), unlink(s->tmp);
+        close(s->fd);
+        if (s->tmp[0]) unlink(s->tmp);
         return -1;
     }
     return 0;
@@ -200,15 +216,17 @@ static int scores_open(struct scores *s, const char *path, char *msg, size_t msg
 static int scores_close(struct scores *s, const char *path, int keep, char *msg, size_t msglen)
 {
     int e = fclose(s->mem) != 0 ? ENOMEM : 0;
+    fflush(stdout); /* (what was printed before comes first, where the scores go to stdout) */
     for (size_t at = 0; !e && keep && at < s->len;) {
         ssize_t w = write(s->fd, s->buf + at, s->len - at);
         if (w < 0 && errno != EINTR) e = errno;
         else if (w > 0) at += (size_t)w;
     }
-    if (!e && keep && fsync(s->fd) != 0) e = errno;
+    int file = s->tmp[0] != '\0'; /* (else a device or a pipe, written as it is) */
+    if (!e && keep && file && fsync(s->fd) != 0) e = errno;
     if (close(s->fd) != 0 && !e) e = errno;
-    if (!e && keep && rename(s->tmp, path) != 0) e = errno;
-    if (e || !keep) unlink(s->tmp);
+    if (!e && keep && file && rename(s->tmp, path) != 0) e = errno;
+    if ((e || !keep) && file) unlink(s->tmp);
     free(s->buf);
     if (e)
         snprintf(msg, msglen, "writing eval.scores = '%s' failed (%s): nothing of it is left, an earlier file "
