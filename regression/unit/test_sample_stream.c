@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "sample_text.h"
 #include "tap.h"
@@ -143,16 +142,7 @@ static void sweep(const struct kind *k, const char *dir)
 int main(void)
 {
     char dir[4096];
-    tap_tmp_template(dir, sizeof dir, "sample_stream");
-    if (!mkdtemp(dir)) {
-        tap_skip("no scratch directory");
-        return tap_done();
-    }
-    char gpt2[4200];
-    snprintf(gpt2, sizeof gpt2, "%s/gpt2", dir);
-    if (!tap_ok(mkdir(gpt2, 0700) == 0 && write_gpt2(gpt2) == 0 && write_bytelevel(dir) == 0 && write_llama(dir) == 0,
-                "the tokenizers written to %s", dir))
-        return tap_done();
+    if (tok_files_write_all(dir, sizeof dir, "sample_stream") != 0) return tap_done();
     /* (tok_files.h: the byte-level vocabularies' ids 0-255 are the bytes, 256 on the merges, <|endoftext|> last;
      * the llama one's <unk> <s> </s> 0-2, the bytes 3-258, then letters and merges) */
     struct kind gpt2k = {"GPT-2's files", "gpt2", -1, {256 + BL_MERGES}, 1, 256};
@@ -185,8 +175,6 @@ int main(void)
         if (rc) tap_diag("%s", why);
         tok_close(t);
     }
-    char cmd[4300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) tap_diag("could not remove %s", dir);
+    tok_files_remove(dir);
     return tap_done();
 }

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "alloc_sweep.h"
 #include "tok_files.h"
@@ -79,17 +78,9 @@ int main(void)
 {
     real_jit = (int (*)(pcre2_code *, uint32_t))dlsym(RTLD_NEXT, "pcre2_jit_compile_8");
     char dir[4096], path[4200];
-    tap_tmp_template(dir, sizeof dir, "tok_alloc");
-    if (!mkdtemp(dir)) {
-        tap_skip("no scratch directory");
-        return tap_done();
-    }
+    if (tok_files_write_all(dir, sizeof dir, "tok_alloc") != 0) return tap_done();
     char gpt2[4200];
     snprintf(gpt2, sizeof gpt2, "%s/gpt2", dir);
-    if (mkdir(gpt2, 0700) || write_gpt2(gpt2) || write_bytelevel(dir) || write_llama(dir)) {
-        tap_ok(0, "the tokenizers written to %s", dir);
-        return tap_done();
-    }
     /* text with words the merges make, others left in bytes, an added token, text that is not NFC */
     const char *text = "hello world, hello<|endoftext|> w\xC3\xB6rld e\xCC\x81 \xF0\x9F\x98\x80 42\n";
     const int32_t lone_bl[] = {0xC3 /* (not a whole character) */, 0x07, 256};
@@ -107,8 +98,6 @@ int main(void)
     w = (struct tok_work){path, "hello world w\xC3\xB6rld  \xF0\x9F\x98\x80 hel", odd_sp, 4};
     alloc_sweep("a Llama 2-like tokenizer.json", tok_run, &w);
 
-    char cmd[4300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) tap_diag("could not remove %s", dir);
+    tok_files_remove(dir);
     return tap_done();
 }

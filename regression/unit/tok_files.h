@@ -10,6 +10,10 @@
 #define TRIAD_TOK_FILES_H
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include "tap.h"
 
 /* GPT-2's byte-to-character map (its bytes_to_unicode): the printable
  * bytes stand for themselves, the others for 256, 257, ... in order. */
@@ -156,6 +160,33 @@ static int write_llama(const char *dir)
     for (int i = 0; i < SP_MERGES; i++) fprintf(f, "%s\"%s %s\"", i ? ", " : "", sp_merges[i][0], sp_merges[i][1]);
     fprintf(f, "]}}\n");
     return fclose(f) ? -1 : 0;
+}
+
+/* A new scratch folder in dir (tap_tmp_template's, for name) with the
+ * three written into it, GPT-2's files into its folder gpt2: 0, or -1 after
+ * a tap line saying why (skipped without a scratch folder, failed where
+ * the files cannot be written).  tok_files_remove removes it. */
+static int tok_files_write_all(char *dir, size_t len, const char *name)
+{
+    tap_tmp_template(dir, len, name);
+    if (!mkdtemp(dir)) {
+        tap_skip("no scratch directory");
+        return -1;
+    }
+    char gpt2[4200];
+    snprintf(gpt2, sizeof gpt2, "%s/gpt2", dir);
+    if (mkdir(gpt2, 0700) || write_gpt2(gpt2) || write_bytelevel(dir) || write_llama(dir)) {
+        tap_ok(0, "the tokenizers written to %s", dir);
+        return -1;
+    }
+    return 0;
+}
+
+static void tok_files_remove(const char *dir)
+{
+    char cmd[4300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) tap_diag("could not remove %s", dir);
 }
 
 #endif
