@@ -6,8 +6,9 @@
 #     checkpoint being judged, a task file) is refused and left byte for
 #     byte; an earlier scores file is replaced; on a full disk (a small
 #     tmpfs) the earlier file is kept, nothing of the new one left, the
-#     reason named; in a missing folder, the reason named; /dev/stdout
-#     takes them as it is.
+#     reason named; in a missing folder, the reason named; /dev/stdout, a
+#     FIFO and an empty file take them; an eval killed outright (SIGKILL)
+#     leaves nothing that blocks the next.
 #  2. stdout that takes nothing (/dev/full): triad sample (one prompt
 #     streamed, and a file of prompts), triad eval, triad tokenize's
 #     tokenize.print, triad plan and --version end with status 1 and say so.
@@ -64,8 +65,21 @@ ok $? "an earlier scores file is replaced by the next eval's (1 + 400 x 4 lines)
 "$TRIAD" eval "$ckpt" eval.tasks="'$scratch/task.jsonl'" eval.scores=/dev/stdout > "$scratch/out" 2>&1 &&
     grep -q "^# task	example" "$scratch/out" && [ "$(grep -c "^task	0	" "$scratch/out")" -eq 4 ]
 ok $? "eval.scores = /dev/stdout: the scores on stdout"
+mkfifo "$scratch/fifo"
+cat "$scratch/fifo" > "$scratch/from_fifo" &
+reader=$!
+"$TRIAD" eval "$ckpt" eval.tasks="'$scratch/task.jsonl'" eval.scores="'$scratch/fifo'" > "$scratch/out" 2>&1
+st=$?
+wait $reader
+[ $st -eq 0 ] && [ "$(wc -l < "$scratch/from_fifo")" -eq 5 ]
+ok $? "eval.scores a FIFO: the scores through it"
+: > "$scratch/empty.tsv"
+"$TRIAD" eval "$ckpt" eval.tasks="'$scratch/task.jsonl'" eval.scores="'$scratch/empty.tsv'" > "$scratch/out" 2>&1 &&
+    [ "$(wc -l < "$scratch/empty.tsv")" -eq 5 ]
+ok $? "eval.scores an empty file (mktemp's): taken"
 "$TRIAD" eval "$ckpt" eval.tasks="'$scratch/task.jsonl'" eval.scores="'$scratch/none/s.tsv'" > "$scratch/out" 2>&1
-[ $? -eq 1 ] && grep -q "cannot write eval.scores = '.*none/s.tsv' .*: No such file or directory" "$scratch/out"
+[ $? -eq 1 ] && grep -q "cannot write eval.scores = '.*none/s.tsv': the folder .*none takes no files (it does not exist)" \
+    "$scratch/out"
 ok $? "eval.scores in a missing folder: status 1, the reason named"
 mnt="$scratch/small"
 mkdir -p "$mnt"
@@ -137,6 +151,13 @@ PY
         "$scratch/tok.out" && [ ! -e "$scratch/made" ]
     ok $? "triad tokenize stopped by SIGTERM: status 3 (got $st), no shard left, the folders it made removed"
     grep error "$scratch/tok.out" | diag
+    # a prefix through '..': the folder it made (new) removed, the one that was there (kept) kept
+    mkdir -p "$scratch/kept"
+    printf '%s\n' '{"text": "one"}' '{"text": ' > "$scratch/broken.jsonl"
+    "$TRIAD" tokenize tokenize.tokenizer="'$LLAMA3_TOKENIZER'" tokenize.input="'$scratch/broken.jsonl'" \
+        tokenize.format=jsonl tokenize.output="'$scratch/new/../kept/a'" > "$scratch/out" 2>&1
+    [ $? -eq 1 ] && [ -d "$scratch/kept" ] && [ ! -e "$scratch/new" ]
+    ok $? "an error with tokenize.output = 'new/../kept/a': 'new' (made) removed, 'kept' (there before) kept"
 else
     skip "Llama 3's tokenizer.json is not installed at $LLAMA3_TOKENIZER"
 fi
@@ -147,6 +168,15 @@ st=$?
 [ $st -eq 3 ] && grep -q "triad eval: stopped by signal 15 before the end" "$scratch/eval.out" &&
     [ -z "$(ls "$scratch" | grep stopped.tsv)" ]
 ok $? "triad eval stopped by SIGTERM: status 3 (got $st), no eval.scores and no temporary left"
+# an eval killed outright (SIGKILL, Slurm's after its grace period) leaves nothing that blocks the next
+"$TRIAD" eval "$ckpt" eval.tasks="'$scratch/huge.jsonl'" eval.scores="'$scratch/killed.tsv'" > "$scratch/eval.out" 2>&1 &
+pid=$!
+for i in $(seq 1 600); do grep -q "read task" "$scratch/eval.out" 2> /dev/null && break; sleep 0.05; done
+kill -KILL $pid
+wait $pid
+"$TRIAD" eval "$ckpt" eval.tasks="'$scratch/task.jsonl'" eval.scores="'$scratch/killed.tsv'" > "$scratch/out" 2>&1 &&
+    [ "$(wc -l < "$scratch/killed.tsv")" -eq 5 ] && [ -z "$(ls "$scratch" | grep 'killed.tsv.')" ]
+ok $? "after an eval killed by SIGKILL the next one writes the same eval.scores, no temporary left by either"
 for i in $(seq 100000); do echo "The cat sat"; done > "$scratch/many.txt"
 term_when "$scratch/sample.out" "." sample "$ckpt" sample.prompt_file="'$scratch/many.txt'" sample.max_new_tokens=40
 st=$?
@@ -156,7 +186,7 @@ ok $? "triad sample ended by SIGTERM at once (status 143, got $st)"
 # 4. export on a full disk into folders it makes
 if [ $mounted -eq 1 ] && mount -t tmpfs -o size=64k tmpfs "$mnt" 2> /dev/null; then
     "$TRIAD" export "$ckpt" "$mnt/a/b/c" > "$scratch/out" 2>&1
-    [ $? -eq 1 ] && [ -z "$(ls "$mnt")" ]
+    [ $? -eq 1 ] && grep -q "No space left on device" "$scratch/out" && [ -z "$(ls "$mnt")" ]
     ok $? "triad export on a full disk: status 1, nothing left, neither its files nor the folders a/b/c it made"
     grep error "$scratch/out" | diag
     umount "$mnt"

@@ -303,7 +303,7 @@ cp "$scratch/sep.txt" "$scratch/in_dir/"
 "$TRIAD" tokenize tokenize.tokenizer="'$L3'" tokenize.input="'$scratch/in_dir/*'" tokenize.output="'$scratch/sj/x'" \
     > "$scratch/out" 2>&1
 [ $? -eq 1 ] && grep -q "in_dir/sub (matched by tokenize.input = '.*') is a folder, not a regular file of text" \
-    "$scratch/out" && [ -z "$(ls "$scratch/sj")" ]
+    "$scratch/out" && [ -d "$scratch/sj" ] && [ -z "$(ls "$scratch/sj")" ]
 ok $? "a folder matched by the glob: called a folder, no shard left"
 grep error "$scratch/out" | diag
 "$TRIAD" tokenize tokenize.tokenizer="'$L3'" tokenize.input=/dev/null tokenize.output="'$scratch/sj/x'" \

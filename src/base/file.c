@@ -107,10 +107,13 @@ int file_read_all(const char *path, size_t max, const char *what, char **text, s
 }
 
 /* One folder: made, or there already as a folder. */
-static int make_one(const char *dir, char *why, size_t whylen)
+/* mkdir dir unless it is a folder already: 0 (*made: whether this call
+ * made it), or -1 with why. */
+static int make_one(const char *dir, int *made, char *why, size_t whylen)
 {
     struct stat sb;
-    if (mkdir(dir, 0777) == 0) return 0;
+    *made = 0;
+    if (mkdir(dir, 0777) == 0) return *made = 1, 0;
     int e = errno;
     if (e == EEXIST && stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) return 0;
     if (e == EEXIST || e == ENOTDIR) snprintf(why, whylen, "%s is a file, not a folder", dir);
@@ -118,55 +121,40 @@ static int make_one(const char *dir, char *why, size_t whylen)
     return -1;
 }
 
-int file_make_dirs(const char *path, char *why, size_t whylen)
+int file_make_dirs_noted(const char *path, struct file_made_dirs *m, char *why, size_t whylen)
 {
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
-        snprintf(why, whylen, "the folder name is longer than %zu bytes", sizeof buf - 1);
+    struct file_made_dirs own;
+    if (!m) m = &own;
+    m->n = 0;
+    char *buf = m->path;
+    if (snprintf(buf, sizeof m->path, "%s", path) >= (int)sizeof m->path) {
+        snprintf(why, whylen, "the folder name is longer than %zu bytes", sizeof m->path - 1);
         return -1;
     }
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/' || p[-1] == '/') continue;
-        *p = 0;
-        int rc = make_one(buf, why, whylen);
-        *p = '/';
-        if (rc != 0) return -1;
-    }
-    return make_one(buf, why, whylen);
-}
-
-/* The path in buf cut to its folder: 0, or -1 where it has none ("a",
- * "/a"). */
-static int parent_of(char *buf)
-{
     size_t n = strlen(buf);
-    while (n > 1 && buf[n - 1] == '/') buf[--n] = '\0'; /* (trailing slashes) */
-    char *slash = strrchr(buf, '/');
-    if (!slash || slash == buf) return -1;
-    while (slash > buf && slash[-1] == '/') slash--;
-    *slash = '\0';
+    for (size_t i = 1; i <= n; i++) {
+        if (i < n && (buf[i] != '/' || buf[i - 1] == '/')) continue;
+        char c = buf[i];
+        buf[i] = 0;
+        int made, rc = make_one(buf, &made, why, whylen);
+        buf[i] = c;
+        if (rc != 0) return -1;
+        if (made && m->n < FILE_MADE_MAX) m->len[m->n++] = (int)i;
+    }
     return 0;
 }
 
-int file_dirs_missing(const char *path)
-{
-    char buf[4096];
-    struct stat sb;
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return 0;
-    int n = 0;
-    while (buf[0] && stat(buf, &sb) != 0 && errno == ENOENT) {
-        n++;
-        if (parent_of(buf) != 0) break;
-    }
-    return n;
-}
+int file_make_dirs(const char *path, char *why, size_t whylen) { return file_make_dirs_noted(path, NULL, why, whylen); }
 
-void file_remove_dirs(const char *path, int missing)
+void file_remove_made_dirs(struct file_made_dirs *m)
 {
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return;
-    for (int i = 0; i < missing; i++)
-        if (rmdir(buf) != 0 || parent_of(buf) != 0) break;
+    for (int k = m->n - 1; k >= 0; k--) { /* (the deepest first; a folder that holds something stays) */
+        char c = m->path[m->len[k]];
+        m->path[m->len[k]] = 0;
+        rmdir(m->path);
+        m->path[m->len[k]] = c;
+    }
+    m->n = 0;
 }
 
 const char *file_llmc_kind(int32_t magic)

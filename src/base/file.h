@@ -32,12 +32,18 @@ int file_read_all(const char *path, size_t max, const char *what, char **text, s
  * with the reason in why ("cannot create the folder P: REASON", or "P is a
  * file, not a folder" where path or a folder above it is one). */
 int file_make_dirs(const char *path, char *why, size_t whylen);
-/* How many of path's last components (folders) are missing: those
- * file_make_dirs(path) makes.  file_remove_dirs removes them again, the
- * deepest first, each only where it is empty (what an output that failed
- * made, and nothing else). */
-int file_dirs_missing(const char *path);
-void file_remove_dirs(const char *path, int missing);
+/* The same, noting in *m (may be NULL) the folders its mkdir made, which
+ * file_remove_made_dirs removes again, the deepest first, each only where
+ * it is still empty: what an output that failed made, and nothing else
+ * (whatever ".." or another process does to the path). */
+enum { FILE_MADE_MAX = 64 };
+struct file_made_dirs {
+    char path[4096];
+    int len[FILE_MADE_MAX]; /* path[0 .. len[k]) is the k-th folder made */
+    int n;
+};
+int file_make_dirs_noted(const char *path, struct file_made_dirs *m, char *why, size_t whylen);
+void file_remove_made_dirs(struct file_made_dirs *m);
 
 /* What an llm.c file (karpathy/llm.c's writers) starting with the int32
  * magic is, and where triad reads it: e.g. "an llm.c eval file (magic

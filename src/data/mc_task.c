@@ -262,7 +262,7 @@ static int read_jsonl(struct mc_task *t, const char *path, const struct tokenize
         struct json *j = json_parse(line, m, jerr, sizeof jerr);
         const struct json *ctx = j ? json_get(j, "context") : NULL, *ch = j ? json_get(j, "choices") : NULL;
         long long label;
-        int one = strncmp(jerr, "line 1, ", 8) == 0; /* (the parser's "line 1, column C": the file's line, column C) */
+        int one = !j && strncmp(jerr, "line 1, ", 8) == 0; /* (the parser's "line 1, column C": the file's line) */
         if (!j) rc = errorf(err, errlen, "%s: %s%s%s", path, where, one ? ", " : ": ", one ? jerr + 8 : jerr);
         else if (j->kind != JSON_OBJECT || !ctx || ctx->kind != JSON_STRING || !ch || ch->kind != JSON_ARRAY ||
                  json_int(j, "label", &label) != 0 || label < INT32_MIN || label > INT32_MAX)

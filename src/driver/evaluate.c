@@ -17,6 +17,7 @@
 #include "device.h"
 #include "eval.h"
 #include "exit_status.h"
+#include "file.h"
 #include "hf.h"
 #include "log.h"
 #include "mc_eval.h"
@@ -144,89 +145,109 @@ static int held_out(const struct config *cfg, const struct run_shape *s, const s
 #define SCORES_HEADER "# task\texample\tchoice\tlabel\ttokens\tlogprob\n"
 
 /* eval.scores on rank 0: its lines gathered in memory (mem: a few MB for
- * tens of thousands of choices), then written at once to path.tmp, made
- * anew at the start, and renamed over path at the end; a device or a
- * pipe written as it is (tmp empty). */
+ * tens of thousands of choices), written at the end to a temporary file of
+ * a name of its own beside path (path.tmp.XXXXXX: one a run that was
+ * killed leaves blocks no other) and renamed over path; stdout, a device
+ * or a pipe written as it is (fd, open from the start). */
 struct scores {
     FILE *mem;
     char *buf;
     size_t len;
-    int fd;
-    char tmp[CONFIG_STRLEN + 8];
+    int fd; /* -1: a regular file, written at the end */
 };
 
-/* Open s for path, where path is new or an earlier scores file (its first
- * line the header), which the rename at the end replaces, or stdout, a
- * device or a pipe (/dev/stdout), written as it is; anything else there (the
- * checkpoint, a task file) is refused and left as it is.  0, or -1 with
- * msg and hint. */
+/* Open s for path, where path is new, empty or an earlier scores file (its
+ * first line the header), which the rename at the end replaces, in a
+ * folder that takes files; or stdout, a device or a pipe (/dev/stdout, a
+ * FIFO, bash's >(...)).  Anything else there (the checkpoint, a task
+ * file) is refused and left as it is.  0, or -1 with msg and hint. */
 static int scores_open(struct scores *s, const char *path, char *msg, size_t msglen, const char **hint)
 {
-    struct stat sb;
+    struct stat sb, out;
     *hint = "name a new file in a writable folder";
-    s->tmp[0] = '\0';
+    s->fd = -1;
     int there = stat(path, &sb) == 0, e = errno;
     if (!there && e != ENOENT) {
         snprintf(msg, msglen, "eval.scores = '%s': %s", path, strerror(e));
         return -1;
     }
-    struct stat out;
     int is_stdout = there && fstat(STDOUT_FILENO, &out) == 0 && out.st_dev == sb.st_dev && out.st_ino == sb.st_ino;
-    int stream = there && (is_stdout || S_ISCHR(sb.st_mode) || S_ISFIFO(sb.st_mode));
-    if (there && !stream) {
-        char line[sizeof SCORES_HEADER] = "";
-        FILE *old = S_ISREG(sb.st_mode) ? fopen(path, "rb") : NULL;
-        size_t got = old ? fread(line, 1, sizeof line - 1, old) : 0;
-        if (old) fclose(old);
-        if (got != sizeof SCORES_HEADER - 1 || memcmp(line, SCORES_HEADER, got) != 0) {
-            snprintf(msg, msglen, "eval.scores = '%s' exists and is not a scores file of triad eval (%s): it is "
-                     "left as it is", path, S_ISREG(sb.st_mode) ? "its first line is not the header triad eval "
-                     "writes, '# task ...'" : "a folder, or another kind of file");
-            *hint = "name a new file, or remove that one first";
+    int stream = there && (is_stdout || S_ISCHR(sb.st_mode) || S_ISFIFO(sb.st_mode) || S_ISSOCK(sb.st_mode));
+    if (stream) { /* (stdout's own descriptor where it is stdout, redirected to a file too: its offset) */
+        if ((s->fd = is_stdout ? dup(STDOUT_FILENO) : open(path, O_WRONLY)) < 0) {
+            snprintf(msg, msglen, "cannot write eval.scores = '%s': %s", path, strerror(errno));
             return -1;
         }
-    }
-    if (!stream) snprintf(s->tmp, sizeof s->tmp, "%s.tmp", path);
-    /* (stdout's own descriptor where it is stdout, redirected to a file too: its offset, not the file's start) */
-    s->fd = is_stdout ? dup(STDOUT_FILENO)
-            : stream  ? open(path, O_WRONLY)
-                      : open(s->tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
-    if (s->fd < 0) {
-        e = errno;
-        if (stream) snprintf(msg, msglen, "cannot write eval.scores = '%s': %s", path, strerror(e));
-        else snprintf(msg, msglen, "cannot write eval.scores = '%s' (as %s, renamed at the end): %s", path, s->tmp,
-                      strerror(e));
-        if (e == EEXIST)
-            *hint = "an eval that ended early left it, or another one writes it now: remove it once none does";
-        return -1;
+    } else {
+        if (there) {
+            char line[sizeof SCORES_HEADER] = "";
+            FILE *old = S_ISREG(sb.st_mode) ? fopen(path, "rb") : NULL;
+            size_t got = old ? fread(line, 1, sizeof line - 1, old) : 0;
+            if (old) fclose(old);
+            int scores = got == sizeof SCORES_HEADER - 1 && memcmp(line, SCORES_HEADER, got) == 0;
+            if (!scores && !(S_ISREG(sb.st_mode) && sb.st_size == 0)) {
+                snprintf(msg, msglen, "eval.scores = '%s' exists and is not a scores file of triad eval (%s): it is "
+                         "left as it is", path, S_ISREG(sb.st_mode) ? "its first line is not the header triad eval "
+                         "writes, '# task ...'" : "a folder");
+                *hint = "name a new file, or an earlier scores file";
+                return -1;
+            }
+        }
+        char dir[CONFIG_STRLEN + 2];
+        const char *slash = strrchr(path, '/');
+        snprintf(dir, sizeof dir, "%.*s", slash ? (slash == path ? 1 : (int)(slash - path)) : 1, slash ? path : ".");
+        int refused = file_write_probe(dir);
+        if (refused) {
+            snprintf(msg, msglen, "cannot write eval.scores = '%s': the folder %s takes no files (%s)", path, dir,
+                     refused == ENOENT ? "it does not exist" : file_write_words(refused));
+            return -1;
+        }
     }
     if (!(s->mem = open_memstream(&s->buf, &s->len)) || fputs(SCORES_HEADER, s->mem) < 0) {
         snprintf(msg, msglen, "out of memory for eval.scores");
         if (s->mem) fclose(s->mem), free(s->buf);
-        close(s->fd);
-        if (s->tmp[0]) unlink(s->tmp);
+        if (s->fd >= 0) close(s->fd);
         return -1;
     }
     return 0;
 }
 
-/* The lines written, flushed to the disk and renamed over path; the
- * temporary file removed where that fails, or where keep is 0 (a stop).
- * 0, or -1 with msg. */
+/* Write all of buf to fd: 0, or errno. */
+static int write_all(int fd, const char *buf, size_t len)
+{
+    for (size_t at = 0; at < len;) {
+        ssize_t w = write(fd, buf + at, len - at);
+        if (w < 0 && errno != EINTR) return errno;
+        if (w > 0) at += (size_t)w;
+    }
+    return 0;
+}
+
+/* The lines written where keep (not a stop): a regular file through its
+ * temporary, flushed to the disk and renamed over path (the temporary
+ * removed where that fails).  0, or -1 with msg. */
 static int scores_close(struct scores *s, const char *path, int keep, char *msg, size_t msglen)
 {
     int e = fclose(s->mem) != 0 ? ENOMEM : 0;
     fflush(stdout); /* (what was printed before comes first, where the scores go to stdout) */
-    for (size_t at = 0; !e && keep && at < s->len;) {
-        ssize_t w = write(s->fd, s->buf + at, s->len - at);
-        if (w < 0 && errno != EINTR) e = errno;
-        else if (w > 0) at += (size_t)w;
+    if (s->fd >= 0) {
+        if (!e && keep) e = write_all(s->fd, s->buf, s->len);
+        if (close(s->fd) != 0 && !e && keep) e = errno;
+    } else if (!e && keep) {
+        char tmp[CONFIG_STRLEN + 16];
+        snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
+        int fd = mkstemp(tmp);
+        if (fd < 0) e = errno;
+        else {
+            e = write_all(fd, s->buf, s->len);
+            mode_t mask = umask(0); /* (mkstemp's 0600 made what fopen would: 0666 less the umask) */
+            umask(mask);
+            if (!e && (fchmod(fd, 0666 & ~mask) != 0 || fsync(fd) != 0)) e = errno;
+            if (close(fd) != 0 && !e) e = errno;
+            if (!e && rename(tmp, path) != 0) e = errno;
+            if (e) unlink(tmp);
+        }
     }
-    int file = s->tmp[0] != '\0'; /* (else a device or a pipe, written as it is) */
-    if (!e && keep && file && fsync(s->fd) != 0) e = errno;
-    if (close(s->fd) != 0 && !e) e = errno;
-    if (!e && keep && file && rename(s->tmp, path) != 0) e = errno;
-    if ((e || !keep) && file) unlink(s->tmp);
     free(s->buf);
     if (e)
         snprintf(msg, msglen, "writing eval.scores = '%s' failed (%s): nothing of it is left, an earlier file "
@@ -324,10 +345,12 @@ int evaluate_checkpoint(const char *ckpt, int noverride, char **overrides)
     int stopped = cfg.data.val_path[0] && held_out(&cfg, &s, &g, &m, &c, tok);
     tok_close(tok);
     if (!stopped && cfg.eval.tasks[0]) stopped = tasks(&cfg, ckpt, &s, &g, &m, &c);
+    int sig = stopped ? (int)*train_stop_signal() : 0; /* (the ranks agreed to stop: the signal some rank had) */
+    if (stopped) comm_allreduce_max_int(&c, CG_WORLD, &sig, 1);
     if (stopped && rank == 0)
-        fprintf(stderr, "triad eval: stopped by signal %d before the end: the results are not complete, and nothing "
-                "of eval.scores is written (status 3: run it again, or a requeued job does)\n",
-                (int)*train_stop_signal());
+        fprintf(stderr, "triad eval: stopped by signal %d before the end: the results are not complete%s (status 3: "
+                "run it again, or a requeued job does)\n", sig, cfg.eval.scores[0] ? ", and nothing of eval.scores "
+                "is written" : "");
     fflush(stdout);
     model_free(&m);
     comm_free(&c);

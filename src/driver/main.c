@@ -307,9 +307,10 @@ static int sample_command(int argc, char **argv, int rank)
                                        "diag.stage_through_host", NULL};
     if (read_options(&opts, argc, argv, 3, rank) != 0 || only_read_keys(argc, argv, 3, read, "sample", rank) != 0)
         return EXIT_ERROR;
-    /* a signal ends it at once, as by default: it leaves no file (a stop asked for already, now) */
-    int asked = (int)*train_stop_signal();
+    /* a signal ends it at once, as by default: it leaves no file (a stop asked for already, now; read after the
+     * handlers are given back, so that none comes in between unseen) */
     train_release_signals();
+    int asked = (int)*train_stop_signal();
     if (asked) raise(asked);
     int set = (override_given(argc, argv, 3, "sample.temperature") ? SAMPLE_SET_TEMPERATURE : 0) |
               (override_given(argc, argv, 3, "sample.top_k") ? SAMPLE_SET_TOP_K : 0) |
@@ -440,6 +441,7 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof info_options / sizeof info_options[0]; i++)
         if (!strcmp(argv[1], info_options[i].name)) {
+            train_release_signals(); /* (nothing to stop cleanly: a signal ends it as by default) */
             if (rank == 0) info_options[i].print();
             exit_all(with_output(EXIT_DONE));
         }
@@ -474,6 +476,7 @@ int main(int argc, char **argv)
         if (w > 0) world = w;
         else if (sc->deck_grid || world == 1) world = 0; /* the deck's tp * cp * pp * dp, dp = 0 taken as 1 */
     }
+    if (sc) train_release_signals(); /* (check, plan, schedule: nothing to stop cleanly) */
     struct config cfg;
     read_config(&cfg, argv[first], nover, over, &world, sc && sc->planning);
     int status = sc ? with_output(rank == 0 ? sc->run(&cfg, world) : EXIT_DONE) : train(&cfg, world);

@@ -178,8 +178,7 @@ struct writer {
     int split, index[2];   /* 0 val, 1 train; the next shard's number in each */
     char **done;           /* the shards written, removed again on an error */
     int ndone;
-    char dir[CONFIG_STRLEN + 64]; /* the prefix's folder, and how many folders of it this run made */
-    int made_dirs;
+    struct file_made_dirs made; /* the folders of the prefix this run made */
 };
 
 /* A file system without hard links (link's errno): the shard is renamed
@@ -226,16 +225,16 @@ static int shard_open(struct writer *w, char *err, size_t errlen)
              w->index[w->split]++);
     snprintf(w->tmp, sizeof w->tmp, "%s.tmp", w->name);
     int32_t h[SHARD_HEADER] = {0};
-    char *dir = w->dir;
-    snprintf(dir, sizeof w->dir, "%s", w->name);
+    char dir[CONFIG_STRLEN + 64];
+    snprintf(dir, sizeof dir, "%s", w->name);
     char *slash = strrchr(dir, '/');
     char why[1024];
-    if (slash && slash != dir) { /* (the prefix's folders) */
+    if (slash && slash != dir && w->made.n == 0) { /* (the prefix's folders, noted by the first shard that makes them) */
         *slash = 0;
-        int missing = file_dirs_missing(dir);
-        if (missing) w->made_dirs = missing;
-        if (file_make_dirs(dir, why, sizeof why) != 0)
+        if (file_make_dirs_noted(dir, &w->made, why, sizeof why) != 0) {
+            file_remove_made_dirs(&w->made);
             return errorf(err, errlen, "tokenize.output = '%s': %s", w->cfg->tokenize.output, why);
+        }
     }
     int fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL, 0666); /* (a temporary of another process is not taken over) */
     if (fd < 0 && errno == EEXIST) return made_by_another(w, w->tmp, err, errlen);
@@ -284,7 +283,7 @@ static void writer_abandon(struct writer *w)
 {
     if (w->fp) fclose(w->fp), unlink(w->tmp);
     for (int i = 0; i < w->ndone; i++) unlink(w->done[i]);
-    file_remove_dirs(w->dir, w->made_dirs);
+    file_remove_made_dirs(&w->made);
 }
 
 static void writer_free(struct writer *w)
@@ -495,8 +494,9 @@ int tokenize_run(const struct config *cfg)
         for (int d = lo; d < hi && rc == 0; d++) {
             size_t before = nmine;
             if (*stop) { /* (a signal: the documents so far are given up with the rest) */
-                rc = errorf(err, sizeof err, "stopped by signal %d after %lld documents: the shards written so far "
-                            "are removed; run it again (a requeued job does)", (int)*stop, docs);
+                rc = errorf(err, sizeof err, "stopped by signal %d after %lld documents%s; run it again (a requeued "
+                            "job does)", (int)*stop, docs, cfg->tokenize.print_id == TOKENIZE_PRINT_none ?
+                            ": the shards written so far are removed" : "");
                 break;
             }
             if (sep >= 0 && nmine == capmine) {
@@ -551,7 +551,8 @@ int tokenize_run(const struct config *cfg)
                     "not complete", cfg->tokenize.print_id == TOKENIZE_PRINT_ids ? "ids" : "texts",
                     errno ? strerror(errno) : "a write failed");
     rc = mpi_agree_error(MPI_COMM_WORLD, rc != 0, err, sizeof err);
-    int stopped = rc && *stop;
+    int stopped = rc && *stop; /* (agreed: a rank the signal did not reach ends with the same status) */
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &stopped, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
     if (rank == 0) {
         if (rc) {
             writer_abandon(&w);

@@ -214,14 +214,17 @@ static int read_rows(hid_t f, const struct piece *p, float *buf, char *err, size
     hid_t fs = H5Dget_space(ds);
     int rank = fs < 0 ? -1 : H5Sget_simple_extent_ndims(fs);
     hsize_t dims[2] = {0, 0};
-    if (rank == p->rank) H5Sget_simple_extent_dims(fs, dims, NULL);
+    if (rank == 1 || rank == 2) H5Sget_simple_extent_dims(fs, dims, NULL);
     herr_t rc = -1;
     if (rank != p->rank || dims[0] != (hsize_t)p->drows || (rank == 2 && dims[1] != (hsize_t)p->cols)) {
-        errorf(err, errlen, "dataset %s has shape [%llu%s%llu], the checkpoint's deck says [%lld%s%lld]: the file's "
-               "tensors and its stored deck disagree (a damaged or altered checkpoint): nothing written",
-               p->dataset, (unsigned long long)dims[0], rank == 2 ? ", " : "",
-               rank == 2 ? (unsigned long long)dims[1] : 0ull, (long long)p->drows, p->rank == 2 ? ", " : "",
-               p->rank == 2 ? (long long)p->cols : 0ll);
+        char has[64];
+        if (rank == 1 || rank == 2)
+            snprintf(has, sizeof has, "shape [%llu%s%.0llu]", (unsigned long long)dims[0], rank == 2 ? ", " : "",
+                     rank == 2 ? (unsigned long long)dims[1] : 0ull);
+        else snprintf(has, sizeof has, "%d dimensions", rank);
+        errorf(err, errlen, "dataset %s has %s, the checkpoint's deck says [%lld%s%.0lld]: the file's tensors and its "
+               "stored deck disagree (a damaged or altered checkpoint): nothing written", p->dataset, has,
+               (long long)p->drows, p->rank == 2 ? ", " : "", p->rank == 2 ? (long long)p->cols : 0ll);
     } else {
         hsize_t start[2] = {(hsize_t)p->r0, 0}, count[2] = {(hsize_t)p->rows, (hsize_t)p->cols};
         rc = H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
@@ -384,9 +387,9 @@ int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, const vola
     if (rc == 0) rc = verify_model(f, &d, err, errlen);
     if (rc == 0) rc = stopped(stop, err, errlen);
     if (rc == 0) rc = ckpt_check_tokenizer(f, ckpt, err, errlen);
-    int missing = file_dirs_missing(dir); /* (the folders this export makes are removed again where it fails) */
+    struct file_made_dirs made = {.n = 0}; /* (the folders this export makes, removed again where it fails) */
     char why[1024];
-    if (rc == 0 && file_make_dirs(dir, why, sizeof why) != 0)
+    if (rc == 0 && file_make_dirs_noted(dir, &made, why, sizeof why) != 0)
         rc = errorf(err, errlen, "%s: export writes its files into the folder DIR (triad export CKPT DIR)", why);
     snprintf(tmp_cfg, sizeof tmp_cfg, "%s.tmp", cfg_path);
     snprintf(tmp_st, sizeof tmp_st, "%s.tmp", st_path);
@@ -404,6 +407,6 @@ int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, const vola
         snprintf(path, sizeof path, "%s/%s", dir, ckpt_tok_name(i));
         unlink(path);
     }
-    if (rc) file_remove_dirs(dir, missing);
+    if (rc) file_remove_made_dirs(&made);
     return rc;
 }
