@@ -24,6 +24,7 @@ Debian: python3-h5py python3-numpy).
 
 import argparse
 import glob
+import io
 import os
 import re
 import signal
@@ -194,11 +195,39 @@ def human(n):
         n /= 1024
 
 
+FNV1A_INIT = 1469598103934665603
+
+
+def deck_problem(f):
+    """Why the stored deck is not the text its checksum was made of (triad then calls
+    the file corrupted and does not restart from it), or None."""
+    raw = f.attrs.get("deck")
+    if raw is None:
+        return None
+    if isinstance(raw, np.ndarray):
+        raw = b"".join(x if isinstance(x, bytes) else str(x).encode() for x in raw.reshape(-1))
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogateescape")
+    raw = bytes(raw).split(b"\0", 1)[0]  # (the C string the attribute holds)
+    if "deck_checksum" not in f.attrs:  # (a file from before the checksum)
+        return None
+    if not raw:
+        return "its stored deck is empty"
+    h = fnv1a(FNV1A_INIT, raw)
+    stored = int(f.attrs["deck_checksum"]) & 0xFFFFFFFFFFFFFFFF
+    if h != stored:
+        return (f"its stored deck is not the text its checksum was made of (deck_checksum {stored:016x}, "
+                f"the deck's {h:016x}): the file is corrupted, and triad does not restart from it")
+    return None
+
+
 def describe(path, args, out):
     if os.path.isdir(path):
         path = newest_in(path)
     if not os.path.exists(path):
         raise Bad(f"{path}: no such file")
+    if not os.path.isfile(path):
+        raise Bad(f"{path}: not a regular file (a device or a pipe): give a checkpoint, ckpt_<step>.h5")
     if path.endswith(".tmp"):
         print(f"note: {path} is an unfinished write (triad renames ckpt_<step>.h5.tmp when "
               "complete and never restarts from a .tmp)", file=out)
@@ -216,13 +245,24 @@ def describe(path, args, out):
         if missing or "model" not in f:
             raise Bad(f"{path}: not a triad checkpoint (missing {', '.join(missing + (['/model'] if 'model' not in f else []))})")
         deck = a.get("deck", "")
+        damaged = deck_problem(f)
         if args.deck:
+            if damaged:
+                raise Bad(f"{path}: {damaged}")
+            if not deck:
+                raise Bad(f"{path} holds no stored deck (a file from before triad kept one)")
             print(deck.rstrip("\n"), file=out)
             return 0
 
         # the model shape, from the tensors
         layers = sorted(int(m.group(1)) for k in f["model"] for m in [re.fullmatch(r"h\.(\d+)", k)] if m)
-        problems = []
+        problems = [damaged] if damaged else []
+        for k in ("step", "tokens"):
+            if not isinstance(as_int(a[k]), int):
+                problems.append(f"its {k} attribute is {a[k]!r}, not an integer")
+        if "optim" not in f:
+            problems.append("/optim is missing: the optimizer's state, without which triad cannot resume from it "
+                            "(io.init_from reads /model alone)")
         top, per_layer = expected_tensors(deck, "wpe" in f["model"], layers)
         for t in top:
             if t not in f["model"]:
@@ -233,9 +273,13 @@ def describe(path, args, out):
                     problems.append(f"/model/h.{l}/{t} is missing")
         if layers != list(range(len(layers))):
             problems.append(f"layer groups are not h.0 .. h.{len(layers) - 1}: {layers}")
-        C = f["model/lnf_w"].shape[0] if "lnf_w" in f["model"] else None
-        V = f["model/wte"].shape[0] if "wte" in f["model"] else None
-        T = f["model/wpe"].shape[0] if "wpe" in f["model"] else None
+        def rows(name):  # (a group where a dataset belongs is named below, not read)
+            o = f["model"].get(name)
+            if o is not None and not isinstance(o, h5py.Dataset):
+                problems.append(f"/model/{name} is a group, not a dataset")
+                return None
+            return o.shape[0] if o is not None and o.shape else None
+        C, V, T = rows("lnf_w"), rows("wte"), rows("wpe")
         if T is None:  # (no position table: the llama family's context is the deck's)
             T = as_int(deck_value(deck, "model", "seq_len"))
         L = len(layers)
@@ -258,7 +302,10 @@ def describe(path, args, out):
             d = deck_value(deck, "model", key)
             if d is not None and have is not None and str(have) != d:
                 problems.append(f"the deck says {key} = {d} but the tensors say {have}")
-        if heads and C and C % int(heads):
+        nh = as_int(heads)
+        if heads and (not isinstance(nh, int) or nh < 1):
+            problems.append(f"the deck's n_head = {heads} is not a whole number of heads")
+        elif heads and C and C % nh:
             problems.append(f"n_head = {heads} does not divide d_model = {C}")
         extra = {k: v for k, v in a.items() if k not in ("format_version", "step", "tokens", "tp", "cp", "dp", "pp", "deck")}
         for k, v in sorted(extra.items()):
@@ -268,6 +315,11 @@ def describe(path, args, out):
         datasets = []
         f.visititems(lambda n, o: datasets.append(n) if isinstance(o, h5py.Dataset) else None)
         groups = {}  # model, optim/m, optim/v, ... -> number of values
+        for n in datasets:
+            if f[n].dtype.kind not in "fiu":
+                problems.append(f"/{n} holds {f[n].dtype} values, not numbers")
+                datasets = [d for d in datasets if f[d].dtype.kind in "fiu"]
+                break
         for n in datasets:
             parts = n.split("/")
             g = "/".join(parts[:2]) if parts[0] == "optim" and len(parts) > 2 else parts[0]
@@ -308,8 +360,12 @@ def describe(path, args, out):
                         line += f" {'-':>12} {'-':>12} {'-':>12}"
                     if nonfinite:
                         problems.append(f"/{n} has {nonfinite} NaN/Inf values")
-                stored = ds.attrs.get("checksum")
-                if stored is None:
+                stored = as_int(attr_text(ds.attrs["checksum"])) if "checksum" in ds.attrs else None
+                if stored is not None and not isinstance(stored, int):
+                    line += "  (not a number)"
+                    problems.append(f"/{n}: its checksum attribute is {stored!r}, not a number")
+                    unchecked += 1
+                elif stored is None:
                     line += "  (none stored)"
                     unchecked += 1
                 elif int(stored) == total:
@@ -342,17 +398,25 @@ def main():
     args = ap.parse_args()
     status = 0
     for i, p in enumerate(args.files):
+        buf = io.StringIO()  # (what is said of p, written out below: a full stdout is not the file's fault)
         if i:
-            print("")
+            print("", file=buf)
         try:
-            describe(p, args, sys.stdout)
+            describe(p, args, buf)
+            err = None
         except Bad as e:
+            err = f"ckpt_info.py: error: {e}"
+        except (OSError, KeyError, RuntimeError, ValueError, TypeError, AttributeError) as e:
+            err = f"ckpt_info.py: error: {p}: unreadable: {e} (truncated or corrupted file?)"
+        try:
+            sys.stdout.write(buf.getvalue())
             sys.stdout.flush()
-            print(f"ckpt_info.py: error: {e}", file=sys.stderr)
-            status = 1
-        except (OSError, KeyError, RuntimeError, ValueError) as e:
-            sys.stdout.flush()
-            print(f"ckpt_info.py: error: {p}: unreadable: {e} (truncated or corrupted file?)", file=sys.stderr)
+        except OSError as e:
+            print(f"ckpt_info.py: error: the output could not all be written to stdout: {e.strerror}", file=sys.stderr)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (no second error at exit)
+            return 1
+        if err:
+            print(err, file=sys.stderr)
             status = 1
     return status
 

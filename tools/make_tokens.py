@@ -47,6 +47,12 @@ def read_input(path, ints, vocab_size):
         if path == "-":
             data = sys.stdin.buffer.read()
         else:
+            import stat
+            mode = os.stat(path).st_mode
+            if not stat.S_ISREG(mode):
+                fail("%s is %s, not a regular file" % (path, "a folder" if stat.S_ISDIR(mode) else
+                                                        "a device, a pipe or a socket"),
+                     "name a file ('-' reads standard input)")
             with open(path, "rb") as f:
                 data = f.read()
     except OSError as e:
@@ -74,26 +80,77 @@ def read_input(path, ints, vocab_size):
     return toks
 
 
+def old_shards(prefix):
+    """The shards (and their temporaries) an earlier run left under prefix, sorted."""
+    pat = re.compile(re.escape(os.path.basename(prefix)) + r"_\d{6,}\.bin(\.tmp)?$")
+    d = os.path.dirname(prefix) or "."
+    try:
+        return sorted(os.path.join(os.path.dirname(prefix), n) for n in os.listdir(d) if pat.match(n))
+    except FileNotFoundError:
+        return []
+    except OSError as e:
+        fail("cannot list %s, the folder of %s: %s" % (d, prefix, e.strerror))
+
+
+def made_dirs(d):
+    """The folders os.makedirs(d) would make, the deepest last."""
+    out = []
+    while d and not os.path.exists(d):
+        out.append(d)
+        up = os.path.dirname(d)
+        if up == d:
+            break
+        d = up
+    return out[::-1]
+
+
 def write_shards(toks, prefix, shard_tokens):
+    """The shards of toks under prefix, each written as NAME.tmp then renamed; on
+    an error every file and folder this run made is removed, and the error said."""
+    old = old_shards(prefix)
+    if old:
+        fail("%s already holds %d shard(s) of that prefix (%s%s): the new ones would mix with them under "
+             "the deck's '%s_*.bin'" % (os.path.dirname(prefix) or ".", len(old), old[0],
+                                        ", ..." if len(old) > 1 else "", prefix),
+             "remove them first, or choose another output prefix")
     d = os.path.dirname(prefix)
-    if d:
-        os.makedirs(d, exist_ok=True)
+    made = made_dirs(d) if d else []
     nshards = max(1, (len(toks) + shard_tokens - 1) // shard_tokens)
-    names = []
-    for s in range(nshards):
-        part = toks[s * shard_tokens:(s + 1) * shard_tokens]
-        if sys.byteorder != "little":
-            part = array.array("H", part)
-            part.byteswap()
-        header = [0] * HEADER_INTS
-        header[0], header[1], header[2] = MAGIC, VERSION, len(part)
-        name = "%s_%06d.bin" % (prefix, s)
-        tmp = name + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(struct.pack("<%di" % HEADER_INTS, *header))
-            f.write(part.tobytes())
-        os.replace(tmp, name)  # never leave a half-written shard under the final name
-        names.append(name)
+    names, tmp = [], None
+    try:
+        if d:
+            os.makedirs(d, exist_ok=True)
+        for s in range(nshards):
+            part = toks[s * shard_tokens:(s + 1) * shard_tokens]
+            if sys.byteorder != "little":
+                part = array.array("H", part)
+                part.byteswap()
+            header = [0] * HEADER_INTS
+            header[0], header[1], header[2] = MAGIC, VERSION, len(part)
+            name = "%s_%06d.bin" % (prefix, s)
+            tmp = name + ".tmp"
+            with open(tmp, "xb") as f:  # (a temporary of another process is never taken over)
+                f.write(struct.pack("<%di" % HEADER_INTS, *header))
+                f.write(part.tobytes())
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, name)  # never leave a half-written shard under the final name
+            tmp = None
+            names.append(name)
+    except OSError as e:
+        for n in names + ([tmp] if tmp else []):
+            try:
+                os.remove(n)
+            except OSError:
+                pass
+        for m in reversed(made):  # (the deepest first; one that holds something stays)
+            try:
+                os.rmdir(m)
+            except OSError:
+                pass
+        fail("writing the shards of %s failed: %s%s; nothing of them is left"
+             % (prefix, e.strerror, " (%s)" % e.filename if e.filename else ""),
+             "free space there, or choose an output prefix in a writable folder")
     return names
 
 
@@ -132,14 +189,15 @@ def info(pattern):
     for name in files:
         r = check_shard(name)
         if isinstance(r, str):
-            print("%s: error: %s" % (name, r))
+            sys.stdout.flush()
+            sys.stderr.write("make_tokens.py: error: %s: %s\n" % (name, r))
             bad += 1
             continue
         print("%s: %d tokens, max token %d" % (name, r[0], r[1]))
         total += r[0]
         mx = max(mx, r[1])
-    print("%d shard(s), %d tokens, max token %d (needs vocab_size >= %d)"
-          % (len(files), total, mx, mx + 1))
+    print("%d shard(s), %d tokens, max token %d (needs vocab_size >= %d)%s"
+          % (len(files) - bad, total, mx, mx + 1, "; %d file(s) are not shards (above)" % bad if bad else ""))
     return 1 if bad else 0
 
 
@@ -160,7 +218,11 @@ def main():
     ap.add_argument("--info", action="store_true", help="check shards and summarise them")
     a = ap.parse_args()
     if a.info:
+        if a.output:
+            ap.error("--info takes one glob of shards (quote it), not '%s' as well" % a.output)
         return info(a.input)
+    if a.vocab_size < 0:
+        ap.error("--vocab-size must be 0 (no check) or the vocabulary's size")
     if not a.output:
         ap.error("the output prefix is missing")
     if a.shard_tokens < 1:
@@ -180,5 +242,22 @@ def main():
     return 0
 
 
+def run():
+    try:
+        status = main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # (| head: the reader went away)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as e:
+        if e.errno is not None and sys.stdout.closed is False:
+            sys.stderr.write("make_tokens.py: error: the output could not all be written to stdout: %s\n"
+                             % e.strerror)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (no second error at exit)
+            return 1
+        raise
+    return status
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

@@ -63,11 +63,24 @@ LABELS = {
 
 
 def metrics_path(run):
-    path = run if run.endswith(".h5") else os.path.join(run, "metrics.h5")
+    if os.path.exists(run) and not os.path.isdir(run):
+        if not os.path.isfile(run):
+            raise SystemExit(f"plot_metrics.py: error: {run} is a device or a pipe: give a triad run_dir or its "
+                             "metrics.h5")
+        return run  # (a metrics file under another name)
+    path = os.path.join(run, "metrics.h5") if os.path.isdir(run) else run
     if not os.path.exists(path):
-        hint = "" if os.path.isdir(run) or run.endswith(".h5") else f" ({run} does not exist)"
+        hint = "" if os.path.isdir(run) else f" ({run} does not exist)"
         raise SystemExit(f"plot_metrics.py: error: no {path}{hint}: give a triad run_dir or its metrics.h5")
     return path
+
+
+def column(g, name, path):
+    """Dataset name of group g as float64 (a KeyError said as the file's)."""
+    if name not in g:
+        raise SystemExit(f"plot_metrics.py: error: {path} has {g.name} without {g.name}/{name}: not a whole "
+                         "metrics file (damaged, or written by another program)")
+    return g[name][:].astype(np.float64)
 
 
 def load(run, quantities):
@@ -90,17 +103,30 @@ def load(run, quantities):
                         v = v[:, used] if used.any() else v[:, :1]  # (all zero: one line of zeros, not none)
                     out[q] = (steps[:n], v[:n])
             available = sorted(g.keys())
+            # (a live file may be mid-flush: each series cut to the rows all its columns have)
             if "eval" in f and "loss" in quantities and "loss" in f["eval"]:
-                out["eval_loss"] = (f["eval/step"][:], f["eval/loss"][:].astype(np.float64))
-            tasks = {name: (t["step"][:], t["acc"][:].astype(np.float64), t["acc_norm"][:].astype(np.float64))
-                     for name, t in (f["eval"].items() if "eval" in f else ()) if isinstance(t, h5py.Group)}
+                es, el = column(f["eval"], "step", path), column(f["eval"], "loss", path)
+                n = min(len(es), len(el))
+                out["eval_loss"] = (es[:n], el[:n])
+            tasks = {}
+            for name, t in (f["eval"].items() if "eval" in f else ()):
+                if isinstance(t, h5py.Group):
+                    cols = [column(t, k, path) for k in ("step", "acc", "acc_norm")]
+                    n = min(len(c) for c in cols)
+                    tasks[name] = tuple(c[:n] for c in cols)
             if tasks:
                 out["accuracy"] = tasks
                 available.append("accuracy")
     except OSError as e:
-        raise SystemExit(f"plot_metrics.py: error: cannot read {path}: {e}")
+        raise SystemExit(f"plot_metrics.py: error: cannot read {path}: {e} (a file that a run is writing at this "
+                         "moment reads again a moment later; else it is truncated or damaged)")
     if len(steps) > 1 and np.any(np.diff(steps) <= 0):
         print(f"plot_metrics.py: warning: {path}: steps are not increasing", file=sys.stderr)
+    if len(steps) == 0 and quantities:
+        print(f"plot_metrics.py: warning: {path} has no rows yet (a run before its first flush)", file=sys.stderr)
+    for q, (_, v) in out.items():
+        if q not in ("accuracy", "eval_loss") and len(v) and not np.isfinite(v).any():
+            print(f"plot_metrics.py: warning: {path}: every {q} is NaN or Inf", file=sys.stderr)
     return out, available
 
 
@@ -131,6 +157,10 @@ def main():
     args = ap.parse_args()
 
     quantities = [q.strip() for q in args.quantities.split(",") if q.strip()]
+    if not quantities:
+        ap.error(f"--quantities '{args.quantities}' names none")
+    if args.dpi < 1:
+        ap.error(f"--dpi {args.dpi}: the resolution must be at least 1")
     if args.list:
         for run in args.runs:
             _, available = load(run, [])
@@ -145,6 +175,12 @@ def main():
         w, h = (float(x) for x in args.size.lower().split("x"))
     except ValueError:
         ap.error(f"--size {args.size}: expected WxH in inches, e.g. 7x6.5")
+    if not (0 < w < 1000 and 0 < h < 1000):
+        ap.error(f"--size {args.size}: the width and height must be positive inches, e.g. 7x6.5")
+    ext = os.path.splitext(args.output)[1].lower().lstrip(".")
+    if ext not in plt.gcf().canvas.get_supported_filetypes():
+        ap.error(f"-o {args.output}: '{ext}' is not a format matplotlib writes; end the name in .png, .pdf or .svg")
+    plt.close("all")
 
     data, union = [], set()
     for run in args.runs:
@@ -203,10 +239,35 @@ def main():
     if args.title:
         fig.suptitle(args.title)
     fig.tight_layout()
-    fig.savefig(args.output, dpi=args.dpi)
+    tmp = args.output + ".tmp" + os.path.splitext(args.output)[1]  # (an earlier image is replaced whole or kept)
+    try:
+        fig.savefig(tmp, dpi=args.dpi)
+        os.replace(tmp, args.output)
+    except OSError as e:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise SystemExit(f"plot_metrics.py: error: cannot write {args.output}: {e.strerror or e}")
     print(f"wrote {args.output}: {', '.join(quantities)} for {len(args.runs)} run(s)")
     return 0
 
 
+def run():
+    try:
+        status = main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # (| head: the reader went away)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as e:
+        if e.filename is None:  # (stdout's: the files' errors are said where they are read or written)
+            sys.stderr.write(f"plot_metrics.py: error: the output could not all be written to stdout: {e.strerror}\n")
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 1
+        raise
+    return status
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

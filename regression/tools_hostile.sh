@@ -1,0 +1,120 @@
+#!/bin/sh
+# The Python tools a user runs on triad's files, given damaged or awkward
+# input: a clear error (no traceback) and status 1, never a silent wrong
+# result, and nothing left half-written.
+#  * make_tokens.py: a prefix that has shards is refused (the new ones would
+#    mix with the old under the deck's glob); a full disk (a small tmpfs)
+#    leaves no shard, temporary or folder of the run; a device as input is
+#    refused; a full stdout is said.
+#  * ckpt_info.py --verify: a stored deck edited after the write (its
+#    checksum no longer the deck's: triad refuses to restart from it), an
+#    /optim group gone, a step that is not a number, a group where a
+#    tensor belongs: each named, status 1.
+#  * plot_metrics.py: a /eval whose columns have different lengths (a file
+#    read mid-flush) is plotted over the rows they share; an output it cannot
+#    write, a format matplotlib does not write, a zero size or resolution:
+#    errors naming the option or the path.
+. "$(dirname "$0")/lib.sh"
+
+MT="$PYTHON3 $top_srcdir/tools/make_tokens.py"
+CI="$PYTHON3 $top_srcdir/tools/ckpt_info.py"
+PM="$PYTHON3 $top_srcdir/tools/plot_metrics.py"
+no_traceback() { ! grep -q "Traceback" "$1"; }
+
+# make_tokens.py
+head -c 5000 /dev/urandom > "$scratch/five.dat"
+head -c 2000 /dev/urandom > "$scratch/two.dat"
+$MT --shard-tokens 1000 "$scratch/five.dat" "$scratch/d/x" > "$scratch/out" 2>&1 &&
+    $MT --shard-tokens 1000 "$scratch/two.dat" "$scratch/d/x" > "$scratch/out" 2>&1
+[ $? -eq 1 ] && grep -q "already holds 5 shard(s) of that prefix" "$scratch/out" &&
+    [ "$(ls "$scratch/d" | wc -l)" -eq 5 ] && no_traceback "$scratch/out"
+ok $? "make_tokens.py into a prefix that has 5 shards: refused, the 5 left as they were"
+grep error "$scratch/out" | diag
+$MT /dev/null "$scratch/n/x" > "$scratch/out" 2>&1
+[ $? -eq 1 ] && grep -q "/dev/null is a device, a pipe or a socket, not a regular file" "$scratch/out"
+ok $? "make_tokens.py of a device: refused"
+$MT --shard-tokens 1000 "$scratch/five.dat" "$scratch/f/y" > /dev/full 2> "$scratch/err"
+[ $? -eq 1 ] && grep -q "could not all be written to stdout" "$scratch/err" && no_traceback "$scratch/err"
+ok $? "make_tokens.py with a full stdout: status 1, said"
+mnt="$scratch/small"
+mkdir -p "$mnt"
+if mount -t tmpfs -o size=64k tmpfs "$mnt" 2> "$scratch/mount.err"; then
+    trap 'umount "$mnt" 2> /dev/null; rm -rf "$scratch"' EXIT
+    head -c 100000 /dev/urandom > "$scratch/big.dat"
+    $MT --shard-tokens 10000 "$scratch/big.dat" "$mnt/a/z" > "$scratch/out" 2>&1
+    [ $? -eq 1 ] && grep -q "No space left on device; nothing of them is left" "$scratch/out" &&
+        [ -z "$(ls "$mnt")" ] && no_traceback "$scratch/out"
+    ok $? "make_tokens.py on a full disk: status 1, no shard, temporary or folder of the run left"
+    grep error "$scratch/out" | diag
+    umount "$mnt"
+else
+    skip "cannot mount a tmpfs to fill ($(head -n 1 "$scratch/mount.err"))"
+fi
+
+# ckpt_info.py
+triad_run 1 "$DECKS/tiny.nml" train.steps=2 train.warmup_steps=0 io.save_final=.true. io.run_dir="'$scratch/run'"
+ok $? "a checkpoint to look at"
+ck="$scratch/run/ckpt_2.h5"
+$CI --verify "$ck" > "$scratch/out" 2>&1
+ok $? "ckpt_info.py --verify of the run's checkpoint: ok"
+"$PYTHON3" - "$ck" "$scratch" << 'PY'
+import shutil, sys, h5py
+ck, d = sys.argv[1:]
+def edit(name, fn):
+    shutil.copy(ck, f"{d}/{name}.h5")
+    with h5py.File(f"{d}/{name}.h5", "r+") as f:
+        fn(f)
+def deck(f):
+    v = f.attrs["deck"]
+    del f.attrs["deck"]
+    f.attrs["deck"] = v.replace(b"seed", b"sEed")
+def step(f):
+    del f.attrs["step"]
+    f.attrs["step"] = "abc"
+def group(f):
+    del f["model/lnf_w"]
+    f.create_group("model/lnf_w")
+edit("deck", deck)
+edit("optim", lambda f: f.__delitem__("optim"))
+edit("step", step)
+edit("group", group)
+PY
+bad_ckpt() { # bad_ckpt NAME PATTERN WHAT
+    $CI --verify "$scratch/$1.h5" > "$scratch/out" 2>&1
+    [ $? -eq 1 ] && grep -q "$2" "$scratch/out" && no_traceback "$scratch/out"
+    ok $? "ckpt_info.py --verify: $3"
+    grep error "$scratch/out" | diag
+}
+bad_ckpt deck "its stored deck is not the text its checksum was made of" "a stored deck edited after the write"
+bad_ckpt optim "/optim is missing" "no /optim"
+bad_ckpt step "its step attribute is 'abc', not an integer" "a step that is not a number"
+bad_ckpt group "/model/lnf_w is a group, not a dataset" "a group where a tensor belongs"
+$CI --deck "$scratch/deck.h5" > "$scratch/out" 2>&1
+[ $? -eq 1 ] && grep -q "its stored deck is not the text its checksum was made of" "$scratch/out"
+ok $? "ckpt_info.py --deck of an edited deck: refused, not printed as the run's"
+
+# plot_metrics.py
+"$PYTHON3" - "$scratch/run/metrics.h5" "$scratch/m.h5" << 'PY'
+import shutil, sys, numpy as np, h5py
+shutil.copy(sys.argv[1], sys.argv[2])
+with h5py.File(sys.argv[2], "r+") as f:
+    g = f.require_group("eval")
+    g["step"] = np.array([1, 2, 3], dtype=np.int64)
+    g["loss"] = np.array([4.0, 3.5])  # (one row behind: a file read mid-flush)
+PY
+$PM "$scratch/m.h5" -o "$scratch/p.png" > "$scratch/out" 2>&1 && [ -s "$scratch/p.png" ] && no_traceback "$scratch/out"
+ok $? "plot_metrics.py of a /eval one row short in loss: plotted over the rows its columns share"
+bad_plot() { # bad_plot PATTERN WHAT ARGS...
+    pattern=$1 what=$2
+    shift 2
+    $PM "$scratch/run" "$@" > "$scratch/out" 2>&1
+    st=$?
+    [ $st -ne 0 ] && grep -q -e "$pattern" "$scratch/out" && no_traceback "$scratch/out"
+    ok $? "plot_metrics.py $what: status $st, said"
+}
+bad_plot "cannot write .*none/p.png: No such file or directory" "into a missing folder" -o "$scratch/none/p.png"
+bad_plot "'txt' is not a format matplotlib writes" "-o p.txt" -o "$scratch/p.txt"
+bad_plot "the resolution must be at least 1" "--dpi 0" -o "$scratch/p.png" --dpi 0
+bad_plot "the width and height must be positive" "--size 0x0" -o "$scratch/p.png" --size 0x0
+bad_plot "names none" "--quantities ," -o "$scratch/p.png" --quantities ,
+done_testing
