@@ -371,6 +371,15 @@ def main():
     p.add_argument("--speed", action="store_true")
     p.add_argument("--codepoints", action="store_true", help="documents of every code point instead of random ones")
     a = p.parse_args()
+    unknown = [f for f in a.family.split(",") if f not in FAMILIES]
+    if unknown:
+        p.error("--family %s: unknown; the families are %s" % (",".join(unknown), ",".join(FAMILIES)))
+    if a.docs < 1:
+        p.error("--docs %d: at least one document" % a.docs)
+    if not (os.path.isfile(a.triad) and os.access(a.triad, os.X_OK)):
+        p.error("--triad %s: no triad program there (build it, or name the built one)" % a.triad)
+    if a.dir and not os.path.isdir(os.path.dirname(os.path.abspath(a.dir))):
+        p.error("--dir %s: its folder %s does not exist" % (a.dir, os.path.dirname(os.path.abspath(a.dir))))
     work = a.dir or tempfile.mkdtemp(prefix="tokfuzz.")
     try:
         return speed(a, work, a.triad) if a.speed else fuzz(a, work, a.triad)
