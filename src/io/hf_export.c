@@ -265,7 +265,11 @@ static int range_error(const struct piece *p, const float *buf, size_t at, enum 
                   f16 ? "'bf16' (fp32's range) or 'fp32'" : "'fp32'");
 }
 
-static int stopped(const volatile sig_atomic_t *stop, char *err, size_t errlen);
+/* -1 with err where a signal asked for a stop, else 0. */
+static int stopped(const volatile sig_atomic_t *stop, char *err, size_t errlen)
+{
+    return stop && *stop ? errorf(err, errlen, "stopped by signal %d: nothing written", (int)*stop) : 0;
+}
 
 /* The n pieces into a safetensors file at path, in dtype (until a stop). */
 static int write_tensors(hid_t f, const char *path, const struct piece *p, int n, enum st_dtype dtype,
@@ -349,12 +353,6 @@ static int write_tokenizer(const struct config *cfg, const char *ckpt, const str
     return 0;
 }
 
-
-/* -1 with err where a signal asked for a stop, else 0. */
-static int stopped(const volatile sig_atomic_t *stop, char *err, size_t errlen)
-{
-    return stop && *stop ? errorf(err, errlen, "stopped by signal %d: nothing written", (int)*stop) : 0;
-}
 
 int hf_export(const char *ckpt, const char *dir, enum st_dtype dtype, const volatile sig_atomic_t *stop, char *err,
               size_t errlen)
