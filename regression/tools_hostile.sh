@@ -5,7 +5,8 @@
 #  * make_tokens.py: a prefix that has shards is refused (the new ones would
 #    mix with the old under the deck's glob); a full disk (a small tmpfs)
 #    leaves no shard, temporary or folder of the run; a device as input is
-#    refused; a full stdout is said.
+#    refused; a full stdout is said; --ints takes decimal ids (a
+#    byte-order mark, 010) and names the line and item of one that is not.
 #  * ckpt_info.py --verify: a stored deck edited after the write (its
 #    checksum no longer the deck's: triad refuses to restart from it), an
 #    /optim group gone, a step that is not a number, a group where a
@@ -30,6 +31,10 @@ $MT --shard-tokens 1000 "$scratch/five.dat" "$scratch/d/x" > "$scratch/out" 2>&1
     [ "$(ls "$scratch/d" | wc -l)" -eq 5 ] && no_traceback "$scratch/out"
 ok $? "make_tokens.py into a prefix that has 5 shards: refused, the 5 left as they were"
 grep error "$scratch/out" | diag
+printf '\357\273\2771 2 010\n3,4 0x10\n' > "$scratch/ids.txt"
+$MT --ints "$scratch/ids.txt" "$scratch/i/x" > "$scratch/out" 2>&1
+[ $? -eq 1 ] && grep -q "ids.txt: line 2, item 3 ('0x10') is not a decimal integer" "$scratch/out"
+ok $? "make_tokens.py --ints: a byte-order mark and 010 taken, 0x10 refused with its line and item"
 $MT /dev/null "$scratch/n/x" > "$scratch/out" 2>&1
 [ $? -eq 1 ] && grep -q "/dev/null is a device, a pipe or a socket, not a regular file" "$scratch/out"
 ok $? "make_tokens.py of a device: refused"

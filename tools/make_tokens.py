@@ -8,7 +8,7 @@ windows of seq_len+1 tokens (docs/data.md).
 
   make_tokens.py book.txt data/book            the file's bytes are the tokens
                                                -> data/book_000000.bin, ...
-  make_tokens.py --ints ids.txt data/ids       integers separated by blanks or commas
+  make_tokens.py --ints ids.txt data/ids       decimal integers separated by blanks or commas
   echo 1 2 3 | make_tokens.py --ints - x       '-' reads standard input
   make_tokens.py --info 'data/book_*.bin'      check shards and summarise them (uint16
                                                shards, and the uint32 ones of llm.c's
@@ -61,16 +61,20 @@ def read_input(path, ints, vocab_size):
         toks = array.array("H", iter(data))  # bytes 0..255, as kind = 'text' reads them
     else:
         toks = array.array("H")
+        if data.startswith(b"\xef\xbb\xbf"):  # (a UTF-8 byte-order mark, as some editors write)
+            data = data[3:]
         text = data.decode("ascii", errors="replace")
-        for k, word in enumerate(w for w in re.split(r"[\s,]+", text) if w):
-            try:
-                v = int(word, 0)
-            except ValueError:
-                fail("%s: item %d ('%s') is not an integer" % (path, k, word[:40]))
-            if not 0 <= v <= MAX_TOKEN:
-                fail("%s: item %d is %d, outside [0, %d]" % (path, k, v, MAX_TOKEN),
-                     "llm.c GPT-2 shards hold uint16 tokens")
-            toks.append(v)
+        decimal = re.compile(r"-?[0-9]+$")  # (decimal only: no 0x10, 1_0 or +4, which are not ids as written)
+        for line_no, line in enumerate(text.split("\n"), 1):
+            for k, word in enumerate(w for w in re.split(r"[\s,]+", line) if w):
+                if not decimal.match(word):
+                    fail("%s: line %d, item %d ('%s') is not a decimal integer" % (path, line_no, k + 1, word[:40]))
+                v = int(word, 10)
+                if not 0 <= v <= MAX_TOKEN:
+                    fail("%s: line %d, item %d is %s, outside [0, %d]"
+                         % (path, line_no, k + 1, word if len(word) <= 40 else word[:37] + "...", MAX_TOKEN),
+                         "llm.c GPT-2 shards hold uint16 tokens")
+                toks.append(v)
     if vocab_size and toks:
         mx = max(toks)
         if mx >= vocab_size:
