@@ -134,6 +134,16 @@ term_when() {
     kill -TERM $pid
     wait $pid
 }
+# term_in OUT DIR ARGS...: the same, once DIR holds a file (the first shard: the run is well under way)
+term_in() {
+    out=$1 dir=$2
+    shift 2
+    "$TRIAD" "$@" > "$out" 2>&1 &
+    pid=$!
+    for i in $(seq 1 600); do [ -n "$(ls "$dir" 2> /dev/null)" ] && break; sleep 0.05; done
+    kill -TERM $pid
+    wait $pid
+}
 if [ -f "$LLAMA3_TOKENIZER" ]; then
     "$PYTHON3" - "$scratch/docs.txt" << 'PY'
 import random, sys
@@ -143,7 +153,7 @@ with open(sys.argv[1], "w") as f:
     for i in range(400000):
         f.write(" ".join(random.choice(w) for _ in range(20)) + "\n===\n")
 PY
-    term_when "$scratch/tok.out" "tokenize: .* documents" tokenize tokenize.tokenizer="'$LLAMA3_TOKENIZER'" \
+    term_in "$scratch/tok.out" "$scratch/made/deeper" tokenize tokenize.tokenizer="'$LLAMA3_TOKENIZER'" \
         tokenize.input="'$scratch/docs.txt'" tokenize.separator="'==='" tokenize.shard_tokens=10000 \
         tokenize.output="'$scratch/made/deeper/a'"
     st=$?
