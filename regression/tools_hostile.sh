@@ -5,14 +5,16 @@
 #  * make_tokens.py: a prefix that has shards is refused (the new ones would
 #    mix with the old under the deck's glob); a full disk (a small tmpfs)
 #    leaves no shard, temporary or folder of the run; a device as input is
-#    refused; a full stdout is said; --ints takes decimal ids (a
-#    byte-order mark, 010) and names the line and item of one that is not.
+#    refused, a pipe read to its end; a full stdout is said (an error for
+#    --info); --ints takes decimal ids (a byte-order mark, 010) and names the
+#    line and item of one that is not, a 5000-digit one included.
 #  * ckpt_info.py --verify: a stored deck edited after the write (its
-#    checksum no longer the deck's: triad refuses to restart from it), an
-#    /optim group gone, a step that is not a number, a group where a
-#    tensor belongs: each named, status 1.
+#    checksum no longer the deck's: triad refuses to restart from it), a
+#    step that is not a number, a group where a tensor belongs: each named,
+#    status 1; weights without /optim: a note.
 #  * plot_metrics.py: a /eval whose columns have different lengths (a file
-#    read mid-flush) is plotted over the rows they share; an output it cannot
+#    read mid-flush) is plotted over the rows they share, and so is a run of
+#    1 or 3 tasks scored; -o without an extension a PNG; an output it cannot
 #    write, a format matplotlib does not write, a zero size or resolution:
 #    errors naming the option or the path.
 . "$(dirname "$0")/lib.sh"
@@ -36,11 +38,24 @@ $MT --ints "$scratch/ids.txt" "$scratch/i/x" > "$scratch/out" 2>&1
 [ $? -eq 1 ] && grep -q "ids.txt: line 2, item 3 ('0x10') is not a decimal integer" "$scratch/out"
 ok $? "make_tokens.py --ints: a byte-order mark and 010 taken, 0x10 refused with its line and item"
 $MT /dev/null "$scratch/n/x" > "$scratch/out" 2>&1
-[ $? -eq 1 ] && grep -q "/dev/null is a device, a pipe or a socket, not a regular file" "$scratch/out"
+[ $? -eq 1 ] && grep -q "/dev/null is a device or a socket, not a file" "$scratch/out"
 ok $? "make_tokens.py of a device: refused"
+"$PYTHON3" -c "print('1 ' + '9' * 5000)" > "$scratch/long_int.txt"
+$MT --ints "$scratch/long_int.txt" "$scratch/li/x" > "$scratch/out" 2>&1
+[ $? -eq 1 ] && grep -q "line 1, item 2 is 9999.*, outside \[0, 65535\]" "$scratch/out" && no_traceback "$scratch/out"
+ok $? "make_tokens.py --ints of a 5000-digit number: out of range, no traceback"
+mkfifo "$scratch/pipe"
+head -c 3000 "$scratch/five.dat" > "$scratch/pipe" &
+$MT "$scratch/pipe" "$scratch/p/x" > "$scratch/out" 2>&1 && grep -q "wrote 1 shard(s), 3000 tokens" "$scratch/out"
+ok $? "make_tokens.py reads a pipe to its end (as <(zcat book.gz) gives one)"
+wait
 $MT --shard-tokens 1000 "$scratch/five.dat" "$scratch/f/y" > /dev/full 2> "$scratch/err"
-[ $? -eq 1 ] && grep -q "could not all be written to stdout" "$scratch/err" && no_traceback "$scratch/err"
-ok $? "make_tokens.py with a full stdout: status 1, said"
+[ $? -eq 0 ] && grep -q "warning: the output could not all be written to stdout: .* (the shards are written)" \
+    "$scratch/err" && [ "$(ls "$scratch/f" | wc -l)" -eq 5 ] && no_traceback "$scratch/err"
+ok $? "make_tokens.py with a full stdout: the shards written, the lost summary said (a warning: they are its product)"
+$MT --info "$scratch/f/y_*.bin" > /dev/full 2> "$scratch/err"
+[ $? -eq 1 ] && grep -q "error: the output could not all be written to stdout" "$scratch/err"
+ok $? "make_tokens.py --info with a full stdout: status 1 (its output is its product)"
 mnt="$scratch/small"
 mkdir -p "$mnt"
 if mount -t tmpfs -o size=64k tmpfs "$mnt" 2> "$scratch/mount.err"; then
@@ -91,7 +106,8 @@ bad_ckpt() { # bad_ckpt NAME PATTERN WHAT
     grep error "$scratch/out" | diag
 }
 bad_ckpt deck "its stored deck is not the text its checksum was made of" "a stored deck edited after the write"
-bad_ckpt optim "/optim is missing" "no /optim"
+$CI "$scratch/optim.h5" > "$scratch/out" 2>&1 && grep -q "note: no /optim: io.init_from takes these weights" "$scratch/out"
+ok $? "ckpt_info.py of weights without /optim: a note (init_from takes them, a restart does not), status 0"
 bad_ckpt step "its step attribute is 'abc', not an integer" "a step that is not a number"
 bad_ckpt group "/model/lnf_w is a group, not a dataset" "a group where a tensor belongs"
 $CI --deck "$scratch/deck.h5" > "$scratch/out" 2>&1
@@ -109,6 +125,23 @@ with h5py.File(sys.argv[2], "r+") as f:
 PY
 $PM "$scratch/m.h5" -o "$scratch/p.png" > "$scratch/out" 2>&1 && [ -s "$scratch/p.png" ] && no_traceback "$scratch/out"
 ok $? "plot_metrics.py of a /eval one row short in loss: plotted over the rows its columns share"
+for n in 1 3; do # (the tasks' accuracies beside the loss: a dict of them, not one series)
+    "$PYTHON3" - "$scratch/run/metrics.h5" "$scratch/t$n.h5" "$n" << 'PY'
+import shutil, sys, numpy as np, h5py
+shutil.copy(sys.argv[1], sys.argv[2])
+with h5py.File(sys.argv[2], "r+") as f:
+    for k in range(int(sys.argv[3])):
+        g = f.require_group(f"eval/task{k}")
+        g["step"] = np.array([1, 2], dtype=np.int64)
+        g["acc"] = np.array([0.25, 0.5])
+        g["acc_norm"] = np.array([0.25, 0.75])
+PY
+    $PM "$scratch/t$n.h5" -o "$scratch/t$n.png" > "$scratch/out" 2>&1 && [ -s "$scratch/t$n.png" ] &&
+        $PM "$scratch/t$n.h5" --list > "$scratch/out" 2>&1 && grep -q accuracy "$scratch/out"
+    ok $? "plot_metrics.py of a run with $n task(s) scored: plotted and listed"
+done
+$PM "$scratch/run" -o "$scratch/noext" > "$scratch/out" 2>&1 && [ "$(head -c 4 "$scratch/noext" | od -An -c | tr -d ' ')" = "211PNG" ]
+ok $? "plot_metrics.py -o a name without an extension: a PNG under that name"
 bad_plot() { # bad_plot PATTERN WHAT ARGS...
     pattern=$1 what=$2
     shift 2

@@ -24,7 +24,6 @@ Debian: python3-h5py python3-numpy).
 
 import argparse
 import glob
-import io
 import os
 import re
 import signal
@@ -260,9 +259,9 @@ def describe(path, args, out):
         for k in ("step", "tokens"):
             if not isinstance(as_int(a[k]), int):
                 problems.append(f"its {k} attribute is {a[k]!r}, not an integer")
-        if "optim" not in f:
-            problems.append("/optim is missing: the optimizer's state, without which triad cannot resume from it "
-                            "(io.init_from reads /model alone)")
+        if "optim" not in f:  # (weights alone, as io.init_from takes them; a restart needs the optimizer's state)
+            print("note: no /optim: io.init_from takes these weights, but a restart (io.restart) needs the "
+                  "optimizer's state and refuses the file", file=out)
         top, per_layer = expected_tensors(deck, "wpe" in f["model"], layers)
         for t in top:
             if t not in f["model"]:
@@ -386,6 +385,27 @@ def describe(path, args, out):
     return 0
 
 
+class StdoutFailed(Exception):
+    """stdout took not all of what was written to it."""
+
+
+class Stdout:
+    """stdout as describe() writes it, line by line as before (a long --stats shows its rows as it
+    goes), its write errors told apart from the file's."""
+
+    def write(self, text):
+        try:
+            return sys.stdout.write(text)
+        except OSError as e:
+            raise StdoutFailed(e.strerror or str(e))
+
+    def flush(self):
+        try:
+            sys.stdout.flush()
+        except OSError as e:
+            raise StdoutFailed(e.strerror or str(e))
+
+
 def main():
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `ckpt_info.py ... | head` ends quietly
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
@@ -397,26 +417,24 @@ def main():
     ap.add_argument("--deck", action="store_true", help="print the deck stored in the checkpoint and nothing else")
     args = ap.parse_args()
     status = 0
+    out = Stdout()
     for i, p in enumerate(args.files):
-        buf = io.StringIO()  # (what is said of p, written out below: a full stdout is not the file's fault)
-        if i:
-            print("", file=buf)
         try:
-            describe(p, args, buf)
-            err = None
-        except Bad as e:
-            err = f"ckpt_info.py: error: {e}"
-        except (OSError, KeyError, RuntimeError, ValueError, TypeError, AttributeError) as e:
-            err = f"ckpt_info.py: error: {p}: unreadable: {e} (truncated or corrupted file?)"
-        try:
-            sys.stdout.write(buf.getvalue())
-            sys.stdout.flush()
-        except OSError as e:
-            print(f"ckpt_info.py: error: the output could not all be written to stdout: {e.strerror}", file=sys.stderr)
+            if i:
+                print("", file=out)
+            describe(p, args, out)
+            out.flush()
+        except StdoutFailed as e:  # (a full stdout is not the file's fault)
+            print(f"ckpt_info.py: error: the output could not all be written to stdout: {e.args[0]}", file=sys.stderr)
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (no second error at exit)
             return 1
-        if err:
-            print(err, file=sys.stderr)
+        except Bad as e:
+            out.flush()
+            print(f"ckpt_info.py: error: {e}", file=sys.stderr)
+            status = 1
+        except (OSError, KeyError, RuntimeError, ValueError, TypeError, AttributeError) as e:
+            out.flush()
+            print(f"ckpt_info.py: error: {p}: unreadable: {e} (truncated or corrupted file?)", file=sys.stderr)
             status = 1
     return status
 

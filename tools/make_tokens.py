@@ -19,9 +19,11 @@ Only the Python standard library is used.
 
 import argparse
 import array
+import errno
 import glob
 import os
 import re
+import signal
 import struct
 import sys
 
@@ -49,9 +51,8 @@ def read_input(path, ints, vocab_size):
         else:
             import stat
             mode = os.stat(path).st_mode
-            if not stat.S_ISREG(mode):
-                fail("%s is %s, not a regular file" % (path, "a folder" if stat.S_ISDIR(mode) else
-                                                        "a device, a pipe or a socket"),
+            if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):  # (a pipe ends: <(zcat book.gz) is read whole)
+                fail("%s is %s, not a file" % (path, "a folder" if stat.S_ISDIR(mode) else "a device or a socket"),
                      "name a file ('-' reads standard input)")
             with open(path, "rb") as f:
                 data = f.read()
@@ -69,7 +70,8 @@ def read_input(path, ints, vocab_size):
             for k, word in enumerate(w for w in re.split(r"[\s,]+", line) if w):
                 if not decimal.match(word):
                     fail("%s: line %d, item %d ('%s') is not a decimal integer" % (path, line_no, k + 1, word[:40]))
-                v = int(word, 10)
+                digits = word.lstrip("-").lstrip("0")
+                v = int(word, 10) if len(digits) <= 9 else (MAX_TOKEN + 1)  # (past any id: not converted)
                 if not 0 <= v <= MAX_TOKEN:
                     fail("%s: line %d, item %d is %s, outside [0, %d]"
                          % (path, line_no, k + 1, word if len(word) <= 40 else word[:37] + "...", MAX_TOKEN),
@@ -108,19 +110,35 @@ def made_dirs(d):
     return out[::-1]
 
 
+class Stopped(Exception):
+    """SIGTERM (or SIGINT): the shards are removed as after an error."""
+
+
+def on_signal(sig, frame):
+    raise Stopped(sig)
+
+
 def write_shards(toks, prefix, shard_tokens):
     """The shards of toks under prefix, each written as NAME.tmp then renamed; on
-    an error every file and folder this run made is removed, and the error said."""
+    an error or a signal every file and folder this run made is removed, and
+    the reason said."""
     old = old_shards(prefix)
     if old:
         fail("%s already holds %d shard(s) of that prefix (%s%s): the new ones would mix with them under "
              "the deck's '%s_*.bin'" % (os.path.dirname(prefix) or ".", len(old), old[0],
                                         ", ..." if len(old) > 1 else "", prefix),
              "remove them first, or choose another output prefix")
+    others = sorted(glob.glob(glob.escape(prefix) + "_*.bin"))
+    if others:  # (another prefix that starts with this one's: book_v2 beside book)
+        sys.stderr.write("make_tokens.py: warning: the deck's path '%s_*.bin' also matches %s (%d file(s) of "
+                         "another prefix): choose prefixes that do not begin one another\n"
+                         % (prefix, others[0], len(others)))
     d = os.path.dirname(prefix)
     made = made_dirs(d) if d else []
     nshards = max(1, (len(toks) + shard_tokens - 1) // shard_tokens)
     names, tmp = [], None
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
     try:
         if d:
             os.makedirs(d, exist_ok=True)
@@ -132,8 +150,12 @@ def write_shards(toks, prefix, shard_tokens):
             header = [0] * HEADER_INTS
             header[0], header[1], header[2] = MAGIC, VERSION, len(part)
             name = "%s_%06d.bin" % (prefix, s)
+            try:
+                f = open(name + ".tmp", "xb")  # (a temporary of another process is never taken over, nor removed)
+            except FileExistsError:
+                raise OSError(errno.EEXIST, "another process writes to this prefix", name + ".tmp")
             tmp = name + ".tmp"
-            with open(tmp, "xb") as f:  # (a temporary of another process is never taken over)
+            with f:
                 f.write(struct.pack("<%di" % HEADER_INTS, *header))
                 f.write(part.tobytes())
                 f.flush()
@@ -141,7 +163,7 @@ def write_shards(toks, prefix, shard_tokens):
             os.replace(tmp, name)  # never leave a half-written shard under the final name
             tmp = None
             names.append(name)
-    except OSError as e:
+    except (OSError, Stopped, KeyboardInterrupt) as e:
         for n in names + ([tmp] if tmp else []):
             try:
                 os.remove(n)
@@ -152,9 +174,16 @@ def write_shards(toks, prefix, shard_tokens):
                 os.rmdir(m)
             except OSError:
                 pass
+        if not isinstance(e, OSError):
+            sys.stderr.write("make_tokens.py: stopped by a signal: nothing of the shards of %s is left\n" % prefix)
+            sys.exit(130 if isinstance(e, KeyboardInterrupt) or e.args[0] == signal.SIGINT else 143)
         fail("writing the shards of %s failed: %s%s; nothing of them is left"
              % (prefix, e.strerror, " (%s)" % e.filename if e.filename else ""),
+             "give each run its own output prefix" if e.errno == errno.EEXIST else
              "free space there, or choose an output prefix in a writable folder")
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_DFL)
     return names
 
 
@@ -254,11 +283,13 @@ def run():
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except OSError as e:
-        if e.errno is not None and sys.stdout.closed is False:
-            sys.stderr.write("make_tokens.py: error: the output could not all be written to stdout: %s\n"
-                             % e.strerror)
+        if e.filename is None:  # (stdout's: the files' errors are said where they happen)
+            info_mode = "--info" in sys.argv[1:]
+            sys.stderr.write("make_tokens.py: %s: the output could not all be written to stdout: %s%s\n"
+                             % ("error" if info_mode else "warning", e.strerror,
+                                "" if info_mode else " (the shards are written)"))
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (no second error at exit)
-            return 1
+            return 1 if info_mode else 0
         raise
     return status
 

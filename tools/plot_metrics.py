@@ -124,8 +124,11 @@ def load(run, quantities):
         print(f"plot_metrics.py: warning: {path}: steps are not increasing", file=sys.stderr)
     if len(steps) == 0 and quantities:
         print(f"plot_metrics.py: warning: {path} has no rows yet (a run before its first flush)", file=sys.stderr)
-    for q, (_, v) in out.items():
-        if q not in ("accuracy", "eval_loss") and len(v) and not np.isfinite(v).any():
+    for q, series in out.items():
+        if q in ("accuracy", "eval_loss"):  # (a dict of tasks; the held-out loss, whose NaN is the loss's)
+            continue
+        v = series[1]
+        if len(v) and not np.isfinite(v).any():
             print(f"plot_metrics.py: warning: {path}: every {q} is NaN or Inf", file=sys.stderr)
     return out, available
 
@@ -178,8 +181,9 @@ def main():
     if not (0 < w < 1000 and 0 < h < 1000):
         ap.error(f"--size {args.size}: the width and height must be positive inches, e.g. 7x6.5")
     ext = os.path.splitext(args.output)[1].lower().lstrip(".")
-    if ext not in plt.gcf().canvas.get_supported_filetypes():
+    if ext and ext not in plt.gcf().canvas.get_supported_filetypes():
         ap.error(f"-o {args.output}: '{ext}' is not a format matplotlib writes; end the name in .png, .pdf or .svg")
+    fmt = ext or "png"  # (a name without an extension: PNG, under that name)
     plt.close("all")
 
     data, union = [], set()
@@ -239,9 +243,9 @@ def main():
     if args.title:
         fig.suptitle(args.title)
     fig.tight_layout()
-    tmp = args.output + ".tmp" + os.path.splitext(args.output)[1]  # (an earlier image is replaced whole or kept)
+    tmp = args.output + ".tmp"  # (an earlier image is replaced whole or kept)
     try:
-        fig.savefig(tmp, dpi=args.dpi)
+        fig.savefig(tmp, dpi=args.dpi, format=fmt)
         os.replace(tmp, args.output)
     except OSError as e:
         try:

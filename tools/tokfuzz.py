@@ -376,8 +376,10 @@ def main():
         p.error("--family %s: unknown; the families are %s" % (",".join(unknown), ",".join(FAMILIES)))
     if a.docs < 1:
         p.error("--docs %d: at least one document" % a.docs)
-    if not (os.path.isfile(a.triad) and os.access(a.triad, os.X_OK)):
+    found = a.triad if os.sep in a.triad else shutil.which(a.triad)  # (a bare name: on PATH)
+    if not (found and os.path.isfile(found) and os.access(found, os.X_OK)):
         p.error("--triad %s: no triad program there (build it, or name the built one)" % a.triad)
+    a.triad = found
     if a.dir and not os.path.isdir(os.path.dirname(os.path.abspath(a.dir))):
         p.error("--dir %s: its folder %s does not exist" % (a.dir, os.path.dirname(os.path.abspath(a.dir))))
     work = a.dir or tempfile.mkdtemp(prefix="tokfuzz.")
