@@ -66,8 +66,9 @@ static void usage(FILE *f)
             "DECK is a Fortran namelist (&model, &parallel, &train, &data, &io, &eval, &export, &tokenize, &sample,\n"
             "&diag); any key can be overridden on the command line, e.g. `triad input/demo.nml train.steps=100`.\n"
             "The number of ranks must equal tp * cp * dp * pp (dp = 0 in the deck takes the rest).\n"
-            "Exit status: 0 done, 1 error, 3 stopped cleanly with a checkpoint (requeue), 4 hung\n"
-            "(diag.hang_timeout; run_dir/hang.rank*.txt).\n"
+            "Exit status: 0 done, 1 error, 3 stopped cleanly (requeue: training by a signal, io.max_seconds or the\n"
+            "stop file, with a checkpoint; tokenize, eval and export by a signal, nothing of their output left),\n"
+            "4 hung (diag.hang_timeout; run_dir/hang.rank*.txt).\n"
             "Environment: TRIAD_ISA=generic|avx2|avx512|avx512bf16 forces a lower SIMD path (--version says which runs);\n"
             "TRIAD_GEMM=blas multiplies fp32 products with the BLAS instead of triad's kernels.\n"
             "Reference: docs/input.md; files: docs/formats.md.\n");
