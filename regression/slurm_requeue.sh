@@ -8,7 +8,11 @@
 # The loss series must be bitwise that of an uninterrupted run without Slurm,
 # with one metrics row per step.  A second job is stopped through the stop
 # file RUN_DIR/STOP: checkpoint, exit 3, no requeue.  A third is cancelled
-# (scancel: SIGTERM to everything): checkpoint, exit 3, no requeue.  SKIPs without
+# (scancel: SIGTERM to everything): checkpoint, exit 3, no requeue.  A
+# fourth is stopped, and its stop's checkpoint fails on rank 0 (a fault
+# shim): MPI_Abort's status 3 reaches the script through srun, which
+# requeues; the next run resumes from the earlier checkpoint.  Last, a hang
+# under srun ends with the watchdog's status 4.  SKIPs without
 # slurm-wlm and munge, or when not root (slurmd must run as root).  The
 # daemons are stopped and the scratch directory removed at exit, whatever
 # happened; every wait is bounded.  docs/slurm.md describes it.
@@ -339,8 +343,69 @@ stop3=$(sed -n 's/.*stopping at step \([0-9]*\) (signal).*/\1/p' "$log3" | head 
     "$PYTHON3" "$top_srcdir/tools/ckpt_info.py" --verify "$S/work/run3/ckpt_$stop3.h5" > "$S/info.out" 2>&1
 ok $? "scancel $job3: stopped at step ${stop3:-?} with a verified checkpoint, status 3, not requeued (Restarts=${restarts:-?})"
 
+# ---------------------------------------------------------------- job 4: a stop whose checkpoint fails
+# The stop's own checkpoint meets rank 0's failing writes (the shim of
+# io_errors.sh, given by a launcher of the test's to the first run only),
+# with an earlier good checkpoint: the ranks end through MPI_Abort with
+# status 3, which srun passes on; the script requeues, and the next run
+# resumes from the earlier checkpoint and finishes.
+shim=$S/eio_rank.so
+if ${CC:-cc} -shared -fPIC -o "$shim" "$top_srcdir/regression/faults/eio_rank.c" -ldl 2> "$S/cc.err"; then
+    log4=$S/work/abort3.out
+    args4="train.peak_gflops=100 io.checkpoint_every=$EVERY io.log_every=250"
+    # shellcheck disable=SC2086
+    timeout 300 $MPIEXEC -n $NP "$TRIAD" "$DECKS/tiny.nml" $args4 train.steps=$EVERY io.save_final=.true. io.run_dir="'$S/work/run4'" \
+        > "$S/run4.out" 2>&1
+    [ $? -eq 0 ] && [ -f "$S/work/run4/ckpt_$EVERY.h5" ]
+    ok $? "job 4's first $EVERY steps without Slurm: ckpt_$EVERY.h5, the earlier good checkpoint"
+    cat > "$S/fault_launch.sh" <<EOF
+#!/bin/sh
+# the first run only: rank 0's writes into a checkpoint fail
+if [ "\${SLURM_RESTART_COUNT:-0}" -eq 0 ]; then
+    export LD_PRELOAD=$shim TRIAD_FAULT_OPS=write TRIAD_FAULT_PATH=.h5.tmp TRIAD_FAULT_RANK=0 TRIAD_FAULT_MARK=$S/mark4
+fi
+exec srun --mpi=pmix --kill-on-bad-exit=1 "\$@"
+EOF
+    chmod +x "$S/fault_launch.sh"
+    # 20,000 steps: the signal surely comes before the end; no periodic
+    # checkpoint (its failure would be an error, status 1)
+    saved=$ARGS
+    ARGS="train.peak_gflops=100 io.log_every=250 train.steps=20000 io.checkpoint_every=0"
+    TRIAD_LAUNCH=$S/fault_launch.sh
+    export TRIAD_LAUNCH
+    job4=$(submit abort3 "$S/work/run4")
+    unset TRIAD_LAUNCH
+    ARGS=$saved
+    jobs="$jobs $job4"
+    wait_for 120 grep -q "restarted from .*ckpt_$EVERY.h5" "$log4" && timeout 10 scancel --signal=USR1 --batch "$job4"
+    wait_for 240 job_ended "$job4"
+    state=$(job_field "$job4" JobState); exitcode=$(job_field "$job4" ExitCode); restarts=$(job_field "$job4" Restarts)
+    grep "^===\|^error\|newest good\|restarted from" "$log4" | diag
+    [ -f "$S/mark4" ] && grep -q "^error: checkpoint at step [0-9]* failed: rank 0: writing" "$log4" &&
+        grep -q "the newest good one is $S/work/run4/ckpt_$EVERY.h5, which a requeued job resumes from (status 3)" "$log4" &&
+        grep -q "^=== triad exited with status 3" "$log4" && grep -q "requeueing job $job4" "$log4"
+    ok $? "a stop whose checkpoint fails on rank 0 (with ckpt_$EVERY.h5 before it): MPI_Abort's status 3 through srun, the job requeued"
+    [ "$(grep -c "restarted from .*ckpt_$EVERY.h5 at step $EVERY" "$log4")" -eq 2 ] &&
+        [ "$(grep -c '^=== triad exited with status 0' "$log4")" -eq 1 ] &&
+        [ "$state" = COMPLETED ] && [ "$exitcode" = "0:0" ] && [ "$restarts" = 1 ]
+    ok $? "the requeued run resumed from ckpt_$EVERY.h5 and finished (${state:-?} ${exitcode:-?}, Restarts=${restarts:-?})"
+
+    # A hang (rank 0's writes failing inside HDF5's layout of a background
+    # checkpoint, io_errors.sh's case 6): the watchdog's status 4 through srun.
+    LD_PRELOAD=$shim TRIAD_FAULT_OPS=write TRIAD_FAULT_PATH=.h5.tmp TRIAD_FAULT_RANK=0 \
+        timeout 120 srun --mpi=pmix --kill-on-bad-exit=1 -n $NP "$TRIAD" "$DECKS/tiny.nml" train.steps=20 \
+        io.checkpoint_every=10 io.async_checkpoint=.true. diag.hang_timeout=5 io.run_dir="'$S/work/hang'" \
+        > "$S/hang.out" 2>&1
+    st=$?
+    grep "^error\|hint\|srun: error" "$S/hang.out" | diag
+    [ $st -eq 4 ] && [ -f "$S/work/hang/hang.rank00000.txt" ]
+    ok $? "a hang under srun: the watchdog's status 4 (got $st; 124 is a hang), each rank's report written"
+else
+    skip "cannot build the LD_PRELOAD shim ($(head -n 1 "$S/cc.err"))"
+fi
+
 if [ "$tap_failed" -ne 0 ]; then
-    { for f in "$log" "$log2" "$log3"; do echo "--- $f"; cat "$f"; done
+    { for f in "$log" "$log2" "$log3" "${log4:-}"; do echo "--- $f"; cat "$f"; done
       echo "--- slurmctld.log"; tail -30 "$S/log/slurmctld.log"; } 2>&1 | diag
 fi
 done_testing
