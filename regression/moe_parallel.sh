@@ -4,7 +4,8 @@
 # norm and load-balancing loss) on dp 4, under tp 2 + SP, under pp 2, with
 # cp 2 (and cp alone against one rank), and on
 # tp 2 x ep 2 x dp 2 x pp 2 (8 ranks);
-# a checkpoint restarted across ep; a forced imbalance (a router of zeros
+# a checkpoint restarted across ep, one of another mixture refused (its
+# dense layers, router, top-k, shared gate or norm epsilon); a forced imbalance (a router of zeros
 # sends every token to experts 0 and 1, on one ep rank: the other's get no
 # rows, the capacity drops half); and every feature bitwise equal to its
 # plain run: pp 2 under 1f1b, interleaved, zb-h1, zb-h2 and zbv (and zb-h1 with
@@ -15,7 +16,8 @@
 # their own replicas), on the 8-rank grid too, and their checkpoints
 # restarted on other ep and ZeRO stages; ep 4 without shared experts;
 # leading dense blocks under ep and ZeRO-2/3, restarted on pp 2, and on the
-# 8-rank grid with a stage of dense blocks alone; the hang watchdog naming
+# 8-rank grid with a stage of dense blocks alone; triad eval's held-out
+# loss with a capacity the training's (its micro-batch); the hang watchdog naming
 # an ep all-to-all.
 . "$(dirname "$0")/lib.sh"
 
@@ -114,6 +116,27 @@ run part-ep2 4 parallel.dp=4 parallel.ep=2 train.steps=4 io.checkpoint_every=2 &
     run part-ep1 4 parallel.dp=4 io.restart="'$scratch/part-ep1/ckpt_2.h5'"
 close part-ep4 ep1 1e-6 "ep 2's step-2 checkpoint restarted on ep 4"
 close part-ep1 ep1 1e-6 "ep 2's step-2 checkpoint restarted on ep 1"
+
+# --- a restart or init_from of another mixture is refused before a tensor
+# is read, the key named (these read fine as tensors: the leading dense
+# block's MLP has the shared expert's shape; the others change no shape)
+for change in "model.moe_dense_layers=1 model.ffn_hidden=24|moe_dense_layers = 1 here, 0 in the checkpoint" \
+    "model.moe_router='sigmoid'|moe_router = 'sigmoid' here, 'softmax' in the checkpoint" \
+    "model.moe_norm_topk=.false.|moe_norm_topk = .false. here, .true. in the checkpoint" \
+    "model.moe_shared_gate=.false.|moe_shared_gate = .false. here, .true. in the checkpoint" \
+    "model.norm_eps=1e-3|norm_eps = 0.001 here, 1e-05 in the checkpoint"; do
+    keys=${change%%|*} said=${change#*|}
+    for how in restart init_from; do
+        rm -rf "$scratch/other"
+        # shellcheck disable=SC2086
+        triad_run 1 "$deck" $keys io.$how="'$scratch/part-ep2/ckpt_2.h5'" io.run_dir="'$scratch/other'"
+        st=$?
+        grep "^error" "$scratch/last.out" | diag
+        [ $st -eq 1 ] && grep -q "the checkpoint holds another model (&model: $said)" "$scratch/last.out" &&
+            [ ! -e "$scratch/other/metrics.h5" ]
+        ok $? "io.$how of the mixture's checkpoint with $keys: refused (status $st), '$said' named, nothing written"
+    done
+done
 
 # --- a forced imbalance: the router of zeros gives every expert the same
 # score, and the first two (on ep rank 0) win every token
@@ -222,6 +245,34 @@ run dl2-ref 1 $dense &&
     run dl2-grid 8 parallel.tp=2 parallel.sequence_parallel=.true. parallel.pp=2 parallel.dp=2 parallel.ep=2 \
         parallel.zero_stage=3 train.threads=1 $dense
 close dl2-grid dl2-ref 1e-6 "2 leading dense blocks, the first stage dense alone: ZeRO-3 on tp 2 + SP x ep 2 x dp 2 x pp 2"
+
+# --- the capacity's held-out loss: per micro-batch, so triad eval keeps the
+# training's micro-batch (2 sequences) and gives its evaluation bitwise, on
+# one rank and on dp 2 (2 a replica); where it does not divide (dp 2 of a
+# batch of 2) a note says whose micro-batches the loss is of
+"$PYTHON3" -c "import random, sys
+r = random.Random(5)
+for name, n in (('train', 6000), ('val', 2000)):
+    open(sys.argv[1] + '/' + name + '.txt', 'w').write(''.join(r.choice('abcdefgh \n') for _ in range(n)))" "$scratch"
+text="model.vocab_size=256 data.kind='text' data.path='$scratch/train.txt' data.val_path='$scratch/val.txt'"
+# shellcheck disable=SC2086
+run cap 1 $text train.moe_capacity=0.5 train.micro_batch_size=2 train.eval_every=4 train.eval_batches=2
+same_eval() { # same_eval WHAT NP ARGS...: triad eval's held-out loss is the training's last, bitwise
+    what=$1 np=$2
+    shift 2
+    triad_run "$np" eval "$scratch/cap/ckpt_4.h5" "$@"
+    st=$?
+    loss=$(sed -n 's/^held-out .*: loss \([0-9.]*\) .*/\1/p' "$scratch/last.out")
+    grep "^held-out\|micro-batch" "$scratch/last.out" | diag
+    [ $st -eq 0 ] && "$PYTHON3" -c "import h5py, sys
+sys.exit('%.9f' % h5py.File(sys.argv[1], 'r')['eval/loss'][-1] != sys.argv[2])" "$scratch/cap/metrics.h5" "$loss"
+    ok $? "moe_capacity 0.5, micro-batches of 2: triad eval $what gives the training's held-out loss bitwise ($loss)"
+}
+same_eval "on 1 rank" 1
+same_eval "on dp 2" 2
+triad_run 2 eval "$scratch/cap/ckpt_4.h5" train.batch_size=2
+[ $? -eq 0 ] && grep -q "^note: .*the training's micro-batch of 2 sequences does not divide this grid's 1 a replica: with moe_capacity = 0.5 the held-out loss is that of micro-batches of 1 (set train.micro_batch_size to choose)" "$scratch/last.out"
+ok $? "... and on dp 2 of a batch of 2, a note: the loss is that of micro-batches of 1"
 
 # --- the hang watchdog names the all-to-all: rank 0 sleeps 8 s before its
 # step, so rank 1 waits for it in its first mixture layer's exchange

@@ -43,6 +43,7 @@ static int eval_deck(struct config *cfg, const char *ckpt, int noverride, char *
                                          "parallel.schedule_file=''", "parallel.sequence_parallel=.false.",
                                          "parallel.zero_stage=0", "train.micro_batch_size=0",
                                          CONFIG_TRAINING_AIDS_OFF};
+    int64_t trained_mb = cfg->train.micro_batch_size;
     struct deck_error de;
     memset(&de, 0, sizeof de);
     for (size_t i = 0; i < sizeof layout / sizeof layout[0]; i++) config_override(cfg, layout[i], &de);
@@ -51,6 +52,21 @@ static int eval_deck(struct config *cfg, const char *ckpt, int noverride, char *
     if (rc != 0) {
         config_error_print(stderr, &de);
         return -1;
+    }
+    /* A mixture's capacity is per micro-batch (docs/moe.md): the training's
+     * micro-batch, where it divides this grid's share of the batch and the
+     * overrides leave it, gives the held-out loss training computed on its
+     * grid.  (Without a capacity the loss is the same at any micro-batch.) */
+    if (cfg->model.n_expert > 0 && cfg->train.moe_capacity > 0 && cfg->train.micro_batch_size == 0 &&
+        trained_mb > 0) {
+        int64_t dp = shape_dp(cfg, world);
+        if (dp > 0 && cfg->train.batch_size % (dp * trained_mb) == 0) cfg->train.micro_batch_size = trained_mb;
+        else
+            fprintf(stderr, "note: triad eval %s: the training's micro-batch of %lld sequences does not divide this "
+                    "grid's %lld a replica: with moe_capacity = %g the held-out loss is that of micro-batches of "
+                    "%lld (set train.micro_batch_size to choose)\n", ckpt, (long long)trained_mb,
+                    (long long)(dp > 0 ? cfg->train.batch_size / dp : 0), cfg->train.moe_capacity,
+                    (long long)(dp > 0 ? cfg->train.batch_size / dp : 0));
     }
     if (cfg->parallel.zero_stage != 0) {
         fprintf(stderr, "error: triad eval: parallel.zero_stage = %lld, but an evaluation has no optimizer state or "

@@ -196,8 +196,8 @@ static void rotary_keys(char *list, size_t len, const struct model_dims *d, cons
 }
 
 /* A restart or init_from must describe the same model: the stored deck's
- * shape keys against this run's (a restart's rotary keys too), every
- * mismatch listed, before any tensor is read.  Files from elsewhere carry
+ * &model keys against this run's (the rotary keys on a restart only),
+ * every mismatch listed, before any tensor is read.  Files from elsewhere carry
  * no deck and are checked by shape. */
 static int check_model_keys(hid_t f, const char *path, const struct model_dims *d, int restart, char *err,
                             size_t errlen)
@@ -222,29 +222,52 @@ static int check_model_keys(hid_t f, const char *path, const struct model_dims *
     /* the derived sizes only where the key they follow from agrees (n_head, d_model) */
     int kv = d->NH == c.model.n_head, ffn = d->C == c.model.d_model;
     int64_t F = fam.E ? fam.Fs : fam.F; /* (a mixture's d->F: its shared experts') */
-    struct { const char *name; int64_t here, there; } k[] = { /* (the last three before the mixture's: logicals) */
-        {"n_layer", d->L, c.model.n_layer},   {"n_head", d->NH, c.model.n_head},
-        {"d_model", d->C, c.model.d_model},   {"seq_len", d->T, c.model.seq_len},
-        {"vocab_size", d->V, c.model.vocab_size}, {"n_kv_head", kv ? d->NKV : 0, kv ? fam.NKV : 0},
-        {d->E ? "n_shared_expert x moe_ffn_hidden" : "ffn_hidden", ffn ? d->F : 0, ffn ? F : 0},
-        {"tie_embeddings", d->tied, fam.tied}, {"qkv_bias", d->qkv_bias, fam.qkv_bias},
-        {"n_expert", d->E, fam.E}, {"n_expert_active", d->K, fam.K}, {"moe_ffn_hidden", d->Fe, fam.Fe},
+    /* a mixture's keys where both are mixtures; the shared experts' gate where both have them */
+    int moe = d->E && fam.E, gate = moe && d->F && fam.Fs, dense = moe && d->Ld && d->Ld == fam.Ld;
+    enum { NUM, LOGICAL, ROUTER };
+    static const char *const logical[] = {".false.", ".true."}, *const router[] = {"softmax", "sigmoid"};
+    struct { const char *name; int64_t here, there; int kind; } k[] = {
+        {"n_layer", d->L, c.model.n_layer, NUM},   {"n_head", d->NH, c.model.n_head, NUM},
+        {"d_model", d->C, c.model.d_model, NUM},   {"seq_len", d->T, c.model.seq_len, NUM},
+        {"vocab_size", d->V, c.model.vocab_size, NUM}, {"n_kv_head", kv ? d->NKV : 0, kv ? fam.NKV : 0, NUM},
+        {d->E ? "n_shared_expert x moe_ffn_hidden" : "ffn_hidden", ffn ? d->F : 0, ffn ? F : 0, NUM},
+        {"tie_embeddings", d->tied, fam.tied, LOGICAL}, {"qkv_bias", d->qkv_bias, fam.qkv_bias, LOGICAL},
+        {"n_expert", d->E, fam.E, NUM}, {"n_expert_active", d->K, fam.K, NUM}, {"moe_ffn_hidden", d->Fe, fam.Fe, NUM},
+        {"moe_dense_layers", moe ? d->Ld : 0, moe ? fam.Ld : 0, NUM},
+        {"ffn_hidden (of the dense layers)", dense && ffn ? d->Fd : 0, dense && ffn ? fam.F : 0, NUM},
+        {"moe_router", moe ? d->sigmoid_router : 0, moe ? c.model.moe_router_id == MODEL_MOE_ROUTER_sigmoid : 0,
+         ROUTER},
+        {"moe_norm_topk", moe ? d->norm_topk : 0, moe ? c.model.moe_norm_topk != 0 : 0, LOGICAL},
+        {"moe_shared_gate", gate ? d->shared_gate : 0, gate ? c.model.moe_shared_gate != 0 : 0, LOGICAL},
     };
     char list[1024] = "";
     if (d->llama != fam.llama)
         snprintf(list, sizeof list, "arch = '%s' here, '%s' in the checkpoint", d->llama ? "llama" : "gpt2",
                  c.model.arch);
-    static const char *const logical[] = {".false.", ".true."};
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         if (k[i].here == k[i].there) continue;
         char *at = list + strlen(list);
         size_t room = sizeof list - strlen(list);
-        if (!strcmp(k[i].name, "tie_embeddings") || !strcmp(k[i].name, "qkv_bias"))
-            snprintf(at, room, "%s%s = %s here, %s in the checkpoint", list[0] ? "; " : "", k[i].name,
-                     logical[k[i].here != 0], logical[k[i].there != 0]);
+        const char *const *word = k[i].kind == LOGICAL ? logical : router;
+        if (k[i].kind != NUM)
+            snprintf(at, room, "%s%s = %s%s%s here, %s%s%s in the checkpoint", list[0] ? "; " : "", k[i].name,
+                     k[i].kind == ROUTER ? "'" : "", word[k[i].here != 0], k[i].kind == ROUTER ? "'" : "",
+                     k[i].kind == ROUTER ? "'" : "", word[k[i].there != 0], k[i].kind == ROUTER ? "'" : "");
         else
             snprintf(at, room, "%s%s = %lld here, %lld in the checkpoint", list[0] ? "; " : "", k[i].name,
                      (long long)k[i].here, (long long)k[i].there);
+    }
+    /* the norms' epsilon, as the model holds it (a float) */
+    if (d->eps != (float)c.model.norm_eps) {
+        char here[32], there[32];
+        snprintf(here, sizeof here, "%g", (double)d->eps);
+        snprintf(there, sizeof there, "%g", c.model.norm_eps);
+        if (!strcmp(here, there)) {
+            snprintf(here, sizeof here, "%.9g", (double)d->eps);
+            snprintf(there, sizeof there, "%.9g", (double)(float)c.model.norm_eps);
+        }
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%snorm_eps = %s here, %s in the checkpoint",
+                 list[0] ? "; " : "", here, there);
     }
     if (restart && d->llama && fam.llama) rotary_keys(list, sizeof list, d, &c);
     if (!list[0]) return 0;
