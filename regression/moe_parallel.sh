@@ -246,6 +246,14 @@ run dl2-ref 1 $dense &&
         parallel.zero_stage=3 train.threads=1 $dense
 close dl2-grid dl2-ref 1e-6 "2 leading dense blocks, the first stage dense alone: ZeRO-3 on tp 2 + SP x ep 2 x dp 2 x pp 2"
 
+# --- an overflow injected on ep rank 1 (diag.inject_overflow_step) goes into
+# a gradient its norm counts (an expert's; it took wte, which ep rank 0
+# counts), so every rank skips the step
+run ovf-ep 2 parallel.dp=2 parallel.ep=2 train.precision="'fp16'" diag.inject_overflow_step=2 diag.inject_rank=1
+[ $? -eq 0 ] && grep -q "step 2: gradients not finite (first on world rank 1): update skipped on every rank" \
+    "$scratch/last.out"
+ok $? "fp16 on ep 2: an overflow injected on ep rank 1 skips step 2 on every rank"
+
 # --- the capacity's held-out loss: per micro-batch, so triad eval keeps the
 # training's micro-batch (2 sequences) and gives its evaluation bitwise, on
 # one rank and on dp 2 (2 a replica); where it does not divide (dp 2 of a

@@ -54,6 +54,16 @@ out=$(metric loss "$scratch/ovf" | sed -n 6p)
 awk "BEGIN { exit !($out < 1e30) }"
 ok $? "the loss of the skipped step is still the finite forward loss ($out)"
 
+# ... and on tp rank 1 of the last stage (tp 2 x pp 2): the gradient it is put into is one its norm counts (it
+# took the first on the rank, the tied wte's copy or a replicated norm, which tp rank 0 and the first stage count)
+triad_run 4 "$deck" train.precision="'fp16'" parallel.tp=2 parallel.pp=2 train.steps=6 train.loss_scale_hysteresis=1 \
+    diag.inject_overflow_step=3 diag.inject_rank=3 diag.check_every=1 io.run_dir="'$scratch/ovf-pp'"
+st=$?
+grep "^error\|not finite" "$scratch/last.out" | diag
+[ $st -eq 0 ] && grep -q "step 3: gradients not finite (first on world rank 3): update skipped on every rank" \
+    "$scratch/last.out" && [ "$(metric skipped "$scratch/ovf-pp" | tr '\n' ' ')" = "0.0 0.0 1.0 0.0 0.0 0.0 " ]
+ok $? "fp16 on tp 2 x pp 2 with an overflow injected on world rank 3 (tp rank 1, last stage): step 3 skipped everywhere (status $st)"
+
 # fp16 under ZeRO-2: an overflow injected into one rank's gradient slice is skipped by all
 triad_run 4 "$deck" model.n_layer=4 train.steps=20 train.micro_batch_size=2 parallel.zero_stage=2 \
     train.precision="'fp16'" train.loss_scale_hysteresis=1 diag.inject_overflow_step=4 diag.inject_rank=2 \

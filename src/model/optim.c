@@ -210,6 +210,19 @@ static double range_sumsq(const struct optim *o, const struct model *m, size_t a
     return optim_slice_part(o, a, n, &lo, &hi, &s) ? o->k->sumsq(o->prec, o->gshard + s, hi - lo) : 0.0;
 }
 
+/* Does this rank count tensor i's gradient in the norm (and its non-finite
+ * check)?  A replicated tensor is counted on tp rank 0 only, the tied wte
+ * on the first stage only; under expert parallelism without ZeRO the
+ * others than the experts on ep rank 0 only (the experts on theirs; with
+ * ZeRO each rank counts its shares, summed over all dp * cp). */
+static int counted(const struct optim *o, const struct model *m, enum param_id i)
+{
+    const struct model_dims *d = &m->d;
+    const struct param_info *pi = &param_table[i];
+    return param_present(d, i) && m->size[i] > 0 && (pi->shard != SHARD_NONE || d->tp_rank == 0) &&
+           (pi->expert || d->ep_rank == 0 || o->zero_stage) && (i != P_WTE || model_has_embedding(d));
+}
+
 /* The squared norm of every logical tensor (one entry per tensor and layer)
  * meets in one vector and is summed in a fixed order, so the norm is the
  * same bit for bit however the layers are spread over pipeline stages. */
@@ -227,15 +240,10 @@ double optim_grad_norm(const struct optim *o, const struct model *m, struct comm
     for (int i = 0; i < NUM_PARAMS; i++) {
         const struct param_info *pi = &param_table[i];
         if (!param_present(d, (enum param_id)i)) continue;
-        /* a replicated tensor is counted on tp rank 0 only, the tied wte on
-         * the first stage only; under expert parallelism without ZeRO the
-         * others than the experts on ep rank 0 only (the experts on theirs;
-         * with ZeRO each rank counts its shares, summed over all dp * cp) */
-        int counts = (pi->shard != SHARD_NONE || d->tp_rank == 0) && m->size[i] > 0 &&
-                     (pi->expert || d->ep_rank == 0 || o->zero_stage);
+        int counts = counted(o, m, (enum param_id)i);
         size_t at = m->at[i];
         if (!pi->per_layer) {
-            if (counts && (i != P_WTE || model_has_embedding(d))) e[g] = range_sumsq(o, m, at, m->size[i]);
+            if (counts) e[g] = range_sumsq(o, m, at, m->size[i]);
             g++;
             continue;
         }
@@ -310,7 +318,7 @@ float *optim_some_grad(struct optim *o, struct model *m)
 {
     for (int i = 0; i < NUM_PARAMS; i++) {
         size_t lo, hi, s, at = m->at[i];
-        if (m->size[i] && optim_slice_part(o, at, m->size[i], &lo, &hi, &s))
+        if (counted(o, m, (enum param_id)i) && optim_slice_part(o, at, m->size[i], &lo, &hi, &s))
             return (o->zero_stage ? o->gshard : m->grads_mem) + s;
     }
     return NULL;

@@ -99,7 +99,7 @@ static inline int optim_slice_part(const struct optim *o, size_t a, size_t n, si
 
 /* Divide the reduced gradients by the loss scale (times inv). */
 void optim_unscale(struct optim *o, struct model *m, float inv);
-/* One gradient element this rank's update reads (testing aid: an injected
+/* One gradient element this rank's update reads and its norm counts (testing aid: an injected
  * overflow; a device address where the model lives on one). */
 float *optim_some_grad(struct optim *o, struct model *m);
 
