@@ -381,6 +381,23 @@ else
     skip "Llama 2's tokenizer.json or Hugging Face's tokenizers (npm) are not installed in $NPM"
 fi
 
+# a training run reads its tasks and its tokenizer before it touches its run directory: a bad one leaves the
+# earlier run's output where it was (it had been moved to superseded.1/, or a restart's later checkpoint to
+# abandoned.1/, before the error)
+cp -r "$scratch/mc" "$scratch/keep"
+before=$(cd "$scratch/keep" && ls -R | md5sum)
+for case in "io.overwrite=.true. train.mc_eval_every=2 eval.tasks='$scratch/hs_typo.bin'|hs_typo.bin: cannot open it" \
+    "io.overwrite=.true. data.tokenizer='$scratch/none.json'|data.tokenizer = '$scratch/none.json' is no tokenizer" \
+    "io.restart='$scratch/keep/ckpt_3.h5' train.mc_eval_every=2 eval.tasks='$scratch/hs_typo.bin'|hint: eval.tasks names .*hs_typo.bin for task hs_typo"; do
+    keys=${case%%|*} said=${case#*|}
+    # shellcheck disable=SC2086
+    triad_run 1 "$scratch/llama.nml" io.checkpoint_every=3 $keys io.run_dir="'$scratch/keep'"
+    st=$?
+    grep -A1 "^error" "$scratch/last.out" | diag
+    [ $st -eq 1 ] && grep -q "$said" "$scratch/last.out" && [ "$(cd "$scratch/keep" && ls -R | md5sum)" = "$before" ]
+    ok $? "a training run with $keys: refused (status $st) before its run directory is touched"
+done
+
 # bad inputs: refused (status 1) with the file, the example and the fix
 bad() { # bad WHAT MESSAGE FILE [overrides]: triad eval with the task FILE
     what=$1 msg=$2 file=$3

@@ -277,7 +277,7 @@ static int tasks(const struct config *cfg, const char *ckpt, const struct run_sh
                  struct model *m, struct comm *c)
 {
     struct mc_eval mc;
-    mc_eval_init(&mc, cfg, ckpt, s, g, m->d.V, m->d.T);
+    mc_eval_init(&mc, cfg, ckpt, NULL, s, g, m->d.V, m->d.T);
     struct scores sc;
     char msg[2 * CONFIG_STRLEN + 256] = "";
     const char *hint = "";

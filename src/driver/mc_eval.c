@@ -56,8 +56,8 @@ static int check_name(const char *name, const char *path, char *err, size_t errl
 }
 
 /* Rank 0: every task of eval.tasks read into e.  0, or -1 with err. */
-static int read_tasks(struct mc_eval *e, const struct config *cfg, const char *ckpt, int V, int T, char *err,
-                      size_t errlen)
+static int read_tasks(struct mc_eval *e, const struct config *cfg, const char *ckpt, struct tokenizer *run_tok, int V,
+                      int T, char *err, size_t errlen)
 {
     char name[MC_NAME], path[CONFIG_STRLEN];
     int n = task_entry(cfg->eval.tasks, -1, name, path, sizeof path, err, errlen);
@@ -66,7 +66,7 @@ static int read_tasks(struct mc_eval *e, const struct config *cfg, const char *c
     e->task = xcalloc((size_t)n, sizeof *e->task);
     e->name = xcalloc((size_t)n, sizeof *e->name);
     struct tokenizer *tok = NULL;
-    int looked = 0, rc = 0;
+    int looked = 0, rc = 0, own = ckpt || cfg->eval.tokenizer[0];
     for (int i = 0; rc == 0 && i < n; i++) {
         task_entry(cfg->eval.tasks, i, e->name[i], path, sizeof path, err, errlen);
         rc = check_name(e->name[i], path, err, errlen);
@@ -76,16 +76,19 @@ static int read_tasks(struct mc_eval *e, const struct config *cfg, const char *c
                             e->name[i]);
         if (rc == 0 && mc_task_is_jsonl(path) && !looked) { /* (the tokenizer once, where text needs it) */
             looked = 1;
-            tok = hf_open_tokenizer(cfg->eval.tokenizer, cfg, ckpt, V, err, errlen);
+            tok = own ? hf_open_tokenizer(cfg->eval.tokenizer, cfg, ckpt, V, err, errlen) : run_tok;
             if (!tok && err[0]) rc = -1;
         }
         if (rc == 0)
             rc = mc_task_read(&e->task[i], path, tok, V, data_text_is_bytes(cfg), T, cfg->eval.max_examples, err, errlen);
+        if (rc != 0 && !strstr(err, "hint: ")) /* (the file's own errors name it, not the key) */
+            snprintf(err + strlen(err), errlen - strlen(err), "\n  hint: eval.tasks names %s for task %s: check the "
+                     "path (eval.tasks = 'FILE' or 'NAME=FILE, ...')", path, e->name[i]);
         if (rc == 0)
             log_info("read task %s: %lld examples, %lld choices, from %s\n", e->name[i], (long long)e->task[i].n,
                      (long long)e->task[i].rows, path);
     }
-    tok_close(tok);
+    if (own) tok_close(tok);
     return rc;
 }
 
@@ -119,13 +122,13 @@ static void send_tasks(struct mc_eval *e, const struct grid *g)
     }
 }
 
-void mc_eval_init(struct mc_eval *e, const struct config *cfg, const char *ckpt, const struct run_shape *s,
-                  const struct grid *g, int V, int T)
+void mc_eval_init(struct mc_eval *e, const struct config *cfg, const char *ckpt, struct tokenizer *run_tok,
+                  const struct run_shape *s, const struct grid *g, int V, int T)
 {
     memset(e, 0, sizeof *e);
     if (!cfg->eval.tasks[0]) return;
     char err[4096] = "";
-    int bad = g->rank == 0 && read_tasks(e, cfg, ckpt, V, T, err, sizeof err) != 0;
+    int bad = g->rank == 0 && read_tasks(e, cfg, ckpt, run_tok, V, T, err, sizeof err) != 0;
     if (mpi_agree_error(g->world_comm, bad, err, sizeof err) != 0) {
         if (g->rank == 0) fprintf(stderr, "error: %s\n", err);
         exit_all(EXIT_ERROR);

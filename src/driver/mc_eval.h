@@ -48,10 +48,11 @@ struct mc_eval {
 
 /* Collective: read the tasks of eval.tasks (rank 0, a JSON Lines task
  * through eval.tokenizer's tokenizer: the model's, ckpt's or with ckpt
- * NULL the run's), for a model of V ids and seq_len T, and send them to
- * every rank.  Errors agreed, printed once, status 1.  Nothing (ntask = 0)
- * without tasks. */
-void mc_eval_init(struct mc_eval *e, const struct config *cfg, const char *ckpt, const struct run_shape *s,
+ * NULL run_tok, the run's, which rank 0 has opened: hf_run_tokenizer), for
+ * a model of V ids and seq_len T, and send them to every rank.  Errors
+ * agreed, printed once, status 1.  Nothing (ntask = 0) without tasks. */
+void mc_eval_init(struct mc_eval *e, const struct config *cfg, const char *ckpt, struct tokenizer *run_tok,
+                  const struct run_shape *s,
                   const struct grid *g, int V, int T);
 /* Collective: score every task (e->score); rank 0 writes each choice's
  * line to scores where it is not NULL (eval.scores).  0, or 1 where the

@@ -195,7 +195,6 @@ static void setup(struct run *r)
     train_open_run_dir(r);
     open_data(r);
     train_initial_state(r);
-    if (cfg->train.mc_eval_every > 0) mc_eval_init(&r->mc, cfg, NULL, s, g, d.V, d.T); /* (the run's tokenizer is in) */
 
     mfu_reference(r, k, d.prec);
 

@@ -807,15 +807,34 @@ int hf_check_resumed_tokenizer(const struct config *cfg, const char *ckpt, int h
     return rc < 0 || same <= 0 ? -1 : 0;
 }
 
+/* data.tokenizer names no tokenizer (where a run's copy does not stand
+ * in for it): -1 with err, else 0. */
+static int named_tokenizer_missing(const struct config *cfg, const char *resumed, int here, char *err, size_t errlen)
+{
+    if (!cfg->data.tokenizer[0] || is_tokenizer(cfg->data.tokenizer)) return 0;
+    if (resumed && here && is_tokenizer(cfg->io.run_dir)) return 0; /* (gone since: the run's copy stands in) */
+    return errorf(err, errlen, "data.tokenizer = '%s' is no tokenizer: name a tokenizer.json, or a folder with one",
+                  cfg->data.tokenizer);
+}
+
+struct tokenizer *hf_run_tokenizer(const struct config *cfg, int V, const char *resumed, int here, char *err,
+                                   size_t errlen)
+{
+    char src[4096];
+    err[0] = 0;
+    if (named_tokenizer_missing(cfg, resumed, here, err, errlen)) return NULL;
+    if (resumed) return hf_model_tokenizer(cfg, resumed, V, err, errlen); /* (the run's copy: the one kept) */
+    if (hf_tokenizer_of(cfg, NULL, src, sizeof src)) return open_fitting(src, "the tokenizer", V, err, errlen);
+    const char *from = cfg->io.init_from;
+    return from[0] && weights_kind_of(from) == WEIGHTS_HDF5 ? hf_model_tokenizer(cfg, from, V, err, errlen) : NULL;
+}
+
 int hf_keep_tokenizer(const struct config *cfg, int V, const char *resumed, int here, char *err, size_t errlen)
 {
     const char *run_dir = cfg->io.run_dir;
     char src[4096];
-    if (cfg->data.tokenizer[0] && !is_tokenizer(cfg->data.tokenizer)) {
-        if (resumed && here && is_tokenizer(run_dir)) return 0; /* (gone since: the run's copy stands in) */
-        return errorf(err, errlen, "data.tokenizer = '%s' is no tokenizer: name a tokenizer.json, or a folder with one",
-                      cfg->data.tokenizer);
-    }
+    if (named_tokenizer_missing(cfg, resumed, here, err, errlen)) return -1;
+    if (cfg->data.tokenizer[0] && !is_tokenizer(cfg->data.tokenizer)) return 0; /* (the run's copy stands in) */
     int kept = 0, have = hf_tokenizer_of(cfg, NULL, src, sizeof src);
     /* A resumed run keeps the tokenizer it was trained with (checked against
      * data.tokenizer: hf_check_resumed_tokenizer): the copy in run_dir, or,
