@@ -88,6 +88,16 @@ first=$(metric skipped "$scratch/real" | head -1)
 last=$(metric loss_scale "$scratch/real" | tail -1)
 [ $st -eq 0 ] && [ "$first" = "1.0" ] && awk "BEGIN { exit !($last < 16777216) }"
 ok $? "loss_scale = 2^24 overflows fp16 for real: the first step is skipped, the scale falls to $last"
+
+# ... but at the smallest scale (loss_scale_min) nothing backs off: diag.nonfinite_steps = 3 such steps in a row
+# stop the run (it skipped every update to the end and wrote its checkpoint, status 0)
+triad_run 1 "$deck" train.precision="'fp16'" train.loss_scale=1e30 train.loss_scale_min=1e30 train.steps=20 \
+    io.run_dir="'$scratch/floor'"
+st=$?
+grep "^error\|hint" "$scratch/last.out" | diag
+[ $st -eq 1 ] && grep -q "^error: steps 1-3: the gradients were not finite at the smallest loss scale, train.loss_scale_min = 1e+30, 3 steps in a row" "$scratch/last.out" &&
+    grep -q "hint: lower train.loss_scale_min" "$scratch/last.out" && ! ls "$scratch/floor"/ckpt_*.h5 > /dev/null 2>&1
+ok $? "fp16 whose gradients overflow at loss_scale_min: stopped after 3 skipped steps in a row (status $st), no checkpoint"
 compare_runs "$scratch/real" "$scratch/fp16" 0.05 loss > /dev/null ||
     "$PYTHON3" -c "import h5py,sys; l=h5py.File(sys.argv[1]+'/metrics.h5')['metrics/loss'][:]; sys.exit(not l[-1] < l[0] - 0.1)" "$scratch/real"
 ok $? "and the run still learns"

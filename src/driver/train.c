@@ -330,6 +330,18 @@ static void train_step(struct run *r, struct step_metrics *sm)
                  (long long)r->step + 1, first_bad);
         if (isfinite(sm->grad_norm)) sm->grad_norm = INFINITY; /* this rank's groups summed only finite parts */
     }
+    /* fp16: gradients that overflow at the smallest scale cannot be helped by
+     * backing off; every update would be skipped to the end (a loss that is
+     * not finite is watch_nonfinite's) */
+    int floor = sm->skipped && r->scaler.dynamic && scale <= r->scaler.min_scale && isfinite(loss);
+    r->floor_streak = floor ? r->floor_streak + 1 : 0;
+    if (r->floor_streak >= cfg->diag.nonfinite_steps)
+        die_all("lower train.loss_scale_min (every gradient is multiplied by the scale), lower train.lr, or train in "
+                "bf16 (fp32's range); the checkpoints in io.run_dir are intact",
+                "steps %lld-%lld: the gradients were not finite at the smallest loss scale, train.loss_scale_min = %g, "
+                "%d steps in a row (diag.nonfinite_steps): fp16 cannot hold them, and every update was skipped",
+                (long long)r->step + 2 - r->floor_streak, (long long)r->step + 1, r->scaler.min_scale,
+                r->floor_streak);
     if (scaler_update(&r->scaler, sm->skipped))
         log_info("step %lld: loss scale %g -> %g\n", (long long)r->step + 1, scale, r->scaler.scale);
     timer_stop(&r->timers, T_OPTIMIZER);

@@ -44,6 +44,7 @@ struct run {
     struct ranks ranks;         /* the ranks' busy time per step, side by side (stragglers) */
     struct loss_scaler scaler;  /* fp16: the dynamic loss scale */
     int nonfinite_streak;       /* steps in a row whose loss was not finite */
+    int floor_streak;           /* fp16: steps in a row skipped at the smallest loss scale */
     struct trace trace;
     int64_t step;               /* optimizer steps done */
     double grad_ss;             /* this rank's share of the last step's squared gradient norm (the
