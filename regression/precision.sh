@@ -140,7 +140,8 @@ grep -q "First non-finite forward output: h.2/fc (world rank 2). Non-finite para
 ok $? "the message names the first non-finite output (h.2/fc) and the parameter (h.2/fc_w)"
 [ -f "$scratch/nan/ckpt_2.h5" ] && [ ! -f "$scratch/nan/ckpt_4.h5" ]
 ok $? "the checkpoint from before stays; none is written while the loss is not finite"
-triad_run 1 "$deck" diag.inject_nan_step=2 diag.inject_tensor="'h.7/fc_w'" io.run_dir="'$scratch/bad'"
-[ $? -ne 0 ] && grep -q "diag.inject_tensor = 'h.7/fc_w' names no parameter" "$scratch/last.out"
-ok $? "an unknown diag.inject_tensor is a clear error"
+triad_run 1 "$deck" diag.inject_nan_step=5 diag.inject_tensor="'h.7/fc_w'" io.checkpoint_every=2 io.run_dir="'$scratch/bad'"
+[ $? -eq 1 ] && grep -q "diag.inject_tensor = 'h.7/fc_w' names no parameter" "$scratch/last.out" &&
+    ! grep -q "^step " "$scratch/last.out" && ! ls "$scratch/bad"/ckpt_*.h5 > /dev/null 2>&1
+ok $? "an unknown diag.inject_tensor is a clear error at start-up (it trained to the step and wrote checkpoints first)"
 done_testing

@@ -155,7 +155,9 @@ void diag_report_nonfinite(const struct model *m, const struct grid *g, int64_t 
             found_par ? par : "none (all parameters are finite)");
 }
 
-void diag_inject_nan(struct model *m, const char *name)
+/* The parameter diag.inject_tensor names (its id, layer and expert, -1 where
+ * none), or the run ends with the names it takes.  Collective. */
+static int inject_target(const struct model *m, const char *name, int *layer_out, int *expert_out)
 {
     int layer = -1, expert = -1, id = -1, n = 0;
     const char *base = name;
@@ -170,6 +172,20 @@ void diag_inject_nan(struct model *m, const char *name)
         die_all("name a parameter as checkpoints do: wte, wpe, lnf_w, lnf_b, h.<layer>/<name> with layer < "
                 "n_layer (ln1_w, qkv_w, attproj_w, fc_w, fcproj_w, ...), or h.<layer>/expert.<e>/fc_w or fcproj_w",
                 "diag.inject_tensor = '%s' names no parameter of this model", name);
+    *layer_out = layer;
+    *expert_out = expert;
+    return id;
+}
+
+void diag_check_inject(const struct model *m, const char *name)
+{
+    int layer, expert;
+    inject_target(m, name, &layer, &expert);
+}
+
+void diag_inject_nan(struct model *m, const char *name)
+{
+    int layer, expert, id = inject_target(m, name, &layer, &expert);
     int g = expert >= 0 ? layer * m->d.E + expert : layer; /* (its logical slice) */
     int j = layer >= 0 ? param_slice_local(&m->d, (enum param_id)id, g) : 0;
     float *x = j >= 0 ? model_element(m, (enum param_id)id, j, 0) : NULL, nan = NAN;

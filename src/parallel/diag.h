@@ -30,6 +30,9 @@ void diag_report_nonfinite(const struct model *m, const struct grid *g, int64_t 
  * parameter `name` ("h.3/fc_w", "wte") to NaN where this rank holds it.
  * An unknown name stops the run.  Collective. */
 void diag_inject_nan(struct model *m, const char *name);
+/* At start-up: the run ends, as diag_inject_nan would at its step, where
+ * `name` is no parameter of the model.  Collective. */
+void diag_check_inject(const struct model *m, const char *name);
 
 /* Testing aid (diag.corrupt_rank): perturb one replicated parameter here. */
 void diag_corrupt(struct model *m);
