@@ -153,6 +153,26 @@ fails "$triad" check "$tmp/good.nml" train.steps=99999999999999999999
 expect_in_stderr "does not fit in 64 bits"
 report "an integer override that does not fit is an error"
 
+# A deck in a named pipe: read once its writer comes (1 s late here); without one, refused after 10 s (it
+# waited in open() for ever); a pipe as data.path is refused at once (the data is mapped)
+mkfifo "$tmp/fifo.nml"
+(sleep 1; cat "$tmp/good.nml" > "$tmp/fifo.nml") &
+"$triad" check "$tmp/fifo.nml" >"$tmp/out" 2>"$tmp/err" || problem "exit status $? with a writer"
+wait
+grep -q "^&model" "$tmp/out" || problem "no effective deck on stdout"
+report "a deck in a named pipe whose writer comes a second late is read"
+t0=$(date +%s)
+fails timeout 60 "$triad" check "$tmp/fifo.nml"
+expect_in_stderr "fifo.nml: error: a pipe that nothing wrote to in 10 s (no writer has it open): start its writer first, or name a regular file"
+report "a deck in a named pipe without a writer: refused after 10 s ($(( $(date +%s) - t0 )) s; 124 is a hang)"
+timeout 60 $MPIEXEC -n 1 "$triad" "$tmp/good.nml" data.kind="'text'" data.path="'$tmp/fifo.nml'" \
+    model.vocab_size=256 io.run_dir="'$tmp/fiforun'" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 1 ] || problem "exit status $rc, expected 1 (124: a hang)"
+expect_in_stderr "data file '$tmp/fifo.nml' is not a regular file"
+expect_in_stderr "hint: the data is read at any offset, as a mapping: name a regular file"
+report "data.path naming a named pipe: refused at once, not waited on"
+
 # The commands one process answers start no MPI without a launcher (main.c, one_process_command): an MPI
 # that cannot start (a pml that does not exist) stops a training run, not them (the launchers' variables
 # unset: the suite may itself run under one, in a batch job)

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 enum { STREAM_FIRST = 64 << 10 }; /* a pipe's first buffer, doubled as it fills */
+enum { FIFO_WAIT_S = 10 };         /* how long a pipe may keep its first byte (or its end) */
 
 static int reason(int e, char *why, size_t whylen, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int reason(int e, char *why, size_t whylen, const char *fmt, ...)
@@ -38,15 +40,34 @@ int file_read_all(const char *path, size_t max, const char *what, char **text, s
     *text = NULL;
     *len = 0;
     char lim[40];
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    /* (O_NONBLOCK: a FIFO without a writer opens at once, and is waited on below for a bounded time) */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
         int e = errno;
         return reason(e, why, whylen, "cannot open it (%s)", strerror(e));
     }
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0) {
+    if (fstat(fd, &sb) != 0) {
         int e = errno;
-        fclose(f);
+        close(fd);
+        return reason(e, why, whylen, "cannot read it (%s)", strerror(e));
+    }
+    if (S_ISFIFO(sb.st_mode)) { /* a named pipe, or a shell's <(...): its first bytes (or its end) within a while */
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int ready = poll(&p, 1, FIFO_WAIT_S * 1000);
+        if (ready <= 0) {
+            int e = ready < 0 ? errno : ETIMEDOUT;
+            close(fd);
+            return ready < 0 ? reason(e, why, whylen, "cannot read it (%s)", strerror(e))
+                             : reason(e, why, whylen, "a pipe that nothing wrote to in %d s (no writer has it open): "
+                                      "start its writer first, or name a regular file", FIFO_WAIT_S);
+        }
+    }
+    int flags = fcntl(fd, F_GETFL);
+    FILE *f = flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0 ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
         return reason(e, why, whylen, "cannot read it (%s)", strerror(e));
     }
     if (S_ISDIR(sb.st_mode)) {

@@ -336,7 +336,7 @@ static void dir_of(const char *pattern, char *dir, size_t len)
 /* Map one file read-only.  0, or -1 with *err filled. */
 int data_map_file(struct shard *s, const char *path, struct deck_error *err)
 {
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_NONBLOCK); /* (a FIFO without a writer: refused below, not waited on) */
     if (fd < 0) {
         int e = errno;
         data_fail(err, path, e == EACCES ? "check the file's permissions" : "check data.path in &data",
@@ -353,7 +353,10 @@ int data_map_file(struct shard *s, const char *path, struct deck_error *err)
     if (!S_ISREG(st.st_mode)) {
         int isdir = S_ISDIR(st.st_mode);
         close(fd);
-        data_fail(err, path, isdir ? "for kind = 'tokens' use a glob such as 'dir/*.bin'" : "",
+        data_fail(err, path,
+                  isdir ? "for kind = 'tokens' use a glob such as 'dir/*.bin'"
+                        : "the data is read at any offset, as a mapping: name a regular file (a pipe's or a device's "
+                          "bytes copied into one first)",
              "data file '%s' is %s", path, isdir ? "a directory" : "not a regular file");
         return -1;
     }

@@ -35,8 +35,11 @@ void eval_init(struct eval *ev, const struct config *cfg, const struct run_shape
                      (long long)(whole == 0 ? 1 : ev->batches), (long long)ev->G,
                      whole == 0 ? "give a longer held-out file, or a smaller batch_size"
                                 : "set train.eval_batches = 0 (all of it) or fewer");
-    } else {
-        snprintf(msg, sizeof msg, "data.val_path: %s\n  hint: %s\n", err.what, err.hint);
+    } else { /* (the reader's hint speaks of data.path: here it is data.val_path) */
+        char hint[sizeof err.hint + 8] = "", *at = strstr(err.hint, "data.path");
+        if (at) snprintf(hint, sizeof hint, "%.*sdata.val_path%s", (int)(at - err.hint), err.hint, at + 9);
+        snprintf(msg, sizeof msg, "error: data.val_path = '%s': %s\n  hint: %s\n", cfg->data.val_path, err.what,
+                 at ? hint : err.hint[0] ? err.hint : "data.val_path names the held-out data, read as data.kind says");
     }
     if (mpi_agree_error(g->world_comm, msg[0] != '\0', msg, sizeof msg) != 0) {
         if (g->rank == 0) fputs(msg, stderr);
