@@ -387,6 +387,8 @@ static const struct bad bad_overrides[] = {
     { "train.steps=1.2.3", "'1.2.3' is not a valid value", 1, 13, NULL },
     { "parallel.schedule=zigzag", "schedule = 'zigzag' is not one of", 1, 19, NULL },
     { "train.steps=5/", "unexpected '/' in a value", 1, 14, NULL },
+    /* a carriage return in a string: the effective deck it is echoed into would refuse it as a line end */
+    { "io.run_dir=/tmp/x\rY", "run_dir contains a line break (a carriage return)", 1, 12, "remove the line break" },
 };
 
 /* ------------------------------------------------------------ cross-checks */

@@ -312,8 +312,9 @@ static int assign_str(struct config *cfg, const struct key_info *k, const struct
                  CONFIG_STRLEN - 1);
         return deck_error_hint(err, "use a shorter value (for a path: a symbolic link or a relative path)");
     }
-    if (strchr(v->s, '\n')) {
-        deck_error_set(err, v->line, v->col, "%s contains a line break", k->name);
+    if (strpbrk(v->s, "\n\r")) { /* (a CR too: the deck it is echoed into would refuse it as a line end) */
+        deck_error_set(err, v->line, v->col, "%s contains a line break (%s)", k->name,
+                       strchr(v->s, '\n') ? "a line feed" : "a carriage return");
         return deck_error_hint(err, "remove the line break from the value");
     }
     if (k->type == KEY_STR) {
