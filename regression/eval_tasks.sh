@@ -398,6 +398,12 @@ for case in "io.overwrite=.true. train.mc_eval_every=2 eval.tasks='$scratch/hs_t
     ok $? "a training run with $keys: refused (status $st) before its run directory is touched"
 done
 
+# a key triad eval does not read (the rest of the deck is the checkpoint's): refused, not ignored
+triad_run 1 eval "$scratch/mc/ckpt_6.h5" train.lr=5 io.run_dir="'$scratch/none'"
+[ $? -eq 1 ] && grep -q "^error: triad eval: train.lr is not read by triad eval: the model and the rest of the deck are the checkpoint's" "$scratch/last.out" &&
+    grep -q "hint: remove it; triad eval takes eval.\*, parallel.tp," "$scratch/last.out"
+ok $? "triad eval with train.lr: refused (it was ignored), the keys it takes listed"
+
 # bad inputs: refused (status 1) with the file, the example and the fix
 bad() { # bad WHAT MESSAGE FILE [overrides]: triad eval with the task FILE
     what=$1 msg=$2 file=$3

@@ -147,6 +147,7 @@ unread "tokenize.field = 'body' names the JSON member of format = 'jsonl', but f
 unread "tokenize.output is set, but print = 'ids' writes no shards" tokenize.print=ids \
     tokenize.output="'$scratch/unread'"
 unread "tokenize.val_tokens is set, but print = 'text' writes no shards" tokenize.print=text tokenize.val_tokens=5
+unread "error: triad tokenize: train.steps is not read by triad tokenize" train.steps=5 tokenize.output="'$scratch/unread'"
 "$TRIAD" tokenize tokenize.tokenizer="'$scratch/bad/ok.json'" tokenize.input="'$scratch/ab.txt'" tokenize.print=ids \
     > "$scratch/out" 2>&1
 [ $? -eq 1 ] && grep -q -F "has neither a BOS nor an end-of-text token to put before each document (tokenize.doc_token = 'auto')" "$scratch/out" &&

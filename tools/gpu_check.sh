@@ -220,8 +220,10 @@ trun() {
         echo "gpu_check: out of time (BUDGET=$BUDGET s)" > "$B/run/$tn.log"
         return 124
     fi
+    # (triad eval writes no run directory, and refuses the io keys it does not read)
+    [ "$1" = eval ] || set -- "$@" io.run_dir="'$B/run/$tn'" io.overwrite=.true.
     LD_LIBRARY_PATH=$TLD OMPI_MCA_hwloc_base_binding_policy=none timeout -k 10 "$tt" \
-        mpirun -n "$tnp" "$TR" "$@" io.run_dir="'$B/run/$tn'" io.overwrite=.true. > "$B/run/$tn.log" 2>&1
+        mpirun -n "$tnp" "$TR" "$@" > "$B/run/$tn.log" 2>&1
     trc=$?
     [ $trc -eq 124 ] && echo "gpu_check: timed out after $tt s" >> "$B/run/$tn.log"
     return $trc

@@ -228,9 +228,12 @@ static int override_given(int argc, char **argv, int first, const char *key)
 /* The overrides argv[first..argc) name only keys of `read` (a list of
  * "group." for a whole group or "group.key", NULL-ended) that `command`
  * reads: 0, or -1 with the error printed (by rank 0).  The rest of a deck
- * is the checkpoint's, so any other key would change nothing. */
+ * is the checkpoint's (tokenize has none), so any other key would change
+ * nothing. */
 static int only_read_keys(int argc, char **argv, int first, const char *const *read, const char *command, int rank)
 {
+    const char *why = strcmp(command, "tokenize") ? "the model and the rest of the deck are the checkpoint's"
+                                                  : "it reads its own group alone";
     char a[2 * CONFIG_STRLEN + 2];
     for (int i = first; i < argc; i++) {
         config_override_name(argv[i], a, sizeof a);
@@ -242,9 +245,8 @@ static int only_read_keys(int argc, char **argv, int first, const char *const *r
         }
         if (ok) continue;
         if (rank == 0) {
-            fprintf(stderr, "error: triad %s: %.*s is not read by triad %s: the model and the rest of the deck are "
-                            "the checkpoint's, so it would change nothing\n  hint: remove it; triad %s takes ",
-                    command, (int)n, a, command, command);
+            fprintf(stderr, "error: triad %s: %.*s is not read by triad %s: %s, so it would change nothing\n  hint: "
+                            "remove it; triad %s takes ", command, (int)n, a, command, why, command);
             for (int j = 0; read[j]; j++)
                 fprintf(stderr, "%s%s%s", j ? (read[j + 1] ? ", " : " and ") : "", read[j],
                         read[j][strlen(read[j]) - 1] == '.' ? "*" : "");
@@ -328,6 +330,15 @@ static int eval_command(int argc, char **argv, int rank)
                     "triad eval run/ckpt_100.h5 data.val_path='val.bin' eval.tasks='hellaswag_val.bin'\n");
         return EXIT_ERROR;
     }
+    static const char *const read[] = {
+        "eval.", "parallel.tp", "parallel.cp", "parallel.pp", "parallel.dp", "parallel.ep", "parallel.virtual_stages",
+        "parallel.schedule", "parallel.schedule_file", "parallel.sequence_parallel", "parallel.zero_stage",
+        "data.val_path", "data.kind", "data.tokenizer", "train.batch_size", "train.micro_batch_size",
+        "train.eval_batches", "train.precision", "train.moe_capacity", "train.device", "train.share_gpus",
+        "train.tf32", "train.threads", "diag.stage_through_host", "diag.slow_rank", "diag.slow_seconds", NULL};
+    struct config opts; /* (the overrides' own errors first, as on the checkpoint's deck) */
+    if (read_options(&opts, argc, argv, 3, rank) != 0 || only_read_keys(argc, argv, 3, read, "eval", rank) != 0)
+        return EXIT_ERROR;
     return evaluate_checkpoint(argv[2], argc - 3, argv + 3);
 }
 
@@ -451,7 +462,10 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "eval")) exit_all(with_output(eval_command(argc, argv, rank)));
     if (!strcmp(argv[1], "tokenize")) {
         struct config opts;
-        exit_all(read_options(&opts, argc, argv, 2, rank) != 0 ? EXIT_ERROR : tokenize_run(&opts));
+        static const char *const read[] = {"tokenize.", NULL};
+        exit_all(read_options(&opts, argc, argv, 2, rank) != 0 || only_read_keys(argc, argv, 2, read, "tokenize", rank)
+                     ? EXIT_ERROR
+                     : tokenize_run(&opts));
     }
     const struct subcommand *sc = NULL;
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
