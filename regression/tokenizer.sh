@@ -148,6 +148,16 @@ unread "tokenize.output is set, but print = 'ids' writes no shards" tokenize.pri
     tokenize.output="'$scratch/unread'"
 unread "tokenize.val_tokens is set, but print = 'text' writes no shards" tokenize.print=text tokenize.val_tokens=5
 unread "error: triad tokenize: train.steps is not read by triad tokenize" train.steps=5 tokenize.output="'$scratch/unread'"
+# a glob that also matches an earlier run's shards (or any llm.c file, HDF5 or index) is refused: they are no text
+mkdir -p "$scratch/self" && cp "$scratch/ab.txt" "$scratch/self/" &&
+    "$TRIAD" tokenize tokenize.tokenizer="'$scratch/bad/ok.json'" tokenize.input="'$scratch/self/*'" tokenize.doc_token=none \
+        tokenize.output="'$scratch/self/out'" > "$scratch/out" 2>&1 &&
+    "$TRIAD" tokenize tokenize.tokenizer="'$scratch/bad/ok.json'" tokenize.input="'$scratch/self/*'" tokenize.doc_token=none \
+        tokenize.output="'$scratch/self/again'" > "$scratch/out" 2>&1
+[ $? -eq 1 ] && grep -q "self/out_train_000000.bin (matched by tokenize.input = '.*self/\*') is an llm.c token shard" "$scratch/out" &&
+    [ -z "$(ls "$scratch/self" | grep again)" ]
+ok $? "tokenize.input matching its own earlier shards: refused, the shard named (they were tokenized as text)"
+grep error "$scratch/out" | diag
 "$TRIAD" tokenize tokenize.tokenizer="'$scratch/bad/ok.json'" tokenize.input="'$scratch/ab.txt'" tokenize.print=ids \
     > "$scratch/out" 2>&1
 [ $? -eq 1 ] && grep -q -F "has neither a BOS nor an end-of-text token to put before each document (tokenize.doc_token = 'auto')" "$scratch/out" &&

@@ -40,6 +40,21 @@ struct reader {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+/* What a file that is no text is, by its first bytes: an llm.c file (a
+ * token shard: this command's own output among them), HDF5 (a checkpoint,
+ * metrics.h5) or a Megatron-LM index; NULL for anything else (text, whose
+ * invalid UTF-8 is replaced as the tokenizer does). */
+static const char *not_text(const char *path)
+{
+    unsigned char b[8] = {0};
+    FILE *f = fopen(path, "rb");
+    size_t got = f ? fread(b, 1, sizeof b, f) : 0;
+    if (f) fclose(f);
+    if (got == sizeof b && !memcmp(b, "\x89HDF\r\n\x1a\n", 8)) return "an HDF5 file (a checkpoint or a metrics.h5?)";
+    if (got == sizeof b && !memcmp(b, "MMIDIDX\0", 8)) return "a Megatron-LM index (.idx)";
+    return file_llmc_kind_of(path);
+}
+
 static int reader_open(struct reader *r, const struct config *cfg, char *err, size_t errlen)
 {
     memset(r, 0, sizeof *r);
@@ -63,6 +78,11 @@ static int reader_open(struct reader *r, const struct config *cfg, char *err, si
                           named && dir ? "name the files in it, e.g. '" : "name only text files (a glob such as "
                           "'folder/*.txt')", named && dir ? f : "", named && dir ? "/*.txt'" : "");
         }
+        const char *kind = not_text(f);
+        if (kind)
+            return errorf(err, errlen, "%s (matched by tokenize.input = '%s') is %s, not text: name only text files "
+                          "(a glob such as 'folder/*.txt' that matches no shard or other output)", f,
+                          cfg->tokenize.input, kind);
         r->bytes_total += (double)sb.st_size;
     }
     return 0;
