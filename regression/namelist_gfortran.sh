@@ -33,7 +33,7 @@ fi
 reader_keys() {
     awk '/^&/ { g = substr($1, 2); print; next }
          /^\// { print; next }
-         index(" train.seed train.steps train.peak_gflops train.memory_gb train.loss_scale train.pack_activations io.trace io.overwrite io.save_final io.allow_nonfinite_weights io.run_dir io.max_seconds sample.prompt sample.tokenizer eval.max_examples eval.scores ", " " g "." $1 " ") { print }' "$1"
+         index(" train.seed train.steps train.peak_gflops train.memory_gb train.loss_scale train.pack_activations train.precision io.trace io.overwrite io.save_final io.allow_nonfinite_weights io.run_dir io.max_seconds sample.prompt sample.tokenizer eval.max_examples eval.scores ", " " g "." $1 " ") { print }' "$1"
 }
 
 # triad's defaults, as the reader's starting values

@@ -11,8 +11,8 @@ program reader
   integer(8) :: seed, steps, max_examples
   real(8) :: peak_gflops, memory_gb, loss_scale, max_seconds
   logical :: pack_activations, trace, overwrite, save_final, allow_nonfinite_weights
-  character(len=512) :: run_dir, prompt, tokenizer, scores
-  namelist /train/ seed, steps, peak_gflops, memory_gb, loss_scale, pack_activations
+  character(len=512) :: run_dir, prompt, tokenizer, scores, precision
+  namelist /train/ seed, steps, peak_gflops, memory_gb, loss_scale, pack_activations, precision
   namelist /io/ trace, overwrite, save_final, allow_nonfinite_weights, run_dir, max_seconds
   namelist /sample/ prompt, tokenizer
   namelist /eval/ max_examples, scores
@@ -24,7 +24,7 @@ program reader
   seed = -1; steps = -1; max_examples = -1
   peak_gflops = -1; memory_gb = -1; loss_scale = -1; max_seconds = -1
   pack_activations = .false.; trace = .true.; overwrite = .true.; save_final = .false.; allow_nonfinite_weights = .true.
-  run_dir = '?'; prompt = '?'; tokenizer = '?'; scores = '?'
+  run_dir = '?'; prompt = '?'; tokenizer = '?'; scores = '?'; precision = '?'
 
   do i = 1, command_argument_count()
     call get_command_argument(i, path)
@@ -50,6 +50,7 @@ program reader
   print '(a,z16.16)', 'train.memory_gb = ', memory_gb
   print '(a,z16.16)', 'train.loss_scale = ', loss_scale
   print '(a,l1)', 'train.pack_activations = ', pack_activations
+  print '(3a)', 'train.precision = [', trim(precision), ']'
   print '(a,l1)', 'io.trace = ', trace
   print '(a,l1)', 'io.overwrite = ', overwrite
   print '(a,l1)', 'io.save_final = ', save_final

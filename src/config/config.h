@@ -65,6 +65,13 @@ void config_resolve(struct config *cfg);
  * Returns 0, or -1 with *err filled (file/line 0, what + hint). */
 int config_validate(const struct config *cfg, int world, struct deck_error *err);
 
+/* A deck's keys that nothing reads with the keys beside them (a mixture's
+ * without experts, fp16's loss scale in another precision, ...), each set
+ * to other than its default: refused, for the decks a user gives (train,
+ * check, plan, schedule), not for the decks stored in checkpoints.  0, or
+ * -1 with *err filled. */
+int config_check_unread(const struct config *cfg, struct deck_error *err);
+
 /* Format an error the way users see it:
  *   deck.nml:12:5: error: unknown key 'n_layers' in &model
  *     hint: did you mean 'n_layer'? */

@@ -639,6 +639,91 @@ static int check_schedule(const struct config *cfg, int world, struct deck_error
                          "(dp * micro_batch_size)), or the schedule");
 }
 
+/* One key a deck sets (not to its default) that nothing reads with the
+ * keys beside it: the error names it, why, and the fix. */
+struct unread {
+    const char *group, *key;
+    double here;
+    int logical;      /* a BOOL: shown as .true./.false. */
+    const char *why;  /* "without experts (n_expert = 0): ..." */
+    const char *fix;  /* the other way out than removing it */
+};
+
+static int unread_error(const struct unread *u, size_t n, struct deck_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (u[i].here == config_key_default(u[i].group, u[i].key)) continue;
+        char v[32];
+        if (u[i].logical) snprintf(v, sizeof v, "%s", u[i].here != 0 ? ".true." : ".false.");
+        else config_fmt_real(v, sizeof v, u[i].here);
+        deck_error_set(err, 0, 0, "%s.%s = %s %s, so nothing reads it", u[i].group, u[i].key, v, u[i].why);
+        return deck_error_hint(err, "remove %s, or %s", u[i].key, u[i].fix);
+    }
+    return 0;
+}
+
+int config_check_unread(const struct config *cfg, struct deck_error *err)
+{
+    config_error_reset(err, "");
+    if (cfg->model.arch_id != MODEL_ARCH_llama) {
+        const struct unread u[] = {{"model", "rope_theta", cfg->model.rope_theta, 0,
+                                    "with arch = 'gpt2' (learned positions, no rotary embedding)", "set arch = 'llama'"}};
+        if (unread_error(u, 1, err)) return -1;
+    }
+    if (cfg->model.n_expert == 0) {
+        const char *why = "without experts (n_expert = 0: a dense MLP)", *fix = "set n_expert > 0";
+        const struct unread u[] = {
+            {"model", "n_expert_active", (double)cfg->model.n_expert_active, 0, why, fix},
+            {"model", "moe_ffn_hidden", (double)cfg->model.moe_ffn_hidden, 0, why, fix},
+            {"model", "moe_router", (double)cfg->model.moe_router_id, 0, why, fix},
+            {"model", "moe_norm_topk", (double)cfg->model.moe_norm_topk, 1, why, fix},
+            {"model", "moe_shared_gate", (double)cfg->model.moe_shared_gate, 1, why, fix},
+            {"train", "moe_aux_loss", cfg->train.moe_aux_loss, 0, why, fix},
+            {"train", "moe_z_loss", cfg->train.moe_z_loss, 0, why, fix},
+            {"train", "moe_capacity", cfg->train.moe_capacity, 0, why, fix},
+        };
+        if (cfg->model.moe_router_id != 0) { /* (an enum: its default is the first choice) */
+            deck_error_set(err, 0, 0, "model.moe_router = '%s' %s, so nothing reads it", cfg->model.moe_router, why);
+            return deck_error_hint(err, "remove moe_router, or %s", fix);
+        }
+        if (unread_error(u, sizeof u / sizeof u[0], err)) return -1;
+    } else if (cfg->model.n_shared_expert == 0) {
+        const struct unread u[] = {{"model", "moe_shared_gate", (double)cfg->model.moe_shared_gate, 1,
+                                    "without shared experts (n_shared_expert = 0)", "set n_shared_expert > 0"}};
+        if (unread_error(u, 1, err)) return -1;
+    }
+    if (cfg->train.precision_id != TRAIN_PRECISION_fp16) {
+        char why[96];
+        snprintf(why, sizeof why, "with precision = '%.8s' (the loss scale is fp16's alone)", cfg->train.precision);
+        const char *fix = "set precision = 'fp16'";
+        const struct unread u[] = {
+            {"train", "loss_scale", cfg->train.loss_scale, 0, why, fix},
+            {"train", "loss_scale_growth", cfg->train.loss_scale_growth, 0, why, fix},
+            {"train", "loss_scale_window", (double)cfg->train.loss_scale_window, 0, why, fix},
+            {"train", "loss_scale_backoff", cfg->train.loss_scale_backoff, 0, why, fix},
+            {"train", "loss_scale_hysteresis", (double)cfg->train.loss_scale_hysteresis, 0, why, fix},
+            {"train", "loss_scale_min", cfg->train.loss_scale_min, 0, why, fix},
+        };
+        if (unread_error(u, sizeof u / sizeof u[0], err)) return -1;
+    }
+    if (cfg->train.precision_id == TRAIN_PRECISION_fp32 && cfg->train.pack_activations == 1) {
+        deck_error_set(err, 0, 0, "train.pack_activations = .true. with precision = 'fp32': only bf16 and fp16 "
+                                  "activations pack into 16 bits, so nothing reads it");
+        return deck_error_hint(err, "remove pack_activations, or set precision = 'bf16' or 'fp16'");
+    }
+    if (cfg->train.lr_schedule_id == TRAIN_LR_SCHEDULE_constant) {
+        const struct unread u[] = {{"train", "min_lr", cfg->train.min_lr, 0, "with lr_schedule = 'constant' (the rate is lr "
+                                    "after the warm-up)", "set lr_schedule = 'cosine'"}};
+        if (unread_error(u, 1, err)) return -1;
+    }
+    if (cfg->data.kind_id == DATA_KIND_synthetic && cfg->data.shuffle) {
+        deck_error_set(err, 0, 0, "data.shuffle = .true. with kind = 'synthetic': the task draws its sequences, "
+                                  "there are no windows to shuffle, so nothing reads it");
+        return deck_error_hint(err, "remove shuffle, or read text or tokens (data.kind)");
+    }
+    return 0;
+}
+
 int config_validate(const struct config *cfg, int world, struct deck_error *err)
 {
     config_error_reset(err, "");

@@ -102,8 +102,13 @@ static const char doc_intro[] =
     "`min_lr <= lr`; `warmup_steps <= steps`; `kind = 'text'` or `'tokens'` needs\n"
     "`path` (and `'text'` needs `vocab_size >= 256`); one micro-batch fits the\n"
     "kernels' 32-bit indices; a step has at most 1048576 forwards per rank\n"
-    "(`virtual_stages` times the micro-batches per replica). Every error names\n"
-    "the key, the place and the fix.\n";
+    "(`virtual_stages` times the micro-batches per replica). A key set to other\n"
+    "than its default where nothing reads it is refused too: a mixture's keys\n"
+    "without experts (`n_expert = 0`), `moe_shared_gate` without shared experts,\n"
+    "fp16's loss-scale keys in another precision, `pack_activations` in fp32,\n"
+    "`min_lr` with the constant schedule, `rope_theta` for gpt2, `shuffle` of the\n"
+    "synthetic task (a deck stored in a checkpoint is not held to this). Every\n"
+    "error names the key, the place and the fix.\n";
 
 /* Markdown table cell text: escape what would break the table or emphasis. */
 static void md_cell(FILE *f, const char *s)

@@ -93,8 +93,9 @@ static void read_config(struct config *cfg, const char *path, int noverride, cha
             int64_t w = cfg->parallel.tp * cfg->parallel.cp * cfg->parallel.pp * (cfg->parallel.dp ? cfg->parallel.dp : 1);
             *world = w > 0 && w <= INT32_MAX ? (int)w : 0;
         }
-        if (rc == 0 && (rc = plan ? plan_validate(cfg, *world, &err) : config_validate(cfg, *world, &err)) != 0 &&
-            !err.file[0])
+        if (rc == 0 && (rc = plan ? plan_validate(cfg, *world, &err) : config_validate(cfg, *world, &err)) == 0)
+            rc = config_check_unread(cfg, &err);
+        if (rc != 0 && !err.file[0])
             snprintf(err.file, sizeof err.file, "%s", path); /* cross-checks have no line */
         if (rc != 0) config_error_print(stderr, &err);
     }
