@@ -301,6 +301,17 @@ static const struct bad bad_decks[] = {
     { "&model n_layer = 2 N_LAYER = 3 /", "duplicate key 'n_layer' (first set at line 1)", 1, 20, NULL },
     { "&model n_layer = 2, 3 /", "n_layer takes a single value, but 2 are given", 1, 21, "n_layer = 2" },
     { "&train lr = 2*0.5 /", "lr takes a single value, but 2 are given", 1, 13, NULL },
+    /* characters outside ASCII that look like ASCII or show nothing: named, with what to write */
+    { "&model n_layer\xc2\xa0= 4 /", "(it holds U+00A0, a no-break space, after 'n_layer')", 1, 8,
+      "type a plain space" },
+    { "&model n_layer = 4\xe2\x80\x8b /", "(it holds U+200B, a zero-width space, after '4')", 1, 18, "delete it" },
+    { "&model n_layer = 4 /\n\xef\xbb\xbf&train steps = 2 /", "(it starts with U+FEFF, a byte order mark)", 2, 1,
+      "one is skipped only at the deck's start" },
+    { "&data path = \xe2\x80\x98in.txt\xe2\x80\x99 /", "(it starts with U+2018, a typographic single quote)", 1, 14,
+      "quote strings with the ASCII '" },
+    { "&model n_layer = \xe2\x88\x92" "4 /", "(it starts with U+2212, a minus sign)", 1, 18, "hyphen-minus" },
+    { "&model n_layer = 4\xc3\xa9 /", "(it holds U+00E9, a character outside ASCII, after '4')", 1, 18,
+      "only a quoted string may hold other characters" },
 };
 
 static int check_error(int rc, const struct deck_error *err, const char *what, int line, int col,

@@ -79,6 +79,53 @@ static const char *tok_show(const struct token *t, char *buf, size_t n)
     return buf;
 }
 
+/* A character outside ASCII in the n bytes at p where only a string may
+ * hold one (a key, a number, a logical, between tokens): the first is
+ * named in err, what it is and what to write, for those that look like
+ * ASCII or show nothing (a no-break space, a zero-width space, a byte order
+ * mark, typographic quotes, a dash for a minus).  1 with err's message
+ * extended and its hint set, 0 where there is none. */
+static int odd_char(struct deck_error *err, const char *p, int n)
+{
+    int at = 0;
+    while (at < n && (unsigned char)p[at] < 0x80) at++;
+    if (at == n) return 0;
+    const unsigned char *u = (const unsigned char *)p + at;
+    int more = u[0] >= 0xF0 ? 3 : u[0] >= 0xE0 ? 2 : u[0] >= 0xC0 ? 1 : 0;
+    unsigned cp = more ? u[0] & (0x3F >> more) : u[0];
+    for (int i = 1; i <= more; i++) cp = at + i < n && (u[i] & 0xC0) == 0x80 ? cp << 6 | (u[i] & 0x3F) : 0xFFFD;
+    static const struct { unsigned cp; const char *what, *fix; } known[] = {
+        {0x00A0, "a no-break space", "type a plain space"},
+        {0x202F, "a narrow no-break space", "type a plain space"},
+        {0x2007, "a figure space", "type a plain space"},
+        {0x2009, "a thin space", "type a plain space"},
+        {0x3000, "an ideographic space", "type a plain space"},
+        {0x200B, "a zero-width space", "delete it (it shows as nothing: retype the line)"},
+        {0x200C, "a zero-width non-joiner", "delete it (it shows as nothing: retype the line)"},
+        {0x200D, "a zero-width joiner", "delete it (it shows as nothing: retype the line)"},
+        {0x2060, "a word joiner", "delete it (it shows as nothing: retype the line)"},
+        {0xFEFF, "a byte order mark", "delete it (it shows as nothing; one is skipped only at the deck's start)"},
+        {0x2018, "a typographic single quote", "quote strings with the ASCII ' (an editor's smart quotes)"},
+        {0x2019, "a typographic single quote", "quote strings with the ASCII ' (an editor's smart quotes)"},
+        {0x201C, "a typographic double quote", "quote strings with the ASCII \" (an editor's smart quotes)"},
+        {0x201D, "a typographic double quote", "quote strings with the ASCII \" (an editor's smart quotes)"},
+        {0x2212, "a minus sign", "write the ASCII hyphen-minus -"},
+        {0x2013, "an en dash", "write the ASCII hyphen-minus -"},
+        {0x2014, "an em dash", "write the ASCII hyphen-minus -"},
+    };
+    const char *what = "a character outside ASCII",
+               *fix = "keys, numbers and logicals are ASCII; only a quoted string may hold other characters";
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (known[i].cp == cp) what = known[i].what, fix = known[i].fix;
+    size_t len = strlen(err->what);
+    if (at == 0) snprintf(err->what + len, sizeof err->what - len, " (it starts with U+%04X, %s)", cp, what);
+    else
+        snprintf(err->what + len, sizeof err->what - len, " (it holds U+%04X, %s, after '%.*s')", cp, what,
+                 at > 40 ? 40 : at, p + (at > 40 ? at - 40 : 0));
+    deck_error_hint(err, "%s", fix);
+    return 1;
+}
+
 /* arr with room for n + 1 elements of `size` (capacity *cap), or NULL when
  * out of memory (arr is then still valid). */
 static void *grow(void *arr, int *cap, int n, size_t size)
@@ -308,6 +355,7 @@ static int is_real(const char *s)
 static int bad_value(struct deck_error *err, const struct token *t, const char *p, int len, const char *why)
 {
     deck_error_set(err, t->line, t->col, "'%.*s' is not a valid value%s", len > 40 ? 40 : len, p, why);
+    if (odd_char(err, p, len)) return -1;
     return deck_error_hint(err, "integers look like 12 or -3, reals like 0.5, 6e-4 or 1.5d-3, "
                          "logicals .true. or .false. (T, F), strings 'text' (quoted)");
 }
@@ -484,6 +532,7 @@ static int missing_equals(struct deck_error *err, const struct token *key, const
     int klen = key->len > 40 ? 40 : key->len, flen = found->len > 40 ? 40 : found->len;
     deck_error_set(err, key->line, key->col, "expected '=' after '%.*s', found %s", klen, key->p,
               tok_show(found, buf, sizeof buf));
+    if (found->type != TK_STR && odd_char(err, found->p, found->len)) return -1;
     if (found->type == TK_STR || found->type == TK_WORD)
         return deck_error_hint(err, "write %.*s = %.*s", klen, key->p, flen, found->p);
     return deck_error_hint(err, "write %.*s = value; a string value needs quotes ('text')", klen, key->p);
@@ -559,6 +608,7 @@ static int parse_entry(struct parser *ps)
     char buf[80];
     if (k->type != TK_WORD || !is_identifier(k->p, k->len)) {
         deck_error_set(err, k->line, k->col, "expected a key name, found %s", tok_show(k, buf, sizeof buf));
+        if (k->type != TK_STR && odd_char(err, k->p, k->len)) return -1;
         return deck_error_hint(err, "write key = value; key names are letters, digits and _, starting with a letter");
     }
     if (peek(ps, 1)->type != TK_EQ) return missing_equals(err, k, peek(ps, 1));
@@ -633,6 +683,7 @@ static int parse_top(struct parser *ps)
         }
         deck_error_set(ps->err, t->line, t->col, "%s outside a group: %s",
                   t->type == TK_END ? "group end" : "text", tok_show(t, buf, sizeof buf));
+        if (t->type != TK_STR && odd_char(ps->err, t->p, t->len)) return -1;
         return deck_error_hint(ps->err, t->type == TK_END
                                      ? "remove it: every '/' must close a group opened with &name"
                                      : "write keys inside a group (&model n_layer = 4 /); "
@@ -676,7 +727,7 @@ int deck_parse_values(const char *text, struct deck_value **values, int *n, stru
     if (rc == 0 && t->type != TK_EOF) {
         char buf[80];
         deck_error_set(err, t->line, t->col, "unexpected %s in a value", tok_show(t, buf, sizeof buf));
-        rc = deck_error_hint(err, "a value is a number, a logical or a string; quote strings that contain %s",
+        rc = t->type != TK_STR && odd_char(err, t->p, t->len) ? -1 : deck_error_hint(err, "a value is a number, a logical or a string; quote strings that contain %s",
                       tok_show(t, buf, sizeof buf));
     }
     free(toks);
