@@ -130,6 +130,8 @@ refused "a fused backward before an earlier W" "rank 0: F0 F1 B0 B1 W0 F2 F3 B2 
     "rank 0: B1 (no W follows it: the fused backward) adds the weight gradient of micro-batch 1 before that of micro-batch 0"
 refused "a token that is no compute" "rank 0: F0 F1 B0 X0 F2 B1 F3 B2 B3" "rank 1: F0 B0 F1 B1 F2 B2 F3 B3" \
     "write F<micro-batch>, B<micro-batch> or W<micro-batch>"
+refused "a micro-batch number of 10 digits" "rank 0: F0 F4294967297 B0 F2 B1 F3 B2 B3" "rank 1: F0 B0 F1 B1 F2 B2 F3 B3" \
+    "'F4294967297': the micro-batch number after 'F' has more than 9 digits"
 "$TRIAD" check "$deck" world=2 parallel.pp=2 train.micro_batch_size=2 parallel.schedule="'file'" \
     parallel.schedule_file="'$f/absent.txt'" > "$scratch/bad.out" 2>&1
 [ $? -eq 1 ] && grep -q "absent.txt': cannot read it (No such file or directory)" "$scratch/bad.out"

@@ -52,11 +52,17 @@ static int compute(const struct reader *R, const char **p, const char *end, int 
         return bad(R, "'%.*s' is no compute: write F<micro-batch>, B<micro-batch> or W<micro-batch> (with "
                    "c<chunk> when virtual_stages > 1), e.g. F0, B3c1 or W3c1", len, s);
     ++*p;
+    const char *digits = *p;
     long mb = number(p), chunk = 0;
-    if (mb < 0) return bad(R, "'%.*s': no micro-batch number after '%c'", len, s, *s);
+    if (mb < 0)
+        return bad(R, isdigit((unsigned char)*digits) ? "'%.*s': the micro-batch number after '%c' has more than 9 "
+                                                        "digits" : "'%.*s': no micro-batch number after '%c'",
+                   len, s, *s);
     if (**p == 'c') {
-        ++*p;
-        if ((chunk = number(p)) < 0) return bad(R, "'%.*s': no chunk number after 'c'", len, s);
+        digits = ++*p;
+        if ((chunk = number(p)) < 0)
+            return bad(R, isdigit((unsigned char)*digits) ? "'%.*s': the chunk number after 'c' has more than 9 digits"
+                                                          : "'%.*s': no chunk number after 'c'", len, s);
     } else if (v > 1) {
         return bad(R, "'%.*s' names no chunk: with virtual_stages = %d write %c%ldc0 to %c%ldc%d", len, s, v, *s, mb,
                    *s, mb, v - 1);
