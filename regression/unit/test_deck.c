@@ -400,6 +400,9 @@ static const struct bad bad_overrides[] = {
     { "train.steps=5/", "unexpected '/' in a value", 1, 14, NULL },
     /* a carriage return in a string: the effective deck it is echoed into would refuse it as a line end */
     { "io.run_dir=/tmp/x\rY", "run_dir contains a line break (a carriage return)", 1, 12, "remove the line break" },
+    /* a bare value that itself starts with a quote */
+    { "sample.prompt='Tis so", "unterminated string", 1, 15,
+      "a value that itself starts with ' goes inside \" quotes: sample.prompt=\"'Tis so\"" },
 };
 
 /* ------------------------------------------------------------ cross-checks */

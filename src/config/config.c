@@ -610,6 +610,12 @@ int config_override(struct config *cfg, const char *arg, struct deck_error *err)
         rc = override_apply(&tmp, arg, eq, err);
         if (rc == 0) *cfg = tmp;
     }
+    /* a bare value that itself starts with a quote ('Tis ...) reads as an unclosed string */
+    if (rc && eq && (eq[1] == '\'' || eq[1] == '"') && !strncmp(err->what, "unterminated string", 19)) {
+        char q = eq[1], o = q == '\'' ? '"' : '\'';
+        deck_error_hint(err, "close the string with %c; a value that itself starts with %c goes inside %c quotes: "
+                        "%.*s=%c%.*s%c", q, q, o, (int)(eq - arg), arg, o, SHOW, eq + 1, o);
+    }
     if (rc) config_append(err->what, sizeof err->what, " (in the override '%.*s')", SHOW, arg);
     return rc;
 }
