@@ -153,6 +153,17 @@ fails "$triad" check "$tmp/good.nml" train.steps=99999999999999999999
 expect_in_stderr "does not fit in 64 bits"
 report "an integer override that does not fit is an error"
 
+# A key nothing reads (regression/bad/unread_*.nml) in a deck that resumes a run (io.restart = 'auto' with a
+# checkpoint in io.run_dir): a warning, not an error (a campaign's requeued job goes on)
+mkdir -p "$tmp/campaign" && : > "$tmp/campaign/ckpt_100.h5"
+"$triad" check "$tmp/good.nml" io.restart="'auto'" io.run_dir="'$tmp/campaign'" train.loss_scale=5 >"$tmp/out" 2>"$tmp/err" ||
+    problem "exit status $? resuming"
+grep -q "^warning: .*train.loss_scale = 5 with precision = 'fp32' (the loss scale is fp16's alone), so nothing reads it" "$tmp/err" &&
+    grep -q "(a run that resumes from a checkpoint goes on)" "$tmp/err" || problem "no warning"
+fails "$triad" check "$tmp/good.nml" io.restart="'auto'" io.run_dir="'$tmp/nothing_yet'" train.loss_scale=5
+expect_in_stderr "train.loss_scale = 5 with precision = 'fp32'"
+report "a key nothing reads: a warning where the deck resumes a run, an error where it starts one"
+
 # A deck in a named pipe: read once its writer comes (1 s late here); without one, refused after 10 s (it
 # waited in open() for ever); a pipe as data.path is refused at once (the data is mapped)
 mkfifo "$tmp/fifo.nml"

@@ -108,7 +108,8 @@ static const char doc_intro[] =
     "without experts (`n_expert = 0`), `moe_shared_gate` without shared experts,\n"
     "fp16's loss-scale keys in another precision, `pack_activations` in fp32,\n"
     "`min_lr` with the constant schedule, `rope_theta` for gpt2, `shuffle` of the\n"
-    "synthetic task (a deck stored in a checkpoint is not held to this). Every\n"
+    "synthetic task (a deck that resumes a run from a checkpoint gets a warning\n"
+    "instead, and one stored in a checkpoint is not held to this). Every\n"
     "error names the key, the place and the fix.\n";
 
 /* Markdown table cell text: escape what would break the table or emphasis. */

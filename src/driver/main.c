@@ -8,6 +8,7 @@
  * turns a checkpoint into a Hugging Face folder, `triad sample` generates
  * from one, `triad eval` judges one. */
 #include <errno.h>
+#include <glob.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -74,6 +75,20 @@ static void usage(FILE *f)
             "Reference: docs/input.md; files: docs/formats.md.\n");
 }
 
+/* Does this deck resume a run: io.restart naming a checkpoint, or 'auto'
+ * with one in io.run_dir? */
+static int resuming(const struct config *cfg)
+{
+    if (!cfg->io.restart[0]) return 0;
+    if (!config_is(cfg->io.restart, "auto")) return 1;
+    char pattern[CONFIG_STRLEN + 16];
+    snprintf(pattern, sizeof pattern, "%s/ckpt_*.h5", cfg->io.run_dir);
+    glob_t g;
+    int any = glob(pattern, 0, NULL, &g) == 0 && g.gl_pathc > 0;
+    globfree(&g);
+    return any;
+}
+
 /* Rank 0 reads and validates for *world ranks (0: the deck's own grid,
  * tp * cp * pp * dp with dp = 0 taken as 1, which *world then holds); everyone
  * gets the result.  On an error rank 0 prints it once and all ranks exit
@@ -93,8 +108,13 @@ static void read_config(struct config *cfg, const char *path, int noverride, cha
             int64_t w = cfg->parallel.tp * cfg->parallel.cp * cfg->parallel.pp * (cfg->parallel.dp ? cfg->parallel.dp : 1);
             *world = w > 0 && w <= INT32_MAX ? (int)w : 0;
         }
-        if (rc == 0 && (rc = plan ? plan_validate(cfg, *world, &err) : config_validate(cfg, *world, &err)) == 0)
-            rc = config_check_unread(cfg, &err);
+        if (rc == 0 && (rc = plan ? plan_validate(cfg, *world, &err) : config_validate(cfg, *world, &err)) == 0 &&
+            config_check_unread(cfg, &err) != 0) {
+            if (resuming(cfg)) /* (a campaign's requeued job is not stopped by a rule newer than its deck) */
+                fprintf(stderr, "warning: %s: %s\n  hint: %s (a run that resumes from a checkpoint goes on)\n", path,
+                        err.what, err.hint);
+            else rc = -1;
+        }
         if (rc != 0 && !err.file[0])
             snprintf(err.file, sizeof err.file, "%s", path); /* cross-checks have no line */
         if (rc != 0) config_error_print(stderr, &err);
