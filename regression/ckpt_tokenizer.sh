@@ -199,6 +199,19 @@ grep -m1 error "$scratch/last.out" | diag
 triad_run 1 $tiny train.steps=6 data.tokenizer="'$scratch/small.json'" io.restart=auto io.run_dir="'$scratch/rt'"
 [ $? -eq 0 ] && [ -f "$scratch/rt/ckpt_6.h5" ]
 ok $? "resuming with the same tokenizer named again goes on"
+# resumed in place, the run's copy is its tokenizer: the one stored in the checkpoint is not read, so a damaged
+# stored byte does not stop the run (the JSON Lines task of train.mc_eval_every read through the copy)
+triad_run 1 $tiny data.tokenizer="'$scratch/small.json'" io.run_dir="'$scratch/rd'" &&
+    "$PYTHON3" -c "import sys, h5py
+with h5py.File(sys.argv[1], 'r+') as f:
+    d = f['tokenizer/tokenizer.json']; d[100] = d[100] ^ 0x20" "$scratch/rd/ckpt_3.h5" &&
+    printf '%s\n' '{"context": "ab", "choices": [" c", " d"], "label": 0}' > "$scratch/rd_task.jsonl" &&
+    triad_run 1 $tiny train.steps=6 io.restart=auto io.run_dir="'$scratch/rd'" train.mc_eval_every=3 \
+        eval.tasks="'$scratch/rd_task.jsonl'"
+st=$?
+grep "error\|read task\|restarted" "$scratch/last.out" | diag
+[ $st -eq 0 ] && grep -q "read task rd_task: 1 examples, 2 choices" "$scratch/last.out" && [ -f "$scratch/rd/ckpt_6.h5" ]
+ok $? "resumed in place with a task: the tasks read through the run's copy, the damaged stored one not read (status $st)"
 triad_run 1 $tiny train.steps=9 io.restart="'$scratch/rt/ckpt_6.h5'" io.run_dir="'$scratch/rt2'"
 [ $? -eq 0 ] && cmp -s "$scratch/rt2/tokenizer.json" "$scratch/small.json" &&
     mkdir -p "$scratch/sm" && cp "$scratch/small.json" "$scratch/sm/tokenizer.json" &&

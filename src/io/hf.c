@@ -600,13 +600,14 @@ static void remove_extracted(const char *dir)
     rmdir(dir);
 }
 
-struct tokenizer *hf_model_tokenizer(const struct config *cfg, const char *ckpt, int V, char *err, size_t errlen)
+/* The tokenizer kept inside the triad checkpoint ckpt, opened (*kept 1), or
+ * NULL with *kept 0 where the file keeps none, -1 with err. */
+static struct tokenizer *open_kept(const char *ckpt, int V, int *kept, char *err, size_t errlen)
 {
-    char dir[4096], path[4200];
-    err[0] = 0;
-    int kept = extract_to_temp(ckpt, dir, sizeof dir, err, errlen);
+    char dir[4096];
+    *kept = extract_to_temp(ckpt, dir, sizeof dir, err, errlen);
     struct tokenizer *t = NULL;
-    if (kept > 0) {
+    if (*kept > 0) {
         char what[4200];
         snprintf(what, sizeof what, "the tokenizer kept in %s, extracted to", ckpt);
         t = open_fitting(dir, what, V, err, errlen);
@@ -615,10 +616,18 @@ struct tokenizer *hf_model_tokenizer(const struct config *cfg, const char *ckpt,
             snprintf(why, sizeof why, "%s", err);
             errorf(err, errlen, "the tokenizer kept in %s: %s", ckpt, why);
         }
-    } else if (kept == 0 && hf_tokenizer_of(cfg, ckpt, path, sizeof path)) {
-        t = open_fitting(path, "the tokenizer", V, err, errlen);
     }
     remove_extracted(dir);
+    return t;
+}
+
+struct tokenizer *hf_model_tokenizer(const struct config *cfg, const char *ckpt, int V, char *err, size_t errlen)
+{
+    char path[4200];
+    err[0] = 0;
+    int kept;
+    struct tokenizer *t = open_kept(ckpt, V, &kept, err, errlen);
+    if (kept == 0 && hf_tokenizer_of(cfg, ckpt, path, sizeof path)) t = open_fitting(path, "the tokenizer", V, err, errlen);
     return t;
 }
 
@@ -817,16 +826,28 @@ static int named_tokenizer_missing(const struct config *cfg, const char *resumed
                   cfg->data.tokenizer);
 }
 
+int hf_check_named_tokenizer(const struct config *cfg, const char *resumed, int here, char *err, size_t errlen)
+{
+    return named_tokenizer_missing(cfg, resumed, here, err, errlen);
+}
+
+/* (hf_keep_tokenizer's choice, step for step) */
 struct tokenizer *hf_run_tokenizer(const struct config *cfg, int V, const char *resumed, int here, char *err,
                                    size_t errlen)
 {
     char src[4096];
+    int kept = 0;
     err[0] = 0;
     if (named_tokenizer_missing(cfg, resumed, here, err, errlen)) return NULL;
-    if (resumed) return hf_model_tokenizer(cfg, resumed, V, err, errlen); /* (the run's copy: the one kept) */
+    if (resumed && here && is_tokenizer(cfg->io.run_dir)) /* the run's copy */
+        return open_fitting(cfg->io.run_dir, "the run's tokenizer in", V, err, errlen);
+    if (resumed && !here) { /* the one kept in the checkpoint restarted from */
+        struct tokenizer *t = open_kept(resumed, V, &kept, err, errlen);
+        if (kept) return t;
+    }
     if (hf_tokenizer_of(cfg, NULL, src, sizeof src)) return open_fitting(src, "the tokenizer", V, err, errlen);
-    const char *from = cfg->io.init_from;
-    return from[0] && weights_kind_of(from) == WEIGHTS_HDF5 ? hf_model_tokenizer(cfg, from, V, err, errlen) : NULL;
+    const char *from = cfg->io.init_from; /* a new run from a triad checkpoint: the one kept in it */
+    return !resumed && from[0] && weights_kind_of(from) == WEIGHTS_HDF5 ? open_kept(from, V, &kept, err, errlen) : NULL;
 }
 
 int hf_keep_tokenizer(const struct config *cfg, int V, const char *resumed, int here, char *err, size_t errlen)
