@@ -255,32 +255,39 @@ run ovf-ep 2 parallel.dp=2 parallel.ep=2 train.precision="'fp16'" diag.inject_ov
 ok $? "fp16 on ep 2: an overflow injected on ep rank 1 skips step 2 on every rank"
 
 # --- the capacity's held-out loss: per micro-batch, so triad eval keeps the
-# training's micro-batch (2 sequences) and gives its evaluation bitwise, on
-# one rank and on dp 2 (2 a replica); where it does not divide (dp 2 of a
-# batch of 2) a note says whose micro-batches the loss is of
+# training's micro-batch and gives its evaluation (to the 9 decimals it
+# prints): micro_batch_size = 2 on one rank, evaluated on one rank and on dp 2
+# (2 a replica); micro_batch_size = 0 on dp 2 (4 a replica: batch_size / the
+# dp the checkpoint records), evaluated on one rank; where it does not divide
+# (dp 2 of a batch of 2) a note says whose micro-batches the loss is of
 "$PYTHON3" -c "import random, sys
 r = random.Random(5)
 for name, n in (('train', 6000), ('val', 2000)):
     open(sys.argv[1] + '/' + name + '.txt', 'w').write(''.join(r.choice('abcdefgh \n') for _ in range(n)))" "$scratch"
 text="model.vocab_size=256 data.kind='text' data.path='$scratch/train.txt' data.val_path='$scratch/val.txt'"
+capacity="train.moe_capacity=0.5 train.eval_every=4 train.eval_batches=2"
 # shellcheck disable=SC2086
-run cap 1 $text train.moe_capacity=0.5 train.micro_batch_size=2 train.eval_every=4 train.eval_batches=2
-same_eval() { # same_eval WHAT NP ARGS...: triad eval's held-out loss is the training's last, bitwise
-    what=$1 np=$2
-    shift 2
-    triad_run "$np" eval "$scratch/cap/ckpt_4.h5" "$@"
+run cap 1 $text $capacity train.micro_batch_size=2 && run cap-dp2 2 $text $capacity parallel.dp=2
+same_eval() { # same_eval RUN WHAT NP ARGS...: triad eval's held-out loss is RUN's last evaluation (9 decimals)
+    name=$1 what=$2 np=$3
+    shift 3
+    triad_run "$np" eval "$scratch/$name/ckpt_4.h5" "$@"
     st=$?
     loss=$(sed -n 's/^held-out .*: loss \([0-9.]*\) .*/\1/p' "$scratch/last.out")
-    grep "^held-out\|micro-batch" "$scratch/last.out" | diag
-    [ $st -eq 0 ] && "$PYTHON3" -c "import h5py, sys
-sys.exit('%.9f' % h5py.File(sys.argv[1], 'r')['eval/loss'][-1] != sys.argv[2])" "$scratch/cap/metrics.h5" "$loss"
-    ok $? "moe_capacity 0.5, micro-batches of 2: triad eval $what gives the training's held-out loss bitwise ($loss)"
+    grep "^held-out\|micro-batch\|^note" "$scratch/last.out" | diag
+    [ $st -eq 0 ] && ! grep -q "^note: .*micro-batch" "$scratch/last.out" && "$PYTHON3" -c "import h5py, sys
+sys.exit('%.9f' % h5py.File(sys.argv[1], 'r')['eval/loss'][-1] != sys.argv[2])" "$scratch/$name/metrics.h5" "$loss"
+    ok $? "moe_capacity 0.5: triad eval $what gives the training's held-out loss ($loss)"
 }
-same_eval "on 1 rank" 1
-same_eval "on dp 2" 2
+same_eval cap "of micro-batches of 2, on 1 rank" 1
+same_eval cap "of micro-batches of 2, on dp 2" 2
+same_eval cap-dp2 "of micro_batch_size = 0 on dp 2, on 1 rank" 1
 triad_run 2 eval "$scratch/cap/ckpt_4.h5" train.batch_size=2
-[ $? -eq 0 ] && grep -q "^note: .*the training's micro-batch of 2 sequences does not divide this grid's 1 a replica: with moe_capacity = 0.5 the held-out loss is that of micro-batches of 1 (set train.micro_batch_size to choose)" "$scratch/last.out"
+[ $? -eq 0 ] && grep -q "^note: .*the training's micro-batch of 2 sequences does not divide this grid's 1 sequences per replica: with moe_capacity = 0.5 the held-out loss is that of micro-batches of 1 (set train.micro_batch_size to choose)" "$scratch/last.out"
 ok $? "... and on dp 2 of a batch of 2, a note: the loss is that of micro-batches of 1"
+triad_run 1 eval "$scratch/cap/ckpt_4.h5" train.micro_batch_size=0
+[ $? -eq 0 ] && grep -q "1 micro-batch(es) of 8 sequences per replica" "$scratch/last.out"
+ok $? "... and train.micro_batch_size = 0 given on the command line is taken (batch_size / dp: 8)"
 
 # --- the hang watchdog names the all-to-all: rank 0 sleeps 8 s before its
 # step, so rank 1 waits for it in its first mixture layer's exchange

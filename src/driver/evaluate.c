@@ -43,7 +43,14 @@ static int eval_deck(struct config *cfg, const char *ckpt, int noverride, char *
                                          "parallel.schedule_file=''", "parallel.sequence_parallel=.false.",
                                          "parallel.zero_stage=0", "train.micro_batch_size=0",
                                          CONFIG_TRAINING_AIDS_OFF};
-    int64_t trained_mb = cfg->train.micro_batch_size;
+    int64_t trained_mb = cfg->train.micro_batch_size, trained_dp = ckpt_trained_dp(ckpt);
+    if (trained_mb == 0 && trained_dp > 0) trained_mb = cfg->train.batch_size / trained_dp; /* (batch_size / dp) */
+    int mb_given = 0;
+    char key[2 * CONFIG_STRLEN + 2];
+    for (int i = 0; i < noverride; i++) {
+        config_override_name(overrides[i], key, sizeof key);
+        mb_given |= !strcmp(key, "train.micro_batch_size");
+    }
     struct deck_error de;
     memset(&de, 0, sizeof de);
     for (size_t i = 0; i < sizeof layout / sizeof layout[0]; i++) config_override(cfg, layout[i], &de);
@@ -57,16 +64,15 @@ static int eval_deck(struct config *cfg, const char *ckpt, int noverride, char *
      * micro-batch, where it divides this grid's share of the batch and the
      * overrides leave it, gives the held-out loss training computed on its
      * grid.  (Without a capacity the loss is the same at any micro-batch.) */
-    if (cfg->model.n_expert > 0 && cfg->train.moe_capacity > 0 && cfg->train.micro_batch_size == 0 &&
-        trained_mb > 0) {
-        int64_t dp = shape_dp(cfg, world);
-        if (dp > 0 && cfg->train.batch_size % (dp * trained_mb) == 0) cfg->train.micro_batch_size = trained_mb;
+    int64_t dp = shape_dp(cfg, world);
+    if (cfg->model.n_expert > 0 && cfg->train.moe_capacity > 0 && !mb_given && trained_mb > 0 && dp > 0) {
+        if (cfg->train.batch_size % (dp * trained_mb) == 0) cfg->train.micro_batch_size = trained_mb;
         else
             fprintf(stderr, "note: triad eval %s: the training's micro-batch of %lld sequences does not divide this "
-                    "grid's %lld a replica: with moe_capacity = %g the held-out loss is that of micro-batches of "
-                    "%lld (set train.micro_batch_size to choose)\n", ckpt, (long long)trained_mb,
-                    (long long)(dp > 0 ? cfg->train.batch_size / dp : 0), cfg->train.moe_capacity,
-                    (long long)(dp > 0 ? cfg->train.batch_size / dp : 0));
+                    "grid's %lld sequences per replica: with moe_capacity = %g the held-out loss is that of "
+                    "micro-batches of %lld (set train.micro_batch_size to choose)\n", ckpt, (long long)trained_mb,
+                    (long long)(cfg->train.batch_size / dp), cfg->train.moe_capacity,
+                    (long long)(cfg->train.batch_size / dp));
     }
     if (cfg->parallel.zero_stage != 0) {
         fprintf(stderr, "error: triad eval: parallel.zero_stage = %lld, but an evaluation has no optimizer state or "

@@ -159,6 +159,12 @@ void ckpt_write_attributes(hid_t f, const struct ckpt_state *st, const char *dec
     attr_i64(f, "deck_checksum", deck_checksum(deck));
 }
 
+int64_t ckpt_stored_dp(hid_t f)
+{
+    int64_t dp = 0;
+    return read_attr_i64(f, "dp", &dp) == 0 && dp > 0 ? dp : 0;
+}
+
 int ckpt_read_state(hid_t f, const char *path, struct ckpt_state *st, char *err, size_t errlen)
 {
     if (read_attr_i64(f, "step", &st->step) || read_attr_i64(f, "tokens", &st->tokens)) {
