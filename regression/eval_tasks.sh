@@ -404,6 +404,13 @@ triad_run 1 eval "$scratch/mc/ckpt_6.h5" train.lr=5 io.run_dir="'$scratch/none'"
     grep -q "hint: remove it; triad eval takes eval.\*, parallel.tp," "$scratch/last.out"
 ok $? "triad eval with train.lr: refused (it was ignored), the keys it takes listed"
 
+# an eval.tokenizer that is not there: its own error and hint, not a task path's
+triad_run 1 eval "$scratch/mc/ckpt_6.h5" eval.tasks="'$scratch/qa.jsonl'" eval.tokenizer="'$scratch/none/tok.json'"
+[ $? -eq 1 ] && grep -q "^error: .*none/tok.json: cannot read it" "$scratch/last.out" &&
+    grep -q "hint: the JSON Lines tasks are read through eval.tokenizer" "$scratch/last.out" &&
+    ! grep -q "hint: eval.tasks names" "$scratch/last.out"
+ok $? "an eval.tokenizer that is not there: refused with its own hint, not the task path's"
+
 # bad inputs: refused (status 1) with the file, the example and the fix
 bad() { # bad WHAT MESSAGE FILE [overrides]: triad eval with the task FILE
     what=$1 msg=$2 file=$3

@@ -77,7 +77,13 @@ static int read_tasks(struct mc_eval *e, const struct config *cfg, const char *c
         if (rc == 0 && mc_task_is_jsonl(path) && !looked) { /* (the tokenizer once, where text needs it) */
             looked = 1;
             tok = own ? hf_open_tokenizer(cfg->eval.tokenizer, cfg, ckpt, V, err, errlen) : run_tok;
-            if (!tok && err[0]) rc = -1;
+            if (!tok && err[0]) { /* (the tokenizer's error: its own hint, not a task's) */
+                if (!strstr(err, "hint: "))
+                    snprintf(err + strlen(err), errlen - strlen(err), "\n  hint: the JSON Lines tasks are read through "
+                             "eval.tokenizer, or where it is '' the model's tokenizer");
+                rc = -1;
+                break;
+            }
         }
         if (rc == 0)
             rc = mc_task_read(&e->task[i], path, tok, V, data_text_is_bytes(cfg), T, cfg->eval.max_examples, err, errlen);
