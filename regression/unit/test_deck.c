@@ -312,6 +312,10 @@ static const struct bad bad_decks[] = {
     { "&model n_layer = \xe2\x88\x92" "4 /", "(it starts with U+2212, a minus sign)", 1, 18, "hyphen-minus" },
     { "&model n_layer = 4\xc3\xa9 /", "(it holds U+00E9, a character outside ASCII, after '4')", 1, 18,
       "only a quoted string may hold other characters" },
+    { "&model n_l\xe9yer = 4 /", "(it holds the byte 0xE9, which is not UTF-8, after 'n_l')", 1, 8,
+      "save the deck as UTF-8" },
+    { "&model n_layer = 4\xe2\x41\x80 /", "(it holds the byte 0xE2, which is not UTF-8, after '4')", 1, 18, NULL },
+    { "&model n_layer = 4\xed\xa0\x80 /", "(it holds the byte 0xED, which is not UTF-8, after '4')", 1, 18, NULL },
 };
 
 static int check_error(int rc, const struct deck_error *err, const char *what, int line, int col,

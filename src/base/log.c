@@ -31,15 +31,30 @@ void log_info(const char *fmt, ...)
     fflush(stdout);
 }
 
+/* "<prefix><message>\n" and "  hint: <hint>\n" (where there is one) on
+ * stderr in one write: a launcher that forwards stdout and stderr apart
+ * (mpirun) cannot put a piece of the other between its parts. */
+static void write_message(const char *prefix, const char *hint, const char *fmt, va_list ap)
+{
+    char line[8192];
+    int n = snprintf(line, sizeof line, "%s", prefix);
+    if (n >= 0 && (size_t)n < sizeof line) n += vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    if (n < 0) n = 0;
+    if ((size_t)n >= sizeof line - 1) n = (int)sizeof line - 2; /* (cut: room for the line end) */
+    n += snprintf(line + n, sizeof line - (size_t)n, "\n");
+    if (hint && *hint && (size_t)n < sizeof line) snprintf(line + n, sizeof line - (size_t)n, "  hint: %s\n", hint);
+    fputs(line, stderr);
+    fflush(stderr);
+}
+
 void log_warn(const char *fmt, ...)
 {
+    char prefix[48];
+    snprintf(prefix, sizeof prefix, "[rank %d] warning: ", g_rank);
     va_list ap;
-    fprintf(stderr, "[rank %d] warning: ", g_rank);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    write_message(prefix, NULL, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
-    fflush(stderr);
 }
 
 int mpi_live(void)
@@ -50,15 +65,11 @@ int mpi_live(void)
     return inited && !finalized;
 }
 
-/* "<prefix><message>" and the hint line on stderr. */
+/* "<prefix><message>" and the hint line on stderr, after what stdout holds. */
 static void print_error(const char *prefix, const char *hint, const char *fmt, va_list ap)
 {
     fflush(stdout);
-    fputs(prefix, stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    if (hint && *hint) fprintf(stderr, "  hint: %s\n", hint);
-    fflush(stderr);
+    write_message(prefix, hint, fmt, ap);
 }
 
 void die_at(const char *file, int line, const char *hint, const char *fmt, ...)

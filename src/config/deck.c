@@ -90,10 +90,26 @@ static int odd_char(struct deck_error *err, const char *p, int n)
     int at = 0;
     while (at < n && (unsigned char)p[at] < 0x80) at++;
     if (at == n) return 0;
+    /* one UTF-8 sequence, as the standard bounds it (no overlong form, surrogate or code point past U+10FFFF) */
     const unsigned char *u = (const unsigned char *)p + at;
-    int more = u[0] >= 0xF0 ? 3 : u[0] >= 0xE0 ? 2 : u[0] >= 0xC0 ? 1 : 0;
-    unsigned cp = more ? u[0] & (0x3F >> more) : u[0];
-    for (int i = 1; i <= more; i++) cp = at + i < n && (u[i] & 0xC0) == 0x80 ? cp << 6 | (u[i] & 0x3F) : 0xFFFD;
+    int len = u[0] >= 0xC2 && u[0] <= 0xDF ? 2 : u[0] >= 0xE0 && u[0] <= 0xEF ? 3 : u[0] >= 0xF0 && u[0] <= 0xF4 ? 4 : 0;
+    int valid = len > 0 && len <= n - at;
+    unsigned cp = valid ? u[0] & (0x7Fu >> len) : 0;
+    for (int i = 1; valid && i < len; i++) {
+        valid = (u[i] & 0xC0) == 0x80;
+        cp = cp << 6 | (u[i] & 0x3Fu);
+    }
+    valid = valid && !(len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) &&
+            !(len == 4 && (cp < 0x10000 || cp > 0x10FFFF));
+    size_t used = strlen(err->what);
+    if (!valid) {
+        snprintf(err->what + used, sizeof err->what - used, " (it holds the byte 0x%02X, which is not UTF-8, %s%.*s%s)",
+                 u[0], at ? "after '" : "at its start", at > 40 ? 40 : at, p + (at > 40 ? at - 40 : 0), at ? "'" : "");
+        text_printable(err->what);
+        deck_error_hint(err, "save the deck as UTF-8 (is it Latin-1, or another 8-bit encoding?); keys, numbers and "
+                             "logicals are ASCII");
+        return 1;
+    }
     static const struct { unsigned cp; const char *what, *fix; } known[] = {
         {0x00A0, "a no-break space", "type a plain space"},
         {0x202F, "a narrow no-break space", "type a plain space"},
@@ -117,11 +133,11 @@ static int odd_char(struct deck_error *err, const char *p, int n)
                *fix = "keys, numbers and logicals are ASCII; only a quoted string may hold other characters";
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (known[i].cp == cp) what = known[i].what, fix = known[i].fix;
-    size_t len = strlen(err->what);
-    if (at == 0) snprintf(err->what + len, sizeof err->what - len, " (it starts with U+%04X, %s)", cp, what);
+    if (at == 0) snprintf(err->what + used, sizeof err->what - used, " (it starts with U+%04X, %s)", cp, what);
     else
-        snprintf(err->what + len, sizeof err->what - len, " (it holds U+%04X, %s, after '%.*s')", cp, what,
+        snprintf(err->what + used, sizeof err->what - used, " (it holds U+%04X, %s, after '%.*s')", cp, what,
                  at > 40 ? 40 : at, p + (at > 40 ? at - 40 : 0));
+    text_printable(err->what); /* (the ASCII before it: a control character shown as such) */
     deck_error_hint(err, "%s", fix);
     return 1;
 }
