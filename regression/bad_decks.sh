@@ -174,7 +174,8 @@ grep -q "^&model" "$tmp/out" || problem "no effective deck on stdout"
 report "a deck in a named pipe whose writer comes a second late is read"
 t0=$(date +%s)
 fails timeout 60 "$triad" check "$tmp/fifo.nml"
-expect_in_stderr "fifo.nml: error: a pipe that nothing wrote to in 10 s (no writer has it open): start its writer first, or name a regular file"
+expect_in_stderr "fifo.nml: error: a pipe through which nothing came in 10 s (its writer not started, or slow to begin)"
+expect_in_stderr "hint: start the pipe's writer before triad, or write the deck to a file first"
 report "a deck in a named pipe without a writer: refused after 10 s ($(( $(date +%s) - t0 )) s; 124 is a hang)"
 timeout 60 $MPIEXEC -n 1 "$triad" "$tmp/good.nml" data.kind="'text'" data.path="'$tmp/fifo.nml'" \
     model.vocab_size=256 io.run_dir="'$tmp/fiforun'" >"$tmp/out" 2>"$tmp/err"

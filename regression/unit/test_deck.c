@@ -406,7 +406,8 @@ static const struct bad bad_overrides[] = {
     { "io.run_dir=/tmp/x\rY", "run_dir contains a line break (a carriage return)", 1, 12, "remove the line break" },
     /* a bare value that itself starts with a quote */
     { "sample.prompt='Tis so", "unterminated string", 1, 15,
-      "a value that itself starts with ' goes inside \" quotes: sample.prompt=\"'Tis so\"" },
+      "a value that itself starts with ' is written sample.prompt=\"'Tis so\"" },
+    { "io.run_dir=\"it's", "unterminated string", 1, 12, "is written io.run_dir=\"\"\"it's\"" },
 };
 
 /* ------------------------------------------------------------ cross-checks */

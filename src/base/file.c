@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { STREAM_FIRST = 64 << 10 }; /* a pipe's first buffer, doubled as it fills */
@@ -54,13 +55,20 @@ int file_read_all(const char *path, size_t max, const char *what, char **text, s
     }
     if (S_ISFIFO(sb.st_mode)) { /* a named pipe, or a shell's <(...): its first bytes (or its end) within a while */
         struct pollfd p = {.fd = fd, .events = POLLIN};
-        int ready = poll(&p, 1, FIFO_WAIT_S * 1000);
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int ready, left = FIFO_WAIT_S * 1000;
+        while ((ready = poll(&p, 1, left)) < 0 && errno == EINTR) { /* (a signal: wait out the rest) */
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            long spent = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+            left = spent >= FIFO_WAIT_S * 1000 ? 0 : FIFO_WAIT_S * 1000 - (int)spent;
+        }
         if (ready <= 0) {
             int e = ready < 0 ? errno : ETIMEDOUT;
             close(fd);
             return ready < 0 ? reason(e, why, whylen, "cannot read it (%s)", strerror(e))
-                             : reason(e, why, whylen, "a pipe that nothing wrote to in %d s (no writer has it open): "
-                                      "start its writer first, or name a regular file", FIFO_WAIT_S);
+                             : reason(e, why, whylen, "a pipe through which nothing came in %d s (its writer not "
+                                      "started, or slow to begin)", FIFO_WAIT_S);
         }
     }
     int flags = fcntl(fd, F_GETFL);

@@ -475,6 +475,8 @@ static char *slurp(const char *path, struct deck_error *err)
             deck_error_hint(err, "check the file name; a relative path is taken from the directory the job starts in");
         else if (e == EISDIR || e == EFBIG)
             deck_error_hint(err, "give the namelist text file (*.nml); decks are a few KiB");
+        else if (e == ETIMEDOUT)
+            deck_error_hint(err, "start the pipe's writer before triad, or write the deck to a file first");
         else if (e != ENOMEM)
             deck_error_hint(err, "check that the file is readable");
         return NULL;
@@ -612,9 +614,19 @@ int config_override(struct config *cfg, const char *arg, struct deck_error *err)
     }
     /* a bare value that itself starts with a quote ('Tis ...) reads as an unclosed string */
     if (rc && eq && (eq[1] == '\'' || eq[1] == '"') && !strncmp(err->what, "unterminated string", 19)) {
-        char q = eq[1], o = q == '\'' ? '"' : '\'';
-        deck_error_hint(err, "close the string with %c; a value that itself starts with %c goes inside %c quotes: "
-                        "%.*s=%c%.*s%c", q, q, o, (int)(eq - arg), arg, o, SHOW, eq + 1, o);
+        char q = eq[1], o = q == '\'' ? '"' : '\'', quoted[256];
+        /* inside the other quotes where it holds none of them, else inside its own, each doubled */
+        char with = strchr(eq + 1, o) ? q : o;
+        size_t k = 0;
+        quoted[k++] = with;
+        for (const char *c = eq + 1; *c && k + 4 < sizeof quoted; c++) {
+            if (*c == with) quoted[k++] = with;
+            quoted[k++] = *c;
+        }
+        quoted[k++] = with;
+        quoted[k] = '\0';
+        deck_error_hint(err, "close the string with %c; a value that itself starts with %c is written %.*s=%s", q, q,
+                        (int)(eq - arg), arg, quoted);
     }
     if (rc) config_append(err->what, sizeof err->what, " (in the override '%.*s')", SHOW, arg);
     return rc;

@@ -11,6 +11,21 @@
 #include "pipeline.h"
 #include "timers.h"
 
+/* in with each "data.path" read "data.val_path", into out. */
+static void val_path_words(const char *in, char *out, size_t n)
+{
+    size_t k = 0;
+    for (const char *p = in; *p && k + 1 < n;)
+        if (!strncmp(p, "data.path", 9)) {
+            k += (size_t)snprintf(out + k, n - k, "data.val_path");
+            if (k >= n) k = n - 1;
+            p += 9;
+        } else {
+            out[k++] = *p++;
+        }
+    out[k] = '\0';
+}
+
 void eval_init(struct eval *ev, const struct config *cfg, const struct run_shape *s, const struct grid *g, int V,
                int T)
 {
@@ -35,11 +50,12 @@ void eval_init(struct eval *ev, const struct config *cfg, const struct run_shape
                      (long long)(whole == 0 ? 1 : ev->batches), (long long)ev->G,
                      whole == 0 ? "give a longer held-out file, or a smaller batch_size"
                                 : "set train.eval_batches = 0 (all of it) or fewer");
-    } else { /* (the reader's hint speaks of data.path: here it is data.val_path) */
-        char hint[sizeof err.hint + 8] = "", *at = strstr(err.hint, "data.path");
-        if (at) snprintf(hint, sizeof hint, "%.*sdata.val_path%s", (int)(at - err.hint), err.hint, at + 9);
-        snprintf(msg, sizeof msg, "error: data.val_path = '%s': %s\n  hint: %s\n", cfg->data.val_path, err.what,
-                 at ? hint : err.hint[0] ? err.hint : "data.val_path names the held-out data, read as data.kind says");
+    } else { /* (the reader speaks of data.path: here it is data.val_path) */
+        char what[sizeof err.what + 8], hint[sizeof err.hint + 8];
+        val_path_words(err.what, what, sizeof what);
+        val_path_words(err.hint[0] ? err.hint : "data.val_path names the held-out data, read as data.kind says", hint,
+                       sizeof hint);
+        snprintf(msg, sizeof msg, "error: data.val_path = '%s': %s\n  hint: %s\n", cfg->data.val_path, what, hint);
     }
     if (mpi_agree_error(g->world_comm, msg[0] != '\0', msg, sizeof msg) != 0) {
         if (g->rank == 0) fputs(msg, stderr);
