@@ -212,6 +212,28 @@ st=$?
 grep "error\|read task\|restarted" "$scratch/last.out" | diag
 [ $st -eq 0 ] && grep -q "read task rd_task: 1 examples, 2 choices" "$scratch/last.out" && [ -f "$scratch/rd/ckpt_6.h5" ]
 ok $? "resumed in place with a task: the tasks read through the run's copy, the damaged stored one not read (status $st)"
+# a checkpoint moved on its own into a new folder and resumed there (restart = 'auto'): the tokenizer kept in it is
+# the run's (its tasks read through it, its checkpoints keep it; none was, and a JSON Lines task had none)
+mkdir -p "$scratch/moved" "$scratch/sm" && cp "$scratch/small.json" "$scratch/sm/tokenizer.json" &&
+    cp "$scratch/rt/ckpt_3.h5" "$scratch/moved/" &&
+    triad_run 1 $tiny train.steps=6 io.restart=auto io.run_dir="'$scratch/moved'" train.mc_eval_every=3 \
+        eval.tasks="'$scratch/rd_task.jsonl'"
+st=$?
+grep "error\|read task" "$scratch/last.out" | diag
+[ $st -eq 0 ] && grep -q "read task rd_task: 1 examples" "$scratch/last.out" &&
+    stored "$scratch/moved/ckpt_6.h5" "$scratch/sm/tokenizer.json"
+ok $? "a checkpoint resumed alone in a new folder: its kept tokenizer reads the task and is kept on (status $st)"
+# a tokenizer that does not fit the model (more ids than vocab_size) is refused before the run directory is touched
+"$PYTHON3" -c "import json, sys
+t = json.load(open(sys.argv[1])); t['model']['vocab'].update({'x%d' % i: 28 + i for i in range(100)})
+json.dump(t, open(sys.argv[2], 'w'))" "$scratch/small.json" "$scratch/big.json" &&
+    cp -r "$scratch/rt" "$scratch/ow" && before=$(cd "$scratch/ow" && ls -R | md5sum) &&
+    triad_run 1 $tiny io.overwrite=.true. data.tokenizer="'$scratch/big.json'" io.run_dir="'$scratch/ow'"
+st=$?
+grep "error" "$scratch/last.out" | diag
+[ $st -eq 1 ] && grep -q "more than the model's vocab_size = 64" "$scratch/last.out" &&
+    [ "$(cd "$scratch/ow" && ls -R | md5sum)" = "$before" ]
+ok $? "data.tokenizer with more ids than vocab_size and io.overwrite: refused (status $st), nothing in the run directory moved"
 triad_run 1 $tiny train.steps=9 io.restart="'$scratch/rt/ckpt_6.h5'" io.run_dir="'$scratch/rt2'"
 [ $? -eq 0 ] && cmp -s "$scratch/rt2/tokenizer.json" "$scratch/small.json" &&
     mkdir -p "$scratch/sm" && cp "$scratch/small.json" "$scratch/sm/tokenizer.json" &&

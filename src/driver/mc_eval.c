@@ -128,17 +128,6 @@ static void send_tasks(struct mc_eval *e, const struct grid *g)
     }
 }
 
-int mc_eval_needs_run_tokenizer(const struct config *cfg)
-{
-    char name[MC_NAME], path[CONFIG_STRLEN], err[256];
-    if (cfg->train.mc_eval_every <= 0 || cfg->eval.tokenizer[0]) return 0;
-    int n = task_entry(cfg->eval.tasks, -1, name, path, sizeof path, err, sizeof err);
-    for (int i = 0; i < n; i++)
-        if (task_entry(cfg->eval.tasks, i, name, path, sizeof path, err, sizeof err) >= 0 && mc_task_is_jsonl(path))
-            return 1;
-    return 0;
-}
-
 void mc_eval_init(struct mc_eval *e, const struct config *cfg, const char *ckpt, struct tokenizer *run_tok,
                   const struct run_shape *s, const struct grid *g, int V, int T)
 {

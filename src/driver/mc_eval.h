@@ -46,10 +46,6 @@ struct mc_eval {
     struct data_source *data;   /* over rows */
 };
 
-/* Does a training run's eval.tasks hold a JSON Lines task that the run's
- * own tokenizer encodes (mc_eval_every > 0, no eval.tokenizer)? */
-int mc_eval_needs_run_tokenizer(const struct config *cfg);
-
 /* Collective: read the tasks of eval.tasks (rank 0, a JSON Lines task
  * through eval.tokenizer's tokenizer: the model's, ckpt's or with ckpt
  * NULL run_tok, the run's, which rank 0 has opened: hf_run_tokenizer), for

@@ -250,23 +250,17 @@ void train_initial_state(struct run *r)
     int bad = loaded && r->g->rank == 0 && hf_check_resumed_tokenizer(cfg, path, here, err, sizeof err) != 0;
     if (mpi_agree_error(r->g->world_comm, bad, err, sizeof err)) /* (before the run directory is touched) */
         die_all("data.tokenizer names the model's tokenizer (docs/tokenizer.md)", "%s", err);
-    /* data.tokenizer, and the tasks read (through the tokenizer the run keeps
-     * where a JSON Lines task needs it), before the run directory is touched
-     * too: a bad one would have moved its output */
-    bad = r->g->rank == 0 && hf_check_named_tokenizer(cfg, loaded ? path : NULL, here, err, sizeof err) != 0;
+    /* the tokenizer the run keeps, opened (it fits the model, it reads), and
+     * the tasks read through it, before the run directory is touched too: a
+     * bad one would have moved its output */
+    struct tokenizer *tok = NULL;
+    const int V = r->model.d.V;
+    bad = r->g->rank == 0 && !(tok = hf_run_tokenizer(cfg, V, loaded ? path : NULL, here, err, sizeof err)) && err[0];
     if (mpi_agree_error(r->g->world_comm, bad, err, sizeof err))
-        die_all("data.tokenizer names the model's tokenizer (docs/tokenizer.md)", "%s", err);
-    if (cfg->train.mc_eval_every > 0) {
-        struct tokenizer *tok = NULL;
-        const int V = r->model.d.V;
-        bad = r->g->rank == 0 && mc_eval_needs_run_tokenizer(cfg) &&
-              !(tok = hf_run_tokenizer(cfg, V, loaded ? path : NULL, here, err, sizeof err)) && err[0];
-        if (mpi_agree_error(r->g->world_comm, bad, err, sizeof err))
-            die_all("the JSON Lines tasks are read through the run's tokenizer (docs/tokenizer.md); eval.tokenizer "
-                    "names another", "%s", err);
-        mc_eval_init(&r->mc, cfg, NULL, tok, &r->shape, r->g, V, r->model.d.T);
-        tok_close(tok);
-    }
+        die_all("the run keeps the model's tokenizer: data.tokenizer, io.init_from's, or the one the run resumes with "
+                "(docs/tokenizer.md)", "%s", err);
+    if (cfg->train.mc_eval_every > 0) mc_eval_init(&r->mc, cfg, NULL, tok, &r->shape, r->g, V, r->model.d.T);
+    tok_close(tok);
     settle_run_dir(r, path, loaded, here);
     bad = r->g->rank == 0 && hf_keep_tokenizer(cfg, (int)cfg->model.vocab_size, loaded ? path : NULL, here, err,
                                                sizeof err) != 0;

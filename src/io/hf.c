@@ -826,11 +826,6 @@ static int named_tokenizer_missing(const struct config *cfg, const char *resumed
                   cfg->data.tokenizer);
 }
 
-int hf_check_named_tokenizer(const struct config *cfg, const char *resumed, int here, char *err, size_t errlen)
-{
-    return named_tokenizer_missing(cfg, resumed, here, err, errlen);
-}
-
 /* (hf_keep_tokenizer's choice, step for step) */
 struct tokenizer *hf_run_tokenizer(const struct config *cfg, int V, const char *resumed, int here, char *err,
                                    size_t errlen)
@@ -841,7 +836,7 @@ struct tokenizer *hf_run_tokenizer(const struct config *cfg, int V, const char *
     if (named_tokenizer_missing(cfg, resumed, here, err, errlen)) return NULL;
     if (resumed && here && is_tokenizer(cfg->io.run_dir)) /* the run's copy */
         return open_fitting(cfg->io.run_dir, "the run's tokenizer in", V, err, errlen);
-    if (resumed && !here) { /* the one kept in the checkpoint restarted from */
+    if (resumed) { /* the one kept in the checkpoint resumed from (elsewhere, or here without a copy) */
         struct tokenizer *t = open_kept(resumed, V, &kept, err, errlen);
         if (kept) return t;
     }
@@ -861,7 +856,7 @@ int hf_keep_tokenizer(const struct config *cfg, int V, const char *resumed, int 
      * data.tokenizer: hf_check_resumed_tokenizer): the copy in run_dir, or,
      * restarted from elsewhere, the one kept in the checkpoint, in place of
      * any copy an earlier run that left no output had put there. */
-    if (resumed && !here) {
+    if (resumed && !(here && is_tokenizer(run_dir))) { /* (here without a copy: a checkpoint moved on its own) */
         drop_copies(run_dir, NULL);
         if ((kept = ckpt_extract_tokenizer(resumed, run_dir, err, errlen)) < 0) return -1;
     }

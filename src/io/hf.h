@@ -129,16 +129,13 @@ int hf_generation(const char *option, const struct config *cfg, const char *ckpt
  * run_dir, or restarted from elsewhere the one kept in that checkpoint.  0
  * (also without one), or -1 with err. */
 int hf_keep_tokenizer(const struct config *cfg, int V, const char *resumed, int here, char *err, size_t errlen);
-/* Before the run directory is touched (rank 0): does data.tokenizer, where
- * it is set, name a tokenizer (or, resumed in place, does the run's copy
- * stand in for it)?  0, or -1 with err. */
-int hf_check_named_tokenizer(const struct config *cfg, const char *resumed, int here, char *err, size_t errlen);
 /* The tokenizer hf_keep_tokenizer keeps, opened before the run directory
- * is touched (rank 0): resumed in place, the run's copy in run_dir;
- * restarted from elsewhere, the one kept in the checkpoint `resumed`;
- * else data.tokenizer or io.init_from's folder; else, for a new run, the
- * one kept in io.init_from's triad checkpoint.  NULL with err "" where the
- * run keeps none, or with the reason. */
+ * is touched (rank 0), which shows a bad one in time: resumed in place, the
+ * run's copy in run_dir; resumed otherwise, the one kept in the checkpoint
+ * `resumed`; else data.tokenizer (which must name one) or io.init_from's
+ * folder; else, for a new run, the one kept in io.init_from's triad
+ * checkpoint.  NULL with err "" where the run keeps none, or with the
+ * reason. */
 struct tokenizer *hf_run_tokenizer(const struct config *cfg, int V, const char *resumed, int here, char *err,
                                    size_t errlen);
 /* Before a resumed run touches its directory (rank 0): is the tokenizer
