@@ -288,6 +288,14 @@ ok $? "... and on dp 2 of a batch of 2, a note: the loss is that of micro-batche
 triad_run 1 eval "$scratch/cap/ckpt_4.h5" train.micro_batch_size=0
 [ $? -eq 0 ] && grep -q "1 micro-batch(es) of 8 sequences per replica" "$scratch/last.out"
 ok $? "... and train.micro_batch_size = 0 given on the command line is taken (batch_size / dp: 8)"
+# the capacity over each cp rank's positions: trained on cp 2, evaluated on cp 2 the training's loss; on one rank
+# a note says it is not
+# shellcheck disable=SC2086
+run cap-cp2 2 $text $capacity parallel.cp=2
+same_eval cap-cp2 "of cp 2, on cp 2" 2 parallel.cp=2
+triad_run 1 eval "$scratch/cap-cp2/ckpt_4.h5"
+[ $? -eq 0 ] && grep -q "^note: .*trained on cp = 2, evaluated on cp = 1, the held-out loss is not the training's (parallel.cp = 2 gives it)" "$scratch/last.out"
+ok $? "... and of cp 2 on one rank, a note: the loss is not the training's, parallel.cp = 2 gives it"
 
 # --- the hang watchdog names the all-to-all: rank 0 sleeps 8 s before its
 # step, so rank 1 waits for it in its first mixture layer's exchange

@@ -36,13 +36,14 @@ void log_info(const char *fmt, ...)
  * (mpirun) cannot put a piece of the other between its parts. */
 static void write_message(const char *prefix, const char *hint, const char *fmt, va_list ap)
 {
-    char line[8192];
-    int n = snprintf(line, sizeof line, "%s", prefix);
-    if (n >= 0 && (size_t)n < sizeof line) n += vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    enum { MESSAGE = 8192, HINT = 4096 }; /* (each cut to its own room: a long message keeps its hint) */
+    char line[MESSAGE + HINT + 16];
+    int n = snprintf(line, MESSAGE, "%s", prefix);
+    if (n >= 0 && n < MESSAGE) n += vsnprintf(line + n, (size_t)(MESSAGE - n), fmt, ap);
     if (n < 0) n = 0;
-    if ((size_t)n >= sizeof line - 1) n = (int)sizeof line - 2; /* (cut: room for the line end) */
+    if (n >= MESSAGE) n = MESSAGE - 1;
     n += snprintf(line + n, sizeof line - (size_t)n, "\n");
-    if (hint && *hint && (size_t)n < sizeof line) snprintf(line + n, sizeof line - (size_t)n, "  hint: %s\n", hint);
+    if (hint && *hint) snprintf(line + n, sizeof line - (size_t)n, "  hint: %.*s\n", HINT, hint);
     fputs(line, stderr);
     fflush(stderr);
 }

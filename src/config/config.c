@@ -614,19 +614,23 @@ int config_override(struct config *cfg, const char *arg, struct deck_error *err)
     }
     /* a bare value that itself starts with a quote ('Tis ...) reads as an unclosed string */
     if (rc && eq && (eq[1] == '\'' || eq[1] == '"') && !strncmp(err->what, "unterminated string", 19)) {
-        char q = eq[1], o = q == '\'' ? '"' : '\'', quoted[256];
+        char q = eq[1], o = q == '\'' ? '"' : '\'', quoted[2 * CONFIG_STRLEN + 3];
         /* inside the other quotes where it holds none of them, else inside its own, each doubled */
         char with = strchr(eq + 1, o) ? q : o;
         size_t k = 0;
         quoted[k++] = with;
-        for (const char *c = eq + 1; *c && k + 4 < sizeof quoted; c++) {
+        for (const char *c = eq + 1; *c && k + 3 < sizeof quoted; c++) {
             if (*c == with) quoted[k++] = with;
             quoted[k++] = *c;
         }
         quoted[k++] = with;
         quoted[k] = '\0';
-        deck_error_hint(err, "close the string with %c; a value that itself starts with %c is written %.*s=%s", q, q,
-                        (int)(eq - arg), arg, quoted);
+        if (strlen(eq + 1) < CONFIG_STRLEN && k + (size_t)(eq - arg) + 96 < sizeof err->hint) /* (whole, or none) */
+            deck_error_hint(err, "close the string with %c; a value that itself starts with %c is written %.*s=%s", q,
+                            q, (int)(eq - arg), arg, quoted);
+        else
+            deck_error_hint(err, "close the string with %c; a value that itself starts with %c goes inside %c quotes "
+                            "(where it holds none; else inside %c quotes, each %c in it doubled)", q, q, o, q, q);
     }
     if (rc) config_append(err->what, sizeof err->what, " (in the override '%.*s')", SHOW, arg);
     return rc;
@@ -650,13 +654,13 @@ double config_key_default(const char *group, const char *name)
 
 void config_error_print(FILE *f, const struct deck_error *err)
 {
-    if (!err->file[0])
-        fprintf(f, "error: %s\n", err->what);
-    else if (err->line <= 0)
-        fprintf(f, "%s: error: %s\n", err->file, err->what);
-    else if (err->col <= 0)
-        fprintf(f, "%s:%d: error: %s\n", err->file, err->line, err->what);
-    else
-        fprintf(f, "%s:%d:%d: error: %s\n", err->file, err->line, err->col, err->what);
-    if (err->hint[0]) fprintf(f, "  hint: %s\n", err->hint);
+    /* one write: a launcher that forwards stdout and stderr apart puts nothing between the lines */
+    char at[600] = "", text[sizeof at + sizeof err->what + sizeof err->hint + 32];
+    if (err->file[0] && err->line <= 0) snprintf(at, sizeof at, "%s: ", err->file);
+    else if (err->file[0] && err->col <= 0) snprintf(at, sizeof at, "%s:%d: ", err->file, err->line);
+    else if (err->file[0]) snprintf(at, sizeof at, "%s:%d:%d: ", err->file, err->line, err->col);
+    snprintf(text, sizeof text, "%serror: %s\n%s%s%s", at, err->what, err->hint[0] ? "  hint: " : "", err->hint,
+             err->hint[0] ? "\n" : "");
+    fputs(text, f);
+    fflush(f);
 }

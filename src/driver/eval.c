@@ -11,12 +11,15 @@
 #include "pipeline.h"
 #include "timers.h"
 
-/* in with each "data.path" read "data.val_path", into out. */
+/* in with each "data.path" read "data.val_path", into out: the key where
+ * the reader names it, not a file name that holds the same letters
+ * ('nodata.path', 'data.path/x'). */
 static void val_path_words(const char *in, char *out, size_t n)
 {
+    static const char *const name = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./-'";
     size_t k = 0;
     for (const char *p = in; *p && k + 1 < n;)
-        if (!strncmp(p, "data.path", 9)) {
+        if (!strncmp(p, "data.path", 9) && (p == in || !strchr(name, p[-1])) && (!p[9] || !strchr(name, p[9]))) {
             k += (size_t)snprintf(out + k, n - k, "data.val_path");
             if (k >= n) k = n - 1;
             p += 9;

@@ -43,7 +43,8 @@ static int eval_deck(struct config *cfg, const char *ckpt, int noverride, char *
                                          "parallel.schedule_file=''", "parallel.sequence_parallel=.false.",
                                          "parallel.zero_stage=0", "train.micro_batch_size=0",
                                          CONFIG_TRAINING_AIDS_OFF};
-    int64_t trained_mb = cfg->train.micro_batch_size, trained_dp = ckpt_trained_dp(ckpt);
+    int64_t trained_mb = cfg->train.micro_batch_size, trained_dp, trained_cp;
+    ckpt_trained_grid(ckpt, &trained_dp, &trained_cp);
     if (trained_mb == 0 && trained_dp > 0) trained_mb = cfg->train.batch_size / trained_dp; /* (batch_size / dp) */
     int mb_given = 0;
     char key[2 * CONFIG_STRLEN + 2];
@@ -60,10 +61,11 @@ static int eval_deck(struct config *cfg, const char *ckpt, int noverride, char *
         config_error_print(stderr, &de);
         return -1;
     }
-    /* A mixture's capacity is per micro-batch (docs/moe.md): the training's
-     * micro-batch, where it divides this grid's share of the batch and the
-     * overrides leave it, gives the held-out loss training computed on its
-     * grid.  (Without a capacity the loss is the same at any micro-batch.) */
+    /* A mixture's capacity is per micro-batch and per cp rank's positions
+     * (docs/moe.md): the training's micro-batch, where it divides this grid's
+     * share of the batch and the overrides leave it, and the training's cp
+     * give the held-out loss training computed.  (Without a capacity the
+     * loss is the same at any micro-batch and cp.) */
     int64_t dp = shape_dp(cfg, world);
     if (cfg->model.n_expert > 0 && cfg->train.moe_capacity > 0 && !mb_given && trained_mb > 0 && dp > 0) {
         if (cfg->train.batch_size % (dp * trained_mb) == 0) cfg->train.micro_batch_size = trained_mb;
@@ -74,6 +76,11 @@ static int eval_deck(struct config *cfg, const char *ckpt, int noverride, char *
                     (long long)(cfg->train.batch_size / dp), cfg->train.moe_capacity,
                     (long long)(cfg->train.batch_size / dp));
     }
+    if (cfg->model.n_expert > 0 && cfg->train.moe_capacity > 0 && trained_cp > 0 && cfg->parallel.cp != trained_cp)
+        fprintf(stderr, "note: triad eval %s: with moe_capacity = %g each rank's positions route within the capacity: "
+                "trained on cp = %lld, evaluated on cp = %lld, the held-out loss is not the training's (parallel.cp = "
+                "%lld gives it)\n", ckpt, cfg->train.moe_capacity, (long long)trained_cp,
+                (long long)cfg->parallel.cp, (long long)trained_cp);
     if (cfg->parallel.zero_stage != 0) {
         fprintf(stderr, "error: triad eval: parallel.zero_stage = %lld, but an evaluation has no optimizer state or "
                 "gradients to shard, and each replica holds the whole model\n  hint: leave parallel.zero_stage at 0\n",

@@ -7,8 +7,8 @@
  * --version, --doc) are the tables below main's helpers; `triad export`
  * turns a checkpoint into a Hugging Face folder, `triad sample` generates
  * from one, `triad eval` judges one. */
+#include <dirent.h>
 #include <errno.h>
-#include <glob.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "ckpt_name.h"
 #include "config.h"
 #include "cpu.h"
 #include "evaluate.h"
@@ -81,11 +82,11 @@ static int resuming(const struct config *cfg)
 {
     if (!cfg->io.restart[0]) return 0;
     if (!config_is(cfg->io.restart, "auto")) return 1;
-    char pattern[CONFIG_STRLEN + 16];
-    snprintf(pattern, sizeof pattern, "%s/ckpt_*.h5", cfg->io.run_dir);
-    glob_t g;
-    int any = glob(pattern, 0, NULL, &g) == 0 && g.gl_pathc > 0;
-    globfree(&g);
+    DIR *d = opendir(cfg->io.run_dir); /* (a checkpoint's name as restart = 'auto' takes it: ckpt_<step>.h5) */
+    int any = 0;
+    int64_t step;
+    for (struct dirent *e; d && !any && (e = readdir(d));) any = ckpt_step_of(e->d_name, &step) == 0;
+    if (d) closedir(d);
     return any;
 }
 

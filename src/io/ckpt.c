@@ -141,14 +141,14 @@ static int not_a_checkpoint(hid_t f, const char *path, char *err, size_t errlen)
 /* (the message for ckpt_stored_deck's -2, of path) */
 #define DAMAGED_DECK "%s: the file is corrupted: its stored deck is empty, or not the text its checksum was made of"
 
-int64_t ckpt_trained_dp(const char *path)
+void ckpt_trained_grid(const char *path, int64_t *dp, int64_t *cp)
 {
+    *dp = *cp = 0;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t f = access(path, R_OK) == 0 ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
-    if (f < 0) return 0;
-    int64_t dp = ckpt_stored_dp(f);
+    if (f < 0) return;
+    ckpt_stored_grid(f, dp, cp);
     H5Fclose(f);
-    return dp;
 }
 
 int ckpt_read_config(const char *path, struct config *cfg, char *err, size_t errlen)

@@ -25,10 +25,11 @@ int ckpt_save(const char *run_dir, const struct ckpt_state *st, const struct mod
 /* The deck a checkpoint was written with (its model's family and shape),
  * read on one process.  0, or -1 with the reason. */
 int ckpt_read_config(const char *path, struct config *cfg, char *err, size_t errlen);
-/* The data-parallel degree the checkpoint at path was trained on (its
- * micro-batch with train.micro_batch_size = 0 was batch_size / it); 0 where
- * the file does not say. */
-int64_t ckpt_trained_dp(const char *path);
+/* The data- and context-parallel degrees the checkpoint at path was
+ * trained on (its micro-batch with train.micro_batch_size = 0 was
+ * batch_size / dp; each rank held seq_len / cp positions), each 0 where the
+ * file does not say. */
+void ckpt_trained_grid(const char *path, int64_t *dp, int64_t *cp);
 
 /* Read /model of `path` into m (this rank's part), verifying each dataset's
  * checksum where the file has one.  Collective.  Returns 0 or -1 with err

@@ -159,10 +159,10 @@ void ckpt_write_attributes(hid_t f, const struct ckpt_state *st, const char *dec
     attr_i64(f, "deck_checksum", deck_checksum(deck));
 }
 
-int64_t ckpt_stored_dp(hid_t f)
+void ckpt_stored_grid(hid_t f, int64_t *dp, int64_t *cp)
 {
-    int64_t dp = 0;
-    return read_attr_i64(f, "dp", &dp) == 0 && dp > 0 ? dp : 0;
+    if (read_attr_i64(f, "dp", dp) != 0 || *dp < 1) *dp = 0;
+    if (read_attr_i64(f, "cp", cp) != 0 || *cp < 1) *cp = 0;
 }
 
 int ckpt_read_state(hid_t f, const char *path, struct ckpt_state *st, char *err, size_t errlen)

@@ -46,9 +46,9 @@ void ckpt_write_attributes(hid_t f, const struct ckpt_state *st, const char *dec
  * run stored them, the updates as the steps in files older than them): 0,
  * or -1 with err. */
 int ckpt_read_state(hid_t f, const char *path, struct ckpt_state *st, char *err, size_t errlen);
-/* The data-parallel degree of the grid the file was written on (its "dp"
- * attribute), 0 where it has none. */
-int64_t ckpt_stored_dp(hid_t f);
+/* The data- and context-parallel degrees of the grid the file was written
+ * on (its "dp" and "cp" attributes), each 0 where it has none. */
+void ckpt_stored_grid(hid_t f, int64_t *dp, int64_t *cp);
 
 /* Does the step attribute of f (at path) read back as step?  0, or -1 with
  * err naming this rank. */
