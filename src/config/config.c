@@ -599,6 +599,16 @@ void config_override_name(const char *arg, char *name, size_t n)
     snprintf(name, n, "%s%s%s", group, dot ? "." : "", key);
 }
 
+int config_override_given(int n, char *const *overrides, const char *key)
+{
+    char name[2 * CONFIG_STRLEN + 2];
+    for (int i = 0; i < n; i++) {
+        config_override_name(overrides[i], name, sizeof name);
+        if (!strcmp(name, key)) return 1;
+    }
+    return 0;
+}
+
 int config_override(struct config *cfg, const char *arg, struct deck_error *err)
 {
     config_error_reset(err, "command line");

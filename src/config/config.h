@@ -49,6 +49,8 @@ int config_override(struct config *cfg, const char *arg, struct deck_error *err)
 /* The "group.key" an override names, as config_override reads it (blanks
  * around each part left out, lower case), into name[0..n). */
 void config_override_name(const char *arg, char *name, size_t n);
+/* Is key ("group.key", lower case) among the n overrides? */
+int config_override_given(int n, char *const *overrides, const char *key);
 /* The overrides that set a training's testing aids aside, for the commands
  * that read a checkpoint's deck on another grid (sample, eval): a rank an
  * aid names may be past it. */

@@ -675,7 +675,6 @@ int config_check_unread(const struct config *cfg, struct deck_error *err)
         const struct unread u[] = {
             {"model", "n_expert_active", (double)cfg->model.n_expert_active, 0, why, fix},
             {"model", "moe_ffn_hidden", (double)cfg->model.moe_ffn_hidden, 0, why, fix},
-            {"model", "moe_router", (double)cfg->model.moe_router_id, 0, why, fix},
             {"model", "moe_norm_topk", (double)cfg->model.moe_norm_topk, 1, why, fix},
             {"model", "moe_shared_gate", (double)cfg->model.moe_shared_gate, 1, why, fix},
             {"train", "moe_aux_loss", cfg->train.moe_aux_loss, 0, why, fix},

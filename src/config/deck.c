@@ -743,8 +743,10 @@ int deck_parse_values(const char *text, struct deck_value **values, int *n, stru
     if (rc == 0 && t->type != TK_EOF) {
         char buf[80];
         deck_error_set(err, t->line, t->col, "unexpected %s in a value", tok_show(t, buf, sizeof buf));
-        rc = t->type != TK_STR && odd_char(err, t->p, t->len) ? -1 : deck_error_hint(err, "a value is a number, a logical or a string; quote strings that contain %s",
-                      tok_show(t, buf, sizeof buf));
+        if (t->type != TK_STR && odd_char(err, t->p, t->len)) rc = -1;
+        else
+            rc = deck_error_hint(err, "a value is a number, a logical or a string; quote strings that contain %s",
+                                 tok_show(t, buf, sizeof buf));
     }
     free(toks);
     if (rc) {

@@ -46,12 +46,7 @@ static int eval_deck(struct config *cfg, const char *ckpt, int noverride, char *
     int64_t trained_mb = cfg->train.micro_batch_size, trained_dp, trained_cp;
     ckpt_trained_grid(ckpt, &trained_dp, &trained_cp);
     if (trained_mb == 0 && trained_dp > 0) trained_mb = cfg->train.batch_size / trained_dp; /* (batch_size / dp) */
-    int mb_given = 0;
-    char key[2 * CONFIG_STRLEN + 2];
-    for (int i = 0; i < noverride; i++) {
-        config_override_name(overrides[i], key, sizeof key);
-        mb_given |= !strcmp(key, "train.micro_batch_size");
-    }
+    int mb_given = config_override_given(noverride, overrides, "train.micro_batch_size");
     struct deck_error de;
     memset(&de, 0, sizeof de);
     for (size_t i = 0; i < sizeof layout / sizeof layout[0]; i++) config_override(cfg, layout[i], &de);

@@ -236,17 +236,6 @@ static int read_options(struct config *cfg, int argc, char **argv, int first, in
     return 0;
 }
 
-/* Is key ("group.key", lower case) among the overrides argv[first..argc)? */
-static int override_given(int argc, char **argv, int first, const char *key)
-{
-    char name[2 * CONFIG_STRLEN + 2];
-    for (int i = first; i < argc; i++) {
-        config_override_name(argv[i], name, sizeof name);
-        if (!strcmp(name, key)) return 1;
-    }
-    return 0;
-}
-
 /* The overrides argv[first..argc) name only keys of `read` (a list of
  * "group." for a whole group or "group.key", NULL-ended) that `command`
  * reads: 0, or -1 with the error printed (by rank 0).  The rest of a deck
@@ -337,9 +326,9 @@ static int sample_command(int argc, char **argv, int rank)
     train_release_signals();
     int asked = (int)*train_stop_signal();
     if (asked) raise(asked);
-    int set = (override_given(argc, argv, 3, "sample.temperature") ? SAMPLE_SET_TEMPERATURE : 0) |
-              (override_given(argc, argv, 3, "sample.top_k") ? SAMPLE_SET_TOP_K : 0) |
-              (override_given(argc, argv, 3, "sample.top_p") ? SAMPLE_SET_TOP_P : 0);
+    int set = (config_override_given(argc - 3, argv + 3, "sample.temperature") ? SAMPLE_SET_TEMPERATURE : 0) |
+              (config_override_given(argc - 3, argv + 3, "sample.top_k") ? SAMPLE_SET_TOP_K : 0) |
+              (config_override_given(argc - 3, argv + 3, "sample.top_p") ? SAMPLE_SET_TOP_P : 0);
     return sample_checkpoint(argv[2], &opts, set);
 }
 

@@ -316,9 +316,11 @@ static void train_step(struct run *r, struct step_metrics *sm)
     if (scale != 1.0) optim_unscale(&r->optim, &r->model, (float)(1.0 / scale));
     if (cfg->diag.inject_overflow_step == r->step + 1 && cfg->diag.inject_rank == r->g->rank) {
         float *gp = optim_some_grad(&r->optim, &r->model), inf = INFINITY;
-        if (gp) r->model.k->to_device(gp, &inf, sizeof inf);
-        if (gp) log_warn("diag.inject_overflow_step: put an infinity into a gradient on world rank %d", r->g->rank);
-        else log_warn("diag.inject_overflow_step: world rank %d holds no gradient its norm counts (a stage of dense "
+        if (gp) {
+            r->model.k->to_device(gp, &inf, sizeof inf);
+            log_warn("diag.inject_overflow_step: put an infinity into a gradient on world rank %d", r->g->rank);
+        } else
+            log_warn("diag.inject_overflow_step: world rank %d holds no gradient its norm counts (a stage of dense "
                       "layers alone on an ep rank other than 0): nothing injected; choose another diag.inject_rank",
                       r->g->rank);
     }
