@@ -16,7 +16,9 @@
 #    read mid-flush) is plotted over the rows they share, and so is a run of
 #    1 or 3 tasks scored; -o without an extension a PNG; an output it cannot
 #    write, a format matplotlib does not write, a zero size or resolution:
-#    errors naming the option or the path.
+#    errors naming the option or the path.  A byte of /metrics/loss changed
+#    after the write fails its chunk's checksum: plot_metrics.py names the
+#    series, and a restart moves the file aside (metrics.h5.damaged.1).
 . "$(dirname "$0")/lib.sh"
 
 MT="$PYTHON3 $top_srcdir/tools/make_tokens.py"
@@ -155,4 +157,32 @@ bad_plot "'txt' is not a format matplotlib writes" "-o p.txt" -o "$scratch/p.txt
 bad_plot "the resolution must be at least 1" "--dpi 0" -o "$scratch/p.png" --dpi 0
 bad_plot "the width and height must be positive" "--size 0x0" -o "$scratch/p.png" --size 0x0
 bad_plot "names none" "--quantities ," -o "$scratch/p.png" --quantities ,
+
+# a byte of /metrics/loss changed after the write: each series' chunks carry
+# HDF5's Fletcher-32, so the reader says so instead of plotting a wrong loss,
+# and a restart moves the file aside instead of continuing it
+cp -r "$scratch/run" "$scratch/flip"
+"$PYTHON3" - "$scratch/flip/metrics.h5" << 'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    d = f["metrics/loss"]
+    assert all(f["metrics"][k].fletcher32 for k in f["metrics"]), "a series without its checksum"
+    at = d.id.get_chunk_info(0).byte_offset + 3  # (inside step 1's loss)
+with open(sys.argv[1], "r+b") as f:
+    f.seek(at)
+    b = f.read(1)
+    f.seek(at)
+    f.write(bytes([b[0] ^ 0x10]))
+PY
+ok $? "every /metrics series carries its checksum; a byte of /metrics/loss flipped"
+$PM "$scratch/flip" -o "$scratch/f.png" > "$scratch/out" 2>&1
+[ $? -eq 1 ] && grep -q "/metrics/loss fails its checksum" "$scratch/out" && no_traceback "$scratch/out" &&
+    $PM "$scratch/flip" -o "$scratch/f.png" --quantities lr > "$scratch/out" 2>&1
+ok $? "plot_metrics.py of a flipped byte in /metrics/loss: status 1 naming the series; --quantities lr still plots"
+triad_run 1 "$DECKS/tiny.nml" train.steps=4 train.warmup_steps=0 io.restart="'auto'" io.run_dir="'$scratch/flip'"
+[ $? -eq 0 ] && grep -q "metrics.h5 could not be continued (damaged: /metrics/loss cannot be read back" "$scratch/last.out" &&
+    [ -f "$scratch/flip/metrics.h5.damaged.1" ] &&
+    "$PYTHON3" -c "import h5py,sys; sys.exit(list(h5py.File(sys.argv[1])['metrics/step'][:]) != [3, 4])" \
+        "$scratch/flip/metrics.h5"
+ok $? "a restart beside that metrics.h5: moved aside naming /metrics/loss, a new one holds steps 3..4"
 done_testing

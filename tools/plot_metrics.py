@@ -75,12 +75,24 @@ def metrics_path(run):
     return path
 
 
+def values(d, path):
+    """Dataset d read whole; a chunk that fails its checksum (triad's series carry HDF5's Fletcher-32) named."""
+    try:
+        return d[:]
+    except OSError as e:
+        if "checksum" not in str(e):
+            raise
+        raise SystemExit(f"plot_metrics.py: error: {path}: {d.name} fails its checksum ({e}): a byte of the file "
+                         "changed after triad wrote it (the disk, a copy); other quantities may still plot "
+                         "(--quantities), and the run's checkpoints are checked apart")
+
+
 def column(g, name, path):
     """Dataset name of group g as float64 (a KeyError said as the file's)."""
     if name not in g:
         raise SystemExit(f"plot_metrics.py: error: {path} has {g.name} without {g.name}/{name}: not a whole "
                          "metrics file (damaged, or written by another program)")
-    return g[name][:].astype(np.float64)
+    return values(g[name], path).astype(np.float64)
 
 
 def load(run, quantities):
@@ -91,11 +103,11 @@ def load(run, quantities):
             if "metrics" not in f or "step" not in f["metrics"]:
                 raise SystemExit(f"plot_metrics.py: error: {path} has no /metrics/step: not a triad metrics file")
             g = f["metrics"]
-            steps = g["step"][:]
+            steps = values(g["step"], path)
             out = {}
             for q in quantities:
                 if q in g:
-                    v = g[q][:].astype(np.float64)
+                    v = values(g[q], path).astype(np.float64)
                     n = min(len(steps), len(v))  # a live file may be mid-flush
                     if v.ndim > 1:  # several values a step (moe_tokens: [steps, L, E]): a column each
                         v = v.reshape(v.shape[0], int(np.prod(v.shape[1:])))  # (not -1: a live file may have 0 rows)

@@ -79,14 +79,25 @@ static int describe(hid_t obj, const char *units, const char *description)
     return write_string_attr(obj, "units", units) || write_string_attr(obj, "description", description) ? -1 : 0;
 }
 
+/* The creation properties of a series: chunked (extendible) and each chunk
+ * checksummed (HDF5's Fletcher-32 filter, which the library checks on every
+ * read: a changed byte is an error, never a wrong number). */
+static hid_t series_dcpl(int rank, const hsize_t *chunk)
+{
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    if (dcpl >= 0 && (H5Pset_chunk(dcpl, rank, chunk) < 0 || H5Pset_fletcher32(dcpl) < 0)) {
+        H5Pclose(dcpl);
+        return -1;
+    }
+    return dcpl;
+}
+
 static int create_datasets(struct metrics_file *mf)
 {
     hid_t g = H5Gcreate2(mf->file, "/metrics", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     if (g < 0) return -1;
     hsize_t dims = 0, maxdims = H5S_UNLIMITED, chunk = 256;
-    hid_t space = H5Screate_simple(1, &dims, &maxdims);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    H5Pset_chunk(dcpl, 1, &chunk);
+    hid_t space = H5Screate_simple(1, &dims, &maxdims), dcpl = series_dcpl(1, &chunk);
     int rc = 0;
     for (int i = 0; i < M_COUNT; i++) {
         mf->dset[i] = H5Dcreate2(g, mnames[i], mtype(i), space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
@@ -136,8 +147,7 @@ static int table_append(struct metrics_file *mf, const char *group, int n, const
         H5Pset_create_intermediate_group(lcpl, 1);
         hid_t g = there ? H5Gopen2(file, group, H5P_DEFAULT) : H5Gcreate2(file, group, lcpl, H5P_DEFAULT, H5P_DEFAULT);
         hsize_t zero = 0, maxdims = H5S_UNLIMITED, chunk = 64;
-        hid_t space = H5Screate_simple(1, &zero, &maxdims), dcpl = H5Pcreate(H5P_DATASET_CREATE);
-        H5Pset_chunk(dcpl, 1, &chunk);
+        hid_t space = H5Screate_simple(1, &zero, &maxdims), dcpl = series_dcpl(1, &chunk);
         for (int i = 0; i < n && g >= 0; i++) {
             hid_t d = H5Dcreate2(g, col[i].name, col[i].integer ? H5T_NATIVE_INT64 : H5T_NATIVE_DOUBLE, space,
                                  H5P_DEFAULT, dcpl, H5P_DEFAULT);
@@ -246,6 +256,58 @@ int metrics_task(struct metrics_file *mf, int64_t step, const struct task_score 
     return rc;
 }
 
+/* Every dataset under group g read through, a slab of rows at a time: a
+ * chunk whose checksum fails (a changed byte), or one a failed write left
+ * unreadable, is found here, before a restart writes into it (HDF5 reads a
+ * chunk back to add a row to it, and a failed write there would end the
+ * job).  0, or -1 with the dataset's path in why. */
+static int readable(hid_t g, const char *at, char *why, size_t whylen)
+{
+    H5G_info_t gi;
+    if (H5Gget_info(g, &gi) < 0) return snprintf(why, whylen, "%s", at), -1;
+    for (hsize_t k = 0; k < gi.nlinks; k++) {
+        char name[256], path[600];
+        if (H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, k, name, sizeof name, H5P_DEFAULT) < 0)
+            return snprintf(why, whylen, "%s", at), -1;
+        snprintf(path, sizeof path, "%s/%s", strcmp(at, "/") ? at : "", name);
+        hid_t o = H5Oopen(g, name, H5P_DEFAULT);
+        if (o < 0) return snprintf(why, whylen, "%s", path), -1;
+        int rc = 0;
+        if (H5Iget_type(o) == H5I_GROUP) {
+            rc = readable(o, path, why, whylen);
+        } else if (H5Iget_type(o) == H5I_DATASET) {
+            hid_t fs = H5Dget_space(o), t = H5Dget_type(o);
+            int rank = fs < 0 ? -1 : H5Sget_simple_extent_ndims(fs);
+            hsize_t dims[H5S_MAX_RANK] = {0};
+            size_t tsize = t < 0 ? 0 : H5Tget_size(t);
+            if (rank < 0 || tsize == 0 || (rank > 0 && H5Sget_simple_extent_dims(fs, dims, NULL) < 0)) rc = -1;
+            int fixed = t >= 0 && H5Tdetect_class(t, H5T_VLEN) == 0 && H5Tis_variable_str(t) == 0; /* (none here) */
+            hsize_t row = fixed ? tsize : 0, rows = rank > 0 ? dims[0] : 1;
+            for (int d = 1; d < rank; d++) row *= dims[d];
+            hsize_t per = rc || row == 0 ? 1 : row >= (8u << 20) ? 1 : (8u << 20) / row; /* rows a slab: 8 MiB */
+            void *buf = rc ? NULL : xmalloc((size_t)(row ? row : 1) * (size_t)(per < rows ? per : rows ? rows : 1));
+            for (hsize_t r = 0; rc == 0 && row && r < rows; r += per) {
+                hsize_t start[H5S_MAX_RANK] = {0}, count[H5S_MAX_RANK];
+                for (int d = 0; d < rank; d++) count[d] = dims[d];
+                start[0] = r;
+                if (rank > 0) count[0] = rows - r < per ? rows - r : per;
+                hid_t mem = rank > 0 ? H5Screate_simple(rank, count, NULL) : H5Screate(H5S_SCALAR);
+                if (mem < 0 || (rank > 0 && H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) < 0) ||
+                    H5Dread(o, t, mem, fs, H5P_DEFAULT, buf) < 0)
+                    rc = -1;
+                if (mem >= 0) H5Sclose(mem);
+            }
+            free(buf);
+            if (t >= 0) H5Tclose(t);
+            if (fs >= 0) H5Sclose(fs);
+            if (rc) snprintf(why, whylen, "%s", path);
+        }
+        H5Oclose(o);
+        if (rc) return -1;
+    }
+    return 0;
+}
+
 /* Re-open the datasets of an existing file and keep rows with step <= last. */
 static int reopen_datasets(struct metrics_file *mf, int64_t last)
 {
@@ -255,8 +317,7 @@ static int reopen_datasets(struct metrics_file *mf, int64_t last)
         mf->dset[i] = H5Lexists(mf->file, path, H5P_DEFAULT) > 0 ? H5Dopen2(mf->file, path, H5P_DEFAULT) : -1;
         if (mf->dset[i] < 0 && i > M_COMM_S) { /* a file of an older version: the column starts here (0 before) */
             hsize_t zero = 0, maxdims = H5S_UNLIMITED, chunk = 256;
-            hid_t space = H5Screate_simple(1, &zero, &maxdims), dcpl = H5Pcreate(H5P_DATASET_CREATE);
-            H5Pset_chunk(dcpl, 1, &chunk);
+            hid_t space = H5Screate_simple(1, &zero, &maxdims), dcpl = series_dcpl(1, &chunk);
             mf->dset[i] = H5Dcreate2(mf->file, path, mtype(i), space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
             H5Pclose(dcpl);
             H5Sclose(space);
@@ -308,9 +369,11 @@ int metrics_open(struct metrics_file *mf, const char *run_dir, const char *deck,
                      path);
             return -2;
         }
-        rc = mf->file < 0 ? -1 : reopen_datasets(mf, first_step);
+        char bad[600] = "";
+        rc = mf->file < 0 ? -1 : readable(mf->file, "/", bad, sizeof bad);
+        if (rc == 0) rc = reopen_datasets(mf, first_step);
         if (rc == 0) rc = eval_truncate(mf->file, first_step);
-        if (rc != 0) { /* damaged (a full disk in an earlier run): keep it aside, start anew from here */
+        if (rc != 0) { /* damaged (a full disk in an earlier run, a changed byte): keep it aside, start anew */
             for (int i = 0; i < M_COUNT; i++)
                 if (mf->dset[i] > 0) H5Dclose(mf->dset[i]), mf->dset[i] = -1;
             if (mf->file >= 0) H5Fclose(mf->file);
@@ -324,8 +387,13 @@ int metrics_open(struct metrics_file *mf, const char *run_dir, const char *deck,
                 snprintf(err, errlen, "cannot continue %s and cannot move it aside: %s", path, strerror(errno));
                 return -1;
             }
-            log_warn("%s could not be continued (damaged: an earlier run's disk was full?): moved to %s; a new "
-                     "metrics.h5 starts at step %lld", path, aside, (long long)first_step + 1);
+            if (bad[0])
+                log_warn("%s could not be continued (damaged: %s cannot be read back, a changed byte that fails its "
+                         "checksum or an earlier run's failed write): moved to %s; a new metrics.h5 starts at step "
+                         "%lld", path, bad, aside, (long long)first_step + 1);
+            else
+                log_warn("%s could not be continued (damaged: an earlier run's disk was full?): moved to %s; a new "
+                         "metrics.h5 starts at step %lld", path, aside, (long long)first_step + 1);
             exists = 0;
             rc = 0;
         }
@@ -453,8 +521,7 @@ int metrics_moe(struct metrics_file *mf, int L, int E)
     if (mf->moe_tokens < 0) {
         hsize_t zero[3] = {0, dims[1], dims[2]}, maxdims[3] = {H5S_UNLIMITED, dims[1], dims[2]};
         hsize_t chunk[3] = {16, dims[1], dims[2]};
-        hid_t space = H5Screate_simple(3, zero, maxdims), dcpl = H5Pcreate(H5P_DATASET_CREATE);
-        H5Pset_chunk(dcpl, 3, chunk);
+        hid_t space = H5Screate_simple(3, zero, maxdims), dcpl = series_dcpl(3, chunk);
         mf->moe_tokens = H5Dcreate2(mf->file, path, H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
         H5Pclose(dcpl);
         H5Sclose(space);
