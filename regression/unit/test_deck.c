@@ -11,6 +11,7 @@
 #include "shape.h"
 #include "build_config.h"
 #include "tap.h"
+#include "utf8.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -329,6 +330,19 @@ static int check_error(int rc, const struct deck_error *err, const char *what, i
     return ok;
 }
 
+/* A message a terminal shows as it is: well-formed UTF-8 without control
+ * characters (a Latin-1 byte of the deck quoted in it is shown as '?'). */
+static int shows(const char *s)
+{
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        int len = utf8_length((const unsigned char *)s + i, n - i);
+        if (len == 0 || ((unsigned char)s[i] < 0x20 && s[i] != '\n') || s[i] == 0x7f) return 0;
+        i += (size_t)len;
+    }
+    return 1;
+}
+
 static int read_bad_deck(struct config *cfg, const char *text, struct deck_error *err)
 {
     return config_read_string(cfg, text, "bad.nml", err);
@@ -345,7 +359,9 @@ static void test_bad(const struct bad *list, size_t n, int (*read)(struct config
         struct deck_error err;
         config_defaults(&c);
         int rc = read(&c, b->text, &err);
-        tap_ok(check_error(rc, &err, b->what, b->line, b->col, b->hint) && strcmp(err.file, file) == 0,
+        int shown = shows(err.what) && shows(err.hint);
+        if (!shown) tap_diag("a byte no terminal shows in: %s (hint: %s)", err.what, err.hint);
+        tap_ok(check_error(rc, &err, b->what, b->line, b->col, b->hint) && strcmp(err.file, file) == 0 && shown,
                "bad %s %zu -> %d:%d %s", read == config_override ? "override" : "deck", i + 1, b->line, b->col,
                b->what);
     }

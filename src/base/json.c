@@ -4,6 +4,7 @@
 
 #include "file.h"
 #include "log.h"
+#include "utf8.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -57,21 +58,6 @@ static const char *shown(char c, char buf[8])
     return buf;
 }
 
-/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong
- * forms, no surrogates, nothing past U+10FFFF), or 0. */
-static int utf8_length(const unsigned char *p, const unsigned char *end)
-{
-    int n = p[0] < 0x80 ? 1 : p[0] >= 0xC2 && p[0] <= 0xDF ? 2 : p[0] >= 0xE0 && p[0] <= 0xEF ? 3
-            : p[0] >= 0xF0 && p[0] <= 0xF4 ? 4 : 0;
-    if (n == 0 || end - p < n) return 0;
-    for (int i = 1; i < n; i++)
-        if ((p[i] & 0xC0) != 0x80) return 0;
-    if ((p[0] == 0xE0 && p[1] < 0xA0) || (p[0] == 0xED && p[1] >= 0xA0) || /* overlong; a surrogate */
-        (p[0] == 0xF0 && p[1] < 0x90) || (p[0] == 0xF4 && p[1] >= 0x90))   /* overlong; past U+10FFFF */
-        return 0;
-    return n;
-}
-
 static void skip_space(struct parser *ps)
 {
     while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r')) ps->p++;
@@ -113,7 +99,7 @@ static char *string(struct parser *ps)
             break;
         }
         if (c >= 0x80) { /* a UTF-8 sequence, copied whole once it is well-formed */
-            int len = utf8_length((const unsigned char *)ps->p - 1, (const unsigned char *)ps->end);
+            int len = utf8_length((const unsigned char *)ps->p - 1, (size_t)(ps->end - (ps->p - 1)));
             if (len == 0) {
                 ps->p--;
                 fail(ps, "a byte 0x%02x that is not well-formed UTF-8 inside a string", c);

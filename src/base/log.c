@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "exit_status.h"
+#include "utf8.h"
 
 /* Who is talking, for messages: set once at start-up.  One of the few
  * pieces of process-wide state; docs/design.md (§3) lists them all. */
@@ -203,8 +204,16 @@ void *xalloc_aligned_at(const char *file, int line, size_t n)
 
 void text_printable(char *s)
 {
-    for (; *s; s++)
-        if (((unsigned char)*s < 0x20 && *s != '\n' && *s != '\t') || *s == 0x7f) *s = '?';
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        int len = utf8_length((const unsigned char *)s + i, n - i);
+        if (len == 0 || (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) { /* (a byte no terminal shows) */
+            s[i++] = '?';
+            continue;
+        }
+        i += (size_t)len;
+    }
 }
 
 int(errorf)(char *err, size_t errlen, const char *fmt, ...)

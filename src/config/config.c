@@ -89,6 +89,7 @@ void config_append(char *buf, size_t n, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf + used, n - used, fmt, ap);
     va_end(ap);
+    text_printable(buf + used); /* (a value quoted: a control character or a stray byte shown as '?') */
 }
 
 int config_is(const char *v, const char *word)

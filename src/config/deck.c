@@ -5,6 +5,7 @@
  * first error stops both and is reported with its position and a fix. */
 #include "deck.h"
 #include "log.h"
+#include "utf8.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -92,15 +93,8 @@ static int odd_char(struct deck_error *err, const char *p, int n)
     if (at == n) return 0;
     /* one UTF-8 sequence, as the standard bounds it (no overlong form, surrogate or code point past U+10FFFF) */
     const unsigned char *u = (const unsigned char *)p + at;
-    int len = u[0] >= 0xC2 && u[0] <= 0xDF ? 2 : u[0] >= 0xE0 && u[0] <= 0xEF ? 3 : u[0] >= 0xF0 && u[0] <= 0xF4 ? 4 : 0;
-    int valid = len > 0 && len <= n - at;
-    unsigned cp = valid ? u[0] & (0x7Fu >> len) : 0;
-    for (int i = 1; valid && i < len; i++) {
-        valid = (u[i] & 0xC0) == 0x80;
-        cp = cp << 6 | (u[i] & 0x3Fu);
-    }
-    valid = valid && !(len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) &&
-            !(len == 4 && (cp < 0x10000 || cp > 0x10FFFF));
+    int len = utf8_length(u, (size_t)(n - at)), valid = len > 0;
+    unsigned cp = valid ? utf8_code_point(u, len) : 0;
     size_t used = strlen(err->what);
     if (!valid) {
         snprintf(err->what + used, sizeof err->what - used, " (it holds the byte 0x%02X, which is not UTF-8, %s%.*s%s)",
