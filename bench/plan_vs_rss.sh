@@ -47,21 +47,22 @@ name, np_, plan, run = sys.argv[1], int(sys.argv[2]), open(sys.argv[3]).read(), 
 grid = re.search(r"tp (\d+) x dp (\d+) x pp (\d+)", plan)
 tp, dp, pp = map(int, grid.groups())
 peak = {int(s): int(b) for s, b in re.findall(r"stage (\d+) peak: (\d+) bytes", plan)}
+peak["rank 0"] = int(re.search(r"rank 0 peak: (\d+) bytes", plan).group(1))  # (stage 0 and what rank 0 holds more)
 rss, run_peak = {}, {}
+row = lambda r: "rank 0" if r == 0 else r // (tp * dp)  # (rank 0 a row of its own, stage 0's row its other ranks)
 for r, kib in re.findall(r"rss rank (\d+) (\d+)", run):
-    s = int(r) // (tp * dp)
-    rss.setdefault(s, []).append(int(kib) * 1024)
+    rss.setdefault(row(int(r)), []).append(int(kib) * 1024)
 for r, mib in re.findall(r"rank +(\d+): peak +([0-9.]+) +planned", run): # triad's own, before it exits
-    run_peak.setdefault(int(r) // (tp * dp), []).append(float(mib) * 2**20)
-for s in sorted(rss):
+    run_peak.setdefault(row(int(r)), []).append(float(mib) * 2**20)
+for s in sorted(rss, key=lambda s: -1 if s == "rank 0" else s):
     pred, meas, low = peak[s], max(rss[s]), min(rss[s])
     own = max(run_peak.get(s, [0]))
-    print(f"{name:34s} {np_:5d} {s:5d} {pred / 2**20:10.1f} {meas / 2**20:10.1f} {low / 2**20:10.1f} {meas / pred:7.3f}"
+    print(f"{name:34s} {np_:5d} {s!s:>6s} {pred / 2**20:10.1f} {meas / 2**20:10.1f} {low / 2**20:10.1f} {meas / pred:7.3f}"
           f" {own / 2**20:10.1f} {own / pred:7.3f}")
 PY
 }
 
-printf '%-34s %5s %5s %10s %10s %10s %7s %10s %7s\n' config ranks stage "plan MiB" "RSS max" "RSS min" "max/plan" \
+printf '%-34s %5s %6s %10s %10s %10s %7s %10s %7s\n' config ranks stage "plan MiB" "RSS max" "RSS min" "max/plan" \
     "in run" "/plan"
 case_ "small (L4 C256 T256 B8)"            1 bench/small.nml
 case_ "small, recompute full"              1 bench/small.nml train.recompute=full

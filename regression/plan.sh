@@ -150,6 +150,44 @@ st=$?
 ok $st "triad plan compares every schedule on the grid (bubble, activations, peak) and advises a zero-bubble one"
 [ $st -eq 0 ] || sed -n '/^pipeline schedules/,/^advice/p' "$scratch/zb.plan" | diag
 
+# What rank 0 holds beyond its stage: the tokenizer's parse (10 x its file),
+# MPI-IO's aggregation of the largest dataset a checkpoint writes (tp x the
+# largest a rank reads back, at most 32 MiB), metrics.h5 (2.5 MiB on more
+# than one rank); its peak is stage 0's + those, and the plan's when larger.
+"$PYTHON3" -c "print('{\"model\": {\"type\": \"BPE\"}, \"pad\": \"' + 'x' * 2000000 + '\"}')" > "$scratch/tok.json"
+r0() { # r0 NAME WORLD OVERRIDES...: the plan's rank 0 against its stage 0, in python's terms
+    name=$1 world=$2
+    shift 2
+    "$TRIAD" plan "$deck" world="$world" $common "$@" > "$scratch/$name.plan" 2>&1 &&
+        "$PYTHON3" - "$scratch/$name.plan" "$(wc -c < "$scratch/tok.json")" "$world" "$@" <<'PY'
+import re, sys
+text, size, world, args = open(sys.argv[1]).read(), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+tp = int(re.search(r"= tp (\d+)", text).group(1))
+stage = {int(r): int(b) for r, b in re.findall(r"stage (\d+) peak: (\d+) bytes", text)}
+peak, rt, tok, io = map(int, re.search(r"rank 0 peak: (\d+) bytes \(runtime (\d+), tokenizer (\d+), MPI-IO (\d+)\)",
+                                        text).groups())
+table = text.split("memory per rank (")[1].split("  in flight")[0].splitlines()
+unit = 2**30 if table[0].startswith("GiB") else 2**20
+ckpt = [float(row.split()[-2]) * unit for row in table[2:]] if "ckpt check" in table[1] else [0]  # (its column)
+want_tok = 10 * size if any(a.startswith("data.tokenizer=") for a in args) else 0
+want_io = 0 if world == 1 or "io.save_final=.false." in args else min(32 << 20, tp * round(max(ckpt)))
+want_rt = 5 << 19 if world > 1 else 0
+ok = (tok == want_tok and abs(io - want_io) <= tp * unit * 0.005 and rt == want_rt and peak == stage[0] + rt + max(tok, io)
+      and ("its peak" in text) == (peak > stage[0]))
+print(f"# rank 0 {peak} = stage 0 {stage[0]} + runtime {rt} + max(tokenizer {tok}, MPI-IO {io}); wanted tokenizer "
+      f"{want_tok}, MPI-IO {want_io}, runtime {want_rt}")
+sys.exit(not ok)
+PY
+}
+r0 r0_one 1 io.save_final=.true.
+ok $? "rank 0's plan on 1 rank: its stage's, nothing more"
+r0 r0_tok 4 parallel.tp=2 io.save_final=.true. data.tokenizer="'$scratch/tok.json'"
+ok $? "rank 0's plan on 4 ranks, tp 2, with a tokenizer: + metrics.h5, + the larger of 10x the tokenizer and MPI-IO's buffer"
+r0 r0_io 4 parallel.tp=2 io.save_final=.true.
+ok $? "rank 0's plan on 4 ranks without a tokenizer: + metrics.h5 + MPI-IO's buffer (tp x the largest tensor read back)"
+r0 r0_none 2 io.save_final=.false. io.checkpoint_every=0
+ok $? "rank 0's plan on 2 ranks that write no checkpoint: + metrics.h5 only"
+
 # GPT-3 175B on 64 GPUs: planned here, launched nowhere
 out="$scratch/175b.plan"
 "$TRIAD" plan "$top_srcdir/input/gpt3_175b_64gpu.nml" world=64 > "$out" 2>&1

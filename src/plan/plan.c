@@ -14,11 +14,13 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cuda_sizes.h"
 #include "dp.h"
 #include "gemm.h"
+#include "hf.h"
 #include "log.h"
 #include "model.h"
 #include "ops.h"
@@ -363,6 +365,7 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
         else if (s->bytes[i] > transient) transient = s->bytes[i];
     }
     s->peak += transient;
+    s->transient = transient;
     /* ZeRO-3: the layer gathers of a step (zero3.c's policy over this rank's schedule) */
     long *gathers = xcalloc((size_t)d.Lp + 1, sizeof *gathers);
     struct pp_action *acts = NULL;
@@ -374,6 +377,50 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
     free(acts);
     stage_comm(s, p, &d, flat, gathers);
     free(gathers);
+}
+
+/* The bytes of the tokenizer's files at path (a tokenizer.json, or a folder
+ * with one, or with GPT-2's vocab.json + merges.txt), 0 where none reads. */
+static size_t tokenizer_file_bytes(const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0) return 0;
+    if (!S_ISDIR(sb.st_mode)) return (size_t)sb.st_size;
+    static const char *const names[2][2] = {{"tokenizer.json", NULL}, {"vocab.json", "merges.txt"}};
+    for (int k = 0; k < 2; k++) {
+        size_t bytes = 0;
+        for (int i = 0; i < 2 && names[k][i]; i++) {
+            char file[4200];
+            snprintf(file, sizeof file, "%s/%s", path, names[k][i]);
+            if (stat(file, &sb) == 0 && S_ISREG(sb.st_mode)) bytes += (size_t)sb.st_size;
+        }
+        if (bytes) return bytes;
+    }
+    return 0;
+}
+
+/* Rank 0's moments beyond its stage's plan (struct plan): the tokenizer the
+ * run checks at start-up (data.tokenizer, io.init_from's folder's, or the
+ * run's copy; one kept only inside a triad checkpoint is not counted), and
+ * the aggregation buffer of a checkpoint written by more than one rank. */
+static void rank0_moments(struct plan *p, const struct config *cfg, int world)
+{
+    const struct plan_stage *s = &p->stage[0];
+    char path[4096];
+    if (!p->cuda && hf_tokenizer_of(cfg, NULL, path, sizeof path))
+        p->rank0_tokenizer = PLAN_TOKENIZER_FACTOR * tokenizer_file_bytes(path);
+    /* a dataset's collective write gathers the whole of it (one layer's) on the aggregator: the largest,
+     * tp slices of the largest a rank holds (ckpt check's) */
+    size_t whole = 0;
+    for (int r = 0; r < p->shape.pp; r++)
+        if (p->stage[r].bytes[PM_CKPT] * (size_t)p->shape.tp > whole) whole = p->stage[r].bytes[PM_CKPT] * (size_t)p->shape.tp;
+    if (!p->cuda && world > 1) p->rank0_mpiio = whole < PLAN_MPIIO_BUFFER ? whole : PLAN_MPIIO_BUFFER;
+    /* (each measured on top of the stage's peak, not in place of its transient: the resident set of rank 0
+     * above its stage's other ranks is the buffer's whole size) */
+    p->rank0_runtime = !p->cuda && world > 1 ? PLAN_RANK0_RUNTIME : 0;
+    p->rank0_peak = s->peak + p->rank0_runtime +
+                    (p->rank0_tokenizer > p->rank0_mpiio ? p->rank0_tokenizer : p->rank0_mpiio);
+    if (p->rank0_peak > p->peak) p->peak = p->rank0_peak, p->peak_stage = 0;
 }
 
 int plan_compute(struct plan *p, const struct config *cfg, int world, int threads, char *err, size_t errlen)
@@ -413,6 +460,7 @@ int plan_compute(struct plan *p, const struct config *cfg, int world, int thread
                                 : 0;
     p->logical_params = model_logical_params(&d);
     p->recompute = d.recompute;
+    rank0_moments(p, cfg, world);
     return 0;
 }
 
@@ -560,7 +608,7 @@ size_t plan_check(const struct config *cfg, const struct grid *g)
     if (plan_compute(&p, cfg, g->world, omp_get_max_threads(), err, sizeof err) != 0)
         die_all(NULL, "memory plan: %s", err);
     double avail = plan_memory_available(cfg, node_ranks(g), source, sizeof source);
-    double need = (double)p.stage[g->pp_rank].peak;
+    double need = (double)(g->rank == 0 ? p.rank0_peak : p.stage[g->pp_rank].peak);
     int mine = avail > 0 && need > avail, any;
     double have = avail > 0 ? avail : INFINITY, least;
     MPI_CHECK(MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, g->world_comm));

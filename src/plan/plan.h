@@ -52,6 +52,7 @@ struct plan_stage {
     size_t params;            /* parameter elements on the rank (unpadded) */
     size_t bytes[PM_COUNT];
     size_t peak;              /* the resident bytes + the largest transient */
+    size_t transient;         /* that transient */
     size_t slot_bytes, scratch_bytes, wslot_bytes;
     size_t act_by_recompute[3]; /* activations with recompute = none, selective, full (all layers) */
     double comm[CG_COUNT];    /* bytes per step this rank contributes (as comm.c counts them) */
@@ -68,9 +69,29 @@ struct plan {
     int *rank_cost;           /* [pp][3] each stage's (the head's and the embedding's stages cost more) */
     double bubble;            /* the schedule's bubble, simulated with each stage's */
     struct plan_stage *stage; /* [pp] */
-    size_t peak;              /* the largest stage peak */
+    size_t peak;              /* the largest stage peak, or rank 0's where that is larger */
     int peak_stage;
+    /* what world rank 0 (of stage 0) alone holds for a moment, besides its
+     * stage's transients: the tokenizer being parsed at start-up and MPI-IO's
+     * aggregation buffer in a checkpoint's collective write (CPU only: host
+     * memory); rank0_peak is stage 0's peak with them */
+    size_t rank0_runtime, rank0_tokenizer, rank0_mpiio, rank0_peak;
 };
+
+/* The tokenizer's parse at its peak, per byte of its files (tokenizer.json,
+ * or vocab.json + merges.txt): the JSON tree and the tokenizer built from it
+ * at once.  Measured with triad tokenize's resident set on four real files
+ * (Llama 2's and 3's, Qwen3's, Gemma 3's): 6.8 to 9.6. */
+#define PLAN_TOKENIZER_FACTOR 10
+/* MPI-IO's buffer on an aggregating rank of a collective write (Open MPI
+ * 4.1's io_ompio_bytes_per_agg; ROMIO's cb_buffer_size is 16 MiB), or the
+ * largest dataset's bytes where fewer. */
+#define PLAN_MPIIO_BUFFER ((size_t)32 << 20)
+/* What rank 0 holds beside its stage's other ranks in a run of more than
+ * one (metrics.h5 open in serial HDF5, the summaries it gathers): measured,
+ * 2.4 to 2.7 MiB on 2, 4 and 8 ranks of the demo deck.  A run of one rank
+ * has it in PLAN_RUNTIME_CPU, which was measured on one. */
+#define PLAN_RANK0_RUNTIME ((size_t)5 << 19)
 
 /* Bytes of the fixed runtime (PM_RUNTIME): on the CPU, MPI, HDF5, the
  * libraries and the heap (measured as the peak resident set of a small

@@ -110,6 +110,17 @@ void plan_print_memory(FILE *f, const struct plan *p)
     fprintf(f, "  peak = the resident columns + the largest temporary, one at a time: comm buf (MPI's scratch for\n"
                "        the largest collective)%s%s\n",
             ck ? ", ckpt check (one tensor read back to verify a checkpoint)" : "", probe);
+    if (p->rank0_peak > p->stage[0].peak) { /* (rank0_moments) */
+        char tok[96] = "", io[96] = "";
+        if (p->rank0_tokenizer)
+            snprintf(tok, sizeof tok, "the tokenizer's parse at start-up %.2f (%dx its files)", p->rank0_tokenizer / u,
+                     PLAN_TOKENIZER_FACTOR);
+        if (p->rank0_mpiio)
+            snprintf(io, sizeof io, "MPI-IO's aggregation of a checkpoint's largest dataset %.2f", p->rank0_mpiio / u);
+        fprintf(f, "  rank 0 holds more than its stage: metrics.h5 and the run's summaries %.2f%s%s%s%s%s;\n"
+                   "    its peak %.2f\n", p->rank0_runtime / u, tok[0] || io[0] ? ", + the larger of " : "", tok,
+                tok[0] && io[0] ? "\n    and " : "", io, "", p->rank0_peak / u);
+    }
     fprintf(f, "\nactivations per rank (%s) by recomputation%s:\n", unit_name(p),
             p->recompute == RECOMPUTE_FULL ? " (full: all layers)" : "");
     fprintf(f, "  %-14s %10s%s %10s %12s %10s %10s\n", "stage", "per slot", w ? "      per W" : "", "scratch", "none",
@@ -236,6 +247,8 @@ void plan_print(FILE *f, const struct plan *p, const struct config *cfg, double 
     }
     for (int r = 0; r < p->shape.pp; r++)
         fprintf(f, "  stage %d peak: %zu bytes\n", r, p->stage[r].peak);
+    fprintf(f, "  rank 0 peak: %zu bytes (runtime %zu, tokenizer %zu, MPI-IO %zu)\n", p->rank0_peak, p->rank0_runtime,
+            p->rank0_tokenizer, p->rank0_mpiio);
     for (int r = 0; r < p->shape.pp; r++) {
         fprintf(f, "  stage %d traffic per step: tp %.0f, dp %.0f, pp %.0f, embed %.0f, cp %.0f", r,
                 p->stage[r].comm[CG_TP], p->stage[r].comm[CG_DP], p->stage[r].comm[CG_PP], p->stage[r].comm[CG_EMBED],
