@@ -23,7 +23,7 @@ if grep -q "CUDA backend (device = .cuda.) is not available in this build" "$scr
     done_testing
 fi
 if grep -q "no CUDA device" "$scratch/last.out"; then
-    [ $st -ne 0 ] && grep -q "hint: one GPU per rank" "$scratch/last.out"
+    [ $st -ne 0 ] && grep -q "hint: each rank needs a GPU of its own" "$scratch/last.out"
     ok $? "device = 'cuda' without a GPU: a clear error naming the rank and the reason"
     skip "no GPU on this machine: $(grep -o 'no CUDA device.*' "$scratch/last.out" | head -1)"
     done_testing
@@ -42,10 +42,17 @@ done
 triad_run 2 "$deck" $common train.steps=2 train.warmup_steps=0 train.device="'cuda'" io.run_dir="'$scratch/gshare'"
 st=$?
 if [ $st -ne 0 ]; then
-    grep -q "is also used by node-local rank" "$scratch/last.out" && grep -q "hint: one GPU per rank" "$scratch/last.out"
+    grep -q "is also used by node-local rank" "$scratch/last.out" && grep -q "hint: each rank needs a GPU of its own" "$scratch/last.out"
     ok $? "2 ranks on one GPU without train.share_gpus: refused, naming the rank that shares it"
 else
     ok 0 "2 ranks without train.share_gpus: each has a GPU of its own"
+fi
+if [ -n "${TRIAD_EMU_DEVICES:-}" ]; then # (the emulator: a node whose GPUs are not visible)
+    TRIAD_EMU_DEVICES=0 triad_run 2 "$deck" $common train.steps=2 train.warmup_steps=0 train.device="'cuda'" io.run_dir="'$scratch/gnone'"
+    st=$?
+    [ $st -eq 1 ] && grep -q "no CUDA device" "$scratch/last.out" &&
+        grep -q "hint: each rank needs a GPU of its own: check that the node's GPUs are visible (nvidia-smi" "$scratch/last.out"
+    ok $? "a node without a visible GPU: status 1 (got $st), no CUDA device, the hint names nvidia-smi and CUDA_VISIBLE_DEVICES"
 fi
 triad_run 2 "$deck" $common parallel.tp=2 train.device="'cuda'" train.share_gpus=.true. io.run_dir="'$scratch/gtp'"
 st=$?

@@ -403,7 +403,7 @@ for spec in "bf16 1e-2" "fp16 2.5e-3 train.loss_scale_hysteresis=1"; do
     set -- $spec
     p=$1
     # (the hysteresis is fp16's alone: a deck that sets it for bf16 is refused)
-    if pair "$p-np2" 2 "$2" 0 train.precision="'$p'" $INJ $3; then
+    if pair "$p-np2" 2 "$2" 0 train.precision="'$p'" $INJ ${3:-}; then
         g=$B/run/$p-np2-gpu.log
         miss=""
         grep -q "step 5: gradients not finite (first on world rank 1)" "$g" || miss="$miss 'step 5: gradients not finite'"
@@ -493,7 +493,7 @@ BENCH="bench/gpt2_124m.nml model.seq_len=$BT train.batch_size=$BB train.steps=$B
 bench_report() {
     awk -v tok="$((BB * BT))" -v peak="$2" -v peak2="${3:-}" -v l2="${4:-}" '
         /^model: .* FLOP\/token/ { for (i = 1; i < NF; i++) if ($(i + 1) == "FLOP/token") ftok = $i * 1e6 }
-        /^compute: .* GFLOP\/s per rank/ { for (i = 2; i <= NF; i++) if ($i == "GFLOP/s") tpeak = $(i - 1) }
+        /^peak \(rank 0\): / { for (i = 3; i <= NF; i++) if ($i == "GFLOP/s") { tpeak = $(i - 1); break } }
         /^step +[0-9]+\/[0-9]+ \| loss / {
             split($2, s, "/"); split($0, f, "|"); n++
             if (s[1] + 0 <= 5) next
@@ -506,7 +506,7 @@ bench_report() {
             printf "%.0f tokens/s (steps 6-%d, mean %.1f ms per step of %d tokens)", tps, n, 1000 * t / m, tok
             if (ftok > 0 && peak > 1) printf ", MFU %.1f%% of %.0f GFLOP/s", 100 * tps * ftok / (peak * 1e9), peak
             if (ftok > 0 && peak2 > 1) printf " (%.1f%% of the %s rate, %.0f GFLOP/s)", 100 * tps * ftok / (peak2 * 1e9), l2, peak2
-            printf "; triad'"'"'s own MFU column: %.1f%% (of its own measured rate, %.0f GFLOP/s)", own / m, tpeak
+            printf "; triad'"'"'s own MFU column: %.1f%% (of the rate it names on its peak line, %.0f GFLOP/s)", own / m, tpeak
             printf "; %.1f MFLOP/token\n", ftok / 1e6
         }' "$1"
 }

@@ -2,7 +2,7 @@
  * for the threads of a block, the device-memory arena and its protection,
  * the runtime calls, and cuBLAS as reference loops.
  *
- * TRIAD_EMU_DEVICES (default 1) is the number of GPUs a process sees;
+ * TRIAD_EMU_DEVICES (default 1) is the number of GPUs a process sees (0: none);
  * TRIAD_EMU_REPORT names a file for the peak of device memory (report). */
 #include "emu_device.h"
 #include "cublas_v2.h"
@@ -197,7 +197,7 @@ extern "C" {
 static int n_devices(void)
 {
     const char *e = getenv("TRIAD_EMU_DEVICES");
-    return e && atoi(e) > 0 ? atoi(e) : 1;
+    return e && *e && atoi(e) >= 0 ? atoi(e) : 1; /* (0: none, a node without a usable GPU) */
 }
 cudaError_t cudaGetDeviceCount(int *n) { *n = n_devices(); return cudaSuccess; }
 const char *cudaGetErrorName(cudaError_t e) { return e ? "cudaErrorEmu" : "cudaSuccess"; }

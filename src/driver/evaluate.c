@@ -333,7 +333,7 @@ int evaluate_checkpoint(const char *ckpt, int noverride, char **overrides)
     grid_init(&g, s.tp, s.cp, s.dp, s.pp, s.ep);
     struct device_options dopt = {.allow_shared = (int)cfg.train.share_gpus, .tf32 = (int)cfg.train.tf32};
     die_all_if(g.world_comm, device_open(k, g.world_comm, &dopt, why, sizeof why) < 0, why,
-               "one GPU per rank: launch as many ranks per node as it has GPUs, or set train.share_gpus");
+               DEVICE_OPEN_HINT);
     /* the model as the schedule's forwards need it, the checkpoint's weights in it */
     struct pp_exec forwards;
     struct model_buffers nb = pp_exec_init_forward(&forwards, s.sched, s.schedule_file, &g, s.v, s.n_micro);

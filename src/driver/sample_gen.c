@@ -94,8 +94,7 @@ int gen_open(struct gen *G, const char *ckpt, const struct config *cfg, const st
     struct device_options dopt = {.allow_shared = (int)c->train.share_gpus, .tf32 = (int)c->train.tf32};
     if (mpi_agree_error(g->world_comm, device_open(k, g->world_comm, &dopt, err, errlen) < 0, err, errlen)) {
         size_t n = strlen(err);
-        snprintf(err + n, errlen - n, "\n  hint: one GPU per rank: launch as many ranks per node as it has GPUs, or "
-                 "set train.share_gpus");
+        snprintf(err + n, errlen - n, "\n  hint: %s", DEVICE_OPEN_HINT);
         return -1;
     }
     struct model_dims d;

@@ -177,7 +177,7 @@ static void setup(struct run *r)
     r->planned_peak = plan_check(cfg, g); /* refuse, with the plan's advice, what would not fit */
     struct device_options dopt = {.allow_shared = (int)cfg->train.share_gpus, .tf32 = (int)cfg->train.tf32};
     die_all_if(g->world_comm, device_open(k, g->world_comm, &dopt, why, sizeof why) < 0, why,
-                    "one GPU per rank: launch as many ranks per node as it has GPUs, or set train.share_gpus");
+                    DEVICE_OPEN_HINT);
     model_init(&r->model, &d, k, s->micro_batch, nb, (uint64_t)cfg->train.seed);
     if (cfg->diag.inject_nan_step > 0) diag_check_inject(&r->model, cfg->diag.inject_tensor); /* (not steps later) */
     r->ckpt_bytes = ckpt_file_bytes(&r->model);

@@ -136,6 +136,11 @@ const struct device *device_for(int cuda, int staged, char *err, size_t errlen);
  * the device index (0 for a table without open), or -1 with err (this rank
  * only: agree with mpi_agree_error).  Collective over world. */
 int device_open(const struct device *k, MPI_Comm world, const struct device_options *opt, char *err, size_t errlen);
+/* The hint for device_open's refusals: a node without a usable device, or
+ * two ranks on one. */
+#define DEVICE_OPEN_HINT                                                                                               \
+    "each rank needs a GPU of its own: check that the node's GPUs are visible (nvidia-smi, CUDA_VISIBLE_DEVICES), "   \
+    "launch as many ranks per node as it has GPUs, or set train.share_gpus; train.device = 'cpu' needs none"
 
 /* 1 if the MPI library takes device pointers (Open MPI's
  * MPIX_Query_cuda_support, asking the library actually loaded), else 0;
