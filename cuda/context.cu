@@ -43,9 +43,9 @@ void cuda_backend_init(void)
 {
     if (ctx_ready) return;
     CUBLAS_CHECK(cublasCreate(&ctx.blas));
-    CUDA_CHECK(cudaMalloc(&ctx.partial, REDUCE_BLOCKS * sizeof(double)));
-    CUDA_CHECK(cudaMalloc(&ctx.result, sizeof(double)));
-    CUDA_CHECK(cudaMalloc(&ctx.count, sizeof(unsigned long long)));
+    CUDA_DEVICE_ALLOC(cudaMalloc(&ctx.partial, REDUCE_BLOCKS * sizeof(double)));
+    CUDA_DEVICE_ALLOC(cudaMalloc(&ctx.result, sizeof(double)));
+    CUDA_DEVICE_ALLOC(cudaMalloc(&ctx.count, sizeof(unsigned long long)));
     ctx_ready = 1;
     apply_math_mode();
 }
@@ -76,7 +76,7 @@ const uint16_t *cuda_lp_operand(enum cuda_lp lp, int slot, const float *x, size_
     if (n > ctx.lp_n[slot]) {
         if (ctx.lp[slot]) CUDA_CHECK(cudaFree(ctx.lp[slot]));
         ctx.lp[slot] = NULL;
-        CUDA_CHECK(cudaMalloc(&ctx.lp[slot], n * sizeof(uint16_t)));
+        CUDA_DEVICE_ALLOC(cudaMalloc(&ctx.lp[slot], n * sizeof(uint16_t)));
         ctx.lp_n[slot] = n;
     }
     cuda_pack(lp, ctx.lp[slot], x, n);
@@ -89,7 +89,7 @@ float *cuda_att_workspace(size_t n)
     if (n > ctx.att_n) {
         if (ctx.att) CUDA_CHECK(cudaFree(ctx.att));
         ctx.att = NULL;
-        CUDA_CHECK(cudaMalloc(&ctx.att, n * sizeof(float)));
+        CUDA_DEVICE_ALLOC(cudaMalloc(&ctx.att, n * sizeof(float)));
         ctx.att_n = n;
     }
     return ctx.att;

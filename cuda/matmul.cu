@@ -79,15 +79,15 @@ double cuda_peak_gflops(int lp, int n)
     size_t nn = (size_t)n * n;
     float *Cm;
     void *A, *B;
-    CUDA_CHECK(cudaMalloc(&Cm, nn * sizeof(float)));
+    CUDA_DEVICE_ALLOC(cudaMalloc(&Cm, nn * sizeof(float)));
     if (lp < 0) {
-        CUDA_CHECK(cudaMalloc(&A, nn * sizeof(float)));
-        CUDA_CHECK(cudaMalloc(&B, nn * sizeof(float)));
+        CUDA_DEVICE_ALLOC(cudaMalloc(&A, nn * sizeof(float)));
+        CUDA_DEVICE_ALLOC(cudaMalloc(&B, nn * sizeof(float)));
         CUDA_LAUNCH(fill_kernel, grid_for(nn), BLOCK, (float *)A, nn, 1u);
         CUDA_LAUNCH(fill_kernel, grid_for(nn), BLOCK, (float *)B, nn, 2u);
     } else { /* filled through C, then packed */
-        CUDA_CHECK(cudaMalloc(&A, nn * sizeof(uint16_t)));
-        CUDA_CHECK(cudaMalloc(&B, nn * sizeof(uint16_t)));
+        CUDA_DEVICE_ALLOC(cudaMalloc(&A, nn * sizeof(uint16_t)));
+        CUDA_DEVICE_ALLOC(cudaMalloc(&B, nn * sizeof(uint16_t)));
         CUDA_LAUNCH(fill_kernel, grid_for(nn), BLOCK, Cm, nn, 1u);
         cuda_pack((enum cuda_lp)lp, (uint16_t *)A, Cm, nn);
         CUDA_LAUNCH(fill_kernel, grid_for(nn), BLOCK, Cm, nn, 2u);

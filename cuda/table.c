@@ -14,11 +14,7 @@
 static void *dev_alloc(size_t bytes)
 {
     void *p = NULL;
-    cudaError_t rc = cudaMalloc(&p, bytes ? bytes : 256);
-    if (rc == cudaErrorMemoryAllocation)
-        cuda_fail_at(__FILE__, __LINE__, "cudaMalloc", "out of device memory",
-                     "`triad plan DECK` shows what each rank needs; set train.memory_gb to the GPU's memory");
-    CUDA_CHECK(rc);
+    CUDA_DEVICE_ALLOC(cudaMalloc(&p, bytes ? bytes : 256));
     CUDA_CHECK(cudaMemset(p, 0, bytes));
     return p;
 }
@@ -51,7 +47,7 @@ static void dev_to_host(void *dst, const void *src, size_t bytes)
 static void *pinned_alloc(size_t bytes)
 {
     void *p = NULL;
-    CUDA_CHECK(cudaMallocHost(&p, bytes ? bytes : 64));
+    CUDA_ALLOC_CHECK(cudaMallocHost(&p, bytes ? bytes : 64), "out of pinned host memory", CUDA_PINNED_HINT);
     return p;
 }
 

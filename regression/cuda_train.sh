@@ -53,6 +53,26 @@ if [ -n "${TRIAD_EMU_DEVICES:-}" ]; then # (the emulator: a node whose GPUs are 
     [ $st -eq 1 ] && grep -q "no CUDA device" "$scratch/last.out" &&
         grep -q "hint: each rank needs a GPU of its own: check that the node's GPUs are visible (nvidia-smi" "$scratch/last.out"
     ok $? "a node without a visible GPU: status 1 (got $st), no CUDA device, the hint names nvidia-smi and CUDA_VISIBLE_DEVICES"
+    # a full device at each allocation of a bf16 run in turn (the backend's own, the model's, the 16-bit operand
+    # copies of the first step): status 1, the call named, said as out of device memory with what to do
+    bad="" sites=""
+    for n in 1 2 3 4 5 6 7 8 9 10 11 12; do
+        TRIAD_EMU_FAIL_MALLOC=$n triad_run 1 "$deck" $common train.steps=2 train.warmup_steps=0 train.device="'cuda'" \
+            train.precision="'bf16'" io.run_dir="'$scratch/oom$n'"
+        st=$?
+        grep -q "CUDA error: cudaMalloc(.*): out of device memory: .triad plan DECK. shows what each rank needs" \
+            "$scratch/last.out" && [ $st -eq 1 ] || bad="$bad $n(status $st)"
+        sites="$sites $(grep -o 'error at [^ ]*' "$scratch/last.out" | head -1 | sed 's/.*\///')"
+    done
+    [ -z "$bad" ] && echo "$sites" | grep -q "context.cu:4" && echo "$sites" | grep -q "table.c" &&
+        echo "$sites" | grep -q "context.cu:[5-9][0-9]"
+    ok $? "cudaMalloc failing at each of the first 12 allocations: status 1, out of device memory and the plan's hint (at$sites)"
+    [ -z "$bad" ] || echo "failed at:$bad" | diag
+    TRIAD_EMU_FAIL_MALLOC_HOST=1 triad_run 1 "$deck" $common train.steps=2 train.warmup_steps=0 train.device="'cuda'" \
+        io.async_checkpoint=.true. io.checkpoint_every=1 io.run_dir="'$scratch/pinned'"
+    st=$?
+    [ $st -eq 1 ] && grep -q "out of pinned host memory: .* (ulimit -l), or set io.async_checkpoint = .false." "$scratch/last.out"
+    ok $? "cudaMallocHost failing: status 1 (got $st), out of pinned host memory, with what to do"
 fi
 triad_run 2 "$deck" $common parallel.tp=2 train.device="'cuda'" train.share_gpus=.true. io.run_dir="'$scratch/gtp'"
 st=$?

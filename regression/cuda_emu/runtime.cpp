@@ -3,7 +3,8 @@
  * the runtime calls, and cuBLAS as reference loops.
  *
  * TRIAD_EMU_DEVICES (default 1) is the number of GPUs a process sees (0: none);
- * TRIAD_EMU_REPORT names a file for the peak of device memory (report). */
+ * TRIAD_EMU_REPORT names a file for the peak of device memory (report);
+ * TRIAD_EMU_FAIL_MALLOC(_HOST)=N fails the Nth allocation (fail_nth). */
 #include "emu_device.h"
 #include "cublas_v2.h"
 #include <cstdio>
@@ -202,8 +203,18 @@ static int n_devices(void)
 cudaError_t cudaGetDeviceCount(int *n) { *n = n_devices(); return cudaSuccess; }
 const char *cudaGetErrorName(cudaError_t e) { return e ? "cudaErrorEmu" : "cudaSuccess"; }
 const char *cudaGetErrorString(cudaError_t e) { return e ? "emulated error" : "no error"; }
+/* TRIAD_EMU_FAIL_MALLOC=N: the Nth cudaMalloc of the process fails as a
+ * full device would (cudaErrorMemoryAllocation); TRIAD_EMU_FAIL_MALLOC_HOST
+ * the same for cudaMallocHost. */
+static int fail_nth(const char *name, long *count)
+{
+    const char *e = getenv(name);
+    return e && *e && ++*count == atol(e);
+}
+static long mallocs, host_mallocs;
 cudaError_t cudaMalloc(void **p, size_t n)
 {
+    if (fail_nth("TRIAD_EMU_FAIL_MALLOC", &mallocs)) return cudaErrorMemoryAllocation;
     if (!arena) {
         void *a = mmap(nullptr, ARENA_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (a == MAP_FAILED) return cudaErrorMemoryAllocation;
@@ -254,6 +265,7 @@ cudaError_t cudaFree(void *p)
 }
 cudaError_t cudaMallocHost(void **p, size_t n)
 {
+    if (fail_nth("TRIAD_EMU_FAIL_MALLOC_HOST", &host_mallocs)) return cudaErrorMemoryAllocation;
     *p = aligned_alloc(256, (n + 255) / 256 * 256);
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
