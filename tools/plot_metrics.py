@@ -26,6 +26,7 @@ backend: no display needed.  Needs h5py, numpy and matplotlib
 import argparse
 import os
 import sys
+import time
 
 # Read files that a running triad holds open (it does not use SWMR; rows it
 # has flushed are readable).  Must be set before HDF5 is loaded.
@@ -76,15 +77,22 @@ def metrics_path(run):
 
 
 def values(d, path):
-    """Dataset d read whole; a chunk that fails its checksum (triad's series carry HDF5's Fletcher-32) named."""
-    try:
-        return d[:]
-    except OSError as e:
-        if "checksum" not in str(e):
-            raise
-        raise SystemExit(f"plot_metrics.py: error: {path}: {d.name} fails its checksum ({e}): a byte of the file "
-                         "changed after triad wrote it (the disk, a copy); other quantities may still plot "
-                         "(--quantities), and the run's checkpoints are checked apart")
+    """Dataset d read whole; a chunk that fails its checksum (triad's series carry HDF5's Fletcher-32) named.
+
+    A running job rewrites the last chunk of each series at every flush: a chunk read while it is written fails
+    its checksum too, so such a read is tried again for a few seconds before it is called damaged."""
+    for attempt in range(6):
+        try:
+            return d[:]
+        except OSError as e:
+            if "checksum" not in str(e):
+                raise
+            if attempt == 5:
+                raise SystemExit(f"plot_metrics.py: error: {path}: {d.name} fails its checksum ({e}), read 6 "
+                                 "times over 2.5 s: a byte of the file changed after triad wrote it (the disk, a "
+                                 "copy); other quantities may still plot (--quantities), and the run's checkpoints "
+                                 "are checked apart")
+            time.sleep(0.5)
 
 
 def column(g, name, path):
