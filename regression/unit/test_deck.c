@@ -441,6 +441,9 @@ static const struct bad_combo bad_combos[] = {
       "use d_model = 12, or n_head = 8" },
     { "&parallel tp = 2, sequence_parallel = T / &model seq_len = 15 /", 2, "seq_len = 15 is not divisible by tp = 2",
       "seq_len = 14 or 16" },
+    /* a tp suggested divides the heads as well as the width refused (6 and 10 divide 60, not 8 heads) */
+    { "&model arch = 'llama', n_head = 8, n_kv_head = 8, d_model = 64, ffn_hidden = 60 / &parallel tp = 8 /", 8,
+      "the MLP hidden width 60 (ffn_hidden) is not divisible by tp = 8", "use ffn_hidden = 56 or 64, or tp = 4" },
     { "&model n_layer = 8 / &parallel pp = 2, virtual_stages = 2, schedule = 'interleaved' / &train batch_size = 5, micro_batch_size = 1 /",
       2, "schedule = 'interleaved' cannot run 5 micro-batches per replica on pp = 2", "change batch_size" },
     { "&parallel virtual_stages = 2 /", 1, "virtual_stages = 2 needs schedule = 'interleaved'",

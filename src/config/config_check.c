@@ -311,31 +311,46 @@ static int check_features(const struct config *cfg, struct deck_error *err)
     return 0;
 }
 
+static int64_t gcd64(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t r = a % b;
+        a = b, b = r;
+    }
+    return a;
+}
+
 /* Heads across tensor ranks, layers across pipeline chunks. */
 static int check_split(const struct config *cfg, struct deck_error *err)
 {
     int64_t NH = cfg->model.n_head, L = cfg->model.n_layer, tp = cfg->parallel.tp;
     int64_t pp = cfg->parallel.pp, vs = cfg->parallel.virtual_stages, chunks = pp * vs;
     char a[64], b[64];
+    struct model_family f;
+    shape_family(&f, cfg);
+    /* a tp suggested divides every width tp splits, not only the one refused (else its own refusal follows) */
+    int64_t widths = gcd64(NH, f.NKV);
+    if (!f.E || f.Ld) widths = gcd64(widths, f.F);
+    if (f.Fe) widths = gcd64(widths, f.Fe);
+    if (f.Fs) widths = gcd64(widths, f.Fs);
+    const int64_t tp_max = config_key_max("parallel", "tp");
     if (NH % tp) {
         deck_error_set(err, 0, 0, "n_head = %" PRId64 " is not divisible by tp = %" PRId64
                  " (heads are split across tensor-parallel ranks)", NH, tp);
-        return suggest(err, "tp", near_divisors(a, sizeof a, NH, tp, config_key_max("parallel", "tp")), "n_head",
+        return suggest(err, "tp", near_divisors(a, sizeof a, widths, tp, tp_max), "n_head",
                        near_multiples(b, sizeof b, NH, tp, config_key_max("model", "n_head")), NULL);
     }
-    struct model_family f;
-    shape_family(&f, cfg);
     if (f.NKV % tp) {
         deck_error_set(err, 0, 0, "n_kv_head = %" PRId64 " is not divisible by tp = %" PRId64
                                    " (each tensor-parallel rank holds whole key/value heads)", f.NKV, tp);
-        return suggest(err, "tp", near_divisors(a, sizeof a, f.NKV, tp, config_key_max("parallel", "tp")),
+        return suggest(err, "tp", near_divisors(a, sizeof a, widths, tp, tp_max),
                        "n_kv_head", near_multiples(b, sizeof b, f.NKV, tp, NH), NULL);
     }
     if ((!f.E || f.Ld) && f.F % tp) { /* (a mixture's experts are checked below) */
         deck_error_set(err, 0, 0, "the MLP hidden width %" PRId64 " (ffn_hidden%s) is not divisible by tp = %" PRId64,
                        f.F, cfg->model.ffn_hidden ? "" : ", the family's", tp);
         return suggest(err, "ffn_hidden", near_multiples(a, sizeof a, f.F, tp, config_key_max("model", "ffn_hidden")),
-                       "tp", near_divisors(b, sizeof b, f.F, tp, config_key_max("parallel", "tp")), NULL);
+                       "tp", near_divisors(b, sizeof b, widths, tp, tp_max), NULL);
     }
     if ((f.Fe % tp) || (f.Fs % tp)) {
         int64_t w = f.Fe % tp ? f.Fe : f.Fs;
@@ -344,14 +359,14 @@ static int check_split(const struct config *cfg, struct deck_error *err)
                        f.Fe % tp ? "experts'" : "shared experts'", w, tp);
         return suggest(err, "moe_ffn_hidden", near_multiples(a, sizeof a, f.Fe, tp,
                                                              config_key_max("model", "moe_ffn_hidden")),
-                       "tp", near_divisors(b, sizeof b, w, tp, config_key_max("parallel", "tp")), NULL);
+                       "tp", near_divisors(b, sizeof b, widths, tp, tp_max), NULL);
     }
     int64_t T = cfg->model.seq_len;
     if (cfg->parallel.sequence_parallel && T % tp) {
         deck_error_set(err, 0, 0, "seq_len = %" PRId64 " is not divisible by tp = %" PRId64
                  " (sequence parallelism splits every sequence across the tensor-parallel ranks)", T, tp);
         return suggest(err, "seq_len", near_multiples(a, sizeof a, T, tp, config_key_max("model", "seq_len")), "tp",
-                       near_divisors(b, sizeof b, T, tp, config_key_max("parallel", "tp")), NULL);
+                       near_divisors(b, sizeof b, gcd64(widths, T), tp, tp_max), NULL);
     }
     int64_t cp = cfg->parallel.cp;
     if (cp > 1 && T % (2 * cp)) {
