@@ -18,7 +18,8 @@
 #    write, a format matplotlib does not write, a zero size or resolution:
 #    errors naming the option or the path.  A byte of /metrics/loss changed
 #    after the write fails its chunk's checksum: plot_metrics.py names the
-#    series, and a restart moves the file aside (metrics.h5.damaged.1).
+#    series, and a restart moves the file aside (metrics.h5.damaged.1); a
+#    byte changed in rows the restart drops anyway does not stop it.
 . "$(dirname "$0")/lib.sh"
 
 MT="$PYTHON3 $top_srcdir/tools/make_tokens.py"
@@ -185,4 +186,39 @@ triad_run 1 "$DECKS/tiny.nml" train.steps=4 train.warmup_steps=0 io.restart="'au
     "$PYTHON3" -c "import h5py,sys; sys.exit(list(h5py.File(sys.argv[1])['metrics/step'][:]) != [3, 4])" \
         "$scratch/flip/metrics.h5"
 ok $? "a restart beside that metrics.h5: moved aside naming /metrics/loss, a new one holds steps 3..4"
+# a byte changed in rows a restart drops (steps after its checkpoint, in a
+# chunk of their own: 256 rows a chunk): the file is continued, its other
+# rows kept; and /eval's tables carry their checksums too
+c="$top_srcdir/regression/cases/data/corpus.txt"
+triad_run 1 "$DECKS/tiny.nml" train.steps=260 train.warmup_steps=0 io.checkpoint_every=256 train.eval_every=100 \
+    train.eval_batches=1 data.kind="'text'" data.path="'$c'" data.val_path="'$c'" model.vocab_size=256 \
+    io.run_dir="'$scratch/late'"
+ok $? "260 steps with a checkpoint at 256 and held-out losses"
+cp "$scratch/late/metrics.h5" "$scratch/late.h5"
+"$PYTHON3" - "$scratch/late/metrics.h5" << 'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    series = [f["metrics"][k] for k in f["metrics"]] + [f["eval"][k] for k in f["eval"]]
+    assert all(d.fletcher32 for d in series), "a series without its checksum"
+    assert len(f["eval/step"]) == 3
+    at = f["metrics/loss"].id.get_chunk_info(1).byte_offset + 3  # (rows 256.., steps 257..260)
+with open(sys.argv[1], "r+b") as f:
+    f.seek(at)
+    b = f.read(1)
+    f.seek(at)
+    f.write(bytes([b[0] ^ 0x10]))
+PY
+ok $? "every /metrics and /eval series carries its checksum; a byte of /metrics/loss flipped in steps 257..260"
+triad_run 1 "$DECKS/tiny.nml" train.steps=260 train.warmup_steps=0 io.checkpoint_every=256 train.eval_every=100 \
+    train.eval_batches=1 data.kind="'text'" data.path="'$c'" data.val_path="'$c'" model.vocab_size=256 \
+    io.run_dir="'$scratch/late'" io.restart="'auto'"
+[ $? -eq 0 ] && ! grep -q "could not be continued" "$scratch/last.out" && [ ! -e "$scratch/late/metrics.h5.damaged.1" ] &&
+    "$PYTHON3" - "$scratch/late/metrics.h5" "$scratch/late.h5" << 'PY'
+import sys, h5py
+new, old = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+assert list(new["metrics/step"][:]) == list(range(1, 261))
+assert (new["metrics/loss"][:256] == old["metrics/loss"][:256]).all()
+assert list(new["eval/step"][:]) == [100, 200, 260]
+PY
+ok $? "the restart from step 256 continues that metrics.h5: steps 1..256 kept as they were, 257..260 written anew"
 done_testing

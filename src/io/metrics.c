@@ -183,43 +183,111 @@ static int table_append(struct metrics_file *mf, const char *group, int n, const
     return rc;
 }
 
-/* The table g and those below it: the rows of steps <= last kept. */
-static int table_truncate(hid_t g, int64_t last)
+/* A restart keeps the rows of steps <= last of each table.  Each chunk of a
+ * series carries its checksum (series_dcpl), which HDF5 checks on every
+ * read, and a restart writes into the chunk that holds its last kept row
+ * (HDF5 reads it back to add a row): so the rows kept are read through
+ * first, and a chunk among them that does not read back (a changed byte, a
+ * failed write's leftovers) makes the file one that cannot be continued.
+ * Rows after them, dropped anyway, are not read (the chunk a crash left
+ * half written is usually theirs). */
+
+/* The rows of table g to keep: those of its step column, read a chunk at a
+ * time, up to the first with step > last (ordered: or out of order, as a
+ * write that failed leaves zeros).  0, or -1 with the column's path in why
+ * where a chunk it needs does not read back. */
+static int kept_rows(hid_t g, const char *at, int64_t last, int ordered, hsize_t *keep, char *why, size_t whylen)
+{
+    *keep = 0;
+    hid_t d = H5Dopen2(g, "step", H5P_DEFAULT), sp = d < 0 ? -1 : H5Dget_space(d), dcpl = d < 0 ? -1 : H5Dget_create_plist(d);
+    hsize_t n = 0, c = 256;
+    if (sp >= 0) H5Sget_simple_extent_dims(sp, &n, NULL);
+    if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED) H5Pget_chunk(dcpl, 1, &c);
+    if (c == 0) c = 256;
+    int64_t *steps = xmalloc(c * sizeof *steps);
+    int rc = d < 0 || sp < 0 ? -1 : 0, done = 0;
+    int64_t prev = 0; /* the last kept row's step */
+    for (hsize_t r = 0; rc == 0 && !done && r < n; r += c) {
+        hsize_t cnt = n - r < c ? n - r : c;
+        hid_t mem = H5Screate_simple(1, &cnt, NULL);
+        if (H5Sselect_hyperslab(sp, H5S_SELECT_SET, &r, NULL, &cnt, NULL) < 0 ||
+            H5Dread(d, H5T_NATIVE_INT64, mem, sp, H5P_DEFAULT, steps) < 0)
+            rc = -1;
+        H5Sclose(mem);
+        for (hsize_t i = 0; rc == 0 && i < cnt && !done; i++) {
+            int in = steps[i] <= last && (!ordered || (r + i == 0 ? steps[i] >= 1 : steps[i] > prev));
+            if (in) (*keep)++, prev = steps[i];
+            else done = 1;
+        }
+    }
+    free(steps);
+    if (dcpl >= 0) H5Pclose(dcpl);
+    if (sp >= 0) H5Sclose(sp);
+    if (d >= 0) H5Dclose(d);
+    if (rc) snprintf(why, whylen, "%s/step", at);
+    return rc;
+}
+
+/* Rows 0 .. keep - 1 of dataset d (at path) read through, 8 MiB at a time.
+ * 0, or -1 with the path in why. */
+static int rows_readable(hid_t d, const char *path, hsize_t keep, char *why, size_t whylen)
+{
+    hid_t fs = H5Dget_space(d), t = H5Dget_type(d);
+    int rank = fs < 0 ? -1 : H5Sget_simple_extent_ndims(fs), rc = rank < 1 || t < 0 ? -1 : 0;
+    hsize_t dims[H5S_MAX_RANK] = {0};
+    if (rc == 0) H5Sget_simple_extent_dims(fs, dims, NULL);
+    hsize_t row = t < 0 ? 0 : H5Tget_size(t), rows = keep < dims[0] ? keep : dims[0];
+    for (int k = 1; k < rank; k++) row *= dims[k];
+    hsize_t per = row == 0 ? 1 : row >= (8u << 20) ? 1 : (8u << 20) / row;
+    void *buf = rc || row == 0 || rows == 0 ? NULL : xmalloc((size_t)(row * (per < rows ? per : rows)));
+    for (hsize_t r = 0; buf && rc == 0 && r < rows; r += per) {
+        hsize_t start[H5S_MAX_RANK] = {0}, count[H5S_MAX_RANK];
+        for (int k = 0; k < rank; k++) count[k] = dims[k];
+        start[0] = r, count[0] = rows - r < per ? rows - r : per;
+        hid_t mem = H5Screate_simple(rank, count, NULL);
+        if (H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
+            H5Dread(d, t, mem, fs, H5P_DEFAULT, buf) < 0)
+            rc = -1;
+        H5Sclose(mem);
+    }
+    free(buf);
+    if (t >= 0) H5Tclose(t);
+    if (fs >= 0) H5Sclose(fs);
+    if (rc) snprintf(why, whylen, "%s", path);
+    return rc;
+}
+
+/* The table g (at) and those below it: the rows of steps <= last kept, each
+ * read through first. */
+static int table_truncate(hid_t g, const char *at, int64_t last, char *why, size_t whylen)
 {
     H5G_info_t info;
-    if (H5Gget_info(g, &info) < 0) return -1;
+    if (H5Gget_info(g, &info) < 0) return snprintf(why, whylen, "%s", at), -1;
     hsize_t keep = 0;
-    int rc = 0, has_step = H5Lexists(g, "step", H5P_DEFAULT) > 0;
-    if (has_step) {
-        hid_t d = H5Dopen2(g, "step", H5P_DEFAULT), sp = d < 0 ? -1 : H5Dget_space(d);
-        hsize_t n = 0;
-        if (sp >= 0) H5Sget_simple_extent_dims(sp, &n, NULL), H5Sclose(sp);
-        int64_t *steps = xmalloc((n ? n : 1) * sizeof *steps);
-        if (d < 0 || (n && H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, steps) < 0)) rc = -1;
-        while (rc == 0 && keep < n && steps[keep] <= last) keep++;
-        free(steps);
-        if (d >= 0) H5Dclose(d);
-    }
+    int has_step = H5Lexists(g, "step", H5P_DEFAULT) > 0;
+    int rc = has_step ? kept_rows(g, at, last, 0, &keep, why, whylen) : 0;
     for (hsize_t i = 0; rc == 0 && i < info.nlinks; i++) {
-        char name[256];
+        char name[256], path[600];
         if (H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT) < 0) {
             rc = -1;
             break;
         }
+        snprintf(path, sizeof path, "%s/%s", at, name);
         hid_t o = H5Oopen(g, name, H5P_DEFAULT);
         if (o < 0) rc = -1;
-        else if (H5Iget_type(o) == H5I_GROUP) rc = table_truncate(o, last);
-        else if (has_step && H5Dset_extent(o, &keep) < 0) rc = -1;
+        else if (H5Iget_type(o) == H5I_GROUP) rc = table_truncate(o, path, last, why, whylen);
+        else if (has_step && (rows_readable(o, path, keep, why, whylen) < 0 || H5Dset_extent(o, &keep) < 0)) rc = -1;
         if (o >= 0) H5Oclose(o);
+        if (rc && !why[0]) snprintf(why, whylen, "%s", path);
     }
     return rc;
 }
 
-static int eval_truncate(hid_t file, int64_t last)
+static int eval_truncate(hid_t file, int64_t last, char *why, size_t whylen)
 {
     if (H5Lexists(file, "/eval", H5P_DEFAULT) <= 0) return 0;
     hid_t g = H5Gopen2(file, "/eval", H5P_DEFAULT);
-    int rc = g < 0 ? -1 : table_truncate(g, last);
+    int rc = g < 0 ? -1 : table_truncate(g, "/eval", last, why, whylen);
     if (g >= 0) H5Gclose(g);
     return rc;
 }
@@ -256,60 +324,10 @@ int metrics_task(struct metrics_file *mf, int64_t step, const struct task_score 
     return rc;
 }
 
-/* Every dataset under group g read through, a slab of rows at a time: a
- * chunk whose checksum fails (a changed byte), or one a failed write left
- * unreadable, is found here, before a restart writes into it (HDF5 reads a
- * chunk back to add a row to it, and a failed write there would end the
- * job).  0, or -1 with the dataset's path in why. */
-static int readable(hid_t g, const char *at, char *why, size_t whylen)
-{
-    H5G_info_t gi;
-    if (H5Gget_info(g, &gi) < 0) return snprintf(why, whylen, "%s", at), -1;
-    for (hsize_t k = 0; k < gi.nlinks; k++) {
-        char name[256], path[600];
-        if (H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, k, name, sizeof name, H5P_DEFAULT) < 0)
-            return snprintf(why, whylen, "%s", at), -1;
-        snprintf(path, sizeof path, "%s/%s", strcmp(at, "/") ? at : "", name);
-        hid_t o = H5Oopen(g, name, H5P_DEFAULT);
-        if (o < 0) return snprintf(why, whylen, "%s", path), -1;
-        int rc = 0;
-        if (H5Iget_type(o) == H5I_GROUP) {
-            rc = readable(o, path, why, whylen);
-        } else if (H5Iget_type(o) == H5I_DATASET) {
-            hid_t fs = H5Dget_space(o), t = H5Dget_type(o);
-            int rank = fs < 0 ? -1 : H5Sget_simple_extent_ndims(fs);
-            hsize_t dims[H5S_MAX_RANK] = {0};
-            size_t tsize = t < 0 ? 0 : H5Tget_size(t);
-            if (rank < 0 || tsize == 0 || (rank > 0 && H5Sget_simple_extent_dims(fs, dims, NULL) < 0)) rc = -1;
-            int fixed = t >= 0 && H5Tdetect_class(t, H5T_VLEN) == 0 && H5Tis_variable_str(t) == 0; /* (none here) */
-            hsize_t row = fixed ? tsize : 0, rows = rank > 0 ? dims[0] : 1;
-            for (int d = 1; d < rank; d++) row *= dims[d];
-            hsize_t per = rc || row == 0 ? 1 : row >= (8u << 20) ? 1 : (8u << 20) / row; /* rows a slab: 8 MiB */
-            void *buf = rc ? NULL : xmalloc((size_t)(row ? row : 1) * (size_t)(per < rows ? per : rows ? rows : 1));
-            for (hsize_t r = 0; rc == 0 && row && r < rows; r += per) {
-                hsize_t start[H5S_MAX_RANK] = {0}, count[H5S_MAX_RANK];
-                for (int d = 0; d < rank; d++) count[d] = dims[d];
-                start[0] = r;
-                if (rank > 0) count[0] = rows - r < per ? rows - r : per;
-                hid_t mem = rank > 0 ? H5Screate_simple(rank, count, NULL) : H5Screate(H5S_SCALAR);
-                if (mem < 0 || (rank > 0 && H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) < 0) ||
-                    H5Dread(o, t, mem, fs, H5P_DEFAULT, buf) < 0)
-                    rc = -1;
-                if (mem >= 0) H5Sclose(mem);
-            }
-            free(buf);
-            if (t >= 0) H5Tclose(t);
-            if (fs >= 0) H5Sclose(fs);
-            if (rc) snprintf(why, whylen, "%s", path);
-        }
-        H5Oclose(o);
-        if (rc) return -1;
-    }
-    return 0;
-}
-
-/* Re-open the datasets of an existing file and keep rows with step <= last. */
-static int reopen_datasets(struct metrics_file *mf, int64_t last)
+/* Re-open the datasets of an existing file and keep rows with step <= last,
+ * read through first; -1 with the dataset's path in why where one does not
+ * read back. */
+static int reopen_datasets(struct metrics_file *mf, int64_t last, char *why, size_t whylen)
 {
     for (int i = 0; i < M_COUNT; i++) {
         char path[64];
@@ -326,22 +344,25 @@ static int reopen_datasets(struct metrics_file *mf, int64_t last)
         if (mf->dset[i] < 0) return -1;
     }
     mf->moe_tokens = -1;
-    hid_t space = H5Dget_space(mf->dset[M_STEP]);
-    hsize_t n = 0;
-    H5Sget_simple_extent_dims(space, &n, NULL);
-    H5Sclose(space);
-    int64_t *steps = xmalloc((n ? n : 1) * sizeof *steps);
-    if (n && H5Dread(mf->dset[M_STEP], H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, steps) < 0) {
-        free(steps);
-        return -1;
-    }
-    hsize_t keep = 0;
     /* the rows of steps 1 .. last, in order; a row out of order (zeros left by
      * a write that failed) ends them */
-    while (keep < n && steps[keep] <= last && (keep == 0 ? steps[0] >= 1 : steps[keep] > steps[keep - 1])) keep++;
-    free(steps);
-    for (int i = 0; i < M_COUNT; i++)
-        if (H5Dset_extent(mf->dset[i], &keep) < 0) return -1;
+    hid_t g = H5Gopen2(mf->file, "/metrics", H5P_DEFAULT);
+    hsize_t keep = 0;
+    int rc = g < 0 ? -1 : kept_rows(g, "/metrics", last, 1, &keep, why, whylen);
+    if (g >= 0) H5Gclose(g);
+    if (rc) return -1;
+    char path[64];
+    for (int i = 0; i < M_COUNT; i++) {
+        snprintf(path, sizeof path, "/metrics/%s", mnames[i]);
+        if (rows_readable(mf->dset[i], path, keep, why, whylen) < 0 || H5Dset_extent(mf->dset[i], &keep) < 0)
+            return -1;
+    }
+    if (H5Lexists(mf->file, "/metrics/moe_tokens", H5P_DEFAULT) > 0) { /* (cut to the rows by metrics_moe) */
+        hid_t d = H5Dopen2(mf->file, "/metrics/moe_tokens", H5P_DEFAULT);
+        rc = d < 0 ? -1 : rows_readable(d, "/metrics/moe_tokens", keep, why, whylen);
+        if (d >= 0) H5Dclose(d);
+        if (rc) return -1;
+    }
     mf->rows = keep;
     mf->rows_at_open = keep;
     return 0;
@@ -370,9 +391,8 @@ int metrics_open(struct metrics_file *mf, const char *run_dir, const char *deck,
             return -2;
         }
         char bad[600] = "";
-        rc = mf->file < 0 ? -1 : readable(mf->file, "/", bad, sizeof bad);
-        if (rc == 0) rc = reopen_datasets(mf, first_step);
-        if (rc == 0) rc = eval_truncate(mf->file, first_step);
+        rc = mf->file < 0 ? -1 : reopen_datasets(mf, first_step, bad, sizeof bad);
+        if (rc == 0) rc = eval_truncate(mf->file, first_step, bad, sizeof bad);
         if (rc != 0) { /* damaged (a full disk in an earlier run, a changed byte): keep it aside, start anew */
             for (int i = 0; i < M_COUNT; i++)
                 if (mf->dset[i] > 0) H5Dclose(mf->dset[i]), mf->dset[i] = -1;
