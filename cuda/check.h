@@ -37,7 +37,7 @@ void cuda_fail_at(const char *file, int line, const char *call, const char *name
 #define CUDA_OOM_HINT "`triad plan DECK` shows what each rank needs; set train.memory_gb to the GPU's memory"
 #define CUDA_PINNED_HINT                                                                                               \
     "pinned host memory holds the MPI staging buffers and io.async_checkpoint's snapshot: check the node's free "       \
-    "memory and its locked-memory limit (ulimit -l), or set io.async_checkpoint = .false."
+    "host memory (other ranks and jobs on the node), or set io.async_checkpoint = .false."
 #define CUDA_ALLOC_CHECK(call, what, hint)                                        \
     do {                                                                          \
         cudaError_t cuda_alloc_rc_ = (call);                                      \

@@ -71,7 +71,7 @@ if [ -n "${TRIAD_EMU_DEVICES:-}" ]; then # (the emulator: a node whose GPUs are 
     TRIAD_EMU_FAIL_MALLOC_HOST=1 triad_run 1 "$deck" $common train.steps=2 train.warmup_steps=0 train.device="'cuda'" \
         io.async_checkpoint=.true. io.checkpoint_every=1 io.run_dir="'$scratch/pinned'"
     st=$?
-    [ $st -eq 1 ] && grep -q "out of pinned host memory: .* (ulimit -l), or set io.async_checkpoint = .false." "$scratch/last.out"
+    [ $st -eq 1 ] && grep -q "out of pinned host memory: .* free host memory .*, or set io.async_checkpoint = .false." "$scratch/last.out"
     ok $? "cudaMallocHost failing: status 1 (got $st), out of pinned host memory, with what to do"
 fi
 triad_run 2 "$deck" $common parallel.tp=2 train.device="'cuda'" train.share_gpus=.true. io.run_dir="'$scratch/gtp'"

@@ -128,6 +128,26 @@ ok $? "pack_activations unset, memory_gb = $gb: the run trains"
 grep -q "^train.pack_activations unset: .true., the stored layers packed in 16 bits: the planned peak with fp32 containers is [0-9.]*% of a rank's memory ([0-9.]*% packed), more than 3/4 (memory: train.memory_gb)$" "$scratch/last.out" &&
     grep -q "^  pack_activations *= .true.$" "$scratch/last.out"
 ok $? "the run: rank 0's stage alone would keep fp32 containers, stage 1's peak decides, so both pack; the effective deck says .true."
+# rank 0 holds more than its stage (metrics.h5): with memory between the two, triad plan and the run choose
+# alike (the run's rank 0 weighs its own peak, as plan_check and triad plan do)
+one="train.micro_batch_size=2 train.precision=bf16 model.vocab_size=8192 model.seq_len=64 model.n_layer=8"
+"$TRIAD" plan "$deck" world=2 $common $one train.pack_activations=.false. > "$scratch/r0_false.plan" 2>&1
+gb0=$("$PYTHON3" - "$scratch/r0_false.plan" <<'PY'
+import re, sys
+t = open(sys.argv[1]).read()
+u = int(re.search(r"stage 0 peak: (\d+) bytes", t).group(1))
+r = int(re.search(r"rank 0 peak: (\d+) bytes", t).group(1))
+assert r > u
+print("%.9f" % ((u + r) / 2 / 0.75 / 2**30))
+PY
+)
+"$TRIAD" plan "$deck" world=2 $common $one train.memory_gb=$gb0 > "$scratch/r0.plan" 2>&1
+triad_run 2 "$deck" $common $one train.memory_gb=$gb0 train.steps=1 io.run_dir="'$scratch/r0_run'"
+st=$?
+planned=$(sed -n 's/^train.pack_activations unset: \(\.[a-z]*\.\),.*/\1/p' "$scratch/r0.plan")
+ran=$(sed -n 's/^train.pack_activations unset: \(\.[a-z]*\.\),.*/\1/p' "$scratch/last.out" | head -1)
+[ $st -eq 0 ] && [ "$planned" = .true. ] && [ "$ran" = .true. ]
+ok $? "memory_gb = $gb0, between stage 0's peak and rank 0's: triad plan packs ($planned) and so does the run ($ran)"
 "$PYTHON3" - "$scratch/auto_true.plan" "$scratch/auto_run/metrics.h5" <<'PY'
 import re, sys, h5py
 want = [[int(x) for x in v] for v in re.findall(r"^  stage \d: parameters (\d+), gradients (\d+), optimizer (\d+), "

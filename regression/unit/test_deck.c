@@ -317,6 +317,7 @@ static const struct bad bad_decks[] = {
       "save the deck as UTF-8" },
     { "&model n_layer = 4\xe2\x41\x80 /", "(it holds the byte 0xE2, which is not UTF-8, after '4')", 1, 18, NULL },
     { "&model n_layer = 4\xed\xa0\x80 /", "(it holds the byte 0xED, which is not UTF-8, after '4')", 1, 18, NULL },
+    { "&model n_layer = 4\xc2\x9b" "31m /", "(it holds U+009B, a character outside ASCII, after '4')", 1, 18, NULL },
 };
 
 static int check_error(int rc, const struct deck_error *err, const char *what, int line, int col,
@@ -337,7 +338,9 @@ static int shows(const char *s)
     size_t n = strlen(s);
     for (size_t i = 0; i < n;) {
         int len = utf8_length((const unsigned char *)s + i, n - i);
-        if (len == 0 || ((unsigned char)s[i] < 0x20 && s[i] != '\n') || s[i] == 0x7f) return 0;
+        if (len == 0 || ((unsigned char)s[i] < 0x20 && s[i] != '\n') || s[i] == 0x7f ||
+            (len == 2 && utf8_code_point((const unsigned char *)s + i, 2) < 0xA0))
+            return 0;
         i += (size_t)len;
     }
     return 1;

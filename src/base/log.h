@@ -74,7 +74,8 @@ void *xalloc_aligned_at(const char *file, int line, size_t n);
 /* Format a message into err[0..errlen) and return -1, for
  * `return errorf(err, errlen, ...)`. */
 int errorf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* Control characters in a message (a NUL cannot be: the text ends there)
+/* Control characters in a message (a NUL cannot be: the text ends there;
+ * C1's, U+0080 to U+009F, as well) and bytes that start no UTF-8 sequence
  * made '?', tab and newline kept: what a damaged file puts into an error
  * message cannot move the terminal's cursor or hide the rest.  Every
  * message builder of the readers applies it (errorf, deck_error_set, ...). */

@@ -400,8 +400,9 @@ static size_t tokenizer_file_bytes(const char *path)
 }
 
 /* Rank 0's moments beyond its stage's plan (struct plan): the tokenizer the
- * run checks at start-up (data.tokenizer, io.init_from's folder's, or the
- * run's copy; one kept only inside a triad checkpoint is not counted), and
+ * run checks at start-up (data.tokenizer, io.init_from's folder's, or on a
+ * restart the run's copy; one kept only inside a triad checkpoint is not
+ * counted), and
  * the aggregation buffer of a checkpoint written by more than one rank. */
 static void rank0_moments(struct plan *p, const struct config *cfg, int world)
 {
@@ -409,6 +410,8 @@ static void rank0_moments(struct plan *p, const struct config *cfg, int world)
     char path[4096];
     if (!p->cuda && hf_tokenizer_of(cfg, NULL, path, sizeof path))
         p->rank0_tokenizer = PLAN_TOKENIZER_FACTOR * tokenizer_file_bytes(path);
+    else if (!p->cuda && cfg->io.restart[0]) /* (a restart parses the copy its run keeps: hf_run_tokenizer) */
+        p->rank0_tokenizer = PLAN_TOKENIZER_FACTOR * tokenizer_file_bytes(cfg->io.run_dir);
     /* a dataset's collective write gathers the whole of it (one layer's) on the aggregator: the largest,
      * tp slices of the largest a rank holds (ckpt check's) */
     size_t whole = 0;
@@ -420,7 +423,7 @@ static void rank0_moments(struct plan *p, const struct config *cfg, int world)
     p->rank0_runtime = !p->cuda && world > 1 ? PLAN_RANK0_RUNTIME : 0;
     p->rank0_peak = s->peak + p->rank0_runtime +
                     (p->rank0_tokenizer > p->rank0_mpiio ? p->rank0_tokenizer : p->rank0_mpiio);
-    if (p->rank0_peak > p->peak) p->peak = p->rank0_peak, p->peak_stage = 0;
+    if (p->rank0_peak > p->peak) p->peak = p->rank0_peak, p->peak_stage = -1;
 }
 
 int plan_compute(struct plan *p, const struct config *cfg, int world, int threads, char *err, size_t errlen)
@@ -513,8 +516,10 @@ double plan_memory_available(const struct config *cfg, int ranks_per_node, char 
 
 /* ------------------------------------------------------------ train.pack_activations unset */
 
-/* The planned peak of stage pp_rank (-1: the largest) with the stored layers
- * packed or not; 0 with the reason in err when cfg does not plan. */
+/* The planned peak of stage pp_rank (-1: the largest, world rank 0's
+ * included; PLAN_RANK0: world rank 0's) with the stored layers packed or
+ * not; 0 with the reason in err when cfg does not plan. */
+#define PLAN_RANK0 (-2)
 static double peak_packed(const struct config *cfg, int pack, int world, int threads, int pp_rank, char *err,
                           size_t len)
 {
@@ -524,7 +529,7 @@ static double peak_packed(const struct config *cfg, int pack, int world, int thr
     struct plan p;
     double peak = 0;
     if (plan_compute(&p, c, world, threads, err, len) == 0) {
-        peak = (double)(pp_rank >= 0 ? p.stage[pp_rank].peak : p.peak);
+        peak = (double)(pp_rank >= 0 ? p.stage[pp_rank].peak : pp_rank == PLAN_RANK0 ? p.rank0_peak : p.peak);
         plan_free(&p);
     }
     free(c);
@@ -586,8 +591,9 @@ void plan_resolve_pack(struct config *cfg, const struct grid *g)
     double avail = plan_memory_available(cfg, node_ranks(g), source, sizeof source);
     /* this rank's stage's peaks, as fractions of its memory (or bytes where it is unknown); the rule then
      * applied once, on every rank alike, to the largest of each (as triad plan does on the largest stage) */
-    double u = peak_packed(cfg, 0, g->world, omp_get_max_threads(), g->pp_rank, err, sizeof err);
-    double p = u > 0 ? peak_packed(cfg, 1, g->world, omp_get_max_threads(), g->pp_rank, err, sizeof err) : 0;
+    int who = g->rank == 0 ? PLAN_RANK0 : g->pp_rank; /* (rank 0 as plan_check counts it) */
+    double u = peak_packed(cfg, 0, g->world, omp_get_max_threads(), who, err, sizeof err);
+    double p = u > 0 ? peak_packed(cfg, 1, g->world, omp_get_max_threads(), who, err, sizeof err) : 0;
     int failed = u <= 0 || p <= 0;
     double m[5] = {avail > 0 ? u / avail : 0, avail > 0 ? p / avail : 0, avail > 0 ? 0 : 1, u, p};
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, m, 5, MPI_DOUBLE, MPI_MAX, g->world_comm));
@@ -616,11 +622,12 @@ size_t plan_check(const struct config *cfg, const struct grid *g)
     char h_need[32], h_have[32];
     plan_human(h_need, sizeof h_need, (double)p.peak);
     plan_human(h_have, sizeof h_have, isinf(least) ? 0 : least);
+    char where[32];
+    plan_peak_where(where, sizeof where, &p);
     if (!any) {
-        if (isinf(least)) log_info("memory plan: peak %s per rank (stage %d); memory available: %s\n", h_need,
-                                   p.peak_stage, source);
-        else log_info("memory plan: peak %s per rank (stage %d) of %s available (%s)\n", h_need, p.peak_stage,
-                      h_have, source);
+        if (isinf(least)) log_info("memory plan: peak %s per rank (%s); memory available: %s\n", h_need, where,
+                                   source);
+        else log_info("memory plan: peak %s per rank (%s) of %s available (%s)\n", h_need, where, h_have, source);
         plan_free(&p);
         return (size_t)need;
     }

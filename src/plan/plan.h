@@ -70,7 +70,7 @@ struct plan {
     double bubble;            /* the schedule's bubble, simulated with each stage's */
     struct plan_stage *stage; /* [pp] */
     size_t peak;              /* the largest stage peak, or rank 0's where that is larger */
-    int peak_stage;
+    int peak_stage;           /* its stage, or -1: world rank 0's (rank0_peak) */
     /* what world rank 0 (of stage 0) alone holds for a moment, besides its
      * stage's transients: the tokenizer being parsed at start-up and MPI-IO's
      * aggregation buffer in a checkpoint's collective write (CPU only: host
@@ -106,6 +106,8 @@ struct plan {
  * Returns 0, or -1 with the reason in err. */
 int plan_compute(struct plan *p, const struct config *cfg, int world, int threads, char *err, size_t errlen);
 void plan_free(struct plan *p);
+/* Whose the plan's peak is, for messages: "stage S", or "rank 0". */
+void plan_peak_where(char *buf, size_t n, const struct plan *p);
 
 /* The bubble fraction (idle / (pp x makespan)) of schedule s, simulated
  * (pipeline.c) with a chunk's forward, B and W taking t[0], t[1] and t[2]

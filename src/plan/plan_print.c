@@ -117,9 +117,10 @@ void plan_print_memory(FILE *f, const struct plan *p)
                      PLAN_TOKENIZER_FACTOR);
         if (p->rank0_mpiio)
             snprintf(io, sizeof io, "MPI-IO's aggregation of a checkpoint's largest dataset %.2f", p->rank0_mpiio / u);
-        fprintf(f, "  rank 0 holds more than its stage: metrics.h5 and the run's summaries %.2f%s%s%s%s%s;\n"
-                   "    its peak %.2f\n", p->rank0_runtime / u, tok[0] || io[0] ? ", + the larger of " : "", tok,
-                tok[0] && io[0] ? "\n    and " : "", io, "", p->rank0_peak / u);
+        fprintf(f, "  rank 0 holds more than its stage: metrics.h5 and the run's summaries %.2f%s%s%s%s;\n"
+                   "    its peak %.2f\n", p->rank0_runtime / u,
+                tok[0] && io[0] ? ", + the larger of " : tok[0] || io[0] ? ", + " : "", tok,
+                tok[0] && io[0] ? "\n    and " : "", io, p->rank0_peak / u);
     }
     fprintf(f, "\nactivations per rank (%s) by recomputation%s:\n", unit_name(p),
             p->recompute == RECOMPUTE_FULL ? " (full: all layers)" : "");
@@ -138,21 +139,25 @@ void plan_print_memory(FILE *f, const struct plan *p)
 
 void plan_print_fit(FILE *f, const struct plan *p, double avail, const char *source)
 {
-    char need[32], have[32];
+    char need[32], have[32], where[32];
     plan_human(need, sizeof need, (double)p->peak);
+    plan_peak_where(where, sizeof where, p);
     if (avail <= 0) {
-        fprintf(f, "\nmemory available: %s; peak %s per rank (stage %d): fit not checked\n", source, need,
-                p->peak_stage);
+        fprintf(f, "\nmemory available: %s; peak %s per rank (%s): fit not checked\n", source, need, where);
         return;
     }
     plan_human(have, sizeof have, avail);
     fprintf(f, "\nmemory available: %s per rank (%s)\n", have, source);
     if ((double)p->peak <= avail)
-        fprintf(f, "FITS: peak %s per rank (stage %d), %.0f%% of the memory\n", need, p->peak_stage,
-                100.0 * p->peak / avail);
+        fprintf(f, "FITS: peak %s per rank (%s), %.0f%% of the memory\n", need, where, 100.0 * p->peak / avail);
     else
-        fprintf(f, "DOES NOT FIT: stage %d needs %s per rank, %.2fx the %s available\n", p->peak_stage, need,
-                p->peak / avail, have);
+        fprintf(f, "DOES NOT FIT: %s needs %s per rank, %.2fx the %s available\n", where, need, p->peak / avail, have);
+}
+
+void plan_peak_where(char *buf, size_t n, const struct plan *p)
+{
+    if (p->peak_stage < 0) snprintf(buf, n, "rank 0");
+    else snprintf(buf, n, "stage %d", p->peak_stage);
 }
 
 static void print_comm(FILE *f, const struct plan *p)
