@@ -162,19 +162,22 @@ bad_plot "names none" "--quantities ," -o "$scratch/p.png" --quantities ,
 # a byte of /metrics/loss changed after the write: each series' chunks carry
 # HDF5's Fletcher-32, so the reader says so instead of plotting a wrong loss,
 # and a restart moves the file aside instead of continuing it
-cp -r "$scratch/run" "$scratch/flip"
-"$PYTHON3" - "$scratch/flip/metrics.h5" << 'PY'
+flip_loss() { # flip_loss METRICS_H5 CHUNK: every series (/metrics, /eval) checksummed; a bit of /metrics/loss's
+    "$PYTHON3" - "$1" "$2" << 'PY'    # chunk CHUNK (its fourth byte) flipped
 import sys, h5py
 with h5py.File(sys.argv[1], "r") as f:
-    d = f["metrics/loss"]
-    assert all(f["metrics"][k].fletcher32 for k in f["metrics"]), "a series without its checksum"
-    at = d.id.get_chunk_info(0).byte_offset + 3  # (inside step 1's loss)
+    series = [f["metrics"][k] for k in f["metrics"]] + [f["eval"][k] for k in (f["eval"] if "eval" in f else ())]
+    assert all(d.fletcher32 for d in series), "a series without its checksum"
+    at = f["metrics/loss"].id.get_chunk_info(int(sys.argv[2])).byte_offset + 3
 with open(sys.argv[1], "r+b") as f:
     f.seek(at)
     b = f.read(1)
     f.seek(at)
     f.write(bytes([b[0] ^ 0x10]))
 PY
+}
+cp -r "$scratch/run" "$scratch/flip"
+flip_loss "$scratch/flip/metrics.h5" 0 # (inside step 1's loss)
 ok $? "every /metrics series carries its checksum; a byte of /metrics/loss flipped"
 $PM "$scratch/flip" -o "$scratch/f.png" > "$scratch/out" 2>&1
 [ $? -eq 1 ] && grep -q "/metrics/loss fails its checksum" "$scratch/out" && no_traceback "$scratch/out" &&
@@ -190,28 +193,15 @@ ok $? "a restart beside that metrics.h5: moved aside naming /metrics/loss, a new
 # chunk of their own: 256 rows a chunk): the file is continued, its other
 # rows kept; and /eval's tables carry their checksums too
 c="$top_srcdir/regression/cases/data/corpus.txt"
-triad_run 1 "$DECKS/tiny.nml" train.steps=260 train.warmup_steps=0 io.checkpoint_every=256 train.eval_every=100 \
-    train.eval_batches=1 data.kind="'text'" data.path="'$c'" data.val_path="'$c'" model.vocab_size=256 \
-    io.run_dir="'$scratch/late'"
+late="train.steps=260 train.warmup_steps=0 io.checkpoint_every=256 train.eval_every=100 train.eval_batches=1
+      data.kind='text' data.path='$c' data.val_path='$c' model.vocab_size=256 io.run_dir='$scratch/late'"
+triad_run 1 "$DECKS/tiny.nml" $late
 ok $? "260 steps with a checkpoint at 256 and held-out losses"
 cp "$scratch/late/metrics.h5" "$scratch/late.h5"
-"$PYTHON3" - "$scratch/late/metrics.h5" << 'PY'
-import sys, h5py
-with h5py.File(sys.argv[1], "r") as f:
-    series = [f["metrics"][k] for k in f["metrics"]] + [f["eval"][k] for k in f["eval"]]
-    assert all(d.fletcher32 for d in series), "a series without its checksum"
-    assert len(f["eval/step"]) == 3
-    at = f["metrics/loss"].id.get_chunk_info(1).byte_offset + 3  # (rows 256.., steps 257..260)
-with open(sys.argv[1], "r+b") as f:
-    f.seek(at)
-    b = f.read(1)
-    f.seek(at)
-    f.write(bytes([b[0] ^ 0x10]))
-PY
+"$PYTHON3" -c "import h5py, sys; sys.exit(len(h5py.File(sys.argv[1])['eval/step']) != 3)" "$scratch/late.h5" &&
+    flip_loss "$scratch/late/metrics.h5" 1 # (rows 256.., steps 257..260)
 ok $? "every /metrics and /eval series carries its checksum; a byte of /metrics/loss flipped in steps 257..260"
-triad_run 1 "$DECKS/tiny.nml" train.steps=260 train.warmup_steps=0 io.checkpoint_every=256 train.eval_every=100 \
-    train.eval_batches=1 data.kind="'text'" data.path="'$c'" data.val_path="'$c'" model.vocab_size=256 \
-    io.run_dir="'$scratch/late'" io.restart="'auto'"
+triad_run 1 "$DECKS/tiny.nml" $late io.restart="'auto'"
 [ $? -eq 0 ] && ! grep -q "could not be continued" "$scratch/last.out" && [ ! -e "$scratch/late/metrics.h5.damaged.1" ] &&
     "$PYTHON3" - "$scratch/late/metrics.h5" "$scratch/late.h5" << 'PY'
 import sys, h5py
