@@ -35,9 +35,9 @@ void cuda_fail_at(const char *file, int line, const char *call, const char *name
 /* An allocation: a full device (or no pinned host memory left) is said as
  * such, with what to do, not as the runtime's error name alone. */
 #define CUDA_OOM_HINT "`triad plan DECK` shows what each rank needs; set train.memory_gb to the GPU's memory"
-#define CUDA_PINNED_HINT                                                                                               \
-    "pinned host memory holds the MPI staging buffers and io.async_checkpoint's snapshot: check the node's free "       \
-    "host memory (other ranks and jobs on the node), or set io.async_checkpoint = .false."
+#define CUDA_PINNED_HINT                                                                                     \
+    "pinned host memory holds the MPI staging buffers and io.async_checkpoint's snapshot: check the node's " \
+    "free host memory (other ranks and jobs on the node), or set io.async_checkpoint = .false."
 #define CUDA_ALLOC_CHECK(call, what, hint)                                        \
     do {                                                                          \
         cudaError_t cuda_alloc_rc_ = (call);                                      \

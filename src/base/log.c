@@ -212,7 +212,7 @@ void text_printable(char *s)
             s[i++] = '?';
             continue;
         }
-        if (len == 2 && utf8_code_point((const unsigned char *)s + i, 2) < 0xA0) /* (C1: U+0080 .. U+009F, CSI among them) */
+        if (len == 2 && utf8_code_point((const unsigned char *)s + i, 2) < 0xA0) /* (C1: U+0080 .. U+009F) */
             s[i] = s[i + 1] = '?';
         i += (size_t)len;
     }

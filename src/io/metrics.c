@@ -199,7 +199,8 @@ static int table_append(struct metrics_file *mf, const char *group, int n, const
 static int kept_rows(hid_t g, const char *at, int64_t last, int ordered, hsize_t *keep, char *why, size_t whylen)
 {
     *keep = 0;
-    hid_t d = H5Dopen2(g, "step", H5P_DEFAULT), sp = d < 0 ? -1 : H5Dget_space(d), dcpl = d < 0 ? -1 : H5Dget_create_plist(d);
+    hid_t d = H5Dopen2(g, "step", H5P_DEFAULT);
+    hid_t sp = d < 0 ? -1 : H5Dget_space(d), dcpl = d < 0 ? -1 : H5Dget_create_plist(d);
     hsize_t n = 0, c = 256;
     if (sp >= 0) H5Sget_simple_extent_dims(sp, &n, NULL);
     if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED) H5Pget_chunk(dcpl, 1, &c);

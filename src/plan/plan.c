@@ -415,8 +415,10 @@ static void rank0_moments(struct plan *p, const struct config *cfg, int world)
     /* a dataset's collective write gathers the whole of it (one layer's) on the aggregator: the largest,
      * tp slices of the largest a rank holds (ckpt check's) */
     size_t whole = 0;
-    for (int r = 0; r < p->shape.pp; r++)
-        if (p->stage[r].bytes[PM_CKPT] * (size_t)p->shape.tp > whole) whole = p->stage[r].bytes[PM_CKPT] * (size_t)p->shape.tp;
+    for (int r = 0; r < p->shape.pp; r++) {
+        size_t w = p->stage[r].bytes[PM_CKPT] * (size_t)p->shape.tp;
+        if (w > whole) whole = w;
+    }
     if (!p->cuda && world > 1) p->rank0_mpiio = whole < PLAN_MPIIO_BUFFER ? whole : PLAN_MPIIO_BUFFER;
     /* (each measured on top of the stage's peak, not in place of its transient: the resident set of rank 0
      * above its stage's other ranks is the buffer's whole size) */
