@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt_tok.h"
 #include "cuda_sizes.h"
 #include "dp.h"
 #include "gemm.h"
@@ -365,7 +366,6 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
         else if (s->bytes[i] > transient) transient = s->bytes[i];
     }
     s->peak += transient;
-    s->transient = transient;
     /* ZeRO-3: the layer gathers of a step (zero3.c's policy over this rank's schedule) */
     long *gathers = xcalloc((size_t)d.Lp + 1, sizeof *gathers);
     struct pp_action *acts = NULL;
@@ -379,31 +379,20 @@ static void plan_stage(struct plan_stage *s, const struct plan *p, const struct 
     free(gathers);
 }
 
-/* The bytes of the tokenizer's files at path (a tokenizer.json, or a folder
- * with one, or with GPT-2's vocab.json + merges.txt), 0 where none reads. */
+/* The bytes of the tokenizer's files at path: a tokenizer.json, or a
+ * folder's files as a checkpoint would keep them (ckpt_tokenizer_bytes). */
 static size_t tokenizer_file_bytes(const char *path)
 {
     struct stat sb;
     if (stat(path, &sb) != 0) return 0;
-    if (!S_ISDIR(sb.st_mode)) return (size_t)sb.st_size;
-    static const char *const names[2][2] = {{"tokenizer.json", NULL}, {"vocab.json", "merges.txt"}};
-    for (int k = 0; k < 2; k++) {
-        size_t bytes = 0;
-        for (int i = 0; i < 2 && names[k][i]; i++) {
-            char file[4200];
-            snprintf(file, sizeof file, "%s/%s", path, names[k][i]);
-            if (stat(file, &sb) == 0 && S_ISREG(sb.st_mode)) bytes += (size_t)sb.st_size;
-        }
-        if (bytes) return bytes;
-    }
-    return 0;
+    return S_ISDIR(sb.st_mode) ? (size_t)ckpt_tokenizer_bytes(path) : (size_t)sb.st_size;
 }
 
 /* Rank 0's moments beyond its stage's plan (struct plan): the tokenizer the
  * run checks at start-up (data.tokenizer, io.init_from's folder's, or on a
  * restart the run's copy; one kept only inside a triad checkpoint is not
- * counted), and
- * the aggregation buffer of a checkpoint written by more than one rank. */
+ * counted), and the aggregation buffer of a checkpoint written by more than
+ * one rank. */
 static void rank0_moments(struct plan *p, const struct config *cfg, int world)
 {
     const struct plan_stage *s = &p->stage[0];

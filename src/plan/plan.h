@@ -52,7 +52,6 @@ struct plan_stage {
     size_t params;            /* parameter elements on the rank (unpadded) */
     size_t bytes[PM_COUNT];
     size_t peak;              /* the resident bytes + the largest transient */
-    size_t transient;         /* that transient */
     size_t slot_bytes, scratch_bytes, wslot_bytes;
     size_t act_by_recompute[3]; /* activations with recompute = none, selective, full (all layers) */
     double comm[CG_COUNT];    /* bytes per step this rank contributes (as comm.c counts them) */
@@ -78,9 +77,9 @@ struct plan {
     size_t rank0_runtime, rank0_tokenizer, rank0_mpiio, rank0_peak;
 };
 
-/* The tokenizer's parse at its peak, per byte of its files (tokenizer.json,
- * or vocab.json + merges.txt): the JSON tree and the tokenizer built from it
- * at once.  Measured with triad tokenize's resident set on four real files
+/* The tokenizer's parse at its peak, per byte of its files (a
+ * tokenizer.json, or a folder's as a checkpoint keeps them): the JSON tree
+ * and the tokenizer built from it at once.  Measured with triad tokenize's resident set on four real files
  * (Llama 2's and 3's, Qwen3's, Gemma 3's): 6.8 to 9.6. */
 #define PLAN_TOKENIZER_FACTOR 10
 /* MPI-IO's buffer on an aggregating rank of a collective write (Open MPI
